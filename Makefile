@@ -1,0 +1,57 @@
+# kpr — build, test, demo and benchmark. Every target installs what it needs.
+SHELL := /bin/bash
+.DELETE_ON_ERROR:
+.PHONY: all deps deps-system deps-node bpf build test test-unit demo bench clean
+
+BUILD_DIR   := build
+BPF_SRC     := $(wildcard bpf/*.bpf.c)
+BPF_OBJ     := $(patsubst bpf/%.bpf.c,$(BUILD_DIR)/%.bpf.o,$(BPF_SRC))
+BPF_HDR     := $(wildcard bpf/include/*.h)
+ARCH_INC    := /usr/include/$(shell uname -m)-linux-gnu
+CLANG       ?= clang
+BPF_CFLAGS  := -O2 -g -Wall -Werror -target bpf -I bpf/include -I $(ARCH_INC)
+# Debian packages the build, tests, demo and benchmarks use.
+APT_PKGS    := clang llvm libbpf-dev libbpf1 bpftool iproute2 iptables nftables util-linux procps
+TEST_FILES   = $(shell find dist/test -name '*.test.js' | sort)
+
+all: build
+
+deps: deps-system deps-node
+
+# Installs only what is missing, so a prepared machine pays nothing.
+deps-system:
+	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "kpr: installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+deps-node: node_modules/.package-lock.json
+
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	@touch $@
+
+$(BUILD_DIR)/%.bpf.o: bpf/%.bpf.c $(BPF_HDR) | deps-system
+	@mkdir -p $(BUILD_DIR)
+	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+bpf: $(BPF_OBJ)
+
+build: deps bpf
+	npx tsc -p tsconfig.json
+
+test: build
+	node --test --test-concurrency=1 $(TEST_FILES)
+
+test-unit: build
+	node --test $(shell find dist/test/unit -name '*.test.js' | sort)
+
+demo: build
+	node dist/sandbox/demo.js
+
+bench: build
+	node dist/bench/run.js
+
+clean:
+	rm -rf $(BUILD_DIR) dist
