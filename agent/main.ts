@@ -1,0 +1,43 @@
+/** Entry point of bin/kpr-agent. */
+import { Agent } from './agent.js';
+import { parseAgentArgs, USAGE } from './config.js';
+import { createLogger } from './log.js';
+
+async function main(): Promise<void> {
+  let cfg;
+  try {
+    cfg = parseAgentArgs(process.argv.slice(2));
+  } catch (err) {
+    process.stderr.write(`kpr-agent: ${(err as Error).message}\n${USAGE}\n`);
+    process.exit(2);
+  }
+  if (cfg === 'help') {
+    process.stdout.write(`${USAGE}\n`);
+    return;
+  }
+  const log = createLogger(cfg.logLevel, { node: cfg.nodeName });
+  const agent = new Agent(cfg, log);
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info('stopping', { signal });
+    agent.stop().then(
+      () => process.exit(0),
+      (err) => {
+        log.error('stop failed', { error: (err as Error).message });
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  try {
+    await agent.start();
+  } catch (err) {
+    log.error('agent failed to start', { error: (err as Error).message });
+    process.exit(1);
+  }
+}
+
+void main();

@@ -1,0 +1,190 @@
+/**
+ * Drives the reconciler from cluster changes: services touched by an event
+ * are re-planned and re-diffed alone (an endpoint change at 10,000 services
+ * costs one service's work); a periodic full sync re-plans everything and
+ * repairs drift; a failed sync is retried with backoff.
+ */
+import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
+import { planService, type PlanFrontend, type SkippedObject } from './plan/index.js';
+import type { Reconciler, SyncResult } from './reconcile/reconciler.js';
+import type { Logger } from './log.js';
+
+/** What the loop reads from the watch layer's caches. */
+export interface ClusterSource {
+  services(): V1Service[];
+  service(namespace: string, name: string): V1Service | undefined;
+  endpointSlicesFor(namespace: string, serviceName: string): V1EndpointSlice[];
+  node(): V1Node | undefined;
+}
+
+export interface SyncLoopOptions {
+  nodeName: string;
+  syncPeriodMs: number;
+  minSyncPeriodMs: number;
+  log: Logger;
+  /** Called after every sync attempt, for metrics and health. */
+  onSync?: (report: SyncReport) => void;
+  now?: () => number;
+}
+
+export interface SyncReport {
+  trigger: 'initial' | 'event' | 'periodic' | 'retry';
+  full: boolean;
+  services: number;
+  durationMs: number;
+  /** Time from the oldest change in this batch to maps written (event syncs). */
+  eventToMapsMs?: number;
+  result: SyncResult;
+}
+
+const RETRY_MIN_MS = 500;
+const RETRY_MAX_MS = 30_000;
+
+function splitKey(key: string): [string, string] {
+  const i = key.indexOf('/');
+  return [key.slice(0, i), key.slice(i + 1)];
+}
+
+export class SyncLoop {
+  private readonly dirty = new Set<string>();
+  private oldestChangeAt: number | undefined;
+  /** Cancels the scheduled sync, if one is pending. */
+  private cancelPending: (() => void) | undefined;
+  private periodic: NodeJS.Timeout | undefined;
+  private lastSyncAt = 0;
+  private retryMs = RETRY_MIN_MS;
+  private needFull = true;
+  private running = false;
+  private stopped = false;
+  /** Last reported skip reasons per service, so each is logged once per change. */
+  private readonly reportedSkips = new Map<string, string>();
+  private readonly now: () => number;
+
+  constructor(
+    private readonly src: ClusterSource,
+    private readonly reconciler: Reconciler,
+    private readonly opts: SyncLoopOptions,
+  ) {
+    this.now = opts.now ?? (() => performance.now());
+  }
+
+  /** Runs the first full sync (the caches must be synced) and starts the periodic one. */
+  start(): SyncReport {
+    const report = this.runSync('initial');
+    this.periodic = setInterval(() => {
+      this.needFull = true;
+      this.schedule(0, 'periodic');
+    }, this.opts.syncPeriodMs);
+    this.periodic.unref();
+    return report;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.cancelPending?.();
+    clearInterval(this.periodic);
+  }
+
+  /** A Service (or its slices) changed; "" or a node change means everything may have. */
+  serviceChanged(serviceKey: string | null): void {
+    if (serviceKey === null) this.needFull = true;
+    else this.dirty.add(serviceKey);
+    this.oldestChangeAt ??= this.now();
+    const wait = Math.max(0, this.lastSyncAt + this.opts.minSyncPeriodMs - this.now());
+    this.schedule(wait, 'event');
+  }
+
+  private schedule(delayMs: number, trigger: SyncReport['trigger']): void {
+    if (this.stopped || this.cancelPending) return;
+    const run = () => {
+      this.cancelPending = undefined;
+      this.runSync(trigger);
+    };
+    if (delayMs > 0) {
+      const t = setTimeout(run, delayMs);
+      this.cancelPending = () => clearTimeout(t);
+    } else {
+      const i = setImmediate(run);
+      this.cancelPending = () => clearImmediate(i);
+    }
+  }
+
+  private planFor(key: string): PlanFrontend[] {
+    const [ns, name] = splitKey(key);
+    const svc = this.src.service(ns, name);
+    if (!svc) {
+      this.reportSkips(key, []);
+      return [];
+    }
+    const plan = planService(svc, this.src.endpointSlicesFor(ns, name), { nodeName: this.opts.nodeName, node: this.src.node() });
+    this.reportSkips(key, plan.skipped);
+    return plan.frontends;
+  }
+
+  private reportSkips(key: string, skipped: SkippedObject[]): void {
+    const text = skipped.map((s) => `${s.object}: ${s.reason}`).join('\n');
+    if ((this.reportedSkips.get(key) ?? '') === text) return;
+    if (text) this.reportedSkips.set(key, text);
+    else this.reportedSkips.delete(key);
+    for (const s of skipped) this.opts.log.warn('skipped invalid or unsupported input', { object: s.object, reason: s.reason });
+  }
+
+  private runSync(trigger: SyncReport['trigger']): SyncReport {
+    if (this.running) throw new Error('sync re-entered');
+    this.running = true;
+    const started = this.now();
+    const full = this.needFull;
+    // On a full sync, keys touched by events but no longer present still need their frontends removed.
+    const keySet = new Set(full ? this.src.services().map((s) => `${s.metadata?.namespace}/${s.metadata?.name}`) : []);
+    for (const k of this.dirty) keySet.add(k);
+    const keys = [...keySet];
+    const changeAt = this.oldestChangeAt;
+    this.dirty.clear();
+    this.oldestChangeAt = undefined;
+    this.needFull = false;
+    const plans = new Map<string, PlanFrontend[]>();
+    for (const k of keys) plans.set(k, this.planFor(k));
+    const result = this.reconciler.sync(plans, { full });
+    const finished = this.now();
+    this.lastSyncAt = finished;
+    this.running = false;
+    const report: SyncReport = {
+      trigger,
+      full,
+      services: keys.length,
+      durationMs: finished - started,
+      eventToMapsMs: changeAt !== undefined && trigger !== 'initial' ? finished - changeAt : undefined,
+      result,
+    };
+    this.afterSync(report, keys, changeAt);
+    return report;
+  }
+
+  private afterSync(report: SyncReport, keys: string[], changeAt: number | undefined): void {
+    const { result } = report;
+    const fields = {
+      trigger: report.trigger,
+      full: report.full,
+      services: report.services,
+      durationMs: Number(report.durationMs.toFixed(3)),
+      eventToMapsMs: report.eventToMapsMs === undefined ? undefined : Number(report.eventToMapsMs.toFixed(3)),
+      frontends: result.frontends,
+      backends: result.backends,
+      written: result.servicesWritten + result.backendsWritten,
+      deleted: result.servicesDeleted + result.backendsDeleted,
+    };
+    if (result.ok) {
+      this.retryMs = RETRY_MIN_MS;
+      if (report.trigger !== 'initial') this.opts.log.info('sync', fields);
+    } else {
+      // Keep the work: the same services (or everything) are retried.
+      if (report.full) this.needFull = true;
+      for (const k of keys) this.dirty.add(k);
+      this.oldestChangeAt ??= changeAt;
+      this.opts.log.error('sync failed, will retry', { ...fields, error: result.error, retryInMs: this.retryMs });
+      this.schedule(this.retryMs, 'retry');
+      this.retryMs = Math.min(RETRY_MAX_MS, this.retryMs * 2);
+    }
+    this.opts.onSync?.(report);
+  }
+}

@@ -1,0 +1,48 @@
+/**
+ * A pod's workload in the sandbox: an HTTP server and a UDP server that both
+ * answer with the pod's name, so a client can tell which backend it reached.
+ * Run inside the pod's namespace:
+ *   node pod-server.js --name pod-a [--http-port 8080] [--udp-port 5353]
+ * Prints "ready" once both sockets listen.
+ */
+import http from 'node:http';
+import dgram from 'node:dgram';
+import { parseArgs } from 'node:util';
+
+const { values } = parseArgs({
+  options: {
+    name: { type: 'string' },
+    'http-port': { type: 'string', default: '8080' },
+    'udp-port': { type: 'string', default: '5353' },
+    host: { type: 'string', default: '0.0.0.0' },
+  },
+});
+const name = values.name ?? 'pod';
+
+const server = http.createServer((req, res) => {
+  // The client address lets tests check what the backend saw (SNAT or not).
+  const body = `${name} ${req.socket.remoteAddress}\n`;
+  res.writeHead(200, { 'content-type': 'text/plain', connection: 'close' });
+  res.end(body);
+});
+server.keepAliveTimeout = 0;
+
+const udp = dgram.createSocket('udp4');
+udp.on('message', (_msg, rinfo) => {
+  udp.send(`${name} ${rinfo.address}\n`, rinfo.port, rinfo.address);
+});
+
+let listening = 0;
+const ready = () => {
+  if (++listening === 2) process.stdout.write('ready\n');
+};
+server.listen(Number(values['http-port']), values.host, ready);
+udp.bind(Number(values['udp-port']), values.host, ready);
+
+const stop = () => {
+  server.close();
+  udp.close();
+  process.exit(0);
+};
+process.on('SIGTERM', stop);
+process.on('SIGINT', stop);

@@ -1,0 +1,1 @@
+export { repoRoot, bpfObjectPath, agentBin, cliBin } from '../../sandbox/repo.js';
