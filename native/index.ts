@@ -1,0 +1,17 @@
+/**
+ * kpr's typed binding to the kernel through libbpf (koffi FFI).
+ */
+export { KprBpfError, errnoName, type KprBpfErrorInit } from './errors.js';
+export { setLibbpfLogger, silenceLibbpf, type LibbpfLogger, type LibbpfLogLevel } from './log.js';
+export { ensureBpffs, isBpffs, unmountBpffs, BPF_FS_MAGIC, DEFAULT_BPFFS_ROOT, type EnsureBpffsOptions } from './bpffs.js';
+export { BpfObject, type BpfObjectOpenOptions } from './bpf-object.js';
+export { BpfProgram, BPF_ATTACH_TYPE, attachTypeName } from './bpf-program.js';
+export {
+  BpfMap, BPF_ANY, BPF_NOEXIST, BPF_EXIST, BPF_F_LOCK, BPF_MAP_TYPE,
+  possibleCpus, sumPerCpuU64, perCpuSlots, isPerCpuMapType, valueStrideFor, mapTypeName, mapInfoByFd,
+  type BpfMapInfo, type BatchEntries, type DeleteBatchOptions,
+} from './bpf-map.js';
+export {
+  attachCgroup, detachPinnedLink, pinnedLinkInfo, queryCgroupPrograms, cgroupId, linkInfoByFd,
+  type CgroupAttachment, type LinkInfo,
+} from './attach.js';

@@ -1,0 +1,72 @@
+/**
+ * Shared fixtures of the native binding tests: unique bpffs / cgroup names per
+ * run, the compiled object, the cgroup v2 mount, and a clear failure when the
+ * kernel does not allow BPF (these tests never skip).
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { randomBytes } from 'node:crypto';
+import { BpfMap, BPF_MAP_TYPE, ensureBpffs, KprBpfError } from '../../native/index.js';
+
+/** dist/test/native/helpers.js -> repository root. */
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+export const objPath = path.join(repoRoot, 'build', 'kpr_sock.bpf.o');
+
+export function unique(prefix = 'kpr-test'): string {
+  return `${prefix}-${process.pid}-${randomBytes(4).toString('hex')}`;
+}
+
+/** A fresh directory on /sys/fs/bpf, unique to this run. */
+export function bpffsTempDir(): string {
+  return ensureBpffs(path.join('/sys/fs/bpf', unique()));
+}
+
+export function rmrf(p: string): void {
+  fs.rmSync(p, { recursive: true, force: true });
+}
+
+/** Fails (never skips) with a clear message when BPF is not usable here. */
+export function requireBpf(): void {
+  if (!fs.existsSync(objPath)) throw new Error(`native tests need ${objPath}: run \`make bpf\` first`);
+  if (process.getuid?.() !== 0) throw new Error('native tests need root: BPF maps, programs and cgroup attach are privileged');
+  try {
+    BpfMap.create(BPF_MAP_TYPE.HASH, 4, 4, 1, 'kpr_probe').close();
+  } catch (err) {
+    const why = err instanceof KprBpfError ? err.message : String(err);
+    throw new Error(`BPF is not permitted in this environment (${why}); the native tests need a kernel that allows bpf() as root`);
+  }
+}
+
+/** The cgroup v2 mount point, parsed from /proc/mounts (hybrid hosts put it at /sys/fs/cgroup/unified). */
+export function cgroup2Mount(): string {
+  for (const line of fs.readFileSync('/proc/mounts', 'utf8').split('\n')) {
+    const f = line.split(' ');
+    if (f[2] === 'cgroup2') return f[1].replace(/\\040/g, ' ');
+  }
+  throw new Error('no cgroup2 filesystem in /proc/mounts: cgroup attach needs cgroup v2');
+}
+
+export function u32(n: number): Buffer {
+  const b = Buffer.alloc(4);
+  b.writeUInt32LE(n >>> 0, 0);
+  return b;
+}
+
+/** struct kpr_svc4_key (12 bytes), from a running index. */
+export function svcKey(i: number): Buffer {
+  const b = Buffer.alloc(12);
+  b.writeUInt32BE((10 << 24) | (96 << 16) | (i >>> 16), 0); // addr 10.96.x.y
+  b.writeUInt16BE(i & 0xffff, 4); // port
+  b.writeUInt16LE(0, 6); // slot
+  b[8] = 6; // TCP
+  return b;
+}
+
+/** struct kpr_svc4_val (12 bytes). */
+export function svcVal(backendId: number, count = 0): Buffer {
+  const b = Buffer.alloc(12);
+  b.writeUInt32LE(backendId, 0);
+  b.writeUInt16LE(count, 4);
+  return b;
+}
