@@ -1,0 +1,357 @@
+/**
+ * The agent's view of the cluster: list/watch informers (client-node's
+ * ListWatch, i.e. what makeInformer builds) for Services, EndpointSlices and
+ * this node's Node, with kube-proxy's selectors, typed caches, an index of
+ * EndpointSlices by Service, and one change feed keyed by the Service a change
+ * concerns.
+ *
+ * client-node 1.4 informers stop for good after any error other than 410 (a
+ * failed list, a refused/reset connection, a non-200 watch): ClusterWatch
+ * restarts them with exponential backoff. A restart resumes the watch from the
+ * last resourceVersion; when that is compacted the server answers 410 and the
+ * informer relists, diffing the new list against its cache, which yields the
+ * add/update/delete notifications for what changed meanwhile.
+ */
+import * as http from 'node:http';
+import {
+  CoreV1Api,
+  DiscoveryV1Api,
+  KubeConfig,
+  ListWatch,
+  V1EndpointSlice,
+  V1Node,
+  V1Service,
+  Watch,
+  type KubernetesListObject,
+  type KubernetesObject,
+} from '@kubernetes/client-node';
+// Not re-exported by the package index; used to give watch-event objects the same
+// typed shape (Date timestamps etc.) as list items. The package has no "exports" map.
+import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
+
+export interface Logger {
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
+  debug(msg: string, fields?: Record<string, unknown>): void;
+}
+
+export const nullLogger: Logger = { info() {}, warn() {}, error() {}, debug() {} };
+
+export type ChangeKind = 'Service' | 'EndpointSlice' | 'Node';
+export type ChangeType = 'add' | 'update' | 'delete';
+
+export interface ClusterChange {
+  kind: ChangeKind;
+  type: ChangeType;
+  /**
+   * What the change concerns: "ns/name" of the Service for Service and EndpointSlice
+   * changes (for a slice, ns/<kubernetes.io/service-name label>), the node name for Node.
+   */
+  key: string;
+  /** The changed object itself: "ns/name" (the slice's own name for EndpointSlices), or the node name. */
+  object: string;
+}
+
+export type ChangeListener = (change: ClusterChange) => void;
+
+export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
+export const SERVICE_PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';
+export const HEADLESS_LABEL = 'service.kubernetes.io/headless';
+
+export interface ClusterWatchOptions {
+  kubeConfig: KubeConfig;
+  /** This node's name; without it no Node is watched. */
+  nodeName?: string;
+  logger?: Logger;
+  /** Service label selector. Default "!service.kubernetes.io/service-proxy-name" (kube-proxy's). */
+  serviceLabelSelector?: string;
+  /** Service field selector. Default "spec.clusterIP!=None" (no headless Services). */
+  serviceFieldSelector?: string;
+  /** EndpointSlice label selector. Default "!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless". */
+  endpointSliceLabelSelector?: string;
+  /** First restart delay after an informer error (doubles up to maxRestartBackoffMs). Default 200. */
+  restartBackoffMs?: number;
+  maxRestartBackoffMs?: number;
+}
+
+export function objectKey(o: KubernetesObject): string {
+  const ns = o.metadata?.namespace;
+  const name = o.metadata?.name ?? '';
+  return ns ? `${ns}/${name}` : name;
+}
+
+interface InformerState<T extends KubernetesObject> {
+  kind: ChangeKind;
+  path: string;
+  lw: ListWatch<T>;
+  synced: boolean;
+  onSynced: Array<() => void>;
+  backoffMs: number;
+  restartTimer?: NodeJS.Timeout;
+  /** The http.Agent of the informer's current watch request, destroyed on stop(). */
+  agent?: http.Agent;
+}
+
+export class ClusterWatch {
+  private readonly log: Logger;
+  private readonly kc: KubeConfig;
+  private readonly nodeName?: string;
+  private readonly listeners = new Set<ChangeListener>();
+  private readonly svcs = new Map<string, V1Service>();
+  /** slice key -> (service key, slice) for slices carrying the service-name label. */
+  private readonly slices = new Map<string, { svc: string; slice: V1EndpointSlice }>();
+  private readonly slicesBySvc = new Map<string, Map<string, V1EndpointSlice>>();
+  private theNode: V1Node | undefined;
+  private readonly informers: InformerState<any>[] = [];
+  private stopped = false;
+  private started = false;
+  private readonly baseBackoff: number;
+  private readonly maxBackoff: number;
+
+  constructor(opts: ClusterWatchOptions) {
+    this.kc = opts.kubeConfig;
+    this.nodeName = opts.nodeName;
+    this.log = opts.logger ?? nullLogger;
+    this.baseBackoff = opts.restartBackoffMs ?? 200;
+    this.maxBackoff = opts.maxRestartBackoffMs ?? 10_000;
+    const core = this.kc.makeApiClient(CoreV1Api);
+    const disc = this.kc.makeApiClient(DiscoveryV1Api);
+
+    const svcLabels = opts.serviceLabelSelector ?? `!${SERVICE_PROXY_NAME_LABEL}`;
+    const svcFields = opts.serviceFieldSelector ?? 'spec.clusterIP!=None';
+    const svc = this.makeInformer<V1Service>('Service', 'V1Service', '/api/v1/services', svcLabels, svcFields, () =>
+      core.listServiceForAllNamespaces({ labelSelector: svcLabels, fieldSelector: svcFields }),
+    );
+    svc.lw.on('add', (o) => this.serviceEvent('add', o));
+    svc.lw.on('update', (o) => this.serviceEvent('update', o));
+    svc.lw.on('delete', (o) => this.serviceEvent('delete', o));
+
+    const epsLabels = opts.endpointSliceLabelSelector ?? `!${SERVICE_PROXY_NAME_LABEL},!${HEADLESS_LABEL}`;
+    const eps = this.makeInformer<V1EndpointSlice>(
+      'EndpointSlice',
+      'V1EndpointSlice',
+      '/apis/discovery.k8s.io/v1/endpointslices',
+      epsLabels,
+      undefined,
+      () => disc.listEndpointSliceForAllNamespaces({ labelSelector: epsLabels }),
+    );
+    eps.lw.on('add', (o) => this.sliceEvent('add', o));
+    eps.lw.on('update', (o) => this.sliceEvent('update', o));
+    eps.lw.on('delete', (o) => this.sliceEvent('delete', o));
+
+    if (this.nodeName) {
+      const nodeFields = `metadata.name=${this.nodeName}`;
+      const node = this.makeInformer<V1Node>('Node', 'V1Node', '/api/v1/nodes', undefined, nodeFields, () =>
+        core.listNode({ fieldSelector: nodeFields }),
+      );
+      node.lw.on('add', (o) => this.nodeEvent('add', o));
+      node.lw.on('update', (o) => this.nodeEvent('update', o));
+      node.lw.on('delete', (o) => this.nodeEvent('delete', o));
+    }
+  }
+
+  /** Starts the informers; resolves once every initial list has been applied to the caches. */
+  async start(): Promise<void> {
+    if (this.started) throw new Error('ClusterWatch already started');
+    this.started = true;
+    const synced = this.informers.map((inf) => new Promise<void>((resolve) => inf.onSynced.push(resolve)));
+    for (const inf of this.informers) this.runInformer(inf);
+    await Promise.all(synced);
+    if (!this.stopped) this.log.info('k8s caches synced', { services: this.svcs.size, endpointSlices: this.slices.size, node: this.theNode ? this.nodeName : null });
+  }
+
+  /** Whether every informer has completed its initial list. */
+  synced(): boolean {
+    return this.informers.every((i) => i.synced);
+  }
+
+  /** Stops all informers and closes their connections; pending start() promises stay unresolved. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    for (const inf of this.informers) {
+      if (inf.restartTimer) clearTimeout(inf.restartTimer);
+      inf.restartTimer = undefined;
+      await inf.lw.stop();
+      inf.agent?.destroy();
+      inf.agent = undefined;
+    }
+    this.log.debug('k8s watch stopped');
+  }
+
+  /** Subscribes to changes; returns the unsubscribe function. */
+  onChange(cb: ChangeListener): () => void {
+    this.listeners.add(cb);
+    return () => this.listeners.delete(cb);
+  }
+
+  /** All watched Services, sorted by ns/name. */
+  services(): V1Service[] {
+    return [...this.svcs.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, s]) => s);
+  }
+
+  service(namespace: string, name: string): V1Service | undefined {
+    return this.svcs.get(`${namespace}/${name}`);
+  }
+
+  /** The EndpointSlices labelled kubernetes.io/service-name=serviceName in namespace, sorted by name. */
+  endpointSlicesFor(namespace: string, serviceName: string): V1EndpointSlice[] {
+    const m = this.slicesBySvc.get(`${namespace}/${serviceName}`);
+    if (!m) return [];
+    return [...m.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, s]) => s);
+  }
+
+  /** All indexed EndpointSlices (those with a service-name label), sorted by ns/name. */
+  endpointSlices(): V1EndpointSlice[] {
+    return [...this.slices.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, e]) => e.slice);
+  }
+
+  node(): V1Node | undefined {
+    return this.theNode;
+  }
+
+  // ---- informers -------------------------------------------------------------------------
+
+  private makeInformer<T extends KubernetesObject>(
+    kind: ChangeKind,
+    typeName: string,
+    path: string,
+    labelSelector: string | undefined,
+    fieldSelector: string | undefined,
+    list: () => Promise<KubernetesListObject<T>>,
+  ): InformerState<T> {
+    const state = { kind, path, synced: false, onSynced: [], backoffMs: this.baseBackoff } as unknown as InformerState<T>;
+    // The watch's config: the real KubeConfig, except that we keep hold of each watch
+    // request's agent so stop() can also cut a request still waiting for its response
+    // (ListWatch.stop() can only abort a request whose response headers have arrived).
+    const watchConfig = Object.create(this.kc) as KubeConfig;
+    watchConfig.applyToFetchOptions = async (o: http.RequestOptions) => {
+      const init = await this.kc.applyToFetchOptions(o);
+      state.agent = init.agent as http.Agent | undefined;
+      return init;
+    };
+    const isStopped = (): boolean => this.stopped;
+    class GuardedWatch extends Watch {
+      override async watch(
+        p: string,
+        q: Record<string, string | number | boolean | undefined>,
+        cb: (phase: string, apiObj: any, watchObj?: any) => void,
+        done: (err: any) => void,
+      ): Promise<AbortController> {
+        // ListWatch starts the watch after its list even if stop() came meanwhile.
+        if (isStopped()) return new AbortController();
+        const ctl = await super.watch(p, q, cb, done);
+        if (isStopped()) ctl.abort();
+        return ctl;
+      }
+    }
+    const typedList = async (): Promise<KubernetesListObject<T>> => {
+      const l = await list();
+      this.log.debug('k8s list', { kind, items: l.items.length, resourceVersion: l.metadata?.resourceVersion });
+      // ListWatch applies the items synchronously right after this promise resolves.
+      setImmediate(() => this.markSynced(state));
+      return l;
+    };
+    const lw = new ListWatch<T>(path, new GuardedWatch(watchConfig), typedList, false, labelSelector, fieldSelector);
+    // Watch-event objects are raw JSON; list items are client-node model instances. Normalize.
+    const normalize = (o: any): T => (o && o.constructor === Object ? (ObjectSerializer.deserialize(o, typeName, '') as T) : (o as T));
+    const origOn = lw.on.bind(lw) as (verb: string, cb: (x: any) => void) => void;
+    (lw as any).on = (verb: string, cb: (x: any) => void) => {
+      if (verb === 'add' || verb === 'update' || verb === 'delete') {
+        origOn(verb, (o: any) => {
+          if (this.stopped) return;
+          try {
+            cb(normalize(o));
+          } catch (e) {
+            this.log.error('k8s event handler failed', { kind, verb, error: String((e as Error)?.stack ?? e) });
+          }
+        });
+      } else origOn(verb, cb);
+    };
+    lw.on('error', (err: any) => this.informerError(state, err));
+    lw.on('connect', () => this.log.debug('k8s watch connecting', { kind, resourceVersion: lw.latestResourceVersion() || undefined }));
+    state.lw = lw;
+    this.informers.push(state);
+    return state;
+  }
+
+  private runInformer(inf: InformerState<any>): void {
+    if (this.stopped) return;
+    inf.lw.start().catch((err: unknown) => this.informerError(inf, err));
+  }
+
+  private markSynced(inf: InformerState<any>): void {
+    inf.backoffMs = this.baseBackoff;
+    if (inf.synced || this.stopped) return;
+    inf.synced = true;
+    this.log.debug('k8s informer synced', { kind: inf.kind });
+    for (const f of inf.onSynced.splice(0)) f();
+  }
+
+  private informerError(inf: InformerState<any>, err: any): void {
+    if (this.stopped) return;
+    const delay = inf.backoffMs;
+    inf.backoffMs = Math.min(inf.backoffMs * 2, this.maxBackoff);
+    this.log.warn('k8s informer failed; restarting', {
+      kind: inf.kind,
+      error: String(err?.message ?? err),
+      status: err?.statusCode ?? err?.code,
+      retryInMs: delay,
+    });
+    if (inf.restartTimer) return;
+    inf.restartTimer = setTimeout(() => {
+      inf.restartTimer = undefined;
+      this.runInformer(inf);
+    }, delay);
+  }
+
+  // ---- caches and change feed ------------------------------------------------------------
+
+  private emit(change: ClusterChange): void {
+    this.log.debug('k8s change', { ...change });
+    for (const l of [...this.listeners]) {
+      try {
+        l(change);
+      } catch (e) {
+        this.log.error('k8s change listener failed', { error: String((e as Error)?.stack ?? e) });
+      }
+    }
+  }
+
+  private serviceEvent(type: ChangeType, svc: V1Service): void {
+    const key = objectKey(svc);
+    if (type === 'delete') this.svcs.delete(key);
+    else this.svcs.set(key, svc);
+    this.emit({ kind: 'Service', type, key, object: key });
+  }
+
+  private sliceEvent(type: ChangeType, slice: V1EndpointSlice): void {
+    const key = objectKey(slice);
+    const ns = slice.metadata?.namespace ?? '';
+    const label = slice.metadata?.labels?.[SERVICE_NAME_LABEL];
+    const newSvc = type !== 'delete' && label ? `${ns}/${label}` : undefined;
+    const old = this.slices.get(key);
+    if (old && old.svc !== newSvc) {
+      // Deleted, or moved to another Service / lost its label: gone from the old Service.
+      this.slices.delete(key);
+      const m = this.slicesBySvc.get(old.svc);
+      m?.delete(key);
+      if (m && m.size === 0) this.slicesBySvc.delete(old.svc);
+      this.emit({ kind: 'EndpointSlice', type: 'delete', key: old.svc, object: key });
+    }
+    if (!newSvc) return;
+    this.slices.set(key, { svc: newSvc, slice });
+    let m = this.slicesBySvc.get(newSvc);
+    if (!m) this.slicesBySvc.set(newSvc, (m = new Map()));
+    m.set(key, slice);
+    this.emit({ kind: 'EndpointSlice', type: old && old.svc === newSvc ? 'update' : 'add', key: newSvc, object: key });
+  }
+
+  private nodeEvent(type: ChangeType, node: V1Node): void {
+    const name = node.metadata?.name ?? '';
+    if (this.nodeName && name !== this.nodeName) return;
+    this.theNode = type === 'delete' ? undefined : node;
+    this.emit({ kind: 'Node', type, key: name, object: name });
+  }
+}

@@ -1,0 +1,371 @@
+/**
+ * The sandbox API server's storage: objects per resource, one global
+ * resourceVersion counter (like etcd's revision), a bounded event history for
+ * watch resumption, and apiserver-like defaulting for Services.
+ */
+import { randomUUID } from 'node:crypto';
+import type { KubeObject } from './apiserver-selectors.js';
+
+export interface ResourceDef {
+  kind: string;
+  listKind: string;
+  plural: string;
+  /** '' for the core group. */
+  group: string;
+  version: string;
+  apiVersion: string;
+  namespaced: boolean;
+  shortNames?: string[];
+}
+
+export const RESOURCES: ResourceDef[] = [
+  { kind: 'Service', listKind: 'ServiceList', plural: 'services', group: '', version: 'v1', apiVersion: 'v1', namespaced: true, shortNames: ['svc'] },
+  {
+    kind: 'EndpointSlice',
+    listKind: 'EndpointSliceList',
+    plural: 'endpointslices',
+    group: 'discovery.k8s.io',
+    version: 'v1',
+    apiVersion: 'discovery.k8s.io/v1',
+    namespaced: true,
+  },
+  { kind: 'Node', listKind: 'NodeList', plural: 'nodes', group: '', version: 'v1', apiVersion: 'v1', namespaced: false, shortNames: ['no'] },
+];
+
+/** Finds a resource by kind, plural or short name (case-insensitive). */
+export function resourceFor(kindOrPlural: string): ResourceDef | undefined {
+  const k = kindOrPlural.toLowerCase();
+  return RESOURCES.find((r) => r.kind.toLowerCase() === k || r.plural === k || (r.shortNames ?? []).includes(k));
+}
+
+export interface StatusObject {
+  kind: 'Status';
+  apiVersion: 'v1';
+  metadata: Record<string, never>;
+  status: 'Failure' | 'Success';
+  message: string;
+  reason: string;
+  details?: { name?: string; group?: string; kind?: string; uid?: string };
+  code: number;
+}
+
+/** An error that maps to a Kubernetes Status response. */
+export class ApiError extends Error {
+  constructor(
+    readonly code: number,
+    readonly reason: string,
+    message: string,
+    readonly details?: StatusObject['details'],
+  ) {
+    super(message);
+  }
+  toStatus(): StatusObject {
+    return statusObject(this.code, this.reason, this.message, this.details);
+  }
+}
+
+export function statusObject(code: number, reason: string, message: string, details?: StatusObject['details']): StatusObject {
+  const s: StatusObject = { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code };
+  if (details) s.details = details;
+  return s;
+}
+
+export type EventType = 'ADDED' | 'MODIFIED' | 'DELETED';
+
+export interface StoreEvent {
+  rv: number;
+  def: ResourceDef;
+  type: EventType;
+  /** The new state (for DELETED: the last state, carrying the deletion's resourceVersion). */
+  object: KubeObject;
+  /** The state before a MODIFIED event (needed to turn selector transitions into ADDED/DELETED). */
+  prev?: KubeObject;
+}
+
+function clone<T>(v: T): T {
+  return structuredClone(v);
+}
+
+function nowTimestamp(): string {
+  return new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+export function objectKey(ns: string | undefined, name: string): string {
+  return ns ? `${ns}/${name}` : name;
+}
+
+/** Strips the fields the server owns, to compare two states for a no-op update. */
+function comparable(o: KubeObject): string {
+  const c = clone(o);
+  if (c.metadata) {
+    delete c.metadata.resourceVersion;
+    delete c.metadata.managedFields;
+    delete c.metadata.generation;
+  }
+  return JSON.stringify(c);
+}
+
+function randomSuffix(n: number): string {
+  const alphabet = 'bcdfghjklmnpqrstvwxz2456789';
+  let s = '';
+  for (let i = 0; i < n; i++) s += alphabet[Math.floor(Math.random() * alphabet.length)];
+  return s;
+}
+
+export interface StoreOptions {
+  historyLimit: number;
+  /** First address of the ClusterIP range (IPv4), e.g. "198.19.0.0/16". */
+  serviceCIDR?: string;
+}
+
+export class Store {
+  private rv = 0;
+  private readonly objects = new Map<string, Map<string, KubeObject>>();
+  private history: StoreEvent[] = [];
+  /** Highest resourceVersion whose event is no longer retained: watches from below it get 410. */
+  private compactedRv = 0;
+  private readonly listeners = new Set<(ev: StoreEvent) => void>();
+  private readonly svcBase: number;
+  private readonly svcSize: number;
+
+  constructor(private readonly opts: StoreOptions) {
+    for (const r of RESOURCES) this.objects.set(r.plural, new Map());
+    const [ip, bits] = (opts.serviceCIDR ?? '198.19.0.0/16').split('/');
+    const o = ip.split('.').map(Number);
+    this.svcBase = ((o[0] << 24) | (o[1] << 16) | (o[2] << 8) | o[3]) >>> 0;
+    this.svcSize = 2 ** (32 - Number(bits));
+  }
+
+  currentRv(): number {
+    return this.rv;
+  }
+
+  oldestAvailableRv(): number {
+    return this.compactedRv + 1;
+  }
+
+  /** Whether a watch may resume after `rv` (every event newer than it is retained). */
+  canResumeFrom(rv: number): boolean {
+    return rv >= this.compactedRv;
+  }
+
+  /** Retained events newer than `rv`, oldest first. */
+  eventsAfter(rv: number): StoreEvent[] {
+    return this.history.filter((e) => e.rv > rv);
+  }
+
+  /** Drops all retained history: every watch resuming from an older RV gets 410 Gone. */
+  compact(): void {
+    this.history = [];
+    this.compactedRv = this.rv;
+  }
+
+  subscribe(fn: (ev: StoreEvent) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  list(def: ResourceDef, namespace?: string): KubeObject[] {
+    const all = [...this.objects.get(def.plural)!.values()];
+    const items = namespace === undefined ? all : all.filter((o) => o.metadata?.namespace === namespace);
+    items.sort((a, b) =>
+      objectKey(a.metadata?.namespace, a.metadata!.name!).localeCompare(objectKey(b.metadata?.namespace, b.metadata!.name!)),
+    );
+    return items.map(clone);
+  }
+
+  get(def: ResourceDef, namespace: string | undefined, name: string): KubeObject {
+    const o = this.objects.get(def.plural)!.get(objectKey(def.namespaced ? namespace : undefined, name));
+    if (!o) throw this.notFound(def, name);
+    return clone(o);
+  }
+
+  tryGet(def: ResourceDef, namespace: string | undefined, name: string): KubeObject | undefined {
+    const o = this.objects.get(def.plural)!.get(objectKey(def.namespaced ? namespace : undefined, name));
+    return o ? clone(o) : undefined;
+  }
+
+  create(def: ResourceDef, input: KubeObject, pathNamespace?: string): KubeObject {
+    const obj = this.normalize(def, input, pathNamespace);
+    const md = obj.metadata!;
+    if (!md.name) {
+      if (md.generateName) md.name = `${md.generateName}${randomSuffix(5)}`;
+      else throw new ApiError(422, 'Invalid', `${def.kind} "" is invalid: metadata.name: Required value: name or generateName is required`, { kind: def.plural, group: def.group || undefined });
+    }
+    const map = this.objects.get(def.plural)!;
+    const key = objectKey(md.namespace, md.name);
+    if (map.has(key)) {
+      throw new ApiError(409, 'AlreadyExists', `${def.plural}${def.group ? '.' + def.group : ''} "${md.name}" already exists`, this.details(def, md.name));
+    }
+    if (md.resourceVersion) {
+      throw new ApiError(400, 'BadRequest', 'resourceVersion should not be set on objects to be created', this.details(def, md.name));
+    }
+    delete md.deletionTimestamp;
+    md.uid = randomUUID();
+    md.creationTimestamp = nowTimestamp();
+    md.generation = 1;
+    if (def.kind === 'Service') this.defaultService(obj, undefined);
+    md.resourceVersion = String(++this.rv);
+    map.set(key, obj);
+    this.record({ rv: this.rv, def, type: 'ADDED', object: clone(obj) });
+    return clone(obj);
+  }
+
+  /** Replaces an object (PUT). With metadata.resourceVersion set, it must match (optimistic concurrency). */
+  update(def: ResourceDef, input: KubeObject, pathNamespace?: string, pathName?: string, subresource?: 'status'): KubeObject {
+    const obj = this.normalize(def, input, pathNamespace);
+    const md = obj.metadata!;
+    if (pathName !== undefined && md.name !== pathName) {
+      throw new ApiError(400, 'BadRequest', `the name of the object (${md.name}) does not match the name on the URL (${pathName})`);
+    }
+    if (!md.name) throw new ApiError(422, 'Invalid', `${def.kind} "" is invalid: metadata.name: Required value: name is required`);
+    const map = this.objects.get(def.plural)!;
+    const key = objectKey(md.namespace, md.name);
+    const old = map.get(key);
+    if (!old) throw this.notFound(def, md.name);
+    if (md.resourceVersion && md.resourceVersion !== old.metadata!.resourceVersion) {
+      throw new ApiError(
+        409,
+        'Conflict',
+        `Operation cannot be fulfilled on ${def.plural}${def.group ? '.' + def.group : ''} "${md.name}": the object has been modified; please apply your changes to the latest version and try again`,
+        this.details(def, md.name),
+      );
+    }
+    let next: KubeObject;
+    if (subresource === 'status') {
+      next = clone(old);
+      next.status = obj.status;
+    } else {
+      next = obj;
+      if (old.status !== undefined && def.kind !== 'EndpointSlice') next.status = obj.status ?? clone(old.status);
+    }
+    // Server-owned metadata survives a replace.
+    next.metadata!.uid = old.metadata!.uid;
+    next.metadata!.creationTimestamp = old.metadata!.creationTimestamp;
+    next.metadata!.resourceVersion = old.metadata!.resourceVersion;
+    next.metadata!.generation = old.metadata!.generation;
+    if (def.kind === 'Service') this.defaultService(next, old);
+    if (comparable(next) === comparable(old)) return clone(old); // no-op: no new resourceVersion, no event
+    if (JSON.stringify(next.spec ?? null) !== JSON.stringify(old.spec ?? null)) next.metadata!.generation = (old.metadata!.generation ?? 1) + 1;
+    next.metadata!.resourceVersion = String(++this.rv);
+    map.set(key, next);
+    this.record({ rv: this.rv, def, type: 'MODIFIED', object: clone(next), prev: clone(old) });
+    return clone(next);
+  }
+
+  remove(def: ResourceDef, namespace: string | undefined, name: string): KubeObject {
+    const map = this.objects.get(def.plural)!;
+    const key = objectKey(def.namespaced ? namespace : undefined, name);
+    const old = map.get(key);
+    if (!old) throw this.notFound(def, name);
+    map.delete(key);
+    const last = clone(old);
+    last.metadata!.resourceVersion = String(++this.rv);
+    this.record({ rv: this.rv, def, type: 'DELETED', object: clone(last) });
+    return last;
+  }
+
+  notFound(def: ResourceDef, name: string): ApiError {
+    return new ApiError(404, 'NotFound', `${def.plural}${def.group ? '.' + def.group : ''} "${name}" not found`, this.details(def, name));
+  }
+
+  private details(def: ResourceDef, name: string): StatusObject['details'] {
+    const d: StatusObject['details'] = { name, kind: def.plural };
+    if (def.group) d.group = def.group;
+    return d;
+  }
+
+  private record(ev: StoreEvent): void {
+    this.history.push(ev);
+    while (this.history.length > this.opts.historyLimit) {
+      const dropped = this.history.shift()!;
+      this.compactedRv = dropped.rv;
+    }
+    for (const l of [...this.listeners]) l(ev);
+  }
+
+  private normalize(def: ResourceDef, input: KubeObject, pathNamespace?: string): KubeObject {
+    if (input === null || typeof input !== 'object' || Array.isArray(input)) {
+      throw new ApiError(400, 'BadRequest', 'the body of the request was not a Kubernetes object');
+    }
+    if (input.kind !== undefined && input.kind !== def.kind) {
+      throw new ApiError(400, 'BadRequest', `the kind of the object (${input.kind}) does not match the resource (${def.kind})`);
+    }
+    if (input.apiVersion !== undefined && input.apiVersion !== def.apiVersion) {
+      throw new ApiError(400, 'BadRequest', `the API version of the object (${input.apiVersion}) does not match the resource (${def.apiVersion})`);
+    }
+    const obj: KubeObject = { apiVersion: def.apiVersion, kind: def.kind, ...clone(input) };
+    obj.kind = def.kind;
+    obj.apiVersion = def.apiVersion;
+    obj.metadata = obj.metadata ?? {};
+    const md = obj.metadata!;
+    if (def.namespaced) {
+      const ns = md.namespace || pathNamespace || 'default';
+      if (pathNamespace !== undefined && md.namespace && md.namespace !== pathNamespace) {
+        throw new ApiError(400, 'BadRequest', 'the namespace of the provided object does not match the namespace sent on the request');
+      }
+      md.namespace = ns;
+    } else {
+      delete md.namespace;
+    }
+    return obj;
+  }
+
+  /** Service defaulting and allocation, as the real apiserver's REST strategy does it. */
+  private defaultService(svc: KubeObject, old: KubeObject | undefined): void {
+    const spec = (svc.spec = svc.spec ?? {});
+    spec.type = spec.type ?? 'ClusterIP';
+    spec.sessionAffinity = spec.sessionAffinity ?? 'None';
+    const ports: any[] = (spec.ports = spec.ports ?? []);
+    for (const p of ports) {
+      p.protocol = p.protocol ?? 'TCP';
+      if (spec.type !== 'ExternalName') p.targetPort = p.targetPort ?? p.port;
+    }
+    if (spec.type === 'ExternalName') return;
+    spec.internalTrafficPolicy = spec.internalTrafficPolicy ?? 'Cluster';
+    if (spec.type === 'NodePort' || spec.type === 'LoadBalancer') spec.externalTrafficPolicy = spec.externalTrafficPolicy ?? 'Cluster';
+    // Allocated values the caller omitted are kept from the old object (patchAllocatedValues).
+    if (old && !spec.clusterIP && old.spec?.clusterIP) {
+      spec.clusterIP = old.spec.clusterIP;
+      spec.clusterIPs = old.spec.clusterIPs;
+    }
+    if (old && old.spec?.clusterIP && spec.clusterIP !== old.spec.clusterIP) {
+      throw new ApiError(422, 'Invalid', `Service "${svc.metadata?.name}" is invalid: spec.clusterIP: Invalid value: "${spec.clusterIP}": field is immutable`);
+    }
+    if (!spec.clusterIP && spec.clusterIPs?.length) spec.clusterIP = spec.clusterIPs[0];
+    if (!spec.clusterIP) spec.clusterIP = this.allocateClusterIP();
+    if (spec.clusterIP !== 'None') {
+      spec.clusterIPs = spec.clusterIPs?.length ? spec.clusterIPs : [spec.clusterIP];
+      spec.ipFamilies = spec.ipFamilies ?? [spec.clusterIP.includes(':') ? 'IPv6' : 'IPv4'];
+      spec.ipFamilyPolicy = spec.ipFamilyPolicy ?? 'SingleStack';
+    } else {
+      spec.clusterIPs = ['None'];
+    }
+    if (spec.type === 'NodePort' || spec.type === 'LoadBalancer') {
+      const oldPorts: any[] = old?.spec?.ports ?? [];
+      for (const p of ports) {
+        if (p.nodePort) continue;
+        const prev = oldPorts.find((q) => q.port === p.port && (q.protocol ?? 'TCP') === p.protocol && q.nodePort);
+        p.nodePort = prev ? prev.nodePort : this.allocateNodePort(ports);
+      }
+    }
+  }
+
+  private allocateClusterIP(): string {
+    const used = new Set<string>();
+    for (const s of this.objects.get('services')!.values()) if (s.spec?.clusterIP) used.add(s.spec.clusterIP);
+    for (let i = 10; i < this.svcSize - 1; i++) {
+      const n = (this.svcBase + i) >>> 0;
+      const ip = [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
+      if (!used.has(ip)) return ip;
+    }
+    throw new ApiError(500, 'InternalError', 'Internal error occurred: failed to allocate a serviceIP: range is full');
+  }
+
+  private allocateNodePort(current: any[]): number {
+    const used = new Set<number>(current.map((p) => p.nodePort).filter(Boolean));
+    for (const s of this.objects.get('services')!.values()) for (const p of s.spec?.ports ?? []) if (p.nodePort) used.add(p.nodePort);
+    for (let port = 30000; port <= 32767; port++) if (!used.has(port)) return port;
+    throw new ApiError(500, 'InternalError', 'Internal error occurred: failed to allocate a nodePort: range is full');
+  }
+}

@@ -1,0 +1,353 @@
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, writeFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import yaml from 'js-yaml';
+import { startApiServer, type ApiServer } from '../../sandbox/apiserver.js';
+import { openWatch, request, slice, sleep, svc } from './helpers.js';
+
+const SVC = '/api/v1/namespaces/default/services';
+
+describe('sandbox apiserver: CRUD over HTTP', () => {
+  let api: ApiServer;
+  before(async () => {
+    api = await startApiServer({ bookmarkIntervalMs: 0 });
+  });
+  after(() => api.close());
+
+  test('create 201, duplicate 409 AlreadyExists, get 200, missing 404 NotFound', async () => {
+    const c = await request(api.url, 'POST', SVC, svc('web'));
+    assert.equal(c.status, 201);
+    assert.equal(c.body.kind, 'Service');
+    assert.equal(c.body.metadata.namespace, 'default');
+    assert.match(c.body.metadata.uid, /^[0-9a-f-]{36}$/);
+    assert.match(c.body.metadata.creationTimestamp, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    assert.match(c.body.metadata.resourceVersion, /^\d+$/);
+    assert.match(c.body.spec.clusterIP, /^10\.96\.\d+\.\d+$/, 'a ClusterIP is allocated');
+
+    const dup = await request(api.url, 'POST', SVC, svc('web'));
+    assert.equal(dup.status, 409);
+    assert.equal(dup.body.kind, 'Status');
+    assert.equal(dup.body.reason, 'AlreadyExists');
+    assert.equal(dup.body.code, 409);
+
+    const g = await request(api.url, 'GET', `${SVC}/web`);
+    assert.equal(g.status, 200);
+    assert.equal(g.body.metadata.uid, c.body.metadata.uid);
+
+    const missing = await request(api.url, 'GET', `${SVC}/nope`);
+    assert.equal(missing.status, 404);
+    assert.deepEqual(
+      { kind: missing.body.kind, status: missing.body.status, reason: missing.body.reason, code: missing.body.code },
+      { kind: 'Status', status: 'Failure', reason: 'NotFound', code: 404 },
+    );
+    assert.equal(missing.body.message, 'services "nope" not found');
+  });
+
+  test('update 200 bumps resourceVersion; stale resourceVersion 409 Conflict; no-op keeps it', async () => {
+    const cur = (await request(api.url, 'GET', `${SVC}/web`)).body;
+    const next = structuredClone(cur);
+    next.spec.ports[0].port = 81;
+    const u = await request(api.url, 'PUT', `${SVC}/web`, next);
+    assert.equal(u.status, 200);
+    assert.ok(Number(u.body.metadata.resourceVersion) > Number(cur.metadata.resourceVersion));
+    assert.equal(u.body.spec.clusterIP, cur.spec.clusterIP, 'allocated ClusterIP survives');
+    assert.equal(u.body.metadata.uid, cur.metadata.uid);
+
+    const stale = await request(api.url, 'PUT', `${SVC}/web`, next); // still carries the old RV
+    assert.equal(stale.status, 409);
+    assert.equal(stale.body.reason, 'Conflict');
+
+    const same = await request(api.url, 'PUT', `${SVC}/web`, u.body);
+    assert.equal(same.status, 200);
+    assert.equal(same.body.metadata.resourceVersion, u.body.metadata.resourceVersion);
+
+    const missing = await request(api.url, 'PUT', `${SVC}/ghost`, svc('ghost'));
+    assert.equal(missing.status, 404);
+  });
+
+  test('merge patch 200; unsupported patch type 415', async () => {
+    const p = await request(api.url, 'PATCH', `${SVC}/web`, { metadata: { labels: { tier: 'front' } } }, 'application/merge-patch+json');
+    assert.equal(p.status, 200);
+    assert.equal(p.body.metadata.labels.tier, 'front');
+    assert.equal(p.body.spec.ports[0].port, 81);
+    const j = await request(api.url, 'PATCH', `${SVC}/web`, [{ op: 'remove', path: '/spec' }], 'application/json-patch+json');
+    assert.equal(j.status, 415);
+  });
+
+  test('delete 200 returns the object, then 404', async () => {
+    const d = await request(api.url, 'DELETE', `${SVC}/web`);
+    assert.equal(d.status, 200);
+    assert.equal(d.body.metadata.name, 'web');
+    assert.equal((await request(api.url, 'GET', `${SVC}/web`)).status, 404);
+    assert.equal((await request(api.url, 'DELETE', `${SVC}/web`)).status, 404);
+  });
+
+  test('nodes are cluster-scoped; endpointslices live under discovery.k8s.io/v1', async () => {
+    const n = await request(api.url, 'POST', '/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-a' } });
+    assert.equal(n.status, 201);
+    assert.equal(n.body.metadata.namespace, undefined);
+    assert.equal((await request(api.url, 'GET', '/api/v1/nodes/node-a')).status, 200);
+    const e = await request(api.url, 'POST', '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices', slice('web-1', 'web', ['10.1.0.1']));
+    assert.equal(e.status, 201);
+    assert.equal(e.body.apiVersion, 'discovery.k8s.io/v1');
+    const l = await request(api.url, 'GET', '/apis/discovery.k8s.io/v1/endpointslices');
+    assert.equal(l.body.kind, 'EndpointSliceList');
+    assert.deepEqual(l.body.items.map((i: any) => i.metadata.name), ['web-1']);
+    assert.equal((await request(api.url, 'GET', '/api/v1/namespaces/default/pods')).status, 404);
+  });
+});
+
+describe('sandbox apiserver: list and selectors', () => {
+  let api: ApiServer;
+  before(async () => {
+    api = await startApiServer({ bookmarkIntervalMs: 0 });
+    api.create(svc('a'));
+    api.create(svc('b', 'other'));
+    api.create(svc('headless', 'default', { spec: { clusterIP: 'None' } }));
+    api.create(svc('foreign', 'default', { labels: { 'service.kubernetes.io/service-proxy-name': 'other-proxy' } }));
+  });
+  after(() => api.close());
+
+  test('list returns items and the current resourceVersion', async () => {
+    const l = await request(api.url, 'GET', '/api/v1/services');
+    assert.equal(l.status, 200);
+    assert.equal(l.body.kind, 'ServiceList');
+    assert.equal(l.body.apiVersion, 'v1');
+    assert.equal(l.body.metadata.resourceVersion, api.resourceVersion());
+    assert.deepEqual(l.body.items.map((i: any) => `${i.metadata.namespace}/${i.metadata.name}`), ['default/a', 'default/foreign', 'default/headless', 'other/b']);
+    const ns = await request(api.url, 'GET', '/api/v1/namespaces/other/services');
+    assert.deepEqual(ns.body.items.map((i: any) => i.metadata.name), ['b']);
+  });
+
+  test("kube-proxy's selectors filter lists", async () => {
+    const q = new URLSearchParams({ labelSelector: '!service.kubernetes.io/service-proxy-name', fieldSelector: 'spec.clusterIP!=None' });
+    const l = await request(api.url, 'GET', `/api/v1/services?${q}`);
+    assert.deepEqual(l.body.items.map((i: any) => i.metadata.name), ['a', 'b']);
+    const byName = await request(api.url, 'GET', `/api/v1/services?${new URLSearchParams({ fieldSelector: 'metadata.name=b' })}`);
+    assert.deepEqual(byName.body.items.map((i: any) => i.metadata.name), ['b']);
+    const hasLabel = await request(api.url, 'GET', `/api/v1/services?${new URLSearchParams({ labelSelector: 'service.kubernetes.io/service-proxy-name' })}`);
+    assert.deepEqual(hasLabel.body.items.map((i: any) => i.metadata.name), ['foreign']);
+    const eq = await request(api.url, 'GET', `/api/v1/services?${new URLSearchParams({ labelSelector: 'service.kubernetes.io/service-proxy-name=other-proxy' })}`);
+    assert.deepEqual(eq.body.items.map((i: any) => i.metadata.name), ['foreign']);
+    const neq = await request(api.url, 'GET', `/api/v1/services?${new URLSearchParams({ labelSelector: 'service.kubernetes.io/service-proxy-name!=other-proxy' })}`);
+    assert.deepEqual(neq.body.items.map((i: any) => i.metadata.name), ['a', 'headless', 'b']);
+    const bad = await request(api.url, 'GET', `/api/v1/services?${new URLSearchParams({ fieldSelector: 'nonsense' })}`);
+    assert.equal(bad.status, 400);
+  });
+
+  test('a watch with a selector sees objects enter (ADDED) and leave (DELETED) it', async () => {
+    const q = new URLSearchParams({ watch: 'true', resourceVersion: api.resourceVersion(), labelSelector: '!service.kubernetes.io/service-proxy-name' });
+    const w = await openWatch(api.url, `/api/v1/services?${q}`);
+    const a = api.get('Service', 'default', 'a')!;
+    a.metadata!.labels = { 'service.kubernetes.io/service-proxy-name': 'x' };
+    api.update(a); // leaves the selector
+    const f = api.get('Service', 'default', 'foreign')!;
+    f.metadata!.labels = {};
+    api.update(f); // enters the selector
+    api.create(svc('ignored', 'default', { labels: { 'service.kubernetes.io/service-proxy-name': 'x' } }));
+    api.create(svc('c'));
+    const evs = await w.waitForCount(3);
+    assert.deepEqual(
+      evs.map((e) => `${e.type} ${e.object.metadata.name}`),
+      ['DELETED a', 'ADDED foreign', 'ADDED c'],
+    );
+    w.close();
+  });
+});
+
+describe('sandbox apiserver: watch protocol', () => {
+  let api: ApiServer;
+  before(async () => {
+    api = await startApiServer({ bookmarkIntervalMs: 50, historyLimit: 50 });
+  });
+  after(() => api.close());
+
+  test('watch from a resourceVersion replays later events in order, then streams', async () => {
+    api.create(svc('before'));
+    const from = api.resourceVersion();
+    api.create(svc('x'));
+    const x = api.get('Service', 'default', 'x')!;
+    x.spec.ports[0].port = 90;
+    api.update(x);
+    api.remove('Service', 'default', 'x');
+    api.create(slice('x-1', 'x', ['198.18.0.1'])); // other resource: not on a services watch
+
+    const w = await openWatch(api.url, `/api/v1/services?watch=true&resourceVersion=${from}`);
+    assert.equal(w.status, 200);
+    assert.match(String(w.headers['content-type']), /application\/json/);
+    assert.equal(w.headers['transfer-encoding'], 'chunked');
+    api.create(svc('live'));
+    const evs = await w.waitForCount(4);
+    assert.deepEqual(
+      evs.map((e) => `${e.type} ${e.object.metadata.name}`),
+      ['ADDED x', 'MODIFIED x', 'DELETED x', 'ADDED live'],
+    );
+    const rvs = evs.map((e) => Number(e.object.metadata.resourceVersion));
+    assert.deepEqual([...rvs].sort((a, b) => a - b), rvs, 'resourceVersions increase');
+    assert.ok(rvs[0] > Number(from));
+    assert.equal(evs[0].object.kind, 'Service');
+    assert.equal(evs[1].object.spec.ports[0].port, 90);
+    assert.equal(evs[2].object.spec.ports[0].port, 90, 'DELETED carries the last state');
+    assert.ok(rvs[2] > rvs[1], 'DELETED carries a new resourceVersion');
+    w.close();
+  });
+
+  test('watch without a resourceVersion starts with synthetic ADDED events for the current state', async () => {
+    const w = await openWatch(api.url, '/api/v1/namespaces/default/services?watch=1');
+    const evs = await w.waitForCount(2);
+    assert.deepEqual(evs.map((e) => `${e.type} ${e.object.metadata.name}`).sort(), ['ADDED before', 'ADDED live']);
+    w.close();
+  });
+
+  test('BOOKMARK events arrive only when allowWatchBookmarks=true', async () => {
+    const rv = api.resourceVersion();
+    const w = await openWatch(api.url, `/api/v1/services?watch=true&resourceVersion=${rv}&allowWatchBookmarks=true`);
+    const plain = await openWatch(api.url, `/api/v1/services?watch=true&resourceVersion=${rv}`);
+    const b = await w.waitFor((e) => e.type === 'BOOKMARK', 1000);
+    assert.deepEqual(b.object, { kind: 'Service', apiVersion: 'v1', metadata: { resourceVersion: rv } });
+    await sleep(120);
+    assert.equal(plain.events.length, 0);
+    w.close();
+    plain.close();
+  });
+
+  test('a resourceVersion older than the retained history gets a 410 Expired ERROR event and the stream ends', async () => {
+    const old = api.resourceVersion();
+    api.create(svc('after-old'));
+    api.compactHistory();
+    const w = await openWatch(api.url, `/api/v1/services?watch=true&resourceVersion=${old}`);
+    assert.equal(w.status, 200);
+    await w.ended;
+    assert.equal(w.events.length, 1);
+    const e = w.events[0];
+    assert.equal(e.type, 'ERROR');
+    assert.equal(e.object.kind, 'Status');
+    assert.equal(e.object.status, 'Failure');
+    assert.equal(e.object.reason, 'Expired');
+    assert.equal(e.object.code, 410);
+    assert.match(e.object.message, new RegExp(`^too old resource version: ${old} \\(\\d+\\)$`));
+
+    // The current resourceVersion is still resumable.
+    const ok = await openWatch(api.url, `/api/v1/services?watch=true&resourceVersion=${api.resourceVersion()}`);
+    api.create(svc('fresh'));
+    assert.equal((await ok.waitForCount(1))[0].object.metadata.name, 'fresh');
+    ok.close();
+  });
+
+  test('history is bounded by historyLimit', async () => {
+    const small = await startApiServer({ historyLimit: 3, bookmarkIntervalMs: 0 });
+    try {
+      small.create(svc('s1'));
+      const rv1 = small.resourceVersion();
+      for (const n of ['s2', 's3', 's4', 's5']) small.create(svc(n));
+      const expired = await openWatch(small.url, `/api/v1/services?watch=true&resourceVersion=${rv1}`);
+      await expired.ended;
+      assert.equal(expired.events[0].object.code, 410);
+      const recent = await openWatch(small.url, `/api/v1/services?watch=true&resourceVersion=${Number(small.resourceVersion()) - 3}`);
+      const evs = await recent.waitForCount(3);
+      assert.deepEqual(evs.map((e) => e.object.metadata.name), ['s3', 's4', 's5']);
+      recent.close();
+    } finally {
+      await small.close();
+    }
+  });
+
+  test('timeoutSeconds ends the stream; dropWatches ends all streams', async () => {
+    const t0 = Date.now();
+    const w = await openWatch(api.url, `/api/v1/services?watch=true&resourceVersion=${api.resourceVersion()}&timeoutSeconds=1`);
+    await w.ended;
+    const took = Date.now() - t0;
+    assert.ok(took >= 900 && took < 3000, `ended after ${took}ms`);
+
+    const a = await openWatch(api.url, `/api/v1/services?watch=true&resourceVersion=${api.resourceVersion()}`);
+    const b = await openWatch(api.url, `/apis/discovery.k8s.io/v1/endpointslices?watch=true&resourceVersion=${api.resourceVersion()}`);
+    assert.equal(api.watchCount(), 2);
+    assert.equal(api.dropWatches(), 2);
+    await Promise.all([a.ended, b.ended]);
+    assert.equal(api.watchCount(), 0);
+  });
+
+  test('close() ends open watch streams', async () => {
+    const other = await startApiServer({ bookmarkIntervalMs: 10 });
+    const w = await openWatch(other.url, '/api/v1/nodes?watch=true&allowWatchBookmarks=true');
+    await other.close();
+    await w.ended;
+  });
+});
+
+describe('sandbox apiserver: manifests, kubeconfig, CLI', () => {
+  let dir: string;
+  before(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'kpr-apiserver-'));
+    const docs = [
+      svc('web'),
+      slice('web-abc', 'web', ['10.244.1.5', '10.244.2.7']),
+      { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web', namespace: 'default' } },
+    ];
+    await writeFile(path.join(dir, 'web.yaml'), docs.map((d) => yaml.dump(d)).join('---\n'));
+    await writeFile(
+      path.join(dir, 'list.json'),
+      JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [{ apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-1' } }] }),
+    );
+  });
+  after(() => rm(dir, { recursive: true, force: true }));
+
+  test('loadManifests reads multi-document YAML, List kinds and skips unserved kinds', async () => {
+    const api = await startApiServer();
+    try {
+      const r = await api.loadManifests(dir);
+      assert.deepEqual(r.objects.map((o) => `${o.kind}/${o.metadata?.name}`).sort(), ['EndpointSlice/web-abc', 'Node/node-1', 'Service/web']);
+      assert.equal(r.skipped.length, 1);
+      assert.match(r.skipped[0], /^Deployment default\/web/);
+      // Loading again is an update (create-or-replace), not an error.
+      const again = await api.loadManifests([path.join(dir, 'web.yaml')]);
+      assert.equal(again.objects.length, 2);
+      const l = await request(api.url, 'GET', '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices');
+      assert.deepEqual(l.body.items[0].endpoints.map((e: any) => e.addresses[0]), ['10.244.1.5', '10.244.2.7']);
+    } finally {
+      await api.close();
+    }
+  });
+
+  test('writeKubeconfig writes an ordinary kubeconfig pointing at the server', async () => {
+    const api = await startApiServer();
+    try {
+      const file = await api.writeKubeconfig(path.join(dir, 'kube', 'config'));
+      const kc: any = yaml.load(await readFile(file, 'utf8'));
+      assert.equal(kc.kind, 'Config');
+      const ctx = kc.contexts.find((c: any) => c.name === kc['current-context']);
+      const cluster = kc.clusters.find((c: any) => c.name === ctx.context.cluster);
+      assert.equal(cluster.cluster.server, api.url);
+      assert.equal(cluster.cluster['insecure-skip-tls-verify'], true);
+      assert.ok(kc.users.find((u: any) => u.name === ctx.context.user).user.token);
+    } finally {
+      await api.close();
+    }
+  });
+
+  test('CLI serves manifests, writes the kubeconfig, prints the URL and exits on SIGTERM', async () => {
+    const script = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sandbox/apiserver.js');
+    const kubeconfig = path.join(dir, 'cli-kubeconfig');
+    const child = spawn(process.execPath, [script, '--port', '0', '--manifests', dir, '--kubeconfig', kubeconfig], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const url = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      child.stdout.on('data', (d) => {
+        out += d;
+        if (out.includes('\n')) resolve(out.trim());
+      });
+      child.on('exit', (code) => reject(new Error(`exited early: ${code}`)));
+    });
+    assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
+    const l = await request(url, 'GET', '/api/v1/services');
+    assert.deepEqual(l.body.items.map((i: any) => i.metadata.name), ['web']);
+    const kc: any = yaml.load(await readFile(kubeconfig, 'utf8'));
+    assert.equal(kc.clusters[0].cluster.server, url);
+    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+    child.kill('SIGTERM');
+    assert.equal(await exited, 0);
+  });
+});
