@@ -1,0 +1,153 @@
+/**
+ * A one-node cluster in a box: the sandbox namespaces and cgroup, pods with
+ * their servers, the embedded API server, and the real kpr agent process
+ * pointed at it through an ordinary kubeconfig. Shared by the demo, the
+ * end-to-end tests and the benchmarks.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { startApiServer, type ApiServer } from './apiserver.js';
+import { Sandbox } from './netns.js';
+import { addPod, createNode, runClient, startClient, type ClientMode, type ClientRun, type NodeTopology } from './topology.js';
+import { agentBin } from './repo.js';
+import type { ClientReport } from './client.js';
+
+export const NODE_NAME = 'node-1';
+export const SERVICE_CIDR = '198.19.0.0/16';
+
+export interface AgentProcess {
+  child: ChildProcess;
+  /** Every JSON log line the agent wrote so far. */
+  logs: Array<Record<string, unknown>>;
+  /** Resolves with the first log line matching msg (already seen lines count). */
+  waitForLog(msg: string, timeoutMs?: number, from?: number): Promise<Record<string, unknown>>;
+}
+
+export class BoxCluster {
+  readonly sandbox: Sandbox;
+  readonly topo: NodeTopology;
+  readonly api: ApiServer;
+  readonly kubeconfig: string;
+  agent: AgentProcess | undefined;
+
+  private constructor(sandbox: Sandbox, topo: NodeTopology, api: ApiServer, kubeconfig: string) {
+    this.sandbox = sandbox;
+    this.topo = topo;
+    this.api = api;
+    this.kubeconfig = kubeconfig;
+  }
+
+  static async create(opts: { pods?: Array<{ name: string; ip: string }>; apiBookmarkIntervalMs?: number } = {}): Promise<BoxCluster> {
+    const sandbox = new Sandbox();
+    try {
+      const topo = createNode(sandbox);
+      for (const p of opts.pods ?? []) await addPod(sandbox, topo, p.name, p.ip);
+      const api = await startApiServer({ serviceCIDR: SERVICE_CIDR, bookmarkIntervalMs: opts.apiBookmarkIntervalMs });
+      const dir = sandbox.own(mkdtempSync(path.join(os.tmpdir(), `${sandbox.runId}-`)));
+      const kubeconfig = await api.writeKubeconfig(path.join(dir, 'kubeconfig'));
+      return new BoxCluster(sandbox, topo, api, kubeconfig);
+    } catch (err) {
+      await sandbox.teardown();
+      throw err;
+    }
+  }
+
+  /** Starts bin/kpr-agent and waits for its initial sync. */
+  async startAgent(extraArgs: string[] = []): Promise<AgentProcess> {
+    const child = this.sandbox.track(
+      spawn(
+        agentBin,
+        ['--kubeconfig', this.kubeconfig, '--node-name', NODE_NAME, '--cgroup-path', this.sandbox.cgroupPath, '--bpffs', this.sandbox.bpffsDir, ...extraArgs],
+        { stdio: ['ignore', 'ignore', 'pipe'] },
+      ),
+    );
+    const logs: Array<Record<string, unknown>> = [];
+    const waiters: Array<() => void> = [];
+    let partial = '';
+    let rawTail = '';
+    child.stderr!.setEncoding('utf8');
+    child.stderr!.on('data', (d: string) => {
+      partial += d;
+      const lines = partial.split('\n');
+      partial = lines.pop()!;
+      for (const line of lines) {
+        if (!line.trim()) continue;
+        try {
+          logs.push(JSON.parse(line));
+        } catch {
+          rawTail = (rawTail + line + '\n').slice(-4000);
+        }
+      }
+      for (const w of waiters.splice(0)) w();
+    });
+    const waitForLog = (msg: string, timeoutMs = 15_000, from = 0) =>
+      new Promise<Record<string, unknown>>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`agent did not log "${msg}" within ${timeoutMs} ms; last lines: ${JSON.stringify(logs.slice(-5))} ${rawTail}`)), timeoutMs);
+        const check = () => {
+          const hit = logs.slice(from).find((l) => l.msg === msg);
+          if (hit) {
+            clearTimeout(timer);
+            return resolve(hit);
+          }
+          if (child.exitCode !== null) {
+            clearTimeout(timer);
+            return reject(new Error(`agent exited (${child.exitCode}) before logging "${msg}": ${JSON.stringify(logs.slice(-5))} ${rawTail}`));
+          }
+          waiters.push(check);
+        };
+        check();
+        child.once('exit', () => waiters.splice(0).forEach((w) => w()));
+      });
+    const agent: AgentProcess = { child, logs, waitForLog };
+    this.agent = agent;
+    await waitForLog('initial sync complete');
+    return agent;
+  }
+
+  /** Stops the agent: SIGTERM (orderly) or SIGKILL (crash). The pinned datapath stays. */
+  async stopAgent(signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+    const a = this.agent;
+    if (!a || a.child.exitCode !== null || a.child.signalCode !== null) return;
+    a.child.kill(signal);
+    await once(a.child, 'exit');
+    this.agent = undefined;
+  }
+
+  addPod(name: string, ip: string) {
+    return addPod(this.sandbox, this.topo, name, ip);
+  }
+
+  client(mode: ClientMode, target: string, extra: string[] = []): Promise<ClientReport> {
+    return runClient(this.sandbox, this.topo, mode, target, extra);
+  }
+
+  startClient(mode: ClientMode, target: string, extra: string[] = []): ClientRun {
+    return startClient(this.sandbox, this.topo, mode, target, extra);
+  }
+
+  async close(): Promise<void> {
+    await this.stopAgent('SIGKILL').catch(() => undefined);
+    await this.api.close().catch(() => undefined);
+    await this.sandbox.teardown();
+  }
+}
+
+/** Polls until check() returns a truthy value, or fails with what it last saw. */
+export async function waitFor<T>(what: string, check: () => T | undefined | false, timeoutMs = 5000, intervalMs = 20): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = check();
+      if (v) return v;
+      last = v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}; last: ${last instanceof Error ? last.message : JSON.stringify(last)}`);
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
