@@ -1,0 +1,150 @@
+/**
+ * EndpointSlices → endpoints per Service port (kube-proxy's
+ * endpointslicecache, rules 5, 6 and 11–17 of the semantics reference).
+ * Pure. Bad pieces are skipped and reported; nothing throws.
+ */
+import type { V1EndpointSlice } from '@kubernetes/client-node';
+import { parseIPv4 } from './ip.js';
+import { LABEL_SERVICE_NAME } from './labels.js';
+import type { Protocol, SkippedObject } from './types.js';
+
+/** One endpoint of one Service port, with everything later milestones select on. */
+export interface Endpoint {
+  /** Normalised IPv4 address (addresses[0] only, rule 12). */
+  address: string;
+  /** Numeric address, for sorting. */
+  addressNum: number;
+  /** The slice port's number (the resolved targetPort). */
+  port: number;
+  /** conditions.ready == nil || ready (rule 13). */
+  ready: boolean;
+  /** conditions.serving == nil || serving. */
+  serving: boolean;
+  /** conditions.terminating != nil && terminating. */
+  terminating: boolean;
+  /** endpoint.nodeName == this node's name (rule 14). */
+  isLocal: boolean;
+  /** hints.forZones names; null when none (rule 15). */
+  zoneHints: string[] | null;
+  /** hints.forNodes names; null when none. */
+  nodeHints: string[] | null;
+}
+
+/** Key of a Service port for endpoint lookup: name and protocol, never number (rule 11). */
+export function portId(name: string, protocol: string): string {
+  return `${name}/${protocol}`;
+}
+
+/**
+ * "namespace/serviceName" a slice belongs to, or null when it cannot be keyed
+ * to a Service (rule 6: missing/empty label, namespace or name).
+ */
+export function sliceServiceKey(slice: V1EndpointSlice): string | null {
+  const ns = slice.metadata?.namespace;
+  const svc = slice.metadata?.labels?.[LABEL_SERVICE_NAME];
+  if (!ns || !svc || !slice.metadata?.name) return null;
+  return `${ns}/${svc}`;
+}
+
+/** Groups slices by the Service they belong to; slices that cannot be keyed are dropped (rule 6). */
+export function groupSlicesByService(slices: readonly V1EndpointSlice[]): Map<string, V1EndpointSlice[]> {
+  const out = new Map<string, V1EndpointSlice[]>();
+  for (const s of slices) {
+    const key = sliceServiceKey(s);
+    if (key === null) continue;
+    const list = out.get(key);
+    if (list) list.push(s);
+    else out.set(key, [s]);
+  }
+  return out;
+}
+
+function compareEndpoints(a: Endpoint, b: Endpoint): number {
+  return a.addressNum - b.addressNum || a.port - b.port;
+}
+
+export interface EndpointsByPort {
+  /** portId(name, protocol) → endpoints, unique by address:port, sorted by address then port. */
+  byPort: Map<string, Endpoint[]>;
+  skipped: SkippedObject[];
+}
+
+/**
+ * Merges the IPv4 slices of one Service into endpoints per Service port.
+ * Slices not labelled for `serviceKey` are ignored, as are FQDN and IPv6
+ * slices (rule 5). Duplicates of one address:port across slices are merged
+ * with kube-proxy's newest rule (rule 16): a later copy replaces an earlier
+ * one unless it is terminating. Slices are walked in name order so the
+ * outcome is deterministic.
+ */
+export function endpointsByServicePort(
+  serviceKey: string,
+  slices: readonly V1EndpointSlice[],
+  nodeName: string,
+): EndpointsByPort {
+  const skipped: SkippedObject[] = [];
+  const merged = new Map<string, Map<number, Endpoint>>();
+  const ordered = slices.filter((s) => s.addressType === 'IPv4' && sliceServiceKey(s) === serviceKey);
+  if (ordered.length > 1) {
+    ordered.sort((a, b) => (a.metadata!.name! < b.metadata!.name! ? -1 : a.metadata!.name! > b.metadata!.name! ? 1 : 0));
+  }
+
+  for (const slice of ordered) {
+    const object = `EndpointSlice ${slice.metadata!.namespace}/${slice.metadata!.name}`;
+    if (!Array.isArray(slice.ports) || slice.ports.length === 0) {
+      skipped.push({ object, reason: 'no ports' });
+      continue;
+    }
+    // Ports first: which Service ports this slice feeds, and with which number.
+    const ports: Array<{ id: string; port: number }> = [];
+    for (const p of slice.ports) {
+      if (!p || typeof p !== 'object') {
+        skipped.push({ object, reason: `invalid port entry ${JSON.stringify(p)}` });
+        continue;
+      }
+      const protocol = p.protocol || 'TCP';
+      if (typeof p.name !== 'string') {
+        skipped.push({ object, reason: `port ${String(p.port)}/${protocol} has no name (nil name is ignored)` });
+        continue;
+      }
+      if (!Number.isInteger(p.port) || (p.port as number) < 1 || (p.port as number) > 65535) {
+        skipped.push({ object, reason: `invalid port ${JSON.stringify(p.port ?? null)} (port ${JSON.stringify(p.name)})` });
+        continue;
+      }
+      ports.push({ id: portId(p.name, protocol as Protocol), port: p.port as number });
+    }
+    if (ports.length === 0) continue;
+
+    for (const ep of Array.isArray(slice.endpoints) ? slice.endpoints : []) {
+      const raw = Array.isArray(ep?.addresses) ? ep.addresses[0] : undefined;
+      if (raw === undefined) {
+        skipped.push({ object, reason: 'endpoint with no addresses' });
+        continue;
+      }
+      const ip = parseIPv4(raw);
+      if (!ip) {
+        skipped.push({ object, reason: `invalid endpoint address ${JSON.stringify(raw)}` });
+        continue;
+      }
+      const c = ep.conditions;
+      const ready = c?.ready == null || c.ready;
+      const serving = c?.serving == null || c.serving;
+      const terminating = c?.terminating != null && c.terminating;
+      const isLocal = nodeName !== '' && ep.nodeName === nodeName;
+      const zoneHints = Array.isArray(ep.hints?.forZones) && ep.hints.forZones.length ? ep.hints.forZones.map((z) => z?.name) : null;
+      const nodeHints = Array.isArray(ep.hints?.forNodes) && ep.hints.forNodes.length ? ep.hints.forNodes.map((n) => n?.name) : null;
+      for (const { id, port } of ports) {
+        let m = merged.get(id);
+        if (!m) merged.set(id, (m = new Map()));
+        const k = ip.num * 65536 + port; // address:port, as a number
+        if (!terminating || !m.has(k)) {
+          m.set(k, { address: ip.text, addressNum: ip.num, port, ready, serving, terminating, isLocal, zoneHints, nodeHints });
+        }
+      }
+    }
+  }
+
+  const byPort = new Map<string, Endpoint[]>();
+  for (const [id, m] of merged) byPort.set(id, [...m.values()].sort(compareEndpoints));
+  return { byPort, skipped };
+}

@@ -1,0 +1,10 @@
+/** Well-known labels the planner reads (names as in k8s.io/api and pkg/proxy/apis). */
+
+/** On an EndpointSlice: the name of the Service it belongs to (same namespace). */
+export const LABEL_SERVICE_NAME = 'kubernetes.io/service-name';
+/** On a Service: another proxy implementation owns it; kube-proxy (and kpr) ignore it. */
+export const LABEL_SERVICE_PROXY_NAME = 'service.kubernetes.io/service-proxy-name';
+/** On an EndpointSlice: the Service is headless. */
+export const LABEL_HEADLESS = 'service.kubernetes.io/headless';
+/** On a Node: its zone, used by topology hints (not yet by kpr). */
+export const LABEL_TOPOLOGY_ZONE = 'topology.kubernetes.io/zone';

@@ -1,0 +1,54 @@
+/**
+ * planDataplane: the whole node's plan from every Service and EndpointSlice.
+ * Groups slices by Service (rule 6), plans each Service, and sorts the
+ * result so the same input always prints the same plan.
+ */
+import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
+import { groupSlicesByService } from './endpoint-slices.js';
+import { parseIPv4 } from './ip.js';
+import { planService } from './plan-service.js';
+import { serviceKeyOf } from './service-info.js';
+import type { DataplanePlan, PlanFrontend, SkippedObject } from './types.js';
+
+export interface DataplaneInput {
+  nodeName: string;
+  node?: V1Node;
+  services: readonly V1Service[];
+  endpointSlices: readonly V1EndpointSlice[];
+}
+
+function cmp(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** Frontend order of a plan: service, then address (numerically), port, protocol. */
+export function compareFrontends(a: PlanFrontend, b: PlanFrontend): number {
+  return (
+    cmp(a.service, b.service) ||
+    (parseIPv4(a.address)?.num ?? 0) - (parseIPv4(b.address)?.num ?? 0) ||
+    cmp(a.address, b.address) ||
+    a.port - b.port ||
+    cmp(a.protocol, b.protocol)
+  );
+}
+
+/**
+ * Plans every Service. Slices of Services not in `services` are ignored,
+ * like kube-proxy does; they are not reported.
+ */
+export function planDataplane(input: DataplaneInput): DataplanePlan {
+  const slicesByService = groupSlicesByService(input.endpointSlices);
+  const services = input.services.map((svc) => ({ svc, key: serviceKeyOf(svc) })).sort((a, b) => cmp(a.key, b.key));
+  const ctx = { nodeName: input.nodeName, node: input.node };
+
+  const frontends: PlanFrontend[] = [];
+  const skipped: SkippedObject[] = [];
+  for (const { svc, key } of services) {
+    const plan = planService(svc, slicesByService.get(key) ?? [], ctx);
+    // Services are already in order; only a Service's own frontends need sorting.
+    if (plan.frontends.length > 1) plan.frontends.sort(compareFrontends);
+    for (const f of plan.frontends) frontends.push(f);
+    for (const s of plan.skipped) skipped.push(s);
+  }
+  return { node: input.nodeName, frontends, skipped };
+}

@@ -1,0 +1,164 @@
+/**
+ * DatapathMaps in memory, for tests and dry runs. Behaves like the kernel's
+ * batch operations: entries are applied in array order and a failure stops
+ * the batch part-way (what was applied stays applied). Every applied entry
+ * is recorded in `ops`, so a test can replay the exact sequence a live BPF
+ * reader would have seen.
+ */
+import type { DatapathMaps } from '../maps/datapath-maps.js';
+import type { Backend4, Svc4Key, Svc4Val } from '../maps/layout.js';
+import { parseIPv4 } from '../plan/ip.js';
+
+export type MapMethod = 'updateServices' | 'deleteServices' | 'updateBackends' | 'deleteBackends';
+
+/** One entry applied to a map, in the order it was applied. */
+export type MapOp =
+  | { call: number; kind: 'svc-update'; key: Svc4Key; val: Svc4Val }
+  | { call: number; kind: 'svc-delete'; key: Svc4Key }
+  | { call: number; kind: 'backend-update'; id: number; val: Backend4 }
+  | { call: number; kind: 'backend-delete'; id: number };
+
+export interface MapCall {
+  /** 1-based count of mutating calls. */
+  call: number;
+  method: MapMethod;
+  entries: number;
+  /** Set when the call threw. */
+  error?: string;
+}
+
+export interface MemoryDatapathMapsOptions {
+  /** Capacity of the service map (like max_entries); inserting beyond it fails with E2BIG. */
+  maxServices?: number;
+  /** Capacity of the backend map. */
+  maxBackends?: number;
+}
+
+export interface FailureSpec {
+  /** Which mutating call fails (1-based, counted over the life of the object). */
+  call: number;
+  /** How many entries of that call are applied before it fails (default 0). */
+  afterEntries?: number;
+  message?: string;
+}
+
+/** Identity of a service-map key: equal keys in the kernel (byte for byte) are equal strings here. */
+export function svcKeyId(k: Svc4Key): string {
+  return `${k.addr}|${k.port}|${k.slot}|${k.proto}|${k.scope}`;
+}
+
+export class MemoryDatapathMaps implements DatapathMaps {
+  readonly services = new Map<string, [Svc4Key, Svc4Val]>();
+  readonly backends = new Map<number, Backend4>();
+  /** Every applied entry, in order. */
+  readonly ops: MapOp[] = [];
+  /** Every mutating call, in order. */
+  readonly calls: MapCall[] = [];
+  maxServices: number;
+  maxBackends: number;
+  /** Scheduled failures; see failOnCall(). */
+  private failures: FailureSpec[] = [];
+  private callCount = 0;
+
+  constructor(opts: MemoryDatapathMapsOptions = {}) {
+    this.maxServices = opts.maxServices ?? Infinity;
+    this.maxBackends = opts.maxBackends ?? Infinity;
+  }
+
+  /** Number of mutating calls made so far. */
+  get mutationCalls(): number {
+    return this.callCount;
+  }
+
+  /** Makes the Nth mutating call (1-based, absolute) fail after applying `afterEntries` entries. */
+  failOnCall(spec: FailureSpec): void {
+    this.failures.push(spec);
+  }
+
+  /** Makes the next mutating call fail. */
+  failNextCall(afterEntries = 0, message?: string): void {
+    this.failures.push({ call: this.callCount + 1, afterEntries, message });
+  }
+
+  /** Forgets the recorded ops and calls (the maps keep their contents). */
+  clearLog(): void {
+    this.ops.length = 0;
+    this.calls.length = 0;
+  }
+
+  /** Pre-fills the maps without recording ops (a previous agent run's state). */
+  prefill(services: Array<[Svc4Key, Svc4Val]>, backends: Array<[number, Backend4]>): void {
+    for (const [k, v] of services) this.services.set(svcKeyId(k), [{ ...k }, { ...v }]);
+    for (const [id, b] of backends) this.backends.set(id, { ...b });
+  }
+
+  dumpServices(): Array<[Svc4Key, Svc4Val]> {
+    return [...this.services.values()].map(([k, v]) => [{ ...k }, { ...v }]);
+  }
+
+  dumpBackends(): Array<[number, Backend4]> {
+    return [...this.backends.entries()].map(([id, b]) => [id, { ...b }]);
+  }
+
+  updateServices(entries: Array<[Svc4Key, Svc4Val]>): void {
+    this.run('updateServices', entries, ([k, v], call) => {
+      checkSvcKey(k);
+      const id = svcKeyId(k);
+      if (!this.services.has(id) && this.services.size >= this.maxServices) throw mapError('E2BIG', 'service map full');
+      const key = { ...k };
+      const val = { ...v };
+      this.services.set(id, [key, val]); // the log shares the copies: neither is ever mutated
+      this.ops.push({ call, kind: 'svc-update', key, val });
+    });
+  }
+
+  deleteServices(keys: Svc4Key[]): void {
+    this.run('deleteServices', keys, (k, call) => {
+      if (!this.services.delete(svcKeyId(k))) throw mapError('ENOENT', `no service entry ${JSON.stringify(k)}`);
+      this.ops.push({ call, kind: 'svc-delete', key: { ...k } });
+    });
+  }
+
+  updateBackends(entries: Array<[number, Backend4]>): void {
+    this.run('updateBackends', entries, ([id, b], call) => {
+      if (!this.backends.has(id) && this.backends.size >= this.maxBackends) throw mapError('E2BIG', 'backend map full');
+      if (!parseIPv4(b.addr) || !(id >= 0 && id <= 0xffffffff)) throw new RangeError(`invalid backend ${id} ${JSON.stringify(b)}`);
+      const val = { ...b };
+      this.backends.set(id, val);
+      this.ops.push({ call, kind: 'backend-update', id, val });
+    });
+  }
+
+  deleteBackends(ids: number[]): void {
+    this.run('deleteBackends', ids, (id, call) => {
+      if (!this.backends.delete(id)) throw mapError('ENOENT', `no backend ${id}`);
+      this.ops.push({ call, kind: 'backend-delete', id });
+    });
+  }
+
+  private run<T>(method: MapMethod, entries: T[], apply: (e: T, call: number) => void): void {
+    const call = ++this.callCount;
+    const rec: MapCall = { call, method, entries: entries.length };
+    this.calls.push(rec);
+    const failure = this.failures.find((f) => f.call === call);
+    const limit = failure ? Math.min(failure.afterEntries ?? 0, entries.length) : entries.length;
+    try {
+      for (let i = 0; i < limit; i++) apply(entries[i], call);
+      if (failure) throw mapError('EIO', failure.message ?? `injected failure of call ${call} (${method})`);
+    } catch (err) {
+      rec.error = (err as Error).message;
+      throw err;
+    }
+  }
+}
+
+/** Rejects what the real codec could not encode, so a bad key fails here as it would for real. */
+function checkSvcKey(k: Svc4Key): void {
+  if (!parseIPv4(k.addr) || !(k.port >= 0 && k.port <= 0xffff && k.slot >= 0 && k.slot <= 0xffff && k.proto >= 0 && k.proto <= 0xff && k.scope >= 0 && k.scope <= 0xff)) {
+    throw new RangeError(`invalid service key ${JSON.stringify(k)}`);
+  }
+}
+
+function mapError(code: string, message: string): Error & { code: string } {
+  return Object.assign(new Error(`${code}: ${message}`), { code });
+}
