@@ -1,0 +1,207 @@
+/**
+ * The kpr side of the control-plane benchmark: fills the embedded API server,
+ * starts bin/kpr-agent against it (attached to the run's cgroup, pinning under
+ * the run's bpffs directory), reads the agent's JSON log lines from stderr and
+ * measures the initial programming, single endpoint changes and the RSS.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Sandbox } from '../sandbox/netns.js';
+import { agentBin, repoRoot } from '../sandbox/repo.js';
+import type { KpService } from './kube-proxy-rules.js';
+import { endpointSliceObject, nodeObject, serviceObject, NODE_NAME, type KubeObj } from './scenario.js';
+
+export type LogRecord = Record<string, any>;
+
+/** The subset of sandbox/apiserver.ts the bench uses (imported dynamically: it may not be built yet). */
+export interface BenchApiServer {
+  url: string;
+  create(obj: KubeObj): KubeObj;
+  update(obj: KubeObj): KubeObj;
+  writeKubeconfig(file: string): Promise<string>;
+  close(): Promise<void>;
+}
+
+/** The agent command; KPR_BENCH_AGENT_BIN overrides bin/kpr-agent (e.g. to try a stub). */
+export const benchAgentBin = process.env.KPR_BENCH_AGENT_BIN ?? agentBin;
+
+export function agentAvailable(): boolean {
+  if (process.env.KPR_BENCH_AGENT_BIN) return existsSync(benchAgentBin);
+  return existsSync(path.join(repoRoot, 'dist', 'agent', 'main.js'));
+}
+
+export async function startApi(services: KpService[]): Promise<BenchApiServer> {
+  const mod = (await import('../sandbox/apiserver.js')) as unknown as {
+    startApiServer(opts: Record<string, unknown>): Promise<BenchApiServer>;
+  };
+  // Watch history must outlive a burst of changes; the changes are sequential anyway.
+  const api = await mod.startApiServer({ serviceCIDR: '198.19.0.0/16', historyLimit: 5000, bookmarkIntervalMs: 0 });
+  api.create(nodeObject());
+  for (const svc of services) {
+    api.create(serviceObject(svc));
+    api.create(endpointSliceObject(svc));
+  }
+  return api;
+}
+
+/** A running agent and a feed of its parsed log lines. */
+export class Agent {
+  readonly child: ChildProcess;
+  readonly started = process.hrtime.bigint();
+  private readonly waiters = new Set<{ pred: (r: LogRecord) => boolean; resolve: (r: LogRecord) => void }>();
+  private tail: string[] = [];
+  private exited: string | undefined;
+  private buf = '';
+
+  constructor(sandbox: Sandbox, kubeconfig: string, logLevel: string) {
+    const args = ['--kubeconfig', kubeconfig, '--node-name', NODE_NAME, '--cgroup-path', sandbox.cgroupPath, '--bpffs', sandbox.bpffsDir, '--log-level', logLevel];
+    // The agent runs in the host namespace (it talks to the API server on 127.0.0.1);
+    // its hooks attach only to the sandbox's cgroup.
+    this.child = sandbox.track(spawn(benchAgentBin, args, { stdio: ['ignore', 'ignore', 'pipe'] }));
+    this.child.stderr!.setEncoding('utf8');
+    this.child.stderr!.on('data', (d: string) => this.onData(d));
+    this.child.once('exit', (code, sig) => {
+      this.exited = `agent exited (${sig ?? code})`;
+    });
+  }
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  private onData(d: string): void {
+    this.buf += d;
+    let nl: number;
+    while ((nl = this.buf.indexOf('\n')) >= 0) {
+      const line = this.buf.slice(0, nl);
+      this.buf = this.buf.slice(nl + 1);
+      this.tail.push(line);
+      if (this.tail.length > 40) this.tail.shift();
+      let rec: LogRecord;
+      try {
+        rec = JSON.parse(line);
+      } catch {
+        continue;
+      }
+      for (const w of [...this.waiters]) {
+        if (w.pred(rec)) {
+          this.waiters.delete(w);
+          w.resolve(rec);
+        }
+      }
+    }
+  }
+
+  /** Resolves with the next log record matching `pred`; register it before causing the event. */
+  next(pred: (r: LogRecord) => boolean, timeoutMs: number, what: string): Promise<LogRecord> {
+    return new Promise((resolve, reject) => {
+      const w = {
+        pred,
+        resolve: (r: LogRecord) => {
+          clearTimeout(timer);
+          clearInterval(poll);
+          resolve(r);
+        },
+      };
+      const fail = (why: string) => {
+        this.waiters.delete(w);
+        clearTimeout(timer);
+        clearInterval(poll);
+        reject(new Error(`${what}: ${why}. Last agent output:\n${this.tail.slice(-15).join('\n')}`));
+      };
+      const timer = setTimeout(() => fail(`no log line after ${timeoutMs} ms`), timeoutMs);
+      const poll = setInterval(() => this.exited && fail(this.exited), 100);
+      this.waiters.add(w);
+    });
+  }
+
+  rssKiB(): number {
+    const m = /VmRSS:\s+(\d+)\s+kB/.exec(readFileSync(`/proc/${this.pid}/status`, 'utf8'));
+    return m ? Number(m[1]) : NaN;
+  }
+
+  lastLines(n = 15): string {
+    return this.tail.slice(-n).join('\n');
+  }
+
+  async stop(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    const done = new Promise<void>((r) => this.child.once('exit', () => r()));
+    this.child.kill('SIGTERM');
+    const t = setTimeout(() => this.child.kill('SIGKILL'), 5000);
+    await done;
+    clearTimeout(t);
+  }
+}
+
+export interface InitialSync {
+  /** The agent's own figure: informer cache synced → all maps written. */
+  cacheSyncedToMapsWrittenMs: number;
+  /** Spawn → "initial sync complete" as the bench saw it (process start, list, decode, program). */
+  spawnToSyncedMs: number;
+  record: LogRecord;
+  rssKiB: number;
+}
+
+export async function startAgent(sandbox: Sandbox, api: BenchApiServer, logLevel: string, timeoutMs: number): Promise<{ agent: Agent; initial: InitialSync }> {
+  const dir = sandbox.own(mkdtempSync(path.join(os.tmpdir(), `${sandbox.runId}-kc-`)));
+  const kubeconfig = await api.writeKubeconfig(path.join(dir, 'kubeconfig'));
+  const agent = new Agent(sandbox, kubeconfig, logLevel);
+  const rec = await agent.next((r) => r.msg === 'initial sync complete', timeoutMs, 'waiting for the agent\'s initial sync');
+  const spawnToSyncedMs = Number(process.hrtime.bigint() - agent.started) / 1e6;
+  return {
+    agent,
+    initial: { cacheSyncedToMapsWrittenMs: Number(rec.cacheSyncedToMapsWrittenMs), spawnToSyncedMs, record: rec, rssKiB: agent.rssKiB() },
+  };
+}
+
+export interface ChangeSamples {
+  eventToMapsMs: number[];
+  durationMs: number[];
+  /** api.update() → the agent's "sync" log line read by the bench (includes watch delivery and log pipe). */
+  apiToLogMs: number[];
+  timeouts: number;
+}
+
+/**
+ * Flips endpoint 0's ready condition of `target`'s EndpointSlice `count` times,
+ * waiting each time for the agent's event-triggered sync. `between(i)` runs
+ * after change i (the runner interleaves the iptables changes there).
+ */
+export async function endpointChanges(
+  api: BenchApiServer,
+  agent: Agent,
+  target: KpService,
+  count: number,
+  budgetMs: number,
+  between: (i: number) => Promise<void>,
+): Promise<ChangeSamples> {
+  const out: ChangeSamples = { eventToMapsMs: [], durationMs: [], apiToLogMs: [], timeouts: 0 };
+  const deadline = Date.now() + budgetMs;
+  let notReady = false;
+  for (let i = 0; i < count && Date.now() < deadline; i++) {
+    notReady = !notReady;
+    const slice = endpointSliceObject(target, notReady ? new Set([0]) : new Set());
+    const seen = agent.next(
+      (r) => (r.msg === 'sync' && r.trigger === 'event') || (typeof r.msg === 'string' && r.msg.startsWith('sync failed')),
+      10_000,
+      `change ${i + 1}`,
+    );
+    const t0 = process.hrtime.bigint();
+    api.update(slice);
+    try {
+      const rec = await seen;
+      if (rec.msg !== 'sync') throw new Error(`change ${i + 1}: the agent's sync failed: ${JSON.stringify(rec)}`);
+      out.apiToLogMs.push(Number(process.hrtime.bigint() - t0) / 1e6);
+      out.eventToMapsMs.push(Number(rec.eventToMapsMs));
+      out.durationMs.push(Number(rec.durationMs));
+    } catch (err) {
+      out.timeouts++;
+      if (out.timeouts >= 3) throw err;
+    }
+    await between(i);
+  }
+  return out;
+}

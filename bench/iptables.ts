@@ -1,0 +1,134 @@
+/**
+ * The kube-proxy (iptables mode) side of the control-plane comparison: loads
+ * kube-proxy's ruleset with iptables-restore into throwaway network namespaces
+ * of the run's sandbox (never the host's), then replays kube-proxy partial
+ * syncs for one endpoint change at a time.
+ */
+import { spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
+import { inNs, ip, nsPath, type Sandbox } from '../sandbox/netns.js';
+import { fullRestore, partialRestore, sepChainName, type KpService } from './kube-proxy-rules.js';
+
+export const IPTABLES_RESTORE = process.env.KPR_BENCH_IPTABLES_RESTORE ?? 'iptables-restore';
+
+export function iptablesVersion(bin = IPTABLES_RESTORE): string {
+  try {
+    return execFileSync(bin, ['--version'], { encoding: 'utf8' }).trim();
+  } catch (err) {
+    return `unavailable (${(err as Error).message.split('\n')[0]})`;
+  }
+}
+
+/** Runs iptables-restore inside a namespace, feeding `input`; resolves with the wall time in ms. */
+export function restoreIn(ns: string, input: string, flags: string[] = [], bin = IPTABLES_RESTORE, timeoutMs = 120_000): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const t0 = process.hrtime.bigint();
+    const child = spawn('nsenter', [`--net=${nsPath(ns)}`, bin, '-w', '5', ...flags], { stdio: ['pipe', 'ignore', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (d) => (err += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.once('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+      if (code === 0) resolve(ms);
+      else reject(new Error(`${bin} ${flags.join(' ')} in ${ns} failed (${signal ?? code}): ${err.trim().slice(0, 2000)}`));
+    });
+    child.stdin.on('error', () => {
+      /* reported through close */
+    });
+    child.stdin.end(input);
+  });
+}
+
+/** Rules in a namespace's nat table (to check a load really happened). */
+export function natRuleCount(ns: string): number {
+  const out = execFileSync('nsenter', [`--net=${nsPath(ns)}`, IPTABLES_RESTORE.replace('-restore', '-save'), '-t', 'nat'], {
+    encoding: 'utf8',
+    maxBuffer: 1 << 30,
+  });
+  let n = 0;
+  for (const line of out.split('\n')) if (line.startsWith('-A ')) n++;
+  return n;
+}
+
+export interface IptablesCold {
+  /** Wall time of each cold full load, ms (a fresh namespace each). */
+  coldMs: number[];
+  natRules: number;
+  inputBytes: number;
+  inputLines: number;
+}
+
+/** One endpoint flip (endpoint 0 of `target` leaves / rejoins), replayed as kube-proxy partial syncs. */
+export class IptablesChanger {
+  private notReady = false;
+  readonly exactMs: number[] = [];
+  readonly minimalMs: number[] = [];
+  private readonly others: KpService[];
+
+  constructor(
+    private readonly ns: string,
+    private readonly all: KpService[],
+    private readonly target: KpService,
+  ) {
+    this.others = all;
+  }
+
+  private current(): KpService {
+    return this.notReady ? { ...this.target, endpoints: this.target.endpoints.slice(1) } : this.target;
+  }
+
+  /** Flips the endpoint and applies it with the given partial-sync shape; returns ms. */
+  async change(mode: 'exact' | 'minimal'): Promise<number> {
+    this.notReady = !this.notReady;
+    const svc = this.current();
+    const stale = this.notReady ? [sepChainName(this.target, this.target.endpoints[0])] : [];
+    const all = mode === 'exact' ? this.others.map((s) => (s === this.target ? svc : s)) : undefined;
+    const text = partialRestore([svc], { mode, all, staleSepChains: stale });
+    const ms = await restoreIn(this.ns, text, ['--noflush']);
+    (mode === 'exact' ? this.exactMs : this.minimalMs).push(ms);
+    return ms;
+  }
+}
+
+export interface IptablesSetup {
+  cold: IptablesCold;
+  /** The namespace left loaded, for the change measurements. */
+  ns: string;
+  changer: IptablesChanger;
+}
+
+/**
+ * Cold-loads the full ruleset `repeats` times (fresh namespace each; all but
+ * the last are deleted right away) and returns a changer on the last one.
+ */
+export async function setupIptables(sandbox: Sandbox, services: KpService[], target: KpService, repeats: number, log: (m: string) => void): Promise<IptablesSetup> {
+  const text = fullRestore(services);
+  const coldMs: number[] = [];
+  let ns = '';
+  for (let r = 0; r < repeats; r++) {
+    if (ns) {
+      try {
+        ip('netns', 'del', ns);
+      } catch {
+        /* the sandbox retries at teardown */
+      }
+    }
+    ns = sandbox.addNamespace(`ipt${r}`);
+    const ms = await restoreIn(ns, text);
+    coldMs.push(ms);
+    log(`iptables cold load ${r + 1}/${repeats}: ${ms.toFixed(0)} ms`);
+  }
+  const natRules = natRuleCount(ns);
+  return {
+    cold: { coldMs, natRules, inputBytes: Buffer.byteLength(text), inputLines: text.split('\n').length },
+    ns,
+    changer: new IptablesChanger(ns, services, target),
+  };
+}
+
+export { inNs };

@@ -1,0 +1,131 @@
+/**
+ * Statistics and output of the benchmark: the results object (printed as JSON
+ * and written to build/bench-results.json) and the side-by-side table.
+ */
+import type { ConnResult, DataplaneRounds } from './data-plane.js';
+
+export function percentile(values: number[], p: number): number {
+  if (values.length === 0) return NaN;
+  const s = [...values].sort((a, b) => a - b);
+  const idx = Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1));
+  return s[idx];
+}
+
+export const median = (v: number[]): number => percentile(v, 50);
+
+export interface Dist {
+  n: number;
+  p50: number;
+  p99: number;
+  max: number;
+  mean: number;
+}
+
+export function dist(values: number[]): Dist {
+  const n = values.length;
+  return {
+    n,
+    p50: round(percentile(values, 50)),
+    p99: round(percentile(values, 99)),
+    max: round(n ? Math.max(...values) : NaN),
+    mean: round(n ? values.reduce((a, b) => a + b, 0) / n : NaN),
+  };
+}
+
+export function round(v: number, digits = 3): number {
+  if (!Number.isFinite(v)) return v;
+  const f = 10 ** digits;
+  return Math.round(v * f) / f;
+}
+
+export interface ArmSummary {
+  rounds: ConnResult[];
+  /** Medians over rounds of each round's figure. */
+  p50_us: number;
+  p99_us: number;
+  mean_us: number;
+  conns_per_sec: number;
+  errors: number;
+}
+
+export interface DataplaneSummary {
+  services: number;
+  arms: Partial<Record<string, ArmSummary>>;
+  /** ClusterIP latency / direct latency (median of per-round p50; and per-round paired mean ratio). */
+  costRatioP50?: number;
+  costRatioMean?: number;
+  costRatioP99?: number;
+  /** ClusterIP conns/s / direct conns/s. */
+  rateRatio?: number;
+  /** direct (in kpr's cgroup) / direct outside any hook: the cost of the hook on non-service traffic. */
+  hookCostRatioP50?: number;
+}
+
+export function summarizeDataplane(services: number, r: DataplaneRounds): DataplaneSummary {
+  const arms: Record<string, ArmSummary> = {};
+  for (const [arm, rounds] of Object.entries(r.rounds)) {
+    if (rounds.length === 0) continue;
+    arms[arm] = {
+      rounds,
+      p50_us: round(median(rounds.map((x) => x.p50_us)), 1),
+      p99_us: round(median(rounds.map((x) => x.p99_us)), 1),
+      mean_us: round(median(rounds.map((x) => x.mean_us)), 1),
+      conns_per_sec: round(median(rounds.map((x) => x.conns_per_sec)), 0),
+      errors: rounds.reduce((a, x) => a + x.errors, 0),
+    };
+  }
+  const s: DataplaneSummary = { services, arms };
+  const c = arms.clusterip;
+  const d = arms.direct;
+  if (c && d) {
+    s.costRatioP50 = round(c.p50_us / d.p50_us);
+    s.costRatioP99 = round(c.p99_us / d.p99_us);
+    // Paired per round (the two runs of a round are adjacent in time).
+    s.costRatioMean = round(median(c.rounds.map((x, i) => x.mean_us / d.rounds[i].mean_us)));
+    s.rateRatio = round(c.conns_per_sec / d.conns_per_sec);
+  }
+  const n = arms['direct-nohook'];
+  if (d && n) s.hookCostRatioP50 = round(d.p50_us / n.p50_us);
+  return s;
+}
+
+export interface Row {
+  metric: string;
+  kpr: string;
+  other: string;
+  ratio: string;
+  target: string;
+  result: string;
+}
+
+export function fmtMs(v: number | undefined): string {
+  if (v === undefined || !Number.isFinite(v)) return 'n/a';
+  if (v >= 1000) return `${(v / 1000).toFixed(2)} s`;
+  if (v >= 10) return `${v.toFixed(1)} ms`;
+  return `${v.toFixed(3)} ms`;
+}
+
+export function fmtRatio(a: number | undefined, b: number | undefined): string {
+  if (a === undefined || b === undefined || !Number.isFinite(a) || !Number.isFinite(b) || b === 0) return 'n/a';
+  const r = a / b;
+  if (r >= 100) return `${r.toFixed(0)}×`;
+  if (r >= 10) return `${r.toFixed(1)}×`;
+  if (r >= 0.1) return `${r.toFixed(3)}×`;
+  // Tiny ratios read better as "1/N" (kpr N times faster).
+  return `${r.toPrecision(2)}× (1/${Math.round(1 / r).toLocaleString('en-US')})`;
+}
+
+export function passFail(value: number | undefined, limit: number): string {
+  if (value === undefined || !Number.isFinite(value)) return 'n/a';
+  return value <= limit ? 'PASS' : 'FAIL';
+}
+
+export function renderTable(title: string, rows: Row[], heads: Partial<Row> = {}): string {
+  const head: Row = { metric: 'metric', kpr: 'kpr', other: 'other', ratio: 'ratio kpr:other', target: 'target', result: 'result', ...heads };
+  const all = [head, ...rows];
+  const keys: (keyof Row)[] = ['metric', 'kpr', 'other', 'ratio', 'target', 'result'];
+  const w = keys.map((k) => Math.max(...all.map((r) => r[k].length)));
+  const line = (r: Row) => '| ' + keys.map((k, i) => r[k].padEnd(w[i])).join(' | ') + ' |';
+  const sep = '|' + w.map((x) => '-'.repeat(x + 2)).join('|') + '|';
+  return [title, '', line(head), sep, ...rows.map(line)].join('\n');
+}

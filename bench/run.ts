@@ -1,0 +1,429 @@
+/**
+ * kpr benchmark: kpr vs kube-proxy (iptables mode), control plane and data plane,
+ * all figures from one run, printed as a table and then as JSON (stdout, and
+ * build/bench-results.json). Progress goes to stderr.
+ *
+ *   make bench                                  # full scale: 10,000 services × 10 endpoints
+ *   KPR_BENCH_SERVICES=100 make bench           # quick smoke run
+ *   node dist/bench/run.js --services 100 --changes 100 --ipt-changes 10 --dp-rounds 3 --dp-conns 2000
+ *
+ * Flags (each also settable as the env var in brackets; flags win):
+ *   --services N          synthetic Services                     [KPR_BENCH_SERVICES=10000]
+ *   --endpoints N         endpoints per Service                  [KPR_BENCH_ENDPOINTS=10]
+ *   --changes N           kpr endpoint changes (ready flips)     [KPR_BENCH_CHANGES=1000]
+ *   --change-budget-ms N  time bound for the kpr changes          [KPR_BENCH_CHANGE_BUDGET_MS=180000]
+ *   --ipt-changes N       iptables partial syncs per shape        [KPR_BENCH_IPT_CHANGES=30]
+ *   --ipt-budget-ms N     time bound for all iptables changes     [KPR_BENCH_IPT_BUDGET_MS=120000]
+ *   --ipt-cold N          cold iptables loads (fresh netns each)  [KPR_BENCH_IPT_COLD=1]
+ *   --dp-rounds N         data-plane rounds per arm               [KPR_BENCH_DP_ROUNDS=5]
+ *   --dp-conns N          connections per data-plane round        [KPR_BENCH_DP_CONNS=5000]
+ *   --dp-limit-ms N       time bound per data-plane round         [KPR_BENCH_DP_LIMIT_MS=20000]
+ *   --agent-timeout-ms N  wait for the agent's initial sync       [KPR_BENCH_AGENT_TIMEOUT_MS=300000]
+ *   --log-level L         the agent's --log-level                 [KPR_BENCH_LOG_LEVEL=info]
+ *   --skip LIST           comma list of: iptables, agent, dataplane [KPR_BENCH_SKIP=]
+ * KPR_BENCH_IPTABLES_RESTORE picks the iptables-restore binary (default: iptables-restore;
+ * e.g. iptables-legacy-restore).
+ *
+ * Safety: every namespace, the cgroup and the bpffs directory belong to this
+ * run's Sandbox (sandbox/netns.ts) and are removed on exit or signal; iptables
+ * rules are only ever loaded into the run's own throwaway namespaces; all
+ * addresses are in 198.18.0.0/15; every loop is bounded in count and time.
+ *
+ * Phases: (1) build the C helpers; (2) data plane with 1 Service (its own
+ * sandbox and agent); (3) at N Services: iptables cold load(s), then the kpr
+ * agent's initial sync, RSS, kpr endpoint changes interleaved with kube-proxy
+ * partial syncs, RSS again, then the data plane at N Services.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { Sandbox } from '../sandbox/netns.js';
+import { repoRoot } from '../sandbox/repo.js';
+import { agentAvailable, endpointChanges, startAgent, startApi, type Agent, type BenchApiServer, type ChangeSamples, type InitialSync } from './control-plane.js';
+import { buildHelpers, dataplaneRounds, setupDataplane, waitReachable } from './data-plane.js';
+import { iptablesVersion, setupIptables, IPTABLES_RESTORE, type IptablesCold, type IptablesChanger } from './iptables.js';
+import { dist, fmtMs, fmtRatio, median, passFail, renderTable, round, summarizeDataplane, type DataplaneSummary, type Row } from './report.js';
+import { makeScenario, ECHO_CLUSTER_IP, SERVICE_PORT } from './scenario.js';
+
+const { values: flags } = parseArgs({
+  options: {
+    services: { type: 'string' },
+    endpoints: { type: 'string' },
+    changes: { type: 'string' },
+    'change-budget-ms': { type: 'string' },
+    'ipt-changes': { type: 'string' },
+    'ipt-budget-ms': { type: 'string' },
+    'ipt-cold': { type: 'string' },
+    'dp-rounds': { type: 'string' },
+    'dp-conns': { type: 'string' },
+    'dp-limit-ms': { type: 'string' },
+    'agent-timeout-ms': { type: 'string' },
+    'log-level': { type: 'string' },
+    skip: { type: 'string' },
+  },
+});
+
+function num(flag: keyof typeof flags, env: string, dflt: number): number {
+  const raw = (flags[flag] as string | undefined) ?? process.env[env];
+  const v = raw === undefined || raw === '' ? dflt : Number(raw);
+  if (!Number.isFinite(v) || v < 0) throw new Error(`--${flag} / ${env}: not a number: ${raw}`);
+  return v;
+}
+
+const cfg = {
+  services: num('services', 'KPR_BENCH_SERVICES', 10_000),
+  endpoints: num('endpoints', 'KPR_BENCH_ENDPOINTS', 10),
+  changes: num('changes', 'KPR_BENCH_CHANGES', 1000),
+  changeBudgetMs: num('change-budget-ms', 'KPR_BENCH_CHANGE_BUDGET_MS', 180_000),
+  iptChanges: num('ipt-changes', 'KPR_BENCH_IPT_CHANGES', 30),
+  iptBudgetMs: num('ipt-budget-ms', 'KPR_BENCH_IPT_BUDGET_MS', 120_000),
+  iptCold: Math.max(1, num('ipt-cold', 'KPR_BENCH_IPT_COLD', 1)),
+  dpRounds: num('dp-rounds', 'KPR_BENCH_DP_ROUNDS', 5),
+  dpConns: num('dp-conns', 'KPR_BENCH_DP_CONNS', 5000),
+  dpLimitMs: num('dp-limit-ms', 'KPR_BENCH_DP_LIMIT_MS', 20_000),
+  agentTimeoutMs: num('agent-timeout-ms', 'KPR_BENCH_AGENT_TIMEOUT_MS', 300_000),
+  logLevel: (flags['log-level'] as string | undefined) ?? process.env.KPR_BENCH_LOG_LEVEL ?? 'info',
+  skip: new Set(((flags.skip as string | undefined) ?? process.env.KPR_BENCH_SKIP ?? '').split(',').map((s) => s.trim()).filter(Boolean)),
+};
+
+const log = (m: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 23)}] ${m}\n`);
+const MiB = 1024;
+
+interface KprControl {
+  initial: InitialSync;
+  changes?: ChangeSamples;
+  rssAfterChangesKiB?: number;
+}
+
+interface Results {
+  meta: Record<string, unknown>;
+  config: Record<string, unknown>;
+  controlPlane: {
+    kpr?: {
+      coldMs: number;
+      spawnToSyncedMs: number;
+      initialSyncLog: Record<string, unknown>;
+      change?: { eventToMapsMs: ReturnType<typeof dist>; durationMs: ReturnType<typeof dist>; apiToLogMs: ReturnType<typeof dist>; timeouts: number };
+      rssMiB: { afterInitialSync: number; afterChanges?: number };
+    };
+    iptables?: {
+      binary: string;
+      version: string;
+      cold: IptablesCold & { medianMs: number };
+      /** kube-proxy's real partial sync: KUBE-SERVICES in full + the changed service's chains. */
+      changeExactMs: ReturnType<typeof dist>;
+      /** Only the changed service's chains (a lower bound for iptables). */
+      changeMinimalMs: ReturnType<typeof dist>;
+    };
+    ratios?: Record<string, number>;
+  };
+  dataPlane: DataplaneSummary[];
+  targets: { name: string; value: number | null; limit: number; unit: string; pass: boolean | null }[];
+  errors: string[];
+}
+
+async function dataplanePhase(sandbox: Sandbox, env: Awaited<ReturnType<typeof setupDataplane>>, services: number, withKpr: boolean): Promise<DataplaneSummary> {
+  const cip = withKpr ? { ip: ECHO_CLUSTER_IP, port: SERVICE_PORT } : undefined;
+  if (cip) await waitReachable(sandbox, env, cip.ip, cip.port);
+  log(`data plane at ${services} services: ${cfg.dpRounds} rounds × ${cfg.dpConns} connections per arm`);
+  const r = await dataplaneRounds(sandbox, env, cip, cfg.dpRounds, cfg.dpConns, cfg.dpLimitMs, log);
+  return summarizeDataplane(services, r);
+}
+
+/** Data plane with only the echo Service programmed. */
+async function phaseOneService(res: Results, withKpr: boolean): Promise<void> {
+  const sandbox = new Sandbox();
+  let api: BenchApiServer | undefined;
+  let agent: Agent | undefined;
+  try {
+    const env = await setupDataplane(sandbox);
+    if (withKpr) {
+      const { echo } = makeScenario(0, cfg.endpoints);
+      api = await startApi([echo]);
+      ({ agent } = await startAgent(sandbox, api, cfg.logLevel, cfg.agentTimeoutMs));
+    }
+    res.dataPlane.push(await dataplanePhase(sandbox, env, 1, withKpr));
+  } finally {
+    await agent?.stop().catch(() => {});
+    await api?.close().catch(() => {});
+    await sandbox.teardown();
+  }
+}
+
+async function phaseAtScale(res: Results, withKpr: boolean): Promise<void> {
+  const sandbox = new Sandbox();
+  let api: BenchApiServer | undefined;
+  let agent: Agent | undefined;
+  try {
+    const scenario = makeScenario(cfg.services, cfg.endpoints);
+    const total = scenario.services.length;
+    const target = scenario.services[Math.floor(cfg.services / 2)];
+    log(`scenario: ${total} services (incl. the echo service) × up to ${cfg.endpoints} endpoints; changed service ${target.namespace}/${target.name}`);
+
+    // kube-proxy: cold loads first, while nothing else runs.
+    let changer: IptablesChanger | undefined;
+    if (!cfg.skip.has('iptables')) {
+      log(`iptables: cold load of ${total} services with ${IPTABLES_RESTORE} (${cfg.iptCold}×)`);
+      const ipt = await setupIptables(sandbox, scenario.services, target, cfg.iptCold, log);
+      changer = ipt.changer;
+      res.controlPlane.iptables = {
+        binary: IPTABLES_RESTORE,
+        version: iptablesVersion(),
+        cold: { ...ipt.cold, coldMs: ipt.cold.coldMs.map((v) => round(v)), medianMs: round(median(ipt.cold.coldMs)) },
+        changeExactMs: dist([]),
+        changeMinimalMs: dist([]),
+      };
+    }
+
+    const env = !cfg.skip.has('dataplane') ? await setupDataplane(sandbox) : undefined;
+
+    // iptables partial syncs, interleaved with kpr's changes (or alone).
+    const iptTotal = changer ? cfg.iptChanges * 2 : 0;
+    const iptDeadline = Date.now() + cfg.iptBudgetMs;
+    let iptDone = 0;
+    const iptStep = async () => {
+      if (!changer || iptDone >= iptTotal || Date.now() > iptDeadline) return;
+      await changer.change(iptDone % 2 === 0 ? 'exact' : 'minimal');
+      iptDone++;
+      // Let the kernel finish the nft commit's deferred work before kpr's next change is timed.
+      await new Promise((r) => setTimeout(r, 100));
+    };
+
+    let kpr: KprControl | undefined;
+    if (withKpr) {
+      log(`kpr: loading ${total} Services and EndpointSlices into the API server`);
+      api = await startApi(scenario.services);
+      log('kpr: starting the agent');
+      const started = await startAgent(sandbox, api, cfg.logLevel, cfg.agentTimeoutMs);
+      agent = started.agent;
+      kpr = { initial: started.initial };
+      log(`kpr: initial sync ${fmtMs(started.initial.cacheSyncedToMapsWrittenMs)} (spawn→synced ${fmtMs(started.initial.spawnToSyncedMs)}), RSS ${(started.initial.rssKiB / MiB).toFixed(1)} MiB`);
+      const every = iptTotal > 0 ? Math.max(1, Math.floor(cfg.changes / iptTotal)) : Infinity;
+      log(`kpr: ${cfg.changes} endpoint changes${changer ? `, one iptables partial sync every ${every}` : ''}`);
+      kpr.changes = await endpointChanges(api, agent, target, cfg.changes, cfg.changeBudgetMs, async (i) => {
+        if ((i + 1) % 100 === 0) log(`  kpr change ${i + 1}/${cfg.changes}, iptables ${iptDone}/${iptTotal}`);
+        if ((i + 1) % every === 0) await iptStep();
+      });
+      await new Promise((r) => setTimeout(r, 500));
+      kpr.rssAfterChangesKiB = agent.rssKiB();
+    }
+    while (changer && iptDone < iptTotal && Date.now() <= iptDeadline) await iptStep();
+    if (changer && res.controlPlane.iptables) {
+      res.controlPlane.iptables.changeExactMs = dist(changer.exactMs);
+      res.controlPlane.iptables.changeMinimalMs = dist(changer.minimalMs);
+      log(`iptables: ${changer.exactMs.length} exact + ${changer.minimalMs.length} minimal partial syncs`);
+    }
+    if (kpr) {
+      const c = kpr.changes!;
+      res.controlPlane.kpr = {
+        coldMs: kpr.initial.cacheSyncedToMapsWrittenMs,
+        spawnToSyncedMs: round(kpr.initial.spawnToSyncedMs),
+        initialSyncLog: kpr.initial.record,
+        change: { eventToMapsMs: dist(c.eventToMapsMs), durationMs: dist(c.durationMs), apiToLogMs: dist(c.apiToLogMs), timeouts: c.timeouts },
+        rssMiB: { afterInitialSync: round(kpr.initial.rssKiB / MiB, 1), afterChanges: kpr.rssAfterChangesKiB ? round(kpr.rssAfterChangesKiB / MiB, 1) : undefined },
+      };
+    }
+    if (env) res.dataPlane.push(await dataplanePhase(sandbox, env, cfg.services, withKpr));
+  } finally {
+    await agent?.stop().catch(() => {});
+    await api?.close().catch(() => {});
+    await sandbox.teardown();
+  }
+}
+
+function buildRows(res: Results): { control: Row[]; data: Row[] } {
+  const k = res.controlPlane.kpr;
+  const i = res.controlPlane.iptables;
+  const n = `${cfg.services.toLocaleString('en-US')} svc × ${cfg.endpoints} ep`;
+  const control: Row[] = [];
+  const ratios: Record<string, number> = {};
+  const ratio = (key: string, a?: number, b?: number) => {
+    if (a !== undefined && b !== undefined && Number.isFinite(a) && Number.isFinite(b) && b > 0) ratios[key] = round(a / b, 6);
+    return fmtRatio(a, b);
+  };
+  control.push({
+    metric: `cold programming, ${n}`,
+    kpr: fmtMs(k?.coldMs),
+    other: i ? `${fmtMs(i.cold.medianMs)} (iptables-restore)` : 'n/a',
+    ratio: ratio('cold', k?.coldMs, i?.cold.medianMs),
+    target: '≤ 0.2 s',
+    result: passFail(k?.coldMs, 200),
+  });
+  const ch = k?.change;
+  control.push({
+    metric: `one endpoint change p50 (n=${ch?.eventToMapsMs.n ?? 0} / ${i?.changeMinimalMs.n ?? 0})`,
+    kpr: fmtMs(ch?.eventToMapsMs.p50),
+    other: i ? `${fmtMs(i.changeMinimalMs.p50)} (changed chains only)` : 'n/a',
+    ratio: ratio('changeP50', ch?.eventToMapsMs.p50, i?.changeMinimalMs.p50),
+    target: '',
+    result: '',
+  });
+  control.push({
+    metric: 'one endpoint change p99',
+    kpr: fmtMs(ch?.eventToMapsMs.p99),
+    other: i ? `${fmtMs(i.changeMinimalMs.p99)} (changed chains only)` : 'n/a',
+    ratio: ratio('changeP99', ch?.eventToMapsMs.p99, i?.changeMinimalMs.p99),
+    target: '≤ 1 ms',
+    result: passFail(ch?.eventToMapsMs.p99, 1),
+  });
+  control.push({
+    metric: `  kube-proxy's real partial sync p50 / p99, ratio on p99 (n=${i?.changeExactMs.n ?? 0})`,
+    kpr: ch ? `${fmtMs(ch.eventToMapsMs.p50)} / ${fmtMs(ch.eventToMapsMs.p99)}` : 'n/a',
+    other: i ? `${fmtMs(i.changeExactMs.p50)} / ${fmtMs(i.changeExactMs.p99)} (+KUBE-SERVICES)` : 'n/a',
+    ratio: ratio('changeExactP99', ch?.eventToMapsMs.p99, i?.changeExactMs.p99),
+    target: '',
+    result: '',
+  });
+  control.push({
+    metric: '  kpr sync durationMs p50 / p99',
+    kpr: ch ? `${fmtMs(ch.durationMs.p50)} / ${fmtMs(ch.durationMs.p99)}` : 'n/a',
+    other: '',
+    ratio: '',
+    target: '',
+    result: '',
+  });
+  control.push({
+    metric: '  kpr API update → sync log seen p50 / p99',
+    kpr: ch ? `${fmtMs(ch.apiToLogMs.p50)} / ${fmtMs(ch.apiToLogMs.p99)}` : 'n/a',
+    other: '',
+    ratio: '',
+    target: '',
+    result: '',
+  });
+  control.push({
+    metric: 'agent RSS after initial sync',
+    kpr: k ? `${k.rssMiB.afterInitialSync} MiB` : 'n/a',
+    other: '',
+    ratio: '',
+    target: '≤ 150 MiB',
+    result: passFail(k?.rssMiB.afterInitialSync, 150),
+  });
+  control.push({
+    metric: `agent RSS after ${ch?.eventToMapsMs.n ?? 0} changes`,
+    kpr: k?.rssMiB.afterChanges !== undefined ? `${k.rssMiB.afterChanges} MiB` : 'n/a',
+    other: '',
+    ratio: '',
+    target: '≤ 150 MiB',
+    result: passFail(k?.rssMiB.afterChanges, 150),
+  });
+  res.controlPlane.ratios = ratios;
+
+  const data: Row[] = [];
+  for (const d of res.dataPlane) {
+    const c = d.arms.clusterip;
+    const x = d.arms.direct;
+    const h = d.arms['direct-nohook'];
+    const at = `${d.services.toLocaleString('en-US')} svc`;
+    const isScale = d.services === cfg.services && d.services > 1;
+    data.push({
+      metric: `conn p50 latency, ${at} (ClusterIP vs pod IP)`,
+      kpr: c ? `${c.p50_us} µs` : 'n/a',
+      other: x ? `${x.p50_us} µs` : 'n/a',
+      ratio: fmtRatio(c?.p50_us, x?.p50_us),
+      target: isScale ? '≤ 1.05×' : '',
+      result: isScale ? passFail(d.costRatioP50, 1.05) : '',
+    });
+    data.push({
+      metric: `conn p99 latency, ${at}`,
+      kpr: c ? `${c.p99_us} µs` : 'n/a',
+      other: x ? `${x.p99_us} µs` : 'n/a',
+      ratio: fmtRatio(c?.p99_us, x?.p99_us),
+      target: '',
+      result: '',
+    });
+    data.push({
+      metric: `conns/s, ${at}`,
+      kpr: c ? `${c.conns_per_sec}` : 'n/a',
+      other: x ? `${x.conns_per_sec}` : 'n/a',
+      ratio: fmtRatio(c?.conns_per_sec, x?.conns_per_sec),
+      target: '',
+      result: '',
+    });
+    data.push({
+      metric: `  paired mean-latency ratio, ${at}`,
+      kpr: d.costRatioMean !== undefined ? `${d.costRatioMean}×` : 'n/a',
+      other: h ? `no-hook p50 ${h.p50_us} µs` : '',
+      ratio: '',
+      target: '',
+      result: '',
+    });
+  }
+  return { control, data };
+}
+
+function collectTargets(res: Results): void {
+  const k = res.controlPlane.kpr;
+  const scale = res.dataPlane.find((d) => d.services === cfg.services && d.services > 1);
+  const t = (name: string, value: number | undefined, limit: number, unit: string) =>
+    res.targets.push({ name, value: value ?? null, limit, unit, pass: value === undefined || !Number.isFinite(value) ? null : value <= limit });
+  t('cold programming (cacheSyncedToMapsWrittenMs)', k?.coldMs, 200, 'ms');
+  t('one endpoint change p99 (eventToMapsMs)', k?.change?.eventToMapsMs.p99, 1, 'ms');
+  t('agent RSS (max of after-sync, after-changes)', k ? Math.max(k.rssMiB.afterInitialSync, k.rssMiB.afterChanges ?? 0) : undefined, 150, 'MiB');
+  t(`ClusterIP connection cost at ${cfg.services} services (p50 ratio)`, scale?.costRatioP50, 1.05, '×');
+}
+
+async function main(): Promise<void> {
+  if (process.getuid?.() !== 0) throw new Error('the benchmark needs root (network namespaces, cgroups, BPF)');
+  const res: Results = {
+    meta: {
+      date: new Date().toISOString(),
+      host: os.hostname(),
+      kernel: os.release(),
+      cpus: os.cpus().length,
+      cpuModel: os.cpus()[0]?.model,
+      node: process.version,
+      iptables: iptablesVersion(),
+    },
+    config: { ...cfg, skip: [...cfg.skip] },
+    controlPlane: {},
+    dataPlane: [],
+    targets: [],
+    errors: [],
+  };
+  buildHelpers();
+  const withKpr = !cfg.skip.has('agent') && agentAvailable();
+  if (!withKpr) {
+    const why = cfg.skip.has('agent') ? 'skipped (--skip agent)' : 'dist/agent/main.js is missing (build the agent first)';
+    log(`kpr agent: ${why}; measuring the iptables and direct-to-pod halves only`);
+    res.errors.push(`kpr agent not run: ${why}`);
+  }
+  const attempt = async (what: string, fn: () => Promise<void>) => {
+    try {
+      await fn();
+    } catch (err) {
+      const msg = `${what}: ${(err as Error).stack ?? err}`;
+      log(`ERROR ${msg}`);
+      res.errors.push(msg);
+    }
+  };
+  if (!cfg.skip.has('dataplane')) await attempt('data plane at 1 service', () => phaseOneService(res, withKpr));
+  await attempt(`control plane and data plane at ${cfg.services} services`, () => phaseAtScale(res, withKpr));
+
+  const rows = buildRows(res);
+  collectTargets(res);
+  const out = [
+    renderTable(`kpr benchmark — control plane (${os.cpus().length} CPUs, ${os.release()}; ${res.meta.iptables})`, rows.control, { other: 'kube-proxy (iptables)', ratio: 'kpr / iptables' }),
+    '',
+    renderTable(
+      `kpr benchmark — data plane (connect + 1-byte request + 1-byte reply + close, sequential, C client; medians of ${cfg.dpRounds} alternating rounds × ${cfg.dpConns} connections)`,
+      rows.data,
+      { kpr: 'ClusterIP via kpr', other: 'pod IP direct', ratio: 'kpr / direct' },
+    ),
+    '',
+    ...(res.errors.length ? ['errors:', ...res.errors.map((e) => '  ' + e.split('\n')[0]), ''] : []),
+  ].join('\n');
+  process.stdout.write(out + '\n');
+  const json = JSON.stringify(res, null, 2);
+  process.stdout.write(json + '\n');
+  const file = path.join(repoRoot, 'build', 'bench-results.json');
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(file, json + '\n');
+  log(`results written to ${path.relative(process.cwd(), file) || file}`);
+  if (res.errors.length && withKpr) process.exitCode = 1;
+}
+
+main().catch((err) => {
+  log(`fatal: ${(err as Error).stack ?? err}`);
+  process.exit(1);
+});
