@@ -34,7 +34,7 @@ export class Agent {
     setLibbpfLogger((level, msg) => libbpfLog[level === 'warn' ? 'warn' : 'debug'](msg.trimEnd()));
 
     this.datapath = loadDatapath(cfg, log);
-    const reconciler = new Reconciler(new BpfDatapathMaps(this.datapath.svc4, this.datapath.backend4), log.child({ source: 'reconciler' }));
+    const reconciler = new Reconciler(new BpfDatapathMaps(this.datapath.svcMap, this.datapath.backendMap), log.child({ source: 'reconciler' }));
     reconciler.adopt();
 
     const kc = loadKubeConfig({ kubeconfig: cfg.kubeconfig });

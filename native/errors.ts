@@ -1,7 +1,7 @@
 /**
  * KprBpfError: every failure of a libbpf / kernel operation, with the errno
  * name, number and the operation (and map) it came from, e.g.
- *   "bpf map update kpr_svc4: E2BIG (errno 7)".
+ *   "bpf map update kpr_svc: E2BIG (errno 7)".
  */
 import { constants } from 'node:os';
 

@@ -15,15 +15,15 @@ Flags:
   -h, --help`;
 
 function serviceList(bpffsDir: string, output: string): string {
-  const svc4 = openPinnedMap(bpffsDir, MAP_NAMES.svc4);
-  const backend4 = openPinnedMap(bpffsDir, MAP_NAMES.backend4);
+  const svcMap = openPinnedMap(bpffsDir, MAP_NAMES.svc);
+  const backendMap = openPinnedMap(bpffsDir, MAP_NAMES.backend);
   try {
-    const maps = new BpfDatapathMaps(svc4, backend4);
+    const maps = new BpfDatapathMaps(svcMap, backendMap);
     const views = joinServices(maps.dumpServices(), maps.dumpBackends());
     return output === 'json' ? JSON.stringify(views, null, 2) + '\n' : formatServiceTable(views);
   } finally {
-    svc4.close();
-    backend4.close();
+    svcMap.close();
+    backendMap.close();
   }
 }
 

@@ -3,7 +3,7 @@
  * prints: each frontend with its backends in slot order. Pure: it works on
  * decoded entries, whoever read them.
  */
-import { IPPROTO, SVC_FLAG, type Backend4, type Svc4Key, type Svc4Val } from '../maps/layout.js';
+import { IPPROTO, SVC_FLAG, type Backend, type SvcKey, type SvcVal } from '../maps/layout.js';
 
 export interface ServiceView {
   protocol: string;
@@ -29,11 +29,11 @@ export function flagNames(flags: number): string[] {
   return names;
 }
 
-export function joinServices(services: Array<[Svc4Key, Svc4Val]>, backends: Array<[number, Backend4]>): ServiceView[] {
+export function joinServices(services: Array<[SvcKey, SvcVal]>, backends: Array<[number, Backend]>): ServiceView[] {
   const backendById = new Map(backends);
-  const frontendKey = (k: Svc4Key) => `${k.addr}|${k.port}|${k.proto}|${k.scope}`;
+  const frontendKey = (k: SvcKey) => `${k.addr}|${k.port}|${k.proto}|${k.scope}`;
   const slots = new Map<string, Map<number, number>>();
-  const masters: Array<[Svc4Key, Svc4Val]> = [];
+  const masters: Array<[SvcKey, SvcVal]> = [];
   for (const [k, v] of services) {
     if (k.slot === 0) {
       masters.push([k, v]);

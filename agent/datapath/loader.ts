@@ -11,7 +11,16 @@ import type { Logger } from '../log.js';
 import { linkPinDir, linkPinPath, mapPinDir } from './pins.js';
 
 /** The cgroup socket programs, by section name in bpf/kpr_sock.bpf.c. */
-export const SOCK_PROGRAMS = ['kpr_connect4', 'kpr_sendmsg4', 'kpr_recvmsg4', 'kpr_getpeername4'] as const;
+export const SOCK_PROGRAMS = [
+  'kpr_connect4',
+  'kpr_sendmsg4',
+  'kpr_recvmsg4',
+  'kpr_getpeername4',
+  'kpr_connect6',
+  'kpr_sendmsg6',
+  'kpr_recvmsg6',
+  'kpr_getpeername6',
+] as const;
 
 export interface DatapathOptions {
   bpfObject: string;
@@ -20,9 +29,9 @@ export interface DatapathOptions {
 }
 
 export interface Datapath {
-  svc4: BpfMap;
-  backend4: BpfMap;
-  revnat4: BpfMap;
+  svcMap: BpfMap;
+  backendMap: BpfMap;
+  revnatMap: BpfMap;
   stats: BpfMap;
   attachments: CgroupAttachment[];
   /** Releases this process's handles; pinned maps and links stay. */
@@ -43,9 +52,9 @@ export function loadDatapath(opts: DatapathOptions, log: Logger): Datapath {
       programs: attachments.map((a) => ({ program: a.program, link: a.linkId, replaced: a.replaced })),
     });
     return {
-      svc4: obj.map(MAP_NAMES.svc4),
-      backend4: obj.map(MAP_NAMES.backend4),
-      revnat4: obj.map(MAP_NAMES.revnat4),
+      svcMap: obj.map(MAP_NAMES.svc),
+      backendMap: obj.map(MAP_NAMES.backend),
+      revnatMap: obj.map(MAP_NAMES.revnat),
       stats: obj.map(MAP_NAMES.stats),
       attachments,
       close: () => obj.close(),

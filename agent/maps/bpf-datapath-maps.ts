@@ -5,21 +5,21 @@
 import type { BpfMap } from '../../native/index.js';
 import type { DatapathMaps } from './datapath-maps.js';
 import {
-  BACKEND4,
+  BACKEND,
   BACKEND_ID_SIZE,
-  SVC4_KEY,
-  SVC4_VAL,
-  decodeBackend4,
+  SVC_KEY,
+  SVC_VAL,
+  decodeBackend,
   decodeBackendId,
-  decodeSvc4Key,
-  decodeSvc4Val,
-  encodeBackend4,
+  decodeSvcKey,
+  decodeSvcVal,
+  encodeBackend,
   encodeBackendId,
-  encodeSvc4Key,
-  encodeSvc4Val,
-  type Backend4,
-  type Svc4Key,
-  type Svc4Val,
+  encodeSvcKey,
+  encodeSvcVal,
+  type Backend,
+  type SvcKey,
+  type SvcVal,
 } from './layout.js';
 
 /** Encodes items into one contiguous buffer of fixed-size records. */
@@ -45,41 +45,41 @@ function unpacked<K, V>(
 
 export class BpfDatapathMaps implements DatapathMaps {
   constructor(
-    private readonly svc4: BpfMap,
-    private readonly backend4: BpfMap,
+    private readonly svcMap: BpfMap,
+    private readonly backendMap: BpfMap,
   ) {}
 
-  dumpServices(): Array<[Svc4Key, Svc4Val]> {
-    const { count, keys, values } = this.svc4.lookupBatch();
-    return unpacked(count, keys, values, SVC4_KEY.size, SVC4_VAL.size, decodeSvc4Key, decodeSvc4Val);
+  dumpServices(): Array<[SvcKey, SvcVal]> {
+    const { count, keys, values } = this.svcMap.lookupBatch();
+    return unpacked(count, keys, values, SVC_KEY.size, SVC_VAL.size, decodeSvcKey, decodeSvcVal);
   }
 
-  dumpBackends(): Array<[number, Backend4]> {
-    const { count, keys, values } = this.backend4.lookupBatch();
-    return unpacked(count, keys, values, BACKEND_ID_SIZE, BACKEND4.size, decodeBackendId, decodeBackend4);
+  dumpBackends(): Array<[number, Backend]> {
+    const { count, keys, values } = this.backendMap.lookupBatch();
+    return unpacked(count, keys, values, BACKEND_ID_SIZE, BACKEND.size, decodeBackendId, decodeBackend);
   }
 
-  updateServices(entries: Array<[Svc4Key, Svc4Val]>): void {
+  updateServices(entries: Array<[SvcKey, SvcVal]>): void {
     if (entries.length === 0) return;
-    const keys = packed(entries, SVC4_KEY.size, ([k], b, o) => encodeSvc4Key(k, b, o));
-    const values = packed(entries, SVC4_VAL.size, ([, v], b, o) => encodeSvc4Val(v, b, o));
-    this.svc4.updateBatch(keys, values, entries.length);
+    const keys = packed(entries, SVC_KEY.size, ([k], b, o) => encodeSvcKey(k, b, o));
+    const values = packed(entries, SVC_VAL.size, ([, v], b, o) => encodeSvcVal(v, b, o));
+    this.svcMap.updateBatch(keys, values, entries.length);
   }
 
-  deleteServices(keys: Svc4Key[]): void {
+  deleteServices(keys: SvcKey[]): void {
     if (keys.length === 0) return;
-    this.svc4.deleteBatch(packed(keys, SVC4_KEY.size, (k, b, o) => encodeSvc4Key(k, b, o)), keys.length, { ignoreMissing: true });
+    this.svcMap.deleteBatch(packed(keys, SVC_KEY.size, (k, b, o) => encodeSvcKey(k, b, o)), keys.length, { ignoreMissing: true });
   }
 
-  updateBackends(entries: Array<[number, Backend4]>): void {
+  updateBackends(entries: Array<[number, Backend]>): void {
     if (entries.length === 0) return;
     const keys = packed(entries, BACKEND_ID_SIZE, ([id], b, o) => encodeBackendId(id, b, o));
-    const values = packed(entries, BACKEND4.size, ([, v], b, o) => encodeBackend4(v, b, o));
-    this.backend4.updateBatch(keys, values, entries.length);
+    const values = packed(entries, BACKEND.size, ([, v], b, o) => encodeBackend(v, b, o));
+    this.backendMap.updateBatch(keys, values, entries.length);
   }
 
   deleteBackends(ids: number[]): void {
     if (ids.length === 0) return;
-    this.backend4.deleteBatch(packed(ids, BACKEND_ID_SIZE, (id, b, o) => encodeBackendId(id, b, o)), ids.length, { ignoreMissing: true });
+    this.backendMap.deleteBatch(packed(ids, BACKEND_ID_SIZE, (id, b, o) => encodeBackendId(id, b, o)), ids.length, { ignoreMissing: true });
   }
 }

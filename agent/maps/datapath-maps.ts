@@ -4,13 +4,13 @@
  * diff logic use an in-memory one. Every method is a batch so the real one can
  * use the kernel's batch operations.
  */
-import type { Backend4, Svc4Key, Svc4Val } from './layout.js';
+import type { Backend, SvcKey, SvcVal } from './layout.js';
 
 export interface DatapathMaps {
-  dumpServices(): Array<[Svc4Key, Svc4Val]>;
-  dumpBackends(): Array<[number, Backend4]>;
-  updateServices(entries: Array<[Svc4Key, Svc4Val]>): void;
-  deleteServices(keys: Svc4Key[]): void;
-  updateBackends(entries: Array<[number, Backend4]>): void;
+  dumpServices(): Array<[SvcKey, SvcVal]>;
+  dumpBackends(): Array<[number, Backend]>;
+  updateServices(entries: Array<[SvcKey, SvcVal]>): void;
+  deleteServices(keys: SvcKey[]): void;
+  updateBackends(entries: Array<[number, Backend]>): void;
   deleteBackends(ids: number[]): void;
 }

@@ -1,9 +1,13 @@
 /**
  * TypeScript mirror of bpf/include/kpr_types.h: one codec per C struct.
  * Each layout lists its C fields with offsets and sizes; test/bpf/layout.test.ts
- * compares these lists with the BTF of the compiled object, so a change on
- * either side that is not made on the other fails the build's tests.
+ * compares these lists with the BTF of the compiled objects, so a change on
+ * either side that is not made on the other fails the tests.
+ *
+ * Addresses are strings in TypeScript ("198.19.0.10", "2001:db8::1") and 16
+ * bytes in the maps, IPv4 stored IPv4-mapped (::ffff:a.b.c.d).
  */
+import { isIPv4, isIPv6 } from 'node:net';
 
 export interface FieldLayout {
   /** Member name in the C struct. */
@@ -20,49 +24,126 @@ export interface StructLayout {
 }
 
 export const IPPROTO = { TCP: 6, UDP: 17, SCTP: 132 } as const;
-export type IpProto = (typeof IPPROTO)[keyof typeof IPPROTO];
 
+/** Mirrors enum kpr_scope. */
 export const SCOPE = { EXTERNAL: 0, INTERNAL: 1 } as const;
-export const SVC_FLAG = { CLUSTER_IP: 1 << 0 } as const;
+/** Mirrors enum kpr_svc_flags. */
+export const SVC_FLAG = {
+  CLUSTER_IP: 1 << 0,
+  NODE_PORT: 1 << 1,
+  EXTERNAL_IP: 1 << 2,
+  LOAD_BALANCER: 1 << 3,
+  AFFINITY: 1 << 4,
+  LOCAL_ONLY: 1 << 5,
+  SOURCE_RANGES: 1 << 6,
+} as const;
+/** Mirrors enum kpr_backend_flags. */
+export const BE_FLAG = { LOCAL: 1 << 0 } as const;
+/** Mirrors enum kpr_vip_flags. */
+export const VIP_FLAG = { REFUSE_UNKNOWN_PORT: 1 << 0 } as const;
 
 /** Mirrors enum kpr_stat. */
 export const STAT = {
-  CONNECT4_XLATE: 0,
-  SENDMSG4_XLATE: 1,
-  RECVMSG4_XLATE: 2,
-  GETPEERNAME4_XLATE: 3,
+  CONNECT_XLATE: 0,
+  SENDMSG_XLATE: 1,
+  RECVMSG_XLATE: 2,
+  GETPEERNAME_XLATE: 3,
   NO_BACKEND: 4,
   BACKEND_MISSING: 5,
+  UNKNOWN_PORT: 6,
+  AFFINITY_HIT: 7,
+  SOCK_DESTROYED: 8,
 } as const;
 export const STAT_MAX = 32;
 
 export const MAP_NAMES = {
-  svc4: 'kpr_svc4',
-  backend4: 'kpr_backend4',
-  revnat4: 'kpr_revnat4',
+  svc: 'kpr_svc',
+  backend: 'kpr_backend',
+  vip: 'kpr_vip',
+  revnat: 'kpr_revnat',
+  affinity: 'kpr_affinity',
+  affinityMatch: 'kpr_aff_match',
+  term: 'kpr_term',
   stats: 'kpr_stats',
 } as const;
 
 // ---------------------------------------------------------------- addresses
 
-export function ipv4ToBytes(addr: string, buf: Buffer, off: number): void {
-  const parts = addr.split('.');
-  if (parts.length !== 4) throw new RangeError(`not an IPv4 address: ${addr}`);
-  for (let i = 0; i < 4; i++) {
-    const p = parts[i];
-    const n = Number(p);
-    if (!/^\d{1,3}$/.test(p) || n > 255) throw new RangeError(`not an IPv4 address: ${addr}`);
-    buf[off + i] = n;
+export const ADDR_SIZE = 16;
+
+function ipv4Octets(addr: string): number[] | null {
+  if (!isIPv4(addr)) return null;
+  return addr.split('.').map(Number);
+}
+
+/** Writes an address as 16 bytes (IPv4 as ::ffff:a.b.c.d). Throws RangeError on anything else. */
+export function encodeAddr(addr: string, buf: Buffer, off: number): void {
+  const v4 = ipv4Octets(addr);
+  if (v4) {
+    buf.fill(0, off, off + 10);
+    buf[off + 10] = 0xff;
+    buf[off + 11] = 0xff;
+    for (let i = 0; i < 4; i++) buf[off + 12 + i] = v4[i];
+    return;
   }
+  if (!isIPv6(addr)) throw new RangeError(`not an IP address: ${addr}`);
+  const groups = expandIPv6(addr);
+  for (let i = 0; i < 8; i++) buf.writeUInt16BE(groups[i], off + i * 2);
 }
 
-export function ipv4FromBytes(buf: Buffer, off: number): string {
-  return `${buf[off]}.${buf[off + 1]}.${buf[off + 2]}.${buf[off + 3]}`;
+/** Reads 16 bytes back into a string; IPv4-mapped addresses come back dotted. */
+export function decodeAddr(buf: Buffer, off: number): string {
+  let mapped = buf[off + 10] === 0xff && buf[off + 11] === 0xff;
+  for (let i = 0; mapped && i < 10; i++) if (buf[off + i] !== 0) mapped = false;
+  if (mapped) return `${buf[off + 12]}.${buf[off + 13]}.${buf[off + 14]}.${buf[off + 15]}`;
+  const groups: number[] = [];
+  for (let i = 0; i < 8; i++) groups.push(buf.readUInt16BE(off + i * 2));
+  return compressIPv6(groups);
 }
 
-// ---------------------------------------------------------------- kpr_svc4_key
+/** The 8 groups of an IPv6 address. The URL parser first brings any valid form (dotted tail included) to hex groups. */
+function expandIPv6(addr: string): number[] {
+  const canonical = new URL(`http://[${addr}]/`).hostname.slice(1, -1);
+  const [head, rest] = canonical.split('::');
+  const parse = (s: string | undefined) => (s ? s.split(':').map((g) => parseInt(g, 16)) : []);
+  const h = parse(head);
+  if (rest === undefined) return h;
+  const r = parse(rest);
+  return [...h, ...new Array<number>(8 - h.length - r.length).fill(0), ...r];
+}
 
-export interface Svc4Key {
+/** RFC 5952 text form: longest run of zero groups (length ≥ 2) becomes "::". */
+function compressIPv6(groups: number[]): string {
+  let bestStart = -1;
+  let bestLen = 0;
+  for (let i = 0; i < 8; ) {
+    if (groups[i] !== 0) {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && groups[j] === 0) j++;
+    if (j - i > bestLen && j - i >= 2) {
+      bestStart = i;
+      bestLen = j - i;
+    }
+    i = j;
+  }
+  const hex = groups.map((g) => g.toString(16));
+  if (bestStart < 0) return hex.join(':');
+  return `${hex.slice(0, bestStart).join(':')}::${hex.slice(bestStart + bestLen).join(':')}`;
+}
+
+/** The canonical text form of an address (what decodeAddr(encodeAddr(a)) gives). */
+export function canonicalAddr(addr: string): string {
+  const buf = Buffer.alloc(ADDR_SIZE);
+  encodeAddr(addr, buf, 0);
+  return decodeAddr(buf, 0);
+}
+
+// ---------------------------------------------------------------- kpr_svc_key
+
+export interface SvcKey {
   addr: string;
   port: number;
   slot: number;
@@ -70,81 +151,83 @@ export interface Svc4Key {
   scope: number;
 }
 
-export const SVC4_KEY: StructLayout = {
-  cName: 'kpr_svc4_key',
-  size: 12,
+export const SVC_KEY: StructLayout = {
+  cName: 'kpr_svc_key',
+  size: 24,
   fields: [
-    { c: 'addr', offset: 0, size: 4 },
-    { c: 'port', offset: 4, size: 2 },
-    { c: 'slot', offset: 6, size: 2 },
-    { c: 'proto', offset: 8, size: 1 },
-    { c: 'scope', offset: 9, size: 1 },
-    { c: 'pad', offset: 10, size: 2 },
+    { c: 'addr', offset: 0, size: 16 },
+    { c: 'port', offset: 16, size: 2 },
+    { c: 'slot', offset: 18, size: 2 },
+    { c: 'proto', offset: 20, size: 1 },
+    { c: 'scope', offset: 21, size: 1 },
+    { c: 'pad', offset: 22, size: 2 },
   ],
 };
 
-export function encodeSvc4Key(k: Svc4Key, buf: Buffer = Buffer.alloc(SVC4_KEY.size), off = 0): Buffer {
-  buf.fill(0, off, off + SVC4_KEY.size);
-  ipv4ToBytes(k.addr, buf, off);
-  buf.writeUInt16BE(k.port, off + 4); // __be16
-  buf.writeUInt16LE(k.slot, off + 6); // host order (x86_64/arm64 are little endian)
-  buf.writeUInt8(k.proto, off + 8);
-  buf.writeUInt8(k.scope, off + 9);
+export function encodeSvcKey(k: SvcKey, buf: Buffer = Buffer.alloc(SVC_KEY.size), off = 0): Buffer {
+  encodeAddr(k.addr, buf, off);
+  buf.writeUInt16BE(k.port, off + 16); // __be16
+  buf.writeUInt16LE(k.slot, off + 18); // host order (x86_64/arm64 are little endian)
+  buf[off + 20] = k.proto;
+  buf[off + 21] = k.scope;
+  buf[off + 22] = 0;
+  buf[off + 23] = 0;
   return buf;
 }
 
-export function decodeSvc4Key(buf: Buffer, off = 0): Svc4Key {
+export function decodeSvcKey(buf: Buffer, off = 0): SvcKey {
   return {
-    addr: ipv4FromBytes(buf, off),
-    port: buf.readUInt16BE(off + 4),
-    slot: buf.readUInt16LE(off + 6),
-    proto: buf.readUInt8(off + 8),
-    scope: buf.readUInt8(off + 9),
+    addr: decodeAddr(buf, off),
+    port: buf.readUInt16BE(off + 16),
+    slot: buf.readUInt16LE(off + 18),
+    proto: buf[off + 20],
+    scope: buf[off + 21],
   };
 }
 
-// ---------------------------------------------------------------- kpr_svc4_val
+// ---------------------------------------------------------------- kpr_svc_val
 
-export interface Svc4Val {
+export interface SvcVal {
+  /** Slot > 0: the backend id. Slot 0: the affinity timeout in seconds (0 without affinity). */
   backendId: number;
   count: number;
   revNatId: number;
   flags: number;
 }
 
-export const SVC4_VAL: StructLayout = {
-  cName: 'kpr_svc4_val',
+export const SVC_VAL: StructLayout = {
+  cName: 'kpr_svc_val',
   size: 12,
   fields: [
     { c: 'backend_id', offset: 0, size: 4 },
     { c: 'count', offset: 4, size: 2 },
     { c: 'rev_nat_id', offset: 6, size: 2 },
-    { c: 'flags', offset: 8, size: 1 },
-    { c: 'pad', offset: 9, size: 3 },
+    { c: 'flags', offset: 8, size: 2 },
+    { c: 'pad', offset: 10, size: 2 },
   ],
 };
 
-export function encodeSvc4Val(v: Svc4Val, buf: Buffer = Buffer.alloc(SVC4_VAL.size), off = 0): Buffer {
-  buf.fill(0, off, off + SVC4_VAL.size);
+export function encodeSvcVal(v: SvcVal, buf: Buffer = Buffer.alloc(SVC_VAL.size), off = 0): Buffer {
   buf.writeUInt32LE(v.backendId, off);
   buf.writeUInt16LE(v.count, off + 4);
   buf.writeUInt16LE(v.revNatId, off + 6);
-  buf.writeUInt8(v.flags, off + 8);
+  buf.writeUInt16LE(v.flags, off + 8);
+  buf.writeUInt16LE(0, off + 10);
   return buf;
 }
 
-export function decodeSvc4Val(buf: Buffer, off = 0): Svc4Val {
+export function decodeSvcVal(buf: Buffer, off = 0): SvcVal {
   return {
     backendId: buf.readUInt32LE(off),
     count: buf.readUInt16LE(off + 4),
     revNatId: buf.readUInt16LE(off + 6),
-    flags: buf.readUInt8(off + 8),
+    flags: buf.readUInt16LE(off + 8),
   };
 }
 
 // ---------------------------------------------------------------- backend map
 
-export interface Backend4 {
+export interface Backend {
   addr: string;
   port: number;
   proto: number;
@@ -154,14 +237,14 @@ export interface Backend4 {
 /** Key of the backend map: a bare __u32 id. */
 export const BACKEND_ID_SIZE = 4;
 
-export const BACKEND4: StructLayout = {
-  cName: 'kpr_backend4',
-  size: 8,
+export const BACKEND: StructLayout = {
+  cName: 'kpr_backend',
+  size: 20,
   fields: [
-    { c: 'addr', offset: 0, size: 4 },
-    { c: 'port', offset: 4, size: 2 },
-    { c: 'proto', offset: 6, size: 1 },
-    { c: 'flags', offset: 7, size: 1 },
+    { c: 'addr', offset: 0, size: 16 },
+    { c: 'port', offset: 16, size: 2 },
+    { c: 'proto', offset: 18, size: 1 },
+    { c: 'flags', offset: 19, size: 1 },
   ],
 };
 
@@ -174,74 +257,205 @@ export function decodeBackendId(buf: Buffer, off = 0): number {
   return buf.readUInt32LE(off);
 }
 
-export function encodeBackend4(b: Backend4, buf: Buffer = Buffer.alloc(BACKEND4.size), off = 0): Buffer {
-  buf.fill(0, off, off + BACKEND4.size);
-  ipv4ToBytes(b.addr, buf, off);
-  buf.writeUInt16BE(b.port, off + 4);
-  buf.writeUInt8(b.proto, off + 6);
-  buf.writeUInt8(b.flags, off + 7);
+export function encodeBackend(b: Backend, buf: Buffer = Buffer.alloc(BACKEND.size), off = 0): Buffer {
+  encodeAddr(b.addr, buf, off);
+  buf.writeUInt16BE(b.port, off + 16);
+  buf[off + 18] = b.proto;
+  buf[off + 19] = b.flags;
   return buf;
 }
 
-export function decodeBackend4(buf: Buffer, off = 0): Backend4 {
+export function decodeBackend(buf: Buffer, off = 0): Backend {
   return {
-    addr: ipv4FromBytes(buf, off),
-    port: buf.readUInt16BE(off + 4),
-    proto: buf.readUInt8(off + 6),
-    flags: buf.readUInt8(off + 7),
+    addr: decodeAddr(buf, off),
+    port: buf.readUInt16BE(off + 16),
+    proto: buf[off + 18],
+    flags: buf[off + 19],
   };
+}
+
+// ---------------------------------------------------------------- service addresses
+
+export const VIP_KEY: StructLayout = {
+  cName: 'kpr_vip_key',
+  size: 16,
+  fields: [{ c: 'addr', offset: 0, size: 16 }],
+};
+
+export const VIP_VAL: StructLayout = {
+  cName: 'kpr_vip_val',
+  size: 4,
+  fields: [{ c: 'flags', offset: 0, size: 4 }],
+};
+
+export function encodeVipKey(addr: string, buf: Buffer = Buffer.alloc(VIP_KEY.size), off = 0): Buffer {
+  encodeAddr(addr, buf, off);
+  return buf;
+}
+
+export function decodeVipKey(buf: Buffer, off = 0): string {
+  return decodeAddr(buf, off);
+}
+
+export function encodeVipVal(flags: number, buf: Buffer = Buffer.alloc(VIP_VAL.size), off = 0): Buffer {
+  buf.writeUInt32LE(flags, off);
+  return buf;
+}
+
+export function decodeVipVal(buf: Buffer, off = 0): number {
+  return buf.readUInt32LE(off);
 }
 
 // ---------------------------------------------------------------- reverse NAT
 
-export interface RevNat4Key {
+export interface RevNatKey {
   cookie: bigint;
   addr: string;
   port: number;
 }
 
-export const REVNAT4_KEY: StructLayout = {
-  cName: 'kpr_revnat4_key',
-  size: 16,
+export const REVNAT_KEY: StructLayout = {
+  cName: 'kpr_revnat_key',
+  size: 32,
   fields: [
     { c: 'cookie', offset: 0, size: 8 },
-    { c: 'addr', offset: 8, size: 4 },
-    { c: 'port', offset: 12, size: 2 },
-    { c: 'pad', offset: 14, size: 2 },
+    { c: 'addr', offset: 8, size: 16 },
+    { c: 'port', offset: 24, size: 2 },
+    { c: 'pad', offset: 26, size: 6 },
   ],
 };
 
-export function decodeRevNat4Key(buf: Buffer, off = 0): RevNat4Key {
-  return {
-    cookie: buf.readBigUInt64LE(off),
-    addr: ipv4FromBytes(buf, off + 8),
-    port: buf.readUInt16BE(off + 12),
-  };
+export function decodeRevNatKey(buf: Buffer, off = 0): RevNatKey {
+  return { cookie: buf.readBigUInt64LE(off), addr: decodeAddr(buf, off + 8), port: buf.readUInt16BE(off + 24) };
 }
 
-export interface RevNat4Val {
+export interface RevNatVal {
   addr: string;
   port: number;
   revNatId: number;
 }
 
-export const REVNAT4_VAL: StructLayout = {
-  cName: 'kpr_revnat4_val',
-  size: 8,
+export const REVNAT_VAL: StructLayout = {
+  cName: 'kpr_revnat_val',
+  size: 20,
   fields: [
-    { c: 'addr', offset: 0, size: 4 },
-    { c: 'port', offset: 4, size: 2 },
-    { c: 'rev_nat_id', offset: 6, size: 2 },
+    { c: 'addr', offset: 0, size: 16 },
+    { c: 'port', offset: 16, size: 2 },
+    { c: 'rev_nat_id', offset: 18, size: 2 },
   ],
 };
 
-export function decodeRevNat4Val(buf: Buffer, off = 0): RevNat4Val {
-  return {
-    addr: ipv4FromBytes(buf, off),
-    port: buf.readUInt16BE(off + 4),
-    revNatId: buf.readUInt16LE(off + 6),
-  };
+export function decodeRevNatVal(buf: Buffer, off = 0): RevNatVal {
+  return { addr: decodeAddr(buf, off), port: buf.readUInt16BE(off + 16), revNatId: buf.readUInt16LE(off + 18) };
+}
+
+// ---------------------------------------------------------------- affinity
+
+export interface AffinityKey {
+  netnsCookie: bigint;
+  /** The client address on the tc path; "::" on the socket path. */
+  client: string;
+  revNatId: number;
+}
+
+export const AFFINITY_KEY: StructLayout = {
+  cName: 'kpr_affinity_key',
+  size: 32,
+  fields: [
+    { c: 'netns_cookie', offset: 0, size: 8 },
+    { c: 'client', offset: 8, size: 16 },
+    { c: 'rev_nat_id', offset: 24, size: 2 },
+    { c: 'pad', offset: 26, size: 6 },
+  ],
+};
+
+export function decodeAffinityKey(buf: Buffer, off = 0): AffinityKey {
+  return { netnsCookie: buf.readBigUInt64LE(off), client: decodeAddr(buf, off + 8), revNatId: buf.readUInt16LE(off + 24) };
+}
+
+export interface AffinityVal {
+  lastUsedNs: bigint;
+  backendId: number;
+}
+
+export const AFFINITY_VAL: StructLayout = {
+  cName: 'kpr_affinity_val',
+  size: 16,
+  fields: [
+    { c: 'last_used_ns', offset: 0, size: 8 },
+    { c: 'backend_id', offset: 8, size: 4 },
+    { c: 'pad', offset: 12, size: 4 },
+  ],
+};
+
+export function decodeAffinityVal(buf: Buffer, off = 0): AffinityVal {
+  return { lastUsedNs: buf.readBigUInt64LE(off), backendId: buf.readUInt32LE(off + 8) };
+}
+
+export interface AffinityMatchKey {
+  backendId: number;
+  revNatId: number;
+}
+
+export const AFFINITY_MATCH_KEY: StructLayout = {
+  cName: 'kpr_affinity_match_key',
+  size: 8,
+  fields: [
+    { c: 'backend_id', offset: 0, size: 4 },
+    { c: 'rev_nat_id', offset: 4, size: 2 },
+    { c: 'pad', offset: 6, size: 2 },
+  ],
+};
+
+export function encodeAffinityMatchKey(k: AffinityMatchKey, buf: Buffer = Buffer.alloc(AFFINITY_MATCH_KEY.size), off = 0): Buffer {
+  buf.writeUInt32LE(k.backendId, off);
+  buf.writeUInt16LE(k.revNatId, off + 4);
+  buf.writeUInt16LE(0, off + 6);
+  return buf;
+}
+
+export function decodeAffinityMatchKey(buf: Buffer, off = 0): AffinityMatchKey {
+  return { backendId: buf.readUInt32LE(off), revNatId: buf.readUInt16LE(off + 4) };
+}
+
+// ---------------------------------------------------------------- UDP socket termination
+
+export interface TermKey {
+  addr: string;
+  port: number;
+  proto: number;
+}
+
+export const TERM_KEY: StructLayout = {
+  cName: 'kpr_term_key',
+  size: 20,
+  fields: [
+    { c: 'addr', offset: 0, size: 16 },
+    { c: 'port', offset: 16, size: 2 },
+    { c: 'proto', offset: 18, size: 1 },
+    { c: 'pad', offset: 19, size: 1 },
+  ],
+};
+
+export function encodeTermKey(k: TermKey, buf: Buffer = Buffer.alloc(TERM_KEY.size), off = 0): Buffer {
+  encodeAddr(k.addr, buf, off);
+  buf.writeUInt16BE(k.port, off + 16);
+  buf[off + 18] = k.proto;
+  buf[off + 19] = 0;
+  return buf;
 }
 
 /** Every layout the BTF check covers. */
-export const ALL_LAYOUTS: StructLayout[] = [SVC4_KEY, SVC4_VAL, BACKEND4, REVNAT4_KEY, REVNAT4_VAL];
+export const ALL_LAYOUTS: StructLayout[] = [
+  SVC_KEY,
+  SVC_VAL,
+  BACKEND,
+  VIP_KEY,
+  VIP_VAL,
+  REVNAT_KEY,
+  REVNAT_VAL,
+  AFFINITY_KEY,
+  AFFINITY_VAL,
+  AFFINITY_MATCH_KEY,
+  TERM_KEY,
+];

@@ -5,7 +5,7 @@
  */
 import { parseIPv4 } from '../plan/ip.js';
 import { frontendKey, type PlanFrontend, type SkippedObject } from '../plan/types.js';
-import { IPPROTO, SCOPE, SVC_FLAG, type Backend4 } from '../maps/layout.js';
+import { IPPROTO, SCOPE, SVC_FLAG, type Backend } from '../maps/layout.js';
 
 /** Most backend slots one frontend can have: slot and count are u16. */
 export const MAX_SLOTS = 0xffff;
@@ -55,7 +55,7 @@ export function backendTupleKey(addrNum: number, port: number, proto: number): n
 }
 
 /** backendTupleKey of a backend-map value; null if it is not a well-formed TCP/UDP backend. */
-export function backendValueKey(b: Backend4): number | null {
+export function backendValueKey(b: Backend): number | null {
   const ip = parseIPv4(b.addr);
   return ip && b.flags === 0 && validPort(b.port) ? backendTupleKey(ip.num, b.port, b.proto) : null;
 }

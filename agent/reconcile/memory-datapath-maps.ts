@@ -6,16 +6,16 @@
  * reader would have seen.
  */
 import type { DatapathMaps } from '../maps/datapath-maps.js';
-import type { Backend4, Svc4Key, Svc4Val } from '../maps/layout.js';
+import type { Backend, SvcKey, SvcVal } from '../maps/layout.js';
 import { parseIPv4 } from '../plan/ip.js';
 
 export type MapMethod = 'updateServices' | 'deleteServices' | 'updateBackends' | 'deleteBackends';
 
 /** One entry applied to a map, in the order it was applied. */
 export type MapOp =
-  | { call: number; kind: 'svc-update'; key: Svc4Key; val: Svc4Val }
-  | { call: number; kind: 'svc-delete'; key: Svc4Key }
-  | { call: number; kind: 'backend-update'; id: number; val: Backend4 }
+  | { call: number; kind: 'svc-update'; key: SvcKey; val: SvcVal }
+  | { call: number; kind: 'svc-delete'; key: SvcKey }
+  | { call: number; kind: 'backend-update'; id: number; val: Backend }
   | { call: number; kind: 'backend-delete'; id: number };
 
 export interface MapCall {
@@ -43,13 +43,13 @@ export interface FailureSpec {
 }
 
 /** Identity of a service-map key: equal keys in the kernel (byte for byte) are equal strings here. */
-export function svcKeyId(k: Svc4Key): string {
+export function svcKeyId(k: SvcKey): string {
   return `${k.addr}|${k.port}|${k.slot}|${k.proto}|${k.scope}`;
 }
 
 export class MemoryDatapathMaps implements DatapathMaps {
-  readonly services = new Map<string, [Svc4Key, Svc4Val]>();
-  readonly backends = new Map<number, Backend4>();
+  readonly services = new Map<string, [SvcKey, SvcVal]>();
+  readonly backends = new Map<number, Backend>();
   /** Every applied entry, in order. */
   readonly ops: MapOp[] = [];
   /** Every mutating call, in order. */
@@ -87,20 +87,20 @@ export class MemoryDatapathMaps implements DatapathMaps {
   }
 
   /** Pre-fills the maps without recording ops (a previous agent run's state). */
-  prefill(services: Array<[Svc4Key, Svc4Val]>, backends: Array<[number, Backend4]>): void {
+  prefill(services: Array<[SvcKey, SvcVal]>, backends: Array<[number, Backend]>): void {
     for (const [k, v] of services) this.services.set(svcKeyId(k), [{ ...k }, { ...v }]);
     for (const [id, b] of backends) this.backends.set(id, { ...b });
   }
 
-  dumpServices(): Array<[Svc4Key, Svc4Val]> {
+  dumpServices(): Array<[SvcKey, SvcVal]> {
     return [...this.services.values()].map(([k, v]) => [{ ...k }, { ...v }]);
   }
 
-  dumpBackends(): Array<[number, Backend4]> {
+  dumpBackends(): Array<[number, Backend]> {
     return [...this.backends.entries()].map(([id, b]) => [id, { ...b }]);
   }
 
-  updateServices(entries: Array<[Svc4Key, Svc4Val]>): void {
+  updateServices(entries: Array<[SvcKey, SvcVal]>): void {
     this.run('updateServices', entries, ([k, v], call) => {
       checkSvcKey(k);
       const id = svcKeyId(k);
@@ -112,14 +112,14 @@ export class MemoryDatapathMaps implements DatapathMaps {
     });
   }
 
-  deleteServices(keys: Svc4Key[]): void {
+  deleteServices(keys: SvcKey[]): void {
     this.run('deleteServices', keys, (k, call) => {
       if (!this.services.delete(svcKeyId(k))) throw mapError('ENOENT', `no service entry ${JSON.stringify(k)}`);
       this.ops.push({ call, kind: 'svc-delete', key: { ...k } });
     });
   }
 
-  updateBackends(entries: Array<[number, Backend4]>): void {
+  updateBackends(entries: Array<[number, Backend]>): void {
     this.run('updateBackends', entries, ([id, b], call) => {
       if (!this.backends.has(id) && this.backends.size >= this.maxBackends) throw mapError('E2BIG', 'backend map full');
       if (!parseIPv4(b.addr) || !(id >= 0 && id <= 0xffffffff)) throw new RangeError(`invalid backend ${id} ${JSON.stringify(b)}`);
@@ -153,7 +153,7 @@ export class MemoryDatapathMaps implements DatapathMaps {
 }
 
 /** Rejects what the real codec could not encode, so a bad key fails here as it would for real. */
-function checkSvcKey(k: Svc4Key): void {
+function checkSvcKey(k: SvcKey): void {
   if (!parseIPv4(k.addr) || !(k.port >= 0 && k.port <= 0xffff && k.slot >= 0 && k.slot <= 0xffff && k.proto >= 0 && k.proto <= 0xff && k.scope >= 0 && k.scope <= 0xff)) {
     throw new RangeError(`invalid service key ${JSON.stringify(k)}`);
   }

@@ -22,7 +22,7 @@
  * the next sync.
  */
 import type { DatapathMaps } from '../maps/datapath-maps.js';
-import type { Backend4, Svc4Key, Svc4Val } from '../maps/layout.js';
+import type { Backend, SvcKey, SvcVal } from '../maps/layout.js';
 import type { PlanFrontend, SkippedObject } from '../plan/types.js';
 import {
   backendValueKey,
@@ -94,7 +94,7 @@ export interface AdoptResult {
 /** One frontend as the kernel holds it. */
 interface KernelFrontend {
   base: FrontendBase;
-  master: Svc4Val | null;
+  master: SvcVal | null;
   /** slots[s] = backend id of slot s (≥ 1); holes where the kernel has no slot entry. */
   slots: number[];
   /** Number of slot entries present (slots may be sparse after adopt). */
@@ -108,18 +108,18 @@ function cmp(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-function svcKey(base: FrontendBase, slot: number): Svc4Key {
+function svcKey(base: FrontendBase, slot: number): SvcKey {
   return { addr: base.addr, port: base.port, slot, proto: base.proto, scope: base.scope };
 }
 
-function sameMaster(a: Svc4Val, b: Svc4Val): boolean {
+function sameMaster(a: SvcVal, b: SvcVal): boolean {
   return a.count === b.count && a.revNatId === b.revNatId && a.flags === b.flags && a.backendId === b.backendId;
 }
 
 export class Reconciler {
   // ---- mirror of the kernel
   private readonly kFrontends = new Map<string, KernelFrontend>();
-  private readonly kBackends = new Map<number, Backend4>();
+  private readonly kBackends = new Map<number, Backend>();
   /** Canonical backend id per backendTupleKey (lowest id when the kernel holds duplicates). */
   private readonly tupleToId = new Map<number, number>();
   /** backendTupleKey of each backend id that is canonical. */
@@ -232,11 +232,11 @@ export class Reconciler {
     if (opts.full) for (const mk of this.kFrontends.keys()) affected.add(mk);
 
     // ---- 2. diff each concerned frontend against the mirror, updating the mirror
-    const backendWrites: Array<[number, Backend4]> = [];
-    const slotWrites: Array<[Svc4Key, Svc4Val]> = [];
-    const masterWrites: Array<[Svc4Key, Svc4Val]> = [];
-    const masterDeletes: Svc4Key[] = [];
-    const slotDeletes: Svc4Key[] = [];
+    const backendWrites: Array<[number, Backend]> = [];
+    const slotWrites: Array<[SvcKey, SvcVal]> = [];
+    const masterWrites: Array<[SvcKey, SvcVal]> = [];
+    const masterDeletes: SvcKey[] = [];
+    const slotDeletes: SvcKey[] = [];
     const backendDeletes: number[] = [];
     const releaseRevNat: number[] = [];
     const releaseBackendIds: number[] = [];
@@ -370,10 +370,10 @@ export class Reconciler {
     want: DesiredFrontend,
     have: KernelFrontend | undefined,
     out: {
-      backendWrites: Array<[number, Backend4]>;
-      slotWrites: Array<[Svc4Key, Svc4Val]>;
-      masterWrites: Array<[Svc4Key, Svc4Val]>;
-      slotDeletes: Svc4Key[];
+      backendWrites: Array<[number, Backend]>;
+      slotWrites: Array<[SvcKey, SvcVal]>;
+      masterWrites: Array<[SvcKey, SvcVal]>;
+      slotDeletes: SvcKey[];
     },
     skipped: SkippedObject[],
   ): void {
@@ -407,7 +407,7 @@ export class Reconciler {
       else f.slotCount++;
     }
 
-    const master: Svc4Val = { backendId: 0, count: n, revNatId, flags: want.flags };
+    const master: SvcVal = { backendId: 0, count: n, revNatId, flags: want.flags };
     if (!f.master || !sameMaster(f.master, master)) {
       out.masterWrites.push([svcKey(f.base, 0), master]);
       f.master = master;
@@ -426,7 +426,7 @@ export class Reconciler {
     }
   }
 
-  private removeFrontend(mk: string, f: KernelFrontend, masterDeletes: Svc4Key[], slotDeletes: Svc4Key[], releaseRevNat: number[]): void {
+  private removeFrontend(mk: string, f: KernelFrontend, masterDeletes: SvcKey[], slotDeletes: SvcKey[], releaseRevNat: number[]): void {
     if (f.master) {
       masterDeletes.push(svcKey(f.base, 0));
       const rn = f.master.revNatId;
@@ -445,12 +445,12 @@ export class Reconciler {
   }
 
   /** The id of a backend tuple, allocating it (and queueing its write) if the kernel lacks it. */
-  private backendIdFor(b: DesiredBackend, proto: number, writes: Array<[number, Backend4]>): number {
+  private backendIdFor(b: DesiredBackend, proto: number, writes: Array<[number, Backend]>): number {
     const known = this.tupleToId.get(b.tuple);
     if (known !== undefined) return known;
     const id = this.backendIds.allocate();
     if (id === undefined) throw new Error('backend id space exhausted'); // 2^32 - 1 backends: not reachable
-    const val: Backend4 = { addr: b.addr, port: b.port, proto, flags: 0 };
+    const val: Backend = { addr: b.addr, port: b.port, proto, flags: 0 };
     this.tupleToId.set(b.tuple, id);
     this.idToTuple.set(id, b.tuple);
     this.kBackends.set(id, val);

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* Every map kpr programs share. Sizes are the agent's capacity limits. */
+/*
+ * Every map kpr programs share. Every object that includes this header gets
+ * the same definitions, and the agent pins them by name, so two objects
+ * loaded with the same pin directory share one kernel map each.
+ */
 #ifndef __KPR_MAPS_H
 #define __KPR_MAPS_H
 
@@ -9,30 +13,62 @@
 #define KPR_SVC_MAP_MAX 262144
 #define KPR_BACKEND_MAP_MAX 262144
 #define KPR_REVNAT_MAP_MAX 262144
+#define KPR_VIP_MAP_MAX 65536
+#define KPR_AFFINITY_MAP_MAX 65536
+#define KPR_TERM_MAP_MAX 4096
 
-/* Frontend slot -> master entry or backend id (see struct kpr_svc4_key). */
+/* Frontend slot -> master entry or backend id (see struct kpr_svc_key). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, KPR_SVC_MAP_MAX);
-	__type(key, struct kpr_svc4_key);
-	__type(value, struct kpr_svc4_val);
-} kpr_svc4 SEC(".maps");
+	__type(key, struct kpr_svc_key);
+	__type(value, struct kpr_svc_val);
+} kpr_svc SEC(".maps");
 
 /* Backend id -> address. Ids are small and reused, so lookups stay cheap. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, KPR_BACKEND_MAP_MAX);
 	__type(key, __u32);
-	__type(value, struct kpr_backend4);
-} kpr_backend4 SEC(".maps");
+	__type(value, struct kpr_backend);
+} kpr_backend SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, KPR_VIP_MAP_MAX);
+	__type(key, struct kpr_vip_key);
+	__type(value, struct kpr_vip_val);
+} kpr_vip SEC(".maps");
 
 /* LRU: entries of closed sockets age out without the agent's help. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, KPR_REVNAT_MAP_MAX);
-	__type(key, struct kpr_revnat4_key);
-	__type(value, struct kpr_revnat4_val);
-} kpr_revnat4 SEC(".maps");
+	__type(key, struct kpr_revnat_key);
+	__type(value, struct kpr_revnat_val);
+} kpr_revnat SEC(".maps");
+
+/* LRU: idle clients age out; the timeout itself is checked on use. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, KPR_AFFINITY_MAP_MAX);
+	__type(key, struct kpr_affinity_key);
+	__type(value, struct kpr_affinity_val);
+} kpr_affinity SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, KPR_BACKEND_MAP_MAX);
+	__type(key, struct kpr_affinity_match_key);
+	__type(value, __u8);
+} kpr_aff_match SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, KPR_TERM_MAP_MAX);
+	__type(key, struct kpr_term_key);
+	__type(value, __u8);
+} kpr_term SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

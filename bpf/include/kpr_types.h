@@ -2,39 +2,52 @@
 /*
  * Key/value layouts of every kpr map. This is the single C source of truth;
  * agent/maps/layout.ts mirrors it and test/bpf/layout.test.ts checks the mirror
- * against the BTF of the compiled object, so the two cannot drift silently.
- * Padding is explicit: keys are hashed byte-for-byte, so stray padding would
+ * against the BTF of the compiled objects, so the two cannot drift silently.
+ * Padding is explicit: keys are hashed byte for byte, so stray padding would
  * make two logically equal keys different.
+ *
+ * Addresses are 16 bytes for both families; IPv4 is stored IPv4-mapped
+ * (::ffff:a.b.c.d). One set of maps then serves IPv4, IPv6 and IPv4-mapped
+ * IPv6 sockets, and the agent has one codec per struct instead of two.
  */
 #ifndef __KPR_TYPES_H
 #define __KPR_TYPES_H
 
+#ifndef __VMLINUX_H__
 #include <linux/types.h>
+#endif
 
 /*
- * Service map. One frontend (address, port, protocol) owns slots 0..count:
- * slot 0 is the master entry (count, rev_nat_id, flags) and slots 1..count
- * each name one backend. Readers take the count from slot 0 first, so the
- * agent writes backend slots before raising the count and removes them only
- * after lowering it: a reader never sees a slot that is not there.
+ * Service map. One frontend (address, port, protocol, scope) owns slots
+ * 0..count: slot 0 is the master entry and slots 1..count each name one
+ * backend. Readers take the count from slot 0 first, so the agent writes
+ * backend slots before raising the count and removes them only after lowering
+ * it: a reader never sees a slot that is not there.
  */
-struct kpr_svc4_key {
-	__be32 addr;
+struct kpr_svc_key {
+	__be32 addr[4];
 	__be16 port;
 	__u16 slot;
 	__u8 proto;   /* IPPROTO_TCP / IPPROTO_UDP */
-	__u8 scope;   /* KPR_SCOPE_*: which traffic this frontend entry serves */
+	__u8 scope;   /* KPR_SCOPE_*: which callers this entry serves */
 	__u8 pad[2];
 };
 
-struct kpr_svc4_val {
-	__u32 backend_id; /* slot > 0: id in the backend map */
+struct kpr_svc_val {
+	/* slot > 0: id in the backend map; slot 0: affinity timeout in seconds */
+	__u32 backend_id;
 	__u16 count;      /* slot 0: number of backend slots */
-	__u16 rev_nat_id; /* slot 0: service id, used for reverse NAT */
-	__u8 flags;       /* slot 0: KPR_SVC_F_* */
-	__u8 pad[3];
+	__u16 rev_nat_id; /* slot 0: frontend id, for reverse NAT and affinity */
+	__u16 flags;      /* slot 0: KPR_SVC_F_* */
+	__u8 pad[2];
 };
 
+/*
+ * A frontend has one entry set per scope. EXTERNAL is what traffic from
+ * outside the node gets (and everyone, when no INTERNAL set exists); INTERNAL
+ * is written only when callers on the node must see a different backend set
+ * (externalTrafficPolicy=Local keeps in-node callers on cluster endpoints).
+ */
 enum kpr_scope {
 	KPR_SCOPE_EXTERNAL = 0,
 	KPR_SCOPE_INTERNAL = 1,
@@ -42,42 +55,112 @@ enum kpr_scope {
 
 enum kpr_svc_flags {
 	KPR_SVC_F_CLUSTER_IP = 1 << 0,
+	KPR_SVC_F_NODE_PORT = 1 << 1,
+	KPR_SVC_F_EXTERNAL_IP = 1 << 2,
+	KPR_SVC_F_LOAD_BALANCER = 1 << 3,
+	KPR_SVC_F_AFFINITY = 1 << 4,      /* backend_id of slot 0 holds the timeout */
+	KPR_SVC_F_LOCAL_ONLY = 1 << 5,    /* no backends means drop, not refuse */
+	KPR_SVC_F_SOURCE_RANGES = 1 << 6, /* check kpr_src_range */
 };
 
-struct kpr_backend4 {
-	__be32 addr;
+struct kpr_backend {
+	__be32 addr[4];
 	__be16 port;
 	__u8 proto;
-	__u8 flags;
+	__u8 flags; /* KPR_BE_F_* */
+};
+
+enum kpr_backend_flags {
+	KPR_BE_F_LOCAL = 1 << 0, /* the endpoint runs on this node */
+};
+
+/*
+ * Addresses kpr serves (ClusterIPs and the like). A connect to such an
+ * address on a port no Service defines is refused at once, as kube-proxy's
+ * nftables mode does, instead of leaking towards the network.
+ */
+struct kpr_vip_key {
+	__be32 addr[4];
+};
+
+struct kpr_vip_val {
+	__u32 flags; /* KPR_VIP_F_* */
+};
+
+enum kpr_vip_flags {
+	KPR_VIP_F_REFUSE_UNKNOWN_PORT = 1 << 0,
 };
 
 /*
  * Reverse NAT for the socket path: which frontend a socket really called, so
- * recvmsg/getpeername can show the ClusterIP instead of the backend. Keyed by
- * the socket cookie so two sockets talking to the same backend through
+ * recvmsg/getpeername show the service address instead of the backend. Keyed
+ * by the socket cookie so two sockets talking to the same backend through
  * different services each see their own frontend.
  */
-struct kpr_revnat4_key {
+struct kpr_revnat_key {
 	__u64 cookie;
-	__be32 addr;
+	__be32 addr[4];
 	__be16 port;
-	__u16 pad;
+	__u8 pad[6];
 };
 
-struct kpr_revnat4_val {
-	__be32 addr;
+struct kpr_revnat_val {
+	__be32 addr[4];
 	__be16 port;
 	__u16 rev_nat_id;
 };
 
+/*
+ * Session affinity (sessionAffinity: ClientIP). The socket path knows no
+ * client address at connect time, so it keys by network namespace cookie
+ * (a pod, or the host); the tc path keys by client address with cookie 0.
+ */
+struct kpr_affinity_key {
+	__u64 netns_cookie;
+	__be32 client[4];
+	__u16 rev_nat_id;
+	__u8 pad[6];
+};
+
+struct kpr_affinity_val {
+	__u64 last_used_ns; /* bpf_ktime_get_ns() of the last connection */
+	__u32 backend_id;
+	__u8 pad[4];
+};
+
+/*
+ * (backend, frontend) pairs that are currently valid, for frontends with
+ * affinity: an affinity entry naming a backend that left the service is
+ * ignored, so the client is re-balanced at once.
+ */
+struct kpr_affinity_match_key {
+	__u32 backend_id;
+	__u16 rev_nat_id;
+	__u8 pad[2];
+};
+
+/*
+ * UDP backends whose connected sockets must be destroyed (written by the
+ * agent, consumed by the socket iterator in kpr_sock_term.bpf.c).
+ */
+struct kpr_term_key {
+	__be32 addr[4];
+	__be16 port;
+	__u8 proto;
+	__u8 pad;
+};
+
 /* Datapath counters, one slot of the per-CPU stats array each. */
 enum kpr_stat {
-	KPR_STAT_CONNECT4_XLATE = 0,
-	KPR_STAT_SENDMSG4_XLATE = 1,
-	KPR_STAT_RECVMSG4_XLATE = 2,
-	KPR_STAT_GETPEERNAME4_XLATE = 3,
+	KPR_STAT_CONNECT_XLATE = 0,
+	KPR_STAT_SENDMSG_XLATE = 1,
+	KPR_STAT_RECVMSG_XLATE = 2,
+	KPR_STAT_GETPEERNAME_XLATE = 3,
 	KPR_STAT_NO_BACKEND = 4,
 	KPR_STAT_BACKEND_MISSING = 5,
+	KPR_STAT_UNKNOWN_PORT = 6,
+	KPR_STAT_AFFINITY_HIT = 7,
+	KPR_STAT_SOCK_DESTROYED = 8,
 	KPR_STAT_MAX = 32,
 };
 

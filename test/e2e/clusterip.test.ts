@@ -60,8 +60,8 @@ describe('ClusterIP end to end', { timeout: 180_000 }, () => {
 
   /** What the kernel maps hold right now, read through the pins. */
   function kernelState() {
-    const svc = BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, MAP_NAMES.svc4));
-    const be = BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, MAP_NAMES.backend4));
+    const svc = BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, MAP_NAMES.svc));
+    const be = BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, MAP_NAMES.backend));
     try {
       const maps = new BpfDatapathMaps(svc, be);
       return { services: maps.dumpServices(), backends: maps.dumpBackends() };

@@ -112,7 +112,7 @@ test('attach errors are clear', () => {
     assert.throws(() => obj.attachCgroup('kpr_connect4', '/nonexistent-cgroup', path.join(pinDir, 'l')), /ENOENT/);
     // a pinned map is not a link
     assert.throws(
-      () => obj.attachCgroup('kpr_connect4', cgroup2Mount(), path.join(pinDir, 'kpr_svc4')),
+      () => obj.attachCgroup('kpr_connect4', cgroup2Mount(), path.join(pinDir, 'kpr_svc')),
       (e: unknown) => e instanceof KprBpfError && e.op === 'link open' && /not a bpf link/.test(e.message),
     );
   } finally {

@@ -4,7 +4,11 @@ import path from 'node:path';
 import {
   BPF_MAP_TYPE, BPF_NOEXIST, BpfMap, BpfObject, KprBpfError, possibleCpus, sumPerCpuU64,
 } from '../../native/index.js';
-import { bpffsTempDir, objPath, requireBpf, rmrf, svcKey, svcVal, u32 } from './helpers.js';
+import { BACKEND, REVNAT_KEY, REVNAT_VAL, SVC_KEY, SVC_VAL } from '../../agent/maps/layout.js';
+
+const KS = SVC_KEY.size;
+const VS = SVC_VAL.size;
+import { bpffsTempDir, objPath, requireBpf, rmrf, svcKey, svcKeyIndex, svcVal, u32 } from './helpers.js';
 
 let dir = '';
 let obj: BpfObject;
@@ -23,9 +27,9 @@ after(() => {
 
 test('map info: type names, sizes, max entries', () => {
   const expect = [
-    { name: 'kpr_svc4', typeName: 'hash', keySize: 12, valueSize: 12, maxEntries: 262144 },
-    { name: 'kpr_backend4', typeName: 'hash', keySize: 4, valueSize: 8, maxEntries: 262144 },
-    { name: 'kpr_revnat4', typeName: 'lru_hash', keySize: 16, valueSize: 8, maxEntries: 262144 },
+    { name: 'kpr_svc', typeName: 'hash', keySize: SVC_KEY.size, valueSize: SVC_VAL.size, maxEntries: 262144 },
+    { name: 'kpr_backend', typeName: 'hash', keySize: 4, valueSize: BACKEND.size, maxEntries: 262144 },
+    { name: 'kpr_revnat', typeName: 'lru_hash', keySize: REVNAT_KEY.size, valueSize: REVNAT_VAL.size, maxEntries: 262144 },
     { name: 'kpr_stats', typeName: 'percpu_array', keySize: 4, valueSize: 8, maxEntries: 32 },
   ];
   for (const e of expect) {
@@ -48,18 +52,18 @@ test('map info: type names, sizes, max entries', () => {
     }
     assert.equal(pinned.closed, true);
   }
-  assert.equal(obj.map('kpr_svc4').type, BPF_MAP_TYPE.HASH);
-  assert.equal(obj.map('kpr_revnat4').type, BPF_MAP_TYPE.LRU_HASH);
+  assert.equal(obj.map('kpr_svc').type, BPF_MAP_TYPE.HASH);
+  assert.equal(obj.map('kpr_revnat').type, BPF_MAP_TYPE.LRU_HASH);
   assert.equal(obj.map('kpr_stats').type, BPF_MAP_TYPE.PERCPU_ARRAY);
   assert.equal(obj.map('kpr_stats').perCpu, true);
   assert.equal(obj.map('kpr_stats').valueStride, 8 * possibleCpus());
-  assert.equal(obj.map('kpr_svc4').valueStride, 12);
+  assert.equal(obj.map('kpr_svc').valueStride, SVC_VAL.size);
 });
 
 test('update / lookup / delete / iterate', () => {
-  const m = obj.map('kpr_backend4');
+  const m = obj.map('kpr_backend');
   const val = (i: number) => {
-    const b = Buffer.alloc(8);
+    const b = Buffer.alloc(BACKEND.size);
     b.writeUInt32BE(0x0a000000 + i, 0);
     b.writeUInt16BE(8080, 4);
     b[6] = 6;
@@ -87,26 +91,26 @@ test('update / lookup / delete / iterate', () => {
 });
 
 test('batch: 50,000 entries in, all back out, all deleted', () => {
-  const m = obj.map('kpr_svc4');
+  const m = obj.map('kpr_svc');
   const N = 50_000;
-  const keys = Buffer.alloc(N * 12);
-  const values = Buffer.alloc(N * 12);
+  const keys = Buffer.alloc(N * KS);
+  const values = Buffer.alloc(N * VS);
   for (let i = 0; i < N; i++) {
-    svcKey(i).copy(keys, i * 12);
-    svcVal(i + 1, i % 7).copy(values, i * 12);
+    svcKey(i).copy(keys, i * KS);
+    svcVal(i + 1, i % 7).copy(values, i * VS);
   }
   m.updateBatch(keys, values, N);
   assert.deepEqual(m.lookup(svcKey(12345)), svcVal(12346, 12345 % 7));
 
   const all = m.lookupBatch();
   assert.equal(all.count, N);
-  assert.equal(all.keys.length, N * 12);
-  assert.equal(all.values.length, N * 12);
+  assert.equal(all.keys.length, N * KS);
+  assert.equal(all.values.length, N * VS);
   const seen = new Set<number>();
   for (let i = 0; i < all.count; i++) {
-    const k = all.keys.subarray(i * 12, i * 12 + 12);
-    const idx = ((k.readUInt32BE(0) & 0xffff) << 16) | k.readUInt16BE(4);
-    assert.deepEqual(all.values.subarray(i * 12, i * 12 + 12), svcVal(idx + 1, idx % 7));
+    const k = all.keys.subarray(i * KS, i * KS + KS);
+    const idx = svcKeyIndex(k);
+    assert.deepEqual(all.values.subarray(i * VS, i * VS + VS), svcVal(idx + 1, idx % 7));
     seen.add(idx);
   }
   assert.equal(seen.size, N);
@@ -117,9 +121,9 @@ test('batch: 50,000 entries in, all back out, all deleted', () => {
 });
 
 test('batch: deleteBatch with missing keys', () => {
-  const m = obj.map('kpr_backend4');
+  const m = obj.map('kpr_backend');
   const keys = Buffer.concat([u32(1), u32(2), u32(3), u32(4)]);
-  const values = Buffer.alloc(4 * 8, 1);
+  const values = Buffer.alloc(4 * BACKEND.size, 1);
   m.updateBatch(keys.subarray(0, 8), values, 2); // only 1 and 2 exist
   assert.throws(
     () => m.deleteBatch(keys, 4),
@@ -132,9 +136,9 @@ test('batch: deleteBatch with missing keys', () => {
 });
 
 test('batch sizes are validated before any native call', () => {
-  const m = obj.map('kpr_svc4');
-  assert.throws(() => m.updateBatch(Buffer.alloc(12 * 2), Buffer.alloc(12 * 3), 3), /keys buffer is 24 bytes, 3 keys need 36/);
-  assert.throws(() => m.updateBatch(Buffer.alloc(12 * 3), Buffer.alloc(12), 3), /values buffer is 12 bytes, 3 values need 36/);
+  const m = obj.map('kpr_svc');
+  assert.throws(() => m.updateBatch(Buffer.alloc(KS * 2), Buffer.alloc(VS * 3), 3), new RegExp(`keys buffer is ${KS * 2} bytes, 3 keys need ${KS * 3}`));
+  assert.throws(() => m.updateBatch(Buffer.alloc(KS * 3), Buffer.alloc(VS), 3), new RegExp(`values buffer is ${VS} bytes, 3 values need ${VS * 3}`));
   assert.throws(() => m.deleteBatch(Buffer.alloc(11), 1), /keys buffer is 11 bytes/);
   m.updateBatch(Buffer.alloc(0), Buffer.alloc(0), 0); // no-op
 });
@@ -164,15 +168,15 @@ test('per-CPU stats map: read, write, sum', () => {
 });
 
 test('errors: wrong sizes, full map, missing pins', () => {
-  const svc = obj.map('kpr_svc4');
+  const svc = obj.map('kpr_svc');
   assert.throws(
-    () => svc.update(Buffer.alloc(3), Buffer.alloc(12)),
-    (e: unknown) => e instanceof KprBpfError && e.op === 'map update' && e.map === 'kpr_svc4' && e.code === 'EINVAL'
-      && /^bpf map update kpr_svc4: EINVAL \(errno 22\): key is 3 bytes, map needs 12$/.test(e.message),
+    () => svc.update(Buffer.alloc(3), Buffer.alloc(VS)),
+    (e: unknown) => e instanceof KprBpfError && e.op === 'map update' && e.map === 'kpr_svc' && e.code === 'EINVAL'
+      && new RegExp(`^bpf map update kpr_svc: EINVAL \\(errno 22\\): key is 3 bytes, map needs ${KS}$`).test(e.message),
   );
-  assert.throws(() => svc.update(Buffer.alloc(12), Buffer.alloc(13)), /bpf map update kpr_svc4: EINVAL \(errno 22\): value is 13 bytes/);
-  assert.throws(() => svc.lookup(Buffer.alloc(4)), /bpf map lookup kpr_svc4: EINVAL/);
-  assert.throws(() => svc.delete(Buffer.alloc(4)), /bpf map delete kpr_svc4: EINVAL/);
+  assert.throws(() => svc.update(Buffer.alloc(KS), Buffer.alloc(VS + 1)), new RegExp(`bpf map update kpr_svc: EINVAL \\(errno 22\\): value is ${VS + 1} bytes`));
+  assert.throws(() => svc.lookup(Buffer.alloc(4)), /bpf map lookup kpr_svc: EINVAL/);
+  assert.throws(() => svc.delete(Buffer.alloc(4)), /bpf map delete kpr_svc: EINVAL/);
 
   const small = BpfMap.create(BPF_MAP_TYPE.HASH, 4, 4, 2, 'kpr_small');
   try {
@@ -199,13 +203,13 @@ test('errors: wrong sizes, full map, missing pins', () => {
 });
 
 test('batch performance: 200,000 entries in one updateBatch', (t) => {
-  const m = obj.map('kpr_svc4');
+  const m = obj.map('kpr_svc');
   const N = 200_000;
-  const keys = Buffer.alloc(N * 12);
-  const values = Buffer.alloc(N * 12);
+  const keys = Buffer.alloc(N * KS);
+  const values = Buffer.alloc(N * VS);
   for (let i = 0; i < N; i++) {
-    keys.writeUInt32LE(i, i * 12);
-    values.writeUInt32LE(i, i * 12);
+    keys.writeUInt32LE(i, i * KS);
+    values.writeUInt32LE(i, i * VS);
   }
   const t0 = process.hrtime.bigint();
   m.updateBatch(keys, values, N);

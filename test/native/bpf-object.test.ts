@@ -4,9 +4,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { BpfMap, BpfObject, KprBpfError, setLibbpfLogger, type LibbpfLogLevel } from '../../native/index.js';
 import { bpffsTempDir, objPath, requireBpf, rmrf, svcKey, svcVal } from './helpers.js';
+import { SOCK_PROGRAMS } from '../../agent/datapath/loader.js';
+import { BACKEND, MAP_NAMES, SVC_KEY, SVC_VAL } from '../../agent/maps/layout.js';
 
-const MAPS = ['kpr_svc4', 'kpr_backend4', 'kpr_revnat4', 'kpr_stats'];
-const PROGS = ['kpr_connect4', 'kpr_sendmsg4', 'kpr_recvmsg4', 'kpr_getpeername4'];
+const MAPS = Object.values(MAP_NAMES);
+const PROGS = [...SOCK_PROGRAMS];
 
 test('open + load with a pin dir pins every map as a file', () => {
   requireBpf();
@@ -41,25 +43,25 @@ test('a second open of the object adopts the pinned maps', () => {
   try {
     first.load();
     const k = svcKey(7);
-    first.map('kpr_svc4').update(k, svcVal(42, 3));
-    const firstId = first.map('kpr_svc4').id;
+    first.map('kpr_svc').update(k, svcVal(42, 3));
+    const firstId = first.map('kpr_svc').id;
 
     // while the first is still open
     second = BpfObject.open(objPath, { pinMapsDir: dir });
     second.load();
-    assert.equal(second.map('kpr_svc4').id, firstId, 'same kernel map');
-    assert.deepEqual(second.map('kpr_svc4').lookup(k), svcVal(42, 3));
+    assert.equal(second.map('kpr_svc').id, firstId, 'same kernel map');
+    assert.deepEqual(second.map('kpr_svc').lookup(k), svcVal(42, 3));
     second.close();
 
     // and across a "restart": the first object is gone, the pin keeps the map
     first.close();
     second = BpfObject.open(objPath, { pinMapsDir: dir });
     second.load();
-    assert.equal(second.map('kpr_svc4').id, firstId);
-    assert.deepEqual(second.map('kpr_svc4').lookup(k), svcVal(42, 3));
+    assert.equal(second.map('kpr_svc').id, firstId);
+    assert.deepEqual(second.map('kpr_svc').lookup(k), svcVal(42, 3));
 
     // and through the pin directly
-    const pinned = BpfMap.openPinned(path.join(dir, 'kpr_svc4'));
+    const pinned = BpfMap.openPinned(path.join(dir, 'kpr_svc'));
     try {
       assert.equal(pinned.id, firstId);
       assert.deepEqual(pinned.lookup(k), svcVal(42, 3));
@@ -81,8 +83,8 @@ test('an incompatible pinned map fails the load clearly, and libbpf warns', () =
   const donor = BpfObject.open(objPath, { pinMapsDir: good });
   try {
     donor.load();
-    // kpr_backend4 (u32 -> 8 bytes) pinned where kpr_svc4 (12 -> 12 bytes) is expected
-    donor.map('kpr_backend4').pin(path.join(bad, 'kpr_svc4'));
+    // kpr_backend (u32 -> struct kpr_backend) pinned where kpr_svc is expected
+    donor.map('kpr_backend').pin(path.join(bad, 'kpr_svc'));
 
     setLibbpfLogger((level, msg) => logs.push([level, msg]));
     const obj = BpfObject.open(objPath, { pinMapsDir: bad });
@@ -94,13 +96,13 @@ test('an incompatible pinned map fails the load clearly, and libbpf warns', () =
     }
     assert.ok(caught instanceof KprBpfError, `expected KprBpfError, got ${String(caught)}`);
     assert.equal(caught.op, 'object load');
-    assert.equal(caught.map, 'kpr_svc4');
-    assert.match(caught.message, /^bpf object load kpr_svc4: E\w+ \(errno \d+\): pinned map .*kpr_svc4 is incompatible/);
-    assert.match(caught.message, /key_size 4 != 12/);
-    assert.match(caught.message, /value_size 8 != 12/);
+    assert.equal(caught.map, 'kpr_svc');
+    assert.match(caught.message, /^bpf object load kpr_svc: E\w+ \(errno \d+\): pinned map .*kpr_svc is incompatible/);
+    assert.match(caught.message, new RegExp(`key_size 4 != ${SVC_KEY.size}`));
+    assert.match(caught.message, new RegExp(`value_size ${BACKEND.size} != ${SVC_VAL.size}`));
     assert.equal(obj.closed, true, 'a failed load closes the object');
     // the maps libbpf created for this failed load are not left pinned
-    assert.deepEqual(fs.readdirSync(bad), ['kpr_svc4']);
+    assert.deepEqual(fs.readdirSync(bad), ['kpr_svc']);
     assert.ok(
       logs.some(([level, msg]) => level === 'warn' && /reuse pinned map/.test(msg)),
       `no libbpf warning: ${JSON.stringify(logs.filter(([l]) => l === 'warn'))}`,
@@ -121,7 +123,7 @@ test('open errors are clear', () => {
   );
   const obj = BpfObject.open(objPath);
   try {
-    assert.throws(() => obj.map('kpr_svc4'), /object is not loaded/);
+    assert.throws(() => obj.map('kpr_svc'), /object is not loaded/);
     assert.throws(() => obj.map('nope'), /no map nope/);
     assert.throws(() => obj.program('nope'), /no program nope/);
   } finally {
@@ -134,7 +136,7 @@ test('closing the object invalidates its map handles', () => {
   requireBpf();
   const obj = BpfObject.open(objPath);
   obj.load();
-  const m = obj.map('kpr_backend4');
+  const m = obj.map('kpr_backend');
   obj.close();
   assert.equal(m.closed, true);
   assert.throws(() => m.lookup(Buffer.alloc(4)), (err: unknown) => err instanceof KprBpfError && err.code === 'EBADF');

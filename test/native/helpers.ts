@@ -8,6 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
 import { BpfMap, BPF_MAP_TYPE, ensureBpffs, KprBpfError } from '../../native/index.js';
+import { decodeSvcKey, encodeSvcKey, encodeSvcVal } from '../../agent/maps/layout.js';
 
 /** dist/test/native/helpers.js -> repository root. */
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -53,20 +54,19 @@ export function u32(n: number): Buffer {
   return b;
 }
 
-/** struct kpr_svc4_key (12 bytes), from a running index. */
+/** struct kpr_svc_key, from a running index (addresses in 198.19.0.0/16, ports from the index). */
 export function svcKey(i: number): Buffer {
-  const b = Buffer.alloc(12);
-  b.writeUInt32BE((10 << 24) | (96 << 16) | (i >>> 16), 0); // addr 10.96.x.y
-  b.writeUInt16BE(i & 0xffff, 4); // port
-  b.writeUInt16LE(0, 6); // slot
-  b[8] = 6; // TCP
-  return b;
+  return encodeSvcKey({ addr: `198.19.${(i >>> 8) & 0xff}.${i & 0xff}`, port: 1 + (i >>> 16), slot: 0, proto: 6, scope: 0 });
 }
 
-/** struct kpr_svc4_val (12 bytes). */
+/** The index svcKey() was made from. */
+export function svcKeyIndex(key: Buffer): number {
+  const k = decodeSvcKey(key);
+  const [, , a, b] = k.addr.split('.').map(Number);
+  return ((k.port - 1) << 16) | (a << 8) | b;
+}
+
+/** struct kpr_svc_val. */
 export function svcVal(backendId: number, count = 0): Buffer {
-  const b = Buffer.alloc(12);
-  b.writeUInt32LE(backendId, 0);
-  b.writeUInt16LE(count, 4);
-  return b;
+  return encodeSvcVal({ backendId, count, revNatId: 0, flags: 0 });
 }

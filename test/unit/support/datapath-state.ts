@@ -3,14 +3,14 @@
  * programmed() renders the maps as frontend → backends; the invariant
  * checks state what a BPF reader relies on.
  */
-import type { Backend4, Svc4Key, Svc4Val } from '../../../agent/maps/layout.js';
+import type { Backend, SvcKey, SvcVal } from '../../../agent/maps/layout.js';
 import { svcKeyId, type MapOp, type MemoryDatapathMaps } from '../../../agent/reconcile/memory-datapath-maps.js';
 
 const PROTO_NAME: Record<number, string> = { 6: 'TCP', 17: 'UDP', 132: 'SCTP' };
 
 export interface MapState {
-  services: Map<string, [Svc4Key, Svc4Val]>;
-  backends: Map<number, Backend4>;
+  services: Map<string, [SvcKey, SvcVal]>;
+  backends: Map<number, Backend>;
 }
 
 export function copyState(m: MemoryDatapathMaps): MapState {
