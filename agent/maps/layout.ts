@@ -64,6 +64,7 @@ export const MAP_NAMES = {
   affinity: 'kpr_affinity',
   affinityMatch: 'kpr_aff_match',
   term: 'kpr_term',
+  svcMeta: 'kpr_svc_meta',
   stats: 'kpr_stats',
 } as const;
 
@@ -445,6 +446,52 @@ export function encodeTermKey(k: TermKey, buf: Buffer = Buffer.alloc(TERM_KEY.si
   return buf;
 }
 
+// ---------------------------------------------------------------- service names
+
+/** Mirrors enum kpr_frontend_type. */
+export const FE_TYPE = { CLUSTER_IP: 0, NODE_PORT: 1, LOAD_BALANCER: 2, EXTERNAL_IP: 3 } as const;
+
+export interface SvcMeta {
+  /** "namespace/name". */
+  name: string;
+  portName: string;
+  type: number;
+}
+
+export const SVC_META: StructLayout = {
+  cName: 'kpr_svc_meta',
+  size: 132,
+  fields: [
+    { c: 'name', offset: 0, size: 96 },
+    { c: 'port_name', offset: 96, size: 32 },
+    { c: 'type', offset: 128, size: 1 },
+    { c: 'pad', offset: 129, size: 3 },
+  ],
+};
+
+/** NUL-padded C string; text longer than the field is cut (never unterminated). */
+function writeCString(text: string, buf: Buffer, off: number, size: number): void {
+  buf.fill(0, off, off + size);
+  buf.write(text, off, size - 1, 'utf8');
+}
+
+function readCString(buf: Buffer, off: number, size: number): string {
+  const end = buf.indexOf(0, off);
+  return buf.toString('utf8', off, end < 0 || end > off + size ? off + size : end);
+}
+
+export function encodeSvcMeta(m: SvcMeta, buf: Buffer = Buffer.alloc(SVC_META.size), off = 0): Buffer {
+  writeCString(m.name, buf, off, 96);
+  writeCString(m.portName, buf, off + 96, 32);
+  buf[off + 128] = m.type;
+  buf.fill(0, off + 129, off + 132);
+  return buf;
+}
+
+export function decodeSvcMeta(buf: Buffer, off = 0): SvcMeta {
+  return { name: readCString(buf, off, 96), portName: readCString(buf, off + 96, 32), type: buf[off + 128] };
+}
+
 /** Every layout the BTF check covers. */
 export const ALL_LAYOUTS: StructLayout[] = [
   SVC_KEY,
@@ -458,4 +505,5 @@ export const ALL_LAYOUTS: StructLayout[] = [
   AFFINITY_VAL,
   AFFINITY_MATCH_KEY,
   TERM_KEY,
+  SVC_META,
 ];

@@ -70,6 +70,14 @@ struct {
 	__type(value, __u8);
 } kpr_term SEC(".maps");
 
+/* rev_nat_id -> what it stands for (read by the CLI only). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, KPR_VIP_MAP_MAX);
+	__type(key, __u32);
+	__type(value, struct kpr_svc_meta);
+} kpr_svc_meta SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, KPR_STAT_MAX);

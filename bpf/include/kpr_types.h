@@ -150,6 +150,24 @@ struct kpr_term_key {
 	__u8 pad;
 };
 
+/*
+ * What a frontend id stands for, so `kpr` can name services from the kernel's
+ * state alone. No program reads it; it is pinned with the other maps.
+ */
+struct kpr_svc_meta {
+	char name[96];      /* "namespace/name" */
+	char port_name[32];
+	__u8 type;          /* KPR_FE_* */
+	__u8 pad[3];
+};
+
+enum kpr_frontend_type {
+	KPR_FE_CLUSTER_IP = 0,
+	KPR_FE_NODE_PORT = 1,
+	KPR_FE_LOAD_BALANCER = 2,
+	KPR_FE_EXTERNAL_IP = 3,
+};
+
 /* Datapath counters, one slot of the per-CPU stats array each. */
 enum kpr_stat {
 	KPR_STAT_CONNECT_XLATE = 0,

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { ALL_LAYOUTS, STAT, STAT_MAX, SCOPE, SVC_FLAG } from '../../agent/maps/layout.js';
+import { ALL_LAYOUTS, BE_FLAG, FE_TYPE, STAT, STAT_MAX, SCOPE, SVC_FLAG, VIP_FLAG } from '../../agent/maps/layout.js';
 import { bpfObjectPath, repoRoot } from '../support/paths.js';
 
 interface BtfType {
@@ -72,5 +72,8 @@ test('enum and flag constants match kpr_types.h', () => {
   expect(STAT, 'KPR_STAT_');
   expect(SCOPE, 'KPR_SCOPE_');
   expect(SVC_FLAG, 'KPR_SVC_F_');
+  expect(BE_FLAG, 'KPR_BE_F_');
+  expect(VIP_FLAG, 'KPR_VIP_F_');
+  expect(FE_TYPE, 'KPR_FE_');
   assert.equal(constants.get('KPR_STAT_MAX'), STAT_MAX);
 });
