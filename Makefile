@@ -9,7 +9,9 @@ BPF_OBJ     := $(patsubst bpf/%.bpf.c,$(BUILD_DIR)/%.bpf.o,$(BPF_SRC))
 BPF_HDR     := $(wildcard bpf/include/*.h)
 ARCH_INC    := /usr/include/$(shell uname -m)-linux-gnu
 CLANG       ?= clang
-BPF_CFLAGS  := -O2 -g -Wall -Werror -target bpf -I bpf/include -I $(ARCH_INC)
+BPF_CFLAGS  := -O2 -g -Wall -Werror -target bpf -D__TARGET_ARCH_x86 -I $(BUILD_DIR) -I bpf/include -I $(ARCH_INC)
+# Kernel types for programs that read kernel structs (iterators); generated, never committed.
+VMLINUX_H   := $(BUILD_DIR)/vmlinux.h
 # Debian packages the build, tests, demo and benchmarks use.
 APT_PKGS    := clang llvm libbpf-dev libbpf1 bpftool iproute2 iptables nftables util-linux procps
 TEST_FILES   = $(shell find dist/test -name '*.test.js' | sort)
@@ -32,7 +34,11 @@ node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund
 	@touch $@
 
-$(BUILD_DIR)/%.bpf.o: bpf/%.bpf.c $(BPF_HDR) | deps-system
+$(VMLINUX_H): | deps-system
+	@mkdir -p $(BUILD_DIR)
+	bpftool btf dump file /sys/kernel/btf/vmlinux format c > $@
+
+$(BUILD_DIR)/%.bpf.o: bpf/%.bpf.c $(BPF_HDR) $(VMLINUX_H) | deps-system
 	@mkdir -p $(BUILD_DIR)
 	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 

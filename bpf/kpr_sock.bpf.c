@@ -154,6 +154,19 @@ remember:
 }
 
 /*
+ * In service-mesh mode the hooks serve only the node's own processes; pod
+ * traffic is left to the tc path so a sidecar sees the ClusterIP it expects.
+ */
+static __always_inline bool kpr_sock_skip(struct bpf_sock_addr *ctx)
+{
+	__u32 zero = 0;
+	struct kpr_config *cfg = bpf_map_lookup_elem(&kpr_config, &zero);
+
+	return cfg && (cfg->flags & KPR_CFG_F_SOCK_HOST_ONLY) &&
+	       bpf_get_netns_cookie(ctx) != cfg->host_netns_cookie;
+}
+
+/*
  * Translates *dst if it is a service frontend. Returns 0 when translated or
  * not a service, -EHOSTUNREACH when the caller must be refused at once (no
  * backend, or a service address on a port no Service defines), -ENOENT when
@@ -167,6 +180,8 @@ static __always_inline int kpr_xlate_fwd(struct bpf_sock_addr *ctx, struct kpr_d
 	struct kpr_svc_val *svc;
 	struct kpr_backend *be;
 
+	if (kpr_sock_skip(ctx))
+		return 0;
 	svc = kpr_lookup_service(dst, &key);
 	if (!svc) {
 		struct kpr_vip_key vkey = {};

@@ -15,3 +15,6 @@ export {
   attachCgroup, detachPinnedLink, pinnedLinkInfo, queryCgroupPrograms, cgroupId, linkInfoByFd,
   type CgroupAttachment, type LinkInfo,
 } from './attach.js';
+export { BpfIterator } from './iter.js';
+export { withNetns, ifIndex } from './netns.js';
+export { testRun, type TestRunResult } from './test-run.js';

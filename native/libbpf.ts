@@ -39,6 +39,7 @@ export interface LibbpfFns {
   bpf_program__type(prog: NativePtr): number;
   bpf_program__expected_attach_type(prog: NativePtr): number;
   bpf_program__attach_cgroup(prog: NativePtr, cgroupFd: number): NativePtr | null;
+  bpf_program__attach_iter(prog: NativePtr, opts: null): NativePtr | null;
 
   bpf_link__open(path: string): NativePtr | null;
   bpf_link__fd(link: NativePtr): number;
@@ -75,6 +76,9 @@ export interface LibbpfFns {
   bpf_map_update_batch(fd: number, keys: Buffer, values: Buffer, count: Buffer, opts: Buffer): number;
   bpf_map_delete_batch(fd: number, keys: Buffer, count: Buffer, opts: Buffer): number;
   bpf_obj_get(path: string): number;
+  bpf_iter_create(linkFd: number): number;
+  bpf_link_create(progFd: number, targetFd: number, attachType: number, opts: null): number;
+  bpf_link_update(linkFd: number, newProgFd: number, opts: null): number;
   bpf_obj_pin(fd: number, path: string): number;
   bpf_obj_get_info_by_fd(fd: number, info: Buffer, infoLen: Buffer): number;
   bpf_prog_query(
@@ -89,6 +93,8 @@ export interface LibcFns {
   umount2(target: string, flags: number): number;
   vsnprintf(buf: Buffer, size: number, fmt: NativePtr, ap: NativePtr): number;
   close(fd: number): number;
+  setns(fd: number, nstype: number): number;
+  if_nametoindex(name: string): number;
 }
 
 /** int (*libbpf_print_fn_t)(enum libbpf_print_level, const char *fmt, va_list ap).
@@ -133,6 +139,7 @@ export function libbpf(): LibbpfFns {
     bpf_program__type: f('int bpf_program__type(const bpf_program *prog)'),
     bpf_program__expected_attach_type: f('int bpf_program__expected_attach_type(const bpf_program *prog)'),
     bpf_program__attach_cgroup: f('bpf_link *bpf_program__attach_cgroup(const bpf_program *prog, int cgroup_fd)'),
+    bpf_program__attach_iter: f('bpf_link *bpf_program__attach_iter(const bpf_program *prog, const void *opts)'),
 
     bpf_link__open: f('bpf_link *bpf_link__open(const char *path)'),
     bpf_link__fd: f('int bpf_link__fd(const bpf_link *link)'),
@@ -160,6 +167,9 @@ export function libbpf(): LibbpfFns {
     bpf_map_update_batch: f('int bpf_map_update_batch(int fd, const void *keys, const void *values, void *count, const void *opts)'),
     bpf_map_delete_batch: f('int bpf_map_delete_batch(int fd, const void *keys, void *count, const void *opts)'),
     bpf_obj_get: f('int bpf_obj_get(const char *pathname)'),
+    bpf_iter_create: f('int bpf_iter_create(int link_fd)'),
+    bpf_link_create: f('int bpf_link_create(int prog_fd, int target_fd, int attach_type, const void *opts)'),
+    bpf_link_update: f('int bpf_link_update(int link_fd, int new_prog_fd, const void *opts)'),
     bpf_obj_pin: f('int bpf_obj_pin(int fd, const char *pathname)'),
     bpf_obj_get_info_by_fd: f('int bpf_obj_get_info_by_fd(int bpf_fd, void *info, void *info_len)'),
     bpf_prog_query: f('int bpf_prog_query(int target_fd, int type, uint32_t query_flags, void *attach_flags, void *prog_ids, void *prog_cnt)'),
@@ -177,6 +187,8 @@ export function libc(): LibcFns {
     umount2: lib.func('int umount2(const char *target, int flags)'),
     vsnprintf: lib.func('int vsnprintf(void *buf, size_t size, const void *fmt, void *ap)'),
     close: lib.func('int close(int fd)'),
+    setns: lib.func('int setns(int fd, int nstype)'),
+    if_nametoindex: lib.func('unsigned int if_nametoindex(const char *ifname)'),
   };
   libcTable = t;
   return t;

@@ -53,7 +53,20 @@ export const STAT = {
   UNKNOWN_PORT: 6,
   AFFINITY_HIT: 7,
   SOCK_DESTROYED: 8,
+  TC_DNAT: 9,
+  TC_FWD: 10,
+  TC_REVNAT: 11,
+  TC_DROP_NO_BACKEND: 12,
+  TC_DROP_SOURCE_RANGE: 13,
+  TC_DROP_NO_SNAT_PORT: 14,
+  TC_PASS_MALFORMED: 15,
 } as const;
+/** Mirrors enum kpr_ct_dir. */
+export const CT_DIR = { ORIGINAL: 0, REPLY: 1 } as const;
+/** Mirrors enum kpr_ct_flags. */
+export const CT_FLAG = { SNAT: 1 << 0, CLOSING: 1 << 1 } as const;
+/** Mirrors enum kpr_config_flags. */
+export const CFG_FLAG = { SOCK_HOST_ONLY: 1 << 0 } as const;
 export const STAT_MAX = 32;
 
 export const MAP_NAMES = {
@@ -65,6 +78,9 @@ export const MAP_NAMES = {
   affinityMatch: 'kpr_aff_match',
   term: 'kpr_term',
   svcMeta: 'kpr_svc_meta',
+  ct: 'kpr_ct',
+  srcRange: 'kpr_src_range',
+  config: 'kpr_config',
   stats: 'kpr_stats',
 } as const;
 
@@ -492,6 +508,176 @@ export function decodeSvcMeta(buf: Buffer, off = 0): SvcMeta {
   return { name: readCString(buf, off, 96), portName: readCString(buf, off + 96, 32), type: buf[off + 128] };
 }
 
+// ---------------------------------------------------------------- conntrack (tc path)
+
+export interface CtKey {
+  saddr: string;
+  daddr: string;
+  sport: number;
+  dport: number;
+  proto: number;
+  dir: number;
+}
+
+export const CT_KEY: StructLayout = {
+  cName: 'kpr_ct_key',
+  size: 40,
+  fields: [
+    { c: 'saddr', offset: 0, size: 16 },
+    { c: 'daddr', offset: 16, size: 16 },
+    { c: 'sport', offset: 32, size: 2 },
+    { c: 'dport', offset: 34, size: 2 },
+    { c: 'proto', offset: 36, size: 1 },
+    { c: 'dir', offset: 37, size: 1 },
+    { c: 'pad', offset: 38, size: 2 },
+  ],
+};
+
+export function decodeCtKey(buf: Buffer, off = 0): CtKey {
+  return {
+    saddr: decodeAddr(buf, off),
+    daddr: decodeAddr(buf, off + 16),
+    sport: buf.readUInt16BE(off + 32),
+    dport: buf.readUInt16BE(off + 34),
+    proto: buf[off + 36],
+    dir: buf[off + 37],
+  };
+}
+
+export interface CtVal {
+  natSaddr: string;
+  natDaddr: string;
+  natSport: number;
+  natDport: number;
+  backendId: number;
+  expiresNs: bigint;
+  revNatId: number;
+  flags: number;
+}
+
+export const CT_VAL: StructLayout = {
+  cName: 'kpr_ct_val',
+  size: 56,
+  fields: [
+    { c: 'nat_saddr', offset: 0, size: 16 },
+    { c: 'nat_daddr', offset: 16, size: 16 },
+    { c: 'nat_sport', offset: 32, size: 2 },
+    { c: 'nat_dport', offset: 34, size: 2 },
+    { c: 'backend_id', offset: 36, size: 4 },
+    { c: 'expires_ns', offset: 40, size: 8 },
+    { c: 'rev_nat_id', offset: 48, size: 2 },
+    { c: 'flags', offset: 50, size: 1 },
+    { c: 'pad', offset: 51, size: 5 },
+  ],
+};
+
+export function decodeCtVal(buf: Buffer, off = 0): CtVal {
+  return {
+    natSaddr: decodeAddr(buf, off),
+    natDaddr: decodeAddr(buf, off + 16),
+    natSport: buf.readUInt16BE(off + 32),
+    natDport: buf.readUInt16BE(off + 34),
+    backendId: buf.readUInt32LE(off + 36),
+    expiresNs: buf.readBigUInt64LE(off + 40),
+    revNatId: buf.readUInt16LE(off + 48),
+    flags: buf[off + 50],
+  };
+}
+
+/** Offset of expires_ns in kpr_ct_val, for the expiry sweep (no full decode). */
+export const CT_VAL_EXPIRES_OFFSET = 40;
+
+// ---------------------------------------------------------------- source ranges
+
+export interface SrcRangeKey {
+  revNatId: number;
+  /** "198.18.0.0/15" or "2001:db8::/32". */
+  cidr: string;
+}
+
+export const SRC_RANGE_KEY: StructLayout = {
+  cName: 'kpr_src_range_key',
+  size: 24,
+  fields: [
+    { c: 'prefixlen', offset: 0, size: 4 },
+    { c: 'rev_nat_id', offset: 4, size: 2 },
+    { c: 'pad', offset: 6, size: 2 },
+    { c: 'addr', offset: 8, size: 16 },
+  ],
+};
+
+/** The LPM key of a range: prefixlen counts rev_nat_id + pad (32 bits) and the address prefix, IPv4 as a /96+n. */
+export function encodeSrcRangeKey(k: SrcRangeKey, buf: Buffer = Buffer.alloc(SRC_RANGE_KEY.size), off = 0): Buffer {
+  const [addr, lenText] = k.cidr.split('/');
+  const v4 = isIPv4(addr);
+  const max = v4 ? 32 : 128;
+  const len = lenText === undefined ? max : Number(lenText);
+  if (!Number.isInteger(len) || len < 0 || len > max) throw new RangeError(`invalid CIDR ${k.cidr}`);
+  buf.writeUInt32LE(32 + (v4 ? 96 : 0) + len, off);
+  buf.writeUInt16LE(k.revNatId, off + 4);
+  buf.writeUInt16LE(0, off + 6);
+  encodeAddr(addr, buf, off + 8);
+  return buf;
+}
+
+export function decodeSrcRangeKey(buf: Buffer, off = 0): SrcRangeKey {
+  const bits = buf.readUInt32LE(off) - 32;
+  const addr = decodeAddr(buf, off + 8);
+  return { revNatId: buf.readUInt16LE(off + 4), cidr: `${addr}/${isIPv4(addr) ? bits - 96 : bits}` };
+}
+
+// ---------------------------------------------------------------- node configuration
+
+export interface KprConfig {
+  hostNetnsCookie: bigint;
+  /** Node address for SNAT of IPv4 flows ("" when the node has none). */
+  snatV4: string;
+  snatV6: string;
+  tcpTimeoutS: number;
+  tcpClosingTimeoutS: number;
+  udpTimeoutS: number;
+  flags: number;
+}
+
+export const CONFIG: StructLayout = {
+  cName: 'kpr_config',
+  size: 56,
+  fields: [
+    { c: 'host_netns_cookie', offset: 0, size: 8 },
+    { c: 'snat_v4', offset: 8, size: 16 },
+    { c: 'snat_v6', offset: 24, size: 16 },
+    { c: 'tcp_timeout_s', offset: 40, size: 4 },
+    { c: 'tcp_closing_timeout_s', offset: 44, size: 4 },
+    { c: 'udp_timeout_s', offset: 48, size: 4 },
+    { c: 'flags', offset: 52, size: 4 },
+  ],
+};
+
+export function encodeConfig(c: KprConfig, buf: Buffer = Buffer.alloc(CONFIG.size), off = 0): Buffer {
+  buf.fill(0, off, off + CONFIG.size);
+  buf.writeBigUInt64LE(c.hostNetnsCookie, off);
+  if (c.snatV4) encodeAddr(c.snatV4, buf, off + 8);
+  if (c.snatV6) encodeAddr(c.snatV6, buf, off + 24);
+  buf.writeUInt32LE(c.tcpTimeoutS, off + 40);
+  buf.writeUInt32LE(c.tcpClosingTimeoutS, off + 44);
+  buf.writeUInt32LE(c.udpTimeoutS, off + 48);
+  buf.writeUInt32LE(c.flags, off + 52);
+  return buf;
+}
+
+export function decodeConfig(buf: Buffer, off = 0): KprConfig {
+  const zero = (o: number) => buf.subarray(off + o, off + o + 16).every((b) => b === 0);
+  return {
+    hostNetnsCookie: buf.readBigUInt64LE(off),
+    snatV4: zero(8) ? '' : decodeAddr(buf, off + 8),
+    snatV6: zero(24) ? '' : decodeAddr(buf, off + 24),
+    tcpTimeoutS: buf.readUInt32LE(off + 40),
+    tcpClosingTimeoutS: buf.readUInt32LE(off + 44),
+    udpTimeoutS: buf.readUInt32LE(off + 48),
+    flags: buf.readUInt32LE(off + 52),
+  };
+}
+
 /** Every layout the BTF check covers. */
 export const ALL_LAYOUTS: StructLayout[] = [
   SVC_KEY,
@@ -506,4 +692,8 @@ export const ALL_LAYOUTS: StructLayout[] = [
   AFFINITY_MATCH_KEY,
   TERM_KEY,
   SVC_META,
+  CT_KEY,
+  CT_VAL,
+  SRC_RANGE_KEY,
+  CONFIG,
 ];

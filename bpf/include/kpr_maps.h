@@ -16,6 +16,8 @@
 #define KPR_VIP_MAP_MAX 65536
 #define KPR_AFFINITY_MAP_MAX 65536
 #define KPR_TERM_MAP_MAX 4096
+#define KPR_CT_MAP_MAX 262144
+#define KPR_SRC_RANGE_MAP_MAX 16384
 
 /* Frontend slot -> master entry or backend id (see struct kpr_svc_key). */
 struct {
@@ -69,6 +71,29 @@ struct {
 	__type(key, struct kpr_term_key);
 	__type(value, __u8);
 } kpr_term SEC(".maps");
+
+/* LRU: a full table evicts the oldest flows instead of refusing new ones. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, KPR_CT_MAP_MAX);
+	__type(key, struct kpr_ct_key);
+	__type(value, struct kpr_ct_val);
+} kpr_ct SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, KPR_SRC_RANGE_MAP_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct kpr_src_range_key);
+	__type(value, __u8);
+} kpr_src_range SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct kpr_config);
+} kpr_config SEC(".maps");
 
 /* rev_nat_id -> what it stands for (read by the CLI only). */
 struct {

@@ -168,6 +168,73 @@ enum kpr_frontend_type {
 	KPR_FE_EXTERNAL_IP = 3,
 };
 
+/*
+ * Connection tracking for the tc path (traffic that arrives from the network,
+ * and pod traffic in service-mesh mode). Each NATed flow has two entries: the
+ * ORIGINAL one keyed by the packet as the client sent it, and the REPLY one
+ * keyed by the packet as the backend answers. Each holds the rewrite to apply.
+ */
+struct kpr_ct_key {
+	__be32 saddr[4];
+	__be32 daddr[4];
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;
+	__u8 dir; /* KPR_CT_DIR_* */
+	__u8 pad[2];
+};
+
+struct kpr_ct_val {
+	__be32 nat_saddr[4];
+	__be32 nat_daddr[4];
+	__be16 nat_sport;
+	__be16 nat_dport;
+	__u32 backend_id;  /* ORIGINAL: the backend chosen, re-checked on use */
+	__u64 expires_ns;  /* bpf_ktime_get_ns() deadline; the agent sweeps expired ones */
+	__u16 rev_nat_id;
+	__u8 flags;        /* KPR_CT_F_* */
+	__u8 pad[5];
+};
+
+enum kpr_ct_dir {
+	KPR_CT_DIR_ORIGINAL = 0,
+	KPR_CT_DIR_REPLY = 1,
+};
+
+enum kpr_ct_flags {
+	KPR_CT_F_SNAT = 1 << 0,    /* the source was rewritten to a node address */
+	KPR_CT_F_CLOSING = 1 << 1, /* FIN or RST seen: short timeout */
+};
+
+/*
+ * loadBalancerSourceRanges: an LPM trie keyed by frontend id then client
+ * address, so one lookup answers "may this client call this frontend".
+ * prefixlen counts the bits after itself: 32 for rev_nat_id and pad, plus
+ * the address prefix (96 + n for an IPv4 /n, stored IPv4-mapped).
+ */
+struct kpr_src_range_key {
+	__u32 prefixlen;
+	__u16 rev_nat_id;
+	__u8 pad[2];
+	__be32 addr[4];
+};
+
+/* Node-wide settings the agent writes once at start (one-entry array). */
+struct kpr_config {
+	__u64 host_netns_cookie; /* the node's own network namespace */
+	__be32 snat_v4[4];       /* node address used for SNAT, IPv4-mapped */
+	__be32 snat_v6[4];
+	__u32 tcp_timeout_s;
+	__u32 tcp_closing_timeout_s;
+	__u32 udp_timeout_s;
+	__u32 flags; /* KPR_CFG_F_* */
+};
+
+enum kpr_config_flags {
+	/* Socket hooks serve only the node's own processes (service-mesh mode). */
+	KPR_CFG_F_SOCK_HOST_ONLY = 1 << 0,
+};
+
 /* Datapath counters, one slot of the per-CPU stats array each. */
 enum kpr_stat {
 	KPR_STAT_CONNECT_XLATE = 0,
@@ -179,6 +246,13 @@ enum kpr_stat {
 	KPR_STAT_UNKNOWN_PORT = 6,
 	KPR_STAT_AFFINITY_HIT = 7,
 	KPR_STAT_SOCK_DESTROYED = 8,
+	KPR_STAT_TC_DNAT = 9,            /* new flows NATed on the tc path */
+	KPR_STAT_TC_FWD = 10,            /* packets of known flows rewritten */
+	KPR_STAT_TC_REVNAT = 11,         /* reply packets reverse-NATed */
+	KPR_STAT_TC_DROP_NO_BACKEND = 12,
+	KPR_STAT_TC_DROP_SOURCE_RANGE = 13,
+	KPR_STAT_TC_DROP_NO_SNAT_PORT = 14,
+	KPR_STAT_TC_PASS_MALFORMED = 15, /* truncated, fragmented, options we do not parse */
 	KPR_STAT_MAX = 32,
 };
 

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { ALL_LAYOUTS, BE_FLAG, FE_TYPE, STAT, STAT_MAX, SCOPE, SVC_FLAG, VIP_FLAG } from '../../agent/maps/layout.js';
+import { ALL_LAYOUTS, BE_FLAG, CFG_FLAG, CT_DIR, CT_FLAG, FE_TYPE, STAT, STAT_MAX, SCOPE, SVC_FLAG, VIP_FLAG } from '../../agent/maps/layout.js';
 import { bpfObjectPath, repoRoot } from '../support/paths.js';
 
 interface BtfType {
@@ -75,5 +75,8 @@ test('enum and flag constants match kpr_types.h', () => {
   expect(BE_FLAG, 'KPR_BE_F_');
   expect(VIP_FLAG, 'KPR_VIP_F_');
   expect(FE_TYPE, 'KPR_FE_');
+  expect(CT_DIR, 'KPR_CT_DIR_');
+  expect(CT_FLAG, 'KPR_CT_F_');
+  expect(CFG_FLAG, 'KPR_CFG_F_');
   assert.equal(constants.get('KPR_STAT_MAX'), STAT_MAX);
 });

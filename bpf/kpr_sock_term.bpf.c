@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * Connected UDP sockets keep the backend chosen at connect() for their whole
+ * life: a DNS client that connected through a ClusterIP would keep sending to
+ * a pod that is gone. When UDP backends leave, the agent lists them in
+ * kpr_term and runs this iterator in each network namespace; it destroys the
+ * sockets the socket hooks connected to those backends (the application sees
+ * an error and reconnects, getting a live backend). Needs bpf_sock_destroy
+ * (kernel 6.5+).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+
+#include "kpr_types.h"
+#include "kpr_maps.h"
+
+#define AF_INET 2
+#define AF_INET6 10
+#define KPR_IPPROTO_UDP 17
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+int bpf_sock_destroy(struct sock_common *sk) __ksym;
+
+static __always_inline void kpr_count(__u32 stat)
+{
+	__u64 *v = bpf_map_lookup_elem(&kpr_stats, &stat);
+
+	if (v)
+		*v += 1;
+}
+
+SEC("iter/udp")
+int kpr_sock_term(struct bpf_iter__udp *ctx)
+{
+	struct udp_sock *udp_sk = ctx->udp_sk;
+	struct kpr_revnat_key rkey = {};
+	struct kpr_term_key tkey = {};
+	struct sock_common *skc;
+	struct sock *sk;
+
+	if (!udp_sk)
+		return 0;
+	sk = &udp_sk->inet.sk;
+	skc = &sk->__sk_common;
+	if (skc->skc_family == AF_INET) {
+		tkey.addr[2] = bpf_htonl(0x0000ffff);
+		tkey.addr[3] = skc->skc_daddr;
+	} else if (skc->skc_family == AF_INET6) {
+		tkey.addr[0] = skc->skc_v6_daddr.in6_u.u6_addr32[0];
+		tkey.addr[1] = skc->skc_v6_daddr.in6_u.u6_addr32[1];
+		tkey.addr[2] = skc->skc_v6_daddr.in6_u.u6_addr32[2];
+		tkey.addr[3] = skc->skc_v6_daddr.in6_u.u6_addr32[3];
+	} else {
+		return 0;
+	}
+	tkey.port = skc->skc_dport;
+	tkey.proto = KPR_IPPROTO_UDP;
+	if (!bpf_map_lookup_elem(&kpr_term, &tkey))
+		return 0;
+
+	/* Only sockets kpr translated: a client that called the pod directly keeps its socket. */
+	rkey.cookie = bpf_get_socket_cookie(sk);
+	__builtin_memcpy(rkey.addr, tkey.addr, sizeof(rkey.addr));
+	rkey.port = tkey.port;
+	if (!bpf_map_lookup_elem(&kpr_revnat, &rkey))
+		return 0;
+
+	if (bpf_sock_destroy(skc) == 0)
+		kpr_count(KPR_STAT_SOCK_DESTROYED);
+	return 0;
+}

@@ -1,0 +1,529 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * The tc half of kpr: traffic that arrives from the network (NodePort,
+ * LoadBalancer, externalIPs, ClusterIP routed to the node) never passes a
+ * socket hook, so it is DNATed per packet here, with BPF conntrack and NAT.
+ *
+ * Programs run at ingress only:
+ *  - kpr_tc_ext on the node's external interfaces: new flows to a frontend
+ *    are DNATed (and SNATed to the node unless externalTrafficPolicy=Local),
+ *    replies of flows NATed here are reverse-NATed;
+ *  - kpr_tc_pod on pod-facing interfaces: replies of local backends are
+ *    reverse-NATed before bridging/routing, and in service-mesh mode pod
+ *    traffic to a service is DNATed here instead of by the socket hooks.
+ * Every rewritten packet is forwarded with a FIB lookup and a redirect, so it
+ * never meets the stack's martian-source checks or netfilter. Anything we do
+ * not fully parse (fragments, IPv4 options beyond the header length we read,
+ * IPv6 extension headers, truncated headers) is passed untouched.
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <linux/pkt_cls.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "kpr_types.h"
+#include "kpr_maps.h"
+
+#define AF_INET 2
+#define AF_INET6 10
+#define NSEC_PER_SEC 1000000000ULL
+#define IP_MF 0x2000
+#define IP_OFFSET 0x1fff
+#define KPR_SNAT_PORT_MIN 61000
+#define KPR_SNAT_PORT_SPAN 4535
+#define KPR_SNAT_PORT_TRIES 8
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+enum kpr_role {
+	KPR_ROLE_EXT = 0, /* from the network */
+	KPR_ROLE_POD = 1, /* from a pod on this node */
+};
+
+struct kpr_pkt {
+	__be32 saddr[4];
+	__be32 daddr[4];
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;
+	__u8 family;
+	__u8 tcp_flags; /* FIN/SYN/RST bits for TCP */
+	__u32 l3_off;
+	__u32 l4_off;
+	__u32 csum_off; /* offset of the L4 checksum */
+};
+
+static __always_inline void kpr_count(__u32 stat)
+{
+	__u64 *v = bpf_map_lookup_elem(&kpr_stats, &stat);
+
+	if (v)
+		*v += 1;
+}
+
+static __always_inline void kpr_addr_copy(__be32 *dst, const __be32 *src)
+{
+	dst[0] = src[0];
+	dst[1] = src[1];
+	dst[2] = src[2];
+	dst[3] = src[3];
+}
+
+static __always_inline bool kpr_addr_eq(const __be32 *a, const __be32 *b)
+{
+	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
+}
+
+static __always_inline struct kpr_config *kpr_cfg(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&kpr_config, &zero);
+}
+
+/* Returns 0 when the packet is TCP or UDP we can rewrite safely, -1 otherwise. */
+static __always_inline int kpr_parse(struct __sk_buff *skb, struct kpr_pkt *p)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	__u32 l4_off;
+	__u8 proto;
+
+	if ((void *)(eth + 1) > data_end)
+		return -1;
+	p->l3_off = sizeof(*eth);
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+
+		if ((void *)(ip + 1) > data_end || ip->ihl < 5)
+			return -1;
+		if (ip->frag_off & bpf_htons(IP_MF | IP_OFFSET))
+			return -1;
+		p->family = AF_INET;
+		p->saddr[0] = 0;
+		p->saddr[1] = 0;
+		p->saddr[2] = bpf_htonl(0x0000ffff);
+		p->saddr[3] = ip->saddr;
+		p->daddr[0] = 0;
+		p->daddr[1] = 0;
+		p->daddr[2] = bpf_htonl(0x0000ffff);
+		p->daddr[3] = ip->daddr;
+		proto = ip->protocol;
+		l4_off = p->l3_off + ip->ihl * 4;
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+
+		if ((void *)(ip6 + 1) > data_end)
+			return -1;
+		p->family = AF_INET6;
+		kpr_addr_copy(p->saddr, ip6->saddr.in6_u.u6_addr32);
+		kpr_addr_copy(p->daddr, ip6->daddr.in6_u.u6_addr32);
+		proto = ip6->nexthdr; /* extension headers are not followed */
+		l4_off = p->l3_off + sizeof(*ip6);
+	} else {
+		return -1;
+	}
+
+	if (proto == IPPROTO_TCP) {
+		struct tcphdr *tcp = data + l4_off;
+
+		if ((void *)(tcp + 1) > data_end)
+			return -1;
+		p->sport = tcp->source;
+		p->dport = tcp->dest;
+		p->tcp_flags = (tcp->fin ? 1 : 0) | (tcp->syn ? 2 : 0) | (tcp->rst ? 4 : 0);
+		p->csum_off = l4_off + offsetof(struct tcphdr, check);
+	} else if (proto == IPPROTO_UDP) {
+		struct udphdr *udp = data + l4_off;
+
+		if ((void *)(udp + 1) > data_end)
+			return -1;
+		p->sport = udp->source;
+		p->dport = udp->dest;
+		p->tcp_flags = 0;
+		p->csum_off = l4_off + offsetof(struct udphdr, check);
+	} else {
+		return -1;
+	}
+	p->proto = proto;
+	p->l4_off = l4_off;
+	return 0;
+}
+
+/* Rewrites one address (source or destination), checksums included. */
+static __always_inline int kpr_set_addr(struct __sk_buff *skb, const struct kpr_pkt *p,
+					const __be32 *old, const __be32 *new, bool src)
+{
+	__u64 l4_flags = BPF_F_PSEUDO_HDR | (p->proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0);
+
+	if (kpr_addr_eq(old, new))
+		return 0;
+	if (p->family == AF_INET) {
+		__u32 off = p->l3_off + (src ? offsetof(struct iphdr, saddr) : offsetof(struct iphdr, daddr));
+
+		if (bpf_l4_csum_replace(skb, p->csum_off, old[3], new[3], l4_flags | 4))
+			return -1;
+		if (bpf_l3_csum_replace(skb, p->l3_off + offsetof(struct iphdr, check), old[3], new[3], 4))
+			return -1;
+		return bpf_skb_store_bytes(skb, off, &new[3], 4, 0);
+	} else {
+		__u32 off = p->l3_off + (src ? offsetof(struct ipv6hdr, saddr) : offsetof(struct ipv6hdr, daddr));
+		__s64 diff = bpf_csum_diff((__be32 *)old, 16, (__be32 *)new, 16, 0);
+
+		if (diff < 0 || bpf_l4_csum_replace(skb, p->csum_off, 0, diff, l4_flags))
+			return -1;
+		return bpf_skb_store_bytes(skb, off, new, 16, 0);
+	}
+}
+
+static __always_inline int kpr_set_port(struct __sk_buff *skb, const struct kpr_pkt *p,
+					__be16 old, __be16 new, bool src)
+{
+	__u64 l4_flags = p->proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
+	__u32 off = p->l4_off + (src ? 0 : 2); /* source and dest ports lead both headers */
+
+	if (old == new)
+		return 0;
+	if (bpf_l4_csum_replace(skb, p->csum_off, old, new, l4_flags | 2))
+		return -1;
+	return bpf_skb_store_bytes(skb, off, &new, 2, 0);
+}
+
+/* Applies a conntrack entry's rewrite to the packet. */
+static __always_inline int kpr_rewrite(struct __sk_buff *skb, const struct kpr_pkt *p, const struct kpr_ct_val *ct)
+{
+	if (kpr_set_addr(skb, p, p->saddr, ct->nat_saddr, true) ||
+	    kpr_set_addr(skb, p, p->daddr, ct->nat_daddr, false) ||
+	    kpr_set_port(skb, p, p->sport, ct->nat_sport, true) ||
+	    kpr_set_port(skb, p, p->dport, ct->nat_dport, false))
+		return -1;
+	return 0;
+}
+
+/*
+ * Sends a rewritten packet on its way: FIB lookup for the new destination,
+ * then a redirect with the right L2 addresses. When the FIB cannot decide
+ * (local destination, no route), the stack gets the packet as it is now.
+ */
+static __always_inline int kpr_forward(struct __sk_buff *skb, const struct kpr_ct_val *ct, __u8 family, __u8 proto)
+{
+	struct bpf_fib_lookup fib = {};
+	long rc;
+
+	fib.family = family;
+	fib.l4_protocol = proto;
+	fib.sport = ct->nat_sport;
+	fib.dport = ct->nat_dport;
+	fib.tot_len = skb->len - sizeof(struct ethhdr);
+	fib.ifindex = skb->ingress_ifindex;
+	if (family == AF_INET) {
+		fib.ipv4_src = ct->nat_saddr[3];
+		fib.ipv4_dst = ct->nat_daddr[3];
+	} else {
+		kpr_addr_copy(fib.ipv6_src, ct->nat_saddr);
+		kpr_addr_copy(fib.ipv6_dst, ct->nat_daddr);
+	}
+	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+	if (rc == BPF_FIB_LKUP_RET_SUCCESS) {
+		if (bpf_skb_store_bytes(skb, 0, fib.dmac, ETH_ALEN, 0) ||
+		    bpf_skb_store_bytes(skb, ETH_ALEN, fib.smac, ETH_ALEN, 0))
+			return TC_ACT_SHOT;
+		return bpf_redirect(fib.ifindex, 0);
+	}
+	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH)
+		return bpf_redirect_neigh(fib.ifindex, NULL, 0, 0);
+	return TC_ACT_OK;
+}
+
+static __always_inline __u64 kpr_timeout_ns(const struct kpr_config *cfg, __u8 proto, __u8 flags)
+{
+	__u32 s;
+
+	if (proto == IPPROTO_UDP)
+		s = cfg ? cfg->udp_timeout_s : 30;
+	else if (flags & KPR_CT_F_CLOSING)
+		s = cfg ? cfg->tcp_closing_timeout_s : 10;
+	else
+		s = cfg ? cfg->tcp_timeout_s : 86400;
+	return (__u64)s * NSEC_PER_SEC;
+}
+
+static __always_inline void kpr_ct_key_of(struct kpr_ct_key *k, const struct kpr_pkt *p, __u8 dir)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	kpr_addr_copy(k->saddr, p->saddr);
+	kpr_addr_copy(k->daddr, p->daddr);
+	k->sport = p->sport;
+	k->dport = p->dport;
+	k->proto = p->proto;
+	k->dir = dir;
+}
+
+/* Refreshes an entry's deadline; FIN/RST move a TCP flow to the short timeout. */
+static __always_inline void kpr_ct_touch(struct kpr_ct_val *ct, const struct kpr_pkt *p, const struct kpr_config *cfg, __u64 now)
+{
+	if (p->tcp_flags & 5)
+		ct->flags |= KPR_CT_F_CLOSING;
+	ct->expires_ns = now + kpr_timeout_ns(cfg, p->proto, ct->flags);
+}
+
+static __always_inline struct kpr_svc_val *
+kpr_lookup_frontend(const struct kpr_pkt *p, struct kpr_svc_key *key, __u8 role)
+{
+	struct kpr_svc_val *svc;
+
+	__builtin_memset(key, 0, sizeof(*key));
+	kpr_addr_copy(key->addr, p->daddr);
+	key->port = p->dport;
+	key->proto = p->proto;
+	/* Pods are in-cluster callers: they get the INTERNAL set when one exists. */
+	if (role == KPR_ROLE_POD) {
+		key->scope = KPR_SCOPE_INTERNAL;
+		svc = bpf_map_lookup_elem(&kpr_svc, key);
+		if (svc)
+			return svc;
+	}
+	key->scope = KPR_SCOPE_EXTERNAL;
+	return bpf_map_lookup_elem(&kpr_svc, key);
+}
+
+static __always_inline bool kpr_source_allowed(const struct kpr_pkt *p, const struct kpr_svc_val *svc)
+{
+	struct kpr_src_range_key k = {};
+
+	if (!(svc->flags & KPR_SVC_F_SOURCE_RANGES))
+		return true;
+	k.prefixlen = 32 + 128;
+	k.rev_nat_id = svc->rev_nat_id;
+	kpr_addr_copy(k.addr, p->saddr);
+	return bpf_map_lookup_elem(&kpr_src_range, &k) != NULL;
+}
+
+static __always_inline struct kpr_backend *
+kpr_pick_backend(const struct kpr_pkt *p, struct kpr_svc_key *key, const struct kpr_svc_val *svc, __u32 *backend_id, __u64 now)
+{
+	struct kpr_affinity_key akey = {};
+	struct kpr_affinity_val aval = {};
+	struct kpr_svc_val *slot;
+	struct kpr_backend *be;
+
+	if (svc->flags & KPR_SVC_F_AFFINITY) {
+		struct kpr_affinity_match_key mkey = {};
+		struct kpr_affinity_val *hit;
+
+		kpr_addr_copy(akey.client, p->saddr);
+		akey.rev_nat_id = svc->rev_nat_id;
+		hit = bpf_map_lookup_elem(&kpr_affinity, &akey);
+		if (hit && now - hit->last_used_ns <= (__u64)svc->backend_id * NSEC_PER_SEC) {
+			mkey.backend_id = hit->backend_id;
+			mkey.rev_nat_id = svc->rev_nat_id;
+			if (bpf_map_lookup_elem(&kpr_aff_match, &mkey)) {
+				*backend_id = hit->backend_id;
+				be = bpf_map_lookup_elem(&kpr_backend, backend_id);
+				if (be) {
+					hit->last_used_ns = now;
+					kpr_count(KPR_STAT_AFFINITY_HIT);
+					return be;
+				}
+			}
+		}
+	}
+	key->slot = (bpf_get_prandom_u32() % svc->count) + 1;
+	slot = bpf_map_lookup_elem(&kpr_svc, key);
+	if (!slot)
+		return NULL;
+	*backend_id = slot->backend_id;
+	be = bpf_map_lookup_elem(&kpr_backend, backend_id);
+	if (be && (svc->flags & KPR_SVC_F_AFFINITY)) {
+		aval.last_used_ns = now;
+		aval.backend_id = *backend_id;
+		bpf_map_update_elem(&kpr_affinity, &akey, &aval, BPF_ANY);
+	}
+	return be;
+}
+
+/*
+ * Chooses the source a new flow leaves with: the node address and a port
+ * whose reply tuple is free, so two clients using the same port cannot
+ * collide on one backend.
+ */
+static __always_inline int kpr_pick_snat(const struct kpr_pkt *p, const struct kpr_backend *be,
+					 const struct kpr_config *cfg, struct kpr_ct_val *fwd)
+{
+	struct kpr_ct_key rkey = {};
+	__be16 port = p->sport;
+	int i;
+
+	if (!cfg)
+		return -1;
+	kpr_addr_copy(fwd->nat_saddr, p->family == AF_INET ? cfg->snat_v4 : cfg->snat_v6);
+	if (!fwd->nat_saddr[0] && !fwd->nat_saddr[1] && !fwd->nat_saddr[2] && !fwd->nat_saddr[3])
+		return -1;
+	kpr_addr_copy(rkey.saddr, be->addr);
+	kpr_addr_copy(rkey.daddr, fwd->nat_saddr);
+	rkey.sport = be->port;
+	rkey.proto = p->proto;
+	rkey.dir = KPR_CT_DIR_REPLY;
+	for (i = 0; i < KPR_SNAT_PORT_TRIES; i++) {
+		rkey.dport = port;
+		if (!bpf_map_lookup_elem(&kpr_ct, &rkey)) {
+			fwd->nat_sport = port;
+			return 0;
+		}
+		port = bpf_htons(KPR_SNAT_PORT_MIN + bpf_get_prandom_u32() % KPR_SNAT_PORT_SPAN);
+	}
+	return -1;
+}
+
+/* A new flow to a frontend: choose, record both directions, rewrite, forward. */
+static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p, __u8 role,
+					const struct kpr_config *cfg, __u64 now)
+{
+	struct kpr_ct_val fwd = {}, rev = {};
+	struct kpr_ct_key k;
+	struct kpr_svc_key key;
+	struct kpr_svc_val *svc;
+	struct kpr_backend *be;
+	__u32 backend_id = 0;
+	bool snat;
+
+	svc = kpr_lookup_frontend(p, &key, role);
+	if (!svc)
+		return TC_ACT_OK;
+	if (!kpr_source_allowed(p, svc)) {
+		kpr_count(KPR_STAT_TC_DROP_SOURCE_RANGE);
+		return TC_ACT_SHOT;
+	}
+	if (svc->count == 0) {
+		/* eTP=Local without local endpoints drops, like kube-proxy; so does no endpoint at all. */
+		kpr_count(KPR_STAT_TC_DROP_NO_BACKEND);
+		return TC_ACT_SHOT;
+	}
+	be = kpr_pick_backend(p, &key, svc, &backend_id, now);
+	if (!be) {
+		kpr_count(KPR_STAT_BACKEND_MISSING);
+		return TC_ACT_OK;
+	}
+
+	/*
+	 * External traffic is SNATed to the node (kube-proxy masquerades it) unless
+	 * the frontend preserves the client address (externalTrafficPolicy=Local).
+	 * Pod traffic keeps its source, except a pod reaching itself (hairpin):
+	 * a packet from its own address would be dropped as martian.
+	 */
+	if (role == KPR_ROLE_EXT)
+		snat = !(svc->flags & KPR_SVC_F_LOCAL_ONLY);
+	else
+		snat = kpr_addr_eq(be->addr, p->saddr);
+
+	kpr_addr_copy(fwd.nat_daddr, be->addr);
+	fwd.nat_dport = be->port;
+	if (snat) {
+		if (kpr_pick_snat(p, be, cfg, &fwd)) {
+			kpr_count(KPR_STAT_TC_DROP_NO_SNAT_PORT);
+			return TC_ACT_SHOT;
+		}
+		fwd.flags = KPR_CT_F_SNAT;
+	} else {
+		kpr_addr_copy(fwd.nat_saddr, p->saddr);
+		fwd.nat_sport = p->sport;
+	}
+	fwd.backend_id = backend_id;
+	fwd.rev_nat_id = svc->rev_nat_id;
+	kpr_ct_touch(&fwd, p, cfg, now);
+
+	/* The reply comes from the backend to whatever source the flow left with. */
+	kpr_addr_copy(rev.nat_saddr, p->daddr);
+	rev.nat_sport = p->dport;
+	kpr_addr_copy(rev.nat_daddr, p->saddr);
+	rev.nat_dport = p->sport;
+	rev.rev_nat_id = svc->rev_nat_id;
+	rev.flags = fwd.flags;
+	rev.expires_ns = fwd.expires_ns;
+
+	__builtin_memset(&k, 0, sizeof(k));
+	kpr_addr_copy(k.saddr, be->addr);
+	kpr_addr_copy(k.daddr, fwd.nat_saddr);
+	k.sport = be->port;
+	k.dport = fwd.nat_sport;
+	k.proto = p->proto;
+	k.dir = KPR_CT_DIR_REPLY;
+	if (bpf_map_update_elem(&kpr_ct, &k, &rev, BPF_ANY))
+		return TC_ACT_SHOT;
+	kpr_ct_key_of(&k, p, KPR_CT_DIR_ORIGINAL);
+	if (bpf_map_update_elem(&kpr_ct, &k, &fwd, BPF_ANY))
+		return TC_ACT_SHOT;
+
+	if (kpr_rewrite(skb, p, &fwd))
+		return TC_ACT_SHOT;
+	kpr_count(KPR_STAT_TC_DNAT);
+	return kpr_forward(skb, &fwd, p->family, p->proto);
+}
+
+/* True when the ORIGINAL entry's backend is still the one the service names. */
+static __always_inline bool kpr_ct_backend_live(const struct kpr_ct_val *ct)
+{
+	struct kpr_backend *be = bpf_map_lookup_elem(&kpr_backend, &ct->backend_id);
+
+	return be && kpr_addr_eq(be->addr, ct->nat_daddr) && be->port == ct->nat_dport;
+}
+
+static __always_inline int kpr_tc(struct __sk_buff *skb, __u8 role)
+{
+	struct kpr_config *cfg = kpr_cfg();
+	struct kpr_pkt p = {};
+	struct kpr_ct_key k;
+	struct kpr_ct_val *ct;
+	__u64 now;
+
+	if (kpr_parse(skb, &p)) {
+		kpr_count(KPR_STAT_TC_PASS_MALFORMED);
+		return TC_ACT_OK;
+	}
+	now = bpf_ktime_get_ns();
+
+	/* A reply of a flow NATed here: show the client the address it called. */
+	kpr_ct_key_of(&k, &p, KPR_CT_DIR_REPLY);
+	ct = bpf_map_lookup_elem(&kpr_ct, &k);
+	if (ct && ct->expires_ns > now) {
+		kpr_ct_touch(ct, &p, cfg, now);
+		if (kpr_rewrite(skb, &p, ct))
+			return TC_ACT_SHOT;
+		kpr_count(KPR_STAT_TC_REVNAT);
+		return kpr_forward(skb, ct, p.family, p.proto);
+	}
+
+	/* A packet of a flow already NATed: same backend, same rewrite. */
+	kpr_ct_key_of(&k, &p, KPR_CT_DIR_ORIGINAL);
+	ct = bpf_map_lookup_elem(&kpr_ct, &k);
+	if (ct && ct->expires_ns > now && kpr_ct_backend_live(ct)) {
+		kpr_ct_touch(ct, &p, cfg, now);
+		if (kpr_rewrite(skb, &p, ct))
+			return TC_ACT_SHOT;
+		kpr_count(KPR_STAT_TC_FWD);
+		return kpr_forward(skb, ct, p.family, p.proto);
+	}
+
+	return kpr_new_flow(skb, &p, role, cfg, now);
+}
+
+SEC("tc")
+int kpr_tc_ext(struct __sk_buff *skb)
+{
+	return kpr_tc(skb, KPR_ROLE_EXT);
+}
+
+SEC("tc")
+int kpr_tc_pod(struct __sk_buff *skb)
+{
+	return kpr_tc(skb, KPR_ROLE_POD);
+}
