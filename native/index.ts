@@ -16,5 +16,6 @@ export {
   type CgroupAttachment, type LinkInfo,
 } from './attach.js';
 export { BpfIterator } from './iter.js';
-export { withNetns, ifIndex } from './netns.js';
+export { withNetns, ifIndex, currentNetnsCookie } from './netns.js';
+export { attachTcx, listInterfaces, queryTcxPrograms, tcxLinkInfo, TCX, type TcxAttachment, type TcxDirection, type TcxLinkInfo } from './tcx.js';
 export { testRun, type TestRunResult } from './test-run.js';

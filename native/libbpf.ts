@@ -95,6 +95,10 @@ export interface LibcFns {
   close(fd: number): number;
   setns(fd: number, nstype: number): number;
   if_nametoindex(name: string): number;
+  /** Returns the buffer's pointer on success, null when the index is unused. */
+  if_indextoname(index: number, name: Buffer): unknown;
+  socket(domain: number, type: number, protocol: number): number;
+  getsockopt(fd: number, level: number, name: number, value: Buffer, len: Buffer): number;
 }
 
 /** int (*libbpf_print_fn_t)(enum libbpf_print_level, const char *fmt, va_list ap).
@@ -189,6 +193,9 @@ export function libc(): LibcFns {
     close: lib.func('int close(int fd)'),
     setns: lib.func('int setns(int fd, int nstype)'),
     if_nametoindex: lib.func('unsigned int if_nametoindex(const char *ifname)'),
+    if_indextoname: lib.func('void *if_indextoname(unsigned int ifindex, void *ifname)'),
+    socket: lib.func('int socket(int domain, int type, int protocol)'),
+    getsockopt: lib.func('int getsockopt(int fd, int level, int optname, void *optval, void *optlen)'),
   };
   libcTable = t;
   return t;

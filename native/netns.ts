@@ -41,3 +41,26 @@ export function withNetns<T>(nsPath: string, fn: () => T): T {
 export function ifIndex(name: string): number {
   return libc().if_nametoindex(name);
 }
+
+const AF_INET = 2;
+const SOCK_DGRAM = 2;
+const SOL_SOCKET = 1;
+const SO_NETNS_COOKIE = 71;
+
+/** The cookie of the current network namespace (what bpf_get_netns_cookie returns for its sockets). */
+export function currentNetnsCookie(): bigint {
+  const lc = libc();
+  const fd = lc.socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd < 0) throw new KprBpfError({ op: 'socket', errno: koffi.errno() });
+  try {
+    const val = Buffer.alloc(8);
+    const len = Buffer.alloc(4);
+    len.writeUInt32LE(8, 0);
+    if (lc.getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, val, len) !== 0) {
+      throw new KprBpfError({ op: 'getsockopt SO_NETNS_COOKIE', errno: koffi.errno() });
+    }
+    return val.readBigUInt64LE(0);
+  } finally {
+    lc.close(fd);
+  }
+}

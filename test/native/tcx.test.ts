@@ -1,0 +1,38 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { BpfObject, attachTcx, currentNetnsCookie, detachPinnedLink, ensureBpffs, listInterfaces, queryTcxPrograms, TCX, withNetns } from '../../native/index.js';
+import { Sandbox, inNs, nsPath } from '../../sandbox/netns.js';
+import { repoRoot } from '../support/paths.js';
+import { requireRoot } from '../support/preflight.js';
+
+test('tcx: attach through a pinned link inside a namespace, swap the program on re-attach, detach by unpinning', async () => {
+  requireRoot();
+  const sb = new Sandbox();
+  const obj = BpfObject.open(path.join(repoRoot, 'build', 'kpr_tc.bpf.o'), { pinMapsDir: ensureBpffs(path.join(sb.bpffsDir, 'maps')) });
+  try {
+    obj.load();
+    const ns = sb.addNamespace('tcx');
+    inNs(ns, 'ip', 'link', 'add', 'kprA', 'type', 'veth', 'peer', 'name', 'kprB');
+    const pin = path.join(sb.bpffsDir, 'link-kprA-ingress');
+    const first = withNetns(nsPath(ns), () => attachTcx(obj.program('kpr_tc_ext'), 'kprA', TCX.INGRESS, pin));
+    assert.equal(first.replaced, false);
+    assert.ok(fs.existsSync(pin));
+    const attached = () => withNetns(nsPath(ns), () => queryTcxPrograms('kprA', TCX.INGRESS));
+    assert.deepEqual(attached(), [obj.program('kpr_tc_ext').id]);
+    const second = withNetns(nsPath(ns), () => attachTcx(obj.program('kpr_tc_pod'), 'kprA', TCX.INGRESS, pin));
+    assert.equal(second.replaced, true, 'the pinned link is reused');
+    assert.deepEqual(attached(), [obj.program('kpr_tc_pod').id], 'swapped, not added');
+    assert.throws(() => attachTcx(obj.program('kpr_tc_ext'), 'kprA', TCX.INGRESS, pin + '-root'), /no interface kprA/, 'ifindex resolves in the current namespace only');
+    const names = withNetns(nsPath(ns), () => listInterfaces().map((i) => i.name));
+    assert.deepEqual(names.sort(), ['kprA', 'kprB', 'lo']);
+    const inner = withNetns(nsPath(ns), () => currentNetnsCookie());
+    assert.notEqual(inner, currentNetnsCookie());
+    assert.equal(detachPinnedLink(pin), true);
+    assert.deepEqual(attached(), []);
+  } finally {
+    obj.close();
+    await sb.teardown();
+  }
+});
