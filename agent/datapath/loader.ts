@@ -1,16 +1,20 @@
 /**
- * Brings the datapath up: open the object with every map's pin path set (so a
- * previous run's maps are reused, contents and all), load, and attach the
- * socket programs through pinned links, swapping the new programs into links a
- * previous run left (no window without translation).
+ * Brings the datapath up. Three objects share one set of pinned maps:
+ *  - kpr_sock.bpf.o: cgroup socket hooks, attached through pinned links;
+ *  - kpr_tc.bpf.o: tc programs, attached per interface by TcAttacher;
+ *  - kpr_sock_term.bpf.o: the UDP socket iterator (kernel 6.5+; optional).
+ * Each object is opened with every map's pin path set, so a previous run's
+ * maps are reused, contents and all, and programs are swapped into the
+ * links a previous run left (no window without translation).
  */
 import { mkdirSync } from 'node:fs';
-import { BpfObject, ensureBpffs, type BpfMap, type CgroupAttachment } from '../../native/index.js';
-import { MAP_NAMES } from '../maps/layout.js';
+import path from 'node:path';
+import { BpfIterator, BpfObject, ensureBpffs, withNetns, currentNetnsCookie, type BpfMap, type CgroupAttachment } from '../../native/index.js';
+import { MAP_NAMES, encodeConfig, type KprConfig } from '../maps/layout.js';
 import type { Logger } from '../log.js';
 import { linkPinDir, linkPinPath, mapPinDir } from './pins.js';
 
-/** The cgroup socket programs, by section name in bpf/kpr_sock.bpf.c. */
+/** The cgroup socket programs, by name in bpf/kpr_sock.bpf.c. */
 export const SOCK_PROGRAMS = [
   'kpr_connect4',
   'kpr_sendmsg4',
@@ -23,44 +27,81 @@ export const SOCK_PROGRAMS = [
 ] as const;
 
 export interface DatapathOptions {
+  /** kpr_sock.bpf.o; the other objects are found beside it. */
   bpfObject: string;
   bpffsDir: string;
   cgroupPath: string;
 }
 
+export type DatapathMapSet = { [K in keyof typeof MAP_NAMES]: BpfMap };
+
 export interface Datapath {
-  svcMap: BpfMap;
-  backendMap: BpfMap;
-  revnatMap: BpfMap;
-  stats: BpfMap;
+  maps: DatapathMapSet;
+  tcObject: BpfObject;
+  /** Undefined when the kernel cannot run it (before 6.5); UDP sockets are then not re-steered. */
+  udpIterator?: BpfIterator;
   attachments: CgroupAttachment[];
   /** Releases this process's handles; pinned maps and links stay. */
   close(): void;
 }
 
+function sibling(bpfObject: string, name: string): string {
+  return path.join(path.dirname(bpfObject), name);
+}
+
 export function loadDatapath(opts: DatapathOptions, log: Logger): Datapath {
   ensureBpffs(opts.bpffsDir);
-  mkdirSync(mapPinDir(opts.bpffsDir), { recursive: true });
+  const pinMapsDir = mapPinDir(opts.bpffsDir);
+  mkdirSync(pinMapsDir, { recursive: true });
   mkdirSync(linkPinDir(opts.bpffsDir), { recursive: true });
-  const obj = BpfObject.open(opts.bpfObject, { pinMapsDir: mapPinDir(opts.bpffsDir) });
-  try {
+  const opened: BpfObject[] = [];
+  const open = (file: string) => {
+    const obj = BpfObject.open(file, { pinMapsDir });
+    opened.push(obj);
     obj.load();
-    const attachments = SOCK_PROGRAMS.map((prog) => obj.attachCgroup(prog, opts.cgroupPath, linkPinPath(opts.bpffsDir, prog)));
+    return obj;
+  };
+  try {
+    const sock = open(opts.bpfObject);
+    const tcObject = open(sibling(opts.bpfObject, 'kpr_tc.bpf.o'));
+    let udpIterator: BpfIterator | undefined;
+    try {
+      const term = open(sibling(opts.bpfObject, 'kpr_sock_term.bpf.o'));
+      udpIterator = BpfIterator.attach(term.program('kpr_sock_term'));
+    } catch (err) {
+      log.warn('UDP socket termination unavailable (needs kernel 6.5+ with bpf_sock_destroy); connected UDP clients keep removed backends', {
+        error: (err as Error).message,
+      });
+    }
+    const attachments = SOCK_PROGRAMS.map((prog) => sock.attachCgroup(prog, opts.cgroupPath, linkPinPath(opts.bpffsDir, prog)));
     log.info('datapath attached', {
       cgroup: opts.cgroupPath,
       bpffs: opts.bpffsDir,
       programs: attachments.map((a) => ({ program: a.program, link: a.linkId, replaced: a.replaced })),
     });
+    const maps = Object.fromEntries(Object.entries(MAP_NAMES).map(([k, name]) => [k, sock.map(name)])) as DatapathMapSet;
     return {
-      svcMap: obj.map(MAP_NAMES.svc),
-      backendMap: obj.map(MAP_NAMES.backend),
-      revnatMap: obj.map(MAP_NAMES.revnat),
-      stats: obj.map(MAP_NAMES.stats),
+      maps,
+      tcObject,
+      udpIterator,
       attachments,
-      close: () => obj.close(),
+      close: () => {
+        udpIterator?.close();
+        for (const o of opened) o.close();
+      },
     };
   } catch (err) {
-    obj.close();
+    for (const o of opened) o.close();
     throw err;
   }
+}
+
+/** Writes the node-wide datapath settings (kpr_config). */
+export function writeNodeConfig(configMap: BpfMap, cfg: KprConfig): void {
+  configMap.update(Buffer.alloc(4), encodeConfig(cfg));
+}
+
+/** The netns cookie of the node's network namespace (the agent's own, or --netns). */
+export function nodeNetnsCookie(netns?: string): bigint {
+  return netns ? withNetns(netns, () => currentNetnsCookie()) : currentNetnsCookie();
 }
