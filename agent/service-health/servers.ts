@@ -1,0 +1,92 @@
+/**
+ * One HTTP server per Service with a healthCheckNodePort (type LoadBalancer,
+ * externalTrafficPolicy Local), as kube-proxy runs them: opened and closed as
+ * services come and go (and reopened when the port changes), answering on
+ * any path and method with the node's count of ready local endpoints.
+ * Servers listen in the node's network namespace on every address.
+ */
+import Fastify, { type FastifyInstance } from 'fastify';
+import { withNetns } from '../../native/index.js';
+import type { Logger } from '../log.js';
+import { serviceHealthAnswer } from './body.js';
+
+export interface ServiceHealthTarget {
+  /** "namespace/name". */
+  service: string;
+  port: number;
+  localEndpoints: number;
+}
+
+interface Running {
+  port: number;
+  localEndpoints: number;
+  app: FastifyInstance;
+}
+
+export class ServiceHealthServers {
+  private readonly running = new Map<string, Running>();
+
+  constructor(
+    private readonly opts: { netns?: string; proxyHealthy: () => boolean; log: Logger },
+  ) {}
+
+  /** Makes the set of servers match `targets`; counts of unchanged servers are updated in place. */
+  async sync(targets: ServiceHealthTarget[]): Promise<void> {
+    const wanted = new Map(targets.map((t) => [t.service, t]));
+    for (const [svc, r] of this.running) {
+      const t = wanted.get(svc);
+      if (!t || t.port !== r.port) {
+        this.running.delete(svc);
+        await r.app.close();
+        this.opts.log.info('service health check server closed', { service: svc, port: r.port });
+      }
+    }
+    for (const t of wanted.values()) {
+      const r = this.running.get(t.service);
+      if (r) {
+        r.localEndpoints = t.localEndpoints;
+        continue;
+      }
+      try {
+        this.running.set(t.service, await this.open(t));
+        this.opts.log.info('service health check server listening', { service: t.service, port: t.port });
+      } catch (err) {
+        // kube-proxy emits FailedToStartServiceHealthcheck and skips the service.
+        this.opts.log.warn('could not start service health check server', { service: t.service, port: t.port, error: (err as Error).message });
+      }
+    }
+  }
+
+  private async open(t: ServiceHealthTarget): Promise<Running> {
+    const [namespace, name] = [t.service.slice(0, t.service.indexOf('/')), t.service.slice(t.service.indexOf('/') + 1)];
+    const app = Fastify({ logger: false });
+    const entry: Running = { port: t.port, localEndpoints: t.localEndpoints, app };
+    app.all('/*', async (_req, reply) => {
+      const a = serviceHealthAnswer(namespace, name, entry.localEndpoints, this.opts.proxyHealthy());
+      // A Buffer, so fastify sends the Content-Type exactly as kube-proxy does (no charset suffix).
+      return reply.code(a.status).headers(a.headers).send(Buffer.from(a.body));
+    });
+    await app.ready();
+    // listen() without a host binds synchronously, so the socket is created inside the node's namespace.
+    await new Promise<void>((resolve, reject) => {
+      app.server.once('error', reject);
+      app.server.once('listening', () => {
+        app.server.off('error', reject);
+        resolve();
+      });
+      const listen = () => app.server.listen(t.port);
+      if (this.opts.netns) withNetns(this.opts.netns, listen);
+      else listen();
+    });
+    return entry;
+  }
+
+  ports(): Map<string, number> {
+    return new Map([...this.running].map(([svc, r]) => [svc, r.port]));
+  }
+
+  async close(): Promise<void> {
+    for (const r of this.running.values()) await r.app.close();
+    this.running.clear();
+  }
+}
