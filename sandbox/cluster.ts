@@ -40,11 +40,11 @@ export class BoxCluster {
     this.kubeconfig = kubeconfig;
   }
 
-  static async create(opts: { pods?: Array<{ name: string; ip: string }>; apiBookmarkIntervalMs?: number } = {}): Promise<BoxCluster> {
+  static async create(opts: { pods?: Array<{ name: string; ip: string; ip6?: string }>; apiBookmarkIntervalMs?: number } = {}): Promise<BoxCluster> {
     const sandbox = new Sandbox();
     try {
       const topo = createNode(sandbox);
-      for (const p of opts.pods ?? []) await addPod(sandbox, topo, p.name, p.ip);
+      for (const p of opts.pods ?? []) await addPod(sandbox, topo, p.name, p.ip, p.ip6);
       const api = await startApiServer({ serviceCIDR: SERVICE_CIDR, bookmarkIntervalMs: opts.apiBookmarkIntervalMs });
       const dir = sandbox.own(mkdtempSync(path.join(os.tmpdir(), `${sandbox.runId}-`)));
       const kubeconfig = await api.writeKubeconfig(path.join(dir, 'kubeconfig'));
@@ -116,8 +116,8 @@ export class BoxCluster {
     this.agent = undefined;
   }
 
-  addPod(name: string, ip: string) {
-    return addPod(this.sandbox, this.topo, name, ip);
+  addPod(name: string, ip: string, ip6?: string) {
+    return addPod(this.sandbox, this.topo, name, ip, ip6);
   }
 
   client(mode: ClientMode, target: string, extra: string[] = []): Promise<ClientReport> {

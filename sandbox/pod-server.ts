@@ -14,22 +14,26 @@ const { values } = parseArgs({
     name: { type: 'string' },
     'http-port': { type: 'string', default: '8080' },
     'udp-port': { type: 'string', default: '5353' },
-    host: { type: 'string', default: '0.0.0.0' },
+    // "::" with IPv6 enabled accepts IPv4 too (IPv4-mapped), so one socket serves both families.
+    host: { type: 'string', default: '::' },
   },
 });
 const name = values.name ?? 'pod';
 
+/** IPv4 clients of a dual-stack socket appear as ::ffff:a.b.c.d; report them as kube-proxy users would see them. */
+const plain = (a: string | undefined) => (a ?? '').replace(/^::ffff:/, '');
+
 const server = http.createServer((req, res) => {
   // The client address lets tests check what the backend saw (SNAT or not).
-  const body = `${name} ${req.socket.remoteAddress}\n`;
+  const body = `${name} ${plain(req.socket.remoteAddress)}\n`;
   res.writeHead(200, { 'content-type': 'text/plain', connection: 'close' });
   res.end(body);
 });
 server.keepAliveTimeout = 0;
 
-const udp = dgram.createSocket('udp4');
+const udp = dgram.createSocket({ type: values.host!.includes(':') ? 'udp6' : 'udp4', ipv6Only: false });
 udp.on('message', (_msg, rinfo) => {
-  udp.send(`${name} ${rinfo.address}\n`, rinfo.port, rinfo.address);
+  udp.send(`${name} ${plain(rinfo.address)}\n`, rinfo.port, rinfo.address);
 });
 
 let listening = 0;

@@ -12,6 +12,8 @@ import { repoRoot } from './repo.js';
 import type { ClientReport } from './client.js';
 
 export const NODE_BRIDGE_IP = '198.18.0.1';
+/** The bridge's IPv6 address; pods get addresses in the same /64 when given one. */
+export const NODE_BRIDGE_IP6 = '2001:db8:18::1';
 export const POD_HTTP_PORT = 8080;
 export const POD_UDP_PORT = 5353;
 
@@ -53,18 +55,21 @@ export function createNode(sandbox: Sandbox): NodeTopology {
   const nodeNs = sandbox.addNamespace('node');
   inNs(nodeNs, 'ip', 'link', 'add', 'br0', 'type', 'bridge');
   inNs(nodeNs, 'ip', 'addr', 'add', `${NODE_BRIDGE_IP}/24`, 'dev', 'br0');
+  // nodad: usable at once, without waiting for duplicate address detection.
+  inNs(nodeNs, 'ip', '-6', 'addr', 'add', `${NODE_BRIDGE_IP6}/64`, 'dev', 'br0', 'nodad');
   inNs(nodeNs, 'ip', 'link', 'set', 'br0', 'up');
   return { nodeNs, pods: new Map() };
 }
 
 /** Creates a pod namespace wired to the node bridge and starts its servers. */
-export async function addPod(sandbox: Sandbox, topo: NodeTopology, name: string, podIp: string): Promise<PodHandle> {
+export async function addPod(sandbox: Sandbox, topo: NodeTopology, name: string, podIp: string, podIp6?: string): Promise<PodHandle> {
   const ns = sandbox.addNamespace(name);
   const hostSide = `v${topo.pods.size}${sandbox.runId.slice(-6)}`.slice(0, 15);
   ip('link', 'add', hostSide, 'netns', topo.nodeNs, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns);
   inNs(topo.nodeNs, 'ip', 'link', 'set', hostSide, 'master', 'br0');
   inNs(topo.nodeNs, 'ip', 'link', 'set', hostSide, 'up');
   inNs(ns, 'ip', 'addr', 'add', `${podIp}/24`, 'dev', 'eth0');
+  if (podIp6) inNs(ns, 'ip', '-6', 'addr', 'add', `${podIp6}/64`, 'dev', 'eth0', 'nodad');
   inNs(ns, 'ip', 'link', 'set', 'eth0', 'up');
   const server = sandbox.spawnIn(ns, process.execPath, [path.join(distDir, 'pod-server.js'), '--name', name], {
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -75,7 +80,7 @@ export async function addPod(sandbox: Sandbox, topo: NodeTopology, name: string,
   return pod;
 }
 
-export type ClientMode = 'http' | 'udp' | 'loop' | 'once';
+export type ClientMode = 'http' | 'udp' | 'loop' | 'once' | 'udploop' | 'get';
 
 export interface ClientRun {
   child: ChildProcess;
