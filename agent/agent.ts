@@ -6,10 +6,13 @@
 import { setLibbpfLogger } from '../native/index.js';
 import type { AgentConfig } from './config.js';
 import { loadDatapath, type Datapath } from './datapath/loader.js';
+import { NodeDatapath } from './datapath/node-datapath.js';
 import { ClusterWatch } from './k8s/watchers.js';
 import { loadKubeConfig } from './k8s/kubeconfig.js';
+import { apiServerViaServiceIp, K8S_SERVICE_HOST_MESSAGE } from './preflight/api-server-route.js';
 import type { Logger } from './log.js';
 import { BpfDatapathMaps } from './maps/bpf-datapath-maps.js';
+import { Observability } from './metrics/observability.js';
 import { Reconciler } from './reconcile/reconciler.js';
 import { SyncLoop, type SyncReport } from './sync-loop.js';
 
@@ -21,6 +24,8 @@ export class Agent {
   private datapath: Datapath | undefined;
   private watch: ClusterWatch | undefined;
   private loop: SyncLoop | undefined;
+  private obs: Observability | undefined;
+  private nodeDatapath: NodeDatapath | undefined;
 
   constructor(
     private readonly cfg: AgentConfig,
@@ -33,33 +38,48 @@ export class Agent {
     const libbpfLog = log.child({ source: 'libbpf' });
     setLibbpfLogger((level, msg) => libbpfLog[level === 'warn' ? 'warn' : 'debug'](msg.trimEnd()));
 
-    this.datapath = loadDatapath(cfg, log);
-    const reconciler = new Reconciler(new BpfDatapathMaps(this.datapath.svcMap, this.datapath.backendMap), log.child({ source: 'reconciler' }));
-    reconciler.adopt();
+    const { healthzBindAddress, metricsBindAddress } = cfg;
+    const obs = new Observability({ bpffsDir: cfg.bpffsDir, syncPeriodMs: cfg.syncPeriodMs, healthzBindAddress, metricsBindAddress, log, node: () => this.watch?.node() });
+    this.obs = obs;
+    obs.start();
 
-    const kc = loadKubeConfig({ kubeconfig: cfg.kubeconfig });
+    this.datapath = loadDatapath(cfg, log);
+    const reconciler = new Reconciler(obs.instrument(new BpfDatapathMaps(this.datapath.maps.svc, this.datapath.maps.backend)), log.child({ source: 'reconciler' }));
+    obs.adopted(reconciler.adopt());
+
+    const kc = loadKubeConfig({ kubeconfig: cfg.kubeconfig, serviceHost: cfg.k8sServiceHost, servicePort: cfg.k8sServicePort });
+    const viaServiceIp = apiServerViaServiceIp(cfg);
+    if (viaServiceIp) log.error(K8S_SERVICE_HOST_MESSAGE, { server: kc.getCurrentCluster()?.server });
     this.watch = new ClusterWatch({ kubeConfig: kc, nodeName: cfg.nodeName, logger: log.child({ source: 'k8s' }) });
     const loop = new SyncLoop(this.watch, reconciler, {
       nodeName: cfg.nodeName,
       syncPeriodMs: cfg.syncPeriodMs,
       minSyncPeriodMs: cfg.minSyncPeriodMs,
       log,
-      onSync: this.hooks.onSync,
+      onSync: (r) => {
+        obs.synced(r);
+        this.hooks.onSync?.(r);
+      },
     });
     this.loop = loop;
     // Changes before the initial sync are covered by it; the loop ignores nothing after.
     let initialDone = false;
     this.watch.onChange((c) => {
+      obs.changed(c, initialDone);
+      if (c.kind === 'Node') this.nodeDatapath?.nodeChanged(this.watch?.node());
       if (initialDone) loop.serviceChanged(c.kind === 'Node' ? null : c.key);
     });
 
     log.info('waiting for the k8s caches', { server: kc.getCurrentCluster()?.server });
-    await this.watch.start();
+    const stillWaiting = viaServiceIp ? setTimeout(() => log.error(`caches not synced after 30s; ${K8S_SERVICE_HOST_MESSAGE}`), 30_000).unref() : undefined;
+    await this.watch.start().finally(() => clearTimeout(stillWaiting));
     const syncedAt = performance.now();
+    obs.loopStarting();
     const report = loop.start();
+    const cacheSyncedToMapsWrittenMs = performance.now() - syncedAt;
     initialDone = true;
     log.info('initial sync complete', {
-      cacheSyncedToMapsWrittenMs: Number((performance.now() - syncedAt).toFixed(3)),
+      cacheSyncedToMapsWrittenMs: Number(cacheSyncedToMapsWrittenMs.toFixed(3)),
       ok: report.result.ok,
       services: report.services,
       frontends: report.result.frontends,
@@ -67,11 +87,15 @@ export class Agent {
       written: report.result.servicesWritten + report.result.backendsWritten,
       deleted: report.result.servicesDeleted + report.result.backendsDeleted,
     });
+    this.nodeDatapath = new NodeDatapath(this.datapath, cfg, log.child({ source: 'tc' }));
+    this.nodeDatapath.start(this.watch.node());
   }
 
   async stop(): Promise<void> {
     this.loop?.stop();
+    this.nodeDatapath?.stop();
     await this.watch?.stop();
+    await this.obs?.stop();
     this.datapath?.close();
     this.datapath = undefined;
     this.log.info('agent stopped; the pinned datapath keeps serving');

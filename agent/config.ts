@@ -4,12 +4,18 @@
  */
 import os from 'node:os';
 import { parseArgs } from 'node:util';
+import { expandConfigFile, type FlagTable } from './config-file.js';
 import { findCgroup2Mount } from './cgroup.js';
 import { levelFromVerbosity, type LogLevel } from './log.js';
 import { defaultBpfObject } from './paths.js';
+import { parseBindAddress } from './metrics/http-listen.js';
 
 export interface AgentConfig {
   kubeconfig?: string;
+  /** API server host the agent uses instead of the `kubernetes` ClusterIP it implements (chart value k8sServiceHost). */
+  k8sServiceHost?: string;
+  /** API server port to go with k8sServiceHost. */
+  k8sServicePort?: number;
   nodeName: string;
   cgroupPath: string;
   bpffsDir: string;
@@ -19,18 +25,53 @@ export interface AgentConfig {
   syncPeriodMs: number;
   /** Shortest gap between two syncs; changes arriving meanwhile are coalesced. */
   minSyncPeriodMs: number;
+  /** Health server (/healthz, /livez) "IP:port", as kube-proxy's healthzBindAddress; "" disables it. */
+  healthzBindAddress: string;
+  /** Metrics server (/metrics, /healthz, /proxyMode) "IP:port", as kube-proxy's metricsBindAddress; "" disables it. */
+  metricsBindAddress: string;
+  /** Network namespace (path) whose interfaces and addresses are the node's; undefined = the agent's own. */
+  netns?: string;
+  /** Interface name patterns where traffic from outside the node arrives (NodePort, LoadBalancer, externalIPs). */
+  externalInterfaces: string[];
+  /** Interface name patterns facing local pods (reverse NAT of local backends; service-mesh mode DNAT). */
+  podInterfaces: string[];
+  /** kube-proxy's nodePortAddresses: CIDRs, or "primary" for the Node's InternalIPs; empty = every node address. */
+  nodePortAddresses: string[];
+  /** Service-mesh mode: socket hooks serve only the node's own processes; pods go through tc. */
+  socketLbHostOnly: boolean;
+  /** Apply loadBalancerSourceRanges to NodePorts and externalIPs as well. */
+  sourceRangesAllExternal: boolean;
+  ctTcpTimeoutS: number;
+  ctTcpClosingTimeoutS: number;
+  ctUdpTimeoutS: number;
+  ctSweepIntervalMs: number;
 }
 
 export const DEFAULT_BPFFS_DIR = '/sys/fs/bpf/kpr';
 
 export const USAGE = `Usage: kpr-agent [flags]
+  --config PATH            YAML file of flag values (keys are flag names); flags given here override it
   --kubeconfig PATH        kubeconfig file (default: in-cluster config, then ~/.kube/config)
+  --k8s-service-host HOST  API server host, instead of the kubernetes Service ClusterIP (needed in-cluster without kube-proxy)
+  --k8s-service-port PORT  API server port to go with --k8s-service-host
   --node-name NAME         this node's name (default: $NODE_NAME, then the hostname)
   --cgroup-path PATH       cgroup v2 directory the socket hooks attach to (default: the cgroup2 mount)
   --bpffs PATH             directory in the BPF filesystem for kpr's pins (default: ${DEFAULT_BPFFS_DIR})
   --bpf-object PATH        compiled datapath object (default: build/kpr_sock.bpf.o)
   --sync-period DURATION   full resync interval (default: 30s)
   --min-sync-period DUR    coalescing window between syncs (default: 0s)
+  --healthz-bind-address A health server IP:port, /healthz and /livez (default: 0.0.0.0:10256; empty disables)
+  --metrics-bind-address A metrics server IP:port, /metrics (default: 127.0.0.1:10249; empty disables)
+  --netns PATH             network namespace whose interfaces are the node's (default: the agent's own)
+  --external-interfaces L  interface patterns where outside traffic arrives, e.g. "eth0,ens*" (default: eth*,ens*,enp*,eno*,bond*)
+  --pod-interfaces L       interface patterns facing local pods, e.g. "veth*,cni0" (default: veth*,lxc*,cali*,cni*)
+  --node-port-addresses L  CIDRs or "primary" for the Node's InternalIPs (default: every node address)
+  --socket-lb-host-only    service-mesh mode: socket hooks serve only host processes; pod traffic is balanced by tc
+  --source-ranges-all-external  enforce loadBalancerSourceRanges on NodePorts and externalIPs too
+  --ct-tcp-timeout DUR     conntrack timeout of established TCP flows on the tc path (default: 86400s, as kube-proxy)
+  --ct-tcp-closing-timeout DUR  after FIN/RST (default: 10s)
+  --ct-udp-timeout DUR     UDP flows (default: 30s)
+  --ct-sweep-interval DUR  how often expired conntrack entries are removed (default: 10s)
   --log-level LEVEL        error|warn|info|debug|trace (default: info)
   -v N                     klog-style verbosity (2 = debug, 4 = trace)
   -h, --help`;
@@ -46,21 +87,59 @@ export function parseDuration(text: string): number {
 
 const LEVELS: LogLevel[] = ['error', 'warn', 'info', 'debug', 'trace'];
 
+/** "a, b,,c" → ["a", "b", "c"]. */
+function list(text: string | undefined): string[] {
+  return (text ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+}
+
+/** A bind address, validated now so a typo fails at start rather than in the server. */
+function checkedBind(text: string, flag: string): string {
+  parseBindAddress(text, flag);
+  return text;
+}
+
+/** Whole seconds of a duration, at least 1 (the datapath counts in seconds). */
+function seconds(text: string): number {
+  return Math.max(1, Math.round(parseDuration(text) / 1000));
+}
+
+/**
+ * The agent's flags (node:util parseArgs options). `--config` files are read
+ * against this same table (agent/config-file.ts), so every flag added here is
+ * also a config-file key.
+ */
+export const AGENT_FLAGS = {
+  config: { type: 'string' },
+  kubeconfig: { type: 'string' },
+  'k8s-service-host': { type: 'string' },
+  'k8s-service-port': { type: 'string' },
+  'node-name': { type: 'string' },
+  'cgroup-path': { type: 'string' },
+  bpffs: { type: 'string' },
+  'bpf-object': { type: 'string' },
+  'sync-period': { type: 'string', default: '30s' },
+  'min-sync-period': { type: 'string', default: '0s' },
+  'healthz-bind-address': { type: 'string', default: '0.0.0.0:10256' },
+  'metrics-bind-address': { type: 'string', default: '127.0.0.1:10249' },
+  netns: { type: 'string' },
+  'external-interfaces': { type: 'string', default: 'eth*,ens*,enp*,eno*,bond*' },
+  'pod-interfaces': { type: 'string', default: 'veth*,lxc*,cali*,cni*' },
+  'node-port-addresses': { type: 'string', default: '' },
+  'socket-lb-host-only': { type: 'boolean', default: false },
+  'source-ranges-all-external': { type: 'boolean', default: false },
+  'ct-tcp-timeout': { type: 'string', default: '86400s' },
+  'ct-tcp-closing-timeout': { type: 'string', default: '10s' },
+  'ct-udp-timeout': { type: 'string', default: '30s' },
+  'ct-sweep-interval': { type: 'string', default: '10s' },
+  'log-level': { type: 'string' },
+  v: { type: 'string', short: 'v' },
+  help: { type: 'boolean', short: 'h' },
+} satisfies FlagTable;
+
 export function parseAgentArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): AgentConfig | 'help' {
   const { values } = parseArgs({
-    args: argv,
-    options: {
-      kubeconfig: { type: 'string' },
-      'node-name': { type: 'string' },
-      'cgroup-path': { type: 'string' },
-      bpffs: { type: 'string' },
-      'bpf-object': { type: 'string' },
-      'sync-period': { type: 'string', default: '30s' },
-      'min-sync-period': { type: 'string', default: '0s' },
-      'log-level': { type: 'string' },
-      v: { type: 'string', short: 'v' },
-      help: { type: 'boolean', short: 'h' },
-    },
+    args: expandConfigFile(argv, AGENT_FLAGS),
+    options: AGENT_FLAGS,
   });
   if (values.help) return 'help';
   let logLevel: LogLevel = 'info';
@@ -70,8 +149,14 @@ export function parseAgentArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     logLevel = values['log-level'] as LogLevel;
   }
   const nodeName = values['node-name'] ?? env.NODE_NAME ?? os.hostname();
+  const port = values['k8s-service-port'];
+  if (port !== undefined && !(/^\d+$/.test(port) && Number(port) >= 1 && Number(port) <= 65535)) {
+    throw new Error(`invalid --k8s-service-port "${port}" (a port number, 1-65535)`);
+  }
   return {
     kubeconfig: values.kubeconfig ?? env.KUBECONFIG,
+    k8sServiceHost: values['k8s-service-host'] || undefined,
+    k8sServicePort: port === undefined ? undefined : Number(port),
     nodeName,
     cgroupPath: values['cgroup-path'] ?? findCgroup2Mount(),
     bpffsDir: values.bpffs ?? DEFAULT_BPFFS_DIR,
@@ -79,5 +164,17 @@ export function parseAgentArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     logLevel,
     syncPeriodMs: parseDuration(values['sync-period']!),
     minSyncPeriodMs: parseDuration(values['min-sync-period']!),
+    healthzBindAddress: checkedBind(values['healthz-bind-address']!, '--healthz-bind-address'),
+    metricsBindAddress: checkedBind(values['metrics-bind-address']!, '--metrics-bind-address'),
+    netns: values.netns || undefined,
+    externalInterfaces: list(values['external-interfaces']),
+    podInterfaces: list(values['pod-interfaces']),
+    nodePortAddresses: list(values['node-port-addresses']),
+    socketLbHostOnly: values['socket-lb-host-only'] ?? false,
+    sourceRangesAllExternal: values['source-ranges-all-external'] ?? false,
+    ctTcpTimeoutS: seconds(values['ct-tcp-timeout']!),
+    ctTcpClosingTimeoutS: seconds(values['ct-tcp-closing-timeout']!),
+    ctUdpTimeoutS: seconds(values['ct-udp-timeout']!),
+    ctSweepIntervalMs: parseDuration(values['ct-sweep-interval']!),
   };
 }

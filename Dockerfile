@@ -1,0 +1,37 @@
+# kpr image: the agent (bin/kpr-agent) and the CLI (bin/kpr).
+#
+# The build stage runs exactly what CI runs: `make build` (Debian packages,
+# npm ci, the BPF objects, the TypeScript). Building the BPF objects reads the
+# kernel's BTF (/sys/kernel/btf/vmlinux → build/vmlinux.h), which a BuildKit
+# build sees from the build host; the objects are CO-RE and load on any kernel
+# with BTF.
+#
+# Base: Node 22 LTS on Debian bookworm (libbpf1 1.1), pinned by version tag.
+FROM node:22.23.3-bookworm-slim AS build
+WORKDIR /src
+COPY package.json package-lock.json Makefile tsconfig.json ./
+COPY agent ./agent
+COPY native ./native
+COPY sandbox ./sandbox
+COPY bench ./bench
+COPY test ./test
+COPY bpf ./bpf
+COPY bin ./bin
+RUN make build
+# Production dependencies only, for the runtime stage.
+RUN make deps-node-prod
+
+FROM node:22.23.3-bookworm-slim AS runtime
+# libbpf1: the agent loads libbpf.so.1 through koffi. iproute2, iptables,
+# nftables: `kpr cleanup-kube-proxy` (the agent itself never calls them).
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libbpf1 iproute2 iptables nftables \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /opt/kpr
+COPY --from=build /src/package.json ./package.json
+COPY --from=build /src/node_modules ./node_modules
+COPY --from=build /src/dist ./dist
+COPY --from=build /src/build/*.bpf.o ./build/
+COPY --from=build /src/bin ./bin
+ENV PATH=/opt/kpr/bin:$PATH
+ENTRYPOINT ["/opt/kpr/bin/kpr-agent"]

@@ -1,0 +1,104 @@
+/**
+ * `kpr cleanup`: removes everything kpr put on a node. Each kind of state has
+ * one step function, planned first and applied in order:
+ *
+ *  1. pinned links under <bpffs>/links: detached (the programs leave the
+ *     cgroup) and unpinned;
+ *     Programs attached through links of any kind (cgroup, tcx under
+ *     links/tc/) are covered by this step;
+ *  2. tc filters on interfaces installed without a link (netlink cls_bpf) —
+ *     kpr installs none today; adding them is one function here returning
+ *     its step;
+ *  3. every other pin under <bpffs> (maps, anything a later version pins):
+ *     unlinked, then the directories, deepest first, and <bpffs> itself.
+ *
+ * The agent must not be running (it would re-create its pins). Idempotent: a
+ * second run finds nothing.
+ */
+import { existsSync, lstatSync, readdirSync, rmdirSync, unlinkSync } from 'node:fs';
+import path from 'node:path';
+import { detachPinnedLink, isBpffs } from '../../native/index.js';
+import { linkPinDir } from '../datapath/pins.js';
+import type { CleanupItem, CleanupStep } from './types.js';
+
+/** Every file and directory below `dir` (files first per directory, then the directory), deepest first. */
+function walk(dir: string): { files: string[]; dirs: string[] } {
+  const files: string[] = [];
+  const dirs: string[] = [];
+  const visit = (d: string) => {
+    for (const e of readdirSync(d)) {
+      const p = path.join(d, e);
+      if (lstatSync(p).isDirectory()) visit(p);
+      else files.push(p);
+    }
+    dirs.push(d);
+  };
+  if (existsSync(dir)) visit(dir);
+  return { files, dirs };
+}
+
+function linksStep(bpffsDir: string): CleanupStep {
+  const links = walk(linkPinDir(bpffsDir)).files;
+  return {
+    name: 'bpf links',
+    items: links.map((p) => ({ kind: 'bpf-link', what: p })),
+    apply: () => {
+      for (const p of links) {
+        try {
+          detachPinnedLink(p);
+        } catch (err) {
+          // Not a link after all (or already defunct): still remove the pin.
+          if (existsSync(p)) unlinkSync(p);
+          if (!/not a bpf link/.test((err as Error).message)) throw err;
+        }
+      }
+    },
+  };
+}
+
+/**
+ * tc filters kpr installed on interfaces without a bpf link. None exist: kpr's
+ * tc programs attach through pinned tcx links (step 1). A netlink-attached
+ * filter would be listed here (by kpr's handle/priority) and removed in apply.
+ */
+function tcFiltersStep(): CleanupStep {
+  return { name: 'tc filters', items: [], apply: () => undefined };
+}
+
+function pinsStep(bpffsDir: string): CleanupStep {
+  const { files, dirs } = walk(bpffsDir);
+  const links = new Set(walk(linkPinDir(bpffsDir)).files);
+  const pins = files.filter((f) => !links.has(f));
+  const items: CleanupItem[] = [
+    ...pins.map((p) => ({ kind: p.startsWith(path.join(bpffsDir, 'maps') + path.sep) ? 'bpf-map' : 'bpf-pin', what: p })),
+    ...dirs.map((d) => ({ kind: 'directory', what: d })),
+  ];
+  return {
+    name: 'bpffs pins',
+    items,
+    apply: () => {
+      for (const p of pins) if (existsSync(p)) unlinkSync(p);
+      for (const d of dirs) if (existsSync(d)) rmdirSync(d);
+    },
+  };
+}
+
+/**
+ * Refuses anything but a directory inside a bpf filesystem (never its mount
+ * root, which holds other programs' pins too): this walks and unlinks.
+ */
+export function checkBpffsDir(bpffsDir: string): string {
+  const abs = path.resolve(bpffsDir);
+  if (!existsSync(abs)) return abs;
+  if (!lstatSync(abs).isDirectory()) throw new Error(`${abs} is not a directory`);
+  if (!isBpffs(abs)) throw new Error(`${abs} is not on a bpf filesystem; refusing to remove anything there`);
+  if (abs === path.dirname(abs) || !isBpffs(path.dirname(abs))) {
+    throw new Error(`${abs} is the root of a bpf filesystem, which holds other programs' pins too; pass kpr's own directory (e.g. /sys/fs/bpf/kpr)`);
+  }
+  return abs;
+}
+
+export function kprCleanupSteps(bpffsDir: string): CleanupStep[] {
+  bpffsDir = checkBpffsDir(bpffsDir);
+  return [linksStep(bpffsDir), tcFiltersStep(), pinsStep(bpffsDir)];
+}

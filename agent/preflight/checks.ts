@@ -1,0 +1,259 @@
+/**
+ * `kpr preflight`: does this node have what kpr needs? Each check reads one
+ * fact from the node and says what is missing and how to get it. Required
+ * checks failing make the command exit non-zero; advisory ones (features a
+ * newer kernel adds) only warn.
+ */
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { BpfObject, DEFAULT_BPFFS_ROOT, isBpffs, setLibbpfLogger } from '../../native/index.js';
+import { libbpf } from '../../native/libbpf.js';
+import { findCgroup2Mount } from '../cgroup.js';
+
+export type Severity = 'required' | 'advisory';
+
+export interface CheckResult {
+  name: string;
+  ok: boolean;
+  severity: Severity;
+  /** What was found. */
+  detail: string;
+  /** When not ok: what to do about it. */
+  fix?: string;
+}
+
+export interface PreflightOptions {
+  bpffsDir: string;
+  /** Explicit cgroup (as the agent's --cgroup-path); default: the cgroup2 mount. */
+  cgroupPath?: string;
+  bpfObject: string;
+  /** Facts, injectable for tests. */
+  procRoot?: string;
+  kernelRelease?: string;
+  btfPath?: string;
+}
+
+export interface PreflightReport {
+  ok: boolean;
+  facts: {
+    kernelRelease: string;
+    btf: boolean;
+    cgroup2Mount: string | null;
+    cgroupPath: string | null;
+    bpffsRoot: string;
+    bpffsMounted: boolean;
+    uid: number;
+    capabilities: string[];
+    bpfObject: string;
+  };
+  checks: CheckResult[];
+}
+
+export const MIN_KERNEL: [number, number] = [5, 10];
+export const UDP_TERMINATION_KERNEL: [number, number] = [6, 5];
+
+/** "6.1.0-18-amd64" → [6, 1]. */
+export function kernelVersion(release: string): [number, number] | undefined {
+  const m = /^(\d+)\.(\d+)/.exec(release);
+  return m ? [Number(m[1]), Number(m[2])] : undefined;
+}
+
+function atLeast(v: [number, number], min: [number, number]): boolean {
+  return v[0] > min[0] || (v[0] === min[0] && v[1] >= min[1]);
+}
+
+/** Capability numbers (linux/capability.h) kpr cares about. */
+export const CAPS = { CAP_NET_ADMIN: 12, CAP_SYS_ADMIN: 21, CAP_SYS_RESOURCE: 24, CAP_PERFMON: 38, CAP_BPF: 39 } as const;
+
+/** The effective capability names of this process, from /proc/self/status CapEff. */
+export function effectiveCapabilities(status: string): string[] {
+  const m = /^CapEff:\s*([0-9a-fA-F]+)$/m.exec(status);
+  if (!m) return [];
+  const mask = BigInt('0x' + m[1]);
+  return Object.entries(CAPS)
+    .filter(([, bit]) => (mask >> BigInt(bit)) & 1n)
+    .map(([name]) => name);
+}
+
+/** The filesystem type of the mount holding `p` (longest mount-point prefix in /proc/mounts). */
+export function mountTypeOf(p: string, mounts: string): { mountPoint: string; fsType: string } | undefined {
+  let best: { mountPoint: string; fsType: string } | undefined;
+  const abs = path.resolve(p);
+  for (const line of mounts.split('\n')) {
+    const [, mp, fsType] = line.split(' ');
+    if (!mp || !fsType) continue;
+    const mountPoint = mp.replace(/\\040/g, ' ');
+    const inside = abs === mountPoint || abs.startsWith(mountPoint === '/' ? '/' : mountPoint + '/');
+    if (inside && (!best || mountPoint.length >= best.mountPoint.length)) best = { mountPoint, fsType };
+  }
+  return best;
+}
+
+export function runPreflight(opts: PreflightOptions): PreflightReport {
+  const procRoot = opts.procRoot ?? '/proc';
+  const release = opts.kernelRelease ?? os.release();
+  const mounts = readFileSync(path.join(procRoot, 'mounts'), 'utf8');
+  const checks: CheckResult[] = [];
+  const add = (c: CheckResult) => checks.push(c);
+
+  // Kernel version.
+  const kv = kernelVersion(release);
+  add({
+    name: 'kernel',
+    severity: 'required',
+    ok: kv !== undefined && atLeast(kv, MIN_KERNEL),
+    detail: `running ${release}; kpr's cgroup socket hooks, bpf_link attachments and batch map operations need ${MIN_KERNEL.join('.')} or newer`,
+    fix: `upgrade the node's kernel to ${MIN_KERNEL.join('.')}+`,
+  });
+  add({
+    name: 'kernel-udp-termination',
+    severity: 'advisory',
+    ok: kv !== undefined && atLeast(kv, UDP_TERMINATION_KERNEL),
+    detail: `destroying UDP sockets connected to a removed backend (bpf_sock_destroy) needs ${UDP_TERMINATION_KERNEL.join('.')}+; running ${release}`,
+    fix: `without it, connected UDP clients of a removed backend keep sending to it until they reconnect; upgrade to ${UDP_TERMINATION_KERNEL.join('.')}+`,
+  });
+
+  // BTF.
+  const btfPath = opts.btfPath ?? '/sys/kernel/btf/vmlinux';
+  const btf = existsSync(btfPath);
+  add({
+    name: 'btf',
+    severity: 'required',
+    ok: btf,
+    detail: btf ? `${btfPath} present` : `${btfPath} missing`,
+    fix: 'use a kernel built with CONFIG_DEBUG_INFO_BTF=y (most distribution kernels are)',
+  });
+
+  // cgroup v2.
+  let cgroup2Mount: string | null = null;
+  try {
+    cgroup2Mount = findCgroup2Mount(mounts);
+  } catch {
+    /* reported below */
+  }
+  const cgroupPath = opts.cgroupPath ?? cgroup2Mount;
+  if (!cgroupPath) {
+    add({ name: 'cgroup2', severity: 'required', ok: false, detail: 'no cgroup2 filesystem in /proc/mounts', fix: 'boot with cgroup v2 (systemd.unified_cgroup_hierarchy=1) or mount it: mount -t cgroup2 none /sys/fs/cgroup' });
+  } else {
+    const mt = mountTypeOf(cgroupPath, mounts);
+    const isDir = existsSync(cgroupPath) && statSync(cgroupPath).isDirectory();
+    const ok = isDir && mt?.fsType === 'cgroup2';
+    add({
+      name: 'cgroup2',
+      severity: 'required',
+      ok,
+      detail: !isDir
+        ? `cgroup path ${cgroupPath} does not exist`
+        : `cgroup path ${cgroupPath} is on ${mt ? `${mt.fsType} (mounted at ${mt.mountPoint})` : 'an unknown filesystem'}${cgroup2Mount ? `; cgroup2 is mounted at ${cgroup2Mount}` : ''}`,
+      fix: cgroup2Mount ? `pass --cgroup-path inside the cgroup2 mount ${cgroup2Mount}` : 'mount cgroup v2 (mount -t cgroup2 none /sys/fs/cgroup)',
+    });
+  }
+
+  // Capabilities.
+  const caps = effectiveCapabilities(readFileSync(path.join(procRoot, 'self', 'status'), 'utf8'));
+  const uid = process.getuid?.() ?? -1;
+  const missing = ['CAP_BPF', 'CAP_NET_ADMIN', 'CAP_SYS_ADMIN'].filter((c) => !caps.includes(c));
+  add({
+    name: 'capabilities',
+    severity: 'required',
+    ok: missing.length === 0,
+    detail: missing.length === 0 ? `uid ${uid}; effective: ${caps.join(', ')}` : `uid ${uid}; missing ${missing.join(', ')} (effective: ${caps.join(', ') || 'none'})`,
+    fix: 'run as root, or with CAP_BPF (load programs, create maps), CAP_NET_ADMIN (cgroup socket programs) and CAP_SYS_ADMIN (cgroup attach, mounting bpffs)',
+  });
+
+  // bpffs.
+  const bpffsRoot = DEFAULT_BPFFS_ROOT;
+  const dir = path.resolve(opts.bpffsDir);
+  let bpffsMounted = false;
+  try {
+    bpffsMounted = existsSync(bpffsRoot) && isBpffs(bpffsRoot);
+  } catch {
+    /* reported below */
+  }
+  const inside = dir.startsWith(bpffsRoot + '/');
+  const bpfKnown = /\tbpf$/m.test(readFileSync(path.join(procRoot, 'filesystems'), 'utf8'));
+  const mountable = !bpffsMounted && bpfKnown && caps.includes('CAP_SYS_ADMIN');
+  add({
+    name: 'bpffs',
+    severity: 'required',
+    ok: inside && (bpffsMounted || mountable),
+    detail: !inside
+      ? `--bpffs ${dir} is not inside the BPF filesystem ${bpffsRoot}`
+      : bpffsMounted
+        ? `${bpffsRoot} is a mounted bpf filesystem; kpr pins under ${dir}`
+        : mountable
+          ? `${bpffsRoot} is not mounted; the agent mounts it (bpf is in /proc/filesystems)`
+          : `${bpffsRoot} is not a bpf filesystem and cannot be mounted here (${bpfKnown ? 'no CAP_SYS_ADMIN' : 'bpf missing from /proc/filesystems'})`,
+    fix: `mount it (mount -t bpf bpf ${bpffsRoot}); in a pod, mount the host's ${bpffsRoot} with Bidirectional propagation; keep --bpffs below ${bpffsRoot}`,
+  });
+
+  // libbpf.
+  let libbpfOk = false;
+  let libbpfDetail = '';
+  try {
+    libbpf();
+    libbpfOk = true;
+    libbpfDetail = 'libbpf.so.1 loaded';
+  } catch (err) {
+    libbpfDetail = `libbpf.so.1 not loadable: ${(err as Error).message.split('\n')[0]}`;
+  }
+  add({ name: 'libbpf', severity: 'required', ok: libbpfOk, detail: libbpfDetail, fix: 'install libbpf 1.x (Debian/Ubuntu: apt-get install libbpf1)' });
+
+  // A trial load of the datapath object: open, load, close — nothing attached or pinned.
+  const objExists = existsSync(opts.bpfObject);
+  let loadDetail: string;
+  let loadOk = false;
+  if (!objExists) {
+    loadDetail = `${opts.bpfObject} not found`;
+  } else if (!libbpfOk || missing.length > 0) {
+    loadDetail = `${opts.bpfObject} present; trial load skipped (${!libbpfOk ? 'libbpf' : 'capabilities'} missing, see above)`;
+  } else {
+    const warnings: string[] = [];
+    setLibbpfLogger((level, msg) => {
+      if (level === 'warn') warnings.push(msg.trim());
+    });
+    try {
+      const obj = BpfObject.open(opts.bpfObject);
+      try {
+        obj.load();
+        loadDetail = `${opts.bpfObject}: ${obj.programNames().length} programs and ${obj.mapNames().length} maps load (then closed; nothing attached)`;
+        loadOk = true;
+      } finally {
+        obj.close();
+      }
+    } catch (err) {
+      loadDetail = `${opts.bpfObject} does not load: ${(err as Error).message.split('\n')[0]}${warnings.length ? ` (libbpf: ${warnings.slice(-3).join(' | ')})` : ''}`;
+    } finally {
+      setLibbpfLogger(null);
+    }
+  }
+  add({ name: 'bpf-object', severity: 'required', ok: loadOk, detail: loadDetail, fix: 'build it (make bpf) or pass --bpf-object; a verifier error means this kernel lacks a feature kpr uses' });
+
+  for (const c of checks) if (c.ok) delete c.fix;
+  return {
+    ok: checks.every((c) => c.ok || c.severity === 'advisory'),
+    facts: {
+      kernelRelease: release,
+      btf,
+      cgroup2Mount,
+      cgroupPath,
+      bpffsRoot,
+      bpffsMounted,
+      uid,
+      capabilities: caps,
+      bpfObject: opts.bpfObject,
+    },
+    checks,
+  };
+}
+
+export function formatPreflight(report: PreflightReport): string {
+  const lines = report.checks.map((c) => {
+    const mark = c.ok ? 'ok  ' : c.severity === 'required' ? 'FAIL' : 'warn';
+    return `${mark}  ${c.name.padEnd(24)} ${c.detail}${c.fix ? `\n      → ${c.fix}` : ''}`;
+  });
+  const failed = report.checks.filter((c) => !c.ok && c.severity === 'required').map((c) => c.name);
+  lines.push(report.ok ? 'preflight: this node can run kpr' : `preflight: missing: ${failed.join(', ')}`);
+  return lines.join('\n') + '\n';
+}
