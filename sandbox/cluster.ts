@@ -10,7 +10,7 @@ import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startApiServer, type ApiServer } from './apiserver.js';
-import { Sandbox } from './netns.js';
+import { Sandbox, nsPath } from './netns.js';
 import { addPod, createNode, runClient, startClient, type ClientMode, type ClientRun, type NodeTopology } from './topology.js';
 import { agentBin } from './repo.js';
 import type { ClientReport } from './client.js';
@@ -60,7 +60,22 @@ export class BoxCluster {
     const child = this.sandbox.track(
       spawn(
         agentBin,
-        ['--kubeconfig', this.kubeconfig, '--node-name', NODE_NAME, '--cgroup-path', this.sandbox.cgroupPath, '--bpffs', this.sandbox.bpffsDir, ...extraArgs],
+        [
+          '--kubeconfig', this.kubeconfig,
+          '--node-name', NODE_NAME,
+          '--cgroup-path', this.sandbox.cgroupPath,
+          '--bpffs', this.sandbox.bpffsDir,
+          // The agent runs in the root namespace: its node is the sandbox's node namespace, and
+          // it must never attach tc to an interface of the root namespace (whose eth0 matches the
+          // default patterns). Only the sandbox's pod-facing veths are named.
+          '--netns', nsPath(this.topo.nodeNs),
+          '--external-interfaces', '',
+          '--pod-interfaces', 'v*',
+          // Loopback, any free port: several sandboxes may run at once. Tests that need them pass their own.
+          '--healthz-bind-address', '127.0.0.1:0',
+          '--metrics-bind-address', '127.0.0.1:0',
+          ...extraArgs,
+        ],
         { stdio: ['ignore', 'ignore', 'pipe'] },
       ),
     );
