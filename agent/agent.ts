@@ -12,6 +12,9 @@ import { loadKubeConfig } from './k8s/kubeconfig.js';
 import { apiServerViaServiceIp, K8S_SERVICE_HOST_MESSAGE } from './preflight/api-server-route.js';
 import type { Logger } from './log.js';
 import { BpfDatapathMaps } from './maps/bpf-datapath-maps.js';
+import { IPPROTO } from './maps/layout.js';
+import { UdpTerminator } from './datapath/udp-terminator.js';
+import { ServiceHealthServers } from './service-health/servers.js';
 import { Observability } from './metrics/observability.js';
 import { Reconciler } from './reconcile/reconciler.js';
 import { SyncLoop, type SyncReport } from './sync-loop.js';
@@ -26,6 +29,7 @@ export class Agent {
   private loop: SyncLoop | undefined;
   private obs: Observability | undefined;
   private nodeDatapath: NodeDatapath | undefined;
+  private serviceHealth: ServiceHealthServers | undefined;
 
   constructor(
     private readonly cfg: AgentConfig,
@@ -44,7 +48,16 @@ export class Agent {
     obs.start();
 
     this.datapath = loadDatapath(cfg, log);
-    const reconciler = new Reconciler(obs.instrument(new BpfDatapathMaps(this.datapath.maps.svc, this.datapath.maps.backend)), log.child({ source: 'reconciler' }));
+    const dp = this.datapath;
+    // healthCheckNodePort servers (eTP=Local LoadBalancers), in the node's namespace, healthy as the proxy is.
+    this.serviceHealth = new ServiceHealthServers({ netns: cfg.netns, proxyHealthy: () => obs.health.health().healthy, log: log.child({ source: 'service-health' }) });
+    const udpTerminator = dp.udpIterator ? new UdpTerminator(dp.udpIterator, dp.maps.term, log.child({ source: 'udp-terminator' })) : undefined;
+    const maps = new BpfDatapathMaps(
+      { svc: dp.maps.svc, backend: dp.maps.backend, vip: dp.maps.vip, affinityMatch: dp.maps.affinityMatch, svcMeta: dp.maps.svcMeta, srcRange: dp.maps.srcRange },
+      // Connected UDP sockets still pointing at a backend that left are destroyed so their owners reconnect.
+      { backendsDeleted: (gone) => udpTerminator?.terminate(gone.filter((b) => b.proto === IPPROTO.UDP)) },
+    );
+    const reconciler = new Reconciler(obs.instrument(maps), log.child({ source: 'reconciler' }));
     obs.adopted(reconciler.adopt());
 
     const kc = loadKubeConfig({ kubeconfig: cfg.kubeconfig, serviceHost: cfg.k8sServiceHost, servicePort: cfg.k8sServicePort });
@@ -55,7 +68,11 @@ export class Agent {
       nodeName: cfg.nodeName,
       syncPeriodMs: cfg.syncPeriodMs,
       minSyncPeriodMs: cfg.minSyncPeriodMs,
+      plan: { nodePortAddresses: cfg.nodePortAddresses, sourceRangesForAllExternal: cfg.sourceRangesAllExternal },
       log,
+      onHealthChecks: (targets) => {
+        this.serviceHealth?.sync(targets).catch((err) => log.warn('service health check servers', { error: (err as Error).message }));
+      },
       onSync: (r) => {
         obs.synced(r);
         this.hooks.onSync?.(r);
@@ -94,6 +111,7 @@ export class Agent {
   async stop(): Promise<void> {
     this.loop?.stop();
     this.nodeDatapath?.stop();
+    await this.serviceHealth?.close();
     await this.watch?.stop();
     await this.obs?.stop();
     this.datapath?.close();

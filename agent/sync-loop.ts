@@ -5,7 +5,7 @@
  * repairs drift; a failed sync is retried with backoff.
  */
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
-import { planService, type PlanFrontend, type SkippedObject } from './plan/index.js';
+import { planService, type PlanContext, type PlanFrontend, type ServiceHealthCheck, type SkippedObject } from './plan/index.js';
 import type { Reconciler, SyncResult } from './reconcile/reconciler.js';
 import type { Logger } from './log.js';
 
@@ -19,9 +19,13 @@ export interface ClusterSource {
 
 export interface SyncLoopOptions {
   nodeName: string;
+  /** Planner settings beyond the node (nodePortAddresses, sourceRangesForAllExternal). */
+  plan?: Omit<PlanContext, 'nodeName' | 'node'>;
   syncPeriodMs: number;
   minSyncPeriodMs: number;
   log: Logger;
+  /** Called after every successful sync with every Service that needs a healthCheckNodePort server. */
+  onHealthChecks?: (targets: Array<{ service: string; port: number; localEndpoints: number }>) => void;
   /** Called after every sync attempt, for metrics and health. */
   onSync?: (report: SyncReport) => void;
   now?: () => number;
@@ -58,6 +62,8 @@ export class SyncLoop {
   private stopped = false;
   /** Last reported skip reasons per service, so each is logged once per change. */
   private readonly reportedSkips = new Map<string, string>();
+  /** healthCheckNodePort and local endpoint count per Service that has one. */
+  private readonly healthChecks = new Map<string, ServiceHealthCheck>();
   private readonly now: () => number;
 
   constructor(
@@ -114,10 +120,13 @@ export class SyncLoop {
     const svc = this.src.service(ns, name);
     if (!svc) {
       this.reportSkips(key, []);
+      this.healthChecks.delete(key);
       return [];
     }
-    const plan = planService(svc, this.src.endpointSlicesFor(ns, name), { nodeName: this.opts.nodeName, node: this.src.node() });
+    const plan = planService(svc, this.src.endpointSlicesFor(ns, name), { ...this.opts.plan, nodeName: this.opts.nodeName, node: this.src.node() });
     this.reportSkips(key, plan.skipped);
+    if (plan.healthCheck) this.healthChecks.set(key, plan.healthCheck);
+    else this.healthChecks.delete(key);
     return plan.frontends;
   }
 
@@ -175,6 +184,7 @@ export class SyncLoop {
     };
     if (result.ok) {
       this.retryMs = RETRY_MIN_MS;
+      this.opts.onHealthChecks?.([...this.healthChecks].map(([service, h]) => ({ service, port: h.nodePort, localEndpoints: h.localReadyEndpoints })));
       if (report.trigger !== 'initial') this.opts.log.info('sync', fields);
     } else {
       // Keep the work: the same services (or everything) are retried.

@@ -32,19 +32,33 @@ export function agentAvailable(): boolean {
   return existsSync(path.join(repoRoot, 'dist', 'agent', 'main.js'));
 }
 
-export async function startApi(services: KpService[]): Promise<BenchApiServer> {
+/** `nodeObj` and `toObjects` default to the ClusterIP scenario's Node and objects. */
+export async function startApi(
+  services: KpService[],
+  nodeObj: KubeObj = nodeObject(),
+  toObjects: (svc: KpService) => KubeObj[] = (svc) => [serviceObject(svc), endpointSliceObject(svc)],
+): Promise<BenchApiServer> {
   const mod = (await import('../sandbox/apiserver.js')) as unknown as {
     startApiServer(opts: Record<string, unknown>): Promise<BenchApiServer>;
   };
   // Watch history must outlive a burst of changes; the changes are sequential anyway.
   const api = await mod.startApiServer({ serviceCIDR: '198.19.0.0/16', historyLimit: 5000, bookmarkIntervalMs: 0 });
-  api.create(nodeObject());
-  for (const svc of services) {
-    api.create(serviceObject(svc));
-    api.create(endpointSliceObject(svc));
-  }
+  api.create(nodeObj);
+  for (const svc of services) for (const obj of toObjects(svc)) api.create(obj);
   return api;
 }
+
+export interface AgentOptions {
+  /** Default: the sandbox's cgroup. */
+  cgroupPath?: string;
+  /** Default: the sandbox's bpffs directory. */
+  bpffsDir?: string;
+  /** More agent flags (e.g. --netns, --external-interfaces). */
+  extraArgs?: string[];
+}
+
+/** Parsed log records kept for waitLog() (beyond that, only the newest are kept). */
+const KEEP_RECORDS = 10_000;
 
 /** A running agent and a feed of its parsed log lines. */
 export class Agent {
@@ -52,11 +66,27 @@ export class Agent {
   readonly started = process.hrtime.bigint();
   private readonly waiters = new Set<{ pred: (r: LogRecord) => boolean; resolve: (r: LogRecord) => void }>();
   private tail: string[] = [];
+  /** Every parsed log record so far (bounded), for waits on lines that may already have passed. */
+  readonly records: LogRecord[] = [];
   private exited: string | undefined;
   private buf = '';
 
-  constructor(sandbox: Sandbox, kubeconfig: string, logLevel: string) {
-    const args = ['--kubeconfig', kubeconfig, '--node-name', NODE_NAME, '--cgroup-path', sandbox.cgroupPath, '--bpffs', sandbox.bpffsDir, '--log-level', logLevel];
+  constructor(sandbox: Sandbox, kubeconfig: string, logLevel: string, opts: AgentOptions = {}) {
+    const args = [
+      '--kubeconfig', kubeconfig,
+      '--node-name', NODE_NAME,
+      '--cgroup-path', opts.cgroupPath ?? sandbox.cgroupPath,
+      '--bpffs', opts.bpffsDir ?? sandbox.bpffsDir,
+      // The control-plane run measures map programming only: attach tc nowhere (the agent runs in
+      // the root namespace, whose eth0 would match the default interface patterns).
+      '--external-interfaces', '',
+      '--pod-interfaces', '',
+      '--log-level', logLevel,
+      // No listeners in the host namespace: the agent runs there, and other agents may hold the default ports.
+      '--healthz-bind-address', '',
+      '--metrics-bind-address', '',
+      ...(opts.extraArgs ?? []),
+    ];
     // The agent runs in the host namespace (it talks to the API server on 127.0.0.1);
     // its hooks attach only to the sandbox's cgroup.
     this.child = sandbox.track(spawn(benchAgentBin, args, { stdio: ['ignore', 'ignore', 'pipe'] }));
@@ -85,6 +115,8 @@ export class Agent {
       } catch {
         continue;
       }
+      this.records.push(rec);
+      if (this.records.length > KEEP_RECORDS) this.records.splice(0, this.records.length - KEEP_RECORDS);
       for (const w of [...this.waiters]) {
         if (w.pred(rec)) {
           this.waiters.delete(w);
@@ -117,6 +149,12 @@ export class Agent {
     });
   }
 
+  /** Like next(), but an already logged matching record counts too. */
+  waitLog(pred: (r: LogRecord) => boolean, timeoutMs: number, what: string): Promise<LogRecord> {
+    const seen = this.records.find(pred);
+    return seen ? Promise.resolve(seen) : this.next(pred, timeoutMs, what);
+  }
+
   rssKiB(): number {
     const m = /VmRSS:\s+(\d+)\s+kB/.exec(readFileSync(`/proc/${this.pid}/status`, 'utf8'));
     return m ? Number(m[1]) : NaN;
@@ -145,11 +183,11 @@ export interface InitialSync {
   rssKiB: number;
 }
 
-export async function startAgent(sandbox: Sandbox, api: BenchApiServer, logLevel: string, timeoutMs: number): Promise<{ agent: Agent; initial: InitialSync }> {
+export async function startAgent(sandbox: Sandbox, api: BenchApiServer, logLevel: string, timeoutMs: number, opts: AgentOptions = {}): Promise<{ agent: Agent; initial: InitialSync }> {
   const dir = sandbox.own(mkdtempSync(path.join(os.tmpdir(), `${sandbox.runId}-kc-`)));
   const kubeconfig = await api.writeKubeconfig(path.join(dir, 'kubeconfig'));
-  const agent = new Agent(sandbox, kubeconfig, logLevel);
-  const rec = await agent.next((r) => r.msg === 'initial sync complete', timeoutMs, 'waiting for the agent\'s initial sync');
+  const agent = new Agent(sandbox, kubeconfig, logLevel, opts);
+  const rec = await agent.waitLog((r) => r.msg === 'initial sync complete', timeoutMs, 'waiting for the agent\'s initial sync');
   const spawnToSyncedMs = Number(process.hrtime.bigint() - agent.started) / 1e6;
   return {
     agent,

@@ -7,6 +7,9 @@
  *   client.js udp   --target IP:PORT --count N [--connected]
  *   client.js loop  --target IP:PORT --duration-ms D
  *   client.js once  --target IP:PORT
+ *   client.js udploop --target IP:PORT --duration-ms D [--interval-ms I]  (one connected UDP socket, reconnecting on error)
+ *   client.js get   --target IP:PORT [--path /p]   (one HTTP/1.0 GET; status, headers and body in `responses`)
+ * --bind IP binds the client socket to a source address first.
  */
 import net from 'node:net';
 import dgram from 'node:dgram';
@@ -23,6 +26,8 @@ export interface ClientReport {
   seenAs: Record<string, number>;
   elapsedMs: number;
   latenciesUs?: number[];
+  /** `get` mode: what the server answered. */
+  responses?: Array<{ status: number; headers: Record<string, string>; body: string }>;
 }
 
 function emptyReport(): ClientReport {
@@ -35,19 +40,20 @@ function bump(rec: Record<string, number>, key: string): void {
 
 function splitTarget(target: string): { host: string; port: number } {
   const i = target.lastIndexOf(':');
-  return { host: target.slice(0, i), port: Number(target.slice(i + 1)) };
+  // "[2001:db8::1]:80" and "[::ffff:198.19.0.10]:80" carry IPv6 hosts in brackets.
+  return { host: target.slice(0, i).replace(/^\[(.*)\]$/, '$1'), port: Number(target.slice(i + 1)) };
 }
 
 /** One HTTP/1.0 request on a fresh connection; resolves with the body and the peer the app saw. */
-function httpOnce(host: string, port: number, timeoutMs: number): Promise<{ body: string; peer: string }> {
+function httpOnce(host: string, port: number, timeoutMs: number, path = '/'): Promise<{ body: string; peer: string; raw: string }> {
   return new Promise((resolve, reject) => {
-    const sock = net.connect({ host, port });
+    const sock = net.connect({ host, port, ...(bindAddress ? { localAddress: bindAddress } : {}) });
     let body = '';
     let peer = '';
     const timer = setTimeout(() => sock.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })), timeoutMs);
     sock.once('connect', () => {
       peer = `${sock.remoteAddress}:${sock.remotePort}`;
-      sock.write('GET / HTTP/1.0\r\n\r\n');
+      sock.write(`GET ${path} HTTP/1.0\r\n\r\n`);
     });
     sock.setEncoding('utf8');
     sock.on('data', (d) => (body += d));
@@ -57,9 +63,39 @@ function httpOnce(host: string, port: number, timeoutMs: number): Promise<{ body
     });
     sock.once('close', (hadError) => {
       clearTimeout(timer);
-      if (!hadError) resolve({ body: body.slice(body.indexOf('\r\n\r\n') + 4), peer });
+      if (!hadError) resolve({ body: body.slice(body.indexOf('\r\n\r\n') + 4), peer, raw: body });
     });
   });
+}
+
+/** Source address for client sockets (--bind); undefined = the kernel's choice. */
+let bindAddress: string | undefined;
+
+/** Splits a raw HTTP/1.x response into status, lower-cased headers and body. */
+function parseResponse(raw: string): { status: number; headers: Record<string, string>; body: string } {
+  const end = raw.indexOf('\r\n\r\n');
+  const head = (end < 0 ? raw : raw.slice(0, end)).split('\r\n');
+  const status = Number(/^HTTP\/\d\.\d (\d{3})/.exec(head[0] ?? '')?.[1] ?? 0);
+  const headers: Record<string, string> = {};
+  for (const line of head.slice(1)) {
+    const i = line.indexOf(':');
+    if (i > 0) headers[line.slice(0, i).trim().toLowerCase()] = line.slice(i + 1).trim();
+  }
+  return { status, headers, body: end < 0 ? '' : raw.slice(end + 4) };
+}
+
+async function runGet(target: string, path: string, timeoutMs: number): Promise<ClientReport> {
+  const { host, port } = splitTarget(target);
+  const rep = emptyReport();
+  try {
+    const { raw, peer } = await httpOnce(host, port, timeoutMs, path);
+    rep.ok++;
+    bump(rep.peers, peer);
+    rep.responses = [parseResponse(raw)];
+  } catch (err) {
+    fail(rep, err);
+  }
+  return rep;
 }
 
 function record(rep: ClientReport, body: string, peer: string): void {
@@ -93,8 +129,9 @@ async function runUdp(target: string, count: number, connected: boolean, timeout
   const { host, port } = splitTarget(target);
   const rep = emptyReport();
   for (let i = 0; i < count; i++) {
-    const sock = dgram.createSocket('udp4');
+    const sock = dgram.createSocket(net.isIPv6(host) ? 'udp6' : 'udp4');
     try {
+      if (bindAddress) await new Promise<void>((resolve) => sock.bind({ address: bindAddress, port: 0 }, resolve));
       const reply = await new Promise<{ body: string; peer: string }>((resolve, reject) => {
         const timer = setTimeout(() => reject(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })), timeoutMs);
         sock.once('message', (msg, rinfo) => {
@@ -140,6 +177,56 @@ async function runLoop(target: string, durationMs: number, timeoutMs: number): P
   return rep;
 }
 
+/**
+ * A long-lived connected UDP client, as a DNS resolver is: one socket,
+ * connected once, a request every interval. If the socket fails (kpr
+ * destroys sockets whose backend left) it reconnects, as resolvers do.
+ * `timeline` records which pod answered, in order, and `errors` the failures.
+ */
+async function runUdpLoop(target: string, durationMs: number, intervalMs: number): Promise<ClientReport & { timeline: string[]; reconnects: number }> {
+  const { host, port } = splitTarget(target);
+  const rep = { ...emptyReport(), timeline: [] as string[], reconnects: 0 };
+  const end = Date.now() + durationMs;
+  let sock: dgram.Socket | undefined;
+  let pending: ((body: string | Error) => void) | undefined;
+  const open = () =>
+    new Promise<dgram.Socket>((resolve) => {
+      const s = dgram.createSocket(net.isIPv6(host) ? 'udp6' : 'udp4');
+      s.on('message', (msg) => pending?.(msg.toString()));
+      s.on('error', (err) => pending?.(err));
+      s.connect(port, host, () => resolve(s));
+    });
+  while (Date.now() < end) {
+    if (!sock) sock = await open();
+    const s = sock;
+    const answer = await new Promise<string | Error>((resolve) => {
+      const timer = setTimeout(() => resolve(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })), intervalMs * 4);
+      pending = (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      };
+      s.send('who', (err) => err && pending?.(err));
+    });
+    pending = undefined;
+    if (answer instanceof Error) {
+      fail(rep, answer);
+      if ((answer as NodeJS.ErrnoException).code !== 'ETIMEDOUT') {
+        s.close();
+        sock = undefined;
+        rep.reconnects++;
+      }
+    } else {
+      const [pod] = answer.trim().split(' ');
+      rep.ok++;
+      bump(rep.byPod, pod);
+      rep.timeline.push(pod);
+    }
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+  sock?.close();
+  return rep;
+}
+
 async function main(): Promise<void> {
   const { positionals, values } = parseArgs({
     allowPositionals: true,
@@ -148,13 +235,17 @@ async function main(): Promise<void> {
       count: { type: 'string', default: '1' },
       connected: { type: 'boolean', default: false },
       'duration-ms': { type: 'string', default: '1000' },
+      'interval-ms': { type: 'string', default: '50' },
       'timeout-ms': { type: 'string', default: '2000' },
+      path: { type: 'string', default: '/' },
+      bind: { type: 'string' },
     },
   });
   const mode = positionals[0];
   const target = values.target;
   if (!target) throw new Error('--target IP:PORT is required');
   const timeoutMs = Number(values['timeout-ms']);
+  bindAddress = values.bind;
   const started = process.hrtime.bigint();
   let rep: ClientReport;
   switch (mode) {
@@ -167,8 +258,14 @@ async function main(): Promise<void> {
     case 'loop':
       rep = await runLoop(target, Number(values['duration-ms']), timeoutMs);
       break;
+    case 'udploop':
+      rep = await runUdpLoop(target, Number(values['duration-ms']), Number(values['interval-ms']));
+      break;
     case 'once':
       rep = await runHttp(target, 1, timeoutMs);
+      break;
+    case 'get':
+      rep = await runGet(target, values.path!, timeoutMs);
       break;
     default:
       throw new Error(`unknown mode ${mode}`);

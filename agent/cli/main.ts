@@ -1,33 +1,33 @@
 /** Entry point of bin/kpr: inspect the pinned datapath without the agent. */
 import { parseArgs } from 'node:util';
 import { DEFAULT_BPFFS_DIR } from '../config.js';
-import { BpfDatapathMaps } from '../maps/bpf-datapath-maps.js';
-import { MAP_NAMES } from '../maps/layout.js';
-import { CliError, openPinnedMap } from './pinned-maps.js';
-import { formatServiceTable, joinServices } from './service-view.js';
+import { CliError } from './pinned-maps.js';
+import { mapDump, mapList, statsCommand, type Output } from './map-commands.js';
+import { serviceGet, serviceList } from './service-commands.js';
+import { CLEANUP_USAGE, cleanupCommand } from './cleanup.js';
+import { PREFLIGHT_USAGE, preflightCommand } from './preflight.js';
+import { PLAN_USAGE, planCommand } from './plan.js';
 
 const USAGE = `Usage: kpr <command> [flags]
 Commands:
-  service list            every frontend with its backends (ipvsadm -Ln style)
+  service list            every frontend with its names and backends (ipvsadm -Ln style)
+  service get NS/NAME     the frontends of one Service
+  map list                every pinned map: type, entries, capacity
+  map dump NAME           the decoded entries of a map (kpr_svc, kpr_backend, kpr_stats, ...)
+  stats                   datapath counters, summed over CPUs
+${PREFLIGHT_USAGE}
+${PLAN_USAGE}
+${CLEANUP_USAGE}
 Flags:
   --bpffs PATH            kpr's bpffs directory (default ${DEFAULT_BPFFS_DIR})
   -o, --output FORMAT     table (default) or json
   -h, --help`;
 
-function serviceList(bpffsDir: string, output: string): string {
-  const svcMap = openPinnedMap(bpffsDir, MAP_NAMES.svc);
-  const backendMap = openPinnedMap(bpffsDir, MAP_NAMES.backend);
-  try {
-    const maps = new BpfDatapathMaps(svcMap, backendMap);
-    const views = joinServices(maps.dumpServices(), maps.dumpBackends());
-    return output === 'json' ? JSON.stringify(views, null, 2) + '\n' : formatServiceTable(views);
-  } finally {
-    svcMap.close();
-    backendMap.close();
-  }
-}
-
 function run(argv: string[]): string {
+  // Node commands with flags of their own.
+  if (argv[0] === 'cleanup' || argv[0] === 'cleanup-kube-proxy') return cleanupCommand(argv[0], argv.slice(1));
+  if (argv[0] === 'preflight') return preflightCommand(argv.slice(1));
+  if (argv[0] === 'plan') return planCommand(argv.slice(1));
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -40,9 +40,18 @@ function run(argv: string[]): string {
   if (values.help || positionals.length === 0) return USAGE + '\n';
   if (!['table', 'json'].includes(values.output!)) throw new CliError(`unknown output format "${values.output}" (table or json)`);
   const command = positionals.join(' ');
+  const [verb, sub, arg] = positionals;
+  const bpffs = values.bpffs!;
+  const output = values.output as Output;
+  if (verb === 'service' && sub === 'get' && positionals.length <= 3) return serviceGet(bpffs, arg, output);
+  if (verb === 'map' && sub === 'dump' && positionals.length <= 3) return mapDump(bpffs, arg, output);
   switch (command) {
     case 'service list':
-      return serviceList(values.bpffs!, values.output!);
+      return serviceList(bpffs, output);
+    case 'map list':
+      return mapList(bpffs, output);
+    case 'stats':
+      return statsCommand(bpffs, output);
     default:
       throw new CliError(`unknown command "${command}"\n${USAGE}`);
   }

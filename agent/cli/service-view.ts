@@ -1,78 +1,210 @@
 /**
- * The joined view of the service and backend maps that `kpr service list`
- * prints: each frontend with its backends in slot order. Pure: it works on
- * decoded entries, whoever read them.
+ * The joined view of the service, backend and service-name maps that
+ * `kpr service list` / `kpr service get` print: each frontend with its names
+ * (from kpr_svc_meta, keyed by the frontend id), flags, scope and backends in
+ * slot order. Pure: it works on decoded entries, whoever read them.
  */
-import { IPPROTO, SVC_FLAG, type Backend, type SvcKey, type SvcVal } from '../maps/layout.js';
+import {
+  BE_FLAG,
+  FE_TYPE,
+  IPPROTO,
+  SCOPE,
+  SVC_FLAG,
+  SVC_KEY,
+  SVC_VAL,
+  decodeSvcKey,
+  decodeSvcVal,
+  encodeAddr,
+  encodeSvcKey,
+  encodeSvcVal,
+  type Backend,
+  type SvcKey,
+  type SvcMeta,
+  type SvcVal,
+} from '../maps/layout.js';
 
 export interface ServiceView {
+  /** "namespace/name" from kpr_svc_meta; absent when the map has no entry for the frontend id. */
+  service?: string;
+  portName?: string;
+  /** ClusterIP, NodePort, LoadBalancer or ExternalIP. */
+  type?: string;
   protocol: string;
   address: string;
   port: number;
-  scope: number;
+  /** "external" (everyone, or traffic from outside the node) or "internal" (callers on the node). */
+  scope: string;
+  /** The frontend id (rev_nat_id). */
   id: number;
   flags: string[];
+  /** Session affinity timeout, for frontends with the affinity flag. */
+  affinityTimeoutSeconds?: number;
   /** Slot order; a slot naming a missing backend shows address "?". */
-  backends: Array<{ id: number; address: string; port: number }>;
+  backends: Array<{ id: number; address: string; port: number; local?: boolean }>;
 }
 
 const PROTO_NAMES = new Map<number, string>(Object.entries(IPPROTO).map(([name, n]) => [n, name]));
+const SCOPE_NAMES = new Map<number, string>(Object.entries(SCOPE).map(([name, n]) => [n, name.toLowerCase()]));
+const TYPE_NAMES = new Map<number, string>([
+  [FE_TYPE.CLUSTER_IP, 'ClusterIP'],
+  [FE_TYPE.NODE_PORT, 'NodePort'],
+  [FE_TYPE.LOAD_BALANCER, 'LoadBalancer'],
+  [FE_TYPE.EXTERNAL_IP, 'ExternalIP'],
+]);
 
 export function protoName(proto: number): string {
   return PROTO_NAMES.get(proto) ?? `proto-${proto}`;
 }
 
-export function flagNames(flags: number): string[] {
-  const names = Object.entries(SVC_FLAG)
+export function scopeName(scope: number): string {
+  return SCOPE_NAMES.get(scope) ?? `scope-${scope}`;
+}
+
+export function frontendTypeName(type: number): string {
+  return TYPE_NAMES.get(type) ?? `type-${type}`;
+}
+
+/** Names of the bits set in `flags`, from a table like SVC_FLAG ("cluster-ip", "affinity"...). */
+export function bitNames(flags: number, table: Record<string, number>): string[] {
+  const names = Object.entries(table)
     .filter(([, bit]) => (flags & bit) !== 0)
     .map(([name]) => name.toLowerCase().replace(/_/g, '-'));
+  let known = 0;
+  for (const bit of Object.values(table)) known |= bit;
+  if (flags & ~known) names.push(`0x${(flags & ~known).toString(16)}`);
   return names;
 }
 
-export function joinServices(services: Array<[SvcKey, SvcVal]>, backends: Array<[number, Backend]>): ServiceView[] {
-  const backendById = new Map(backends);
-  const frontendKey = (k: SvcKey) => `${k.addr}|${k.port}|${k.proto}|${k.scope}`;
-  const slots = new Map<string, Map<number, number>>();
-  const masters: Array<[SvcKey, SvcVal]> = [];
-  for (const [k, v] of services) {
-    if (k.slot === 0) {
-      masters.push([k, v]);
+const flagCache = new Map<number, string[]>();
+
+export function flagNames(flags: number): string[] {
+  let names = flagCache.get(flags);
+  if (!names) flagCache.set(flags, (names = bitNames(flags, SVC_FLAG)));
+  return [...names];
+}
+
+/** Sort key of an address: IPv4 (mapped) before IPv6, numeric within a family. */
+const addrBuf = Buffer.alloc(16);
+function addrSortKey(addr: string): string {
+  try {
+    encodeAddr(addr, addrBuf, 0);
+    return addrBuf.toString('hex');
+  } catch {
+    return addr;
+  }
+}
+
+/** The maps' content, indexed for the join. */
+export interface ServiceTables {
+  /** Slot-0 entries; `slotKey` identifies the frontend's slots in `slots`. */
+  masters: Array<{ key: SvcKey; val: SvcVal; slotKey: string }>;
+  /** slotKey → backend id by slot number. */
+  slots: Map<string, number[]>;
+  backends: Map<number, Backend>;
+  meta: Map<number, SvcMeta>;
+}
+
+const keyBuf = Buffer.alloc(SVC_KEY.size);
+
+/**
+ * A frontend's identity in a service-map key: the key's bytes with the slot
+ * zeroed, as a latin1 string (cheap to make and hash from a raw batch).
+ */
+export function slotKeyOf(raw: Buffer, off: number): string {
+  for (let i = 0; i < SVC_KEY.size; i++) keyBuf[i] = raw[off + i]; // a byte loop beats Buffer.copy at this size
+  keyBuf[18] = keyBuf[19] = 0;
+  return keyBuf.toString('latin1', 0, SVC_KEY.size);
+}
+
+/** Indexes raw batches of kpr_svc (what lookupBatch returns), decoding only the masters. */
+export function tablesFromBatch(
+  svc: { count: number; keys: Buffer; values: Buffer },
+  backends: Map<number, Backend>,
+  meta: Map<number, SvcMeta>,
+): ServiceTables {
+  const masters: ServiceTables['masters'] = [];
+  const slots = new Map<string, number[]>();
+  for (let i = 0; i < svc.count; i++) {
+    const off = i * SVC_KEY.size;
+    const slot = svc.keys.readUInt16LE(off + 18);
+    const slotKey = slotKeyOf(svc.keys, off);
+    if (slot === 0) {
+      masters.push({ key: decodeSvcKey(svc.keys, off), val: decodeSvcVal(svc.values, i * SVC_VAL.size), slotKey });
       continue;
     }
-    const fk = frontendKey(k);
-    let m = slots.get(fk);
-    if (!m) slots.set(fk, (m = new Map()));
-    m.set(k.slot, v.backendId);
+    let m = slots.get(slotKey);
+    if (!m) slots.set(slotKey, (m = []));
+    m[slot] = svc.values.readUInt32LE(i * SVC_VAL.size); // backend_id
   }
-  const views = masters.map(([k, v]): ServiceView => {
-    const mySlots = slots.get(frontendKey(k));
+  return { masters, slots, backends, meta };
+}
+
+/** The same index from decoded entries (tests, and callers holding decoded maps). */
+export function tablesFromEntries(services: Array<[SvcKey, SvcVal]>, backends: Array<[number, Backend]>, meta: Array<[number, SvcMeta]> = []): ServiceTables {
+  const keys = Buffer.alloc(services.length * SVC_KEY.size);
+  const values = Buffer.alloc(services.length * SVC_VAL.size);
+  services.forEach(([k, v], i) => {
+    encodeSvcKey(k, keys, i * SVC_KEY.size);
+    encodeSvcVal(v, values, i * SVC_VAL.size);
+  });
+  return tablesFromBatch({ count: services.length, keys, values }, new Map(backends), new Map(meta));
+}
+
+export function joinServices(services: Array<[SvcKey, SvcVal]>, backends: Array<[number, Backend]>, meta: Array<[number, SvcMeta]> = []): ServiceView[] {
+  return joinTables(tablesFromEntries(services, backends, meta));
+}
+
+/** Each frontend with its names and its backends in slot order, sorted by address, port, protocol, scope. */
+export function joinTables(t: ServiceTables): ServiceView[] {
+  const sortKeys = new Map<ServiceView, string>();
+  const views = t.masters.map(({ key: k, val: v, slotKey }): ServiceView => {
+    const mySlots = t.slots.get(slotKey);
     const list: ServiceView['backends'] = [];
     for (let slot = 1; slot <= v.count; slot++) {
-      const id = mySlots?.get(slot) ?? 0;
-      const be = backendById.get(id);
-      list.push({ id, address: be?.addr ?? '?', port: be?.port ?? 0 });
+      const id = mySlots?.[slot] ?? 0;
+      const be = t.backends.get(id);
+      const entry: ServiceView['backends'][number] = { id, address: be?.addr ?? '?', port: be?.port ?? 0 };
+      if (be && be.flags & BE_FLAG.LOCAL) entry.local = true;
+      list.push(entry);
     }
-    return { protocol: protoName(k.proto), address: k.addr, port: k.port, scope: k.scope, id: v.revNatId, flags: flagNames(v.flags), backends: list };
+    const m = t.meta.get(v.revNatId);
+    const view: ServiceView = {
+      ...(m ? { service: m.name, portName: m.portName, type: frontendTypeName(m.type) } : {}),
+      protocol: protoName(k.proto),
+      address: k.addr,
+      port: k.port,
+      scope: scopeName(k.scope),
+      id: v.revNatId,
+      flags: flagNames(v.flags),
+      ...(v.flags & SVC_FLAG.AFFINITY ? { affinityTimeoutSeconds: v.backendId } : {}),
+      backends: list,
+    };
+    sortKeys.set(view, `${addrSortKey(k.addr)}|${String(k.port).padStart(5, '0')}|${String(k.proto).padStart(3, '0')}|${k.scope}`);
+    return view;
   });
-  return views.sort((a, b) => compareAddr(a.address, b.address) || a.port - b.port || a.protocol.localeCompare(b.protocol));
+  return views.sort((a, b) => {
+    const ka = sortKeys.get(a)!;
+    const kb = sortKeys.get(b)!;
+    return ka < kb ? -1 : ka > kb ? 1 : 0;
+  });
 }
 
-function compareAddr(a: string, b: string): number {
-  const pa = a.split('.').map(Number);
-  const pb = b.split('.').map(Number);
-  for (let i = 0; i < 4; i++) if (pa[i] !== pb[i]) return pa[i] - pb[i];
-  return 0;
+function hostPort(address: string, port: number): string {
+  return address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`;
 }
 
-/** ipvsadm -Ln style. */
+/** ipvsadm -Ln style, with the service's name when kpr_svc_meta has it. */
 export function formatServiceTable(views: ServiceView[]): string {
   const lines: string[] = [];
   for (const v of views) {
     const n = v.backends.length;
+    const name = v.service ? `  ${v.type} ${v.service}${v.portName ? `:${v.portName}` : ''}` : '';
+    const scope = v.scope === 'external' ? '' : `  (${v.scope})`;
     const flags = v.flags.length ? `  [${v.flags.join(',')}]` : '';
-    lines.push(`${v.protocol.padEnd(4)} ${v.address}:${v.port}  id ${v.id}  ${n} backend${n === 1 ? '' : 's'}${flags}`);
+    const aff = v.affinityTimeoutSeconds !== undefined ? `  affinity ${v.affinityTimeoutSeconds}s` : '';
+    lines.push(`${v.protocol.padEnd(4)} ${hostPort(v.address, v.port)}  id ${v.id}  ${n} backend${n === 1 ? '' : 's'}${name}${scope}${flags}${aff}`);
     if (n === 0) lines.push('  (no backends: new connections are refused)');
-    for (const b of v.backends) lines.push(`  -> ${b.address}:${b.port}`);
+    for (const b of v.backends) lines.push(`  -> ${hostPort(b.address, b.port)}${b.local ? '  local' : ''}`);
   }
   if (views.length === 0) lines.push('(no services programmed)');
   return lines.join('\n') + '\n';

@@ -51,6 +51,8 @@ export interface ClusterChange {
   key: string;
   /** The changed object itself: "ns/name" (the slice's own name for EndpointSlices), or the node name. */
   object: string;
+  /** The changed object (its last state for a delete). */
+  resource?: KubernetesObject;
 }
 
 export type ChangeListener = (change: ClusterChange) => void;
@@ -309,7 +311,8 @@ export class ClusterWatch {
   // ---- caches and change feed ------------------------------------------------------------
 
   private emit(change: ClusterChange): void {
-    this.log.debug('k8s change', { ...change });
+    const { resource: _resource, ...fields } = change;
+    this.log.debug('k8s change', fields);
     for (const l of [...this.listeners]) {
       try {
         l(change);
@@ -323,7 +326,7 @@ export class ClusterWatch {
     const key = objectKey(svc);
     if (type === 'delete') this.svcs.delete(key);
     else this.svcs.set(key, svc);
-    this.emit({ kind: 'Service', type, key, object: key });
+    this.emit({ kind: 'Service', type, key, object: key, resource: svc });
   }
 
   private sliceEvent(type: ChangeType, slice: V1EndpointSlice): void {
@@ -338,20 +341,20 @@ export class ClusterWatch {
       const m = this.slicesBySvc.get(old.svc);
       m?.delete(key);
       if (m && m.size === 0) this.slicesBySvc.delete(old.svc);
-      this.emit({ kind: 'EndpointSlice', type: 'delete', key: old.svc, object: key });
+      this.emit({ kind: 'EndpointSlice', type: 'delete', key: old.svc, object: key, resource: slice });
     }
     if (!newSvc) return;
     this.slices.set(key, { svc: newSvc, slice });
     let m = this.slicesBySvc.get(newSvc);
     if (!m) this.slicesBySvc.set(newSvc, (m = new Map()));
     m.set(key, slice);
-    this.emit({ kind: 'EndpointSlice', type: old && old.svc === newSvc ? 'update' : 'add', key: newSvc, object: key });
+    this.emit({ kind: 'EndpointSlice', type: old && old.svc === newSvc ? 'update' : 'add', key: newSvc, object: key, resource: slice });
   }
 
   private nodeEvent(type: ChangeType, node: V1Node): void {
     const name = node.metadata?.name ?? '';
     if (this.nodeName && name !== this.nodeName) return;
     this.theNode = type === 'delete' ? undefined : node;
-    this.emit({ kind: 'Node', type, key: name, object: name });
+    this.emit({ kind: 'Node', type, key: name, object: name, resource: node });
   }
 }

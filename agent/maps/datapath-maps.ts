@@ -4,7 +4,7 @@
  * diff logic use an in-memory one. Every method is a batch so the real one can
  * use the kernel's batch operations.
  */
-import type { Backend, SvcKey, SvcVal } from './layout.js';
+import type { AffinityMatchKey, Backend, SrcRangeKey, SvcKey, SvcMeta, SvcVal } from './layout.js';
 
 export interface DatapathMaps {
   dumpServices(): Array<[SvcKey, SvcVal]>;
@@ -13,4 +13,20 @@ export interface DatapathMaps {
   deleteServices(keys: SvcKey[]): void;
   updateBackends(entries: Array<[number, Backend]>): void;
   deleteBackends(ids: number[]): void;
+  /** kpr_vip: service address → VIP_FLAG bits. */
+  dumpVips(): Array<[string, number]>;
+  updateVips(entries: Array<[string, number]>): void;
+  deleteVips(addrs: string[]): void;
+  /** kpr_aff_match: valid (backend, frontend) pairs of frontends with affinity. */
+  dumpAffinityMatches(): AffinityMatchKey[];
+  updateAffinityMatches(keys: AffinityMatchKey[]): void;
+  deleteAffinityMatches(keys: AffinityMatchKey[]): void;
+  /** kpr_svc_meta: revNatId → names (read by the CLI only). */
+  dumpSvcMeta(): Array<[number, SvcMeta]>;
+  updateSvcMeta(entries: Array<[number, SvcMeta]>): void;
+  deleteSvcMeta(revNatIds: number[]): void;
+  /** kpr_src_range: (revNatId, client CIDR) pairs allowed by loadBalancerSourceRanges. */
+  dumpSrcRanges(): SrcRangeKey[];
+  updateSrcRanges(keys: SrcRangeKey[]): void;
+  deleteSrcRanges(keys: SrcRangeKey[]): void;
 }

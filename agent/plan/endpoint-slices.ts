@@ -4,16 +4,16 @@
  * Pure. Bad pieces are skipped and reported; nothing throws.
  */
 import type { V1EndpointSlice } from '@kubernetes/client-node';
-import { parseIPv4 } from './ip.js';
+import { compareAddrKeys, parseIP, parseIPv4, type IPFamily } from './ip.js';
 import { LABEL_SERVICE_NAME } from './labels.js';
 import type { Protocol, SkippedObject } from './types.js';
 
 /** One endpoint of one Service port, with everything later milestones select on. */
 export interface Endpoint {
-  /** Normalised IPv4 address (addresses[0] only, rule 12). */
+  /** Normalised address (addresses[0] only, rule 12). */
   address: string;
-  /** Numeric address, for sorting. */
-  addressNum: number;
+  /** Numeric order of the address within its family (see parseIP). */
+  addressKey: number | string;
   /** The slice port's number (the resolved targetPort). */
   port: number;
   /** conditions.ready == nil || ready (rule 13). */
@@ -59,8 +59,8 @@ export function groupSlicesByService(slices: readonly V1EndpointSlice[]): Map<st
   return out;
 }
 
-function compareEndpoints(a: Endpoint, b: Endpoint): number {
-  return a.addressNum - b.addressNum || a.port - b.port;
+export function compareEndpoints(a: Endpoint, b: Endpoint): number {
+  return compareAddrKeys(a.addressKey, b.addressKey) || a.port - b.port;
 }
 
 export interface EndpointsByPort {
@@ -70,9 +70,10 @@ export interface EndpointsByPort {
 }
 
 /**
- * Merges the IPv4 slices of one Service into endpoints per Service port.
- * Slices not labelled for `serviceKey` are ignored, as are FQDN and IPv6
- * slices (rule 5). Duplicates of one address:port across slices are merged
+ * Merges the slices of one address family of one Service into endpoints per
+ * Service port. Slices not labelled for `serviceKey` are ignored, as are FQDN
+ * slices and slices of the other family (rule 5: IPv4 slices feed IPv4
+ * frontends, IPv6 slices IPv6 ones). Duplicates of one address:port across slices are merged
  * with kube-proxy's newest rule (rule 16): a later copy replaces an earlier
  * one unless it is terminating. Slices are walked in name order so the
  * outcome is deterministic.
@@ -81,10 +82,11 @@ export function endpointsByServicePort(
   serviceKey: string,
   slices: readonly V1EndpointSlice[],
   nodeName: string,
+  family: IPFamily = 'IPv4',
 ): EndpointsByPort {
   const skipped: SkippedObject[] = [];
-  const merged = new Map<string, Map<number, Endpoint>>();
-  const ordered = slices.filter((s) => s.addressType === 'IPv4' && sliceServiceKey(s) === serviceKey);
+  const merged = new Map<string, Map<number | string, Endpoint>>();
+  const ordered = slices.filter((s) => s.addressType === family && sliceServiceKey(s) === serviceKey);
   if (ordered.length > 1) {
     ordered.sort((a, b) => (a.metadata!.name! < b.metadata!.name! ? -1 : a.metadata!.name! > b.metadata!.name! ? 1 : 0));
   }
@@ -121,11 +123,15 @@ export function endpointsByServicePort(
         skipped.push({ object, reason: 'endpoint with no addresses' });
         continue;
       }
-      const ip = parseIPv4(raw);
-      if (!ip) {
-        skipped.push({ object, reason: `invalid endpoint address ${JSON.stringify(raw)}` });
+      // IPv4 slices (the common case) parse without the generic parser's extra object.
+      const v4 = family === 'IPv4' ? parseIPv4(raw) : null;
+      const ip = v4 ? null : parseIP(raw);
+      if (!v4 && (!ip || ip.family !== family)) {
+        skipped.push({ object, reason: `invalid endpoint address ${JSON.stringify(raw)}${ip ? ` in an ${family} slice` : ''}` });
         continue;
       }
+      const text = v4 ? v4.text : ip!.text;
+      const addrKey = v4 ? v4.num : ip!.key;
       const c = ep.conditions;
       const ready = c?.ready == null || c.ready;
       const serving = c?.serving == null || c.serving;
@@ -136,9 +142,10 @@ export function endpointsByServicePort(
       for (const { id, port } of ports) {
         let m = merged.get(id);
         if (!m) merged.set(id, (m = new Map()));
-        const k = ip.num * 65536 + port; // address:port, as a number
+        // address:port; a number for IPv4 (cheap), a string for IPv6
+        const k = typeof addrKey === 'number' ? addrKey * 65536 + port : `${addrKey}:${port}`;
         if (!terminating || !m.has(k)) {
-          m.set(k, { address: ip.text, addressNum: ip.num, port, ready, serving, terminating, isLocal, zoneHints, nodeHints });
+          m.set(k, { address: text, addressKey: addrKey, port, ready, serving, terminating, isLocal, zoneHints, nodeHints });
         }
       }
     }

@@ -6,5 +6,5 @@ export const LABEL_SERVICE_NAME = 'kubernetes.io/service-name';
 export const LABEL_SERVICE_PROXY_NAME = 'service.kubernetes.io/service-proxy-name';
 /** On an EndpointSlice: the Service is headless. */
 export const LABEL_HEADLESS = 'service.kubernetes.io/headless';
-/** On a Node: its zone, used by topology hints (not yet by kpr). */
+/** On a Node: its zone, matched against the endpoints' zone hints (rule 20). */
 export const LABEL_TOPOLOGY_ZONE = 'topology.kubernetes.io/zone';

@@ -5,13 +5,12 @@
  */
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { groupSlicesByService } from './endpoint-slices.js';
-import { parseIPv4 } from './ip.js';
-import { planService } from './plan-service.js';
+import { compareAddrKeys, parseIP } from './ip.js';
+import { planService, type PlanContext } from './plan-service.js';
 import { serviceKeyOf } from './service-info.js';
 import type { DataplanePlan, PlanFrontend, SkippedObject } from './types.js';
 
-export interface DataplaneInput {
-  nodeName: string;
+export interface DataplaneInput extends Omit<PlanContext, 'node'> {
   node?: V1Node;
   services: readonly V1Service[];
   endpointSlices: readonly V1EndpointSlice[];
@@ -21,11 +20,14 @@ function cmp(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-/** Frontend order of a plan: service, then address (numerically), port, protocol. */
+const TYPE_ORDER = { ClusterIP: 0, NodePort: 1, LoadBalancer: 2, ExternalIP: 3 } as const;
+
+/** Frontend order of a plan: service, type, then address (numerically, IPv4 first), port, protocol. */
 export function compareFrontends(a: PlanFrontend, b: PlanFrontend): number {
   return (
     cmp(a.service, b.service) ||
-    (parseIPv4(a.address)?.num ?? 0) - (parseIPv4(b.address)?.num ?? 0) ||
+    TYPE_ORDER[a.type] - TYPE_ORDER[b.type] ||
+    compareAddrKeys(parseIP(a.address)?.key ?? 0, parseIP(b.address)?.key ?? 0) ||
     cmp(a.address, b.address) ||
     a.port - b.port ||
     cmp(a.protocol, b.protocol)
@@ -39,7 +41,12 @@ export function compareFrontends(a: PlanFrontend, b: PlanFrontend): number {
 export function planDataplane(input: DataplaneInput): DataplanePlan {
   const slicesByService = groupSlicesByService(input.endpointSlices);
   const services = input.services.map((svc) => ({ svc, key: serviceKeyOf(svc) })).sort((a, b) => cmp(a.key, b.key));
-  const ctx = { nodeName: input.nodeName, node: input.node };
+  const ctx: PlanContext = {
+    nodeName: input.nodeName,
+    node: input.node,
+    nodePortAddresses: input.nodePortAddresses,
+    sourceRangesForAllExternal: input.sourceRangesForAllExternal,
+  };
 
   const frontends: PlanFrontend[] = [];
   const skipped: SkippedObject[] = [];

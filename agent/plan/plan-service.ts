@@ -2,18 +2,36 @@
  * planService: one Service and its EndpointSlices → the frontends this node
  * programs for it. Pure (no I/O, clock or randomness) and cheap, because the
  * agent re-plans only the Services that changed.
+ *
+ * Per IP family (rule 4) and Service port (rule 7), the endpoints are
+ * categorized once (rules 19–22) and every address the port answers on gets
+ * one frontend: the clusterIP with the internal policy's set; NodePorts (one
+ * per node address), load-balancer VIPs and externalIPs with the external
+ * policy's set (rules 8, 9, 25).
  */
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
-import { CLUSTER_ONLY, categorizeEndpoints } from './categorize-endpoints.js';
-import { endpointsByServicePort, portId } from './endpoint-slices.js';
-import { readServiceInfo } from './service-info.js';
-import type { PlanFrontend, ServicePlan } from './types.js';
+import { categorizeEndpoints, type EndpointUse, type NodeTopology } from './categorize-endpoints.js';
+import { endpointsByServicePort, portId, type Endpoint } from './endpoint-slices.js';
+import { LABEL_TOPOLOGY_ZONE } from './labels.js';
+import { nodePortAddresses, parseNodePortAddresses } from './node-addresses.js';
+import { readServiceInfo, type FamilyInfo, type ServiceInfo, type ServicePortInfo } from './service-info.js';
+import { frontendKey, type FrontendType, type PlanBackend, type PlanFrontend, type ServicePlan, type SkippedObject } from './types.js';
 
 export interface PlanContext {
   /** This node's name: decides which endpoints are local. "" means none is. */
   nodeName: string;
-  /** This node, for its topology labels (later milestones). */
+  /** This node: its zone label (topology hints) and its addresses (NodePorts). */
   node?: V1Node;
+  /**
+   * Which node addresses NodePorts answer on: CIDRs and/or "primary" (the
+   * Node's InternalIPs). Unset or empty: every InternalIP/ExternalIP of the Node.
+   */
+  nodePortAddresses?: string[];
+  /**
+   * Apply loadBalancerSourceRanges to NodePort and externalIP frontends too.
+   * kube-proxy applies them to load-balancer VIPs only (rule 28).
+   */
+  sourceRangesForAllExternal?: boolean;
 }
 
 /**
@@ -31,31 +49,116 @@ export function planService(service: V1Service, slices: readonly V1EndpointSlice
   }
 }
 
+function toBackends(list: readonly Endpoint[] | null): PlanBackend[] {
+  if (!list) return [];
+  return list.map((e) => (e.isLocal ? { address: e.address, port: e.port, local: true } : { address: e.address, port: e.port }));
+}
+
+function sameBackends(a: readonly PlanBackend[], b: readonly PlanBackend[]): boolean {
+  return a.length === b.length && a.every((x, i) => x.address === b[i].address && x.port === b[i].port);
+}
+
 function planServiceUnchecked(service: V1Service, slices: readonly V1EndpointSlice[], ctx: PlanContext): ServicePlan {
   const { key, info, skipped } = readServiceInfo(service);
   if (!info || info.ports.length === 0) return { service: key, frontends: [], skipped };
 
-  const eps = endpointsByServicePort(key, slices, ctx.nodeName);
-  if (eps.skipped.length) skipped.push(...eps.skipped);
-
+  const topo: NodeTopology = { nodeName: ctx.nodeName, zone: ctx.node?.metadata?.labels?.[LABEL_TOPOLOGY_ZONE] ?? '' };
+  const hasNodePorts = info.ports.some((p) => p.nodePort !== 0);
+  const filter = hasNodePorts ? parseNodePortAddresses(ctx.nodePortAddresses, skipped) : null;
   const frontends: PlanFrontend[] = [];
-  for (const sp of info.ports) {
-    // A Service port without a same-named slice port has no endpoints: the
-    // frontend stays, with no backends, so the datapath refuses (rules 11, 23).
-    const endpoints = eps.byPort.get(portId(sp.name, sp.protocol)) ?? [];
-    const { cluster } = categorizeEndpoints(endpoints, CLUSTER_ONLY);
-    frontends.push({
-      service: key,
-      portName: sp.name,
-      type: 'ClusterIP',
-      address: info.clusterIP,
-      port: sp.port,
-      protocol: sp.protocol,
-      backends: (cluster ?? []).map((e) => ({ address: e.address, port: e.port })),
-      trafficPolicy: 'Cluster',
-      affinityTimeoutSeconds: 0,
-      sourceRanges: [],
-    });
+  const seen = new Set<string>();
+  let healthCheck: ServicePlan['healthCheck'];
+
+  for (const fam of info.families) {
+    const eps = endpointsByServicePort(key, slices, ctx.nodeName, fam.family);
+    if (eps.skipped.length) skipped.push(...eps.skipped);
+    const nodeAddrs = hasNodePorts ? nodePortAddresses(ctx.node, fam.family, filter) : [];
+    if (hasNodePorts && nodeAddrs.length === 0) {
+      skipped.push({ object: `Service ${key}`, reason: `NodePorts: node ${JSON.stringify(ctx.nodeName)} has no ${fam.family} address to listen on${ctx.node ? '' : ' (no Node object)'}` });
+    }
+    for (const sp of info.ports) {
+      // A Service port without a same-named slice port has no endpoints: its
+      // frontends stay, with no backends, so the datapath refuses (rules 11, 23).
+      const endpoints = eps.byPort.get(portId(sp.name, sp.protocol)) ?? [];
+      for (const f of portFrontends(info, fam, sp, endpoints, nodeAddrs, topo, ctx)) {
+        const fk = frontendKey(f);
+        if (seen.has(fk)) {
+          skipped.push({ object: `Service ${key}`, reason: `${f.type} ${fk} duplicates another frontend of the Service; the first is used` });
+          continue;
+        }
+        seen.add(fk);
+        frontends.push(f);
+      }
+    }
+    if (info.healthCheckNodePort && healthCheck === undefined) {
+      healthCheck = { nodePort: info.healthCheckNodePort, localReadyEndpoints: localReadyEndpoints(eps.byPort) };
+    }
   }
-  return { service: key, frontends, skipped };
+  return healthCheck ? { service: key, frontends, skipped, healthCheck } : { service: key, frontends, skipped };
+}
+
+/** Every frontend of one Service port in one family. */
+function portFrontends(
+  info: ServiceInfo,
+  fam: FamilyInfo,
+  sp: ServicePortInfo,
+  endpoints: readonly Endpoint[],
+  nodeAddrs: readonly string[],
+  topo: NodeTopology,
+  ctx: PlanContext,
+): PlanFrontend[] {
+  // ExternallyAccessible() and the policy predicates, per port (rule 9).
+  const externallyAccessible = sp.nodePort !== 0 || fam.loadBalancerIPs.length > 0 || fam.externalIPs.length > 0;
+  const externalLocal = info.externalPolicyLocal && externallyAccessible;
+  const use: EndpointUse = {
+    usesCluster: !info.internalPolicyLocal || externallyAccessible,
+    usesLocal: info.internalPolicyLocal || externalLocal,
+  };
+  const cat = categorizeEndpoints(endpoints, use, topo);
+  const cluster = cat.hasAny ? toBackends(cat.cluster) : [];
+  const local = cat.hasAny ? toBackends(cat.local) : [];
+
+  const make = (type: FrontendType, address: string, port: number, backends: PlanBackend[], policyLocal: boolean, sourceRanges: string[]): PlanFrontend => ({
+    service: info.key,
+    portName: sp.name,
+    type,
+    address,
+    port,
+    protocol: sp.protocol,
+    backends,
+    trafficPolicy: policyLocal ? 'Local' : 'Cluster',
+    affinityTimeoutSeconds: info.affinityTimeoutSeconds,
+    sourceRanges,
+  });
+
+  // ClusterIP: the internal policy's set. iTP=Local with no local endpoint
+  // but endpoints elsewhere is a DROP in kube-proxy (rule 24); a socket hook
+  // cannot drop a connect, so kpr refuses at once (docs/architecture.md).
+  const out: PlanFrontend[] = [make('ClusterIP', fam.clusterIP, sp.port, info.internalPolicyLocal ? local : cluster, info.internalPolicyLocal, [])];
+  if (!externallyAccessible) return out;
+
+  // External frontends: the external policy's set for traffic from outside.
+  // With eTP=Local, in-node callers are short-circuited to the cluster set
+  // (rule 25), and outside traffic with no local endpoint is dropped.
+  const external = externalLocal ? local : cluster;
+  const internal = externalLocal && !sameBackends(cluster, external) ? cluster : undefined;
+  const drop = externalLocal && cat.hasAny && external.length === 0;
+  const ranges = ctx.sourceRangesForAllExternal ? fam.sourceRanges : [];
+  const ext = (type: FrontendType, address: string, port: number, sourceRanges: string[]): PlanFrontend => {
+    const f = make(type, address, port, external, externalLocal, sourceRanges);
+    if (internal) f.internalBackends = internal;
+    if (drop) f.dropWhenEmpty = true;
+    return f;
+  };
+  if (sp.nodePort) for (const a of nodeAddrs) out.push(ext('NodePort', a, sp.nodePort, ranges));
+  for (const a of fam.loadBalancerIPs) out.push(ext('LoadBalancer', a, sp.port, fam.sourceRanges));
+  for (const a of fam.externalIPs) out.push(ext('ExternalIP', a, sp.port, ranges));
+  return out;
+}
+
+/** LocalReadyEndpoints (rule 31): distinct IPs of ready, local endpoints over every port. */
+function localReadyEndpoints(byPort: Map<string, Endpoint[]>): number {
+  const ips = new Set<string>();
+  for (const list of byPort.values()) for (const e of list) if (e.ready && e.isLocal) ips.add(e.address);
+  return ips.size;
 }

@@ -1,13 +1,20 @@
 /**
  * Service → per-port service info (kube-proxy's servicechangetracker +
  * newBaseServiceInfo, rules 3, 4, 7, 8 and 10 of the semantics reference).
+ * kube-proxy runs one proxier per IP family; kpr plans both families at once,
+ * so every family-dependent field is kept per family (FamilyInfo).
  * Pure: returns what it could read and, for every piece it could not use,
  * a SkippedObject saying why. Never throws on bad input.
  */
 import type { V1Service } from '@kubernetes/client-node';
-import { parseIPv4, looksLikeIPv6 } from './ip.js';
+import { parseCIDR, parseIP, type IPFamily } from './ip.js';
 import { LABEL_SERVICE_PROXY_NAME } from './labels.js';
 import type { Protocol, SkippedObject } from './types.js';
+
+/** v1.DefaultClientIPServiceAffinitySeconds (rule 10). */
+export const DEFAULT_AFFINITY_SECONDS = 10800;
+/** MaxClientIPServiceAffinitySeconds of the API's validation (rule 10). */
+export const MAX_AFFINITY_SECONDS = 86400;
 
 /** One Service port, API defaults applied (rule 7: keyed by name and protocol). */
 export interface ServicePortInfo {
@@ -15,8 +22,20 @@ export interface ServicePortInfo {
   name: string;
   port: number;
   protocol: Protocol;
-  /** 0 when none. Not programmed yet. */
+  /** 0 when none. */
   nodePort: number;
+}
+
+/** The addresses of one IP family a Service answers on (rule 8: each filtered to the family). */
+export interface FamilyInfo {
+  family: IPFamily;
+  /** Canonical clusterIP of this family. */
+  clusterIP: string;
+  externalIPs: string[];
+  /** status.loadBalancer.ingress IPs in VIP mode. */
+  loadBalancerIPs: string[];
+  /** loadBalancerSourceRanges of this family, canonical "addr/prefix". */
+  sourceRanges: string[];
 }
 
 /** What the planner needs from one Service, defaults applied. */
@@ -25,12 +44,21 @@ export interface ServiceInfo {
   key: string;
   namespace: string;
   name: string;
-  /** Normalised IPv4 clusterIP. */
-  clusterIP: string;
   type: 'ClusterIP' | 'NodePort' | 'LoadBalancer';
+  /** One entry per family with a clusterIP, in spec.ipFamilies order (primary first). */
+  families: FamilyInfo[];
   ports: ServicePortInfo[];
-  /** internalTrafficPolicy == Local (rule 8). Not honoured yet. */
+  /** internalTrafficPolicy == Local (rule 8). */
   internalPolicyLocal: boolean;
+  /**
+   * externalTrafficPolicy == Local on a Service that is externally accessible
+   * by type (LoadBalancer, NodePort, or ClusterIP with externalIPs; rule 8).
+   */
+  externalPolicyLocal: boolean;
+  /** stickyMaxAgeSeconds: 0 without ClientIP affinity (rule 8). */
+  affinityTimeoutSeconds: number;
+  /** Set only for type LoadBalancer with eTP Local (NeedsHealthCheck, rule 8); 0 otherwise. */
+  healthCheckNodePort: number;
 }
 
 export interface ServiceInfoResult {
@@ -49,24 +77,57 @@ export function serviceKeyOf(service: V1Service): string {
 }
 
 /**
- * Picks the Service's IPv4 clusterIP (GetClusterIPByFamily, rule 4): the
- * clusterIPs entry at the index of "IPv4" in ipFamilies; with no ipFamilies,
- * spec.clusterIP if it is not IPv6. clusterIPs defaults to [clusterIP] as the
- * API server would fill it. Returns the raw string (validated by the caller).
+ * The clusterIP of each family (GetClusterIPByFamily, rule 4): the clusterIPs
+ * entry at the index of the family in ipFamilies; with no ipFamilies,
+ * spec.clusterIP alone, in its own family. clusterIPs defaults to [clusterIP]
+ * as the API server would fill it.
  */
-function ipv4ClusterIPString(spec: NonNullable<V1Service['spec']>): string | undefined {
-  const clusterIPs = Array.isArray(spec.clusterIPs) && spec.clusterIPs.length ? spec.clusterIPs : spec.clusterIP ? [spec.clusterIP] : [];
+function clusterIPsByFamily(spec: NonNullable<V1Service['spec']>, object: string, skipped: SkippedObject[]): Array<{ family: IPFamily; ip: string }> {
+  const out: Array<{ family: IPFamily; ip: string }> = [];
+  const clusterIPs = Array.isArray(spec.clusterIPs) && spec.clusterIPs.length ? spec.clusterIPs : [spec.clusterIP!];
   const families = Array.isArray(spec.ipFamilies) ? spec.ipFamilies : [];
-  if (families.length === 0) {
-    const ip = spec.clusterIP ?? clusterIPs[0];
-    return ip && !looksLikeIPv6(ip) ? ip : undefined;
+  const candidates: Array<{ want?: string; raw: unknown }> =
+    families.length === 0 ? [{ raw: spec.clusterIP }] : families.map((f, i) => ({ want: f, raw: clusterIPs[i] }));
+  for (const { want, raw } of candidates) {
+    const ip = parseIP(typeof raw === 'string' ? raw : undefined);
+    if (!ip || (want !== undefined && ip.family !== want)) {
+      skipped.push({ object, reason: `invalid clusterIP ${JSON.stringify(raw ?? null)}${want ? ` for family ${want}` : ''}` });
+      continue;
+    }
+    if (!out.some((o) => o.family === ip.family)) out.push({ family: ip.family, ip: ip.text });
   }
-  const idx = families.indexOf('IPv4');
-  return idx >= 0 ? clusterIPs[idx] : undefined;
+  return out;
 }
 
 function portLabel(name: string, port: unknown, protocol: string): string {
   return `port ${JSON.stringify(name)} ${String(port)}/${protocol}`;
+}
+
+/** Valid addresses of `family` among `raws`; invalid ones are reported once (by the first family). */
+function addressesOf(raws: readonly unknown[], family: IPFamily, what: string, object: string, skipped: SkippedObject[] | null): string[] {
+  const out: string[] = [];
+  for (const raw of raws) {
+    const ip = parseIP(typeof raw === 'string' ? raw : undefined);
+    if (!ip) skipped?.push({ object, reason: `invalid ${what} ${JSON.stringify(raw)} ignored` });
+    else if (ip.family === family && !out.includes(ip.text)) out.push(ip.text);
+  }
+  return out;
+}
+
+/** The ClientIP affinity timeout (rules 8, 10): default 10800 s, at most 86400 s. */
+function affinityTimeout(spec: NonNullable<V1Service['spec']>, object: string, skipped: SkippedObject[]): number {
+  if (spec.sessionAffinity !== 'ClientIP') return 0;
+  const t = spec.sessionAffinityConfig?.clientIP?.timeoutSeconds;
+  if (t === undefined || t === null) return DEFAULT_AFFINITY_SECONDS;
+  if (!Number.isInteger(t) || t < 1) {
+    skipped.push({ object, reason: `invalid sessionAffinityConfig.clientIP.timeoutSeconds ${JSON.stringify(t)}; using ${DEFAULT_AFFINITY_SECONDS}` });
+    return DEFAULT_AFFINITY_SECONDS;
+  }
+  if (t > MAX_AFFINITY_SECONDS) {
+    skipped.push({ object, reason: `sessionAffinityConfig.clientIP.timeoutSeconds ${t} is above the maximum; using ${MAX_AFFINITY_SECONDS}` });
+    return MAX_AFFINITY_SECONDS;
+  }
+  return t;
 }
 
 /** Reads one Service. `info` is null when nothing of it can be programmed. */
@@ -91,20 +152,10 @@ export function readServiceInfo(service: V1Service): ServiceInfoResult {
   if (!spec.clusterIP || spec.clusterIP === 'None') return skip('headless (no clusterIP) is not proxied');
   if (typeof spec.clusterIP !== 'string') return skip(`invalid clusterIP ${JSON.stringify(spec.clusterIP)}`);
 
-  const raw = ipv4ClusterIPString(spec);
-  if (raw === undefined) {
-    return skip(`no IPv4 clusterIP (clusterIPs ${JSON.stringify(spec.clusterIPs ?? [spec.clusterIP])}); kpr's datapath is IPv4 only`);
-  }
-  const ip = parseIPv4(raw);
-  if (!ip) {
-    return skip(
-      looksLikeIPv6(raw)
-        ? `IPv6 clusterIP ${JSON.stringify(raw)} is not supported by kpr yet`
-        : `invalid clusterIP ${JSON.stringify(raw)}`,
-    );
-  }
-
   const skipped: SkippedObject[] = [];
+  const byFamily = clusterIPsByFamily(spec, object, skipped);
+  if (byFamily.length === 0) return { key, info: null, skipped };
+
   const ports: ServicePortInfo[] = [];
   const specPorts = Array.isArray(spec.ports) ? spec.ports : [];
   for (const p of specPorts) {
@@ -131,29 +182,52 @@ export function readServiceInfo(service: V1Service): ServiceInfoResult {
       skipped.push({ object, reason: `duplicate port ${p.port}/${protoRaw} (${where()})` });
       continue;
     }
-    const nodePort = Number.isInteger(p.nodePort) && (p.nodePort as number) > 0 ? (p.nodePort as number) : 0;
+    const nodePort = Number.isInteger(p.nodePort) && (p.nodePort as number) > 0 && (p.nodePort as number) <= 65535 ? (p.nodePort as number) : 0;
     ports.push({ name: portName, port: p.port, protocol: protoRaw, nodePort });
   }
   if (specPorts.length === 0) skipped.push({ object, reason: 'no ports' });
 
-  // Parts of the Service this milestone does not program: say so, never silently.
-  if (type !== 'ClusterIP') {
-    skipped.push({ object, reason: `type ${type}: only the clusterIP frontends are programmed; ${type} is not supported by kpr yet` });
-  }
-  if (Array.isArray(spec.externalIPs) && spec.externalIPs.length) {
-    skipped.push({ object, reason: `externalIPs ${JSON.stringify(spec.externalIPs)} are not supported by kpr yet` });
-  }
-  if (spec.sessionAffinity === 'ClientIP') {
-    skipped.push({ object, reason: 'sessionAffinity ClientIP is not supported by kpr yet; connections are balanced without affinity' });
-  }
-  const internalPolicyLocal = spec.internalTrafficPolicy === 'Local';
-  if (internalPolicyLocal) {
-    skipped.push({ object, reason: 'internalTrafficPolicy Local is not supported by kpr yet; all ready endpoints are used' });
-  }
+  const externalIPs = Array.isArray(spec.externalIPs) ? spec.externalIPs : [];
+  // VIP-mode ingress IPs only: hostname-only and ipMode Proxy ingresses get no rules (rule 8).
+  const ingress = Array.isArray(service.status?.loadBalancer?.ingress) ? service.status!.loadBalancer!.ingress! : [];
+  const lbRaw = ingress.filter((i) => i && typeof i.ip === 'string' && i.ip !== '' && (i.ipMode === undefined || i.ipMode === null || i.ipMode === 'VIP')).map((i) => i.ip);
+  const rangesRaw = Array.isArray(spec.loadBalancerSourceRanges) ? spec.loadBalancerSourceRanges : [];
+  const families: FamilyInfo[] = byFamily.map(({ family, ip }, i) => {
+    const report = i === 0 ? skipped : null;
+    const sourceRanges: string[] = [];
+    for (const r of rangesRaw) {
+      const c = parseCIDR(r);
+      if (!c) report?.push({ object, reason: `invalid loadBalancerSourceRanges entry ${JSON.stringify(r)} ignored` });
+      else if (c.family === family && !sourceRanges.includes(c.text)) sourceRanges.push(c.text);
+    }
+    return {
+      family,
+      clusterIP: ip,
+      externalIPs: addressesOf(externalIPs, family, 'externalIP', object, report),
+      loadBalancerIPs: addressesOf(lbRaw, family, 'load balancer ingress IP', object, report),
+      sourceRanges,
+    };
+  });
+
+  const externallyAccessibleType = type === 'LoadBalancer' || type === 'NodePort' || externalIPs.length > 0;
+  const externalPolicyLocal = externallyAccessibleType && spec.externalTrafficPolicy === 'Local';
+  const hc = spec.healthCheckNodePort;
+  const healthCheckNodePort = type === 'LoadBalancer' && externalPolicyLocal && Number.isInteger(hc) && (hc as number) > 0 ? (hc as number) : 0;
 
   return {
     key,
-    info: { key, namespace, name, clusterIP: ip.text, type: type as ServiceInfo['type'], ports, internalPolicyLocal },
+    info: {
+      key,
+      namespace,
+      name,
+      type: type as ServiceInfo['type'],
+      families,
+      ports,
+      internalPolicyLocal: spec.internalTrafficPolicy === 'Local',
+      externalPolicyLocal,
+      affinityTimeoutSeconds: affinityTimeout(spec, object, skipped),
+      healthCheckNodePort,
+    },
     skipped,
   };
 }

@@ -2,7 +2,8 @@
  * The dataplane plan: what one node must program, independent of how. Produced
  * by pure code from Kubernetes objects (agent/plan), consumed by the reconciler
  * (agent/reconcile) and printed by `kpr plan`. Field names follow the JSON that
- * `kpr plan -o json` prints, so the CLI needs no second model.
+ * `kpr plan -o json` prints, so the CLI needs no second model; the few
+ * fields it leaves out (datapath hints) say so.
  */
 
 export type Protocol = 'TCP' | 'UDP' | 'SCTP';
@@ -12,6 +13,8 @@ export type TrafficPolicy = 'Cluster' | 'Local';
 export interface PlanBackend {
   address: string;
   port: number;
+  /** The endpoint runs on this node (backend flag LOCAL). Set only when true; not printed by `kpr plan`. */
+  local?: true;
 }
 
 export interface PlanFrontend {
@@ -23,11 +26,30 @@ export interface PlanFrontend {
   address: string;
   port: number;
   protocol: Protocol;
-  /** Exactly the set this frontend uses on this node, sorted by address then port; empty means refuse. */
+  /**
+   * Exactly the set this frontend uses on this node for traffic from outside
+   * the node (for a ClusterIP: for every caller), sorted by address then
+   * port; empty means refuse, or drop when `dropWhenEmpty`.
+   */
   backends: PlanBackend[];
+  /**
+   * The set in-node callers (the socket hooks) use, only when it differs from
+   * `backends`: an external frontend with externalTrafficPolicy Local sends
+   * node- and pod-originated traffic to the cluster endpoints (rule 25).
+   */
+  internalBackends?: PlanBackend[];
+  /** The policy whose endpoint set `backends` is: internalTrafficPolicy for ClusterIP, externalTrafficPolicy otherwise. */
   trafficPolicy: TrafficPolicy;
+  /** ClientIP session affinity timeout in seconds; 0 without affinity. */
   affinityTimeoutSeconds: number;
+  /** Client CIDRs allowed (rule 28); empty means everyone. */
   sourceRanges: string[];
+  /**
+   * eTP=Local with endpoints elsewhere but none on this node: external
+   * traffic is dropped, not refused (rule 25; flag LOCAL_ONLY). Set only when
+   * true; not printed by `kpr plan`.
+   */
+  dropWhenEmpty?: true;
 }
 
 export interface SkippedObject {
@@ -42,6 +64,22 @@ export interface ServicePlan {
   service: string;
   frontends: PlanFrontend[];
   skipped: SkippedObject[];
+  /**
+   * For the health-check servers: set only for a LoadBalancer Service with
+   * externalTrafficPolicy Local and a healthCheckNodePort (rule 8, 30).
+   */
+  healthCheck?: ServiceHealthCheck;
+}
+
+export interface ServiceHealthCheck {
+  nodePort: number;
+  /**
+   * kube-proxy's LocalReadyEndpoints (rule 31): distinct IPs of the ready
+   * endpoints on this node, over every port of the Service, counted in the
+   * primary IP family (kube-proxy counts per family; a dual-stack pod is one
+   * endpoint either way).
+   */
+  localReadyEndpoints: number;
 }
 
 export interface DataplanePlan {

@@ -1,67 +1,117 @@
 /**
- * PlanFrontend → what the service and backend maps must hold for it. Pure.
- * Frontends the datapath cannot serve yet are refused here with a reason,
- * so the reconciler never writes a half-understood entry.
+ * PlanFrontend → what the maps must hold for it. Pure. Frontends the
+ * datapath cannot serve are refused here with a reason, so the reconciler
+ * never writes a half-understood entry.
  */
-import { parseIPv4 } from '../plan/ip.js';
-import { frontendKey, type PlanFrontend, type SkippedObject } from '../plan/types.js';
-import { IPPROTO, SCOPE, SVC_FLAG, type Backend } from '../maps/layout.js';
+import { parseIP } from '../plan/ip.js';
+import { frontendKey, type PlanBackend, type PlanFrontend, type SkippedObject } from '../plan/types.js';
+import { isIPv4 } from 'node:net';
+import { BE_FLAG, FE_TYPE, IPPROTO, SVC_FLAG, decodeSrcRangeKey, encodeSrcRangeKey, type Backend } from '../maps/layout.js';
 
 /** Most backend slots one frontend can have: slot and count are u16. */
 export const MAX_SLOTS = 0xffff;
 
-/** A service-map key without its slot: one frontend entry. */
+/** A service-map key without its slot and scope: one frontend. */
 export interface FrontendBase {
   addr: string;
   port: number;
   proto: number;
-  scope: number;
 }
+
+/** Identity of a backend: a number for IPv4 (cheap to hash), a string for IPv6. */
+export type BackendTuple = number | string;
 
 export interface DesiredBackend {
   /** backendTupleKey(): the backend's identity. */
-  tuple: number;
-  /** Normalised IPv4 address. */
+  tuple: BackendTuple;
+  /** Canonical address. */
   addr: string;
   port: number;
+  /** BE_FLAG bits (LOCAL). */
+  flags: number;
 }
 
 export interface DesiredFrontend {
-  /** frontendMapKey(base). */
-  mk: string;
+  /** frontendId(base). */
+  fk: string;
   /** "namespace/name" of the Service that asked for it. */
   service: string;
+  portName: string;
+  /** FE_TYPE value, for kpr_svc_meta. */
+  feType: number;
   /** frontendKey() of the plan, for messages. */
   label: string;
   base: FrontendBase;
+  /** SVC_FLAG bits of the master entries. */
   flags: number;
-  /** Slot i+1 = backends[i]; all of protocol base.proto. */
+  /** Affinity timeout in seconds (master.backendId); 0 without affinity. */
+  affinityTimeout: number;
+  /** EXTERNAL scope: slot i+1 = backends[i]; all of protocol base.proto. */
   backends: DesiredBackend[];
+  /** INTERNAL scope set, only when it differs from `backends`. */
+  internal: DesiredBackend[] | null;
+  /** A ClusterIP frontend: its address refuses unknown ports (kpr_vip). */
+  clusterIP: boolean;
+  /** loadBalancerSourceRanges in canonical CIDR form, sorted; empty = everyone. */
+  sourceRanges: string[];
 }
 
-/** Identity of a frontend in the service map (all of the key but the slot). */
-export function frontendMapKey(b: FrontendBase): string {
-  return `${b.addr}:${b.port}/${b.proto}#${b.scope}`;
+/** Identity of a frontend in the service map (all of the key but slot and scope). */
+export function frontendId(b: FrontendBase): string {
+  return `${b.addr}|${b.port}|${b.proto}`;
+}
+
+/** Identity of one entry set (frontend and scope). */
+export function entrySetId(fk: string, scope: number): string {
+  return `${fk}#${scope}`;
 }
 
 /**
- * Identity of a backend: one id per distinct (address, port, protocol), as a
- * number (49 bits: address, port, TCP/UDP) because it is looked up once per
- * backend per sync. null for what this agent never writes (other protocols).
+ * Identity of a backend: one id per distinct (address, port, protocol). For
+ * IPv4 a number (49 bits: address, port, TCP/UDP) because it is looked up
+ * once per backend per sync. null for what this agent never writes.
  */
-export function backendTupleKey(addrNum: number, port: number, proto: number): number | null {
+export function backendTupleKey(addrKey: number | string, port: number, proto: number): BackendTuple | null {
   if (proto !== IPPROTO.TCP && proto !== IPPROTO.UDP) return null;
-  return (addrNum * 65536 + port) * 2 + (proto === IPPROTO.UDP ? 1 : 0);
+  if (typeof addrKey === 'number') return (addrKey * 65536 + port) * 2 + (proto === IPPROTO.UDP ? 1 : 0);
+  return `${addrKey}:${port}/${proto}`;
 }
 
-/** backendTupleKey of a backend-map value; null if it is not a well-formed TCP/UDP backend. */
-export function backendValueKey(b: Backend): number | null {
-  const ip = parseIPv4(b.addr);
-  return ip && b.flags === 0 && validPort(b.port) ? backendTupleKey(ip.num, b.port, b.proto) : null;
+/** backendTupleKey of a backend-map value; null if it is not a well-formed TCP/UDP backend this agent writes. */
+export function backendValueKey(b: Backend): BackendTuple | null {
+  const ip = parseIP(b.addr);
+  if (!ip || (b.flags & ~BE_FLAG.LOCAL) !== 0 || !validPort(b.port)) return null;
+  return backendTupleKey(ip.key, b.port, b.proto);
 }
 
 function validPort(p: unknown): p is number {
   return Number.isInteger(p) && (p as number) >= 1 && (p as number) <= 65535;
+}
+
+const TYPE_FLAG = {
+  ClusterIP: SVC_FLAG.CLUSTER_IP,
+  NodePort: SVC_FLAG.NODE_PORT,
+  LoadBalancer: SVC_FLAG.LOAD_BALANCER,
+  ExternalIP: SVC_FLAG.EXTERNAL_IP,
+} as const;
+
+const TYPE_FE = {
+  ClusterIP: FE_TYPE.CLUSTER_IP,
+  NodePort: FE_TYPE.NODE_PORT,
+  LoadBalancer: FE_TYPE.LOAD_BALANCER,
+  ExternalIP: FE_TYPE.EXTERNAL_IP,
+} as const;
+
+/** The SVC_FLAG bits of a planned frontend. */
+export function frontendFlags(f: PlanFrontend): number {
+  let flags: number = TYPE_FLAG[f.type];
+  if (f.affinityTimeoutSeconds > 0) flags |= SVC_FLAG.AFFINITY;
+  // externalTrafficPolicy=Local on an external frontend: the tc path keeps the
+  // client address and drops when no local endpoint is left (rule 25).
+  if (f.type !== 'ClusterIP' && f.trafficPolicy === 'Local') flags |= SVC_FLAG.LOCAL_ONLY;
+  if (f.dropWhenEmpty) flags |= SVC_FLAG.LOCAL_ONLY;
+  if (f.sourceRanges.length > 0) flags |= SVC_FLAG.SOURCE_RANGES;
+  return flags;
 }
 
 /**
@@ -71,13 +121,13 @@ function validPort(p: unknown): p is number {
 export function toDesiredFrontend(service: string, f: PlanFrontend, skipped: SkippedObject[]): DesiredFrontend | null {
   const object = `Service ${service}`;
   const label = frontendKey(f);
-  if (f.type !== 'ClusterIP') {
-    skipped.push({ object, reason: `frontend ${label}: type ${f.type} is not supported by the datapath yet` });
+  if (!(f.type in TYPE_FLAG)) {
+    skipped.push({ object, reason: `frontend ${label}: unknown type ${JSON.stringify(f.type)}` });
     return null;
   }
-  const ip = parseIPv4(f.address);
+  const ip = parseIP(f.address);
   if (!ip) {
-    skipped.push({ object, reason: `frontend ${label}: invalid IPv4 address ${JSON.stringify(f.address)}` });
+    skipped.push({ object, reason: `frontend ${label}: invalid address ${JSON.stringify(f.address)}` });
     return null;
   }
   if (!validPort(f.port)) {
@@ -88,31 +138,83 @@ export function toDesiredFrontend(service: string, f: PlanFrontend, skipped: Ski
     skipped.push({ object, reason: `frontend ${label}: ${f.protocol} is not supported by kpr yet` });
     return null;
   }
+  const timeout = Number.isInteger(f.affinityTimeoutSeconds) && f.affinityTimeoutSeconds > 0 ? f.affinityTimeoutSeconds : 0;
   const proto = IPPROTO[f.protocol];
-  const base: FrontendBase = { addr: ip.text, port: f.port, proto, scope: SCOPE.EXTERNAL };
+  const base: FrontendBase = { addr: ip.text, port: f.port, proto };
+  const backends = desiredBackends(f.backends, ip.family, proto, object, label, skipped);
+  let internal = f.internalBackends ? desiredBackends(f.internalBackends, ip.family, proto, object, label, skipped) : null;
+  if (internal && internal.length === backends.length && internal.every((b, i) => b.tuple === backends[i].tuple)) internal = null;
+  const sourceRanges: string[] = [];
+  for (const cidr of f.sourceRanges) {
+    const canonical = canonicalCidr(cidr);
+    if (canonical === null || isIPv4(canonical.split('/')[0]) !== (ip.family === 'IPv4')) {
+      skipped.push({ object, reason: `frontend ${label}: invalid source range ${JSON.stringify(cidr)}` });
+      continue;
+    }
+    if (!sourceRanges.includes(canonical)) sourceRanges.push(canonical);
+  }
+  sourceRanges.sort();
+  return {
+    fk: frontendId(base),
+    service,
+    portName: f.portName,
+    feType: TYPE_FE[f.type],
+    label,
+    base,
+    flags: frontendFlags({ ...f, affinityTimeoutSeconds: timeout }),
+    affinityTimeout: timeout,
+    backends,
+    internal,
+    clusterIP: f.type === 'ClusterIP',
+    sourceRanges,
+  };
+}
 
+function desiredBackends(
+  list: readonly PlanBackend[],
+  family: 'IPv4' | 'IPv6',
+  proto: number,
+  object: string,
+  label: string,
+  skipped: SkippedObject[],
+): DesiredBackend[] {
   const backends: DesiredBackend[] = [];
-  let seen: Set<number> | null = null;
-  let last = -1;
-  for (const b of f.backends) {
-    const bip = parseIPv4(b.address);
-    if (!bip || !validPort(b.port)) {
+  let seen: Set<BackendTuple> | null = null;
+  let last: BackendTuple = -1;
+  for (const b of list) {
+    const bip = parseIP(b.address);
+    if (!bip || bip.family !== family || !validPort(b.port)) {
       skipped.push({ object, reason: `frontend ${label}: invalid backend ${JSON.stringify(`${b.address}:${b.port}`)}` });
       continue;
     }
-    const tuple = backendTupleKey(bip.num, b.port, proto)!;
+    const tuple = backendTupleKey(bip.key, b.port, proto)!;
     // The planner emits sorted, unique backends: only fall back to a set when the order is unexpected.
-    if (tuple <= last) {
+    if (typeof tuple !== 'number' || typeof last !== 'number' || tuple <= last) {
       seen ??= new Set(backends.map((x) => x.tuple));
       if (seen.has(tuple)) continue;
     }
     if (seen) seen.add(tuple);
-    last = Math.max(last, tuple);
-    backends.push({ tuple, addr: bip.text, port: b.port });
+    if (typeof tuple === 'number' && typeof last === 'number' && tuple > last) last = tuple;
+    backends.push({ tuple, addr: bip.text, port: b.port, flags: b.local ? BE_FLAG.LOCAL : 0 });
   }
   if (backends.length > MAX_SLOTS) {
     skipped.push({ object, reason: `frontend ${label}: ${backends.length} backends, only the first ${MAX_SLOTS} are used` });
     backends.length = MAX_SLOTS;
   }
-  return { mk: frontendMapKey(base), service, label, base, flags: SVC_FLAG.CLUSTER_IP, backends };
+  return backends;
+}
+
+/** The CIDR as the map holds it (address masked to the prefix, canonical text); null if invalid. */
+export function canonicalCidr(cidr: string): string | null {
+  try {
+    const key = encodeSrcRangeKey({ revNatId: 0, cidr: cidr.trim() });
+    const bits = key.readUInt32LE(0) - 32; // address bits, IPv4 as /96+n
+    for (let i = 0; i < 16; i++) {
+      const keep = Math.max(0, Math.min(8, bits - i * 8));
+      key[8 + i] &= (0xff << (8 - keep)) & 0xff;
+    }
+    return decodeSrcRangeKey(key).cidr;
+  } catch {
+    return null;
+  }
 }

@@ -6,17 +6,37 @@
  * reader would have seen.
  */
 import type { DatapathMaps } from '../maps/datapath-maps.js';
-import type { Backend, SvcKey, SvcVal } from '../maps/layout.js';
-import { parseIPv4 } from '../plan/ip.js';
+import type { AffinityMatchKey, Backend, SrcRangeKey, SvcKey, SvcMeta, SvcVal } from '../maps/layout.js';
+import { parseIP } from '../plan/ip.js';
 
-export type MapMethod = 'updateServices' | 'deleteServices' | 'updateBackends' | 'deleteBackends';
+export type MapMethod =
+  | 'updateServices'
+  | 'deleteServices'
+  | 'updateBackends'
+  | 'deleteBackends'
+  | 'updateVips'
+  | 'deleteVips'
+  | 'updateAffinityMatches'
+  | 'deleteAffinityMatches'
+  | 'updateSvcMeta'
+  | 'deleteSvcMeta'
+  | 'updateSrcRanges'
+  | 'deleteSrcRanges';
 
 /** One entry applied to a map, in the order it was applied. */
 export type MapOp =
   | { call: number; kind: 'svc-update'; key: SvcKey; val: SvcVal }
   | { call: number; kind: 'svc-delete'; key: SvcKey }
   | { call: number; kind: 'backend-update'; id: number; val: Backend }
-  | { call: number; kind: 'backend-delete'; id: number };
+  | { call: number; kind: 'backend-delete'; id: number }
+  | { call: number; kind: 'vip-update'; addr: string; flags: number }
+  | { call: number; kind: 'vip-delete'; addr: string }
+  | { call: number; kind: 'aff-update'; key: AffinityMatchKey }
+  | { call: number; kind: 'aff-delete'; key: AffinityMatchKey }
+  | { call: number; kind: 'meta-update'; id: number; meta: SvcMeta }
+  | { call: number; kind: 'meta-delete'; id: number }
+  | { call: number; kind: 'range-update'; key: SrcRangeKey }
+  | { call: number; kind: 'range-delete'; key: SrcRangeKey };
 
 export interface MapCall {
   /** 1-based count of mutating calls. */
@@ -42,6 +62,16 @@ export interface FailureSpec {
   message?: string;
 }
 
+/** Identity of an affinity-match key. */
+export function affKeyId(k: AffinityMatchKey): string {
+  return `${k.backendId}|${k.revNatId}`;
+}
+
+/** Identity of a source-range key. */
+export function rangeKeyId(k: SrcRangeKey): string {
+  return `${k.revNatId}|${k.cidr}`;
+}
+
 /** Identity of a service-map key: equal keys in the kernel (byte for byte) are equal strings here. */
 export function svcKeyId(k: SvcKey): string {
   return `${k.addr}|${k.port}|${k.slot}|${k.proto}|${k.scope}`;
@@ -50,6 +80,10 @@ export function svcKeyId(k: SvcKey): string {
 export class MemoryDatapathMaps implements DatapathMaps {
   readonly services = new Map<string, [SvcKey, SvcVal]>();
   readonly backends = new Map<number, Backend>();
+  readonly vips = new Map<string, number>();
+  readonly affinityMatches = new Map<string, AffinityMatchKey>();
+  readonly svcMeta = new Map<number, SvcMeta>();
+  readonly srcRanges = new Map<string, SrcRangeKey>();
   /** Every applied entry, in order. */
   readonly ops: MapOp[] = [];
   /** Every mutating call, in order. */
@@ -87,9 +121,16 @@ export class MemoryDatapathMaps implements DatapathMaps {
   }
 
   /** Pre-fills the maps without recording ops (a previous agent run's state). */
-  prefill(services: Array<[SvcKey, SvcVal]>, backends: Array<[number, Backend]>): void {
+  prefill(
+    services: Array<[SvcKey, SvcVal]>,
+    backends: Array<[number, Backend]>,
+    extra: { vips?: Array<[string, number]>; affinityMatches?: AffinityMatchKey[]; svcMeta?: Array<[number, SvcMeta]> } = {},
+  ): void {
     for (const [k, v] of services) this.services.set(svcKeyId(k), [{ ...k }, { ...v }]);
     for (const [id, b] of backends) this.backends.set(id, { ...b });
+    for (const [a, f] of extra.vips ?? []) this.vips.set(a, f);
+    for (const k of extra.affinityMatches ?? []) this.affinityMatches.set(affKeyId(k), { ...k });
+    for (const [id, m] of extra.svcMeta ?? []) this.svcMeta.set(id, { ...m });
   }
 
   dumpServices(): Array<[SvcKey, SvcVal]> {
@@ -105,8 +146,8 @@ export class MemoryDatapathMaps implements DatapathMaps {
       checkSvcKey(k);
       const id = svcKeyId(k);
       if (!this.services.has(id) && this.services.size >= this.maxServices) throw mapError('E2BIG', 'service map full');
-      const key = { ...k };
-      const val = { ...v };
+      const key: SvcKey = { addr: k.addr, port: k.port, slot: k.slot, proto: k.proto, scope: k.scope };
+      const val: SvcVal = { backendId: v.backendId, count: v.count, revNatId: v.revNatId, flags: v.flags };
       this.services.set(id, [key, val]); // the log shares the copies: neither is ever mutated
       this.ops.push({ call, kind: 'svc-update', key, val });
     });
@@ -122,8 +163,8 @@ export class MemoryDatapathMaps implements DatapathMaps {
   updateBackends(entries: Array<[number, Backend]>): void {
     this.run('updateBackends', entries, ([id, b], call) => {
       if (!this.backends.has(id) && this.backends.size >= this.maxBackends) throw mapError('E2BIG', 'backend map full');
-      if (!parseIPv4(b.addr) || !(id >= 0 && id <= 0xffffffff)) throw new RangeError(`invalid backend ${id} ${JSON.stringify(b)}`);
-      const val = { ...b };
+      if (!parseIP(b.addr) || !(id >= 0 && id <= 0xffffffff)) throw new RangeError(`invalid backend ${id} ${JSON.stringify(b)}`);
+      const val: Backend = { addr: b.addr, port: b.port, proto: b.proto, flags: b.flags }; // the value only, as the kernel stores it
       this.backends.set(id, val);
       this.ops.push({ call, kind: 'backend-update', id, val });
     });
@@ -133,6 +174,82 @@ export class MemoryDatapathMaps implements DatapathMaps {
     this.run('deleteBackends', ids, (id, call) => {
       if (!this.backends.delete(id)) throw mapError('ENOENT', `no backend ${id}`);
       this.ops.push({ call, kind: 'backend-delete', id });
+    });
+  }
+
+  dumpVips(): Array<[string, number]> {
+    return [...this.vips.entries()];
+  }
+
+  updateVips(entries: Array<[string, number]>): void {
+    this.run('updateVips', entries, ([addr, flags], call) => {
+      if (!parseIP(addr)) throw new RangeError(`invalid vip ${addr}`);
+      this.vips.set(addr, flags);
+      this.ops.push({ call, kind: 'vip-update', addr, flags });
+    });
+  }
+
+  deleteVips(addrs: string[]): void {
+    this.run('deleteVips', addrs, (addr, call) => {
+      if (!this.vips.delete(addr)) throw mapError('ENOENT', `no vip ${addr}`);
+      this.ops.push({ call, kind: 'vip-delete', addr });
+    });
+  }
+
+  dumpAffinityMatches(): AffinityMatchKey[] {
+    return [...this.affinityMatches.values()].map((k) => ({ ...k }));
+  }
+
+  updateAffinityMatches(keys: AffinityMatchKey[]): void {
+    this.run('updateAffinityMatches', keys, (k, call) => {
+      const key = { ...k };
+      this.affinityMatches.set(affKeyId(k), key);
+      this.ops.push({ call, kind: 'aff-update', key });
+    });
+  }
+
+  deleteAffinityMatches(keys: AffinityMatchKey[]): void {
+    this.run('deleteAffinityMatches', keys, (k, call) => {
+      if (!this.affinityMatches.delete(affKeyId(k))) throw mapError('ENOENT', `no affinity match ${affKeyId(k)}`);
+      this.ops.push({ call, kind: 'aff-delete', key: { ...k } });
+    });
+  }
+
+  dumpSvcMeta(): Array<[number, SvcMeta]> {
+    return [...this.svcMeta.entries()].map(([id, m]) => [id, { ...m }]);
+  }
+
+  updateSvcMeta(entries: Array<[number, SvcMeta]>): void {
+    this.run('updateSvcMeta', entries, ([id, m], call) => {
+      const meta = { ...m };
+      this.svcMeta.set(id, meta);
+      this.ops.push({ call, kind: 'meta-update', id, meta });
+    });
+  }
+
+  deleteSvcMeta(revNatIds: number[]): void {
+    this.run('deleteSvcMeta', revNatIds, (id, call) => {
+      if (!this.svcMeta.delete(id)) throw mapError('ENOENT', `no meta ${id}`);
+      this.ops.push({ call, kind: 'meta-delete', id });
+    });
+  }
+
+  dumpSrcRanges(): SrcRangeKey[] {
+    return [...this.srcRanges.values()].map((k) => ({ ...k }));
+  }
+
+  updateSrcRanges(keys: SrcRangeKey[]): void {
+    this.run('updateSrcRanges', keys, (k, call) => {
+      const key = { ...k };
+      this.srcRanges.set(rangeKeyId(k), key);
+      this.ops.push({ call, kind: 'range-update', key });
+    });
+  }
+
+  deleteSrcRanges(keys: SrcRangeKey[]): void {
+    this.run('deleteSrcRanges', keys, (k, call) => {
+      if (!this.srcRanges.delete(rangeKeyId(k))) throw mapError('ENOENT', `no source range ${rangeKeyId(k)}`);
+      this.ops.push({ call, kind: 'range-delete', key: { ...k } });
     });
   }
 
@@ -154,7 +271,7 @@ export class MemoryDatapathMaps implements DatapathMaps {
 
 /** Rejects what the real codec could not encode, so a bad key fails here as it would for real. */
 function checkSvcKey(k: SvcKey): void {
-  if (!parseIPv4(k.addr) || !(k.port >= 0 && k.port <= 0xffff && k.slot >= 0 && k.slot <= 0xffff && k.proto >= 0 && k.proto <= 0xff && k.scope >= 0 && k.scope <= 0xff)) {
+  if (!parseIP(k.addr) || !(k.port >= 0 && k.port <= 0xffff && k.slot >= 0 && k.slot <= 0xffff && k.proto >= 0 && k.proto <= 0xff && k.scope >= 0 && k.scope <= 0xff)) {
     throw new RangeError(`invalid service key ${JSON.stringify(k)}`);
   }
 }

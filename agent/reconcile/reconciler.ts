@@ -1,33 +1,47 @@
 /**
- * The Reconciler: makes the kernel's service and backend maps hold the
- * planned frontends, writing only the difference, in an order that is safe
- * while the BPF programs read the maps.
+ * The Reconciler: makes the kernel's maps hold the planned frontends,
+ * writing only the difference, in an order that is safe while the BPF
+ * programs read the maps.
  *
- * It keeps a mirror of what the kernel holds (frontends with their master
- * entry and slot → backend id, backends by id, refcounts) and the desired
- * frontends per Service. A sync diffs desired against the mirror for the
- * frontends concerned and applies, in this order (the datapath is live):
+ * It keeps a mirror of what the kernel holds (entry sets per frontend and
+ * scope, with their master entry and slot → backend id; backends by id with
+ * refcounts; affinity-match pairs, service addresses and names) and the
+ * desired frontends per Service. A frontend (address, port, protocol) owns
+ * one revNatId, shared by its EXTERNAL and (optional) INTERNAL entry sets. A
+ * sync diffs desired against the mirror for the frontends concerned and
+ * applies, in this order (the datapath is live):
  *
- *   1. updateBackends  – new backends, before any slot names them;
- *   2. updateServices  – new/changed slots 1..n, before any count covers them;
- *   3. updateServices  – master entries (count, revNatId, flags);
- *   4. deleteServices  – masters of removed frontends first, then slots
- *                        beyond the new count and slots of removed frontends;
- *   5. deleteBackends  – backends no slot names any more.
+ *   1. updateBackends        – new backends (and LOCAL flag changes), before any slot names them;
+ *   2. updateAffinityMatches – new (backend, revNatId) pairs, before any slot of an AFFINITY master names them;
+ *      updateSrcRanges       – allowed client ranges, before a master with SOURCE_RANGES publishes;
+ *   3. updateServices        – new/changed slots 1..n, before any count covers them;
+ *   4. updateSvcMeta         – names of new revNatIds, before a master carries them;
+ *   5. updateServices        – master entries (count, revNatId, flags, affinity timeout);
+ *   6. updateVips            – service addresses, once a frontend answers on them;
+ *   7. deleteServices        – masters of removed entry sets first, then slots
+ *                              beyond the new count and slots of removed sets;
+ *   8. deleteAffinityMatches – pairs no master with AFFINITY names any more;
+ *      deleteSrcRanges       – ranges no master allows any more;
+ *   9. deleteVips            – addresses whose last ClusterIP frontend went;
+ *  10. deleteSvcMeta         – names of released revNatIds;
+ *  11. deleteBackends        – backends no slot names any more.
  *
  * Every prefix of that sequence (even a batch stopped part-way) leaves each
- * master's slots 1..count present and pointing at existing backends. If a
- * call throws, the mirror is rebuilt from a dump of the maps, so it matches
- * what the kernel really holds, and the frontends concerned are re-diffed on
- * the next sync.
+ * master's slots 1..count present and pointing at existing backends, and
+ * every backend an AFFINITY master names paired in kpr_aff_match. If a call
+ * throws, the mirror is rebuilt from a dump of the maps, so it matches what
+ * the kernel really holds, and the frontends concerned are re-diffed on the
+ * next sync.
  */
 import type { DatapathMaps } from '../maps/datapath-maps.js';
-import type { Backend, SvcKey, SvcVal } from '../maps/layout.js';
+import { SCOPE, SVC_FLAG, VIP_FLAG, type AffinityMatchKey, type Backend, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from '../maps/layout.js';
 import type { PlanFrontend, SkippedObject } from '../plan/types.js';
 import {
   backendValueKey,
-  frontendMapKey,
+  entrySetId,
+  frontendId,
   toDesiredFrontend,
+  type BackendTuple,
   type DesiredBackend,
   type DesiredFrontend,
   type FrontendBase,
@@ -56,7 +70,11 @@ export interface SyncResult {
   servicesDeleted: number;
   backendsWritten: number;
   backendsDeleted: number;
-  /** Frontends (master entries) in the kernel after the sync. */
+  /** kpr_vip, kpr_aff_match and kpr_svc_meta entries written. */
+  auxWritten: number;
+  /** kpr_vip, kpr_aff_match and kpr_svc_meta entries deleted. */
+  auxDeleted: number;
+  /** Master entries (one per frontend and scope) in the kernel after the sync. */
   frontends: number;
   /** Backends in the kernel after the sync. */
   backends: number;
@@ -78,8 +96,10 @@ export interface AdoptInconsistencies {
   orphanBackends: number;
   /** Backends with the same (address, port, protocol) as a lower id. */
   duplicateBackends: number;
-  /** Masters whose revNatId is 0 or already used by another master. */
+  /** Masters whose revNatId is 0 or already used by another frontend. */
   badRevNatIds: number;
+  /** kpr_aff_match, kpr_vip or kpr_svc_meta entries no frontend accounts for. */
+  orphanAuxEntries: number;
 }
 
 export interface AdoptResult {
@@ -91,8 +111,10 @@ export interface AdoptResult {
   details: AdoptInconsistencies;
 }
 
-/** One frontend as the kernel holds it. */
-interface KernelFrontend {
+/** One entry set (a frontend in one scope) as the kernel holds it. */
+interface EntrySet {
+  fk: string;
+  scope: number;
   base: FrontendBase;
   master: SvcVal | null;
   /** slots[s] = backend id of slot s (≥ 1); holes where the kernel has no slot entry. */
@@ -101,42 +123,108 @@ interface KernelFrontend {
   slotCount: number;
 }
 
+/**
+ * One backend as the kernel holds it (the value itself: it is what gets
+ * written), with its bookkeeping in the same record, so the hot path does one
+ * map lookup per backend and the mirror holds one object per backend.
+ */
+interface BackendRec extends Backend {
+  id: number;
+  /** backendTupleKey of the value; null if this agent would not write it. */
+  tuple: BackendTuple | null;
+  /** Slots (of any entry set) naming this backend. */
+  refs: number;
+  /** The service-map value of a slot naming it, shared by every such write (never mutated). */
+  slotVal: SvcVal | null;
+}
+
+/** The batches one sync applies, in apply order. */
+interface Writes {
+  backendWrites: Array<[number, Backend]>;
+  affWrites: AffinityMatchKey[];
+  rangeWrites: SrcRangeKey[];
+  slotWrites: Array<[SvcKey, SvcVal]>;
+  metaWrites: Array<[number, SvcMeta]>;
+  masterWrites: Array<[SvcKey, SvcVal]>;
+  vipWrites: Array<[string, number]>;
+  masterDeletes: SvcKey[];
+  slotDeletes: SvcKey[];
+  affDeletes: AffinityMatchKey[];
+  rangeDeletes: SrcRangeKey[];
+  vipDeletes: string[];
+  metaDeletes: number[];
+  backendDeletes: number[];
+  /** Ids freed by this sync: reusable only once it is applied. */
+  releaseRevNat: number[];
+  releaseBackendIds: number[];
+}
+
 const MAX_BACKEND_ID = 0xffffffff;
 const MAX_REVNAT_ID = 0xffff;
+const SCOPES = [SCOPE.EXTERNAL, SCOPE.INTERNAL] as const;
+const NO_IDS: readonly number[] = [];
+/** kpr_svc_meta's name field holds 95 bytes of text, its port name 31. */
+const META_NAME_MAX = 95;
+const META_PORT_MAX = 31;
 
 function cmp(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-function svcKey(base: FrontendBase, slot: number): SvcKey {
-  return { addr: base.addr, port: base.port, slot, proto: base.proto, scope: base.scope };
+function svcKey(base: FrontendBase, scope: number, slot: number): SvcKey {
+  return { addr: base.addr, port: base.port, slot, proto: base.proto, scope };
 }
 
 function sameMaster(a: SvcVal, b: SvcVal): boolean {
   return a.count === b.count && a.revNatId === b.revNatId && a.flags === b.flags && a.backendId === b.backendId;
 }
 
+/** Text as kpr_svc_meta stores it (cut to the field), so a dump compares equal to what was written. */
+function cut(text: string, max: number): string {
+  return text.length <= max && Buffer.byteLength(text) <= max ? text : Buffer.from(text).subarray(0, max).toString('utf8').replace(/\uFFFD+$/, '');
+}
+
+function sameMeta(a: SvcMeta | undefined, b: SvcMeta): boolean {
+  return a !== undefined && a.name === b.name && a.portName === b.portName && a.type === b.type;
+}
+
 export class Reconciler {
   // ---- mirror of the kernel
-  private readonly kFrontends = new Map<string, KernelFrontend>();
-  private readonly kBackends = new Map<number, Backend>();
-  /** Canonical backend id per backendTupleKey (lowest id when the kernel holds duplicates). */
-  private readonly tupleToId = new Map<number, number>();
-  /** backendTupleKey of each backend id that is canonical. */
-  private readonly idToTuple = new Map<number, number>();
-  /** Backend id → number of slots naming it. */
-  private readonly refs = new Map<number, number>();
+  /** entrySetId(fk, scope) → entry set. */
+  private readonly kSets = new Map<string, EntrySet>();
+  private readonly kBackends = new Map<number, BackendRec>();
+  /** The canonical backend per backendTupleKey (lowest id when the kernel holds duplicates). */
+  private readonly byTuple = new Map<BackendTuple, BackendRec>();
+  /** Slots naming ids that are not in the backend map (found by adopt only), id → count. */
+  private readonly danglingRefs = new Map<number, number>();
+  /** Master entries in the mirror. */
+  private masters = 0;
   private readonly backendIds = new IdAllocator(MAX_BACKEND_ID);
   private readonly revNatIds = new IdAllocator(MAX_REVNAT_ID);
-  /** revNatId → the frontend (map key) that owns it. */
+  /** revNatId → the frontend (frontendId) that owns it. */
   private readonly revNatOwner = new Map<number, string>();
   /** Backend ids that may have lost their last reference. */
   private readonly unreferenced = new Set<number>();
+  /** kpr_aff_match: revNatId → backend ids paired with it. */
+  private readonly kAff = new Map<number, Set<number>>();
+  /** kpr_src_range: revNatId → allowed CIDRs. */
+  private readonly kRanges = new Map<number, Set<string>>();
+  /** kpr_vip: address → flags. */
+  private readonly kVips = new Map<string, number>();
+  /** kpr_svc_meta: revNatId → names. */
+  private readonly kMeta = new Map<number, SvcMeta>();
+  /** ClusterIP frontends programmed, per address: kpr_vip's refcount. */
+  private readonly vipRefs = new Map<string, number>();
+  /** frontendId → the address it counts in vipRefs. */
+  private readonly vipOf = new Map<string, string>();
+  /** Found by the last read of the maps: addresses whose kpr_vip entry disagrees with vipRefs, revNatIds with pairs or names but no frontend. */
+  private readonly suspectVips = new Set<string>();
+  private readonly suspectRevNats = new Set<number>();
 
   // ---- desired state
-  /** Service → its valid desired frontends (unique map keys). */
+  /** Service → its valid desired frontends (unique frontend ids). */
   private readonly desired = new Map<string, DesiredFrontend[]>();
-  /** Frontend map key → the Service(s) that want it (the lowest key wins); an array only on conflict. */
+  /** frontendId → the Service(s) that want it (the lowest key wins); an array only on conflict. */
   private readonly claimants = new Map<string, string | string[]>();
   /** Whether `desired` is complete (a full sync has happened). */
   private haveFullDesired = false;
@@ -152,21 +240,19 @@ export class Reconciler {
     private readonly logger: ReconcileLogger,
   ) {}
 
-  /** Number of frontends (master entries) the kernel holds, as far as the reconciler knows. */
+  /** Number of master entries (frontends × scopes) the kernel holds, as far as the reconciler knows. */
   get frontendCount(): number {
-    let n = 0;
-    for (const f of this.kFrontends.values()) if (f.master) n++;
-    return n;
+    return this.masters;
   }
 
   get backendCount(): number {
     return this.kBackends.size;
   }
 
-  /** The revNatId programmed for a frontend ("addr:port/PROTO" as frontendKey()), if any. */
+  /** The revNatId programmed for a frontend, if any. */
   revNatIdOf(address: string, port: number, protocol: 'TCP' | 'UDP'): number | undefined {
     const proto = protocol === 'TCP' ? 6 : 17;
-    return this.kFrontends.get(frontendMapKey({ addr: address, port, proto, scope: 0 }))?.master?.revNatId;
+    return this.kSets.get(entrySetId(frontendId({ addr: address, port, proto }), SCOPE.EXTERNAL))?.master?.revNatId;
   }
 
   /**
@@ -181,7 +267,7 @@ export class Reconciler {
     this.claimants.clear();
     this.haveFullDesired = false;
     this.adoptedUnclaimed.clear();
-    for (const mk of this.kFrontends.keys()) this.adoptedUnclaimed.add(mk);
+    for (const s of this.kSets.values()) this.adoptedUnclaimed.add(s.fk);
     this.logger.info('adopted datapath maps', {
       frontends: result.frontends,
       backends: result.backends,
@@ -205,6 +291,8 @@ export class Reconciler {
       servicesDeleted: 0,
       backendsWritten: 0,
       backendsDeleted: 0,
+      auxWritten: 0,
+      auxDeleted: 0,
       frontends: 0,
       backends: 0,
       skipped,
@@ -213,8 +301,8 @@ export class Reconciler {
     const affected = new Set<string>(this.dirty);
     const services = [...plans.keys()].sort(cmp);
     if (opts.full) {
-      for (const mk of this.kFrontends.keys()) affected.add(mk);
-      for (const mk of this.claimants.keys()) affected.add(mk);
+      for (const s of this.kSets.values()) affected.add(s.fk);
+      for (const fk of this.claimants.keys()) affected.add(fk);
       this.desired.clear();
       this.claimants.clear();
       this.adoptedUnclaimed.clear();
@@ -225,83 +313,145 @@ export class Reconciler {
     // The mirror is unknown after an earlier failure: read the maps first. The
     // desired state above is kept either way, so nothing asked for is lost.
     if (this.stale && !this.reload()) {
-      for (const mk of affected) this.dirty.add(mk);
+      for (const fk of affected) this.dirty.add(fk);
       return this.finish(result, 'datapath maps could not be read back after an earlier failure');
     }
-    for (const mk of this.dirty) affected.add(mk); // a reload may have marked more
-    if (opts.full) for (const mk of this.kFrontends.keys()) affected.add(mk);
+    for (const fk of this.dirty) affected.add(fk); // a reload may have marked more
+    if (opts.full) for (const s of this.kSets.values()) affected.add(s.fk);
 
     // ---- 2. diff each concerned frontend against the mirror, updating the mirror
-    const backendWrites: Array<[number, Backend]> = [];
-    const slotWrites: Array<[SvcKey, SvcVal]> = [];
-    const masterWrites: Array<[SvcKey, SvcVal]> = [];
-    const masterDeletes: SvcKey[] = [];
-    const slotDeletes: SvcKey[] = [];
-    const backendDeletes: number[] = [];
-    const releaseRevNat: number[] = [];
-    const releaseBackendIds: number[] = [];
-
-    for (const mk of [...affected].sort(cmp)) {
-      const want = this.winner(mk, skipped);
-      const have = this.kFrontends.get(mk);
+    const w: Writes = {
+      backendWrites: [],
+      affWrites: [],
+      rangeWrites: [],
+      slotWrites: [],
+      metaWrites: [],
+      masterWrites: [],
+      vipWrites: [],
+      masterDeletes: [],
+      slotDeletes: [],
+      affDeletes: [],
+      rangeDeletes: [],
+      vipDeletes: [],
+      metaDeletes: [],
+      backendDeletes: [],
+      releaseRevNat: [],
+      releaseBackendIds: [],
+    };
+    const touchedVips = new Set<string>();
+    const order = [...affected];
+    if (order.length > 1) order.sort(cmp);
+    for (const fk of order) {
+      const want = this.winner(fk, skipped);
       if (want) {
-        this.adoptedUnclaimed.delete(mk);
-        this.diffFrontend(want, have, { backendWrites, slotWrites, masterWrites, slotDeletes }, skipped);
-      } else if (have && (this.haveFullDesired || !this.adoptedUnclaimed.has(mk))) {
-        this.removeFrontend(mk, have, masterDeletes, slotDeletes, releaseRevNat);
+        this.adoptedUnclaimed.delete(fk);
+        this.diffFrontend(want, w, touchedVips, skipped);
+      } else if (this.haveFullDesired || !this.adoptedUnclaimed.has(fk)) {
+        this.removeFrontend(fk, w, touchedVips);
       }
     }
 
-    // ---- 3. backends nothing names any more
-    if (opts.full) for (const id of this.kBackends.keys()) if (!this.refs.has(id)) this.unreferenced.add(id);
-    for (const id of [...this.unreferenced].sort((a, b) => a - b)) {
-      if (this.refs.has(id)) continue;
-      if (this.kBackends.delete(id)) backendDeletes.push(id);
-      const tuple = this.idToTuple.get(id);
-      if (tuple !== undefined) {
-        this.idToTuple.delete(id);
-        this.tupleToId.delete(tuple);
+    // ---- 3. what nothing accounts for any more
+    this.sweepOrphans(w, touchedVips, opts.full);
+    for (const addr of touchedVips) {
+      const wanted = (this.vipRefs.get(addr) ?? 0) > 0;
+      const have = this.kVips.get(addr);
+      if (wanted && have !== VIP_FLAG.REFUSE_UNKNOWN_PORT) {
+        w.vipWrites.push([addr, VIP_FLAG.REFUSE_UNKNOWN_PORT]);
+        this.kVips.set(addr, VIP_FLAG.REFUSE_UNKNOWN_PORT);
+      } else if (!wanted && have !== undefined) {
+        w.vipDeletes.push(addr);
+        this.kVips.delete(addr);
       }
-      releaseBackendIds.push(id);
+    }
+    const unreferenced = [...this.unreferenced];
+    if (unreferenced.length > 1) unreferenced.sort((a, b) => a - b);
+    for (const id of unreferenced) {
+      if (this.danglingRefs.has(id)) continue;
+      const rec = this.kBackends.get(id);
+      if (rec) {
+        if (rec.refs > 0) continue;
+        this.kBackends.delete(id);
+        w.backendDeletes.push(id);
+        if (rec.tuple !== null && this.byTuple.get(rec.tuple) === rec) this.byTuple.delete(rec.tuple);
+      }
+      w.releaseBackendIds.push(id);
     }
     this.unreferenced.clear();
 
     // ---- 4. apply, in the order that keeps the live datapath consistent
     try {
-      if (backendWrites.length) {
-        this.maps.updateBackends(backendWrites);
-        result.backendsWritten += backendWrites.length;
-      }
-      if (slotWrites.length) {
-        this.maps.updateServices(slotWrites);
-        result.servicesWritten += slotWrites.length;
-      }
-      if (masterWrites.length) {
-        this.maps.updateServices(masterWrites);
-        result.servicesWritten += masterWrites.length;
-      }
-      if (masterDeletes.length || slotDeletes.length) {
-        this.maps.deleteServices(masterDeletes.concat(slotDeletes));
-        result.servicesDeleted += masterDeletes.length + slotDeletes.length;
-      }
-      if (backendDeletes.length) {
-        this.maps.deleteBackends(backendDeletes);
-        result.backendsDeleted += backendDeletes.length;
-      }
+      this.apply(w, result);
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       this.logger.error('datapath map write failed; re-reading the maps, will retry', { error: message, frontends: affected.size });
-      for (const mk of affected) this.dirty.add(mk);
+      for (const fk of affected) this.dirty.add(fk);
       this.reload();
       return this.finish(result, message);
     }
 
     // ---- 5. commit: ids freed by this sync become reusable only now, so no
     //         entry was ever re-pointed at a different backend or frontend mid-sync.
-    for (const id of releaseRevNat) this.revNatIds.release(id);
-    for (const id of releaseBackendIds) this.backendIds.release(id);
+    for (const id of w.releaseRevNat) this.revNatIds.release(id);
+    for (const id of w.releaseBackendIds) this.backendIds.release(id);
     this.dirty.clear();
     return this.finish(result);
+  }
+
+  private apply(w: Writes, result: SyncResult): void {
+    const m = this.maps;
+    if (w.backendWrites.length) {
+      m.updateBackends(w.backendWrites);
+      result.backendsWritten += w.backendWrites.length;
+    }
+    if (w.affWrites.length) {
+      m.updateAffinityMatches(w.affWrites);
+      result.auxWritten += w.affWrites.length;
+    }
+    if (w.rangeWrites.length) {
+      m.updateSrcRanges(w.rangeWrites);
+      result.auxWritten += w.rangeWrites.length;
+    }
+    if (w.slotWrites.length) {
+      m.updateServices(w.slotWrites);
+      result.servicesWritten += w.slotWrites.length;
+    }
+    if (w.metaWrites.length) {
+      m.updateSvcMeta(w.metaWrites);
+      result.auxWritten += w.metaWrites.length;
+    }
+    if (w.masterWrites.length) {
+      m.updateServices(w.masterWrites);
+      result.servicesWritten += w.masterWrites.length;
+    }
+    if (w.vipWrites.length) {
+      m.updateVips(w.vipWrites);
+      result.auxWritten += w.vipWrites.length;
+    }
+    if (w.masterDeletes.length || w.slotDeletes.length) {
+      m.deleteServices(w.masterDeletes.length ? w.masterDeletes.concat(w.slotDeletes) : w.slotDeletes);
+      result.servicesDeleted += w.masterDeletes.length + w.slotDeletes.length;
+    }
+    if (w.affDeletes.length) {
+      m.deleteAffinityMatches(w.affDeletes);
+      result.auxDeleted += w.affDeletes.length;
+    }
+    if (w.rangeDeletes.length) {
+      m.deleteSrcRanges(w.rangeDeletes);
+      result.auxDeleted += w.rangeDeletes.length;
+    }
+    if (w.vipDeletes.length) {
+      m.deleteVips(w.vipDeletes);
+      result.auxDeleted += w.vipDeletes.length;
+    }
+    if (w.metaDeletes.length) {
+      m.deleteSvcMeta(w.metaDeletes);
+      result.auxDeleted += w.metaDeletes.length;
+    }
+    if (w.backendDeletes.length) {
+      m.deleteBackends(w.backendDeletes);
+      result.backendsDeleted += w.backendDeletes.length;
+    }
   }
 
   // ------------------------------------------------------------------ desired state
@@ -311,48 +461,54 @@ export class Reconciler {
     const old = this.desired.get(service);
     if (old) {
       for (const d of old) {
-        affected.add(d.mk);
-        this.unclaim(d.mk, service);
+        affected.add(d.fk);
+        this.unclaim(d.fk, service);
       }
       this.desired.delete(service);
     }
     const mine: DesiredFrontend[] = [];
+    let ids: Set<string> | null = null;
     for (const f of frontends) {
       const d = toDesiredFrontend(service, f, skipped);
       if (!d) continue;
-      if (mine.some((x) => x.mk === d.mk)) {
-        skipped.push({ object: `Service ${service}`, reason: `frontend ${d.label} is listed twice; the first is used` });
-        continue;
+      if (mine.length > 0) {
+        ids ??= new Set(mine.map((x) => x.fk));
+        if (ids.has(d.fk)) {
+          skipped.push({ object: `Service ${service}`, reason: `frontend ${d.label} is listed twice; the first is used` });
+          continue;
+        }
+        ids.add(d.fk);
       }
       mine.push(d);
-      affected.add(d.mk);
-      this.claim(d.mk, service);
+      affected.add(d.fk);
+      this.claim(d.fk, service);
     }
     if (mine.length) this.desired.set(service, mine);
   }
 
-  private claim(mk: string, service: string): void {
-    const c = this.claimants.get(mk);
-    if (c === undefined) this.claimants.set(mk, service);
-    else if (typeof c === 'string') this.claimants.set(mk, [c, service]);
+  private claim(fk: string, service: string): void {
+    const c = this.claimants.get(fk);
+    if (c === undefined) this.claimants.set(fk, service);
+    else if (typeof c === 'string') this.claimants.set(fk, [c, service]);
     else c.push(service);
   }
 
-  private unclaim(mk: string, service: string): void {
-    const c = this.claimants.get(mk);
-    if (c === service) this.claimants.delete(mk);
+  private unclaim(fk: string, service: string): void {
+    const c = this.claimants.get(fk);
+    if (c === service) this.claimants.delete(fk);
     else if (Array.isArray(c)) {
       const rest = c.filter((s) => s !== service);
-      this.claimants.set(mk, rest.length === 1 ? rest[0] : rest);
+      this.claimants.set(fk, rest.length === 1 ? rest[0] : rest);
     }
   }
 
-  /** The desired frontend for a map key: the claim of the lowest Service key; the others are reported. */
-  private winner(mk: string, skipped: SkippedObject[]): DesiredFrontend | undefined {
-    const c = this.claimants.get(mk);
+  /** The desired frontend for a frontend id: the claim of the lowest Service key; the others are reported. */
+  private winner(fk: string, skipped: SkippedObject[]): DesiredFrontend | undefined {
+    const c = this.claimants.get(fk);
     if (c === undefined) return undefined;
     const first = typeof c === 'string' ? c : c.reduce((a, b) => (b < a ? b : a));
-    const want = this.desired.get(first)!.find((d) => d.mk === mk)!;
+    const list = this.desired.get(first)!;
+    const want = list.length === 1 ? list[0] : list.find((d) => d.fk === fk)!;
     if (typeof c !== 'string') {
       for (const s of [...c].sort(cmp)) {
         if (s === first) continue;
@@ -366,50 +522,82 @@ export class Reconciler {
 
   // ------------------------------------------------------------------ diff
 
-  private diffFrontend(
-    want: DesiredFrontend,
-    have: KernelFrontend | undefined,
-    out: {
-      backendWrites: Array<[number, Backend]>;
-      slotWrites: Array<[SvcKey, SvcVal]>;
-      masterWrites: Array<[SvcKey, SvcVal]>;
-      slotDeletes: SvcKey[];
-    },
-    skipped: SkippedObject[],
-  ): void {
-    const f: KernelFrontend = have ?? { base: want.base, master: null, slots: [], slotCount: 0 };
+  /** The revNatId this frontend owns in the kernel, if any. */
+  private ownedRevNat(fk: string): number {
+    for (const scope of SCOPES) {
+      const rn = this.kSets.get(entrySetId(fk, scope))?.master?.revNatId ?? 0;
+      if (rn > 0 && this.revNatOwner.get(rn) === fk) return rn;
+    }
+    return 0;
+  }
 
-    // revNatId: keep the one the kernel has if this frontend owns it.
-    let revNatId = f.master?.revNatId ?? 0;
-    if (!(revNatId > 0 && this.revNatOwner.get(revNatId) === want.mk)) {
+  private diffFrontend(want: DesiredFrontend, w: Writes, touchedVips: Set<string>, skipped: SkippedObject[]): void {
+    const fk = want.fk;
+    let revNatId = this.ownedRevNat(fk);
+    if (revNatId === 0) {
       const id = this.revNatIds.allocate();
       if (id === undefined) {
         skipped.push({ object: `Service ${want.service}`, reason: `frontend ${want.label}: no free revNatId (${MAX_REVNAT_ID} frontends)` });
         return; // leaves any existing entry as it is
       }
       revNatId = id;
-      this.revNatOwner.set(id, want.mk);
+      this.revNatOwner.set(id, fk);
     }
-    if (!have) this.kFrontends.set(want.mk, f);
 
-    // Slots 1..n: slot i+1 names backends[i].
-    const n = want.backends.length;
-    const proto = want.base.proto;
+    // Names first (no reader depends on them, the CLI does).
+    const meta: SvcMeta = { name: cut(want.service, META_NAME_MAX), portName: cut(want.portName, META_PORT_MAX), type: want.feType };
+    if (!sameMeta(this.kMeta.get(revNatId), meta)) {
+      w.metaWrites.push([revNatId, meta]);
+      this.kMeta.set(revNatId, meta);
+    }
+
+    // Backend ids of both sets, so the affinity pairs can be written before any slot names them.
+    const ext = this.backendsFor(want.backends, want.base.proto, w);
+    const int = want.internal ? this.backendsFor(want.internal, want.base.proto, w) : null;
+    if (want.affinityTimeout > 0) this.diffAffinity(revNatId, (int ? ext.concat(int) : ext).map((r) => r.id), w);
+    else this.diffAffinity(revNatId, NO_IDS, w);
+    this.diffRanges(revNatId, want.sourceRanges, w);
+
+    const master = (n: number): SvcVal => ({ backendId: want.affinityTimeout, count: n, revNatId, flags: want.flags });
+    this.diffSet(fk, SCOPE.EXTERNAL, want.base, ext, master(ext.length), w);
+    if (int) this.diffSet(fk, SCOPE.INTERNAL, want.base, int, master(int.length), w);
+    else this.removeSet(fk, SCOPE.INTERNAL, w);
+
+    // kpr_vip: a ClusterIP address refuses unknown ports while one of its frontends is programmed.
+    const counted = this.vipOf.get(fk);
+    if (want.clusterIP && counted === undefined) this.vipRef(fk, want.base.addr, touchedVips);
+    else if (!want.clusterIP && counted !== undefined) this.vipUnref(fk, touchedVips);
+  }
+
+  /** Records of `backends` in order, allocating (and queueing writes of) what the kernel lacks. */
+  private backendsFor(backends: readonly DesiredBackend[], proto: number, w: Writes): BackendRec[] {
+    const recs = new Array<BackendRec>(backends.length);
+    for (let i = 0; i < backends.length; i++) recs[i] = this.backendFor(backends[i], proto, w.backendWrites);
+    return recs;
+  }
+
+  /** Makes one entry set hold `recs` in slots 1..n and `master` in slot 0. */
+  private diffSet(fk: string, scope: number, base: FrontendBase, recs: readonly BackendRec[], master: SvcVal, w: Writes): void {
+    const sid = entrySetId(fk, scope);
+    let f = this.kSets.get(sid);
+    if (!f) this.kSets.set(sid, (f = { fk, scope, base, master: null, slots: [], slotCount: 0 }));
+
+    const n = recs.length;
     for (let i = 0; i < n; i++) {
-      const id = this.backendIdFor(want.backends[i], proto, out.backendWrites);
+      const rec = recs[i];
       const slot = i + 1;
       const old = f.slots[slot];
-      if (old === id) continue;
-      out.slotWrites.push([svcKey(f.base, slot), { backendId: id, count: 0, revNatId: 0, flags: 0 }]);
-      f.slots[slot] = id;
-      this.ref(id);
+      if (old === rec.id) continue;
+      w.slotWrites.push([svcKey(f.base, scope, slot), (rec.slotVal ??= { backendId: rec.id, count: 0, revNatId: 0, flags: 0 })]);
+      f.slots[slot] = rec.id;
+      rec.refs++;
       if (old !== undefined) this.unref(old);
       else f.slotCount++;
     }
 
-    const master: SvcVal = { backendId: 0, count: n, revNatId, flags: want.flags };
     if (!f.master || !sameMaster(f.master, master)) {
-      out.masterWrites.push([svcKey(f.base, 0), master]);
+      w.masterWrites.push([svcKey(f.base, scope, 0), master]);
+      if (!f.master) this.masters++;
       f.master = master;
     }
 
@@ -418,55 +606,136 @@ export class Reconciler {
       for (let s = n + 1; s < f.slots.length; s++) {
         const id = f.slots[s];
         if (id === undefined) continue;
-        out.slotDeletes.push(svcKey(f.base, s));
+        w.slotDeletes.push(svcKey(f.base, scope, s));
         this.unref(id);
         f.slotCount--;
       }
-      f.slots.length = n + 1;
     }
+    if (f.slots.length > n + 1) f.slots.length = n + 1;
   }
 
-  private removeFrontend(mk: string, f: KernelFrontend, masterDeletes: SvcKey[], slotDeletes: SvcKey[], releaseRevNat: number[]): void {
+  /** Removes one entry set: master first, then its slots. */
+  private removeSet(fk: string, scope: number, w: Writes): void {
+    const sid = entrySetId(fk, scope);
+    const f = this.kSets.get(sid);
+    if (!f) return;
     if (f.master) {
-      masterDeletes.push(svcKey(f.base, 0));
-      const rn = f.master.revNatId;
-      if (this.revNatOwner.get(rn) === mk) {
-        this.revNatOwner.delete(rn);
-        releaseRevNat.push(rn);
-      }
+      w.masterDeletes.push(svcKey(f.base, scope, 0));
+      this.masters--;
     }
     for (let s = 1; s < f.slots.length; s++) {
       const id = f.slots[s];
       if (id === undefined) continue;
-      slotDeletes.push(svcKey(f.base, s));
+      w.slotDeletes.push(svcKey(f.base, scope, s));
       this.unref(id);
     }
-    this.kFrontends.delete(mk);
+    this.kSets.delete(sid);
   }
 
-  /** The id of a backend tuple, allocating it (and queueing its write) if the kernel lacks it. */
-  private backendIdFor(b: DesiredBackend, proto: number, writes: Array<[number, Backend]>): number {
-    const known = this.tupleToId.get(b.tuple);
-    if (known !== undefined) return known;
+  private removeFrontend(fk: string, w: Writes, touchedVips: Set<string>): void {
+    const rn = this.ownedRevNat(fk);
+    for (const scope of SCOPES) this.removeSet(fk, scope, w);
+    if (rn > 0) {
+      this.diffAffinity(rn, [], w);
+      this.diffRanges(rn, [], w);
+      if (this.kMeta.delete(rn)) w.metaDeletes.push(rn);
+      this.revNatOwner.delete(rn);
+      w.releaseRevNat.push(rn);
+    }
+    if (this.vipOf.has(fk)) this.vipUnref(fk, touchedVips);
+  }
+
+  /** Makes kpr_aff_match hold exactly `ids` for `revNatId`: additions before the slots, removals after. */
+  private diffAffinity(revNatId: number, ids: readonly number[], w: Writes): void {
+    const have = this.kAff.get(revNatId);
+    if (ids.length === 0 && !have) return;
+    const want = new Set(ids);
+    for (const id of want) if (!have?.has(id)) w.affWrites.push({ backendId: id, revNatId });
+    if (have) for (const id of have) if (!want.has(id)) w.affDeletes.push({ backendId: id, revNatId });
+    if (want.size) this.kAff.set(revNatId, want);
+    else this.kAff.delete(revNatId);
+  }
+
+  /** Makes kpr_src_range hold exactly `cidrs` for `revNatId`: additions before the masters, removals after. */
+  private diffRanges(revNatId: number, cidrs: readonly string[], w: Writes): void {
+    const have = this.kRanges.get(revNatId);
+    if (cidrs.length === 0 && !have) return;
+    const want = new Set(cidrs);
+    for (const cidr of want) if (!have?.has(cidr)) w.rangeWrites.push({ revNatId, cidr });
+    if (have) for (const cidr of have) if (!want.has(cidr)) w.rangeDeletes.push({ revNatId, cidr });
+    if (want.size) this.kRanges.set(revNatId, want);
+    else this.kRanges.delete(revNatId);
+  }
+
+  private vipRef(fk: string, addr: string, touched: Set<string>): void {
+    this.vipOf.set(fk, addr);
+    this.vipRefs.set(addr, (this.vipRefs.get(addr) ?? 0) + 1);
+    touched.add(addr);
+  }
+
+  private vipUnref(fk: string, touched: Set<string>): void {
+    const addr = this.vipOf.get(fk)!;
+    this.vipOf.delete(fk);
+    const r = (this.vipRefs.get(addr) ?? 0) - 1;
+    if (r > 0) this.vipRefs.set(addr, r);
+    else this.vipRefs.delete(addr);
+    touched.add(addr);
+  }
+
+  /**
+   * Affinity pairs and names of revNatIds no frontend owns, service addresses
+   * whose entry disagrees with the frontends, backends no slot names: the
+   * suspects the last read of the maps found, or (full sync) everything.
+   */
+  private sweepOrphans(w: Writes, touchedVips: Set<string>, full: boolean): void {
+    const revNats = full ? new Set([...this.kAff.keys(), ...this.kRanges.keys(), ...this.kMeta.keys()]) : this.suspectRevNats;
+    for (const rn of revNats) {
+      if (this.revNatOwner.has(rn)) continue;
+      this.diffAffinity(rn, [], w);
+      this.diffRanges(rn, [], w);
+      if (this.kMeta.delete(rn)) w.metaDeletes.push(rn);
+    }
+    for (const addr of this.suspectVips) touchedVips.add(addr);
+    if (full) {
+      for (const addr of this.kVips.keys()) touchedVips.add(addr);
+      for (const addr of this.vipRefs.keys()) touchedVips.add(addr);
+      for (const rec of this.kBackends.values()) if (rec.refs === 0) this.unreferenced.add(rec.id);
+    }
+    this.suspectRevNats.clear();
+    this.suspectVips.clear();
+  }
+
+  /** The backend of a tuple, allocating it (and queueing its write) if the kernel lacks it or holds other flags. */
+  private backendFor(b: DesiredBackend, proto: number, writes: Array<[number, Backend]>): BackendRec {
+    const known = this.byTuple.get(b.tuple);
+    if (known !== undefined) {
+      if (known.flags !== b.flags) {
+        // The endpoint moved to or from this node (an IP reused): same address, new LOCAL flag.
+        known.flags = b.flags;
+        writes.push([known.id, known]);
+      }
+      return known;
+    }
     const id = this.backendIds.allocate();
     if (id === undefined) throw new Error('backend id space exhausted'); // 2^32 - 1 backends: not reachable
-    const val: Backend = { addr: b.addr, port: b.port, proto, flags: 0 };
-    this.tupleToId.set(b.tuple, id);
-    this.idToTuple.set(id, b.tuple);
-    this.kBackends.set(id, val);
-    writes.push([id, val]);
-    return id;
+    const rec: BackendRec = { id, addr: b.addr, port: b.port, proto, flags: b.flags, tuple: b.tuple, refs: 0, slotVal: null };
+    this.byTuple.set(b.tuple, rec);
+    this.kBackends.set(id, rec);
+    writes.push([id, rec]);
+    return rec;
   }
 
-  private ref(id: number): void {
-    this.refs.set(id, (this.refs.get(id) ?? 0) + 1);
-  }
-
+  /** A slot stopped naming backend `id`. */
   private unref(id: number): void {
-    const r = (this.refs.get(id) ?? 0) - 1;
-    if (r > 0) this.refs.set(id, r);
+    const rec = this.kBackends.get(id);
+    if (rec) {
+      if (--rec.refs <= 0) this.unreferenced.add(id);
+      return;
+    }
+    const r = (this.danglingRefs.get(id) ?? 0) - 1;
+    if (r > 0) this.danglingRefs.set(id, r);
     else {
-      this.refs.delete(id);
+      this.danglingRefs.delete(id);
       this.unreferenced.add(id);
     }
   }
@@ -490,16 +759,28 @@ export class Reconciler {
   private loadFromKernel(): AdoptResult {
     const services = this.maps.dumpServices();
     const backends = this.maps.dumpBackends();
+    const vips = this.maps.dumpVips();
+    const affs = this.maps.dumpAffinityMatches();
+    const metas = this.maps.dumpSvcMeta();
+    const ranges = this.maps.dumpSrcRanges();
 
-    this.kFrontends.clear();
+    this.kSets.clear();
     this.kBackends.clear();
-    this.tupleToId.clear();
-    this.idToTuple.clear();
-    this.refs.clear();
+    this.byTuple.clear();
+    this.danglingRefs.clear();
+    this.masters = 0;
     this.backendIds.clear();
     this.revNatIds.clear();
     this.revNatOwner.clear();
     this.unreferenced.clear();
+    this.kAff.clear();
+    this.kRanges.clear();
+    this.kVips.clear();
+    this.kMeta.clear();
+    this.vipRefs.clear();
+    this.vipOf.clear();
+    this.suspectVips.clear();
+    this.suspectRevNats.clear();
     const d: AdoptInconsistencies = {
       slotsWithoutMaster: 0,
       slotsBeyondCount: 0,
@@ -508,58 +789,97 @@ export class Reconciler {
       orphanBackends: 0,
       duplicateBackends: 0,
       badRevNatIds: 0,
+      orphanAuxEntries: 0,
     };
 
     for (const [id, b] of [...backends].sort((x, y) => x[0] - y[0])) {
-      this.kBackends.set(id, b);
-      this.backendIds.reserve(id);
       const tuple = backendValueKey(b);
+      const rec: BackendRec = { id, addr: b.addr, port: b.port, proto: b.proto, flags: b.flags, tuple, refs: 0, slotVal: null };
+      this.kBackends.set(id, rec);
+      this.backendIds.reserve(id);
       if (tuple === null) continue; // not something this agent writes: never reused, deleted once unreferenced
-      if (this.tupleToId.has(tuple)) d.duplicateBackends++;
-      else {
-        this.tupleToId.set(tuple, id);
-        this.idToTuple.set(id, tuple);
-      }
+      if (this.byTuple.has(tuple)) d.duplicateBackends++;
+      else this.byTuple.set(tuple, rec);
     }
 
     for (const [k, v] of services) {
-      const base: FrontendBase = { addr: k.addr, port: k.port, proto: k.proto, scope: k.scope };
-      const mk = frontendMapKey(base);
-      let f = this.kFrontends.get(mk);
-      if (!f) this.kFrontends.set(mk, (f = { base, master: null, slots: [], slotCount: 0 }));
-      if (k.slot === 0) f.master = v;
-      else {
+      const base: FrontendBase = { addr: k.addr, port: k.port, proto: k.proto };
+      const fk = frontendId(base);
+      const sid = entrySetId(fk, k.scope);
+      let f = this.kSets.get(sid);
+      if (!f) this.kSets.set(sid, (f = { fk, scope: k.scope, base, master: null, slots: [], slotCount: 0 }));
+      if (k.slot === 0) {
+        if (!f.master) this.masters++;
+        f.master = v;
+      } else {
         f.slots[k.slot] = v.backendId;
         f.slotCount++;
-        this.ref(v.backendId);
-        if (!this.kBackends.has(v.backendId)) {
+        const rec = this.kBackends.get(v.backendId);
+        if (rec) rec.refs++;
+        else {
           d.danglingSlots++;
+          this.danglingRefs.set(v.backendId, (this.danglingRefs.get(v.backendId) ?? 0) + 1);
           this.backendIds.reserve(v.backendId); // never hand out an id a stale slot still names
         }
       }
     }
 
-    for (const mk of [...this.kFrontends.keys()].sort(cmp)) {
-      const f = this.kFrontends.get(mk)!;
-      let bad = false;
+    const bad = new Set<string>();
+    for (const sid of [...this.kSets.keys()].sort(cmp)) {
+      const f = this.kSets.get(sid)!;
+      if (f.scope !== SCOPE.EXTERNAL && f.scope !== SCOPE.INTERNAL) bad.add(f.fk); // an unknown scope: removed by the next sync
       if (!f.master) {
         d.slotsWithoutMaster += f.slotCount;
-        bad = true;
+        bad.add(f.fk);
       } else {
-        for (let s = f.master.count + 1; s < f.slots.length; s++) if (f.slots[s] !== undefined) (d.slotsBeyondCount++, (bad = true));
-        for (let s = 1; s <= f.master.count; s++) if (f.slots[s] === undefined) (d.missingSlots++, (bad = true));
+        for (let s = f.master.count + 1; s < f.slots.length; s++) if (f.slots[s] !== undefined) (d.slotsBeyondCount++, bad.add(f.fk));
+        for (let s = 1; s <= f.master.count; s++) if (f.slots[s] === undefined) (d.missingSlots++, bad.add(f.fk));
+        // Both scopes of one frontend share its revNatId; any other sharing is an inconsistency.
         const rn = f.master.revNatId;
-        if (rn > 0 && this.revNatIds.reserve(rn)) this.revNatOwner.set(rn, mk);
-        else (d.badRevNatIds++, (bad = true));
+        const owner = this.revNatOwner.get(rn);
+        if (rn > 0 && owner === undefined && this.revNatIds.reserve(rn)) this.revNatOwner.set(rn, f.fk);
+        else if (owner !== f.fk) (d.badRevNatIds++, bad.add(f.fk));
+        if (f.scope === SCOPE.EXTERNAL && f.master.flags & SVC_FLAG.CLUSTER_IP) {
+          this.vipOf.set(f.fk, f.base.addr);
+          this.vipRefs.set(f.base.addr, (this.vipRefs.get(f.base.addr) ?? 0) + 1);
+        }
       }
-      for (const id of f.slots) if (id !== undefined && !this.idToTuple.has(id)) bad = true;
-      if (bad) this.dirty.add(mk);
+      // A slot naming a dangling, foreign or duplicate backend is re-pointed by the next sync.
+      for (const id of f.slots) {
+        if (id === undefined) continue;
+        const rec = this.kBackends.get(id);
+        if (!rec || rec.tuple === null || this.byTuple.get(rec.tuple) !== rec) bad.add(f.fk);
+      }
+    }
+    for (const fk of bad) this.dirty.add(fk);
+
+    for (const k of affs) {
+      let s = this.kAff.get(k.revNatId);
+      if (!s) this.kAff.set(k.revNatId, (s = new Set()));
+      s.add(k.backendId);
+      if (!this.revNatOwner.has(k.revNatId)) (d.orphanAuxEntries++, this.suspectRevNats.add(k.revNatId));
+    }
+    for (const k of ranges) {
+      let s = this.kRanges.get(k.revNatId);
+      if (!s) this.kRanges.set(k.revNatId, (s = new Set()));
+      s.add(k.cidr);
+      if (!this.revNatOwner.has(k.revNatId)) (d.orphanAuxEntries++, this.suspectRevNats.add(k.revNatId));
+    }
+    for (const [addr, flags] of vips) {
+      this.kVips.set(addr, flags);
+      if (!this.vipRefs.has(addr)) (d.orphanAuxEntries++, this.suspectVips.add(addr));
+    }
+    // A ClusterIP frontend whose address entry is missing (a write that failed part-way).
+    for (const addr of this.vipRefs.keys()) if (this.kVips.get(addr) !== VIP_FLAG.REFUSE_UNKNOWN_PORT) this.suspectVips.add(addr);
+    for (const [rn, m] of metas) {
+      this.kMeta.set(rn, m);
+      if (!this.revNatOwner.has(rn)) (d.orphanAuxEntries++, this.suspectRevNats.add(rn));
     }
 
-    for (const id of this.kBackends.keys()) {
-      if (!this.refs.has(id)) {
+    for (const rec of this.kBackends.values()) {
+      if (rec.refs === 0) {
         d.orphanBackends++;
-        this.unreferenced.add(id);
+        this.unreferenced.add(rec.id);
       }
     }
     // Backends with the same tuple as a lower id are repaired by re-pointing their slots.

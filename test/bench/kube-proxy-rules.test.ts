@@ -8,7 +8,9 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import {
   base32Std,
+  extChainName,
   fullRestore,
+  nodePortRule,
   partialRestore,
   probability,
   sepChainName,
@@ -19,7 +21,9 @@ import {
 import { makeScenario } from '../../bench/scenario.js';
 import { requireRoot } from '../support/preflight.js';
 import { Sandbox } from '../../sandbox/netns.js';
-import { restoreIn } from '../../bench/iptables.js';
+import { natRuleCount, restoreIn } from '../../bench/iptables.js';
+import { makeNodePortScenario, NODEPORT_BASE, NP_ECHO_SERVICE } from '../../bench/nodeport.js';
+import { NP_POD_IP } from '../../bench/nodeport-topology.js';
 
 function svc(name: string, n: number): KpService {
   return {
@@ -124,6 +128,75 @@ test('iptables-restore accepts the ruleset and a partial sync (throwaway netns)'
     const stale = [sepChainName(target, target.endpoints[0])];
     await restoreIn(ns, partialRestore([changed], { mode: 'minimal', staleSepChains: stale }), ['--noflush']);
     await restoreIn(ns, partialRestore([target], { mode: 'exact', all: services }), ['--noflush']);
+  } finally {
+    await sandbox.teardown();
+  }
+});
+
+test('NodePort services get KUBE-NODEPORTS → KUBE-EXT (masquerade, then KUBE-SVC), reached from the last KUBE-SERVICES rule', () => {
+  const s = { ...svc('svc1', 2), nodePort: 30080 };
+  const plain = svc('svc2', 1);
+  const text = fullRestore([s, { ...plain, clusterIP: '198.19.0.2' }]);
+  const ext = extChainName(s);
+  assert.match(ext, /^KUBE-EXT-[A-Z2-7]{16}$/);
+  assert.equal(ext.slice('KUBE-EXT-'.length), svcChainName(s).slice('KUBE-SVC-'.length)); // the same hash as its KUBE-SVC chain
+  assert.ok(text.includes(`:${ext} - [0:0]`));
+  assert.equal(nodePortRule(s), `-A KUBE-NODEPORTS -p tcp -m comment --comment "ns1/svc1:p80" -m tcp --dport 30080 -j ${ext}`);
+  const lines = text.split('\n');
+  assert.deepEqual(
+    lines.filter((l) => l.startsWith(`-A ${ext} `)),
+    [`-A ${ext} -m comment --comment "masquerade traffic for ns1/svc1:p80 external destinations" -j KUBE-MARK-MASQ`, `-A ${ext} -j ${svcChainName(s)}`],
+  );
+  assert.deepEqual(lines.filter((l) => l.startsWith('-A KUBE-NODEPORTS ')), [nodePortRule(s)]);
+  // ClusterIP-only services get no external chain; the nodeports jump stays the last KUBE-SERVICES rule.
+  assert.ok(!text.includes(extChainName(plain)));
+  const svcRules = lines.filter((l) => l.startsWith('-A KUBE-SERVICES '));
+  assert.equal(svcRules.length, 3);
+  assert.match(svcRules[2], /-m addrtype --dst-type LOCAL -j KUBE-NODEPORTS$/);
+  for (const c of ['PREROUTING', 'OUTPUT']) assert.ok(text.includes(`-A ${c} -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`), c);
+  assert.ok(text.includes('-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully'));
+  // Without endpoints there is no NodePort rule (kube-proxy rejects in the filter table instead).
+  assert.equal(nodePortRule({ ...s, endpoints: [] }), undefined);
+});
+
+test('a partial sync rewrites KUBE-NODEPORTS in full (exact) and the changed KUBE-EXT chain', () => {
+  const all = [{ ...svc('svc1', 3), nodePort: 30001 }, { ...svc('svc2', 3), clusterIP: '198.19.0.2', nodePort: 30002 }];
+  const exact = partialRestore([all[0]], { mode: 'exact', all });
+  assert.ok(exact.includes(':KUBE-NODEPORTS - [0:0]'));
+  assert.equal(exact.split('\n').filter((l) => l.startsWith('-A KUBE-NODEPORTS ')).length, 2);
+  assert.ok(exact.includes(`:${extChainName(all[0])} - [0:0]`));
+  assert.ok(!exact.includes(`:${extChainName(all[1])}`));
+  const minimal = partialRestore([all[0]], { mode: 'minimal' });
+  assert.ok(!minimal.includes('KUBE-NODEPORTS'));
+  assert.ok(minimal.includes(`:${extChainName(all[0])} - [0:0]`));
+});
+
+test('the NodePort scenario: unique node ports, the echo service in the middle pointing at the pod', () => {
+  for (const n of [1, 2, 101]) {
+    const { services, echo } = makeNodePortScenario(n, 3);
+    assert.equal(services.length, n);
+    assert.equal(echo.name, NP_ECHO_SERVICE);
+    assert.equal(services[Math.floor((n - 1) / 2)], echo);
+    assert.deepEqual(echo.endpoints, [{ ip: NP_POD_IP, port: 9000 }]);
+    assert.deepEqual(services.map((s) => s.nodePort), services.map((_, i) => NODEPORT_BASE + i));
+    assert.equal(new Set(services.map((s) => s.clusterIP)).size, n);
+  }
+});
+
+test('iptables-restore accepts the NodePort ruleset (throwaway netns)', async () => {
+  requireRoot();
+  execFileSync('iptables-restore', ['--version'], { stdio: 'ignore' });
+  const sandbox = new Sandbox();
+  try {
+    const ns = sandbox.addNamespace('iptnp');
+    const { services } = makeNodePortScenario(5, 3);
+    const full = fullRestore(services);
+    await restoreIn(ns, full, ['--test']);
+    await restoreIn(ns, full);
+    // 3 jumps + 4 fixed + per service: 1 cluster IP + 1 nodeport + 2 ext + 1 svc/ep + 2 sep/ep, + the nodeports jump.
+    const perSvc = (s: KpService) => 4 + s.endpoints.length * 3;
+    assert.equal(natRuleCount(ns), 3 + 4 + 1 + services.reduce((a, s) => a + perSvc(s), 0));
+    await restoreIn(ns, partialRestore([services[2]], { mode: 'exact', all: services }), ['--noflush']);
   } finally {
     await sandbox.teardown();
   }

@@ -86,10 +86,10 @@ const cases: Case[] = [
     want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.2:8080', '10.0.0.3:8080'] } },
   },
   {
-    name: 'no ready endpoint at all: frontend kept with no backends (terminating fallback not yet)',
+    name: 'no ready endpoint at all, one serving and terminating: it is used (rule 19)',
     service: service(web, { ports: [http] }),
     slices: [slice('default/web-a', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.1', { ready: false, terminating: true })] })],
-    want: { frontends: { '10.96.0.10:80/TCP http': [] } },
+    want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.1:8080'] } },
   },
   {
     name: 'endpoints of two slices are unioned and sorted by address (numerically) then port (rules 16, 17)',
@@ -238,22 +238,32 @@ const cases: Case[] = [
     want: { frontends: {}, skipped: ['Service default/web: service.kubernetes.io/service-proxy-name'] },
   },
   {
-    name: 'IPv6-only Service is skipped with a reason (rule 4)',
+    name: 'IPv6-only Service: its IPv6 clusterIP is fed by IPv6 slices only (rules 4, 5)',
     service: service(web, { clusterIP: 'fd00::10', clusterIPs: ['fd00::10'], ipFamilies: ['IPv6'], ports: [http] }),
-    slices: [],
-    want: { frontends: {}, skipped: ['Service default/web: no IPv4 clusterIP'] },
+    slices: [
+      slice('default/web-a', { addressType: 'IPv6', ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('fd00:0::1')] }),
+      slice('default/web-b', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.1')] }),
+    ],
+    want: { frontends: { 'fd00::10:80/TCP http': ['fd00::1:8080'] } },
   },
   {
-    name: 'IPv6 clusterIP without ipFamilies is skipped with a reason (rule 4)',
+    name: 'IPv6 clusterIP without ipFamilies is used in its own family (rule 4)',
     service: service(web, { clusterIP: 'fd00::10', ports: [http] }),
     slices: [],
-    want: { frontends: {}, skipped: ['Service default/web: no IPv4 clusterIP'] },
+    want: { frontends: { 'fd00::10:80/TCP http': [] } },
   },
   {
-    name: 'dual-stack Service, IPv6 first: the IPv4 clusterIP is used (rule 4)',
+    name: 'dual-stack Service, IPv6 first: one frontend per family, each fed by its own slices (rules 4, 5)',
     service: service(web, { clusterIP: 'fd00::10', clusterIPs: ['fd00::10', '10.96.0.20'], ipFamilies: ['IPv6', 'IPv4'], ports: [http] }),
-    slices: [slice('default/web-a', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.1')] })],
-    want: { frontends: { '10.96.0.20:80/TCP http': ['10.0.0.1:8080'] } },
+    slices: [
+      slice('default/web-a', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.1')] }),
+      slice('default/web-b', { addressType: 'IPv6', ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('fd00::2'), ep('10.0.0.9')] }),
+      slice('default/web-c', { addressType: 'FQDN', ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('example.com')] }),
+    ],
+    want: {
+      frontends: { 'fd00::10:80/TCP http': ['fd00::2:8080'], '10.96.0.20:80/TCP http': ['10.0.0.1:8080'] },
+      skipped: ['EndpointSlice default/web-b: invalid endpoint address "10.0.0.9" in an IPv6 slice'],
+    },
   },
   {
     name: 'invalid clusterIP skips the Service with the address in the reason',
@@ -294,23 +304,10 @@ const cases: Case[] = [
     want: { frontends: {}, skipped: ['Service default/web: unknown type "Magic"'] },
   },
   {
-    name: 'NodePort Service: its clusterIP frontend is programmed and the NodePort part reported',
+    name: 'NodePort Service without a Node object: the clusterIP is programmed, the NodePorts reported (rule 29)',
     service: service(web, { type: 'NodePort', ports: [{ ...http, nodePort: 30080 }] }),
     slices: [slice('default/web-a', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.1')] })],
-    want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.1:8080'] }, skipped: ['Service default/web: NodePort is not supported by kpr yet'] },
-  },
-  {
-    name: 'externalIPs, ClientIP affinity and internalTrafficPolicy Local are reported, never silently ignored',
-    service: service(web, { externalIPs: ['1.2.3.4'], sessionAffinity: 'ClientIP', internalTrafficPolicy: 'Local', ports: [http] }),
-    slices: [],
-    want: {
-      frontends: { '10.96.0.10:80/TCP http': [] },
-      skipped: [
-        'Service default/web: externalIPs',
-        'Service default/web: sessionAffinity ClientIP',
-        'Service default/web: internalTrafficPolicy Local',
-      ],
-    },
+    want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.1:8080'] }, skipped: ['Service default/web: NodePorts: node "node-1" has no IPv4 address to listen on (no Node object)'] },
   },
 ];
 
@@ -341,7 +338,7 @@ describe('planService', () => {
     });
   }
 
-  it('every frontend is a ClusterIP with Cluster policy, no affinity and no source ranges', () => {
+  it('a plain ClusterIP frontend: Cluster policy, no affinity, no source ranges, no extra fields', () => {
     const plan = planService(service(web, { ports: [http] }), [], { nodeName: 'n' });
     assert.deepEqual(plan.frontends[0], {
       service: 'default/web',

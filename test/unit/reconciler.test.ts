@@ -61,7 +61,7 @@ describe('Reconciler', () => {
       true,
     );
     assert.equal(res.ok, true);
-    assert.deepEqual(methods(maps), ['updateBackends(3)', 'updateServices(3)', 'updateServices(2)']);
+    assert.deepEqual(methods(maps), ['updateBackends(3)', 'updateServices(3)', 'updateSvcMeta(2)', 'updateServices(2)', 'updateVips(2)']);
     assert.deepEqual(programmed(copyState(maps)), {
       '10.96.0.10:80/TCP': ['10.0.0.1:8080', '10.0.0.2:8080'],
       '10.96.0.53:53/UDP': ['10.0.0.3:53'],
@@ -225,7 +225,7 @@ describe('Reconciler', () => {
 
   it('frontends the datapath cannot serve are skipped with a reason, the rest programmed', () => {
     const { maps, r } = setup();
-    const np = { ...fe('a/x', '10.96.0.1', 30080, ['10.0.0.1:80']), type: 'NodePort' as const };
+    const np = { ...fe('a/x', '10.96.0.1', 30080, ['10.0.0.1:80']), type: 'Magic' as unknown as 'NodePort' };
     const sctp = fe('a/x', '10.96.0.1', 9000, ['10.0.0.1:9000'], 'SCTP');
     const bad = fe('a/x', '10.96.0.300', 80, []);
     const badBackend = fe('a/x', '10.96.0.1', 81, ['10.0.0.1:0', '10.0.0.2:81']);
@@ -233,7 +233,7 @@ describe('Reconciler', () => {
     assert.deepEqual(programmed(copyState(maps)), { '10.96.0.1:81/TCP': ['10.0.0.2:81'] });
     assert.equal(res.skipped.length, 4);
     assert.ok(res.skipped.every((s) => s.object === 'Service a/x'));
-    assert.match(res.skipped.map((s) => s.reason).join('\n'), /NodePort is not supported[\s\S]*SCTP is not supported[\s\S]*invalid IPv4 address[\s\S]*invalid backend/);
+    assert.match(res.skipped.map((s) => s.reason).join('\n'), /unknown type "Magic"[\s\S]*SCTP is not supported[\s\S]*invalid address[\s\S]*invalid backend/);
   });
 
   describe('frontend conflicts', () => {
@@ -351,6 +351,7 @@ describe('Reconciler', () => {
         orphanBackends: 1,
         duplicateBackends: 1,
         badRevNatIds: 1,
+        orphanAuxEntries: 0,
       });
       assert.equal(a.inconsistencies, 7);
       const want = plans(

@@ -3,18 +3,27 @@
  * programmed() renders the maps as frontend → backends; the invariant
  * checks state what a BPF reader relies on.
  */
-import type { Backend, SvcKey, SvcVal } from '../../../agent/maps/layout.js';
-import { svcKeyId, type MapOp, type MemoryDatapathMaps } from '../../../agent/reconcile/memory-datapath-maps.js';
+import { SVC_FLAG, type AffinityMatchKey, type Backend, type SvcKey, type SvcMeta, type SvcVal } from '../../../agent/maps/layout.js';
+import { affKeyId, svcKeyId, type MapOp, type MemoryDatapathMaps } from '../../../agent/reconcile/memory-datapath-maps.js';
 
 const PROTO_NAME: Record<number, string> = { 6: 'TCP', 17: 'UDP', 132: 'SCTP' };
 
 export interface MapState {
   services: Map<string, [SvcKey, SvcVal]>;
   backends: Map<number, Backend>;
+  vips: Map<string, number>;
+  affinityMatches: Map<string, AffinityMatchKey>;
+  svcMeta: Map<number, SvcMeta>;
 }
 
-export function copyState(m: MemoryDatapathMaps): MapState {
-  return { services: new Map(m.services), backends: new Map(m.backends) };
+export function copyState(m: MemoryDatapathMaps | MapState): MapState {
+  return {
+    services: new Map(m.services),
+    backends: new Map(m.backends),
+    vips: new Map(m.vips),
+    affinityMatches: new Map(m.affinityMatches),
+    svcMeta: new Map(m.svcMeta),
+  };
 }
 
 /** "addr:port/PROTO" → ["ip:port", …] in slot order, as a reader would resolve them. */
@@ -33,31 +42,68 @@ export function programmed(m: MapState): Record<string, string[]> {
   return out;
 }
 
-/** What a live reader needs: every master's slots 1..count exist and name existing backends. */
+/**
+ * What a live reader needs: every master's slots 1..count (in either scope)
+ * exist and name existing backends, and every backend a master with AFFINITY
+ * names is paired with its revNatId in kpr_aff_match.
+ */
 export function liveViolations(m: MapState): string[] {
   const errs: string[] = [];
   for (const [k, v] of m.services.values()) {
     if (k.slot !== 0) continue;
+    const name = `${k.addr}:${k.port}/${k.proto}#${k.scope}`;
     for (let s = 1; s <= v.count; s++) {
       const slot = m.services.get(svcKeyId({ ...k, slot: s }));
-      if (!slot) errs.push(`${k.addr}:${k.port}/${k.proto}: slot ${s} of ${v.count} missing`);
-      else if (!m.backends.has(slot[1].backendId)) errs.push(`${k.addr}:${k.port}/${k.proto}: slot ${s} names missing backend ${slot[1].backendId}`);
+      if (!slot) errs.push(`${name}: slot ${s} of ${v.count} missing`);
+      else if (!m.backends.has(slot[1].backendId)) errs.push(`${name}: slot ${s} names missing backend ${slot[1].backendId}`);
+      else if (v.flags & SVC_FLAG.AFFINITY && !m.affinityMatches.has(affKeyId({ backendId: slot[1].backendId, revNatId: v.revNatId }))) {
+        errs.push(`${name}: affinity master names backend ${slot[1].backendId} without an aff_match entry`);
+      }
     }
   }
   return errs;
 }
 
+/**
+ * After a successful sync, the auxiliary maps exactly: one vip per address
+ * with a ClusterIP master, aff_match pairs exactly those of AFFINITY masters,
+ * one meta entry per revNatId in use.
+ */
+export function auxViolations(m: MapState): string[] {
+  const errs: string[] = [];
+  const vips = new Set<string>();
+  const pairs = new Set<string>();
+  const revNats = new Set<number>();
+  for (const [k, v] of m.services.values()) {
+    if (k.slot !== 0) continue;
+    revNats.add(v.revNatId);
+    if (v.flags & SVC_FLAG.CLUSTER_IP) vips.add(k.addr);
+    if (v.flags & SVC_FLAG.AFFINITY) {
+      for (let s = 1; s <= v.count; s++) pairs.add(affKeyId({ backendId: m.services.get(svcKeyId({ ...k, slot: s }))![1].backendId, revNatId: v.revNatId }));
+    }
+  }
+  const sameSet = (what: string, a: Set<unknown>, b: Set<unknown>) => {
+    for (const x of a) if (!b.has(x)) errs.push(`${what}: ${String(x)} missing`);
+    for (const x of b) if (!a.has(x)) errs.push(`${what}: ${String(x)} extra`);
+  };
+  sameSet('vip', vips, new Set(m.vips.keys()));
+  sameSet('aff_match', pairs, new Set(m.affinityMatches.keys()));
+  sameSet('svc_meta', revNats, new Set(m.svcMeta.keys()));
+  return errs;
+}
+
 /** After a successful sync, also: no slot without a master or beyond count, no unreferenced backend, unique revNatIds and backend tuples. */
 export function strictViolations(m: MapState): string[] {
-  const errs = liveViolations(m);
+  const errs = liveViolations(m).concat(auxViolations(m));
   const referenced = new Set<number>();
   const revNat = new Map<number, string>();
   for (const [k, v] of m.services.values()) {
+    // Both scopes of one frontend share its revNatId.
     const name = `${k.addr}:${k.port}/${k.proto}`;
     if (k.slot === 0) {
       if (v.revNatId === 0) errs.push(`${name}: revNatId 0`);
       const other = revNat.get(v.revNatId);
-      if (other) errs.push(`${name}: revNatId ${v.revNatId} also used by ${other}`);
+      if (other && other !== name) errs.push(`${name}: revNatId ${v.revNatId} also used by ${other}`);
       revNat.set(v.revNatId, name);
       continue;
     }
@@ -83,7 +129,7 @@ export function strictViolations(m: MapState): string[] {
  * are tolerated while they last; none may be added.
  */
 export function replayViolations(initial: MapState, ops: readonly MapOp[]): string[] {
-  const s: MapState = { services: new Map(initial.services), backends: new Map(initial.backends) };
+  const s: MapState = copyState(initial);
   const baseline = new Set(liveViolations(s));
   for (let i = 0; i < ops.length; i++) {
     const op = ops[i];
@@ -99,6 +145,24 @@ export function replayViolations(initial: MapState, ops: readonly MapOp[]): stri
         break;
       case 'backend-delete':
         s.backends.delete(op.id);
+        break;
+      case 'vip-update':
+        s.vips.set(op.addr, op.flags);
+        break;
+      case 'vip-delete':
+        s.vips.delete(op.addr);
+        break;
+      case 'aff-update':
+        s.affinityMatches.set(affKeyId(op.key), op.key);
+        break;
+      case 'aff-delete':
+        s.affinityMatches.delete(affKeyId(op.key));
+        break;
+      case 'meta-update':
+        s.svcMeta.set(op.id, op.meta);
+        break;
+      case 'meta-delete':
+        s.svcMeta.delete(op.id);
         break;
     }
     const errs = liveViolations(s).filter((e) => !baseline.has(e));

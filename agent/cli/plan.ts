@@ -1,0 +1,184 @@
+/**
+ * `kpr plan`: what the agent would program on one node, from manifests,
+ * without a cluster, root or BPF. Runs the agent's own planner
+ * (planDataplane), so what it prints is what the reconciler would be given.
+ */
+import { parseArgs } from 'node:util';
+import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
+import { planDataplane } from '../plan/plan-dataplane.js';
+import { LABEL_SERVICE_NAME } from '../plan/labels.js';
+import type { PlanBackend, PlanFrontend, SkippedObject } from '../plan/types.js';
+import { loadManifests, type Manifest } from './manifests.js';
+import { CliError } from './pinned-maps.js';
+
+export const PLAN_USAGE = `  plan --node NAME -f PATH [-f PATH …] [-o table|json] [--node-port-addresses CIDR|primary[,…]] [--source-ranges-for-all-external]
+                          what the agent would program on node NAME, from Service,
+                          EndpointSlice and Node manifests (files or directories)`;
+
+/** One frontend as `kpr plan -o json` prints it (fixed field order; datapath hints left out). */
+interface FrontendJson {
+  service: string;
+  portName: string;
+  type: string;
+  address: string;
+  port: number;
+  protocol: string;
+  backends: Array<{ address: string; port: number }>;
+  trafficPolicy: string;
+  affinityTimeoutSeconds: number;
+  sourceRanges: string[];
+  internalBackends?: Array<{ address: string; port: number }>;
+}
+
+export interface PlanJson {
+  node: string;
+  frontends: FrontendJson[];
+  skipped: SkippedObject[];
+}
+
+const backendJson = (b: PlanBackend) => ({ address: b.address, port: b.port });
+
+function frontendJson(f: PlanFrontend): FrontendJson {
+  const out: FrontendJson = {
+    service: f.service,
+    portName: f.portName,
+    type: f.type,
+    address: f.address,
+    port: f.port,
+    protocol: f.protocol,
+    backends: f.backends.map(backendJson),
+    trafficPolicy: f.trafficPolicy,
+    affinityTimeoutSeconds: f.affinityTimeoutSeconds,
+    sourceRanges: f.sourceRanges,
+  };
+  if (f.internalBackends) out.internalBackends = f.internalBackends.map(backendJson);
+  return out;
+}
+
+const NAMESPACED_DEFAULT = new Set(['Service', 'EndpointSlice']);
+
+/** "KIND NAMESPACE/NAME" (kubectl's "default" namespace for Services and slices; cluster-scoped objects by name). */
+function objectName(m: Manifest): string {
+  const md = isRecord(m.obj.metadata) ? m.obj.metadata : {};
+  const kind = typeof m.obj.kind === 'string' && m.obj.kind ? m.obj.kind : '<no kind>';
+  const name = typeof md.name === 'string' && md.name ? md.name : `<no name> (${m.source})`;
+  const ns = typeof md.namespace === 'string' && md.namespace ? md.namespace : NAMESPACED_DEFAULT.has(kind) ? 'default' : '';
+  return `${kind} ${ns ? `${ns}/` : ''}${name}`;
+}
+
+function isRecord(v: unknown): v is Record<string, any> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Sorts the manifests into what the planner takes; everything else is skipped with a reason. */
+export function classify(manifests: readonly Manifest[], nodeName: string, skipped: SkippedObject[]) {
+  const services: V1Service[] = [];
+  const slices: V1EndpointSlice[] = [];
+  let node: V1Node | undefined;
+  for (const m of manifests) {
+    const o = m.obj;
+    const skip = (reason: string) => skipped.push({ object: objectName(m), reason });
+    if (!isRecord(o.metadata) || typeof o.metadata.name !== 'string' || o.metadata.name === '') {
+      skip('no metadata.name');
+      continue;
+    }
+    // kubectl's default namespace, so hand-written manifests plan as they would apply.
+    const withNs = () => ({ ...o, metadata: { ...o.metadata, namespace: o.metadata.namespace || 'default' } });
+    switch (o.kind) {
+      case 'Service':
+        services.push(withNs() as V1Service);
+        break;
+      case 'EndpointSlice': {
+        const s = withNs() as V1EndpointSlice;
+        if (!s.metadata?.labels?.[LABEL_SERVICE_NAME]) skip(`no ${LABEL_SERVICE_NAME} label: not keyed to a Service (rule 6)`);
+        else if (s.addressType === 'FQDN') skip('FQDN slices are not proxied (rule 5)');
+        else if (s.addressType !== 'IPv4' && s.addressType !== 'IPv6') skip(`unknown addressType ${JSON.stringify(s.addressType ?? null)}`);
+        else slices.push(s);
+        break;
+      }
+      case 'Node':
+        if (o.metadata.name === nodeName) node = o as V1Node;
+        else skip(`another node (planning for ${JSON.stringify(nodeName)})`);
+        break;
+      default:
+        skip(`kind ${JSON.stringify(o.kind ?? null)} is not used by kpr plan`);
+    }
+  }
+  // Slices whose Service is not among the inputs are ignored by the agent too; say so here.
+  const serviceKeys = new Set(services.map((s) => `${s.metadata!.namespace}/${s.metadata!.name}`));
+  const used = slices.filter((s) => {
+    const key = `${s.metadata!.namespace}/${s.metadata!.labels![LABEL_SERVICE_NAME]}`;
+    if (serviceKeys.has(key)) return true;
+    skipped.push({ object: `EndpointSlice ${s.metadata!.namespace}/${s.metadata!.name}`, reason: `its Service ${key} is not among the inputs` });
+    return false;
+  });
+  return { services, slices: used, node };
+}
+
+export function planJson(opts: { nodeName: string; files: string[]; nodePortAddresses?: string[]; sourceRangesForAllExternal?: boolean }): PlanJson {
+  const skipped: SkippedObject[] = [];
+  const manifests = loadManifests(opts.files, skipped);
+  const { services, slices, node } = classify(manifests, opts.nodeName, skipped);
+  const plan = planDataplane({
+    nodeName: opts.nodeName,
+    node,
+    services,
+    endpointSlices: slices,
+    nodePortAddresses: opts.nodePortAddresses,
+    sourceRangesForAllExternal: opts.sourceRangesForAllExternal,
+  });
+  return { node: opts.nodeName, frontends: plan.frontends.map(frontendJson), skipped: skipped.concat(plan.skipped) };
+}
+
+/** Readable columns: one line per frontend, backends comma-separated; skipped objects after. */
+export function formatPlanTable(p: PlanJson): string {
+  const hostPort = (a: string, port: number) => (a.includes(':') ? `[${a}]:${port}` : `${a}:${port}`);
+  const rows = [['SERVICE', 'PORT', 'TYPE', 'FRONTEND', 'PROTO', 'POLICY', 'AFFINITY', 'BACKENDS']];
+  for (const f of p.frontends) {
+    const backends = f.backends.length ? f.backends.map((b) => hostPort(b.address, b.port)).join(',') : '(none)';
+    const internal = f.internalBackends ? ` in-node: ${f.internalBackends.map((b) => hostPort(b.address, b.port)).join(',') || '(none)'}` : '';
+    const ranges = f.sourceRanges.length ? ` from ${f.sourceRanges.join(',')}` : '';
+    rows.push([
+      f.service,
+      f.portName || '-',
+      f.type,
+      hostPort(f.address, f.port),
+      f.protocol,
+      f.trafficPolicy,
+      f.affinityTimeoutSeconds ? `${f.affinityTimeoutSeconds}s` : '-',
+      backends + internal + ranges,
+    ]);
+  }
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  const lines = rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]))).join('  ').trimEnd());
+  let out = `node ${p.node}: ${p.frontends.length} frontends\n${lines.join('\n')}\n`;
+  if (p.skipped.length) out += `\nskipped:\n${p.skipped.map((s) => `  ${s.object}: ${s.reason}`).join('\n')}\n`;
+  return out;
+}
+
+export function planCommand(argv: string[]): string {
+  const { values } = parseArgs({
+    args: argv,
+    allowPositionals: false,
+    options: {
+      node: { type: 'string' },
+      file: { type: 'string', short: 'f', multiple: true },
+      output: { type: 'string', short: 'o', default: 'table' },
+      'node-port-addresses': { type: 'string', multiple: true },
+      'source-ranges-for-all-external': { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) return `Usage: kpr${PLAN_USAGE.slice(1)}\n`;
+  if (!values.node) throw new CliError('plan: --node NAME is required');
+  if (!values.file?.length) throw new CliError('plan: at least one -f PATH is required');
+  if (values.output !== 'table' && values.output !== 'json') throw new CliError(`unknown output format "${values.output}" (table or json)`);
+  const nodePortAddresses = values['node-port-addresses']?.flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
+  const p = planJson({
+    nodeName: values.node,
+    files: values.file,
+    nodePortAddresses,
+    sourceRangesForAllExternal: values['source-ranges-for-all-external'] ?? false,
+  });
+  return values.output === 'json' ? JSON.stringify(p, null, 2) + '\n' : formatPlanTable(p);
+}

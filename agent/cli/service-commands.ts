@@ -1,0 +1,64 @@
+/**
+ * `kpr service list` and `kpr service get NAMESPACE/NAME`: the service,
+ * backend and service-name maps joined (service-view.ts), read in one batch
+ * each.
+ */
+import { existsSync } from 'node:fs';
+import type { BpfMap } from '../../native/index.js';
+import { mapPinPath } from '../datapath/pins.js';
+import {
+  BACKEND,
+  BACKEND_ID_SIZE,
+  MAP_NAMES,
+  SVC_META,
+  decodeBackend,
+  decodeBackendId,
+  decodeSvcMeta,
+  type Backend,
+  type SvcMeta,
+} from '../maps/layout.js';
+import { CliError, openPinnedMap } from './pinned-maps.js';
+import { formatServiceTable, joinTables, tablesFromBatch, type ServiceView } from './service-view.js';
+
+function readAll<K, V>(map: BpfMap, keySize: number, valueSize: number, dk: (b: Buffer, o: number) => K, dv: (b: Buffer, o: number) => V): Array<[K, V]> {
+  const { count, keys, values } = map.lookupBatch();
+  const out: Array<[K, V]> = new Array(count);
+  for (let i = 0; i < count; i++) out[i] = [dk(keys, i * keySize), dv(values, i * valueSize)];
+  return out;
+}
+
+function withMap<T>(bpffsDir: string, name: string, f: (m: BpfMap) => T): T {
+  const m = openPinnedMap(bpffsDir, name);
+  try {
+    return f(m);
+  } finally {
+    m.close();
+  }
+}
+
+/** Every programmed frontend, joined with its backends and names. */
+export function readServiceViews(bpffsDir: string): ServiceView[] {
+  // kpr_svc is the biggest map (a master and one slot per backend): it is indexed from the raw batch.
+  const svc = withMap(bpffsDir, MAP_NAMES.svc, (m) => m.lookupBatch());
+  const backends = withMap(bpffsDir, MAP_NAMES.backend, (m) => readAll<number, Backend>(m, BACKEND_ID_SIZE, BACKEND.size, decodeBackendId, decodeBackend));
+  // Names are optional: maps pinned by an agent older than kpr_svc_meta have none.
+  const meta = existsSync(mapPinPath(bpffsDir, MAP_NAMES.svcMeta))
+    ? withMap(bpffsDir, MAP_NAMES.svcMeta, (m) => readAll<number, SvcMeta>(m, BACKEND_ID_SIZE, SVC_META.size, decodeBackendId, decodeSvcMeta))
+    : [];
+  return joinTables(tablesFromBatch(svc, new Map(backends), new Map(meta)));
+}
+
+function render(views: ServiceView[], output: string): string {
+  return output === 'json' ? JSON.stringify(views, null, 2) + '\n' : formatServiceTable(views);
+}
+
+export function serviceList(bpffsDir: string, output: string): string {
+  return render(readServiceViews(bpffsDir), output);
+}
+
+export function serviceGet(bpffsDir: string, name: string | undefined, output: string): string {
+  if (!name || !/^[^/]+\/[^/]+$/.test(name)) throw new CliError('usage: kpr service get NAMESPACE/NAME');
+  const views = readServiceViews(bpffsDir).filter((v) => v.service === name);
+  if (views.length === 0) throw new CliError(`service ${name} is not programmed on this node (no frontend in ${MAP_NAMES.svcMeta} names it)`);
+  return render(views, output);
+}

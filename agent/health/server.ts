@@ -1,0 +1,59 @@
+/**
+ * kube-proxy's node health server (default 0.0.0.0:10256): /healthz and
+ * /livez answer any method with the JSON of agent/health/proxy-health.ts;
+ * every other path is a plain 404, as Go's ServeMux gives.
+ */
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import { healthzResponse, livezResponse, type HealthResponse, type NodeLike, type ProxyHealthState } from './proxy-health.js';
+
+export interface HealthServerOptions {
+  state: ProxyHealthState;
+  /** This node's Node object as last seen (undefined until known or after deletion). */
+  node: () => NodeLike | undefined;
+  /** Called for every answer, for kubeproxy_proxy_{healthz,livez}_total. */
+  onServed?: (path: 'healthz' | 'livez', code: number) => void;
+}
+
+/** kube-proxy's headers on every answer, whatever the status. */
+function send(reply: FastifyReply, r: HealthResponse): FastifyReply {
+  return reply
+    .code(r.statusCode)
+    .header('Content-Type', 'application/json')
+    .header('X-Content-Type-Options', 'nosniff')
+    .send(Buffer.from(JSON.stringify(r.body))); // a Buffer: fastify adds no charset to the Content-Type
+}
+
+/** Accepts and ignores any request body, so no method or content type changes the answer. */
+export function ignoreBodies(app: FastifyInstance): void {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', (_req, payload, done) => {
+    payload.on('error', (err) => done(err));
+    payload.on('end', () => done(null));
+    payload.resume();
+  });
+}
+
+/** Go's http.NotFound. */
+export function goNotFound(app: FastifyInstance): void {
+  app.setNotFoundHandler((_req, reply) =>
+    reply.code(404).header('Content-Type', 'text/plain; charset=utf-8').header('X-Content-Type-Options', 'nosniff').send('404 page not found\n'),
+  );
+}
+
+export function buildHealthServer(opts: HealthServerOptions): FastifyInstance {
+  const app = Fastify({ logger: false });
+  ignoreBodies(app);
+  goNotFound(app);
+  // app.all: every method fastify routes (GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH, ...) gets the same answer.
+  app.all('/healthz', (_req, reply) => {
+    const r = healthzResponse(opts.state, opts.node());
+    opts.onServed?.('healthz', r.statusCode);
+    return send(reply, r);
+  });
+  app.all('/livez', (_req, reply) => {
+    const r = livezResponse(opts.state);
+    opts.onServed?.('livez', r.statusCode);
+    return send(reply, r);
+  });
+  return app;
+}

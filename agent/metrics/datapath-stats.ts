@@ -1,0 +1,69 @@
+/**
+ * The datapath counters (per-CPU array kpr_stats, one slot per enum kpr_stat)
+ * as named metrics: one table says which metric and label each slot feeds, so
+ * the Prometheus collector and `kpr stats` agree, and a new counter is one line.
+ */
+import { sumPerCpuU64, type BpfMap } from '../../native/index.js';
+import { STAT, STAT_MAX } from '../maps/layout.js';
+
+export interface StatMetric {
+  /** Prometheus metric name (without the kpr_datapath_ prefix and _total suffix). */
+  metric: 'translations' | 'refusals' | 'drops' | 'tc_packets' | 'affinity_hits' | 'sockets_destroyed' | 'other';
+  /** The label of this slot, if the metric has one. */
+  label?: { name: 'path' | 'reason' | 'action' | 'stat'; value: string };
+}
+
+/** enum kpr_stat slot → metric. A slot missing here is still exported, as kpr_datapath_other_total{stat}. */
+export const STAT_METRICS: Partial<Record<keyof typeof STAT, StatMetric>> = {
+  CONNECT_XLATE: { metric: 'translations', label: { name: 'path', value: 'connect' } },
+  SENDMSG_XLATE: { metric: 'translations', label: { name: 'path', value: 'sendmsg' } },
+  RECVMSG_XLATE: { metric: 'translations', label: { name: 'path', value: 'recvmsg' } },
+  GETPEERNAME_XLATE: { metric: 'translations', label: { name: 'path', value: 'getpeername' } },
+  NO_BACKEND: { metric: 'refusals', label: { name: 'reason', value: 'no_backend' } },
+  BACKEND_MISSING: { metric: 'refusals', label: { name: 'reason', value: 'backend_missing' } },
+  UNKNOWN_PORT: { metric: 'refusals', label: { name: 'reason', value: 'unknown_port' } },
+  AFFINITY_HIT: { metric: 'affinity_hits' },
+  SOCK_DESTROYED: { metric: 'sockets_destroyed' },
+  TC_DNAT: { metric: 'tc_packets', label: { name: 'action', value: 'dnat' } },
+  TC_FWD: { metric: 'tc_packets', label: { name: 'action', value: 'forward' } },
+  TC_REVNAT: { metric: 'tc_packets', label: { name: 'action', value: 'revnat' } },
+  TC_PASS_MALFORMED: { metric: 'tc_packets', label: { name: 'action', value: 'pass_malformed' } },
+  TC_DROP_NO_BACKEND: { metric: 'drops', label: { name: 'reason', value: 'no_backend' } },
+  TC_DROP_SOURCE_RANGE: { metric: 'drops', label: { name: 'reason', value: 'source_range' } },
+  TC_DROP_NO_SNAT_PORT: { metric: 'drops', label: { name: 'reason', value: 'no_snat_port' } },
+};
+
+export const STAT_METRIC_HELP: Record<StatMetric['metric'], string> = {
+  translations: 'Socket-level service translations by hook (connect: TCP and connected UDP; sendmsg: unconnected UDP; recvmsg/getpeername: reverse translations).',
+  refusals: 'Socket calls to a service address refused with EPERM, by reason.',
+  drops: 'Packets dropped on the tc path, by reason.',
+  tc_packets: 'Packets handled on the tc path, by action.',
+  affinity_hits: 'Connections sent to the backend remembered by session affinity.',
+  sockets_destroyed: 'Connected UDP sockets destroyed because their backend left the service.',
+  other: 'Datapath counters without a metric of their own yet, by enum kpr_stat name.',
+};
+
+export function statMetric(stat: string): StatMetric {
+  return STAT_METRICS[stat as keyof typeof STAT] ?? { metric: 'other', label: { name: 'stat', value: stat.toLowerCase() } };
+}
+
+export interface StatValue {
+  /** enum kpr_stat name, e.g. "CONNECT_XLATE". */
+  stat: string;
+  index: number;
+  value: bigint;
+}
+
+/** Every known counter of kpr_stats, summed over the CPUs (one batch read). */
+export function readStats(stats: BpfMap): StatValue[] {
+  const { count, keys, values } = stats.lookupBatch();
+  const byIndex = new Map<number, bigint>();
+  const slot = stats.valueStride / stats.possibleCpus();
+  for (let i = 0; i < count; i++) {
+    const idx = keys.readUInt32LE(i * 4);
+    byIndex.set(idx, sumPerCpuU64(values.subarray(i * stats.valueStride, (i + 1) * stats.valueStride), slot, 0));
+  }
+  return (Object.entries(STAT) as Array<[string, number]>)
+    .filter(([, index]) => index < STAT_MAX)
+    .map(([stat, index]) => ({ stat, index, value: byIndex.get(index) ?? 0n }));
+}

@@ -1,0 +1,242 @@
+/**
+ * The agent's Prometheus metrics: kube-proxy's names and meanings for the
+ * control loop (so existing dashboards and alerts work), and kpr_* for what
+ * only kpr has (maps, datapath counters, drift). Kernel-side values (map
+ * entries, datapath counters) are read from the pinned maps at scrape time.
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { Counter, Gauge, Histogram, Registry, exponentialBuckets } from 'prom-client';
+import { BpfMap } from '../../native/index.js';
+import { mapPinPath } from '../datapath/pins.js';
+import { MAP_NAMES } from '../maps/layout.js';
+import { findRepoRoot } from '../paths.js';
+import type { AdoptResult } from '../reconcile/reconciler.js';
+import type { SyncReport } from '../sync-loop.js';
+import type { Logger } from '../log.js';
+import { ChangeTracker, type TrackedChange } from './change-tracker.js';
+import { STAT_METRIC_HELP, readStats, statMetric, type StatMetric } from './datapath-stats.js';
+import { pinnedMapStats } from './map-stats.js';
+
+/**
+ * Sync and programming latency buckets: 100 µs doubling to 13.1 s (18
+ * buckets). kpr's incremental syncs take tens of microseconds to a few
+ * milliseconds; kube-proxy's own buckets start at 1 ms and would put them all
+ * in the first one.
+ */
+export const LATENCY_BUCKETS = exponentialBuckets(0.0001, 2, 18);
+
+export function kprVersion(): string {
+  try {
+    return (JSON.parse(readFileSync(path.join(findRepoRoot(), 'package.json'), 'utf8')) as { version?: string }).version ?? 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+export interface AgentMetricsOptions {
+  /** Where the maps are pinned; read at scrape time. */
+  bpffsDir: string;
+  log: Logger;
+  /** Wall clock (tests inject one). */
+  now?: () => Date;
+}
+
+export class AgentMetrics {
+  readonly registry = new Registry();
+  private readonly now: () => Date;
+  private readonly tracker: ChangeTracker;
+
+  // ---- kube-proxy's
+  private readonly syncDuration: Histogram;
+  private readonly syncFullDuration: Histogram;
+  private readonly syncPartialDuration: Histogram;
+  private readonly networkProgramming: Histogram;
+  private readonly lastSync: Gauge;
+  private readonly lastQueued: Gauge;
+  private readonly endpointChanges: Counter;
+  private readonly endpointPending: Gauge;
+  private readonly serviceChanges: Counter;
+  private readonly servicePending: Gauge;
+  private readonly healthz: Counter<'code'>;
+  private readonly livez: Counter<'code'>;
+  // ---- kpr's
+  private readonly syncs: Counter<'trigger' | 'result'>;
+  private readonly mapErrors: Counter<'map' | 'op'>;
+  private readonly frontends: Gauge;
+  private readonly backends: Gauge;
+  private readonly driftFound: Counter<'kind'>;
+  private readonly driftRepairSyncs: Counter;
+  private readonly driftRepaired: Counter;
+
+  constructor(private readonly opts: AgentMetricsOptions) {
+    this.now = opts.now ?? (() => new Date());
+    this.tracker = new ChangeTracker(this.now());
+    const registers = [this.registry];
+    const hist = (name: string, help: string) => new Histogram({ name, help, buckets: LATENCY_BUCKETS, registers });
+
+    this.syncDuration = hist('kubeproxy_sync_proxy_rules_duration_seconds', 'SyncProxyRules latency in seconds (every sync, full or partial).');
+    this.syncFullDuration = hist('kubeproxy_sync_full_proxy_rules_duration_seconds', 'SyncProxyRules latency in seconds for full resyncs.');
+    this.syncPartialDuration = hist('kubeproxy_sync_partial_proxy_rules_duration_seconds', 'SyncProxyRules latency in seconds for partial (per-service) syncs.');
+    this.networkProgramming = hist(
+      'kubeproxy_network_programming_duration_seconds',
+      'In-cluster network programming latency in seconds: from an EndpointSlice last-change-trigger-time to the maps holding the change.',
+    );
+    this.lastSync = new Gauge({ name: 'kubeproxy_sync_proxy_rules_last_timestamp_seconds', help: 'The last time the maps were successfully synced.', registers });
+    this.lastQueued = new Gauge({
+      name: 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds',
+      help: 'The last time a sync was queued by a Service, EndpointSlice or Node change.',
+      registers,
+    });
+    this.endpointChanges = new Counter({ name: 'kubeproxy_sync_proxy_rules_endpoint_changes_total', help: 'Cumulative EndpointSlice changes (adds, updates, deletes).', registers });
+    this.endpointPending = new Gauge({
+      name: 'kubeproxy_sync_proxy_rules_endpoint_changes_pending',
+      help: 'EndpointSlice changes received and not yet applied to the maps.',
+      registers,
+      collect: () => this.endpointPending.set(this.tracker.endpointChangesPending),
+    });
+    this.serviceChanges = new Counter({ name: 'kubeproxy_sync_proxy_rules_service_changes_total', help: 'Cumulative Service changes (adds, updates, deletes).', registers });
+    this.servicePending = new Gauge({
+      name: 'kubeproxy_sync_proxy_rules_service_changes_pending',
+      help: 'Services changed and not yet applied to the maps.',
+      registers,
+      collect: () => this.servicePending.set(this.tracker.serviceChangesPending),
+    });
+    this.healthz = new Counter({ name: 'kubeproxy_proxy_healthz_total', help: 'Cumulative proxy /healthz answers by HTTP status code.', labelNames: ['code'], registers });
+    this.livez = new Counter({ name: 'kubeproxy_proxy_livez_total', help: 'Cumulative proxy /livez answers by HTTP status code.', labelNames: ['code'], registers });
+
+    this.syncs = new Counter({ name: 'kpr_syncs_total', help: 'Sync attempts by trigger (initial, event, periodic, retry) and result (ok, error).', labelNames: ['trigger', 'result'], registers });
+    this.mapErrors = new Counter({ name: 'kpr_map_operation_errors_total', help: 'Failed BPF map operations of the reconciler, by map and operation.', labelNames: ['map', 'op'], registers });
+    this.frontends = new Gauge({ name: 'kpr_frontends_programmed', help: 'Frontends (service address, port, protocol and scope) in the service map after the last sync.', registers });
+    this.backends = new Gauge({ name: 'kpr_backends_programmed', help: 'Backends in the backend map after the last sync.', registers });
+    this.driftFound = new Counter({
+      name: 'kpr_drift_found_total',
+      help: 'Inconsistencies found in the pinned maps when the agent adopted them at start, by kind; the first full sync repairs them.',
+      labelNames: ['kind'],
+      registers,
+    });
+    this.driftRepairSyncs = new Counter({ name: 'kpr_drift_repair_syncs_total', help: 'Periodic full resyncs that had to write to the maps (the maps had drifted from the desired state).', registers });
+    this.driftRepaired = new Counter({ name: 'kpr_drift_repaired_entries_total', help: 'Map entries written or deleted by periodic full resyncs.', registers });
+    new Gauge({ name: 'kpr_build_info', help: 'kpr version and the Node.js running it; always 1.', labelNames: ['version', 'node_version'], registers }).set(
+      { version: kprVersion(), node_version: process.version },
+      1,
+    );
+  }
+
+  // ---- events from the agent ---------------------------------------------------
+
+  /**
+   * A Service, EndpointSlice or Node change. `queued`: it queues a sync
+   * (changes the initial sync covers count, but queue nothing).
+   */
+  changeQueued(change: TrackedChange, queued = true): void {
+    if (queued) this.lastQueued.set(this.now().getTime() / 1000);
+    if (change.kind === 'EndpointSlice') this.endpointChanges.inc();
+    else if (change.kind === 'Service') this.serviceChanges.inc();
+    this.tracker.record(change);
+  }
+
+  syncDone(report: SyncReport): void {
+    const seconds = report.durationMs / 1000;
+    this.syncDuration.observe(seconds);
+    (report.full ? this.syncFullDuration : this.syncPartialDuration).observe(seconds);
+    this.syncs.inc({ trigger: report.trigger, result: report.result.ok ? 'ok' : 'error' });
+    this.frontends.set(report.result.frontends);
+    this.backends.set(report.result.backends);
+    if (!report.result.ok) return;
+    const now = this.now();
+    this.lastSync.set(now.getTime() / 1000);
+    for (const latency of this.tracker.applied(now)) this.networkProgramming.observe(latency);
+    const r = report.result;
+    const touched = r.servicesWritten + r.servicesDeleted + r.backendsWritten + r.backendsDeleted + (r.auxWritten ?? 0) + (r.auxDeleted ?? 0);
+    if (report.trigger === 'periodic' && touched > 0) {
+      this.driftRepairSyncs.inc();
+      this.driftRepaired.inc(touched);
+    }
+  }
+
+  adopted(result: AdoptResult): void {
+    for (const [kind, n] of Object.entries(result.details)) this.driftFound.inc({ kind: snake(kind) }, n);
+  }
+
+  mapOperationFailed(map: string, op: string): void {
+    this.mapErrors.inc({ map, op });
+  }
+
+  healthServed(path: 'healthz' | 'livez', code: number): void {
+    (path === 'healthz' ? this.healthz : this.livez).inc({ code: String(code) });
+  }
+
+  /** The Prometheus text exposition. */
+  async text(): Promise<string> {
+    this.refreshKernel();
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  // ---- scrape-time kernel reads -------------------------------------------------
+
+  /** Map entries/capacity and the datapath counters, read from the pinned maps once per scrape (see text()). */
+  private readonly refreshKernel: () => void = this.kernelCollectors();
+
+  private kernelCollectors(): () => void {
+    const registers = [this.registry];
+    const entries = new Gauge({ name: 'kpr_bpf_map_entries', help: 'Entries in each pinned BPF map (arrays: always their capacity).', labelNames: ['map'], registers });
+    const capacity = new Gauge({ name: 'kpr_bpf_map_capacity', help: 'max_entries of each pinned BPF map.', labelNames: ['map'], registers });
+    const counters = new Map<StatMetric['metric'], Counter<string>>();
+    for (const [metric, help] of Object.entries(STAT_METRIC_HELP) as Array<[StatMetric['metric'], string]>) {
+      const labelNames = STAT_LABELS[metric] ? [STAT_LABELS[metric]!] : [];
+      counters.set(metric, new Counter({ name: `kpr_datapath_${metric}_total`, help, labelNames, registers }));
+    }
+    return () => {
+      const { bpffsDir, log } = this.opts;
+      try {
+        const stats = pinnedMapStats(bpffsDir);
+        entries.reset();
+        capacity.reset();
+        for (const s of stats) {
+          entries.set({ map: s.name }, s.entries);
+          capacity.set({ map: s.name }, s.capacity);
+        }
+      } catch (err) {
+        log.debug('cannot read the pinned maps for metrics', { error: (err as Error).message });
+      }
+      let stats;
+      try {
+        const map = BpfMap.openPinned(mapPinPath(bpffsDir, MAP_NAMES.stats));
+        try {
+          stats = readStats(map);
+        } finally {
+          map.close();
+        }
+      } catch (err) {
+        log.debug('cannot read kpr_stats for metrics', { error: (err as Error).message });
+        return;
+      }
+      // Counters that mirror kernel totals: reset, then add the current total.
+      for (const c of counters.values()) c.reset();
+      for (const s of stats) {
+        const m = statMetric(s.stat);
+        const c = counters.get(m.metric)!;
+        if (m.label) c.inc({ [m.label.name]: m.label.value }, Number(s.value));
+        else c.inc(Number(s.value));
+      }
+    };
+  }
+}
+
+/** The label each datapath counter carries, if any. */
+const STAT_LABELS: Partial<Record<StatMetric['metric'], string>> = {
+  translations: 'path',
+  refusals: 'reason',
+  drops: 'reason',
+  tc_packets: 'action',
+  other: 'stat',
+};
+
+function snake(camel: string): string {
+  return camel.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+}

@@ -1,0 +1,96 @@
+/**
+ * The agent's observability wiring: kube-proxy's health state (fed by queued
+ * changes and successful syncs), the metrics, and their two HTTP servers.
+ * agent.ts calls it at a handful of points; nothing here changes behaviour.
+ */
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { buildHealthServer } from '../health/server.js';
+import { ProxyHealthState, type IpFamily, type NodeLike } from '../health/proxy-health.js';
+import type { Logger } from '../log.js';
+import type { AdoptResult } from '../reconcile/reconciler.js';
+import type { SyncReport } from '../sync-loop.js';
+import { listenWithRetry, parseBindAddress, type Listener } from './http-listen.js';
+import { instrumentMapErrors } from './instrument-maps.js';
+import { AgentMetrics } from './metrics.js';
+import { buildMetricsServer } from './server.js';
+
+/**
+ * The families kpr's health reports. One sync programs one set of maps that
+ * serves IPv4 and IPv6 sockets alike (16-byte addresses, connect4 and connect6
+ * hooks), so both families are updated together and always agree; both are
+ * reported so per-family dashboards built for dual-stack kube-proxy work.
+ */
+export const HEALTH_FAMILIES: readonly IpFamily[] = ['IPv4', 'IPv6'];
+
+export interface ObservabilityOptions {
+  bpffsDir: string;
+  syncPeriodMs: number;
+  /** "" disables the server. */
+  healthzBindAddress: string;
+  metricsBindAddress: string;
+  log: Logger;
+  /** This node's Node object as the watch last saw it. */
+  node: () => NodeLike | undefined;
+}
+
+export interface ObservedChange {
+  kind: 'Service' | 'EndpointSlice' | 'Node';
+  key: string;
+  resource?: KubernetesObject;
+}
+
+export class Observability {
+  readonly metrics: AgentMetrics;
+  /** kube-proxy's rule: unhealthy when a queued update waits 2 × syncPeriod. */
+  readonly health: ProxyHealthState;
+  private readonly listeners: Listener[] = [];
+
+  constructor(private readonly opts: ObservabilityOptions) {
+    this.metrics = new AgentMetrics({ bpffsDir: opts.bpffsDir, log: opts.log });
+    this.health = new ProxyHealthState(2 * opts.syncPeriodMs);
+  }
+
+  /** Starts the servers that are enabled (each retries every 5 s if its port is busy). */
+  start(): void {
+    const { log } = this.opts;
+    const healthz = parseBindAddress(this.opts.healthzBindAddress, '--healthz-bind-address');
+    if (healthz) {
+      const build = () => buildHealthServer({ state: this.health, node: this.opts.node, onServed: (p, code) => this.metrics.healthServed(p, code) });
+      this.listeners.push(listenWithRetry(build, healthz, 'health server', log));
+    }
+    const metrics = parseBindAddress(this.opts.metricsBindAddress, '--metrics-bind-address');
+    if (metrics) this.listeners.push(listenWithRetry(() => buildMetricsServer(this.metrics), metrics, 'metrics server', log));
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.listeners.splice(0).map((l) => l.close()));
+  }
+
+  /** The reconciler's map writer, with failed operations counted by map and operation. */
+  instrument<T extends object>(maps: T): T {
+    return instrumentMapErrors(maps, (map, op) => this.metrics.mapOperationFailed(map, op));
+  }
+
+  adopted(result: AdoptResult): void {
+    this.metrics.adopted(result);
+  }
+
+  /** The sync loop is about to run its first sync (kube-proxy marks every family updated here). */
+  loopStarting(): void {
+    for (const f of HEALTH_FAMILIES) this.health.updated(f);
+  }
+
+  /**
+   * A watched object changed. `queued`: the change queues a sync (the initial
+   * sync is not running yet covers earlier ones).
+   */
+  changed(change: ObservedChange, queued: boolean): void {
+    this.metrics.changeQueued({ kind: change.kind, key: change.key, annotations: change.resource?.metadata?.annotations }, queued);
+    if (queued) for (const f of HEALTH_FAMILIES) this.health.queuedUpdate(f);
+  }
+
+  synced(report: SyncReport): void {
+    this.metrics.syncDone(report);
+    if (report.result.ok) for (const f of HEALTH_FAMILIES) this.health.updated(f);
+  }
+}

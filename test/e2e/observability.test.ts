@@ -1,0 +1,228 @@
+/**
+ * Observability end to end: the real agent in the sandbox with its metrics
+ * and health servers on 127.0.0.1 (port 0, found from its log), driven
+ * through the embedded API server and real client connections. Every
+ * assertion is on what an operator sees: an HTTP status, a header, a metric
+ * value compared with the map it describes, a log line.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { BoxCluster, NODE_NAME } from '../../sandbox/cluster.js';
+import { BpfMap } from '../../native/index.js';
+import { mapPinPath } from '../../agent/datapath/pins.js';
+import { MAP_NAMES } from '../../agent/maps/layout.js';
+import { countEntries } from '../../agent/metrics/map-stats.js';
+import { LAST_CHANGE_TRIGGER_TIME } from '../../agent/metrics/change-tracker.js';
+import { requireRoot } from '../support/preflight.js';
+import { parseProm, valueOf, type Sample } from '../metrics/prom-text.js';
+
+const PODS = [
+  { name: 'obs-a', ip: '198.18.0.10' },
+  { name: 'obs-b', ip: '198.18.0.11' },
+];
+const SYNC_PERIOD_MS = 300;
+
+/** Polls an async check until it holds (sandbox waitFor takes synchronous checks only). */
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+function service(name: string, clusterIP: string) {
+  return {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name, namespace: 'obs' },
+    spec: { type: 'ClusterIP', clusterIP, clusterIPs: [clusterIP], ports: [{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' }] },
+  };
+}
+
+function slice(name: string, svc: string, ips: string[], annotations: Record<string, string> = {}) {
+  return {
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: { name, namespace: 'obs', labels: { 'kubernetes.io/service-name': svc }, annotations },
+    addressType: 'IPv4',
+    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+    endpoints: ips.map((ip) => ({ addresses: [ip], conditions: { ready: true }, nodeName: NODE_NAME })),
+  };
+}
+
+function node(extra: { taints?: Array<{ key: string; effect: string }>; deletionTimestamp?: string } = {}) {
+  return {
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: { name: NODE_NAME, ...(extra.deletionTimestamp ? { deletionTimestamp: extra.deletionTimestamp, finalizers: ['kpr.test/hold'] } : {}) },
+    spec: extra.taints ? { taints: extra.taints } : {},
+  };
+}
+
+describe('observability end to end', { timeout: 180_000 }, () => {
+  let box: BoxCluster;
+  let metricsUrl: string;
+  let healthUrl: string;
+
+  async function scrape(): Promise<Sample[]> {
+    const r = await fetch(`${metricsUrl}/metrics`);
+    assert.equal(r.status, 200);
+    assert.match(r.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4/);
+    return parseProm(await r.text());
+  }
+
+  async function metric(name: string, labels: Record<string, string> = {}): Promise<number> {
+    return valueOf(await scrape(), name, labels) ?? 0;
+  }
+
+  async function health(path: '/healthz' | '/livez'): Promise<{ status: number; body: Record<string, any>; headers: Headers }> {
+    const r = await fetch(healthUrl + path);
+    return { status: r.status, body: await r.json(), headers: r.headers };
+  }
+
+  function entries(name: string): number {
+    const m = BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, name));
+    try {
+      return countEntries(m);
+    } finally {
+      m.close();
+    }
+  }
+
+  before(async () => {
+    requireRoot();
+    box = await BoxCluster.create({ pods: PODS });
+    box.api.create(node());
+    box.api.create(service('web', '198.19.0.10'));
+    box.api.create(slice('web-1', 'web', PODS.map((p) => p.ip)));
+    box.api.create(service('empty', '198.19.0.20'));
+    const agent = await box.startAgent([
+      '--metrics-bind-address', '127.0.0.1:0',
+      '--healthz-bind-address', '127.0.0.1:0',
+      '--sync-period', `${SYNC_PERIOD_MS}ms`,
+    ]);
+    metricsUrl = `http://${(await agent.waitForLog('metrics server listening')).address}`;
+    healthUrl = `http://${(await agent.waitForLog('health server listening')).address}`;
+  });
+
+  after(async () => {
+    await box?.close();
+  });
+
+  test('map gauges equal what the pinned maps hold; capacity is max_entries', async () => {
+    const s = await scrape();
+    for (const name of [MAP_NAMES.svc, MAP_NAMES.backend, MAP_NAMES.stats, MAP_NAMES.svcMeta]) {
+      assert.equal(valueOf(s, 'kpr_bpf_map_entries', { map: name }), entries(name), name);
+      const m = BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, name));
+      assert.equal(valueOf(s, 'kpr_bpf_map_capacity', { map: name }), m.maxEntries, name);
+      m.close();
+    }
+    // web: master + 2 slots; empty: master only.
+    assert.equal(valueOf(s, 'kpr_bpf_map_entries', { map: MAP_NAMES.svc }), 4);
+    assert.equal(valueOf(s, 'kpr_frontends_programmed'), 2);
+    assert.equal(valueOf(s, 'kpr_backends_programmed'), 2);
+    assert.equal(valueOf(s, 'kpr_build_info', { node_version: process.version }), 1);
+    assert.ok((valueOf(s, 'kubeproxy_sync_proxy_rules_duration_seconds_count') ?? 0) >= 1);
+    assert.ok((valueOf(s, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds') ?? 0) > Date.now() / 1000 - 60);
+  });
+
+  test('the metrics server also answers /healthz "ok" and /proxyMode "kpr"', async () => {
+    assert.equal(await (await fetch(`${metricsUrl}/healthz`)).text(), 'ok');
+    assert.equal(await (await fetch(`${metricsUrl}/proxyMode`)).text(), 'kpr');
+  });
+
+  test('endpoint changes are counted one per slice update, and programming latency is observed from the trigger annotation', async () => {
+    const changesBefore = await metric('kubeproxy_sync_proxy_rules_endpoint_changes_total');
+    const latencyBefore = await metric('kubeproxy_network_programming_duration_seconds_count');
+    const svcChangesBefore = await metric('kubeproxy_sync_proxy_rules_service_changes_total');
+    const sets = [[PODS[0].ip], PODS.map((p) => p.ip), [PODS[1].ip]];
+    for (const ips of sets) {
+      box.api.apply(slice('web-1', 'web', ips, { [LAST_CHANGE_TRIGGER_TIME]: new Date().toISOString() }));
+      await until(`web to have ${ips.length} backends`, async () => valueOf(await scrape(), 'kpr_bpf_map_entries', { map: MAP_NAMES.svc }) === 2 + ips.length);
+    }
+    const s = await scrape();
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_endpoint_changes_total'), changesBefore + sets.length);
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_endpoint_changes_pending'), 0);
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_service_changes_total'), svcChangesBefore);
+    assert.equal(valueOf(s, 'kubeproxy_network_programming_duration_seconds_count'), latencyBefore + sets.length);
+    // The annotation has millisecond precision and the path is local: well under a second each.
+    assert.equal(valueOf(s, 'kubeproxy_network_programming_duration_seconds_bucket', { le: '1.6384' }), latencyBefore + sets.length);
+    assert.ok((valueOf(s, 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds') ?? 0) > Date.now() / 1000 - 30);
+
+    box.api.apply({ ...service('web', '198.19.0.10'), metadata: { name: 'web', namespace: 'obs', labels: { touched: 'yes' } } });
+    await until('the service change to be counted', async () => (await metric('kubeproxy_sync_proxy_rules_service_changes_total')) === svcChangesBefore + 1);
+  });
+
+  test('datapath counters grow with real connections and refusals', async () => {
+    const connectBefore = await metric('kpr_datapath_translations_total', { path: 'connect' });
+    const refusedBefore = await metric('kpr_datapath_refusals_total', { reason: 'no_backend' });
+    const rep = await box.client('http', '198.19.0.10:80', ['--count', '40']);
+    assert.equal(rep.ok, 40, JSON.stringify(rep.errors));
+    const refused = await box.client('once', '198.19.0.20:80', ['--timeout-ms', '2000']);
+    assert.deepEqual(refused.errors, { EPERM: 1 });
+    const s = await scrape();
+    assert.ok((valueOf(s, 'kpr_datapath_translations_total', { path: 'connect' }) ?? 0) >= connectBefore + 40);
+    assert.equal(valueOf(s, 'kpr_datapath_refusals_total', { reason: 'no_backend' }), refusedBefore + 1);
+  });
+
+  test('/healthz follows the Node (unknown, tainted ToBeDeleted, being deleted); /livez ignores it', async () => {
+    let hz = await health('/healthz');
+    assert.equal(hz.status, 200, JSON.stringify(hz.body));
+    assert.equal(hz.headers.get('content-type'), 'application/json');
+    assert.equal(hz.headers.get('x-content-type-options'), 'nosniff');
+    assert.deepEqual(Object.keys(hz.body), ['lastUpdated', 'currentTime', 'nodeEligible', 'healthy', 'status']);
+    assert.deepEqual(Object.keys(hz.body.status), ['IPv4', 'IPv6']);
+    assert.equal(hz.body.lastUpdated, hz.body.currentTime, 'healthy: lastUpdated is the current time');
+    assert.ok(Math.abs(Date.parse(hz.body.currentTime) - Date.now()) < 5000);
+    const healthz503Before = await metric('kubeproxy_proxy_healthz_total', { code: '503' });
+
+    box.api.apply(node({ taints: [{ key: 'ToBeDeletedByClusterAutoscaler', effect: 'NoSchedule' }] }));
+    await until('healthz 503 for the tainted node', async () => (await health('/healthz')).status === 503);
+    assert.equal((await health('/livez')).status, 200);
+
+    box.api.apply(node());
+    await until('healthz 200 once the taint is gone', async () => (await health('/healthz')).status === 200);
+
+    box.api.remove('Node', undefined, NODE_NAME);
+    await until('healthz 503 for the deleted node', async () => (await health('/healthz')).status === 503);
+    hz = await health('/healthz');
+    assert.equal(hz.body.nodeEligible, false);
+    assert.equal(hz.body.healthy, true, 'the proxy itself is healthy');
+    const lz = await health('/livez');
+    assert.equal(lz.status, 200);
+    assert.equal('nodeEligible' in lz.body, false);
+
+    box.api.create(node());
+    await until('healthz 200 once the node is back', async () => (await health('/healthz')).status === 200);
+
+    const stored = box.api.get('Node', undefined, NODE_NAME)!;
+    box.api.update({ ...stored, metadata: { ...stored.metadata, deletionTimestamp: new Date().toISOString(), resourceVersion: undefined } });
+    assert.ok(box.api.get('Node', undefined, NODE_NAME)?.metadata?.deletionTimestamp, 'the API server keeps deletionTimestamp');
+    await until('healthz 503 for the node being deleted', async () => (await health('/healthz')).status === 503);
+    box.api.remove('Node', undefined, NODE_NAME);
+    box.api.create(node());
+    await until('healthz 200 again', async () => (await health('/healthz')).status === 200);
+
+    assert.ok((await metric('kubeproxy_proxy_healthz_total', { code: '503' })) > healthz503Before);
+    assert.ok((await metric('kubeproxy_proxy_livez_total', { code: '200' })) >= 2);
+  });
+
+  test('an invalid object is warned about once, not on every periodic resync', async () => {
+    const agent = box.agent!;
+    const from = agent.logs.length;
+    const periodicBefore = await metric('kpr_syncs_total', { trigger: 'periodic', result: 'ok' });
+    box.api.create(service('bad', '198.19.0.30'));
+    box.api.create({ ...slice('bad-1', 'bad', ['198.18.0.300']) });
+    await agent.waitForLog('skipped invalid or unsupported input', 10_000, from);
+    await new Promise((r) => setTimeout(r, 5 * SYNC_PERIOD_MS));
+    const periodic = (await metric('kpr_syncs_total', { trigger: 'periodic', result: 'ok' })) - periodicBefore;
+    assert.ok(periodic >= 3, `only ${periodic} periodic resyncs ran`);
+    const warnings = agent.logs.slice(from).filter((l) => l.msg === 'skipped invalid or unsupported input' && String(l.object).includes('bad-1'));
+    assert.equal(warnings.length, 1, JSON.stringify(warnings));
+    assert.equal(warnings[0].level, 40, 'a warning');
+    // The per-sync info line carries counts and duration.
+    const sync = agent.logs.slice(from).find((l) => l.msg === 'sync');
+    assert.ok(sync && typeof sync.durationMs === 'number' && typeof sync.frontends === 'number', JSON.stringify(sync));
+  });
+});

@@ -1,0 +1,185 @@
+/**
+ * The agent's metrics without a kernel: kube-proxy's change and sync metrics
+ * fed by the same calls the agent makes, read back from the Prometheus text.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { KprBpfError } from '../../native/index.js';
+import { ChangeTracker, LAST_CHANGE_TRIGGER_TIME } from '../../agent/metrics/change-tracker.js';
+import { instrumentMapErrors } from '../../agent/metrics/instrument-maps.js';
+import { AgentMetrics, LATENCY_BUCKETS } from '../../agent/metrics/metrics.js';
+import { silentLogger } from '../../agent/log.js';
+import type { SyncReport } from '../../agent/sync-loop.js';
+import type { SyncResult } from '../../agent/reconcile/reconciler.js';
+import { parseProm, valueOf } from './prom-text.js';
+
+const T0 = Date.parse('2024-05-01T10:00:00Z');
+
+function result(over: Partial<SyncResult> = {}): SyncResult {
+  return { ok: true, servicesWritten: 0, servicesDeleted: 0, backendsWritten: 0, backendsDeleted: 0, auxWritten: 0, auxDeleted: 0, frontends: 3, backends: 5, skipped: [], ...over };
+}
+
+function report(over: Partial<SyncReport> = {}, res: Partial<SyncResult> = {}): SyncReport {
+  return { trigger: 'event', full: false, services: 1, durationMs: 0.35, result: result(res), ...over };
+}
+
+const trigger = (ms: number) => ({ [LAST_CHANGE_TRIGGER_TIME]: new Date(ms).toISOString() });
+
+describe('change tracker', () => {
+  test('pending counts: slice changes one by one, services once each; cleared when applied', () => {
+    const t = new ChangeTracker(new Date(T0));
+    t.record({ kind: 'EndpointSlice', key: 'a/web' });
+    t.record({ kind: 'EndpointSlice', key: 'a/web' });
+    t.record({ kind: 'Service', key: 'a/web' });
+    t.record({ kind: 'Service', key: 'a/web' });
+    t.record({ kind: 'Service', key: 'a/db' });
+    t.record({ kind: 'Node', key: 'node-1' });
+    assert.equal(t.endpointChangesPending, 2);
+    assert.equal(t.serviceChangesPending, 2);
+    t.applied(new Date(T0));
+    assert.equal(t.endpointChangesPending, 0);
+    assert.equal(t.serviceChangesPending, 0);
+  });
+
+  test('network programming latency: from each trigger time to the sync; triggers older than the agent are ignored', () => {
+    const t = new ChangeTracker(new Date(T0));
+    t.record({ kind: 'EndpointSlice', key: 'a/web', annotations: trigger(T0 + 1000) });
+    t.record({ kind: 'EndpointSlice', key: 'a/db', annotations: trigger(T0 + 1500) });
+    t.record({ kind: 'EndpointSlice', key: 'a/old', annotations: trigger(T0 - 60_000) });
+    t.record({ kind: 'EndpointSlice', key: 'a/none' });
+    t.record({ kind: 'EndpointSlice', key: 'a/bad', annotations: { [LAST_CHANGE_TRIGGER_TIME]: 'yesterday' } });
+    assert.deepEqual(t.applied(new Date(T0 + 2000)).sort(), [0.5, 1]);
+    assert.deepEqual(t.applied(new Date(T0 + 3000)), [], 'each trigger is observed once');
+  });
+});
+
+describe('agent metrics', () => {
+  function metrics() {
+    let now = T0;
+    const m = new AgentMetrics({ bpffsDir: '/nonexistent/kpr', log: silentLogger, now: () => new Date(now) });
+    return { m, at: (ms: number) => (now = ms), read: async () => parseProm(await m.text()) };
+  }
+
+  test("kube-proxy's names move as changes are queued and synced", async () => {
+    const { m, at, read } = metrics();
+    at(T0 + 1000);
+    m.changeQueued({ kind: 'EndpointSlice', key: 'a/web', annotations: trigger(T0 + 500) });
+    m.changeQueued({ kind: 'EndpointSlice', key: 'a/web' });
+    m.changeQueued({ kind: 'Service', key: 'a/web' });
+    let s = await read();
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_endpoint_changes_total'), 2);
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_endpoint_changes_pending'), 2);
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_service_changes_total'), 1);
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_service_changes_pending'), 1);
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds'), (T0 + 1000) / 1000);
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds'), 0);
+
+    at(T0 + 1250);
+    m.syncDone(report());
+    s = await read();
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_endpoint_changes_pending'), 0);
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_service_changes_pending'), 0);
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds'), (T0 + 1250) / 1000);
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_duration_seconds_count'), 1);
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_duration_seconds_sum'), 0.00035);
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_duration_seconds_bucket', { le: '0.0004' }), 1, '0.35 ms lands in the 0.4 ms bucket');
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_duration_seconds_bucket', { le: '0.0002' }), 0);
+    assert.equal(valueOf(s, 'kubeproxy_sync_partial_proxy_rules_duration_seconds_count'), 1);
+    assert.equal(valueOf(s, 'kubeproxy_sync_full_proxy_rules_duration_seconds_count'), 0);
+    assert.equal(valueOf(s, 'kubeproxy_network_programming_duration_seconds_count'), 1);
+    assert.equal(valueOf(s, 'kubeproxy_network_programming_duration_seconds_sum'), 0.75);
+    assert.equal(valueOf(s, 'kpr_syncs_total', { trigger: 'event', result: 'ok' }), 1);
+    assert.equal(valueOf(s, 'kpr_frontends_programmed'), 3);
+    assert.equal(valueOf(s, 'kpr_backends_programmed'), 5);
+  });
+
+  test('a failed sync keeps the changes pending and does not move the last-sync time', async () => {
+    const { m, read } = metrics();
+    m.changeQueued({ kind: 'EndpointSlice', key: 'a/web' });
+    m.syncDone(report({}, { ok: false, error: 'E2BIG' }));
+    const s = await read();
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_endpoint_changes_pending'), 1);
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds'), 0);
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_duration_seconds_count'), 1, 'failed syncs are timed too');
+    assert.equal(valueOf(s, 'kpr_syncs_total', { trigger: 'event', result: 'error' }), 1);
+  });
+
+  test('changes the initial sync covers are counted but queue nothing', async () => {
+    const { m, read } = metrics();
+    m.changeQueued({ kind: 'Service', key: 'a/web' }, false);
+    const s = await read();
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_service_changes_total'), 1);
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds'), 0);
+  });
+
+  test('drift: inconsistencies found at adopt by kind; periodic resyncs that wrote are repairs', async () => {
+    const { m, read } = metrics();
+    m.adopted({
+      frontends: 1,
+      backends: 2,
+      serviceEntries: 3,
+      inconsistencies: 3,
+      details: { slotsWithoutMaster: 0, slotsBeyondCount: 1, missingSlots: 0, danglingSlots: 0, orphanBackends: 2, duplicateBackends: 0, badRevNatIds: 0, orphanAuxEntries: 0 },
+    });
+    m.syncDone(report({ trigger: 'periodic', full: true }));
+    m.syncDone(report({ trigger: 'periodic', full: true }, { servicesWritten: 2, backendsDeleted: 1 }));
+    m.syncDone(report({ trigger: 'event' }, { servicesWritten: 5 }));
+    const s = await read();
+    assert.equal(valueOf(s, 'kpr_drift_found_total', { kind: 'orphan_backends' }), 2);
+    assert.equal(valueOf(s, 'kpr_drift_found_total', { kind: 'slots_beyond_count' }), 1);
+    assert.equal(valueOf(s, 'kpr_drift_found_total', { kind: 'missing_slots' }), 0);
+    assert.equal(valueOf(s, 'kpr_drift_repair_syncs_total'), 1);
+    assert.equal(valueOf(s, 'kpr_drift_repaired_entries_total'), 3);
+    assert.equal(valueOf(s, 'kubeproxy_sync_full_proxy_rules_duration_seconds_count'), 2);
+  });
+
+  test('health answers by code; build info', async () => {
+    const { m, read } = metrics();
+    m.healthServed('healthz', 200);
+    m.healthServed('healthz', 503);
+    m.healthServed('healthz', 503);
+    m.healthServed('livez', 200);
+    const s = await read();
+    assert.equal(valueOf(s, 'kubeproxy_proxy_healthz_total', { code: '503' }), 2);
+    assert.equal(valueOf(s, 'kubeproxy_proxy_healthz_total', { code: '200' }), 1);
+    assert.equal(valueOf(s, 'kubeproxy_proxy_livez_total', { code: '200' }), 1);
+    const info = s.find((x) => x.name === 'kpr_build_info')!;
+    assert.equal(info.value, 1);
+    assert.equal(info.labels.node_version, process.version);
+    assert.match(info.labels.version, /^\d+\.\d+\.\d+/);
+  });
+
+  test('latency buckets: 100 µs doubling to about 13 s', () => {
+    assert.equal(LATENCY_BUCKETS.length, 18);
+    assert.equal(LATENCY_BUCKETS[0], 0.0001);
+    assert.ok(Math.abs(LATENCY_BUCKETS[17] - 13.1072) < 1e-9);
+  });
+
+  test('no pinned maps: the scrape still answers, without kernel series', async () => {
+    const { read } = metrics();
+    const s = await read();
+    assert.equal(s.filter((x) => x.name === 'kpr_bpf_map_entries').length, 0);
+  });
+});
+
+describe('map operation errors', () => {
+  test('a failing map write is counted by map and operation and rethrown unchanged', () => {
+    const counted: string[] = [];
+    const err = new KprBpfError({ op: 'map update batch', map: 'kpr_svc', errno: 7 });
+    const maps = {
+      calls: 0,
+      updateServices() {
+        this.calls++;
+        throw err;
+      },
+      dumpServices() {
+        return [1, 2];
+      },
+    };
+    const wrapped = instrumentMapErrors(maps, (map, op) => counted.push(`${map}|${op}`));
+    assert.deepEqual(wrapped.dumpServices(), [1, 2]);
+    assert.throws(() => wrapped.updateServices(), (e) => e === err);
+    assert.equal(maps.calls, 1, 'the method ran with its own this');
+    assert.deepEqual(counted, ['kpr_svc|map update batch']);
+  });
+});

@@ -1,0 +1,138 @@
+/**
+ * BpfDatapathMaps without a kernel: a recording stand-in for BpfMap checks
+ * that the fast packing (cached and hand-parsed addresses) produces exactly
+ * the bytes of the layout.ts codecs, that dumps decode what was written, and
+ * that the transitional (svc, backend) constructor leaves the new maps alone.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { BpfMap } from '../../native/index.js';
+import { BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
+import {
+  AFFINITY_MATCH_KEY,
+  BACKEND,
+  BACKEND_ID_SIZE,
+  SVC_KEY,
+  SVC_META,
+  SVC_VAL,
+  VIP_KEY,
+  encodeAffinityMatchKey,
+  encodeBackend,
+  encodeBackendId,
+  encodeSvcKey,
+  encodeSvcMeta,
+  encodeSvcVal,
+  encodeVipKey,
+  encodeVipVal,
+  type Backend,
+  type SvcKey,
+  type SvcVal,
+} from '../../agent/maps/layout.js';
+
+/** Records every batch and serves the last written one back as the map's contents. */
+class FakeMap {
+  updates: Array<{ keys: Buffer; values: Buffer; count: number }> = [];
+  deletes: Array<{ keys: Buffer; count: number }> = [];
+  lookupBatch() {
+    const last = this.updates.at(-1);
+    return last ? { count: last.count, keys: last.keys, values: last.values } : { count: 0, keys: Buffer.alloc(0), values: Buffer.alloc(0) };
+  }
+  updateBatch(keys: Buffer, values: Buffer, count: number) {
+    this.updates.push({ keys: Buffer.from(keys), values: Buffer.from(values), count });
+  }
+  deleteBatch(keys: Buffer, count: number) {
+    this.deletes.push({ keys: Buffer.from(keys), count });
+    return count;
+  }
+}
+
+function maps() {
+  const m = { svc: new FakeMap(), backend: new FakeMap(), vip: new FakeMap(), affinityMatch: new FakeMap(), svcMeta: new FakeMap(), srcRange: new FakeMap() };
+  return { m, d: new BpfDatapathMaps(m as unknown as Record<keyof typeof m, BpfMap>) };
+}
+
+const concat = <T>(items: T[], size: number, enc: (x: T, b: Buffer, o: number) => unknown) => {
+  const b = Buffer.alloc(items.length * size);
+  items.forEach((x, i) => enc(x, b, i * size));
+  return b;
+};
+
+describe('BpfDatapathMaps', () => {
+  const svc: Array<[SvcKey, SvcVal]> = [
+    [{ addr: '10.96.0.1', port: 80, slot: 0, proto: 6, scope: 0 }, { backendId: 10800, count: 2, revNatId: 7, flags: 0x11 }],
+    [{ addr: '10.96.0.1', port: 80, slot: 1, proto: 6, scope: 1 }, { backendId: 3, count: 0, revNatId: 0, flags: 0 }],
+    [{ addr: '255.255.255.255', port: 65535, slot: 65535, proto: 17, scope: 0 }, { backendId: 0xffffffff, count: 0, revNatId: 0, flags: 0 }],
+    [{ addr: 'fd00::10', port: 443, slot: 2, proto: 6, scope: 0 }, { backendId: 4, count: 0, revNatId: 0, flags: 0 }],
+    [{ addr: '0.0.0.0', port: 1, slot: 0, proto: 6, scope: 0 }, { backendId: 0, count: 0, revNatId: 1, flags: 0 }],
+  ];
+  const backends: Array<[number, Backend]> = [
+    [1, { addr: '10.0.0.1', port: 8080, proto: 6, flags: 1 }],
+    [2, { addr: '2001:db8::1', port: 53, proto: 17, flags: 0 }],
+    [3, { addr: '192.168.255.1', port: 1, proto: 6, flags: 0 }],
+  ];
+
+  it('service entries: the same bytes as encodeSvcKey/encodeSvcVal (IPv4 and IPv6)', () => {
+    const { m, d } = maps();
+    d.updateServices(svc);
+    assert.deepEqual(m.svc.updates[0].keys, concat(svc, SVC_KEY.size, ([k], b, o) => encodeSvcKey(k, b, o)));
+    assert.deepEqual(m.svc.updates[0].values, concat(svc, SVC_VAL.size, ([, v], b, o) => encodeSvcVal(v, b, o)));
+    d.deleteServices(svc.map(([k]) => k));
+    assert.deepEqual(m.svc.deletes[0].keys, m.svc.updates[0].keys);
+    assert.deepEqual(d.dumpServices(), svc);
+  });
+
+  it('backends: the same bytes as encodeBackend; dumps decode them back', () => {
+    const { m, d } = maps();
+    d.updateBackends(backends);
+    assert.deepEqual(m.backend.updates[0].keys, concat(backends, BACKEND_ID_SIZE, ([id], b, o) => encodeBackendId(id, b, o)));
+    assert.deepEqual(m.backend.updates[0].values, concat(backends, BACKEND.size, ([, v], b, o) => encodeBackend(v, b, o)));
+    assert.deepEqual(d.dumpBackends(), backends);
+  });
+
+  it('an invalid address throws as the codec does (nothing half-written)', () => {
+    const { m, d } = maps();
+    for (const addr of ['010.0.0.1', '1.2.3', '1.2.3.256', 'x']) {
+      assert.throws(() => d.updateBackends([[1, { addr, port: 1, proto: 6, flags: 0 }]]), RangeError, addr);
+      assert.throws(() => encodeBackend({ addr, port: 1, proto: 6, flags: 0 }), RangeError, addr);
+    }
+    assert.equal(m.backend.updates.length, 0);
+  });
+
+  it('vip, affinity-match and meta entries use their codecs; dumps round-trip', () => {
+    const { m, d } = maps();
+    d.updateVips([['10.96.0.1', 1], ['fd00::10', 1]]);
+    assert.deepEqual(m.vip.updates[0].keys, Buffer.concat([encodeVipKey('10.96.0.1'), encodeVipKey('fd00::10')]));
+    assert.deepEqual(m.vip.updates[0].values, Buffer.concat([encodeVipVal(1), encodeVipVal(1)]));
+    assert.deepEqual(d.dumpVips(), [['10.96.0.1', 1], ['fd00::10', 1]]);
+    d.deleteVips(['10.96.0.1']);
+    assert.deepEqual(m.vip.deletes[0].keys, encodeVipKey('10.96.0.1'));
+
+    const pairs = [{ backendId: 3, revNatId: 7 }, { backendId: 4, revNatId: 7 }];
+    d.updateAffinityMatches(pairs);
+    assert.deepEqual(m.affinityMatch.updates[0].keys, concat(pairs, AFFINITY_MATCH_KEY.size, (k, b, o) => encodeAffinityMatchKey(k, b, o)));
+    assert.deepEqual(m.affinityMatch.updates[0].values, Buffer.from([1, 1]));
+    assert.deepEqual(d.dumpAffinityMatches(), pairs);
+
+    const meta = { name: 'shop/web', portName: 'http', type: 1 };
+    d.updateSvcMeta([[7, meta]]);
+    assert.deepEqual(m.svcMeta.updates[0].keys, encodeBackendId(7));
+    assert.deepEqual(m.svcMeta.updates[0].values, encodeSvcMeta(meta));
+    assert.equal(m.svcMeta.updates[0].values.length, SVC_META.size);
+    assert.deepEqual(d.dumpSvcMeta(), [[7, meta]]);
+    d.deleteSvcMeta([7]);
+    assert.deepEqual(m.svcMeta.deletes[0].keys, encodeBackendId(7));
+    assert.equal(VIP_KEY.size, 16);
+  });
+
+  it('the transitional (svc, backend) form: new maps dump empty and writes to them are skipped', () => {
+    const svcMap = new FakeMap();
+    const beMap = new FakeMap();
+    const d = new BpfDatapathMaps(svcMap as unknown as BpfMap, beMap as unknown as BpfMap);
+    d.updateVips([['10.96.0.1', 1]]);
+    d.updateAffinityMatches([{ backendId: 1, revNatId: 1 }]);
+    d.updateSvcMeta([[1, { name: 'a/b', portName: '', type: 0 }]]);
+    assert.deepEqual([d.dumpVips(), d.dumpAffinityMatches(), d.dumpSvcMeta()], [[], [], []]);
+    d.updateServices(svc.slice(0, 1));
+    assert.equal(svcMap.updates.length, 1);
+  });
+});
