@@ -4,7 +4,7 @@
  * and the run's cgroup, so kpr's socket hooks apply. Runs alternate between
  * the ClusterIP (translated by kpr at connect) and the pod IP directly.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -60,19 +60,12 @@ export interface DataplaneEnv {
   podIp: string;
 }
 
-/** Node namespace + one pod running the C echo server on ECHO_PORT. */
-export async function setupDataplane(sandbox: Sandbox): Promise<DataplaneEnv> {
-  const topo = createNode(sandbox);
-  // Per-namespace TCP settings of the throwaway node namespace: a wide
-  // ephemeral range and TIME_WAIT reuse, so tens of thousands of sequential
-  // connections never run out of ports.
-  inNs(topo.nodeNs, 'sysctl', '-q', '-w', 'net.ipv4.ip_local_port_range=1024 65000');
-  inNs(topo.nodeNs, 'sysctl', '-q', '-w', 'net.ipv4.tcp_tw_reuse=1');
-  const pod = await addPod(sandbox, topo, 'pod-a', POD_IP);
-  const echo = sandbox.spawnIn(pod.ns, echoServerBin, ['0.0.0.0', String(ECHO_PORT)], { stdio: ['ignore', 'pipe', 'pipe'] });
+/** Starts bench/echo-server.c in a namespace on 0.0.0.0:port and waits for its "ready". */
+export async function startEchoServer(sandbox: Sandbox, ns: string, port: number): Promise<ChildProcess> {
+  const echo = sandbox.spawnIn(ns, echoServerBin, ['0.0.0.0', String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
   await new Promise<void>((resolve, reject) => {
     let out = '';
-    const t = setTimeout(() => reject(new Error('echo-server: not ready after 5 s')), 5000);
+    const t = setTimeout(() => reject(new Error(`echo-server in ${ns}: not ready after 5 s`)), 5000);
     echo.stdout!.on('data', (d) => {
       out += d;
       if (out.includes('ready')) {
@@ -82,15 +75,28 @@ export async function setupDataplane(sandbox: Sandbox): Promise<DataplaneEnv> {
     });
     echo.once('exit', (code) => {
       clearTimeout(t);
-      reject(new Error(`echo-server exited ${code}`));
+      reject(new Error(`echo-server in ${ns} exited ${code}`));
     });
   });
+  return echo;
+}
+
+/** Node namespace + one pod running the C echo server on ECHO_PORT. */
+export async function setupDataplane(sandbox: Sandbox): Promise<DataplaneEnv> {
+  const topo = createNode(sandbox);
+  // Per-namespace TCP settings of the throwaway node namespace: a wide
+  // ephemeral range and TIME_WAIT reuse, so tens of thousands of sequential
+  // connections never run out of ports.
+  inNs(topo.nodeNs, 'sysctl', '-q', '-w', 'net.ipv4.ip_local_port_range=1024 65000');
+  inNs(topo.nodeNs, 'sysctl', '-q', '-w', 'net.ipv4.tcp_tw_reuse=1');
+  const pod = await addPod(sandbox, topo, 'pod-a', POD_IP);
+  await startEchoServer(sandbox, pod.ns, ECHO_PORT);
   return { topo, podIp: POD_IP };
 }
 
-/** One connload run in the node namespace; `inCgroup` puts it under kpr's hooks. */
-export async function connload(sandbox: Sandbox, env: DataplaneEnv, target: string, port: number, count: number, limitMs: number, inCgroup = true, warmup = 200): Promise<ConnResult> {
-  const child = sandbox.spawnIn(env.topo.nodeNs, connloadBin, [target, String(port), String(count), String(limitMs), String(warmup)], {
+/** One connload run in any namespace of the sandbox; `inCgroup` puts it under kpr's socket hooks. */
+export async function connloadIn(sandbox: Sandbox, ns: string, target: string, port: number, count: number, limitMs: number, inCgroup: boolean, warmup = 200): Promise<ConnResult> {
+  const child = sandbox.spawnIn(ns, connloadBin, [target, String(port), String(count), String(limitMs), String(warmup)], {
     inCgroup,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -99,10 +105,16 @@ export async function connload(sandbox: Sandbox, env: DataplaneEnv, target: stri
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (err += d));
   const kill = setTimeout(() => child.kill('SIGKILL'), limitMs + 15_000);
-  const [code] = await once(child, 'exit');
+  // 'close', not 'exit': only then has all of stdout been read.
+  const [code] = await once(child, 'close');
   clearTimeout(kill);
-  if (code !== 0) throw new Error(`connload ${target}:${port} exited ${code}: ${err}`);
+  if (code !== 0) throw new Error(`connload ${target}:${port} in ${ns} exited ${code}: ${err}`);
   return JSON.parse(out) as ConnResult;
+}
+
+/** One connload run in the node namespace; `inCgroup` puts it under kpr's hooks. */
+export function connload(sandbox: Sandbox, env: DataplaneEnv, target: string, port: number, count: number, limitMs: number, inCgroup = true, warmup = 200): Promise<ConnResult> {
+  return connloadIn(sandbox, env.topo.nodeNs, target, port, count, limitMs, inCgroup, warmup);
 }
 
 /** Waits until a ClusterIP answers through kpr (the agent's hooks and maps are live). */

@@ -14,7 +14,14 @@
  *    --probability 1/(n-i)" formatted %0.10f, the last one unconditional;
  *  - KUBE-SEP-*: "-s ep/32 -j KUBE-MARK-MASQ" (hairpin) and the DNAT rule;
  *  - KUBE-MARK-MASQ, KUBE-POSTROUTING (mark 0x4000), KUBE-NODEPORTS, and the
- *    filter table's kube-proxy chains (empty here: no NodePorts, no firewalls).
+ *    filter table's kube-proxy chains (no firewalls, no health checks);
+ *  - NodePorts (a service with `nodePort`, externalTrafficPolicy=Cluster):
+ *    "-A KUBE-NODEPORTS -p tcp -m comment --comment ns/name:port -m tcp
+ *    --dport <nodePort> -j KUBE-EXT-<hash>" (the same hash as its KUBE-SVC
+ *    chain), and KUBE-EXT-<hash> = mark for masquerade, then jump to the
+ *    KUBE-SVC chain. KUBE-NODEPORTS is reached from the last KUBE-SERVICES
+ *    rule ("--dst-type LOCAL"), so a NodePort connection first walks every
+ *    cluster-IP rule, as with kube-proxy.
  *
  * Full syncs are a plain `iptables-restore` of fullRestore(); kube-proxy's
  * partial syncs (MinimizeIPTablesRestore) are `iptables-restore --noflush`
@@ -33,6 +40,8 @@ export interface KpService {
   protocol: 'TCP' | 'UDP';
   /** Ready endpoints, in the order kube-proxy writes them. */
   endpoints: { ip: string; port: number }[];
+  /** type=NodePort (externalTrafficPolicy=Cluster): the node port; absent or 0 for a ClusterIP service. */
+  nodePort?: number;
 }
 
 const MASQ_MARK = '0x4000';
@@ -70,6 +79,11 @@ export function svcChainName(svc: KpService): string {
   return 'KUBE-SVC-' + hash16(servicePortName(svc) + svc.protocol.toLowerCase());
 }
 
+/** kube-proxy's externalTrafficChain: "KUBE-EXT-" + the same hash as the service's KUBE-SVC chain. */
+export function extChainName(svc: KpService): string {
+  return 'KUBE-EXT-' + hash16(servicePortName(svc) + svc.protocol.toLowerCase());
+}
+
 export function sepChainName(svc: KpService, ep: { ip: string; port: number }): string {
   return 'KUBE-SEP-' + hash16(servicePortName(svc) + svc.protocol.toLowerCase() + `${ep.ip}:${ep.port}`);
 }
@@ -85,13 +99,30 @@ export function servicesRule(svc: KpService): string {
   return `-A KUBE-SERVICES -d ${svc.clusterIP}/32 -p ${proto} -m comment --comment "${servicePortName(svc)} cluster IP" -m ${proto} --dport ${svc.port} -j ${svcChainName(svc)}`;
 }
 
-/** The service's own chains: declarations and rules (KUBE-SVC-* and its KUBE-SEP-*). */
+/**
+ * The KUBE-NODEPORTS rule of a NodePort service (written only while the
+ * service has endpoints; without, kube-proxy rejects in the filter table).
+ */
+export function nodePortRule(svc: KpService): string | undefined {
+  if (!svc.nodePort || svc.endpoints.length === 0) return undefined;
+  const proto = svc.protocol.toLowerCase();
+  return `-A KUBE-NODEPORTS -p ${proto} -m comment --comment "${servicePortName(svc)}" -m ${proto} --dport ${svc.nodePort} -j ${extChainName(svc)}`;
+}
+
+/** The service's own chains: declarations and rules (KUBE-SVC-*, its KUBE-SEP-*, and KUBE-EXT-* for a NodePort). */
 export function serviceChains(svc: KpService): { chains: string[]; rules: string[] } {
   const proto = svc.protocol.toLowerCase();
   const spn = servicePortName(svc);
   const svcChain = svcChainName(svc);
   const chains = [`:${svcChain} - [0:0]`];
   const rules: string[] = [];
+  if (svc.nodePort) {
+    // externalTrafficPolicy=Cluster: masquerade (the endpoint may be on another node), then the cluster chain.
+    const ext = extChainName(svc);
+    chains.push(`:${ext} - [0:0]`);
+    rules.push(`-A ${ext} -m comment --comment "masquerade traffic for ${spn} external destinations" -j KUBE-MARK-MASQ`);
+    rules.push(`-A ${ext} -j ${svcChain}`);
+  }
   const n = svc.endpoints.length;
   const sepRules: string[] = [];
   svc.endpoints.forEach((ep, i) => {
@@ -132,6 +163,16 @@ function natFixedRules(): string[] {
   ];
 }
 
+/** KUBE-NODEPORTS, in service order (a fixed chain: rewritten in full by every sync). */
+function nodePortRules(services: KpService[]): string[] {
+  const out: string[] = [];
+  for (const svc of services) {
+    const r = nodePortRule(svc);
+    if (r) out.push(r);
+  }
+  return out;
+}
+
 const NODEPORTS_LAST = '-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS';
 
 /**
@@ -159,6 +200,7 @@ export function fullRestore(services: KpService[]): string {
     if (svc.endpoints.length > 0) svcRules.push(servicesRule(svc));
   }
   svcRules.push(NODEPORTS_LAST);
+  svcRules.push(...nodePortRules(services));
   const out = [
     ...filterTable(),
     '*nat',
@@ -179,8 +221,8 @@ export function fullRestore(services: KpService[]): string {
 export interface PartialOptions {
   /**
    * 'exact': what kube-proxy's partial sync really writes — the fixed chains
-   * including the whole KUBE-SERVICES chain (one rule per service), plus the
-   * changed services' chains. 'minimal': only the changed services' chains.
+   * including the whole KUBE-SERVICES chain (one rule per service) and the
+   * whole KUBE-NODEPORTS chain, plus the changed services' chains. 'minimal': only the changed services' chains.
    */
   mode: 'exact' | 'minimal';
   /** All services (needed for 'exact': KUBE-SERVICES is rewritten in full). */
@@ -199,6 +241,7 @@ export function partialRestore(changed: KpService[], opts: PartialOptions): stri
     rules.push(...natFixedRules());
     for (const svc of opts.all) if (svc.endpoints.length > 0) rules.push(servicesRule(svc));
     rules.push(NODEPORTS_LAST);
+    rules.push(...nodePortRules(opts.all));
   }
   for (const svc of changed) {
     const c = serviceChains(svc);

@@ -61,10 +61,11 @@ export interface DataplaneSummary {
   hookCostRatioP50?: number;
 }
 
-export function summarizeDataplane(services: number, r: DataplaneRounds): DataplaneSummary {
+/** Per arm: medians over its rounds of each round's figures (arms without rounds are left out). */
+export function summarizeArms(byArm: Partial<Record<string, ConnResult[]>>): Record<string, ArmSummary> {
   const arms: Record<string, ArmSummary> = {};
-  for (const [arm, rounds] of Object.entries(r.rounds)) {
-    if (rounds.length === 0) continue;
+  for (const [arm, rounds] of Object.entries(byArm)) {
+    if (!rounds || rounds.length === 0) continue;
     arms[arm] = {
       rounds,
       p50_us: round(median(rounds.map((x) => x.p50_us)), 1),
@@ -74,6 +75,11 @@ export function summarizeDataplane(services: number, r: DataplaneRounds): Datapl
       errors: rounds.reduce((a, x) => a + x.errors, 0),
     };
   }
+  return arms;
+}
+
+export function summarizeDataplane(services: number, r: DataplaneRounds): DataplaneSummary {
+  const arms = summarizeArms(r.rounds);
   const s: DataplaneSummary = { services, arms };
   const c = arms.clusterip;
   const d = arms.direct;
@@ -87,6 +93,53 @@ export function summarizeDataplane(services: number, r: DataplaneRounds): Datapl
   const n = arms['direct-nohook'];
   if (d && n) s.hookCostRatioP50 = round(d.p50_us / n.p50_us);
   return s;
+}
+
+export interface RatioSet {
+  p50: number | null;
+  p99: number | null;
+  /** conns/s ratio (higher is better for the numerator). */
+  connsPerSec: number | null;
+  /** Median over rounds of the paired per-round mean-latency ratio (the two runs of a round are adjacent in time). */
+  pairedMean: number | null;
+}
+
+function ratioSet(a: ArmSummary | undefined, b: ArmSummary | undefined): RatioSet | undefined {
+  if (!a || !b) return undefined;
+  const q = (x: number, y: number) => (Number.isFinite(x) && Number.isFinite(y) && y > 0 ? round(x / y) : null);
+  const n = Math.min(a.rounds.length, b.rounds.length);
+  const paired = Array.from({ length: n }, (_, i) => a.rounds[i].mean_us / b.rounds[i].mean_us).filter(Number.isFinite);
+  return { p50: q(a.p50_us, b.p50_us), p99: q(a.p99_us, b.p99_us), connsPerSec: q(a.conns_per_sec, b.conns_per_sec), pairedMean: paired.length ? round(median(paired)) : null };
+}
+
+/** The NodePort data plane at one service count: kpr, iptables and direct arms, and their ratios. */
+export interface NodePortSummary {
+  services: number;
+  nodePort: number;
+  arms: Record<string, ArmSummary>;
+  ratios: { kprDirect?: RatioSet; iptablesDirect?: RatioSet; kprIptables?: RatioSet };
+  kpr?: unknown;
+  iptables?: unknown;
+  tcp: Partial<Record<string, { clientSynRetrans: number; podPawsTimewait: number; podTimeWait: number }>>;
+  errors: string[];
+}
+
+export function summarizeNodePort(p: Omit<NodePortSummary, 'arms' | 'ratios'> & { rounds: Partial<Record<string, ConnResult[]>> }): NodePortSummary {
+  const arms = summarizeArms(p.rounds);
+  return {
+    services: p.services,
+    nodePort: p.nodePort,
+    arms,
+    ratios: {
+      kprDirect: ratioSet(arms.kpr, arms.direct),
+      iptablesDirect: ratioSet(arms.iptables, arms.direct),
+      kprIptables: ratioSet(arms.kpr, arms.iptables),
+    },
+    kpr: p.kpr,
+    iptables: p.iptables,
+    tcp: p.tcp,
+    errors: p.errors,
+  };
 }
 
 export interface Row {
@@ -122,10 +175,15 @@ export function passFail(value: number | undefined, limit: number): string {
 
 export function renderTable(title: string, rows: Row[], heads: Partial<Row> = {}): string {
   const head: Row = { metric: 'metric', kpr: 'kpr', other: 'other', ratio: 'ratio kpr:other', target: 'target', result: 'result', ...heads };
-  const all = [head, ...rows];
   const keys: (keyof Row)[] = ['metric', 'kpr', 'other', 'ratio', 'target', 'result'];
-  const w = keys.map((k) => Math.max(...all.map((r) => r[k].length)));
-  const line = (r: Row) => '| ' + keys.map((k, i) => r[k].padEnd(w[i])).join(' | ') + ' |';
+  return renderGrid(title, keys.map((k) => head[k]), rows.map((r) => keys.map((k) => r[k])));
+}
+
+/** A markdown-style table with any columns. */
+export function renderGrid(title: string, head: string[], rows: string[][]): string {
+  const all = [head, ...rows];
+  const w = head.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
+  const line = (r: string[]) => '| ' + w.map((x, i) => (r[i] ?? '').padEnd(x)).join(' | ') + ' |';
   const sep = '|' + w.map((x) => '-'.repeat(x + 2)).join('|') + '|';
   return [title, '', line(head), sep, ...rows.map(line)].join('\n');
 }

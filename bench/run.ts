@@ -6,6 +6,7 @@
  *   make bench                                  # full scale: 10,000 services × 10 endpoints
  *   KPR_BENCH_SERVICES=100 make bench           # quick smoke run
  *   node dist/bench/run.js --services 100 --changes 100 --ipt-changes 10 --dp-rounds 3 --dp-conns 2000
+ *   node dist/bench/run.js --skip dataplane,controlplane --np-services 10000   # the NodePort benchmark alone
  *
  * Flags (each also settable as the env var in brackets; flags win):
  *   --services N          synthetic Services                     [KPR_BENCH_SERVICES=10000]
@@ -18,9 +19,16 @@
  *   --dp-rounds N         data-plane rounds per arm               [KPR_BENCH_DP_ROUNDS=5]
  *   --dp-conns N          connections per data-plane round        [KPR_BENCH_DP_CONNS=5000]
  *   --dp-limit-ms N       time bound per data-plane round         [KPR_BENCH_DP_LIMIT_MS=20000]
+ *   --np-services N       NodePort services at scale (the NodePort data plane runs at 1 and at N)
+ *                                                                [KPR_BENCH_NP_SERVICES=--services]
+ *   --np-rounds N         NodePort rounds per arm                 [KPR_BENCH_NP_ROUNDS=5]
+ *   --np-conns N          connections per NodePort round          [KPR_BENCH_NP_CONNS=3000]
+ *   --np-limit-ms N       time bound per NodePort round           [KPR_BENCH_NP_LIMIT_MS=20000]
  *   --agent-timeout-ms N  wait for the agent's initial sync       [KPR_BENCH_AGENT_TIMEOUT_MS=300000]
  *   --log-level L         the agent's --log-level                 [KPR_BENCH_LOG_LEVEL=info]
- *   --skip LIST           comma list of: iptables, agent, dataplane [KPR_BENCH_SKIP=]
+ *   --skip LIST           comma list of: iptables, agent, dataplane, controlplane, nodeport [KPR_BENCH_SKIP=]
+ *                         (iptables and agent also drop those arms of the NodePort benchmark;
+ *                         controlplane skips phase 3 below, ClusterIP data plane at N included)
  * KPR_BENCH_IPTABLES_RESTORE picks the iptables-restore binary (default: iptables-restore;
  * e.g. iptables-legacy-restore).
  *
@@ -32,7 +40,12 @@
  * Phases: (1) build the C helpers; (2) data plane with 1 Service (its own
  * sandbox and agent); (3) at N Services: iptables cold load(s), then the kpr
  * agent's initial sync, RSS, kpr endpoint changes interleaved with kube-proxy
- * partial syncs, RSS again, then the data plane at N Services.
+ * partial syncs, RSS again, then the data plane at N Services; (4) the
+ * NodePort data plane (bench/nodeport.ts) at 1 and at --np-services NodePort
+ * Services, each phase in its own sandbox: an external client reaching a pod
+ * through NodeIP:nodePort served by kpr's tc programs (the real agent with
+ * --netns), through kube-proxy's NodePort rules (iptables-restore in an
+ * identical, separate node namespace), and the pod IP directly.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -43,7 +56,22 @@ import { repoRoot } from '../sandbox/repo.js';
 import { agentAvailable, endpointChanges, startAgent, startApi, type Agent, type BenchApiServer, type ChangeSamples, type InitialSync } from './control-plane.js';
 import { buildHelpers, dataplaneRounds, setupDataplane, waitReachable } from './data-plane.js';
 import { iptablesVersion, setupIptables, IPTABLES_RESTORE, type IptablesCold, type IptablesChanger } from './iptables.js';
-import { dist, fmtMs, fmtRatio, median, passFail, renderTable, round, summarizeDataplane, type DataplaneSummary, type Row } from './report.js';
+import { nodePortPhase } from './nodeport.js';
+import {
+  dist,
+  fmtMs,
+  fmtRatio,
+  median,
+  passFail,
+  renderGrid,
+  renderTable,
+  round,
+  summarizeDataplane,
+  summarizeNodePort,
+  type DataplaneSummary,
+  type NodePortSummary,
+  type Row,
+} from './report.js';
 import { makeScenario, ECHO_CLUSTER_IP, SERVICE_PORT } from './scenario.js';
 
 const { values: flags } = parseArgs({
@@ -58,6 +86,10 @@ const { values: flags } = parseArgs({
     'dp-rounds': { type: 'string' },
     'dp-conns': { type: 'string' },
     'dp-limit-ms': { type: 'string' },
+    'np-services': { type: 'string' },
+    'np-rounds': { type: 'string' },
+    'np-conns': { type: 'string' },
+    'np-limit-ms': { type: 'string' },
     'agent-timeout-ms': { type: 'string' },
     'log-level': { type: 'string' },
     skip: { type: 'string' },
@@ -71,8 +103,9 @@ function num(flag: keyof typeof flags, env: string, dflt: number): number {
   return v;
 }
 
+const services = num('services', 'KPR_BENCH_SERVICES', 10_000);
 const cfg = {
-  services: num('services', 'KPR_BENCH_SERVICES', 10_000),
+  services,
   endpoints: num('endpoints', 'KPR_BENCH_ENDPOINTS', 10),
   changes: num('changes', 'KPR_BENCH_CHANGES', 1000),
   changeBudgetMs: num('change-budget-ms', 'KPR_BENCH_CHANGE_BUDGET_MS', 180_000),
@@ -82,6 +115,10 @@ const cfg = {
   dpRounds: num('dp-rounds', 'KPR_BENCH_DP_ROUNDS', 5),
   dpConns: num('dp-conns', 'KPR_BENCH_DP_CONNS', 5000),
   dpLimitMs: num('dp-limit-ms', 'KPR_BENCH_DP_LIMIT_MS', 20_000),
+  npServices: Math.max(1, num('np-services', 'KPR_BENCH_NP_SERVICES', services)),
+  npRounds: Math.max(1, num('np-rounds', 'KPR_BENCH_NP_ROUNDS', 5)),
+  npConns: Math.max(1, num('np-conns', 'KPR_BENCH_NP_CONNS', 3000)),
+  npLimitMs: num('np-limit-ms', 'KPR_BENCH_NP_LIMIT_MS', 20_000),
   agentTimeoutMs: num('agent-timeout-ms', 'KPR_BENCH_AGENT_TIMEOUT_MS', 300_000),
   logLevel: (flags['log-level'] as string | undefined) ?? process.env.KPR_BENCH_LOG_LEVEL ?? 'info',
   skip: new Set(((flags.skip as string | undefined) ?? process.env.KPR_BENCH_SKIP ?? '').split(',').map((s) => s.trim()).filter(Boolean)),
@@ -119,6 +156,8 @@ interface Results {
     ratios?: Record<string, number>;
   };
   dataPlane: DataplaneSummary[];
+  /** NodePort from an external client: kpr (tc) vs kube-proxy's iptables rules vs the pod IP directly. */
+  dataPlaneNodePort: NodePortSummary[];
   targets: { name: string; value: number | null; limit: number; unit: string; pass: boolean | null }[];
   errors: string[];
 }
@@ -352,6 +391,67 @@ function buildRows(res: Results): { control: Row[]; data: Row[] } {
   return { control, data };
 }
 
+/** NodePort data plane at `services` NodePort Services (a sandbox of its own). */
+async function phaseNodePort(res: Results, services: number, withKpr: boolean): Promise<void> {
+  log(`nodeport: phase at ${services} service(s)`);
+  const p = await nodePortPhase(
+    {
+      services,
+      endpoints: cfg.endpoints,
+      rounds: cfg.npRounds,
+      conns: cfg.npConns,
+      limitMs: cfg.npLimitMs,
+      agentTimeoutMs: cfg.agentTimeoutMs,
+      logLevel: cfg.logLevel,
+      withKpr,
+      withIptables: !cfg.skip.has('iptables'),
+    },
+    log,
+  );
+  res.errors.push(...p.errors);
+  res.dataPlaneNodePort.push(summarizeNodePort(p));
+}
+
+/** Rows of the NodePort table: metric, kpr, iptables, direct, kpr/direct, iptables/direct, kpr/iptables. */
+function nodePortRows(res: Results): string[][] {
+  const rows: string[][] = [];
+  for (const d of res.dataPlaneNodePort) {
+    const k = d.arms.kpr;
+    const i = d.arms.iptables;
+    const x = d.arms.direct;
+    const at = `${d.services.toLocaleString('en-US')} svc`;
+    const us = (v?: number) => (v === undefined ? 'n/a' : `${v} µs`);
+    const line = (metric: string, f: (a: NonNullable<typeof k>) => number, fmt: (v?: number) => string) => [
+      metric,
+      fmt(k && f(k)),
+      fmt(i && f(i)),
+      fmt(x && f(x)),
+      fmtRatio(k && f(k), x && f(x)),
+      fmtRatio(i && f(i), x && f(x)),
+      fmtRatio(k && f(k), i && f(i)),
+    ];
+    rows.push(line(`NodePort conn p50 latency, ${at}`, (a) => a.p50_us, us));
+    rows.push(line(`NodePort conn p99 latency, ${at}`, (a) => a.p99_us, us));
+    rows.push(line(`NodePort conns/s, ${at}`, (a) => a.conns_per_sec, (v) => (v === undefined ? 'n/a' : `${v}`)));
+    const pm = (r?: { pairedMean: number | null }) => (r?.pairedMean != null ? `${r.pairedMean}×` : 'n/a');
+    rows.push([`  paired mean-latency ratio, ${at}`, '', '', '', pm(d.ratios.kprDirect), pm(d.ratios.iptablesDirect), pm(d.ratios.kprIptables)]);
+    const vk = d.arms['direct-via-kpr-node'];
+    const vi = d.arms['direct-via-iptables-node'];
+    rows.push([
+      `  pod IP direct through that node, p50, ${at}`,
+      us(vk?.p50_us),
+      us(vi?.p50_us),
+      us(x?.p50_us),
+      fmtRatio(vk?.p50_us, x?.p50_us),
+      fmtRatio(vi?.p50_us, x?.p50_us),
+      fmtRatio(vk?.p50_us, vi?.p50_us),
+    ]);
+    const tc = (t?: { clientSynRetrans: number; podPawsTimewait: number }) => (t ? `${t.clientSynRetrans} / ${t.podPawsTimewait}` : 'n/a');
+    rows.push([`  client SYN retransmits / pod PAWS-rejected SYNs, ${at}`, tc(d.tcp.kpr), tc(d.tcp.iptables), tc(d.tcp.direct), '', '', '']);
+  }
+  return rows;
+}
+
 function collectTargets(res: Results): void {
   const k = res.controlPlane.kpr;
   const scale = res.dataPlane.find((d) => d.services === cfg.services && d.services > 1);
@@ -378,6 +478,7 @@ async function main(): Promise<void> {
     config: { ...cfg, skip: [...cfg.skip] },
     controlPlane: {},
     dataPlane: [],
+    dataPlaneNodePort: [],
     targets: [],
     errors: [],
   };
@@ -398,7 +499,10 @@ async function main(): Promise<void> {
     }
   };
   if (!cfg.skip.has('dataplane')) await attempt('data plane at 1 service', () => phaseOneService(res, withKpr));
-  await attempt(`control plane and data plane at ${cfg.services} services`, () => phaseAtScale(res, withKpr));
+  if (!cfg.skip.has('controlplane')) await attempt(`control plane and data plane at ${cfg.services} services`, () => phaseAtScale(res, withKpr));
+  if (!cfg.skip.has('nodeport')) {
+    for (const n of cfg.npServices > 1 ? [1, cfg.npServices] : [1]) await attempt(`NodePort data plane at ${n} services`, () => phaseNodePort(res, n, withKpr));
+  }
 
   const rows = buildRows(res);
   collectTargets(res);
@@ -411,6 +515,16 @@ async function main(): Promise<void> {
       { kpr: 'ClusterIP via kpr', other: 'pod IP direct', ratio: 'kpr / direct' },
     ),
     '',
+    ...(res.dataPlaneNodePort.length
+      ? [
+          renderGrid(
+            `kpr benchmark — NodePort data plane (external client namespace → NodeIP:nodePort → pod, eTP=Cluster, SNAT; same request loop; medians of ${cfg.npRounds} alternating rounds × ${cfg.npConns} connections; each path on its own identical node)`,
+            ['metric', 'kpr (tc)', 'kube-proxy (iptables)', 'pod IP direct', 'kpr / direct', 'iptables / direct', 'kpr / iptables'],
+            nodePortRows(res),
+          ),
+          '',
+        ]
+      : []),
     ...(res.errors.length ? ['errors:', ...res.errors.map((e) => '  ' + e.split('\n')[0]), ''] : []),
   ].join('\n');
   process.stdout.write(out + '\n');

@@ -89,7 +89,10 @@ static __always_inline struct kpr_config *kpr_cfg(void)
 	return bpf_map_lookup_elem(&kpr_config, &zero);
 }
 
-/* Returns 0 when the packet is TCP or UDP we can rewrite safely, -1 otherwise. */
+#define KPR_NOT_OURS 1 /* not IP, or not TCP/UDP: nothing kpr translates */
+#define KPR_MALFORMED 2 /* claims to be IP TCP/UDP but cannot be parsed safely */
+
+/* Returns 0 when the packet is TCP or UDP we can rewrite safely, KPR_NOT_OURS or KPR_MALFORMED otherwise. */
 static __always_inline int kpr_parse(struct __sk_buff *skb, struct kpr_pkt *p)
 {
 	void *data = (void *)(long)skb->data;
@@ -99,15 +102,15 @@ static __always_inline int kpr_parse(struct __sk_buff *skb, struct kpr_pkt *p)
 	__u8 proto;
 
 	if ((void *)(eth + 1) > data_end)
-		return -1;
+		return KPR_MALFORMED;
 	p->l3_off = sizeof(*eth);
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *ip = (void *)(eth + 1);
 
 		if ((void *)(ip + 1) > data_end || ip->ihl < 5)
-			return -1;
+			return KPR_MALFORMED;
 		if (ip->frag_off & bpf_htons(IP_MF | IP_OFFSET))
-			return -1;
+			return KPR_MALFORMED; /* fragments carry no ports to translate by */
 		p->family = AF_INET;
 		p->saddr[0] = 0;
 		p->saddr[1] = 0;
@@ -123,21 +126,21 @@ static __always_inline int kpr_parse(struct __sk_buff *skb, struct kpr_pkt *p)
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
 
 		if ((void *)(ip6 + 1) > data_end)
-			return -1;
+			return KPR_MALFORMED;
 		p->family = AF_INET6;
 		kpr_addr_copy(p->saddr, ip6->saddr.in6_u.u6_addr32);
 		kpr_addr_copy(p->daddr, ip6->daddr.in6_u.u6_addr32);
 		proto = ip6->nexthdr; /* extension headers are not followed */
 		l4_off = p->l3_off + sizeof(*ip6);
 	} else {
-		return -1;
+		return KPR_NOT_OURS;
 	}
 
 	if (proto == IPPROTO_TCP) {
 		struct tcphdr *tcp = data + l4_off;
 
 		if ((void *)(tcp + 1) > data_end)
-			return -1;
+			return KPR_MALFORMED;
 		p->sport = tcp->source;
 		p->dport = tcp->dest;
 		p->tcp_flags = (tcp->fin ? 1 : 0) | (tcp->syn ? 2 : 0) | (tcp->rst ? 4 : 0);
@@ -146,13 +149,13 @@ static __always_inline int kpr_parse(struct __sk_buff *skb, struct kpr_pkt *p)
 		struct udphdr *udp = data + l4_off;
 
 		if ((void *)(udp + 1) > data_end)
-			return -1;
+			return KPR_MALFORMED;
 		p->sport = udp->source;
 		p->dport = udp->dest;
 		p->tcp_flags = 0;
 		p->csum_off = l4_off + offsetof(struct udphdr, check);
 	} else {
-		return -1;
+		return KPR_NOT_OURS;
 	}
 	p->proto = proto;
 	p->l4_off = l4_off;
@@ -485,8 +488,13 @@ static __always_inline int kpr_tc(struct __sk_buff *skb, __u8 role)
 	struct kpr_ct_val *ct;
 	__u64 now;
 
-	if (kpr_parse(skb, &p)) {
+	switch (kpr_parse(skb, &p)) {
+	case 0:
+		break;
+	case KPR_MALFORMED:
 		kpr_count(KPR_STAT_TC_PASS_MALFORMED);
+		return TC_ACT_OK;
+	default:
 		return TC_ACT_OK;
 	}
 	now = bpf_ktime_get_ns();
@@ -505,6 +513,12 @@ static __always_inline int kpr_tc(struct __sk_buff *skb, __u8 role)
 	/* A packet of a flow already NATed: same backend, same rewrite. */
 	kpr_ct_key_of(&k, &p, KPR_CT_DIR_ORIGINAL);
 	ct = bpf_map_lookup_elem(&kpr_ct, &k);
+	/*
+	 * A SYN on a flow that already closed is a new connection reusing the
+	 * client port (conntrack does the same): balance it afresh.
+	 */
+	if (ct && (ct->flags & KPR_CT_F_CLOSING) && (p.tcp_flags & 2))
+		ct = NULL;
 	if (ct && ct->expires_ns > now && kpr_ct_backend_live(ct)) {
 		kpr_ct_touch(ct, &p, cfg, now);
 		if (kpr_rewrite(skb, &p, ct))

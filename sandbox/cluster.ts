@@ -4,7 +4,7 @@
  * pointed at it through an ordinary kubeconfig. Shared by the demo, the
  * end-to-end tests and the benchmarks.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
@@ -13,18 +13,13 @@ import { startApiServer, type ApiServer } from './apiserver.js';
 import { Sandbox, nsPath } from './netns.js';
 import { addPod, createNode, runClient, startClient, type ClientMode, type ClientRun, type NodeTopology } from './topology.js';
 import { agentBin } from './repo.js';
+import { trackAgentLogs, type AgentProcess } from './agent-logs.js';
 import type { ClientReport } from './client.js';
 
 export const NODE_NAME = 'node-1';
 export const SERVICE_CIDR = '198.19.0.0/16';
 
-export interface AgentProcess {
-  child: ChildProcess;
-  /** Every JSON log line the agent wrote so far. */
-  logs: Array<Record<string, unknown>>;
-  /** Resolves with the first log line matching msg (already seen lines count). */
-  waitForLog(msg: string, timeoutMs?: number, from?: number): Promise<Record<string, unknown>>;
-}
+export type { AgentProcess } from './agent-logs.js';
 
 export class BoxCluster {
   readonly sandbox: Sandbox;
@@ -79,46 +74,9 @@ export class BoxCluster {
         { stdio: ['ignore', 'ignore', 'pipe'] },
       ),
     );
-    const logs: Array<Record<string, unknown>> = [];
-    const waiters: Array<() => void> = [];
-    let partial = '';
-    let rawTail = '';
-    child.stderr!.setEncoding('utf8');
-    child.stderr!.on('data', (d: string) => {
-      partial += d;
-      const lines = partial.split('\n');
-      partial = lines.pop()!;
-      for (const line of lines) {
-        if (!line.trim()) continue;
-        try {
-          logs.push(JSON.parse(line));
-        } catch {
-          rawTail = (rawTail + line + '\n').slice(-4000);
-        }
-      }
-      for (const w of waiters.splice(0)) w();
-    });
-    const waitForLog = (msg: string, timeoutMs = 15_000, from = 0) =>
-      new Promise<Record<string, unknown>>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`agent did not log "${msg}" within ${timeoutMs} ms; last lines: ${JSON.stringify(logs.slice(-5))} ${rawTail}`)), timeoutMs);
-        const check = () => {
-          const hit = logs.slice(from).find((l) => l.msg === msg);
-          if (hit) {
-            clearTimeout(timer);
-            return resolve(hit);
-          }
-          if (child.exitCode !== null) {
-            clearTimeout(timer);
-            return reject(new Error(`agent exited (${child.exitCode}) before logging "${msg}": ${JSON.stringify(logs.slice(-5))} ${rawTail}`));
-          }
-          waiters.push(check);
-        };
-        check();
-        child.once('exit', () => waiters.splice(0).forEach((w) => w()));
-      });
-    const agent: AgentProcess = { child, logs, waitForLog };
+    const agent = trackAgentLogs('kpr', child);
     this.agent = agent;
-    await waitForLog('initial sync complete');
+    await agent.waitForLog('initial sync complete');
     return agent;
   }
 

@@ -31,7 +31,8 @@ export interface NodeTopology {
 
 const distDir = path.join(repoRoot, 'dist', 'sandbox');
 
-async function waitForLine(child: ChildProcess, line: string, what: string, timeoutMs = 10_000): Promise<void> {
+/** Resolves once the child prints `line` on stdout; fails with its stderr when it exits or times out. */
+export async function waitForLine(child: ChildProcess, line: string, what: string, timeoutMs = 10_000): Promise<void> {
   let seen = '';
   let errText = '';
   child.stderr?.on('data', (d) => (errText += d));

@@ -34,7 +34,8 @@ import { startApiServer, type ApiServer, type KubeObject } from './apiserver.js'
 import { inNs, ip, nsPath, Sandbox } from './netns.js';
 import { agentBin, repoRoot } from './repo.js';
 import type { ClientReport } from './client.js';
-import type { ClientMode } from './topology.js';
+import { waitForLine, type ClientMode } from './topology.js';
+import { trackAgentLogs, type AgentProcess as TrackedAgent } from './agent-logs.js';
 
 export type NodeName = 'node-1' | 'node-2';
 export const NODE_NAMES: NodeName[] = ['node-1', 'node-2'];
@@ -97,13 +98,8 @@ export interface NodeHandle {
   bpffsDir: string;
 }
 
-export interface AgentProcess {
+export interface AgentProcess extends TrackedAgent {
   node: NodeName;
-  child: ChildProcess;
-  /** Every JSON log line the agent wrote so far. */
-  logs: Array<Record<string, unknown>>;
-  /** Resolves with the first log line (from index `from`) that matches. */
-  waitForLog(match: string | ((l: Record<string, unknown>) => boolean), timeoutMs?: number, from?: number): Promise<Record<string, unknown>>;
 }
 
 export interface ClientOptions {
@@ -323,7 +319,7 @@ export class TwoNodeCluster {
 
   async startAgent(node: NodeName, extraArgs: string[] = []): Promise<AgentProcess> {
     const child = this.sandbox.track(spawn(agentBin, [...this.agentArgs(node), ...extraArgs], { stdio: ['ignore', 'ignore', 'pipe'] }));
-    const agent = trackAgentLogs(node, child);
+    const agent: AgentProcess = { node, ...trackAgentLogs(node, child) };
     this.agents.set(node, agent);
     await agent.waitForLog('initial sync complete', 20_000);
     await agent.waitForLog((l) => l.msg === 'node datapath settings' && l.snatV4 === UNDERLAY[node] && (!this.ipv6 || l.snatV6 === UNDERLAY6[node]));
@@ -391,65 +387,3 @@ export class TwoNodeCluster {
   }
 }
 
-function trackAgentLogs(node: NodeName, child: ChildProcess): AgentProcess {
-  const logs: Array<Record<string, unknown>> = [];
-  const waiters: Array<() => void> = [];
-  let partial = '';
-  let rawTail = '';
-  child.stderr!.setEncoding('utf8');
-  child.stderr!.on('data', (d: string) => {
-    partial += d;
-    const lines = partial.split('\n');
-    partial = lines.pop()!;
-    for (const line of lines) {
-      if (!line.trim()) continue;
-      try {
-        logs.push(JSON.parse(line));
-      } catch {
-        rawTail = (rawTail + line + '\n').slice(-4000);
-      }
-    }
-    for (const w of waiters.splice(0)) w();
-  });
-  child.once('exit', () => waiters.splice(0).forEach((w) => w()));
-  const waitForLog = (match: string | ((l: Record<string, unknown>) => boolean), timeoutMs = 15_000, from = 0) =>
-    new Promise<Record<string, unknown>>((resolve, reject) => {
-      const pred = typeof match === 'string' ? (l: Record<string, unknown>) => l.msg === match : match;
-      const what = typeof match === 'string' ? `"${match}"` : match.toString();
-      const timer = setTimeout(() => reject(new Error(`${node} agent: no log line ${what} within ${timeoutMs} ms; last lines: ${JSON.stringify(logs.slice(-8))} ${rawTail}`)), timeoutMs);
-      const check = () => {
-        const hit = logs.slice(from).find(pred);
-        if (hit) {
-          clearTimeout(timer);
-          return resolve(hit);
-        }
-        if (child.exitCode !== null || child.signalCode !== null) {
-          clearTimeout(timer);
-          return reject(new Error(`${node} agent exited (${child.exitCode ?? child.signalCode}) before logging ${what}: ${JSON.stringify(logs.slice(-8))} ${rawTail}`));
-        }
-        waiters.push(check);
-      };
-      check();
-    });
-  return { node, child, logs, waitForLog };
-}
-
-async function waitForLine(child: ChildProcess, line: string, what: string, timeoutMs = 10_000): Promise<void> {
-  let seen = '';
-  let errText = '';
-  child.stderr?.on('data', (d) => (errText += d));
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${what}: not ready after ${timeoutMs} ms. ${errText}`)), timeoutMs);
-    child.stdout?.on('data', (d) => {
-      seen += d;
-      if (seen.includes(line)) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`${what} exited with ${code}: ${errText}`));
-    });
-  });
-}

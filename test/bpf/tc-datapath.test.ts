@@ -6,7 +6,7 @@
 import { after, before, beforeEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { BpfObject, ensureBpffs, testRun, type BpfMap } from '../../native/index.js';
+import { BpfObject, ensureBpffs, sumPerCpuU64, testRun, type BpfMap } from '../../native/index.js';
 import {
   CONFIG,
   CT_DIR,
@@ -14,6 +14,7 @@ import {
   CT_VAL,
   IPPROTO,
   SCOPE,
+  STAT,
   SVC_FLAG,
   decodeCtKey,
   decodeCtVal,
@@ -26,7 +27,7 @@ import {
 } from '../../agent/maps/layout.js';
 import { repoRoot } from '../support/paths.js';
 import { requireRoot } from '../support/preflight.js';
-import { TCP_ACK, TCP_SYN, buildPacket, parsePacket } from '../support/packets.js';
+import { TCP_ACK, TCP_FIN, TCP_SYN, buildPacket, parsePacket } from '../support/packets.js';
 import { newRunId } from '../../sandbox/netns.js';
 import { rmSync } from 'node:fs';
 
@@ -179,6 +180,26 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
       assert.deepEqual(r.data, pkt, `${name} is not rewritten`);
     }
     assert.equal(ctEntries().length, 0, 'no conntrack state for packets we did not handle');
+  });
+
+  test('a SYN reusing the ports of a closed flow is balanced afresh; ARP is not counted as malformed', () => {
+    frontend(NODE_V4, 30080, IPPROTO.TCP, 7, SVC_FLAG.NODE_PORT, [[1, '198.18.20.10', 8080]]);
+    const stats = obj.map('kpr_stats');
+    const stat = (i: number) => sumPerCpuU64(stats.lookup(encodeBackendId(i))!);
+    const dnat0 = stat(STAT.TC_DNAT);
+    const malformed0 = stat(STAT.TC_PASS_MALFORMED);
+    const pkt = (flags: number) => buildPacket({ src: CLIENT, dst: NODE_V4, sport: 46000, dport: 30080, proto: 'TCP', tcpFlags: flags });
+    run('kpr_tc_ext', pkt(TCP_SYN));
+    run('kpr_tc_ext', pkt(TCP_SYN)); // a retransmitted SYN of the open flow: same flow
+    assert.equal(stat(STAT.TC_DNAT) - dnat0, 1n);
+    run('kpr_tc_ext', pkt(TCP_ACK | TCP_FIN));
+    const again = run('kpr_tc_ext', pkt(TCP_SYN)).parsed!;
+    assert.equal(again.dst, '198.18.20.10');
+    assert.equal(stat(STAT.TC_DNAT) - dnat0, 2n, 'the new connection got a fresh translation');
+    const arp = Buffer.from(pkt(TCP_SYN));
+    arp.writeUInt16BE(0x0806, 12);
+    assert.equal(testRun(obj.program('kpr_tc_ext'), arp).retval, TC_ACT_OK);
+    assert.equal(stat(STAT.TC_PASS_MALFORMED), malformed0, 'non-IP traffic is simply not ours');
   });
 
   test('two clients with the same source port get distinct SNAT ports towards one backend', () => {

@@ -1,0 +1,336 @@
+/**
+ * The NodePort data-plane benchmark (issue 3): request rate and latency from
+ * an external client namespace to a backend pod through
+ *  - kpr: NodeIP:nodePort, DNATed and SNATed per packet by kpr's tc programs
+ *    (the real agent, bound to the node namespace with --netns);
+ *  - kube-proxy: NodeIP:nodePort through kube-proxy's nat-table rules for the
+ *    same services (bench/kube-proxy-rules.ts: KUBE-SERVICES → KUBE-NODEPORTS
+ *    → KUBE-EXT → KUBE-SVC → KUBE-SEP, masquerade in KUBE-POSTROUTING),
+ *    loaded with iptables-restore into that stack's node namespace;
+ *  - direct: the pod IP, routed through a node with neither.
+ * Each path has its own identical client–node–pod stack
+ * (bench/nodeport-topology.ts), so kpr's tc programs never see the iptables
+ * or direct traffic and the iptables rules never see kpr's. Two references
+ * measure the pod IP directly through the kpr node and through the iptables
+ * node (what a node's datapath costs traffic that is not a service's).
+ *
+ * The workload: `services` NodePort Services (externalTrafficPolicy=Cluster)
+ * with `endpoints` fake endpoints each, and the echo Service, whose only
+ * endpoint is the real pod, placed in the middle of the list (kube-proxy walks
+ * its KUBE-NODEPORTS chain in order; every NodePort connection walks all of
+ * KUBE-SERVICES' cluster-IP rules first regardless). Node ports are
+ * 20000 + the service's index.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, rmdirSync } from 'node:fs';
+import path from 'node:path';
+import { inNs, nsPath, Sandbox } from '../sandbox/netns.js';
+import { repoRoot } from '../sandbox/repo.js';
+import { startAgent, startApi, type Agent, type BenchApiServer } from './control-plane.js';
+import { connloadIn, type ConnResult } from './data-plane.js';
+import { IPTABLES_RESTORE, natRuleCount, restoreIn } from './iptables.js';
+import { fullRestore, type KpService } from './kube-proxy-rules.js';
+import {
+  createNodePortStack,
+  NP_ECHO_PORT,
+  NP_NODE_IP,
+  NP_POD_IF,
+  NP_POD_IP,
+  NP_UPLINK,
+  type NodePortStack,
+} from './nodeport-topology.js';
+import { BENCH_NAMESPACE, ECHO_CLUSTER_IP, endpointSliceObject, makeScenario, NODE_NAME, PORT_NAME, serviceObject, SERVICE_PORT, type KubeObj } from './scenario.js';
+
+export const NODEPORT_BASE = 20000;
+export const NP_ECHO_SERVICE = 'echo-np';
+
+export interface NodePortScenario {
+  services: KpService[];
+  echo: KpService;
+}
+
+/** `total` NodePort services (≥ 1), the echo service among them. */
+export function makeNodePortScenario(total: number, endpointsPerService: number): NodePortScenario {
+  if (total < 1) throw new Error('the NodePort scenario needs at least the echo service');
+  if (NODEPORT_BASE + total > 65536) throw new Error(`at most ${65536 - NODEPORT_BASE} NodePort services (node ports ${NODEPORT_BASE}..65535)`);
+  const fakes = makeScenario(total - 1, endpointsPerService).services.slice(0, total - 1);
+  const echo: KpService = {
+    namespace: BENCH_NAMESPACE,
+    name: NP_ECHO_SERVICE,
+    portName: PORT_NAME,
+    clusterIP: ECHO_CLUSTER_IP,
+    port: SERVICE_PORT,
+    protocol: 'TCP',
+    endpoints: [{ ip: NP_POD_IP, port: NP_ECHO_PORT }],
+  };
+  const mid = Math.floor(fakes.length / 2);
+  const ordered = [...fakes.slice(0, mid), echo, ...fakes.slice(mid)];
+  const services = ordered.map((s, i) => ({ ...s, nodePort: NODEPORT_BASE + i }));
+  return { services, echo: services[mid] };
+}
+
+/** The Service (type NodePort, externalTrafficPolicy Cluster) and its EndpointSlice. */
+export function nodePortObjects(svc: KpService): KubeObj[] {
+  const service = serviceObject(svc);
+  service.spec.type = 'NodePort';
+  service.spec.externalTrafficPolicy = 'Cluster';
+  service.spec.ports[0].nodePort = svc.nodePort;
+  const slice = endpointSliceObject(svc);
+  for (const ep of slice.endpoints) ep.nodeName = ep.addresses[0] === NP_POD_IP ? NODE_NAME : 'node-2';
+  return [service, slice];
+}
+
+/** node-1, whose InternalIP is the uplink address: NodePorts answer there and kpr SNATs to it. */
+export function nodePortNodeObject(): KubeObj {
+  return {
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: { name: NODE_NAME, labels: { 'kubernetes.io/hostname': NODE_NAME } },
+    status: {
+      addresses: [
+        { type: 'InternalIP', address: NP_NODE_IP },
+        { type: 'Hostname', address: NODE_NAME },
+      ],
+    },
+  };
+}
+
+export type NodePortArm = 'kpr' | 'iptables' | 'direct' | 'direct-via-kpr-node' | 'direct-via-iptables-node';
+
+export interface NodePortConfig {
+  services: number;
+  endpoints: number;
+  rounds: number;
+  conns: number;
+  limitMs: number;
+  agentTimeoutMs: number;
+  logLevel: string;
+  withKpr: boolean;
+  withIptables: boolean;
+}
+
+export interface NodePortPhase {
+  services: number;
+  nodePort: number;
+  rounds: Partial<Record<NodePortArm, ConnResult[]>>;
+  kpr?: {
+    /** The agent's cacheSyncedToMapsWrittenMs. */
+    initialSyncMs: number;
+    /** `kpr service list` entries for the echo service's NodePort. */
+    frontends: unknown[];
+    /** `kpr stats` after the rounds. */
+    stats?: unknown;
+  };
+  iptables?: { loadMs: number; natRules: number; binary: string };
+  /**
+   * TCP counters of each stack over the measured rounds (its NodePort arm and
+   * its direct reference together): the client's SYN retransmissions and the
+   * pod's SYNs rejected by PAWS on a TIME_WAIT socket (a new connection whose
+   * 4-tuple, as the pod sees it, is still in TIME_WAIT there), which explain
+   * tail latency.
+   */
+  tcp: Partial<Record<'kpr' | 'iptables' | 'direct', TcpCounters>>;
+  errors: string[];
+}
+
+export interface TcpCounters {
+  clientSynRetrans: number;
+  podPawsTimewait: number;
+  podTimeWait: number;
+}
+
+/** TcpExt counters of a namespace (/proc/net is the reader's network namespace). */
+function tcpExt(ns: string): Record<string, number> {
+  const lines = inNs(ns, 'cat', '/proc/net/netstat').split('\n').filter((l) => l.startsWith('TcpExt:'));
+  if (lines.length < 2) return {};
+  const keys = lines[0].split(/\s+/).slice(1);
+  const vals = lines[1].split(/\s+/).slice(1).map(Number);
+  return Object.fromEntries(keys.map((k, i) => [k, vals[i]]));
+}
+
+function tcpCounters(stack: NodePortStack): TcpCounters {
+  const c = tcpExt(stack.clientNs);
+  const p = tcpExt(stack.podNs);
+  return { clientSynRetrans: c.TCPSynRetrans ?? NaN, podPawsTimewait: p.PAWSTimewait ?? NaN, podTimeWait: p.TW ?? NaN };
+}
+
+const cli = path.join(repoRoot, 'dist', 'agent', 'cli', 'main.js');
+
+function kprCli(args: string[]): string {
+  return execFileSync(process.execPath, [cli, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 30_000, maxBuffer: 1 << 28 });
+}
+
+function kprStats(bpffs: string): unknown {
+  try {
+    return JSON.parse(kprCli(['stats', '--bpffs', bpffs, '-o', 'json']));
+  } catch (err) {
+    return `kpr stats failed: ${(err as Error).message.split('\n')[0]}`;
+  }
+}
+
+// The agent's cgroup is a child of the run's; it must go before the run's can.
+const childCgroups = new Set<string>();
+let exitHook = false;
+
+function removeCgroupDir(cg: string): void {
+  for (let i = 0; i < 40 && existsSync(cg); i++) {
+    try {
+      rmdirSync(cg);
+    } catch {
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
+    }
+  }
+}
+
+function childCgroup(sandbox: Sandbox, name: string): string {
+  const cg = path.join(sandbox.cgroupPath, name);
+  mkdirSync(cg);
+  childCgroups.add(cg);
+  if (!exitHook) {
+    exitHook = true;
+    // Interrupted runs: the sandbox's own hook could not remove the run cgroup while this child existed.
+    process.on('exit', () => {
+      for (const c of childCgroups) {
+        removeCgroupDir(c);
+        removeCgroupDir(path.dirname(c));
+      }
+    });
+  }
+  return cg;
+}
+
+/** Waits until `count` sequential connections all succeed, or throws with the last result. */
+async function waitReachable(sandbox: Sandbox, ns: string, ip: string, port: number, what: string, timeoutMs = 10_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  let last: ConnResult | undefined;
+  while (Date.now() < end) {
+    last = await connloadIn(sandbox, ns, ip, port, 20, 3000, false, 0);
+    if (last.errors === 0 && last.count === 20) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`${what}: ${ip}:${port} not reachable from the client after ${timeoutMs} ms: ${JSON.stringify(last)}`);
+}
+
+/** One phase: build the stacks, program both sides with `cfg.services` services, alternate the arms. */
+export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => void): Promise<NodePortPhase> {
+  const { services, echo } = makeNodePortScenario(cfg.services, cfg.endpoints);
+  const nodePort = echo.nodePort!;
+  const res: NodePortPhase = { services: cfg.services, nodePort, rounds: {}, tcp: {}, errors: [] };
+  const sandbox = new Sandbox();
+  let api: BenchApiServer | undefined;
+  let agent: Agent | undefined;
+  let agentCg: string | undefined;
+  try {
+    const plain = await createNodePortStack(sandbox, 'np');
+    const targets = new Map<NodePortArm, { stack: NodePortStack; ip: string; port: number }>();
+    targets.set('direct', { stack: plain, ip: NP_POD_IP, port: NP_ECHO_PORT });
+
+    if (cfg.withIptables) {
+      const stack = await createNodePortStack(sandbox, 'npi');
+      const text = fullRestore(services);
+      log(`nodeport: iptables-restore of ${services.length} NodePort services into ${stack.nodeNs}`);
+      const loadMs = await restoreIn(stack.nodeNs, text);
+      res.iptables = { loadMs: Math.round(loadMs), natRules: natRuleCount(stack.nodeNs), binary: IPTABLES_RESTORE };
+      log(`nodeport: iptables loaded in ${loadMs.toFixed(0)} ms (${res.iptables.natRules} nat rules)`);
+      targets.set('iptables', { stack, ip: NP_NODE_IP, port: nodePort });
+      targets.set('direct-via-iptables-node', { stack, ip: NP_POD_IP, port: NP_ECHO_PORT });
+    }
+
+    if (cfg.withKpr) {
+      const stack = await createNodePortStack(sandbox, 'npk');
+      try {
+        agentCg = childCgroup(sandbox, 'np-agent');
+        log(`nodeport: loading ${services.length} NodePort Services into the API server`);
+        api = await startApi(services, nodePortNodeObject(), nodePortObjects);
+        const started = await startAgent(sandbox, api, cfg.logLevel, cfg.agentTimeoutMs, {
+          cgroupPath: agentCg,
+          extraArgs: ['--netns', nsPath(stack.nodeNs), '--external-interfaces', NP_UPLINK, '--pod-interfaces', NP_POD_IF],
+        });
+        agent = started.agent;
+        const a = agent;
+        for (const ifname of [NP_UPLINK, NP_POD_IF]) {
+          await a.waitLog((r) => r.msg === 'tc program attached' && r.interface === ifname, 20_000, `waiting for tc on ${ifname}`);
+        }
+        await a.waitLog((r) => r.msg === 'node datapath settings' && r.snatV4 === NP_NODE_IP, 20_000, `waiting for the SNAT address ${NP_NODE_IP}`);
+        const stray = a.records.filter((r) => r.msg === 'tc program attached' && r.interface !== NP_UPLINK && r.interface !== NP_POD_IF);
+        if (stray.length) throw new Error(`the agent attached to interfaces it was not given: ${JSON.stringify(stray)}`);
+        log(`nodeport: agent synced (${started.initial.cacheSyncedToMapsWrittenMs} ms), tc attached to ${NP_UPLINK} and ${NP_POD_IF}`);
+        // The whole list (not `service get`): an unprogrammed service shows as "no frontend", not a CLI error.
+        const all = JSON.parse(kprCli(['service', 'list', '--bpffs', sandbox.bpffsDir, '-o', 'json'])) as Array<Record<string, any>>;
+        const views = all.filter((v) => v.service === `${BENCH_NAMESPACE}/${NP_ECHO_SERVICE}` || (v.address === NP_NODE_IP && v.port === nodePort));
+        res.kpr = { initialSyncMs: started.initial.cacheSyncedToMapsWrittenMs, frontends: views };
+        const ours = views.find((v) => v.address === NP_NODE_IP && v.port === nodePort);
+        if (ours && ours.type !== 'NodePort' && !ours.flags?.includes('node-port')) {
+          throw new Error(`kpr's frontend ${NP_NODE_IP}:${nodePort} is not a NodePort frontend: ${JSON.stringify(ours)}`);
+        }
+        if (ours && ours.service !== `${BENCH_NAMESPACE}/${NP_ECHO_SERVICE}`) {
+          log(`nodeport: note: \`kpr service list\` shows the NodePort frontend without its service name/type (kpr_svc_meta): ${JSON.stringify({ service: ours.service, type: ours.type, flags: ours.flags })}`);
+        }
+        if (!ours) {
+          throw new Error(
+            `kpr programmed no NodePort frontend ${NP_NODE_IP}:${nodePort} for ${BENCH_NAMESPACE}/${NP_ECHO_SERVICE}; ` +
+              `its frontends: ${JSON.stringify(views.map((v) => `${v.type} ${v.address}:${v.port} ${v.scope}`))}; ` +
+              `all frontends: ${all.length}; initial sync: ${JSON.stringify(started.initial.record)}; ` +
+              `agent warnings: ${JSON.stringify(a.records.filter((r) => r.level === 'warn' || r.level === 'error').slice(0, 5))}`,
+          );
+        }
+        if (!ours.backends?.some((b: any) => b.address === NP_POD_IP && b.port === NP_ECHO_PORT)) {
+          throw new Error(`kpr's NodePort frontend has not the pod as its backend: ${JSON.stringify(ours)}`);
+        }
+        targets.set('kpr', { stack, ip: NP_NODE_IP, port: nodePort });
+        targets.set('direct-via-kpr-node', { stack, ip: NP_POD_IP, port: NP_ECHO_PORT });
+      } catch (err) {
+        const msg = `nodeport kpr at ${cfg.services} services: ${(err as Error).message}`;
+        log(`ERROR ${msg}`);
+        res.errors.push(msg);
+      }
+    }
+
+    // Every path must answer before anything is measured; a failing one is reported and left out.
+    for (const [arm, t] of [...targets]) {
+      try {
+        await waitReachable(sandbox, t.stack.clientNs, t.ip, t.port, arm);
+      } catch (err) {
+        const extra = arm === 'kpr' ? `; kpr stats: ${JSON.stringify(kprStats(sandbox.bpffsDir))}; agent log tail:\n${agent?.lastLines(10)}` : '';
+        const msg = `nodeport ${arm} at ${cfg.services} services: ${(err as Error).message}${extra}`;
+        log(`ERROR ${msg}`);
+        res.errors.push(msg);
+        targets.delete(arm);
+      }
+    }
+
+    const order: NodePortArm[] = ['kpr', 'iptables', 'direct', 'direct-via-kpr-node', 'direct-via-iptables-node'];
+    const arms = order.filter((a) => targets.has(a));
+    const stacks = new Map<'kpr' | 'iptables' | 'direct', NodePortStack>();
+    for (const k of ['kpr', 'iptables', 'direct'] as const) if (targets.has(k)) stacks.set(k, targets.get(k)!.stack);
+    const before = new Map([...stacks].map(([k, st]) => [k, tcpCounters(st)]));
+    for (const a of arms) res.rounds[a] = [];
+    log(`nodeport at ${cfg.services} services (node port ${nodePort}): ${cfg.rounds} rounds × ${cfg.conns} connections per arm: ${arms.join(', ')}`);
+    for (let r = 0; r < cfg.rounds; r++) {
+      for (const arm of r % 2 === 0 ? arms : [...arms].reverse()) {
+        const t = targets.get(arm)!;
+        const one = await connloadIn(sandbox, t.stack.clientNs, t.ip, t.port, cfg.conns, cfg.limitMs, false);
+        res.rounds[arm]!.push(one);
+        log(
+          `  round ${r + 1}/${cfg.rounds} ${arm.padEnd(24)} ${one.count} ok ${one.errors} err  p50 ${one.p50_us} us  p99 ${one.p99_us} us  ${one.conns_per_sec}/s${one.first_error ? `  (${one.first_error})` : ''}`,
+        );
+      }
+    }
+    for (const [k, st] of stacks) {
+      const a = tcpCounters(st);
+      const b = before.get(k)!;
+      res.tcp[k] = { clientSynRetrans: a.clientSynRetrans - b.clientSynRetrans, podPawsTimewait: a.podPawsTimewait - b.podPawsTimewait, podTimeWait: a.podTimeWait - b.podTimeWait };
+    }
+    log(`nodeport: TCP counters over the rounds: ${JSON.stringify(res.tcp)}`);
+    if (res.kpr) res.kpr.stats = kprStats(sandbox.bpffsDir);
+    return res;
+  } finally {
+    await agent?.stop().catch(() => {});
+    await api?.close().catch(() => {});
+    if (agentCg) {
+      removeCgroupDir(agentCg);
+      if (!existsSync(agentCg)) childCgroups.delete(agentCg);
+    }
+    await sandbox.teardown();
+  }
+}
