@@ -12,7 +12,6 @@ import { loadKubeConfig } from './k8s/kubeconfig.js';
 import { apiServerViaServiceIp, K8S_SERVICE_HOST_MESSAGE } from './preflight/api-server-route.js';
 import type { Logger } from './log.js';
 import { BpfDatapathMaps } from './maps/bpf-datapath-maps.js';
-import { IPPROTO } from './maps/layout.js';
 import { UdpTerminator } from './datapath/udp-terminator.js';
 import { ServiceHealthServers } from './service-health/servers.js';
 import { Observability } from './metrics/observability.js';
@@ -52,11 +51,14 @@ export class Agent {
     // healthCheckNodePort servers (eTP=Local LoadBalancers), in the node's namespace, healthy as the proxy is.
     this.serviceHealth = new ServiceHealthServers({ netns: cfg.netns, proxyHealthy: () => obs.health.health().healthy, log: log.child({ source: 'service-health' }) });
     const udpTerminator = dp.udpIterator ? new UdpTerminator(dp.udpIterator, dp.maps.term, log.child({ source: 'udp-terminator' })) : undefined;
-    const maps = new BpfDatapathMaps(
-      { svc: dp.maps.svc, backend: dp.maps.backend, vip: dp.maps.vip, affinityMatch: dp.maps.affinityMatch, svcMeta: dp.maps.svcMeta, srcRange: dp.maps.srcRange },
-      // Connected UDP sockets still pointing at a backend that left are destroyed so their owners reconnect.
-      { backendsDeleted: (gone) => udpTerminator?.terminate(gone.filter((b) => b.proto === IPPROTO.UDP)) },
-    );
+    const maps = new BpfDatapathMaps({
+      svc: dp.maps.svc,
+      backend: dp.maps.backend,
+      vip: dp.maps.vip,
+      affinityMatch: dp.maps.affinityMatch,
+      svcMeta: dp.maps.svcMeta,
+      srcRange: dp.maps.srcRange,
+    });
     const reconciler = new Reconciler(obs.instrument(maps), log.child({ source: 'reconciler' }));
     obs.adopted(reconciler.adopt());
 
@@ -70,6 +72,8 @@ export class Agent {
       minSyncPeriodMs: cfg.minSyncPeriodMs,
       plan: { nodePortAddresses: cfg.nodePortAddresses, sourceRangesForAllExternal: cfg.sourceRangesAllExternal },
       log,
+      // Connected UDP sockets still pointing at a backend that left are destroyed so their owners reconnect.
+      onUdpBackendsRemoved: (left) => udpTerminator?.terminate(left),
       onHealthChecks: (targets) => {
         this.serviceHealth?.sync(targets).catch((err) => log.warn('service health check servers', { error: (err as Error).message }));
       },

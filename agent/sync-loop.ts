@@ -26,6 +26,8 @@ export interface SyncLoopOptions {
   log: Logger;
   /** Called after every successful sync with every Service that needs a healthCheckNodePort server. */
   onHealthChecks?: (targets: Array<{ service: string; port: number; localEndpoints: number }>) => void;
+  /** Called after a successful sync with the UDP backends that left a frontend (for socket termination). */
+  onUdpBackendsRemoved?: (left: Array<{ addr: string; port: number; revNatId: number }>) => void;
   /** Called after every sync attempt, for metrics and health. */
   onSync?: (report: SyncReport) => void;
   now?: () => number;
@@ -62,6 +64,8 @@ export class SyncLoop {
   private stopped = false;
   /** Last reported skip reasons per service, so each is logged once per change. */
   private readonly reportedSkips = new Map<string, string>();
+  /** Per Service, its UDP frontends ("addr|port") and their backends ("addr|port"), both scopes. */
+  private readonly udpBackends = new Map<string, Map<string, Set<string>>>();
   /** healthCheckNodePort and local endpoint count per Service that has one. */
   private readonly healthChecks = new Map<string, ServiceHealthCheck>();
   private readonly now: () => number;
@@ -138,6 +142,42 @@ export class SyncLoop {
     for (const s of skipped) this.opts.log.warn('skipped invalid or unsupported input', { object: s.object, reason: s.reason });
   }
 
+  /**
+   * UDP backends that leave a frontend with this sync, with the frontend's id
+   * (read before the sync, which may release it), and the new view recorded.
+   */
+  private udpBackendsLeaving(plans: Map<string, PlanFrontend[]>): Array<{ addr: string; port: number; revNatId: number }> {
+    const left: Array<{ addr: string; port: number; revNatId: number }> = [];
+    for (const [service, frontends] of plans) {
+      const now = new Map<string, Set<string>>();
+      for (const f of frontends) {
+        if (f.protocol !== 'UDP') continue;
+        const set = new Set<string>();
+        for (const b of f.backends) set.add(`${b.address}|${b.port}`);
+        for (const b of f.internalBackends ?? []) set.add(`${b.address}|${b.port}`);
+        now.set(`${f.address}|${f.port}`, set);
+      }
+      const before = this.udpBackends.get(service);
+      if (before) {
+        for (const [fe, backends] of before) {
+          const still = now.get(fe);
+          const [feAddr, fePort] = fe.split('|');
+          let revNatId: number | undefined;
+          for (const be of backends) {
+            if (still?.has(be)) continue;
+            revNatId ??= this.reconciler.revNatIdOf(feAddr, Number(fePort), 'UDP') ?? 0;
+            if (revNatId === 0) break;
+            const [addr, port] = be.split('|');
+            left.push({ addr, port: Number(port), revNatId });
+          }
+        }
+      }
+      if (now.size) this.udpBackends.set(service, now);
+      else this.udpBackends.delete(service);
+    }
+    return left;
+  }
+
   private runSync(trigger: SyncReport['trigger']): SyncReport {
     if (this.running) throw new Error('sync re-entered');
     this.running = true;
@@ -153,7 +193,9 @@ export class SyncLoop {
     this.needFull = false;
     const plans = new Map<string, PlanFrontend[]>();
     for (const k of keys) plans.set(k, this.planFor(k));
+    const udpLeft = this.udpBackendsLeaving(plans);
     const result = this.reconciler.sync(plans, { full });
+    if (result.ok && udpLeft.length) this.opts.onUdpBackendsRemoved?.(udpLeft);
     const finished = this.now();
     this.lastSyncAt = finished;
     this.running = false;

@@ -3,8 +3,9 @@
  * Connected UDP sockets keep the backend chosen at connect() for their whole
  * life: a DNS client that connected through a ClusterIP would keep sending to
  * a pod that is gone. When UDP backends leave, the agent lists them in
- * kpr_term and runs this iterator in each network namespace; it destroys the
- * sockets the socket hooks connected to those backends (the application sees
+ * kpr_term (with the frontend they left) and runs this iterator in each
+ * network namespace; it destroys the sockets the socket hooks connected to
+ * those backends through that frontend (the application sees
  * an error and reconnects, getting a live backend). Needs bpf_sock_destroy
  * (kernel 6.5+).
  */
@@ -37,6 +38,7 @@ int kpr_sock_term(struct bpf_iter__udp *ctx)
 {
 	struct udp_sock *udp_sk = ctx->udp_sk;
 	struct kpr_revnat_key rkey = {};
+	struct kpr_revnat_val *rval;
 	struct kpr_term_key tkey = {};
 	struct sock_common *skc;
 	struct sock *sk;
@@ -58,14 +60,16 @@ int kpr_sock_term(struct bpf_iter__udp *ctx)
 	}
 	tkey.port = skc->skc_dport;
 	tkey.proto = KPR_IPPROTO_UDP;
-	if (!bpf_map_lookup_elem(&kpr_term, &tkey))
-		return 0;
 
-	/* Only sockets kpr translated: a client that called the pod directly keeps its socket. */
+	/* Only sockets kpr translated, and only for the frontend the backend left. */
 	rkey.cookie = bpf_get_socket_cookie(sk);
 	__builtin_memcpy(rkey.addr, tkey.addr, sizeof(rkey.addr));
 	rkey.port = tkey.port;
-	if (!bpf_map_lookup_elem(&kpr_revnat, &rkey))
+	rval = bpf_map_lookup_elem(&kpr_revnat, &rkey);
+	if (!rval)
+		return 0;
+	tkey.rev_nat_id = rval->rev_nat_id;
+	if (!bpf_map_lookup_elem(&kpr_term, &tkey))
 		return 0;
 
 	if (bpf_sock_destroy(skc) == 0)

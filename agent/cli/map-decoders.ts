@@ -25,6 +25,7 @@ import {
   decodeRevNatVal,
   decodeSrcRangeKey,
   decodeSvcKey,
+  decodeTermKey,
   decodeSvcMeta,
   decodeSvcVal,
   decodeVipKey,
@@ -51,9 +52,9 @@ const u32 = (b: Buffer, o: number) => b.readUInt32LE(o);
 const STAT_NAMES = new Map<number, string>(Object.entries(STAT).map(([name, i]) => [i, name.toLowerCase()]));
 const CT_DIR_NAMES = new Map<number, string>(Object.entries(CT_DIR).map(([name, i]) => [i, name.toLowerCase()]));
 
-/** kpr_term_key: addr[16], __be16 port, __u8 proto, pad. */
-function decodeTermKey(b: Buffer, o: number): Row {
-  return { address: decodeAddr(b, o), port: b.readUInt16BE(o + 16), protocol: protoName(b[o + 18]) };
+function termKeyRow(b: Buffer, o: number): Row {
+  const k = decodeTermKey(b, o);
+  return { address: k.addr, port: k.port, revNatId: k.revNatId, protocol: protoName(k.proto) };
 }
 
 /** Nanosecond clocks are u64: shown as decimal strings so JSON keeps every digit. */
@@ -118,7 +119,7 @@ export const DECODERS: Record<string, MapDecoder> = {
   },
   [MAP_NAMES.term]: {
     about: 'UDP backends whose connected sockets are to be destroyed',
-    key: decodeTermKey,
+    key: termKeyRow,
     value: () => ({}),
   },
   [MAP_NAMES.svcMeta]: {

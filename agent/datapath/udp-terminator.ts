@@ -4,7 +4,8 @@
  * instead of sending into the void. The BPF side (kpr_sock_term.bpf.c) does
  * the matching; this module says which backends, and runs the iterator once
  * in every network namespace on the node: a UDP socket iterator only sees
- * the namespace it was created in, and pods each have their own.
+ * the namespace it was created in, and pods each have their own. Pairs are
+ * (backend, frontend): a backend that left one Service may serve another.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -12,9 +13,11 @@ import { BpfIterator, withNetns, type BpfMap } from '../../native/index.js';
 import { IPPROTO, TERM_KEY, encodeTermKey, type TermKey } from '../maps/layout.js';
 import type { Logger } from '../log.js';
 
-export interface UdpBackend {
+/** A UDP backend that left a frontend (the frontend's revNatId). */
+export interface UdpBackendLeft {
   addr: string;
   port: number;
+  revNatId: number;
 }
 
 /** One path per distinct network namespace of the node's processes (plus our own). */
@@ -43,9 +46,9 @@ export class UdpTerminator {
   ) {}
 
   /** Returns the number of namespaces scanned. Never throws: a failure is logged. */
-  terminate(backends: UdpBackend[]): number {
+  terminate(backends: UdpBackendLeft[]): number {
     if (backends.length === 0) return 0;
-    const keys: TermKey[] = backends.map((b) => ({ addr: b.addr, port: b.port, proto: IPPROTO.UDP }));
+    const keys: TermKey[] = backends.map((b) => ({ addr: b.addr, port: b.port, revNatId: b.revNatId, proto: IPPROTO.UDP }));
     const buf = Buffer.alloc(keys.length * TERM_KEY.size);
     keys.forEach((k, i) => encodeTermKey(k, buf, i * TERM_KEY.size));
     try {

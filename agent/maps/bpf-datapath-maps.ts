@@ -123,11 +123,6 @@ export interface DatapathMapSet {
   srcRange: BpfMap;
 }
 
-export interface BpfDatapathMapsHooks {
-  /** Called with the backends just removed from the backend map (they serve no frontend any more). */
-  backendsDeleted?: (backends: Backend[]) => void;
-}
-
 /** kpr_aff_match's value: presence is what counts. */
 const AFF_MATCH_PRESENT = Buffer.from([1]);
 
@@ -156,16 +151,13 @@ export class BpfDatapathMaps implements DatapathMaps {
    * e2e test): with it the vip/affinity-match/meta maps read as empty and
    * writes to them are skipped.
    */
-  private readonly hooks: BpfDatapathMapsHooks;
-
-  constructor(maps: DatapathMapSet, hooks?: BpfDatapathMapsHooks);
+  constructor(maps: DatapathMapSet);
   /** @deprecated pass a DatapathMapSet. */
   constructor(svc: BpfMap, backend: BpfMap);
-  constructor(a: DatapathMapSet | BpfMap, b?: BpfMap | BpfDatapathMapsHooks) {
-    this.hooks = b !== undefined && !isBpfMapLike(b) ? b : {};
-    if (b !== undefined && isBpfMapLike(b)) {
+  constructor(a: DatapathMapSet | BpfMap, b?: BpfMap) {
+    if (b !== undefined) {
       this.svcMap = a as BpfMap;
-      this.backendMap = b as BpfMap;
+      this.backendMap = b;
       this.vipMap = this.affMatchMap = this.svcMetaMap = this.srcRangeMap = null;
     } else {
       const m = a as DatapathMapSet;
@@ -215,17 +207,7 @@ export class BpfDatapathMaps implements DatapathMaps {
 
   deleteBackends(ids: number[]): void {
     if (ids.length === 0) return;
-    const keys = packed(ids, BACKEND_ID_SIZE, (id, b, o) => encodeBackendId(id, b, o));
-    // What they were, for the hook (socket termination): read before they go.
-    const gone: Backend[] = [];
-    if (this.hooks.backendsDeleted) {
-      for (let i = 0; i < ids.length; i++) {
-        const v = this.backendMap.lookup(keys.subarray(i * BACKEND_ID_SIZE, (i + 1) * BACKEND_ID_SIZE));
-        if (v) gone.push(decodeBackend(v));
-      }
-    }
-    this.backendMap.deleteBatch(keys, ids.length, { ignoreMissing: true });
-    if (gone.length) this.hooks.backendsDeleted!(gone);
+    this.backendMap.deleteBatch(packed(ids, BACKEND_ID_SIZE, (id, b, o) => encodeBackendId(id, b, o)), ids.length, { ignoreMissing: true });
   }
 
   dumpVips(): Array<[string, number]> {
@@ -308,6 +290,3 @@ export class BpfDatapathMaps implements DatapathMaps {
   }
 }
 
-function isBpfMapLike(x: unknown): x is BpfMap {
-  return typeof x === 'object' && x !== null && typeof (x as BpfMap).lookupBatch === 'function';
-}

@@ -440,26 +440,34 @@ export function decodeAffinityMatchKey(buf: Buffer, off = 0): AffinityMatchKey {
 export interface TermKey {
   addr: string;
   port: number;
+  /** The frontend the backend left. */
+  revNatId: number;
   proto: number;
 }
 
 export const TERM_KEY: StructLayout = {
   cName: 'kpr_term_key',
-  size: 20,
+  size: 24,
   fields: [
     { c: 'addr', offset: 0, size: 16 },
     { c: 'port', offset: 16, size: 2 },
-    { c: 'proto', offset: 18, size: 1 },
-    { c: 'pad', offset: 19, size: 1 },
+    { c: 'rev_nat_id', offset: 18, size: 2 },
+    { c: 'proto', offset: 20, size: 1 },
+    { c: 'pad', offset: 21, size: 3 },
   ],
 };
 
 export function encodeTermKey(k: TermKey, buf: Buffer = Buffer.alloc(TERM_KEY.size), off = 0): Buffer {
   encodeAddr(k.addr, buf, off);
   buf.writeUInt16BE(k.port, off + 16);
-  buf[off + 18] = k.proto;
-  buf[off + 19] = 0;
+  buf.writeUInt16LE(k.revNatId, off + 18);
+  buf[off + 20] = k.proto;
+  buf.fill(0, off + 21, off + 24);
   return buf;
+}
+
+export function decodeTermKey(buf: Buffer, off = 0): TermKey {
+  return { addr: decodeAddr(buf, off), port: buf.readUInt16BE(off + 16), revNatId: buf.readUInt16LE(off + 18), proto: buf[off + 20] };
 }
 
 // ---------------------------------------------------------------- service names

@@ -140,14 +140,17 @@ struct kpr_affinity_match_key {
 };
 
 /*
- * UDP backends whose connected sockets must be destroyed (written by the
- * agent, consumed by the socket iterator in kpr_sock_term.bpf.c).
+ * (backend, frontend) pairs whose connected UDP sockets must be destroyed:
+ * the backend left that frontend (written by the agent, consumed by the
+ * socket iterator in kpr_sock_term.bpf.c). Keyed by frontend too, because the
+ * same backend may still serve another Service.
  */
 struct kpr_term_key {
 	__be32 addr[4];
 	__be16 port;
+	__u16 rev_nat_id;
 	__u8 proto;
-	__u8 pad;
+	__u8 pad[3];
 };
 
 /*
