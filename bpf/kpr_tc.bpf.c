@@ -472,6 +472,20 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	return kpr_forward(skb, &fwd, p->family, p->proto);
 }
 
+/* Deletes the REPLY entry that belongs to an ORIGINAL entry. */
+static __always_inline void kpr_ct_forget_reply(const struct kpr_ct_val *orig, __u8 proto)
+{
+	struct kpr_ct_key k = {};
+
+	kpr_addr_copy(k.saddr, orig->nat_daddr);
+	kpr_addr_copy(k.daddr, orig->nat_saddr);
+	k.sport = orig->nat_dport;
+	k.dport = orig->nat_sport;
+	k.proto = proto;
+	k.dir = KPR_CT_DIR_REPLY;
+	bpf_map_delete_elem(&kpr_ct, &k);
+}
+
 /* True when the ORIGINAL entry's backend is still the one the service names. */
 static __always_inline bool kpr_ct_backend_live(const struct kpr_ct_val *ct)
 {
@@ -515,10 +529,15 @@ static __always_inline int kpr_tc(struct __sk_buff *skb, __u8 role)
 	ct = bpf_map_lookup_elem(&kpr_ct, &k);
 	/*
 	 * A SYN on a flow that already closed is a new connection reusing the
-	 * client port (conntrack does the same): balance it afresh.
+	 * client port (conntrack does the same): balance it afresh. The closed
+	 * flow's reply entry goes first, so the new flow can keep the client's
+	 * port as its SNAT port instead of a random one that may collide with a
+	 * TIME_WAIT connection on the backend.
 	 */
-	if (ct && (ct->flags & KPR_CT_F_CLOSING) && (p.tcp_flags & 2))
+	if (ct && (ct->flags & KPR_CT_F_CLOSING) && (p.tcp_flags & 2)) {
+		kpr_ct_forget_reply(ct, p.proto);
 		ct = NULL;
+	}
 	if (ct && ct->expires_ns > now && kpr_ct_backend_live(ct)) {
 		kpr_ct_touch(ct, &p, cfg, now);
 		if (kpr_rewrite(skb, &p, ct))

@@ -195,6 +195,7 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     run('kpr_tc_ext', pkt(TCP_ACK | TCP_FIN));
     const again = run('kpr_tc_ext', pkt(TCP_SYN)).parsed!;
     assert.equal(again.dst, '198.18.20.10');
+    assert.equal(again.sport, 46000, 'the closed flow made room: the client port is kept as the SNAT port');
     assert.equal(stat(STAT.TC_DNAT) - dnat0, 2n, 'the new connection got a fresh translation');
     const arp = Buffer.from(pkt(TCP_SYN));
     arp.writeUInt16BE(0x0806, 12);
