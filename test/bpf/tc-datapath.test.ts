@@ -19,6 +19,7 @@ import {
   decodeCtKey,
   decodeCtVal,
   encodeBackend,
+  encodeAffinityMatchKey,
   encodeBackendId,
   encodeConfig,
   encodeSrcRangeKey,
@@ -85,7 +86,7 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
   });
 
   beforeEach(() => {
-    for (const m of [svc, backend, ct, srcRange]) {
+    for (const m of [svc, backend, ct, srcRange, obj.map('kpr_affinity'), obj.map('kpr_aff_match')]) {
       for (const k of [...m.keys()]) m.delete(k);
     }
   });
@@ -201,6 +202,30 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     arp.writeUInt16BE(0x0806, 12);
     assert.equal(testRun(obj.program('kpr_tc_ext'), arp).retval, TC_ACT_OK);
     assert.equal(stat(STAT.TC_PASS_MALFORMED), malformed0, 'non-IP traffic is simply not ours');
+  });
+
+  test('ClientIP affinity on the tc path: one client keeps its backend across connections; a backend that leaves breaks it', () => {
+    const backends: Array<[number, string, number]> = [[21, '198.18.20.21', 8080], [22, '198.18.20.22', 8080], [23, '198.18.20.23', 8080]];
+    frontend(NODE_V4, 30090, IPPROTO.TCP, 30, SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY, backends);
+    // The master's backend_id holds the timeout (seconds); every (backend, frontend) pair is valid.
+    svc.update(encodeSvcKey({ addr: NODE_V4, port: 30090, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), encodeSvcVal({ backendId: 60, count: 3, revNatId: 30, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY }));
+    const match = obj.map('kpr_aff_match');
+    for (const [id] of backends) match.update(encodeAffinityMatchKey({ backendId: id, revNatId: 30 }), Buffer.from([1]));
+    const dst = (sport: number, src = CLIENT) => run('kpr_tc_ext', buildPacket({ src, dst: NODE_V4, sport, dport: 30090, proto: 'TCP' })).parsed!.dst;
+    const first = dst(47000);
+    for (let i = 1; i < 20; i++) assert.equal(dst(47000 + i), first, `connection ${i} of the same client`);
+    const others = new Set<string>();
+    for (let i = 0; i < 30; i++) others.add(dst(47100, `198.18.100.${10 + i}`));
+    assert.ok(others.size > 1, 'other clients are still balanced');
+    // The sticky backend leaves the service: its pair goes, so the affinity entry no longer counts.
+    const leaving = backends.find(([, a]) => a === first)![0];
+    match.delete(encodeAffinityMatchKey({ backendId: leaving, revNatId: 30 }));
+    const remaining = backends.filter(([id]) => id !== leaving);
+    remaining.forEach(([id], i) => svc.update(encodeSvcKey({ addr: NODE_V4, port: 30090, slot: i + 1, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), encodeSvcVal({ backendId: id, count: 0, revNatId: 0, flags: 0 })));
+    svc.update(encodeSvcKey({ addr: NODE_V4, port: 30090, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), encodeSvcVal({ backendId: 60, count: 2, revNatId: 30, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY }));
+    const next = dst(47500);
+    assert.notEqual(next, first);
+    for (let i = 1; i < 10; i++) assert.equal(dst(47500 + i), next, 'and sticks to its new backend');
   });
 
   test('two clients with the same source port get distinct SNAT ports towards one backend', () => {
