@@ -15,6 +15,7 @@
 
 #include "kpr_types.h"
 #include "kpr_maps.h"
+#include "kpr_common.h"
 
 #define SYS_REJECT 0
 #define SYS_PROCEED 1
@@ -29,25 +30,9 @@ struct kpr_dst {
 	__u8 proto;
 };
 
-static __always_inline void kpr_count(__u32 stat)
-{
-	__u64 *v = bpf_map_lookup_elem(&kpr_stats, &stat);
-
-	if (v)
-		*v += 1; /* per-CPU slot: no atomic needed */
-}
-
 static __always_inline bool kpr_proto_supported(__u32 proto)
 {
 	return proto == IPPROTO_TCP || proto == IPPROTO_UDP;
-}
-
-static __always_inline void kpr_addr_copy(__be32 *dst, const __be32 *src)
-{
-	dst[0] = src[0];
-	dst[1] = src[1];
-	dst[2] = src[2];
-	dst[3] = src[3];
 }
 
 static __always_inline void kpr_addr_from_v4(__be32 *dst, __be32 v4)

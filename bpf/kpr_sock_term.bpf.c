@@ -16,6 +16,7 @@
 
 #include "kpr_types.h"
 #include "kpr_maps.h"
+#include "kpr_common.h"
 
 #define AF_INET 2
 #define AF_INET6 10
@@ -24,14 +25,6 @@
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 int bpf_sock_destroy(struct sock_common *sk) __ksym;
-
-static __always_inline void kpr_count(__u32 stat)
-{
-	__u64 *v = bpf_map_lookup_elem(&kpr_stats, &stat);
-
-	if (v)
-		*v += 1;
-}
 
 SEC("iter/udp")
 int kpr_sock_term(struct bpf_iter__udp *ctx)
@@ -63,7 +56,7 @@ int kpr_sock_term(struct bpf_iter__udp *ctx)
 
 	/* Only sockets kpr translated, and only for the frontend the backend left. */
 	rkey.cookie = bpf_get_socket_cookie(sk);
-	__builtin_memcpy(rkey.addr, tkey.addr, sizeof(rkey.addr));
+	kpr_addr_copy(rkey.addr, tkey.addr);
 	rkey.port = tkey.port;
 	rval = bpf_map_lookup_elem(&kpr_revnat, &rkey);
 	if (!rval)

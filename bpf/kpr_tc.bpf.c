@@ -31,6 +31,7 @@
 
 #include "kpr_types.h"
 #include "kpr_maps.h"
+#include "kpr_common.h"
 
 #define AF_INET 2
 #define AF_INET6 10
@@ -60,27 +61,6 @@ struct kpr_pkt {
 	__u32 l4_off;
 	__u32 csum_off; /* offset of the L4 checksum */
 };
-
-static __always_inline void kpr_count(__u32 stat)
-{
-	__u64 *v = bpf_map_lookup_elem(&kpr_stats, &stat);
-
-	if (v)
-		*v += 1;
-}
-
-static __always_inline void kpr_addr_copy(__be32 *dst, const __be32 *src)
-{
-	dst[0] = src[0];
-	dst[1] = src[1];
-	dst[2] = src[2];
-	dst[3] = src[3];
-}
-
-static __always_inline bool kpr_addr_eq(const __be32 *a, const __be32 *b)
-{
-	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
-}
 
 static __always_inline struct kpr_config *kpr_cfg(void)
 {
