@@ -52,6 +52,8 @@ export interface PreflightReport {
 
 export const MIN_KERNEL: [number, number] = [5, 10];
 export const UDP_TERMINATION_KERNEL: [number, number] = [6, 5];
+/** tcx links, which carry the tc path (NodePort, LoadBalancer, externalIPs, service-mesh mode). */
+export const TCX_KERNEL: [number, number] = [6, 6];
 
 /** "6.1.0-18-amd64" → [6, 1]. */
 export function kernelVersion(release: string): [number, number] | undefined {
@@ -112,6 +114,14 @@ export function runPreflight(opts: PreflightOptions): PreflightReport {
     ok: kv !== undefined && atLeast(kv, UDP_TERMINATION_KERNEL),
     detail: `destroying UDP sockets connected to a removed backend (bpf_sock_destroy) needs ${UDP_TERMINATION_KERNEL.join('.')}+; running ${release}`,
     fix: `without it, connected UDP clients of a removed backend keep sending to it until they reconnect; upgrade to ${UDP_TERMINATION_KERNEL.join('.')}+`,
+  });
+
+  add({
+    name: 'kernel-tc-path',
+    severity: 'advisory',
+    ok: kv !== undefined && atLeast(kv, TCX_KERNEL),
+    detail: `the tc path (NodePort, LoadBalancer, externalIPs from outside the node; service-mesh mode) attaches through tcx links, ${TCX_KERNEL.join('.')}+; running ${release}`,
+    fix: `without it only the socket path works (ClusterIP and in-node callers); upgrade to ${TCX_KERNEL.join('.')}+`,
   });
 
   // BTF.

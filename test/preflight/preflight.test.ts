@@ -43,7 +43,7 @@ test('reports this machine\'s facts and passes (-o json)', () => {
   const bpffsMounted = readFileSync('/proc/mounts', 'utf8').split('\n').some((l) => l.split(' ')[1] === '/sys/fs/bpf' && l.split(' ')[2] === 'bpf');
   assert.equal(report.facts.bpffsMounted, bpffsMounted);
   const names = report.checks.map((c: { name: string }) => c.name);
-  assert.deepEqual(names, ['kernel', 'kernel-udp-termination', 'btf', 'cgroup2', 'capabilities', 'bpffs', 'libbpf', 'bpf-object']);
+  assert.deepEqual(names, ['kernel', 'kernel-udp-termination', 'kernel-tc-path', 'btf', 'cgroup2', 'capabilities', 'bpffs', 'libbpf', 'bpf-object']);
   const load = report.checks.find((c: { name: string }) => c.name === 'bpf-object');
   assert.match(load.detail, /programs and \d+ maps load/);
   // The table form says the same.
