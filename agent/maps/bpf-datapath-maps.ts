@@ -52,6 +52,11 @@ function packed<T>(items: readonly T[], size: number, encode: (item: T, buf: Buf
  * Anything else goes through encodeAddr, which validates and throws.
  */
 function writeAddr(addr: string, buf: Buffer, off: number): void {
+  if (!tryWriteIPv4(addr, buf, off)) encodeAddr(addr, buf, off);
+}
+
+/** writeAddr's fast path: false (bytes undefined) when `addr` is not a canonical dotted quad. */
+function tryWriteIPv4(addr: string, buf: Buffer, off: number): boolean {
   const n = addr.length;
   if (n >= 7 && n <= 15) {
     let part = 0;
@@ -70,33 +75,118 @@ function writeAddr(addr: string, buf: Buffer, off: number): void {
       } else ok = false;
     }
     if (ok && octet === 4) {
-      buf.fill(0, off, off + 10);
+      for (let i = 0; i < 10; i++) buf[off + i] = 0; // cheaper than fill() for 10 bytes
       buf[off + 10] = 0xff;
       buf[off + 11] = 0xff;
-      return;
+      return true;
     }
   }
-  encodeAddr(addr, buf, off);
+  return false;
 }
 
 /**
- * 16-byte encodings of recently written addresses. A full sync writes every
- * frontend address once per slot (10 slots per frontend is typical), and
- * encodeAddr parses the text each time; copying cached bytes is far cheaper.
+ * Service-map keys repeat their address: a full sync writes every frontend
+ * address once per slot (10 slots per frontend is typical), consecutively.
+ * The last address's bytes are copied; other IPv4 is parsed in place (as
+ * cheap as a lookup); anything else (IPv6, which encodeAddr parses slowly)
+ * is cached.
  */
 class AddrCache {
   private readonly bytes = new Map<string, Buffer>();
+  private lastAddr: string | null = null;
+  private readonly lastBytes = Buffer.alloc(16);
 
   write(addr: string, buf: Buffer, off: number): void {
-    let b = this.bytes.get(addr);
-    if (b === undefined) {
-      if (this.bytes.size >= 65536) this.bytes.clear(); // bounded: addresses churn slowly
-      b = Buffer.alloc(16);
-      writeAddr(addr, b, 0);
-      this.bytes.set(addr, b);
+    const last = this.lastBytes;
+    if (addr !== this.lastAddr) {
+      if (!tryWriteIPv4(addr, buf, off)) {
+        let b = this.bytes.get(addr);
+        if (b === undefined) {
+          if (this.bytes.size >= 65536) this.bytes.clear(); // bounded: addresses churn slowly
+          b = Buffer.alloc(16);
+          encodeAddr(addr, b, 0); // throws for an invalid address
+          this.bytes.set(addr, b);
+        }
+        for (let i = 0; i < 16; i++) buf[off + i] = b[i];
+      }
+      for (let i = 0; i < 16; i++) last[i] = buf[off + i];
+      this.lastAddr = addr;
+      return;
     }
-    b.copy(buf, off);
+    for (let i = 0; i < 16; i++) buf[off + i] = last[i];
   }
+}
+
+/** encodeBackend's layout, with the fast address path. */
+function packBackend(v: Backend, b: Buffer, o: number): void {
+  writeAddr(v.addr, b, o);
+  b.writeUInt16BE(v.port, o + 16);
+  b[o + 18] = v.proto;
+  b[o + 19] = v.flags;
+}
+
+/** Writes ASCII `text` (shorter than `size`) into zeroed bytes; false (nothing written) for anything else. */
+function writeAsciiZ(text: string, b: Buffer, o: number, size: number): boolean {
+  const n = text.length;
+  if (n >= size) return false;
+  for (let i = 0; i < n; i++) if (text.charCodeAt(i) >= 0x80) return false;
+  for (let i = 0; i < n; i++) b[o + i] = text.charCodeAt(i);
+  return true;
+}
+
+/** encodeSvcMeta into a zeroed buffer, by hand for ASCII names (the usual case: Kubernetes names are ASCII). */
+function packSvcMeta(m: SvcMeta, b: Buffer, o: number): void {
+  if (typeof m.name === 'string' && typeof m.portName === 'string' && writeAsciiZ(m.name, b, o, 96) && writeAsciiZ(m.portName, b, o + 96, 32)) {
+    b[o + 128] = m.type;
+    return;
+  }
+  encodeSvcMeta(m, b, o);
+}
+
+function isU16(x: number): boolean {
+  return (x & 0xffff) === x;
+}
+
+/** encodeSvcVal by hand (no per-field bounds-checked calls); out-of-range values go to encodeSvcVal, which throws. */
+function packSvcVal(v: SvcVal, b: Buffer, o: number): void {
+  const id = v.backendId;
+  const count = v.count;
+  const rn = v.revNatId;
+  const flags = v.flags;
+  if (!(id >>> 0 === id && isU16(count) && isU16(rn) && isU16(flags))) {
+    encodeSvcVal(v, b, o);
+    return;
+  }
+  b[o] = id & 0xff;
+  b[o + 1] = (id >>> 8) & 0xff;
+  b[o + 2] = (id >>> 16) & 0xff;
+  b[o + 3] = id >>> 24;
+  b[o + 4] = count & 0xff;
+  b[o + 5] = count >>> 8;
+  b[o + 6] = rn & 0xff;
+  b[o + 7] = rn >>> 8;
+  b[o + 8] = flags & 0xff;
+  b[o + 9] = flags >>> 8;
+  b[o + 10] = 0;
+  b[o + 11] = 0;
+}
+
+/** A slot's value (backend id, the rest 0) into zeroed bytes. */
+function packSlotVal(id: number, b: Buffer, o: number): void {
+  if (id >>> 0 !== id) encodeSvcVal({ backendId: id, count: 0, revNatId: 0, flags: 0 }, b, o); // throws
+  else packId(id, b, o);
+}
+
+/** encodeBackendId by hand; an id that is not a u32 goes to encodeBackendId, which throws. */
+function packId(id: number, b: Buffer, o: number): void {
+  if (id >>> 0 !== id) {
+    encodeBackendId(id, b, o);
+    return;
+  }
+  b[o] = id & 0xff;
+  b[o + 1] = (id >>> 8) & 0xff;
+  b[o + 2] = (id >>> 16) & 0xff;
+  b[o + 3] = id >>> 24;
 }
 
 function unpacked<K, V>(
@@ -187,6 +277,39 @@ export class BpfDatapathMaps implements DatapathMaps {
     this.svcMap.updateBatch(keys, values, entries.length);
   }
 
+  /**
+   * updateServices by column (the reconciler's fast path, no key objects):
+   * entry i is key (bases[i], scope scopeSlots[i] >> 16, slot scopeSlots[i] & 0xffff)
+   * → vals[i], where a number n stands for a slot value { backendId: n, count: 0,
+   * revNatId: 0, flags: 0 }. Same bytes, same single batch.
+   */
+  updateServiceColumns(bases: readonly { addr: string; port: number; proto: number }[], scopeSlots: readonly number[], vals: ReadonlyArray<SvcVal | number>): void {
+    const n = vals.length;
+    if (n === 0) return;
+    if (bases.length !== n || scopeSlots.length !== n) throw new Error('updateServiceColumns: columns of different lengths');
+    const keys = Buffer.alloc(n * SVC_KEY.size);
+    const values = Buffer.alloc(n * SVC_VAL.size);
+    for (let i = 0; i < n; i++) {
+      const base = bases[i];
+      const ss = scopeSlots[i];
+      const o = i * SVC_KEY.size;
+      const port = base.port;
+      this.addrs.write(base.addr, keys, o);
+      if (isU16(port)) {
+        keys[o + 16] = port >>> 8;
+        keys[o + 17] = port & 0xff;
+      } else keys.writeUInt16BE(port, o + 16); // throws
+      keys[o + 18] = ss & 0xff;
+      keys[o + 19] = (ss >>> 8) & 0xff;
+      keys[o + 20] = base.proto;
+      keys[o + 21] = ss >>> 16;
+      const v = vals[i];
+      if (typeof v === 'number') packSlotVal(v, values, i * SVC_VAL.size);
+      else packSvcVal(v, values, i * SVC_VAL.size);
+    }
+    this.svcMap.updateBatch(keys, values, n);
+  }
+
   deleteServices(keys: SvcKey[]): void {
     if (keys.length === 0) return;
     this.svcMap.deleteBatch(packed(keys, SVC_KEY.size, this.packSvcKey), keys.length, { ignoreMissing: true });
@@ -195,14 +318,18 @@ export class BpfDatapathMaps implements DatapathMaps {
   updateBackends(entries: Array<[number, Backend]>): void {
     if (entries.length === 0) return;
     const keys = packed(entries, BACKEND_ID_SIZE, ([id], b, o) => encodeBackendId(id, b, o));
-    const values = packed(entries, BACKEND.size, (e, b, o) => {
-      const v = e[1];
-      writeAddr(v.addr, b, o); // encodeBackend's layout, with the fast address path
-      b.writeUInt16BE(v.port, o + 16);
-      b[o + 18] = v.proto;
-      b[o + 19] = v.flags;
-    });
+    const values = packed(entries, BACKEND.size, (e, b, o) => packBackend(e[1], b, o));
     this.backendMap.updateBatch(keys, values, entries.length);
+  }
+
+  /** updateBackends by column: entry i is ids[i] → recs[i]. */
+  updateBackendColumns(ids: readonly number[], recs: readonly Backend[]): void {
+    const n = ids.length;
+    if (n === 0) return;
+    if (recs.length !== n) throw new Error('updateBackendColumns: columns of different lengths');
+    const keys = packed(ids, BACKEND_ID_SIZE, packId);
+    const values = packed(recs, BACKEND.size, packBackend);
+    this.backendMap.updateBatch(keys, values, n);
   }
 
   deleteBackends(ids: number[]): void {
@@ -218,7 +345,7 @@ export class BpfDatapathMaps implements DatapathMaps {
 
   updateVips(entries: Array<[string, number]>): void {
     if (entries.length === 0 || !this.vipMap) return;
-    const keys = packed(entries, VIP_KEY.size, ([a], b, o) => encodeVipKey(a, b, o));
+    const keys = packed(entries, VIP_KEY.size, ([a], b, o) => this.addrs.write(a, b, o)); // encodeVipKey's bytes
     const values = packed(entries, VIP_VAL.size, ([, f], b, o) => encodeVipVal(f, b, o));
     this.vipMap.updateBatch(keys, values, entries.length);
   }
@@ -258,7 +385,7 @@ export class BpfDatapathMaps implements DatapathMaps {
     if (entries.length === 0 || !this.svcMetaMap) return;
     // The key is a bare __u32 revNatId, encoded like a backend id.
     const keys = packed(entries, BACKEND_ID_SIZE, ([id], b, o) => encodeBackendId(id, b, o));
-    const values = packed(entries, SVC_META.size, ([, m], b, o) => encodeSvcMeta(m, b, o));
+    const values = packed(entries, SVC_META.size, ([, m], b, o) => packSvcMeta(m, b, o));
     this.svcMetaMap.updateBatch(keys, values, entries.length);
   }
 

@@ -4,7 +4,7 @@
  * Pure. Bad pieces are skipped and reported; nothing throws.
  */
 import type { V1EndpointSlice } from '@kubernetes/client-node';
-import { compareAddrKeys, parseIP, parseIPv4, type IPFamily } from './ip.js';
+import { compareAddrKeys, ipv4Canonical, IPV4_INVALID, IPV4_NONCANONICAL, parseIP, parseIPv4, type IPFamily } from './ip.js';
 import { LABEL_SERVICE_NAME } from './labels.js';
 import type { Protocol, SkippedObject } from './types.js';
 
@@ -63,6 +63,17 @@ export function compareEndpoints(a: Endpoint, b: Endpoint): number {
   return compareAddrKeys(a.addressKey, b.addressKey) || a.port - b.port;
 }
 
+/** address:port; a number for IPv4 (cheap), a string for IPv6. */
+function endpointKey(addrKey: number | string, port: number): number | string {
+  return typeof addrKey === 'number' ? addrKey * 65536 + port : `${addrKey}:${port}`;
+}
+
+/** Endpoints of one Service port being merged: sorted and unique in `list`, or keyed in `map`. */
+interface PortMerge {
+  list: Endpoint[] | null;
+  map: Map<number | string, Endpoint> | null;
+}
+
 export interface EndpointsByPort {
   /** portId(name, protocol) → endpoints, unique by address:port, sorted by address then port. */
   byPort: Map<string, Endpoint[]>;
@@ -85,7 +96,10 @@ export function endpointsByServicePort(
   family: IPFamily = 'IPv4',
 ): EndpointsByPort {
   const skipped: SkippedObject[] = [];
-  const merged = new Map<string, Map<number | string, Endpoint>>();
+  // Per port: a list while endpoints arrive in strictly increasing order (the
+  // usual case: one slice, sorted), which is then already the answer; the
+  // keyed merge only once an endpoint arrives out of order or twice.
+  const merged = new Map<string, PortMerge>();
   const ordered = slices.filter((s) => s.addressType === family && sliceServiceKey(s) === serviceKey);
   if (ordered.length > 1) {
     ordered.sort((a, b) => (a.metadata!.name! < b.metadata!.name! ? -1 : a.metadata!.name! > b.metadata!.name! ? 1 : 0));
@@ -123,15 +137,16 @@ export function endpointsByServicePort(
         skipped.push({ object, reason: 'endpoint with no addresses' });
         continue;
       }
-      // IPv4 slices (the common case) parse without the generic parser's extra object.
-      const v4 = family === 'IPv4' ? parseIPv4(raw) : null;
-      const ip = v4 ? null : parseIP(raw);
-      if (!v4 && (!ip || ip.family !== family)) {
+      // IPv4 slices (the common case) parse without allocating when the text is canonical.
+      const num = family === 'IPv4' ? ipv4Canonical(raw) : IPV4_INVALID;
+      const v4 = num === IPV4_NONCANONICAL ? parseIPv4(raw) : null;
+      const ip = num >= 0 || v4 ? null : parseIP(raw);
+      if (num < 0 && !v4 && (!ip || ip.family !== family)) {
         skipped.push({ object, reason: `invalid endpoint address ${JSON.stringify(raw)}${ip ? ` in an ${family} slice` : ''}` });
         continue;
       }
-      const text = v4 ? v4.text : ip!.text;
-      const addrKey = v4 ? v4.num : ip!.key;
+      const text = num >= 0 ? (raw as string) : v4 ? v4.text : ip!.text;
+      const addrKey = num >= 0 ? num : v4 ? v4.num : ip!.key;
       const c = ep.conditions;
       const ready = c?.ready == null || c.ready;
       const serving = c?.serving == null || c.serving;
@@ -140,10 +155,22 @@ export function endpointsByServicePort(
       const zoneHints = Array.isArray(ep.hints?.forZones) && ep.hints.forZones.length ? ep.hints.forZones.map((z) => z?.name) : null;
       const nodeHints = Array.isArray(ep.hints?.forNodes) && ep.hints.forNodes.length ? ep.hints.forNodes.map((n) => n?.name) : null;
       for (const { id, port } of ports) {
-        let m = merged.get(id);
-        if (!m) merged.set(id, (m = new Map()));
-        // address:port; a number for IPv4 (cheap), a string for IPv6
-        const k = typeof addrKey === 'number' ? addrKey * 65536 + port : `${addrKey}:${port}`;
+        let pm = merged.get(id);
+        if (!pm) merged.set(id, (pm = { list: [], map: null }));
+        const list = pm.list;
+        if (list !== null) {
+          const last = list.length > 0 ? list[list.length - 1] : null;
+          if (last === null || compareAddrKeys(last.addressKey, addrKey) < 0 || (last.addressKey === addrKey && last.port < port)) {
+            list.push({ address: text, addressKey: addrKey, port, ready, serving, terminating, isLocal, zoneHints, nodeHints });
+            continue;
+          }
+          // Out of order or a duplicate: switch to the keyed merge (the list is unique, so this is the same map).
+          pm.map = new Map();
+          for (const e of list) pm.map.set(endpointKey(e.addressKey, e.port), e);
+          pm.list = null;
+        }
+        const m = pm.map!;
+        const k = endpointKey(addrKey, port);
         if (!terminating || !m.has(k)) {
           m.set(k, { address: text, addressKey: addrKey, port, ready, serving, terminating, isLocal, zoneHints, nodeHints });
         }
@@ -152,6 +179,6 @@ export function endpointsByServicePort(
   }
 
   const byPort = new Map<string, Endpoint[]>();
-  for (const [id, m] of merged) byPort.set(id, [...m.values()].sort(compareEndpoints));
+  for (const [id, pm] of merged) byPort.set(id, pm.list ?? [...pm.map!.values()].sort(compareEndpoints));
   return { byPort, skipped };
 }

@@ -25,6 +25,42 @@ export interface ParsedIP {
   key: number | string;
 }
 
+/** IPV4_INVALID: not a dotted quad; IPV4_NONCANONICAL: one with leading zeros (use parseIPv4 for its text). */
+export const IPV4_INVALID = -1;
+export const IPV4_NONCANONICAL = -2;
+
+/**
+ * The u32 of a canonical dotted-quad IPv4 address (whose canonical text is
+ * `s` itself), without allocating; IPV4_INVALID or IPV4_NONCANONICAL otherwise.
+ */
+export function ipv4Canonical(s: string | undefined | null): number {
+  if (typeof s !== 'string' || s.length < 7 || s.length > 15) return IPV4_INVALID;
+  let num = 0;
+  let part = 0;
+  let digits = 0;
+  let dots = 0;
+  let canonical = true;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 48 && c <= 57) {
+      if (digits === 3) return IPV4_INVALID;
+      if (digits > 0 && part === 0) canonical = false; // leading zero
+      part = part * 10 + (c - 48);
+      digits++;
+    } else if (c === 46) {
+      if (digits === 0 || part > 255 || dots === 3) return IPV4_INVALID;
+      num = num * 256 + part;
+      part = 0;
+      digits = 0;
+      dots++;
+    } else {
+      return IPV4_INVALID;
+    }
+  }
+  if (dots !== 3 || digits === 0 || part > 255) return IPV4_INVALID;
+  return canonical ? num * 256 + part : IPV4_NONCANONICAL;
+}
+
 /** Parses a dotted-quad IPv4 address; null when `s` is not one. Pure and allocation-light. */
 export function parseIPv4(s: string | undefined | null): ParsedIPv4 | null {
   if (typeof s !== 'string' || s.length < 7 || s.length > 15) return null;

@@ -3,10 +3,10 @@
  * datapath cannot serve are refused here with a reason, so the reconciler
  * never writes a half-understood entry.
  */
-import { parseIP } from '../plan/ip.js';
+import { ipv4Canonical, IPV4_INVALID, parseIP } from '../plan/ip.js';
 import { frontendKey, type PlanBackend, type PlanFrontend, type SkippedObject } from '../plan/types.js';
 import { isIPv4 } from 'node:net';
-import { BE_FLAG, FE_TYPE, IPPROTO, SVC_FLAG, decodeSrcRangeKey, encodeSrcRangeKey, type Backend } from '../maps/layout.js';
+import { BE_FLAG, FE_TYPE, IPPROTO, SCOPE, SVC_FLAG, decodeSrcRangeKey, encodeSrcRangeKey, type Backend } from '../maps/layout.js';
 
 /** Most backend slots one frontend can have: slot and count are u16. */
 export const MAX_SLOTS = 0xffff;
@@ -34,6 +34,9 @@ export interface DesiredBackend {
 export interface DesiredFrontend {
   /** frontendId(base). */
   fk: string;
+  /** entrySetId(fk, EXTERNAL) and entrySetId(fk, INTERNAL), built once. */
+  extSid: string;
+  intSid: string;
   /** "namespace/name" of the Service that asked for it. */
   service: string;
   portName: string;
@@ -104,8 +107,13 @@ const TYPE_FE = {
 
 /** The SVC_FLAG bits of a planned frontend. */
 export function frontendFlags(f: PlanFrontend): number {
+  return flagsWithTimeout(f, f.affinityTimeoutSeconds);
+}
+
+/** frontendFlags of `f` with its affinity timeout replaced by `timeout`. */
+function flagsWithTimeout(f: PlanFrontend, timeout: number): number {
   let flags: number = TYPE_FLAG[f.type];
-  if (f.affinityTimeoutSeconds > 0) flags |= SVC_FLAG.AFFINITY;
+  if (timeout > 0) flags |= SVC_FLAG.AFFINITY;
   // externalTrafficPolicy=Local on an external frontend: the tc path keeps the
   // client address and drops when no local endpoint is left (rule 25).
   if (f.type !== 'ClusterIP' && f.trafficPolicy === 'Local') flags |= SVC_FLAG.LOCAL_ONLY;
@@ -154,14 +162,17 @@ export function toDesiredFrontend(service: string, f: PlanFrontend, skipped: Ski
     if (!sourceRanges.includes(canonical)) sourceRanges.push(canonical);
   }
   sourceRanges.sort();
+  const fk = frontendId(base);
   return {
-    fk: frontendId(base),
+    fk,
+    extSid: entrySetId(fk, SCOPE.EXTERNAL),
+    intSid: entrySetId(fk, SCOPE.INTERNAL),
     service,
     portName: f.portName,
     feType: TYPE_FE[f.type],
     label,
     base,
-    flags: frontendFlags({ ...f, affinityTimeoutSeconds: timeout }),
+    flags: flagsWithTimeout(f, timeout),
     affinityTimeout: timeout,
     backends,
     internal,
@@ -182,12 +193,15 @@ function desiredBackends(
   let seen: Set<BackendTuple> | null = null;
   let last: BackendTuple = -1;
   for (const b of list) {
-    const bip = parseIP(b.address);
-    if (!bip || bip.family !== family || !validPort(b.port)) {
+    // Canonical IPv4 (the common case) parses without allocating.
+    const num = family === 'IPv4' ? ipv4Canonical(b.address) : IPV4_INVALID;
+    const bip = num < 0 ? parseIP(b.address) : null;
+    if ((num < 0 && (!bip || bip.family !== family)) || !validPort(b.port)) {
       skipped.push({ object, reason: `frontend ${label}: invalid backend ${JSON.stringify(`${b.address}:${b.port}`)}` });
       continue;
     }
-    const tuple = backendTupleKey(bip.key, b.port, proto)!;
+    const text = num >= 0 ? b.address : bip!.text;
+    const tuple = backendTupleKey(num >= 0 ? num : bip!.key, b.port, proto)!;
     // The planner emits sorted, unique backends: only fall back to a set when the order is unexpected.
     if (typeof tuple !== 'number' || typeof last !== 'number' || tuple <= last) {
       seen ??= new Set(backends.map((x) => x.tuple));
@@ -195,7 +209,7 @@ function desiredBackends(
     }
     if (seen) seen.add(tuple);
     if (typeof tuple === 'number' && typeof last === 'number' && tuple > last) last = tuple;
-    backends.push({ tuple, addr: bip.text, port: b.port, flags: b.local ? BE_FLAG.LOCAL : 0 });
+    backends.push({ tuple, addr: text, port: b.port, flags: b.local ? BE_FLAG.LOCAL : 0 });
   }
   if (backends.length > MAX_SLOTS) {
     skipped.push({ object, reason: `frontend ${label}: ${backends.length} backends, only the first ${MAX_SLOTS} are used` });

@@ -6,51 +6,86 @@
  * Invariant: every id below `next` is either in use or in the free heap, so
  * the lowest free id is min(heap top, next). Heap entries are checked
  * lazily, so reserve() of an id in the heap costs nothing.
+ *
+ * Used ids are a bitmap (ids are dense: lowest first) up to DENSE_LIMIT,
+ * grown on demand; the rare larger id (reserved from a foreign map) goes in
+ * a Set, so a stray huge id never makes the bitmap huge.
  */
+const DENSE_LIMIT = 1 << 24;
+
 export class IdAllocator {
-  private readonly used = new Set<number>();
+  private bits = new Uint32Array(64);
+  private readonly sparse = new Set<number>();
+  private count = 0;
   private readonly heap: number[] = [];
   private next = 1;
 
   constructor(private readonly max: number) {}
 
   get size(): number {
-    return this.used.size;
+    return this.count;
   }
 
   has(id: number): boolean {
-    return this.used.has(id);
+    if (id < DENSE_LIMIT && id === (id | 0)) {
+      if (id < 0) return false;
+      const w = id >>> 5;
+      return w < this.bits.length && (this.bits[w] & (1 << (id & 31))) !== 0;
+    }
+    return this.sparse.has(id);
+  }
+
+  private mark(id: number): void {
+    this.count++;
+    if (id >= DENSE_LIMIT) {
+      this.sparse.add(id);
+      return;
+    }
+    const w = id >>> 5;
+    if (w >= this.bits.length) {
+      let n = this.bits.length * 2;
+      while (n <= w) n *= 2;
+      const grown = new Uint32Array(n);
+      grown.set(this.bits);
+      this.bits = grown;
+    }
+    this.bits[w] |= 1 << (id & 31);
   }
 
   /** The lowest free id, or undefined when the space is exhausted. */
   allocate(): number | undefined {
     while (this.heap.length > 0) {
       const id = this.pop();
-      if (!this.used.has(id)) {
-        this.used.add(id);
+      if (!this.has(id)) {
+        this.mark(id);
         return id;
       }
     }
-    while (this.used.has(this.next)) this.next++;
+    while (this.has(this.next)) this.next++;
     if (this.next > this.max) return undefined;
-    this.used.add(this.next);
+    this.mark(this.next);
     return this.next++;
   }
 
   /** Marks an id found elsewhere (e.g. in the kernel) as used. Returns false if already used or out of range. */
   reserve(id: number): boolean {
-    if (!Number.isInteger(id) || id < 1 || id > this.max || this.used.has(id)) return false;
-    this.used.add(id);
+    if (!Number.isInteger(id) || id < 1 || id > this.max || this.has(id)) return false;
+    this.mark(id);
     return true;
   }
 
   release(id: number): void {
-    if (!this.used.delete(id)) return;
+    if (!Number.isInteger(id) || id < 1 || !this.has(id)) return;
+    this.count--;
+    if (id < DENSE_LIMIT) this.bits[id >>> 5] &= ~(1 << (id & 31));
+    else this.sparse.delete(id);
     if (id < this.next) this.push(id);
   }
 
   clear(): void {
-    this.used.clear();
+    this.bits = new Uint32Array(64);
+    this.sparse.clear();
+    this.count = 0;
     this.heap.length = 0;
     this.next = 1;
   }

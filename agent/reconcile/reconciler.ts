@@ -47,6 +47,8 @@ import {
   type FrontendBase,
 } from './desired-frontend.js';
 import { IdAllocator } from './id-allocator.js';
+import { TupleIndex } from './tuple-index.js';
+import { IdIndex } from './id-index.js';
 
 /** The logging the reconciler needs; `console` fits. */
 export interface ReconcileLogger {
@@ -134,18 +136,98 @@ interface BackendRec extends Backend {
   tuple: BackendTuple | null;
   /** Slots (of any entry set) naming this backend. */
   refs: number;
-  /** The service-map value of a slot naming it, shared by every such write (never mutated). */
-  slotVal: SvcVal | null;
+}
+
+/**
+ * Service-map writes kept by column (the frontend's key base, scope and
+ * slot, the value), so a full sync builds no key object or pair per entry:
+ * a DatapathMaps with updateServiceColumns encodes them straight into its
+ * batch; any other gets entries() (the same entries, in the same order).
+ */
+class SvcWrites {
+  readonly bases: FrontendBase[] = [];
+  /** scope * 0x10000 + slot. */
+  readonly scopeSlots: number[] = [];
+  /** The value, or for a slot just its backend id (see slotValue). */
+  readonly vals: Array<SvcVal | number> = [];
+
+  get length(): number {
+    return this.vals.length;
+  }
+
+  push(base: FrontendBase, scope: number, slot: number, val: SvcVal | number): void {
+    this.bases.push(base);
+    this.scopeSlots.push(scope * 0x10000 + slot);
+    this.vals.push(val);
+  }
+
+  entries(): Array<[SvcKey, SvcVal]> {
+    const n = this.vals.length;
+    const out = new Array<[SvcKey, SvcVal]>(n);
+    for (let i = 0; i < n; i++) {
+      const ss = this.scopeSlots[i];
+      const v = this.vals[i];
+      out[i] = [svcKey(this.bases[i], Math.floor(ss / 0x10000), ss % 0x10000), typeof v === 'number' ? slotValue(v) : v];
+    }
+    return out;
+  }
+}
+
+/** The service-map value of a slot naming backend `id`. */
+function slotValue(id: number): SvcVal {
+  return { backendId: id, count: 0, revNatId: 0, flags: 0 };
+}
+
+/** Backend-map writes by column (id, value). */
+class BackendWrites {
+  readonly ids: number[] = [];
+  readonly recs: Backend[] = [];
+
+  get length(): number {
+    return this.ids.length;
+  }
+
+  push(id: number, rec: Backend): void {
+    this.ids.push(id);
+    this.recs.push(rec);
+  }
+
+  entries(): Array<[number, Backend]> {
+    const n = this.ids.length;
+    const out = new Array<[number, Backend]>(n);
+    for (let i = 0; i < n; i++) out[i] = [this.ids[i], this.recs[i]];
+    return out;
+  }
+}
+
+/**
+ * Optional batch writes by column (BpfDatapathMaps has them): the same
+ * entries as updateServices/updateBackends with the same arrays zipped, in
+ * the same order, with the same failure behaviour.
+ */
+export interface ColumnWriteMaps {
+  /**
+   * Entry i: key (bases[i], scope = scopeSlots[i] >> 16, slot = scopeSlots[i] & 0xffff),
+   * value vals[i]; a number n as value stands for slotValue(n).
+   */
+  updateServiceColumns(bases: readonly FrontendBase[], scopeSlots: readonly number[], vals: ReadonlyArray<SvcVal | number>): void;
+  /** Entry i: ids[i] → recs[i]. */
+  updateBackendColumns(ids: readonly number[], recs: readonly Backend[]): void;
+}
+
+function hasColumnWrites(m: DatapathMaps): m is DatapathMaps & ColumnWriteMaps {
+  const c = m as Partial<ColumnWriteMaps>;
+  return typeof c.updateServiceColumns === 'function' && typeof c.updateBackendColumns === 'function';
 }
 
 /** The batches one sync applies, in apply order. */
 interface Writes {
-  backendWrites: Array<[number, Backend]>;
+  backendWrites: BackendWrites;
   affWrites: AffinityMatchKey[];
   rangeWrites: SrcRangeKey[];
-  slotWrites: Array<[SvcKey, SvcVal]>;
+  slotWrites: SvcWrites;
   metaWrites: Array<[number, SvcMeta]>;
-  masterWrites: Array<[SvcKey, SvcVal]>;
+  masterWrites: SvcWrites;
   vipWrites: Array<[string, number]>;
   masterDeletes: SvcKey[];
   slotDeletes: SvcKey[];
@@ -181,6 +263,8 @@ function sameMaster(a: SvcVal, b: SvcVal): boolean {
 
 /** Text as kpr_svc_meta stores it (cut to the field), so a dump compares equal to what was written. */
 function cut(text: string, max: number): string {
+  // A UTF-16 unit is at most 3 bytes of UTF-8, so a short text fits without measuring.
+  if (text.length * 3 <= max) return text;
   return text.length <= max && Buffer.byteLength(text) <= max ? text : Buffer.from(text).subarray(0, max).toString('utf8').replace(/\uFFFD+$/, '');
 }
 
@@ -192,9 +276,9 @@ export class Reconciler {
   // ---- mirror of the kernel
   /** entrySetId(fk, scope) → entry set. */
   private readonly kSets = new Map<string, EntrySet>();
-  private readonly kBackends = new Map<number, BackendRec>();
+  private readonly kBackends = new IdIndex<BackendRec>();
   /** The canonical backend per backendTupleKey (lowest id when the kernel holds duplicates). */
-  private readonly byTuple = new Map<BackendTuple, BackendRec>();
+  private readonly byTuple = new TupleIndex<BackendRec>();
   /** Slots naming ids that are not in the backend map (found by adopt only), id → count. */
   private readonly danglingRefs = new Map<number, number>();
   /** Master entries in the mirror. */
@@ -321,12 +405,12 @@ export class Reconciler {
 
     // ---- 2. diff each concerned frontend against the mirror, updating the mirror
     const w: Writes = {
-      backendWrites: [],
+      backendWrites: new BackendWrites(),
       affWrites: [],
       rangeWrites: [],
-      slotWrites: [],
+      slotWrites: new SvcWrites(),
       metaWrites: [],
-      masterWrites: [],
+      masterWrites: new SvcWrites(),
       vipWrites: [],
       masterDeletes: [],
       slotDeletes: [],
@@ -400,8 +484,10 @@ export class Reconciler {
 
   private apply(w: Writes, result: SyncResult): void {
     const m = this.maps;
+    const columns = hasColumnWrites(m) ? m : null;
     if (w.backendWrites.length) {
-      m.updateBackends(w.backendWrites);
+      if (columns) columns.updateBackendColumns(w.backendWrites.ids, w.backendWrites.recs);
+      else m.updateBackends(w.backendWrites.entries());
       result.backendsWritten += w.backendWrites.length;
     }
     if (w.affWrites.length) {
@@ -413,7 +499,8 @@ export class Reconciler {
       result.auxWritten += w.rangeWrites.length;
     }
     if (w.slotWrites.length) {
-      m.updateServices(w.slotWrites);
+      if (columns) columns.updateServiceColumns(w.slotWrites.bases, w.slotWrites.scopeSlots, w.slotWrites.vals);
+      else m.updateServices(w.slotWrites.entries());
       result.servicesWritten += w.slotWrites.length;
     }
     if (w.metaWrites.length) {
@@ -421,7 +508,8 @@ export class Reconciler {
       result.auxWritten += w.metaWrites.length;
     }
     if (w.masterWrites.length) {
-      m.updateServices(w.masterWrites);
+      if (columns) columns.updateServiceColumns(w.masterWrites.bases, w.masterWrites.scopeSlots, w.masterWrites.vals);
+      else m.updateServices(w.masterWrites.entries());
       result.servicesWritten += w.masterWrites.length;
     }
     if (w.vipWrites.length) {
@@ -523,17 +611,17 @@ export class Reconciler {
   // ------------------------------------------------------------------ diff
 
   /** The revNatId this frontend owns in the kernel, if any. */
-  private ownedRevNat(fk: string): number {
-    for (const scope of SCOPES) {
-      const rn = this.kSets.get(entrySetId(fk, scope))?.master?.revNatId ?? 0;
-      if (rn > 0 && this.revNatOwner.get(rn) === fk) return rn;
-    }
+  private ownedRevNat(fk: string, extSid = entrySetId(fk, SCOPE.EXTERNAL), intSid = entrySetId(fk, SCOPE.INTERNAL)): number {
+    const rn = this.kSets.get(extSid)?.master?.revNatId ?? 0;
+    if (rn > 0 && this.revNatOwner.get(rn) === fk) return rn;
+    const rn2 = this.kSets.get(intSid)?.master?.revNatId ?? 0;
+    if (rn2 > 0 && this.revNatOwner.get(rn2) === fk) return rn2;
     return 0;
   }
 
   private diffFrontend(want: DesiredFrontend, w: Writes, touchedVips: Set<string>, skipped: SkippedObject[]): void {
     const fk = want.fk;
-    let revNatId = this.ownedRevNat(fk);
+    let revNatId = this.ownedRevNat(fk, want.extSid, want.intSid);
     if (revNatId === 0) {
       const id = this.revNatIds.allocate();
       if (id === undefined) {
@@ -559,9 +647,9 @@ export class Reconciler {
     this.diffRanges(revNatId, want.sourceRanges, w);
 
     const master = (n: number): SvcVal => ({ backendId: want.affinityTimeout, count: n, revNatId, flags: want.flags });
-    this.diffSet(fk, SCOPE.EXTERNAL, want.base, ext, master(ext.length), w);
-    if (int) this.diffSet(fk, SCOPE.INTERNAL, want.base, int, master(int.length), w);
-    else this.removeSet(fk, SCOPE.INTERNAL, w);
+    this.diffSet(want.extSid, fk, SCOPE.EXTERNAL, want.base, ext, master(ext.length), w);
+    if (int) this.diffSet(want.intSid, fk, SCOPE.INTERNAL, want.base, int, master(int.length), w);
+    else this.removeSet(fk, SCOPE.INTERNAL, w, want.intSid);
 
     // kpr_vip: a ClusterIP address refuses unknown ports while one of its frontends is programmed.
     const counted = this.vipOf.get(fk);
@@ -577,8 +665,7 @@ export class Reconciler {
   }
 
   /** Makes one entry set hold `recs` in slots 1..n and `master` in slot 0. */
-  private diffSet(fk: string, scope: number, base: FrontendBase, recs: readonly BackendRec[], master: SvcVal, w: Writes): void {
-    const sid = entrySetId(fk, scope);
+  private diffSet(sid: string, fk: string, scope: number, base: FrontendBase, recs: readonly BackendRec[], master: SvcVal, w: Writes): void {
     let f = this.kSets.get(sid);
     if (!f) this.kSets.set(sid, (f = { fk, scope, base, master: null, slots: [], slotCount: 0 }));
 
@@ -588,7 +675,7 @@ export class Reconciler {
       const slot = i + 1;
       const old = f.slots[slot];
       if (old === rec.id) continue;
-      w.slotWrites.push([svcKey(f.base, scope, slot), (rec.slotVal ??= { backendId: rec.id, count: 0, revNatId: 0, flags: 0 })]);
+      w.slotWrites.push(f.base, scope, slot, rec.id);
       f.slots[slot] = rec.id;
       rec.refs++;
       if (old !== undefined) this.unref(old);
@@ -596,7 +683,7 @@ export class Reconciler {
     }
 
     if (!f.master || !sameMaster(f.master, master)) {
-      w.masterWrites.push([svcKey(f.base, scope, 0), master]);
+      w.masterWrites.push(f.base, scope, 0, master);
       if (!f.master) this.masters++;
       f.master = master;
     }
@@ -615,8 +702,7 @@ export class Reconciler {
   }
 
   /** Removes one entry set: master first, then its slots. */
-  private removeSet(fk: string, scope: number, w: Writes): void {
-    const sid = entrySetId(fk, scope);
+  private removeSet(fk: string, scope: number, w: Writes, sid = entrySetId(fk, scope)): void {
     const f = this.kSets.get(sid);
     if (!f) return;
     if (f.master) {
@@ -706,22 +792,22 @@ export class Reconciler {
   }
 
   /** The backend of a tuple, allocating it (and queueing its write) if the kernel lacks it or holds other flags. */
-  private backendFor(b: DesiredBackend, proto: number, writes: Array<[number, Backend]>): BackendRec {
+  private backendFor(b: DesiredBackend, proto: number, writes: BackendWrites): BackendRec {
     const known = this.byTuple.get(b.tuple);
     if (known !== undefined) {
       if (known.flags !== b.flags) {
         // The endpoint moved to or from this node (an IP reused): same address, new LOCAL flag.
         known.flags = b.flags;
-        writes.push([known.id, known]);
+        writes.push(known.id, known);
       }
       return known;
     }
     const id = this.backendIds.allocate();
     if (id === undefined) throw new Error('backend id space exhausted'); // 2^32 - 1 backends: not reachable
-    const rec: BackendRec = { id, addr: b.addr, port: b.port, proto, flags: b.flags, tuple: b.tuple, refs: 0, slotVal: null };
+    const rec: BackendRec = { id, addr: b.addr, port: b.port, proto, flags: b.flags, tuple: b.tuple, refs: 0 };
     this.byTuple.set(b.tuple, rec);
     this.kBackends.set(id, rec);
-    writes.push([id, rec]);
+    writes.push(id, rec);
     return rec;
   }
 
@@ -794,7 +880,7 @@ export class Reconciler {
 
     for (const [id, b] of [...backends].sort((x, y) => x[0] - y[0])) {
       const tuple = backendValueKey(b);
-      const rec: BackendRec = { id, addr: b.addr, port: b.port, proto: b.proto, flags: b.flags, tuple, refs: 0, slotVal: null };
+      const rec: BackendRec = { id, addr: b.addr, port: b.port, proto: b.proto, flags: b.flags, tuple, refs: 0 };
       this.kBackends.set(id, rec);
       this.backendIds.reserve(id);
       if (tuple === null) continue; // not something this agent writes: never reused, deleted once unreferenced

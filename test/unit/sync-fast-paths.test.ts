@@ -1,0 +1,219 @@
+/**
+ * The full-sync fast paths against their plain counterparts: TupleIndex
+ * behaves like a Map, IdAllocator's bitmap like a Set (ids near and past its
+ * dense limit included), BpfDatapathMaps' column writes produce the bytes of
+ * updateServices/updateBackends, and the single-slice endpoint merge equals
+ * the keyed merge.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { BpfMap } from '../../native/index.js';
+import { BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
+import { SVC_META, VIP_KEY, encodeSvcMeta, encodeVipKey, type Backend, type SvcKey, type SvcMeta, type SvcVal } from '../../agent/maps/layout.js';
+import { TupleIndex } from '../../agent/reconcile/tuple-index.js';
+import { IdAllocator } from '../../agent/reconcile/id-allocator.js';
+import { IdIndex } from '../../agent/reconcile/id-index.js';
+import { endpointsByServicePort } from '../../agent/plan/endpoint-slices.js';
+
+function rng(seed: number) {
+  let s = seed >>> 0;
+  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296);
+}
+
+describe('TupleIndex', () => {
+  it('matches a Map under random set/get/has/delete/clear (numbers and strings)', () => {
+    const r = rng(7);
+    const t = new TupleIndex<number>();
+    const m = new Map<number | string, number>();
+    const key = (): number | string => {
+      const x = r();
+      if (x < 0.1) return `fd00::${Math.floor(r() * 50)}:80/6`;
+      if (x < 0.12) return -Math.floor(r() * 10); // not a tuple: fallback map
+      return ((3323101184 + Math.floor(r() * 3000)) * 65536 + 8080 + Math.floor(r() * 3)) * 2 + Math.floor(r() * 2);
+    };
+    for (let i = 0; i < 60000; i++) {
+      const k = key();
+      const op = r();
+      if (op < 0.5) {
+        t.set(k, i);
+        m.set(k, i);
+      } else if (op < 0.8) assert.equal(t.delete(k), m.delete(k));
+      else if (op < 0.9) assert.equal(t.has(k), m.has(k));
+      else if (op < 0.99995) assert.equal(t.get(k), m.get(k));
+      else {
+        t.clear();
+        m.clear();
+      }
+      if (i % 997 === 0) assert.equal(t.size, m.size);
+    }
+    for (const [k, v] of m) assert.equal(t.get(k), v);
+    assert.equal(t.size, m.size);
+  });
+});
+
+describe('IdIndex', () => {
+  it('matches a Map under random set/get/delete/clear, ids near and far', () => {
+    const r = rng(5);
+    const t = new IdIndex<number>();
+    const m = new Map<number, number>();
+    const id = () => {
+      const x = r();
+      if (x < 0.8) return Math.floor(r() * 3000);
+      if (x < 0.9) return 3000 + Math.floor(r() * 20000);
+      return Math.floor(r() * 0xffffffff);
+    };
+    for (let i = 0; i < 60000; i++) {
+      const k = id();
+      const op = r();
+      if (op < 0.55) {
+        t.set(k, i);
+        m.set(k, i);
+      } else if (op < 0.85) assert.equal(t.delete(k), m.delete(k));
+      else if (op < 0.99995) assert.equal(t.get(k), m.get(k));
+      else {
+        t.clear();
+        m.clear();
+      }
+      if (i % 499 === 0) {
+        assert.equal(t.size, m.size);
+        assert.deepEqual([...t.values()].sort((a, b) => a - b), [...m.values()].sort((a, b) => a - b));
+      }
+    }
+    for (const [k, v] of m) assert.equal(t.get(k), v);
+  });
+});
+
+describe('IdAllocator (bitmap)', () => {
+  it('matches a Set-based model, including ids above the dense range', () => {
+    const r = rng(11);
+    const a = new IdAllocator(0xffffffff);
+    const used = new Set<number>();
+    for (let i = 0; i < 20000; i++) {
+      const op = r();
+      if (op < 0.5) {
+        const id = a.allocate()!;
+        assert.equal(used.has(id), false);
+        let lowest = 1;
+        while (used.has(lowest)) lowest++;
+        assert.equal(id, lowest);
+        used.add(id);
+      } else if (op < 0.8 && used.size) {
+        const ids = [...used];
+        const id = ids[Math.floor(r() * ids.length)];
+        a.release(id);
+        used.delete(id);
+      } else {
+        const id = r() < 0.5 ? Math.floor(r() * 3000) : (1 << 24) - 2 + Math.floor(r() * 5) + (r() < 0.3 ? 1e9 : 0);
+        assert.equal(a.reserve(id), id >= 1 && !used.has(id));
+        if (id >= 1) used.add(id);
+      }
+      assert.equal(a.size, used.size);
+    }
+    for (const id of used) assert.equal(a.has(id), true);
+    assert.equal(a.has(1.5), false);
+    assert.equal(a.has(-1), false);
+  });
+});
+
+class FakeMap {
+  updates: Array<{ keys: Buffer; values: Buffer; count: number }> = [];
+  lookupBatch() {
+    return { count: 0, keys: Buffer.alloc(0), values: Buffer.alloc(0) };
+  }
+  updateBatch(keys: Buffer, values: Buffer, count: number) {
+    this.updates.push({ keys: Buffer.from(keys), values: Buffer.from(values), count });
+  }
+  deleteBatch(_keys: Buffer, count: number) {
+    return count;
+  }
+}
+
+function maps() {
+  const m = { svc: new FakeMap(), backend: new FakeMap(), vip: new FakeMap(), affinityMatch: new FakeMap(), svcMeta: new FakeMap(), srcRange: new FakeMap() };
+  return { m, d: new BpfDatapathMaps(m as unknown as Record<keyof typeof m, BpfMap>) };
+}
+
+describe('BpfDatapathMaps column writes', () => {
+  it('write the same bytes as updateServices and updateBackends', () => {
+    const bases = [
+      { addr: '10.0.0.1', port: 80, proto: 6 },
+      { addr: '10.0.0.1', port: 443, proto: 17 },
+      { addr: 'fd00::1', port: 65535, proto: 6 },
+      { addr: '10.0.0.1', port: 80, proto: 6 },
+    ];
+    const scopeSlots = [0, 1, 0x10000 + 65535, 0x10000 + 2];
+    const vals: SvcVal[] = [
+      { backendId: 30, count: 3, revNatId: 7, flags: 5 },
+      { backendId: 0xffffffff, count: 0, revNatId: 0, flags: 0 },
+      { backendId: 1, count: 65535, revNatId: 65535, flags: 0xffff },
+      { backendId: 2, count: 0, revNatId: 0, flags: 0 },
+    ];
+    const entries: Array<[SvcKey, SvcVal]> = bases.map((b, i) => [{ ...b, scope: scopeSlots[i] >>> 16, slot: scopeSlots[i] & 0xffff }, vals[i]]);
+    const a = maps();
+    const b = maps();
+    a.d.updateServices(entries);
+    // A number stands for a slot's value naming that backend.
+    b.d.updateServiceColumns(bases, scopeSlots, [vals[0], 0xffffffff, vals[2], 2]);
+    assert.deepEqual(b.m.svc.updates, a.m.svc.updates);
+
+    const ids = [1, 2, 0xffffffff];
+    const recs: Backend[] = [
+      { addr: '10.1.2.3', port: 8080, proto: 6, flags: 0 },
+      { addr: 'fd00::2', port: 1, proto: 17, flags: 1 },
+      { addr: '10.1.2.30', port: 65535, proto: 6, flags: 1 },
+    ];
+    a.d.updateBackends(ids.map((id, i) => [id, recs[i]]));
+    b.d.updateBackendColumns(ids, recs);
+    assert.deepEqual(b.m.backend.updates, a.m.backend.updates);
+    assert.throws(() => b.d.updateServiceColumns(bases.slice(1), scopeSlots, vals));
+    assert.throws(() => b.d.updateServiceColumns([{ addr: '10.0.0.1', port: 70000, proto: 6 }], [1], [vals[0]]));
+    assert.throws(() => b.d.updateServiceColumns(bases.slice(0, 1), [1], [{ backendId: 0, count: 70000, revNatId: 0, flags: 0 }]));
+    assert.throws(() => b.d.updateBackendColumns([-1], recs.slice(0, 1)));
+    assert.throws(() => b.d.updateServiceColumns(bases.slice(0, 1), [1], [2 ** 32]));
+  });
+
+  it('encode names and service addresses as the layout codecs do', () => {
+    const metas: SvcMeta[] = [
+      { name: 'ns/svc', portName: 'http', type: 1 },
+      { name: 'x'.repeat(95), portName: 'p'.repeat(31), type: 4 },
+      { name: 'x'.repeat(96), portName: '', type: 2 },
+      { name: 'ns/é-名前', portName: 'ü'.repeat(20), type: 3 },
+    ];
+    const { m, d } = maps();
+    d.updateSvcMeta(metas.map((x, i) => [i + 1, x]));
+    const want = Buffer.alloc(metas.length * SVC_META.size);
+    metas.forEach((x, i) => encodeSvcMeta(x, want, i * SVC_META.size));
+    assert.deepEqual(m.svcMeta.updates[0].values, want);
+
+    const addrs = ['10.0.0.1', 'fd00::1', '10.0.0.1', '192.168.1.255'];
+    d.updateVips(addrs.map((a) => [a, 1]));
+    const keys = Buffer.alloc(addrs.length * VIP_KEY.size);
+    addrs.forEach((a, i) => encodeVipKey(a, keys, i * VIP_KEY.size));
+    assert.deepEqual(m.vip.updates[0].keys, keys);
+  });
+});
+
+describe('endpointsByServicePort merge', () => {
+  const slice = (name: string, addrs: Array<[string, boolean?]>, ports: Array<[string, number]>) => ({
+    metadata: { name, namespace: 'ns', labels: { 'kubernetes.io/service-name': 's' } },
+    addressType: 'IPv4',
+    ports: ports.map(([n, p]) => ({ name: n, port: p, protocol: 'TCP' })),
+    endpoints: addrs.map(([a, term]) => ({ addresses: [a], conditions: { ready: !term, serving: true, terminating: !!term } })),
+  });
+  const flat = (r: ReturnType<typeof endpointsByServicePort>) => [...r.byPort].map(([id, l]) => [id, l.map((e) => `${e.address}:${e.port}:${e.terminating}`)]);
+
+  it('keeps sorted order, and merges out-of-order, duplicate and same-named ports like the keyed merge', () => {
+    const sorted = endpointsByServicePort('ns/s', [slice('a', [['10.0.0.1'], ['10.0.0.2'], ['10.0.0.10']], [['http', 80]])] as never, '');
+    assert.deepEqual(flat(sorted), [['http/TCP', ['10.0.0.1:80:false', '10.0.0.2:80:false', '10.0.0.10:80:false']]]);
+    const messy = endpointsByServicePort(
+      'ns/s',
+      [slice('a', [['10.0.0.3'], ['10.0.0.1'], ['10.0.0.3', true], ['10.0.0.2', true], ['10.0.0.2']], [['http', 90], ['http', 80]])] as never,
+      '',
+    );
+    assert.deepEqual(flat(messy), [
+      ['http/TCP', ['10.0.0.1:80:false', '10.0.0.1:90:false', '10.0.0.2:80:false', '10.0.0.2:90:false', '10.0.0.3:80:false', '10.0.0.3:90:false']],
+    ]);
+    const two = endpointsByServicePort('ns/s', [slice('b', [['10.0.0.1']], [['http', 80]]), slice('a', [['10.0.0.2'], ['10.0.0.1', true]], [['http', 80]])] as never, '');
+    assert.deepEqual(flat(two), [['http/TCP', ['10.0.0.1:80:false', '10.0.0.2:80:false']]]);
+  });
+});
