@@ -1,0 +1,85 @@
+/**
+ * SyncLoop: which services a sync covers, and what it reports to its
+ * listeners (UDP backends that left a frontend, healthCheckNodePort targets),
+ * over the real planner and reconciler with in-memory maps.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
+import { SyncLoop, type ClusterSource } from '../../agent/sync-loop.js';
+import { Reconciler } from '../../agent/reconcile/reconciler.js';
+import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
+import { silentLogger } from '../../agent/log.js';
+import { ep, service, slice } from './support/k8s-fixtures.js';
+
+class FakeCluster implements ClusterSource {
+  readonly svcs = new Map<string, V1Service>();
+  readonly slices = new Map<string, V1EndpointSlice[]>();
+  services() {
+    return [...this.svcs.values()];
+  }
+  service(ns: string, name: string) {
+    return this.svcs.get(`${ns}/${name}`);
+  }
+  endpointSlicesFor(ns: string, name: string) {
+    return this.slices.get(`${ns}/${name}`) ?? [];
+  }
+  node(): V1Node | undefined {
+    return undefined;
+  }
+}
+
+const DNS_PORTS = [{ name: 'dns', port: 53, protocol: 'UDP' }];
+const dnsSlice = (key: string, ips: string[]) => slice(key, { ports: [{ name: 'dns', port: 5353, protocol: 'UDP' }], endpoints: ips.map((ip) => ep(ip)) });
+
+function setup() {
+  const cluster = new FakeCluster();
+  const reconciler = new Reconciler(new MemoryDatapathMaps(), silentLogger);
+  const left: Array<{ addr: string; port: number; revNatId: number }> = [];
+  const loop = new SyncLoop(cluster, reconciler, {
+    nodeName: 'node-1',
+    syncPeriodMs: 3_600_000,
+    minSyncPeriodMs: 0,
+    log: silentLogger,
+    onUdpBackendsRemoved: (l) => left.push(...l),
+  });
+  const settle = () => new Promise((r) => setImmediate(r));
+  return { cluster, reconciler, loop, left, settle };
+}
+
+describe('SyncLoop', () => {
+  it('reports a UDP backend that leaves a frontend, with that frontend\'s id, even when another Service still uses the backend', async () => {
+    const { cluster, reconciler, loop, left, settle } = setup();
+    cluster.svcs.set('a/dns', service('a/dns', { clusterIP: '198.19.0.53', ports: DNS_PORTS }));
+    cluster.svcs.set('a/other', service('a/other', { clusterIP: '198.19.0.54', ports: DNS_PORTS }));
+    cluster.slices.set('a/dns', [dnsSlice('a/dns-1', ['198.18.0.1', '198.18.0.2'])]);
+    cluster.slices.set('a/other', [dnsSlice('a/other-1', ['198.18.0.1'])]);
+    assert.equal(loop.start().result.ok, true);
+    const dnsId = reconciler.revNatIdOf('198.19.0.53', 53, 'UDP')!;
+    assert.ok(dnsId > 0);
+    assert.deepEqual(left, [], 'nothing left at the first sync');
+
+    cluster.slices.set('a/dns', [dnsSlice('a/dns-1', ['198.18.0.2'])]);
+    loop.serviceChanged('a/dns');
+    await settle();
+    assert.deepEqual(left, [{ addr: '198.18.0.1', port: 5353, revNatId: dnsId }]);
+
+    cluster.svcs.delete('a/dns');
+    loop.serviceChanged('a/dns');
+    await settle();
+    assert.deepEqual(left.slice(1), [{ addr: '198.18.0.2', port: 5353, revNatId: dnsId }], 'a deleted Service releases its clients too');
+    loop.stop();
+  });
+
+  it('does not report TCP backends that leave (TCP clients reconnect on their own)', async () => {
+    const { cluster, loop, left, settle } = setup();
+    cluster.svcs.set('a/web', service('a/web', { clusterIP: '198.19.0.80', ports: [{ name: 'http', port: 80, protocol: 'TCP' }] }));
+    cluster.slices.set('a/web', [slice('a/web-1', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('198.18.0.1'), ep('198.18.0.2')] })]);
+    loop.start();
+    cluster.slices.set('a/web', [slice('a/web-1', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('198.18.0.2')] })]);
+    loop.serviceChanged('a/web');
+    await settle();
+    assert.deepEqual(left, []);
+    loop.stop();
+  });
+});
