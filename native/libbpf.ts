@@ -95,8 +95,8 @@ export interface LibcFns {
   close(fd: number): number;
   setns(fd: number, nstype: number): number;
   if_nametoindex(name: string): number;
-  /** Returns the buffer's pointer on success, null when the index is unused. */
-  if_indextoname(index: number, name: Buffer): unknown;
+  if_nameindex(): NativePtr | null;
+  if_freenameindex(ptr: NativePtr): void;
   socket(domain: number, type: number, protocol: number): number;
   getsockopt(fd: number, level: number, name: number, value: Buffer, len: Buffer): number;
 }
@@ -193,12 +193,38 @@ export function libc(): LibcFns {
     close: lib.func('int close(int fd)'),
     setns: lib.func('int setns(int fd, int nstype)'),
     if_nametoindex: lib.func('unsigned int if_nametoindex(const char *ifname)'),
-    if_indextoname: lib.func('void *if_indextoname(unsigned int ifindex, void *ifname)'),
+    if_nameindex: lib.func('void *if_nameindex(void)'),
+    if_freenameindex: lib.func('void if_freenameindex(void *ptr)'),
     socket: lib.func('int socket(int domain, int type, int protocol)'),
     getsockopt: lib.func('int getsockopt(int fd, int level, int optname, void *optval, void *optlen)'),
   };
   libcTable = t;
   return t;
+}
+
+let nameIndexType: unknown = null;
+
+/**
+ * if_nameindex(3) decoded: every interface of the calling thread's network
+ * namespace, however sparse the indexes (veth churn leaves large gaps).
+ */
+export function libcNameIndex(): Array<{ name: string; index: number }> {
+  nameIndexType ??= koffi.struct('kpr_if_nameindex', { if_index: 'uint', if_name: 'const char *' });
+  const lc = libc();
+  const ptr = lc.if_nameindex();
+  if (!ptr) return [];
+  try {
+    const size = koffi.sizeof(nameIndexType as never);
+    const out: Array<{ name: string; index: number }> = [];
+    for (let i = 0; ; i++) {
+      const e = koffi.decode(ptr, i * size, nameIndexType as never) as { if_index: number; if_name: string | null };
+      if (e.if_index === 0) break;
+      out.push({ name: e.if_name ?? '', index: e.if_index });
+    }
+    return out;
+  } finally {
+    lc.if_freenameindex(ptr);
+  }
 }
 
 /** The koffi pointer-to-callback type of libbpf's print function. */

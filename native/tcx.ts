@@ -10,7 +10,7 @@
  */
 import fs from 'node:fs';
 import { constants } from 'node:os';
-import { libbpf, libc } from './libbpf.js';
+import { libbpf, libc, libcNameIndex } from './libbpf.js';
 import { KprBpfError, hintFor } from './errors.js';
 import type { BpfProgram } from './bpf-program.js';
 
@@ -99,22 +99,9 @@ export function attachTcx(prog: BpfProgram, ifname: string, direction: TcxDirect
   return result(false);
 }
 
-/** Interface names and indexes of the current network namespace. */
+/** Interface names and indexes of the current network namespace (if_nameindex(3)). */
 export function listInterfaces(): Array<{ name: string; index: number }> {
-  const out: Array<{ name: string; index: number }> = [];
-  const lc = libc();
-  // Indexes are small and dense enough in practice; stop after a long run of gaps.
-  let misses = 0;
-  const name = Buffer.alloc(16);
-  for (let i = 1; misses < 256 && i < 1 << 20; i++) {
-    if (lc.if_indextoname(i, name)) {
-      out.push({ name: name.toString('utf8', 0, name.indexOf(0)), index: i });
-      misses = 0;
-    } else {
-      misses++;
-    }
-  }
-  return out;
+  return libcNameIndex();
 }
 
 /** Ids of the programs attached at `direction` of an interface of the current namespace. */

@@ -25,8 +25,11 @@ test('tcx: attach through a pinned link inside a namespace, swap the program on 
     assert.equal(second.replaced, true, 'the pinned link is reused');
     assert.deepEqual(attached(), [obj.program('kpr_tc_pod').id], 'swapped, not added');
     assert.throws(() => attachTcx(obj.program('kpr_tc_ext'), 'kprA', TCX.INGRESS, pin + '-root'), /no interface kprA/, 'ifindex resolves in the current namespace only');
-    const names = withNetns(nsPath(ns), () => listInterfaces().map((i) => i.name));
-    assert.deepEqual(names.sort(), ['kprA', 'kprB', 'lo']);
+    // Indexes far apart (as veth churn leaves them) are still listed.
+    inNs(ns, 'ip', 'link', 'add', 'kprC', 'index', '60000', 'type', 'veth', 'peer', 'name', 'kprD', 'index', '60001');
+    const listed = withNetns(nsPath(ns), () => listInterfaces());
+    assert.deepEqual(listed.map((i) => i.name).sort(), ['kprA', 'kprB', 'kprC', 'kprD', 'lo']);
+    assert.equal(listed.find((i) => i.name === 'kprC')?.index, 60000);
     const inner = withNetns(nsPath(ns), () => currentNetnsCookie());
     assert.notEqual(inner, currentNetnsCookie());
     assert.equal(detachPinnedLink(pin), true);
