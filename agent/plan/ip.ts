@@ -63,33 +63,12 @@ export function ipv4Canonical(s: string | undefined | null): number {
 
 /** Parses a dotted-quad IPv4 address; null when `s` is not one. Pure and allocation-light. */
 export function parseIPv4(s: string | undefined | null): ParsedIPv4 | null {
-  if (typeof s !== 'string' || s.length < 7 || s.length > 15) return null;
-  let num = 0;
-  let part = 0;
-  let digits = 0;
-  let dots = 0;
-  let canonical = true;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c >= 48 && c <= 57) {
-      if (digits === 3) return null;
-      if (digits > 0 && part === 0) canonical = false; // leading zero
-      part = part * 10 + (c - 48);
-      digits++;
-    } else if (c === 46) {
-      if (digits === 0 || part > 255 || dots === 3) return null;
-      num = num * 256 + part;
-      part = 0;
-      digits = 0;
-      dots++;
-    } else {
-      return null;
-    }
-  }
-  if (dots !== 3 || digits === 0 || part > 255) return null;
-  num = num * 256 + part;
-  const text = canonical ? s : `${num >>> 24}.${(num >>> 16) & 255}.${(num >>> 8) & 255}.${num & 255}`;
-  return { text, num };
+  const num = ipv4Canonical(s);
+  if (num >= 0) return { text: s!, num };
+  if (num === IPV4_INVALID) return null;
+  // Leading zeros ("010.0.0.1") are accepted and read as decimal, then normalised.
+  const n = s!.split('.').reduce((acc, part) => acc * 256 + Number(part), 0);
+  return { text: `${n >>> 24}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`, num: n };
 }
 
 /** True for a syntactically valid IPv6 address (including IPv4-mapped forms). */
