@@ -7,7 +7,9 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { BoxCluster, NODE_NAME, waitFor } from '../../sandbox/cluster.js';
-import { BpfMap } from '../../native/index.js';
+import { BpfMap, listInterfaces, pinnedLinkInfo, queryTcxPrograms, TCX } from '../../native/index.js';
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
 import { BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
 import { MAP_NAMES } from '../../agent/maps/layout.js';
 import { mapPinPath } from '../../agent/datapath/pins.js';
@@ -225,6 +227,18 @@ describe('ClusterIP end to end', { timeout: 180_000 }, () => {
     const k = kernelState();
     assert.deepEqual(k.backends.map(([id]) => id), [1], 'backend ids are reused from 1');
     assert.equal(k.services.find(([key]) => key.slot === 0)![1].revNatId, 1, 'service ids are reused from 1');
+  });
+
+  test('kpr attaches its tc programs to the sandbox\'s interfaces only, never to one of the host\'s', () => {
+    const pinDir = path.join(box.sandbox.bpffsDir, 'links', 'tc');
+    const kprProgs = new Set(readdirSync(pinDir).map((f) => pinnedLinkInfo(path.join(pinDir, f))!.progId));
+    assert.ok(kprProgs.size > 0, 'the pod-facing veths of the sandbox carry kpr_tc_pod');
+    for (const { name } of listInterfaces()) {
+      for (const dir of [TCX.INGRESS, TCX.EGRESS]) {
+        const foreign = queryTcxPrograms(name, dir).filter((id) => kprProgs.has(id));
+        assert.deepEqual(foreign, [], `host interface ${name}`);
+      }
+    }
   });
 
   test('kpr adds no iptables or nftables rule, in the node namespace or on the host', () => {
