@@ -78,7 +78,10 @@ export interface StoreEvent {
   type: EventType;
   /** The new state (for DELETED: the last state, carrying the deletion's resourceVersion). */
   object: KubeObject;
-  /** The state before a MODIFIED event (needed to turn selector transitions into ADDED/DELETED). */
+  /**
+   * The state before a MODIFIED event (needed to turn selector transitions into ADDED/DELETED),
+   * or before a DELETED one (to rebuild past states for paginated lists).
+   */
   prev?: KubeObject;
 }
 
@@ -174,6 +177,34 @@ export class Store {
     return items.map(clone);
   }
 
+  /**
+   * The objects of `def` as of resourceVersion `rv` (<= the current one), sorted
+   * like list() and not cloned (stored states are never mutated in place), with
+   * their keys. Rebuilt from the current state by undoing the retained events
+   * newer than `rv`; throws 410 Expired when those are no longer all retained
+   * (like etcd after compaction). Used for paginated lists (limit/continue).
+   */
+  snapshotAt(def: ResourceDef, rv: number): { keys: string[]; objects: KubeObject[] } {
+    if (!Number.isInteger(rv) || rv > this.rv) throw new ApiError(400, 'BadRequest', `invalid resource version: ${rv}`);
+    if (!this.canResumeFrom(rv)) {
+      throw new ApiError(
+        410,
+        'Expired',
+        'The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.',
+      );
+    }
+    const state = new Map(this.objects.get(def.plural)!);
+    for (let i = this.history.length - 1; i >= 0 && this.history[i].rv > rv; i--) {
+      const ev = this.history[i];
+      if (ev.def !== def) continue;
+      const key = objectKey(ev.object.metadata?.namespace, ev.object.metadata!.name!);
+      if (ev.type === 'ADDED') state.delete(key);
+      else state.set(key, ev.prev!);
+    }
+    const keys = [...state.keys()].sort((a, b) => a.localeCompare(b));
+    return { keys, objects: keys.map((k) => state.get(k)!) };
+  }
+
   get(def: ResourceDef, namespace: string | undefined, name: string): KubeObject {
     const o = this.objects.get(def.plural)!.get(objectKey(def.namespaced ? namespace : undefined, name));
     if (!o) throw this.notFound(def, name);
@@ -261,7 +292,7 @@ export class Store {
     map.delete(key);
     const last = clone(old);
     last.metadata!.resourceVersion = String(++this.rv);
-    this.record({ rv: this.rv, def, type: 'DELETED', object: clone(last) });
+    this.record({ rv: this.rv, def, type: 'DELETED', object: clone(last), prev: old });
     return last;
   }
 

@@ -148,6 +148,21 @@ function stripForList(o: KubeObject): KubeObject {
   return rest;
 }
 
+/** A list continue token, like the real server's: base64 of {"v":"meta.k8s.io/v1","rv":N,"start":"<key>"}. */
+function encodeContinue(rv: number, lastKey: string): string {
+  return Buffer.from(JSON.stringify({ v: 'meta.k8s.io/v1', rv, start: lastKey })).toString('base64url');
+}
+
+function decodeContinue(token: string): { rv: number; start: string } | undefined {
+  try {
+    const t = JSON.parse(Buffer.from(token, 'base64url').toString('utf8'));
+    if (t?.v !== 'meta.k8s.io/v1' || !Number.isInteger(t.rv) || t.rv < 0 || typeof t.start !== 'string' || t.start === '') return undefined;
+    return { rv: t.rv, start: t.start };
+  } catch {
+    return undefined;
+  }
+}
+
 /** RFC 7386 JSON merge patch. */
 function mergePatch(target: any, patch: any): any {
   if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
@@ -257,6 +272,63 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     res.end(text);
   };
 
+  /**
+   * Recent list snapshots (plural@rv -> sorted keys and states) for paginated lists, so
+   * that the pages of one list do not each rebuild and sort the whole collection.
+   */
+  const snapshots = new Map<string, { keys: string[]; objects: KubeObject[] }>();
+  const snapshotAt = (def: ResourceDef, rv: number): { keys: string[]; objects: KubeObject[] } => {
+    if (!store.canResumeFrom(rv)) return store.snapshotAt(def, rv); // throws 410 Expired
+    const id = `${def.plural}@${rv}`;
+    let snap = snapshots.get(id);
+    if (!snap) {
+      snap = store.snapshotAt(def, rv);
+      snapshots.set(id, snap);
+      while (snapshots.size > 8) snapshots.delete(snapshots.keys().next().value!);
+    }
+    return snap;
+  };
+
+  /**
+   * One page of a chunked list (limit/continue), like the real API server: every page
+   * comes from the snapshot at the first page's resourceVersion; the continue token
+   * carries that resourceVersion and the last key served; a token whose
+   * resourceVersion is compacted away gets 410 Expired.
+   */
+  const listPage = (def: ResourceDef, sel: Selector, limit: number, cont: string, q: URLSearchParams): unknown => {
+    let rv: number;
+    let after = '';
+    if (cont !== '') {
+      const rvParam = q.get('resourceVersion') ?? '';
+      if (rvParam !== '' && rvParam !== '0') throw new ApiError(400, 'BadRequest', 'specifying resource version is not allowed when using continue');
+      const tok = decodeContinue(cont);
+      if (!tok) throw new ApiError(400, 'BadRequest', `invalid continue token: ${cont}`);
+      rv = tok.rv;
+      after = tok.start;
+    } else rv = store.currentRv();
+    const snap = snapshotAt(def, rv);
+    // First key strictly after `after` (same order as the snapshot's sort).
+    let lo = 0;
+    if (after !== '') {
+      let hi = snap.keys.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (snap.keys[mid].localeCompare(after) <= 0) lo = mid + 1;
+        else hi = mid;
+      }
+    }
+    const items: KubeObject[] = [];
+    let i = lo;
+    for (; i < snap.objects.length && (limit === 0 || items.length < limit); i++) {
+      const o = snap.objects[i];
+      if (selectorMatches(sel, o)) items.push(stripForList(o));
+    }
+    // Like the real server, a full page may end exactly at the last match: the next page is then empty.
+    const metadata: Record<string, unknown> = { resourceVersion: String(rv) };
+    if (i < snap.objects.length) metadata.continue = encodeContinue(rv, snap.keys[i - 1]);
+    return { kind: def.listKind, apiVersion: def.apiVersion, metadata, items };
+  };
+
   const startWatch = (route: Route, q: URLSearchParams, sel: Selector, res: ServerResponse): void => {
     const rvParam = q.get('resourceVersion') ?? '';
     res.writeHead(200, { 'Content-Type': 'application/json', 'Cache-Control': 'no-cache, private', 'Transfer-Encoding': 'chunked' });
@@ -358,6 +430,9 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
         }
         return startWatch(route, q, sel, res);
       }
+      const limit = Number(q.get('limit') ?? '');
+      const cont = q.get('continue') ?? '';
+      if (cont !== '' || (Number.isInteger(limit) && limit > 0)) return json(res, 200, listPage(def, sel, Number.isInteger(limit) && limit > 0 ? limit : 0, cont, q));
       const items = store.list(def, route.namespace).filter((o) => selectorMatches(sel, o)).map(stripForList);
       return json(res, 200, { kind: def.listKind, apiVersion: def.apiVersion, metadata: { resourceVersion: String(store.currentRv()) }, items });
     }

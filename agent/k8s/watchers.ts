@@ -28,6 +28,7 @@ import {
 // Not re-exported by the package index; used to give watch-event objects the same
 // typed shape (Date timestamps etc.) as list items. The package has no "exports" map.
 import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
+import { pruneEndpointSlice, pruneNode, pruneService } from './prune.js';
 
 export interface Logger {
   info(msg: string, fields?: Record<string, unknown>): void;
@@ -72,6 +73,11 @@ export interface ClusterWatchOptions {
   serviceFieldSelector?: string;
   /** EndpointSlice label selector. Default "!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless". */
   endpointSliceLabelSelector?: string;
+  /**
+   * Page size of the initial (and any re-)lists (limit/continue): the agent never holds
+   * one giant list response, whose transient peak RSS V8 would keep. 0 = unpaginated. Default 500.
+   */
+  listPageSize?: number;
   /** First restart delay after an informer error (doubles up to maxRestartBackoffMs). Default 200. */
   restartBackoffMs?: number;
   maxRestartBackoffMs?: number;
@@ -110,6 +116,7 @@ export class ClusterWatch {
   private started = false;
   private readonly baseBackoff: number;
   private readonly maxBackoff: number;
+  private readonly pageSize: number;
 
   constructor(opts: ClusterWatchOptions) {
     this.kc = opts.kubeConfig;
@@ -117,13 +124,15 @@ export class ClusterWatch {
     this.log = opts.logger ?? nullLogger;
     this.baseBackoff = opts.restartBackoffMs ?? 200;
     this.maxBackoff = opts.maxRestartBackoffMs ?? 10_000;
+    this.pageSize = opts.listPageSize ?? 500;
+    const limit = this.pageSize > 0 ? this.pageSize : undefined;
     const core = this.kc.makeApiClient(CoreV1Api);
     const disc = this.kc.makeApiClient(DiscoveryV1Api);
 
     const svcLabels = opts.serviceLabelSelector ?? `!${SERVICE_PROXY_NAME_LABEL}`;
     const svcFields = opts.serviceFieldSelector ?? 'spec.clusterIP!=None';
-    const svc = this.makeInformer<V1Service>('Service', 'V1Service', '/api/v1/services', svcLabels, svcFields, () =>
-      core.listServiceForAllNamespaces({ labelSelector: svcLabels, fieldSelector: svcFields }),
+    const svc = this.makeInformer<V1Service>('Service', 'V1Service', '/api/v1/services', svcLabels, svcFields, pruneService, (page) =>
+      core.listServiceForAllNamespaces({ labelSelector: svcLabels, fieldSelector: svcFields, limit: page.limit, _continue: page.continue }),
     );
     svc.lw.on('add', (o) => this.serviceEvent('add', o));
     svc.lw.on('update', (o) => this.serviceEvent('update', o));
@@ -136,7 +145,8 @@ export class ClusterWatch {
       '/apis/discovery.k8s.io/v1/endpointslices',
       epsLabels,
       undefined,
-      () => disc.listEndpointSliceForAllNamespaces({ labelSelector: epsLabels }),
+      pruneEndpointSlice,
+      (page) => disc.listEndpointSliceForAllNamespaces({ labelSelector: epsLabels, limit: page.limit, _continue: page.continue }),
     );
     eps.lw.on('add', (o) => this.sliceEvent('add', o));
     eps.lw.on('update', (o) => this.sliceEvent('update', o));
@@ -144,8 +154,8 @@ export class ClusterWatch {
 
     if (this.nodeName) {
       const nodeFields = `metadata.name=${this.nodeName}`;
-      const node = this.makeInformer<V1Node>('Node', 'V1Node', '/api/v1/nodes', undefined, nodeFields, () =>
-        core.listNode({ fieldSelector: nodeFields }),
+      const node = this.makeInformer<V1Node>('Node', 'V1Node', '/api/v1/nodes', undefined, nodeFields, pruneNode, (page) =>
+        core.listNode({ fieldSelector: nodeFields, limit: page.limit, _continue: page.continue }),
       );
       node.lw.on('add', (o) => this.nodeEvent('add', o));
       node.lw.on('update', (o) => this.nodeEvent('update', o));
@@ -221,7 +231,8 @@ export class ClusterWatch {
     path: string,
     labelSelector: string | undefined,
     fieldSelector: string | undefined,
-    list: () => Promise<KubernetesListObject<T>>,
+    prune: (o: T) => T,
+    listPage: (page: { limit?: number; continue?: string }) => Promise<KubernetesListObject<T>>,
   ): InformerState<T> {
     const state = { kind, path, synced: false, onSynced: [], backoffMs: this.baseBackoff } as unknown as InformerState<T>;
     // The watch's config: the real KubeConfig, except that we keep hold of each watch
@@ -243,13 +254,18 @@ export class ClusterWatch {
       ): Promise<AbortController> {
         // ListWatch starts the watch after its list even if stop() came meanwhile.
         if (isStopped()) return new AbortController();
-        const ctl = await super.watch(p, q, cb, done);
+        // Watch-event objects are raw JSON: type and slim them before ListWatch caches them,
+        // so its cache and ours share one slim typed object (as for list items).
+        const typedCb = (phase: string, apiObj: any, watchObj?: any): void =>
+          cb(phase, (phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED') && apiObj ? typed(apiObj) : apiObj, watchObj);
+        const ctl = await super.watch(p, q, typedCb, done);
         if (isStopped()) ctl.abort();
         return ctl;
       }
     }
+    const typed = (o: any): T => prune(o.constructor === Object ? (ObjectSerializer.deserialize(o, typeName, '') as T) : (o as T));
     const typedList = async (): Promise<KubernetesListObject<T>> => {
-      const l = await list();
+      const l = await this.listAll(kind, listPage, prune);
       this.log.debug('k8s list', { kind, items: l.items.length, resourceVersion: l.metadata?.resourceVersion });
       // ListWatch applies the items synchronously right after this promise resolves.
       setImmediate(() => this.markSynced(state));
@@ -276,6 +292,38 @@ export class ClusterWatch {
     state.lw = lw;
     this.informers.push(state);
     return state;
+  }
+
+  /**
+   * The full list, fetched in pages of pageSize (limit/continue) and slimmed page by
+   * page. Every page comes from one snapshot (the first page's resourceVersion); when
+   * that expires mid-way (410), falls back to one unpaginated list, like client-go's pager.
+   */
+  private async listAll<T extends KubernetesObject>(
+    kind: ChangeKind,
+    listPage: (page: { limit?: number; continue?: string }) => Promise<KubernetesListObject<T>>,
+    prune: (o: T) => T,
+  ): Promise<KubernetesListObject<T>> {
+    const limit = this.pageSize > 0 ? this.pageSize : undefined;
+    const items: T[] = [];
+    let l = await listPage({ limit });
+    let pages = 1;
+    for (;;) {
+      for (const o of l.items) items.push(prune(o));
+      const cont = (l.metadata as { _continue?: string } | undefined)?._continue;
+      if (!limit || !cont) break;
+      try {
+        l = await listPage({ limit, continue: cont });
+        pages++;
+      } catch (e: any) {
+        if (e?.code !== 410) throw e;
+        this.log.info('k8s list snapshot expired while paging; listing without pages', { kind });
+        const full = await listPage({});
+        return { ...full, items: full.items.map(prune) };
+      }
+    }
+    if (pages > 1) this.log.debug('k8s paged list', { kind, pages });
+    return { ...l, items };
   }
 
   private runInformer(inf: InformerState<any>): void {

@@ -351,3 +351,95 @@ describe('sandbox apiserver: manifests, kubeconfig, CLI', () => {
     assert.equal(await exited, 0);
   });
 });
+
+describe('sandbox apiserver: paginated lists (limit/continue)', () => {
+  let api: ApiServer;
+  const SVCS = '/api/v1/services';
+  const key = (i: any): string => `${i.metadata.namespace}/${i.metadata.name}`;
+  const pages = async (path: string, limit: number): Promise<any[]> => {
+    const out: any[] = [];
+    let cont = '';
+    for (;;) {
+      const q = new URLSearchParams({ limit: String(limit), ...(cont ? { continue: cont } : {}) });
+      const r = await request(api.url, 'GET', `${path}${path.includes('?') ? '&' : '?'}${q}`);
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      out.push(r.body);
+      cont = r.body.metadata.continue ?? '';
+      if (!cont) return out;
+    }
+  };
+  before(async () => {
+    api = await startApiServer({ bookmarkIntervalMs: 0 });
+    for (let i = 0; i < 7; i++) api.create(svc(`s${i}`));
+    api.create(svc('x', 'other'));
+    api.create(svc('headless', 'default', { spec: { clusterIP: 'None' } }));
+  });
+  after(() => api.close());
+
+  test('limit pages follow metadata.continue; together they are the unpaginated list, all at one resourceVersion', async () => {
+    const full = await request(api.url, 'GET', SVCS);
+    for (const limit of [1, 2, 3, 9, 100]) {
+      const ps = await pages(SVCS, limit);
+      assert.deepEqual(ps.flatMap((p) => p.items.map(key)), full.body.items.map(key), `limit ${limit}`);
+      for (const p of ps) {
+        assert.equal(p.kind, 'ServiceList');
+        assert.ok(p.items.length <= limit);
+        assert.equal(p.metadata.resourceVersion, full.body.metadata.resourceVersion);
+      }
+      assert.equal(ps.at(-1).metadata.continue, undefined, 'the last page has no continue token');
+    }
+    assert.equal((await pages(SVCS, 3)).length, 3, '9 items in pages of 3');
+    // Namespaced and selector-filtered lists page over the matching objects only.
+    const ns = await pages('/api/v1/namespaces/default/services', 4);
+    assert.deepEqual(ns.flatMap((p) => p.items.map((i: any) => i.metadata.name)), ['headless', 's0', 's1', 's2', 's3', 's4', 's5', 's6']);
+    const sel = await pages(`${SVCS}?${new URLSearchParams({ fieldSelector: 'spec.clusterIP!=None' })}`, 3);
+    assert.deepEqual(sel.flatMap((p) => p.items.map(key)), [...Array.from({ length: 7 }, (_, i) => `default/s${i}`), 'other/x']);
+    assert.ok(sel.every((p) => p.items.length <= 3));
+  });
+
+  test('later pages come from the first page’s snapshot, whatever changed meanwhile', async () => {
+    const first = await request(api.url, 'GET', `${SVCS}?limit=3`);
+    const rv = first.body.metadata.resourceVersion;
+    const s5 = (await request(api.url, 'GET', `${SVC}/s5`)).body;
+    api.create(svc('s55'));
+    api.remove('Service', 'default', 's6');
+    api.apply({ ...svc('s5'), metadata: { name: 's5', namespace: 'default', labels: { changed: 'yes' } } });
+    api.remove('Service', 'default', 's0'); // already served: no effect on the rest
+    const rest: any[] = [];
+    let cont = first.body.metadata.continue;
+    while (cont) {
+      const r = await request(api.url, 'GET', `${SVCS}?${new URLSearchParams({ limit: '3', continue: cont })}`);
+      assert.equal(r.status, 200);
+      assert.equal(r.body.metadata.resourceVersion, rv);
+      rest.push(...r.body.items);
+      cont = r.body.metadata.continue;
+    }
+    const all = [...first.body.items, ...rest];
+    assert.deepEqual(all.map(key), ['default/headless', 'default/s0', 'default/s1', 'default/s2', 'default/s3', 'default/s4', 'default/s5', 'default/s6', 'other/x']);
+    const oldS5 = all.find((i) => i.metadata.name === 's5');
+    assert.equal(oldS5.metadata.resourceVersion, s5.metadata.resourceVersion, 's5 as it was');
+    assert.equal(oldS5.metadata.labels?.changed, undefined);
+    const now = await pages(SVCS, 4);
+    assert.deepEqual(now.flatMap((p) => p.items.map(key)), ['default/headless', 'default/s1', 'default/s2', 'default/s3', 'default/s4', 'default/s5', 'default/s55', 'other/x']);
+    assert.equal(now.flatMap((p) => p.items).find((i: any) => i.metadata.name === 's5').metadata.labels.changed, 'yes');
+  });
+
+  test('a continue token past the retained history gets 410 Expired; a bad token or one with a resourceVersion gets 400', async () => {
+    const first = await request(api.url, 'GET', `${SVCS}?limit=2`);
+    const cont = first.body.metadata.continue;
+    assert.ok(cont);
+    const ok = await request(api.url, 'GET', `${SVCS}?${new URLSearchParams({ limit: '2', continue: cont })}`);
+    assert.equal(ok.status, 200, 'still valid while nothing changed');
+    api.create(svc('later'));
+    api.compactHistory();
+    const gone = await request(api.url, 'GET', `${SVCS}?${new URLSearchParams({ limit: '2', continue: cont })}`);
+    assert.equal(gone.status, 410);
+    assert.equal(gone.body.kind, 'Status');
+    assert.equal(gone.body.reason, 'Expired');
+    const bad = await request(api.url, 'GET', `${SVCS}?${new URLSearchParams({ limit: '2', continue: 'garbage' })}`);
+    assert.equal(bad.status, 400);
+    const fresh = (await request(api.url, 'GET', `${SVCS}?limit=2`)).body.metadata.continue;
+    const withRv = await request(api.url, 'GET', `${SVCS}?${new URLSearchParams({ limit: '2', continue: fresh, resourceVersion: '5' })}`);
+    assert.equal(withRv.status, 400);
+  });
+});

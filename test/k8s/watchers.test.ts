@@ -8,6 +8,7 @@ import { startApiServer, type ApiServer } from '../../sandbox/apiserver.js';
 import { loadKubeConfig } from '../../agent/k8s/kubeconfig.js';
 import { ClusterWatch, type ClusterChange, type Logger } from '../../agent/k8s/watchers.js';
 import { slice, sleep, svc } from '../apiserver/helpers.js';
+import { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 
 function recorder(): { changes: ClusterChange[]; seen: (c: Partial<ClusterChange>, timeoutMs?: number) => Promise<ClusterChange>; cb: (c: ClusterChange) => void } {
   const changes: ClusterChange[] = [];
@@ -82,7 +83,8 @@ describe('ClusterWatch over the sandbox apiserver (client-node through a kubecon
     assert.equal(cw.node()?.metadata?.name, 'node-a');
     assert.equal(cw.node()?.metadata?.labels?.zone, 'z1');
     // Objects are typed like client-node list results.
-    assert.ok(cw.services()[0].metadata?.creationTimestamp instanceof Date);
+    assert.ok(cw.services()[0] instanceof V1Service);
+    assert.ok(cw.endpointSlices()[0] instanceof V1EndpointSlice);
     assert.match(cw.service('default', 'web')?.spec?.clusterIP ?? '', /^198\.19\./);
     assert.deepEqual(
       rec.changes.map((c) => `${c.kind} ${c.type} ${c.key}`).sort(),
@@ -95,7 +97,7 @@ describe('ClusterWatch over the sandbox apiserver (client-node through a kubecon
     api.create(svc('api', 'prod'));
     await rec.seen({ kind: 'Service', type: 'add', key: 'prod/api' });
     assert.equal(cw.service('prod', 'api')?.spec?.ports?.[0]?.port, 80);
-    assert.ok(cw.service('prod', 'api')?.metadata?.creationTimestamp instanceof Date, 'watch objects are typed too');
+    assert.ok(cw.service('prod', 'api') instanceof V1Service, 'watch objects are typed too');
 
     const cur = api.get('Service', 'prod', 'api')!;
     cur.spec.ports[0].port = 8443;
@@ -294,3 +296,84 @@ describe('loadKubeConfig', () => {
     }
   });
 });
+
+describe('ClusterWatch: paged lists and slim cached objects', () => {
+  const TRIGGER = 'endpoints.kubernetes.io/last-change-trigger-time';
+  const fat = (o: any, i: number): any => ({
+    ...o,
+    metadata: {
+      ...o.metadata,
+      annotations: { 'kubectl.kubernetes.io/last-applied-configuration': 'x'.repeat(200), ...(o.kind === 'EndpointSlice' ? { [TRIGGER]: `2024-01-01T00:00:0${i % 10}Z` } : {}) },
+      ownerReferences: [{ apiVersion: 'v1', kind: 'Service', name: o.metadata.name, uid: '00000000-0000-0000-0000-000000000000' }],
+      managedFields: [{ manager: 'kubectl', operation: 'Update', apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:spec': {} } }],
+    },
+    ...(o.kind === 'EndpointSlice'
+      ? { endpoints: o.endpoints.map((e: any) => ({ ...e, nodeName: 'node-a', zone: 'z1', hints: { forZones: [{ name: 'z1' }] }, targetRef: { kind: 'Pod', name: `p${i}`, namespace: 'default' } })) }
+      : {}),
+  });
+
+  test('lists are fetched in pages (the same objects as one list); cached objects keep only what kpr reads', async () => {
+    const api = await startApiServer({ bookmarkIntervalMs: 0 });
+    const dir = await mkdtemp(path.join(tmpdir(), 'kpr-k8s-'));
+    const seenQueries: string[] = [];
+    let cw: ClusterWatch | undefined;
+    try {
+      for (let i = 0; i < 7; i++) {
+        api.create(fat(svc(`s${i}`, i % 2 ? 'a' : 'b', { spec: { type: 'LoadBalancer' } }), i));
+        api.create(fat(slice(`s${i}-x`, `s${i}`, [`10.0.0.${i}`], i % 2 ? 'a' : 'b'), i));
+      }
+      api.create({ apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-a', labels: { zone: 'z1' } }, status: { addresses: [{ type: 'InternalIP', address: '10.1.0.1' }], images: [{ names: ['big'], sizeBytes: 1 }] } });
+      const kubeconfig = await api.writeKubeconfig(path.join(dir, 'kubeconfig'));
+      const kc = loadKubeConfig({ kubeconfig });
+      cw = new ClusterWatch({ kubeConfig: kc, nodeName: 'node-a', listPageSize: 3, logger: { ...nullLog, debug: (m, f) => m === 'k8s paged list' && seenQueries.push(`${f?.kind}:${f?.pages}`) } });
+      const changes: ClusterChange[] = [];
+      cw.onChange((c) => changes.push(c));
+      await cw.start();
+      assert.deepEqual(seenQueries.sort(), ['EndpointSlice:3', 'Service:3'], '7 objects in pages of 3');
+      assert.deepEqual(names(cw.services()), ['a/s1', 'a/s3', 'a/s5', 'b/s0', 'b/s2', 'b/s4', 'b/s6']);
+      assert.equal(cw.endpointSlices().length, 7);
+      assert.equal(changes.filter((c) => c.type === 'add').length, 15);
+
+      const s = cw.service('a', 's1')!;
+      assert.deepEqual(Object.keys(s.metadata!).filter((k) => (s.metadata as any)[k] !== undefined).sort(), ['name', 'namespace', 'resourceVersion']);
+      assert.equal(s.spec?.type, 'LoadBalancer');
+      const e = cw.endpointSlicesFor('a', 's1')[0];
+      assert.deepEqual(e.metadata?.annotations, { [TRIGGER]: '2024-01-01T00:00:01Z' });
+      assert.equal(e.metadata?.labels?.['kubernetes.io/service-name'], 's1');
+      assert.equal(e.metadata?.managedFields, undefined);
+      assert.equal(e.metadata?.ownerReferences, undefined);
+      assert.deepEqual(e.endpoints?.[0].addresses, ['10.0.0.1']);
+      assert.equal(e.endpoints?.[0].nodeName, 'node-a');
+      assert.equal(e.endpoints?.[0].hints?.forZones?.[0].name, 'z1');
+      assert.equal(e.endpoints?.[0].targetRef, undefined);
+      assert.equal(e.ports?.[0].port, 8080);
+      assert.deepEqual(cw.node()?.status?.addresses?.map((a) => `${a.type}=${a.address}`), ['InternalIP=10.1.0.1']);
+      assert.equal(cw.node()?.status?.images, undefined);
+
+      // Watch events are slimmed (and typed) the same way; the change carries the annotation.
+      changes.length = 0;
+      api.apply(fat(slice('s1-x', 's1', ['10.0.0.99'], 'a'), 3));
+      api.apply({ ...fat(svc('s1', 'a', { spec: { type: 'LoadBalancer' } }), 1), status: { loadBalancer: { ingress: [{ ip: '192.0.2.1' }] }, conditions: [] } });
+      const end = Date.now() + 3000;
+      while (changes.length < 2 && Date.now() < end) await sleep(10);
+      const sc = changes.find((c) => c.kind === 'EndpointSlice')!;
+      assert.equal(sc.resource?.metadata?.annotations?.[TRIGGER], '2024-01-01T00:00:03Z');
+      const e2 = cw.endpointSlicesFor('a', 's1')[0];
+      assert.ok(e2 instanceof V1EndpointSlice);
+      assert.deepEqual(e2.endpoints?.[0].addresses, ['10.0.0.99']);
+      assert.equal(e2.endpoints?.[0].targetRef, undefined);
+      assert.equal(e2.metadata?.managedFields, undefined);
+      const s2 = cw.service('a', 's1')!;
+      assert.ok(s2 instanceof V1Service);
+      assert.equal(s2.metadata?.annotations, undefined);
+      assert.deepEqual(s2.status?.loadBalancer?.ingress?.map((i) => i.ip), ['192.0.2.1']);
+      assert.equal((s2.status as any)?.conditions, undefined);
+    } finally {
+      await cw?.stop();
+      await api.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+const nullLog: Logger = { info() {}, warn() {}, error() {}, debug() {} };
