@@ -11,10 +11,8 @@ import { describe, it } from 'node:test';
 import type { PlanFrontend, Protocol } from '../../agent/plan/types.js';
 import { BE_FLAG, FE_TYPE, IPPROTO, SCOPE, SVC_FLAG, VIP_FLAG } from '../../agent/maps/layout.js';
 import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
-import { Reconciler, type ReconcileLogger, type SyncResult } from '../../agent/reconcile/reconciler.js';
-import { copyState, replayViolations, strictViolations } from './support/datapath-state.js';
-
-const quiet: ReconcileLogger = { info() {}, warn() {}, error() {} };
+import { Reconciler } from '../../agent/reconcile/reconciler.js';
+import { quiet, plans, setup, syncChecked } from './support/reconcile-harness.js';
 
 const be = (s: string) => {
   const i = s.lastIndexOf(':');
@@ -38,26 +36,6 @@ function fe(service: string, address: string, port: number, backends: string[], 
     ...(internal ? { internalBackends: internal.map(be) } : {}),
     ...rest,
   };
-}
-
-function plans(...fs: PlanFrontend[]): Map<string, PlanFrontend[]> {
-  const m = new Map<string, PlanFrontend[]>();
-  for (const f of fs) m.set(f.service, [...(m.get(f.service) ?? []), f]);
-  return m;
-}
-
-function setup() {
-  const maps = new MemoryDatapathMaps();
-  return { maps, r: new Reconciler(maps, quiet) };
-}
-
-function syncChecked(maps: MemoryDatapathMaps, r: Reconciler, p: Map<string, PlanFrontend[]>, full: boolean): SyncResult {
-  const before = copyState(maps);
-  const from = maps.ops.length;
-  const res = r.sync(p, { full });
-  assert.deepEqual(replayViolations(before, maps.ops.slice(from)), [], 'live invariant during the sync');
-  if (res.ok) assert.deepEqual(strictViolations(copyState(maps)), [], 'strict invariant after the sync');
-  return res;
 }
 
 /** Syncs the same plans again: nothing may be written. */

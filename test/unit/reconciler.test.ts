@@ -8,10 +8,9 @@ import { describe, it } from 'node:test';
 import type { PlanFrontend, Protocol } from '../../agent/plan/types.js';
 import { IPPROTO, SCOPE, SVC_FLAG } from '../../agent/maps/layout.js';
 import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
-import { Reconciler, type ReconcileLogger, type SyncResult } from '../../agent/reconcile/reconciler.js';
-import { copyState, programmed, replayViolations, strictViolations } from './support/datapath-state.js';
-
-const quiet: ReconcileLogger = { info() {}, warn() {}, error() {} };
+import { Reconciler } from '../../agent/reconcile/reconciler.js';
+import { quiet, plans, setup, syncChecked } from './support/reconcile-harness.js';
+import { copyState, programmed } from './support/datapath-state.js';
 
 function fe(service: string, address: string, port: number, backends: string[], protocol: Protocol = 'TCP'): PlanFrontend {
   return {
@@ -26,27 +25,6 @@ function fe(service: string, address: string, port: number, backends: string[], 
     affinityTimeoutSeconds: 0,
     sourceRanges: [],
   };
-}
-
-function plans(...fs: PlanFrontend[]): Map<string, PlanFrontend[]> {
-  const m = new Map<string, PlanFrontend[]>();
-  for (const f of fs) m.set(f.service, [...(m.get(f.service) ?? []), f]);
-  return m;
-}
-
-function setup() {
-  const maps = new MemoryDatapathMaps();
-  return { maps, r: new Reconciler(maps, quiet) };
-}
-
-/** Runs a sync and checks the live invariant after every op it applied and the strict one at the end. */
-function syncChecked(maps: MemoryDatapathMaps, r: Reconciler, p: Map<string, PlanFrontend[]>, full: boolean): SyncResult {
-  const before = copyState(maps);
-  const from = maps.ops.length;
-  const res = r.sync(p, { full });
-  assert.deepEqual(replayViolations(before, maps.ops.slice(from)), [], 'live invariant during the sync');
-  if (res.ok) assert.deepEqual(strictViolations(copyState(maps)), [], 'strict invariant after the sync');
-  return res;
 }
 
 const methods = (maps: MemoryDatapathMaps, from = 0) => maps.calls.slice(from).map((c) => `${c.method}(${c.entries})`);

@@ -1,0 +1,30 @@
+/** What every reconciler test needs: a quiet logger, plans by Service, and a sync that checks the live-reader invariants. */
+import assert from 'node:assert/strict';
+import type { PlanFrontend } from '../../../agent/plan/types.js';
+import { MemoryDatapathMaps } from '../../../agent/reconcile/memory-datapath-maps.js';
+import { Reconciler, type ReconcileLogger, type SyncResult } from '../../../agent/reconcile/reconciler.js';
+import { copyState, replayViolations, strictViolations } from './datapath-state.js';
+
+export const quiet: ReconcileLogger = { info() {}, warn() {}, error() {} };
+
+/** Frontends grouped by their Service, as the sync loop hands them over. */
+export function plans(...fs: PlanFrontend[]): Map<string, PlanFrontend[]> {
+  const m = new Map<string, PlanFrontend[]>();
+  for (const f of fs) m.set(f.service, [...(m.get(f.service) ?? []), f]);
+  return m;
+}
+
+export function setup() {
+  const maps = new MemoryDatapathMaps();
+  return { maps, r: new Reconciler(maps, quiet) };
+}
+
+/** Runs a sync and checks the live invariant after every op it applied and the strict one at the end. */
+export function syncChecked(maps: MemoryDatapathMaps, r: Reconciler, p: Map<string, PlanFrontend[]>, full: boolean): SyncResult {
+  const before = copyState(maps);
+  const from = maps.ops.length;
+  const res = r.sync(p, { full });
+  assert.deepEqual(replayViolations(before, maps.ops.slice(from)), [], 'live invariant during the sync');
+  if (res.ok) assert.deepEqual(strictViolations(copyState(maps)), [], 'strict invariant after the sync');
+  return res;
+}
