@@ -54,8 +54,17 @@ chart-lint: build
 	node dist/test/chart/helm.js lint --strict charts/kpr
 	node dist/test/chart/helm.js template kpr charts/kpr >/dev/null
 
+# The agent runs from one bundle (dist/kpr-agent.mjs): bundling drops the parts of
+# its dependencies it never calls (most of client-node's generated API), which
+# would otherwise cost ~60 MiB of RSS and ~0.4 s of start-up. koffi stays
+# external (a native addon). Tests import the unbundled modules under dist/.
+AGENT_BUNDLE := dist/kpr-agent.mjs
+ESBUILD_FLAGS := --bundle --platform=node --format=esm --target=node20 --external:koffi --log-level=warning --minify-whitespace --minify-syntax --keep-names \
+	--banner:js="import { createRequire as __kprCreateRequire } from 'node:module'; const require = __kprCreateRequire(import.meta.url);"
+
 build: deps bpf
 	npx tsc -p tsconfig.json
+	node_modules/.bin/esbuild dist/agent/main.js $(ESBUILD_FLAGS) --outfile=$(AGENT_BUNDLE)
 
 test: build
 	node --test --test-concurrency=1 $(TEST_FILES)

@@ -3,14 +3,15 @@
  * full sync, then incremental syncs as changes arrive. Stopping releases this
  * process's handles only; the pinned datapath keeps serving.
  */
-import { setLibbpfLogger } from '../native/index.js';
+import { releaseFreeNativeMemory, setLibbpfLogger } from '../native/index.js';
 import type { AgentConfig } from './config.js';
 import { loadDatapath, type Datapath } from './datapath/loader.js';
 import { NodeDatapath } from './datapath/node-datapath.js';
 import { ClusterWatch } from './k8s/watchers.js';
 import { loadKubeConfig } from './k8s/kubeconfig.js';
 import { apiServerViaServiceIp, K8S_SERVICE_HOST_MESSAGE } from './preflight/api-server-route.js';
-import type { Logger } from './log.js';
+import { memoryFields, type Logger } from './log.js';
+import { releaseMemoryAfterBulkLoad } from './memory.js';
 import { BpfDatapathMaps } from './maps/bpf-datapath-maps.js';
 import { UdpTerminator } from './datapath/udp-terminator.js';
 import { ServiceHealthServers } from './service-health/servers.js';
@@ -91,14 +92,17 @@ export class Agent {
       if (initialDone) loop.serviceChanged(c.kind === 'Node' ? null : c.key);
     });
 
-    log.info('waiting for the k8s caches', { server: kc.getCurrentCluster()?.server });
+    releaseFreeNativeMemory(); // what loading the BPF objects freed
+    log.info('waiting for the k8s caches', { server: kc.getCurrentCluster()?.server, ...memoryFields() });
     const stillWaiting = viaServiceIp ? setTimeout(() => log.error(`caches not synced after 30s; ${K8S_SERVICE_HOST_MESSAGE}`), 30_000).unref() : undefined;
     await this.watch.start().finally(() => clearTimeout(stillWaiting));
     const syncedAt = performance.now();
+    const cachesMemory = memoryFields();
     obs.loopStarting();
     const report = loop.start();
     const cacheSyncedToMapsWrittenMs = performance.now() - syncedAt;
     initialDone = true;
+    const released = releaseMemoryAfterBulkLoad();
     log.info('initial sync complete', {
       cacheSyncedToMapsWrittenMs: Number(cacheSyncedToMapsWrittenMs.toFixed(3)),
       ok: report.result.ok,
@@ -107,6 +111,10 @@ export class Agent {
       backends: report.result.backends,
       written: report.result.servicesWritten + report.result.backendsWritten,
       deleted: report.result.servicesDeleted + report.result.backendsDeleted,
+      ...memoryFields(),
+      cachesSynced: cachesMemory,
+      releaseMemoryMs: released.ms,
+      fullGc: released.fullGc,
     });
     this.nodeDatapath = new NodeDatapath(this.datapath, cfg, log.child({ source: 'tc' }));
     this.nodeDatapath.start(this.watch.node());

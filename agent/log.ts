@@ -45,3 +45,10 @@ export const silentLogger: Logger = {
   debug() {},
   child: () => silentLogger,
 };
+
+/** The process's memory in MiB, for the lines that mark start-up phases (RSS is what the node pays). */
+export function memoryFields(): { rssMiB: number; heapUsedMiB: number; heapTotalMiB: number } {
+  const m = process.memoryUsage();
+  const mib = (n: number) => Math.round(n / 104857.6) / 10;
+  return { rssMiB: mib(m.rss), heapUsedMiB: mib(m.heapUsed), heapTotalMiB: mib(m.heapTotal) };
+}

@@ -6,14 +6,15 @@
  */
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { planService, type PlanContext, type PlanFrontend, type ServiceHealthCheck, type SkippedObject } from './plan/index.js';
-import type { Reconciler, SyncResult } from './reconcile/reconciler.js';
+import type { PlanSource, Reconciler, SyncResult } from './reconcile/reconciler.js';
 import type { Logger } from './log.js';
+import { flatKey } from './flat-key.js';
 
 /** What the loop reads from the watch layer's caches. */
 export interface ClusterSource {
   services(): V1Service[];
   service(namespace: string, name: string): V1Service | undefined;
-  endpointSlicesFor(namespace: string, serviceName: string): V1EndpointSlice[];
+  endpointSlicesFor(namespace: string, serviceName: string): readonly V1EndpointSlice[];
   node(): V1Node | undefined;
 }
 
@@ -143,39 +144,36 @@ export class SyncLoop {
   }
 
   /**
-   * UDP backends that leave a frontend with this sync, with the frontend's id
-   * (read before the sync, which may release it), and the new view recorded.
+   * The UDP backends that leave one Service's frontends with this sync, with
+   * the frontend's id (read before the sync, which may release it), and the
+   * new view recorded.
    */
-  private udpBackendsLeaving(plans: Map<string, PlanFrontend[]>): Array<{ addr: string; port: number; revNatId: number }> {
-    const left: Array<{ addr: string; port: number; revNatId: number }> = [];
-    for (const [service, frontends] of plans) {
-      const now = new Map<string, Set<string>>();
-      for (const f of frontends) {
-        if (f.protocol !== 'UDP') continue;
-        const set = new Set<string>();
-        for (const b of f.backends) set.add(`${b.address}|${b.port}`);
-        for (const b of f.internalBackends ?? []) set.add(`${b.address}|${b.port}`);
-        now.set(`${f.address}|${f.port}`, set);
-      }
-      const before = this.udpBackends.get(service);
-      if (before) {
-        for (const [fe, backends] of before) {
-          const still = now.get(fe);
-          const [feAddr, fePort] = fe.split('|');
-          let revNatId: number | undefined;
-          for (const be of backends) {
-            if (still?.has(be)) continue;
-            revNatId ??= this.reconciler.revNatIdOf(feAddr, Number(fePort), 'UDP') ?? 0;
-            if (revNatId === 0) break;
-            const [addr, port] = be.split('|');
-            left.push({ addr, port: Number(port), revNatId });
-          }
+  private udpBackendsLeaving(service: string, frontends: PlanFrontend[], left: Array<{ addr: string; port: number; revNatId: number }>): void {
+    const now = new Map<string, Set<string>>();
+    for (const f of frontends) {
+      if (f.protocol !== 'UDP') continue;
+      const set = new Set<string>();
+      for (const b of f.backends) set.add(`${b.address}|${b.port}`);
+      for (const b of f.internalBackends ?? []) set.add(`${b.address}|${b.port}`);
+      now.set(`${f.address}|${f.port}`, set);
+    }
+    const before = this.udpBackends.get(service);
+    if (before) {
+      for (const [fe, backends] of before) {
+        const still = now.get(fe);
+        const [feAddr, fePort] = fe.split('|');
+        let revNatId: number | undefined;
+        for (const be of backends) {
+          if (still?.has(be)) continue;
+          revNatId ??= this.reconciler.revNatIdOf(feAddr, Number(fePort), 'UDP') ?? 0;
+          if (revNatId === 0) break;
+          const [addr, port] = be.split('|');
+          left.push({ addr, port: Number(port), revNatId });
         }
       }
-      if (now.size) this.udpBackends.set(service, now);
-      else this.udpBackends.delete(service);
     }
-    return left;
+    if (now.size) this.udpBackends.set(service, now);
+    else this.udpBackends.delete(service);
   }
 
   private runSync(trigger: SyncReport['trigger']): SyncReport {
@@ -184,16 +182,24 @@ export class SyncLoop {
     const started = this.now();
     const full = this.needFull;
     // On a full sync, keys touched by events but no longer present still need their frontends removed.
-    const keySet = new Set(full ? this.src.services().map((s) => `${s.metadata?.namespace}/${s.metadata?.name}`) : []);
+    const keySet = new Set(full ? this.src.services().map((s) => flatKey('/', s.metadata?.namespace ?? '', s.metadata?.name ?? '')) : []);
     for (const k of this.dirty) keySet.add(k);
     const keys = [...keySet];
     const changeAt = this.oldestChangeAt;
     this.dirty.clear();
     this.oldestChangeAt = undefined;
     this.needFull = false;
-    const plans = new Map<string, PlanFrontend[]>();
-    for (const k of keys) plans.set(k, this.planFor(k));
-    const udpLeft = this.udpBackendsLeaving(plans);
+    // Each Service is planned when the reconciler asks for it (before its own
+    // frontends are diffed, so the UDP view below still reads their revNatIds).
+    const udpLeft: Array<{ addr: string; port: number; revNatId: number }> = [];
+    const plans: PlanSource = {
+      keys: () => keys,
+      get: (k) => {
+        const frontends = this.planFor(k);
+        this.udpBackendsLeaving(k, frontends, udpLeft);
+        return frontends;
+      },
+    };
     const result = this.reconciler.sync(plans, { full });
     if (result.ok && udpLeft.length) this.opts.onUdpBackendsRemoved?.(udpLeft);
     const finished = this.now();

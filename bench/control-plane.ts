@@ -82,9 +82,10 @@ export class Agent {
       '--external-interfaces', '',
       '--pod-interfaces', '',
       '--log-level', logLevel,
-      // No listeners in the host namespace: the agent runs there, and other agents may hold the default ports.
-      '--healthz-bind-address', '',
-      '--metrics-bind-address', '',
+      // The health and metrics servers run, as in a real deployment (their share of the RSS
+      // counts), on loopback ports the kernel picks: other agents may hold the default ports.
+      '--healthz-bind-address', '127.0.0.1:0',
+      '--metrics-bind-address', '127.0.0.1:0',
       ...(opts.extraArgs ?? []),
     ];
     // The agent runs in the host namespace (it talks to the API server on 127.0.0.1);

@@ -142,7 +142,7 @@ interface Results {
       spawnToSyncedMs: number;
       initialSyncLog: Record<string, unknown>;
       change?: { eventToMapsMs: ReturnType<typeof dist>; durationMs: ReturnType<typeof dist>; apiToLogMs: ReturnType<typeof dist>; timeouts: number };
-      rssMiB: { afterInitialSync: number; afterChanges?: number };
+      rssMiB: { afterInitialSync: number; afterChanges?: number; phases?: RssPhases };
     };
     iptables?: {
       binary: string;
@@ -160,6 +160,20 @@ interface Results {
   dataPlaneNodePort: NodePortSummary[];
   targets: { name: string; value: number | null; limit: number; unit: string; pass: boolean | null }[];
   errors: string[];
+}
+
+/** The agent's own RSS readings at its start-up phases (its log lines), in MiB. */
+interface RssPhases {
+  datapathLoaded: number;
+  cachesSynced: number;
+  mapsWritten: number;
+}
+
+function rssPhases(agent: Agent): RssPhases | undefined {
+  const waiting = agent.records.find((r) => r.msg === 'waiting for the k8s caches');
+  const done = agent.records.find((r) => r.msg === 'initial sync complete');
+  if (typeof waiting?.rssMiB !== 'number' || typeof done?.rssMiB !== 'number') return undefined;
+  return { datapathLoaded: waiting.rssMiB, cachesSynced: Number(done.cachesSynced?.rssMiB), mapsWritten: done.rssMiB };
 }
 
 async function dataplanePhase(sandbox: Sandbox, env: Awaited<ReturnType<typeof setupDataplane>>, services: number, withKpr: boolean): Promise<DataplaneSummary> {
@@ -238,6 +252,8 @@ async function phaseAtScale(res: Results, withKpr: boolean): Promise<void> {
       agent = started.agent;
       kpr = { initial: started.initial };
       log(`kpr: initial sync ${fmtMs(started.initial.cacheSyncedToMapsWrittenMs)} (spawn→synced ${fmtMs(started.initial.spawnToSyncedMs)}), RSS ${(started.initial.rssKiB / MiB).toFixed(1)} MiB`);
+      const phases = rssPhases(agent);
+      if (phases) log(`kpr: RSS by phase: datapath loaded ${phases.datapathLoaded} MiB, caches synced ${phases.cachesSynced} MiB, maps written ${phases.mapsWritten} MiB`);
       const every = iptTotal > 0 ? Math.max(1, Math.floor(cfg.changes / iptTotal)) : Infinity;
       log(`kpr: ${cfg.changes} endpoint changes${changer ? `, one iptables partial sync every ${every}` : ''}`);
       kpr.changes = await endpointChanges(api, agent, target, cfg.changes, cfg.changeBudgetMs, async (i) => {
@@ -260,7 +276,11 @@ async function phaseAtScale(res: Results, withKpr: boolean): Promise<void> {
         spawnToSyncedMs: round(kpr.initial.spawnToSyncedMs),
         initialSyncLog: kpr.initial.record,
         change: { eventToMapsMs: dist(c.eventToMapsMs), durationMs: dist(c.durationMs), apiToLogMs: dist(c.apiToLogMs), timeouts: c.timeouts },
-        rssMiB: { afterInitialSync: round(kpr.initial.rssKiB / MiB, 1), afterChanges: kpr.rssAfterChangesKiB ? round(kpr.rssAfterChangesKiB / MiB, 1) : undefined },
+        rssMiB: {
+          afterInitialSync: round(kpr.initial.rssKiB / MiB, 1),
+          afterChanges: kpr.rssAfterChangesKiB ? round(kpr.rssAfterChangesKiB / MiB, 1) : undefined,
+          phases: agent ? rssPhases(agent) : undefined,
+        },
       };
     }
     if (env) res.dataPlane.push(await dataplanePhase(sandbox, env, cfg.services, withKpr));

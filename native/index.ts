@@ -19,3 +19,4 @@ export { BpfIterator } from './iter.js';
 export { withNetns, ifIndex, currentNetnsCookie } from './netns.js';
 export { attachTcx, listInterfaces, queryTcxPrograms, tcxLinkInfo, TCX, type TcxAttachment, type TcxDirection, type TcxLinkInfo } from './tcx.js';
 export { testRun, type TestRunResult } from './test-run.js';
+export { releaseFreeNativeMemory } from './memory.js';

@@ -99,6 +99,7 @@ export interface LibcFns {
   if_freenameindex(ptr: NativePtr): void;
   socket(domain: number, type: number, protocol: number): number;
   getsockopt(fd: number, level: number, name: number, value: Buffer, len: Buffer): number;
+  malloc_trim(pad: number): number;
 }
 
 /** int (*libbpf_print_fn_t)(enum libbpf_print_level, const char *fmt, va_list ap).
@@ -197,6 +198,7 @@ export function libc(): LibcFns {
     if_freenameindex: lib.func('void if_freenameindex(void *ptr)'),
     socket: lib.func('int socket(int domain, int type, int protocol)'),
     getsockopt: lib.func('int getsockopt(int fd, int level, int optname, void *optval, void *optlen)'),
+    malloc_trim: lib.func('int malloc_trim(size_t pad)'),
   };
   libcTable = t;
   return t;

@@ -14,8 +14,6 @@
  */
 import * as http from 'node:http';
 import {
-  CoreV1Api,
-  DiscoveryV1Api,
   KubeConfig,
   ListWatch,
   V1EndpointSlice,
@@ -25,10 +23,12 @@ import {
   type KubernetesListObject,
   type KubernetesObject,
 } from '@kubernetes/client-node';
+import { listPage, type ListPageQuery } from './list-page.js';
 // Not re-exported by the package index; used to give watch-event objects the same
 // typed shape (Date timestamps etc.) as list items. The package has no "exports" map.
 import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
 import { pruneEndpointSlice, pruneNode, pruneService } from './prune.js';
+import { flatKey } from '../flat-key.js';
 
 export interface Logger {
   info(msg: string, fields?: Record<string, unknown>): void;
@@ -83,10 +83,12 @@ export interface ClusterWatchOptions {
   maxRestartBackoffMs?: number;
 }
 
+const NO_SLICES: readonly V1EndpointSlice[] = Object.freeze([]);
+
 export function objectKey(o: KubernetesObject): string {
   const ns = o.metadata?.namespace;
   const name = o.metadata?.name ?? '';
-  return ns ? `${ns}/${name}` : name;
+  return ns ? flatKey('/', ns, name) : name;
 }
 
 interface InformerState<T extends KubernetesObject> {
@@ -109,7 +111,12 @@ export class ClusterWatch {
   private readonly svcs = new Map<string, V1Service>();
   /** slice key -> (service key, slice) for slices carrying the service-name label. */
   private readonly slices = new Map<string, { svc: string; slice: V1EndpointSlice }>();
-  private readonly slicesBySvc = new Map<string, Map<string, V1EndpointSlice>>();
+  /**
+   * service key -> its slices, sorted by name. Replaced, never changed in place
+   * (a caller may hold the array); most Services have one slice, so an array
+   * per Service costs 56 bytes where a Map cost ~200.
+   */
+  private readonly slicesBySvc = new Map<string, V1EndpointSlice[]>();
   private theNode: V1Node | undefined;
   private readonly informers: InformerState<any>[] = [];
   private stopped = false;
@@ -124,16 +131,11 @@ export class ClusterWatch {
     this.log = opts.logger ?? nullLogger;
     this.baseBackoff = opts.restartBackoffMs ?? 200;
     this.maxBackoff = opts.maxRestartBackoffMs ?? 10_000;
-    this.pageSize = opts.listPageSize ?? 500;
-    const limit = this.pageSize > 0 ? this.pageSize : undefined;
-    const core = this.kc.makeApiClient(CoreV1Api);
-    const disc = this.kc.makeApiClient(DiscoveryV1Api);
+    this.pageSize = opts.listPageSize ?? 100;
 
     const svcLabels = opts.serviceLabelSelector ?? `!${SERVICE_PROXY_NAME_LABEL}`;
     const svcFields = opts.serviceFieldSelector ?? 'spec.clusterIP!=None';
-    const svc = this.makeInformer<V1Service>('Service', 'V1Service', '/api/v1/services', svcLabels, svcFields, pruneService, (page) =>
-      core.listServiceForAllNamespaces({ labelSelector: svcLabels, fieldSelector: svcFields, limit: page.limit, _continue: page.continue }),
-    );
+    const svc = this.makeInformer<V1Service>('Service', 'V1Service', '/api/v1/services', svcLabels, svcFields, pruneService);
     svc.lw.on('add', (o) => this.serviceEvent('add', o));
     svc.lw.on('update', (o) => this.serviceEvent('update', o));
     svc.lw.on('delete', (o) => this.serviceEvent('delete', o));
@@ -146,7 +148,6 @@ export class ClusterWatch {
       epsLabels,
       undefined,
       pruneEndpointSlice,
-      (page) => disc.listEndpointSliceForAllNamespaces({ labelSelector: epsLabels, limit: page.limit, _continue: page.continue }),
     );
     eps.lw.on('add', (o) => this.sliceEvent('add', o));
     eps.lw.on('update', (o) => this.sliceEvent('update', o));
@@ -154,9 +155,7 @@ export class ClusterWatch {
 
     if (this.nodeName) {
       const nodeFields = `metadata.name=${this.nodeName}`;
-      const node = this.makeInformer<V1Node>('Node', 'V1Node', '/api/v1/nodes', undefined, nodeFields, pruneNode, (page) =>
-        core.listNode({ fieldSelector: nodeFields, limit: page.limit, _continue: page.continue }),
-      );
+      const node = this.makeInformer<V1Node>('Node', 'V1Node', '/api/v1/nodes', undefined, nodeFields, pruneNode);
       node.lw.on('add', (o) => this.nodeEvent('add', o));
       node.lw.on('update', (o) => this.nodeEvent('update', o));
       node.lw.on('delete', (o) => this.nodeEvent('delete', o));
@@ -208,10 +207,8 @@ export class ClusterWatch {
   }
 
   /** The EndpointSlices labelled kubernetes.io/service-name=serviceName in namespace, sorted by name. */
-  endpointSlicesFor(namespace: string, serviceName: string): V1EndpointSlice[] {
-    const m = this.slicesBySvc.get(`${namespace}/${serviceName}`);
-    if (!m) return [];
-    return [...m.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, s]) => s);
+  endpointSlicesFor(namespace: string, serviceName: string): readonly V1EndpointSlice[] {
+    return this.slicesBySvc.get(`${namespace}/${serviceName}`) ?? NO_SLICES;
   }
 
   /** All indexed EndpointSlices (those with a service-name label), sorted by ns/name. */
@@ -232,7 +229,6 @@ export class ClusterWatch {
     labelSelector: string | undefined,
     fieldSelector: string | undefined,
     prune: (o: T) => T,
-    listPage: (page: { limit?: number; continue?: string }) => Promise<KubernetesListObject<T>>,
   ): InformerState<T> {
     const state = { kind, path, synced: false, onSynced: [], backoffMs: this.baseBackoff } as unknown as InformerState<T>;
     // The watch's config: the real KubeConfig, except that we keep hold of each watch
@@ -265,7 +261,8 @@ export class ClusterWatch {
     }
     const typed = (o: any): T => prune(o.constructor === Object ? (ObjectSerializer.deserialize(o, typeName, '') as T) : (o as T));
     const typedList = async (): Promise<KubernetesListObject<T>> => {
-      const l = await this.listAll(kind, listPage, prune);
+      const page = (q: { limit?: number; continue?: string }) => listPage<T>(this.kc, path, { labelSelector, fieldSelector, ...q });
+      const l = await this.listAll(kind, page, typed);
       this.log.debug('k8s list', { kind, items: l.items.length, resourceVersion: l.metadata?.resourceVersion });
       // ListWatch applies the items synchronously right after this promise resolves.
       setImmediate(() => this.markSynced(state));
@@ -301,25 +298,25 @@ export class ClusterWatch {
    */
   private async listAll<T extends KubernetesObject>(
     kind: ChangeKind,
-    listPage: (page: { limit?: number; continue?: string }) => Promise<KubernetesListObject<T>>,
-    prune: (o: T) => T,
+    page: (q: Pick<ListPageQuery, 'limit' | 'continue'>) => Promise<KubernetesListObject<T>>,
+    toCached: (raw: T) => T,
   ): Promise<KubernetesListObject<T>> {
     const limit = this.pageSize > 0 ? this.pageSize : undefined;
     const items: T[] = [];
-    let l = await listPage({ limit });
+    let l = await page({ limit });
     let pages = 1;
     for (;;) {
-      for (const o of l.items) items.push(prune(o));
+      for (const o of l.items) items.push(toCached(o));
       const cont = (l.metadata as { _continue?: string } | undefined)?._continue;
       if (!limit || !cont) break;
       try {
-        l = await listPage({ limit, continue: cont });
+        l = await page({ limit, continue: cont });
         pages++;
       } catch (e: any) {
         if (e?.code !== 410) throw e;
         this.log.info('k8s list snapshot expired while paging; listing without pages', { kind });
-        const full = await listPage({});
-        return { ...full, items: full.items.map(prune) };
+        const full = await page({});
+        return { ...full, items: full.items.map(toCached) };
       }
     }
     if (pages > 1) this.log.debug('k8s paged list', { kind, pages });
@@ -381,22 +378,36 @@ export class ClusterWatch {
     const key = objectKey(slice);
     const ns = slice.metadata?.namespace ?? '';
     const label = slice.metadata?.labels?.[SERVICE_NAME_LABEL];
-    const newSvc = type !== 'delete' && label ? `${ns}/${label}` : undefined;
+    const newSvc = type !== 'delete' && label ? flatKey('/', ns, label) : undefined;
     const old = this.slices.get(key);
     if (old && old.svc !== newSvc) {
       // Deleted, or moved to another Service / lost its label: gone from the old Service.
       this.slices.delete(key);
-      const m = this.slicesBySvc.get(old.svc);
-      m?.delete(key);
-      if (m && m.size === 0) this.slicesBySvc.delete(old.svc);
+      this.unindexSlice(old.svc, slice.metadata?.name ?? '');
       this.emit({ kind: 'EndpointSlice', type: 'delete', key: old.svc, object: key, resource: slice });
     }
     if (!newSvc) return;
     this.slices.set(key, { svc: newSvc, slice });
-    let m = this.slicesBySvc.get(newSvc);
-    if (!m) this.slicesBySvc.set(newSvc, (m = new Map()));
-    m.set(key, slice);
+    this.indexSlice(newSvc, slice);
     this.emit({ kind: 'EndpointSlice', type: old && old.svc === newSvc ? 'update' : 'add', key: newSvc, object: key, resource: slice });
+  }
+
+  /** Adds or replaces `slice` (by name) in its Service's sorted list. */
+  private indexSlice(svc: string, slice: V1EndpointSlice): void {
+    const name = slice.metadata?.name ?? '';
+    const list = this.slicesBySvc.get(svc) ?? NO_SLICES;
+    let i = 0;
+    while (i < list.length && (list[i].metadata?.name ?? '') < name) i++;
+    const same = i < list.length && (list[i].metadata?.name ?? '') === name;
+    this.slicesBySvc.set(svc, [...list.slice(0, i), slice, ...list.slice(same ? i + 1 : i)]);
+  }
+
+  private unindexSlice(svc: string, name: string): void {
+    const list = this.slicesBySvc.get(svc);
+    if (!list) return;
+    const rest = list.filter((s) => (s.metadata?.name ?? '') !== name);
+    if (rest.length) this.slicesBySvc.set(svc, rest);
+    else this.slicesBySvc.delete(svc);
   }
 
   private nodeEvent(type: ChangeType, node: V1Node): void {

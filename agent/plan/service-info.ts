@@ -10,6 +10,7 @@ import type { V1Service } from '@kubernetes/client-node';
 import { parseCIDR, parseIP, type IPFamily } from './ip.js';
 import { LABEL_SERVICE_PROXY_NAME } from './labels.js';
 import type { Protocol, SkippedObject } from './types.js';
+import { flatKey } from '../flat-key.js';
 
 /** v1.DefaultClientIPServiceAffinitySeconds (rule 10). */
 export const DEFAULT_AFFINITY_SECONDS = 10800;
@@ -73,7 +74,7 @@ const KNOWN_TYPES = new Set(['ClusterIP', 'NodePort', 'LoadBalancer', 'ExternalN
 
 /** "namespace/name" of a Service or slice owner. */
 export function serviceKeyOf(service: V1Service): string {
-  return `${service.metadata?.namespace ?? ''}/${service.metadata?.name ?? ''}`;
+  return flatKey('/', service.metadata?.namespace ?? '', service.metadata?.name ?? '');
 }
 
 /**

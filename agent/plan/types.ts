@@ -5,6 +5,7 @@
  * `kpr plan -o json` prints, so the CLI needs no second model; the few
  * fields it leaves out (datapath hints) say so.
  */
+import { flatKey } from '../flat-key.js';
 
 export type Protocol = 'TCP' | 'UDP' | 'SCTP';
 export type FrontendType = 'ClusterIP' | 'NodePort' | 'LoadBalancer' | 'ExternalIP';
@@ -90,5 +91,5 @@ export interface DataplanePlan {
 
 /** Identity of a frontend in the datapath: one service-map master entry. */
 export function frontendKey(f: Pick<PlanFrontend, 'address' | 'port' | 'protocol'>): string {
-  return `${f.address}:${f.port}/${f.protocol}`;
+  return flatKey('', f.address, ':', f.port, '/', f.protocol);
 }

@@ -7,6 +7,7 @@ import { ipv4Canonical, IPV4_INVALID, parseIP } from '../plan/ip.js';
 import { frontendKey, type PlanBackend, type PlanFrontend, type SkippedObject } from '../plan/types.js';
 import { isIPv4 } from 'node:net';
 import { BE_FLAG, FE_TYPE, IPPROTO, SCOPE, SVC_FLAG, decodeSrcRangeKey, encodeSrcRangeKey, type Backend } from '../maps/layout.js';
+import { flatKey } from '../flat-key.js';
 
 /** Most backend slots one frontend can have: slot and count are u16. */
 export const MAX_SLOTS = 0xffff;
@@ -61,12 +62,12 @@ export interface DesiredFrontend {
 
 /** Identity of a frontend in the service map (all of the key but slot and scope). */
 export function frontendId(b: FrontendBase): string {
-  return `${b.addr}|${b.port}|${b.proto}`;
+  return flatKey('|', b.addr, b.port, b.proto);
 }
 
 /** Identity of one entry set (frontend and scope). */
 export function entrySetId(fk: string, scope: number): string {
-  return `${fk}#${scope}`;
+  return flatKey('#', fk, scope);
 }
 
 /**

@@ -3,6 +3,7 @@ export {
   Reconciler,
   type AdoptInconsistencies,
   type AdoptResult,
+  type PlanSource,
   type ReconcileLogger,
   type SyncOptions,
   type SyncResult,

@@ -26,6 +26,9 @@
  *  10. deleteSvcMeta         – names of released revNatIds;
  *  11. deleteBackends        – backends no slot names any more.
  *
+ * A large sync writes steps 1–6 in rounds while it diffs (every 16,384
+ * queued entries), each round in that order; steps 7–11 all wait for the end.
+ *
  * Every prefix of that sequence (even a batch stopped part-way) leaves each
  * master's slots 1..count present and pointing at existing backends, and
  * every backend an AFFINITY master names paired in kpr_aff_match. If a call
@@ -55,6 +58,17 @@ export interface ReconcileLogger {
   info(msg: string, fields?: Record<string, unknown>): void;
   warn(msg: string, fields?: Record<string, unknown>): void;
   error(msg: string, fields?: Record<string, unknown>): void;
+}
+
+/**
+ * What sync() reads the desired frontends from (a Map fits). get() is called
+ * once per key, in key order, before that Service's own frontends are diffed
+ * (other Services' may already be): a caller may plan each Service only then,
+ * so the planner's output of a 10,000-Service sync is never all alive at once.
+ */
+export interface PlanSource {
+  keys(): Iterable<string>;
+  get(service: string): PlanFrontend[] | undefined;
 }
 
 export interface SyncOptions {
@@ -220,6 +234,30 @@ function hasColumnWrites(m: DatapathMaps): m is DatapathMaps & ColumnWriteMaps {
   return typeof c.updateServiceColumns === 'function' && typeof c.updateBackendColumns === 'function';
 }
 
+/** Upserts queued beyond this many service/backend entries are written before the diff goes on (see flushUpserts). */
+const FLUSH_ENTRIES = 16384;
+
+function newWrites(): Writes {
+  return {
+    backendWrites: new BackendWrites(),
+    affWrites: [],
+    rangeWrites: [],
+    slotWrites: new SvcWrites(),
+    metaWrites: [],
+    masterWrites: new SvcWrites(),
+    vipWrites: [],
+    masterDeletes: [],
+    slotDeletes: [],
+    affDeletes: [],
+    rangeDeletes: [],
+    vipDeletes: [],
+    metaDeletes: [],
+    backendDeletes: [],
+    releaseRevNat: [],
+    releaseBackendIds: [],
+  };
+}
+
 /** The batches one sync applies, in apply order. */
 interface Writes {
   backendWrites: BackendWrites;
@@ -367,7 +405,7 @@ export class Reconciler {
    * incremental: only the listed Services change; one mapped to [] loses its frontends.
    * Never throws for a failed map write: returns ok=false and stays consistent.
    */
-  sync(plans: Map<string, PlanFrontend[]>, opts: SyncOptions): SyncResult {
+  sync(plans: PlanSource, opts: SyncOptions): SyncResult {
     const skipped: SkippedObject[] = [];
     const result: SyncResult = {
       ok: true,
@@ -392,83 +430,88 @@ export class Reconciler {
       this.adoptedUnclaimed.clear();
       this.haveFullDesired = true;
     }
-    for (const service of services) this.setDesired(service, plans.get(service) ?? [], affected, skipped);
-
-    // The mirror is unknown after an earlier failure: read the maps first. The
-    // desired state above is kept either way, so nothing asked for is lost.
-    if (this.stale && !this.reload()) {
-      for (const fk of affected) this.dirty.add(fk);
-      return this.finish(result, 'datapath maps could not be read back after an earlier failure');
-    }
-    for (const fk of this.dirty) affected.add(fk); // a reload may have marked more
-    if (opts.full) for (const s of this.kSets.values()) affected.add(s.fk);
-
-    // ---- 2. diff each concerned frontend against the mirror, updating the mirror
-    const w: Writes = {
-      backendWrites: new BackendWrites(),
-      affWrites: [],
-      rangeWrites: [],
-      slotWrites: new SvcWrites(),
-      metaWrites: [],
-      masterWrites: new SvcWrites(),
-      vipWrites: [],
-      masterDeletes: [],
-      slotDeletes: [],
-      affDeletes: [],
-      rangeDeletes: [],
-      vipDeletes: [],
-      metaDeletes: [],
-      backendDeletes: [],
-      releaseRevNat: [],
-      releaseBackendIds: [],
-    };
+    const w = newWrites();
     const touchedVips = new Set<string>();
-    const order = [...affected];
-    if (order.length > 1) order.sort(cmp);
-    for (const fk of order) {
-      const want = this.winner(fk, skipped);
-      if (want) {
-        this.adoptedUnclaimed.delete(fk);
-        this.diffFrontend(want, w, touchedVips, skipped);
-      } else if (this.haveFullDesired || !this.adoptedUnclaimed.has(fk)) {
-        this.removeFrontend(fk, w, touchedVips);
-      }
-    }
-
-    // ---- 3. what nothing accounts for any more
-    this.sweepOrphans(w, touchedVips, opts.full);
-    for (const addr of touchedVips) {
-      const wanted = (this.vipRefs.get(addr) ?? 0) > 0;
-      const have = this.kVips.get(addr);
-      if (wanted && have !== VIP_FLAG.REFUSE_UNKNOWN_PORT) {
-        w.vipWrites.push([addr, VIP_FLAG.REFUSE_UNKNOWN_PORT]);
-        this.kVips.set(addr, VIP_FLAG.REFUSE_UNKNOWN_PORT);
-      } else if (!wanted && have !== undefined) {
-        w.vipDeletes.push(addr);
-        this.kVips.delete(addr);
-      }
-    }
-    const unreferenced = [...this.unreferenced];
-    if (unreferenced.length > 1) unreferenced.sort((a, b) => a - b);
-    for (const id of unreferenced) {
-      if (this.danglingRefs.has(id)) continue;
-      const rec = this.kBackends.get(id);
-      if (rec) {
-        if (rec.refs > 0) continue;
-        this.kBackends.delete(id);
-        w.backendDeletes.push(id);
-        if (rec.tuple !== null && this.byTuple.get(rec.tuple) === rec) this.byTuple.delete(rec.tuple);
-      }
-      w.releaseBackendIds.push(id);
-    }
-    this.unreferenced.clear();
-
-    // ---- 4. apply, in the order that keeps the live datapath consistent
+    // A frontend only this Service claims is diffed as soon as the Service is
+    // read (services come in key order, so a later claimant has a higher key
+    // and loses: the winner cannot change). The planner's output and the
+    // desired backends then die young instead of all living until a second
+    // pass, which at 10,000 Services is most of the sync's garbage. Contested
+    // and removed frontends wait for the pass below. Not after a failure: the
+    // mirror must be re-read first.
     try {
-      this.apply(w, result);
+      const streaming = !this.stale;
+      const diffed = new Set<string>();
+      for (const service of services) {
+        const mine = this.setDesired(service, plans.get(service) ?? [], affected, skipped);
+        if (!streaming) continue;
+        for (const d of mine) {
+          if (this.claimants.get(d.fk) !== service) continue;
+          this.adoptedUnclaimed.delete(d.fk);
+          this.diffFrontend(d, w, touchedVips, skipped);
+          diffed.add(d.fk);
+          if (this.pendingUpserts(w) >= FLUSH_ENTRIES) this.flushUpserts(w, result);
+        }
+      }
+
+      // The mirror is unknown after an earlier failure: read the maps first. The
+      // desired state above is kept either way, so nothing asked for is lost.
+      if (this.stale && !this.reload()) {
+        for (const fk of affected) this.dirty.add(fk);
+        return this.finish(result, 'datapath maps could not be read back after an earlier failure');
+      }
+      for (const fk of this.dirty) affected.add(fk); // a reload may have marked more
+      if (opts.full) for (const s of this.kSets.values()) affected.add(s.fk);
+
+      // ---- 2. diff each remaining concerned frontend against the mirror, updating the mirror
+      const order: string[] = [];
+      for (const fk of affected) if (!diffed.has(fk) || Array.isArray(this.claimants.get(fk))) order.push(fk);
+      if (order.length > 1) order.sort(cmp);
+      for (const fk of order) {
+        const want = this.winner(fk, skipped);
+        if (want) {
+          this.adoptedUnclaimed.delete(fk);
+          this.diffFrontend(want, w, touchedVips, skipped);
+          if (this.pendingUpserts(w) >= FLUSH_ENTRIES) this.flushUpserts(w, result);
+        } else if (this.haveFullDesired || !this.adoptedUnclaimed.has(fk)) {
+          this.removeFrontend(fk, w, touchedVips);
+        }
+      }
+
+      // ---- 3. what nothing accounts for any more
+      this.sweepOrphans(w, touchedVips, opts.full);
+      for (const addr of touchedVips) {
+        const wanted = (this.vipRefs.get(addr) ?? 0) > 0;
+        const have = this.kVips.get(addr);
+        if (wanted && have !== VIP_FLAG.REFUSE_UNKNOWN_PORT) {
+          w.vipWrites.push([addr, VIP_FLAG.REFUSE_UNKNOWN_PORT]);
+          this.kVips.set(addr, VIP_FLAG.REFUSE_UNKNOWN_PORT);
+        } else if (!wanted && have !== undefined) {
+          w.vipDeletes.push(addr);
+          this.kVips.delete(addr);
+        }
+      }
+      const unreferenced = [...this.unreferenced];
+      if (unreferenced.length > 1) unreferenced.sort((a, b) => a - b);
+      for (const id of unreferenced) {
+        if (this.danglingRefs.has(id)) continue;
+        const rec = this.kBackends.get(id);
+        if (rec) {
+          if (rec.refs > 0) continue;
+          this.kBackends.delete(id);
+          w.backendDeletes.push(id);
+          if (rec.tuple !== null && this.byTuple.get(rec.tuple) === rec) this.byTuple.delete(rec.tuple);
+        }
+        w.releaseBackendIds.push(id);
+      }
+      this.unreferenced.clear();
+
+      // ---- 4. apply what is still queued, in the order that keeps the live datapath consistent
+      this.applyUpserts(w, result);
+      this.applyDeletes(w, result);
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
-      this.logger.error('datapath map write failed; re-reading the maps, will retry', { error: message, frontends: affected.size });
+      this.logger.error('datapath sync failed; re-reading the maps, will retry', { error: message, frontends: affected.size });
       for (const fk of affected) this.dirty.add(fk);
       this.reload();
       return this.finish(result, message);
@@ -482,7 +525,30 @@ export class Reconciler {
     return this.finish(result);
   }
 
-  private apply(w: Writes, result: SyncResult): void {
+  private pendingUpserts(w: Writes): number {
+    return w.backendWrites.length + w.slotWrites.length + w.masterWrites.length;
+  }
+
+  /**
+   * Writes the upserts queued so far and starts new queues, so a sync of
+   * 10,000 Services never holds 200,000 queued entries (megabytes of columns
+   * that would outlive it in the heap until a full GC). Safe mid-diff: every
+   * master queued so far has its slots and backends queued before it, and
+   * applyUpserts keeps that order; deletions all wait for the end.
+   */
+  private flushUpserts(w: Writes, result: SyncResult): void {
+    this.applyUpserts(w, result);
+    w.backendWrites = new BackendWrites();
+    w.affWrites = [];
+    w.rangeWrites = [];
+    w.slotWrites = new SvcWrites();
+    w.metaWrites = [];
+    w.masterWrites = new SvcWrites();
+    w.vipWrites = [];
+  }
+
+  /** New and changed entries, each kind before what names it. */
+  private applyUpserts(w: Writes, result: SyncResult): void {
     const m = this.maps;
     const columns = hasColumnWrites(m) ? m : null;
     if (w.backendWrites.length) {
@@ -516,6 +582,11 @@ export class Reconciler {
       m.updateVips(w.vipWrites);
       result.auxWritten += w.vipWrites.length;
     }
+  }
+
+  /** Entries nothing names any more, masters first. */
+  private applyDeletes(w: Writes, result: SyncResult): void {
+    const m = this.maps;
     if (w.masterDeletes.length || w.slotDeletes.length) {
       m.deleteServices(w.masterDeletes.length ? w.masterDeletes.concat(w.slotDeletes) : w.slotDeletes);
       result.servicesDeleted += w.masterDeletes.length + w.slotDeletes.length;
@@ -545,7 +616,7 @@ export class Reconciler {
   // ------------------------------------------------------------------ desired state
 
   /** Replaces one Service's desired frontends; adds every frontend it had or has to `affected`. */
-  private setDesired(service: string, frontends: PlanFrontend[], affected: Set<string>, skipped: SkippedObject[]): void {
+  private setDesired(service: string, frontends: PlanFrontend[], affected: Set<string>, skipped: SkippedObject[]): readonly DesiredFrontend[] {
     const old = this.desired.get(service);
     if (old) {
       for (const d of old) {
@@ -571,7 +642,10 @@ export class Reconciler {
       affected.add(d.fk);
       this.claim(d.fk, service);
     }
-    if (mine.length) this.desired.set(service, mine);
+    if (mine.length === 0) return mine;
+    const kept = mine.length === 1 ? [mine[0]] : mine.slice(); // exact length: kept for long
+    this.desired.set(service, kept);
+    return kept;
   }
 
   private claim(fk: string, service: string): void {
@@ -642,6 +716,12 @@ export class Reconciler {
     // Backend ids of both sets, so the affinity pairs can be written before any slot names them.
     const ext = this.backendsFor(want.backends, want.base.proto, w);
     const int = want.internal ? this.backendsFor(want.internal, want.base.proto, w) : null;
+    // From now on the desired frontend names the mirror's records (made from or
+    // matched to its backends, so with the same tuple, address, port and flags)
+    // instead of holding a second object per backend: at 100,000 backends that
+    // is ~7 MiB less. A record is one per tuple, like the kernel's backend entry.
+    want.backends = ext as DesiredBackend[];
+    if (int) want.internal = int as DesiredBackend[];
     if (want.affinityTimeout > 0) this.diffAffinity(revNatId, (int ? ext.concat(int) : ext).map((r) => r.id), w);
     else this.diffAffinity(revNatId, NO_IDS, w);
     this.diffRanges(revNatId, want.sourceRanges, w);
@@ -667,9 +747,10 @@ export class Reconciler {
   /** Makes one entry set hold `recs` in slots 1..n and `master` in slot 0. */
   private diffSet(sid: string, fk: string, scope: number, base: FrontendBase, recs: readonly BackendRec[], master: SvcVal, w: Writes): void {
     let f = this.kSets.get(sid);
-    if (!f) this.kSets.set(sid, (f = { fk, scope, base, master: null, slots: [], slotCount: 0 }));
-
     const n = recs.length;
+    // Sized up front: an array grown slot by slot reserves 17 entries (≈ 150 bytes) at the first.
+    if (!f) this.kSets.set(sid, (f = { fk, scope, base, master: null, slots: new Array<number>(n + 1), slotCount: 0 }));
+
     for (let i = 0; i < n; i++) {
       const rec = recs[i];
       const slot = i + 1;

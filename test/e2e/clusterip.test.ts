@@ -166,9 +166,13 @@ describe('ClusterIP end to end', { timeout: 180_000 }, () => {
     const warn = await box.agent!.waitForLog('skipped invalid or unsupported input', 5000, from);
     assert.match(String(warn.object), /^(Service|EndpointSlice) e2e\//);
     await waitFor('bad-ip to be programmed with its one valid endpoint', () => masterCount('198.19.0.50', 80) === 1);
-    const reasons = box.agent!.logs.slice(from).filter((l) => l.msg === 'skipped invalid or unsupported input').map((l) => `${l.object}: ${l.reason}`);
-    assert.ok(reasons.some((r) => r.startsWith('EndpointSlice e2e/bad-ip-1') && r.includes('300.1.2.3')), reasons.join('\n'));
-    assert.ok(reasons.some((r) => r.startsWith('Service e2e/sctp') && /SCTP/.test(r)), reasons.join('\n'));
+    // The maps can be read before the agent's log line about them has come through the pipe: wait for both lines.
+    const reasons = () => box.agent!.logs.slice(from).filter((l) => l.msg === 'skipped invalid or unsupported input').map((l) => `${l.object}: ${l.reason}`);
+    await waitFor('the bad endpoint address and the SCTP port to be reported', () =>
+      reasons().some((r) => r.startsWith('EndpointSlice e2e/bad-ip-1') && r.includes('300.1.2.3')) && reasons().some((r) => r.startsWith('Service e2e/sctp') && /SCTP/.test(r)),
+    ).catch((e: Error) => {
+      throw new Error(`${e.message}; reported:\n${reasons().join('\n')}`);
+    });
     assert.equal(box.agent!.child.exitCode, null, 'the agent keeps running');
     // web's entries are unchanged: the port-less slice adds nothing.
     const webNow = kernelState().services.filter(([k]) => k.addr === '198.19.0.10');

@@ -29,7 +29,7 @@ function recorder(): { changes: ClusterChange[]; seen: (c: Partial<ClusterChange
   };
 }
 
-const names = (xs: Array<{ metadata?: { namespace?: string; name?: string } }>): string[] =>
+const names = (xs: ReadonlyArray<{ metadata?: { namespace?: string; name?: string } }>): string[] =>
   xs.map((x) => `${x.metadata?.namespace ? x.metadata.namespace + '/' : ''}${x.metadata?.name}`);
 
 function testLogger(): Logger & { warnings: string[] } {

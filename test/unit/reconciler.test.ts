@@ -9,7 +9,7 @@ import type { PlanFrontend, Protocol } from '../../agent/plan/types.js';
 import { IPPROTO, SCOPE, SVC_FLAG } from '../../agent/maps/layout.js';
 import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
 import { Reconciler } from '../../agent/reconcile/reconciler.js';
-import { quiet, plans, setup, syncChecked } from './support/reconcile-harness.js';
+import { quiet, plans, setup, syncChecked, syncCheckedPerCall } from './support/reconcile-harness.js';
 import { copyState, programmed } from './support/datapath-state.js';
 
 function fe(service: string, address: string, port: number, backends: string[], protocol: Protocol = 'TCP'): PlanFrontend {
@@ -48,11 +48,11 @@ describe('Reconciler', () => {
       { w: res.servicesWritten, d: res.servicesDeleted, bw: res.backendsWritten, bd: res.backendsDeleted, f: res.frontends, b: res.backends },
       { w: 5, d: 0, bw: 3, bd: 0, f: 2, b: 3 },
     );
-    // Master layout: count, revNatId (from 1, in frontend key order), flags, EXTERNAL scope.
+    // Master layout: count, revNatId (from 1, in Service key order: default/dns first), flags, EXTERNAL scope.
     const master = [...maps.services.values()].find(([k]) => k.slot === 0 && k.port === 80)!;
     assert.deepEqual(master, [
       { addr: '10.96.0.10', port: 80, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL },
-      { backendId: 0, count: 2, revNatId: 1, flags: SVC_FLAG.CLUSTER_IP },
+      { backendId: 0, count: 2, revNatId: 2, flags: SVC_FLAG.CLUSTER_IP },
     ]);
     assert.deepEqual([...maps.backends.keys()].sort(), [1, 2, 3]);
     assert.deepEqual(res.skipped, []);
@@ -193,6 +193,29 @@ describe('Reconciler', () => {
     syncChecked(maps, r, plans(fe('k/dns', '10.96.0.10', 53, ['10.0.0.1:53'], 'UDP'), fe('k/dns', '10.96.0.10', 53, ['10.0.0.1:53'], 'TCP')), true);
     assert.deepEqual([maps.backends.size, r.frontendCount], [2, 2]);
     assert.deepEqual(new Set([...maps.backends.values()].map((b) => b.proto)), new Set([IPPROTO.TCP, IPPROTO.UDP]));
+  });
+
+  it('a sync too large for one round writes its upserts in several, each keeping the live order', () => {
+    // 1,700 Services × 10 backends queue > 16,384 entries: at least two rounds of
+    // backends → slots → masters before the deletions at the end.
+    const big = (gen: number) =>
+      Array.from({ length: 1700 }, (_, i) =>
+        fe(`default/s${String(i).padStart(4, '0')}`, `10.96.${i >> 8}.${i & 255}`, 80, Array.from({ length: 10 }, (_, j) => `10.${gen}.${i >> 4}.${(i & 15) * 10 + j}:80`)),
+      );
+    const { maps, r } = setup();
+    const first = syncCheckedPerCall(maps, r, plans(...big(1)), true);
+    assert.equal(first.ok, true);
+    assert.ok(methods(maps).filter((m) => m.startsWith('updateBackends')).length >= 2, methods(maps).join(' '));
+    assert.deepEqual([first.frontends, first.backends, first.backendsWritten], [1700, 17000, 17000]);
+    // Every backend replaced: new ones in rounds, the 17,000 old ones deleted once at the end.
+    const from = maps.calls.length;
+    const second = syncCheckedPerCall(maps, r, plans(...big(2)), true);
+    assert.equal(second.ok, true);
+    const calls = methods(maps, from);
+    assert.deepEqual(calls.slice(-1), ['deleteBackends(17000)']);
+    assert.equal(calls.filter((m) => m.startsWith('delete')).length, 1);
+    assert.equal(programmed(copyState(maps))['10.96.0.1:80/TCP'].length, 10);
+    assert.equal(maps.backends.size, 17000);
   });
 
   it('a frontend with no backends is a master with count 0 (the datapath refuses)', () => {

@@ -124,11 +124,12 @@ export function strictViolations(m: MapState): string[] {
 
 /**
  * Replays `ops` over `initial` and checks liveViolations after every single
- * op. Returns the first violations found, tagged with the op index.
+ * op (or only after the op indexes in `checkAfter`: a reader between batch
+ * calls, for syncs too large to check entry by entry). Returns the first violations found, tagged with the op index.
  * Violations already present in `initial` (an inconsistent adopted state)
  * are tolerated while they last; none may be added.
  */
-export function replayViolations(initial: MapState, ops: readonly MapOp[]): string[] {
+export function replayViolations(initial: MapState, ops: readonly MapOp[], checkAfter?: ReadonlySet<number>): string[] {
   const s: MapState = copyState(initial);
   const baseline = new Set(liveViolations(s));
   for (let i = 0; i < ops.length; i++) {
@@ -165,6 +166,7 @@ export function replayViolations(initial: MapState, ops: readonly MapOp[]): stri
         s.svcMeta.delete(op.id);
         break;
     }
+    if (checkAfter && !checkAfter.has(i)) continue;
     const errs = liveViolations(s).filter((e) => !baseline.has(e));
     if (errs.length) return errs.map((e) => `after op ${i} (${op.kind}): ${e}`);
   }

@@ -28,3 +28,23 @@ export function syncChecked(maps: MemoryDatapathMaps, r: Reconciler, p: Map<stri
   if (res.ok) assert.deepEqual(strictViolations(copyState(maps)), [], 'strict invariant after the sync');
   return res;
 }
+
+/**
+ * syncChecked for syncs of tens of thousands of entries: the live invariant is
+ * checked after every batch call (what a reader between two calls sees), not
+ * after every entry.
+ */
+export function syncCheckedPerCall(maps: MemoryDatapathMaps, r: Reconciler, p: Map<string, PlanFrontend[]>, full: boolean): SyncResult {
+  const before = copyState(maps);
+  const fromOp = maps.ops.length;
+  const fromCall = maps.calls.length;
+  const res = r.sync(p, { full });
+  const ops = maps.ops.slice(fromOp);
+  const ends = new Set<number>();
+  let n = 0;
+  for (const c of maps.calls.slice(fromCall)) ends.add((n += c.entries) - 1);
+  assert.equal(n, ops.length, 'one op per entry of each call');
+  assert.deepEqual(replayViolations(before, ops, ends), [], 'live invariant between the batch calls of the sync');
+  if (res.ok) assert.deepEqual(strictViolations(copyState(maps)), [], 'strict invariant after the sync');
+  return res;
+}
