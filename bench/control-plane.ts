@@ -29,7 +29,7 @@ export const benchAgentBin = process.env.KPR_BENCH_AGENT_BIN ?? agentBin;
 
 export function agentAvailable(): boolean {
   if (process.env.KPR_BENCH_AGENT_BIN) return existsSync(benchAgentBin);
-  return existsSync(path.join(repoRoot, 'dist', 'agent', 'main.js'));
+  return existsSync(path.join(repoRoot, 'dist', 'kpr-agent.mjs')); // what bin/kpr-agent runs
 }
 
 /** `nodeObj` and `toObjects` default to the ClusterIP scenario's Node and objects. */
@@ -201,6 +201,8 @@ export interface ChangeSamples {
   durationMs: number[];
   /** api.update() → the agent's "sync" log line read by the bench (includes watch delivery and log pipe). */
   apiToLogMs: number[];
+  /** When each change was made, ms after the agent was spawned. */
+  atMs: number[];
   timeouts: number;
 }
 
@@ -217,7 +219,7 @@ export async function endpointChanges(
   budgetMs: number,
   between: (i: number) => Promise<void>,
 ): Promise<ChangeSamples> {
-  const out: ChangeSamples = { eventToMapsMs: [], durationMs: [], apiToLogMs: [], timeouts: 0 };
+  const out: ChangeSamples = { eventToMapsMs: [], durationMs: [], apiToLogMs: [], atMs: [], timeouts: 0 };
   const deadline = Date.now() + budgetMs;
   let notReady = false;
   for (let i = 0; i < count && Date.now() < deadline; i++) {
@@ -234,6 +236,7 @@ export async function endpointChanges(
       const rec = await seen;
       if (rec.msg !== 'sync') throw new Error(`change ${i + 1}: the agent's sync failed: ${JSON.stringify(rec)}`);
       out.apiToLogMs.push(Number(process.hrtime.bigint() - t0) / 1e6);
+      out.atMs.push(Number(t0 - agent.started) / 1e6);
       out.eventToMapsMs.push(Number(rec.eventToMapsMs));
       out.durationMs.push(Number(rec.durationMs));
     } catch (err) {

@@ -141,7 +141,7 @@ interface Results {
       coldMs: number;
       spawnToSyncedMs: number;
       initialSyncLog: Record<string, unknown>;
-      change?: { eventToMapsMs: ReturnType<typeof dist>; durationMs: ReturnType<typeof dist>; apiToLogMs: ReturnType<typeof dist>; timeouts: number };
+      change?: { eventToMapsMs: ReturnType<typeof dist>; durationMs: ReturnType<typeof dist>; apiToLogMs: ReturnType<typeof dist>; timeouts: number; slowest: Array<{ change: number; eventToMapsMs: number; durationMs: number; atMs: number }> };
       rssMiB: { afterInitialSync: number; afterChanges?: number; phases?: RssPhases };
     };
     iptables?: {
@@ -275,7 +275,17 @@ async function phaseAtScale(res: Results, withKpr: boolean): Promise<void> {
         coldMs: kpr.initial.cacheSyncedToMapsWrittenMs,
         spawnToSyncedMs: round(kpr.initial.spawnToSyncedMs),
         initialSyncLog: kpr.initial.record,
-        change: { eventToMapsMs: dist(c.eventToMapsMs), durationMs: dist(c.durationMs), apiToLogMs: dist(c.apiToLogMs), timeouts: c.timeouts },
+        change: {
+          eventToMapsMs: dist(c.eventToMapsMs),
+          durationMs: dist(c.durationMs),
+          apiToLogMs: dist(c.apiToLogMs),
+          timeouts: c.timeouts,
+          // The tail, for reading what it coincides with (an iptables step every `every` changes, the 30 s full sync).
+          slowest: c.eventToMapsMs
+            .map((ms, i) => ({ change: i + 1, eventToMapsMs: round(ms, 3), durationMs: round(c.durationMs[i], 3), atMs: round(c.atMs[i]) }))
+            .sort((a, b) => b.eventToMapsMs - a.eventToMapsMs)
+            .slice(0, 12),
+        },
         rssMiB: {
           afterInitialSync: round(kpr.initial.rssKiB / MiB, 1),
           afterChanges: kpr.rssAfterChangesKiB ? round(kpr.rssAfterChangesKiB / MiB, 1) : undefined,
@@ -505,7 +515,7 @@ async function main(): Promise<void> {
   buildHelpers();
   const withKpr = !cfg.skip.has('agent') && agentAvailable();
   if (!withKpr) {
-    const why = cfg.skip.has('agent') ? 'skipped (--skip agent)' : 'dist/agent/main.js is missing (build the agent first)';
+    const why = cfg.skip.has('agent') ? 'skipped (--skip agent)' : 'dist/kpr-agent.mjs is missing (make build)';
     log(`kpr agent: ${why}; measuring the iptables and direct-to-pod halves only`);
     res.errors.push(`kpr agent not run: ${why}`);
   }

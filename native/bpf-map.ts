@@ -17,6 +17,9 @@ const E = constants.errno;
 const ENOTSUPP = 524; // kernel-internal, leaks from the bpf() syscall
 
 /** Update flags (BPF_ANY etc. in linux/bpf.h). */
+/** Entries lookupBatch() makes room for at first (it doubles as needed). */
+export const LOOKUP_BATCH_INITIAL = 4096;
+
 export const BPF_ANY = 0;
 export const BPF_NOEXIST = 1;
 export const BPF_EXIST = 2;
@@ -311,9 +314,12 @@ export class BpfMap {
     const fd = this.#live('map lookup batch');
     const ks = this.keySize;
     const vs = this.valueStride;
-    let cap = Math.max(1, Math.min(this.maxEntries, 1 << 18));
-    let keys = Buffer.alloc(cap * ks);
-    let values = Buffer.alloc(cap * vs);
+    // Sized for what the map holds, not for max_entries: growing by doubling costs
+    // one extra copy of the data, while a max_entries-sized buffer (20 MB for an
+    // empty 262,144-entry conntrack map, every sweep) churns the process's memory.
+    let cap = Math.max(1, Math.min(this.maxEntries, LOOKUP_BATCH_INITIAL));
+    let keys = Buffer.allocUnsafe(cap * ks);
+    let values = Buffer.allocUnsafe(cap * vs);
     const tokLen = Math.max(ks, 8);
     const inTok = Buffer.alloc(tokLen);
     const outTok = Buffer.alloc(tokLen);
@@ -322,9 +328,9 @@ export class BpfMap {
     let first = true;
     const grow = () => {
       cap *= 2;
-      const k = Buffer.alloc(cap * ks);
+      const k = Buffer.allocUnsafe(cap * ks);
       keys.copy(k, 0, 0, total * ks);
-      const v = Buffer.alloc(cap * vs);
+      const v = Buffer.allocUnsafe(cap * vs);
       values.copy(v, 0, 0, total * vs);
       keys = k;
       values = v;

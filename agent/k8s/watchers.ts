@@ -75,7 +75,7 @@ export interface ClusterWatchOptions {
   endpointSliceLabelSelector?: string;
   /**
    * Page size of the initial (and any re-)lists (limit/continue): the agent never holds
-   * one giant list response, whose transient peak RSS V8 would keep. 0 = unpaginated. Default 500.
+   * one giant list response, whose transient peak RSS V8 would keep. 0 = unpaginated. Default 100.
    */
   listPageSize?: number;
   /** First restart delay after an informer error (doubles up to maxRestartBackoffMs). Default 200. */
@@ -84,6 +84,11 @@ export interface ClusterWatchOptions {
 }
 
 const NO_SLICES: readonly V1EndpointSlice[] = Object.freeze([]);
+
+/** Code-point order of the entries' keys (as Go sorts strings; localeCompare is ~10× slower and locale-dependent). */
+function byKey([a]: [string, unknown], [b]: [string, unknown]): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
 
 export function objectKey(o: KubernetesObject): string {
   const ns = o.metadata?.namespace;
@@ -199,7 +204,7 @@ export class ClusterWatch {
 
   /** All watched Services, sorted by ns/name. */
   services(): V1Service[] {
-    return [...this.svcs.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, s]) => s);
+    return [...this.svcs.entries()].sort(byKey).map(([, s]) => s);
   }
 
   service(namespace: string, name: string): V1Service | undefined {
@@ -213,7 +218,7 @@ export class ClusterWatch {
 
   /** All indexed EndpointSlices (those with a service-name label), sorted by ns/name. */
   endpointSlices(): V1EndpointSlice[] {
-    return [...this.slices.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, e]) => e.slice);
+    return [...this.slices.entries()].sort(byKey).map(([, e]) => e.slice);
   }
 
   node(): V1Node | undefined {
