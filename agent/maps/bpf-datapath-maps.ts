@@ -311,31 +311,32 @@ export class BpfDatapathMaps implements DatapathMaps {
     const n = vals.length;
     if (n === 0) return;
     if (bases.length !== n || scopeSlots.length !== n) throw new Error('updateServiceColumns: columns of different lengths');
-    const ks = SVC_KEY.size;
-    const vs = SVC_VAL.size;
+    this.writeInRounds(this.svcMap, n, SVC_KEY.size, SVC_VAL.size, (i, keys, o, values, vo) => {
+      const base = bases[i];
+      const ss = scopeSlots[i];
+      const port = base.port;
+      this.addrs.write(base.addr, keys, o);
+      if (isU16(port)) {
+        keys[o + 16] = port >>> 8;
+        keys[o + 17] = port & 0xff;
+      } else keys.writeUInt16BE(port, o + 16); // throws
+      keys[o + 18] = ss & 0xff;
+      keys[o + 19] = (ss >>> 8) & 0xff;
+      keys[o + 20] = base.proto;
+      keys[o + 21] = ss >>> 16;
+      const v = vals[i];
+      if (typeof v === 'number') packSlotVal(v, values, vo);
+      else packSvcVal(v, values, vo);
+    });
+  }
+
+  /** Writes n entries in rounds of BATCH_CHUNK from the reused buffers; pack() encodes entry i at the offsets given. */
+  private writeInRounds(map: BpfMap, n: number, keySize: number, valueSize: number, pack: (i: number, keys: Buffer, keyOff: number, values: Buffer, valueOff: number) => void): void {
     for (let start = 0; start < n; start += BATCH_CHUNK) {
       const m = Math.min(BATCH_CHUNK, n - start);
-      const { keys, values } = this.scratch.take(m * ks, m * vs);
-      for (let j = 0; j < m; j++) {
-        const i = start + j;
-        const base = bases[i];
-        const ss = scopeSlots[i];
-        const o = j * ks;
-        const port = base.port;
-        this.addrs.write(base.addr, keys, o);
-        if (isU16(port)) {
-          keys[o + 16] = port >>> 8;
-          keys[o + 17] = port & 0xff;
-        } else keys.writeUInt16BE(port, o + 16); // throws
-        keys[o + 18] = ss & 0xff;
-        keys[o + 19] = (ss >>> 8) & 0xff;
-        keys[o + 20] = base.proto;
-        keys[o + 21] = ss >>> 16;
-        const v = vals[i];
-        if (typeof v === 'number') packSlotVal(v, values, j * vs);
-        else packSvcVal(v, values, j * vs);
-      }
-      this.svcMap.updateBatch(keys, values, m);
+      const { keys, values } = this.scratch.take(m * keySize, m * valueSize);
+      for (let j = 0; j < m; j++) pack(start + j, keys, j * keySize, values, j * valueSize);
+      map.updateBatch(keys, values, m);
     }
   }
 
@@ -356,17 +357,10 @@ export class BpfDatapathMaps implements DatapathMaps {
     const n = ids.length;
     if (n === 0) return;
     if (recs.length !== n) throw new Error('updateBackendColumns: columns of different lengths');
-    const ks = BACKEND_ID_SIZE;
-    const vs = BACKEND.size;
-    for (let start = 0; start < n; start += BATCH_CHUNK) {
-      const m = Math.min(BATCH_CHUNK, n - start);
-      const { keys, values } = this.scratch.take(m * ks, m * vs);
-      for (let j = 0; j < m; j++) {
-        packId(ids[start + j], keys, j * ks);
-        packBackend(recs[start + j], values, j * vs);
-      }
-      this.backendMap.updateBatch(keys, values, m);
-    }
+    this.writeInRounds(this.backendMap, n, BACKEND_ID_SIZE, BACKEND.size, (i, keys, ko, values, vo) => {
+      packId(ids[i], keys, ko);
+      packBackend(recs[i], values, vo);
+    });
   }
 
   deleteBackends(ids: number[]): void {

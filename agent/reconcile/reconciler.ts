@@ -237,15 +237,14 @@ function hasColumnWrites(m: DatapathMaps): m is DatapathMaps & ColumnWriteMaps {
 /** Upserts queued beyond this many service/backend entries are written before the diff goes on (see flushUpserts). */
 const FLUSH_ENTRIES = 16384;
 
+/** Empty queues of the entries written (upserts: steps 1–6). */
+function newUpserts(): Pick<Writes, 'backendWrites' | 'affWrites' | 'rangeWrites' | 'slotWrites' | 'metaWrites' | 'masterWrites' | 'vipWrites'> {
+  return { backendWrites: new BackendWrites(), affWrites: [], rangeWrites: [], slotWrites: new SvcWrites(), metaWrites: [], masterWrites: new SvcWrites(), vipWrites: [] };
+}
+
 function newWrites(): Writes {
   return {
-    backendWrites: new BackendWrites(),
-    affWrites: [],
-    rangeWrites: [],
-    slotWrites: new SvcWrites(),
-    metaWrites: [],
-    masterWrites: new SvcWrites(),
-    vipWrites: [],
+    ...newUpserts(),
     masterDeletes: [],
     slotDeletes: [],
     affDeletes: [],
@@ -448,9 +447,8 @@ export class Reconciler {
         for (const d of mine) {
           if (this.claimants.get(d.fk) !== service) continue;
           this.adoptedUnclaimed.delete(d.fk);
-          this.diffFrontend(d, w, touchedVips, skipped);
+          this.diffQueued(d, w, touchedVips, skipped, result);
           diffed.add(d.fk);
-          if (this.pendingUpserts(w) >= FLUSH_ENTRIES) this.flushUpserts(w, result);
         }
       }
 
@@ -471,8 +469,7 @@ export class Reconciler {
         const want = this.winner(fk, skipped);
         if (want) {
           this.adoptedUnclaimed.delete(fk);
-          this.diffFrontend(want, w, touchedVips, skipped);
-          if (this.pendingUpserts(w) >= FLUSH_ENTRIES) this.flushUpserts(w, result);
+          this.diffQueued(want, w, touchedVips, skipped, result);
         } else if (this.haveFullDesired || !this.adoptedUnclaimed.has(fk)) {
           this.removeFrontend(fk, w, touchedVips);
         }
@@ -525,10 +522,6 @@ export class Reconciler {
     return this.finish(result);
   }
 
-  private pendingUpserts(w: Writes): number {
-    return w.backendWrites.length + w.slotWrites.length + w.masterWrites.length;
-  }
-
   /**
    * Writes the upserts queued so far and starts new queues, so a sync of
    * 10,000 Services never holds 200,000 queued entries (megabytes of columns
@@ -538,13 +531,13 @@ export class Reconciler {
    */
   private flushUpserts(w: Writes, result: SyncResult): void {
     this.applyUpserts(w, result);
-    w.backendWrites = new BackendWrites();
-    w.affWrites = [];
-    w.rangeWrites = [];
-    w.slotWrites = new SvcWrites();
-    w.metaWrites = [];
-    w.masterWrites = new SvcWrites();
-    w.vipWrites = [];
+    Object.assign(w, newUpserts());
+  }
+
+  /** diffFrontend, then a round of writes if enough is queued. */
+  private diffQueued(want: DesiredFrontend, w: Writes, touchedVips: Set<string>, skipped: SkippedObject[], result: SyncResult): void {
+    this.diffFrontend(want, w, touchedVips, skipped);
+    if (w.backendWrites.length + w.slotWrites.length + w.masterWrites.length >= FLUSH_ENTRIES) this.flushUpserts(w, result);
   }
 
   /** New and changed entries, each kind before what names it. */

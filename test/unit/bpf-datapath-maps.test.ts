@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { BpfMap } from '../../native/index.js';
-import { BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
+import { BATCH_CHUNK, BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
 import {
   AFFINITY_MATCH_KEY,
   BACKEND,
@@ -87,6 +87,30 @@ describe('BpfDatapathMaps', () => {
     assert.deepEqual(m.backend.updates[0].keys, concat(backends, BACKEND_ID_SIZE, ([id], b, o) => encodeBackendId(id, b, o)));
     assert.deepEqual(m.backend.updates[0].values, concat(backends, BACKEND.size, ([, v], b, o) => encodeBackend(v, b, o)));
     assert.deepEqual(d.dumpBackends(), backends);
+  });
+
+  it('column writes go in rounds of BATCH_CHUNK from reused buffers: the same bytes as the codecs, no stale byte', () => {
+    const { m, d } = maps();
+    const n = BATCH_CHUNK * 2 + 1000;
+    const bases = Array.from({ length: n }, (_, i) => ({ addr: `10.96.${i >> 8 & 255}.${i & 255}`, port: 80 + (i % 3), proto: 6 }));
+    const scopeSlots = bases.map((_, i) => (i % 2) * 0x10000 + (i % 11));
+    // Masters with every field set, then (below) slots that set only the backend id: a reused buffer must be zeroed.
+    const masters: SvcVal[] = bases.map((_, i) => ({ backendId: 60 + i, count: 11, revNatId: (i % 60000) + 1, flags: 0x1f }));
+    d.updateServiceColumns(bases, scopeSlots, masters);
+    assert.deepEqual(m.svc.updates.map((u) => u.count), [BATCH_CHUNK, BATCH_CHUNK, 1000]);
+    const keyOf = (i: number): SvcKey => ({ ...bases[i], scope: scopeSlots[i] >> 16, slot: scopeSlots[i] & 0xffff });
+    const all = Array.from({ length: n }, (_, i) => i);
+    assert.deepEqual(Buffer.concat(m.svc.updates.map((u) => u.keys)), concat(all, SVC_KEY.size, (i, b, o) => encodeSvcKey(keyOf(i), b, o)));
+    assert.deepEqual(Buffer.concat(m.svc.updates.map((u) => u.values)), concat(masters, SVC_VAL.size, (v, b, o) => encodeSvcVal(v, b, o)));
+    m.svc.updates = [];
+    const ids = all.map((i) => i + 1);
+    d.updateServiceColumns(bases, scopeSlots, ids);
+    assert.deepEqual(Buffer.concat(m.svc.updates.map((u) => u.values)), concat(ids, SVC_VAL.size, (id, b, o) => encodeSvcVal({ backendId: id, count: 0, revNatId: 0, flags: 0 }, b, o)));
+    const recs: Backend[] = all.map((i) => ({ addr: `10.1.${i >> 8 & 255}.${i & 255}`, port: 8080, proto: 17, flags: i % 2 }));
+    d.updateBackendColumns(ids, recs);
+    assert.deepEqual(m.backend.updates.map((u) => u.count), [BATCH_CHUNK, BATCH_CHUNK, 1000]);
+    assert.deepEqual(Buffer.concat(m.backend.updates.map((u) => u.values)), concat(recs, BACKEND.size, (v, b, o) => encodeBackend(v, b, o)));
+    assert.deepEqual(Buffer.concat(m.backend.updates.map((u) => u.keys)), concat(ids, BACKEND_ID_SIZE, (id, b, o) => encodeBackendId(id, b, o)));
   });
 
   it('an invalid address throws as the codec does (nothing half-written)', () => {
