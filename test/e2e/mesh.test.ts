@@ -78,8 +78,9 @@ describe('service-mesh mode (--socket-lb-host-only) on two nodes', { timeout: 12
   function assertSpread(rep: ClientReport, total: number, what: string): void {
     assert.equal(rep.failed, 0, `${what}: ${JSON.stringify(rep.errors)}`);
     assert.equal(rep.ok, total, what);
-    // Fair share total/3; a quarter of the total is far below it (several standard deviations for these counts).
-    for (const b of BACKENDS) assert.ok((rep.byPod[b] ?? 0) >= total / 6, `${what}: ${b} got ${rep.byPod[b] ?? 0} of ${total}: ${JSON.stringify(rep.byPod)}`);
+    // Fair share total/3. The floor is a quarter of it: a uniform choice falls below that with
+    // probability ~1e-6 per backend for 60 flows (total/6, used before, has P ≈ 1e-3 per backend: ~2% of runs failed).
+    for (const b of BACKENDS) assert.ok((rep.byPod[b] ?? 0) >= total / 12, `${what}: ${b} got ${rep.byPod[b] ?? 0} of ${total}: ${JSON.stringify(rep.byPod)}`);
   }
 
   before(async () => {
@@ -109,8 +110,8 @@ describe('service-mesh mode (--socket-lb-host-only) on two nodes', { timeout: 12
   });
 
   test('a pod outside any kpr cgroup is served the same way by tc', async () => {
-    const rep = await box.client(box.pods.get('caller')!.ns, 'http', `${MESH_IP}:80`, { extra: ['--count', '30'] });
-    assertSpread(rep, 30, 'pod (no cgroup) to ClusterIP');
+    const rep = await box.client(box.pods.get('caller')!.ns, 'http', `${MESH_IP}:80`, { extra: ['--count', '60'] });
+    assertSpread(rep, 60, 'pod (no cgroup) to ClusterIP');
     assert.deepEqual(Object.keys(rep.peers), [`${MESH_IP}:80`]);
   });
 
