@@ -82,8 +82,7 @@ export class Agent {
       onSync: (r) => {
         obs.synced(r);
         if (r.full && r.trigger !== 'initial' && r.result.ok) {
-          const released = memory.afterFullSync();
-          if (released) log.debug('memory released after a full sync', { ...released, ...memoryFields() });
+          log.debug('memory released after a full sync', { ...memory.afterFullSync(), ...memoryFields() });
         }
         this.hooks.onSync?.(r);
       },

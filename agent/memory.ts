@@ -32,26 +32,19 @@ function release(): Released {
   return { ms: Math.round((performance.now() - started) * 10) / 10, fullGc: gc !== undefined };
 }
 
-/** A full sync grew the heap by this much over what the last release left: worth a release. */
-const GROWTH_WORTH_RELEASING = 1.1;
-
+/** When to return memory: after the initial sync and after every later full sync. */
 export class MemoryReleaser {
-  private heapAfterRelease = 0;
-
-  /** After the initial sync: always. */
+  /** After the initial sync. */
   afterInitialSync(): Released {
-    return this.releaseNow();
+    return release();
   }
 
-  /** After a periodic or event-triggered full sync: only when the heap grew since the last release. */
-  afterFullSync(): Released | undefined {
-    if (process.memoryUsage().heapUsed < this.heapAfterRelease * GROWTH_WORTH_RELEASING) return undefined;
-    return this.releaseNow();
-  }
-
-  private releaseNow(): Released {
-    const r = release();
-    this.heapAfterRelease = process.memoryUsage().heapUsed;
-    return r;
+  /**
+   * After a periodic (or retried) full sync: every Service was re-planned, so
+   * the heap holds a sync's worth of garbage. Released every time: a
+   * threshold on heap growth let the RSS creep up by ~10 MiB a sync.
+   */
+  afterFullSync(): Released {
+    return release();
   }
 }
