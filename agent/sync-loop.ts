@@ -5,10 +5,9 @@
  * repairs drift; a failed sync is retried with backoff.
  */
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
-import { planService, type PlanContext, type PlanFrontend, type ServiceHealthCheck, type SkippedObject } from './plan/index.js';
+import { planService, serviceKeyOf, type PlanContext, type PlanFrontend, type ServiceHealthCheck, type SkippedObject } from './plan/index.js';
 import type { PlanSource, Reconciler, SyncResult } from './reconcile/reconciler.js';
 import type { Logger } from './log.js';
-import { flatKey } from './flat-key.js';
 
 /** What the loop reads from the watch layer's caches. */
 export interface ClusterSource {
@@ -182,7 +181,7 @@ export class SyncLoop {
     const started = this.now();
     const full = this.needFull;
     // On a full sync, keys touched by events but no longer present still need their frontends removed.
-    const keySet = new Set(full ? this.src.services().map((s) => flatKey('/', s.metadata?.namespace ?? '', s.metadata?.name ?? '')) : []);
+    const keySet = new Set(full ? this.src.services().map(serviceKeyOf) : []);
     for (const k of this.dirty) keySet.add(k);
     const keys = [...keySet];
     const changeAt = this.oldestChangeAt;

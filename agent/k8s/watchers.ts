@@ -264,7 +264,9 @@ export class ClusterWatch {
         return ctl;
       }
     }
-    const typed = (o: any): T => prune(o.constructor === Object ? (ObjectSerializer.deserialize(o, typeName, '') as T) : (o as T));
+    // Raw JSON (list pages, watch events) becomes the client-node model type, as a typed cache holds it.
+    const asModel = (o: any): T => (o && o.constructor === Object ? (ObjectSerializer.deserialize(o, typeName, '') as T) : (o as T));
+    const typed = (o: any): T => prune(asModel(o));
     const typedList = async (): Promise<KubernetesListObject<T>> => {
       const page = (q: { limit?: number; continue?: string }) => listPage<T>(this.kc, path, { labelSelector, fieldSelector, ...q });
       const l = await this.listAll(kind, page, typed);
@@ -274,15 +276,13 @@ export class ClusterWatch {
       return l;
     };
     const lw = new ListWatch<T>(path, new GuardedWatch(watchConfig), typedList, false, labelSelector, fieldSelector);
-    // Watch-event objects are raw JSON; list items are client-node model instances. Normalize.
-    const normalize = (o: any): T => (o && o.constructor === Object ? (ObjectSerializer.deserialize(o, typeName, '') as T) : (o as T));
     const origOn = lw.on.bind(lw) as (verb: string, cb: (x: any) => void) => void;
     (lw as any).on = (verb: string, cb: (x: any) => void) => {
       if (verb === 'add' || verb === 'update' || verb === 'delete') {
         origOn(verb, (o: any) => {
           if (this.stopped) return;
           try {
-            cb(normalize(o));
+            cb(asModel(o)); // already typed when cached; kept for anything ListWatch hands over raw
           } catch (e) {
             this.log.error('k8s event handler failed', { kind, verb, error: String((e as Error)?.stack ?? e) });
           }

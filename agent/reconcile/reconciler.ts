@@ -557,24 +557,24 @@ export class Reconciler {
       m.updateSrcRanges(w.rangeWrites);
       result.auxWritten += w.rangeWrites.length;
     }
-    if (w.slotWrites.length) {
-      if (columns) columns.updateServiceColumns(w.slotWrites.bases, w.slotWrites.scopeSlots, w.slotWrites.vals);
-      else m.updateServices(w.slotWrites.entries());
-      result.servicesWritten += w.slotWrites.length;
-    }
+    this.writeServices(w.slotWrites, columns, result);
     if (w.metaWrites.length) {
       m.updateSvcMeta(w.metaWrites);
       result.auxWritten += w.metaWrites.length;
     }
-    if (w.masterWrites.length) {
-      if (columns) columns.updateServiceColumns(w.masterWrites.bases, w.masterWrites.scopeSlots, w.masterWrites.vals);
-      else m.updateServices(w.masterWrites.entries());
-      result.servicesWritten += w.masterWrites.length;
-    }
+    this.writeServices(w.masterWrites, columns, result);
     if (w.vipWrites.length) {
       m.updateVips(w.vipWrites);
       result.auxWritten += w.vipWrites.length;
     }
+  }
+
+  /** One batch of service-map entries (slots or masters), by column when the maps take columns. */
+  private writeServices(sw: SvcWrites, columns: ColumnWriteMaps | null, result: SyncResult): void {
+    if (!sw.length) return;
+    if (columns) columns.updateServiceColumns(sw.bases, sw.scopeSlots, sw.vals);
+    else this.maps.updateServices(sw.entries());
+    result.servicesWritten += sw.length;
   }
 
   /** Entries nothing names any more, masters first. */
