@@ -203,7 +203,24 @@ export interface ChangeSamples {
   apiToLogMs: number[];
   /** When each change was made, ms after the agent was spawned. */
   atMs: number[];
+  /** How long the agent had been idle (no change since the previous sync was seen), ms, per change. */
+  idleBeforeMs: number[];
   timeouts: number;
+}
+
+/**
+ * A change made after the agent sat idle at least this long (the runner's
+ * iptables steps make such pauses) runs on cold CPU caches: on the 2-CPU VM
+ * the benchmark was written on, its sync took 2–4× as long as back to back.
+ */
+export const PAUSE_MS = 50;
+
+/** eventToMapsMs of the changes made back to back, and of those made after the agent sat idle ≥ pauseMs. */
+export function splitByPause(c: Pick<ChangeSamples, 'eventToMapsMs' | 'idleBeforeMs'>, pauseMs = PAUSE_MS): { backToBack: number[]; afterPause: number[] } {
+  const backToBack: number[] = [];
+  const afterPause: number[] = [];
+  c.eventToMapsMs.forEach((ms, i) => ((c.idleBeforeMs[i] ?? 0) >= pauseMs ? afterPause : backToBack).push(ms));
+  return { backToBack, afterPause };
 }
 
 /**
@@ -219,7 +236,8 @@ export async function endpointChanges(
   budgetMs: number,
   between: (i: number) => Promise<void>,
 ): Promise<ChangeSamples> {
-  const out: ChangeSamples = { eventToMapsMs: [], durationMs: [], apiToLogMs: [], atMs: [], timeouts: 0 };
+  const out: ChangeSamples = { eventToMapsMs: [], durationMs: [], apiToLogMs: [], atMs: [], idleBeforeMs: [], timeouts: 0 };
+  let lastSeen = process.hrtime.bigint();
   const deadline = Date.now() + budgetMs;
   let notReady = false;
   for (let i = 0; i < count && Date.now() < deadline; i++) {
@@ -235,11 +253,15 @@ export async function endpointChanges(
     try {
       const rec = await seen;
       if (rec.msg !== 'sync') throw new Error(`change ${i + 1}: the agent's sync failed: ${JSON.stringify(rec)}`);
-      out.apiToLogMs.push(Number(process.hrtime.bigint() - t0) / 1e6);
+      const now = process.hrtime.bigint();
+      out.apiToLogMs.push(Number(now - t0) / 1e6);
+      out.idleBeforeMs.push(Number(t0 - lastSeen) / 1e6);
+      lastSeen = now;
       out.atMs.push(Number(t0 - agent.started) / 1e6);
       out.eventToMapsMs.push(Number(rec.eventToMapsMs));
       out.durationMs.push(Number(rec.durationMs));
     } catch (err) {
+      lastSeen = process.hrtime.bigint();
       out.timeouts++;
       if (out.timeouts >= 3) throw err;
     }

@@ -68,28 +68,37 @@ export class IptablesChanger {
   private notReady = false;
   readonly exactMs: number[] = [];
   readonly minimalMs: number[] = [];
-  private readonly others: KpService[];
+  private readonly inputs = new Map<string, string>();
 
   constructor(
     private readonly ns: string,
     private readonly all: KpService[],
     private readonly target: KpService,
-  ) {
-    this.others = all;
-  }
+  ) {}
 
-  private current(): KpService {
-    return this.notReady ? { ...this.target, endpoints: this.target.endpoints.slice(1) } : this.target;
+  /**
+   * The iptables-restore input of one partial sync: endpoint 0 gone
+   * (`notReady`) or back. Only four exist (mode × state), each built once, so
+   * the bench process does not build and collect a 10,000-Service text at
+   * every step, between the agent's timed changes.
+   */
+  input(mode: 'exact' | 'minimal', notReady: boolean): string {
+    const cacheKey = `${mode}|${notReady}`;
+    let text = this.inputs.get(cacheKey);
+    if (text === undefined) {
+      const svc = notReady ? { ...this.target, endpoints: this.target.endpoints.slice(1) } : this.target;
+      const stale = notReady ? [sepChainName(this.target, this.target.endpoints[0])] : [];
+      const all = mode === 'exact' ? this.all.map((s) => (s === this.target ? svc : s)) : undefined;
+      text = partialRestore([svc], { mode, all, staleSepChains: stale });
+      this.inputs.set(cacheKey, text);
+    }
+    return text;
   }
 
   /** Flips the endpoint and applies it with the given partial-sync shape; returns ms. */
   async change(mode: 'exact' | 'minimal'): Promise<number> {
     this.notReady = !this.notReady;
-    const svc = this.current();
-    const stale = this.notReady ? [sepChainName(this.target, this.target.endpoints[0])] : [];
-    const all = mode === 'exact' ? this.others.map((s) => (s === this.target ? svc : s)) : undefined;
-    const text = partialRestore([svc], { mode, all, staleSepChains: stale });
-    const ms = await restoreIn(this.ns, text, ['--noflush']);
+    const ms = await restoreIn(this.ns, this.input(mode, this.notReady), ['--noflush']);
     (mode === 'exact' ? this.exactMs : this.minimalMs).push(ms);
     return ms;
   }

@@ -40,7 +40,9 @@
  * Phases: (1) build the C helpers; (2) data plane with 1 Service (its own
  * sandbox and agent); (3) at N Services: iptables cold load(s), then the kpr
  * agent's initial sync, RSS, kpr endpoint changes interleaved with kube-proxy
- * partial syncs, RSS again, then the data plane at N Services; (4) the
+ * partial syncs (kpr's changes also reported split by the agent's idle time
+ * before them: back to back, or after a ≥ 50 ms pause such as an iptables
+ * step), RSS again, then the data plane at N Services; (4) the
  * NodePort data plane (bench/nodeport.ts) at 1 and at --np-services NodePort
  * Services, each phase in its own sandbox: an external client reaching a pod
  * through NodeIP:nodePort served by kpr's tc programs (the real agent with
@@ -53,7 +55,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Sandbox } from '../sandbox/netns.js';
 import { repoRoot } from '../sandbox/repo.js';
-import { agentAvailable, endpointChanges, startAgent, startApi, type Agent, type BenchApiServer, type ChangeSamples, type InitialSync } from './control-plane.js';
+import { agentAvailable, endpointChanges, PAUSE_MS, splitByPause, startAgent, startApi, type Agent, type BenchApiServer, type ChangeSamples, type InitialSync } from './control-plane.js';
 import { buildHelpers, dataplaneRounds, setupDataplane, waitReachable } from './data-plane.js';
 import { iptablesVersion, setupIptables, IPTABLES_RESTORE, type IptablesCold, type IptablesChanger } from './iptables.js';
 import { nodePortPhase } from './nodeport.js';
@@ -141,7 +143,15 @@ interface Results {
       coldMs: number;
       spawnToSyncedMs: number;
       initialSyncLog: Record<string, unknown>;
-      change?: { eventToMapsMs: ReturnType<typeof dist>; durationMs: ReturnType<typeof dist>; apiToLogMs: ReturnType<typeof dist>; timeouts: number; slowest: Array<{ change: number; eventToMapsMs: number; durationMs: number; atMs: number }> };
+      change?: {
+        eventToMapsMs: ReturnType<typeof dist>;
+        durationMs: ReturnType<typeof dist>;
+        apiToLogMs: ReturnType<typeof dist>;
+        /** eventToMapsMs of the changes made back to back, and of those made after the agent sat idle ≥ pauseMs. */
+        backToBackMs: ReturnType<typeof dist>;
+        afterPauseMs: ReturnType<typeof dist>;
+        pauseMs: number;
+        timeouts: number; slowest: Array<{ change: number; eventToMapsMs: number; durationMs: number; atMs: number }> };
       rssMiB: { afterInitialSync: number; afterChanges?: number; phases?: RssPhases };
     };
     iptables?: {
@@ -271,6 +281,7 @@ async function phaseAtScale(res: Results, withKpr: boolean): Promise<void> {
     }
     if (kpr) {
       const c = kpr.changes!;
+      const byPause = splitByPause(c, PAUSE_MS);
       res.controlPlane.kpr = {
         coldMs: kpr.initial.cacheSyncedToMapsWrittenMs,
         spawnToSyncedMs: round(kpr.initial.spawnToSyncedMs),
@@ -279,6 +290,9 @@ async function phaseAtScale(res: Results, withKpr: boolean): Promise<void> {
           eventToMapsMs: dist(c.eventToMapsMs),
           durationMs: dist(c.durationMs),
           apiToLogMs: dist(c.apiToLogMs),
+          backToBackMs: dist(byPause.backToBack),
+          afterPauseMs: dist(byPause.afterPause),
+          pauseMs: PAUSE_MS,
           timeouts: c.timeouts,
           // The tail, for reading what it coincides with (an iptables step every `every` changes, the 30 s full sync).
           slowest: c.eventToMapsMs
@@ -341,6 +355,14 @@ function buildRows(res: Results): { control: Row[]; data: Row[] } {
     kpr: ch ? `${fmtMs(ch.eventToMapsMs.p50)} / ${fmtMs(ch.eventToMapsMs.p99)}` : 'n/a',
     other: i ? `${fmtMs(i.changeExactMs.p50)} / ${fmtMs(i.changeExactMs.p99)} (+KUBE-SERVICES)` : 'n/a',
     ratio: ratio('changeExactP99', ch?.eventToMapsMs.p99, i?.changeExactMs.p99),
+    target: '',
+    result: '',
+  });
+  control.push({
+    metric: `  kpr change p50 / p99 back to back (n=${ch?.backToBackMs.n ?? 0}) · after a ≥ ${ch?.pauseMs ?? PAUSE_MS} ms pause (n=${ch?.afterPauseMs.n ?? 0})`,
+    kpr: ch ? `${fmtMs(ch.backToBackMs.p50)} / ${fmtMs(ch.backToBackMs.p99)} · ${fmtMs(ch.afterPauseMs.p50)} / ${fmtMs(ch.afterPauseMs.p99)}` : 'n/a',
+    other: '',
+    ratio: '',
     target: '',
     result: '',
   });

@@ -279,7 +279,13 @@ describe('NodePort, LoadBalancer and externalIPs on two nodes', { timeout: 120_0
     const rep = await ext(`${NODE1_UPLINK}:30053`, 'udp', ['--count', '1', '--bind', CLIENT_A]);
     assertServed(rep, 'UDP NodePort', 1);
     const flow = (entries: Array<{ key: CtKey; val: CtVal }>) => {
-      const orig = entries.find((e) => e.key.dir === CT_DIR.ORIGINAL && e.key.proto === IPPROTO.UDP && e.key.saddr === CLIENT_A && e.key.daddr === NODE1_UPLINK && e.key.dport === 30053);
+      // The newest such flow: the UDP test above leaves flows from client-a to this NodePort that the
+      // sweep may be removing right now (a stale ORIGINAL whose REPLY is already gone).
+      let orig: { key: CtKey; val: CtVal } | undefined;
+      for (const e of entries) {
+        if (e.key.dir !== CT_DIR.ORIGINAL || e.key.proto !== IPPROTO.UDP || e.key.saddr !== CLIENT_A || e.key.daddr !== NODE1_UPLINK || e.key.dport !== 30053) continue;
+        if (!orig || e.val.expiresNs > orig.val.expiresNs) orig = e;
+      }
       const reply = orig && entries.find((e) => e.key.dir === CT_DIR.REPLY && e.key.saddr === POD['web-1a'].ip && e.key.sport === 5353 && e.key.daddr === N1 && e.key.dport === orig.val.natSport);
       return { orig, reply };
     };
