@@ -25,13 +25,40 @@ interface Running {
 
 export class ServiceHealthServers {
   private readonly running = new Map<string, Running>();
+  /** The applies in order: opening and closing servers awaits, and the agent calls sync() after every sync without waiting. */
+  private applied: Promise<void> = Promise.resolve();
+  /** Targets of a sync() whose apply has not started yet: a later sync() replaces them. */
+  private pending: ServiceHealthTarget[] | undefined;
+  private closed = false;
 
   constructor(
     private readonly opts: { netns?: string; proxyHealthy: () => boolean; log: Logger },
   ) {}
 
-  /** Makes the set of servers match `targets`; counts of unchanged servers are updated in place. */
-  async sync(targets: ServiceHealthTarget[]): Promise<void> {
+  /**
+   * Makes the set of servers match `targets`; counts of unchanged servers are
+   * updated in place. Calls apply one at a time, in order (two overlapping
+   * applies would both open a new Service's server, or one could reopen a
+   * server the other just closed); a call made while another waits to start
+   * replaces it. Resolves once `targets` (or a later call's) are applied.
+   */
+  sync(targets: ServiceHealthTarget[]): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    const queued = this.pending !== undefined;
+    this.pending = targets;
+    if (!queued) {
+      this.applied = this.applied
+        .catch(() => {}) // reported to the caller that made it; the next apply starts from what is running
+        .then(() => {
+          const next = this.pending ?? [];
+          this.pending = undefined;
+          return this.closed ? undefined : this.apply(next);
+        });
+    }
+    return this.applied;
+  }
+
+  private async apply(targets: ServiceHealthTarget[]): Promise<void> {
     const wanted = new Map(targets.map((t) => [t.service, t]));
     for (const [svc, r] of this.running) {
       const t = wanted.get(svc);
@@ -86,6 +113,8 @@ export class ServiceHealthServers {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
+    await this.applied.catch(() => {}); // a server being opened now is in `running` once this resolves
     for (const r of this.running.values()) await r.app.close();
     this.running.clear();
   }

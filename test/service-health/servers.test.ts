@@ -67,3 +67,40 @@ test('servers open in the node namespace, answer 200/503 as counts change, and c
     await sb.teardown();
   }
 });
+
+test('overlapping syncs apply in order and the last one wins; close() waits for a server being opened', async () => {
+  requireRoot();
+  const sb = new Sandbox();
+  const warnings: string[] = [];
+  const log = { ...silentLogger, warn: (msg: string, f?: Record<string, unknown>) => void warnings.push(`${msg} ${JSON.stringify(f)}`), child: () => log };
+  try {
+    const ns = sb.addNamespace('hc2');
+    const servers = new ServiceHealthServers({ netns: nsPath(ns), proxyHealthy: () => true, log });
+    const x = { service: 'demo/x', port: 31003, localEndpoints: 1 };
+    const y = { service: 'demo/y', port: 31004, localEndpoints: 1 };
+    try {
+      // The first apply is under way (opening x) when the next two arrive; the last of them is what stays.
+      const first = servers.sync([x]);
+      for (let i = 0; i < 5; i++) await Promise.resolve();
+      const second = servers.sync([x, y]);
+      const third = servers.sync([y]);
+      await Promise.all([first, second, third]);
+      assert.deepEqual([...servers.ports()], [['demo/y', 31004]]);
+      assert.equal((await getIn(ns, 31003)).status, 0, "x's server is closed");
+      assert.equal((await getIn(ns, 31004)).status, 200);
+      assert.deepEqual(warnings, [], 'no server was opened twice');
+
+      // A Service whose server is still being opened when the agent stops: closed too.
+      const opening = servers.sync([y, { service: 'demo/z', port: 31005, localEndpoints: 1 }]);
+      await servers.close();
+      await opening;
+      assert.equal((await getIn(ns, 31005)).status, 0, "z's server is closed");
+      assert.equal((await getIn(ns, 31004)).status, 0, "y's server is closed");
+      assert.deepEqual(warnings, []);
+    } finally {
+      await servers.close();
+    }
+  } finally {
+    await sb.teardown();
+  }
+});
