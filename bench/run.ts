@@ -151,7 +151,9 @@ interface Results {
         backToBackMs: ReturnType<typeof dist>;
         afterPauseMs: ReturnType<typeof dist>;
         pauseMs: number;
-        timeouts: number; slowest: Array<{ change: number; eventToMapsMs: number; durationMs: number; atMs: number }> };
+        timeouts: number;
+        slowest: Array<{ change: number; eventToMapsMs: number; durationMs: number; atMs: number }>;
+      };
       rssMiB: { afterInitialSync: number; afterChanges?: number; phases?: RssPhases };
     };
     iptables?: {
