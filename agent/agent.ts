@@ -11,7 +11,7 @@ import { ClusterWatch } from './k8s/watchers.js';
 import { loadKubeConfig } from './k8s/kubeconfig.js';
 import { apiServerViaServiceIp, K8S_SERVICE_HOST_MESSAGE } from './preflight/api-server-route.js';
 import { memoryFields, type Logger } from './log.js';
-import { MemoryReleaser } from './memory.js';
+import { releaseMemory } from './memory.js';
 import { BpfDatapathMaps } from './maps/bpf-datapath-maps.js';
 import { UdpTerminator } from './datapath/udp-terminator.js';
 import { ServiceHealthServers } from './service-health/servers.js';
@@ -67,7 +67,6 @@ export class Agent {
     const viaServiceIp = apiServerViaServiceIp(cfg);
     if (viaServiceIp) log.error(K8S_SERVICE_HOST_MESSAGE, { server: kc.getCurrentCluster()?.server });
     this.watch = new ClusterWatch({ kubeConfig: kc, nodeName: cfg.nodeName, logger: log.child({ source: 'k8s' }) });
-    const memory = new MemoryReleaser();
     const loop = new SyncLoop(this.watch, reconciler, {
       nodeName: cfg.nodeName,
       syncPeriodMs: cfg.syncPeriodMs,
@@ -82,7 +81,7 @@ export class Agent {
       onSync: (r) => {
         obs.synced(r);
         if (r.full && r.trigger !== 'initial' && r.result.ok) {
-          log.debug('memory released after a full sync', { ...memory.afterFullSync(), ...memoryFields() });
+          log.debug('memory released after a full sync', { ...releaseMemory(), ...memoryFields() });
         }
         this.hooks.onSync?.(r);
       },
@@ -106,7 +105,7 @@ export class Agent {
     const report = loop.start();
     const cacheSyncedToMapsWrittenMs = performance.now() - syncedAt;
     initialDone = true;
-    const released = memory.afterInitialSync();
+    const released = releaseMemory();
     log.info('initial sync complete', {
       cacheSyncedToMapsWrittenMs: Number(cacheSyncedToMapsWrittenMs.toFixed(3)),
       ok: report.result.ok,

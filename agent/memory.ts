@@ -24,27 +24,16 @@ export interface Released {
   fullGc: boolean;
 }
 
-function release(): Released {
+/**
+ * One full GC (when node exposes it) and a malloc_trim. The agent calls it
+ * after the initial sync and after every later full sync: each periodic full
+ * sync re-plans every Service, and a threshold on heap growth instead let the
+ * RSS creep up by ~10 MiB a sync.
+ */
+export function releaseMemory(): Released {
   const started = performance.now();
   const gc = exposedGc();
   gc?.();
   releaseFreeNativeMemory();
   return { ms: Math.round((performance.now() - started) * 10) / 10, fullGc: gc !== undefined };
-}
-
-/** When to return memory: after the initial sync and after every later full sync. */
-export class MemoryReleaser {
-  /** After the initial sync. */
-  afterInitialSync(): Released {
-    return release();
-  }
-
-  /**
-   * After a periodic (or retried) full sync: every Service was re-planned, so
-   * the heap holds a sync's worth of garbage. Released every time: a
-   * threshold on heap growth let the RSS creep up by ~10 MiB a sync.
-   */
-  afterFullSync(): Released {
-    return release();
-  }
 }

@@ -16,10 +16,10 @@ import { KprBpfError, hintFor } from './errors.js';
 const E = constants.errno;
 const ENOTSUPP = 524; // kernel-internal, leaks from the bpf() syscall
 
-/** Update flags (BPF_ANY etc. in linux/bpf.h). */
 /** Entries lookupBatch() makes room for at first (it doubles as needed). */
 export const LOOKUP_BATCH_INITIAL = 4096;
 
+/** Update flags (BPF_ANY etc. in linux/bpf.h). */
 export const BPF_ANY = 0;
 export const BPF_NOEXIST = 1;
 export const BPF_EXIST = 2;
