@@ -11,7 +11,7 @@ import { ClusterWatch } from './k8s/watchers.js';
 import { loadKubeConfig } from './k8s/kubeconfig.js';
 import { apiServerViaServiceIp, K8S_SERVICE_HOST_MESSAGE } from './preflight/api-server-route.js';
 import { memoryFields, type Logger } from './log.js';
-import { releaseMemory } from './memory.js';
+import { collectYoungIfFilling, releaseMemory } from './memory.js';
 import { BpfDatapathMaps } from './maps/bpf-datapath-maps.js';
 import { UdpTerminator } from './datapath/udp-terminator.js';
 import { ServiceHealthServers } from './service-health/servers.js';
@@ -82,6 +82,9 @@ export class Agent {
         obs.synced(r);
         if (r.full && r.trigger !== 'initial' && r.result.ok) {
           log.debug('memory released after a full sync', { ...releaseMemory(), ...memoryFields() });
+        } else if (!r.full) {
+          // The maps are written: the scavenge the next change would otherwise run into, now.
+          collectYoungIfFilling();
         }
         this.hooks.onSync?.(r);
       },

@@ -11,6 +11,7 @@ import path from 'node:path';
 import type { Sandbox } from '../sandbox/netns.js';
 import { agentBin, repoRoot } from '../sandbox/repo.js';
 import type { KpService } from './kube-proxy-rules.js';
+import { asUnderTest } from './priority.js';
 import { endpointSliceObject, nodeObject, serviceObject, NODE_NAME, type KubeObj } from './scenario.js';
 
 export type LogRecord = Record<string, any>;
@@ -90,7 +91,7 @@ export class Agent {
     ];
     // The agent runs in the host namespace (it talks to the API server on 127.0.0.1);
     // its hooks attach only to the sandbox's cgroup.
-    this.child = sandbox.track(spawn(benchAgentBin, args, { stdio: ['ignore', 'ignore', 'pipe'] }));
+    this.child = asUnderTest(sandbox.track(spawn(benchAgentBin, args, { stdio: ['ignore', 'ignore', 'pipe'] })));
     this.child.stderr!.setEncoding('utf8');
     this.child.stderr!.on('data', (d: string) => this.onData(d));
     this.child.once('exit', (code, sig) => {

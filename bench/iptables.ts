@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
 import { inNs, ip, nsPath, type Sandbox } from '../sandbox/netns.js';
 import { fullRestore, partialRestore, sepChainName, type KpService } from './kube-proxy-rules.js';
+import { asUnderTest } from './priority.js';
 
 export const IPTABLES_RESTORE = process.env.KPR_BENCH_IPTABLES_RESTORE ?? 'iptables-restore';
 
@@ -23,7 +24,7 @@ export function iptablesVersion(bin = IPTABLES_RESTORE): string {
 export function restoreIn(ns: string, input: string, flags: string[] = [], bin = IPTABLES_RESTORE, timeoutMs = 120_000): Promise<number> {
   return new Promise((resolve, reject) => {
     const t0 = process.hrtime.bigint();
-    const child = spawn('nsenter', [`--net=${nsPath(ns)}`, bin, '-w', '5', ...flags], { stdio: ['pipe', 'ignore', 'pipe'] });
+    const child = asUnderTest(spawn('nsenter', [`--net=${nsPath(ns)}`, bin, '-w', '5', ...flags], { stdio: ['pipe', 'ignore', 'pipe'] }));
     let err = '';
     child.stderr.on('data', (d) => (err += d));
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);

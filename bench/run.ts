@@ -59,6 +59,7 @@ import { agentAvailable, endpointChanges, PAUSE_MS, splitByPause, startAgent, st
 import { buildHelpers, dataplaneRounds, setupDataplane, waitReachable } from './data-plane.js';
 import { iptablesVersion, setupIptables, IPTABLES_RESTORE, type IptablesCold, type IptablesChanger } from './iptables.js';
 import { nodePortPhase } from './nodeport.js';
+import { deprioritizeHarness, HARNESS_NICE, UNDER_TEST_NICE } from './priority.js';
 import {
   dist,
   fmtMs,
@@ -218,10 +219,13 @@ async function phaseOneService(res: Results, withKpr: boolean): Promise<void> {
 
 async function phaseAtScale(res: Results, withKpr: boolean): Promise<void> {
   const sandbox = new Sandbox();
+  let restorePriority = () => {};
   let api: BenchApiServer | undefined;
   let agent: Agent | undefined;
   try {
     const scenario = makeScenario(cfg.services, cfg.endpoints);
+    // While the control plane is timed, the harness yields the CPUs to the programs under test (bench/priority.ts).
+    restorePriority = deprioritizeHarness();
     const total = scenario.services.length;
     const target = scenario.services[Math.floor(cfg.services / 2)];
     log(`scenario: ${total} services (incl. the echo service) × up to ${cfg.endpoints} endpoints; changed service ${target.namespace}/${target.name}`);
@@ -309,8 +313,11 @@ async function phaseAtScale(res: Results, withKpr: boolean): Promise<void> {
         },
       };
     }
+    restorePriority();
+    restorePriority = () => {};
     if (env) res.dataPlane.push(await dataplanePhase(sandbox, env, cfg.services, withKpr));
   } finally {
+    restorePriority();
     await agent?.stop().catch(() => {});
     await api?.close().catch(() => {});
     await sandbox.teardown();
@@ -528,6 +535,8 @@ async function main(): Promise<void> {
       cpuModel: os.cpus()[0]?.model,
       node: process.version,
       iptables: iptablesVersion(),
+      // Control-plane phase: the harness's nice and that of the programs it times (bench/priority.ts).
+      nice: { harness: HARNESS_NICE, underTest: UNDER_TEST_NICE },
     },
     config: { ...cfg, skip: [...cfg.skip] },
     controlPlane: {},
@@ -561,7 +570,7 @@ async function main(): Promise<void> {
   const rows = buildRows(res);
   collectTargets(res);
   const out = [
-    renderTable(`kpr benchmark — control plane (${os.cpus().length} CPUs, ${os.release()}; ${res.meta.iptables})`, rows.control, { other: 'kube-proxy (iptables)', ratio: 'kpr / iptables' }),
+    renderTable(`kpr benchmark — control plane (${os.cpus().length} CPUs, ${os.release()}; ${res.meta.iptables}; harness at nice ${HARNESS_NICE}, kpr and iptables-restore at ${UNDER_TEST_NICE})`, rows.control, { other: 'kube-proxy (iptables)', ratio: 'kpr / iptables' }),
     '',
     renderTable(
       `kpr benchmark — data plane (connect + 1-byte request + 1-byte reply + close, sequential, C client; medians of ${cfg.dpRounds} alternating rounds × ${cfg.dpConns} connections)`,
