@@ -119,7 +119,7 @@ export class SyncLoop {
     }
   }
 
-  private planFor(key: string): PlanFrontend[] {
+  private planFor(key: string, ctx: PlanContext): PlanFrontend[] {
     const [ns, name] = splitKey(key);
     const svc = this.src.service(ns, name);
     if (!svc) {
@@ -127,7 +127,7 @@ export class SyncLoop {
       this.healthChecks.delete(key);
       return [];
     }
-    const plan = planService(svc, this.src.endpointSlicesFor(ns, name), { ...this.opts.plan, nodeName: this.opts.nodeName, node: this.src.node() });
+    const plan = planService(svc, this.src.endpointSlicesFor(ns, name), ctx);
     this.reportSkips(key, plan.skipped);
     if (plan.healthCheck) this.healthChecks.set(key, plan.healthCheck);
     else this.healthChecks.delete(key);
@@ -191,10 +191,12 @@ export class SyncLoop {
     // Each Service is planned when the reconciler asks for it (before its own
     // frontends are diffed, so the UDP view below still reads their revNatIds).
     const udpLeft: Array<{ addr: string; port: number; revNatId: number }> = [];
+    // One context for the whole sync: the node cannot change while it runs.
+    const ctx: PlanContext = { ...this.opts.plan, nodeName: this.opts.nodeName, node: this.src.node() };
     const plans: PlanSource = {
       keys: () => keys,
       get: (k) => {
-        const frontends = this.planFor(k);
+        const frontends = this.planFor(k, ctx);
         this.udpBackendsLeaving(k, frontends, udpLeft);
         return frontends;
       },
