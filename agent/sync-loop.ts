@@ -144,22 +144,30 @@ export class SyncLoop {
 
   /**
    * The UDP backends that leave one Service's frontends with this sync, with
-   * the frontend's id (read before the sync, which may release it), and the
-   * new view recorded.
+   * the frontend's id (read before the sync, which may release it). The new
+   * view goes to `staged`, recorded only once the sync has succeeded: after a
+   * failed one the retry compares against the old view again, so the
+   * backends that left are still reported and their sockets destroyed.
    */
-  private udpBackendsLeaving(service: string, frontends: PlanFrontend[], left: Array<{ addr: string; port: number; revNatId: number }>): void {
-    const now = new Map<string, Set<string>>();
+  private udpBackendsLeaving(
+    service: string,
+    frontends: PlanFrontend[],
+    left: Array<{ addr: string; port: number; revNatId: number }>,
+    staged: Map<string, Map<string, Set<string>> | null>,
+  ): void {
+    let now: Map<string, Set<string>> | null = null;
     for (const f of frontends) {
       if (f.protocol !== 'UDP') continue;
       const set = new Set<string>();
       for (const b of f.backends) set.add(`${b.address}|${b.port}`);
       for (const b of f.internalBackends ?? []) set.add(`${b.address}|${b.port}`);
-      now.set(`${f.address}|${f.port}`, set);
+      (now ??= new Map()).set(`${f.address}|${f.port}`, set);
     }
     const before = this.udpBackends.get(service);
+    if (!now && !before) return; // no UDP frontend before or after: nothing to track
     if (before) {
       for (const [fe, backends] of before) {
-        const still = now.get(fe);
+        const still = now?.get(fe);
         const [feAddr, fePort] = fe.split('|');
         let revNatId: number | undefined;
         for (const be of backends) {
@@ -171,8 +179,7 @@ export class SyncLoop {
         }
       }
     }
-    if (now.size) this.udpBackends.set(service, now);
-    else this.udpBackends.delete(service);
+    staged.set(service, now);
   }
 
   private runSync(trigger: SyncReport['trigger']): SyncReport {
@@ -191,18 +198,25 @@ export class SyncLoop {
     // Each Service is planned when the reconciler asks for it (before its own
     // frontends are diffed, so the UDP view below still reads their revNatIds).
     const udpLeft: Array<{ addr: string; port: number; revNatId: number }> = [];
+    const udpViews = new Map<string, Map<string, Set<string>> | null>();
     // One context for the whole sync: the node cannot change while it runs.
     const ctx: PlanContext = { ...this.opts.plan, nodeName: this.opts.nodeName, node: this.src.node() };
     const plans: PlanSource = {
       keys: () => keys,
       get: (k) => {
         const frontends = this.planFor(k, ctx);
-        this.udpBackendsLeaving(k, frontends, udpLeft);
+        this.udpBackendsLeaving(k, frontends, udpLeft, udpViews);
         return frontends;
       },
     };
     const result = this.reconciler.sync(plans, { full });
-    if (result.ok && udpLeft.length) this.opts.onUdpBackendsRemoved?.(udpLeft);
+    if (result.ok) {
+      for (const [service, view] of udpViews) {
+        if (view) this.udpBackends.set(service, view);
+        else this.udpBackends.delete(service);
+      }
+      if (udpLeft.length) this.opts.onUdpBackendsRemoved?.(udpLeft);
+    }
     const finished = this.now();
     this.lastSyncAt = finished;
     this.running = false;

@@ -71,6 +71,39 @@ describe('SyncLoop', () => {
     loop.stop();
   });
 
+  it('a failed sync does not record the new UDP view: its retry still reports the backends that left', async () => {
+    const maps = new MemoryDatapathMaps();
+    const cluster = new FakeCluster();
+    const reconciler = new Reconciler(maps, silentLogger);
+    const left: Array<{ addr: string; port: number; revNatId: number }> = [];
+    const results: boolean[] = [];
+    const loop = new SyncLoop(cluster, reconciler, {
+      nodeName: 'node-1',
+      syncPeriodMs: 3_600_000,
+      minSyncPeriodMs: 0,
+      log: silentLogger,
+      onUdpBackendsRemoved: (l) => left.push(...l),
+      onSync: (r) => results.push(r.result.ok),
+    });
+    cluster.svcs.set('a/dns', service('a/dns', { clusterIP: '198.19.0.53', ports: DNS_PORTS }));
+    cluster.slices.set('a/dns', [dnsSlice('a/dns-1', ['198.18.0.1', '198.18.0.2'])]);
+    assert.equal(loop.start().result.ok, true);
+    const dnsId = reconciler.revNatIdOf('198.19.0.53', 53, 'UDP')!;
+
+    cluster.slices.set('a/dns', [dnsSlice('a/dns-1', ['198.18.0.2'])]);
+    maps.failNextCall();
+    loop.serviceChanged('a/dns');
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(results.slice(1), [false], 'the change\'s sync failed');
+    assert.deepEqual(left, [], 'nothing is reported for a sync that did not apply');
+    // The retry (after its backoff) applies the change and reports the backend that left.
+    const deadline = Date.now() + 5000;
+    while (results.length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    assert.deepEqual(results.slice(1), [false, true]);
+    assert.deepEqual(left, [{ addr: '198.18.0.1', port: 5353, revNatId: dnsId }]);
+    loop.stop();
+  });
+
   it('does not report TCP backends that leave (TCP clients reconnect on their own)', async () => {
     const { cluster, loop, left, settle } = setup();
     cluster.svcs.set('a/web', service('a/web', { clusterIP: '198.19.0.80', ports: [{ name: 'http', port: 80, protocol: 'TCP' }] }));
