@@ -179,6 +179,11 @@ export class CachedEndpoint implements V1Endpoint {
     return [this.#address];
   }
 
+  /** addresses[0] without building the array (the planner reads it for every endpoint of every sync). */
+  get firstAddress(): string {
+    return this.#address;
+  }
+
   toJSON(): V1Endpoint {
     const out: V1Endpoint = { addresses: this.addresses };
     if (this.conditions !== undefined) out.conditions = this.conditions;

@@ -3,7 +3,7 @@
  * endpointslicecache, rules 5, 6 and 11–17 of the semantics reference).
  * Pure. Bad pieces are skipped and reported; nothing throws.
  */
-import type { V1EndpointSlice } from '@kubernetes/client-node';
+import type { V1Endpoint, V1EndpointSlice } from '@kubernetes/client-node';
 import { compareAddrKeys, ipv4Canonical, IPV4_INVALID, IPV4_NONCANONICAL, parseIP, parseIPv4, type IPFamily } from './ip.js';
 import { LABEL_SERVICE_NAME } from './labels.js';
 import type { Protocol, SkippedObject } from './types.js';
@@ -44,6 +44,30 @@ export function sliceServiceKey(slice: V1EndpointSlice): string | null {
   const svc = slice.metadata?.labels?.[LABEL_SERVICE_NAME];
   if (!ns || !svc || !slice.metadata?.name) return null;
   return `${ns}/${svc}`;
+}
+
+/** "EndpointSlice ns/name", built only for a skip (the common slice has nothing to report). */
+function objectName(slice: V1EndpointSlice): string {
+  return `EndpointSlice ${slice.metadata?.namespace}/${slice.metadata?.name}`;
+}
+
+/** Whether `slice` belongs to the Service `serviceKey` ("namespace/name"): sliceServiceKey(slice) === serviceKey, without building the key. */
+function sliceOf(slice: V1EndpointSlice, serviceKey: string): boolean {
+  const ns = slice.metadata?.namespace;
+  const svc = slice.metadata?.labels?.[LABEL_SERVICE_NAME];
+  if (!ns || !svc || !slice.metadata?.name) return false;
+  return serviceKey.length === ns.length + 1 + svc.length && serviceKey.charCodeAt(ns.length) === 47 && serviceKey.startsWith(ns) && serviceKey.endsWith(svc);
+}
+
+/**
+ * An endpoint's addresses[0]. The agent's cached endpoints (agent/k8s/prune.ts)
+ * hold a single address without an array and hand it out as `firstAddress`,
+ * so the common case reads it without allocating.
+ */
+function firstAddress(ep: V1Endpoint | undefined): string | undefined {
+  const direct = (ep as { firstAddress?: unknown } | undefined)?.firstAddress;
+  if (typeof direct === 'string') return direct;
+  return Array.isArray(ep?.addresses) ? ep.addresses[0] : undefined;
 }
 
 /** Groups slices by the Service they belong to; slices that cannot be keyed are dropped (rule 6). */
@@ -100,31 +124,34 @@ export function endpointsByServicePort(
   // usual case: one slice, sorted), which is then already the answer; the
   // keyed merge only once an endpoint arrives out of order or twice.
   const merged = new Map<string, PortMerge>();
-  const ordered = slices.filter((s) => s.addressType === family && sliceServiceKey(s) === serviceKey);
-  if (ordered.length > 1) {
-    ordered.sort((a, b) => (a.metadata!.name! < b.metadata!.name! ? -1 : a.metadata!.name! > b.metadata!.name! ? 1 : 0));
+  // One slice per Service is the common case: no filtered copy of the list for it.
+  let ordered: readonly V1EndpointSlice[];
+  if (slices.length === 1) ordered = slices[0].addressType === family && sliceOf(slices[0], serviceKey) ? slices : [];
+  else {
+    const mine = slices.filter((s) => s.addressType === family && sliceOf(s, serviceKey));
+    if (mine.length > 1) mine.sort((a, b) => (a.metadata!.name! < b.metadata!.name! ? -1 : a.metadata!.name! > b.metadata!.name! ? 1 : 0));
+    ordered = mine;
   }
 
   for (const slice of ordered) {
-    const object = `EndpointSlice ${slice.metadata!.namespace}/${slice.metadata!.name}`;
     if (!Array.isArray(slice.ports) || slice.ports.length === 0) {
-      skipped.push({ object, reason: 'no ports' });
+      skipped.push({ object: objectName(slice), reason: 'no ports' });
       continue;
     }
     // Ports first: which Service ports this slice feeds, and with which number.
     const ports: Array<{ id: string; port: number }> = [];
     for (const p of slice.ports) {
       if (!p || typeof p !== 'object') {
-        skipped.push({ object, reason: `invalid port entry ${JSON.stringify(p)}` });
+        skipped.push({ object: objectName(slice), reason: `invalid port entry ${JSON.stringify(p)}` });
         continue;
       }
       const protocol = p.protocol || 'TCP';
       if (typeof p.name !== 'string') {
-        skipped.push({ object, reason: `port ${String(p.port)}/${protocol} has no name (nil name is ignored)` });
+        skipped.push({ object: objectName(slice), reason: `port ${String(p.port)}/${protocol} has no name (nil name is ignored)` });
         continue;
       }
       if (!Number.isInteger(p.port) || (p.port as number) < 1 || (p.port as number) > 65535) {
-        skipped.push({ object, reason: `invalid port ${JSON.stringify(p.port ?? null)} (port ${JSON.stringify(p.name)})` });
+        skipped.push({ object: objectName(slice), reason: `invalid port ${JSON.stringify(p.port ?? null)} (port ${JSON.stringify(p.name)})` });
         continue;
       }
       ports.push({ id: portId(p.name, protocol as Protocol), port: p.port as number });
@@ -132,9 +159,9 @@ export function endpointsByServicePort(
     if (ports.length === 0) continue;
 
     for (const ep of Array.isArray(slice.endpoints) ? slice.endpoints : []) {
-      const raw = Array.isArray(ep?.addresses) ? ep.addresses[0] : undefined;
+      const raw = firstAddress(ep);
       if (raw === undefined) {
-        skipped.push({ object, reason: 'endpoint with no addresses' });
+        skipped.push({ object: objectName(slice), reason: 'endpoint with no addresses' });
         continue;
       }
       // IPv4 slices (the common case) parse without allocating when the text is canonical.
@@ -142,7 +169,7 @@ export function endpointsByServicePort(
       const v4 = num === IPV4_NONCANONICAL ? parseIPv4(raw) : null;
       const ip = num >= 0 || v4 ? null : parseIP(raw);
       if (num < 0 && !v4 && (!ip || ip.family !== family)) {
-        skipped.push({ object, reason: `invalid endpoint address ${JSON.stringify(raw)}${ip ? ` in an ${family} slice` : ''}` });
+        skipped.push({ object: objectName(slice), reason: `invalid endpoint address ${JSON.stringify(raw)}${ip ? ` in an ${family} slice` : ''}` });
         continue;
       }
       const text = num >= 0 ? (raw as string) : v4 ? v4.text : ip!.text;

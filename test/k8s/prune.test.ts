@@ -91,6 +91,7 @@ describe('pruned, compact cache objects', () => {
     const a = typedSlice(rawSlice('a', true, 'node-1'));
     assert.ok(a.endpoints[0] instanceof CachedEndpoint);
     assert.deepEqual(a.endpoints[0].addresses, ['198.18.0.10']);
+    assert.equal((a.endpoints[0] as CachedEndpoint).firstAddress, '198.18.0.10', 'what the planner reads, without an array');
     assert.deepEqual(JSON.parse(JSON.stringify(a.endpoints[0])), { addresses: ['198.18.0.10'], conditions: { ready: true, serving: true, terminating: false }, nodeName: 'node-1' });
     const two = typedSlice({ ...rawSlice('t', true, 'node-1'), endpoints: [{ addresses: ['198.18.0.20', '198.18.0.21'], conditions: { ready: true } }] });
     assert.deepEqual(two.endpoints[0].addresses, ['198.18.0.20', '198.18.0.21']);
@@ -122,6 +123,10 @@ describe('pruned, compact cache objects', () => {
     const pruned = planService(pruneService(svcFull), slicesFull.map(pruneEndpointSlice), ctx);
     assert.ok(full.frontends.length >= 2);
     assert.deepEqual(pruned, full);
+    // One slice (the planner's no-copy path) too.
+    const one = planService(svcFull, slicesFull.slice(0, 1), ctx);
+    assert.ok(one.frontends.some((f) => f.backends.length > 0));
+    assert.deepEqual(planService(pruneService(svcFull), slicesFull.slice(0, 1).map(pruneEndpointSlice), ctx), one);
   });
 
   test('the Node keeps every label (its zone feeds topology hints) and its deletionTimestamp', () => {

@@ -196,6 +196,24 @@ const cases: Case[] = [
     want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.1:8080'] } },
   },
   {
+    name: 'a lone slice of another Service whose name starts like this one is ignored (rule 6)',
+    service: service(web, { ports: [http] }),
+    slices: [slice('default/webx-a', { serviceName: 'webx', ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.9')] })],
+    want: { frontends: { '10.96.0.10:80/TCP http': [] } },
+  },
+  {
+    name: 'a lone slice whose namespace and label join into another key is not the Service\'s (rule 6)',
+    service: service(web, { ports: [http] }),
+    slices: [slice('defaul/t-web-a', { serviceName: 't/web', ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.9')] })],
+    want: { frontends: { '10.96.0.10:80/TCP http': [] } },
+  },
+  {
+    name: 'a lone slice of the other family feeds no IPv4 frontend (rule 5)',
+    service: service(web, { ports: [http] }),
+    slices: [slice('default/web-a', { addressType: 'IPv6', ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('fd00::1')] })],
+    want: { frontends: { '10.96.0.10:80/TCP http': [] } },
+  },
+  {
     name: 'only addresses[0] of an endpoint is used (rule 12)',
     service: service(web, { ports: [http] }),
     slices: [slice('default/web-a', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.1', { more: ['10.0.0.2'] })] })],
