@@ -34,17 +34,21 @@ const dnsSlice = (key: string, ips: string[]) => slice(key, { ports: [{ name: 'd
 
 function setup() {
   const cluster = new FakeCluster();
-  const reconciler = new Reconciler(new MemoryDatapathMaps(), silentLogger);
+  const maps = new MemoryDatapathMaps();
+  const reconciler = new Reconciler(maps, silentLogger);
   const left: Array<{ addr: string; port: number; revNatId: number }> = [];
+  /** Whether each sync so far succeeded. */
+  const results: boolean[] = [];
   const loop = new SyncLoop(cluster, reconciler, {
     nodeName: 'node-1',
     syncPeriodMs: 3_600_000,
     minSyncPeriodMs: 0,
     log: silentLogger,
     onUdpBackendsRemoved: (l) => left.push(...l),
+    onSync: (r) => results.push(r.result.ok),
   });
   const settle = () => new Promise((r) => setImmediate(r));
-  return { cluster, reconciler, loop, left, settle };
+  return { cluster, maps, reconciler, loop, left, results, settle };
 }
 
 describe('SyncLoop', () => {
@@ -72,19 +76,7 @@ describe('SyncLoop', () => {
   });
 
   it('a failed sync does not record the new UDP view: its retry still reports the backends that left', async () => {
-    const maps = new MemoryDatapathMaps();
-    const cluster = new FakeCluster();
-    const reconciler = new Reconciler(maps, silentLogger);
-    const left: Array<{ addr: string; port: number; revNatId: number }> = [];
-    const results: boolean[] = [];
-    const loop = new SyncLoop(cluster, reconciler, {
-      nodeName: 'node-1',
-      syncPeriodMs: 3_600_000,
-      minSyncPeriodMs: 0,
-      log: silentLogger,
-      onUdpBackendsRemoved: (l) => left.push(...l),
-      onSync: (r) => results.push(r.result.ok),
-    });
+    const { cluster, maps, reconciler, loop, left, results, settle } = setup();
     cluster.svcs.set('a/dns', service('a/dns', { clusterIP: '198.19.0.53', ports: DNS_PORTS }));
     cluster.slices.set('a/dns', [dnsSlice('a/dns-1', ['198.18.0.1', '198.18.0.2'])]);
     assert.equal(loop.start().result.ok, true);
@@ -93,7 +85,7 @@ describe('SyncLoop', () => {
     cluster.slices.set('a/dns', [dnsSlice('a/dns-1', ['198.18.0.2'])]);
     maps.failNextCall();
     loop.serviceChanged('a/dns');
-    await new Promise((r) => setImmediate(r));
+    await settle();
     assert.deepEqual(results.slice(1), [false], 'the change\'s sync failed');
     assert.deepEqual(left, [], 'nothing is reported for a sync that did not apply');
     // The retry (after its backoff) applies the change and reports the backend that left.
