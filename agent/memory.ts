@@ -55,13 +55,13 @@ export const YOUNG_COLLECT_AT = 0.6;
  * is filling, so the allocation of the next sync does not pay for one while
  * a change waits. Returns whether it collected (never without --expose-gc).
  */
-export function collectYoungIfFilling(threshold = YOUNG_COLLECT_AT): boolean {
+export function collectYoungIfFilling(): boolean {
   const gc = exposedGc();
   if (!gc) return false;
   const young = getHeapSpaceStatistics().find((s) => s.space_name === 'new_space');
   if (!young) return false;
   const capacity = young.space_used_size + young.space_available_size;
-  if (capacity <= 0 || young.space_used_size < threshold * capacity) return false;
+  if (capacity <= 0 || young.space_used_size < YOUNG_COLLECT_AT * capacity) return false;
   gc({ type: 'minor' });
   return true;
 }

@@ -43,6 +43,9 @@ export interface SyncReport {
   result: SyncResult;
 }
 
+/** One Service's UDP frontends ("addr|port") and the backends ("addr|port") of each, both scopes. */
+type UdpView = Map<string, Set<string>>;
+
 const RETRY_MIN_MS = 500;
 const RETRY_MAX_MS = 30_000;
 
@@ -64,8 +67,8 @@ export class SyncLoop {
   private stopped = false;
   /** Last reported skip reasons per service, so each is logged once per change. */
   private readonly reportedSkips = new Map<string, string>();
-  /** Per Service, its UDP frontends ("addr|port") and their backends ("addr|port"), both scopes. */
-  private readonly udpBackends = new Map<string, Map<string, Set<string>>>();
+  /** Per Service, its UDP view: as of the last successful sync. */
+  private readonly udpBackends = new Map<string, UdpView>();
   /** healthCheckNodePort and local endpoint count per Service that has one. */
   private readonly healthChecks = new Map<string, ServiceHealthCheck>();
   private readonly now: () => number;
@@ -153,9 +156,9 @@ export class SyncLoop {
     service: string,
     frontends: PlanFrontend[],
     left: Array<{ addr: string; port: number; revNatId: number }>,
-    staged: Map<string, Map<string, Set<string>> | null>,
+    staged: Map<string, UdpView | null>,
   ): void {
-    let now: Map<string, Set<string>> | null = null;
+    let now: UdpView | null = null;
     for (const f of frontends) {
       if (f.protocol !== 'UDP') continue;
       const set = new Set<string>();
@@ -198,7 +201,7 @@ export class SyncLoop {
     // Each Service is planned when the reconciler asks for it (before its own
     // frontends are diffed, so the UDP view below still reads their revNatIds).
     const udpLeft: Array<{ addr: string; port: number; revNatId: number }> = [];
-    const udpViews = new Map<string, Map<string, Set<string>> | null>();
+    const udpViews = new Map<string, UdpView | null>();
     // One context for the whole sync: the node cannot change while it runs.
     const ctx: PlanContext = { ...this.opts.plan, nodeName: this.opts.nodeName, node: this.src.node() };
     const plans: PlanSource = {

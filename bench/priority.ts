@@ -18,11 +18,16 @@ import os from 'node:os';
 export const HARNESS_NICE = 10;
 export const UNDER_TEST_NICE = 0;
 
-/** Lowers this process's priority to HARNESS_NICE; returns the function that restores the previous one. */
+/** Lowers this process's priority to HARNESS_NICE; returns the function that restores the previous one (calling it again does nothing). */
 export function deprioritizeHarness(): () => void {
   const before = os.getPriority();
   os.setPriority(HARNESS_NICE);
-  return () => os.setPriority(before);
+  let restored = false;
+  return () => {
+    if (restored) return;
+    restored = true;
+    os.setPriority(before);
+  };
 }
 
 /**

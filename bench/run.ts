@@ -314,7 +314,6 @@ async function phaseAtScale(res: Results, withKpr: boolean): Promise<void> {
       };
     }
     restorePriority();
-    restorePriority = () => {};
     if (env) res.dataPlane.push(await dataplanePhase(sandbox, env, cfg.services, withKpr));
   } finally {
     restorePriority();

@@ -51,14 +51,6 @@ function objectName(slice: V1EndpointSlice): string {
   return `EndpointSlice ${slice.metadata?.namespace}/${slice.metadata?.name}`;
 }
 
-/** Whether `slice` belongs to the Service `serviceKey` ("namespace/name"): sliceServiceKey(slice) === serviceKey, without building the key. */
-function sliceOf(slice: V1EndpointSlice, serviceKey: string): boolean {
-  const ns = slice.metadata?.namespace;
-  const svc = slice.metadata?.labels?.[LABEL_SERVICE_NAME];
-  if (!ns || !svc || !slice.metadata?.name) return false;
-  return serviceKey.length === ns.length + 1 + svc.length && serviceKey.charCodeAt(ns.length) === 47 && serviceKey.startsWith(ns) && serviceKey.endsWith(svc);
-}
-
 /**
  * An endpoint's addresses[0]. The agent's cached endpoints (agent/k8s/prune.ts)
  * hold a single address without an array and hand it out as `firstAddress`,
@@ -126,9 +118,9 @@ export function endpointsByServicePort(
   const merged = new Map<string, PortMerge>();
   // One slice per Service is the common case: no filtered copy of the list for it.
   let ordered: readonly V1EndpointSlice[];
-  if (slices.length === 1) ordered = slices[0].addressType === family && sliceOf(slices[0], serviceKey) ? slices : [];
+  if (slices.length === 1) ordered = slices[0].addressType === family && sliceServiceKey(slices[0]) === serviceKey ? slices : [];
   else {
-    const mine = slices.filter((s) => s.addressType === family && sliceOf(s, serviceKey));
+    const mine = slices.filter((s) => s.addressType === family && sliceServiceKey(s) === serviceKey);
     if (mine.length > 1) mine.sort((a, b) => (a.metadata!.name! < b.metadata!.name! ? -1 : a.metadata!.name! > b.metadata!.name! ? 1 : 0));
     ordered = mine;
   }
