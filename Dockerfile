@@ -31,7 +31,7 @@ WORKDIR /opt/kpr
 COPY --from=build /src/package.json ./package.json
 COPY --from=build /src/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
-COPY --from=build /src/build/*.bpf.o ./build/
+COPY --from=build /src/build/*.bpf.o /src/build/libkpr_batch_writer.so ./build/
 COPY --from=build /src/bin ./bin
 ENV PATH=/opt/kpr/bin:$PATH
 ENTRYPOINT ["/opt/kpr/bin/kpr-agent"]

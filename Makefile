@@ -7,6 +7,8 @@ BUILD_DIR   := build
 BPF_SRC     := $(wildcard bpf/*.bpf.c)
 BPF_OBJ     := $(patsubst bpf/%.bpf.c,$(BUILD_DIR)/%.bpf.o,$(BPF_SRC))
 BPF_HDR     := $(wildcard bpf/include/*.h)
+# The writer thread for batch map updates (native/batch_writer.c), loaded through koffi.
+BATCH_WRITER := $(BUILD_DIR)/libkpr_batch_writer.so
 ARCH_INC    := /usr/include/$(shell uname -m)-linux-gnu
 CLANG       ?= clang
 BPF_CFLAGS  := -O2 -g -Wall -Werror -target bpf -D__TARGET_ARCH_x86 -I $(BUILD_DIR) -I bpf/include -I $(ARCH_INC)
@@ -44,6 +46,10 @@ $(BUILD_DIR)/%.bpf.o: bpf/%.bpf.c $(BPF_HDR) $(VMLINUX_H) | deps-system
 
 bpf: $(BPF_OBJ)
 
+$(BATCH_WRITER): native/batch_writer.c | deps-system
+	@mkdir -p $(BUILD_DIR)
+	$(CLANG) -O2 -g -Wall -Werror -fPIC -shared -o $@ $< -lbpf -lpthread
+
 # After a build: drop the dev dependencies (the Dockerfile's runtime stage copies node_modules).
 deps-node-prod:
 	npm prune --omit=dev --no-audit --no-fund
@@ -68,7 +74,7 @@ ESBUILD_FLAGS := --bundle --platform=node --format=esm --target=node20 --externa
 	--alias:whatwg-url=./dist/agent/bundle/whatwg-url.js \
 	--banner:js="import { createRequire as __kprCreateRequire } from 'node:module'; const require = __kprCreateRequire(import.meta.url);"
 
-build: deps bpf
+build: deps bpf $(BATCH_WRITER)
 	npx tsc -p tsconfig.json
 	node_modules/.bin/esbuild dist/agent/main.js $(ESBUILD_FLAGS) --outfile=$(AGENT_BUNDLE)
 

@@ -3,7 +3,8 @@
  * full sync, then incremental syncs as changes arrive. Stopping releases this
  * process's handles only; the pinned datapath keeps serving.
  */
-import { releaseFreeNativeMemory, setLibbpfLogger } from '../native/index.js';
+import path from 'node:path';
+import { BatchWriter, BATCH_WRITER_LIBRARY, releaseFreeNativeMemory, setLibbpfLogger } from '../native/index.js';
 import type { AgentConfig } from './config.js';
 import { loadDatapath, type Datapath } from './datapath/loader.js';
 import { NodeDatapath } from './datapath/node-datapath.js';
@@ -30,6 +31,7 @@ export class Agent {
   private obs: Observability | undefined;
   private nodeDatapath: NodeDatapath | undefined;
   private serviceHealth: ServiceHealthServers | undefined;
+  private writer: BatchWriter | undefined;
 
   constructor(
     private readonly cfg: AgentConfig,
@@ -52,6 +54,7 @@ export class Agent {
     // healthCheckNodePort servers (eTP=Local LoadBalancers), in the node's namespace, healthy as the proxy is.
     this.serviceHealth = new ServiceHealthServers({ netns: cfg.netns, proxyHealthy: () => obs.health.health().healthy, log: log.child({ source: 'service-health' }) });
     const udpTerminator = dp.udpIterator ? new UdpTerminator(dp.udpIterator, dp.maps.term, log.child({ source: 'udp-terminator' })) : undefined;
+    this.writer = startBatchWriter(cfg.bpfObject, log);
     const maps = new BpfDatapathMaps({
       svc: dp.maps.svc,
       backend: dp.maps.backend,
@@ -59,6 +62,7 @@ export class Agent {
       affinityMatch: dp.maps.affinityMatch,
       svcMeta: dp.maps.svcMeta,
       srcRange: dp.maps.srcRange,
+      writer: this.writer,
     });
     const reconciler = new Reconciler(obs.instrument(maps), log.child({ source: 'reconciler' }));
     obs.adopted(reconciler.adopt());
@@ -132,8 +136,25 @@ export class Agent {
     await this.serviceHealth?.close();
     await this.watch?.stop();
     await this.obs?.stop();
+    this.writer?.close();
+    this.writer = undefined;
     this.datapath?.close();
     this.datapath = undefined;
     this.log.info('agent stopped; the pinned datapath keeps serving');
+  }
+}
+
+/**
+ * The writer thread for large map updates (native/batch_writer.c), built next
+ * to the BPF objects. Without it every batch is written synchronously: the
+ * same result, a slower full sync.
+ */
+function startBatchWriter(bpfObject: string, log: Logger): BatchWriter | undefined {
+  const lib = path.join(path.dirname(bpfObject), BATCH_WRITER_LIBRARY);
+  try {
+    return BatchWriter.open(lib);
+  } catch (err) {
+    log.warn('batch writer thread unavailable; map batches are written synchronously', { library: lib, error: (err as Error).message });
+    return undefined;
   }
 }

@@ -12,6 +12,7 @@ import fs from 'node:fs';
 import { constants } from 'node:os';
 import { libbpf } from './libbpf.js';
 import { KprBpfError, hintFor } from './errors.js';
+import type { BatchWriter } from './batch-writer.js';
 
 const E = constants.errno;
 const ENOTSUPP = 524; // kernel-internal, leaks from the bpf() syscall
@@ -384,6 +385,18 @@ export class BpfMap {
     const opts = flags === 0 ? NO_FLAGS_OPTS : batchOpts(flags);
     const ret = libbpf().bpf_map_update_batch(fd, keys, values, this.#countBuf, opts);
     if (ret < 0) throw this.#err('map update batch', ret, this.#countBuf.readUInt32LE(0));
+  }
+
+  /**
+   * updateBatch through `writer`: queued to run in order on the writer's
+   * thread. Its outcome is known at writer.wait(), which throws this
+   * batch's failure as updateBatch would have.
+   */
+  queueUpdateBatch(writer: BatchWriter, keys: Buffer, values: Buffer, count: number, flags: number = BPF_ANY): void {
+    const fd = this.#live('map update batch');
+    this.#checkBatch('map update batch', keys, count, values);
+    if (count === 0) return;
+    writer.submit(this.name, fd, keys.subarray(0, count * this.keySize), values.subarray(0, count * this.valueStride), count, flags);
   }
 
   /**

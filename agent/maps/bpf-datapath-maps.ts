@@ -2,7 +2,7 @@
  * DatapathMaps over the real pinned BPF maps: encodes with the layout codecs
  * and hands whole batches to the kernel in one call each.
  */
-import type { BpfMap } from '../../native/index.js';
+import type { BatchWriter, BpfMap } from '../../native/index.js';
 import type { DatapathMaps } from './datapath-maps.js';
 import {
   encodeAddr,
@@ -46,6 +46,15 @@ import {
  * 26 syscalls instead of one cost nothing measurable.
  */
 export const BATCH_CHUNK = 8192;
+
+/**
+ * With a BatchWriter, an update batch of at least this many entries goes to
+ * the writer's thread; so does every update batch while earlier ones are
+ * still queued there (order is the datapath's safety). A smaller batch with
+ * nothing queued (an event sync's handful of entries) is written at once:
+ * handing it to a thread and waiting would only add latency.
+ */
+export const QUEUE_MIN_ENTRIES = 1024;
 
 /** Two zeroed byte regions (keys, values) reused across batch calls. */
 class BatchScratch {
@@ -234,6 +243,8 @@ export interface DatapathMapSet {
   affinityMatch: BpfMap;
   svcMeta: BpfMap;
   srcRange: BpfMap;
+  /** Runs large update batches on a thread of its own (see QUEUE_MIN_ENTRIES); without it every call is synchronous. */
+  writer?: BatchWriter;
 }
 
 /** kpr_aff_match's value: presence is what counts. */
@@ -246,6 +257,7 @@ export class BpfDatapathMaps implements DatapathMaps {
   private readonly affMatchMap: BpfMap | null;
   private readonly svcMetaMap: BpfMap | null;
   private readonly srcRangeMap: BpfMap | null;
+  private readonly writer: BatchWriter | null;
   private readonly addrs = new AddrCache();
   private readonly scratch = new BatchScratch();
   /** encodeSvcKey with the address from the cache (same bytes, see layout.ts). */
@@ -273,6 +285,7 @@ export class BpfDatapathMaps implements DatapathMaps {
       this.svcMap = a as BpfMap;
       this.backendMap = b;
       this.vipMap = this.affMatchMap = this.svcMetaMap = this.srcRangeMap = null;
+      this.writer = null;
     } else {
       const m = a as DatapathMapSet;
       this.svcMap = m.svc;
@@ -281,15 +294,35 @@ export class BpfDatapathMaps implements DatapathMaps {
       this.affMatchMap = m.affinityMatch;
       this.svcMetaMap = m.svcMeta;
       this.srcRangeMap = m.srcRange;
+      this.writer = m.writer ?? null;
     }
   }
 
+  /**
+   * Waits for every queued update batch; throws the first failure (later
+   * batches were not written). Every operation that is not a queued update
+   * calls it first, so the maps change in call order; the reconciler calls
+   * it at the end of a sync.
+   */
+  flush(): void {
+    this.writer?.wait();
+  }
+
+  /** updateBatch, on the writer's thread when the batch is large or others are queued (see QUEUE_MIN_ENTRIES). */
+  private update(map: BpfMap, keys: Buffer, values: Buffer, count: number): void {
+    const w = this.writer;
+    if (w && (count >= QUEUE_MIN_ENTRIES || w.pending > 0)) map.queueUpdateBatch(w, keys, values, count);
+    else map.updateBatch(keys, values, count);
+  }
+
   dumpServices(): Array<[SvcKey, SvcVal]> {
+    this.flush();
     const { count, keys, values } = this.svcMap.lookupBatch();
     return unpacked(count, keys, values, SVC_KEY.size, SVC_VAL.size, decodeSvcKey, decodeSvcVal);
   }
 
   dumpBackends(): Array<[number, Backend]> {
+    this.flush();
     const { count, keys, values } = this.backendMap.lookupBatch();
     return unpacked(count, keys, values, BACKEND_ID_SIZE, BACKEND.size, decodeBackendId, decodeBackend);
   }
@@ -298,7 +331,7 @@ export class BpfDatapathMaps implements DatapathMaps {
     if (entries.length === 0) return;
     const keys = packed(entries, SVC_KEY.size, (e, b, o) => this.packSvcKey(e[0], b, o));
     const values = packed(entries, SVC_VAL.size, (e, b, o) => encodeSvcVal(e[1], b, o));
-    this.svcMap.updateBatch(keys, values, entries.length);
+    this.update(this.svcMap, keys, values, entries.length);
   }
 
   /**
@@ -336,11 +369,12 @@ export class BpfDatapathMaps implements DatapathMaps {
       const m = Math.min(BATCH_CHUNK, n - start);
       const { keys, values } = this.scratch.take(m * keySize, m * valueSize);
       for (let j = 0; j < m; j++) pack(start + j, keys, j * keySize, values, j * valueSize);
-      map.updateBatch(keys, values, m);
+      this.update(map, keys, values, m);
     }
   }
 
   deleteServices(keys: SvcKey[]): void {
+    this.flush();
     if (keys.length === 0) return;
     this.svcMap.deleteBatch(packed(keys, SVC_KEY.size, this.packSvcKey), keys.length, { ignoreMissing: true });
   }
@@ -349,7 +383,7 @@ export class BpfDatapathMaps implements DatapathMaps {
     if (entries.length === 0) return;
     const keys = packed(entries, BACKEND_ID_SIZE, ([id], b, o) => encodeBackendId(id, b, o));
     const values = packed(entries, BACKEND.size, (e, b, o) => packBackend(e[1], b, o));
-    this.backendMap.updateBatch(keys, values, entries.length);
+    this.update(this.backendMap, keys, values, entries.length);
   }
 
   /** updateBackends by column: entry i is ids[i] → recs[i]. */
@@ -364,11 +398,13 @@ export class BpfDatapathMaps implements DatapathMaps {
   }
 
   deleteBackends(ids: number[]): void {
+    this.flush();
     if (ids.length === 0) return;
     this.backendMap.deleteBatch(packed(ids, BACKEND_ID_SIZE, (id, b, o) => encodeBackendId(id, b, o)), ids.length, { ignoreMissing: true });
   }
 
   dumpVips(): Array<[string, number]> {
+    this.flush();
     if (!this.vipMap) return [];
     const { count, keys, values } = this.vipMap.lookupBatch();
     return unpacked(count, keys, values, VIP_KEY.size, VIP_VAL.size, decodeVipKey, decodeVipVal);
@@ -378,15 +414,17 @@ export class BpfDatapathMaps implements DatapathMaps {
     if (entries.length === 0 || !this.vipMap) return;
     const keys = packed(entries, VIP_KEY.size, ([a], b, o) => this.addrs.write(a, b, o)); // encodeVipKey's bytes
     const values = packed(entries, VIP_VAL.size, ([, f], b, o) => encodeVipVal(f, b, o));
-    this.vipMap.updateBatch(keys, values, entries.length);
+    this.update(this.vipMap, keys, values, entries.length);
   }
 
   deleteVips(addrs: string[]): void {
+    this.flush();
     if (addrs.length === 0 || !this.vipMap) return;
     this.vipMap.deleteBatch(packed(addrs, VIP_KEY.size, (a, b, o) => encodeVipKey(a, b, o)), addrs.length, { ignoreMissing: true });
   }
 
   dumpAffinityMatches(): AffinityMatchKey[] {
+    this.flush();
     if (!this.affMatchMap) return [];
     const { count, keys } = this.affMatchMap.lookupBatch();
     const out: AffinityMatchKey[] = new Array(count);
@@ -398,15 +436,17 @@ export class BpfDatapathMaps implements DatapathMaps {
     if (keys.length === 0 || !this.affMatchMap) return;
     const k = packed(keys, AFFINITY_MATCH_KEY.size, (m, b, o) => encodeAffinityMatchKey(m, b, o));
     const v = Buffer.alloc(keys.length, AFF_MATCH_PRESENT[0]);
-    this.affMatchMap.updateBatch(k, v, keys.length);
+    this.update(this.affMatchMap, k, v, keys.length);
   }
 
   deleteAffinityMatches(keys: AffinityMatchKey[]): void {
+    this.flush();
     if (keys.length === 0 || !this.affMatchMap) return;
     this.affMatchMap.deleteBatch(packed(keys, AFFINITY_MATCH_KEY.size, (m, b, o) => encodeAffinityMatchKey(m, b, o)), keys.length, { ignoreMissing: true });
   }
 
   dumpSvcMeta(): Array<[number, SvcMeta]> {
+    this.flush();
     if (!this.svcMetaMap) return [];
     const { count, keys, values } = this.svcMetaMap.lookupBatch();
     return unpacked(count, keys, values, BACKEND_ID_SIZE, SVC_META.size, decodeBackendId, decodeSvcMeta);
@@ -417,15 +457,17 @@ export class BpfDatapathMaps implements DatapathMaps {
     // The key is a bare __u32 revNatId, encoded like a backend id.
     const keys = packed(entries, BACKEND_ID_SIZE, ([id], b, o) => encodeBackendId(id, b, o));
     const values = packed(entries, SVC_META.size, ([, m], b, o) => packSvcMeta(m, b, o));
-    this.svcMetaMap.updateBatch(keys, values, entries.length);
+    this.update(this.svcMetaMap, keys, values, entries.length);
   }
 
   deleteSvcMeta(revNatIds: number[]): void {
+    this.flush();
     if (revNatIds.length === 0 || !this.svcMetaMap) return;
     this.svcMetaMap.deleteBatch(packed(revNatIds, BACKEND_ID_SIZE, (id, b, o) => encodeBackendId(id, b, o)), revNatIds.length, { ignoreMissing: true });
   }
 
   dumpSrcRanges(): SrcRangeKey[] {
+    this.flush();
     if (!this.srcRangeMap) return [];
     // An LPM trie has no batch lookup: lookupBatch falls back to key iteration.
     const { count, keys } = this.srcRangeMap.lookupBatch();
@@ -435,6 +477,7 @@ export class BpfDatapathMaps implements DatapathMaps {
   }
 
   updateSrcRanges(keys: SrcRangeKey[]): void {
+    this.flush();
     if (keys.length === 0 || !this.srcRangeMap) return;
     const k = packed(keys, SRC_RANGE_KEY.size, (r, b, o) => encodeSrcRangeKey(r, b, o));
     // LPM tries take no batch update: one call per range (ranges are few).
@@ -442,6 +485,7 @@ export class BpfDatapathMaps implements DatapathMaps {
   }
 
   deleteSrcRanges(keys: SrcRangeKey[]): void {
+    this.flush();
     if (keys.length === 0 || !this.srcRangeMap) return;
     const k = packed(keys, SRC_RANGE_KEY.size, (r, b, o) => encodeSrcRangeKey(r, b, o));
     for (let i = 0; i < keys.length; i++) this.srcRangeMap.delete(k.subarray(i * SRC_RANGE_KEY.size, (i + 1) * SRC_RANGE_KEY.size));

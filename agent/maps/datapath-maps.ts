@@ -29,4 +29,10 @@ export interface DatapathMaps {
   dumpSrcRanges(): SrcRangeKey[];
   updateSrcRanges(keys: SrcRangeKey[]): void;
   deleteSrcRanges(keys: SrcRangeKey[]): void;
+  /**
+   * Where updates may be queued (BpfDatapathMaps with a BatchWriter): waits
+   * until every call so far has reached the kernel, throwing the first
+   * failure. Each other method already waits for the calls before it.
+   */
+  flush?(): void;
 }

@@ -506,6 +506,7 @@ export class Reconciler {
       // ---- 4. apply what is still queued, in the order that keeps the live datapath consistent
       this.applyUpserts(w, result);
       this.applyDeletes(w, result);
+      this.maps.flush?.(); // queued writes reach the kernel (or fail) before the sync counts as done
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       this.logger.error('datapath sync failed; re-reading the maps, will retry', { error: message, frontends: affected.size });

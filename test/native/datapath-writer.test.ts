@@ -1,0 +1,148 @@
+/**
+ * The reconciler over real kernel maps with and without the batch writer
+ * thread: the same sync programs the same entries either way, and a queued
+ * batch that fails (a full map) fails the sync like a synchronous write
+ * would, leaving the kernel in a state a live reader can use and the mirror
+ * equal to it.
+ */
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { BATCH_WRITER_LIBRARY, BPF_MAP_TYPE, BatchWriter, BpfMap } from '../../native/index.js';
+import { BpfDatapathMaps, QUEUE_MIN_ENTRIES, type DatapathMapSet } from '../../agent/maps/bpf-datapath-maps.js';
+import { AFFINITY_MATCH_KEY, BACKEND, SRC_RANGE_KEY, SVC_KEY, SVC_META, SVC_VAL, VIP_KEY, VIP_VAL } from '../../agent/maps/layout.js';
+import { Reconciler, type PlanSource } from '../../agent/reconcile/reconciler.js';
+import { svcKeyId } from '../../agent/reconcile/memory-datapath-maps.js';
+import { instrumentMapErrors } from '../../agent/metrics/instrument-maps.js';
+import type { PlanFrontend } from '../../agent/plan/types.js';
+import { liveViolations, programmed, type MapState } from '../unit/support/datapath-state.js';
+import { repoRoot, requireBpf } from './helpers.js';
+
+const quiet = { info() {}, warn() {}, error() {} };
+let writer: BatchWriter;
+
+before(() => {
+  requireBpf();
+  writer = BatchWriter.open(path.join(repoRoot, 'build', BATCH_WRITER_LIBRARY));
+});
+
+after(() => writer?.close());
+
+/** Standalone maps with kpr's layouts (the object's own maps are 262,144 entries; these can be made small). */
+function mapSet(svcMax: number): Omit<DatapathMapSet, 'writer'> {
+  return {
+    svc: BpfMap.create(BPF_MAP_TYPE.HASH, SVC_KEY.size, SVC_VAL.size, svcMax, 'kpr_svc'),
+    backend: BpfMap.create(BPF_MAP_TYPE.HASH, 4, BACKEND.size, 65536, 'kpr_backend'),
+    vip: BpfMap.create(BPF_MAP_TYPE.HASH, VIP_KEY.size, VIP_VAL.size, 65536, 'kpr_vip'),
+    affinityMatch: BpfMap.create(BPF_MAP_TYPE.HASH, AFFINITY_MATCH_KEY.size, 1, 65536, 'kpr_aff_match'),
+    svcMeta: BpfMap.create(BPF_MAP_TYPE.HASH, 4, SVC_META.size, 65536, 'kpr_svc_meta'),
+    // kpr's is an LPM trie (created with BPF_F_NO_PREALLOC, which BpfMap.create does not take); no range is written here.
+    srcRange: BpfMap.create(BPF_MAP_TYPE.HASH, SRC_RANGE_KEY.size, 1, 16, 'kpr_src_range'),
+  };
+}
+
+function closeAll(m: Omit<DatapathMapSet, 'writer'>): void {
+  for (const map of Object.values(m)) (map as BpfMap).close();
+}
+
+/** n ClusterIP Services with `per` backends each (distinct ip:port per backend). */
+function plans(n: number, per: number): Map<string, PlanFrontend[]> {
+  const out = new Map<string, PlanFrontend[]>();
+  for (let i = 0; i < n; i++) {
+    const backends = [];
+    for (let j = 0; j < per; j++) {
+      const k = i * per + j;
+      backends.push({ address: `198.18.${128 + (k >> 8)}.${k & 0xff}`, port: 8080 });
+    }
+    const service = `ns/svc-${String(i).padStart(4, '0')}`;
+    out.set(service, [
+      {
+        service,
+        portName: 'http',
+        type: 'ClusterIP',
+        address: `198.19.${1 + (i >> 8)}.${i & 0xff}`,
+        port: 80,
+        protocol: 'TCP',
+        backends,
+        trafficPolicy: 'Cluster',
+        affinityTimeoutSeconds: 0,
+        sourceRanges: [],
+      },
+    ]);
+  }
+  return out;
+}
+
+function source(p: Map<string, PlanFrontend[]>): PlanSource {
+  return { keys: () => p.keys(), get: (k) => p.get(k) };
+}
+
+function kernelState(d: BpfDatapathMaps): MapState {
+  return {
+    services: new Map(d.dumpServices().map(([k, v]) => [svcKeyId(k), [k, v]])),
+    backends: new Map(d.dumpBackends()),
+    vips: new Map(d.dumpVips()),
+    affinityMatches: new Map(),
+    svcMeta: new Map(d.dumpSvcMeta()),
+  };
+}
+
+test('a large sync writes the same entries through the writer thread as synchronously', () => {
+  const p = plans(300, 10); // 3,300 service entries, 3,000 backends: above QUEUE_MIN_ENTRIES
+  assert.ok(3000 >= QUEUE_MIN_ENTRIES);
+  const syncMaps = mapSet(65536);
+  const queuedMaps = mapSet(65536);
+  try {
+    const direct = new BpfDatapathMaps(syncMaps);
+    const queued = new BpfDatapathMaps({ ...queuedMaps, writer });
+    const r1 = new Reconciler(direct, quiet);
+    const r2 = new Reconciler(queued, quiet);
+    r1.adopt();
+    r2.adopt();
+    const a = r1.sync(source(p), { full: true });
+    const b = r2.sync(source(p), { full: true });
+    assert.equal(a.ok, true);
+    assert.equal(b.ok, true);
+    assert.equal(writer.pending, 0, 'the sync waits for its queued batches');
+    assert.deepEqual({ ...b, skipped: [] }, { ...a, skipped: [] });
+    const sa = kernelState(direct);
+    const sb = kernelState(queued);
+    assert.deepEqual(programmed(sb), programmed(sa));
+    assert.equal(Object.keys(programmed(sb)).length, 300);
+    assert.deepEqual([...sb.services.entries()].sort(), [...sa.services.entries()].sort());
+    assert.deepEqual([...sb.backends.entries()].sort((x, y) => x[0] - y[0]), [...sa.backends.entries()].sort((x, y) => x[0] - y[0]));
+    assert.deepEqual(liveViolations(sb), []);
+
+    // A small event sync afterwards is written at once (nothing is queued) and lands too.
+    const one = new Map([['ns/svc-0007', p.get('ns/svc-0007')!.map((f) => ({ ...f, backends: f.backends.slice(0, 3) }))]]);
+    assert.equal(r2.sync(source(one), { full: false }).ok, true);
+    assert.equal(programmed(kernelState(queued))['198.19.1.7:80/TCP'].length, 3);
+  } finally {
+    closeAll(syncMaps);
+    closeAll(queuedMaps);
+  }
+});
+
+test('a queued batch that fails fails the sync: nothing after it is written, the kernel stays usable, the mirror is re-read', () => {
+  const p = plans(300, 10);
+  const small = mapSet(2000); // room for 2,000 of the 3,300 service entries
+  const failures: string[] = [];
+  try {
+    const d = new BpfDatapathMaps({ ...small, writer });
+    const r = new Reconciler(instrumentMapErrors(d, (map, op) => failures.push(`${map} ${op}`)), quiet);
+    r.adopt();
+    const res = r.sync(source(p), { full: true });
+    assert.equal(res.ok, false);
+    assert.match(res.error ?? '', /kpr_svc: E2BIG/);
+    assert.deepEqual(failures, ['kpr_svc map update batch'], 'the failure is counted against the map that failed');
+    const state = kernelState(d);
+    assert.deepEqual(liveViolations(state), []);
+    // The slots went first and filled the map: no master (which comes after them) reached the kernel.
+    assert.equal([...state.services.values()].filter(([k]) => k.slot === 0).length, 0);
+    assert.equal(state.services.size, 2000);
+    assert.equal(r.frontendCount, 0, 'the mirror was re-read from the kernel');
+    assert.equal(writer.pending, 0);
+  } finally {
+    closeAll(small);
+  }
+});
