@@ -5,15 +5,21 @@
  * repairs drift; a failed sync is retried with backoff.
  */
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
-import { planService, serviceKeyOf, type PlanContext, type PlanFrontend, type ServiceHealthCheck, type SkippedObject } from './plan/index.js';
+import { planService, type PlanContext, type PlanFrontend, type ServiceHealthCheck, type SkippedObject } from './plan/index.js';
 import type { PlanSource, Reconciler, SyncResult } from './reconcile/reconciler.js';
 import type { Logger } from './log.js';
 
-/** What the loop reads from the watch layer's caches. */
+/**
+ * What the loop reads from the watch layer's caches, by Service key
+ * ("namespace/name"): the loop hands the cache's own key strings back, so a
+ * lookup of 10,000 Services builds and hashes no key anew.
+ */
 export interface ClusterSource {
-  services(): V1Service[];
-  service(namespace: string, name: string): V1Service | undefined;
-  endpointSlicesFor(namespace: string, serviceName: string): readonly V1EndpointSlice[];
+  /** The key of every Service, in any order. */
+  serviceKeys(): Iterable<string>;
+  serviceByKey(key: string): V1Service | undefined;
+  /** The EndpointSlices labelled for the Service `key`, sorted by name. */
+  endpointSlicesByKey(key: string): readonly V1EndpointSlice[];
   node(): V1Node | undefined;
 }
 
@@ -48,11 +54,6 @@ type UdpView = Map<string, Set<string>>;
 
 const RETRY_MIN_MS = 500;
 const RETRY_MAX_MS = 30_000;
-
-function splitKey(key: string): [string, string] {
-  const i = key.indexOf('/');
-  return [key.slice(0, i), key.slice(i + 1)];
-}
 
 export class SyncLoop {
   private readonly dirty = new Set<string>();
@@ -123,14 +124,13 @@ export class SyncLoop {
   }
 
   private planFor(key: string, ctx: PlanContext): PlanFrontend[] {
-    const [ns, name] = splitKey(key);
-    const svc = this.src.service(ns, name);
+    const svc = this.src.serviceByKey(key);
     if (!svc) {
       this.reportSkips(key, []);
       this.healthChecks.delete(key);
       return [];
     }
-    const plan = planService(svc, this.src.endpointSlicesFor(ns, name), ctx);
+    const plan = planService(svc, this.src.endpointSlicesByKey(key), ctx);
     this.reportSkips(key, plan.skipped);
     if (plan.healthCheck) this.healthChecks.set(key, plan.healthCheck);
     else this.healthChecks.delete(key);
@@ -138,6 +138,7 @@ export class SyncLoop {
   }
 
   private reportSkips(key: string, skipped: SkippedObject[]): void {
+    if (skipped.length === 0 && !this.reportedSkips.has(key)) return; // the common case: nothing to report, before or now
     const text = skipped.map((s) => `${s.object}: ${s.reason}`).join('\n');
     if ((this.reportedSkips.get(key) ?? '') === text) return;
     if (text) this.reportedSkips.set(key, text);
@@ -191,7 +192,7 @@ export class SyncLoop {
     const started = this.now();
     const full = this.needFull;
     // On a full sync, keys touched by events but no longer present still need their frontends removed.
-    const keySet = new Set(full ? this.src.services().map(serviceKeyOf) : []);
+    const keySet = new Set(full ? this.src.serviceKeys() : []);
     for (const k of this.dirty) keySet.add(k);
     const keys = [...keySet];
     const changeAt = this.oldestChangeAt;

@@ -211,6 +211,20 @@ export class ClusterWatch {
     return this.svcs.get(`${namespace}/${name}`);
   }
 
+  /** The key ("namespace/name") of every watched Service, in no particular order. */
+  serviceKeys(): IterableIterator<string> {
+    return this.svcs.keys();
+  }
+
+  serviceByKey(key: string): V1Service | undefined {
+    return this.svcs.get(key);
+  }
+
+  /** endpointSlicesFor by Service key ("namespace/name"). */
+  endpointSlicesByKey(key: string): readonly V1EndpointSlice[] {
+    return this.slicesBySvc.get(key) ?? NO_SLICES;
+  }
+
   /** The EndpointSlices labelled kubernetes.io/service-name=serviceName in namespace, sorted by name. */
   endpointSlicesFor(namespace: string, serviceName: string): readonly V1EndpointSlice[] {
     return this.slicesBySvc.get(`${namespace}/${serviceName}`) ?? NO_SLICES;

@@ -338,12 +338,14 @@ export class BpfDatapathMaps implements DatapathMaps {
    * updateServices by column (the reconciler's fast path, no key objects):
    * entry i is key (bases[i], scope scopeSlots[i] >> 16, slot scopeSlots[i] & 0xffff)
    * → vals[i], where a number n stands for a slot value { backendId: n, count: 0,
-   * revNatId: 0, flags: 0 }. Same bytes, same single batch.
+   * revNatId: 0, flags: 0 }, for the first `count` entries (default: all). Same bytes.
    */
-  updateServiceColumns(bases: readonly { addr: string; port: number; proto: number }[], scopeSlots: readonly number[], vals: ReadonlyArray<SvcVal | number>): void {
-    const n = vals.length;
+  updateServiceColumns(bases: readonly { addr: string; port: number; proto: number }[], scopeSlots: readonly number[], vals: ReadonlyArray<SvcVal | number>, count?: number): void {
+    const n = count ?? vals.length;
     if (n === 0) return;
-    if (bases.length !== n || scopeSlots.length !== n) throw new Error('updateServiceColumns: columns of different lengths');
+    if (count === undefined ? bases.length !== n || scopeSlots.length !== n : bases.length < n || scopeSlots.length < n || vals.length < n) {
+      throw new Error('updateServiceColumns: columns of different lengths');
+    }
     this.writeInRounds(this.svcMap, n, SVC_KEY.size, SVC_VAL.size, (i, keys, o, values, vo) => {
       const base = bases[i];
       const ss = scopeSlots[i];
@@ -386,11 +388,11 @@ export class BpfDatapathMaps implements DatapathMaps {
     this.update(this.backendMap, keys, values, entries.length);
   }
 
-  /** updateBackends by column: entry i is ids[i] → recs[i]. */
-  updateBackendColumns(ids: readonly number[], recs: readonly Backend[]): void {
-    const n = ids.length;
+  /** updateBackends by column: entry i is ids[i] → recs[i], for the first `count` (default: all). */
+  updateBackendColumns(ids: readonly number[], recs: readonly Backend[], count?: number): void {
+    const n = count ?? ids.length;
     if (n === 0) return;
-    if (recs.length !== n) throw new Error('updateBackendColumns: columns of different lengths');
+    if (count === undefined ? recs.length !== n : ids.length < n || recs.length < n) throw new Error('updateBackendColumns: columns of different lengths');
     this.writeInRounds(this.backendMap, n, BACKEND_ID_SIZE, BACKEND.size, (i, keys, ko, values, vo) => {
       packId(ids[i], keys, ko);
       packBackend(recs[i], values, vo);

@@ -149,6 +149,13 @@ export function endpointsByServicePort(
       ports.push({ id: portId(p.name, protocol as Protocol), port: p.port as number });
     }
     if (ports.length === 0) continue;
+    // Each port's merge, looked up once per slice rather than once per endpoint.
+    const merges = new Array<PortMerge>(ports.length);
+    for (let i = 0; i < ports.length; i++) {
+      let pm = merged.get(ports[i].id);
+      if (!pm) merged.set(ports[i].id, (pm = { list: [], map: null }));
+      merges[i] = pm;
+    }
 
     for (const ep of Array.isArray(slice.endpoints) ? slice.endpoints : []) {
       const raw = firstAddress(ep);
@@ -173,9 +180,9 @@ export function endpointsByServicePort(
       const isLocal = nodeName !== '' && ep.nodeName === nodeName;
       const zoneHints = Array.isArray(ep.hints?.forZones) && ep.hints.forZones.length ? ep.hints.forZones.map((z) => z?.name) : null;
       const nodeHints = Array.isArray(ep.hints?.forNodes) && ep.hints.forNodes.length ? ep.hints.forNodes.map((n) => n?.name) : null;
-      for (const { id, port } of ports) {
-        let pm = merged.get(id);
-        if (!pm) merged.set(id, (pm = { list: [], map: null }));
+      for (let i = 0; i < ports.length; i++) {
+        const port = ports[i].port;
+        const pm = merges[i];
         const list = pm.list;
         if (list !== null) {
           const last = list.length > 0 ? list[list.length - 1] : null;

@@ -66,7 +66,8 @@ function planServiceUnchecked(service: V1Service, slices: readonly V1EndpointSli
   const hasNodePorts = info.ports.some((p) => p.nodePort !== 0);
   const filter = hasNodePorts ? parseNodePortAddresses(ctx.nodePortAddresses, skipped) : null;
   const frontends: PlanFrontend[] = [];
-  const seen = new Set<string>();
+  // Frontend keys, built once a second frontend needs checking against the first (most Services have one).
+  let seen: Set<string> | null = null;
   let healthCheck: ServicePlan['healthCheck'];
 
   for (const fam of info.families) {
@@ -81,12 +82,15 @@ function planServiceUnchecked(service: V1Service, slices: readonly V1EndpointSli
       // frontends stay, with no backends, so the datapath refuses (rules 11, 23).
       const endpoints = eps.byPort.get(portId(sp.name, sp.protocol)) ?? [];
       for (const f of portFrontends(info, fam, sp, endpoints, nodeAddrs, topo, ctx)) {
-        const fk = frontendKey(f);
-        if (seen.has(fk)) {
-          skipped.push({ object: `Service ${key}`, reason: `${f.type} ${fk} duplicates another frontend of the Service; the first is used` });
-          continue;
+        if (frontends.length > 0) {
+          seen ??= new Set(frontends.map(frontendKey));
+          const fk = frontendKey(f);
+          if (seen.has(fk)) {
+            skipped.push({ object: `Service ${key}`, reason: `${f.type} ${fk} duplicates another frontend of the Service; the first is used` });
+            continue;
+          }
+          seen.add(fk);
         }
-        seen.add(fk);
         frontends.push(f);
       }
     }

@@ -63,6 +63,19 @@ export class IdIndex<V> {
     this.count = 0;
   }
 
+  /**
+   * Calls fn for every value. A plain loop: values() is a generator, whose
+   * result object per value a full sync's sweep of 10^5 backends paid for.
+   */
+  forEachValue(fn: (v: V) => void): void {
+    const items = this.items;
+    for (let i = 0; i < items.length; i++) {
+      const v = items[i];
+      if (v !== undefined) fn(v);
+    }
+    for (const v of this.other.values()) fn(v);
+  }
+
   *values(): IterableIterator<V> {
     const items = this.items;
     for (let i = 0; i < items.length; i++) {

@@ -157,6 +157,9 @@ interface BackendRec extends Backend {
  * slot, the value), so a full sync builds no key object or pair per entry:
  * a DatapathMaps with updateServiceColumns encodes them straight into its
  * batch; any other gets entries() (the same entries, in the same order).
+ * The first `length` elements of the columns are the queue: a write round
+ * resets it and the next one overwrites in place, so a full sync's rounds
+ * do not each grow (and drop) arrays of thousands of elements.
  */
 class SvcWrites {
   readonly bases: FrontendBase[] = [];
@@ -164,19 +167,22 @@ class SvcWrites {
   readonly scopeSlots: number[] = [];
   /** The value, or for a slot just its backend id (see slotValue). */
   readonly vals: Array<SvcVal | number> = [];
-
-  get length(): number {
-    return this.vals.length;
-  }
+  length = 0;
 
   push(base: FrontendBase, scope: number, slot: number, val: SvcVal | number): void {
-    this.bases.push(base);
-    this.scopeSlots.push(scope * 0x10000 + slot);
-    this.vals.push(val);
+    const i = this.length++;
+    this.bases[i] = base;
+    this.scopeSlots[i] = scope * 0x10000 + slot;
+    this.vals[i] = val;
+  }
+
+  /** Empties the queue, keeping the columns' room. */
+  reset(): void {
+    this.length = 0;
   }
 
   entries(): Array<[SvcKey, SvcVal]> {
-    const n = this.vals.length;
+    const n = this.length;
     const out = new Array<[SvcKey, SvcVal]>(n);
     for (let i = 0; i < n; i++) {
       const ss = this.scopeSlots[i];
@@ -192,22 +198,24 @@ function slotValue(id: number): SvcVal {
   return { backendId: id, count: 0, revNatId: 0, flags: 0 };
 }
 
-/** Backend-map writes by column (id, value). */
+/** Backend-map writes by column (id, value); the first `length` elements are the queue, as in SvcWrites. */
 class BackendWrites {
   readonly ids: number[] = [];
   readonly recs: Backend[] = [];
-
-  get length(): number {
-    return this.ids.length;
-  }
+  length = 0;
 
   push(id: number, rec: Backend): void {
-    this.ids.push(id);
-    this.recs.push(rec);
+    const i = this.length++;
+    this.ids[i] = id;
+    this.recs[i] = rec;
+  }
+
+  reset(): void {
+    this.length = 0;
   }
 
   entries(): Array<[number, Backend]> {
-    const n = this.ids.length;
+    const n = this.length;
     const out = new Array<[number, Backend]>(n);
     for (let i = 0; i < n; i++) out[i] = [this.ids[i], this.recs[i]];
     return out;
@@ -222,11 +230,12 @@ class BackendWrites {
 export interface ColumnWriteMaps {
   /**
    * Entry i: key (bases[i], scope = scopeSlots[i] >> 16, slot = scopeSlots[i] & 0xffff),
-   * value vals[i]; a number n as value stands for slotValue(n).
+   * value vals[i]; a number n as value stands for slotValue(n). `count`
+   * entries (default: all, and the columns must then be of one length).
    */
-  updateServiceColumns(bases: readonly FrontendBase[], scopeSlots: readonly number[], vals: ReadonlyArray<SvcVal | number>): void;
-  /** Entry i: ids[i] → recs[i]. */
-  updateBackendColumns(ids: readonly number[], recs: readonly Backend[]): void;
+  updateServiceColumns(bases: readonly FrontendBase[], scopeSlots: readonly number[], vals: ReadonlyArray<SvcVal | number>, count?: number): void;
+  /** Entry i: ids[i] → recs[i], for the first `count` (default: all, of one length). */
+  updateBackendColumns(ids: readonly number[], recs: readonly Backend[], count?: number): void;
 }
 
 function hasColumnWrites(m: DatapathMaps): m is DatapathMaps & ColumnWriteMaps {
@@ -237,14 +246,16 @@ function hasColumnWrites(m: DatapathMaps): m is DatapathMaps & ColumnWriteMaps {
 /** Upserts queued beyond this many service/backend entries are written before the diff goes on (see flushUpserts). */
 const FLUSH_ENTRIES = 16384;
 
-/** Empty queues of the entries written (upserts: steps 1–6). */
-function newUpserts(): Pick<Writes, 'backendWrites' | 'affWrites' | 'rangeWrites' | 'slotWrites' | 'metaWrites' | 'masterWrites' | 'vipWrites'> {
-  return { backendWrites: new BackendWrites(), affWrites: [], rangeWrites: [], slotWrites: new SvcWrites(), metaWrites: [], masterWrites: new SvcWrites(), vipWrites: [] };
-}
-
+/** Empty queues of the entries written (upserts: steps 1–6) and deleted. */
 function newWrites(): Writes {
   return {
-    ...newUpserts(),
+    backendWrites: new BackendWrites(),
+    affWrites: [],
+    rangeWrites: [],
+    slotWrites: new SvcWrites(),
+    metaWrites: [],
+    masterWrites: new SvcWrites(),
+    vipWrites: [],
     masterDeletes: [],
     slotDeletes: [],
     affDeletes: [],
@@ -285,10 +296,6 @@ const NO_IDS: readonly number[] = [];
 /** kpr_svc_meta's name field holds 95 bytes of text, its port name 31. */
 const META_NAME_MAX = 95;
 const META_PORT_MAX = 31;
-
-function cmp(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
-}
 
 function svcKey(base: FrontendBase, scope: number, slot: number): SvcKey {
   return { addr: base.addr, port: base.port, slot, proto: base.proto, scope };
@@ -420,7 +427,8 @@ export class Reconciler {
     };
     // ---- 1. update the desired state; collect the frontends it concerns
     const affected = new Set<string>(this.dirty);
-    const services = [...plans.keys()].sort(cmp);
+    // Keys are strings: sort()'s default order (UTF-16 code units) is the key order, with no comparator call per comparison.
+    const services = [...plans.keys()].sort();
     if (opts.full) {
       for (const s of this.kSets.values()) affected.add(s.fk);
       for (const fk of this.claimants.keys()) affected.add(fk);
@@ -464,7 +472,7 @@ export class Reconciler {
       // ---- 2. diff each remaining concerned frontend against the mirror, updating the mirror
       const order: string[] = [];
       for (const fk of affected) if (!diffed.has(fk) || Array.isArray(this.claimants.get(fk))) order.push(fk);
-      if (order.length > 1) order.sort(cmp);
+      if (order.length > 1) order.sort();
       for (const fk of order) {
         const want = this.winner(fk, skipped);
         if (want) {
@@ -532,7 +540,13 @@ export class Reconciler {
    */
   private flushUpserts(w: Writes, result: SyncResult): void {
     this.applyUpserts(w, result);
-    Object.assign(w, newUpserts());
+    w.backendWrites.reset();
+    w.slotWrites.reset();
+    w.masterWrites.reset();
+    w.affWrites = [];
+    w.rangeWrites = [];
+    w.metaWrites = [];
+    w.vipWrites = [];
   }
 
   /** diffFrontend, then a round of writes if enough is queued. */
@@ -546,7 +560,7 @@ export class Reconciler {
     const m = this.maps;
     const columns = hasColumnWrites(m) ? m : null;
     if (w.backendWrites.length) {
-      if (columns) columns.updateBackendColumns(w.backendWrites.ids, w.backendWrites.recs);
+      if (columns) columns.updateBackendColumns(w.backendWrites.ids, w.backendWrites.recs, w.backendWrites.length);
       else m.updateBackends(w.backendWrites.entries());
       result.backendsWritten += w.backendWrites.length;
     }
@@ -573,7 +587,7 @@ export class Reconciler {
   /** One batch of service-map entries (slots or masters), by column when the maps take columns. */
   private writeServices(sw: SvcWrites, columns: ColumnWriteMaps | null, result: SyncResult): void {
     if (!sw.length) return;
-    if (columns) columns.updateServiceColumns(sw.bases, sw.scopeSlots, sw.vals);
+    if (columns) columns.updateServiceColumns(sw.bases, sw.scopeSlots, sw.vals, sw.length);
     else this.maps.updateServices(sw.entries());
     result.servicesWritten += sw.length;
   }
@@ -666,7 +680,7 @@ export class Reconciler {
     const list = this.desired.get(first)!;
     const want = list.length === 1 ? list[0] : list.find((d) => d.fk === fk)!;
     if (typeof c !== 'string') {
-      for (const s of [...c].sort(cmp)) {
+      for (const s of [...c].sort()) {
         if (s === first) continue;
         const reason = `frontend ${want.label} is also claimed by Service ${first}, which wins (first by key)`;
         skipped.push({ object: `Service ${s}`, reason });
@@ -860,7 +874,9 @@ export class Reconciler {
     if (full) {
       for (const addr of this.kVips.keys()) touchedVips.add(addr);
       for (const addr of this.vipRefs.keys()) touchedVips.add(addr);
-      for (const rec of this.kBackends.values()) if (rec.refs === 0) this.unreferenced.add(rec.id);
+      this.kBackends.forEachValue((rec) => {
+        if (rec.refs === 0) this.unreferenced.add(rec.id);
+      });
     }
     this.suspectRevNats.clear();
     this.suspectVips.clear();
@@ -986,7 +1002,7 @@ export class Reconciler {
     }
 
     const bad = new Set<string>();
-    for (const sid of [...this.kSets.keys()].sort(cmp)) {
+    for (const sid of [...this.kSets.keys()].sort()) {
       const f = this.kSets.get(sid)!;
       if (f.scope !== SCOPE.EXTERNAL && f.scope !== SCOPE.INTERNAL) bad.add(f.fk); // an unknown scope: removed by the next sync
       if (!f.master) {

@@ -15,14 +15,14 @@ import { ep, service, slice } from './support/k8s-fixtures.js';
 class FakeCluster implements ClusterSource {
   readonly svcs = new Map<string, V1Service>();
   readonly slices = new Map<string, V1EndpointSlice[]>();
-  services() {
-    return [...this.svcs.values()];
+  serviceKeys() {
+    return this.svcs.keys();
   }
-  service(ns: string, name: string) {
-    return this.svcs.get(`${ns}/${name}`);
+  serviceByKey(key: string) {
+    return this.svcs.get(key);
   }
-  endpointSlicesFor(ns: string, name: string) {
-    return this.slices.get(`${ns}/${name}`) ?? [];
+  endpointSlicesByKey(key: string) {
+    return this.slices.get(key) ?? [];
   }
   node(): V1Node | undefined {
     return undefined;
