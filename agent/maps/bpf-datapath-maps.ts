@@ -3,6 +3,7 @@
  * and hands whole batches to the kernel in one call each.
  */
 import type { BatchWriter, BpfMap } from '../../native/index.js';
+import { tupleIPv4, type BackendTuple } from '../reconcile/desired-frontend.js';
 import type { DatapathMaps } from './datapath-maps.js';
 import {
   encodeAddr,
@@ -149,9 +150,24 @@ class AddrCache {
   }
 }
 
-/** encodeBackend's layout, with the fast address path. */
-function packBackend(v: Backend, b: Buffer, o: number): void {
-  writeAddr(v.addr, b, o);
+/** A backend value that may carry its backendTupleKey (the reconciler's records do). */
+type BackendWithTuple = Backend & { tuple?: BackendTuple | null };
+
+/**
+ * encodeBackend's layout, with the fast address paths: an IPv4 address taken
+ * from the record's numeric tuple (no text to parse), else parsed by hand.
+ */
+function packBackend(v: BackendWithTuple, b: Buffer, o: number): void {
+  const ip4 = tupleIPv4(v.tuple);
+  if (ip4 >= 0) {
+    for (let i = 0; i < 10; i++) b[o + i] = 0;
+    b[o + 10] = 0xff;
+    b[o + 11] = 0xff;
+    b[o + 12] = ip4 >>> 24;
+    b[o + 13] = (ip4 >>> 16) & 0xff;
+    b[o + 14] = (ip4 >>> 8) & 0xff;
+    b[o + 15] = ip4 & 0xff;
+  } else writeAddr(v.addr, b, o);
   b.writeUInt16BE(v.port, o + 16);
   b[o + 18] = v.proto;
   b[o + 19] = v.flags;
@@ -388,8 +404,12 @@ export class BpfDatapathMaps implements DatapathMaps {
     this.update(this.backendMap, keys, values, entries.length);
   }
 
-  /** updateBackends by column: entry i is ids[i] → recs[i], for the first `count` (default: all). */
-  updateBackendColumns(ids: readonly number[], recs: readonly Backend[], count?: number): void {
+  /**
+   * updateBackends by column: entry i is ids[i] → recs[i], for the first
+   * `count` (default: all). A record carrying a numeric `tuple`
+   * (backendTupleKey) has its IPv4 address written from it.
+   */
+  updateBackendColumns(ids: readonly number[], recs: readonly BackendWithTuple[], count?: number): void {
     const n = count ?? ids.length;
     if (n === 0) return;
     if (count === undefined ? recs.length !== n : ids.length < n || recs.length < n) throw new Error('updateBackendColumns: columns of different lengths');

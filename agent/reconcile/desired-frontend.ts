@@ -22,14 +22,25 @@ export interface FrontendBase {
 /** Identity of a backend: a number for IPv4 (cheap to hash), a string for IPv6. */
 export type BackendTuple = number | string;
 
+/**
+ * One backend a frontend wants. It has the fields of the reconciler's mirror
+ * record (id and refs unset here), so a backend the kernel lacks becomes
+ * that record itself instead of being copied into a new object.
+ */
 export interface DesiredBackend {
-  /** backendTupleKey(): the backend's identity. */
-  tuple: BackendTuple;
+  /** 0 until the reconciler records it as the kernel's backend. */
+  id: number;
   /** Canonical address. */
   addr: string;
   port: number;
+  /** IPPROTO of the frontend. */
+  proto: number;
   /** BE_FLAG bits (LOCAL). */
   flags: number;
+  /** backendTupleKey(): the backend's identity. */
+  tuple: BackendTuple;
+  /** 0 until recorded (slots naming it). */
+  refs: number;
 }
 
 export interface DesiredFrontend {
@@ -79,6 +90,11 @@ export function backendTupleKey(addrKey: number | string, port: number, proto: n
   if (proto !== IPPROTO.TCP && proto !== IPPROTO.UDP) return null;
   if (typeof addrKey === 'number') return (addrKey * 65536 + port) * 2 + (proto === IPPROTO.UDP ? 1 : 0);
   return `${addrKey}:${port}/${proto}`;
+}
+
+/** The IPv4 address (u32) of a numeric backendTupleKey; -1 for anything else. */
+export function tupleIPv4(tuple: BackendTuple | null | undefined): number {
+  return typeof tuple === 'number' ? Math.floor(tuple / 131072) : -1;
 }
 
 /** backendTupleKey of a backend-map value; null if it is not a well-formed TCP/UDP backend this agent writes. */
@@ -210,7 +226,7 @@ function desiredBackends(
     }
     if (seen) seen.add(tuple);
     if (typeof tuple === 'number' && typeof last === 'number' && tuple > last) last = tuple;
-    backends.push({ tuple, addr: text, port: b.port, flags: b.local ? BE_FLAG.LOCAL : 0 });
+    backends.push({ id: 0, addr: text, port: b.port, proto, flags: b.local ? BE_FLAG.LOCAL : 0, tuple, refs: 0 });
   }
   if (backends.length > MAX_SLOTS) {
     skipped.push({ object, reason: `frontend ${label}: ${backends.length} backends, only the first ${MAX_SLOTS} are used` });

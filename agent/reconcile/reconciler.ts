@@ -895,7 +895,11 @@ export class Reconciler {
     }
     const id = this.backendIds.allocate();
     if (id === undefined) throw new Error('backend id space exhausted'); // 2^32 - 1 backends: not reachable
-    const rec: BackendRec = { id, addr: b.addr, port: b.port, proto, flags: b.flags, tuple: b.tuple, refs: 0 };
+    // The desired backend becomes the mirror's record: it has the record's fields, so no second object per new backend.
+    const rec = b as BackendRec;
+    rec.id = id;
+    rec.proto = proto;
+    rec.refs = 0;
     this.byTuple.set(b.tuple, rec);
     this.kBackends.set(id, rec);
     writes.push(id, rec);

@@ -9,8 +9,10 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { BpfMap } from '../../native/index.js';
 import { BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
-import { SVC_META, VIP_KEY, encodeSvcMeta, encodeVipKey, type Backend, type SvcKey, type SvcMeta, type SvcVal } from '../../agent/maps/layout.js';
+import { BACKEND, SVC_META, VIP_KEY, encodeBackend, encodeSvcMeta, encodeVipKey, type Backend, type SvcKey, type SvcMeta, type SvcVal } from '../../agent/maps/layout.js';
 import { TupleIndex } from '../../agent/reconcile/tuple-index.js';
+import { backendTupleKey } from '../../agent/reconcile/desired-frontend.js';
+import { parseIP } from '../../agent/plan/ip.js';
 import { IdAllocator } from '../../agent/reconcile/id-allocator.js';
 import { IdIndex } from '../../agent/reconcile/id-index.js';
 import { endpointsByServicePort } from '../../agent/plan/endpoint-slices.js';
@@ -166,6 +168,23 @@ describe('BpfDatapathMaps column writes', () => {
     b.d.updateBackendColumns(ids, recs);
     assert.deepEqual(b.m.backend.updates, a.m.backend.updates);
     assert.throws(() => b.d.updateServiceColumns(bases.slice(1), scopeSlots, vals));
+    // Records carrying their backendTupleKey (the reconciler's) have IPv4 written from the tuple: same bytes.
+    const c = maps();
+    const withTuples = recs.map((r) => ({ ...r, tuple: backendTupleKey(parseIP(r.addr)!.key, r.port, r.proto) }));
+    c.d.updateBackendColumns(ids, withTuples);
+    assert.deepEqual(c.m.backend.updates, a.m.backend.updates);
+    const high = { addr: '255.254.253.252', port: 65535, proto: 17, flags: 1 };
+    const d = maps();
+    d.d.updateBackendColumns([9, 10], [high, { ...high, tuple: backendTupleKey(parseIP(high.addr)!.key, high.port, high.proto) }], 2);
+    assert.deepEqual(d.m.backend.updates[0].values.subarray(BACKEND.size), encodeBackend(high));
+    assert.deepEqual(d.m.backend.updates[0].values.subarray(0, BACKEND.size), encodeBackend(high));
+    // A count writes that many entries of longer columns (the reconciler's reused queues).
+    const e = maps();
+    e.d.updateBackendColumns([...ids, 77], [...recs, recs[0]], 3);
+    assert.deepEqual(e.m.backend.updates, a.m.backend.updates);
+    e.d.updateServiceColumns([...bases, bases[0]], [...scopeSlots, 5], [vals[0], 0xffffffff, vals[2], 2, 9], 4);
+    assert.deepEqual(e.m.svc.updates, a.m.svc.updates);
+    assert.throws(() => e.d.updateBackendColumns(ids, recs, 4), /different lengths/);
     assert.throws(() => b.d.updateServiceColumns([{ addr: '10.0.0.1', port: 70000, proto: 6 }], [1], [vals[0]]));
     assert.throws(() => b.d.updateServiceColumns(bases.slice(0, 1), [1], [{ backendId: 0, count: 70000, revNatId: 0, flags: 0 }]));
     assert.throws(() => b.d.updateBackendColumns([-1], recs.slice(0, 1)));
