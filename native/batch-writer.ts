@@ -75,11 +75,16 @@ export class BatchWriter {
     return this.#pending.length;
   }
 
-  /** Queues bpf_map_update_batch(fd, keys, values, count, elem_flags); the buffers may be reused on return. */
-  submit(map: string, fd: number, keys: Buffer, values: Buffer, count: number, flags: number): void {
+  /**
+   * Queues bpf_map_update_batch(fd, keys, values, count, elem_flags) over the
+   * first keyBytes and valueBytes of the buffers (copied: they may be reused
+   * on return).
+   */
+  submit(map: string, fd: number, keys: Buffer, keyBytes: number, values: Buffer, valueBytes: number, count: number, flags: number): void {
     const h = this.#live();
+    if (keyBytes > keys.length || valueBytes > values.length) throw new RangeError(`batch of ${keyBytes}/${valueBytes} bytes exceeds its buffers`);
     const seq = this.#pending.length;
-    const ret = this.#fns.kpr_writer_submit(h, seq, fd, keys, keys.length, values, values.length, count, flags);
+    const ret = this.#fns.kpr_writer_submit(h, seq, fd, keys, keyBytes, values, valueBytes, count, flags);
     if (ret < 0) {
       // Nothing of this batch is queued; what is already queued must still run first.
       this.wait();

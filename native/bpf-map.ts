@@ -396,7 +396,7 @@ export class BpfMap {
     const fd = this.#live('map update batch');
     this.#checkBatch('map update batch', keys, count, values);
     if (count === 0) return;
-    writer.submit(this.name, fd, keys.subarray(0, count * this.keySize), values.subarray(0, count * this.valueStride), count, flags);
+    writer.submit(this.name, fd, keys, count * this.keySize, values, count * this.valueStride, count, flags);
   }
 
   /**

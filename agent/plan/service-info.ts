@@ -7,7 +7,7 @@
  * a SkippedObject saying why. Never throws on bad input.
  */
 import type { V1Service } from '@kubernetes/client-node';
-import { parseCIDR, parseIP, type IPFamily } from './ip.js';
+import { ipv4Canonical, parseCIDR, parseIP, type IPFamily } from './ip.js';
 import { LABEL_SERVICE_PROXY_NAME } from './labels.js';
 import type { Protocol, SkippedObject } from './types.js';
 import { flatKey } from '../flat-key.js';
@@ -71,6 +71,7 @@ export interface ServiceInfoResult {
 }
 
 const KNOWN_TYPES = new Set(['ClusterIP', 'NodePort', 'LoadBalancer', 'ExternalName']);
+const NONE: readonly never[] = Object.freeze([]);
 
 /** "namespace/name" of a Service or slice owner. */
 export function serviceKeyOf(service: V1Service): string {
@@ -84,9 +85,14 @@ export function serviceKeyOf(service: V1Service): string {
  * as the API server would fill it.
  */
 function clusterIPsByFamily(spec: NonNullable<V1Service['spec']>, object: string, skipped: SkippedObject[]): Array<{ family: IPFamily; ip: string }> {
+  const families = Array.isArray(spec.ipFamilies) ? spec.ipFamilies : [];
+  // The common single-stack IPv4 Service (no ipFamilies, or just IPv4, and a canonical address): nothing to parse or pick.
+  const first = Array.isArray(spec.clusterIPs) && spec.clusterIPs.length ? spec.clusterIPs[0] : spec.clusterIP;
+  if ((families.length === 0 ? first === spec.clusterIP : families.length === 1 && families[0] === 'IPv4') && ipv4Canonical(first) >= 0) {
+    return [{ family: 'IPv4', ip: first! }];
+  }
   const out: Array<{ family: IPFamily; ip: string }> = [];
   const clusterIPs = Array.isArray(spec.clusterIPs) && spec.clusterIPs.length ? spec.clusterIPs : [spec.clusterIP!];
-  const families = Array.isArray(spec.ipFamilies) ? spec.ipFamilies : [];
   const candidates: Array<{ want?: string; raw: unknown }> =
     families.length === 0 ? [{ raw: spec.clusterIP }] : families.map((f, i) => ({ want: f, raw: clusterIPs[i] }));
   for (const { want, raw } of candidates) {
@@ -106,6 +112,7 @@ function portLabel(name: string, port: unknown, protocol: string): string {
 
 /** Valid addresses of `family` among `raws`; invalid ones are reported once (by the first family). */
 function addressesOf(raws: readonly unknown[], family: IPFamily, what: string, object: string, skipped: SkippedObject[] | null): string[] {
+  if (raws.length === 0) return [];
   const out: string[] = [];
   for (const raw of raws) {
     const ip = parseIP(typeof raw === 'string' ? raw : undefined);
@@ -191,7 +198,7 @@ export function readServiceInfo(service: V1Service): ServiceInfoResult {
   const externalIPs = Array.isArray(spec.externalIPs) ? spec.externalIPs : [];
   // VIP-mode ingress IPs only: hostname-only and ipMode Proxy ingresses get no rules (rule 8).
   const ingress = Array.isArray(service.status?.loadBalancer?.ingress) ? service.status!.loadBalancer!.ingress! : [];
-  const lbRaw = ingress.filter((i) => i && typeof i.ip === 'string' && i.ip !== '' && (i.ipMode === undefined || i.ipMode === null || i.ipMode === 'VIP')).map((i) => i.ip);
+  const lbRaw = ingress.length === 0 ? NONE : ingress.filter((i) => i && typeof i.ip === 'string' && i.ip !== '' && (i.ipMode === undefined || i.ipMode === null || i.ipMode === 'VIP')).map((i) => i.ip);
   const rangesRaw = Array.isArray(spec.loadBalancerSourceRanges) ? spec.loadBalancerSourceRanges : [];
   const families: FamilyInfo[] = byFamily.map(({ family, ip }, i) => {
     const report = i === 0 ? skipped : null;
