@@ -3,10 +3,9 @@
  * full sync, then incremental syncs as changes arrive. Stopping releases this
  * process's handles only; the pinned datapath keeps serving.
  */
-import path from 'node:path';
-import { BatchWriter, BATCH_WRITER_LIBRARY, releaseFreeNativeMemory, setLibbpfLogger } from '../native/index.js';
+import { BatchWriter, releaseFreeNativeMemory, setLibbpfLogger } from '../native/index.js';
 import type { AgentConfig } from './config.js';
-import { loadDatapath, type Datapath } from './datapath/loader.js';
+import { batchWriterPath, loadDatapath, type Datapath } from './datapath/loader.js';
 import { NodeDatapath } from './datapath/node-datapath.js';
 import { ClusterWatch } from './k8s/watchers.js';
 import { loadKubeConfig } from './k8s/kubeconfig.js';
@@ -150,7 +149,7 @@ export class Agent {
  * same result, a slower full sync.
  */
 function startBatchWriter(bpfObject: string, log: Logger): BatchWriter | undefined {
-  const lib = path.join(path.dirname(bpfObject), BATCH_WRITER_LIBRARY);
+  const lib = batchWriterPath(bpfObject);
   try {
     return BatchWriter.open(lib);
   } catch (err) {

@@ -57,7 +57,8 @@ export const USAGE = `Usage: kpr-agent [flags]
   --node-name NAME         this node's name (default: $NODE_NAME, then the hostname)
   --cgroup-path PATH       cgroup v2 directory the socket hooks attach to (default: the cgroup2 mount)
   --bpffs PATH             directory in the BPF filesystem for kpr's pins (default: ${DEFAULT_BPFFS_DIR})
-  --bpf-object PATH        compiled datapath object (default: build/kpr_sock.bpf.o)
+  --bpf-object PATH        compiled datapath object (default: build/kpr_sock.bpf.o); the other objects and
+                           libkpr_batch_writer.so are found beside it
   --sync-period DURATION   full resync interval (default: 30s)
   --min-sync-period DUR    coalescing window between syncs (default: 0s)
   --healthz-bind-address A health server IP:port, /healthz and /livez (default: 0.0.0.0:10256; empty disables)

@@ -9,7 +9,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { BpfIterator, BpfObject, ensureBpffs, withNetns, currentNetnsCookie, type BpfMap, type CgroupAttachment } from '../../native/index.js';
+import { BATCH_WRITER_LIBRARY, BpfIterator, BpfObject, ensureBpffs, withNetns, currentNetnsCookie, type BpfMap, type CgroupAttachment } from '../../native/index.js';
 import { MAP_NAMES, encodeConfig, type KprConfig } from '../maps/layout.js';
 import type { Logger } from '../log.js';
 import { linkPinDir, linkPinPath, mapPinDir } from './pins.js';
@@ -47,6 +47,11 @@ export interface Datapath {
 
 function sibling(bpfObject: string, name: string): string {
   return path.join(path.dirname(bpfObject), name);
+}
+
+/** The batch writer library (native/batch_writer.c): built next to the BPF objects. */
+export function batchWriterPath(bpfObject: string): string {
+  return sibling(bpfObject, BATCH_WRITER_LIBRARY);
 }
 
 export function loadDatapath(opts: DatapathOptions, log: Logger): Datapath {

@@ -7,7 +7,8 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BpfObject, DEFAULT_BPFFS_ROOT, isBpffs, setLibbpfLogger } from '../../native/index.js';
+import { BatchWriter, BpfObject, DEFAULT_BPFFS_ROOT, isBpffs, setLibbpfLogger } from '../../native/index.js';
+import { batchWriterPath } from '../datapath/loader.js';
 import { libbpf } from '../../native/libbpf.js';
 import { findCgroup2Mount } from '../cgroup.js';
 
@@ -239,6 +240,19 @@ export function runPreflight(opts: PreflightOptions): PreflightReport {
     }
   }
   add({ name: 'bpf-object', severity: 'required', ok: loadOk, detail: loadDetail, fix: 'build it (make bpf) or pass --bpf-object; a verifier error means this kernel lacks a feature kpr uses' });
+
+  // The writer thread for large syncs: without it the agent works, its full syncs are slower.
+  const writerLib = batchWriterPath(opts.bpfObject);
+  let writerOk = false;
+  let writerDetail: string;
+  try {
+    BatchWriter.open(writerLib).close();
+    writerOk = true;
+    writerDetail = `${writerLib} loads and starts its thread`;
+  } catch (err) {
+    writerDetail = `${(err as Error).message.split('\n')[0]}; large map batches will be written synchronously (slower full syncs)`;
+  }
+  add({ name: 'batch-writer', severity: 'advisory', ok: writerOk, detail: writerDetail, fix: 'build it (make build) next to the BPF objects; it needs libbpf.so.1' });
 
   for (const c of checks) if (c.ok) delete c.fix;
   return {

@@ -65,7 +65,7 @@ test('the runtime stage has libbpf1 and the built artefacts, and .dockerignore k
   const runtime = ins.slice(ins.findIndex((i, n) => n > 0 && i.op === 'FROM'));
   assert.ok(runtime.some((i) => i.op === 'RUN' && /apt-get install .*\blibbpf1\b/.test(i.args)));
   const copies = runtime.filter((i) => i.op === 'COPY').map((i) => i.args);
-  for (const want of ['/src/dist', '/src/build/*.bpf.o', '/src/node_modules', '/src/bin', '/src/package.json']) {
+  for (const want of ['/src/dist', '/src/build/*.bpf.o', '/src/build/libkpr_batch_writer.so', '/src/node_modules', '/src/bin', '/src/package.json']) {
     assert.ok(copies.some((c) => c.includes(want)), `runtime copies ${want}`);
   }
   // Everything the build stage COPYs from the context exists and is not ignored.

@@ -212,6 +212,8 @@ describe('ClusterIP end to end', { timeout: 180_000 }, () => {
     const initial = restarted.logs.find((l) => l.msg === 'initial sync complete')!;
     assert.equal(initial.written, 0, 'adopted maps already hold the desired state: nothing rewritten');
     assert.equal(initial.deleted, 0);
+    const noWriter = restarted.logs.find((l) => /batch writer thread unavailable/.test(String(l.msg)));
+    assert.equal(noWriter, undefined, 'the agent runs its large map batches on the writer thread (build/libkpr_batch_writer.so)');
     const rep = await loop.report;
     assert.ok(rep.ok > 50, `only ${rep.ok} connections made`);
     assert.equal(rep.failed, 0, `failures during restart: ${JSON.stringify(rep.errors)}`);

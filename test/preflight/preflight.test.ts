@@ -43,9 +43,12 @@ test('reports this machine\'s facts and passes (-o json)', () => {
   const bpffsMounted = readFileSync('/proc/mounts', 'utf8').split('\n').some((l) => l.split(' ')[1] === '/sys/fs/bpf' && l.split(' ')[2] === 'bpf');
   assert.equal(report.facts.bpffsMounted, bpffsMounted);
   const names = report.checks.map((c: { name: string }) => c.name);
-  assert.deepEqual(names, ['kernel', 'kernel-udp-termination', 'kernel-tc-path', 'btf', 'cgroup2', 'capabilities', 'bpffs', 'libbpf', 'bpf-object']);
+  assert.deepEqual(names, ['kernel', 'kernel-udp-termination', 'kernel-tc-path', 'btf', 'cgroup2', 'capabilities', 'bpffs', 'libbpf', 'bpf-object', 'batch-writer']);
   const load = report.checks.find((c: { name: string }) => c.name === 'bpf-object');
   assert.match(load.detail, /programs and \d+ maps load/);
+  const writer = report.checks.find((c: { name: string }) => c.name === 'batch-writer');
+  assert.equal(writer.ok, true, writer.detail);
+  assert.match(writer.detail, /libkpr_batch_writer\.so loads and starts its thread/);
   // The table form says the same.
   const table = preflight('--bpf-object', bpfObjectPath);
   assert.equal(table.status, 0);
@@ -61,6 +64,8 @@ test('a failing check exits non-zero and names what is missing', () => {
   assert.match(r.out, /^FAIL\s+bpffs\s+--bpffs \/nonexistent\/kpr is not inside the BPF filesystem \/sys\/fs\/bpf/m);
   assert.match(r.out, /^FAIL\s+bpf-object\s+\/nonexistent\/kpr\.bpf\.o not found/m);
   assert.match(r.out, /preflight: missing: cgroup2, bpffs, bpf-object/);
+  // Advisory: no writer library beside the object is a warning, not a failure.
+  assert.match(r.out, /^warn\s+batch-writer\s+\/nonexistent\/libkpr_batch_writer\.so not found .*written synchronously/m);
   const json = JSON.parse(preflight('-o', 'json', '--cgroup-path', '/tmp').out);
   assert.equal(json.ok, false);
   const cg = json.checks.find((c: { name: string }) => c.name === 'cgroup2');
