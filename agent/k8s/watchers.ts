@@ -208,7 +208,7 @@ export class ClusterWatch {
   }
 
   service(namespace: string, name: string): V1Service | undefined {
-    return this.svcs.get(`${namespace}/${name}`);
+    return this.serviceByKey(`${namespace}/${name}`);
   }
 
   /** The key ("namespace/name") of every watched Service, in no particular order. */
@@ -227,7 +227,7 @@ export class ClusterWatch {
 
   /** The EndpointSlices labelled kubernetes.io/service-name=serviceName in namespace, sorted by name. */
   endpointSlicesFor(namespace: string, serviceName: string): readonly V1EndpointSlice[] {
-    return this.slicesBySvc.get(`${namespace}/${serviceName}`) ?? NO_SLICES;
+    return this.endpointSlicesByKey(`${namespace}/${serviceName}`);
   }
 
   /** All indexed EndpointSlices (those with a service-name label), sorted by ns/name. */
