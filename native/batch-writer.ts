@@ -13,8 +13,6 @@ import { existsSync } from 'node:fs';
 import { KprBpfError } from './errors.js';
 import type { NativePtr } from './libbpf.js';
 
-const E2BIG = 7;
-
 /** The library's file name; it is built next to the BPF objects. */
 export const BATCH_WRITER_LIBRARY = 'libkpr_batch_writer.so';
 
@@ -44,10 +42,16 @@ function load(libPath: string): WriterFns {
   return fns;
 }
 
-/** One submitted batch, kept until wait() so a failure names its map. */
+/**
+ * Builds the error of a failed batch as its map's synchronous call would
+ * (ret: -errno; processed: elements written; note: what else to say), or,
+ * with processed undefined, of a batch that could not be queued.
+ */
+export type BatchErrorFactory = (ret: number, processed: number | undefined, note: string) => Error;
+
+/** One submitted batch, kept until wait() so a failure is described by its map. */
 interface Pending {
-  map: string;
-  count: number;
+  describe: BatchErrorFactory;
 }
 
 export class BatchWriter {
@@ -80,7 +84,7 @@ export class BatchWriter {
    * first keyBytes and valueBytes of the buffers (copied: they may be reused
    * on return).
    */
-  submit(map: string, fd: number, keys: Buffer, keyBytes: number, values: Buffer, valueBytes: number, count: number, flags: number): void {
+  submit(fd: number, keys: Buffer, keyBytes: number, values: Buffer, valueBytes: number, count: number, flags: number, describe: BatchErrorFactory): void {
     const h = this.#live();
     if (keyBytes > keys.length || valueBytes > values.length) throw new RangeError(`batch of ${keyBytes}/${valueBytes} bytes exceeds its buffers`);
     const seq = this.#pending.length;
@@ -88,9 +92,9 @@ export class BatchWriter {
     if (ret < 0) {
       // Nothing of this batch is queued; what is already queued must still run first.
       this.wait();
-      throw new KprBpfError({ op: 'map update batch', map, errno: -ret, detail: 'cannot queue the batch' });
+      throw describe(ret, undefined, 'cannot queue the batch');
     }
-    this.#pending.push({ map, count });
+    this.#pending.push({ describe });
   }
 
   /** Blocks until every submitted batch has run; throws the first failure (later batches were not run). */
@@ -101,16 +105,8 @@ export class BatchWriter {
     const pending = this.#pending;
     this.#pending = [];
     if (ret < 0) {
-      const failed = pending[this.#out[0]];
-      const processed = this.#out[1];
       const skipped = pending.length - this.#out[0] - 1;
-      throw new KprBpfError({
-        op: 'map update batch',
-        map: failed?.map,
-        errno: -ret,
-        processed,
-        detail: `${-ret === E2BIG ? 'map is full; ' : ''}${processed} of ${failed?.count ?? '?'} element(s) processed${skipped > 0 ? `; ${skipped} later batch(es) not written` : ''}`,
-      });
+      throw pending[this.#out[0]].describe(ret, this.#out[1], skipped > 0 ? `${skipped} later batch(es) not written` : '');
     }
   }
 

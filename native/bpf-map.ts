@@ -396,7 +396,9 @@ export class BpfMap {
     const fd = this.#live('map update batch');
     this.#checkBatch('map update batch', keys, count, values);
     if (count === 0) return;
-    writer.submit(this.name, fd, keys, count * this.keySize, values, count * this.valueStride, count, flags);
+    writer.submit(fd, keys, count * this.keySize, values, count * this.valueStride, count, flags, (ret, processed, note) =>
+      this.#err('map update batch', ret, processed, note),
+    );
   }
 
   /**
@@ -434,11 +436,12 @@ export class BpfMap {
     return this.#fd;
   }
 
-  #err(op: string, ret: number, processed?: number): KprBpfError {
+  #err(op: string, ret: number, processed?: number, note?: string): KprBpfError {
     const errno = -ret;
     let detail = hintFor(errno);
     if (errno === E.E2BIG) detail = `map is full (max_entries ${this.maxEntries})`;
     if (processed !== undefined) detail = `${detail ? detail + '; ' : ''}${processed} element(s) processed`;
+    if (note) detail = `${detail ? detail + '; ' : ''}${note}`;
     return new KprBpfError({ op, map: this.name, errno, detail, processed });
   }
 

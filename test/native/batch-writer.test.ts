@@ -72,7 +72,7 @@ test('a failed batch is thrown by wait() with its map and progress, and later ba
         assert.equal(err.map, 'kpr_wr_fail');
         assert.equal(err.op, 'map update batch');
         assert.equal(err.processed, 8);
-        assert.match(err.message, /map is full; 8 of 10 element\(s\) processed; 1 later batch\(es\) not written/);
+        assert.match(err.message, /map is full \(max_entries 8\); 8 element\(s\) processed; 1 later batch\(es\) not written/);
         return true;
       },
     );
