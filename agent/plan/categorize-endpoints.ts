@@ -32,13 +32,17 @@ const NO_TOPOLOGY: NodeTopology = { nodeName: '', zone: '' };
 
 export type TopologyMode = '' | 'PreferSameNode' | 'PreferSameZone';
 
+/**
+ * The lists may be the input list itself (when every endpoint qualifies):
+ * read them, never change them.
+ */
 export interface CategorizedEndpoints {
   /** Endpoints for Cluster traffic policy; null when the port does not use cluster endpoints. */
-  cluster: Endpoint[] | null;
+  cluster: readonly Endpoint[] | null;
   /** Endpoints for Local traffic policy; null when not used, or when no local endpoint is usable. */
-  local: Endpoint[] | null;
+  local: readonly Endpoint[] | null;
   /** Every endpoint some policy of this port may reach (the union of cluster and local). */
-  allReachable: Endpoint[];
+  allReachable: readonly Endpoint[];
   /** False when traffic to this port must be refused (rule 23). */
   hasAny: boolean;
 }
@@ -83,8 +87,8 @@ const servingTerminating = (e: Endpoint) => e.serving && e.terminating;
  * send to"; local is null when no local endpoint is usable (as upstream).
  */
 export function categorizeEndpoints(endpoints: readonly Endpoint[], use: EndpointUse = CLUSTER_ONLY, topo: NodeTopology = NO_TOPOLOGY): CategorizedEndpoints {
-  let cluster: Endpoint[] | null = null;
-  let local: Endpoint[] | null = null;
+  let cluster: readonly Endpoint[] | null = null;
+  let local: readonly Endpoint[] | null = null;
   let hasAny = false;
   let mode: TopologyMode = '';
 
@@ -92,7 +96,7 @@ export function categorizeEndpoints(endpoints: readonly Endpoint[], use: Endpoin
     // Rule 19/20: ready endpoints of this node's topology; if none anywhere,
     // every serving+terminating endpoint, without topology.
     mode = topologyMode(endpoints, topo);
-    cluster = endpoints.filter((e) => e.ready && availableForTopology(e, mode, topo));
+    cluster = mode === '' ? readyEndpoints(endpoints) : endpoints.filter((e) => e.ready && availableForTopology(e, mode, topo));
     if (cluster.length === 0) cluster = endpoints.filter(servingTerminating);
     hasAny = cluster.length > 0;
   }
@@ -118,6 +122,16 @@ export function categorizeEndpoints(endpoints: readonly Endpoint[], use: Endpoin
   if (!use.usesCluster) return { cluster, local, allReachable: local ?? [], hasAny };
   if (mode === '' && !localUsesTerminating) return { cluster, local, allReachable: cluster ?? [], hasAny };
   return { cluster, local, allReachable: unionSorted(cluster ?? [], local ?? []), hasAny };
+}
+
+/** The ready endpoints: `endpoints` itself when all are (the common case: no copy). */
+function readyEndpoints(endpoints: readonly Endpoint[]): readonly Endpoint[] {
+  let i = 0;
+  while (i < endpoints.length && endpoints[i].ready) i++;
+  if (i === endpoints.length) return endpoints;
+  const out = endpoints.slice(0, i);
+  for (i++; i < endpoints.length; i++) if (endpoints[i].ready) out.push(endpoints[i]);
+  return out;
 }
 
 function unionSorted(a: readonly Endpoint[], b: readonly Endpoint[]): Endpoint[] {

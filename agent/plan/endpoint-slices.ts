@@ -84,16 +84,39 @@ function endpointKey(addrKey: number | string, port: number): number | string {
   return typeof addrKey === 'number' ? addrKey * 65536 + port : `${addrKey}:${port}`;
 }
 
-/** Endpoints of one Service port being merged: sorted and unique in `list`, or keyed in `map`. */
-interface PortMerge {
-  list: Endpoint[] | null;
-  map: Map<number | string, Endpoint> | null;
-}
-
 export interface EndpointsByPort {
   /** portId(name, protocol) → endpoints, unique by address:port, sorted by address then port. */
   byPort: Map<string, Endpoint[]>;
   skipped: SkippedObject[];
+}
+
+/** The slice ports usable for a Service: their ids and numbers, in slice order. */
+interface SlicePorts {
+  ids: string[];
+  nums: number[];
+}
+
+/** The named, numbered ports of one slice (invalid ones reported). */
+function slicePorts(slice: V1EndpointSlice, skipped: SkippedObject[]): SlicePorts {
+  const out: SlicePorts = { ids: [], nums: [] };
+  for (const p of slice.ports!) {
+    if (!p || typeof p !== 'object') {
+      skipped.push({ object: objectName(slice), reason: `invalid port entry ${JSON.stringify(p)}` });
+      continue;
+    }
+    const protocol = p.protocol || 'TCP';
+    if (typeof p.name !== 'string') {
+      skipped.push({ object: objectName(slice), reason: `port ${String(p.port)}/${protocol} has no name (nil name is ignored)` });
+      continue;
+    }
+    if (!Number.isInteger(p.port) || (p.port as number) < 1 || (p.port as number) > 65535) {
+      skipped.push({ object: objectName(slice), reason: `invalid port ${JSON.stringify(p.port ?? null)} (port ${JSON.stringify(p.name)})` });
+      continue;
+    }
+    out.ids.push(portId(p.name, protocol as Protocol));
+    out.nums.push(p.port as number);
+  }
+  return out;
 }
 
 /**
@@ -110,12 +133,14 @@ export function endpointsByServicePort(
   slices: readonly V1EndpointSlice[],
   nodeName: string,
   family: IPFamily = 'IPv4',
+  skipped: SkippedObject[] = [],
 ): EndpointsByPort {
-  const skipped: SkippedObject[] = [];
-  // Per port: a list while endpoints arrive in strictly increasing order (the
-  // usual case: one slice, sorted), which is then already the answer; the
-  // keyed merge only once an endpoint arrives out of order or twice.
-  const merged = new Map<string, PortMerge>();
+  // Per port: a sorted, unique list in byPort while endpoints arrive in
+  // strictly increasing order (the usual case: one slice, sorted), which is
+  // then already the answer; a port switches to the keyed merge in `keyed`
+  // once an endpoint arrives out of order or twice.
+  const byPort = new Map<string, Endpoint[]>();
+  let keyed: Map<string, Map<number | string, Endpoint>> | null = null;
   // One slice per Service is the common case: no filtered copy of the list for it.
   let ordered: readonly V1EndpointSlice[];
   if (slices.length === 1) ordered = slices[0].addressType === family && sliceServiceKey(slices[0]) === serviceKey ? slices : [];
@@ -125,39 +150,28 @@ export function endpointsByServicePort(
     ordered = mine;
   }
 
-  for (const slice of ordered) {
+  for (let si = 0; si < ordered.length; si++) {
+    const slice = ordered[si];
     if (!Array.isArray(slice.ports) || slice.ports.length === 0) {
       skipped.push({ object: objectName(slice), reason: 'no ports' });
       continue;
     }
     // Ports first: which Service ports this slice feeds, and with which number.
-    const ports: Array<{ id: string; port: number }> = [];
-    for (const p of slice.ports) {
-      if (!p || typeof p !== 'object') {
-        skipped.push({ object: objectName(slice), reason: `invalid port entry ${JSON.stringify(p)}` });
-        continue;
-      }
-      const protocol = p.protocol || 'TCP';
-      if (typeof p.name !== 'string') {
-        skipped.push({ object: objectName(slice), reason: `port ${String(p.port)}/${protocol} has no name (nil name is ignored)` });
-        continue;
-      }
-      if (!Number.isInteger(p.port) || (p.port as number) < 1 || (p.port as number) > 65535) {
-        skipped.push({ object: objectName(slice), reason: `invalid port ${JSON.stringify(p.port ?? null)} (port ${JSON.stringify(p.name)})` });
-        continue;
-      }
-      ports.push({ id: portId(p.name, protocol as Protocol), port: p.port as number });
-    }
-    if (ports.length === 0) continue;
-    // Each port's merge, looked up once per slice rather than once per endpoint.
-    const merges = new Array<PortMerge>(ports.length);
-    for (let i = 0; i < ports.length; i++) {
-      let pm = merged.get(ports[i].id);
-      if (!pm) merged.set(ports[i].id, (pm = { list: [], map: null }));
-      merges[i] = pm;
+    const { ids, nums } = slicePorts(slice, skipped);
+    const nPorts = ids.length;
+    if (nPorts === 0) continue;
+    // Each port's list (null once keyed), looked up once per slice rather than once per endpoint.
+    const lists = new Array<Endpoint[] | null>(nPorts);
+    for (let i = 0; i < nPorts; i++) {
+      const id = ids[i];
+      let list = byPort.get(id);
+      if (list === undefined) byPort.set(id, (list = []));
+      lists[i] = keyed?.has(id) ? null : list;
     }
 
-    for (const ep of Array.isArray(slice.endpoints) ? slice.endpoints : []) {
+    const endpoints = Array.isArray(slice.endpoints) ? slice.endpoints : [];
+    for (let ei = 0; ei < endpoints.length; ei++) {
+      const ep = endpoints[ei];
       const raw = firstAddress(ep);
       if (raw === undefined) {
         skipped.push({ object: objectName(slice), reason: 'endpoint with no addresses' });
@@ -180,10 +194,9 @@ export function endpointsByServicePort(
       const isLocal = nodeName !== '' && ep.nodeName === nodeName;
       const zoneHints = Array.isArray(ep.hints?.forZones) && ep.hints.forZones.length ? ep.hints.forZones.map((z) => z?.name) : null;
       const nodeHints = Array.isArray(ep.hints?.forNodes) && ep.hints.forNodes.length ? ep.hints.forNodes.map((n) => n?.name) : null;
-      for (let i = 0; i < ports.length; i++) {
-        const port = ports[i].port;
-        const pm = merges[i];
-        const list = pm.list;
+      for (let i = 0; i < nPorts; i++) {
+        const port = nums[i];
+        const list = lists[i];
         if (list !== null) {
           const last = list.length > 0 ? list[list.length - 1] : null;
           if (last === null || compareAddrKeys(last.addressKey, addrKey) < 0 || (last.addressKey === addrKey && last.port < port)) {
@@ -191,11 +204,12 @@ export function endpointsByServicePort(
             continue;
           }
           // Out of order or a duplicate: switch to the keyed merge (the list is unique, so this is the same map).
-          pm.map = new Map();
-          for (const e of list) pm.map.set(endpointKey(e.addressKey, e.port), e);
-          pm.list = null;
+          const m = new Map<number | string, Endpoint>();
+          for (const e of list) m.set(endpointKey(e.addressKey, e.port), e);
+          (keyed ??= new Map()).set(ids[i], m);
+          for (let j = 0; j < nPorts; j++) if (ids[j] === ids[i]) lists[j] = null; // a port listed twice shares the merge
         }
-        const m = pm.map!;
+        const m = keyed!.get(ids[i])!;
         const k = endpointKey(addrKey, port);
         if (!terminating || !m.has(k)) {
           m.set(k, { address: text, addressKey: addrKey, port, ready, serving, terminating, isLocal, zoneHints, nodeHints });
@@ -204,7 +218,6 @@ export function endpointsByServicePort(
     }
   }
 
-  const byPort = new Map<string, Endpoint[]>();
-  for (const [id, pm] of merged) byPort.set(id, pm.list ?? [...pm.map!.values()].sort(compareEndpoints));
+  if (keyed) for (const [id, m] of keyed) byPort.set(id, [...m.values()].sort(compareEndpoints));
   return { byPort, skipped };
 }

@@ -49,9 +49,16 @@ export function planService(service: V1Service, slices: readonly V1EndpointSlice
   }
 }
 
+const NO_ENDPOINTS: readonly Endpoint[] = Object.freeze([]);
+
 function toBackends(list: readonly Endpoint[] | null): PlanBackend[] {
   if (!list) return [];
-  return list.map((e) => (e.isLocal ? { address: e.address, port: e.port, local: true } : { address: e.address, port: e.port }));
+  const out = new Array<PlanBackend>(list.length);
+  for (let i = 0; i < list.length; i++) {
+    const e = list[i];
+    out[i] = e.isLocal ? { address: e.address, port: e.port, local: true } : { address: e.address, port: e.port };
+  }
+  return out;
 }
 
 function sameBackends(a: readonly PlanBackend[], b: readonly PlanBackend[]): boolean {
@@ -63,25 +70,29 @@ function planServiceUnchecked(service: V1Service, slices: readonly V1EndpointSli
   if (!info || info.ports.length === 0) return { service: key, frontends: [], skipped };
 
   const topo: NodeTopology = { nodeName: ctx.nodeName, zone: ctx.node?.metadata?.labels?.[LABEL_TOPOLOGY_ZONE] ?? '' };
-  const hasNodePorts = info.ports.some((p) => p.nodePort !== 0);
+  let hasNodePorts = false;
+  for (let i = 0; i < info.ports.length; i++) if (info.ports[i].nodePort !== 0) hasNodePorts = true;
   const filter = hasNodePorts ? parseNodePortAddresses(ctx.nodePortAddresses, skipped) : null;
   const frontends: PlanFrontend[] = [];
   // Frontend keys, built once a second frontend needs checking against the first (most Services have one).
   let seen: Set<string> | null = null;
   let healthCheck: ServicePlan['healthCheck'];
 
-  for (const fam of info.families) {
-    const eps = endpointsByServicePort(key, slices, ctx.nodeName, fam.family);
-    if (eps.skipped.length) skipped.push(...eps.skipped);
+  for (let fi = 0; fi < info.families.length; fi++) {
+    const fam = info.families[fi];
+    const eps = endpointsByServicePort(key, slices, ctx.nodeName, fam.family, skipped);
     const nodeAddrs = hasNodePorts ? nodePortAddresses(ctx.node, fam.family, filter) : [];
     if (hasNodePorts && nodeAddrs.length === 0) {
       skipped.push({ object: `Service ${key}`, reason: `NodePorts: node ${JSON.stringify(ctx.nodeName)} has no ${fam.family} address to listen on${ctx.node ? '' : ' (no Node object)'}` });
     }
-    for (const sp of info.ports) {
+    for (let pi = 0; pi < info.ports.length; pi++) {
+      const sp = info.ports[pi];
       // A Service port without a same-named slice port has no endpoints: its
       // frontends stay, with no backends, so the datapath refuses (rules 11, 23).
-      const endpoints = eps.byPort.get(portId(sp.name, sp.protocol)) ?? [];
-      for (const f of portFrontends(info, fam, sp, endpoints, nodeAddrs, topo, ctx)) {
+      const endpoints = eps.byPort.get(portId(sp.name, sp.protocol)) ?? NO_ENDPOINTS;
+      const planned = portFrontends(info, fam, sp, endpoints, nodeAddrs, topo, ctx);
+      for (let k = 0; k < planned.length; k++) {
+        const f = planned[k];
         if (frontends.length > 0) {
           seen ??= new Set(frontends.map(frontendKey));
           const fk = frontendKey(f);
@@ -122,23 +133,10 @@ function portFrontends(
   const cluster = cat.hasAny ? toBackends(cat.cluster) : [];
   const local = cat.hasAny ? toBackends(cat.local) : [];
 
-  const make = (type: FrontendType, address: string, port: number, backends: PlanBackend[], policyLocal: boolean, sourceRanges: string[]): PlanFrontend => ({
-    service: info.key,
-    portName: sp.name,
-    type,
-    address,
-    port,
-    protocol: sp.protocol,
-    backends,
-    trafficPolicy: policyLocal ? 'Local' : 'Cluster',
-    affinityTimeoutSeconds: info.affinityTimeoutSeconds,
-    sourceRanges,
-  });
-
   // ClusterIP: the internal policy's set. iTP=Local with no local endpoint
   // but endpoints elsewhere is a DROP in kube-proxy (rule 24); a socket hook
   // cannot drop a connect, so kpr refuses at once (docs/architecture.md).
-  const out: PlanFrontend[] = [make('ClusterIP', fam.clusterIP, sp.port, info.internalPolicyLocal ? local : cluster, info.internalPolicyLocal, [])];
+  const out: PlanFrontend[] = [newFrontend(info, sp, 'ClusterIP', fam.clusterIP, sp.port, info.internalPolicyLocal ? local : cluster, info.internalPolicyLocal, [])];
   if (!externallyAccessible) return out;
 
   // External frontends: the external policy's set for traffic from outside.
@@ -149,7 +147,7 @@ function portFrontends(
   const drop = externalLocal && cat.hasAny && external.length === 0;
   const ranges = ctx.sourceRangesForAllExternal ? fam.sourceRanges : [];
   const ext = (type: FrontendType, address: string, port: number, sourceRanges: string[]): PlanFrontend => {
-    const f = make(type, address, port, external, externalLocal, sourceRanges);
+    const f = newFrontend(info, sp, type, address, port, external, externalLocal, sourceRanges);
     if (internal) f.internalBackends = internal;
     if (drop) f.dropWhenEmpty = true;
     return f;
@@ -158,6 +156,31 @@ function portFrontends(
   for (const a of fam.loadBalancerIPs) out.push(ext('LoadBalancer', a, sp.port, fam.sourceRanges));
   for (const a of fam.externalIPs) out.push(ext('ExternalIP', a, sp.port, ranges));
   return out;
+}
+
+/** One frontend of Service port `sp`. */
+function newFrontend(
+  info: ServiceInfo,
+  sp: ServicePortInfo,
+  type: FrontendType,
+  address: string,
+  port: number,
+  backends: PlanBackend[],
+  policyLocal: boolean,
+  sourceRanges: string[],
+): PlanFrontend {
+  return {
+    service: info.key,
+    portName: sp.name,
+    type,
+    address,
+    port,
+    protocol: sp.protocol,
+    backends,
+    trafficPolicy: policyLocal ? 'Local' : 'Cluster',
+    affinityTimeoutSeconds: info.affinityTimeoutSeconds,
+    sourceRanges,
+  };
 }
 
 /** LocalReadyEndpoints (rule 31): distinct IPs of ready, local endpoints over every port. */

@@ -6,7 +6,7 @@
  * Pure: returns what it could read and, for every piece it could not use,
  * a SkippedObject saying why. Never throws on bad input.
  */
-import type { V1Service } from '@kubernetes/client-node';
+import type { V1Service, V1ServicePort } from '@kubernetes/client-node';
 import { ipv4Canonical, parseCIDR, parseIP, type IPFamily } from './ip.js';
 import { LABEL_SERVICE_PROXY_NAME } from './labels.js';
 import type { Protocol, SkippedObject } from './types.js';
@@ -138,84 +138,99 @@ function affinityTimeout(spec: NonNullable<V1Service['spec']>, object: string, s
   return t;
 }
 
-/** Reads one Service. `info` is null when nothing of it can be programmed. */
+/** The result for a Service skipped as a whole. */
+function skipService(key: string, reason: string): ServiceInfoResult {
+  return { key, info: null, skipped: [{ object: `Service ${key}`, reason }] };
+}
+
+/** One Service port, or the reason it cannot be used (null: usable, pushed to `ports`). */
+function readPort(p: V1ServicePort | null | undefined, ports: ServicePortInfo[]): string | null {
+  if (!p || typeof p !== 'object') return `invalid port entry ${JSON.stringify(p)}`;
+  const portName = typeof p.name === 'string' ? p.name : '';
+  const protoRaw = p.protocol || 'TCP'; // API default (rule 10)
+  if (protoRaw === 'SCTP') return `SCTP is not supported by kpr yet (${portLabel(portName, p.port, protoRaw)})`;
+  if (protoRaw !== 'TCP' && protoRaw !== 'UDP') return `unknown protocol ${JSON.stringify(protoRaw)} (${portLabel(portName, p.port, protoRaw)})`;
+  if (!Number.isInteger(p.port) || p.port < 1 || p.port > 65535) return `invalid port ${JSON.stringify(p.port)} (${portLabel(portName, p.port, protoRaw)})`;
+  for (let i = 0; i < ports.length; i++) {
+    if (ports[i].port === p.port && ports[i].protocol === protoRaw) return `duplicate port ${p.port}/${protoRaw} (${portLabel(portName, p.port, protoRaw)})`;
+  }
+  const nodePort = Number.isInteger(p.nodePort) && (p.nodePort as number) > 0 && (p.nodePort as number) <= 65535 ? (p.nodePort as number) : 0;
+  ports.push({ name: portName, port: p.port, protocol: protoRaw, nodePort });
+  return null;
+}
+
+/** One family's addresses (rule 8); invalid entries are reported to `report` (the first family's pass only). */
+function familyInfo(
+  family: IPFamily,
+  clusterIP: string,
+  externalIPs: readonly unknown[],
+  lbRaw: readonly unknown[],
+  rangesRaw: readonly unknown[],
+  object: string,
+  report: SkippedObject[] | null,
+): FamilyInfo {
+  const sourceRanges: string[] = [];
+  for (const r of rangesRaw) {
+    const c = parseCIDR(r as string);
+    if (!c) report?.push({ object, reason: `invalid loadBalancerSourceRanges entry ${JSON.stringify(r)} ignored` });
+    else if (c.family === family && !sourceRanges.includes(c.text)) sourceRanges.push(c.text);
+  }
+  return {
+    family,
+    clusterIP,
+    externalIPs: addressesOf(externalIPs, family, 'externalIP', object, report),
+    loadBalancerIPs: addressesOf(lbRaw, family, 'load balancer ingress IP', object, report),
+    sourceRanges,
+  };
+}
+
+/**
+ * Reads one Service. `info` is null when nothing of it can be programmed.
+ * Every Service is read again by each full sync, so the common one (valid,
+ * no external addresses) allocates little: no closure per call or port, the
+ * skip messages' texts built only when there is something to skip.
+ */
 export function readServiceInfo(service: V1Service): ServiceInfoResult {
   const namespace = service.metadata?.namespace ?? '';
   const name = service.metadata?.name ?? '';
   const key = `${namespace}/${name}`;
-  const object = `Service ${key}`;
-  const skip = (reason: string): ServiceInfoResult => ({ key, info: null, skipped: [{ object, reason }] });
 
-  if (!namespace || !name) return skip('missing metadata.namespace or metadata.name');
+  if (!namespace || !name) return skipService(key, 'missing metadata.namespace or metadata.name');
   const proxyName = service.metadata?.labels?.[LABEL_SERVICE_PROXY_NAME];
   if (proxyName !== undefined) {
-    return skip(`handled by another proxy (label ${LABEL_SERVICE_PROXY_NAME}=${JSON.stringify(proxyName)})`);
+    return skipService(key, `handled by another proxy (label ${LABEL_SERVICE_PROXY_NAME}=${JSON.stringify(proxyName)})`);
   }
   const spec = service.spec;
-  if (!spec) return skip('missing spec');
+  if (!spec) return skipService(key, 'missing spec');
 
   const type = spec.type || 'ClusterIP'; // API default (rule 10)
-  if (!KNOWN_TYPES.has(type)) return skip(`unknown type ${JSON.stringify(type)}`);
-  if (type === 'ExternalName') return skip('type ExternalName is not proxied');
-  if (!spec.clusterIP || spec.clusterIP === 'None') return skip('headless (no clusterIP) is not proxied');
-  if (typeof spec.clusterIP !== 'string') return skip(`invalid clusterIP ${JSON.stringify(spec.clusterIP)}`);
+  if (!KNOWN_TYPES.has(type)) return skipService(key, `unknown type ${JSON.stringify(type)}`);
+  if (type === 'ExternalName') return skipService(key, 'type ExternalName is not proxied');
+  if (!spec.clusterIP || spec.clusterIP === 'None') return skipService(key, 'headless (no clusterIP) is not proxied');
+  if (typeof spec.clusterIP !== 'string') return skipService(key, `invalid clusterIP ${JSON.stringify(spec.clusterIP)}`);
 
+  const object = `Service ${key}`;
   const skipped: SkippedObject[] = [];
   const byFamily = clusterIPsByFamily(spec, object, skipped);
   if (byFamily.length === 0) return { key, info: null, skipped };
 
   const ports: ServicePortInfo[] = [];
-  const specPorts = Array.isArray(spec.ports) ? spec.ports : [];
-  for (const p of specPorts) {
-    if (!p || typeof p !== 'object') {
-      skipped.push({ object, reason: `invalid port entry ${JSON.stringify(p)}` });
-      continue;
-    }
-    const portName = typeof p.name === 'string' ? p.name : '';
-    const protoRaw = p.protocol || 'TCP'; // API default (rule 10)
-    const where = () => portLabel(portName, p.port, protoRaw);
-    if (protoRaw === 'SCTP') {
-      skipped.push({ object, reason: `SCTP is not supported by kpr yet (${where()})` });
-      continue;
-    }
-    if (protoRaw !== 'TCP' && protoRaw !== 'UDP') {
-      skipped.push({ object, reason: `unknown protocol ${JSON.stringify(protoRaw)} (${where()})` });
-      continue;
-    }
-    if (!Number.isInteger(p.port) || p.port < 1 || p.port > 65535) {
-      skipped.push({ object, reason: `invalid port ${JSON.stringify(p.port)} (${where()})` });
-      continue;
-    }
-    if (ports.some((q) => q.port === p.port && q.protocol === protoRaw)) {
-      skipped.push({ object, reason: `duplicate port ${p.port}/${protoRaw} (${where()})` });
-      continue;
-    }
-    const nodePort = Number.isInteger(p.nodePort) && (p.nodePort as number) > 0 && (p.nodePort as number) <= 65535 ? (p.nodePort as number) : 0;
-    ports.push({ name: portName, port: p.port, protocol: protoRaw, nodePort });
+  const specPorts = Array.isArray(spec.ports) ? spec.ports : NONE;
+  for (let i = 0; i < specPorts.length; i++) {
+    const reason = readPort(specPorts[i], ports);
+    if (reason !== null) skipped.push({ object, reason });
   }
   if (specPorts.length === 0) skipped.push({ object, reason: 'no ports' });
 
-  const externalIPs = Array.isArray(spec.externalIPs) ? spec.externalIPs : [];
+  const externalIPs = Array.isArray(spec.externalIPs) ? spec.externalIPs : NONE;
   // VIP-mode ingress IPs only: hostname-only and ipMode Proxy ingresses get no rules (rule 8).
-  const ingress = Array.isArray(service.status?.loadBalancer?.ingress) ? service.status!.loadBalancer!.ingress! : [];
+  const ingress = Array.isArray(service.status?.loadBalancer?.ingress) ? service.status!.loadBalancer!.ingress! : NONE;
   const lbRaw = ingress.length === 0 ? NONE : ingress.filter((i) => i && typeof i.ip === 'string' && i.ip !== '' && (i.ipMode === undefined || i.ipMode === null || i.ipMode === 'VIP')).map((i) => i.ip);
-  const rangesRaw = Array.isArray(spec.loadBalancerSourceRanges) ? spec.loadBalancerSourceRanges : [];
-  const families: FamilyInfo[] = byFamily.map(({ family, ip }, i) => {
-    const report = i === 0 ? skipped : null;
-    const sourceRanges: string[] = [];
-    for (const r of rangesRaw) {
-      const c = parseCIDR(r);
-      if (!c) report?.push({ object, reason: `invalid loadBalancerSourceRanges entry ${JSON.stringify(r)} ignored` });
-      else if (c.family === family && !sourceRanges.includes(c.text)) sourceRanges.push(c.text);
-    }
-    return {
-      family,
-      clusterIP: ip,
-      externalIPs: addressesOf(externalIPs, family, 'externalIP', object, report),
-      loadBalancerIPs: addressesOf(lbRaw, family, 'load balancer ingress IP', object, report),
-      sourceRanges,
-    };
-  });
+  const rangesRaw = Array.isArray(spec.loadBalancerSourceRanges) ? spec.loadBalancerSourceRanges : NONE;
+  const families: FamilyInfo[] = new Array(byFamily.length);
+  for (let i = 0; i < byFamily.length; i++) {
+    families[i] = familyInfo(byFamily[i].family, byFamily[i].ip, externalIPs, lbRaw, rangesRaw, object, i === 0 ? skipped : null);
+  }
 
   const externallyAccessibleType = type === 'LoadBalancer' || type === 'NodePort' || externalIPs.length > 0;
   const externalPolicyLocal = externallyAccessibleType && spec.externalTrafficPolicy === 'Local';

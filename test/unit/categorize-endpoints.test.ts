@@ -15,7 +15,7 @@ import { parseIPv4 } from '../../agent/plan/ip.js';
 function e(addr: string, o: Partial<Endpoint> = {}): Endpoint {
   return { address: addr, addressKey: parseIPv4(addr)!.num, port: 80, ready: true, serving: true, terminating: false, isLocal: false, zoneHints: null, nodeHints: null, ...o };
 }
-const names = (l: Endpoint[] | null) => (l === null ? null : l.map((x) => x.address));
+const names = (l: readonly Endpoint[] | null) => (l === null ? null : l.map((x) => x.address));
 
 const zone = (z: string, o: Partial<Endpoint> = {}): Partial<Endpoint> => ({ zoneHints: [z], ...o });
 const node = (n: string, z: string, o: Partial<Endpoint> = {}): Partial<Endpoint> => ({ nodeHints: [n], zoneHints: [z], ...o });
