@@ -21,6 +21,11 @@
  * C heap: a freed malloc block of a few hundred KiB raises glibc's mmap
  * threshold, after which the process's other allocations of that size stay
  * in the heap and fragment it (seen as ~10 MiB more RSS in a long run).
+ * A finished job's mapping is kept for the next job (a few of them, until the
+ * next kpr_writer_wait) instead of being unmapped: a full sync's ~30 jobs then
+ * map and fault in a handful of regions, not one each, and the writer
+ * thread's munmap (which takes the process's mmap lock, stalling the agent's
+ * own page faults) runs once per sync instead of once per job.
  */
 #include <bpf/bpf.h>
 #include <errno.h>
@@ -43,6 +48,14 @@ struct kpr_job {
 	void *values;
 };
 
+/* Spare mappings kept between jobs; kpr_writer_wait unmaps them all. */
+#define KPR_SPARE_MAX 4
+
+struct kpr_spare {
+	void *data;
+	size_t len;
+};
+
 struct kpr_writer {
 	pthread_mutex_t mu;
 	pthread_cond_t work;  /* a job was queued, or stop */
@@ -54,14 +67,51 @@ struct kpr_writer {
 	int err;
 	uint32_t err_seq;
 	uint32_t err_processed;
+	struct kpr_spare spare[KPR_SPARE_MAX];
+	int spares;
 	pthread_t thread;
 };
 
-static void free_job(struct kpr_job *j)
+/* Called with w->mu held: keeps the job's mapping as a spare if there is room. */
+static void free_job(struct kpr_writer *w, struct kpr_job *j)
 {
-	if (j->data)
-		munmap(j->data, j->data_len);
+	if (j->data) {
+		if (w->spares < KPR_SPARE_MAX) {
+			w->spare[w->spares].data = j->data;
+			w->spare[w->spares].len = j->data_len;
+			w->spares++;
+		} else {
+			munmap(j->data, j->data_len);
+		}
+	}
 	free(j);
+}
+
+/* A spare mapping of at least len bytes (its length in *got), or NULL. */
+static void *take_spare(struct kpr_writer *w, size_t len, size_t *got)
+{
+	void *data = NULL;
+
+	pthread_mutex_lock(&w->mu);
+	for (int i = 0; i < w->spares; i++) {
+		if (w->spare[i].len < len)
+			continue;
+		data = w->spare[i].data;
+		*got = w->spare[i].len;
+		w->spare[i] = w->spare[--w->spares];
+		break;
+	}
+	pthread_mutex_unlock(&w->mu);
+	return data;
+}
+
+/* Called with w->mu held and the queue drained: unmaps every spare. */
+static void drop_spares(struct kpr_writer *w)
+{
+	while (w->spares > 0) {
+		w->spares--;
+		munmap(w->spare[w->spares].data, w->spare[w->spares].len);
+	}
 }
 
 static void *writer_main(void *arg)
@@ -79,7 +129,7 @@ static void *writer_main(void *arg)
 		if (!w->head)
 			w->tail = NULL;
 		if (w->err) {
-			free_job(j);
+			free_job(w, j);
 			if (!w->head)
 				pthread_cond_broadcast(&w->idle);
 			continue;
@@ -98,7 +148,7 @@ static void *writer_main(void *arg)
 			w->err_seq = j->seq;
 			w->err_processed = n;
 		}
-		free_job(j);
+		free_job(w, j);
 		if (!w->head)
 			pthread_cond_broadcast(&w->idle);
 	}
@@ -133,14 +183,18 @@ int kpr_writer_submit(struct kpr_writer *w, uint32_t seq, int fd, const void *ke
 
 	if (!j)
 		return -ENOMEM;
-	j->data_len = (size_t)key_bytes + value_bytes;
-	if (j->data_len == 0)
-		j->data_len = 1;
-	j->data = mmap(NULL, j->data_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (j->data == MAP_FAILED) {
-		j->data = NULL;
-		free_job(j);
-		return -ENOMEM;
+	size_t need = (size_t)key_bytes + value_bytes;
+
+	if (need == 0)
+		need = 1;
+	j->data = take_spare(w, need, &j->data_len);
+	if (!j->data) {
+		j->data_len = need;
+		j->data = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (j->data == MAP_FAILED) {
+			free(j);
+			return -ENOMEM;
+		}
 	}
 	j->keys = j->data;
 	j->values = (char *)j->data + key_bytes;
@@ -176,6 +230,7 @@ int kpr_writer_wait(struct kpr_writer *w, uint32_t *out)
 	out[0] = w->err_seq;
 	out[1] = w->err_processed;
 	w->err = 0;
+	drop_spares(w);
 	pthread_mutex_unlock(&w->mu);
 	return err;
 }
@@ -190,6 +245,7 @@ void kpr_writer_free(struct kpr_writer *w)
 	pthread_cond_signal(&w->work);
 	pthread_mutex_unlock(&w->mu);
 	pthread_join(w->thread, NULL);
+	drop_spares(w);
 	pthread_cond_destroy(&w->idle);
 	pthread_cond_destroy(&w->work);
 	pthread_mutex_destroy(&w->mu);

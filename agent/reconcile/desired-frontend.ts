@@ -54,8 +54,8 @@ export interface DesiredFrontend {
   portName: string;
   /** FE_TYPE value, for kpr_svc_meta. */
   feType: number;
-  /** frontendKey() of the plan, for messages. */
-  label: string;
+  /** The plan's address as written (messages name the frontend as the plan did: frontendLabel). */
+  planAddress: string;
   base: FrontendBase;
   /** SVC_FLAG bits of the master entries. */
   flags: number;
@@ -68,7 +68,12 @@ export interface DesiredFrontend {
   /** A ClusterIP frontend: its address refuses unknown ports (kpr_vip). */
   clusterIP: boolean;
   /** loadBalancerSourceRanges in canonical CIDR form, sorted; empty = everyone. */
-  sourceRanges: string[];
+  sourceRanges: readonly string[];
+}
+
+/** frontendKey() of the plan a desired frontend came from, for messages (built only when one is written). */
+export function frontendLabel(d: DesiredFrontend): string {
+  return frontendKey({ address: d.planAddress, port: d.base.port, protocol: d.base.proto === IPPROTO.UDP ? 'UDP' : 'TCP' });
 }
 
 /** Identity of a frontend in the service map (all of the key but slot and scope). */
@@ -144,41 +149,33 @@ function flagsWithTimeout(f: PlanFrontend, timeout: number): number {
  * when the datapath cannot serve it; drops (and reports) invalid backends.
  */
 export function toDesiredFrontend(service: string, f: PlanFrontend, skipped: SkippedObject[]): DesiredFrontend | null {
-  const object = `Service ${service}`;
-  const label = frontendKey(f);
-  if (!(f.type in TYPE_FLAG)) {
-    skipped.push({ object, reason: `frontend ${label}: unknown type ${JSON.stringify(f.type)}` });
-    return null;
-  }
-  const ip = parseIP(f.address);
-  if (!ip) {
-    skipped.push({ object, reason: `frontend ${label}: invalid address ${JSON.stringify(f.address)}` });
-    return null;
-  }
-  if (!validPort(f.port)) {
-    skipped.push({ object, reason: `frontend ${label}: invalid port ${JSON.stringify(f.port)}` });
-    return null;
-  }
-  if (f.protocol !== 'TCP' && f.protocol !== 'UDP') {
-    skipped.push({ object, reason: `frontend ${label}: ${f.protocol} is not supported by kpr yet` });
-    return null;
-  }
+  if (!(f.type in TYPE_FLAG)) return refuse(service, f, `unknown type ${JSON.stringify(f.type)}`, skipped);
+  // Canonical IPv4 (the common case) is taken as it is, without a parse.
+  const v4 = ipv4Canonical(f.address) >= 0;
+  const ip = v4 ? null : parseIP(f.address);
+  if (!v4 && !ip) return refuse(service, f, `invalid address ${JSON.stringify(f.address)}`, skipped);
+  if (!validPort(f.port)) return refuse(service, f, `invalid port ${JSON.stringify(f.port)}`, skipped);
+  if (f.protocol !== 'TCP' && f.protocol !== 'UDP') return refuse(service, f, `${f.protocol} is not supported by kpr yet`, skipped);
+  const family = v4 ? 'IPv4' : ip!.family;
   const timeout = Number.isInteger(f.affinityTimeoutSeconds) && f.affinityTimeoutSeconds > 0 ? f.affinityTimeoutSeconds : 0;
   const proto = IPPROTO[f.protocol];
-  const base: FrontendBase = { addr: ip.text, port: f.port, proto };
-  const backends = desiredBackends(f.backends, ip.family, proto, object, label, skipped);
-  let internal = f.internalBackends ? desiredBackends(f.internalBackends, ip.family, proto, object, label, skipped) : null;
+  const base: FrontendBase = { addr: v4 ? f.address : ip!.text, port: f.port, proto };
+  const backends = desiredBackends(f.backends, family, proto, service, f, skipped);
+  let internal = f.internalBackends ? desiredBackends(f.internalBackends, family, proto, service, f, skipped) : null;
   if (internal && internal.length === backends.length && internal.every((b, i) => b.tuple === backends[i].tuple)) internal = null;
-  const sourceRanges: string[] = [];
-  for (const cidr of f.sourceRanges) {
-    const canonical = canonicalCidr(cidr);
-    if (canonical === null || isIPv4(canonical.split('/')[0]) !== (ip.family === 'IPv4')) {
-      skipped.push({ object, reason: `frontend ${label}: invalid source range ${JSON.stringify(cidr)}` });
-      continue;
+  let sourceRanges: readonly string[] = NO_RANGES;
+  if (f.sourceRanges.length > 0) {
+    const ranges: string[] = [];
+    for (const cidr of f.sourceRanges) {
+      const canonical = canonicalCidr(cidr);
+      if (canonical === null || isIPv4(canonical.split('/')[0]) !== (family === 'IPv4')) {
+        refuse(service, f, `invalid source range ${JSON.stringify(cidr)}`, skipped);
+        continue;
+      }
+      if (!ranges.includes(canonical)) ranges.push(canonical);
     }
-    if (!sourceRanges.includes(canonical)) sourceRanges.push(canonical);
+    sourceRanges = ranges.sort();
   }
-  sourceRanges.sort();
   const fk = frontendId(base);
   return {
     fk,
@@ -187,7 +184,7 @@ export function toDesiredFrontend(service: string, f: PlanFrontend, skipped: Ski
     service,
     portName: f.portName,
     feType: TYPE_FE[f.type],
-    label,
+    planAddress: f.address,
     base,
     flags: flagsWithTimeout(f, timeout),
     affinityTimeout: timeout,
@@ -198,23 +195,32 @@ export function toDesiredFrontend(service: string, f: PlanFrontend, skipped: Ski
   };
 }
 
+const NO_RANGES: readonly string[] = Object.freeze([]);
+
+/** Reports a part of frontend `f` of `service` that cannot be programmed (the message names it as the plan did); null. */
+function refuse(service: string, f: PlanFrontend, reason: string, skipped: SkippedObject[]): null {
+  skipped.push({ object: `Service ${service}`, reason: `frontend ${frontendKey(f)}: ${reason}` });
+  return null;
+}
+
 function desiredBackends(
   list: readonly PlanBackend[],
   family: 'IPv4' | 'IPv6',
   proto: number,
-  object: string,
-  label: string,
+  service: string,
+  f: PlanFrontend,
   skipped: SkippedObject[],
 ): DesiredBackend[] {
   const backends: DesiredBackend[] = [];
   let seen: Set<BackendTuple> | null = null;
   let last: BackendTuple = -1;
-  for (const b of list) {
+  for (let i = 0; i < list.length; i++) {
+    const b = list[i];
     // Canonical IPv4 (the common case) parses without allocating.
     const num = family === 'IPv4' ? ipv4Canonical(b.address) : IPV4_INVALID;
     const bip = num < 0 ? parseIP(b.address) : null;
     if ((num < 0 && (!bip || bip.family !== family)) || !validPort(b.port)) {
-      skipped.push({ object, reason: `frontend ${label}: invalid backend ${JSON.stringify(`${b.address}:${b.port}`)}` });
+      refuse(service, f, `invalid backend ${JSON.stringify(`${b.address}:${b.port}`)}`, skipped);
       continue;
     }
     const text = num >= 0 ? b.address : bip!.text;
@@ -229,7 +235,7 @@ function desiredBackends(
     backends.push({ id: 0, addr: text, port: b.port, proto, flags: b.local ? BE_FLAG.LOCAL : 0, tuple, refs: 0 });
   }
   if (backends.length > MAX_SLOTS) {
-    skipped.push({ object, reason: `frontend ${label}: ${backends.length} backends, only the first ${MAX_SLOTS} are used` });
+    refuse(service, f, `${backends.length} backends, only the first ${MAX_SLOTS} are used`, skipped);
     backends.length = MAX_SLOTS;
   }
   return backends;

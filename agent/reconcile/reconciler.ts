@@ -43,6 +43,7 @@ import {
   backendValueKey,
   entrySetId,
   frontendId,
+  frontendLabel,
   toDesiredFrontend,
   type BackendTuple,
   type DesiredBackend,
@@ -446,15 +447,20 @@ export class Reconciler {
     // pass, which at 10,000 Services is most of the sync's garbage. Contested
     // and removed frontends wait for the pass below. Not after a failure: the
     // mirror must be re-read first.
+    // Frontends diffed while streaming are kept in `diffed` only (not in
+    // `affected`): at 10,000 Services that is ~40,000 set operations fewer.
+    const diffed = new Set<string>();
     try {
       const streaming = !this.stale;
-      const diffed = new Set<string>();
       for (const service of services) {
         const mine = this.setDesired(service, plans.get(service) ?? [], affected, skipped);
-        if (!streaming) continue;
-        for (const d of mine) {
-          if (this.claimants.get(d.fk) !== service) continue;
-          this.adoptedUnclaimed.delete(d.fk);
+        for (let i = 0; i < mine.length; i++) {
+          const d = mine[i];
+          if (!streaming || this.claimants.get(d.fk) !== service) {
+            affected.add(d.fk);
+            continue;
+          }
+          if (this.adoptedUnclaimed.size > 0) this.adoptedUnclaimed.delete(d.fk);
           this.diffQueued(d, w, touchedVips, skipped, result);
           diffed.add(d.fk);
         }
@@ -462,12 +468,14 @@ export class Reconciler {
 
       // The mirror is unknown after an earlier failure: read the maps first. The
       // desired state above is kept either way, so nothing asked for is lost.
-      if (this.stale && !this.reload()) {
-        for (const fk of affected) this.dirty.add(fk);
-        return this.finish(result, 'datapath maps could not be read back after an earlier failure');
+      if (this.stale) {
+        if (!this.reload()) {
+          for (const fk of affected) this.dirty.add(fk);
+          return this.finish(result, 'datapath maps could not be read back after an earlier failure');
+        }
+        for (const fk of this.dirty) affected.add(fk); // the reload may have marked more
+        if (opts.full) for (const s of this.kSets.values()) affected.add(s.fk);
       }
-      for (const fk of this.dirty) affected.add(fk); // a reload may have marked more
-      if (opts.full) for (const s of this.kSets.values()) affected.add(s.fk);
 
       // ---- 2. diff each remaining concerned frontend against the mirror, updating the mirror
       const order: string[] = [];
@@ -517,8 +525,9 @@ export class Reconciler {
       this.maps.flush?.(); // queued writes reach the kernel (or fail) before the sync counts as done
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
-      this.logger.error('datapath sync failed; re-reading the maps, will retry', { error: message, frontends: affected.size });
+      this.logger.error('datapath sync failed; re-reading the maps, will retry', { error: message, frontends: affected.size + diffed.size });
       for (const fk of affected) this.dirty.add(fk);
+      for (const fk of diffed) this.dirty.add(fk);
       this.reload();
       return this.finish(result, message);
     }
@@ -623,7 +632,10 @@ export class Reconciler {
 
   // ------------------------------------------------------------------ desired state
 
-  /** Replaces one Service's desired frontends; adds every frontend it had or has to `affected`. */
+  /**
+   * Replaces one Service's desired frontends; adds every frontend it had to
+   * `affected` (the caller accounts for the ones it has, which it returns).
+   */
   private setDesired(service: string, frontends: PlanFrontend[], affected: Set<string>, skipped: SkippedObject[]): readonly DesiredFrontend[] {
     const old = this.desired.get(service);
     if (old) {
@@ -641,13 +653,12 @@ export class Reconciler {
       if (mine.length > 0) {
         ids ??= new Set(mine.map((x) => x.fk));
         if (ids.has(d.fk)) {
-          skipped.push({ object: `Service ${service}`, reason: `frontend ${d.label} is listed twice; the first is used` });
+          skipped.push({ object: `Service ${service}`, reason: `frontend ${frontendLabel(d)} is listed twice; the first is used` });
           continue;
         }
         ids.add(d.fk);
       }
       mine.push(d);
-      affected.add(d.fk);
       this.claim(d.fk, service);
     }
     if (mine.length === 0) return mine;
@@ -682,9 +693,10 @@ export class Reconciler {
     if (typeof c !== 'string') {
       for (const s of [...c].sort()) {
         if (s === first) continue;
-        const reason = `frontend ${want.label} is also claimed by Service ${first}, which wins (first by key)`;
+        const label = frontendLabel(want);
+        const reason = `frontend ${label} is also claimed by Service ${first}, which wins (first by key)`;
         skipped.push({ object: `Service ${s}`, reason });
-        this.logger.warn('frontend conflict', { frontend: want.label, winner: first, loser: s });
+        this.logger.warn('frontend conflict', { frontend: label, winner: first, loser: s });
       }
     }
     return want;
@@ -693,21 +705,24 @@ export class Reconciler {
   // ------------------------------------------------------------------ diff
 
   /** The revNatId this frontend owns in the kernel, if any. */
-  private ownedRevNat(fk: string, extSid = entrySetId(fk, SCOPE.EXTERNAL), intSid = entrySetId(fk, SCOPE.INTERNAL)): number {
-    const rn = this.kSets.get(extSid)?.master?.revNatId ?? 0;
+  private ownedRevNat(fk: string, ext = this.kSets.get(entrySetId(fk, SCOPE.EXTERNAL)), int = this.kSets.get(entrySetId(fk, SCOPE.INTERNAL))): number {
+    const rn = ext?.master?.revNatId ?? 0;
     if (rn > 0 && this.revNatOwner.get(rn) === fk) return rn;
-    const rn2 = this.kSets.get(intSid)?.master?.revNatId ?? 0;
+    const rn2 = int?.master?.revNatId ?? 0;
     if (rn2 > 0 && this.revNatOwner.get(rn2) === fk) return rn2;
     return 0;
   }
 
   private diffFrontend(want: DesiredFrontend, w: Writes, touchedVips: Set<string>, skipped: SkippedObject[]): void {
     const fk = want.fk;
-    let revNatId = this.ownedRevNat(fk, want.extSid, want.intSid);
+    // Each entry set looked up once for the whole diff.
+    const extSet = this.kSets.get(want.extSid);
+    const intSet = this.kSets.get(want.intSid);
+    let revNatId = this.ownedRevNat(fk, extSet, intSet);
     if (revNatId === 0) {
       const id = this.revNatIds.allocate();
       if (id === undefined) {
-        skipped.push({ object: `Service ${want.service}`, reason: `frontend ${want.label}: no free revNatId (${MAX_REVNAT_ID} frontends)` });
+        skipped.push({ object: `Service ${want.service}`, reason: `frontend ${frontendLabel(want)}: no free revNatId (${MAX_REVNAT_ID} frontends)` });
         return; // leaves any existing entry as it is
       }
       revNatId = id;
@@ -735,9 +750,9 @@ export class Reconciler {
     this.diffRanges(revNatId, want.sourceRanges, w);
 
     const master = (n: number): SvcVal => ({ backendId: want.affinityTimeout, count: n, revNatId, flags: want.flags });
-    this.diffSet(want.extSid, fk, SCOPE.EXTERNAL, want.base, ext, master(ext.length), w);
-    if (int) this.diffSet(want.intSid, fk, SCOPE.INTERNAL, want.base, int, master(int.length), w);
-    else this.removeSet(fk, SCOPE.INTERNAL, w, want.intSid);
+    this.diffSet(extSet, want.extSid, fk, SCOPE.EXTERNAL, want.base, ext, master(ext.length), w);
+    if (int) this.diffSet(intSet, want.intSid, fk, SCOPE.INTERNAL, want.base, int, master(int.length), w);
+    else if (intSet) this.removeSet(fk, SCOPE.INTERNAL, w, want.intSid);
 
     // kpr_vip: a ClusterIP address refuses unknown ports while one of its frontends is programmed.
     const counted = this.vipOf.get(fk);
@@ -752,9 +767,9 @@ export class Reconciler {
     return recs;
   }
 
-  /** Makes one entry set hold `recs` in slots 1..n and `master` in slot 0. */
-  private diffSet(sid: string, fk: string, scope: number, base: FrontendBase, recs: readonly BackendRec[], master: SvcVal, w: Writes): void {
-    let f = this.kSets.get(sid);
+  /** Makes one entry set (`have`: the mirror's, if any) hold `recs` in slots 1..n and `master` in slot 0. */
+  private diffSet(have: EntrySet | undefined, sid: string, fk: string, scope: number, base: FrontendBase, recs: readonly BackendRec[], master: SvcVal, w: Writes): void {
+    let f = have;
     const n = recs.length;
     // Sized up front: an array grown slot by slot reserves 17 entries (≈ 150 bytes) at the first.
     if (!f) this.kSets.set(sid, (f = { fk, scope, base, master: null, slots: new Array<number>(n + 1), slotCount: 0 }));
