@@ -3,8 +3,7 @@
  * and hands whole batches to the kernel in one call each.
  */
 import type { BatchWriter, BpfMap } from '../../native/index.js';
-import { tupleIPv4, type BackendTuple } from '../reconcile/desired-frontend.js';
-import type { DatapathMaps } from './datapath-maps.js';
+import type { BackendColumns, DatapathMaps } from './datapath-maps.js';
 import {
   encodeAddr,
   SRC_RANGE_KEY,
@@ -150,15 +149,9 @@ class AddrCache {
   }
 }
 
-/** A backend value that may carry its backendTupleKey (the reconciler's records do). */
-type BackendWithTuple = Backend & { tuple?: BackendTuple | null };
-
-/**
- * encodeBackend's layout, with the fast address paths: an IPv4 address taken
- * from the record's numeric tuple (no text to parse), else parsed by hand.
- */
-function packBackend(v: BackendWithTuple, b: Buffer, o: number): void {
-  const ip4 = tupleIPv4(v.tuple);
+/** encodeBackend's layout for row `id` of `rows`, with the fast address paths: an IPv4 address from its u32, else parsed by hand. */
+function packBackendRow(rows: BackendColumns, id: number, b: Buffer, o: number): void {
+  const ip4 = rows.ipv4(id);
   if (ip4 >= 0) {
     for (let i = 0; i < 10; i++) b[o + i] = 0;
     b[o + 10] = 0xff;
@@ -167,7 +160,15 @@ function packBackend(v: BackendWithTuple, b: Buffer, o: number): void {
     b[o + 13] = (ip4 >>> 16) & 0xff;
     b[o + 14] = (ip4 >>> 8) & 0xff;
     b[o + 15] = ip4 & 0xff;
-  } else writeAddr(v.addr, b, o);
+  } else writeAddr(rows.addr(id), b, o);
+  b.writeUInt16BE(rows.port(id), o + 16);
+  b[o + 18] = rows.proto(id);
+  b[o + 19] = rows.flags(id);
+}
+
+/** encodeBackend's bytes, with writeAddr's fast path. */
+function packBackend(v: Backend, b: Buffer, o: number): void {
+  writeAddr(v.addr, b, o);
   b.writeUInt16BE(v.port, o + 16);
   b[o + 18] = v.proto;
   b[o + 19] = v.flags;
@@ -405,17 +406,17 @@ export class BpfDatapathMaps implements DatapathMaps {
   }
 
   /**
-   * updateBackends by column: entry i is ids[i] → recs[i], for the first
-   * `count` (default: all). A record carrying a numeric `tuple`
-   * (backendTupleKey) has its IPv4 address written from it.
+   * updateBackends by column: entry i is ids[i] → the row of `rows` with
+   * that id, for the first `count` ids (default: all). Same bytes.
    */
-  updateBackendColumns(ids: readonly number[], recs: readonly BackendWithTuple[], count?: number): void {
+  updateBackendColumns(ids: readonly number[], rows: BackendColumns, count?: number): void {
     const n = count ?? ids.length;
     if (n === 0) return;
-    if (count === undefined ? recs.length !== n : ids.length < n || recs.length < n) throw new Error('updateBackendColumns: columns of different lengths');
+    if (ids.length < n) throw new Error('updateBackendColumns: fewer ids than count');
     this.writeInRounds(this.backendMap, n, BACKEND_ID_SIZE, BACKEND.size, (i, keys, ko, values, vo) => {
-      packId(ids[i], keys, ko);
-      packBackend(recs[i], values, vo);
+      const id = ids[i];
+      packId(id, keys, ko);
+      packBackendRow(rows, id, values, vo);
     });
   }
 

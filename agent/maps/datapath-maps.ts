@@ -36,3 +36,17 @@ export interface DatapathMaps {
    */
   flush?(): void;
 }
+
+/**
+ * Backend-map values read field by field, by backend id (the reconciler's
+ * columnar mirror): what updateBackendColumns encodes, with no object per
+ * backend.
+ */
+export interface BackendColumns {
+  /** The IPv4 address as a u32, or -1 when the address is only known as text (addr). */
+  ipv4(id: number): number;
+  addr(id: number): string;
+  port(id: number): number;
+  proto(id: number): number;
+  flags(id: number): number;
+}

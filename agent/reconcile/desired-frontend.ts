@@ -22,27 +22,6 @@ export interface FrontendBase {
 /** Identity of a backend: a number for IPv4 (cheap to hash), a string for IPv6. */
 export type BackendTuple = number | string;
 
-/**
- * One backend a frontend wants. It has the fields of the reconciler's mirror
- * record (id and refs unset here), so a backend the kernel lacks becomes
- * that record itself instead of being copied into a new object.
- */
-export interface DesiredBackend {
-  /** 0 until the reconciler records it as the kernel's backend. */
-  id: number;
-  /** Canonical address. */
-  addr: string;
-  port: number;
-  /** IPPROTO of the frontend. */
-  proto: number;
-  /** BE_FLAG bits (LOCAL). */
-  flags: number;
-  /** backendTupleKey(): the backend's identity. */
-  tuple: BackendTuple;
-  /** 0 until recorded (slots naming it). */
-  refs: number;
-}
-
 export interface DesiredFrontend {
   /** frontendId(base). */
   fk: string;
@@ -61,10 +40,16 @@ export interface DesiredFrontend {
   flags: number;
   /** Affinity timeout in seconds (master.backendId); 0 without affinity. */
   affinityTimeout: number;
-  /** EXTERNAL scope: slot i+1 = backends[i]; all of protocol base.proto. */
-  backends: DesiredBackend[];
+  /** The address family of the frontend and of every backend. */
+  family: 'IPv4' | 'IPv6';
+  /**
+   * EXTERNAL scope: slot i+1 = backends[i], of protocol base.proto. The
+   * plan's own list when it is valid (the usual case), else a checked copy:
+   * every address valid in `family`, every port valid, no tuple twice.
+   */
+  backends: readonly PlanBackend[];
   /** INTERNAL scope set, only when it differs from `backends`. */
-  internal: DesiredBackend[] | null;
+  internal: readonly PlanBackend[] | null;
   /** A ClusterIP frontend: its address refuses unknown ports (kpr_vip). */
   clusterIP: boolean;
   /** loadBalancerSourceRanges in canonical CIDR form, sorted; empty = everyone. */
@@ -95,11 +80,6 @@ export function backendTupleKey(addrKey: number | string, port: number, proto: n
   if (proto !== IPPROTO.TCP && proto !== IPPROTO.UDP) return null;
   if (typeof addrKey === 'number') return (addrKey * 65536 + port) * 2 + (proto === IPPROTO.UDP ? 1 : 0);
   return `${addrKey}:${port}/${proto}`;
-}
-
-/** The IPv4 address (u32) of a numeric backendTupleKey; -1 for anything else. */
-export function tupleIPv4(tuple: BackendTuple | null | undefined): number {
-  return typeof tuple === 'number' ? Math.floor(tuple / 131072) : -1;
 }
 
 /** backendTupleKey of a backend-map value; null if it is not a well-formed TCP/UDP backend this agent writes. */
@@ -162,7 +142,7 @@ export function toDesiredFrontend(service: string, f: PlanFrontend, skipped: Ski
   const base: FrontendBase = { addr: v4 ? f.address : ip!.text, port: f.port, proto };
   const backends = desiredBackends(f.backends, family, proto, service, f, skipped);
   let internal = f.internalBackends ? desiredBackends(f.internalBackends, family, proto, service, f, skipped) : null;
-  if (internal && internal.length === backends.length && internal.every((b, i) => b.tuple === backends[i].tuple)) internal = null;
+  if (internal && sameBackends(internal, backends)) internal = null;
   let sourceRanges: readonly string[] = NO_RANGES;
   if (f.sourceRanges.length > 0) {
     const ranges: string[] = [];
@@ -186,6 +166,7 @@ export function toDesiredFrontend(service: string, f: PlanFrontend, skipped: Ski
     feType: TYPE_FE[f.type],
     planAddress: f.address,
     base,
+    family,
     flags: flagsWithTimeout(f, timeout),
     affinityTimeout: timeout,
     backends,
@@ -203,6 +184,28 @@ function refuse(service: string, f: PlanFrontend, reason: string, skipped: Skipp
   return null;
 }
 
+/** The same backends (checked lists: canonical addresses) in the same order. */
+function sameBackends(a: readonly PlanBackend[], b: readonly PlanBackend[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i].address !== b[i].address || a[i].port !== b[i].port) return false;
+  return true;
+}
+
+/** backendTupleKey of a checked backend, or null if its address is not valid in `family`. */
+export function planBackendTuple(b: PlanBackend, family: 'IPv4' | 'IPv6', proto: number): BackendTuple | null {
+  // Canonical IPv4 (the common case) parses without allocating.
+  const num = family === 'IPv4' ? ipv4Canonical(b.address) : IPV4_INVALID;
+  if (num >= 0) return backendTupleKey(num, b.port, proto);
+  const ip = parseIP(b.address);
+  return ip && ip.family === family ? backendTupleKey(ip.key, b.port, proto) : null;
+}
+
+/**
+ * The backends of `list` the datapath can use: the list itself when every
+ * one is valid and they come sorted and unique (what the planner emits);
+ * otherwise a copy without the invalid ones (reported) and repeats, with
+ * every address in canonical form.
+ */
 function desiredBackends(
   list: readonly PlanBackend[],
   family: 'IPv4' | 'IPv6',
@@ -210,33 +213,39 @@ function desiredBackends(
   service: string,
   f: PlanFrontend,
   skipped: SkippedObject[],
-): DesiredBackend[] {
-  const backends: DesiredBackend[] = [];
+): readonly PlanBackend[] {
+  let out: PlanBackend[] | null = null;
   let seen: Set<BackendTuple> | null = null;
-  let last: BackendTuple = -1;
+  let last = -1;
   for (let i = 0; i < list.length; i++) {
     const b = list[i];
-    // Canonical IPv4 (the common case) parses without allocating.
     const num = family === 'IPv4' ? ipv4Canonical(b.address) : IPV4_INVALID;
     const bip = num < 0 ? parseIP(b.address) : null;
-    if ((num < 0 && (!bip || bip.family !== family)) || !validPort(b.port)) {
+    const valid = (num >= 0 || (bip !== null && bip.family === family)) && validPort(b.port);
+    const tuple = valid ? backendTupleKey(num >= 0 ? num : bip!.key, b.port, proto)! : null;
+    // Kept as it is while every backend so far is canonical IPv4, valid and in increasing order.
+    if (out === null && valid && num >= 0 && typeof tuple === 'number' && tuple > last) {
+      last = tuple;
+      continue;
+    }
+    if (out === null) {
+      out = list.slice(0, i) as PlanBackend[];
+      seen = new Set();
+      for (const x of out) seen.add(planBackendTuple(x, family, proto)!);
+    }
+    if (!valid) {
       refuse(service, f, `invalid backend ${JSON.stringify(`${b.address}:${b.port}`)}`, skipped);
       continue;
     }
+    if (seen!.has(tuple!)) continue;
+    seen!.add(tuple!);
     const text = num >= 0 ? b.address : bip!.text;
-    const tuple = backendTupleKey(num >= 0 ? num : bip!.key, b.port, proto)!;
-    // The planner emits sorted, unique backends: only fall back to a set when the order is unexpected.
-    if (typeof tuple !== 'number' || typeof last !== 'number' || tuple <= last) {
-      seen ??= new Set(backends.map((x) => x.tuple));
-      if (seen.has(tuple)) continue;
-    }
-    if (seen) seen.add(tuple);
-    if (typeof tuple === 'number' && typeof last === 'number' && tuple > last) last = tuple;
-    backends.push({ id: 0, addr: text, port: b.port, proto, flags: b.local ? BE_FLAG.LOCAL : 0, tuple, refs: 0 });
+    out.push(text === b.address ? b : b.local ? { address: text, port: b.port, local: true } : { address: text, port: b.port });
   }
+  let backends: readonly PlanBackend[] = out ?? list;
   if (backends.length > MAX_SLOTS) {
     refuse(service, f, `${backends.length} backends, only the first ${MAX_SLOTS} are used`, skipped);
-    backends.length = MAX_SLOTS;
+    backends = backends.slice(0, MAX_SLOTS);
   }
   return backends;
 }

@@ -36,23 +36,22 @@
  * the kernel really holds, and the frontends concerned are re-diffed on the
  * next sync.
  */
-import type { DatapathMaps } from '../maps/datapath-maps.js';
-import { SCOPE, SVC_FLAG, VIP_FLAG, type AffinityMatchKey, type Backend, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from '../maps/layout.js';
-import type { PlanFrontend, SkippedObject } from '../plan/types.js';
+import type { BackendColumns, DatapathMaps } from '../maps/datapath-maps.js';
+import { BE_FLAG, IPPROTO, SCOPE, SVC_FLAG, VIP_FLAG, type AffinityMatchKey, type Backend, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from '../maps/layout.js';
+import { ipv4Canonical, parseIP } from '../plan/ip.js';
+import type { PlanBackend, PlanFrontend, SkippedObject } from '../plan/types.js';
 import {
   backendValueKey,
   entrySetId,
   frontendId,
   frontendLabel,
   toDesiredFrontend,
-  type BackendTuple,
-  type DesiredBackend,
+  planBackendTuple,
   type DesiredFrontend,
   type FrontendBase,
 } from './desired-frontend.js';
 import { IdAllocator } from './id-allocator.js';
-import { TupleIndex } from './tuple-index.js';
-import { IdIndex } from './id-index.js';
+import { BackendTable } from './backend-table.js';
 
 /** The logging the reconciler needs; `console` fits. */
 export interface ReconcileLogger {
@@ -141,19 +140,6 @@ interface EntrySet {
 }
 
 /**
- * One backend as the kernel holds it (the value itself: it is what gets
- * written), with its bookkeeping in the same record, so the hot path does one
- * map lookup per backend and the mirror holds one object per backend.
- */
-interface BackendRec extends Backend {
-  id: number;
-  /** backendTupleKey of the value; null if this agent would not write it. */
-  tuple: BackendTuple | null;
-  /** Slots (of any entry set) naming this backend. */
-  refs: number;
-}
-
-/**
  * Service-map writes kept by column (the frontend's key base, scope and
  * slot, the value), so a full sync builds no key object or pair per entry:
  * a DatapathMaps with updateServiceColumns encodes them straight into its
@@ -199,26 +185,26 @@ function slotValue(id: number): SvcVal {
   return { backendId: id, count: 0, revNatId: 0, flags: 0 };
 }
 
-/** Backend-map writes by column (id, value); the first `length` elements are the queue, as in SvcWrites. */
+/**
+ * Backend-map writes: the ids, whose values the mirror's BackendTable holds
+ * (read when the batch is encoded); the first `length` are the queue, as in SvcWrites.
+ */
 class BackendWrites {
   readonly ids: number[] = [];
-  readonly recs: Backend[] = [];
   length = 0;
 
-  push(id: number, rec: Backend): void {
-    const i = this.length++;
-    this.ids[i] = id;
-    this.recs[i] = rec;
+  push(id: number): void {
+    this.ids[this.length++] = id;
   }
 
   reset(): void {
     this.length = 0;
   }
 
-  entries(): Array<[number, Backend]> {
+  entries(rows: BackendTable): Array<[number, Backend]> {
     const n = this.length;
     const out = new Array<[number, Backend]>(n);
-    for (let i = 0; i < n; i++) out[i] = [this.ids[i], this.recs[i]];
+    for (let i = 0; i < n; i++) out[i] = [this.ids[i], rows.backend(this.ids[i])];
     return out;
   }
 }
@@ -235,8 +221,8 @@ export interface ColumnWriteMaps {
    * entries (default: all, and the columns must then be of one length).
    */
   updateServiceColumns(bases: readonly FrontendBase[], scopeSlots: readonly number[], vals: ReadonlyArray<SvcVal | number>, count?: number): void;
-  /** Entry i: ids[i] → recs[i], for the first `count` (default: all, of one length). */
-  updateBackendColumns(ids: readonly number[], recs: readonly Backend[], count?: number): void;
+  /** Entry i: ids[i] → the row of `rows` with that id, for the first `count` ids (default: all). */
+  updateBackendColumns(ids: readonly number[], rows: BackendColumns, count?: number): void;
 }
 
 function hasColumnWrites(m: DatapathMaps): m is DatapathMaps & ColumnWriteMaps {
@@ -321,9 +307,8 @@ export class Reconciler {
   // ---- mirror of the kernel
   /** entrySetId(fk, scope) → entry set. */
   private readonly kSets = new Map<string, EntrySet>();
-  private readonly kBackends = new IdIndex<BackendRec>();
-  /** The canonical backend per backendTupleKey (lowest id when the kernel holds duplicates). */
-  private readonly byTuple = new TupleIndex<BackendRec>();
+  /** The backend map by id, and the canonical id per backend tuple (the lowest when the kernel holds duplicates). */
+  private readonly kBackends = new BackendTable();
   /** Slots naming ids that are not in the backend map (found by adopt only), id → count. */
   private readonly danglingRefs = new Map<number, number>();
   /** Master entries in the mirror. */
@@ -508,12 +493,9 @@ export class Reconciler {
       if (unreferenced.length > 1) unreferenced.sort((a, b) => a - b);
       for (const id of unreferenced) {
         if (this.danglingRefs.has(id)) continue;
-        const rec = this.kBackends.get(id);
-        if (rec) {
-          if (rec.refs > 0) continue;
-          this.kBackends.delete(id);
+        if (this.kBackends.has(id)) {
+          if (this.kBackends.refs(id) > 0) continue;
           w.backendDeletes.push(id);
-          if (rec.tuple !== null && this.byTuple.get(rec.tuple) === rec) this.byTuple.delete(rec.tuple);
         }
         w.releaseBackendIds.push(id);
       }
@@ -523,6 +505,9 @@ export class Reconciler {
       this.applyUpserts(w, result);
       this.applyDeletes(w, result);
       this.maps.flush?.(); // queued writes reach the kernel (or fail) before the sync counts as done
+      // The rows of deleted backends leave the mirror only now: a write queued
+      // for one earlier in this sync was encoded from its row.
+      for (const id of w.backendDeletes) this.kBackends.remove(id);
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       this.logger.error('datapath sync failed; re-reading the maps, will retry', { error: message, frontends: affected.size + diffed.size });
@@ -569,8 +554,8 @@ export class Reconciler {
     const m = this.maps;
     const columns = hasColumnWrites(m) ? m : null;
     if (w.backendWrites.length) {
-      if (columns) columns.updateBackendColumns(w.backendWrites.ids, w.backendWrites.recs, w.backendWrites.length);
-      else m.updateBackends(w.backendWrites.entries());
+      if (columns) columns.updateBackendColumns(w.backendWrites.ids, this.kBackends, w.backendWrites.length);
+      else m.updateBackends(w.backendWrites.entries(this.kBackends));
       result.backendsWritten += w.backendWrites.length;
     }
     if (w.affWrites.length) {
@@ -737,15 +722,9 @@ export class Reconciler {
     }
 
     // Backend ids of both sets, so the affinity pairs can be written before any slot names them.
-    const ext = this.backendsFor(want.backends, want.base.proto, w);
-    const int = want.internal ? this.backendsFor(want.internal, want.base.proto, w) : null;
-    // From now on the desired frontend names the mirror's records (made from or
-    // matched to its backends, so with the same tuple, address, port and flags)
-    // instead of holding a second object per backend: at 100,000 backends that
-    // is ~7 MiB less. A record is one per tuple, like the kernel's backend entry.
-    want.backends = ext as DesiredBackend[];
-    if (int) want.internal = int as DesiredBackend[];
-    if (want.affinityTimeout > 0) this.diffAffinity(revNatId, (int ? ext.concat(int) : ext).map((r) => r.id), w);
+    const ext = this.backendsFor(want.backends, want, w);
+    const int = want.internal ? this.backendsFor(want.internal, want, w) : null;
+    if (want.affinityTimeout > 0) this.diffAffinity(revNatId, int ? ext.concat(int) : ext, w);
     else this.diffAffinity(revNatId, NO_IDS, w);
     this.diffRanges(revNatId, want.sourceRanges, w);
 
@@ -760,28 +739,28 @@ export class Reconciler {
     else if (!want.clusterIP && counted !== undefined) this.vipUnref(fk, touchedVips);
   }
 
-  /** Records of `backends` in order, allocating (and queueing writes of) what the kernel lacks. */
-  private backendsFor(backends: readonly DesiredBackend[], proto: number, w: Writes): BackendRec[] {
-    const recs = new Array<BackendRec>(backends.length);
-    for (let i = 0; i < backends.length; i++) recs[i] = this.backendFor(backends[i], proto, w.backendWrites);
-    return recs;
+  /** Backend ids of `backends` (a desired frontend's checked list) in order, allocating (and queueing writes of) what the kernel lacks. */
+  private backendsFor(backends: readonly PlanBackend[], want: DesiredFrontend, w: Writes): number[] {
+    const ids = new Array<number>(backends.length);
+    for (let i = 0; i < backends.length; i++) ids[i] = this.backendFor(backends[i], want, w.backendWrites);
+    return ids;
   }
 
   /** Makes one entry set (`have`: the mirror's, if any) hold `recs` in slots 1..n and `master` in slot 0. */
-  private diffSet(have: EntrySet | undefined, sid: string, fk: string, scope: number, base: FrontendBase, recs: readonly BackendRec[], master: SvcVal, w: Writes): void {
+  private diffSet(have: EntrySet | undefined, sid: string, fk: string, scope: number, base: FrontendBase, ids: readonly number[], master: SvcVal, w: Writes): void {
     let f = have;
-    const n = recs.length;
+    const n = ids.length;
     // Sized up front: an array grown slot by slot reserves 17 entries (≈ 150 bytes) at the first.
     if (!f) this.kSets.set(sid, (f = { fk, scope, base, master: null, slots: new Array<number>(n + 1), slotCount: 0 }));
 
     for (let i = 0; i < n; i++) {
-      const rec = recs[i];
+      const id = ids[i];
       const slot = i + 1;
       const old = f.slots[slot];
-      if (old === rec.id) continue;
-      w.slotWrites.push(f.base, scope, slot, rec.id);
-      f.slots[slot] = rec.id;
-      rec.refs++;
+      if (old === id) continue;
+      w.slotWrites.push(f.base, scope, slot, id);
+      f.slots[slot] = id;
+      this.kBackends.addRef(id);
       if (old !== undefined) this.unref(old);
       else f.slotCount++;
     }
@@ -889,43 +868,42 @@ export class Reconciler {
     if (full) {
       for (const addr of this.kVips.keys()) touchedVips.add(addr);
       for (const addr of this.vipRefs.keys()) touchedVips.add(addr);
-      this.kBackends.forEachValue((rec) => {
-        if (rec.refs === 0) this.unreferenced.add(rec.id);
+      this.kBackends.forEachId((id) => {
+        if (this.kBackends.refs(id) === 0) this.unreferenced.add(id);
       });
     }
     this.suspectRevNats.clear();
     this.suspectVips.clear();
   }
 
-  /** The backend of a tuple, allocating it (and queueing its write) if the kernel lacks it or holds other flags. */
-  private backendFor(b: DesiredBackend, proto: number, writes: BackendWrites): BackendRec {
-    const known = this.byTuple.get(b.tuple);
-    if (known !== undefined) {
-      if (known.flags !== b.flags) {
+  /** The backend id of one checked backend of `want`, allocating it (and queueing its write) if the kernel lacks it or holds other flags. */
+  private backendFor(b: PlanBackend, want: DesiredFrontend, writes: BackendWrites): number {
+    const proto = want.base.proto;
+    // Canonical IPv4 (the common case): the tuple straight from the address's u32, no parse.
+    const ip4 = want.family === 'IPv4' ? ipv4Canonical(b.address) : -1;
+    const tuple = ip4 >= 0 ? (ip4 * 65536 + b.port) * 2 + (proto === IPPROTO.UDP ? 1 : 0) : planBackendTuple(b, want.family, proto)!;
+    const flags = b.local ? BE_FLAG.LOCAL : 0;
+    const rows = this.kBackends;
+    const known = rows.idOf(tuple);
+    if (known >= 0) {
+      if (rows.flags(known) !== flags) {
         // The endpoint moved to or from this node (an IP reused): same address, new LOCAL flag.
-        known.flags = b.flags;
-        writes.push(known.id, known);
+        rows.setFlags(known, flags);
+        writes.push(known);
       }
       return known;
     }
     const id = this.backendIds.allocate();
     if (id === undefined) throw new Error('backend id space exhausted'); // 2^32 - 1 backends: not reachable
-    // The desired backend becomes the mirror's record: it has the record's fields, so no second object per new backend.
-    const rec = b as BackendRec;
-    rec.id = id;
-    rec.proto = proto;
-    rec.refs = 0;
-    this.byTuple.set(b.tuple, rec);
-    this.kBackends.set(id, rec);
-    writes.push(id, rec);
-    return rec;
+    rows.insert(id, ip4 >= 0 ? ip4 : typeof tuple === 'number' ? Math.floor(tuple / 131072) : -1, b.address, b.port, proto, flags, tuple);
+    writes.push(id);
+    return id;
   }
 
   /** A slot stopped naming backend `id`. */
   private unref(id: number): void {
-    const rec = this.kBackends.get(id);
-    if (rec) {
-      if (--rec.refs <= 0) this.unreferenced.add(id);
+    if (this.kBackends.has(id)) {
+      if (this.kBackends.dropRef(id) <= 0) this.unreferenced.add(id);
       return;
     }
     const r = (this.danglingRefs.get(id) ?? 0) - 1;
@@ -962,7 +940,6 @@ export class Reconciler {
 
     this.kSets.clear();
     this.kBackends.clear();
-    this.byTuple.clear();
     this.danglingRefs.clear();
     this.masters = 0;
     this.backendIds.clear();
@@ -989,13 +966,12 @@ export class Reconciler {
     };
 
     for (const [id, b] of [...backends].sort((x, y) => x[0] - y[0])) {
+      // A tuple of null: not something this agent writes (never reused, deleted once unreferenced).
       const tuple = backendValueKey(b);
-      const rec: BackendRec = { id, addr: b.addr, port: b.port, proto: b.proto, flags: b.flags, tuple, refs: 0 };
-      this.kBackends.set(id, rec);
+      const ip = parseIP(b.addr);
+      const canonical = this.kBackends.insert(id, ip && ip.family === 'IPv4' ? (ip.key as number) : -1, b.addr, b.port, b.proto, b.flags, tuple);
       this.backendIds.reserve(id);
-      if (tuple === null) continue; // not something this agent writes: never reused, deleted once unreferenced
-      if (this.byTuple.has(tuple)) d.duplicateBackends++;
-      else this.byTuple.set(tuple, rec);
+      if (tuple !== null && !canonical) d.duplicateBackends++;
     }
 
     for (const [k, v] of services) {
@@ -1010,8 +986,7 @@ export class Reconciler {
       } else {
         f.slots[k.slot] = v.backendId;
         f.slotCount++;
-        const rec = this.kBackends.get(v.backendId);
-        if (rec) rec.refs++;
+        if (this.kBackends.has(v.backendId)) this.kBackends.addRef(v.backendId);
         else {
           d.danglingSlots++;
           this.danglingRefs.set(v.backendId, (this.danglingRefs.get(v.backendId) ?? 0) + 1);
@@ -1043,8 +1018,7 @@ export class Reconciler {
       // A slot naming a dangling, foreign or duplicate backend is re-pointed by the next sync.
       for (const id of f.slots) {
         if (id === undefined) continue;
-        const rec = this.kBackends.get(id);
-        if (!rec || rec.tuple === null || this.byTuple.get(rec.tuple) !== rec) bad.add(f.fk);
+        if (!this.kBackends.has(id) || !this.kBackends.isCanonical(id)) bad.add(f.fk);
       }
     }
     for (const fk of bad) this.dirty.add(fk);
@@ -1072,12 +1046,12 @@ export class Reconciler {
       if (!this.revNatOwner.has(rn)) (d.orphanAuxEntries++, this.suspectRevNats.add(rn));
     }
 
-    for (const rec of this.kBackends.values()) {
-      if (rec.refs === 0) {
+    this.kBackends.forEachId((id) => {
+      if (this.kBackends.refs(id) === 0) {
         d.orphanBackends++;
-        this.unreferenced.add(rec.id);
+        this.unreferenced.add(id);
       }
-    }
+    });
     // Backends with the same tuple as a lower id are repaired by re-pointing their slots.
     const inconsistencies = Object.values(d).reduce((a, b) => a + b, 0);
     return { frontends: this.frontendCount, backends: this.kBackends.size, serviceEntries: services.length, inconsistencies, details: d };

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { BpfMap } from '../../native/index.js';
 import { BATCH_CHUNK, BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
+import { backendTable } from './support/backend-rows.js';
 import {
   AFFINITY_MATCH_KEY,
   BACKEND,
@@ -107,7 +108,7 @@ describe('BpfDatapathMaps', () => {
     d.updateServiceColumns(bases, scopeSlots, ids);
     assert.deepEqual(Buffer.concat(m.svc.updates.map((u) => u.values)), concat(ids, SVC_VAL.size, (id, b, o) => encodeSvcVal({ backendId: id, count: 0, revNatId: 0, flags: 0 }, b, o)));
     const recs: Backend[] = all.map((i) => ({ addr: `10.1.${i >> 8 & 255}.${i & 255}`, port: 8080, proto: 17, flags: i % 2 }));
-    d.updateBackendColumns(ids, recs);
+    d.updateBackendColumns(ids, backendTable(ids, recs));
     assert.deepEqual(m.backend.updates.map((u) => u.count), [BATCH_CHUNK, BATCH_CHUNK, 1000]);
     assert.deepEqual(Buffer.concat(m.backend.updates.map((u) => u.values)), concat(recs, BACKEND.size, (v, b, o) => encodeBackend(v, b, o)));
     assert.deepEqual(Buffer.concat(m.backend.updates.map((u) => u.keys)), concat(ids, BACKEND_ID_SIZE, (id, b, o) => encodeBackendId(id, b, o)));

@@ -11,11 +11,12 @@ import type { BpfMap } from '../../native/index.js';
 import { BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
 import { BACKEND, SVC_META, VIP_KEY, encodeBackend, encodeSvcMeta, encodeVipKey, type Backend, type SvcKey, type SvcMeta, type SvcVal } from '../../agent/maps/layout.js';
 import { TupleIndex } from '../../agent/reconcile/tuple-index.js';
-import { backendTupleKey } from '../../agent/reconcile/desired-frontend.js';
+import { backendTupleKey, backendValueKey } from '../../agent/reconcile/desired-frontend.js';
 import { parseIP } from '../../agent/plan/ip.js';
 import { IdAllocator } from '../../agent/reconcile/id-allocator.js';
-import { IdIndex } from '../../agent/reconcile/id-index.js';
+import { BackendTable } from '../../agent/reconcile/backend-table.js';
 import { endpointsByServicePort } from '../../agent/plan/endpoint-slices.js';
+import { backendTable } from './support/backend-rows.js';
 
 function rng(seed: number) {
   let s = seed >>> 0;
@@ -53,35 +54,73 @@ describe('TupleIndex', () => {
   });
 });
 
-describe('IdIndex', () => {
-  it('matches a Map under random set/get/delete/clear, ids near and far', () => {
+describe('BackendTable', () => {
+  it('matches a model of rows and canonical tuples under random inserts, removals, refs, flags and clears, ids near and far', () => {
     const r = rng(5);
-    const t = new IdIndex<number>();
-    const m = new Map<number, number>();
+    const t = new BackendTable();
+    type Row = Backend & { tuple: number | string | null; refs: number };
+    const rows = new Map<number, Row>();
+    const canonical = new Map<number | string, number>();
     const id = () => {
       const x = r();
-      if (x < 0.8) return Math.floor(r() * 3000);
+      if (x < 0.8) return 1 + Math.floor(r() * 3000);
       if (x < 0.9) return 3000 + Math.floor(r() * 20000);
       return Math.floor(r() * 0xffffffff);
+    };
+    const backend = (): Backend => {
+      const x = r();
+      const port = 1 + Math.floor(r() * 3);
+      if (x < 0.7) return { addr: `10.0.${Math.floor(r() * 4)}.${Math.floor(r() * 250)}`, port, proto: r() < 0.5 ? 6 : 17, flags: r() < 0.5 ? 0 : 1 };
+      if (x < 0.9) return { addr: `fd00::${Math.floor(r() * 500).toString(16)}`, port, proto: 6, flags: 0 };
+      return { addr: '10.9.9.9', port, proto: 132, flags: 0 }; // not written by this agent: no tuple
     };
     for (let i = 0; i < 60000; i++) {
       const k = id();
       const op = r();
-      if (op < 0.55) {
-        t.set(k, i);
-        m.set(k, i);
-      } else if (op < 0.85) assert.equal(t.delete(k), m.delete(k));
-      else if (op < 0.99995) assert.equal(t.get(k), m.get(k));
-      else {
+      if (op < 0.4) {
+        if (rows.has(k)) continue;
+        const b = backend();
+        const tuple = backendValueKey(b);
+        const ip = parseIP(b.addr)!;
+        const wasFree = tuple !== null && !canonical.has(tuple);
+        assert.equal(t.insert(k, ip.family === 'IPv4' ? (ip.key as number) : -1, b.addr, b.port, b.proto, b.flags, tuple), wasFree);
+        rows.set(k, { ...b, tuple, refs: 0 });
+        if (wasFree) canonical.set(tuple!, k);
+      } else if (op < 0.6) {
+        const row = rows.get(k);
+        t.remove(k);
+        if (row) {
+          rows.delete(k);
+          if (row.tuple !== null && canonical.get(row.tuple) === k) canonical.delete(row.tuple);
+        }
+      } else if (op < 0.8) {
+        const row = rows.get(k);
+        if (!row) continue;
+        if (r() < 0.6) (t.addRef(k), row.refs++);
+        else assert.equal(t.dropRef(k), --row.refs);
+        if (r() < 0.2) (t.setFlags(k, 1 - row.flags), (row.flags = 1 - row.flags));
+      } else if (op < 0.99995) {
+        const row = rows.get(k);
+        assert.equal(t.has(k), row !== undefined);
+        if (row) {
+          assert.deepEqual(t.backend(k), { addr: row.addr, port: row.port, proto: row.proto, flags: row.flags });
+          assert.equal(t.tuple(k), row.tuple);
+          assert.equal(t.refs(k), row.refs);
+          assert.equal(t.isCanonical(k), row.tuple !== null && canonical.get(row.tuple) === k);
+          if (row.tuple !== null) assert.equal(t.idOf(row.tuple), canonical.get(row.tuple) ?? -1);
+        }
+      } else {
         t.clear();
-        m.clear();
+        rows.clear();
+        canonical.clear();
       }
       if (i % 499 === 0) {
-        assert.equal(t.size, m.size);
-        assert.deepEqual([...t.values()].sort((a, b) => a - b), [...m.values()].sort((a, b) => a - b));
+        assert.equal(t.size, rows.size);
+        const ids: number[] = [];
+        t.forEachId((x) => ids.push(x));
+        assert.deepEqual(ids.sort((a, b) => a - b), [...rows.keys()].sort((a, b) => a - b));
       }
     }
-    for (const [k, v] of m) assert.equal(t.get(k), v);
   });
 });
 
@@ -165,29 +204,24 @@ describe('BpfDatapathMaps column writes', () => {
       { addr: '10.1.2.30', port: 65535, proto: 6, flags: 1 },
     ];
     a.d.updateBackends(ids.map((id, i) => [id, recs[i]]));
-    b.d.updateBackendColumns(ids, recs);
+    // Rows of the reconciler's BackendTable (IPv4 kept as a u32, other addresses and far ids as text): the same bytes.
+    b.d.updateBackendColumns(ids, backendTable(ids, recs));
     assert.deepEqual(b.m.backend.updates, a.m.backend.updates);
     assert.throws(() => b.d.updateServiceColumns(bases.slice(1), scopeSlots, vals));
-    // Records carrying their backendTupleKey (the reconciler's) have IPv4 written from the tuple: same bytes.
-    const c = maps();
-    const withTuples = recs.map((r) => ({ ...r, tuple: backendTupleKey(parseIP(r.addr)!.key, r.port, r.proto) }));
-    c.d.updateBackendColumns(ids, withTuples);
-    assert.deepEqual(c.m.backend.updates, a.m.backend.updates);
     const high = { addr: '255.254.253.252', port: 65535, proto: 17, flags: 1 };
     const d = maps();
-    d.d.updateBackendColumns([9, 10], [high, { ...high, tuple: backendTupleKey(parseIP(high.addr)!.key, high.port, high.proto) }], 2);
-    assert.deepEqual(d.m.backend.updates[0].values.subarray(BACKEND.size), encodeBackend(high));
-    assert.deepEqual(d.m.backend.updates[0].values.subarray(0, BACKEND.size), encodeBackend(high));
+    d.d.updateBackendColumns([9], backendTable([9], [high]));
+    assert.deepEqual(d.m.backend.updates[0].values, encodeBackend(high));
     // A count writes that many entries of longer columns (the reconciler's reused queues).
     const e = maps();
-    e.d.updateBackendColumns([...ids, 77], [...recs, recs[0]], 3);
+    e.d.updateBackendColumns([...ids, 77], backendTable([...ids, 77], [...recs, recs[0]]), 3);
     assert.deepEqual(e.m.backend.updates, a.m.backend.updates);
     e.d.updateServiceColumns([...bases, bases[0]], [...scopeSlots, 5], [vals[0], 0xffffffff, vals[2], 2, 9], 4);
     assert.deepEqual(e.m.svc.updates, a.m.svc.updates);
-    assert.throws(() => e.d.updateBackendColumns(ids, recs, 4), /different lengths/);
+    assert.throws(() => e.d.updateBackendColumns(ids, backendTable(ids, recs), 4), /fewer ids than count/);
     assert.throws(() => b.d.updateServiceColumns([{ addr: '10.0.0.1', port: 70000, proto: 6 }], [1], [vals[0]]));
     assert.throws(() => b.d.updateServiceColumns(bases.slice(0, 1), [1], [{ backendId: 0, count: 70000, revNatId: 0, flags: 0 }]));
-    assert.throws(() => b.d.updateBackendColumns([-1], recs.slice(0, 1)));
+    assert.throws(() => b.d.updateBackendColumns([-1], backendTable(ids, recs)));
     assert.throws(() => b.d.updateServiceColumns(bases.slice(0, 1), [1], [2 ** 32]));
   });
 
