@@ -50,7 +50,7 @@ export class BackendTable implements BackendColumns {
   private readonly textTuples = new Map<number, BackendTuple>();
   private readonly far = new Map<number, FarRow>();
   /** Canonical id per tuple (the lowest, when the kernel holds duplicates). */
-  private readonly byTuple = new TupleIndex<number>();
+  private readonly byTuple = new TupleIndex();
   private count = 0;
 
   get size(): number {
@@ -63,7 +63,7 @@ export class BackendTable implements BackendColumns {
 
   /** The canonical id of a tuple, or -1. */
   idOf(tuple: BackendTuple): number {
-    return this.byTuple.get(tuple) ?? -1;
+    return this.byTuple.get(tuple);
   }
 
   /**
@@ -89,9 +89,7 @@ export class BackendTable implements BackendColumns {
     } else {
       this.far.set(id, { addr: ipv4 >= 0 ? ipv4Text(ipv4) : text, port, proto, flags, tuple, refs: 0 });
     }
-    if (tuple === null || this.byTuple.has(tuple)) return false;
-    this.byTuple.set(tuple, id);
-    return true;
+    return tuple !== null && this.byTuple.add(tuple, id);
   }
 
   /** Drops row `id` (and its tuple, if it is the canonical row). */

@@ -40,16 +40,18 @@ export interface DesiredFrontend {
   flags: number;
   /** Affinity timeout in seconds (master.backendId); 0 without affinity. */
   affinityTimeout: number;
-  /** The address family of the frontend and of every backend. */
-  family: 'IPv4' | 'IPv6';
   /**
    * EXTERNAL scope: slot i+1 = backends[i], of protocol base.proto. The
    * plan's own list when it is valid (the usual case), else a checked copy:
    * every address valid in `family`, every port valid, no tuple twice.
    */
   backends: readonly PlanBackend[];
+  /** backendTupleKey of each of `backends`, computed once (every diff of the frontend reads them). */
+  tuples: readonly BackendTuple[];
   /** INTERNAL scope set, only when it differs from `backends`. */
   internal: readonly PlanBackend[] | null;
+  /** backendTupleKey of each of `internal`. */
+  internalTuples: readonly BackendTuple[] | null;
   /** A ClusterIP frontend: its address refuses unknown ports (kpr_vip). */
   clusterIP: boolean;
   /** loadBalancerSourceRanges in canonical CIDR form, sorted; empty = everyone. */
@@ -140,9 +142,11 @@ export function toDesiredFrontend(service: string, f: PlanFrontend, skipped: Ski
   const timeout = Number.isInteger(f.affinityTimeoutSeconds) && f.affinityTimeoutSeconds > 0 ? f.affinityTimeoutSeconds : 0;
   const proto = IPPROTO[f.protocol];
   const base: FrontendBase = { addr: v4 ? f.address : ip!.text, port: f.port, proto };
-  const backends = desiredBackends(f.backends, family, proto, service, f, skipped);
-  let internal = f.internalBackends ? desiredBackends(f.internalBackends, family, proto, service, f, skipped) : null;
-  if (internal && sameBackends(internal, backends)) internal = null;
+  const tuples: BackendTuple[] = [];
+  const backends = desiredBackends(f.backends, family, proto, service, f, skipped, tuples);
+  let internalTuples: BackendTuple[] | null = f.internalBackends ? [] : null;
+  let internal = f.internalBackends ? desiredBackends(f.internalBackends, family, proto, service, f, skipped, internalTuples!) : null;
+  if (internal && sameBackends(internal, backends)) internal = internalTuples = null;
   let sourceRanges: readonly string[] = NO_RANGES;
   if (f.sourceRanges.length > 0) {
     const ranges: string[] = [];
@@ -166,11 +170,12 @@ export function toDesiredFrontend(service: string, f: PlanFrontend, skipped: Ski
     feType: TYPE_FE[f.type],
     planAddress: f.address,
     base,
-    family,
     flags: flagsWithTimeout(f, timeout),
     affinityTimeout: timeout,
     backends,
+    tuples,
     internal,
+    internalTuples,
     clusterIP: f.type === 'ClusterIP',
     sourceRanges,
   };
@@ -191,20 +196,11 @@ function sameBackends(a: readonly PlanBackend[], b: readonly PlanBackend[]): boo
   return true;
 }
 
-/** backendTupleKey of a checked backend, or null if its address is not valid in `family`. */
-export function planBackendTuple(b: PlanBackend, family: 'IPv4' | 'IPv6', proto: number): BackendTuple | null {
-  // Canonical IPv4 (the common case) parses without allocating.
-  const num = family === 'IPv4' ? ipv4Canonical(b.address) : IPV4_INVALID;
-  if (num >= 0) return backendTupleKey(num, b.port, proto);
-  const ip = parseIP(b.address);
-  return ip && ip.family === family ? backendTupleKey(ip.key, b.port, proto) : null;
-}
-
 /**
  * The backends of `list` the datapath can use: the list itself when every
  * one is valid and they come sorted and unique (what the planner emits);
  * otherwise a copy without the invalid ones (reported) and repeats, with
- * every address in canonical form.
+ * every address in canonical form. Their tuples go to `tuples`, in order.
  */
 function desiredBackends(
   list: readonly PlanBackend[],
@@ -213,6 +209,7 @@ function desiredBackends(
   service: string,
   f: PlanFrontend,
   skipped: SkippedObject[],
+  tuples: BackendTuple[],
 ): readonly PlanBackend[] {
   let out: PlanBackend[] | null = null;
   let seen: Set<BackendTuple> | null = null;
@@ -226,12 +223,12 @@ function desiredBackends(
     // Kept as it is while every backend so far is canonical IPv4, valid and in increasing order.
     if (out === null && valid && num >= 0 && typeof tuple === 'number' && tuple > last) {
       last = tuple;
+      tuples.push(tuple);
       continue;
     }
     if (out === null) {
       out = list.slice(0, i) as PlanBackend[];
-      seen = new Set();
-      for (const x of out) seen.add(planBackendTuple(x, family, proto)!);
+      seen = new Set(tuples);
     }
     if (!valid) {
       refuse(service, f, `invalid backend ${JSON.stringify(`${b.address}:${b.port}`)}`, skipped);
@@ -239,6 +236,7 @@ function desiredBackends(
     }
     if (seen!.has(tuple!)) continue;
     seen!.add(tuple!);
+    tuples.push(tuple!);
     const text = num >= 0 ? b.address : bip!.text;
     out.push(text === b.address ? b : b.local ? { address: text, port: b.port, local: true } : { address: text, port: b.port });
   }
@@ -246,6 +244,7 @@ function desiredBackends(
   if (backends.length > MAX_SLOTS) {
     refuse(service, f, `${backends.length} backends, only the first ${MAX_SLOTS} are used`, skipped);
     backends = backends.slice(0, MAX_SLOTS);
+    tuples.length = MAX_SLOTS;
   }
   return backends;
 }

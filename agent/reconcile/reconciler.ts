@@ -38,7 +38,7 @@
  */
 import type { BackendColumns, DatapathMaps } from '../maps/datapath-maps.js';
 import { BE_FLAG, IPPROTO, SCOPE, SVC_FLAG, VIP_FLAG, type AffinityMatchKey, type Backend, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from '../maps/layout.js';
-import { ipv4Canonical, parseIP } from '../plan/ip.js';
+import { parseIP } from '../plan/ip.js';
 import type { PlanBackend, PlanFrontend, SkippedObject } from '../plan/types.js';
 import {
   backendValueKey,
@@ -46,7 +46,7 @@ import {
   frontendId,
   frontendLabel,
   toDesiredFrontend,
-  planBackendTuple,
+  type BackendTuple,
   type DesiredFrontend,
   type FrontendBase,
 } from './desired-frontend.js';
@@ -722,8 +722,8 @@ export class Reconciler {
     }
 
     // Backend ids of both sets, so the affinity pairs can be written before any slot names them.
-    const ext = this.backendsFor(want.backends, want, w);
-    const int = want.internal ? this.backendsFor(want.internal, want, w) : null;
+    const ext = this.backendsFor(want.backends, want.tuples, want, w);
+    const int = want.internal ? this.backendsFor(want.internal, want.internalTuples!, want, w) : null;
     if (want.affinityTimeout > 0) this.diffAffinity(revNatId, int ? ext.concat(int) : ext, w);
     else this.diffAffinity(revNatId, NO_IDS, w);
     this.diffRanges(revNatId, want.sourceRanges, w);
@@ -740,9 +740,9 @@ export class Reconciler {
   }
 
   /** Backend ids of `backends` (a desired frontend's checked list) in order, allocating (and queueing writes of) what the kernel lacks. */
-  private backendsFor(backends: readonly PlanBackend[], want: DesiredFrontend, w: Writes): number[] {
+  private backendsFor(backends: readonly PlanBackend[], tuples: readonly BackendTuple[], want: DesiredFrontend, w: Writes): number[] {
     const ids = new Array<number>(backends.length);
-    for (let i = 0; i < backends.length; i++) ids[i] = this.backendFor(backends[i], want, w.backendWrites);
+    for (let i = 0; i < backends.length; i++) ids[i] = this.backendFor(backends[i], tuples[i], want.base.proto, w.backendWrites);
     return ids;
   }
 
@@ -876,12 +876,8 @@ export class Reconciler {
     this.suspectVips.clear();
   }
 
-  /** The backend id of one checked backend of `want`, allocating it (and queueing its write) if the kernel lacks it or holds other flags. */
-  private backendFor(b: PlanBackend, want: DesiredFrontend, writes: BackendWrites): number {
-    const proto = want.base.proto;
-    // Canonical IPv4 (the common case): the tuple straight from the address's u32, no parse.
-    const ip4 = want.family === 'IPv4' ? ipv4Canonical(b.address) : -1;
-    const tuple = ip4 >= 0 ? (ip4 * 65536 + b.port) * 2 + (proto === IPPROTO.UDP ? 1 : 0) : planBackendTuple(b, want.family, proto)!;
+  /** The backend id of one checked backend (and its tuple), allocating it (and queueing its write) if the kernel lacks it or holds other flags. */
+  private backendFor(b: PlanBackend, tuple: BackendTuple, proto: number, writes: BackendWrites): number {
     const flags = b.local ? BE_FLAG.LOCAL : 0;
     const rows = this.kBackends;
     const known = rows.idOf(tuple);
@@ -895,7 +891,8 @@ export class Reconciler {
     }
     const id = this.backendIds.allocate();
     if (id === undefined) throw new Error('backend id space exhausted'); // 2^32 - 1 backends: not reachable
-    rows.insert(id, ip4 >= 0 ? ip4 : typeof tuple === 'number' ? Math.floor(tuple / 131072) : -1, b.address, b.port, proto, flags, tuple);
+    // A numeric tuple is an IPv4 backend: its address is the tuple's top 32 bits.
+    rows.insert(id, typeof tuple === 'number' ? Math.floor(tuple / 131072) : -1, b.address, b.port, proto, flags, tuple);
     writes.push(id);
     return id;
   }

@@ -1,28 +1,27 @@
 /**
- * A map keyed by backend tuples (see backendTupleKey). IPv4 tuples are
+ * Backend tuple (see backendTupleKey) → backend id (u32). IPv4 tuples are
  * integers of up to 49 bits: as Map keys they are heap numbers, which V8
  * hashes and compares slowly, and a full sync looks up ~10^5 of them. They
- * go in an open-addressing table over a Float64Array (exact for integers
- * below 2^53) instead; anything else (IPv6 strings) in a plain Map.
- * Not iterable: the reconciler only looks tuples up.
+ * go in an open-addressing table instead: the keys in a Float64Array (exact
+ * for integers below 2^53; -1 marks an empty slot, -2 a deleted one, so a
+ * probe reads one array), the ids in a Uint32Array. Anything else (IPv6
+ * strings) goes in a plain Map. Not iterable: the mirror only looks tuples up.
  */
-const EMPTY = 0;
-const FULL = 1;
-const DELETED = 2;
+const EMPTY = -1;
+const DELETED = -2;
 
 function isTupleNumber(k: number | string): k is number {
   return typeof k === 'number' && Number.isSafeInteger(k) && k >= 0;
 }
 
-export class TupleIndex<V> {
-  private readonly other = new Map<number | string, V>();
-  private keys = new Float64Array(1024);
-  private state = new Uint8Array(1024);
-  private vals: Array<V | undefined> = new Array<V | undefined>(1024);
+export class TupleIndex {
+  private readonly other = new Map<number | string, number>();
+  private keys = new Float64Array(1024).fill(EMPTY);
+  private vals = new Uint32Array(1024);
   private mask = 1023;
-  /** FULL slots. */
+  /** Slots holding a key. */
   private used = 0;
-  /** FULL + DELETED slots (probe chains). */
+  /** Slots holding a key or DELETED (probe chains). */
   private occupied = 0;
 
   get size(): number {
@@ -42,18 +41,18 @@ export class TupleIndex<V> {
   private find(k: number): number {
     const mask = this.mask;
     const keys = this.keys;
-    const state = this.state;
     for (let i = TupleIndex.hash(k) & mask; ; i = (i + 1) & mask) {
-      const s = state[i];
-      if (s === EMPTY) return -1;
-      if (s === FULL && keys[i] === k) return i;
+      const x = keys[i];
+      if (x === k) return i;
+      if (x === EMPTY) return -1;
     }
   }
 
-  get(k: number | string): V | undefined {
-    if (!isTupleNumber(k)) return this.other.get(k);
+  /** The id of tuple k, or -1. */
+  get(k: number | string): number {
+    if (!isTupleNumber(k)) return this.other.get(k) ?? -1;
     const i = this.find(k);
-    return i < 0 ? undefined : this.vals[i];
+    return i < 0 ? -1 : this.vals[i];
   }
 
   has(k: number | string): boolean {
@@ -61,43 +60,56 @@ export class TupleIndex<V> {
     return this.find(k) >= 0;
   }
 
-  set(k: number | string, v: V): this {
+  set(k: number | string, id: number): this {
     if (!isTupleNumber(k)) {
-      this.other.set(k, v);
+      this.other.set(k, id);
       return this;
     }
     const found = this.find(k);
     if (found >= 0) {
-      this.vals[found] = v;
+      this.vals[found] = id;
       return this;
     }
+    this.insertAbsent(k, id);
+    return this;
+  }
+
+  private insertAbsent(k: number, id: number): void {
     if ((this.occupied + 1) * 2 > this.mask + 1) this.rehash(this.used + 1);
     const mask = this.mask;
     let i = TupleIndex.hash(k) & mask;
-    while (this.state[i] === FULL) i = (i + 1) & mask;
-    if (this.state[i] === EMPTY) this.occupied++;
-    this.state[i] = FULL;
+    while (this.keys[i] >= 0) i = (i + 1) & mask;
+    if (this.keys[i] === EMPTY) this.occupied++;
     this.keys[i] = k;
-    this.vals[i] = v;
+    this.vals[i] = id;
     this.used++;
-    return this;
+  }
+
+  /** set(k, id) unless k is present; whether it was added. */
+  add(k: number | string, id: number): boolean {
+    if (!isTupleNumber(k)) {
+      if (this.other.has(k)) return false;
+      this.other.set(k, id);
+      return true;
+    }
+    if (this.find(k) >= 0) return false;
+    this.insertAbsent(k, id);
+    return true;
   }
 
   delete(k: number | string): boolean {
     if (!isTupleNumber(k)) return this.other.delete(k);
     const i = this.find(k);
     if (i < 0) return false;
-    this.state[i] = DELETED;
-    this.vals[i] = undefined;
+    this.keys[i] = DELETED;
     this.used--;
     return true;
   }
 
   clear(): void {
     this.other.clear();
-    this.keys = new Float64Array(1024);
-    this.state = new Uint8Array(1024);
-    this.vals = new Array<V | undefined>(1024);
+    this.keys = new Float64Array(1024).fill(EMPTY);
+    this.vals = new Uint32Array(1024);
     this.mask = 1023;
     this.used = 0;
     this.occupied = 0;
@@ -107,19 +119,17 @@ export class TupleIndex<V> {
   private rehash(need: number): void {
     let cap = 1024;
     while (cap < need * 4) cap *= 2;
-    const { keys, state, vals } = this;
-    this.keys = new Float64Array(cap);
-    this.state = new Uint8Array(cap);
-    this.vals = new Array<V | undefined>(cap);
+    const { keys, vals } = this;
+    this.keys = new Float64Array(cap).fill(EMPTY);
+    this.vals = new Uint32Array(cap);
     this.mask = cap - 1;
     this.used = 0;
     this.occupied = 0;
-    for (let i = 0; i < state.length; i++) {
-      if (state[i] !== FULL) continue;
+    for (let i = 0; i < keys.length; i++) {
       const k = keys[i];
+      if (k < 0) continue;
       let j = TupleIndex.hash(k) & this.mask;
-      while (this.state[j] !== EMPTY) j = (j + 1) & this.mask;
-      this.state[j] = FULL;
+      while (this.keys[j] !== EMPTY) j = (j + 1) & this.mask;
       this.keys[j] = k;
       this.vals[j] = vals[i];
       this.used++;
