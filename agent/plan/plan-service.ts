@@ -15,7 +15,7 @@ import { endpointsByServicePort, portId, type Endpoint } from './endpoint-slices
 import { LABEL_TOPOLOGY_ZONE } from './labels.js';
 import { nodePortAddresses, parseNodePortAddresses } from './node-addresses.js';
 import { readServiceInfo, type FamilyInfo, type ServiceInfo, type ServicePortInfo } from './service-info.js';
-import { frontendKey, type FrontendType, type PlanBackend, type PlanFrontend, type ServicePlan, type SkippedObject } from './types.js';
+import { frontendKey, sameBackends, type FrontendType, type PlanBackend, type PlanFrontend, type ServicePlan, type SkippedObject } from './types.js';
 
 export interface PlanContext {
   /** This node's name: decides which endpoints are local. "" means none is. */
@@ -59,10 +59,6 @@ function toBackends(list: readonly Endpoint[] | null): PlanBackend[] {
     out[i] = e.isLocal ? { address: e.address, port: e.port, local: true } : { address: e.address, port: e.port };
   }
   return out;
-}
-
-function sameBackends(a: readonly PlanBackend[], b: readonly PlanBackend[]): boolean {
-  return a.length === b.length && a.every((x, i) => x.address === b[i].address && x.port === b[i].port);
 }
 
 function planServiceUnchecked(service: V1Service, slices: readonly V1EndpointSlice[], ctx: PlanContext): ServicePlan {

@@ -93,3 +93,10 @@ export interface DataplanePlan {
 export function frontendKey(f: Pick<PlanFrontend, 'address' | 'port' | 'protocol'>): string {
   return flatKey('', f.address, ':', f.port, '/', f.protocol);
 }
+
+/** The same backends (address and port) in the same order. */
+export function sameBackends(a: readonly PlanBackend[], b: readonly PlanBackend[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i].address !== b[i].address || a[i].port !== b[i].port) return false;
+  return true;
+}

@@ -4,7 +4,7 @@
  * never writes a half-understood entry.
  */
 import { ipv4Canonical, IPV4_INVALID, parseIP } from '../plan/ip.js';
-import { frontendKey, type PlanBackend, type PlanFrontend, type SkippedObject } from '../plan/types.js';
+import { frontendKey, sameBackends, type PlanBackend, type PlanFrontend, type SkippedObject } from '../plan/types.js';
 import { isIPv4 } from 'node:net';
 import { BE_FLAG, FE_TYPE, IPPROTO, SCOPE, SVC_FLAG, decodeSrcRangeKey, encodeSrcRangeKey, type Backend } from '../maps/layout.js';
 import { flatKey } from '../flat-key.js';
@@ -43,7 +43,8 @@ export interface DesiredFrontend {
   /**
    * EXTERNAL scope: slot i+1 = backends[i], of protocol base.proto. The
    * plan's own list when it is valid (the usual case), else a checked copy:
-   * every address valid in `family`, every port valid, no tuple twice.
+   * every address canonical and of the frontend's family, every port valid,
+   * no tuple twice.
    */
   backends: readonly PlanBackend[];
   /** backendTupleKey of each of `backends`, computed once (every diff of the frontend reads them). */
@@ -187,13 +188,6 @@ const NO_RANGES: readonly string[] = Object.freeze([]);
 function refuse(service: string, f: PlanFrontend, reason: string, skipped: SkippedObject[]): null {
   skipped.push({ object: `Service ${service}`, reason: `frontend ${frontendKey(f)}: ${reason}` });
   return null;
-}
-
-/** The same backends (checked lists: canonical addresses) in the same order. */
-function sameBackends(a: readonly PlanBackend[], b: readonly PlanBackend[]): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i].address !== b[i].address || a[i].port !== b[i].port) return false;
-  return true;
 }
 
 /**

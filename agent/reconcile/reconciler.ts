@@ -722,8 +722,8 @@ export class Reconciler {
     }
 
     // Backend ids of both sets, so the affinity pairs can be written before any slot names them.
-    const ext = this.backendsFor(want.backends, want.tuples, want, w);
-    const int = want.internal ? this.backendsFor(want.internal, want.internalTuples!, want, w) : null;
+    const ext = this.backendsFor(want.backends, want.tuples, want.base.proto, w);
+    const int = want.internal ? this.backendsFor(want.internal, want.internalTuples!, want.base.proto, w) : null;
     if (want.affinityTimeout > 0) this.diffAffinity(revNatId, int ? ext.concat(int) : ext, w);
     else this.diffAffinity(revNatId, NO_IDS, w);
     this.diffRanges(revNatId, want.sourceRanges, w);
@@ -740,13 +740,13 @@ export class Reconciler {
   }
 
   /** Backend ids of `backends` (a desired frontend's checked list) in order, allocating (and queueing writes of) what the kernel lacks. */
-  private backendsFor(backends: readonly PlanBackend[], tuples: readonly BackendTuple[], want: DesiredFrontend, w: Writes): number[] {
+  private backendsFor(backends: readonly PlanBackend[], tuples: readonly BackendTuple[], proto: number, w: Writes): number[] {
     const ids = new Array<number>(backends.length);
-    for (let i = 0; i < backends.length; i++) ids[i] = this.backendFor(backends[i], tuples[i], want.base.proto, w.backendWrites);
+    for (let i = 0; i < backends.length; i++) ids[i] = this.backendFor(backends[i], tuples[i], proto, w.backendWrites);
     return ids;
   }
 
-  /** Makes one entry set (`have`: the mirror's, if any) hold `recs` in slots 1..n and `master` in slot 0. */
+  /** Makes one entry set (`have`: the mirror's, if any) hold backends `ids` in slots 1..n and `master` in slot 0. */
   private diffSet(have: EntrySet | undefined, sid: string, fk: string, scope: number, base: FrontendBase, ids: readonly number[], master: SvcVal, w: Writes): void {
     let f = have;
     const n = ids.length;
