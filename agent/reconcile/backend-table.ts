@@ -67,11 +67,13 @@ export class BackendTable implements BackendColumns {
   }
 
   /**
-   * Adds row `id` (not present). `ipv4`: the address as a u32, or -1 to keep
-   * `text`. `tuple`: null for an entry this agent would not write. Returns
-   * false when another row already holds the tuple (a duplicate: not canonical).
+   * Adds row `id` (replacing any row of that id). `ipv4`: the address as a
+   * u32, or -1 to keep `text`. `tuple`: null for an entry this agent would
+   * not write. Returns false when another row already holds the tuple (a
+   * duplicate: not canonical).
    */
   insert(id: number, ipv4: number, text: string, port: number, proto: number, flags: number, tuple: BackendTuple | null): boolean {
+    if (this.has(id)) this.remove(id);
     this.count++;
     if (this.dense(id)) {
       if (id >= this.kind.length) this.grow(id);

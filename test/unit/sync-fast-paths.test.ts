@@ -82,7 +82,12 @@ describe('BackendTable', () => {
       const k = id();
       const op = r();
       if (op < 0.4) {
-        if (rows.has(k)) continue;
+        // Inserting over an existing id replaces its row.
+        const old = rows.get(k);
+        if (old) {
+          rows.delete(k);
+          if (old.tuple !== null && canonical.get(old.tuple) === k) canonical.delete(old.tuple);
+        }
         const b = backend();
         const tuple = backendValueKey(b);
         const ip = parseIP(b.addr)!;
