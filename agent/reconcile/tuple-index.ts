@@ -55,23 +55,16 @@ export class TupleIndex {
     return i < 0 ? -1 : this.vals[i];
   }
 
-  has(k: number | string): boolean {
-    if (!isTupleNumber(k)) return this.other.has(k);
-    return this.find(k) >= 0;
-  }
-
-  set(k: number | string, id: number): this {
+  /** Maps k to id unless k is present; whether it was added. */
+  add(k: number | string, id: number): boolean {
     if (!isTupleNumber(k)) {
+      if (this.other.has(k)) return false;
       this.other.set(k, id);
-      return this;
+      return true;
     }
-    const found = this.find(k);
-    if (found >= 0) {
-      this.vals[found] = id;
-      return this;
-    }
+    if (this.find(k) >= 0) return false;
     this.insertAbsent(k, id);
-    return this;
+    return true;
   }
 
   private insertAbsent(k: number, id: number): void {
@@ -83,18 +76,6 @@ export class TupleIndex {
     this.keys[i] = k;
     this.vals[i] = id;
     this.used++;
-  }
-
-  /** set(k, id) unless k is present; whether it was added. */
-  add(k: number | string, id: number): boolean {
-    if (!isTupleNumber(k)) {
-      if (this.other.has(k)) return false;
-      this.other.set(k, id);
-      return true;
-    }
-    if (this.find(k) >= 0) return false;
-    this.insertAbsent(k, id);
-    return true;
   }
 
   delete(k: number | string): boolean {

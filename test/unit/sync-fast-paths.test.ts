@@ -24,7 +24,7 @@ function rng(seed: number) {
 }
 
 describe('TupleIndex', () => {
-  it('matches a Map under random set/add/get/has/delete/clear (numbers and strings)', () => {
+  it('matches a Map under random add/get/delete/clear (numbers and strings)', () => {
     const r = rng(7);
     const t = new TupleIndex();
     const m = new Map<number | string, number>();
@@ -37,14 +37,10 @@ describe('TupleIndex', () => {
     for (let i = 0; i < 60000; i++) {
       const k = key();
       const op = r();
-      if (op < 0.4) {
-        t.set(k, i);
-        m.set(k, i);
-      } else if (op < 0.5) {
+      if (op < 0.5) {
         assert.equal(t.add(k, i), !m.has(k));
         if (!m.has(k)) m.set(k, i);
       } else if (op < 0.8) assert.equal(t.delete(k), m.delete(k));
-      else if (op < 0.9) assert.equal(t.has(k), m.has(k));
       else if (op < 0.99995) assert.equal(t.get(k), m.get(k) ?? -1);
       else {
         t.clear();
