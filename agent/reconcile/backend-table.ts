@@ -15,8 +15,7 @@
  */
 import type { BackendColumns } from '../maps/datapath-maps.js';
 import type { Backend } from '../maps/layout.js';
-import { IPPROTO } from '../maps/layout.js';
-import type { BackendTuple } from './desired-frontend.js';
+import { backendTupleKey, type BackendTuple } from './desired-frontend.js';
 import { TupleIndex } from './tuple-index.js';
 
 const DENSE_LIMIT = 1 << 22;
@@ -127,7 +126,7 @@ export class BackendTable implements BackendColumns {
     if (!this.dense(id)) return this.far.get(id)?.tuple ?? null;
     if (this.tupled[id] === 0) return null;
     if (this.kind[id] === TEXT) return this.textTuples.get(id) ?? null;
-    return (this.addr4[id] * 65536 + this.ports[id]) * 2 + (this.protos[id] === IPPROTO.UDP ? 1 : 0);
+    return backendTupleKey(this.addr4[id], this.ports[id], this.protos[id]);
   }
 
   /** Whether the row is the one its tuple names (false for duplicates and foreign entries). */

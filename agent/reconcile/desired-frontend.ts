@@ -85,6 +85,11 @@ export function backendTupleKey(addrKey: number | string, port: number, proto: n
   return `${addrKey}:${port}/${proto}`;
 }
 
+/** The IPv4 address (u32) of a numeric backendTupleKey; -1 for anything else. */
+export function tupleIPv4(tuple: BackendTuple): number {
+  return typeof tuple === 'number' ? Math.floor(tuple / 131072) : -1;
+}
+
 /** backendTupleKey of a backend-map value; null if it is not a well-formed TCP/UDP backend this agent writes. */
 export function backendValueKey(b: Backend): BackendTuple | null {
   const ip = parseIP(b.addr);

@@ -46,6 +46,7 @@ import {
   frontendId,
   frontendLabel,
   toDesiredFrontend,
+  tupleIPv4,
   type BackendTuple,
   type DesiredFrontend,
   type FrontendBase,
@@ -892,7 +893,7 @@ export class Reconciler {
     const id = this.backendIds.allocate();
     if (id === undefined) throw new Error('backend id space exhausted'); // 2^32 - 1 backends: not reachable
     // A numeric tuple is an IPv4 backend: its address is the tuple's top 32 bits.
-    rows.insert(id, typeof tuple === 'number' ? Math.floor(tuple / 131072) : -1, b.address, b.port, proto, flags, tuple);
+    rows.insert(id, tupleIPv4(tuple), b.address, b.port, proto, flags, tuple);
     writes.push(id);
     return id;
   }
