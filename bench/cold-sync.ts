@@ -5,6 +5,7 @@
  * control-plane bench's dozen, and less noise.
  *
  *   node dist/bench/cold-sync.js                       # 8 runs of each mode
+ *   node dist/bench/cold-sync.js --modes full,floor    # the agent beside its floor
  *   node dist/bench/cold-sync.js --runs 10 --modes full --base /path/to/other/dist
  *
  * Every run is a fresh node process (the flags of bin/kpr-agent), because
@@ -16,34 +17,29 @@
  *   full       SyncLoop.start(): planning, diffing, encoding, kernel writes
  *   plan       planService over every Service alone
  *   reconcile  Reconciler.sync of plans made before the clock starts
- * With --base DIR (another build's dist/), the runs alternate between the
- * two builds, the same child code driving each build's modules.
+ *   floor      the same kernel entries with no Kubernetes semantics
+ *              (bench/cold-floor.ts): what touching every endpoint once
+ *              costs here, the bound under any cold-path design in JS
+ * Runs alternate between the modes asked for and, with --base DIR (another
+ * build's dist/), between the two builds, the same child code driving each
+ * build's modules.
  *
  * Prints a table and JSON (stdout, and build/cold-sync-results.json).
  * Needs root (CAP_BPF) for the maps; a failure to create them is an error.
  */
-import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { cachedScenario } from './cached-scenario.js';
+import { COLD_SYNC_MODES, runColdSyncChild, type ColdSyncChildResult, type ColdSyncMode } from './cold-child.js';
+import { floorSync } from './cold-floor.js';
 import { median, renderGrid, round } from './report.js';
-
-const MODES = ['full', 'plan', 'reconcile'] as const;
-type Mode = (typeof MODES)[number];
-
-interface ChildResult {
-  ms: number;
-  /** Heap in use after the sync (no GC forced), MiB. */
-  heapMiB: number;
-  frontends: number;
-  backends: number;
-}
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const distRoot = path.resolve(here, '..');
 
-async function child(root: string, mode: Mode, services: number, endpoints: number): Promise<ChildResult> {
+async function child(root: string, mode: ColdSyncMode, services: number, endpoints: number): Promise<ColdSyncChildResult> {
   const load = <T>(rel: string): Promise<T> => import(pathToFileURL(path.join(root, rel)).href) as Promise<T>;
   const sc = await load<typeof import('./scenario.js')>('bench/scenario.js');
   const prune = await load<typeof import('../agent/k8s/prune.js')>('agent/k8s/prune.js');
@@ -54,21 +50,10 @@ async function child(root: string, mode: Mode, services: number, endpoints: numb
   const native = await load<typeof import('../native/index.js')>('native/index.js');
   const L = await load<typeof import('../agent/maps/layout.js')>('agent/maps/layout.js');
 
-  const scenario = sc.makeScenario(services, endpoints);
-  // What the watch caches hold: objects parsed from JSON, then pruned.
-  const svcs = (JSON.parse(JSON.stringify(scenario.services.map(sc.serviceObject))) as never[]).map(prune.pruneService);
-  const slices = (JSON.parse(JSON.stringify(scenario.services.map((s) => sc.endpointSliceObject(s)))) as never[]).map(prune.pruneEndpointSlice);
-  const node = prune.pruneNode(JSON.parse(JSON.stringify(sc.nodeObject())) as never);
-  const byKey = new Map<string, (typeof svcs)[number]>();
-  const slicesByKey = new Map<string, Array<(typeof slices)[number]>>();
-  for (const s of svcs) byKey.set(`${s.metadata!.namespace}/${s.metadata!.name}`, s);
-  for (const s of slices) slicesByKey.set(`${s.metadata!.namespace}/${s.metadata!.labels!['kubernetes.io/service-name']}`, [s]);
-  const source = {
-    serviceKeys: () => byKey.keys(),
-    serviceByKey: (k: string) => byKey.get(k),
-    endpointSlicesByKey: (k: string) => slicesByKey.get(k) ?? [],
-    node: () => node,
-  };
+  // What the watch caches hold, pruned by the measured build's own code
+  // (the rest of the set-up, and the floor, are always this build's).
+  const source = cachedScenario(services, endpoints, prune);
+  const node = source.node();
 
   const writer = native.BatchWriter.open(path.join(root, '..', 'build', native.BATCH_WRITER_LIBRARY));
   const M = native.BPF_MAP_TYPE;
@@ -85,20 +70,22 @@ async function child(root: string, mode: Mode, services: number, endpoints: numb
     const reconciler = new Reconciler(new BpfDatapathMaps({ ...set, writer }), quiet);
     reconciler.adopt();
     const ctx = { nodeName: sc.NODE_NAME, node };
-    const keys = [...byKey.keys()].sort();
-    const plans = new Map(mode === 'reconcile' ? keys.map((k) => [k, planService(byKey.get(k)!, source.endpointSlicesByKey(k), ctx).frontends]) : []);
+    const keys = [...source.serviceKeys()].sort();
+    const plans = new Map(mode === 'reconcile' ? keys.map((k) => [k, planService(source.serviceByKey(k)!, source.endpointSlicesByKey(k), ctx).frontends]) : []);
     (globalThis as { gc?: () => void }).gc?.(); // the agent starts its sync on a heap of its own history: start each run alike
     let frontends = 0;
     let backends = 0;
     const t0 = performance.now();
     if (mode === 'plan') {
-      for (const k of keys) frontends += planService(byKey.get(k)!, source.endpointSlicesByKey(k), ctx).frontends.length;
+      for (const k of keys) frontends += planService(source.serviceByKey(k)!, source.endpointSlicesByKey(k), ctx).frontends.length;
+    } else if (mode === 'floor') {
+      ({ frontends, backends } = floorSync(source, set, writer, sc.NODE_NAME));
     } else if (mode === 'reconcile') {
       const r = reconciler.sync({ keys: () => plans.keys(), get: (k) => plans.get(k) }, { full: true });
       if (!r.ok) throw new Error(r.error);
       ({ frontends, backends } = r);
     } else {
-      const loop = new SyncLoop(source as never, reconciler, { nodeName: sc.NODE_NAME, syncPeriodMs: 1e9, minSyncPeriodMs: 0, log: quiet as never });
+      const loop = new SyncLoop(source, reconciler, { nodeName: sc.NODE_NAME, syncPeriodMs: 1e9, minSyncPeriodMs: 0, log: quiet as never });
       const r = loop.start().result;
       loop.stop();
       if (!r.ok) throw new Error(r.error);
@@ -112,13 +99,6 @@ async function child(root: string, mode: Mode, services: number, endpoints: numb
   }
 }
 
-function runChild(root: string, mode: Mode, services: number, endpoints: number): ChildResult {
-  const args = ['--expose-gc', '--max-semi-space-size=2', fileURLToPath(import.meta.url), '--child', '--dist', root, '--modes', mode, '--services', String(services), '--endpoints', String(endpoints)];
-  const r = spawnSync(process.execPath, args, { encoding: 'utf8', env: { ...process.env, MALLOC_ARENA_MAX: '1' }, timeout: 120_000 });
-  if (r.status !== 0) throw new Error(`cold-sync child (${mode}, ${root}) failed: ${r.stderr || r.stdout || r.error?.message}`);
-  return JSON.parse(r.stdout.trim().split('\n').pop()!) as ChildResult;
-}
-
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -126,15 +106,15 @@ async function main(): Promise<void> {
       dist: { type: 'string', default: distRoot },
       base: { type: 'string' },
       runs: { type: 'string', default: '8' },
-      modes: { type: 'string', default: MODES.join(',') },
+      modes: { type: 'string', default: COLD_SYNC_MODES.join(',') },
       services: { type: 'string', default: '10000' },
       endpoints: { type: 'string', default: '10' },
     },
   });
   const services = Number(values.services);
   const endpoints = Number(values.endpoints);
-  const modes = values.modes!.split(',').filter((m): m is Mode => (MODES as readonly string[]).includes(m));
-  if (modes.length === 0) throw new Error(`--modes: one or more of ${MODES.join(', ')}`);
+  const modes = values.modes!.split(',').filter((m): m is ColdSyncMode => (COLD_SYNC_MODES as readonly string[]).includes(m));
+  if (modes.length === 0) throw new Error(`--modes: one or more of ${COLD_SYNC_MODES.join(', ')}`);
   if (values.child) {
     process.stdout.write(`${JSON.stringify(await child(path.resolve(values.dist!), modes[0], services, endpoints))}\n`);
     return;
@@ -142,11 +122,12 @@ async function main(): Promise<void> {
   const arms: Array<[string, string]> = [['this build', distRoot]];
   if (values.base) arms.unshift(['base', path.resolve(values.base)]);
   const runs = Number(values.runs);
-  const samples: Record<string, Record<string, ChildResult[]>> = {};
-  for (const mode of modes) {
-    for (let i = 0; i < runs; i++) {
+  const samples: Record<string, Record<string, ColdSyncChildResult[]>> = {};
+  // Modes and builds alternate run by run, so a slow spell of the machine falls on all of them.
+  for (let i = 0; i < runs; i++) {
+    for (const mode of modes) {
       for (const [arm, root] of arms) {
-        const r = runChild(root, mode, services, endpoints);
+        const r = await runColdSyncChild(root, mode, services, endpoints);
         ((samples[mode] ??= {})[arm] ??= []).push(r);
         process.stderr.write(`[cold-sync] ${mode} ${arm} run ${i + 1}/${runs}: ${round(r.ms, 1)} ms\n`);
       }
@@ -160,13 +141,17 @@ async function main(): Promise<void> {
       }),
     );
     const pairwise = values.base ? samples[mode]['this build'].map((r, i) => r.ms / samples[mode].base[i].ms) : [];
-    return { mode, arms: byArm, pairwiseRatioMedian: pairwise.length ? round(median(pairwise), 3) : undefined };
+    // Each run of a mode beside the floor run of the same round and build.
+    const floor = samples.floor;
+    const overFloor = floor && mode !== 'floor' ? Object.fromEntries(arms.map(([arm]) => [arm, round(median(samples[mode][arm].map((r, i) => r.ms / floor[arm][i].ms)), 2)])) : undefined;
+    return { mode, arms: byArm, pairwiseRatioMedian: pairwise.length ? round(median(pairwise), 3) : undefined, overFloorMedian: overFloor };
   });
-  const head = ['mode', 'build', 'median ms', 'min–max ms', 'heap after (MiB)', 'this / base (pairwise median)'];
+  const head = ['mode', 'build', 'median ms', 'min–max ms', 'heap after (MiB)', 'this / base (pairwise median)', '÷ floor (pairwise median)'];
   const rows = summary.flatMap((s) =>
     arms.map(([arm]) => {
       const a = s.arms[arm];
-      return [s.mode, arm, String(a.medianMs), `${a.minMs}–${a.maxMs}`, String(a.heapMiB), arm === 'this build' && s.pairwiseRatioMedian !== undefined ? `${s.pairwiseRatioMedian}×` : ''];
+      const vsBase = arm === 'this build' && s.pairwiseRatioMedian !== undefined ? `${s.pairwiseRatioMedian}×` : '';
+      return [s.mode, arm, String(a.medianMs), `${a.minMs}–${a.maxMs}`, String(a.heapMiB), vsBase, s.overFloorMedian ? `${s.overFloorMedian[arm]}×` : ''];
     }),
   );
   process.stdout.write(`${renderGrid(`kpr cold sync in-process (${services} Services × ${endpoints} endpoints, ${runs} fresh processes per build and mode)`, head, rows)}\n`);

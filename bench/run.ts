@@ -38,7 +38,8 @@
  * addresses are in 198.18.0.0/15; every loop is bounded in count and time.
  *
  * Phases: (1) build the C helpers; (2) data plane with 1 Service (its own
- * sandbox and agent); (3) at N Services: iptables cold load(s), then the kpr
+ * sandbox and agent); (3) at N Services: iptables cold load(s), then the cold
+ * path's floor (bench/cold-floor.ts in fresh processes), then the kpr
  * agent's initial sync, RSS, kpr endpoint changes interleaved with kube-proxy
  * partial syncs (kpr's changes also reported split by the agent's idle time
  * before them: back to back, or after a ≥ 50 ms pause such as an iptables
@@ -56,6 +57,7 @@ import { parseArgs } from 'node:util';
 import { Sandbox } from '../sandbox/netns.js';
 import { repoRoot } from '../sandbox/repo.js';
 import { agentAvailable, endpointChanges, PAUSE_MS, splitByPause, startAgent, startApi, type Agent, type BenchApiServer, type ChangeSamples, type InitialSync } from './control-plane.js';
+import { runColdSyncChild } from './cold-child.js';
 import { buildHelpers, dataplaneRounds, setupDataplane, waitReachable } from './data-plane.js';
 import { iptablesVersion, setupIptables, IPTABLES_RESTORE, type IptablesCold, type IptablesChanger } from './iptables.js';
 import { nodePortPhase } from './nodeport.js';
@@ -127,6 +129,9 @@ const cfg = {
   skip: new Set(((flags.skip as string | undefined) ?? process.env.KPR_BENCH_SKIP ?? '').split(',').map((s) => s.trim()).filter(Boolean)),
 };
 
+/** Fresh processes timing the cold path's floor before the agent starts. */
+const FLOOR_RUNS = 3;
+
 const log = (m: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 23)}] ${m}\n`);
 const MiB = 1024;
 
@@ -142,6 +147,8 @@ interface Results {
   controlPlane: {
     kpr?: {
       coldMs: number;
+      /** bench/cold-floor.ts: the same kernel entries with no Kubernetes semantics, each run a fresh process. */
+      coldFloor: { runsMs: number[]; medianMs: number };
       spawnToSyncedMs: number;
       initialSyncLog: Record<string, unknown>;
       change?: {
@@ -260,7 +267,11 @@ async function phaseAtScale(res: Results, withKpr: boolean): Promise<void> {
     };
 
     let kpr: KprControl | undefined;
+    const coldFloorMs: number[] = [];
     if (withKpr) {
+      log(`kpr: the cold path's floor (bench/cold-floor.ts), ${FLOOR_RUNS} fresh processes`);
+      for (let i = 0; i < FLOOR_RUNS; i++) coldFloorMs.push((await runColdSyncChild(path.join(repoRoot, 'dist'), 'floor', cfg.services, cfg.endpoints)).ms);
+      log(`kpr: floor ${coldFloorMs.map((ms) => fmtMs(ms)).join(', ')}`);
       log(`kpr: loading ${total} Services and EndpointSlices into the API server`);
       api = await startApi(scenario.services);
       log('kpr: starting the agent');
@@ -290,6 +301,7 @@ async function phaseAtScale(res: Results, withKpr: boolean): Promise<void> {
       const byPause = splitByPause(c, PAUSE_MS);
       res.controlPlane.kpr = {
         coldMs: kpr.initial.cacheSyncedToMapsWrittenMs,
+        coldFloor: { runsMs: coldFloorMs.map((v) => round(v)), medianMs: round(median(coldFloorMs)) },
         spawnToSyncedMs: round(kpr.initial.spawnToSyncedMs),
         initialSyncLog: kpr.initial.record,
         change: {
@@ -340,6 +352,14 @@ function buildRows(res: Results): { control: Row[]; data: Row[] } {
     ratio: ratio('cold', k?.coldMs, i?.cold.medianMs),
     target: '≤ 0.2 s',
     result: passFail(k?.coldMs, 200),
+  });
+  control.push({
+    metric: `  its floor: the same entries, no Kubernetes rules (median of ${FLOOR_RUNS})`,
+    kpr: fmtMs(k?.coldFloor.medianMs),
+    other: '',
+    ratio: k ? `kpr ÷ floor ${ratio('coldOverFloor', k.coldMs, k.coldFloor.medianMs)}` : '',
+    target: '',
+    result: '',
   });
   const ch = k?.change;
   control.push({
