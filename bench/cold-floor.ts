@@ -19,7 +19,7 @@ import type { BatchWriter, BpfMap } from '../native/index.js';
 import { ipv4Canonical } from '../agent/plan/ip.js';
 import { backendTupleKey } from '../agent/reconcile/desired-frontend.js';
 import { TupleIndex } from '../agent/reconcile/tuple-index.js';
-import { BACKEND, BACKEND_ID_SIZE, BE_FLAG, FE_TYPE, IPPROTO, SVC_FLAG, SVC_KEY, SVC_META, SVC_VAL, VIP_FLAG, VIP_KEY, VIP_VAL, encodeSvcMeta } from '../agent/maps/layout.js';
+import { BACKEND, BACKEND_ID_SIZE, BE_FLAG, FE_TYPE, IPPROTO, SVC_FLAG, SVC_KEY, SVC_META, SVC_VAL, VIP_FLAG, VIP_KEY, VIP_VAL, encodeIPv4Num, encodeSvcMeta } from '../agent/maps/layout.js';
 
 /** The maps the floor writes (the agent's layouts). */
 export interface FloorMaps {
@@ -84,16 +84,6 @@ class Batch {
   }
 }
 
-/** IPv4-mapped address bytes (::ffff:a.b.c.d) at `off`. */
-function putIPv4(buf: Buffer, off: number, a: number): void {
-  buf[off + 10] = 0xff;
-  buf[off + 11] = 0xff;
-  buf[off + 12] = a >>> 24;
-  buf[off + 13] = (a >>> 16) & 0xff;
-  buf[off + 14] = (a >>> 8) & 0xff;
-  buf[off + 15] = a & 0xff;
-}
-
 /**
  * Writes the scenario's entries (each round: backends before the service
  * entries that name them, masters after their slots) and waits for the
@@ -121,7 +111,7 @@ export function floorSync(source: FloorSource, maps: FloorMaps, writer: BatchWri
     if (svc.full) flushAll();
     const k = svc.n * SVC_KEY.size;
     const v = svc.n++ * SVC_VAL.size;
-    putIPv4(svc.keys, k, cip);
+    encodeIPv4Num(cip, svc.keys, k);
     svc.keys[k + 16] = port >>> 8;
     svc.keys[k + 17] = port & 0xff;
     svc.keys[k + 18] = slot & 0xff;
@@ -161,7 +151,7 @@ export function floorSync(source: FloorSource, maps: FloorMaps, writer: BatchWri
               if (backends.full) flushAll();
               const o = backends.n * BACKEND.size;
               backends.keys.writeUInt32LE(id, backends.n++ * BACKEND_ID_SIZE);
-              putIPv4(backends.values, o, a);
+              encodeIPv4Num(a, backends.values, o);
               backends.values[o + 16] = port >>> 8;
               backends.values[o + 17] = port & 0xff;
               backends.values[o + 18] = proto;
@@ -180,7 +170,7 @@ export function floorSync(source: FloorSource, maps: FloorMaps, writer: BatchWri
       frontends++;
     }
     if (vips.full) flushAll();
-    putIPv4(vips.keys, vips.n * VIP_KEY.size, cip);
+    encodeIPv4Num(cip, vips.keys, vips.n * VIP_KEY.size);
     vips.values.writeUInt32LE(VIP_FLAG.REFUSE_UNKNOWN_PORT, vips.n++ * VIP_VAL.size);
   }
   flushAll();

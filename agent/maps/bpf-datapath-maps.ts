@@ -6,6 +6,7 @@ import type { BatchWriter, BpfMap } from '../../native/index.js';
 import type { BackendColumns, DatapathMaps } from './datapath-maps.js';
 import {
   encodeAddr,
+  encodeIPv4Num,
   SRC_RANGE_KEY,
   decodeSrcRangeKey,
   encodeSrcRangeKey,
@@ -152,15 +153,8 @@ class AddrCache {
 /** encodeBackend's layout for row `id` of `rows`, with the fast address paths: an IPv4 address from its u32, else parsed by hand. */
 function packBackendRow(rows: BackendColumns, id: number, b: Buffer, o: number): void {
   const ip4 = rows.ipv4(id);
-  if (ip4 >= 0) {
-    for (let i = 0; i < 10; i++) b[o + i] = 0;
-    b[o + 10] = 0xff;
-    b[o + 11] = 0xff;
-    b[o + 12] = ip4 >>> 24;
-    b[o + 13] = (ip4 >>> 16) & 0xff;
-    b[o + 14] = (ip4 >>> 8) & 0xff;
-    b[o + 15] = ip4 & 0xff;
-  } else writeAddr(rows.addr(id), b, o);
+  if (ip4 >= 0) encodeIPv4Num(ip4, b, o);
+  else writeAddr(rows.addr(id), b, o);
   b.writeUInt16BE(rows.port(id), o + 16);
   b[o + 18] = rows.proto(id);
   b[o + 19] = rows.flags(id);

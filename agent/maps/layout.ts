@@ -108,6 +108,17 @@ export function encodeAddr(addr: string, buf: Buffer, off: number): void {
   for (let i = 0; i < 8; i++) buf.writeUInt16BE(groups[i], off + i * 2);
 }
 
+/** encodeAddr's bytes for an IPv4 address given as its u32 (no text to parse: the agent's hot write paths). */
+export function encodeIPv4Num(a: number, buf: Buffer, off: number): void {
+  for (let i = 0; i < 10; i++) buf[off + i] = 0; // cheaper than fill() for 10 bytes
+  buf[off + 10] = 0xff;
+  buf[off + 11] = 0xff;
+  buf[off + 12] = a >>> 24;
+  buf[off + 13] = (a >>> 16) & 0xff;
+  buf[off + 14] = (a >>> 8) & 0xff;
+  buf[off + 15] = a & 0xff;
+}
+
 /** Reads 16 bytes back into a string; IPv4-mapped addresses come back dotted. */
 export function decodeAddr(buf: Buffer, off: number): string {
   let mapped = buf[off + 10] === 0xff && buf[off + 11] === 0xff;
