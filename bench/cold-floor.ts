@@ -16,6 +16,7 @@
  * it (test/bench/cold-floor.test.ts compares the maps byte for byte).
  */
 import type { BatchWriter, BpfMap } from '../native/index.js';
+import { BATCH_CHUNK } from '../agent/maps/bpf-datapath-maps.js';
 import { ipv4Canonical } from '../agent/plan/ip.js';
 import { backendTupleKey } from '../agent/reconcile/desired-frontend.js';
 import { TupleIndex } from '../agent/reconcile/tuple-index.js';
@@ -51,10 +52,7 @@ export interface FloorResult {
   svcEntries: number;
 }
 
-/** Entries per batch, as the agent's column writers (BATCH_CHUNK). */
-const CHUNK = 8192;
-
-/** One map's batch being filled: records of fixed size, handed to the writer when full. */
+/** One map's batch being filled: records of fixed size, handed to the writer when full (at the agent's batch size). */
 class Batch {
   readonly keys: Buffer;
   readonly values: Buffer;
@@ -66,12 +64,12 @@ class Batch {
     readonly keySize: number,
     readonly valueSize: number,
   ) {
-    this.keys = Buffer.alloc(CHUNK * keySize);
-    this.values = Buffer.alloc(CHUNK * valueSize);
+    this.keys = Buffer.alloc(BATCH_CHUNK * keySize);
+    this.values = Buffer.alloc(BATCH_CHUNK * valueSize);
   }
 
   get full(): boolean {
-    return this.n === CHUNK;
+    return this.n === BATCH_CHUNK;
   }
 
   /** Queues what is filled (the writer copies it) and starts over on zeroed buffers. */
