@@ -28,8 +28,9 @@ export function cachedScenario(services: number, endpoints: number, prune: Prune
   const byKey = new Map<string, V1Service>();
   const slicesByKey = new Map<string, V1EndpointSlice[]>();
   for (const s of scenario.services) {
-    byKey.set(`${s.namespace}/${s.name}`, prune.pruneService(viaJson(serviceObject(s))));
-    slicesByKey.set(`${s.namespace}/${s.name}`, [prune.pruneEndpointSlice(viaJson(endpointSliceObject(s)))]);
+    const key = `${s.namespace}/${s.name}`;
+    byKey.set(key, prune.pruneService(viaJson(serviceObject(s))));
+    slicesByKey.set(key, [prune.pruneEndpointSlice(viaJson(endpointSliceObject(s)))]);
   }
   const node = prune.pruneNode(viaJson(nodeObject()));
   return {

@@ -8,15 +8,15 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { BATCH_WRITER_LIBRARY, BPF_MAP_TYPE, BatchWriter, BpfMap } from '../../native/index.js';
+import { BATCH_WRITER_LIBRARY, BatchWriter, type BpfMap } from '../../native/index.js';
 import { BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
-import { AFFINITY_MATCH_KEY, BACKEND, SRC_RANGE_KEY, SVC_KEY, SVC_META, SVC_VAL, VIP_KEY, VIP_VAL } from '../../agent/maps/layout.js';
+import { BACKEND, SVC_KEY, SVC_META, SVC_VAL, VIP_KEY, VIP_VAL } from '../../agent/maps/layout.js';
 import { Reconciler } from '../../agent/reconcile/reconciler.js';
 import { SyncLoop } from '../../agent/sync-loop.js';
 import { cachedScenario } from '../../bench/cached-scenario.js';
 import { floorSync } from '../../bench/cold-floor.js';
 import { NODE_NAME } from '../../bench/scenario.js';
-import { repoRoot, requireBpf } from '../native/helpers.js';
+import { closeMapSet, repoRoot, requireBpf, standaloneMapSet } from '../native/helpers.js';
 
 const quiet = { info() {}, warn() {}, error() {}, debug() {}, child: () => quiet };
 let writer: BatchWriter;
@@ -27,17 +27,6 @@ before(() => {
 });
 
 after(() => writer?.close());
-
-function mapSet() {
-  return {
-    svc: BpfMap.create(BPF_MAP_TYPE.HASH, SVC_KEY.size, SVC_VAL.size, 65536, 'kpr_svc'),
-    backend: BpfMap.create(BPF_MAP_TYPE.HASH, 4, BACKEND.size, 65536, 'kpr_backend'),
-    vip: BpfMap.create(BPF_MAP_TYPE.HASH, VIP_KEY.size, VIP_VAL.size, 65536, 'kpr_vip'),
-    affinityMatch: BpfMap.create(BPF_MAP_TYPE.HASH, AFFINITY_MATCH_KEY.size, 1, 65536, 'kpr_aff_match'),
-    svcMeta: BpfMap.create(BPF_MAP_TYPE.HASH, 4, SVC_META.size, 65536, 'kpr_svc_meta'),
-    srcRange: BpfMap.create(BPF_MAP_TYPE.HASH, SRC_RANGE_KEY.size, 1, 16, 'kpr_src_range'),
-  };
-}
 
 /** A map's entries as sorted "key=value" hex lines. */
 function contents(map: BpfMap, keySize: number, valueSize: number): string[] {
@@ -52,8 +41,8 @@ function contents(map: BpfMap, keySize: number, valueSize: number): string[] {
 test('the floor writes exactly the entries the agent writes for the bench scenario', () => {
   // 3,000 Services × 6: more than one batch round (8,192 entries) of service entries and of backends.
   const source = cachedScenario(3000, 6);
-  const agentMaps = mapSet();
-  const floorMaps = mapSet();
+  const agentMaps = standaloneMapSet(65536);
+  const floorMaps = standaloneMapSet(65536);
   try {
     const reconciler = new Reconciler(new BpfDatapathMaps({ ...agentMaps, writer }), quiet);
     reconciler.adopt();
@@ -68,7 +57,7 @@ test('the floor writes exactly the entries the agent writes for the bench scenar
     assert.equal(floor.backends, 3000 * 6 + 1);
     assert.equal(floor.svcEntries, agent.servicesWritten);
 
-    const sizes: Array<[keyof ReturnType<typeof mapSet>, number, number]> = [
+    const sizes: Array<[keyof typeof agentMaps, number, number]> = [
       ['svc', SVC_KEY.size, SVC_VAL.size],
       ['backend', 4, BACKEND.size],
       ['vip', VIP_KEY.size, VIP_VAL.size],
@@ -82,6 +71,7 @@ test('the floor writes exactly the entries the agent writes for the bench scenar
     // The echo Service's pod is on this node: its backend carries the LOCAL flag in both.
     assert.ok(contents(floorMaps.backend, 4, BACKEND.size).some((e) => e.endsWith('01')));
   } finally {
-    for (const m of [...Object.values(agentMaps), ...Object.values(floorMaps)]) m.close();
+    closeMapSet(agentMaps);
+    closeMapSet(floorMaps);
   }
 });

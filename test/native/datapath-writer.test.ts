@@ -8,15 +8,14 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { BATCH_WRITER_LIBRARY, BPF_MAP_TYPE, BatchWriter, BpfMap } from '../../native/index.js';
-import { BpfDatapathMaps, QUEUE_MIN_ENTRIES, type DatapathMapSet } from '../../agent/maps/bpf-datapath-maps.js';
-import { AFFINITY_MATCH_KEY, BACKEND, SRC_RANGE_KEY, SVC_KEY, SVC_META, SVC_VAL, VIP_KEY, VIP_VAL } from '../../agent/maps/layout.js';
+import { BATCH_WRITER_LIBRARY, BatchWriter } from '../../native/index.js';
+import { BpfDatapathMaps, QUEUE_MIN_ENTRIES } from '../../agent/maps/bpf-datapath-maps.js';
 import { Reconciler, type PlanSource } from '../../agent/reconcile/reconciler.js';
 import { svcKeyId } from '../../agent/reconcile/memory-datapath-maps.js';
 import { instrumentMapErrors } from '../../agent/metrics/instrument-maps.js';
 import type { PlanFrontend } from '../../agent/plan/types.js';
 import { liveViolations, programmed, type MapState } from '../unit/support/datapath-state.js';
-import { repoRoot, requireBpf } from './helpers.js';
+import { closeMapSet, repoRoot, requireBpf, standaloneMapSet } from './helpers.js';
 
 const quiet = { info() {}, warn() {}, error() {} };
 let writer: BatchWriter;
@@ -27,23 +26,6 @@ before(() => {
 });
 
 after(() => writer?.close());
-
-/** Standalone maps with kpr's layouts (the object's own maps are 262,144 entries; these can be made small). */
-function mapSet(svcMax: number): Omit<DatapathMapSet, 'writer'> {
-  return {
-    svc: BpfMap.create(BPF_MAP_TYPE.HASH, SVC_KEY.size, SVC_VAL.size, svcMax, 'kpr_svc'),
-    backend: BpfMap.create(BPF_MAP_TYPE.HASH, 4, BACKEND.size, 65536, 'kpr_backend'),
-    vip: BpfMap.create(BPF_MAP_TYPE.HASH, VIP_KEY.size, VIP_VAL.size, 65536, 'kpr_vip'),
-    affinityMatch: BpfMap.create(BPF_MAP_TYPE.HASH, AFFINITY_MATCH_KEY.size, 1, 65536, 'kpr_aff_match'),
-    svcMeta: BpfMap.create(BPF_MAP_TYPE.HASH, 4, SVC_META.size, 65536, 'kpr_svc_meta'),
-    // kpr's is an LPM trie (created with BPF_F_NO_PREALLOC, which BpfMap.create does not take); no range is written here.
-    srcRange: BpfMap.create(BPF_MAP_TYPE.HASH, SRC_RANGE_KEY.size, 1, 16, 'kpr_src_range'),
-  };
-}
-
-function closeAll(m: Omit<DatapathMapSet, 'writer'>): void {
-  for (const map of Object.values(m)) (map as BpfMap).close();
-}
 
 /** n ClusterIP Services with `per` backends each (distinct ip:port per backend). */
 function plans(n: number, per: number): Map<string, PlanFrontend[]> {
@@ -92,8 +74,8 @@ test('a large sync writes the same entries through the writer thread as synchron
   // writes every 16,384 queued entries, reusing its queues), each above QUEUE_MIN_ENTRIES.
   const p = plans(2000, 10);
   assert.ok(20000 / 3 >= QUEUE_MIN_ENTRIES);
-  const syncMaps = mapSet(65536);
-  const queuedMaps = mapSet(65536);
+  const syncMaps = standaloneMapSet(65536);
+  const queuedMaps = standaloneMapSet(65536);
   try {
     const direct = new BpfDatapathMaps(syncMaps);
     const queued = new BpfDatapathMaps({ ...queuedMaps, writer });
@@ -122,14 +104,14 @@ test('a large sync writes the same entries through the writer thread as synchron
     assert.equal(r2.sync(source(one), { full: false }).ok, true);
     assert.equal(programmed(kernelState(queued))['198.19.1.7:80/TCP'].length, 3);
   } finally {
-    closeAll(syncMaps);
-    closeAll(queuedMaps);
+    closeMapSet(syncMaps);
+    closeMapSet(queuedMaps);
   }
 });
 
 test('a queued batch that fails fails the sync: nothing after it is written, the kernel stays usable, the mirror is re-read', () => {
   const p = plans(300, 10);
-  const small = mapSet(2000); // room for 2,000 of the 3,300 service entries
+  const small = standaloneMapSet(2000); // room for 2,000 of the 3,300 service entries
   const failures: string[] = [];
   try {
     const d = new BpfDatapathMaps({ ...small, writer });
@@ -147,6 +129,6 @@ test('a queued batch that fails fails the sync: nothing after it is written, the
     assert.equal(r.frontendCount, 0, 'the mirror was re-read from the kernel');
     assert.equal(writer.pending, 0);
   } finally {
-    closeAll(small);
+    closeMapSet(small);
   }
 });

@@ -8,7 +8,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
 import { BpfMap, BPF_MAP_TYPE, ensureBpffs, KprBpfError } from '../../native/index.js';
-import { decodeSvcKey, encodeSvcKey, encodeSvcVal } from '../../agent/maps/layout.js';
+import type { DatapathMapSet } from '../../agent/maps/bpf-datapath-maps.js';
+import { AFFINITY_MATCH_KEY, BACKEND, SRC_RANGE_KEY, SVC_KEY, SVC_META, SVC_VAL, VIP_KEY, VIP_VAL, decodeSvcKey, encodeSvcKey, encodeSvcVal } from '../../agent/maps/layout.js';
 
 /** dist/test/native/helpers.js -> repository root. */
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -69,4 +70,21 @@ export function svcKeyIndex(key: Buffer): number {
 /** struct kpr_svc_val. */
 export function svcVal(backendId: number, count = 0): Buffer {
   return encodeSvcVal({ backendId, count, revNatId: 0, flags: 0 });
+}
+
+/** Standalone maps with kpr's layouts (the object's own maps are 262,144 entries; these can be made small). */
+export function standaloneMapSet(svcMax: number): Omit<DatapathMapSet, 'writer'> {
+  return {
+    svc: BpfMap.create(BPF_MAP_TYPE.HASH, SVC_KEY.size, SVC_VAL.size, svcMax, 'kpr_svc'),
+    backend: BpfMap.create(BPF_MAP_TYPE.HASH, 4, BACKEND.size, 65536, 'kpr_backend'),
+    vip: BpfMap.create(BPF_MAP_TYPE.HASH, VIP_KEY.size, VIP_VAL.size, 65536, 'kpr_vip'),
+    affinityMatch: BpfMap.create(BPF_MAP_TYPE.HASH, AFFINITY_MATCH_KEY.size, 1, 65536, 'kpr_aff_match'),
+    svcMeta: BpfMap.create(BPF_MAP_TYPE.HASH, 4, SVC_META.size, 65536, 'kpr_svc_meta'),
+    // kpr's is an LPM trie (created with BPF_F_NO_PREALLOC, which BpfMap.create does not take); no range is written here.
+    srcRange: BpfMap.create(BPF_MAP_TYPE.HASH, SRC_RANGE_KEY.size, 1, 16, 'kpr_src_range'),
+  };
+}
+
+export function closeMapSet(m: Omit<DatapathMapSet, 'writer'>): void {
+  for (const map of Object.values(m)) (map as BpfMap).close();
 }
