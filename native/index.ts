@@ -17,7 +17,7 @@ export {
 } from './attach.js';
 export { BpfIterator } from './iter.js';
 export { withNetns, ifIndex, currentNetnsCookie } from './netns.js';
-export { attachTcx, listInterfaces, queryTcxPrograms, tcxLinkInfo, TCX, type TcxAttachment, type TcxDirection, type TcxLinkInfo } from './tcx.js';
+export { attachTcx, listInterfaces, queryTcxPrograms, tcxLinkInfo, tcxSupported, TCX, type TcxAttachment, type TcxDirection, type TcxLinkInfo } from './tcx.js';
 export { testRun, type TestRunResult } from './test-run.js';
 export { releaseFreeNativeMemory } from './memory.js';
 export { BatchWriter, BATCH_WRITER_LIBRARY } from './batch-writer.js';

@@ -118,3 +118,16 @@ export function queryTcxPrograms(ifname: string, direction: TcxDirection): numbe
   const n = cnt.readUInt32LE(0);
   return Array.from({ length: Math.min(n, cap) }, (_, i) => ids.readUInt32LE(i * 4));
 }
+
+/**
+ * Whether this kernel has tcx (6.6+): a query of the tcx ingress hook of the
+ * loopback interface of the current namespace succeeds there and fails with
+ * EINVAL on kernels that do not know the attach type.
+ */
+export function tcxSupported(): boolean {
+  const ifindex = libc().if_nametoindex('lo');
+  if (!ifindex) return false;
+  const flags = Buffer.alloc(4);
+  const cnt = Buffer.alloc(4);
+  return libbpf().bpf_prog_query(ifindex, TCX.INGRESS, 0, flags, null as unknown as Buffer, cnt) >= 0;
+}

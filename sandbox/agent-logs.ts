@@ -3,6 +3,7 @@
  * and a wait for the first line that matches, failing with the last lines
  * when the agent exits or the time runs out. Shared by every sandbox.
  */
+import { scaled } from './time-scale.js';
 import type { ChildProcess } from 'node:child_process';
 
 export type LogLine = Record<string, unknown>;
@@ -40,7 +41,7 @@ export function trackAgentLogs(label: string, child: ChildProcess): AgentProcess
     new Promise<LogLine>((resolve, reject) => {
       const pred = typeof match === 'string' ? (l: LogLine) => l.msg === match : match;
       const what = typeof match === 'string' ? `"${match}"` : match.toString();
-      const timer = setTimeout(() => reject(new Error(`${label} agent: no log line ${what} within ${timeoutMs} ms; last lines: ${JSON.stringify(logs.slice(-8))} ${rawTail}`)), timeoutMs);
+      const timer = setTimeout(() => reject(new Error(`${label} agent: no log line ${what} within ${scaled(timeoutMs)} ms; last lines: ${JSON.stringify(logs.slice(-8))} ${rawTail}`)), scaled(timeoutMs));
       const check = () => {
         const hit = logs.slice(from).find(pred);
         if (hit) {

@@ -4,6 +4,7 @@
  * pointed at it through an ordinary kubeconfig. Shared by the demo, the
  * end-to-end tests and the benchmarks.
  */
+import { scaled } from './time-scale.js';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync } from 'node:fs';
@@ -110,7 +111,7 @@ export class BoxCluster {
 
 /** Polls until check() returns a truthy value, or fails with what it last saw. */
 export async function waitFor<T>(what: string, check: () => T | undefined | false, timeoutMs = 5000, intervalMs = 20): Promise<T> {
-  const end = Date.now() + timeoutMs;
+  const end = Date.now() + scaled(timeoutMs);
   let last: unknown;
   for (;;) {
     try {

@@ -4,6 +4,7 @@
  * namespace inside the run's cgroup, like a process on a Kubernetes node.
  * Addresses come from 198.18.0.0/15 (RFC 2544); nothing routes outside.
  */
+import { scaled } from './time-scale.js';
 import { once } from 'node:events';
 import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
@@ -37,7 +38,7 @@ export async function waitForLine(child: ChildProcess, line: string, what: strin
   let errText = '';
   child.stderr?.on('data', (d) => (errText += d));
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${what}: not ready after ${timeoutMs} ms. ${errText}`)), timeoutMs);
+    const timer = setTimeout(() => reject(new Error(`${what}: not ready after ${scaled(timeoutMs)} ms. ${errText}`)), scaled(timeoutMs));
     child.stdout?.on('data', (d) => {
       seen += d;
       if (seen.includes(line)) {

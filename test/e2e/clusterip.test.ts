@@ -3,6 +3,7 @@
  * through a kubeconfig, real BPF programs on a sandbox cgroup, real sockets
  * between network namespaces. Each test states what a user would observe.
  */
+import { scaled } from '../../sandbox/time-scale.js';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -57,7 +58,7 @@ const WEB_SLICE_PORTS = [
   { name: 'echo', port: 5353, protocol: 'UDP' },
 ];
 
-describe('ClusterIP end to end', { timeout: 180_000 }, () => {
+describe('ClusterIP end to end', { timeout: scaled(180_000) }, () => {
   let box: BoxCluster;
 
   /** What the kernel maps hold right now, read through the pins. */

@@ -7,6 +7,7 @@
  * node keeps the socket-level path (no conntrack). Topology: sandbox/two-node.ts.
  * The default mode is covered by clusterip.test.ts and nodeport.test.ts.
  */
+import { scaled } from '../../sandbox/time-scale.js';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BpfMap } from '../../native/index.js';
@@ -58,7 +59,7 @@ function slice(name: string, svc: string, podNames: string[]) {
   };
 }
 
-describe('service-mesh mode (--socket-lb-host-only) on two nodes', { timeout: 120_000 }, () => {
+describe('service-mesh mode (--socket-lb-host-only) on two nodes', { timeout: scaled(120_000) }, () => {
   let box: TwoNodeCluster;
 
   function ctEntries(node: NodeName): Array<{ key: CtKey; val: CtVal }> {

@@ -5,6 +5,7 @@
  * no socket hook can serve, so only the tc datapath can answer them.
  * Topology: sandbox/two-node.ts.
  */
+import { scaled } from '../../sandbox/time-scale.js';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BpfMap } from '../../native/index.js';
@@ -71,7 +72,7 @@ function healthBody(namespace: string, name: string, localEndpoints: number): st
   return `{\n\t"service": {\n\t\t"namespace": "${namespace}",\n\t\t"name": "${name}"\n\t},\n\t"localEndpoints": ${localEndpoints},\n\t"serviceProxyHealthy": true\n}`;
 }
 
-describe('NodePort, LoadBalancer and externalIPs on two nodes', { timeout: 120_000 }, () => {
+describe('NodePort, LoadBalancer and externalIPs on two nodes', { timeout: scaled(120_000) }, () => {
   let box: TwoNodeCluster;
 
   const ext = (target: string, mode: 'http' | 'udp' | 'once' | 'get' = 'http', extra: string[] = []) => box.external('client-a', mode, target, extra);

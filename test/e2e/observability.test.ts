@@ -5,6 +5,7 @@
  * assertion is on what an operator sees: an HTTP status, a header, a metric
  * value compared with the map it describes, a log line.
  */
+import { scaled } from '../../sandbox/time-scale.js';
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { BoxCluster, NODE_NAME } from '../../sandbox/cluster.js';
@@ -60,7 +61,7 @@ function node(extra: { taints?: Array<{ key: string; effect: string }>; deletion
   };
 }
 
-describe('observability end to end', { timeout: 180_000 }, () => {
+describe('observability end to end', { timeout: scaled(180_000) }, () => {
   let box: BoxCluster;
   let metricsUrl: string;
   let healthUrl: string;

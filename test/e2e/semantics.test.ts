@@ -4,6 +4,7 @@
  * ClusterIPs, undefined ports, and connected UDP clients re-steered when
  * their backend leaves. Real agent, real BPF, real sockets.
  */
+import { scaled } from '../../sandbox/time-scale.js';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BoxCluster, NODE_NAME, waitFor } from '../../sandbox/cluster.js';
@@ -50,7 +51,7 @@ const HTTP_UDP_PORTS = [
   { name: 'udp', port: 53, targetPort: 5353, protocol: 'UDP' },
 ];
 
-describe('Service semantics end to end', { timeout: 240_000 }, () => {
+describe('Service semantics end to end', { timeout: scaled(240_000) }, () => {
   let box: BoxCluster;
 
   function masterCount(addr: string, port: number): number | undefined {
