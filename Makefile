@@ -1,7 +1,7 @@
 # kpr — build, test, demo and benchmark. Every target installs what it needs.
 SHELL := /bin/bash
 .DELETE_ON_ERROR:
-.PHONY: all deps deps-system deps-node deps-node-prod bpf build test test-unit demo bench clean chart-lint
+.PHONY: all deps deps-system deps-node deps-node-prod bpf build test test-unit test-kernels demo bench clean chart-lint
 
 BUILD_DIR   := build
 BPF_SRC     := $(wildcard bpf/*.bpf.c)
@@ -9,9 +9,13 @@ BPF_OBJ     := $(patsubst bpf/%.bpf.c,$(BUILD_DIR)/%.bpf.o,$(BPF_SRC))
 BPF_HDR     := $(wildcard bpf/include/*.h)
 # The writer thread for batch map updates (native/batch_writer.c), loaded through koffi.
 BATCH_WRITER := $(BUILD_DIR)/libkpr_batch_writer.so
-ARCH_INC    := /usr/include/$(shell uname -m)-linux-gnu
+# The target architecture comes from the machine (or ARCH=...): libbpf's
+# bpf_tracing.h and the multiarch include directory both depend on it.
+MACHINE     ?= $(shell uname -m)
+ARCH        ?= $(shell echo $(MACHINE) | sed -e 's/x86_64/x86/' -e 's/aarch64.*/arm64/' -e 's/ppc64le/powerpc/' -e 's/riscv64/riscv/' -e 's/s390x/s390/' -e 's/loongarch64/loongarch/')
+ARCH_INC    := /usr/include/$(MACHINE)-linux-gnu
 CLANG       ?= clang
-BPF_CFLAGS  := -O2 -g -Wall -Werror -target bpf -D__TARGET_ARCH_x86 -I $(BUILD_DIR) -I bpf/include -I $(ARCH_INC)
+BPF_CFLAGS  := -O2 -g -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) -I $(BUILD_DIR) -I bpf/include -I $(ARCH_INC)
 # Kernel types for programs that read kernel structs (iterators); generated, never committed.
 VMLINUX_H   := $(BUILD_DIR)/vmlinux.h
 # Debian packages the build, tests, demo and benchmarks use.
@@ -80,6 +84,13 @@ build: deps bpf $(BATCH_WRITER)
 
 test: build
 	node --test --test-concurrency=1 $(TEST_FILES)
+
+# The kernel matrix: the kernel-facing suites on this machine and inside QEMU
+# guests booting Debian's 5.10, 6.1 and 6.12 kernels (test/kernels/vm.sh
+# installs QEMU and fetches the kernels). KERNELS=5.10,6.1 picks a subset.
+KERNELS ?= host,5.10,6.1,6.12
+test-kernels: build
+	KERNELS=$(KERNELS) node dist/test/kernels/matrix.js
 
 test-unit: build
 	node --test $(shell find dist/test/unit -name '*.test.js' | sort)

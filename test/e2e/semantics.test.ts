@@ -116,7 +116,7 @@ describe('Service semantics end to end', { timeout: scaled(240_000) }, () => {
     await waitFor('itp without local endpoints', () => masterCount('198.19.1.20', 80) === 0);
     const refused = await box.client('once', '198.19.1.20:80', ['--timeout-ms', '3000']);
     assert.deepEqual(refused.errors, { EPERM: 1 });
-    assert.ok(refused.elapsedMs < 1000);
+    assert.ok(refused.elapsedMs < scaled(1000));
   });
 
   test('terminating endpoints serve when no endpoint is ready; not-serving ones never do', async () => {
@@ -164,7 +164,7 @@ describe('Service semantics end to end', { timeout: scaled(240_000) }, () => {
     await waitFor('mapped programmed', () => masterCount('198.19.1.40', 80) === 1);
     const rep = await box.client('once', '198.19.1.40:81', ['--timeout-ms', '3000']);
     assert.deepEqual(rep.errors, { EPERM: 1 });
-    assert.ok(rep.elapsedMs < 1000);
+    assert.ok(rep.elapsedMs < scaled(1000));
   });
 
   test('a long-lived connected UDP client recovers when its backend leaves', async () => {

@@ -1,0 +1,46 @@
+/**
+ * A node:test reporter that writes one JSON line per finished test (and per
+ * suite), so the kernel matrix can count results without parsing the spec
+ * reporter's text. Used as --test-reporter=dist/test/kernels/json-reporter.js.
+ */
+interface TestEventData {
+  name: string;
+  nesting: number;
+  file?: string;
+  details?: { duration_ms?: number; type?: string; error?: { message?: string; cause?: unknown } };
+  skip?: boolean | string;
+  todo?: boolean | string;
+}
+
+export interface TestRecord {
+  file: string;
+  name: string;
+  nesting: number;
+  suite: boolean;
+  status: 'pass' | 'fail' | 'skip';
+  ms: number;
+  error?: string;
+}
+
+function errorText(err: { message?: string; cause?: unknown } | undefined): string | undefined {
+  if (!err) return undefined;
+  const cause = err.cause instanceof Error ? err.cause.message : typeof err.cause === 'string' ? err.cause : undefined;
+  return (cause ?? err.message ?? String(err)).slice(0, 2000);
+}
+
+export default async function* jsonReporter(source: AsyncIterable<{ type: string; data: TestEventData }>): AsyncGenerator<string> {
+  for await (const event of source) {
+    if (event.type !== 'test:pass' && event.type !== 'test:fail') continue;
+    const d = event.data;
+    const rec: TestRecord = {
+      file: d.file ?? '',
+      name: d.name,
+      nesting: d.nesting,
+      suite: d.details?.type === 'suite',
+      status: event.type === 'test:fail' ? 'fail' : d.skip || d.todo ? 'skip' : 'pass',
+      ms: d.details?.duration_ms ?? 0,
+    };
+    if (event.type === 'test:fail') rec.error = errorText(d.details?.error);
+    yield JSON.stringify(rec) + '\n';
+  }
+}

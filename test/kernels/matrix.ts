@@ -1,0 +1,238 @@
+/**
+ * `make test-kernels`: the kernel matrix. Runs the kernel-facing suites (BPF
+ * programs, the libbpf binding, preflight, the CLI over pinned maps, the
+ * end-to-end suites) on this machine's kernel and inside QEMU guests booting
+ * Debian's own kernels (test/kernels/vm.sh), then prints feature × kernel:
+ * pass, degraded (the fallback named, from the agent's own feature probes as
+ * `kpr preflight -o json` reports them on that kernel), or FAIL.
+ *
+ *   node dist/test/kernels/matrix.js [--kernels host,5.10,6.1,6.12] [--files a.test.js,...] [--out DIR]
+ *
+ * Writes DIR/<kernel>/{tests.txt,tests.jsonl,preflight.json,console.log} and
+ * DIR/matrix.json; exits 1 when a test failed or a kernel did not finish.
+ */
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { repoRoot } from '../../sandbox/repo.js';
+import type { TestRecord } from './json-reporter.js';
+
+export const ALL_KERNELS = ['host', '5.10', '6.1', '6.12'];
+
+/** The suites that touch the kernel, as compiled files under dist/test. */
+export const KERNEL_SUITES = [
+  'bpf/layout.test.js',
+  'bpf/tc-datapath.test.js',
+  'native/attach.test.js',
+  'native/batch-writer.test.js',
+  'native/bpf-map.test.js',
+  'native/bpf-object.test.js',
+  'native/bpffs-log.test.js',
+  'native/datapath-writer.test.js',
+  'native/tcx.test.js',
+  'preflight/preflight.test.js',
+  'cli/maps.test.js',
+  'cleanup/kpr-state.test.js',
+  'e2e/clusterip.test.js',
+  'e2e/semantics.test.js',
+  'e2e/nodeport.test.js',
+  'e2e/mesh.test.js',
+  'e2e/observability.test.js',
+];
+
+/** What a row of the matrix stands for, and the kernel features its tests lean on. */
+export const ROWS: Record<string, { label: string; features: string[] }> = {
+  'bpf/layout.test.js': { label: 'map layouts = the object\'s BTF', features: [] },
+  'bpf/tc-datapath.test.js': { label: 'tc programs (BPF_PROG_TEST_RUN)', features: [] },
+  'native/attach.test.js': { label: 'cgroup links (pinned, swapped in place)', features: [] },
+  'native/batch-writer.test.js': { label: 'batch writer thread', features: ['batch-ops'] },
+  'native/bpf-map.test.js': { label: 'maps, batch ops', features: ['batch-ops', 'lru-maps'] },
+  'native/bpf-object.test.js': { label: 'objects load (verifier)', features: [] },
+  'native/bpffs-log.test.js': { label: 'bpffs, libbpf log', features: [] },
+  'native/datapath-writer.test.js': { label: 'reconciler over kernel maps', features: ['batch-ops'] },
+  'native/tcx.test.js': { label: 'tc attachment (tcx / clsact)', features: ['tcx'] },
+  'preflight/preflight.test.js': { label: 'kpr preflight', features: [] },
+  'cli/maps.test.js': { label: 'kpr map/service CLI', features: [] },
+  'cleanup/kpr-state.test.js': { label: 'kpr cleanup', features: ['tcx'] },
+  'e2e/clusterip.test.js': { label: 'ClusterIP e2e', features: ['tcx'] },
+  'e2e/semantics.test.js': { label: 'Service semantics e2e', features: ['sock-destroy'] },
+  'e2e/nodeport.test.js': { label: 'NodePort/LB/externalIPs e2e', features: ['tcx'] },
+  'e2e/mesh.test.js': { label: 'service-mesh mode e2e', features: ['tcx', 'netns-cookie'] },
+  'e2e/observability.test.js': { label: 'observability e2e', features: [] },
+};
+
+/** One kernel feature as `kpr preflight -o json` reports it. */
+export interface FeatureState {
+  name: string;
+  state: 'active' | 'fallback' | 'off';
+  fallback?: string;
+  detail?: string;
+}
+
+export interface KernelRun {
+  kernel: string;
+  release: string;
+  finished: boolean;
+  seconds: number;
+  tests: TestRecord[];
+  features: FeatureState[];
+  note?: string;
+}
+
+export interface Cell {
+  status: 'pass' | 'degraded' | 'FAIL' | 'missing';
+  passed: number;
+  failed: number;
+  skipped: number;
+  /** The fallbacks the row's tests ran on, for a degraded cell. */
+  fallbacks: string[];
+}
+
+/** Reads the preflight report's feature list, whatever its exact shape ({features:[...]} or checks). */
+export function featuresOf(report: unknown): FeatureState[] {
+  const r = report as { features?: unknown };
+  if (!r || !Array.isArray(r.features)) return [];
+  return (r.features as Array<Record<string, unknown>>)
+    .filter((f) => typeof f.name === 'string' && typeof f.state === 'string')
+    .map((f) => ({ name: String(f.name), state: f.state as FeatureState['state'], fallback: f.fallback ? String(f.fallback) : undefined, detail: f.detail ? String(f.detail) : undefined }));
+}
+
+/** dist/test/e2e/x.test.js (any absolute prefix) → e2e/x.test.js. */
+export function suiteOf(file: string): string {
+  const m = /(?:^|\/)dist\/test\/(.+)$/.exec(file);
+  return m ? m[1] : path.basename(file);
+}
+
+export function cellFor(run: KernelRun, suite: string): Cell {
+  const leaves = run.tests.filter((t) => !t.suite && suiteOf(t.file) === suite);
+  const suiteFailed = run.tests.some((t) => t.suite && t.status === 'fail' && suiteOf(t.file) === suite && t.nesting === 0);
+  const passed = leaves.filter((t) => t.status === 'pass').length;
+  const failed = leaves.filter((t) => t.status === 'fail').length + (suiteFailed && leaves.every((t) => t.status !== 'fail') ? 1 : 0);
+  const skipped = leaves.filter((t) => t.status === 'skip').length;
+  const wanted = new Set(ROWS[suite]?.features ?? []);
+  const fallbacks = run.features
+    .filter((f) => wanted.has(f.name) && f.state !== 'active')
+    .map((f) => (f.state === 'fallback' ? `${f.name} → ${f.fallback ?? 'fallback'}` : `${f.name} off`));
+  if (leaves.length === 0 && !suiteFailed) return { status: 'missing', passed, failed, skipped, fallbacks };
+  if (failed > 0) return { status: 'FAIL', passed, failed, skipped, fallbacks };
+  return { status: fallbacks.length > 0 || skipped > 0 ? 'degraded' : 'pass', passed, failed, skipped, fallbacks };
+}
+
+export function cellText(c: Cell): string {
+  const counts = `${c.passed}/${c.passed + c.failed + c.skipped}`;
+  if (c.status === 'missing') return 'not run';
+  const extra = [...c.fallbacks, ...(c.skipped > 0 ? [`${c.skipped} skipped`] : [])];
+  return `${c.status} ${counts}${extra.length ? ` (${extra.join('; ')})` : ''}`;
+}
+
+function columnName(run: KernelRun): string {
+  return run.kernel === 'host' ? `this machine (${run.release})` : `${run.kernel} (${run.release})`;
+}
+
+/** The matrix as a markdown table, then the kernel features per kernel, then every failure. */
+export function formatMatrix(runs: KernelRun[], suites: string[]): string {
+  const lines: string[] = [];
+  lines.push(`| feature (suite) | ${runs.map(columnName).join(' | ')} |`);
+  lines.push(`| --- | ${runs.map(() => '---').join(' | ')} |`);
+  for (const s of suites) {
+    lines.push(`| ${ROWS[s]?.label ?? s} (${s.replace(/\.test\.js$/, '')}) | ${runs.map((r) => cellText(cellFor(r, s))).join(' | ')} |`);
+  }
+  lines.push(`| wall time in the guest | ${runs.map((r) => `${Math.round(r.seconds)} s${r.finished ? '' : ' (did not finish)'}`).join(' | ')} |`);
+  const names = [...new Set(runs.flatMap((r) => r.features.map((f) => f.name)))];
+  if (names.length > 0) {
+    lines.push('', `| kernel feature | ${runs.map(columnName).join(' | ')} |`, `| --- | ${runs.map(() => '---').join(' | ')} |`);
+    for (const n of names) {
+      lines.push(`| ${n} | ${runs.map((r) => {
+        const f = r.features.find((x) => x.name === n);
+        if (!f) return '?';
+        return f.state === 'fallback' ? `fallback: ${f.fallback ?? '?'}` : f.state;
+      }).join(' | ')} |`);
+    }
+  }
+  const failures = runs.flatMap((r) => r.tests.filter((t) => t.status === 'fail' && !t.suite).map((t) => `- ${r.kernel}: ${suiteOf(t.file)}: ${t.name}: ${(t.error ?? '').split('\n')[0].slice(0, 300)}`));
+  const unfinished = runs.filter((r) => !r.finished).map((r) => `- ${r.kernel}: did not finish (${r.note ?? 'see console.log'})`);
+  if (failures.length + unfinished.length > 0) lines.push('', 'Failures:', ...unfinished, ...failures);
+  return lines.join('\n') + '\n';
+}
+
+function readJsonl(file: string): TestRecord[] {
+  if (!fs.existsSync(file)) return [];
+  return fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).flatMap((l) => {
+    try {
+      return [JSON.parse(l) as TestRecord];
+    } catch {
+      return [];
+    }
+  });
+}
+
+/** The script run on each kernel (on this machine, or as the guest's command). */
+function guestScript(outDir: string, files: string[]): string {
+  const rel = (p: string) => path.relative(repoRoot, p);
+  const o = rel(outDir);
+  return [
+    'set -u',
+    `uname -r > ${o}/release`,
+    `node dist/agent/cli/main.js preflight -o json --bpf-object build/kpr_sock.bpf.o > ${o}/preflight.json 2> ${o}/preflight.err || true`,
+    `node --test --test-concurrency=1 --test-reporter=spec --test-reporter-destination=${o}/tests.txt ` +
+      `--test-reporter=./dist/test/kernels/json-reporter.js --test-reporter-destination=${o}/tests.jsonl ${files.map((f) => `dist/test/${f}`).join(' ')}`,
+    '',
+  ].join('\n');
+}
+
+function runKernel(kernel: string, outRoot: string, files: string[]): KernelRun {
+  const outDir = path.join(outRoot, kernel);
+  fs.rmSync(outDir, { recursive: true, force: true });
+  fs.mkdirSync(outDir, { recursive: true });
+  const script = path.join(outDir, 'run.sh');
+  fs.writeFileSync(script, guestScript(outDir, files));
+  const started = Date.now();
+  process.stderr.write(`kpr test-kernels: ${kernel}: running ${files.length} suites…\n`);
+  const r = kernel === 'host'
+    ? spawnSync('bash', [script], { cwd: repoRoot, stdio: ['ignore', 'inherit', 'inherit'] })
+    : spawnSync('bash', [path.join(repoRoot, 'test/kernels/vm.sh'), 'run', kernel, outDir, `bash ${path.relative(repoRoot, script)}`], { cwd: repoRoot, stdio: ['ignore', 'inherit', 'inherit'] });
+  const seconds = (Date.now() - started) / 1000;
+  const finished = kernel === 'host' ? r.status !== null : fs.existsSync(path.join(outDir, 'rc'));
+  let features: FeatureState[] = [];
+  try {
+    features = featuresOf(JSON.parse(fs.readFileSync(path.join(outDir, 'preflight.json'), 'utf8')));
+  } catch {
+    /* preflight printed nothing usable: the feature table says "?" */
+  }
+  const release = fs.existsSync(path.join(outDir, 'release')) ? fs.readFileSync(path.join(outDir, 'release'), 'utf8').trim() : kernel === 'host' ? os.release() : '?';
+  const run: KernelRun = { kernel, release, finished, seconds, tests: readJsonl(path.join(outDir, 'tests.jsonl')), features };
+  if (!finished) run.note = `exit ${r.status ?? r.signal}; ${path.join(outDir, 'console.log')}`;
+  process.stderr.write(`kpr test-kernels: ${kernel} (${release}): ${Math.round(seconds)} s, ${run.tests.filter((t) => !t.suite && t.status === 'pass').length} passed, ${run.tests.filter((t) => !t.suite && t.status === 'fail').length} failed\n`);
+  return run;
+}
+
+function main(): void {
+  const { values } = parseArgs({
+    options: {
+      kernels: { type: 'string', default: process.env.KERNELS || ALL_KERNELS.join(',') },
+      files: { type: 'string', default: '' },
+      out: { type: 'string', default: path.join(repoRoot, 'build', 'kernel-matrix') },
+    },
+  });
+  const kernels = values.kernels!.split(',').map((s) => s.trim()).filter(Boolean);
+  for (const k of kernels) {
+    if (!ALL_KERNELS.includes(k)) throw new Error(`unknown kernel "${k}" (one of ${ALL_KERNELS.join(', ')})`);
+  }
+  const files = values.files ? values.files.split(',').map((s) => s.trim()).filter(Boolean) : KERNEL_SUITES;
+  const outRoot = path.resolve(values.out!);
+  fs.mkdirSync(outRoot, { recursive: true });
+  const runs = kernels.map((k) => runKernel(k, outRoot, files));
+  const text = formatMatrix(runs, files);
+  fs.writeFileSync(path.join(outRoot, 'matrix.md'), text);
+  fs.writeFileSync(path.join(outRoot, 'matrix.json'), JSON.stringify({
+    date: new Date().toISOString(),
+    kernels: runs.map((r) => ({ kernel: r.kernel, release: r.release, finished: r.finished, seconds: Math.round(r.seconds), features: r.features, rows: Object.fromEntries(files.map((f) => [f, cellFor(r, f)])) })),
+  }, null, 2));
+  process.stdout.write('\n' + text);
+  const bad = runs.some((r) => !r.finished || files.some((f) => ['FAIL', 'missing'].includes(cellFor(r, f).status)));
+  process.exitCode = bad ? 1 : 0;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) main();

@@ -1,0 +1,47 @@
+/**
+ * The kernel matrix's verdicts (test/kernels/matrix.ts): a row passes, is
+ * degraded with the fallback named, or fails, from the recorded test results
+ * and the kernel's reported features.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { cellFor, cellText, featuresOf, formatMatrix, suiteOf, type KernelRun } from '../kernels/matrix.js';
+import type { TestRecord } from '../kernels/json-reporter.js';
+
+function rec(file: string, name: string, status: TestRecord['status'], suite = false, nesting = 1): TestRecord {
+  return { file: `/repo/dist/test/${file}`, name, nesting, suite, status, ms: 1 };
+}
+
+function run(kernel: string, tests: TestRecord[], features: KernelRun['features'] = []): KernelRun {
+  return { kernel, release: `${kernel}.0-test`, finished: true, seconds: 60, tests, features };
+}
+
+test('a suite path is named relative to dist/test', () => {
+  assert.equal(suiteOf('/a/b/dist/test/e2e/mesh.test.js'), 'e2e/mesh.test.js');
+});
+
+test('all leaves passing on active features is a pass; a fallback the row uses makes it degraded, named', () => {
+  const tests = [rec('e2e/nodeport.test.js', 'a', 'pass'), rec('e2e/nodeport.test.js', 'b', 'pass'), rec('e2e/nodeport.test.js', 'NodePort', 'pass', true, 0)];
+  const plain = cellFor(run('6.12', tests, [{ name: 'tcx', state: 'active' }]), 'e2e/nodeport.test.js');
+  assert.deepEqual([plain.status, plain.passed, plain.failed], ['pass', 2, 0]);
+  const old = cellFor(run('6.1', tests, [{ name: 'tcx', state: 'fallback', fallback: 'clsact/cls_bpf' }, { name: 'sock-destroy', state: 'off' }]), 'e2e/nodeport.test.js');
+  assert.equal(old.status, 'degraded');
+  assert.equal(cellText(old), 'degraded 2/2 (tcx → clsact/cls_bpf)');
+});
+
+test('one failing test fails the row; a suite that failed before any test ran counts as a failure too', () => {
+  const failing = cellFor(run('5.10', [rec('e2e/clusterip.test.js', 'a', 'pass'), rec('e2e/clusterip.test.js', 'b', 'fail')]), 'e2e/clusterip.test.js');
+  assert.equal(cellText(failing), 'FAIL 1/2');
+  const hookFailed = cellFor(run('5.10', [rec('e2e/clusterip.test.js', 'ClusterIP', 'fail', true, 0)]), 'e2e/clusterip.test.js');
+  assert.equal(hookFailed.status, 'FAIL');
+  assert.equal(cellFor(run('5.10', []), 'e2e/clusterip.test.js').status, 'missing');
+});
+
+test('the preflight feature list is read leniently; the table names every kernel and lists failures', () => {
+  assert.deepEqual(featuresOf({ features: [{ name: 'tcx', state: 'fallback', fallback: 'clsact' }, { bogus: 1 }] }), [{ name: 'tcx', state: 'fallback', fallback: 'clsact', detail: undefined }]);
+  assert.deepEqual(featuresOf({ checks: [] }), []);
+  const text = formatMatrix([run('6.1', [rec('e2e/mesh.test.js', 'hairpin', 'fail')], [{ name: 'tcx', state: 'fallback', fallback: 'clsact' }])], ['e2e/mesh.test.js']);
+  assert.match(text, /\| service-mesh mode e2e \(e2e\/mesh\) \| FAIL 0\/1 \(tcx → clsact\) \|/);
+  assert.match(text, /\| tcx \| fallback: clsact \|/);
+  assert.match(text, /- 6\.1: e2e\/mesh\.test\.js: hairpin/);
+});
