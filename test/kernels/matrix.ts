@@ -231,6 +231,10 @@ function main(): void {
     kernels: runs.map((r) => ({ kernel: r.kernel, release: r.release, finished: r.finished, seconds: Math.round(r.seconds), features: r.features, rows: Object.fromEntries(files.map((f) => [f, cellFor(r, f)])) })),
   }, null, 2));
   process.stdout.write('\n' + text);
+  const leaves = runs.flatMap((r) => r.tests.filter((t) => !t.suite));
+  const failed = leaves.filter((t) => t.status === 'fail').length + runs.filter((r) => !r.finished).length;
+  const skipped = leaves.filter((t) => t.status === 'skip').length;
+  process.stdout.write(`\nkernels: ${leaves.filter((t) => t.status === 'pass').length} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}\n`);
   const bad = runs.some((r) => !r.finished || files.some((f) => ['FAIL', 'missing'].includes(cellFor(r, f).status)));
   process.exitCode = bad ? 1 : 0;
 }
