@@ -51,7 +51,7 @@ export class Agent {
     this.datapath = loadDatapath(cfg, log);
     const dp = this.datapath;
     // healthCheckNodePort servers (eTP=Local LoadBalancers), in the node's namespace, healthy as the proxy is.
-    this.serviceHealth = new ServiceHealthServers({ netns: cfg.netns, proxyHealthy: () => obs.health.health().healthy, log: log.child({ source: 'service-health' }) });
+    this.serviceHealth = new ServiceHealthServers({ netns: cfg.netns, proxyHealthy: () => obs.health.health().healthy, log: log.child({ source: 'service-health' }), onShed: (kind) => obs.metrics.connectionShed('service-health', kind) });
     const udpTerminator = dp.udpIterator ? new UdpTerminator(dp.udpIterator, dp.maps.term, log.child({ source: 'udp-terminator' })) : undefined;
     this.writer = startBatchWriter(cfg.bpfObject, log);
     const maps = new BpfDatapathMaps({

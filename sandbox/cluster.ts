@@ -51,12 +51,17 @@ export class BoxCluster {
     }
   }
 
-  /** Starts bin/kpr-agent and waits for its initial sync. */
-  async startAgent(extraArgs: string[] = []): Promise<AgentProcess> {
+  /**
+   * Starts bin/kpr-agent and waits for its initial sync. `nofile` caps the
+   * agent's file descriptors (prlimit), for tests that try to exhaust them.
+   */
+  async startAgent(extraArgs: string[] = [], opts: { nofile?: number } = {}): Promise<AgentProcess> {
+    const limit = opts.nofile ? ['prlimit', `--nofile=${opts.nofile}:${opts.nofile}`, agentBin] : [agentBin];
     const child = this.sandbox.track(
       spawn(
-        agentBin,
+        limit[0],
         [
+          ...limit.slice(1),
           '--kubeconfig', this.kubeconfig,
           '--node-name', NODE_NAME,
           '--cgroup-path', this.sandbox.cgroupPath,

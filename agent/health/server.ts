@@ -3,7 +3,8 @@
  * /livez answer any method with the JSON of agent/health/proxy-health.ts;
  * every other path is a plain 404, as Go's ServeMux gives.
  */
-import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { guardedFastify, NODE_LISTENER_LIMITS, type ShedHandler } from '../http-guard.js';
 import { healthzResponse, livezResponse, type HealthResponse, type NodeLike, type ProxyHealthState } from './proxy-health.js';
 
 export interface HealthServerOptions {
@@ -12,6 +13,8 @@ export interface HealthServerOptions {
   node: () => NodeLike | undefined;
   /** Called for every answer, for kubeproxy_proxy_{healthz,livez}_total. */
   onServed?: (path: 'healthz' | 'livez', code: number) => void;
+  /** Called when the connection cap closes an idle connection or refuses one. */
+  onShed?: ShedHandler;
 }
 
 /** kube-proxy's headers on every answer, whatever the status. */
@@ -41,7 +44,7 @@ export function goNotFound(app: FastifyInstance): void {
 }
 
 export function buildHealthServer(opts: HealthServerOptions): FastifyInstance {
-  const app = Fastify({ logger: false });
+  const app = guardedFastify(NODE_LISTENER_LIMITS, opts.onShed);
   ignoreBodies(app);
   goNotFound(app);
   // app.all: every method fastify routes (GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH, ...) gets the same answer.

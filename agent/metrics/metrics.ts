@@ -60,6 +60,7 @@ export class AgentMetrics {
   private readonly servicePending: Gauge;
   private readonly healthz: Counter<'code'>;
   private readonly livez: Counter<'code'>;
+  private readonly shed: Counter<'listener' | 'kind'>;
   // ---- kpr's
   private readonly syncs: Counter<'trigger' | 'result'>;
   private readonly mapErrors: Counter<'map' | 'op'>;
@@ -104,6 +105,12 @@ export class AgentMetrics {
     });
     this.healthz = new Counter({ name: 'kubeproxy_proxy_healthz_total', help: 'Cumulative proxy /healthz answers by HTTP status code.', labelNames: ['code'], registers });
     this.livez = new Counter({ name: 'kubeproxy_proxy_livez_total', help: 'Cumulative proxy /livez answers by HTTP status code.', labelNames: ['code'], registers });
+    this.shed = new Counter({
+      name: 'kpr_http_connections_shed_total',
+      help: 'Connections a health or metrics listener closed at its connection cap: evicted (the oldest idle one, to make room) or refused (every open one was busy).',
+      labelNames: ['listener', 'kind'],
+      registers,
+    });
 
     this.syncs = new Counter({ name: 'kpr_syncs_total', help: 'Sync attempts by trigger (initial, event, periodic, retry) and result (ok, error).', labelNames: ['trigger', 'result'], registers });
     this.mapErrors = new Counter({ name: 'kpr_map_operation_errors_total', help: 'Failed BPF map operations of the reconciler, by map and operation.', labelNames: ['map', 'op'], registers });
@@ -165,6 +172,11 @@ export class AgentMetrics {
 
   healthServed(path: 'healthz' | 'livez', code: number): void {
     (path === 'healthz' ? this.healthz : this.livez).inc({ code: String(code) });
+  }
+
+  /** A listener at its connection cap closed its oldest idle connection, or refused a new one. */
+  connectionShed(listener: 'healthz' | 'metrics' | 'service-health', kind: 'evicted' | 'refused'): void {
+    this.shed.inc({ listener, kind });
   }
 
   /** The Prometheus text exposition. */

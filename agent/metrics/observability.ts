@@ -55,11 +55,12 @@ export class Observability {
     const { log } = this.opts;
     const healthz = parseBindAddress(this.opts.healthzBindAddress, '--healthz-bind-address');
     if (healthz) {
-      const build = () => buildHealthServer({ state: this.health, node: this.opts.node, onServed: (p, code) => this.metrics.healthServed(p, code) });
+      const build = () =>
+        buildHealthServer({ state: this.health, node: this.opts.node, onServed: (p, code) => this.metrics.healthServed(p, code), onShed: (kind) => this.metrics.connectionShed('healthz', kind) });
       this.listeners.push(listenWithRetry(build, healthz, 'health server', log));
     }
     const metrics = parseBindAddress(this.opts.metricsBindAddress, '--metrics-bind-address');
-    if (metrics) this.listeners.push(listenWithRetry(() => buildMetricsServer(this.metrics), metrics, 'metrics server', log));
+    if (metrics) this.listeners.push(listenWithRetry(() => buildMetricsServer(this.metrics, (kind) => this.metrics.connectionShed('metrics', kind)), metrics, 'metrics server', log));
   }
 
   async stop(): Promise<void> {

@@ -3,7 +3,8 @@
  * Prometheus text format, /healthz answering "ok" while the process serves,
  * and /proxyMode naming the proxy ("kpr").
  */
-import Fastify, { type FastifyInstance } from 'fastify';
+import type { FastifyInstance } from 'fastify';
+import { guardedFastify, NODE_LISTENER_LIMITS, type ShedHandler } from '../http-guard.js';
 import { goNotFound, ignoreBodies } from '../health/server.js';
 
 export const PROXY_MODE = 'kpr';
@@ -13,8 +14,8 @@ export interface MetricsSource {
   readonly contentType: string;
 }
 
-export function buildMetricsServer(metrics: MetricsSource): FastifyInstance {
-  const app = Fastify({ logger: false });
+export function buildMetricsServer(metrics: MetricsSource, onShed?: ShedHandler): FastifyInstance {
+  const app = guardedFastify(NODE_LISTENER_LIMITS, onShed);
   ignoreBodies(app);
   goNotFound(app);
   app.get('/metrics', async (_req, reply) => reply.header('Content-Type', metrics.contentType).send(await metrics.text()));

@@ -5,7 +5,8 @@
  * any path and method with the node's count of ready local endpoints.
  * Servers listen in the node's network namespace on every address.
  */
-import Fastify, { type FastifyInstance } from 'fastify';
+import type { FastifyInstance } from 'fastify';
+import { guardedFastify, SERVICE_HEALTH_LIMITS, type ShedHandler } from '../http-guard.js';
 import { withNetns } from '../../native/index.js';
 import type { Logger } from '../log.js';
 import { serviceHealthAnswer } from './body.js';
@@ -32,7 +33,7 @@ export class ServiceHealthServers {
   private closed = false;
 
   constructor(
-    private readonly opts: { netns?: string; proxyHealthy: () => boolean; log: Logger },
+    private readonly opts: { netns?: string; proxyHealthy: () => boolean; log: Logger; onShed?: ShedHandler },
   ) {}
 
   /**
@@ -86,7 +87,7 @@ export class ServiceHealthServers {
 
   private async open(t: ServiceHealthTarget): Promise<Running> {
     const [namespace, name] = [t.service.slice(0, t.service.indexOf('/')), t.service.slice(t.service.indexOf('/') + 1)];
-    const app = Fastify({ logger: false });
+    const app = guardedFastify(SERVICE_HEALTH_LIMITS, this.opts.onShed);
     const entry: Running = { port: t.port, localEndpoints: t.localEndpoints, app };
     app.all('/*', async (_req, reply) => {
       const a = serviceHealthAnswer(namespace, name, entry.localEndpoints, this.opts.proxyHealthy());

@@ -1,0 +1,114 @@
+/**
+ * The agent's ports are open to the network without authentication, as
+ * kube-proxy's are. A flood of idle connections to the health and metrics
+ * ports, more than the agent has file descriptors, must not take it down:
+ * the real agent, capped at 1,024 descriptors, keeps answering /healthz,
+ * keeps programming Service changes, and says what it shed.
+ */
+import { scaled } from '../../sandbox/time-scale.js';
+import assert from 'node:assert/strict';
+import { readdirSync } from 'node:fs';
+import net from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { BoxCluster, NODE_NAME, waitFor, type AgentProcess } from '../../sandbox/cluster.js';
+import { BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
+import { MAP_NAMES } from '../../agent/maps/layout.js';
+import { mapPinPath } from '../../agent/datapath/pins.js';
+import { BpfMap } from '../../native/index.js';
+import { requireRoot } from '../support/preflight.js';
+import { parseProm, valueOf } from '../metrics/prom-text.js';
+import { ep, service, slice } from '../unit/support/k8s-fixtures.js';
+
+const PODS = [
+  { name: 'fl-a', ip: '198.18.0.10' },
+  { name: 'fl-b', ip: '198.18.0.11' },
+];
+const NOFILE = 1024;
+const FLOOD_PER_PORT = 2500;
+
+function webService() {
+  return { apiVersion: 'v1', kind: 'Service', ...service('flood/web', { clusterIP: '198.19.0.10', ports: [{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' }] }) };
+}
+
+function webSlice(ips: string[]) {
+  const s = slice('flood/web-1', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: ips.map((ip) => ep(ip, { ready: true, nodeName: NODE_NAME })) });
+  return { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', ...s };
+}
+
+/** Opens `count` idle TCP connections (in bounded waves), keeping whatever the server leaves open. */
+async function flood(address: string, count: number, into: net.Socket[]): Promise<void> {
+  const [host, port] = [address.slice(0, address.lastIndexOf(':')), Number(address.slice(address.lastIndexOf(':') + 1))];
+  for (let done = 0; done < count; ) {
+    const wave = Math.min(250, count - done);
+    await Promise.all(
+      Array.from({ length: wave }, () => new Promise<void>((resolve) => {
+        const s = net.connect(port, host, () => resolve());
+        s.on('error', () => resolve());
+        s.on('close', () => resolve());
+        into.push(s);
+      })),
+    );
+    done += wave;
+  }
+}
+
+describe('a connection flood on the health and metrics ports', { timeout: scaled(120_000) }, () => {
+  let box: BoxCluster;
+  let agent: AgentProcess;
+  let healthAddr: string;
+  let metricsAddr: string;
+  const sockets: net.Socket[] = [];
+
+  function masterCount(): number | undefined {
+    const svc = BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, MAP_NAMES.svc));
+    const be = BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, MAP_NAMES.backend));
+    try {
+      return new BpfDatapathMaps(svc, be).dumpServices().find(([k]) => k.addr === '198.19.0.10' && k.port === 80 && k.slot === 0)?.[1].count;
+    } finally {
+      svc.close();
+      be.close();
+    }
+  }
+
+  before(async () => {
+    requireRoot();
+    box = await BoxCluster.create({ pods: PODS });
+    box.api.create({ apiVersion: 'v1', kind: 'Node', metadata: { name: NODE_NAME }, spec: {} });
+    box.api.create(webService());
+    box.api.create(webSlice([PODS[0].ip]));
+    agent = await box.startAgent(['--healthz-bind-address', '127.0.0.1:0', '--metrics-bind-address', '127.0.0.1:0'], { nofile: NOFILE });
+    healthAddr = String((await agent.waitForLog('health server listening')).address);
+    metricsAddr = String((await agent.waitForLog('metrics server listening')).address);
+  });
+
+  after(async () => {
+    for (const s of sockets) s.destroy();
+    await box?.close();
+  });
+
+  test(`${2 * FLOOD_PER_PORT} idle connections against ${NOFILE} descriptors: probes answered, changes programmed, the agent alive and within its descriptors`, async () => {
+    await flood(healthAddr, FLOOD_PER_PORT, sockets);
+    await flood(metricsAddr, FLOOD_PER_PORT, sockets);
+    const pid = agent.child.pid!;
+    const fds = readdirSync(`/proc/${pid}/fd`).length;
+    assert.ok(fds < NOFILE - 256, `the agent holds ${fds} descriptors during the flood`);
+
+    const t0 = Date.now();
+    const probe = await fetch(`http://${healthAddr}/healthz`, { signal: AbortSignal.timeout(scaled(5000)) });
+    assert.equal(probe.status, 200);
+    assert.ok(Date.now() - t0 < scaled(2000), `/healthz answered after ${Date.now() - t0} ms`);
+
+    box.api.apply(webSlice(PODS.map((p) => p.ip)));
+    await waitFor('the endpoint change to be programmed during the flood', () => masterCount() === 2, 10_000);
+    // The tc attacher's rescan (every 2 s) opens a namespace file: it must keep working too.
+    await new Promise((r) => setTimeout(r, 2500));
+    assert.equal(agent.child.exitCode, null, 'the agent is alive');
+    assert.equal(agent.child.signalCode, null);
+
+    const text = await (await fetch(`http://${metricsAddr}/metrics`, { signal: AbortSignal.timeout(scaled(5000)) })).text();
+    const samples = parseProm(text);
+    assert.ok((valueOf(samples, 'kpr_http_connections_shed_total', { listener: 'healthz', kind: 'evicted' }) ?? 0) > FLOOD_PER_PORT / 2);
+    assert.ok((valueOf(samples, 'kpr_http_connections_shed_total', { listener: 'metrics', kind: 'evicted' }) ?? 0) > FLOOD_PER_PORT / 2);
+    assert.equal(agent.logs.filter((l) => /uncaught|EMFILE/i.test(JSON.stringify(l))).length, 0, 'no EMFILE and no uncaught exception in the log');
+  });
+});

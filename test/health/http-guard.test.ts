@@ -1,0 +1,114 @@
+/**
+ * The listener guard (agent/http-guard.ts) on real sockets: a flood of idle
+ * connections cannot hold more than the cap, the oldest idle one makes room
+ * for a new request, idle and slow (slowloris) connections are closed on
+ * their deadlines, and a newcomer is refused only when every socket is busy.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { guardedFastify, type ListenerLimits } from '../../agent/http-guard.js';
+
+const LIMITS: ListenerLimits = { maxConnections: 5, idleTimeoutMs: 400, headersTimeoutMs: 600, requestTimeoutMs: 2000, keepAliveTimeoutMs: 300 };
+
+async function serve(limits: ListenerLimits, handler?: () => Promise<void>) {
+  const shed: string[] = [];
+  const app = guardedFastify(limits, (k) => shed.push(k));
+  app.get('/ping', async () => {
+    await handler?.();
+    return 'pong';
+  });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const port = (app.server.address() as net.AddressInfo).port;
+  return { app, port, shed };
+}
+
+function connect(port: number): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(port, '127.0.0.1', () => resolve(s));
+    s.on('error', reject);
+  });
+}
+
+function get(port: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(port, '127.0.0.1', () => s.write('GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'));
+    let data = '';
+    s.on('data', (d) => (data += d));
+    s.on('end', () => resolve(data));
+    s.on('error', reject);
+    s.setTimeout(3000, () => reject(new Error('no answer within 3 s')));
+  });
+}
+
+/** Resolves when the socket closes, however (an EPIPE on the way is part of being closed). */
+const closed = (s: net.Socket) => (s.destroyed ? Promise.resolve() : new Promise<void>((r) => s.once('close', () => r())));
+
+test('a flood of idle connections holds at most the cap, and a request still gets its answer', async () => {
+  const { app, port, shed } = await serve({ ...LIMITS, idleTimeoutMs: 60_000, headersTimeoutMs: 60_000 });
+  const flood: net.Socket[] = [];
+  try {
+    for (let i = 0; i < 50; i++) {
+      const s = await connect(port);
+      s.on('error', () => {});
+      flood.push(s);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+    assert.ok(app.connectionGuard.open() <= LIMITS.maxConnections, `${app.connectionGuard.open()} open`);
+    assert.match(await get(port), /^HTTP\/1\.1 200 .*pong$/s);
+    assert.ok(app.connectionGuard.evicted >= 45, `${app.connectionGuard.evicted} evicted`);
+    assert.equal(app.connectionGuard.refused, 0);
+    assert.ok(shed.every((k) => k === 'evicted') && shed.length === app.connectionGuard.evicted);
+    const alive = flood.filter((s) => !s.destroyed && s.readyState === 'open');
+    assert.ok(alive.length <= LIMITS.maxConnections, `${alive.length} flood sockets still open on the client side`);
+  } finally {
+    for (const s of flood) s.destroy();
+    await app.close();
+  }
+});
+
+test('an idle connection is closed after the idle timeout; a slowloris one after the header deadline', async () => {
+  const { app, port } = await serve(LIMITS);
+  try {
+    const idle = await connect(port);
+    idle.on('error', () => {});
+    const t0 = Date.now();
+    await closed(idle);
+    const idleMs = Date.now() - t0;
+    assert.ok(idleMs >= 300 && idleMs < 3000, `idle closed after ${idleMs} ms`);
+
+    const slow = await connect(port);
+    slow.on('error', () => {});
+    const t1 = Date.now();
+    // One header byte every 150 ms: never idle long enough for the idle timeout.
+    const drip = setInterval(() => !slow.destroyed && slow.write('X'), 150);
+    slow.write('GET /ping HTTP/1.1\r\nHost: x\r\n');
+    await closed(slow);
+    clearInterval(drip);
+    const slowMs = Date.now() - t1;
+    assert.ok(slowMs < 4000, `slowloris closed after ${slowMs} ms`);
+  } finally {
+    await app.close();
+  }
+});
+
+test('when every connection is busy the newcomer is refused, and counted', async () => {
+  let release: () => void = () => {};
+  const gate = new Promise<void>((r) => (release = r));
+  const { app, port, shed } = await serve({ ...LIMITS, maxConnections: 2, requestTimeoutMs: 10_000, idleTimeoutMs: 10_000 }, () => gate);
+  try {
+    const a = get(port);
+    const b = get(port);
+    await new Promise((r) => setTimeout(r, 150));
+    const c = await get(port).then((d) => d, (e: Error) => `error: ${e.message}`);
+    assert.equal(c, '', 'refused: closed without an answer');
+    assert.equal(app.connectionGuard.refused, 1);
+    assert.deepEqual(shed, ['refused']);
+    release();
+    assert.match(await a, /pong$/);
+    assert.match(await b, /pong$/);
+  } finally {
+    release();
+    await app.close();
+  }
+});
