@@ -13,6 +13,7 @@ import { CFG_FLAG } from '../maps/layout.js';
 import { sweepExpiredConntrack } from './ct-sweeper.js';
 import { nodeNetnsCookie, writeNodeConfig, type Datapath } from './loader.js';
 import { TcAttacher } from './tc-attacher.js';
+import { tcLinkPinDir } from './pins.js';
 
 const INTERFACE_RESCAN_MS = 2000;
 
@@ -37,12 +38,18 @@ export class NodeDatapath {
     this.hostNetnsCookie = nodeNetnsCookie(cfg.netns);
     this.attacher = new TcAttacher({
       tcObject: dp.tcObject,
-      pinDir: path.join(cfg.bpffsDir, 'links', 'tc'),
+      pinDir: tcLinkPinDir(cfg.bpffsDir),
       netns: cfg.netns,
       externalInterfaces: cfg.externalInterfaces,
       podInterfaces: cfg.podInterfaces,
+      attachMode: cfg.tcAttach,
       log,
     });
+  }
+
+  /** How the tc programs are attached on this node (tcx links or clsact filters). */
+  tcAttachMode(): 'tcx' | 'tc' {
+    return this.attacher.mode();
   }
 
   start(node: V1Node | undefined): void {
