@@ -359,7 +359,7 @@ describe(`NodePort, LoadBalancer and externalIPs on two nodes [${tcCase.label}]`
     const onUplink = () => withNetns(nsPath(box.nodes['node-1'].ns), () => kprIngressPrograms(tcCase.mode, 'up0'));
     const before = onUplink();
     assert.equal(before.length, 1, `kpr's program on up0: ${JSON.stringify(before)}`);
-    const loop = ext(`${NODE1_UPLINK}:30080`, 'loop', ['--duration-ms', String(scaled(5000)), '--timeout-ms', '2000']);
+    const loop = ext(`${NODE1_UPLINK}:30080`, 'loop', ['--duration-ms', String(scaled(5000)), '--timeout-ms', String(scaled(2000))]);
     // Watch the hook the whole time: between polls the event loop runs (agent logs, the client).
     let watching = true;
     let polls = 0;
