@@ -52,6 +52,11 @@ export class NodeDatapath {
     return this.attacher.mode();
   }
 
+  /** For the kpr_tc_* metrics. */
+  tcStatus(): { mode: 'tcx' | 'tc'; interfaces: number; failures: number } {
+    return { mode: this.attacher.mode(), interfaces: this.attacher.attachedInterfaces().length, failures: this.attacher.attachFailures() };
+  }
+
   start(node: V1Node | undefined): void {
     this.nodeChanged(node);
     this.attacher.sync();
