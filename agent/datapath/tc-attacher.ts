@@ -114,8 +114,13 @@ export class TcAttacher {
         if (wanted.has(ifname)) continue; // re-created under the same name: re-attached above
         this.attached.delete(ifname);
         this.lastFailure.delete(ifname);
-        const still = names.has(a.ifindex) ? a.ifindex : undefined;
-        this.detach(this.hooks, a.role, ifname, still, still === undefined ? 'interface gone' : `interface renamed to ${names.get(a.ifindex)}, which does not match`);
+        // Renamed to a name that matches too: attached above under the new name
+        // (a clsact filter is the interface's, so only the old tcx pin goes).
+        const renamedTo = names.get(a.ifindex);
+        const takenOver = renamedTo !== undefined && this.attached.get(renamedTo)?.ifindex === a.ifindex;
+        const still = renamedTo !== undefined && !takenOver ? a.ifindex : undefined;
+        const reason = renamedTo === undefined ? 'interface gone' : takenOver ? `interface renamed to ${renamedTo}, attached under that name` : `interface renamed to ${renamedTo}, which does not match`;
+        this.detach(this.hooks, a.role, ifname, still, reason);
       }
 
       if (this.firstSync) {

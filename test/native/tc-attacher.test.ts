@@ -74,6 +74,11 @@ for (const mode of modes) {
         assert.deepEqual(second.attachedInterfaces().map((a) => a.ifname).sort(), ['ext0']);
         assert.deepEqual(progs('other2'), [], 'kpr left the interface that no longer matches');
         assert.deepEqual(lines.filter((l) => l.level === 'warn' || l.level === 'error'), []);
+        // Renamed to a name that still matches: kpr stays on it, once.
+        inNs(ns, 'ip', 'link', 'set', 'ext0', 'name', 'ext9');
+        assert.deepEqual(second.sync(), ['ext9']);
+        assert.deepEqual(progs('ext9'), [obj2.program('kpr_tc_ext').id], 'one program on the renamed interface');
+        assert.deepEqual(second.attachedInterfaces().map((a) => a.ifname).sort(), ['ext9']);
         // A new interface under a vanished one's name is attached again.
         inNs(ns, 'ip', 'link', 'add', 'vpod1', 'type', 'veth', 'peer', 'name', 'peer1b');
         assert.deepEqual(second.sync(), ['vpod1']);
