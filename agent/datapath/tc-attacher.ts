@@ -86,6 +86,7 @@ export class TcAttacher {
       const sel = selectInterfaces(interfaces.map((i) => i.name), opts.externalInterfaces, opts.podInterfaces);
       const wanted = new Map<string, InterfaceRole>([...sel.external.map((n) => [n, 'external'] as const), ...sel.pod.map((n) => [n, 'pod'] as const)]);
 
+      this.followRenames(wanted, indexOf);
       for (const [ifname, role] of wanted) {
         const ifindex = indexOf.get(ifname)!;
         const cur = this.attached.get(ifname);
@@ -129,6 +130,23 @@ export class TcAttacher {
       }
     });
     return fresh;
+  }
+
+  /** An attached interface renamed to a name that still matches in the same role keeps its attachment. */
+  private followRenames(wanted: Map<string, InterfaceRole>, indexOf: Map<string, number>): void {
+    for (const [oldName, a] of [...this.attached]) {
+      if (indexOf.get(oldName) === a.ifindex) continue;
+      const newName = [...indexOf].find(([n, i]) => i === a.ifindex && n !== oldName)?.[0];
+      if (newName === undefined || wanted.get(newName) !== a.role || this.attached.has(newName)) continue;
+      try {
+        this.hooks.rename(a.role, oldName, newName);
+        this.attached.delete(oldName);
+        this.attached.set(newName, { ...a, ifname: newName });
+        this.opts.log.info('tc interface renamed', { from: oldName, interface: newName, role: a.role, mode: this.hooks.mode });
+      } catch (err) {
+        this.opts.log.warn('could not follow a renamed interface', { from: oldName, interface: newName, mode: this.hooks.mode, error: (err as Error).message });
+      }
+    }
   }
 
   private detach(hooks: TcHookMode, role: InterfaceRole, ifname: string, ifindex: number | undefined, reason: string): void {

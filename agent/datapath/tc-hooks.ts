@@ -45,6 +45,8 @@ export interface TcHookMode {
   readonly mode: TcAttachMode;
   /** Attaches `prog` at the ingress of `ifname`, replacing kpr's previous program there in place. */
   attach(prog: BpfProgram, role: InterfaceRole, ifname: string): { replaced: boolean; progId: number };
+  /** The interface carrying kpr's attachment was renamed (same index, same role): keep the attachment, under the new name. */
+  rename(role: InterfaceRole, from: string, to: string): void;
   /** Removes kpr's attachment; `ifindex` undefined when the interface is gone (then only bookkeeping, e.g. a pin, is left). */
   detach(role: InterfaceRole, ifname: string, ifindex: number | undefined): void;
   /** kpr's attachments of this mode present now, a previous agent's included. */
@@ -91,6 +93,10 @@ export function tcxMode(pinDir: string): TcHookMode {
       const a = attachTcx(prog, ifname, TCX.INGRESS, path.join(pinDir, tcxPinName(role, ifname)));
       return { replaced: a.replaced, progId: prog.id };
     },
+    rename(role, from, to) {
+      // tcx would refuse a second link of the same program on the interface: move the pin instead.
+      fs.renameSync(path.join(pinDir, tcxPinName(role, from)), path.join(pinDir, tcxPinName(role, to)));
+    },
     detach(role, ifname) {
       dropPin(path.join(pinDir, tcxPinName(role, ifname)));
     },
@@ -131,6 +137,9 @@ export function classicMode(): TcHookMode {
     attach(prog, _role, ifname) {
       const a = attachTcFilter(prog, ifname);
       return { replaced: a.replaced, progId: a.progId };
+    },
+    rename() {
+      // The filter belongs to the interface, whatever its name.
     },
     detach(_role, ifname, ifindex) {
       // A vanished interface took its qdisc and kpr's filter with it.

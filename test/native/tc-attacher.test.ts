@@ -76,8 +76,11 @@ for (const mode of modes) {
         assert.deepEqual(lines.filter((l) => l.level === 'warn' || l.level === 'error'), []);
         // Renamed to a name that still matches: kpr stays on it, once.
         inNs(ns, 'ip', 'link', 'set', 'ext0', 'name', 'ext9');
-        assert.deepEqual(second.sync(), ['ext9']);
+        lines.length = 0;
+        assert.deepEqual(second.sync(), [], 'nothing re-attached: the attachment follows the interface');
+        assert.ok(lines.some((l) => l.msg === 'tc interface renamed' && l.from === 'ext0' && l.interface === 'ext9'), JSON.stringify(lines));
         assert.deepEqual(progs('ext9'), [obj2.program('kpr_tc_ext').id], 'one program on the renamed interface');
+        assert.deepEqual(lines.filter((l) => l.level === 'warn'), []);
         assert.deepEqual(second.attachedInterfaces().map((a) => a.ifname).sort(), ['ext9']);
         // A new interface under a vanished one's name is attached again.
         inNs(ns, 'ip', 'link', 'add', 'vpod1', 'type', 'veth', 'peer', 'name', 'peer1b');
