@@ -126,6 +126,8 @@ export class Agent {
       fullGc: released.fullGc,
     });
     this.nodeDatapath = new NodeDatapath(this.datapath, cfg, log.child({ source: 'tc' }));
+    const nodeDatapath = this.nodeDatapath;
+    this.obs?.metrics.tcAttacher(() => nodeDatapath.tcStatus());
     this.nodeDatapath.start(this.watch.node());
   }
 

@@ -9,6 +9,7 @@ import { findCgroup2Mount } from './cgroup.js';
 import { levelFromVerbosity, type LogLevel } from './log.js';
 import { defaultBpfObject } from './paths.js';
 import { parseBindAddress } from './metrics/http-listen.js';
+import { TC_ATTACH_SETTINGS, type TcAttachSetting } from './datapath/tc-hooks.js';
 
 export interface AgentConfig {
   kubeconfig?: string;
@@ -45,6 +46,8 @@ export interface AgentConfig {
   ctTcpClosingTimeoutS: number;
   ctUdpTimeoutS: number;
   ctSweepIntervalMs: number;
+  /** How tc programs are attached: tcx links (6.6+), clsact filters (any kernel), or auto (tcx when the kernel has it). */
+  tcAttach: TcAttachSetting;
 }
 
 export const DEFAULT_BPFFS_DIR = '/sys/fs/bpf/kpr';
@@ -73,6 +76,8 @@ export const USAGE = `Usage: kpr-agent [flags]
   --ct-tcp-closing-timeout DUR  after FIN/RST (default: 10s)
   --ct-udp-timeout DUR     UDP flows (default: 30s)
   --ct-sweep-interval DUR  how often expired conntrack entries are removed (default: 10s)
+  --tc-attach MODE         auto|tcx|tc: how tc programs attach; tcx links (kernel 6.6+) or a clsact qdisc with a
+                           cls_bpf filter (older kernels); auto picks tcx when the kernel has it (default: auto)
   --log-level LEVEL        error|warn|info|debug|trace (default: info)
   -v N                     klog-style verbosity (2 = debug, 4 = trace)
   -h, --help`;
@@ -132,6 +137,7 @@ export const AGENT_FLAGS = {
   'ct-tcp-closing-timeout': { type: 'string', default: '10s' },
   'ct-udp-timeout': { type: 'string', default: '30s' },
   'ct-sweep-interval': { type: 'string', default: '10s' },
+  'tc-attach': { type: 'string', default: 'auto' },
   'log-level': { type: 'string' },
   v: { type: 'string', short: 'v' },
   help: { type: 'boolean', short: 'h' },
@@ -149,6 +155,8 @@ export function parseAgentArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     if (!LEVELS.includes(values['log-level'] as LogLevel)) throw new Error(`invalid --log-level "${values['log-level']}" (one of ${LEVELS.join(', ')})`);
     logLevel = values['log-level'] as LogLevel;
   }
+  const tcAttach = values['tc-attach']! as TcAttachSetting;
+  if (!TC_ATTACH_SETTINGS.includes(tcAttach)) throw new Error(`invalid --tc-attach "${tcAttach}" (one of ${TC_ATTACH_SETTINGS.join(', ')})`);
   const nodeName = values['node-name'] ?? env.NODE_NAME ?? os.hostname();
   const port = values['k8s-service-port'];
   if (port !== undefined && !(/^\d+$/.test(port) && Number(port) >= 1 && Number(port) <= 65535)) {
@@ -177,5 +185,6 @@ export function parseAgentArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     ctTcpClosingTimeoutS: seconds(values['ct-tcp-closing-timeout']!),
     ctUdpTimeoutS: seconds(values['ct-udp-timeout']!),
     ctSweepIntervalMs: parseDuration(values['ct-sweep-interval']!),
+    tcAttach,
   };
 }

@@ -7,6 +7,10 @@
  *    same services (bench/kube-proxy-rules.ts: KUBE-SERVICES → KUBE-NODEPORTS
  *    → KUBE-EXT → KUBE-SVC → KUBE-SEP, masquerade in KUBE-POSTROUTING),
  *    loaded with iptables-restore into that stack's node namespace;
+ *  - kpr-tc: the same as kpr with the agent forced to `--tc-attach tc` (a
+ *    clsact qdisc with a cls_bpf filter, the mode of kernels before 6.6)
+ *    beside the default (tcx links where the kernel has them), on a stack of
+ *    its own, so the two attach modes are measured side by side;
  *  - direct: the pod IP, routed through a node with neither.
  * Each path has its own identical client–node–pod stack
  * (bench/nodeport-topology.ts), so kpr's tc programs never see the iptables
@@ -24,6 +28,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
+import { tcxSupported } from '../native/index.js';
 import { inNs, nsPath, Sandbox } from '../sandbox/netns.js';
 import { repoRoot } from '../sandbox/repo.js';
 import { startAgent, startApi, type Agent, type BenchApiServer } from './control-plane.js';
@@ -95,7 +100,10 @@ export function nodePortNodeObject(): KubeObj {
   };
 }
 
-export type NodePortArm = 'kpr' | 'iptables' | 'direct' | 'direct-via-kpr-node' | 'direct-via-iptables-node';
+export type NodePortArm = 'kpr' | 'kpr-tc' | 'iptables' | 'direct' | 'direct-via-kpr-node' | 'direct-via-iptables-node';
+
+/** The agents of the kpr arms: the default tc attach mode, and the classic one forced beside it (when the default is tcx). */
+type KprArm = 'kpr' | 'kpr-tc';
 
 export interface NodePortConfig {
   services: number;
@@ -107,6 +115,8 @@ export interface NodePortConfig {
   logLevel: string;
   withKpr: boolean;
   withIptables: boolean;
+  /** Also measure the agent with --tc-attach tc (arm kpr-tc) beside the default. Default: true. */
+  withKprTc?: boolean;
 }
 
 export interface NodePortPhase {
@@ -114,6 +124,8 @@ export interface NodePortPhase {
   nodePort: number;
   rounds: Partial<Record<NodePortArm, ConnResult[]>>;
   kpr?: {
+    /** How the agent attached its tc programs (its 'tc attach mode' log line): tcx or tc. */
+    tcAttachMode?: string;
     /** The agent's cacheSyncedToMapsWrittenMs. */
     initialSyncMs: number;
     /** `kpr service list` entries for the echo service's NodePort. */
@@ -121,6 +133,8 @@ export interface NodePortPhase {
     /** `kpr stats` after the rounds. */
     stats?: unknown;
   };
+  /** The same for the agent forced to --tc-attach tc (arm kpr-tc). */
+  kprTc?: { tcAttachMode?: string; initialSyncMs: number; stats?: unknown };
   iptables?: { loadMs: number; natRules: number; binary: string };
   /**
    * TCP counters of each stack over the measured rounds (its NodePort arm and
@@ -129,7 +143,7 @@ export interface NodePortPhase {
    * 4-tuple, as the pod sees it, is still in TIME_WAIT there), which explain
    * tail latency.
    */
-  tcp: Partial<Record<'kpr' | 'iptables' | 'direct', TcpCounters>>;
+  tcp: Partial<Record<'kpr' | 'kpr-tc' | 'iptables' | 'direct', TcpCounters>>;
   errors: string[];
 }
 
@@ -219,7 +233,8 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
   const sandbox = new Sandbox();
   let api: BenchApiServer | undefined;
   let agent: Agent | undefined;
-  let agentCg: string | undefined;
+  const agents: Agent[] = [];
+  const agentCgs: string[] = [];
   try {
     const plain = await createNodePortStack(sandbox, 'np');
     const targets = new Map<NodePortArm, { stack: NodePortStack; ip: string; port: number }>();
@@ -236,29 +251,45 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
       targets.set('direct-via-iptables-node', { stack, ip: NP_POD_IP, port: NP_ECHO_PORT });
     }
 
+    // The kpr arms: the default attach mode, and (when that is tcx) --tc-attach tc beside it.
+    const kprArms: Array<{ arm: KprArm; role: string; bpffs: string; args: string[] }> = [];
     if (cfg.withKpr) {
-      const stack = await createNodePortStack(sandbox, 'npk');
+      kprArms.push({ arm: 'kpr', role: 'npk', bpffs: sandbox.bpffsDir, args: [] });
+      if ((cfg.withKprTc ?? true) && tcxSupported()) kprArms.push({ arm: 'kpr-tc', role: 'npc', bpffs: path.join(sandbox.bpffsDir, 'tc-agent'), args: ['--tc-attach', 'tc'] });
+      else log('nodeport: this kernel has no tcx, so the default agent already attaches with a clsact filter: no separate --tc-attach tc arm');
+    }
+    for (const k of kprArms) {
+      const stack = await createNodePortStack(sandbox, k.role);
       try {
-        agentCg = childCgroup(sandbox, 'np-agent');
-        log(`nodeport: loading ${services.length} NodePort Services into the API server`);
-        api = await startApi(services, nodePortNodeObject(), nodePortObjects);
+        const cg = childCgroup(sandbox, `${k.role}-agent`);
+        agentCgs.push(cg);
+        if (!api) {
+          log(`nodeport: loading ${services.length} NodePort Services into the API server`);
+          api = await startApi(services, nodePortNodeObject(), nodePortObjects);
+        }
+        mkdirSync(k.bpffs, { recursive: true });
         const started = await startAgent(sandbox, api, cfg.logLevel, cfg.agentTimeoutMs, {
-          cgroupPath: agentCg,
-          extraArgs: ['--netns', nsPath(stack.nodeNs), '--external-interfaces', NP_UPLINK, '--pod-interfaces', NP_POD_IF],
+          cgroupPath: cg,
+          bpffsDir: k.bpffs,
+          extraArgs: ['--netns', nsPath(stack.nodeNs), '--external-interfaces', NP_UPLINK, '--pod-interfaces', NP_POD_IF, ...k.args],
         });
-        agent = started.agent;
-        const a = agent;
+        const a = started.agent;
+        agents.push(a);
+        if (k.arm === 'kpr') agent = a;
         for (const ifname of [NP_UPLINK, NP_POD_IF]) {
           await a.waitLog((r) => r.msg === 'tc program attached' && r.interface === ifname, 20_000, `waiting for tc on ${ifname}`);
         }
         await a.waitLog((r) => r.msg === 'node datapath settings' && r.snatV4 === NP_NODE_IP, 20_000, `waiting for the SNAT address ${NP_NODE_IP}`);
         const stray = a.records.filter((r) => r.msg === 'tc program attached' && r.interface !== NP_UPLINK && r.interface !== NP_POD_IF);
         if (stray.length) throw new Error(`the agent attached to interfaces it was not given: ${JSON.stringify(stray)}`);
-        log(`nodeport: agent synced (${started.initial.cacheSyncedToMapsWrittenMs} ms), tc attached to ${NP_UPLINK} and ${NP_POD_IF}`);
+        const tcAttachMode = a.records.find((r) => r.msg === 'tc attach mode')?.mode as string | undefined;
+        if (k.arm === 'kpr-tc' && tcAttachMode !== 'tc') throw new Error(`the --tc-attach tc agent attached in ${tcAttachMode} mode`);
+        log(`nodeport: ${k.arm} agent synced (${started.initial.cacheSyncedToMapsWrittenMs} ms), tc attached to ${NP_UPLINK} and ${NP_POD_IF} (${tcAttachMode} mode)`);
         // The whole list (not `service get`): an unprogrammed service shows as "no frontend", not a CLI error.
-        const all = JSON.parse(kprCli(['service', 'list', '--bpffs', sandbox.bpffsDir, '-o', 'json'])) as Array<Record<string, any>>;
+        const all = JSON.parse(kprCli(['service', 'list', '--bpffs', k.bpffs, '-o', 'json'])) as Array<Record<string, any>>;
         const views = all.filter((v) => v.service === `${BENCH_NAMESPACE}/${NP_ECHO_SERVICE}` || (v.address === NP_NODE_IP && v.port === nodePort));
-        res.kpr = { initialSyncMs: started.initial.cacheSyncedToMapsWrittenMs, frontends: views };
+        if (k.arm === 'kpr') res.kpr = { tcAttachMode, initialSyncMs: started.initial.cacheSyncedToMapsWrittenMs, frontends: views };
+        else res.kprTc = { tcAttachMode, initialSyncMs: started.initial.cacheSyncedToMapsWrittenMs };
         const ours = views.find((v) => v.address === NP_NODE_IP && v.port === nodePort);
         if (ours && ours.type !== 'NodePort' && !ours.flags?.includes('node-port')) {
           throw new Error(`kpr's frontend ${NP_NODE_IP}:${nodePort} is not a NodePort frontend: ${JSON.stringify(ours)}`);
@@ -277,10 +308,10 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
         if (!ours.backends?.some((b: any) => b.address === NP_POD_IP && b.port === NP_ECHO_PORT)) {
           throw new Error(`kpr's NodePort frontend has not the pod as its backend: ${JSON.stringify(ours)}`);
         }
-        targets.set('kpr', { stack, ip: NP_NODE_IP, port: nodePort });
-        targets.set('direct-via-kpr-node', { stack, ip: NP_POD_IP, port: NP_ECHO_PORT });
+        targets.set(k.arm, { stack, ip: NP_NODE_IP, port: nodePort });
+        if (k.arm === 'kpr') targets.set('direct-via-kpr-node', { stack, ip: NP_POD_IP, port: NP_ECHO_PORT });
       } catch (err) {
-        const msg = `nodeport kpr at ${cfg.services} services: ${(err as Error).message}`;
+        const msg = `nodeport ${k.arm} at ${cfg.services} services: ${(err as Error).message}`;
         log(`ERROR ${msg}`);
         res.errors.push(msg);
       }
@@ -291,7 +322,7 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
       try {
         await waitReachable(sandbox, t.stack.clientNs, t.ip, t.port, arm);
       } catch (err) {
-        const extra = arm === 'kpr' ? `; kpr stats: ${JSON.stringify(kprStats(sandbox.bpffsDir))}; agent log tail:\n${agent?.lastLines(10)}` : '';
+        const extra = arm === 'kpr' ? `; kpr stats: ${JSON.stringify(kprStats(sandbox.bpffsDir))}; agent log tail:\n${agent?.lastLines(10)}` : arm === 'kpr-tc' ? `; agent log tail:\n${agents.at(-1)?.lastLines(10)}` : '';
         const msg = `nodeport ${arm} at ${cfg.services} services: ${(err as Error).message}${extra}`;
         log(`ERROR ${msg}`);
         res.errors.push(msg);
@@ -299,10 +330,10 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
       }
     }
 
-    const order: NodePortArm[] = ['kpr', 'iptables', 'direct', 'direct-via-kpr-node', 'direct-via-iptables-node'];
+    const order: NodePortArm[] = ['kpr', 'kpr-tc', 'iptables', 'direct', 'direct-via-kpr-node', 'direct-via-iptables-node'];
     const arms = order.filter((a) => targets.has(a));
-    const stacks = new Map<'kpr' | 'iptables' | 'direct', NodePortStack>();
-    for (const k of ['kpr', 'iptables', 'direct'] as const) if (targets.has(k)) stacks.set(k, targets.get(k)!.stack);
+    const stacks = new Map<'kpr' | 'kpr-tc' | 'iptables' | 'direct', NodePortStack>();
+    for (const k of ['kpr', 'kpr-tc', 'iptables', 'direct'] as const) if (targets.has(k)) stacks.set(k, targets.get(k)!.stack);
     const before = new Map([...stacks].map(([k, st]) => [k, tcpCounters(st)]));
     for (const a of arms) res.rounds[a] = [];
     log(`nodeport at ${cfg.services} services (node port ${nodePort}): ${cfg.rounds} rounds × ${cfg.conns} connections per arm: ${arms.join(', ')}`);
@@ -323,13 +354,14 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
     }
     log(`nodeport: TCP counters over the rounds: ${JSON.stringify(res.tcp)}`);
     if (res.kpr) res.kpr.stats = kprStats(sandbox.bpffsDir);
+    if (res.kprTc) res.kprTc.stats = kprStats(path.join(sandbox.bpffsDir, 'tc-agent'));
     return res;
   } finally {
-    await agent?.stop().catch(() => {});
+    for (const a of agents) await a.stop().catch(() => {});
     await api?.close().catch(() => {});
-    if (agentCg) {
-      removeCgroupDir(agentCg);
-      if (!existsSync(agentCg)) childCgroups.delete(agentCg);
+    for (const cg of agentCgs) {
+      removeCgroupDir(cg);
+      if (!existsSync(cg)) childCgroups.delete(cg);
     }
     await sandbox.teardown();
   }

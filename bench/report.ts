@@ -117,8 +117,10 @@ export interface NodePortSummary {
   services: number;
   nodePort: number;
   arms: Record<string, ArmSummary>;
-  ratios: { kprDirect?: RatioSet; iptablesDirect?: RatioSet; kprIptables?: RatioSet };
+  /** kprTcKpr: the agent with --tc-attach tc (clsact filter) over the default (tcx link where the kernel has it). */
+  ratios: { kprDirect?: RatioSet; iptablesDirect?: RatioSet; kprIptables?: RatioSet; kprTcKpr?: RatioSet };
   kpr?: unknown;
+  kprTc?: unknown;
   iptables?: unknown;
   tcp: Partial<Record<string, { clientSynRetrans: number; podPawsTimewait: number; podTimeWait: number }>>;
   errors: string[];
@@ -134,8 +136,10 @@ export function summarizeNodePort(p: Omit<NodePortSummary, 'arms' | 'ratios'> & 
       kprDirect: ratioSet(arms.kpr, arms.direct),
       iptablesDirect: ratioSet(arms.iptables, arms.direct),
       kprIptables: ratioSet(arms.kpr, arms.iptables),
+      kprTcKpr: ratioSet(arms['kpr-tc'], arms.kpr),
     },
     kpr: p.kpr,
+    kprTc: p.kprTc,
     iptables: p.iptables,
     tcp: p.tcp,
     errors: p.errors,

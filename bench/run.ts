@@ -26,7 +26,8 @@
  *   --np-limit-ms N       time bound per NodePort round           [KPR_BENCH_NP_LIMIT_MS=20000]
  *   --agent-timeout-ms N  wait for the agent's initial sync       [KPR_BENCH_AGENT_TIMEOUT_MS=300000]
  *   --log-level L         the agent's --log-level                 [KPR_BENCH_LOG_LEVEL=info]
- *   --skip LIST           comma list of: iptables, agent, dataplane, controlplane, nodeport [KPR_BENCH_SKIP=]
+ *   --skip LIST           comma list of: iptables, agent, dataplane, controlplane, nodeport, kpr-tc [KPR_BENCH_SKIP=]
+ *                         (kpr-tc: the NodePort arm with the agent forced to --tc-attach tc, beside the default tcx)
  *                         (iptables and agent also drop those arms of the NodePort benchmark;
  *                         controlplane skips phase 3 below, ClusterIP data plane at N included)
  * KPR_BENCH_IPTABLES_RESTORE picks the iptables-restore binary (default: iptables-restore;
@@ -485,6 +486,7 @@ async function phaseNodePort(res: Results, services: number, withKpr: boolean): 
       logLevel: cfg.logLevel,
       withKpr,
       withIptables: !cfg.skip.has('iptables'),
+      withKprTc: !cfg.skip.has('kpr-tc'),
     },
     log,
   );
@@ -528,6 +530,25 @@ function nodePortRows(res: Results): string[][] {
     ]);
     const tc = (t?: { clientSynRetrans: number; podPawsTimewait: number }) => (t ? `${t.clientSynRetrans} / ${t.podPawsTimewait}` : 'n/a');
     rows.push([`  client SYN retransmits / pod PAWS-rejected SYNs, ${at}`, tc(d.tcp.kpr), tc(d.tcp.iptables), tc(d.tcp.direct), '', '', '']);
+  }
+  return rows;
+}
+
+/** Rows of the tc attach mode table: metric, tcx link, clsact filter, direct, tc / tcx (measured side by side in the same rounds). */
+function tcModeRows(res: Results): string[][] {
+  const rows: string[][] = [];
+  for (const d of res.dataPlaneNodePort) {
+    const x = d.arms.kpr;
+    const c = d.arms['kpr-tc'];
+    if (!x || !c) continue;
+    const at = `${d.services.toLocaleString('en-US')} svc`;
+    const us = (v?: number) => (v === undefined ? 'n/a' : `${v} µs`);
+    const direct = d.arms.direct;
+    rows.push([`NodePort conn p50 latency, ${at}`, us(x.p50_us), us(c.p50_us), us(direct?.p50_us), fmtRatio(c.p50_us, x.p50_us)]);
+    rows.push([`NodePort conn p99 latency, ${at}`, us(x.p99_us), us(c.p99_us), us(direct?.p99_us), fmtRatio(c.p99_us, x.p99_us)]);
+    rows.push([`NodePort conns/s, ${at}`, String(x.conns_per_sec), String(c.conns_per_sec), String(direct?.conns_per_sec ?? 'n/a'), fmtRatio(c.conns_per_sec, x.conns_per_sec)]);
+    const pm = d.ratios.kprTcKpr?.pairedMean;
+    rows.push([`  paired mean-latency ratio, ${at}`, '', '', '', pm != null ? `${pm}×` : 'n/a']);
   }
   return rows;
 }
@@ -601,8 +622,18 @@ async function main(): Promise<void> {
       ? [
           renderGrid(
             `kpr benchmark — NodePort data plane (external client namespace → NodeIP:nodePort → pod, eTP=Cluster, SNAT; same request loop; medians of ${cfg.npRounds} alternating rounds × ${cfg.npConns} connections; each path on its own identical node)`,
-            ['metric', 'kpr (tc)', 'kube-proxy (iptables)', 'pod IP direct', 'kpr / direct', 'iptables / direct', 'kpr / iptables'],
+            ['metric', 'kpr (tc, default attach mode)', 'kube-proxy (iptables)', 'pod IP direct', 'kpr / direct', 'iptables / direct', 'kpr / iptables'],
             nodePortRows(res),
+          ),
+          '',
+        ]
+      : []),
+    ...(tcModeRows(res).length
+      ? [
+          renderGrid(
+            'kpr benchmark — NodePort through each tc attach mode (the same agent with --tc-attach tc beside the default, each on its own identical node, in the same alternating rounds)',
+            ['metric', `kpr, ${(res.dataPlaneNodePort[0]?.kpr as { tcAttachMode?: string } | undefined)?.tcAttachMode === 'tcx' ? 'tcx link' : 'default'}`, 'kpr, clsact filter (--tc-attach tc)', 'pod IP direct', 'tc / tcx'],
+            tcModeRows(res),
           ),
           '',
         ]

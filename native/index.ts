@@ -2,7 +2,7 @@
  * kpr's typed binding to the kernel through libbpf (koffi FFI).
  */
 export { KprBpfError, errnoName, type KprBpfErrorInit } from './errors.js';
-export { setLibbpfLogger, silenceLibbpf, type LibbpfLogger, type LibbpfLogLevel } from './log.js';
+export { captureLibbpfMessages, setLibbpfLogger, silenceLibbpf, type LibbpfLogger, type LibbpfLogLevel } from './log.js';
 export { ensureBpffs, isBpffs, unmountBpffs, BPF_FS_MAGIC, DEFAULT_BPFFS_ROOT, type EnsureBpffsOptions } from './bpffs.js';
 export { BpfObject, type BpfObjectOpenOptions } from './bpf-object.js';
 export { BpfProgram, BPF_ATTACH_TYPE, attachTypeName } from './bpf-program.js';
@@ -17,7 +17,11 @@ export {
 } from './attach.js';
 export { BpfIterator } from './iter.js';
 export { withNetns, ifIndex, currentNetnsCookie } from './netns.js';
-export { attachTcx, listInterfaces, queryTcxPrograms, tcxLinkInfo, tcxSupported, TCX, type TcxAttachment, type TcxDirection, type TcxLinkInfo } from './tcx.js';
+export { attachTcx, listInterfaces, pinnedTcxLinkInfo, queryTcxPrograms, tcxLinkInfo, tcxSupported, TCX, type TcxAttachment, type TcxDirection, type TcxLinkInfo } from './tcx.js';
+export {
+  attachTcFilter, detachTcFilter, detachTcFilterByIndex, ensureClsact, queryTcFilter, queryTcFilterByIndex, progNameById, BPF_TC, KPR_TC_FILTER,
+  type BpfTcAttachPoint, type TcFilterAttachment, type TcFilterId,
+} from './tc-classic.js';
 export { testRun, type TestRunResult } from './test-run.js';
 export { releaseFreeNativeMemory } from './memory.js';
 export { BatchWriter, BATCH_WRITER_LIBRARY } from './batch-writer.js';

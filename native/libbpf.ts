@@ -183,6 +183,64 @@ export function libbpf(): LibbpfFns {
   return t;
 }
 
+// ------------------------------------------------------------------------
+// Classic tc (clsact qdisc + cls_bpf filter), for kernels without tcx
+// (before 6.6): libbpf's bpf_tc_* API and what native/tc-classic.ts needs
+// around it. One block, declared on first use of libbpfTc().
+
+/** struct bpf_tc_hook of libbpf 1.1's libbpf.h (sz first; `size_t :0` pads it to 24 bytes). */
+export interface BpfTcHook {
+  sz: number;
+  ifindex: number;
+  /** enum bpf_tc_attach_point: BPF_TC_INGRESS = 1, BPF_TC_EGRESS = 2, BPF_TC_CUSTOM = 4. */
+  attach_point: number;
+  parent: number;
+}
+
+/** struct bpf_tc_opts of libbpf 1.1's libbpf.h (sz first; padded to 32 bytes). */
+export interface BpfTcOpts {
+  sz: number;
+  prog_fd: number;
+  /** enum bpf_tc_flags: BPF_TC_F_REPLACE = 1. */
+  flags: number;
+  prog_id: number;
+  handle: number;
+  priority: number;
+}
+
+export interface LibbpfTcFns {
+  /** Creates the clsact qdisc (for BPF_TC_INGRESS/EGRESS); -EEXIST when the interface has one. */
+  bpf_tc_hook_create(hook: BpfTcHook): number;
+  /** Fills opts (prog_id, handle, priority) from the kernel's answer. */
+  bpf_tc_attach(hook: BpfTcHook, opts: BpfTcOpts): number;
+  bpf_tc_detach(hook: BpfTcHook, opts: BpfTcOpts): number;
+  /** Fills opts.prog_id for the filter at opts.handle/opts.priority; -ENOENT when there is none. */
+  bpf_tc_query(hook: BpfTcHook, opts: BpfTcOpts): number;
+  bpf_prog_get_fd_by_id(id: number): number;
+  /** Sizes koffi laid the two structs out with (checked against libbpf.h by a test). */
+  sizes: { hook: number; opts: number };
+}
+
+let tcTable: LibbpfTcFns | null = null;
+
+export function libbpfTc(): LibbpfTcFns {
+  if (tcTable) return tcTable;
+  const lib = koffi.load('libbpf.so.1');
+  const hook = koffi.struct('bpf_tc_hook', { sz: 'size_t', ifindex: 'int', attach_point: 'int', parent: 'uint32_t' });
+  const opts = koffi.struct('bpf_tc_opts', { sz: 'size_t', prog_fd: 'int', flags: 'uint32_t', prog_id: 'uint32_t', handle: 'uint32_t', priority: 'uint32_t' });
+  const f = (decl: string) => lib.func(decl);
+  tcTable = {
+    bpf_tc_hook_create: f('int bpf_tc_hook_create(bpf_tc_hook *hook)'),
+    bpf_tc_attach: f('int bpf_tc_attach(const bpf_tc_hook *hook, _Inout_ bpf_tc_opts *opts)'),
+    bpf_tc_detach: f('int bpf_tc_detach(const bpf_tc_hook *hook, const bpf_tc_opts *opts)'),
+    bpf_tc_query: f('int bpf_tc_query(const bpf_tc_hook *hook, _Inout_ bpf_tc_opts *opts)'),
+    bpf_prog_get_fd_by_id: f('int bpf_prog_get_fd_by_id(uint32_t id)'),
+    sizes: { hook: koffi.sizeof(hook), opts: koffi.sizeof(opts) },
+  };
+  return tcTable;
+}
+// ------------------------------------------------------- end of classic tc
+
 export function libc(): LibcFns {
   if (libcTable) return libcTable;
   const lib = koffi.load('libc.so.6');

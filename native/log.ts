@@ -90,3 +90,24 @@ export function silenceLibbpf(): void {
   current = null;
   install('silent');
 }
+
+/**
+ * Runs `fn` with libbpf's messages collected instead of printed, then puts
+ * the previous printer back. For calls whose failures are expected and
+ * answered by their return code (a netlink EEXIST or ENOENT makes libbpf
+ * print the kernel's extack message as a warning); the collected messages
+ * go into the error when the failure was not one of those.
+ */
+export function captureLibbpfMessages<T>(fn: () => T): { value: T; messages: string[] } {
+  const prevMode = mode;
+  const prevFn = current;
+  const messages: string[] = [];
+  current = (_level, msg) => messages.push(msg);
+  install('callback');
+  try {
+    return { value: fn(), messages };
+  } finally {
+    current = prevFn;
+    install(prevMode);
+  }
+}

@@ -50,6 +50,18 @@ export function tcxLinkInfo(fd: number, what: string): TcxLinkInfo | null {
   return { id: info.readUInt32LE(4), progId: info.readUInt32LE(8), ifindex: info.readUInt32LE(16), attachType: info.readUInt32LE(20) };
 }
 
+/** The tcx link pinned at `pinPath`; null when there is no pin or it is another kind of link. */
+export function pinnedTcxLinkInfo(pinPath: string): TcxLinkInfo | null {
+  if (!fs.existsSync(pinPath)) return null;
+  const fd = libbpf().bpf_obj_get(pinPath);
+  if (fd < 0) throw new KprBpfError({ op: 'link open', path: pinPath, errno: -fd, detail: hintFor(-fd) });
+  try {
+    return tcxLinkInfo(fd, pinPath);
+  } finally {
+    libc().close(fd);
+  }
+}
+
 function progId(prog: BpfProgram): number {
   return prog.id;
 }

@@ -11,6 +11,7 @@
  *   client.js get   --target IP:PORT [--path /p]   (one HTTP/1.0 GET; status, headers and body in `responses`)
  * --bind IP binds the client socket to a source address first.
  */
+import { scaled } from './time-scale.js';
 import net from 'node:net';
 import dgram from 'node:dgram';
 import { parseArgs } from 'node:util';
@@ -237,7 +238,8 @@ async function main(): Promise<void> {
       connected: { type: 'boolean', default: false },
       'duration-ms': { type: 'string', default: '1000' },
       'interval-ms': { type: 'string', default: '50' },
-      'timeout-ms': { type: 'string', default: '2000' },
+      // Scaled: inside the kernel VMs (software CPUs) a served request can take longer than 2 s.
+      'timeout-ms': { type: 'string', default: String(scaled(2000)) },
       path: { type: 'string', default: '/' },
       bind: { type: 'string' },
     },

@@ -6,9 +6,12 @@
  *     cgroup) and unpinned;
  *     Programs attached through links of any kind (cgroup, tcx under
  *     links/tc/) are covered by this step;
- *  2. tc filters on interfaces installed without a link (netlink cls_bpf) —
- *     kpr installs none today; adding them is one function here returning
- *     its step;
+ *  2. tc filters installed without a link (clsact + cls_bpf, the tc attach
+ *     mode for kernels before 6.6): kpr's filter (its own handle/priority)
+ *     on every interface of the node's network namespace that has one,
+ *     nothing else. The clsact qdisc stays: kpr cannot tell whether it made
+ *     it or whether anything else uses it, and an empty clsact qdisc costs
+ *     nothing;
  *  3. every other pin under <bpffs> (maps, anything a later version pins):
  *     unlinked, then the directories, deepest first, and <bpffs> itself.
  *
@@ -17,7 +20,8 @@
  */
 import { existsSync, lstatSync, readdirSync, rmdirSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
-import { detachPinnedLink, isBpffs } from '../../native/index.js';
+import { detachPinnedLink, isBpffs, KPR_TC_FILTER, listInterfaces, withNetns } from '../../native/index.js';
+import { classicMode } from '../datapath/tc-hooks.js';
 import { linkPinDir } from '../datapath/pins.js';
 import type { CleanupItem, CleanupStep } from './types.js';
 
@@ -57,12 +61,21 @@ function linksStep(bpffsDir: string): CleanupStep {
 }
 
 /**
- * tc filters kpr installed on interfaces without a bpf link. None exist: kpr's
- * tc programs attach through pinned tcx links (step 1). A netlink-attached
- * filter would be listed here (by kpr's handle/priority) and removed in apply.
+ * kpr's clsact filters (tc attach mode "tc"): found by kpr's handle/priority
+ * on the interfaces of the node's network namespace, removed one by one.
  */
-function tcFiltersStep(): CleanupStep {
-  return { name: 'tc filters', items: [], apply: () => undefined };
+function tcFiltersStep(netns: string | undefined): CleanupStep {
+  const inNodeNetns = <T>(fn: () => T): T => (netns ? withNetns(netns, fn) : fn());
+  const hooks = classicMode();
+  const filters = inNodeNetns(() => hooks.list(listInterfaces()));
+  const id = `handle 0x${KPR_TC_FILTER.handle.toString(16)} pref ${KPR_TC_FILTER.priority}`;
+  return {
+    name: 'tc filters',
+    items: filters.map((f) => ({ kind: 'tc-filter', what: `${f.ifname} ingress ${id} (program id ${f.progId}; the clsact qdisc stays)` })),
+    apply: () => inNodeNetns(() => {
+      for (const f of filters) hooks.remove(f);
+    }),
+  };
 }
 
 function pinsStep(bpffsDir: string): CleanupStep {
@@ -98,7 +111,7 @@ export function checkBpffsDir(bpffsDir: string): string {
   return abs;
 }
 
-export function kprCleanupSteps(bpffsDir: string): CleanupStep[] {
+export function kprCleanupSteps(bpffsDir: string, opts: { netns?: string } = {}): CleanupStep[] {
   bpffsDir = checkBpffsDir(bpffsDir);
-  return [linksStep(bpffsDir), tcFiltersStep(), pinsStep(bpffsDir)];
+  return [linksStep(bpffsDir), tcFiltersStep(opts.netns), pinsStep(bpffsDir)];
 }

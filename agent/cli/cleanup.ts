@@ -9,9 +9,10 @@ import { kubeProxyCleanupSteps } from '../cleanup/kube-proxy.js';
 import { formatCleanupReport, runCleanup } from '../cleanup/types.js';
 import { CliError } from './pinned-maps.js';
 
-export const CLEANUP_USAGE = `  cleanup [--bpffs PATH] [--dry-run]
-                          remove everything kpr put on this node: detach and unpin its links, unpin its maps,
-                          remove its bpffs directory (stop the agent first)
+export const CLEANUP_USAGE = `  cleanup [--bpffs PATH] [--netns PATH] [--dry-run]
+                          remove everything kpr put on this node: detach and unpin its links, remove its clsact
+                          filters (kpr's handle/priority only; the qdisc stays), unpin its maps, remove its bpffs
+                          directory (stop the agent first); --netns as the agent's
   cleanup-kube-proxy [--dry-run] [--ipvs-flush]
                           remove kube-proxy's leftovers in this network namespace: KUBE-* iptables chains and the
                           jumps to them (iptables-nft and -legacy, IPv4/IPv6), nftables tables ip/ip6 kube-proxy,
@@ -23,6 +24,7 @@ export function cleanupCommand(command: 'cleanup' | 'cleanup-kube-proxy', argv: 
     allowPositionals: true,
     options: {
       bpffs: { type: 'string', default: DEFAULT_BPFFS_DIR },
+      netns: { type: 'string' },
       'dry-run': { type: 'boolean', default: false },
       'ipvs-flush': { type: 'boolean', default: false },
       output: { type: 'string', short: 'o', default: 'table' },
@@ -34,7 +36,8 @@ export function cleanupCommand(command: 'cleanup' | 'cleanup-kube-proxy', argv: 
   if (!['table', 'json'].includes(values.output!)) throw new CliError(`unknown output format "${values.output}" (table or json)`);
   if (command === 'cleanup-kube-proxy' && argv.some((a) => a.startsWith('--bpffs'))) throw new CliError('cleanup-kube-proxy takes no --bpffs');
   if (command === 'cleanup' && values['ipvs-flush']) throw new CliError('--ipvs-flush belongs to cleanup-kube-proxy');
-  const steps = command === 'cleanup' ? kprCleanupSteps(values.bpffs!) : kubeProxyCleanupSteps({ ipvsFlush: values['ipvs-flush'] });
+  if (command === 'cleanup-kube-proxy' && values.netns) throw new CliError('cleanup-kube-proxy takes no --netns (run it inside the namespace)');
+  const steps = command === 'cleanup' ? kprCleanupSteps(values.bpffs!, { netns: values.netns || undefined }) : kubeProxyCleanupSteps({ ipvsFlush: values['ipvs-flush'] });
   const report = runCleanup(steps, values['dry-run']!);
   if (!report.ok) process.exitCode = 1;
   return values.output === 'json' ? JSON.stringify(report, null, 2) + '\n' : formatCleanupReport(report);

@@ -12,14 +12,15 @@ const USAGE = `Usage: kpr <command> [flags]
 Commands:
   service list            every frontend with its names and backends (ipvsadm -Ln style)
   service get NS/NAME     the frontends of one Service
-  map list                every pinned map: type, entries, capacity
+  map list                every pinned map: type, entries, capacity; kpr's tc attachments (tcx link or clsact filter)
   map dump NAME           the decoded entries of a map (kpr_svc, kpr_backend, kpr_stats, ...)
-  stats                   datapath counters, summed over CPUs
+  stats                   datapath counters, summed over CPUs; kpr's tc attachments
 ${PREFLIGHT_USAGE}
 ${PLAN_USAGE}
 ${CLEANUP_USAGE}
 Flags:
   --bpffs PATH            kpr's bpffs directory (default ${DEFAULT_BPFFS_DIR})
+  --netns PATH            network namespace whose interfaces are the node's, as the agent's --netns (default: own)
   -o, --output FORMAT     table (default) or json
   -h, --help`;
 
@@ -33,6 +34,7 @@ function run(argv: string[]): string {
     allowPositionals: true,
     options: {
       bpffs: { type: 'string', default: DEFAULT_BPFFS_DIR },
+      netns: { type: 'string' },
       output: { type: 'string', short: 'o', default: 'table' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -49,9 +51,9 @@ function run(argv: string[]): string {
     case 'service list':
       return serviceList(bpffs, output);
     case 'map list':
-      return mapList(bpffs, output);
+      return mapList(bpffs, output, values.netns || undefined);
     case 'stats':
-      return statsCommand(bpffs, output);
+      return statsCommand(bpffs, output, values.netns || undefined);
     default:
       throw new CliError(`unknown command "${command}"\n${USAGE}`);
   }

@@ -8,6 +8,7 @@ import { mapStats, pinnedMapNames, type MapStats } from '../metrics/map-stats.js
 import { readStats, statMetric } from '../metrics/datapath-stats.js';
 import { DECODERS, knownMapNames, type Row } from './map-decoders.js';
 import { CliError, openPinnedMap, permissionError } from './pinned-maps.js';
+import { tcAttachmentReport, tcAttachmentSection } from './tc-attachments.js';
 
 export type Output = 'table' | 'json';
 
@@ -35,7 +36,7 @@ function pinnedNames(bpffsDir: string): string[] {
   }
 }
 
-export function mapList(bpffsDir: string, output: Output): string {
+export function mapList(bpffsDir: string, output: Output, netns?: string): string {
   const names = pinnedNames(bpffsDir);
   if (names.length === 0) throw noMaps(bpffsDir);
   const stats: Array<MapStats & { about?: string }> = [];
@@ -47,10 +48,13 @@ export function mapList(bpffsDir: string, output: Output): string {
       map.close();
     }
   }
-  if (output === 'json') return json(stats);
-  return table(
-    ['NAME', 'TYPE', 'KEY', 'VALUE', 'ENTRIES', 'CAPACITY', 'CONTENT'],
-    stats.map((s) => [s.name, s.type, String(s.keySize), String(s.valueSize), String(s.entries), String(s.capacity), s.about ?? '']),
+  const tc = tcAttachmentReport(bpffsDir, netns);
+  if (output === 'json') return json({ maps: stats, tcAttachments: tc.attachments, ...(tc.error ? { tcAttachmentsError: tc.error } : {}) });
+  return (
+    table(
+      ['NAME', 'TYPE', 'KEY', 'VALUE', 'ENTRIES', 'CAPACITY', 'CONTENT'],
+      stats.map((s) => [s.name, s.type, String(s.keySize), String(s.valueSize), String(s.entries), String(s.capacity), s.about ?? '']),
+    ) + tcAttachmentSection(tc, table)
   );
 }
 
@@ -121,7 +125,7 @@ export interface StatRow {
   value: number;
 }
 
-export function statsCommand(bpffsDir: string, output: Output): string {
+export function statsCommand(bpffsDir: string, output: Output, netns?: string): string {
   const map = openPinnedMap(bpffsDir, MAP_NAMES.stats);
   let rows: StatRow[];
   try {
@@ -132,12 +136,15 @@ export function statsCommand(bpffsDir: string, output: Output): string {
   } finally {
     map.close();
   }
-  if (output === 'json') return json(rows);
-  return table(
-    ['COUNTER', 'VALUE', 'METRIC'],
-    rows.map((r) => {
-      const labels = Object.entries(r.labels).map(([k, v]) => `${k}="${v}"`);
-      return [r.stat, String(r.value), `${r.metric}${labels.length ? `{${labels.join(',')}}` : ''}`];
-    }),
+  const tc = tcAttachmentReport(bpffsDir, netns);
+  if (output === 'json') return json({ counters: rows, tcAttachments: tc.attachments, ...(tc.error ? { tcAttachmentsError: tc.error } : {}) });
+  return (
+    table(
+      ['COUNTER', 'VALUE', 'METRIC'],
+      rows.map((r) => {
+        const labels = Object.entries(r.labels).map(([k, v]) => `${k}="${v}"`);
+        return [r.stat, String(r.value), `${r.metric}${labels.length ? `{${labels.join(',')}}` : ''}`];
+      }),
+    ) + tcAttachmentSection(tc, table)
   );
 }

@@ -13,6 +13,7 @@ import { CFG_FLAG } from '../maps/layout.js';
 import { sweepExpiredConntrack } from './ct-sweeper.js';
 import { nodeNetnsCookie, writeNodeConfig, type Datapath } from './loader.js';
 import { TcAttacher } from './tc-attacher.js';
+import { tcLinkPinDir } from './pins.js';
 
 const INTERFACE_RESCAN_MS = 2000;
 
@@ -37,12 +38,23 @@ export class NodeDatapath {
     this.hostNetnsCookie = nodeNetnsCookie(cfg.netns);
     this.attacher = new TcAttacher({
       tcObject: dp.tcObject,
-      pinDir: path.join(cfg.bpffsDir, 'links', 'tc'),
+      pinDir: tcLinkPinDir(cfg.bpffsDir),
       netns: cfg.netns,
       externalInterfaces: cfg.externalInterfaces,
       podInterfaces: cfg.podInterfaces,
+      attachMode: cfg.tcAttach,
       log,
     });
+  }
+
+  /** How the tc programs are attached on this node (tcx links or clsact filters). */
+  tcAttachMode(): 'tcx' | 'tc' {
+    return this.attacher.mode();
+  }
+
+  /** For the kpr_tc_* metrics. */
+  tcStatus(): { mode: 'tcx' | 'tc'; interfaces: number; failures: number } {
+    return { mode: this.attacher.mode(), interfaces: this.attacher.attachedInterfaces().length, failures: this.attacher.attachFailures() };
   }
 
   start(node: V1Node | undefined): void {

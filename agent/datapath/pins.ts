@@ -16,3 +16,8 @@ export function linkPinDir(bpffsDir: string): string {
 export function linkPinPath(bpffsDir: string, programName: string): string {
   return path.join(linkPinDir(bpffsDir), programName);
 }
+
+/** The tcx links of the tc programs, one per interface (tcx mode only; clsact filters are not pinned). */
+export function tcLinkPinDir(bpffsDir: string): string {
+  return path.join(linkPinDir(bpffsDir), 'tc');
+}

@@ -34,6 +34,12 @@ export function kprVersion(): string {
   }
 }
 
+export interface TcAttachStatus {
+  mode: 'tcx' | 'tc';
+  interfaces: number;
+  failures: number;
+}
+
 export interface AgentMetricsOptions {
   /** Where the maps are pinned; read at scrape time. */
   bpffsDir: string;
@@ -124,6 +130,29 @@ export class AgentMetrics {
     });
     this.driftRepairSyncs = new Counter({ name: 'kpr_drift_repair_syncs_total', help: 'Periodic full resyncs that had to write to the maps (the maps had drifted from the desired state).', registers });
     this.driftRepaired = new Counter({ name: 'kpr_drift_repaired_entries_total', help: 'Map entries written or deleted by periodic full resyncs.', registers });
+    const tc = () => this.tcSource?.();
+    new Gauge({
+      name: 'kpr_tc_attached_interfaces',
+      help: 'Interfaces carrying a kpr tc program, by attach mode (tcx: tcx link, tc: clsact filter).',
+      labelNames: ['mode'],
+      registers,
+      collect() {
+        this.reset();
+        const s = tc();
+        if (s) this.set({ mode: s.mode }, s.interfaces);
+      },
+    });
+    let failuresSeen = 0;
+    new Counter({
+      name: 'kpr_tc_attach_failures_total',
+      help: 'Attempts to attach a tc program to an interface that failed (retried at every interface rescan).',
+      registers,
+      collect() {
+        const n = tc()?.failures ?? failuresSeen;
+        if (n > failuresSeen) this.inc(n - failuresSeen);
+        failuresSeen = n;
+      },
+    });
     new Gauge({ name: 'kpr_build_info', help: 'kpr version and the Node.js running it; always 1.', labelNames: ['version', 'node_version'], registers }).set(
       { version: kprVersion(), node_version: process.version },
       1,
@@ -131,6 +160,13 @@ export class AgentMetrics {
   }
 
   // ---- events from the agent ---------------------------------------------------
+
+  private tcSource: (() => TcAttachStatus) | undefined;
+
+  /** Where kpr_tc_* come from (the node datapath's TcAttacher), read at scrape time. */
+  tcAttacher(source: () => TcAttachStatus): void {
+    this.tcSource = source;
+  }
 
   /**
    * A Service, EndpointSlice or Node change. `queued`: it queues a sync

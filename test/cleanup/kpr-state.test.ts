@@ -8,7 +8,9 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { BoxCluster, NODE_NAME } from '../../sandbox/cluster.js';
-import { queryCgroupPrograms } from '../../native/index.js';
+import { listInterfaces, queryCgroupPrograms, withNetns } from '../../native/index.js';
+import { inNs, nsPath } from '../../sandbox/netns.js';
+import { kprIngressPrograms, tcModeCases, type TcModeCase } from '../support/tc-modes.js';
 import { cliBin } from '../support/paths.js';
 import { requireRoot } from '../support/preflight.js';
 
@@ -20,9 +22,15 @@ function kpr(...args: string[]) {
   return { out: r.stdout, err: r.stderr, status: r.status };
 }
 
-describe('kpr cleanup after an agent run', { timeout: 120_000 }, () => {
+for (const tcCase of tcModeCases()) cleanupSuite(tcCase);
+
+function cleanupSuite(tcCase: TcModeCase): void {
+describe(`kpr cleanup after an agent run [${tcCase.label}]`, { timeout: 120_000 }, () => {
   let box: BoxCluster;
   const attached = () => SOCK_ATTACH_TYPES.flatMap((t) => queryCgroupPrograms(box.sandbox.cgroupPath, t));
+  const netnsArgs = () => ['--netns', nsPath(box.topo.nodeNs)];
+  /** kpr's tc programs on the node namespace's interfaces, in the suite's mode. */
+  const tcAttached = () => withNetns(nsPath(box.topo.nodeNs), () => listInterfaces().flatMap((i) => kprIngressPrograms(tcCase.mode, i.name).map(() => i.name)));
 
   before(async () => {
     requireRoot();
@@ -41,7 +49,7 @@ describe('kpr cleanup after an agent run', { timeout: 120_000 }, () => {
       ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
       endpoints: [{ addresses: ['198.18.0.10'], conditions: { ready: true }, nodeName: NODE_NAME }],
     });
-    await box.startAgent();
+    await box.startAgent(tcCase.args);
     assert.equal((await box.client('http', '198.19.0.10:80', ['--count', '3'])).ok, 3, 'the ClusterIP works before the clean-up');
     await box.stopAgent('SIGTERM');
   });
@@ -53,8 +61,16 @@ describe('kpr cleanup after an agent run', { timeout: 120_000 }, () => {
   test('--dry-run lists the links, maps and directories and removes nothing', () => {
     const before = attached();
     assert.ok(before.length >= 8, `programs attached after the agent stopped: ${before.length}`);
-    const r = kpr('cleanup', '--bpffs', box.sandbox.bpffsDir, '--dry-run');
+    const tcBefore = tcAttached();
+    assert.ok(tcBefore.length > 0 && tcBefore.every((n) => n.startsWith('v')), `kpr's tc programs on the pod veths after the agent stopped: ${tcBefore}`);
+    const r = kpr('cleanup', '--bpffs', box.sandbox.bpffsDir, ...netnsArgs(), '--dry-run');
     assert.equal(r.status, 0, r.err);
+    if (tcCase.mode === 'tc') {
+      for (const ifname of tcBefore) assert.match(r.out, new RegExp(`would remove: tc filters: tc-filter ${ifname} ingress handle 0x6b7072 pref 27504 `, 'm'), r.out);
+    } else {
+      assert.match(r.out, /would remove: bpf links: bpf-link .*\/links\/tc\/pod-v.*-ingress$/m);
+    }
+    assert.deepEqual(tcAttached(), tcBefore, 'a dry run removes nothing');
     assert.match(r.out, /would remove: bpf links: bpf-link .*\/links\/kpr_connect4$/m);
     assert.match(r.out, /would remove: bpffs pins: bpf-map .*\/maps\/kpr_svc4?$/m);
     assert.match(r.out, new RegExp(`would remove: bpffs pins: directory ${box.sandbox.bpffsDir}$`, 'm'));
@@ -63,9 +79,15 @@ describe('kpr cleanup after an agent run', { timeout: 120_000 }, () => {
   });
 
   test('removes pins, links and cgroup attachments; the ClusterIP is no longer translated', async () => {
-    const r = kpr('cleanup', '--bpffs', box.sandbox.bpffsDir);
+    const veths = tcAttached();
+    const r = kpr('cleanup', '--bpffs', box.sandbox.bpffsDir, ...netnsArgs());
     assert.equal(r.status, 0, r.out + r.err);
     assert.match(r.out, /removed: bpf links: bpf-link .*kpr_connect4/);
+    assert.deepEqual(tcAttached(), [], 'no tc program of kpr on any interface of the node namespace');
+    if (tcCase.mode === 'tc') {
+      assert.match(r.out, /removed: tc filters: tc-filter v/);
+      for (const ifname of veths) assert.match(inNs(box.topo.nodeNs, 'tc', 'qdisc', 'show', 'dev', ifname), /qdisc clsact/, 'the clsact qdisc stays');
+    }
     assert.equal(existsSync(box.sandbox.bpffsDir), false, 'the bpffs directory is gone');
     assert.deepEqual(attached(), [], 'no program attached to the cgroup');
     const rep = await box.client('once', '198.19.0.10:80', ['--timeout-ms', '2000']);
@@ -73,7 +95,7 @@ describe('kpr cleanup after an agent run', { timeout: 120_000 }, () => {
   });
 
   test('a second run is a no-op', () => {
-    const r = kpr('cleanup', '--bpffs', box.sandbox.bpffsDir);
+    const r = kpr('cleanup', '--bpffs', box.sandbox.bpffsDir, ...netnsArgs());
     assert.equal(r.status, 0, r.err);
     assert.match(r.out, /nothing to remove/);
   });
@@ -87,3 +109,4 @@ describe('kpr cleanup after an agent run', { timeout: 120_000 }, () => {
     assert.match(tmp.err, /not on a bpf filesystem/);
   });
 });
+}

@@ -190,7 +190,9 @@ describe('kpr CLI on pinned maps (10,000 services × 10 backends)', { timeout: 1
   test('map list: every pinned map with its type, entries and capacity as the kernel reports them', async () => {
     const r = await kpr('map', 'list', '--bpffs', dir, '-o', 'json');
     assert.equal(r.code, 0, r.stderr);
-    const maps = JSON.parse(r.stdout) as Array<{ name: string; type: string; entries: number; capacity: number; keySize: number; valueSize: number }>;
+    const listed = JSON.parse(r.stdout) as { maps: Array<{ name: string; type: string; entries: number; capacity: number; keySize: number; valueSize: number }>; tcAttachments: unknown[] };
+    const maps = listed.maps;
+    assert.deepEqual(listed.tcAttachments, [], 'no agent ran: no tc program of kpr in this namespace');
     assert.deepEqual(maps.map((m) => m.name), Object.values(MAP_NAMES).slice().sort());
     const get = (name: string) => maps.find((m) => m.name === name)!;
     for (const m of maps) {
@@ -212,6 +214,7 @@ describe('kpr CLI on pinned maps (10,000 services × 10 backends)', { timeout: 1
     assert.equal(get(MAP_NAMES.stats).entries, get(MAP_NAMES.stats).capacity, 'an array always holds max_entries');
     const table = await kpr('map', 'list', '--bpffs', dir);
     assert.match(table.stdout, /^kpr_backend\s+hash\s+4\s+20\s+100000\s+262144\s/m);
+    assert.match(table.stdout, /^tc attachments: none in this network namespace$/m);
   });
 
   test('map dump of a map with 100,000 entries decodes every one of them', async () => {
@@ -248,7 +251,7 @@ describe('kpr CLI on pinned maps (10,000 services × 10 backends)', { timeout: 1
     const expectConnect = (cpus * (cpus + 1)) / 2;
     const r = await kpr('stats', '--bpffs', dir, '-o', 'json');
     assert.equal(r.code, 0, r.stderr);
-    const rows = JSON.parse(r.stdout) as Array<{ stat: string; metric: string; labels: Record<string, string>; value: number }>;
+    const rows = (JSON.parse(r.stdout) as { counters: Array<{ stat: string; metric: string; labels: Record<string, string>; value: number }> }).counters;
     assert.deepEqual(rows.find((x) => x.stat === 'connect_xlate'), { stat: 'connect_xlate', metric: 'kpr_datapath_translations_total', labels: { path: 'connect' }, value: expectConnect });
     assert.deepEqual(rows.find((x) => x.stat === 'no_backend'), { stat: 'no_backend', metric: 'kpr_datapath_refusals_total', labels: { reason: 'no_backend' }, value: 7 });
     assert.equal(rows.find((x) => x.stat === 'sendmsg_xlate')!.value, 0);

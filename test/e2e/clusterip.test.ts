@@ -8,15 +8,14 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { BoxCluster, NODE_NAME, waitFor } from '../../sandbox/cluster.js';
-import { BpfMap, listInterfaces, pinnedLinkInfo, queryTcxPrograms, TCX } from '../../native/index.js';
-import { readdirSync } from 'node:fs';
-import path from 'node:path';
+import { BpfMap, listInterfaces, withNetns } from '../../native/index.js';
 import { BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
 import { MAP_NAMES } from '../../agent/maps/layout.js';
 import { mapPinPath } from '../../agent/datapath/pins.js';
-import { inNs } from '../../sandbox/netns.js';
+import { inNs, nsPath } from '../../sandbox/netns.js';
 import { cliBin } from '../support/paths.js';
 import { requireRoot } from '../support/preflight.js';
+import { anyIngressPrograms, assertAgentMode, kprIngressPrograms, tcModeCases, type TcMode } from '../support/tc-modes.js';
 
 const PODS = [
   { name: 'web-a', ip: '198.18.0.10' },
@@ -236,15 +235,34 @@ describe('ClusterIP end to end', { timeout: scaled(180_000) }, () => {
     assert.equal(k.services.find(([key]) => key.slot === 0)![1].revNatId, 1, 'service ids are reused from 1');
   });
 
-  test('kpr attaches its tc programs to the sandbox\'s interfaces only, never to one of the host\'s', () => {
-    const pinDir = path.join(box.sandbox.bpffsDir, 'links', 'tc');
-    const kprProgs = new Set(readdirSync(pinDir).map((f) => pinnedLinkInfo(path.join(pinDir, f))!.progId));
-    assert.ok(kprProgs.size > 0, 'the pod-facing veths of the sandbox carry kpr_tc_pod');
-    for (const { name } of listInterfaces()) {
-      for (const dir of [TCX.INGRESS, TCX.EGRESS]) {
-        const foreign = queryTcxPrograms(name, dir).filter((id) => kprProgs.has(id));
-        assert.deepEqual(foreign, [], `host interface ${name}`);
+  test('kpr attaches its tc programs to the sandbox\'s interfaces only, never to one of the host\'s, in every tc attach mode (switching mode leaves nothing of the other)', async () => {
+    /** kpr's programs on the node namespace's interfaces in `mode`, by interface. */
+    const inNode = (mode: TcMode) =>
+      withNetns(nsPath(box.topo.nodeNs), () => Object.fromEntries(listInterfaces().map((i) => [i.name, kprIngressPrograms(mode, i.name)]).filter(([, ids]) => ids.length > 0)));
+    const check = (mode: TcMode, what: string) => {
+      const attached = inNode(mode);
+      const podIfs = Object.keys(attached);
+      assert.ok(podIfs.length > 0 && podIfs.every((n) => n.startsWith('v')), `${what}: the pod-facing veths of the sandbox carry kpr_tc_pod, nothing else: ${JSON.stringify(attached)}`);
+      const other: TcMode = mode === 'tcx' ? 'tc' : 'tcx';
+      if (other === 'tc' || tcModeCases().length > 1) assert.deepEqual(inNode(other), {}, `${what}: nothing left in ${other} mode`);
+      const kprProgs = new Set(Object.values(attached).flat());
+      for (const { name } of listInterfaces()) {
+        const on = anyIngressPrograms(name);
+        assert.deepEqual(on.tcx.filter((id) => kprProgs.has(id)), [], `${what}: host interface ${name} (tcx)`);
+        assert.deepEqual(on.tc, [], `${what}: host interface ${name} has a filter at kpr's handle/priority`);
       }
+    };
+    const cases = tcModeCases();
+    assertAgentMode(box.agent!.logs, cases[0].mode, 'the agent');
+    check(cases[0].mode, cases[0].label);
+    if (cases.length < 2) return;
+    // The other mode, then back: each agent replaces the other's attachments.
+    for (const c of [cases[1], cases[0]]) {
+      await box.stopAgent('SIGTERM');
+      const agent = await box.startAgent(c.args);
+      assertAgentMode(agent.logs, c.mode, c.label);
+      await waitFor(`${c.label}: kpr_tc_pod on the veths`, () => Object.keys(inNode(c.mode)).length > 0);
+      check(c.mode, c.label);
     }
   });
 

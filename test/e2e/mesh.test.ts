@@ -16,6 +16,7 @@ import { mapPinPath } from '../../agent/datapath/pins.js';
 import { POD_GATEWAY, TwoNodeCluster, UNDERLAY, type NodeName } from '../../sandbox/two-node.js';
 import type { ClientReport } from '../../sandbox/client.js';
 import { requireRoot } from '../support/preflight.js';
+import { assertAgentMode, tcModeCases, type TcModeCase } from '../support/tc-modes.js';
 
 const PODS = [
   { name: 'web-1a', ip: '198.18.10.10', node: 'node-1' as NodeName },
@@ -59,7 +60,10 @@ function slice(name: string, svc: string, podNames: string[]) {
   };
 }
 
-describe('service-mesh mode (--socket-lb-host-only) on two nodes', { timeout: scaled(120_000) }, () => {
+for (const tcCase of tcModeCases()) meshSuite(tcCase);
+
+function meshSuite(tcCase: TcModeCase): void {
+describe(`service-mesh mode (--socket-lb-host-only) on two nodes [${tcCase.label}]`, { timeout: scaled(120_000) }, () => {
   let box: TwoNodeCluster;
 
   function ctEntries(node: NodeName): Array<{ key: CtKey; val: CtVal }> {
@@ -91,7 +95,8 @@ describe('service-mesh mode (--socket-lb-host-only) on two nodes', { timeout: sc
     box.api.create(slice('mesh-1', 'mesh', BACKENDS));
     box.api.create(service('self', SELF_IP));
     box.api.create(slice('self-1', 'self', ['web-1a']));
-    await box.startAgents(['--socket-lb-host-only', '--ct-udp-timeout', '2s', '--ct-sweep-interval', '500ms']);
+    await box.startAgents([...tcCase.args, '--socket-lb-host-only', '--ct-udp-timeout', '2s', '--ct-sweep-interval', '500ms']);
+    for (const node of ['node-1', 'node-2'] as NodeName[]) assertAgentMode(box.agents.get(node)!.logs, tcCase.mode, node);
   });
 
   after(async () => {
@@ -143,3 +148,4 @@ describe('service-mesh mode (--socket-lb-host-only) on two nodes', { timeout: sc
     assert.deepEqual(Object.keys(rep.peers), [`${SELF_IP}:80`]);
   });
 });
+}

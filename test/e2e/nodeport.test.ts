@@ -8,14 +8,18 @@
 import { scaled } from '../../sandbox/time-scale.js';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { BpfMap } from '../../native/index.js';
+import { spawnSync } from 'node:child_process';
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import { BpfMap, withNetns } from '../../native/index.js';
 import { decodeCtKey, decodeCtVal, MAP_NAMES, CT_DIR, CT_FLAG, IPPROTO, type CtKey, type CtVal } from '../../agent/maps/layout.js';
 import { mapPinPath } from '../../agent/datapath/pins.js';
-import { inNs } from '../../sandbox/netns.js';
+import { inNs, nsPath } from '../../sandbox/netns.js';
 import { waitFor } from '../../sandbox/cluster.js';
 import { CLIENTS, NODE1_UPLINK, NODE1_UPLINK6, podIp6, TwoNodeCluster, UNDERLAY, UNDERLAY6, type NodeName } from '../../sandbox/two-node.js';
 import type { ClientReport } from '../../sandbox/client.js';
 import { requireRoot } from '../support/preflight.js';
+import { cliBin } from '../support/paths.js';
+import { assertAgentMode, kprIngressPrograms, tcModeCases, type TcModeCase } from '../support/tc-modes.js';
 
 const PODS = [
   { name: 'web-1a', ip: '198.18.10.10', node: 'node-1' as NodeName },
@@ -72,10 +76,14 @@ function healthBody(namespace: string, name: string, localEndpoints: number): st
   return `{\n\t"service": {\n\t\t"namespace": "${namespace}",\n\t\t"name": "${name}"\n\t},\n\t"localEndpoints": ${localEndpoints},\n\t"serviceProxyHealthy": true\n}`;
 }
 
-describe('NodePort, LoadBalancer and externalIPs on two nodes', { timeout: scaled(120_000) }, () => {
-  let box: TwoNodeCluster;
+for (const tcCase of tcModeCases()) nodePortSuite(tcCase);
 
-  const ext = (target: string, mode: 'http' | 'udp' | 'once' | 'get' = 'http', extra: string[] = []) => box.external('client-a', mode, target, extra);
+function nodePortSuite(tcCase: TcModeCase): void {
+describe(`NodePort, LoadBalancer and externalIPs on two nodes [${tcCase.label}]`, { timeout: scaled(150_000) }, () => {
+  let box: TwoNodeCluster;
+  const AGENT_ARGS = [...tcCase.args, '--ct-udp-timeout', '2s', '--ct-sweep-interval', '500ms'];
+
+  const ext = (target: string, mode: 'http' | 'udp' | 'once' | 'get' | 'loop' = 'http', extra: string[] = []) => box.external('client-a', mode, target, extra);
 
   function ctEntries(node: NodeName): Array<{ key: CtKey; val: CtVal }> {
     const m = BpfMap.openPinned(mapPinPath(box.nodes[node].bpffsDir, MAP_NAMES.ct));
@@ -114,7 +122,7 @@ describe('NodePort, LoadBalancer and externalIPs on two nodes', { timeout: scale
     api.create(slice('hairpin-1', 'hairpin', ['web-1a'], HTTP_EP));
     api.create(service('v6', 'NodePort', '2001:db8:ffff::10', [{ ...HTTP, nodePort: 30086 }, { name: 'dns', port: 53, targetPort: 5353, nodePort: 30056, protocol: 'UDP' }], { ipFamilies: ['IPv6'], ipFamilyPolicy: 'SingleStack' }));
     api.create(slice6('v6-1', 'v6', ['web-1a', 'web-2a'], WITH_UDP_EP));
-    await box.startAgents(['--ct-udp-timeout', '2s', '--ct-sweep-interval', '500ms']);
+    await box.startAgents(AGENT_ARGS);
   });
 
   after(async () => {
@@ -323,7 +331,70 @@ describe('NodePort, LoadBalancer and externalIPs on two nodes', { timeout: scale
       assert.deepEqual(rules(inNs(box.nodes[node].ns, 'nft', 'list', 'ruleset')), [], `${node} nftables`);
     }
   });
+
+  test(`the agents attach in ${tcCase.mode} mode, and kpr map list / kpr stats show each attachment with its mode, interface and program id`, () => {
+    for (const node of ['node-1', 'node-2'] as NodeName[]) {
+      assertAgentMode(box.agents.get(node)!.logs, tcCase.mode, node);
+      const args = ['--bpffs', box.nodes[node].bpffsDir, '--netns', nsPath(box.nodes[node].ns), '-o', 'json'];
+      const list = spawnSync(cliBin, ['map', 'list', ...args], { encoding: 'utf8' });
+      assert.equal(list.status, 0, list.stderr);
+      type Row = { mode: string; attachment: string; interface: string; role: string; program: string; progId: number };
+      const rows = (JSON.parse(list.stdout) as { tcAttachments: Row[] }).tcAttachments;
+      assert.deepEqual(rows.map((r) => r.interface).sort(), box.expectedInterfaces(node).sort(), `${node}: one attachment per interface kpr was given`);
+      for (const r of rows) {
+        const kernel = withNetns(nsPath(box.nodes[node].ns), () => kprIngressPrograms(tcCase.mode, r.interface));
+        assert.deepEqual(kernel, [r.progId], `${node} ${r.interface}: the program id the kernel reports`);
+        assert.equal(r.mode, tcCase.mode);
+        assert.equal(r.attachment, tcCase.mode === 'tcx' ? 'tcx link' : 'clsact filter');
+        assert.equal(r.program, r.role === 'external' ? 'kpr_tc_ext' : 'kpr_tc_pod', JSON.stringify(r));
+        assert.equal(r.role, /^(up|ul)/.test(r.interface) ? 'external' : 'pod');
+      }
+      const stats = spawnSync(cliBin, ['stats', ...args.slice(0, -2)], { encoding: 'utf8' });
+      assert.equal(stats.status, 0, stats.stderr);
+      assert.match(stats.stdout, new RegExp(`^ul0\\s+${tcCase.mode === 'tcx' ? 'tcx link' : 'clsact filter'}\\s+external\\s+kpr_tc_ext\\s+\\d+$`, 'm'), stats.stdout);
+    }
+  });
+
+  test('the agent killed and restarted while an external client connects to a NodePort in a loop: not one connection fails; kpr\'s program on the uplink is replaced in place, never absent', async () => {
+    const onUplink = () => withNetns(nsPath(box.nodes['node-1'].ns), () => kprIngressPrograms(tcCase.mode, 'up0'));
+    const before = onUplink();
+    assert.equal(before.length, 1, `kpr's program on up0: ${JSON.stringify(before)}`);
+    const loop = ext(`${NODE1_UPLINK}:30080`, 'loop', ['--duration-ms', String(scaled(5000)), '--timeout-ms', String(scaled(2000))]);
+    // Watch the hook the whole time: between polls the event loop runs (agent logs, the client).
+    let watching = true;
+    let polls = 0;
+    const absent: string[] = [];
+    const ids = new Set<number>();
+    const watcher = (async () => {
+      while (watching) {
+        const now = onUplink();
+        polls++;
+        if (now.length !== 1) absent.push(JSON.stringify(now));
+        else ids.add(now[0]);
+        await yieldToEventLoop();
+      }
+    })();
+    await new Promise((r) => setTimeout(r, scaled(800)));
+    await box.stopAgent('node-1', 'SIGKILL');
+    await new Promise((r) => setTimeout(r, scaled(500)));
+    const restarted = await box.startAgent('node-1', AGENT_ARGS);
+    watching = false;
+    await watcher;
+    const rep = await loop;
+    assert.deepEqual(absent, [], `kpr's program was missing from up0 in ${absent.length} of ${polls} polls`);
+    assert.ok(polls > 100, `the hook was polled only ${polls} times`);
+    const after = onUplink();
+    assert.equal(after.length, 1);
+    assert.notEqual(after[0], before[0], 'the new agent\'s program replaced the old one');
+    assert.deepEqual([...ids].filter((id) => id !== before[0] && id !== after[0]), [], 'only the old and the new program were ever seen');
+    const line = restarted.logs.find((l) => l.msg === 'tc program attached' && l.interface === 'up0');
+    assert.equal(line?.replaced, true, 'the existing attachment was replaced, not created');
+    assertAgentMode(restarted.logs, tcCase.mode, 'restarted node-1');
+    assert.equal(rep.failed, 0, `failures during the restart: ${JSON.stringify(rep.errors)}`);
+    assert.ok(rep.ok > 20, `only ${rep.ok} connections made`);
+  });
 });
+}
 
 async function waitForAsync(what: string, check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
   const end = Date.now() + timeoutMs;

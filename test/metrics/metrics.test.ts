@@ -155,6 +155,24 @@ describe('agent metrics', () => {
     assert.ok(Math.abs(LATENCY_BUCKETS[17] - 13.1072) < 1e-9);
   });
 
+  test('kpr_tc_*: the attach mode with its interface count, and attach failures as a counter, read from the attacher at scrape time', async () => {
+    const { m, read } = metrics();
+    let s = await read();
+    assert.equal(s.filter((x) => x.name === 'kpr_tc_attached_interfaces').length, 0, 'no attacher yet: no series');
+    const status = { mode: 'tc' as const, interfaces: 3, failures: 0 };
+    m.tcAttacher(() => status);
+    s = await read();
+    assert.equal(valueOf(s, 'kpr_tc_attached_interfaces', { mode: 'tc' }), 3);
+    assert.equal(valueOf(s, 'kpr_tc_attach_failures_total'), 0);
+    status.failures = 2;
+    status.interfaces = 2;
+    s = await read();
+    assert.equal(valueOf(s, 'kpr_tc_attached_interfaces', { mode: 'tc' }), 2);
+    assert.equal(valueOf(s, 'kpr_tc_attach_failures_total'), 2);
+    s = await read();
+    assert.equal(valueOf(s, 'kpr_tc_attach_failures_total'), 2, 'counted once');
+  });
+
   test('no pinned maps: the scrape still answers, without kernel series', async () => {
     const { read } = metrics();
     const s = await read();
