@@ -45,7 +45,13 @@ export interface AgentConfig {
   ctTcpClosingTimeoutS: number;
   ctUdpTimeoutS: number;
   ctSweepIntervalMs: number;
+  /** How connected UDP sockets of a removed backend are destroyed: auto (bpf_sock_destroy, else netlink sock_diag), bpf, netlink. */
+  udpTermination: UdpTerminationSetting;
 }
+
+/** --udp-termination values. */
+export const UDP_TERMINATION_SETTINGS = ['auto', 'bpf', 'netlink'] as const;
+export type UdpTerminationSetting = (typeof UDP_TERMINATION_SETTINGS)[number];
 
 export const DEFAULT_BPFFS_DIR = '/sys/fs/bpf/kpr';
 
@@ -73,6 +79,8 @@ export const USAGE = `Usage: kpr-agent [flags]
   --ct-tcp-closing-timeout DUR  after FIN/RST (default: 10s)
   --ct-udp-timeout DUR     UDP flows (default: 30s)
   --ct-sweep-interval DUR  how often expired conntrack entries are removed (default: 10s)
+  --udp-termination MODE   destroying connected UDP sockets of a removed backend: auto (bpf_sock_destroy on 6.5+,
+                           else netlink sock_diag), bpf, netlink (default: auto)
   --log-level LEVEL        error|warn|info|debug|trace (default: info)
   -v N                     klog-style verbosity (2 = debug, 4 = trace)
   -h, --help`;
@@ -132,6 +140,7 @@ export const AGENT_FLAGS = {
   'ct-tcp-closing-timeout': { type: 'string', default: '10s' },
   'ct-udp-timeout': { type: 'string', default: '30s' },
   'ct-sweep-interval': { type: 'string', default: '10s' },
+  'udp-termination': { type: 'string', default: 'auto' },
   'log-level': { type: 'string' },
   v: { type: 'string', short: 'v' },
   help: { type: 'boolean', short: 'h' },
@@ -150,6 +159,10 @@ export function parseAgentArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     logLevel = values['log-level'] as LogLevel;
   }
   const nodeName = values['node-name'] ?? env.NODE_NAME ?? os.hostname();
+  const udpTermination = values['udp-termination']!;
+  if (!(UDP_TERMINATION_SETTINGS as readonly string[]).includes(udpTermination)) {
+    throw new Error(`invalid --udp-termination "${udpTermination}" (one of ${UDP_TERMINATION_SETTINGS.join(', ')})`);
+  }
   const port = values['k8s-service-port'];
   if (port !== undefined && !(/^\d+$/.test(port) && Number(port) >= 1 && Number(port) <= 65535)) {
     throw new Error(`invalid --k8s-service-port "${port}" (a port number, 1-65535)`);
@@ -177,5 +190,6 @@ export function parseAgentArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     ctTcpClosingTimeoutS: seconds(values['ct-tcp-closing-timeout']!),
     ctUdpTimeoutS: seconds(values['ct-udp-timeout']!),
     ctSweepIntervalMs: parseDuration(values['ct-sweep-interval']!),
+    udpTermination: udpTermination as UdpTerminationSetting,
   };
 }

@@ -68,6 +68,8 @@ export class AgentMetrics {
   private readonly driftFound: Counter<'kind'>;
   private readonly driftRepairSyncs: Counter;
   private readonly driftRepaired: Counter;
+  private readonly udpDestroyed: Counter<'mechanism'>;
+  private readonly udpMode: Gauge<'mode'>;
 
   constructor(private readonly opts: AgentMetricsOptions) {
     this.now = opts.now ?? (() => new Date());
@@ -117,6 +119,18 @@ export class AgentMetrics {
     });
     this.driftRepairSyncs = new Counter({ name: 'kpr_drift_repair_syncs_total', help: 'Periodic full resyncs that had to write to the maps (the maps had drifted from the desired state).', registers });
     this.driftRepaired = new Counter({ name: 'kpr_drift_repaired_entries_total', help: 'Map entries written or deleted by periodic full resyncs.', registers });
+    this.udpDestroyed = new Counter({
+      name: 'kpr_udp_sockets_destroyed_total',
+      help: 'Connected UDP sockets of a removed backend the agent destroyed, by mechanism (bpf_sock_destroy: the iter/udp program; netlink: sock_diag SOCK_DESTROY). kpr_datapath_sockets_destroyed_total counts both too.',
+      labelNames: ['mechanism'],
+      registers,
+    });
+    this.udpMode = new Gauge({
+      name: 'kpr_udp_termination_mode',
+      help: 'How connected UDP sockets of a removed backend are destroyed: 1 for the mode in use (bpf_sock_destroy, netlink or off).',
+      labelNames: ['mode'],
+      registers,
+    });
     new Gauge({ name: 'kpr_build_info', help: 'kpr version and the Node.js running it; always 1.', labelNames: ['version', 'node_version'], registers }).set(
       { version: kprVersion(), node_version: process.version },
       1,
@@ -161,6 +175,15 @@ export class AgentMetrics {
 
   mapOperationFailed(map: string, op: string): void {
     this.mapErrors.inc({ map, op });
+  }
+
+  udpTerminationMode(mode: 'bpf_sock_destroy' | 'netlink' | 'off'): void {
+    this.udpMode.reset();
+    this.udpMode.set({ mode }, 1);
+  }
+
+  udpSocketsDestroyed(mechanism: string, sockets: number): void {
+    this.udpDestroyed.inc({ mechanism }, sockets);
   }
 
   healthServed(path: 'healthz' | 'livez', code: number): void {
