@@ -10,10 +10,11 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BoxCluster, NODE_NAME, waitFor } from '../../sandbox/cluster.js';
 import { BpfMap } from '../../native/index.js';
-import { MAP_NAMES, STAT, SVC_KEY, decodeSvcKey, decodeSvcVal, SVC_VAL } from '../../agent/maps/layout.js';
+import { MAP_NAMES, REVNAT_KEY, STAT, SVC_KEY, decodeRevNatKey, decodeSvcKey, decodeSvcVal, SVC_VAL } from '../../agent/maps/layout.js';
 import { readStat } from '../../agent/metrics/datapath-stats.js';
 import type { UdpTerminationMode } from '../../agent/datapath/udp-terminator.js';
-import os from 'node:os';
+import { expectedAutoUdpTermination } from '../support/kernel.js';
+import { parseProm, valueOf } from '../metrics/prom-text.js';
 import { mapPinPath } from '../../agent/datapath/pins.js';
 import { requireRoot } from '../support/preflight.js';
 
@@ -160,7 +161,7 @@ describe('Service semantics end to end', { timeout: scaled(240_000) }, () => {
   });
 
   test('a long-lived connected UDP client recovers when its backend leaves', async () => {
-    await udpClientRecovers(box, expectedAutoMode());
+    await udpClientRecovers(box, expectedAutoUdpTermination());
   });
 });
 
@@ -179,12 +180,6 @@ function serviceBackends(box: BoxCluster, addr: string, port: number): number | 
   }
 }
 
-/** What --udp-termination auto picks on this kernel: the iterator from 6.5 (bpf_sock_destroy), netlink sock_diag before. */
-function expectedAutoMode(): UdpTerminationMode {
-  const [major, minor] = os.release().split('.').map(Number);
-  return major > 6 || (major === 6 && minor >= 5) ? 'bpf_sock_destroy' : 'netlink';
-}
-
 /**
  * A connected UDP client keeps answering from a live pod when its backend
  * leaves: the agent (running with `mode`) destroys its socket, the client
@@ -198,8 +193,11 @@ async function udpClientRecovers(box: BoxCluster, mode: UdpTerminationMode): Pro
   box.api.create(service('dns', { clusterIP: '198.19.1.50', ports: HTTP_UDP_PORTS }));
   box.api.create(slice('dns-1', 'dns', [{ ip: PODS[0].ip }]));
   await waitFor('dns programmed', () => serviceBackends(box, '198.19.1.50', 53) === 1);
-  const run = box.startClient('udploop', '198.19.1.50:53', ['--duration-ms', '4000', '--interval-ms', '50']);
-  await new Promise((r) => setTimeout(r, 1200));
+  const connectedBefore = revNatEntriesTo(box, PODS[0].ip, 5353);
+  const run = box.startClient('udploop', '198.19.1.50:53', ['--duration-ms', String(scaled(4000)), '--interval-ms', '50']);
+  // The connect hook wrote the client's reverse-NAT entry: its socket is connected to p-a. A few answers from it, then p-a leaves.
+  await waitFor('the client connected to p-a', () => revNatEntriesTo(box, PODS[0].ip, 5353) > connectedBefore);
+  await new Promise((r) => setTimeout(r, scaled(500)));
   // p-a leaves the service (the pod itself keeps running and would keep answering a stale socket).
   box.api.apply(slice('dns-1', 'dns', [{ ip: PODS[1].ip }]));
   const rep = (await run.report) as unknown as { timeline: string[]; reconnects: number; failed: number };
@@ -209,6 +207,26 @@ async function udpClientRecovers(box: BoxCluster, mode: UdpTerminationMode): Pro
   assert.ok(tail.every((p) => p === 'p-b'), `after p-a left, answers come from p-b only: ${tail}`);
   assert.ok(rep.reconnects >= 1, 'its socket was destroyed and it reconnected');
   assert.ok(socketsDestroyed(box) > destroyedBefore, `kpr_stats SOCK_DESTROYED counts the destroyed socket (${mode})`);
+  const metrics = `http://${(await box.agent!.waitForLog('metrics server listening')).address}/metrics`;
+  const samples = parseProm(await (await fetch(metrics)).text());
+  assert.equal(valueOf(samples, 'kpr_udp_termination_mode', { mode }), 1);
+  assert.ok((valueOf(samples, 'kpr_udp_sockets_destroyed_total', { mechanism: mode }) ?? 0) >= 1, `the agent counted the destroyed socket under ${mode}`);
+}
+
+/** kpr_revnat entries of sockets connected to backend addr:port. */
+function revNatEntriesTo(box: BoxCluster, addr: string, port: number): number {
+  const revnat = BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, MAP_NAMES.revnat));
+  try {
+    const { count, keys } = revnat.lookupBatch();
+    let n = 0;
+    for (let i = 0; i < count; i++) {
+      const k = decodeRevNatKey(keys, i * REVNAT_KEY.size);
+      if (k.addr === addr && k.port === port) n++;
+    }
+    return n;
+  } finally {
+    revnat.close();
+  }
 }
 
 /** kpr_stats SOCK_DESTROYED, summed over the CPUs. */
