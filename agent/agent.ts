@@ -13,7 +13,7 @@ import { apiServerViaServiceIp, K8S_SERVICE_HOST_MESSAGE } from './preflight/api
 import { memoryFields, type Logger } from './log.js';
 import { collectYoungIfFilling, releaseMemory } from './memory.js';
 import { BpfDatapathMaps } from './maps/bpf-datapath-maps.js';
-import { UdpTerminator } from './datapath/udp-terminator.js';
+import { UdpTerminator, type UdpTerminationMode } from './datapath/udp-terminator.js';
 import { ServiceHealthServers } from './service-health/servers.js';
 import { Observability } from './metrics/observability.js';
 import { Reconciler } from './reconcile/reconciler.js';
@@ -31,6 +31,7 @@ export class Agent {
   private nodeDatapath: NodeDatapath | undefined;
   private serviceHealth: ServiceHealthServers | undefined;
   private writer: BatchWriter | undefined;
+  private udpTerminator: UdpTerminator | undefined;
 
   constructor(
     private readonly cfg: AgentConfig,
@@ -48,11 +49,20 @@ export class Agent {
     this.obs = obs;
     obs.start();
 
-    this.datapath = loadDatapath(cfg, log);
+    this.datapath = loadDatapath({ ...cfg, loadUdpIterator: cfg.udpTermination !== 'netlink' }, log);
     const dp = this.datapath;
     // healthCheckNodePort servers (eTP=Local LoadBalancers), in the node's namespace, healthy as the proxy is.
     this.serviceHealth = new ServiceHealthServers({ netns: cfg.netns, proxyHealthy: () => obs.health.health().healthy, log: log.child({ source: 'service-health' }), onShed: (kind) => obs.metrics.connectionShed('service-health', kind) });
-    const udpTerminator = dp.udpIterator ? new UdpTerminator(dp.udpIterator, dp.maps.term, log.child({ source: 'udp-terminator' })) : undefined;
+    const udpTerminator = new UdpTerminator({
+      setting: cfg.udpTermination,
+      ...(dp.udpIterator ? { iterator: dp.udpIterator } : {}),
+      ...(dp.udpIteratorError !== undefined ? { iteratorError: dp.udpIteratorError } : {}),
+      maps: { term: dp.maps.term, revnat: dp.maps.revnat, stats: dp.maps.stats },
+      log: log.child({ source: 'udp-terminator' }),
+      onDestroyed: (mode, n) => obs.metrics.udpSocketsDestroyed(mode, n),
+    });
+    this.udpTerminator = udpTerminator;
+    obs.metrics.udpTerminationMode(udpTerminator.mode);
     this.writer = startBatchWriter(cfg.bpfObject, log);
     const maps = new BpfDatapathMaps({
       svc: dp.maps.svc,
@@ -77,7 +87,7 @@ export class Agent {
       plan: { nodePortAddresses: cfg.nodePortAddresses, sourceRangesForAllExternal: cfg.sourceRangesAllExternal },
       log,
       // Connected UDP sockets still pointing at a backend that left are destroyed so their owners reconnect.
-      onUdpBackendsRemoved: (left) => udpTerminator?.terminate(left),
+      onUdpBackendsRemoved: (left) => udpTerminator.terminate(left),
       onHealthChecks: (targets) => {
         this.serviceHealth?.sync(targets).catch((err) => log.warn('service health check servers', { error: (err as Error).message }));
       },
@@ -129,6 +139,11 @@ export class Agent {
     const nodeDatapath = this.nodeDatapath;
     this.obs?.metrics.tcAttacher(() => nodeDatapath.tcStatus());
     this.nodeDatapath.start(this.watch.node());
+  }
+
+  /** How connected UDP sockets of a removed backend are destroyed on this node ('off' before start). */
+  udpTerminationMode(): UdpTerminationMode {
+    return this.udpTerminator?.mode ?? 'off';
   }
 
   async stop(): Promise<void> {

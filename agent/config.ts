@@ -48,7 +48,13 @@ export interface AgentConfig {
   ctSweepIntervalMs: number;
   /** How tc programs are attached: tcx links (6.6+), clsact filters (any kernel), or auto (tcx when the kernel has it). */
   tcAttach: TcAttachSetting;
+  /** How connected UDP sockets of a removed backend are destroyed: auto (bpf_sock_destroy, else netlink sock_diag), bpf, netlink. */
+  udpTermination: UdpTerminationSetting;
 }
+
+/** --udp-termination values. */
+export const UDP_TERMINATION_SETTINGS = ['auto', 'bpf', 'netlink'] as const;
+export type UdpTerminationSetting = (typeof UDP_TERMINATION_SETTINGS)[number];
 
 export const DEFAULT_BPFFS_DIR = '/sys/fs/bpf/kpr';
 
@@ -78,6 +84,8 @@ export const USAGE = `Usage: kpr-agent [flags]
   --ct-sweep-interval DUR  how often expired conntrack entries are removed (default: 10s)
   --tc-attach MODE         auto|tcx|tc: how tc programs attach; tcx links (kernel 6.6+) or a clsact qdisc with a
                            cls_bpf filter (older kernels); auto picks tcx when the kernel has it (default: auto)
+  --udp-termination MODE   destroying connected UDP sockets of a removed backend: auto (bpf_sock_destroy on 6.5+,
+                           else netlink sock_diag), bpf, netlink (default: auto)
   --log-level LEVEL        error|warn|info|debug|trace (default: info)
   -v N                     klog-style verbosity (2 = debug, 4 = trace)
   -h, --help`;
@@ -138,6 +146,7 @@ export const AGENT_FLAGS = {
   'ct-udp-timeout': { type: 'string', default: '30s' },
   'ct-sweep-interval': { type: 'string', default: '10s' },
   'tc-attach': { type: 'string', default: 'auto' },
+  'udp-termination': { type: 'string', default: 'auto' },
   'log-level': { type: 'string' },
   v: { type: 'string', short: 'v' },
   help: { type: 'boolean', short: 'h' },
@@ -158,6 +167,10 @@ export function parseAgentArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   const tcAttach = values['tc-attach']! as TcAttachSetting;
   if (!TC_ATTACH_SETTINGS.includes(tcAttach)) throw new Error(`invalid --tc-attach "${tcAttach}" (one of ${TC_ATTACH_SETTINGS.join(', ')})`);
   const nodeName = values['node-name'] ?? env.NODE_NAME ?? os.hostname();
+  const udpTermination = values['udp-termination']!;
+  if (!(UDP_TERMINATION_SETTINGS as readonly string[]).includes(udpTermination)) {
+    throw new Error(`invalid --udp-termination "${udpTermination}" (one of ${UDP_TERMINATION_SETTINGS.join(', ')})`);
+  }
   const port = values['k8s-service-port'];
   if (port !== undefined && !(/^\d+$/.test(port) && Number(port) >= 1 && Number(port) <= 65535)) {
     throw new Error(`invalid --k8s-service-port "${port}" (a port number, 1-65535)`);
@@ -186,5 +199,6 @@ export function parseAgentArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     ctUdpTimeoutS: seconds(values['ct-udp-timeout']!),
     ctSweepIntervalMs: parseDuration(values['ct-sweep-interval']!),
     tcAttach,
+    udpTermination: udpTermination as UdpTerminationSetting,
   };
 }

@@ -17,6 +17,7 @@ export {
 } from './attach.js';
 export { BpfIterator } from './iter.js';
 export { withNetns, ifIndex, currentNetnsCookie } from './netns.js';
+export { SockDiag, SockDiagError, withSockDiag, type InetFamily, type UdpSocketEntry, type UdpDumpFilter } from './sock-diag.js';
 export { attachTcx, listInterfaces, pinnedTcxLinkInfo, queryTcxPrograms, tcxLinkInfo, tcxSupported, TCX, type TcxAttachment, type TcxDirection, type TcxLinkInfo } from './tcx.js';
 export {
   attachTcFilter, detachTcFilter, detachTcFilterByIndex, ensureClsact, queryTcFilter, queryTcFilterByIndex, progNameById, BPF_TC, KPR_TC_FILTER,

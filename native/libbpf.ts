@@ -100,6 +100,10 @@ export interface LibcFns {
   socket(domain: number, type: number, protocol: number): number;
   getsockopt(fd: number, level: number, name: number, value: Buffer, len: Buffer): number;
   malloc_trim(pad: number): number;
+  // ---- netlink sock_diag (native/sock-diag.ts)
+  send(fd: number, buf: Buffer, len: number, flags: number): number;
+  recv(fd: number, buf: Buffer, len: number, flags: number): number;
+  setsockopt(fd: number, level: number, name: number, value: Buffer, len: number): number;
 }
 
 /** int (*libbpf_print_fn_t)(enum libbpf_print_level, const char *fmt, va_list ap).
@@ -257,6 +261,10 @@ export function libc(): LibcFns {
     socket: lib.func('int socket(int domain, int type, int protocol)'),
     getsockopt: lib.func('int getsockopt(int fd, int level, int optname, void *optval, void *optlen)'),
     malloc_trim: lib.func('int malloc_trim(size_t pad)'),
+    // ---- netlink sock_diag (native/sock-diag.ts)
+    send: lib.func('long send(int fd, const void *buf, size_t len, int flags)'),
+    recv: lib.func('long recv(int fd, void *buf, size_t len, int flags)'),
+    setsockopt: lib.func('int setsockopt(int fd, int level, int optname, const void *optval, unsigned int optlen)'),
   };
   libcTable = t;
   return t;

@@ -2,8 +2,9 @@
  * Running a synchronous piece of work inside another network namespace.
  * setns(2) moves only the calling thread; JavaScript and koffi calls run on
  * the main thread, so the switch covers exactly `fn` and is undone before any
- * other JavaScript runs. Sockets opened meanwhile would belong to the other
- * namespace, so `fn` must not open any.
+ * other JavaScript runs. A socket opened meanwhile belongs to the other
+ * namespace for its whole life, so `fn` opens one only on purpose (a
+ * sock_diag socket, native/sock-diag.ts) and closes it before returning.
  */
 import fs from 'node:fs';
 import { libc } from './libbpf.js';

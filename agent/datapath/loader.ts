@@ -2,7 +2,8 @@
  * Brings the datapath up. Three objects share one set of pinned maps:
  *  - kpr_sock.bpf.o: cgroup socket hooks, attached through pinned links;
  *  - kpr_tc.bpf.o: tc programs, attached per interface by TcAttacher;
- *  - kpr_sock_term.bpf.o: the UDP socket iterator (kernel 6.5+; optional).
+ *  - kpr_sock_term.bpf.o: the UDP socket iterator (kernel 6.5+; optional:
+ *    without it UdpTerminator uses netlink sock_diag).
  * Each object is opened with every map's pin path set, so a previous run's
  * maps are reused, contents and all, and programs are swapped into the
  * links a previous run left (no window without translation).
@@ -31,6 +32,8 @@ export interface DatapathOptions {
   bpfObject: string;
   bpffsDir: string;
   cgroupPath: string;
+  /** Load kpr_sock_term.bpf.o (default true; false when --udp-termination netlink will not use it). */
+  loadUdpIterator?: boolean;
 }
 
 export type DatapathMapSet = { [K in keyof typeof MAP_NAMES]: BpfMap };
@@ -38,8 +41,10 @@ export type DatapathMapSet = { [K in keyof typeof MAP_NAMES]: BpfMap };
 export interface Datapath {
   maps: DatapathMapSet;
   tcObject: BpfObject;
-  /** Undefined when the kernel cannot run it (before 6.5); UDP sockets are then not re-steered. */
+  /** Undefined when the kernel cannot run it (before 6.5) or it was not asked for; see udpIteratorError. */
   udpIterator?: BpfIterator;
+  /** Why udpIterator is missing. */
+  udpIteratorError?: string;
   attachments: CgroupAttachment[];
   /** Releases this process's handles; pinned maps and links stay. */
   close(): void;
@@ -70,13 +75,18 @@ export function loadDatapath(opts: DatapathOptions, log: Logger): Datapath {
     const sock = open(opts.bpfObject);
     const tcObject = open(sibling(opts.bpfObject, 'kpr_tc.bpf.o'));
     let udpIterator: BpfIterator | undefined;
-    try {
-      const term = open(sibling(opts.bpfObject, 'kpr_sock_term.bpf.o'));
-      udpIterator = BpfIterator.attach(term.program('kpr_sock_term'));
-    } catch (err) {
-      log.warn('UDP socket termination unavailable (needs kernel 6.5+ with bpf_sock_destroy); connected UDP clients keep removed backends', {
-        error: (err as Error).message,
-      });
+    let udpIteratorError: string | undefined;
+    if (opts.loadUdpIterator ?? true) {
+      try {
+        const term = open(sibling(opts.bpfObject, 'kpr_sock_term.bpf.o'));
+        udpIterator = BpfIterator.attach(term.program('kpr_sock_term'));
+      } catch (err) {
+        // Expected before 6.5 (no bpf_sock_destroy); UdpTerminator says what it uses instead.
+        udpIteratorError = (err as Error).message;
+        log.debug('kpr_sock_term.bpf.o did not load', { error: udpIteratorError });
+      }
+    } else {
+      udpIteratorError = 'not loaded (--udp-termination netlink)';
     }
     const attachments = SOCK_PROGRAMS.map((prog) => sock.attachCgroup(prog, opts.cgroupPath, linkPinPath(opts.bpffsDir, prog)));
     log.info('datapath attached', {
@@ -89,6 +99,7 @@ export function loadDatapath(opts: DatapathOptions, log: Logger): Datapath {
       maps,
       tcObject,
       udpIterator,
+      ...(udpIteratorError !== undefined ? { udpIteratorError } : {}),
       attachments,
       close: () => {
         udpIterator?.close();

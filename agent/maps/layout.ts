@@ -353,6 +353,15 @@ export const REVNAT_KEY: StructLayout = {
   ],
 };
 
+/** The key the socket hooks write for a socket they translated (UDP socket termination looks sockets up by it). */
+export function encodeRevNatKey(k: RevNatKey, buf: Buffer = Buffer.alloc(REVNAT_KEY.size), off = 0): Buffer {
+  buf.writeBigUInt64LE(k.cookie, off);
+  encodeAddr(k.addr, buf, off + 8);
+  buf.writeUInt16BE(k.port, off + 24);
+  buf.fill(0, off + 26, off + 32);
+  return buf;
+}
+
 export function decodeRevNatKey(buf: Buffer, off = 0): RevNatKey {
   return { cookie: buf.readBigUInt64LE(off), addr: decodeAddr(buf, off + 8), port: buf.readUInt16BE(off + 24) };
 }
@@ -372,6 +381,13 @@ export const REVNAT_VAL: StructLayout = {
     { c: 'rev_nat_id', offset: 18, size: 2 },
   ],
 };
+
+export function encodeRevNatVal(v: RevNatVal, buf: Buffer = Buffer.alloc(REVNAT_VAL.size), off = 0): Buffer {
+  encodeAddr(v.addr, buf, off);
+  buf.writeUInt16BE(v.port, off + 16);
+  buf.writeUInt16LE(v.revNatId, off + 18);
+  return buf;
+}
 
 export function decodeRevNatVal(buf: Buffer, off = 0): RevNatVal {
   return { addr: decodeAddr(buf, off), port: buf.readUInt16BE(off + 16), revNatId: buf.readUInt16LE(off + 18) };

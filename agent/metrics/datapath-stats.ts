@@ -67,3 +67,31 @@ export function readStats(stats: BpfMap): StatValue[] {
     .filter(([, index]) => index < STAT_MAX)
     .map(([stat, index]) => ({ stat, index, value: byIndex.get(index) ?? 0n }));
 }
+
+function statKey(index: number): Buffer {
+  const key = Buffer.alloc(4);
+  key.writeUInt32LE(index, 0);
+  return key;
+}
+
+/** One counter of kpr_stats, summed over the CPUs. */
+export function readStat(stats: BpfMap, index: number): bigint {
+  const v = stats.lookup(statKey(index));
+  return v ? sumPerCpuU64(v, stats.valueStride / stats.possibleCpus(), 0) : 0n;
+}
+
+/**
+ * Adds to a kpr_stats counter from user space, for work the agent does on
+ * the datapath's behalf (sockets destroyed through netlink sock_diag count in
+ * SOCK_DESTROYED, as the iterator's do). The add goes to CPU 0's slot with a
+ * read-modify-write of the whole per-CPU value, so it is only for a counter
+ * no program bumps meanwhile: SOCK_DESTROYED's only program is the iterator,
+ * which the agent does not run while it uses sock_diag.
+ */
+export function addToStat(stats: BpfMap, index: number, n: number): void {
+  if (n <= 0) return;
+  const key = statKey(index);
+  const v = stats.lookup(key) ?? Buffer.alloc(stats.valueStride);
+  v.writeBigUInt64LE(v.readBigUInt64LE(0) + BigInt(n), 0);
+  stats.update(key, v);
+}

@@ -75,6 +75,8 @@ export class AgentMetrics {
   private readonly driftFound: Counter<'kind'>;
   private readonly driftRepairSyncs: Counter;
   private readonly driftRepaired: Counter;
+  private readonly udpDestroyed: Counter<'mechanism'>;
+  private readonly udpMode: Gauge<'mode'>;
 
   constructor(private readonly opts: AgentMetricsOptions) {
     this.now = opts.now ?? (() => new Date());
@@ -153,6 +155,18 @@ export class AgentMetrics {
         failuresSeen = n;
       },
     });
+    this.udpDestroyed = new Counter({
+      name: 'kpr_udp_sockets_destroyed_total',
+      help: 'Connected UDP sockets of a removed backend the agent destroyed, by mechanism (bpf_sock_destroy: the iter/udp program; netlink: sock_diag SOCK_DESTROY). kpr_datapath_sockets_destroyed_total counts both too.',
+      labelNames: ['mechanism'],
+      registers,
+    });
+    this.udpMode = new Gauge({
+      name: 'kpr_udp_termination_mode',
+      help: 'How connected UDP sockets of a removed backend are destroyed: 1 for the mode in use (bpf_sock_destroy, netlink or off).',
+      labelNames: ['mode'],
+      registers,
+    });
     new Gauge({ name: 'kpr_build_info', help: 'kpr version and the Node.js running it; always 1.', labelNames: ['version', 'node_version'], registers }).set(
       { version: kprVersion(), node_version: process.version },
       1,
@@ -204,6 +218,15 @@ export class AgentMetrics {
 
   mapOperationFailed(map: string, op: string): void {
     this.mapErrors.inc({ map, op });
+  }
+
+  udpTerminationMode(mode: 'bpf_sock_destroy' | 'netlink' | 'off'): void {
+    this.udpMode.reset();
+    this.udpMode.set({ mode }, 1);
+  }
+
+  udpSocketsDestroyed(mechanism: string, sockets: number): void {
+    this.udpDestroyed.inc({ mechanism }, sockets);
   }
 
   healthServed(path: 'healthz' | 'livez', code: number): void {

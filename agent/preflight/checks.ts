@@ -113,8 +113,8 @@ export function runPreflight(opts: PreflightOptions): PreflightReport {
     name: 'kernel-udp-termination',
     severity: 'advisory',
     ok: kv !== undefined && atLeast(kv, UDP_TERMINATION_KERNEL),
-    detail: `destroying UDP sockets connected to a removed backend (bpf_sock_destroy) needs ${UDP_TERMINATION_KERNEL.join('.')}+; running ${release}`,
-    fix: `without it, connected UDP clients of a removed backend keep sending to it until they reconnect; upgrade to ${UDP_TERMINATION_KERNEL.join('.')}+`,
+    detail: `destroying UDP sockets connected to a removed backend with bpf_sock_destroy needs ${UDP_TERMINATION_KERNEL.join('.')}+; running ${release}`,
+    fix: `before ${UDP_TERMINATION_KERNEL.join('.')} the agent destroys them through netlink sock_diag instead, which needs CONFIG_INET_DIAG_DESTROY=y (Debian's kernels have it; the agent logs "UDP socket termination off" without it); or upgrade to ${UDP_TERMINATION_KERNEL.join('.')}+`,
   });
 
   add({

@@ -52,7 +52,8 @@ function nonDefault(key: string): unknown {
   const prop = schema.properties.config.properties[key];
   const types: string[] = prop.type;
   if (types.includes('boolean')) return true;
-  if (prop.enum) return prop.enum.includes('debug') ? 'debug' : (prop.enum as unknown[]).filter((v) => v !== null).at(-1);
+  // The last choice of an enum is never its default (log-level: trace; udp-termination: netlink).
+  if (prop.enum) return (prop.enum as unknown[]).filter((v) => v !== null).at(-1);
   if (key.endsWith('-bind-address')) return key.startsWith('healthz') ? '0.0.0.0:20256' : '0.0.0.0:20249';
   if (prop.pattern?.includes('ms|s|m|h')) return '7s';
   if (key === 'v') return '3';

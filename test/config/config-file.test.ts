@@ -80,3 +80,10 @@ test('--k8s-service-port is validated', () => {
   assert.equal(cfg.k8sServiceHost, '2001:db8::2');
   assert.equal(cfg.k8sServicePort, 443);
 });
+
+test('--udp-termination is auto by default, takes bpf or netlink, and rejects anything else', () => {
+  assert.equal((parseAgentArgs(BASE, {}) as AgentConfig).udpTermination, 'auto');
+  assert.equal((parseAgentArgs([...BASE, '--udp-termination', 'netlink'], {}) as AgentConfig).udpTermination, 'netlink');
+  withFile('udp-termination: bpf\n', (file) => assert.equal((parseAgentArgs(['--config', file, ...BASE], {}) as AgentConfig).udpTermination, 'bpf'));
+  assert.throws(() => parseAgentArgs([...BASE, '--udp-termination', 'iterator'], {}), /invalid --udp-termination "iterator" \(one of auto, bpf, netlink\)/);
+});

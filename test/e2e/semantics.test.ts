@@ -2,14 +2,19 @@
  * Kubernetes Service semantics end to end (issue 4): session affinity,
  * internalTrafficPolicy=Local, terminating endpoints, IPv6 and IPv4-mapped
  * ClusterIPs, undefined ports, and connected UDP clients re-steered when
- * their backend leaves. Real agent, real BPF, real sockets.
+ * their backend leaves (with the mechanism auto picks on this kernel, and
+ * again with netlink sock_diag forced). Real agent, real BPF, real sockets.
  */
 import { scaled } from '../../sandbox/time-scale.js';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BoxCluster, NODE_NAME, waitFor } from '../../sandbox/cluster.js';
 import { BpfMap } from '../../native/index.js';
-import { MAP_NAMES, SVC_KEY, decodeSvcKey, decodeSvcVal, SVC_VAL } from '../../agent/maps/layout.js';
+import { MAP_NAMES, REVNAT_KEY, STAT, SVC_KEY, decodeRevNatKey, decodeSvcKey, decodeSvcVal, SVC_VAL } from '../../agent/maps/layout.js';
+import { readStat } from '../../agent/metrics/datapath-stats.js';
+import type { UdpTerminationMode } from '../../agent/datapath/udp-terminator.js';
+import { expectedAutoUdpTermination } from '../support/kernel.js';
+import { parseProm, valueOf } from '../metrics/prom-text.js';
 import { mapPinPath } from '../../agent/datapath/pins.js';
 import { requireRoot } from '../support/preflight.js';
 
@@ -54,19 +59,7 @@ const HTTP_UDP_PORTS = [
 describe('Service semantics end to end', { timeout: scaled(240_000) }, () => {
   let box: BoxCluster;
 
-  function masterCount(addr: string, port: number): number | undefined {
-    const svc = BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, MAP_NAMES.svc));
-    try {
-      const { count, keys, values } = svc.lookupBatch();
-      for (let i = 0; i < count; i++) {
-        const k = decodeSvcKey(keys, i * SVC_KEY.size);
-        if (k.addr === addr && k.port === port && k.slot === 0) return decodeSvcVal(values, i * SVC_VAL.size).count;
-      }
-      return undefined;
-    } finally {
-      svc.close();
-    }
-  }
+  const masterCount = (addr: string, port: number) => serviceBackends(box, addr, port);
 
   before(async () => {
     requireRoot();
@@ -168,20 +161,101 @@ describe('Service semantics end to end', { timeout: scaled(240_000) }, () => {
   });
 
   test('a long-lived connected UDP client recovers when its backend leaves', async () => {
-    // One backend first, so the client's socket is certainly connected to p-a.
-    box.api.create(service('dns', { clusterIP: '198.19.1.50', ports: HTTP_UDP_PORTS }));
-    box.api.create(slice('dns-1', 'dns', [{ ip: PODS[0].ip }]));
-    await waitFor('dns programmed', () => masterCount('198.19.1.50', 53) === 1);
-    const run = box.startClient('udploop', '198.19.1.50:53', ['--duration-ms', '4000', '--interval-ms', '50']);
-    await new Promise((r) => setTimeout(r, 1200));
-    // p-a leaves the service (the pod itself keeps running and would keep answering a stale socket).
-    box.api.apply(slice('dns-1', 'dns', [{ ip: PODS[1].ip }]));
-    const rep = (await run.report) as unknown as { timeline: string[]; reconnects: number; failed: number };
-    assert.equal(rep.timeline[0], 'p-a', 'the client started on p-a');
-    const tail = rep.timeline.slice(-20);
-    assert.ok(tail.length >= 10, `the client kept getting answers: ${JSON.stringify(rep)}`);
-    assert.ok(tail.every((p) => p === 'p-b'), `after p-a left, answers come from p-b only: ${tail}`);
-    assert.ok(rep.reconnects >= 1, 'its socket was destroyed and it reconnected');
+    await udpClientRecovers(box, expectedAutoUdpTermination());
   });
 });
 
+/** Backends of the frontend addr:port (its slot-0 count in kpr_svc), undefined when it is not programmed. */
+function serviceBackends(box: BoxCluster, addr: string, port: number): number | undefined {
+  const svc = BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, MAP_NAMES.svc));
+  try {
+    const { count, keys, values } = svc.lookupBatch();
+    for (let i = 0; i < count; i++) {
+      const k = decodeSvcKey(keys, i * SVC_KEY.size);
+      if (k.addr === addr && k.port === port && k.slot === 0) return decodeSvcVal(values, i * SVC_VAL.size).count;
+    }
+    return undefined;
+  } finally {
+    svc.close();
+  }
+}
+
+/**
+ * A connected UDP client keeps answering from a live pod when its backend
+ * leaves: the agent (running with `mode`) destroys its socket, the client
+ * reconnects, and the destruction is counted in kpr_stats.
+ */
+async function udpClientRecovers(box: BoxCluster, mode: UdpTerminationMode): Promise<void> {
+  const chosen = await box.agent!.waitForLog((l) => typeof l.msg === 'string' && l.msg.startsWith('UDP socket termination'));
+  assert.equal(chosen.mode, mode, `the agent destroys UDP sockets with ${mode}: ${JSON.stringify(chosen)}`);
+  const destroyedBefore = socketsDestroyed(box);
+  // One backend first, so the client's socket is certainly connected to p-a.
+  box.api.create(service('dns', { clusterIP: '198.19.1.50', ports: HTTP_UDP_PORTS }));
+  box.api.create(slice('dns-1', 'dns', [{ ip: PODS[0].ip }]));
+  await waitFor('dns programmed', () => serviceBackends(box, '198.19.1.50', 53) === 1);
+  const connectedBefore = revNatEntriesTo(box, PODS[0].ip, 5353);
+  const run = box.startClient('udploop', '198.19.1.50:53', ['--duration-ms', String(scaled(4000)), '--interval-ms', '50']);
+  // The connect hook wrote the client's reverse-NAT entry: its socket is connected to p-a. A few answers from it, then p-a leaves.
+  await waitFor('the client connected to p-a', () => revNatEntriesTo(box, PODS[0].ip, 5353) > connectedBefore);
+  await new Promise((r) => setTimeout(r, scaled(500)));
+  // p-a leaves the service (the pod itself keeps running and would keep answering a stale socket).
+  box.api.apply(slice('dns-1', 'dns', [{ ip: PODS[1].ip }]));
+  const rep = (await run.report) as unknown as { timeline: string[]; reconnects: number; failed: number };
+  assert.equal(rep.timeline[0], 'p-a', 'the client started on p-a');
+  const tail = rep.timeline.slice(-20);
+  assert.ok(tail.length >= 10, `the client kept getting answers: ${JSON.stringify(rep)}`);
+  assert.ok(tail.every((p) => p === 'p-b'), `after p-a left, answers come from p-b only: ${tail}`);
+  assert.ok(rep.reconnects >= 1, 'its socket was destroyed and it reconnected');
+  assert.ok(socketsDestroyed(box) > destroyedBefore, `kpr_stats SOCK_DESTROYED counts the destroyed socket (${mode})`);
+  const metrics = `http://${(await box.agent!.waitForLog('metrics server listening')).address}/metrics`;
+  const samples = parseProm(await (await fetch(metrics)).text());
+  assert.equal(valueOf(samples, 'kpr_udp_termination_mode', { mode }), 1);
+  assert.ok((valueOf(samples, 'kpr_udp_sockets_destroyed_total', { mechanism: mode }) ?? 0) >= 1, `the agent counted the destroyed socket under ${mode}`);
+}
+
+/** kpr_revnat entries of sockets connected to backend addr:port. */
+function revNatEntriesTo(box: BoxCluster, addr: string, port: number): number {
+  const revnat = BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, MAP_NAMES.revnat));
+  try {
+    const { count, keys } = revnat.lookupBatch();
+    let n = 0;
+    for (let i = 0; i < count; i++) {
+      const k = decodeRevNatKey(keys, i * REVNAT_KEY.size);
+      if (k.addr === addr && k.port === port) n++;
+    }
+    return n;
+  } finally {
+    revnat.close();
+  }
+}
+
+/** kpr_stats SOCK_DESTROYED, summed over the CPUs. */
+function socketsDestroyed(box: BoxCluster): bigint {
+  const stats = BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, MAP_NAMES.stats));
+  try {
+    return readStat(stats, STAT.SOCK_DESTROYED);
+  } finally {
+    stats.close();
+  }
+}
+
+// The same client under the forced netlink mechanism, so it is exercised on every kernel
+// (on 6.5+ auto picks the iterator above).
+describe('connected UDP clients with --udp-termination netlink', { timeout: scaled(120_000) }, () => {
+  let box: BoxCluster;
+
+  before(async () => {
+    requireRoot();
+    box = await BoxCluster.create({ pods: PODS.slice(0, 2) });
+    box.api.create({ apiVersion: 'v1', kind: 'Node', metadata: { name: NODE_NAME }, status: { addresses: [{ type: 'InternalIP', address: '198.18.0.1' }] } });
+    await box.startAgent(['--udp-termination', 'netlink']);
+  });
+
+  after(async () => {
+    await box?.close();
+  });
+
+  test('a long-lived connected UDP client recovers when its backend leaves (netlink sock_diag)', async () => {
+    await udpClientRecovers(box, 'netlink');
+  });
+});
