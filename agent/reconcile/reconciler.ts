@@ -37,6 +37,8 @@
  * next sync.
  */
 import type { BackendColumns, DatapathMaps } from '../maps/datapath-maps.js';
+import { Fingerprint, type RawDumpMaps } from './fingerprint.js';
+import { BACKEND, BACKEND_ID_SIZE, SVC_KEY, SVC_VAL, encodeAddr, encodeIPv4Num } from '../maps/layout.js';
 import { BE_FLAG, IPPROTO, MAP_NAMES, SCOPE, SVC_FLAG, VIP_FLAG, type AffinityMatchKey, type Backend, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from '../maps/layout.js';
 import { parseIP } from '../plan/ip.js';
 import type { PlanBackend, PlanFrontend, SkippedObject } from '../plan/types.js';
@@ -255,6 +257,11 @@ export interface ColumnWriteMaps {
   updateServiceColumns(bases: readonly FrontendBase[], scopeSlots: readonly number[], vals: ReadonlyArray<SvcVal | number>, count?: number): void;
   /** Entry i: ids[i] → the row of `rows` with that id, for the first `count` ids (default: all). */
   updateBackendColumns(ids: readonly number[], rows: BackendColumns, count?: number): void;
+}
+
+function hasRawDumps(m: DatapathMaps): m is DatapathMaps & RawDumpMaps {
+  const r = m as Partial<RawDumpMaps>;
+  return typeof r.dumpServicesRaw === 'function' && typeof r.dumpBackendsRaw === 'function';
 }
 
 function hasColumnWrites(m: DatapathMaps): m is DatapathMaps & ColumnWriteMaps {
@@ -1002,6 +1009,11 @@ export class Reconciler {
     const started = performance.now();
     let kernel: KernelContents;
     try {
+      // The common case, no drift, decodes nothing of the two large maps.
+      if (hasRawDumps(this.maps) && this.largeMapsMatch(this.maps) && this.smallMapsMatch()) {
+        result.readBackMs = performance.now() - started;
+        return;
+      }
       kernel = this.readKernel();
     } catch (err) {
       this.logger.warn('cannot read the maps back for drift repair', { error: err instanceof Error ? err.message : String(err) });
@@ -1019,8 +1031,95 @@ export class Reconciler {
     result.readBackMs = performance.now() - started;
   }
 
+  /** Whether kpr_svc and kpr_backend hold exactly the mirror's entries, by fingerprint of the raw records. */
+  private largeMapsMatch(m: RawDumpMaps): boolean {
+    const svc = m.dumpServicesRaw();
+    const kernelSvc = new Fingerprint();
+    kernelSvc.addBatch(svc.count, svc.keys, SVC_KEY.size, svc.values, SVC_VAL.size, svc.valueStride);
+    if (!kernelSvc.equals(this.svcFingerprint())) return false;
+    const be = m.dumpBackendsRaw();
+    const kernelBe = new Fingerprint();
+    kernelBe.addBatch(be.count, be.keys, BACKEND_ID_SIZE, be.values, BACKEND.size, be.valueStride);
+    return kernelBe.equals(this.backendFingerprint());
+  }
+
+  /**
+   * The mirror's kpr_svc entries, encoded as the kernel holds them. The 18
+   * bytes of address and port are hashed once per entry set; each entry adds
+   * its last 6 key bytes (slot, proto, scope, pad) and its 12 value bytes.
+   */
+  private svcFingerprint(): Fingerprint {
+    const fp = new Fingerprint();
+    const head = Buffer.alloc(18);
+    const tail = new Uint8Array(18);
+    for (const f of this.kSets.values()) {
+      encodeAddr(f.base.addr, head, 0);
+      head[16] = f.base.port >>> 8; // __be16
+      head[17] = f.base.port & 0xff;
+      const state = Fingerprint.prefix(head, 0, 18);
+      tail.fill(0);
+      tail[2] = f.base.proto;
+      tail[3] = f.scope;
+      const m = f.master;
+      if (m) {
+        // slot 0 (bytes 0-1 of the tail stay 0); value: backend_id, count, rev_nat_id, flags, little endian.
+        tail[6] = m.backendId & 0xff;
+        tail[7] = (m.backendId >>> 8) & 0xff;
+        tail[8] = (m.backendId >>> 16) & 0xff;
+        tail[9] = m.backendId >>> 24;
+        tail[10] = m.count & 0xff;
+        tail[11] = m.count >>> 8;
+        tail[12] = m.revNatId & 0xff;
+        tail[13] = m.revNatId >>> 8;
+        tail[14] = m.flags & 0xff;
+        tail[15] = m.flags >>> 8;
+        fp.addFrom(state, tail, 0, 18);
+        tail.fill(0, 6);
+      }
+      const slots = f.slots;
+      for (let s = 1; s < slots.length; s++) {
+        const id = slots[s];
+        if (id === undefined) continue;
+        tail[0] = s & 0xff;
+        tail[1] = s >>> 8;
+        tail[6] = id & 0xff;
+        tail[7] = (id >>> 8) & 0xff;
+        tail[8] = (id >>> 16) & 0xff;
+        tail[9] = id >>> 24;
+        fp.addFrom(state, tail, 0, 18);
+      }
+    }
+    return fp;
+  }
+
+  /** The mirror's kpr_backend entries, encoded as the kernel holds them. */
+  private backendFingerprint(): Fingerprint {
+    const fp = new Fingerprint();
+    const key = Buffer.alloc(BACKEND_ID_SIZE);
+    const val = Buffer.alloc(BACKEND.size);
+    const rows = this.kBackends;
+    rows.forEachId((id) => {
+      key.writeUInt32LE(id, 0);
+      const v4 = rows.ipv4(id);
+      if (v4 >= 0) encodeIPv4Num(v4, val, 0);
+      else encodeAddr(rows.addr(id), val, 0);
+      val.writeUInt16BE(rows.port(id), 16);
+      val[18] = rows.proto(id);
+      val[19] = rows.flags(id);
+      fp.add(key, 0, BACKEND_ID_SIZE, val, 0, BACKEND.size);
+    });
+    return fp;
+  }
+
+  /** Whether the small maps (a few entries per frontend at most) hold exactly the mirror's, compared decoded. */
+  private smallMapsMatch(): boolean {
+    const m = this.maps;
+    const empty: KernelContents = { services: [], backends: [], vips: m.dumpVips(), affs: m.dumpAffinityMatches(), metas: m.dumpSvcMeta(), ranges: m.dumpSrcRanges() };
+    return this.compareWithKernel(empty, false).length === 0;
+  }
+
   /** What the kernel holds differently from the mirror, by map and kind (nothing listed when nothing differs). */
-  private compareWithKernel(k: KernelContents): DriftCount[] {
+  private compareWithKernel(k: KernelContents, large = true): DriftCount[] {
     const out: DriftCount[] = [];
     const add = (map: string, missing: number, changed: number, extra: number) => {
       if (missing > 0) out.push({ map, kind: 'missing', entries: missing });
@@ -1028,45 +1127,47 @@ export class Reconciler {
       if (extra > 0) out.push({ map, kind: 'extra', entries: extra });
     };
 
-    // kpr_svc: masters and slots, per entry set.
-    let mirrored = 0;
-    for (const f of this.kSets.values()) mirrored += (f.master ? 1 : 0) + f.slotCount;
     let present = 0;
     let changed = 0;
     let extra = 0;
-    let lastSet: EntrySet | undefined;
-    let lastKey: SvcKey | undefined;
-    for (const [key, val] of k.services) {
-      // A dump lists the entries of one frontend mostly together: reuse the last lookup.
-      let f = lastSet;
-      if (!lastKey || lastKey.addr !== key.addr || lastKey.port !== key.port || lastKey.proto !== key.proto || lastKey.scope !== key.scope) {
-        f = this.kSets.get(entrySetId(frontendId({ addr: key.addr, port: key.port, proto: key.proto }), key.scope));
-        lastSet = f;
-        lastKey = key;
+    if (large) {
+      // kpr_svc: masters and slots, per entry set.
+      let mirrored = 0;
+      for (const f of this.kSets.values()) mirrored += (f.master ? 1 : 0) + f.slotCount;
+      let lastSet: EntrySet | undefined;
+      let lastKey: SvcKey | undefined;
+      for (const [key, val] of k.services) {
+        // A dump lists the entries of one frontend mostly together: reuse the last lookup.
+        let f = lastSet;
+        if (!lastKey || lastKey.addr !== key.addr || lastKey.port !== key.port || lastKey.proto !== key.proto || lastKey.scope !== key.scope) {
+          f = this.kSets.get(entrySetId(frontendId({ addr: key.addr, port: key.port, proto: key.proto }), key.scope));
+          lastSet = f;
+          lastKey = key;
+        }
+        if (!f) extra++;
+        else if (key.slot === 0) {
+          if (!f.master) extra++;
+          else (present++, sameMaster(f.master, val) || changed++);
+        } else {
+          const id = f.slots[key.slot];
+          if (id === undefined) extra++;
+          else (present++, id === val.backendId || changed++);
+        }
       }
-      if (!f) extra++;
-      else if (key.slot === 0) {
-        if (!f.master) extra++;
-        else (present++, sameMaster(f.master, val) || changed++);
-      } else {
-        const id = f.slots[key.slot];
-        if (id === undefined) extra++;
-        else (present++, id === val.backendId || changed++);
-      }
-    }
-    add(MAP_NAMES.svc, mirrored - present, changed, extra);
+      add(MAP_NAMES.svc, mirrored - present, changed, extra);
 
-    // kpr_backend: rows by id.
-    const rows = this.kBackends;
-    present = changed = extra = 0;
-    for (const [id, b] of k.backends) {
-      if (!rows.has(id)) extra++;
-      else {
-        present++;
-        if (rows.addr(id) !== b.addr || rows.port(id) !== b.port || rows.proto(id) !== b.proto || rows.flags(id) !== b.flags) changed++;
+      // kpr_backend: rows by id.
+      const rows = this.kBackends;
+      present = changed = extra = 0;
+      for (const [id, b] of k.backends) {
+        if (!rows.has(id)) extra++;
+        else {
+          present++;
+          if (rows.addr(id) !== b.addr || rows.port(id) !== b.port || rows.proto(id) !== b.proto || rows.flags(id) !== b.flags) changed++;
+        }
       }
+      add(MAP_NAMES.backend, rows.size - present, changed, extra);
     }
-    add(MAP_NAMES.backend, rows.size - present, changed, extra);
 
     // kpr_vip, kpr_svc_meta: key → value.
     present = changed = extra = 0;

@@ -61,10 +61,11 @@ function kernelState(m: BpfDatapathMaps) {
 }
 
 /** Every batch call of `maps` checks, just before it runs, that the kernel state is reader-safe (beyond what was already broken). */
-function checkedBetweenCalls(maps: BpfDatapathMaps, baseline: Set<string>, seen: string[], calls: { n: number }): BpfDatapathMaps {
+function checkedBetweenCalls(maps: BpfDatapathMaps, baseline: Set<string>, seen: string[], calls: { n: number; decodedDumps: number }): BpfDatapathMaps {
   return new Proxy(maps, {
     get(target, prop, recv) {
       const v = Reflect.get(target, prop, recv);
+      if (prop === 'dumpServices' || prop === 'dumpBackends') calls.decodedDumps++;
       if (typeof v !== 'function' || !/^(update|delete)/.test(String(prop))) return typeof v === 'function' ? v.bind(target) : v;
       return (...args: unknown[]) => {
         calls.n++;
@@ -81,7 +82,7 @@ for (const c of DRIFT_CASES) {
     try {
       const seen: string[] = [];
       const baseline = new Set<string>();
-      const calls = { n: 0 };
+      const calls = { n: 0, decodedDumps: 0 };
       const r = new Reconciler(checkedBetweenCalls(maps, baseline, seen, calls), quiet);
       const first = r.sync(driftPlans(), { full: true });
       assert.equal(first.ok, true, first.error);
@@ -105,8 +106,10 @@ for (const c of DRIFT_CASES) {
 
       const metrics = new AgentMetrics({ bpffsDir: '/nonexistent/kpr', log: silentLogger });
       metrics.syncDone({ trigger: 'periodic', full: true, services: 2, durationMs: ms, result: res });
+      calls.decodedDumps = 0;
       const again = r.sync(driftPlans(), { full: true, readBack: true });
       assert.deepEqual(again.drift, [], 'the next read-back finds nothing');
+      assert.equal(calls.decodedDumps, 0, 'a read-back without drift compares fingerprints of the raw dumps, decoding neither large map');
       metrics.syncDone({ trigger: 'periodic', full: true, services: 2, durationMs: 1, result: again });
       const s = parseProm(await metrics.text());
       assert.equal(valueOf(s, 'kpr_drift_repair_syncs_total'), 1);
