@@ -264,6 +264,7 @@ export class SyncLoop {
       written: result.servicesWritten + result.backendsWritten,
       deleted: result.servicesDeleted + result.backendsDeleted,
       readBackMs: result.readBackMs === undefined ? undefined : Number(result.readBackMs.toFixed(3)),
+      readBackDecoded: result.readBackDecoded,
     };
     if (result.ok) {
       this.retryMs = RETRY_MIN_MS;

@@ -120,6 +120,8 @@ export interface SyncResult {
   drift: DriftCount[];
   /** readBack syncs: time spent reading the maps back and comparing them (ms). */
   readBackMs?: number;
+  /** readBack syncs: the fingerprints differed, so the dumps were decoded and compared entry by entry. */
+  readBackDecoded?: boolean;
 }
 
 /** Every map the reconciler owns, as read from the kernel. */
@@ -1014,6 +1016,7 @@ export class Reconciler {
         result.readBackMs = performance.now() - started;
         return;
       }
+      result.readBackDecoded = true;
       kernel = this.readKernel();
     } catch (err) {
       this.logger.warn('cannot read the maps back for drift repair', { error: err instanceof Error ? err.message : String(err) });

@@ -15,7 +15,7 @@ import { BoxCluster, NODE_NAME, waitFor } from '../../sandbox/cluster.js';
 import { nsPath } from '../../sandbox/netns.js';
 import { BpfMap } from '../../native/index.js';
 import { BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
-import { IPPROTO, MAP_NAMES, SCOPE } from '../../agent/maps/layout.js';
+import { IPPROTO, MAP_NAMES, SCOPE, decodeConfig, encodeConfig } from '../../agent/maps/layout.js';
 import { mapPinPath } from '../../agent/datapath/pins.js';
 import { parseProm, valueOf } from '../metrics/prom-text.js';
 import { requireRoot } from '../support/preflight.js';
@@ -122,13 +122,23 @@ describe('drift repair and node faults end to end', { timeout: scaled(180_000) }
       m.updateBackends([[id, { ...b, port: 9999 }]]);
       m.deleteServices([master]);
     });
+    // And the node-wide settings the tc path reads.
+    const cfgMap = BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, MAP_NAMES.config));
+    const cfgKey = Buffer.alloc(4);
+    const cfgBefore = cfgMap.lookup(cfgKey)!;
+    cfgMap.update(cfgKey, encodeConfig({ ...decodeConfig(cfgBefore), udpTimeoutS: 1 }));
     const broken = await box.client('http', '198.19.0.10:80', ['--count', '20', '--timeout-ms', '1000']);
     assert.ok(broken.failed > 0, `the corruption broke the service: ${JSON.stringify(broken)}`);
 
     const line = await box.agent!.waitForLog('drift repaired', SYNC_PERIOD_MS + 3000, from);
     const repairedMs = performance.now() - corruptedAt;
     assert.ok(repairedMs <= scaled(SYNC_PERIOD_MS + 1500), `repaired ${repairedMs.toFixed(0)} ms after the corruption`);
-    assert.deepEqual(line.maps, { kpr_svc: { missing: 1 }, kpr_backend: { changed: 1 } });
+    assert.deepEqual(line.maps, { kpr_svc: { missing: 1 }, kpr_backend: { changed: 1 }, kpr_config: { changed: 1 } });
+    try {
+      assert.deepEqual(cfgMap.lookup(cfgKey), cfgBefore, 'kpr_config holds the agent\'s settings again');
+    } finally {
+      cfgMap.close();
+    }
 
     const rep = await box.client('http', '198.19.0.10:80', ['--count', '300']);
     assert.equal(rep.failed, 0, JSON.stringify(rep.errors));
@@ -137,6 +147,7 @@ describe('drift repair and node faults end to end', { timeout: scaled(180_000) }
 
     assert.equal(await metric('kpr_drift_repaired_entries_total', { map: 'kpr_svc', kind: 'missing' }), 1);
     assert.equal(await metric('kpr_drift_repaired_entries_total', { map: 'kpr_backend', kind: 'changed' }), 1);
+    assert.equal(await metric('kpr_drift_repaired_entries_total', { map: 'kpr_config', kind: 'changed' }), 1);
     assert.equal(await metric('kpr_drift_repair_syncs_total'), 1);
     // Later periodic syncs find nothing: no second repair.
     await box.agent!.waitForLog((l) => l.msg === 'sync' && l.trigger === 'periodic', SYNC_PERIOD_MS + 3000, box.agent!.logs.length);
