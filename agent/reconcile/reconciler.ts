@@ -35,11 +35,33 @@
  * throws, the mirror is rebuilt from a dump of the maps, so it matches what
  * the kernel really holds, and the frontends concerned are re-diffed on the
  * next sync.
+ *
+ * Drift (entries changed behind the agent's back): a full sync with
+ * `readBack` first compares the maps with the mirror (readBack) and, on a
+ * difference, rebuilds the mirror from them, so the same sync repairs it.
  */
 import type { BackendColumns, DatapathMaps } from '../maps/datapath-maps.js';
 import { Fingerprint, type RawDumpMaps } from './fingerprint.js';
-import { BACKEND, BACKEND_ID_SIZE, SVC_KEY, SVC_VAL, encodeAddr, encodeIPv4Num } from '../maps/layout.js';
-import { BE_FLAG, IPPROTO, MAP_NAMES, SCOPE, SVC_FLAG, VIP_FLAG, type AffinityMatchKey, type Backend, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from '../maps/layout.js';
+import {
+  BACKEND,
+  BACKEND_ID_SIZE,
+  BE_FLAG,
+  IPPROTO,
+  MAP_NAMES,
+  SCOPE,
+  SVC_FLAG,
+  SVC_KEY,
+  SVC_VAL,
+  VIP_FLAG,
+  encodeAddr,
+  encodeIPv4Num,
+  type AffinityMatchKey,
+  type Backend,
+  type SrcRangeKey,
+  type SvcKey,
+  type SvcMeta,
+  type SvcVal,
+} from '../maps/layout.js';
 import { parseIP } from '../plan/ip.js';
 import type { PlanBackend, PlanFrontend, SkippedObject } from '../plan/types.js';
 import {
