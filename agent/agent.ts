@@ -86,6 +86,8 @@ export class Agent {
       minSyncPeriodMs: cfg.minSyncPeriodMs,
       plan: { nodePortAddresses: cfg.nodePortAddresses, sourceRangesForAllExternal: cfg.sourceRangesAllExternal },
       log,
+      // kpr_config is the node datapath's: the periodic read-back repairs it too.
+      repairNodeDrift: () => this.nodeDatapath?.repairConfig() ?? [],
       // Connected UDP sockets still pointing at a backend that left are destroyed so their owners reconnect.
       onUdpBackendsRemoved: (left) => udpTerminator.terminate(left),
       onHealthChecks: (targets) => {
@@ -135,7 +137,7 @@ export class Agent {
       releaseMemoryMs: released.ms,
       fullGc: released.fullGc,
     });
-    this.nodeDatapath = new NodeDatapath(this.datapath, cfg, log.child({ source: 'tc' }));
+    this.nodeDatapath = new NodeDatapath(this.datapath, cfg, log.child({ source: 'tc' }), { onTimerError: (op) => obs.metrics.nodeDatapathFailed(op) });
     const nodeDatapath = this.nodeDatapath;
     this.obs?.metrics.tcAttacher(() => nodeDatapath.tcStatus());
     this.nodeDatapath.start(this.watch.node());

@@ -6,7 +6,7 @@
  */
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { planService, type PlanContext, type PlanFrontend, type ServiceHealthCheck, type SkippedObject } from './plan/index.js';
-import type { PlanSource, Reconciler, SyncResult } from './reconcile/reconciler.js';
+import type { DriftCount, PlanSource, Reconciler, SyncResult } from './reconcile/reconciler.js';
 import type { Logger } from './log.js';
 
 /**
@@ -34,6 +34,12 @@ export interface SyncLoopOptions {
   onHealthChecks?: (targets: Array<{ service: string; port: number; localEndpoints: number }>) => void;
   /** Called after a successful sync with the UDP backends that left a frontend (for socket termination). */
   onUdpBackendsRemoved?: (left: Array<{ addr: string; port: number; revNatId: number }>) => void;
+  /**
+   * Called at each periodic full sync after the reconciler's read-back: the
+   * node-wide maps outside the reconciler (kpr_config) compared with what
+   * was written and repaired; returns what differed.
+   */
+  repairNodeDrift?: () => DriftCount[];
   /** Called after every sync attempt, for metrics and health. */
   onSync?: (report: SyncReport) => void;
   now?: () => number;
@@ -64,6 +70,8 @@ export class SyncLoop {
   private lastSyncAt = 0;
   private retryMs = RETRY_MIN_MS;
   private needFull = true;
+  /** The sync period elapsed: the next full sync reads the maps back and repairs drift. */
+  private readBackDue = false;
   private running = false;
   private stopped = false;
   /** Last reported skip reasons per service, so each is logged once per change. */
@@ -87,6 +95,7 @@ export class SyncLoop {
     const report = this.runSync('initial');
     this.periodic = setInterval(() => {
       this.needFull = true;
+      this.readBackDue = true;
       this.schedule(0, 'periodic');
     }, this.opts.syncPeriodMs);
     this.periodic.unref();
@@ -191,6 +200,8 @@ export class SyncLoop {
     this.running = true;
     const started = this.now();
     const full = this.needFull;
+    const readBack = full && this.readBackDue;
+    if (readBack) this.readBackDue = false;
     // On a full sync, keys touched by events but no longer present still need their frontends removed.
     const keySet = new Set(full ? this.src.serviceKeys() : []);
     for (const k of this.dirty) keySet.add(k);
@@ -213,13 +224,17 @@ export class SyncLoop {
         return frontends;
       },
     };
-    const result = this.reconciler.sync(plans, { full });
+    const result = this.reconciler.sync(plans, { full, readBack });
+    if (readBack && this.opts.repairNodeDrift) {
+      const node = this.guard('node map drift repair', () => this.opts.repairNodeDrift!());
+      if (node) result.drift.push(...node);
+    }
     if (result.ok) {
       for (const [service, view] of udpViews) {
         if (view) this.udpBackends.set(service, view);
         else this.udpBackends.delete(service);
       }
-      if (udpLeft.length) this.opts.onUdpBackendsRemoved?.(udpLeft);
+      if (udpLeft.length) this.guard('UDP socket termination', () => this.opts.onUdpBackendsRemoved?.(udpLeft));
     }
     const finished = this.now();
     this.lastSyncAt = finished;
@@ -248,11 +263,16 @@ export class SyncLoop {
       backends: result.backends,
       written: result.servicesWritten + result.backendsWritten,
       deleted: result.servicesDeleted + result.backendsDeleted,
+      readBackMs: result.readBackMs === undefined ? undefined : Number(result.readBackMs.toFixed(3)),
+      readBackDecoded: result.readBackDecoded,
     };
     if (result.ok) {
       this.retryMs = RETRY_MIN_MS;
-      this.opts.onHealthChecks?.([...this.healthChecks].map(([service, h]) => ({ service, port: h.nodePort, localEndpoints: h.localReadyEndpoints })));
+      this.guard('health check servers', () =>
+        this.opts.onHealthChecks?.([...this.healthChecks].map(([service, h]) => ({ service, port: h.nodePort, localEndpoints: h.localReadyEndpoints }))),
+      );
       if (report.trigger !== 'initial') this.opts.log.info('sync', fields);
+      if (result.drift.length > 0) this.opts.log.warn('drift repaired', driftFields(result));
     } else {
       // Keep the work: the same services (or everything) are retried.
       if (report.full) this.needFull = true;
@@ -262,6 +282,31 @@ export class SyncLoop {
       this.schedule(this.retryMs, 'retry');
       this.retryMs = Math.min(RETRY_MAX_MS, this.retryMs * 2);
     }
-    this.opts.onSync?.(report);
+    this.guard('sync report', () => this.opts.onSync?.(report));
   }
+
+  /**
+   * Runs a callback of the loop's owner: its failure (the node namespace
+   * gone, a socket error) is logged and never escapes into the timer that
+   * ran the sync, where it would end the agent.
+   */
+  private guard<T>(what: string, fn: () => T): T | undefined {
+    try {
+      return fn();
+    } catch (err) {
+      this.opts.log.error(`${what} failed`, { error: err instanceof Error ? err.message : String(err) });
+      return undefined;
+    }
+  }
+}
+
+/** The log fields of a repair round: per map, entries by kind, and the total. */
+function driftFields(result: SyncResult): Record<string, unknown> {
+  const maps: Record<string, Record<string, number>> = {};
+  let entries = 0;
+  for (const d of result.drift) {
+    (maps[d.map] ??= {})[d.kind] = (maps[d.map]?.[d.kind] ?? 0) + d.entries;
+    entries += d.entries;
+  }
+  return { maps, entries, readBackMs: result.readBackMs === undefined ? undefined : Number(result.readBackMs.toFixed(3)) };
 }

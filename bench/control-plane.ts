@@ -270,3 +270,65 @@ export async function endpointChanges(
   }
   return out;
 }
+
+/** One periodic full resync (with its kernel read-back) and the endpoint changes made while it ran. */
+export interface ResyncSample {
+  /** The agent's sync durationMs: re-plan, read-back and diff of every Service. */
+  durationMs: number;
+  /** Its read-back share: dumps of the maps, compared with the mirror. */
+  readBackMs: number;
+  /** API update → sync log seen, for each change made while the resync ran (the event loop is busy: it waits). */
+  blockedApiToLogMs: number[];
+}
+
+/**
+ * Waits for `count` periodic full resyncs (the agent's --sync-period timer),
+ * flipping `target`'s endpoint every `paceMs` meanwhile (each change waits for
+ * its sync), so some change lands while a resync runs; returns each resync and
+ * what those changes waited, and the API → log times of the other changes.
+ */
+export async function periodicResyncs(
+  api: BenchApiServer,
+  agent: Agent,
+  target: KpService,
+  count: number,
+  timeoutMs: number,
+  paceMs = 20,
+): Promise<{ resyncs: ResyncSample[]; otherApiToLogMs: number[] }> {
+  const changes: Array<{ at: number; apiToLogMs: number }> = [];
+  const resyncs: Array<{ end: number; rec: LogRecord }> = [];
+  const deadline = Date.now() + timeoutMs * count;
+  const waitResyncs = (async () => {
+    while (resyncs.length < count && Date.now() < deadline) {
+      const rec = await agent.next((r) => r.msg === 'sync' && r.trigger === 'periodic', Math.max(1, deadline - Date.now()), 'a periodic resync');
+      resyncs.push({ end: Number(rec.time), rec });
+    }
+  })();
+  let done = false;
+  waitResyncs.finally(() => (done = true)).catch(() => {});
+  let notReady = false;
+  while (!done) {
+    notReady = !notReady;
+    const seen = agent.next((r) => r.msg === 'sync' && r.trigger === 'event', 30_000, 'a change during resyncs');
+    const at = Date.now();
+    const t0 = process.hrtime.bigint();
+    api.update(endpointSliceObject(target, notReady ? new Set([0]) : new Set()));
+    await seen;
+    changes.push({ at, apiToLogMs: Number(process.hrtime.bigint() - t0) / 1e6 });
+    await new Promise((r) => setTimeout(r, paceMs));
+  }
+  await waitResyncs;
+  const blocked = new Set<number>();
+  const out: ResyncSample[] = resyncs.map(({ end, rec }) => {
+    const start = end - Number(rec.durationMs);
+    const mine: number[] = [];
+    changes.forEach((c, i) => {
+      if (c.at >= start - 1 && c.at <= end) {
+        mine.push(c.apiToLogMs);
+        blocked.add(i);
+      }
+    });
+    return { durationMs: Number(rec.durationMs), readBackMs: Number(rec.readBackMs), blockedApiToLogMs: mine };
+  });
+  return { resyncs: out, otherApiToLogMs: changes.filter((_, i) => !blocked.has(i)).map((c) => c.apiToLogMs) };
+}

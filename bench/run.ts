@@ -26,8 +26,9 @@
  *   --np-limit-ms N       time bound per NodePort round           [KPR_BENCH_NP_LIMIT_MS=20000]
  *   --agent-timeout-ms N  wait for the agent's initial sync       [KPR_BENCH_AGENT_TIMEOUT_MS=300000]
  *   --log-level L         the agent's --log-level                 [KPR_BENCH_LOG_LEVEL=info]
- *   --skip LIST           comma list of: iptables, agent, dataplane, controlplane, nodeport, kpr-tc [KPR_BENCH_SKIP=]
- *                         (kpr-tc: the NodePort arm with the agent forced to --tc-attach tc, beside the default tcx)
+ *   --skip LIST           comma list of: iptables, agent, dataplane, controlplane, nodeport, kpr-tc, resync [KPR_BENCH_SKIP=]
+ *                         (kpr-tc: the NodePort arm with the agent forced to --tc-attach tc, beside the default tcx;
+ *                         resync: do not wait for the agent's periodic full resyncs after the changes)
  *                         (iptables and agent also drop those arms of the NodePort benchmark;
  *                         controlplane skips phase 3 below, ClusterIP data plane at N included)
  * KPR_BENCH_IPTABLES_RESTORE picks the iptables-restore binary (default: iptables-restore;
@@ -57,7 +58,20 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Sandbox } from '../sandbox/netns.js';
 import { repoRoot } from '../sandbox/repo.js';
-import { agentAvailable, endpointChanges, PAUSE_MS, splitByPause, startAgent, startApi, type Agent, type BenchApiServer, type ChangeSamples, type InitialSync } from './control-plane.js';
+import {
+  agentAvailable,
+  endpointChanges,
+  PAUSE_MS,
+  periodicResyncs,
+  splitByPause,
+  startAgent,
+  startApi,
+  type Agent,
+  type BenchApiServer,
+  type ChangeSamples,
+  type InitialSync,
+  type ResyncSample,
+} from './control-plane.js';
 import { runColdSyncChild } from './cold-child.js';
 import { buildHelpers, dataplaneRounds, setupDataplane, waitReachable } from './data-plane.js';
 import { iptablesVersion, setupIptables, IPTABLES_RESTORE, type IptablesCold, type IptablesChanger } from './iptables.js';
@@ -140,7 +154,12 @@ interface KprControl {
   initial: InitialSync;
   changes?: ChangeSamples;
   rssAfterChangesKiB?: number;
+  resync?: { resyncs: ResyncSample[]; otherApiToLogMs: number[] };
 }
+
+/** Periodic full resyncs timed after the changes; the agent's --sync-period (its default, as deployed). */
+const RESYNCS = 2;
+const AGENT_SYNC_PERIOD_MS = 30_000;
 
 interface Results {
   meta: Record<string, unknown>;
@@ -164,6 +183,14 @@ interface Results {
         slowest: Array<{ change: number; eventToMapsMs: number; durationMs: number; atMs: number }>;
       };
       rssMiB: { afterInitialSync: number; afterChanges?: number; phases?: RssPhases };
+      /** Periodic full resyncs with kernel read-back (drift repair), and the endpoint changes made while one ran. */
+      resync?: {
+        durationMs: number[];
+        readBackMs: number[];
+        /** API update → sync log of the changes made while a resync ran. */
+        blockedApiToLogMs: number[];
+        otherApiToLogMs: ReturnType<typeof dist>;
+      };
     };
     iptables?: {
       binary: string;
@@ -290,6 +317,11 @@ async function phaseAtScale(res: Results, withKpr: boolean): Promise<void> {
       });
       await new Promise((r) => setTimeout(r, 500));
       kpr.rssAfterChangesKiB = agent.rssKiB();
+      if (!cfg.skip.has('resync')) {
+        log(`kpr: waiting for ${RESYNCS} periodic full resyncs (every ${AGENT_SYNC_PERIOD_MS / 1000} s), endpoint changes every 20 ms meanwhile`);
+        kpr.resync = await periodicResyncs(api, agent, target, RESYNCS, AGENT_SYNC_PERIOD_MS + 10_000);
+        for (const r of kpr.resync.resyncs) log(`  resync ${fmtMs(r.durationMs)} (read-back ${fmtMs(r.readBackMs)}), changes during it waited ${r.blockedApiToLogMs.map((v) => fmtMs(v)).join(', ') || 'none made'}`);
+      }
     }
     while (changer && iptDone < iptTotal && Date.now() <= iptDeadline) await iptStep();
     if (changer && res.controlPlane.iptables) {
@@ -323,6 +355,12 @@ async function phaseAtScale(res: Results, withKpr: boolean): Promise<void> {
           afterInitialSync: round(kpr.initial.rssKiB / MiB, 1),
           afterChanges: kpr.rssAfterChangesKiB ? round(kpr.rssAfterChangesKiB / MiB, 1) : undefined,
           phases: agent ? rssPhases(agent) : undefined,
+        },
+        resync: kpr.resync && {
+          durationMs: kpr.resync.resyncs.map((r) => round(r.durationMs, 3)),
+          readBackMs: kpr.resync.resyncs.map((r) => round(r.readBackMs, 3)),
+          blockedApiToLogMs: kpr.resync.resyncs.flatMap((r) => r.blockedApiToLogMs.map((v) => round(v, 3))),
+          otherApiToLogMs: dist(kpr.resync.otherApiToLogMs),
         },
       };
     }
@@ -426,6 +464,23 @@ function buildRows(res: Results): { control: Row[]; data: Row[] } {
     ratio: '',
     target: '≤ 150 MiB',
     result: passFail(k?.rssMiB.afterChanges, 150),
+  });
+  const rs = k?.resync;
+  control.push({
+    metric: `periodic full resync with kernel read-back, ${n} (n=${rs?.durationMs.length ?? 0})`,
+    kpr: rs?.durationMs.length ? `${rs.durationMs.map((v) => fmtMs(v)).join(', ')} (read-back ${rs.readBackMs.map((v) => fmtMs(v)).join(', ')})` : 'n/a',
+    other: '',
+    ratio: '',
+    target: '',
+    result: '',
+  });
+  control.push({
+    metric: `  an endpoint change made while a resync runs: API update → synced (n=${rs?.blockedApiToLogMs.length ?? 0}) · other changes p99`,
+    kpr: rs ? `${rs.blockedApiToLogMs.length ? `max ${fmtMs(Math.max(...rs.blockedApiToLogMs))}` : 'none'} · ${fmtMs(rs.otherApiToLogMs.p99)}` : 'n/a',
+    other: '',
+    ratio: '',
+    target: '',
+    result: '',
   });
   res.controlPlane.ratios = ratios;
 

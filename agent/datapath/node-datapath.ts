@@ -9,7 +9,8 @@ import { isIPv4, isIPv6 } from 'node:net';
 import type { V1Node } from '@kubernetes/client-node';
 import type { AgentConfig } from '../config.js';
 import type { Logger } from '../log.js';
-import { CFG_FLAG } from '../maps/layout.js';
+import { CFG_FLAG, MAP_NAMES, encodeConfig } from '../maps/layout.js';
+import type { DriftCount } from '../reconcile/reconciler.js';
 import { sweepExpiredConntrack } from './ct-sweeper.js';
 import { nodeNetnsCookie, writeNodeConfig, type Datapath } from './loader.js';
 import { TcAttacher } from './tc-attacher.js';
@@ -24,16 +25,28 @@ export function snatAddresses(node: V1Node | undefined): { v4: string; v6: strin
   return { v4: ordered.find((a) => isIPv4(a)) ?? '', v6: ordered.find((a) => isIPv6(a)) ?? '' };
 }
 
+export interface NodeDatapathHooks {
+  /** A periodic timer's run failed (op: interface_rescan, conntrack_sweep); for a metric. */
+  onTimerError?: (op: TimerOp) => void;
+}
+
+export type TimerOp = 'interface_rescan' | 'conntrack_sweep';
+
 export class NodeDatapath {
   private readonly attacher: TcAttacher;
   private readonly hostNetnsCookie: bigint;
   private timers: NodeJS.Timeout[] = [];
   private lastConfig = '';
+  /** The kpr_config value last written (what drift repair compares the map with). */
+  private written: Buffer | undefined;
+  /** Per timer, the message of the error it is failing with (logged once per distinct error). */
+  private readonly failing = new Map<TimerOp, string>();
 
   constructor(
     private readonly dp: Datapath,
     private readonly cfg: AgentConfig,
     private readonly log: Logger,
+    private readonly hooks: NodeDatapathHooks = {},
   ) {
     this.hostNetnsCookie = nodeNetnsCookie(cfg.netns);
     this.attacher = new TcAttacher({
@@ -60,15 +73,15 @@ export class NodeDatapath {
   start(node: V1Node | undefined): void {
     this.nodeChanged(node);
     this.attacher.sync();
-    const rescan = setInterval(() => this.attacher.sync(), INTERFACE_RESCAN_MS);
-    const sweep = setInterval(() => {
-      try {
-        const n = sweepExpiredConntrack(this.dp.maps.ct);
-        if (n > 0) this.log.debug('expired conntrack entries removed', { entries: n });
-      } catch (err) {
-        this.log.warn('conntrack sweep failed', { error: (err as Error).message });
-      }
-    }, this.cfg.ctSweepIntervalMs);
+    const rescan = setInterval(() => this.tick('interface_rescan', () => this.attacher.sync()), INTERFACE_RESCAN_MS);
+    const sweep = setInterval(
+      () =>
+        this.tick('conntrack_sweep', () => {
+          const n = sweepExpiredConntrack(this.dp.maps.ct);
+          if (n > 0) this.log.debug('expired conntrack entries removed', { entries: n });
+        }),
+      this.cfg.ctSweepIntervalMs,
+    );
     this.timers = [rescan, sweep];
     for (const t of this.timers) t.unref();
   }
@@ -88,8 +101,44 @@ export class NodeDatapath {
     const text = JSON.stringify(config, (_k, v) => (typeof v === 'bigint' ? v.toString() : v));
     if (text === this.lastConfig) return;
     writeNodeConfig(this.dp.maps.config, config);
+    this.written = encodeConfig(config);
     this.lastConfig = text;
     this.log.info('node datapath settings', { snatV4: snat.v4 || null, snatV6: snat.v6 || null, socketLbHostOnly: this.cfg.socketLbHostOnly });
+  }
+
+  /**
+   * Drift repair of kpr_config (an array: its one entry is always there, so
+   * only `changed` is possible): rewrites the value last written if the map
+   * holds another. Called at every periodic full sync.
+   */
+  repairConfig(): DriftCount[] {
+    if (!this.written) return [];
+    const key = Buffer.alloc(4);
+    const have = this.dp.maps.config.lookup(key);
+    if (have && have.equals(this.written)) return [];
+    this.dp.maps.config.update(key, this.written);
+    return [{ map: MAP_NAMES.config, kind: 'changed', entries: 1 }];
+  }
+
+  /**
+   * One run of a periodic timer. A failure (the --netns path unmounted, an
+   * interface gone mid-scan) is logged once per distinct error, counted, and
+   * retried at the next tick; the first run that succeeds again says so.
+   * Nothing a timer throws may end the agent.
+   */
+  private tick(op: TimerOp, run: () => void): void {
+    try {
+      run();
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      this.hooks.onTimerError?.(op);
+      if (this.failing.get(op) !== message) {
+        this.failing.set(op, message);
+        this.log.error('node datapath timer failed; retrying every tick', { op, error: message });
+      }
+      return;
+    }
+    if (this.failing.delete(op)) this.log.info('node datapath timer recovered', { op });
   }
 
   stop(): void {

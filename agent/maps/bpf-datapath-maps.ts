@@ -338,6 +338,18 @@ export class BpfDatapathMaps implements DatapathMaps {
     return unpacked(count, keys, values, BACKEND_ID_SIZE, BACKEND.size, decodeBackendId, decodeBackend);
   }
 
+  /** kpr_svc's records as the kernel returned them, undecoded (drift read-back fingerprints them). */
+  dumpServicesRaw(): { count: number; keys: Buffer; values: Buffer; valueStride: number } {
+    this.flush();
+    return { ...this.svcMap.lookupBatch(), valueStride: this.svcMap.valueStride };
+  }
+
+  /** kpr_backend's records, undecoded. */
+  dumpBackendsRaw(): { count: number; keys: Buffer; values: Buffer; valueStride: number } {
+    this.flush();
+    return { ...this.backendMap.lookupBatch(), valueStride: this.backendMap.valueStride };
+  }
+
   updateServices(entries: Array<[SvcKey, SvcVal]>): void {
     if (entries.length === 0) return;
     const keys = packed(entries, SVC_KEY.size, (e, b, o) => this.packSvcKey(e[0], b, o));

@@ -74,7 +74,8 @@ export class AgentMetrics {
   private readonly backends: Gauge;
   private readonly driftFound: Counter<'kind'>;
   private readonly driftRepairSyncs: Counter;
-  private readonly driftRepaired: Counter;
+  private readonly driftRepaired: Counter<'map' | 'kind'>;
+  private readonly nodeErrors: Counter<'op'>;
   private readonly udpDestroyed: Counter<'mechanism'>;
   private readonly udpMode: Gauge<'mode'>;
 
@@ -130,8 +131,23 @@ export class AgentMetrics {
       labelNames: ['kind'],
       registers,
     });
-    this.driftRepairSyncs = new Counter({ name: 'kpr_drift_repair_syncs_total', help: 'Periodic full resyncs that had to write to the maps (the maps had drifted from the desired state).', registers });
-    this.driftRepaired = new Counter({ name: 'kpr_drift_repaired_entries_total', help: 'Map entries written or deleted by periodic full resyncs.', registers });
+    this.driftRepairSyncs = new Counter({
+      name: 'kpr_drift_repair_syncs_total',
+      help: 'Periodic full resyncs whose read-back found the pinned maps changed behind the agent (drift), and repaired them.',
+      registers,
+    });
+    this.driftRepaired = new Counter({
+      name: 'kpr_drift_repaired_entries_total',
+      help: 'Map entries repaired by periodic full resyncs, by map and kind (missing, changed, extra).',
+      labelNames: ['map', 'kind'],
+      registers,
+    });
+    this.nodeErrors = new Counter({
+      name: 'kpr_node_datapath_errors_total',
+      help: 'Failed runs of the node datapath timers (interface rescan, conntrack sweep), e.g. while the node network namespace is gone; retried at the next tick.',
+      labelNames: ['op'],
+      registers,
+    });
     const tc = () => this.tcSource?.();
     new Gauge({
       name: 'kpr_tc_attached_interfaces',
@@ -204,12 +220,16 @@ export class AgentMetrics {
     const now = this.now();
     this.lastSync.set(now.getTime() / 1000);
     for (const latency of this.tracker.applied(now)) this.networkProgramming.observe(latency);
-    const r = report.result;
-    const touched = r.servicesWritten + r.servicesDeleted + r.backendsWritten + r.backendsDeleted + (r.auxWritten ?? 0) + (r.auxDeleted ?? 0);
-    if (report.trigger === 'periodic' && touched > 0) {
+    const drift = report.result.drift;
+    if (drift.length > 0) {
       this.driftRepairSyncs.inc();
-      this.driftRepaired.inc(touched);
+      for (const d of drift) this.driftRepaired.inc({ map: d.map, kind: d.kind }, d.entries);
     }
+  }
+
+  /** A node datapath timer failed (op: interface_rescan, conntrack_sweep). */
+  nodeDatapathFailed(op: string): void {
+    this.nodeErrors.inc({ op });
   }
 
   adopted(result: AdoptResult): void {

@@ -35,9 +35,33 @@
  * throws, the mirror is rebuilt from a dump of the maps, so it matches what
  * the kernel really holds, and the frontends concerned are re-diffed on the
  * next sync.
+ *
+ * Drift (entries changed behind the agent's back): a full sync with
+ * `readBack` first compares the maps with the mirror (readBack) and, on a
+ * difference, rebuilds the mirror from them, so the same sync repairs it.
  */
 import type { BackendColumns, DatapathMaps } from '../maps/datapath-maps.js';
-import { BE_FLAG, IPPROTO, SCOPE, SVC_FLAG, VIP_FLAG, type AffinityMatchKey, type Backend, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from '../maps/layout.js';
+import { Fingerprint, type RawDumpMaps } from './fingerprint.js';
+import {
+  BACKEND,
+  BACKEND_ID_SIZE,
+  BE_FLAG,
+  IPPROTO,
+  MAP_NAMES,
+  SCOPE,
+  SVC_FLAG,
+  SVC_KEY,
+  SVC_VAL,
+  VIP_FLAG,
+  encodeAddr,
+  encodeIPv4Num,
+  type AffinityMatchKey,
+  type Backend,
+  type SrcRangeKey,
+  type SvcKey,
+  type SvcMeta,
+  type SvcVal,
+} from '../maps/layout.js';
 import { parseIP } from '../plan/ip.js';
 import type { PlanBackend, PlanFrontend, SkippedObject } from '../plan/types.js';
 import {
@@ -75,6 +99,23 @@ export interface PlanSource {
 export interface SyncOptions {
   /** true: `plans` is the whole desired state; frontends not in it are removed. */
   full: boolean;
+  /**
+   * Full syncs only: first read every map back from the kernel and compare it
+   * with what this agent last wrote; on any difference (drift: an entry
+   * changed behind the agent's back) the mirror is rebuilt from the kernel's
+   * contents, so the diff below writes back exactly what differs.
+   */
+  readBack?: boolean;
+}
+
+/** How an entry of a map differs from what the agent last wrote. */
+export type DriftKind = 'missing' | 'changed' | 'extra';
+
+/** Entries of one map found to differ in one way. */
+export interface DriftCount {
+  map: string;
+  kind: DriftKind;
+  entries: number;
 }
 
 export interface SyncResult {
@@ -97,6 +138,22 @@ export interface SyncResult {
   backends: number;
   /** Frontends or backends that were not programmed, and why (conflicts, unsupported types…). */
   skipped: SkippedObject[];
+  /** readBack syncs: entries the kernel held differently from what the agent last wrote (repaired when ok); empty when none. */
+  drift: DriftCount[];
+  /** readBack syncs: time spent reading the maps back and comparing them (ms). */
+  readBackMs?: number;
+  /** readBack syncs: the fingerprints differed, so the dumps were decoded and compared entry by entry. */
+  readBackDecoded?: boolean;
+}
+
+/** Every map the reconciler owns, as read from the kernel. */
+interface KernelContents {
+  services: Array<[SvcKey, SvcVal]>;
+  backends: Array<[number, Backend]>;
+  vips: Array<[string, number]>;
+  affs: AffinityMatchKey[];
+  metas: Array<[number, SvcMeta]>;
+  ranges: SrcRangeKey[];
 }
 
 /** Entries found by adopt() that a correct run never leaves; each is repaired by the next sync that covers it. */
@@ -226,6 +283,11 @@ export interface ColumnWriteMaps {
   updateBackendColumns(ids: readonly number[], rows: BackendColumns, count?: number): void;
 }
 
+function hasRawDumps(m: DatapathMaps): m is DatapathMaps & RawDumpMaps {
+  const r = m as Partial<RawDumpMaps>;
+  return typeof r.dumpServicesRaw === 'function' && typeof r.dumpBackendsRaw === 'function';
+}
+
 function hasColumnWrites(m: DatapathMaps): m is DatapathMaps & ColumnWriteMaps {
   const c = m as Partial<ColumnWriteMaps>;
   return typeof c.updateServiceColumns === 'function' && typeof c.updateBackendColumns === 'function';
@@ -349,6 +411,12 @@ export class Reconciler {
   private readonly dirty = new Set<string>();
   /** The mirror could not be rebuilt after a failure; the next sync must reload first. */
   private stale = false;
+  /**
+   * Set by a read-back that found drift: frontend → the revNatId it had
+   * before, when the kernel lost every master naming it, so the repair gives
+   * it back the same id (and its names, pairs and ranges stay valid).
+   */
+  private readonly revNatHints = new Map<string, number>();
 
   constructor(
     private readonly maps: DatapathMaps,
@@ -411,7 +479,10 @@ export class Reconciler {
       frontends: 0,
       backends: 0,
       skipped,
+      drift: [],
     };
+    // ---- 0. drift: what the kernel holds against what this agent last wrote
+    if (opts.full && opts.readBack && !this.stale) this.readBack(result);
     // ---- 1. update the desired state; collect the frontends it concerns
     const affected = new Set<string>(this.dirty);
     // Keys are strings: sort()'s default order (UTF-16 code units) is the key order, with no comparator call per comparison.
@@ -514,9 +585,11 @@ export class Reconciler {
       this.logger.error('datapath sync failed; re-reading the maps, will retry', { error: message, frontends: affected.size + diffed.size });
       for (const fk of affected) this.dirty.add(fk);
       for (const fk of diffed) this.dirty.add(fk);
+      this.revNatHints.clear();
       this.reload();
       return this.finish(result, message);
     }
+    this.revNatHints.clear();
 
     // ---- 5. commit: ids freed by this sync become reusable only now, so no
     //         entry was ever re-pointed at a different backend or frontend mid-sync.
@@ -705,6 +778,13 @@ export class Reconciler {
     const extSet = this.kSets.get(want.extSid);
     const intSet = this.kSets.get(want.intSid);
     let revNatId = this.ownedRevNat(fk, extSet, intSet);
+    if (revNatId === 0 && this.revNatHints.size > 0) {
+      const hint = this.revNatHints.get(fk);
+      if (hint !== undefined && this.revNatIds.reserve(hint)) {
+        revNatId = hint;
+        this.revNatOwner.set(hint, fk);
+      }
+    }
     if (revNatId === 0) {
       const id = this.revNatIds.allocate();
       if (id === undefined) {
@@ -928,13 +1008,227 @@ export class Reconciler {
     }
   }
 
-  private loadFromKernel(): AdoptResult {
-    const services = this.maps.dumpServices();
-    const backends = this.maps.dumpBackends();
-    const vips = this.maps.dumpVips();
-    const affs = this.maps.dumpAffinityMatches();
-    const metas = this.maps.dumpSvcMeta();
-    const ranges = this.maps.dumpSrcRanges();
+  /** One batch dump of every map the reconciler owns. Throws if one cannot be read. */
+  private readKernel(): KernelContents {
+    const m = this.maps;
+    return {
+      services: m.dumpServices(),
+      backends: m.dumpBackends(),
+      vips: m.dumpVips(),
+      affs: m.dumpAffinityMatches(),
+      metas: m.dumpSvcMeta(),
+      ranges: m.dumpSrcRanges(),
+    };
+  }
+
+  /**
+   * Step 0 of a read-back sync: dumps the maps, counts what differs from the
+   * mirror (result.drift) and, if anything does, rebuilds the mirror from
+   * the dump (what adopt() does at start), keeping the desired state. The
+   * full diff that follows then writes the difference in the usual safe
+   * order. A dump that fails leaves the mirror as it was (logged; the sync
+   * goes on, the next period reads again).
+   */
+  private readBack(result: SyncResult): void {
+    const started = performance.now();
+    let kernel: KernelContents;
+    try {
+      // The common case, no drift, decodes nothing of the two large maps.
+      if (hasRawDumps(this.maps) && this.largeMapsMatch(this.maps) && this.smallMapsMatch()) {
+        result.readBackMs = performance.now() - started;
+        return;
+      }
+      result.readBackDecoded = true;
+      kernel = this.readKernel();
+    } catch (err) {
+      this.logger.warn('cannot read the maps back for drift repair', { error: err instanceof Error ? err.message : String(err) });
+      return;
+    }
+    result.drift = this.compareWithKernel(kernel);
+    if (result.drift.length > 0) {
+      const before = new Map(this.revNatOwner);
+      this.loadFromKernel(kernel);
+      // A frontend whose masters all went keeps its revNatId if nothing else took it.
+      for (const [rn, fk] of before) {
+        if (!this.revNatIds.has(rn) && this.ownedRevNat(fk) === 0) this.revNatHints.set(fk, rn);
+      }
+    }
+    result.readBackMs = performance.now() - started;
+  }
+
+  /** Whether kpr_svc and kpr_backend hold exactly the mirror's entries, by fingerprint of the raw records. */
+  private largeMapsMatch(m: RawDumpMaps): boolean {
+    const svc = m.dumpServicesRaw();
+    const kernelSvc = new Fingerprint();
+    kernelSvc.addBatch(svc.count, svc.keys, SVC_KEY.size, svc.values, SVC_VAL.size, svc.valueStride);
+    if (!kernelSvc.equals(this.svcFingerprint())) return false;
+    const be = m.dumpBackendsRaw();
+    const kernelBe = new Fingerprint();
+    kernelBe.addBatch(be.count, be.keys, BACKEND_ID_SIZE, be.values, BACKEND.size, be.valueStride);
+    return kernelBe.equals(this.backendFingerprint());
+  }
+
+  /**
+   * The mirror's kpr_svc entries, encoded as the kernel holds them. The 18
+   * bytes of address and port are hashed once per entry set; each entry adds
+   * its last 6 key bytes (slot, proto, scope, pad) and its 12 value bytes.
+   */
+  private svcFingerprint(): Fingerprint {
+    const fp = new Fingerprint();
+    const head = Buffer.alloc(18);
+    const tail = new Uint8Array(18);
+    for (const f of this.kSets.values()) {
+      encodeAddr(f.base.addr, head, 0);
+      head[16] = f.base.port >>> 8; // __be16
+      head[17] = f.base.port & 0xff;
+      const state = Fingerprint.prefix(head, 0, 18);
+      tail.fill(0);
+      tail[2] = f.base.proto;
+      tail[3] = f.scope;
+      const m = f.master;
+      if (m) {
+        // slot 0 (bytes 0-1 of the tail stay 0); value: backend_id, count, rev_nat_id, flags, little endian.
+        tail[6] = m.backendId & 0xff;
+        tail[7] = (m.backendId >>> 8) & 0xff;
+        tail[8] = (m.backendId >>> 16) & 0xff;
+        tail[9] = m.backendId >>> 24;
+        tail[10] = m.count & 0xff;
+        tail[11] = m.count >>> 8;
+        tail[12] = m.revNatId & 0xff;
+        tail[13] = m.revNatId >>> 8;
+        tail[14] = m.flags & 0xff;
+        tail[15] = m.flags >>> 8;
+        fp.addFrom(state, tail, 0, 18);
+        tail.fill(0, 6);
+      }
+      const slots = f.slots;
+      for (let s = 1; s < slots.length; s++) {
+        const id = slots[s];
+        if (id === undefined) continue;
+        tail[0] = s & 0xff;
+        tail[1] = s >>> 8;
+        tail[6] = id & 0xff;
+        tail[7] = (id >>> 8) & 0xff;
+        tail[8] = (id >>> 16) & 0xff;
+        tail[9] = id >>> 24;
+        fp.addFrom(state, tail, 0, 18);
+      }
+    }
+    return fp;
+  }
+
+  /** The mirror's kpr_backend entries, encoded as the kernel holds them. */
+  private backendFingerprint(): Fingerprint {
+    const fp = new Fingerprint();
+    const key = Buffer.alloc(BACKEND_ID_SIZE);
+    const val = Buffer.alloc(BACKEND.size);
+    const rows = this.kBackends;
+    rows.forEachId((id) => {
+      key.writeUInt32LE(id, 0);
+      const v4 = rows.ipv4(id);
+      if (v4 >= 0) encodeIPv4Num(v4, val, 0);
+      else encodeAddr(rows.addr(id), val, 0);
+      val.writeUInt16BE(rows.port(id), 16);
+      val[18] = rows.proto(id);
+      val[19] = rows.flags(id);
+      fp.add(key, 0, BACKEND_ID_SIZE, val, 0, BACKEND.size);
+    });
+    return fp;
+  }
+
+  /** Whether the small maps (a few entries per frontend at most) hold exactly the mirror's, compared decoded. */
+  private smallMapsMatch(): boolean {
+    const m = this.maps;
+    const empty: KernelContents = { services: [], backends: [], vips: m.dumpVips(), affs: m.dumpAffinityMatches(), metas: m.dumpSvcMeta(), ranges: m.dumpSrcRanges() };
+    return this.compareWithKernel(empty, false).length === 0;
+  }
+
+  /** What the kernel holds differently from the mirror, by map and kind (nothing listed when nothing differs). */
+  private compareWithKernel(k: KernelContents, large = true): DriftCount[] {
+    const out: DriftCount[] = [];
+    const add = (map: string, missing: number, changed: number, extra: number) => {
+      if (missing > 0) out.push({ map, kind: 'missing', entries: missing });
+      if (changed > 0) out.push({ map, kind: 'changed', entries: changed });
+      if (extra > 0) out.push({ map, kind: 'extra', entries: extra });
+    };
+
+    let present = 0;
+    let changed = 0;
+    let extra = 0;
+    if (large) {
+      // kpr_svc: masters and slots, per entry set.
+      let mirrored = 0;
+      for (const f of this.kSets.values()) mirrored += (f.master ? 1 : 0) + f.slotCount;
+      let lastSet: EntrySet | undefined;
+      let lastKey: SvcKey | undefined;
+      for (const [key, val] of k.services) {
+        // A dump lists the entries of one frontend mostly together: reuse the last lookup.
+        let f = lastSet;
+        if (!lastKey || lastKey.addr !== key.addr || lastKey.port !== key.port || lastKey.proto !== key.proto || lastKey.scope !== key.scope) {
+          f = this.kSets.get(entrySetId(frontendId({ addr: key.addr, port: key.port, proto: key.proto }), key.scope));
+          lastSet = f;
+          lastKey = key;
+        }
+        if (!f) extra++;
+        else if (key.slot === 0) {
+          if (!f.master) extra++;
+          else (present++, sameMaster(f.master, val) || changed++);
+        } else {
+          const id = f.slots[key.slot];
+          if (id === undefined) extra++;
+          else (present++, id === val.backendId || changed++);
+        }
+      }
+      add(MAP_NAMES.svc, mirrored - present, changed, extra);
+
+      // kpr_backend: rows by id.
+      const rows = this.kBackends;
+      present = changed = extra = 0;
+      for (const [id, b] of k.backends) {
+        if (!rows.has(id)) extra++;
+        else {
+          present++;
+          if (rows.addr(id) !== b.addr || rows.port(id) !== b.port || rows.proto(id) !== b.proto || rows.flags(id) !== b.flags) changed++;
+        }
+      }
+      add(MAP_NAMES.backend, rows.size - present, changed, extra);
+    }
+
+    // kpr_vip, kpr_svc_meta: key → value.
+    present = changed = extra = 0;
+    for (const [addr, flags] of k.vips) {
+      const have = this.kVips.get(addr);
+      if (have === undefined) extra++;
+      else (present++, have === flags || changed++);
+    }
+    add(MAP_NAMES.vip, this.kVips.size - present, changed, extra);
+    present = changed = extra = 0;
+    for (const [rn, meta] of k.metas) {
+      const have = this.kMeta.get(rn);
+      if (have === undefined) extra++;
+      else (present++, sameMeta(have, meta) || changed++);
+    }
+    add(MAP_NAMES.svcMeta, this.kMeta.size - present, changed, extra);
+
+    // kpr_aff_match, kpr_src_range: sets of keys per revNatId.
+    const keySets = <T>(map: string, mirror: Map<number, Set<T>>, kernel: Iterable<[number, T]>) => {
+      let total = 0;
+      for (const s of mirror.values()) total += s.size;
+      let found = 0;
+      let stray = 0;
+      for (const [rn, x] of kernel) {
+        if (mirror.get(rn)?.has(x)) found++;
+        else stray++;
+      }
+      add(map, total - found, 0, stray);
+    };
+    keySets(MAP_NAMES.affinityMatch, this.kAff, k.affs.map((a): [number, number] => [a.revNatId, a.backendId]));
+    keySets(MAP_NAMES.srcRange, this.kRanges, k.ranges.map((r): [number, string] => [r.revNatId, r.cidr]));
+    return out;
+  }
+
+  private loadFromKernel(kernel: KernelContents = this.readKernel()): AdoptResult {
+    const { services, backends, vips, affs, metas, ranges } = kernel;
 
     this.kSets.clear();
     this.kBackends.clear();

@@ -16,7 +16,7 @@ import { parseProm, valueOf } from './prom-text.js';
 const T0 = Date.parse('2024-05-01T10:00:00Z');
 
 function result(over: Partial<SyncResult> = {}): SyncResult {
-  return { ok: true, servicesWritten: 0, servicesDeleted: 0, backendsWritten: 0, backendsDeleted: 0, auxWritten: 0, auxDeleted: 0, frontends: 3, backends: 5, skipped: [], ...over };
+  return { ok: true, servicesWritten: 0, servicesDeleted: 0, backendsWritten: 0, backendsDeleted: 0, auxWritten: 0, auxDeleted: 0, frontends: 3, backends: 5, skipped: [], drift: [], ...over };
 }
 
 function report(over: Partial<SyncReport> = {}, res: Partial<SyncResult> = {}): SyncReport {
@@ -112,7 +112,7 @@ describe('agent metrics', () => {
     assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds'), 0);
   });
 
-  test('drift: inconsistencies found at adopt by kind; periodic resyncs that wrote are repairs', async () => {
+  test('drift: inconsistencies found at adopt by kind; repairs of periodic read-backs by map and kind', async () => {
     const { m, read } = metrics();
     m.adopted({
       frontends: 1,
@@ -122,15 +122,22 @@ describe('agent metrics', () => {
       details: { slotsWithoutMaster: 0, slotsBeyondCount: 1, missingSlots: 0, danglingSlots: 0, orphanBackends: 2, duplicateBackends: 0, badRevNatIds: 0, orphanAuxEntries: 0 },
     });
     m.syncDone(report({ trigger: 'periodic', full: true }));
+    // Writes without drift (changes not synced yet) are no repair.
     m.syncDone(report({ trigger: 'periodic', full: true }, { servicesWritten: 2, backendsDeleted: 1 }));
+    m.syncDone(
+      report({ trigger: 'periodic', full: true }, { servicesWritten: 2, drift: [{ map: 'kpr_svc', kind: 'missing', entries: 1 }, { map: 'kpr_svc', kind: 'changed', entries: 2 }] }),
+    );
+    m.syncDone(report({ trigger: 'periodic', full: true }, { ok: false, drift: [{ map: 'kpr_vip', kind: 'missing', entries: 1 }] }));
     m.syncDone(report({ trigger: 'event' }, { servicesWritten: 5 }));
     const s = await read();
     assert.equal(valueOf(s, 'kpr_drift_found_total', { kind: 'orphan_backends' }), 2);
     assert.equal(valueOf(s, 'kpr_drift_found_total', { kind: 'slots_beyond_count' }), 1);
     assert.equal(valueOf(s, 'kpr_drift_found_total', { kind: 'missing_slots' }), 0);
     assert.equal(valueOf(s, 'kpr_drift_repair_syncs_total'), 1);
-    assert.equal(valueOf(s, 'kpr_drift_repaired_entries_total'), 3);
-    assert.equal(valueOf(s, 'kubeproxy_sync_full_proxy_rules_duration_seconds_count'), 2);
+    assert.equal(valueOf(s, 'kpr_drift_repaired_entries_total', { map: 'kpr_svc', kind: 'missing' }), 1);
+    assert.equal(valueOf(s, 'kpr_drift_repaired_entries_total', { map: 'kpr_svc', kind: 'changed' }), 2);
+    assert.equal(valueOf(s, 'kpr_drift_repaired_entries_total', { map: 'kpr_vip', kind: 'missing' }), undefined, 'a failed sync repaired nothing');
+    assert.equal(valueOf(s, 'kubeproxy_sync_full_proxy_rules_duration_seconds_count'), 4);
   });
 
   test('health answers by code; build info', async () => {

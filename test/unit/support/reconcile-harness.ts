@@ -20,10 +20,10 @@ export function setup() {
 }
 
 /** Runs a sync and checks the live invariant after every op it applied and the strict one at the end. */
-export function syncChecked(maps: MemoryDatapathMaps, r: Reconciler, p: Map<string, PlanFrontend[]>, full: boolean): SyncResult {
+export function syncChecked(maps: MemoryDatapathMaps, r: Reconciler, p: Map<string, PlanFrontend[]>, full: boolean, readBack = false): SyncResult {
   const before = copyState(maps);
   const from = maps.ops.length;
-  const res = r.sync(p, { full });
+  const res = r.sync(p, { full, readBack });
   assert.deepEqual(replayViolations(before, maps.ops.slice(from)), [], 'live invariant during the sync');
   if (res.ok) assert.deepEqual(strictViolations(copyState(maps)), [], 'strict invariant after the sync');
   return res;
