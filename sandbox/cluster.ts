@@ -51,8 +51,8 @@ export class BoxCluster {
     }
   }
 
-  /** Starts bin/kpr-agent and waits for its initial sync. */
-  async startAgent(extraArgs: string[] = []): Promise<AgentProcess> {
+  /** Starts bin/kpr-agent and waits for its initial sync. `env` is added to this process's environment. */
+  async startAgent(extraArgs: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<AgentProcess> {
     const child = this.sandbox.track(
       spawn(
         agentBin,
@@ -72,7 +72,7 @@ export class BoxCluster {
           '--metrics-bind-address', '127.0.0.1:0',
           ...extraArgs,
         ],
-        { stdio: ['ignore', 'ignore', 'pipe'] },
+        { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } },
       ),
     );
     const agent = trackAgentLogs('kpr', child);

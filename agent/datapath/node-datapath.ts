@@ -11,7 +11,7 @@ import type { AgentConfig } from '../config.js';
 import type { Logger } from '../log.js';
 import { CFG_FLAG } from '../maps/layout.js';
 import { sweepExpiredConntrack } from './ct-sweeper.js';
-import { nodeNetnsCookie, writeNodeConfig, type Datapath } from './loader.js';
+import { writeNodeConfig, type Datapath } from './loader.js';
 import { TcAttacher } from './tc-attacher.js';
 
 const INTERFACE_RESCAN_MS = 2000;
@@ -23,9 +23,17 @@ export function snatAddresses(node: V1Node | undefined): { v4: string; v6: strin
   return { v4: ordered.find((a) => isIPv4(a)) ?? '', v6: ordered.find((a) => isIPv6(a)) ?? '' };
 }
 
+export interface NodeDatapathOptions {
+  /** The node namespace's netns cookie; undefined when this kernel cannot tell it (service-mesh mode degrades). */
+  hostNetnsCookie: bigint | undefined;
+  /** A periodic job failed (it runs again on its next tick); for the metric. */
+  onFailure?: (task: string, error: Error) => void;
+}
+
 export class NodeDatapath {
   private readonly attacher: TcAttacher;
-  private readonly hostNetnsCookie: bigint;
+  private readonly hostNetnsCookie: bigint | undefined;
+  private readonly onFailure: (task: string, error: Error) => void;
   private timers: NodeJS.Timeout[] = [];
   private lastConfig = '';
 
@@ -33,8 +41,13 @@ export class NodeDatapath {
     private readonly dp: Datapath,
     private readonly cfg: AgentConfig,
     private readonly log: Logger,
+    opts: NodeDatapathOptions,
   ) {
-    this.hostNetnsCookie = nodeNetnsCookie(cfg.netns);
+    this.hostNetnsCookie = opts.hostNetnsCookie;
+    this.onFailure = opts.onFailure ?? (() => undefined);
+    if (cfg.socketLbHostOnly && opts.hostNetnsCookie === undefined) {
+      log.warn('service-mesh mode degraded: the node network namespace cookie is unknown on this kernel, so the socket hooks serve every caller (pods too)');
+    }
     this.attacher = new TcAttacher({
       tcObject: dp.tcObject,
       pinDir: path.join(cfg.bpffsDir, 'links', 'tc'),
@@ -48,12 +61,21 @@ export class NodeDatapath {
   start(node: V1Node | undefined): void {
     this.nodeChanged(node);
     this.attacher.sync();
-    const rescan = setInterval(() => this.attacher.sync(), INTERFACE_RESCAN_MS);
+    const rescan = setInterval(() => {
+      try {
+        this.attacher.sync();
+      } catch (err) {
+        // Retried on the next rescan.
+        this.onFailure('tc-rescan', err as Error);
+        this.log.warn('tc interface rescan failed, will retry', { error: (err as Error).message, retryInMs: INTERFACE_RESCAN_MS });
+      }
+    }, INTERFACE_RESCAN_MS);
     const sweep = setInterval(() => {
       try {
         const n = sweepExpiredConntrack(this.dp.maps.ct);
         if (n > 0) this.log.debug('expired conntrack entries removed', { entries: n });
       } catch (err) {
+        this.onFailure('ct-sweep', err as Error);
         this.log.warn('conntrack sweep failed', { error: (err as Error).message });
       }
     }, this.cfg.ctSweepIntervalMs);
@@ -64,20 +86,21 @@ export class NodeDatapath {
   /** Re-derives the node-wide settings; writes them only when they changed. */
   nodeChanged(node: V1Node | undefined): void {
     const snat = snatAddresses(node);
+    const hostOnly = this.cfg.socketLbHostOnly && this.hostNetnsCookie !== undefined;
     const config = {
-      hostNetnsCookie: this.hostNetnsCookie,
+      hostNetnsCookie: this.hostNetnsCookie ?? 0n,
       snatV4: snat.v4,
       snatV6: snat.v6,
       tcpTimeoutS: this.cfg.ctTcpTimeoutS,
       tcpClosingTimeoutS: this.cfg.ctTcpClosingTimeoutS,
       udpTimeoutS: this.cfg.ctUdpTimeoutS,
-      flags: this.cfg.socketLbHostOnly ? CFG_FLAG.SOCK_HOST_ONLY : 0,
+      flags: hostOnly ? CFG_FLAG.SOCK_HOST_ONLY : 0,
     };
     const text = JSON.stringify(config, (_k, v) => (typeof v === 'bigint' ? v.toString() : v));
     if (text === this.lastConfig) return;
     writeNodeConfig(this.dp.maps.config, config);
     this.lastConfig = text;
-    this.log.info('node datapath settings', { snatV4: snat.v4 || null, snatV6: snat.v6 || null, socketLbHostOnly: this.cfg.socketLbHostOnly });
+    this.log.info('node datapath settings', { snatV4: snat.v4 || null, snatV6: snat.v6 || null, socketLbHostOnly: this.cfg.socketLbHostOnly, socketHooksHostOnly: hostOnly });
   }
 
   stop(): void {
