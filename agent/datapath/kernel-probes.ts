@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import {
   BPF_ATTACH_TYPE, BPF_MAP_TYPE, BpfIterator, BpfObject,
-  currentNetnsCookie, probeBatchLookup, probeCgroupAttachType, probeMapType, tcxSupported,
+  currentNetnsCookie, setLibbpfLogger, probeBatchLookup, probeCgroupAttachType, probeMapType, tcxSupported,
 } from '../../native/index.js';
 import { DISABLE_ENV, FAIL_ENV, KernelFeatures, parseFeatureList, type KernelFeature, type ProbeResult } from './kernel-features.js';
 
@@ -39,19 +39,29 @@ export function probeNetnsCookieSockopt(): ProbeResult {
   }
 }
 
-/** Loads kpr_sock_term.bpf.o (maps not pinned) and attaches its UDP iterator, then closes both. */
+/**
+ * Loads kpr_sock_term.bpf.o (maps not pinned) and attaches its UDP iterator,
+ * then closes both. libbpf's messages meanwhile are kept for the detail (the
+ * unresolved kfunc says more than EINVAL); the libbpf logger is left unset.
+ */
 export function trialLoadSockTerm(file: string): ProbeResult {
   if (!existsSync(file)) return { present: false, detail: `${file} not found` };
   let obj: BpfObject | undefined;
+  const warnings: string[] = [];
+  setLibbpfLogger((level, msg) => {
+    if (level === 'warn') warnings.push(msg.trim());
+  });
   try {
     obj = BpfObject.open(file);
     obj.load();
     BpfIterator.attach(obj.program('kpr_sock_term')).close();
     return { present: true, detail: `${path.basename(file)} loads (bpf_sock_destroy resolved)` };
   } catch (err) {
-    return { present: false, detail: `${path.basename(file)} does not load: ${(err as Error).message}` };
+    const why = warnings.find((w) => /extern|ksym|kfunc/.test(w));
+    return { present: false, detail: `${path.basename(file)} does not load: ${(err as Error).message}${why ? ` (libbpf: ${why})` : ''}` };
   } finally {
     obj?.close();
+    setLibbpfLogger(null);
   }
 }
 
