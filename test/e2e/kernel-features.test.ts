@@ -12,12 +12,12 @@
  */
 import { scaled } from '../../sandbox/time-scale.js';
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { BoxCluster, NODE_NAME, waitFor } from '../../sandbox/cluster.js';
 import { nsPath } from '../../sandbox/netns.js';
 import { BpfMap, currentNetnsCookie, tcxSupported, withNetns } from '../../native/index.js';
-import { mapPinPath } from '../../agent/datapath/pins.js';
+import { linkPinPath, mapPinPath } from '../../agent/datapath/pins.js';
 import { CFG_FLAG, MAP_NAMES, decodeConfig } from '../../agent/maps/layout.js';
 import { KERNEL_FEATURE_NAMES } from '../../agent/datapath/kernel-features.js';
 import { requireRoot } from '../support/preflight.js';
@@ -148,6 +148,21 @@ describe('kernel features: probed, reported, and their fallbacks used', { timeou
     rep = await box.client('http', `${CLUSTER_IP}:80`, ['--count', '40']);
     assert.deepEqual(Object.keys(rep.byPod).sort(), PODS.map((p) => p.name).sort());
     assert.equal(agent.child.exitCode, null, 'the agent is still running');
+    await box.stopAgent();
+  });
+  test('hooks treated as absent (getpeername, recvmsg): their programs are not loaded, pinned links detached, the rest still serves', async () => {
+    const agent = await box.startAgent([], { KPR_DISABLE_KERNEL_FEATURES: 'cgroup-getpeername,cgroup-recvmsg' });
+    const line = await agent.waitForLog('kernel features');
+    assert.match(String(line.summary), /cgroup-recvmsg=off cgroup-getpeername=off/);
+    for (const prog of ['kpr_recvmsg4', 'kpr_recvmsg6', 'kpr_getpeername4', 'kpr_getpeername6']) {
+      assert.equal(existsSync(linkPinPath(box.sandbox.bpffsDir, prog)), false, `${prog} link detached`);
+    }
+    assert.equal(agent.logs.filter((l) => l.msg === 'detached the pinned link of a socket program this kernel cannot run').length, 4);
+    const rep = await box.client('http', `${CLUSTER_IP}:80`, ['--count', '10']);
+    assert.equal(rep.ok, 10, JSON.stringify(rep.errors));
+    // What is lost, as the registry says: getpeername() now shows the pod.
+    const peers = Object.keys(rep.peers);
+    assert.ok(peers.length > 0 && peers.every((k) => PODS.some((p) => k === `${p.ip}:8080`)), `peers: ${peers}`);
     await box.stopAgent();
   });
 });
