@@ -7,6 +7,10 @@ import { BatchWriter, releaseFreeNativeMemory, setLibbpfLogger } from '../native
 import type { AgentConfig } from './config.js';
 import { batchWriterPath, loadDatapath, type Datapath } from './datapath/loader.js';
 import { NodeDatapath } from './datapath/node-datapath.js';
+import { formatFeature, summarizeFeatures, type KernelFeatures } from './datapath/kernel-features.js';
+import { probeKernelFeatures } from './datapath/kernel-probes.js';
+import { nodeNetnsCookie } from './datapath/netns-cookie.js';
+import { RetryingTask } from './retrying-task.js';
 import { ClusterWatch } from './k8s/watchers.js';
 import { loadKubeConfig } from './k8s/kubeconfig.js';
 import { apiServerViaServiceIp, K8S_SERVICE_HOST_MESSAGE } from './preflight/api-server-route.js';
@@ -32,6 +36,13 @@ export class Agent {
   private serviceHealth: ServiceHealthServers | undefined;
   private writer: BatchWriter | undefined;
   private udpTerminator: UdpTerminator | undefined;
+  private features: KernelFeatures | undefined;
+  /** Brings the node's tc datapath up (after the initial sync); retried until it succeeds. */
+  private nodeDatapathTask: RetryingTask | undefined;
+  /** Writes the node-wide settings for the Node object as last seen; retried on failure. */
+  private nodeSettingsTask: RetryingTask | undefined;
+  /** The node namespace's cookie once known (undefined: this kernel cannot tell; null: not resolved yet). */
+  private hostNetnsCookie: bigint | undefined | null = null;
 
   constructor(
     private readonly cfg: AgentConfig,
@@ -49,8 +60,17 @@ export class Agent {
     this.obs = obs;
     obs.start();
 
-    this.datapath = loadDatapath({ ...cfg, loadUdpIterator: cfg.udpTermination !== 'netlink' }, log);
+    const probed = probeKernelFeatures({ cgroupPath: cfg.cgroupPath, bpfObject: cfg.bpfObject });
+    const features = probed.features;
+    this.features = features;
+    if (probed.unknownNames.length) log.warn('unknown kernel feature names in the environment', { names: probed.unknownNames });
+    obs.metrics.kernelFeatures(() => features.list());
+    features.onChange((f) => log.warn('kernel feature changed', { feature: f.feature, state: f.state, fallback: f.fallback, text: formatFeature(f) }));
+    this.datapath = loadDatapath({ ...cfg, loadUdpIterator: cfg.udpTermination !== 'netlink' }, log, features);
     const dp = this.datapath;
+    this.resolveNetnsCookie(); // before the features line, so it says which netns cookie source is in use
+    // The tc programs attach as clsact filters where tcx is missing (TcAttacher, --tc-attach auto or tc).
+    if (!features.present('tcx') && cfg.tcAttach !== 'tcx') features.useFallback('tcx', 'clsact/cls_bpf');
     // healthCheckNodePort servers (eTP=Local LoadBalancers), in the node's namespace, healthy as the proxy is.
     this.serviceHealth = new ServiceHealthServers({ netns: cfg.netns, proxyHealthy: () => obs.health.health().healthy, log: log.child({ source: 'service-health' }), onShed: (kind) => obs.metrics.connectionShed('service-health', kind) });
     const udpTerminator = new UdpTerminator({
@@ -63,6 +83,8 @@ export class Agent {
     });
     this.udpTerminator = udpTerminator;
     obs.metrics.udpTerminationMode(udpTerminator.mode);
+    if (udpTerminator.mode === 'netlink' && !features.present('bpf-sock-destroy')) features.useFallback('bpf-sock-destroy', 'netlink SOCK_DESTROY');
+    log.info('kernel features', { summary: summarizeFeatures(features.list()), features: features.list().map(formatFeature) });
     this.writer = startBatchWriter(cfg.bpfObject, log);
     const maps = new BpfDatapathMaps({
       svc: dp.maps.svc,
@@ -109,7 +131,7 @@ export class Agent {
     let initialDone = false;
     this.watch.onChange((c) => {
       obs.changed(c, initialDone);
-      if (c.kind === 'Node') this.nodeDatapath?.nodeChanged(this.watch?.node());
+      if (c.kind === 'Node') this.nodeSettingsTask?.run();
       if (initialDone) loop.serviceChanged(c.kind === 'Node' ? null : c.key);
     });
 
@@ -137,10 +159,48 @@ export class Agent {
       releaseMemoryMs: released.ms,
       fullGc: released.fullGc,
     });
-    this.nodeDatapath = new NodeDatapath(this.datapath, cfg, log.child({ source: 'tc' }), { onTimerError: (op) => obs.metrics.nodeDatapathFailed(op) });
-    const nodeDatapath = this.nodeDatapath;
-    this.obs?.metrics.tcAttacher(() => nodeDatapath.tcStatus());
-    this.nodeDatapath.start(this.watch.node());
+    // From here on nothing may end the agent: each failure is logged, counted and retried.
+    const onFailure = (task: string) => obs.metrics.taskFailed(task);
+    const tcLog = log.child({ source: 'tc' });
+    this.nodeSettingsTask = new RetryingTask('node-settings', () => this.nodeDatapath?.nodeChanged(this.watch?.node()), { log, onFailure });
+    this.nodeDatapathTask = new RetryingTask(
+      'node-datapath',
+      () => {
+        if (this.hostNetnsCookie === null) this.resolveNetnsCookie(true);
+        const nd = new NodeDatapath(dp, cfg, tcLog, { hostNetnsCookie: this.hostNetnsCookie ?? undefined, onFailure, onTimerError: (op) => obs.metrics.nodeDatapathFailed(op) });
+        nd.start(this.watch?.node());
+        this.nodeDatapath = nd;
+        obs.metrics.tcAttacher(() => nd.tcStatus());
+      },
+      { log, onFailure },
+    );
+    this.nodeDatapathTask.run();
+  }
+
+  /**
+   * The node namespace's netns cookie (kpr_config.host_netns_cookie), through
+   * SO_NETNS_COOKIE or its fallback. `rethrow`: a failure is the caller's to
+   * retry; otherwise it is logged and resolved again when the node datapath starts.
+   */
+  private resolveNetnsCookie(rethrow = false): void {
+    const { cfg, features } = this;
+    try {
+      this.hostNetnsCookie = nodeNetnsCookie({ netns: cfg.netns, features: features!, cgroupPath: cfg.cgroupPath, bpfObject: cfg.bpfObject });
+    } catch (err) {
+      if (rethrow) throw err;
+      this.log.warn('node network namespace cookie not known yet, retried when the node datapath starts', { error: (err as Error).message });
+    }
+  }
+
+  /** The kernel features as probed at start (and updated by the components using them). */
+  kernelFeatures(): KernelFeatures | undefined {
+    return this.features;
+  }
+
+  /** Counts a failure no component caught (main.ts's last line of defence once the agent runs). */
+  uncaughtFailure(err: unknown): void {
+    this.obs?.metrics.taskFailed('uncaught');
+    this.log.error('unexpected failure; the agent keeps running', { error: err instanceof Error ? err.message : String(err), stack: err instanceof Error ? err.stack : undefined });
   }
 
   /** How connected UDP sockets of a removed backend are destroyed on this node ('off' before start). */
@@ -150,6 +210,8 @@ export class Agent {
 
   async stop(): Promise<void> {
     this.loop?.stop();
+    this.nodeDatapathTask?.stop();
+    this.nodeSettingsTask?.stop();
     this.nodeDatapath?.stop();
     await this.serviceHealth?.close();
     await this.watch?.stop();

@@ -38,6 +38,10 @@ async function main(): Promise<void> {
     log.error('agent failed to start', { error: (err as Error).message });
     process.exit(1);
   }
+  // The initial sync is done and the pinned datapath serves it: from here on a
+  // failure nobody caught is logged and counted, and the sync loop goes on.
+  process.on('uncaughtException', (err) => agent.uncaughtFailure(err));
+  process.on('unhandledRejection', (reason) => agent.uncaughtFailure(reason));
 }
 
 void main();

@@ -58,6 +58,12 @@ export interface SyncReport {
 /** One Service's UDP frontends ("addr|port") and the backends ("addr|port") of each, both scopes. */
 type UdpView = Map<string, Set<string>>;
 
+/** A sync that threw instead of returning its failure: nothing is known to be written. */
+function thrownSyncResult(err: unknown, last: { frontends: number; backends: number }): SyncResult {
+  const error = err instanceof Error ? err.message : String(err);
+  return { ok: false, error, servicesWritten: 0, servicesDeleted: 0, backendsWritten: 0, backendsDeleted: 0, auxWritten: 0, auxDeleted: 0, ...last, skipped: [], drift: [] };
+}
+
 const RETRY_MIN_MS = 500;
 const RETRY_MAX_MS = 30_000;
 
@@ -69,6 +75,8 @@ export class SyncLoop {
   private periodic: NodeJS.Timeout | undefined;
   private lastSyncAt = 0;
   private retryMs = RETRY_MIN_MS;
+  /** What the last sync left in the kernel (reported again by a sync that threw). */
+  private lastCounts = { frontends: 0, backends: 0 };
   private needFull = true;
   /** The sync period elapsed: the next full sync reads the maps back and repairs drift. */
   private readBackDue = false;
@@ -224,18 +232,25 @@ export class SyncLoop {
         return frontends;
       },
     };
-    const result = this.reconciler.sync(plans, { full, readBack });
-    if (readBack && this.opts.repairNodeDrift) {
-      const node = this.guard('node map drift repair', () => this.opts.repairNodeDrift!());
-      if (node) result.drift.push(...node);
-    }
-    if (result.ok) {
-      for (const [service, view] of udpViews) {
-        if (view) this.udpBackends.set(service, view);
-        else this.udpBackends.delete(service);
+    let result: SyncResult;
+    try {
+      result = this.reconciler.sync(plans, { full, readBack });
+      if (readBack && this.opts.repairNodeDrift) {
+        const node = this.guard('node map drift repair', () => this.opts.repairNodeDrift!());
+        if (node) result.drift.push(...node);
       }
-      if (udpLeft.length) this.guard('UDP socket termination', () => this.opts.onUdpBackendsRemoved?.(udpLeft));
+      if (result.ok) {
+        for (const [service, view] of udpViews) {
+          if (view) this.udpBackends.set(service, view);
+          else this.udpBackends.delete(service);
+        }
+        if (udpLeft.length) this.guard('UDP socket termination', () => this.opts.onUdpBackendsRemoved?.(udpLeft));
+      }
+    } catch (err) {
+      // Whatever threw (a plan, a hook), the loop lives on: this sync failed and is retried.
+      result = thrownSyncResult(err, this.lastCounts);
     }
+    this.lastCounts = { frontends: result.frontends, backends: result.backends };
     const finished = this.now();
     this.lastSyncAt = finished;
     this.running = false;

@@ -166,6 +166,34 @@ export function attachCgroup(prog: BpfProgram, cgroupPath: string, linkPinPath: 
   }
 }
 
+/** A cgroup attachment that lasts only as long as this process holds it (an unpinned link). */
+export interface TemporaryCgroupLink {
+  /** Detaches the program (closing the link's last fd). */
+  close(): void;
+}
+
+/** Attaches `prog` to `cgroupPath` through an unpinned link: close() (or this process exiting) detaches it. */
+export function attachCgroupTemporarily(prog: BpfProgram, cgroupPath: string): TemporaryCgroupLink {
+  const lib = libbpf();
+  const cgFd = fs.openSync(cgroupPath, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
+  try {
+    const link = lib.bpf_program__attach_cgroup(prog.ptr, cgFd);
+    if (!link) {
+      const errno = koffi.errno() || E.EINVAL;
+      throw new KprBpfError({ op: 'attach cgroup', map: prog.name, errno, detail: `${cgroupPath}${hintFor(errno) ? '; ' + hintFor(errno) : ''}` });
+    }
+    let open = true;
+    return {
+      close: () => {
+        if (open) lib.bpf_link__destroy(link);
+        open = false;
+      },
+    };
+  } finally {
+    fs.closeSync(cgFd);
+  }
+}
+
 /**
  * Detaches the link pinned at `linkPinPath` and removes the pin.
  * Returns false when there was no pin.

@@ -19,6 +19,8 @@ const E = constants.errno;
 export interface BpfObjectOpenOptions {
   /** bpffs directory (must exist, see ensureBpffs) where maps are pinned / adopted. */
   pinMapsDir?: string;
+  /** Programs not to load (bpf_program__set_autoload false): their hook is missing from this kernel. */
+  skipPrograms?: readonly string[];
 }
 
 interface MapDef {
@@ -62,6 +64,12 @@ export class BpfObject {
           const ret = lib.bpf_map__set_pin_path(map, self.pinPathOf(def.name));
           if (ret < 0) throw new KprBpfError({ op: 'map set pin path', map: def.name, errno: -ret });
         }
+      }
+      for (const name of opts.skipPrograms ?? []) {
+        const prog = lib.bpf_object__find_program_by_name(obj, name);
+        if (!prog) throw new KprBpfError({ op: 'object program', map: name, errno: E.ENOENT, detail: `no program ${name} in ${objPath}` });
+        const ret = lib.bpf_program__set_autoload(prog, false);
+        if (ret < 0) throw new KprBpfError({ op: 'program set autoload', map: name, errno: -ret });
       }
     } catch (err) {
       self.close();

@@ -11,8 +11,11 @@ const PROG_INFO_LEN = 16; // enough for { __u32 type; __u32 id; ... }
 export const BPF_ATTACH_TYPE = {
   CGROUP_INET4_CONNECT: 10,
   CGROUP_UDP4_SENDMSG: 14,
+  CGROUP_INET_SOCK_CREATE: 2,
   CGROUP_UDP4_RECVMSG: 19,
+  CGROUP_UDP6_RECVMSG: 20,
   CGROUP_INET4_GETPEERNAME: 29,
+  CGROUP_INET6_GETPEERNAME: 30,
 } as const;
 
 export function attachTypeName(t: number): string {

@@ -12,8 +12,8 @@ export {
   type BpfMapInfo, type BatchEntries, type DeleteBatchOptions,
 } from './bpf-map.js';
 export {
-  attachCgroup, detachPinnedLink, pinnedLinkInfo, queryCgroupPrograms, cgroupId, linkInfoByFd,
-  type CgroupAttachment, type LinkInfo,
+  attachCgroup, attachCgroupTemporarily, detachPinnedLink, pinnedLinkInfo, queryCgroupPrograms, cgroupId, linkInfoByFd,
+  type CgroupAttachment, type LinkInfo, type TemporaryCgroupLink,
 } from './attach.js';
 export { BpfIterator } from './iter.js';
 export { withNetns, ifIndex, currentNetnsCookie } from './netns.js';
@@ -26,3 +26,4 @@ export {
 export { testRun, type TestRunResult } from './test-run.js';
 export { releaseFreeNativeMemory } from './memory.js';
 export { BatchWriter, BATCH_WRITER_LIBRARY } from './batch-writer.js';
+export { probeBatchLookup, probeMapType, probeCgroupAttachType, type NativeProbe } from './probes.js';

@@ -85,6 +85,9 @@ export interface LibbpfFns {
     targetFd: number, type: number, queryFlags: number, attachFlags: Buffer,
     progIds: Buffer, progCnt: Buffer,
   ): number;
+
+  // ------------------------------------ kernel feature probing (agent/datapath/kernel-probes.ts)
+  bpf_program__set_autoload(prog: NativePtr, autoload: boolean): number;
 }
 
 export interface LibcFns {
@@ -182,6 +185,9 @@ export function libbpf(): LibbpfFns {
     bpf_obj_pin: f('int bpf_obj_pin(int fd, const char *pathname)'),
     bpf_obj_get_info_by_fd: f('int bpf_obj_get_info_by_fd(int bpf_fd, void *info, void *info_len)'),
     bpf_prog_query: f('int bpf_prog_query(int target_fd, int type, uint32_t query_flags, void *attach_flags, void *prog_ids, void *prog_cnt)'),
+
+    // kernel feature probing
+    bpf_program__set_autoload: f('int bpf_program__set_autoload(bpf_program *prog, bool autoload)'),
   };
   bpfTable = t;
   return t;

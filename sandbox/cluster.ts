@@ -52,10 +52,11 @@ export class BoxCluster {
   }
 
   /**
-   * Starts bin/kpr-agent and waits for its initial sync. `nofile` caps the
-   * agent's file descriptors (prlimit), for tests that try to exhaust them.
+   * Starts bin/kpr-agent and waits for its initial sync. `env` is added to
+   * this process's environment; `nofile` caps the agent's file descriptors
+   * (prlimit), for tests that try to exhaust them.
    */
-  async startAgent(extraArgs: string[] = [], opts: { nofile?: number } = {}): Promise<AgentProcess> {
+  async startAgent(extraArgs: string[] = [], env: NodeJS.ProcessEnv = {}, opts: { nofile?: number } = {}): Promise<AgentProcess> {
     const limit = opts.nofile ? ['prlimit', `--nofile=${opts.nofile}:${opts.nofile}`, agentBin] : [agentBin];
     const child = this.sandbox.track(
       spawn(
@@ -77,7 +78,7 @@ export class BoxCluster {
           '--metrics-bind-address', '127.0.0.1:0',
           ...extraArgs,
         ],
-        { stdio: ['ignore', 'ignore', 'pipe'] },
+        { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } },
       ),
     );
     const agent = trackAgentLogs('kpr', child);

@@ -10,10 +10,12 @@
  */
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { BATCH_WRITER_LIBRARY, BpfIterator, BpfObject, ensureBpffs, withNetns, currentNetnsCookie, type BpfMap, type CgroupAttachment } from '../../native/index.js';
+import { BATCH_WRITER_LIBRARY, BpfIterator, BpfObject, detachPinnedLink, ensureBpffs, type BpfMap, type CgroupAttachment } from '../../native/index.js';
 import { MAP_NAMES, encodeConfig, type KprConfig } from '../maps/layout.js';
 import type { Logger } from '../log.js';
 import { linkPinDir, linkPinPath, mapPinDir } from './pins.js';
+import type { KernelFeature, KernelFeatures } from './kernel-features.js';
+import { SOCK_TERM_OBJECT } from './kernel-probes.js';
 
 /** The cgroup socket programs, by name in bpf/kpr_sock.bpf.c. */
 export const SOCK_PROGRAMS = [
@@ -26,6 +28,14 @@ export const SOCK_PROGRAMS = [
   'kpr_recvmsg6',
   'kpr_getpeername6',
 ] as const;
+
+/** The socket programs that need a hook some kernels lack, by the feature that says whether it is there. */
+const OPTIONAL_SOCK_PROGRAMS: Partial<Record<(typeof SOCK_PROGRAMS)[number], KernelFeature>> = {
+  kpr_recvmsg4: 'cgroup-recvmsg',
+  kpr_recvmsg6: 'cgroup-recvmsg',
+  kpr_getpeername4: 'cgroup-getpeername',
+  kpr_getpeername6: 'cgroup-getpeername',
+};
 
 export interface DatapathOptions {
   /** kpr_sock.bpf.o; the other objects are found beside it. */
@@ -59,36 +69,57 @@ export function batchWriterPath(bpfObject: string): string {
   return sibling(bpfObject, BATCH_WRITER_LIBRARY);
 }
 
-export function loadDatapath(opts: DatapathOptions, log: Logger): Datapath {
+/**
+ * Loads and attaches everything. `features` (the probed registry) decides
+ * what is tried: socket programs whose hook the kernel lacks are not loaded
+ * (and a link a previous run pinned for them is detached); the UDP socket
+ * iterator is loaded here, which is the probe of bpf_sock_destroy.
+ */
+export function loadDatapath(opts: DatapathOptions, log: Logger, features: KernelFeatures): Datapath {
   ensureBpffs(opts.bpffsDir);
   const pinMapsDir = mapPinDir(opts.bpffsDir);
   mkdirSync(pinMapsDir, { recursive: true });
   mkdirSync(linkPinDir(opts.bpffsDir), { recursive: true });
   const opened: BpfObject[] = [];
-  const open = (file: string) => {
-    const obj = BpfObject.open(file, { pinMapsDir });
+  const open = (file: string, skipPrograms: string[] = []) => {
+    const obj = BpfObject.open(file, { pinMapsDir, skipPrograms });
     opened.push(obj);
     obj.load();
     return obj;
   };
   try {
-    const sock = open(opts.bpfObject);
+    const skipped = SOCK_PROGRAMS.filter((p) => {
+      const f = OPTIONAL_SOCK_PROGRAMS[p];
+      return f !== undefined && !features.present(f);
+    });
+    const sock = open(opts.bpfObject, skipped);
     const tcObject = open(sibling(opts.bpfObject, 'kpr_tc.bpf.o'));
     let udpIterator: BpfIterator | undefined;
     let udpIteratorError: string | undefined;
-    if (opts.loadUdpIterator ?? true) {
+    if (!(opts.loadUdpIterator ?? true)) {
+      udpIteratorError = 'not loaded (--udp-termination netlink)';
+    } else if (features.probed('bpf-sock-destroy')) {
+      // Decided already (treated as absent through KPR_DISABLE_KERNEL_FEATURES).
+      udpIteratorError = features.status('bpf-sock-destroy').detail;
+    } else {
       try {
-        const term = open(sibling(opts.bpfObject, 'kpr_sock_term.bpf.o'));
+        const term = open(sibling(opts.bpfObject, SOCK_TERM_OBJECT));
         udpIterator = BpfIterator.attach(term.program('kpr_sock_term'));
+        features.record('bpf-sock-destroy', { present: true, detail: `${SOCK_TERM_OBJECT} loads (bpf_sock_destroy resolved)` });
       } catch (err) {
         // Expected before 6.5 (no bpf_sock_destroy); UdpTerminator says what it uses instead.
         udpIteratorError = (err as Error).message;
-        log.debug('kpr_sock_term.bpf.o did not load', { error: udpIteratorError });
+        features.record('bpf-sock-destroy', { present: false, detail: `${SOCK_TERM_OBJECT} does not load: ${udpIteratorError}` });
       }
-    } else {
-      udpIteratorError = 'not loaded (--udp-termination netlink)';
     }
-    const attachments = SOCK_PROGRAMS.map((prog) => sock.attachCgroup(prog, opts.cgroupPath, linkPinPath(opts.bpffsDir, prog)));
+    for (const prog of skipped) {
+      try {
+        if (detachPinnedLink(linkPinPath(opts.bpffsDir, prog))) log.info('detached the pinned link of a socket program this kernel cannot run', { program: prog });
+      } catch (err) {
+        log.warn('could not detach a pinned link', { program: prog, error: (err as Error).message });
+      }
+    }
+    const attachments = SOCK_PROGRAMS.filter((p) => !skipped.includes(p)).map((prog) => sock.attachCgroup(prog, opts.cgroupPath, linkPinPath(opts.bpffsDir, prog)));
     log.info('datapath attached', {
       cgroup: opts.cgroupPath,
       bpffs: opts.bpffsDir,
@@ -115,9 +146,4 @@ export function loadDatapath(opts: DatapathOptions, log: Logger): Datapath {
 /** Writes the node-wide datapath settings (kpr_config). */
 export function writeNodeConfig(configMap: BpfMap, cfg: KprConfig): void {
   configMap.update(Buffer.alloc(4), encodeConfig(cfg));
-}
-
-/** The netns cookie of the node's network namespace (the agent's own, or --netns). */
-export function nodeNetnsCookie(netns?: string): bigint {
-  return netns ? withNetns(netns, () => currentNetnsCookie()) : currentNetnsCookie();
 }

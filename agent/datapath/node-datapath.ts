@@ -12,7 +12,7 @@ import type { Logger } from '../log.js';
 import { CFG_FLAG, MAP_NAMES, encodeConfig } from '../maps/layout.js';
 import type { DriftCount } from '../reconcile/reconciler.js';
 import { sweepExpiredConntrack } from './ct-sweeper.js';
-import { nodeNetnsCookie, writeNodeConfig, type Datapath } from './loader.js';
+import { writeNodeConfig, type Datapath } from './loader.js';
 import { TcAttacher } from './tc-attacher.js';
 import { tcLinkPinDir } from './pins.js';
 
@@ -25,16 +25,21 @@ export function snatAddresses(node: V1Node | undefined): { v4: string; v6: strin
   return { v4: ordered.find((a) => isIPv4(a)) ?? '', v6: ordered.find((a) => isIPv6(a)) ?? '' };
 }
 
-export interface NodeDatapathHooks {
-  /** A periodic timer's run failed (op: interface_rescan, conntrack_sweep); for a metric. */
+export type TimerOp = 'interface_rescan' | 'conntrack_sweep';
+
+export interface NodeDatapathOptions {
+  /** The node namespace's netns cookie; undefined when this kernel cannot tell it (service-mesh mode degrades). */
+  hostNetnsCookie: bigint | undefined;
+  /** A periodic job failed (it runs again on its next tick); for kpr_agent_task_failures_total. */
+  onFailure?: (task: string, error: Error) => void;
+  /** A periodic timer's run failed (op: interface_rescan, conntrack_sweep); for kpr_node_datapath_errors_total. */
   onTimerError?: (op: TimerOp) => void;
 }
 
-export type TimerOp = 'interface_rescan' | 'conntrack_sweep';
-
 export class NodeDatapath {
   private readonly attacher: TcAttacher;
-  private readonly hostNetnsCookie: bigint;
+  private readonly hostNetnsCookie: bigint | undefined;
+  private readonly onFailure: (task: string, error: Error) => void;
   private timers: NodeJS.Timeout[] = [];
   private lastConfig = '';
   /** The kpr_config value last written (what drift repair compares the map with). */
@@ -46,9 +51,13 @@ export class NodeDatapath {
     private readonly dp: Datapath,
     private readonly cfg: AgentConfig,
     private readonly log: Logger,
-    private readonly hooks: NodeDatapathHooks = {},
+    private readonly opts: NodeDatapathOptions,
   ) {
-    this.hostNetnsCookie = nodeNetnsCookie(cfg.netns);
+    this.hostNetnsCookie = opts.hostNetnsCookie;
+    this.onFailure = opts.onFailure ?? (() => undefined);
+    if (cfg.socketLbHostOnly && opts.hostNetnsCookie === undefined) {
+      log.warn('service-mesh mode degraded: the node network namespace cookie is unknown on this kernel, so the socket hooks serve every caller (pods too)');
+    }
     this.attacher = new TcAttacher({
       tcObject: dp.tcObject,
       pinDir: tcLinkPinDir(cfg.bpffsDir),
@@ -89,21 +98,22 @@ export class NodeDatapath {
   /** Re-derives the node-wide settings; writes them only when they changed. */
   nodeChanged(node: V1Node | undefined): void {
     const snat = snatAddresses(node);
+    const hostOnly = this.cfg.socketLbHostOnly && this.hostNetnsCookie !== undefined;
     const config = {
-      hostNetnsCookie: this.hostNetnsCookie,
+      hostNetnsCookie: this.hostNetnsCookie ?? 0n,
       snatV4: snat.v4,
       snatV6: snat.v6,
       tcpTimeoutS: this.cfg.ctTcpTimeoutS,
       tcpClosingTimeoutS: this.cfg.ctTcpClosingTimeoutS,
       udpTimeoutS: this.cfg.ctUdpTimeoutS,
-      flags: this.cfg.socketLbHostOnly ? CFG_FLAG.SOCK_HOST_ONLY : 0,
+      flags: hostOnly ? CFG_FLAG.SOCK_HOST_ONLY : 0,
     };
     const text = JSON.stringify(config, (_k, v) => (typeof v === 'bigint' ? v.toString() : v));
     if (text === this.lastConfig) return;
     writeNodeConfig(this.dp.maps.config, config);
     this.written = encodeConfig(config);
     this.lastConfig = text;
-    this.log.info('node datapath settings', { snatV4: snat.v4 || null, snatV6: snat.v6 || null, socketLbHostOnly: this.cfg.socketLbHostOnly });
+    this.log.info('node datapath settings', { snatV4: snat.v4 || null, snatV6: snat.v6 || null, socketLbHostOnly: this.cfg.socketLbHostOnly, socketHooksHostOnly: hostOnly });
   }
 
   /**
@@ -131,7 +141,8 @@ export class NodeDatapath {
       run();
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
-      this.hooks.onTimerError?.(op);
+      this.opts.onTimerError?.(op);
+      this.onFailure(op, err instanceof Error ? err : new Error(message));
       if (this.failing.get(op) !== message) {
         this.failing.set(op, message);
         this.log.error('node datapath timer failed; retrying every tick', { op, error: message });

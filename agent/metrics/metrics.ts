@@ -14,6 +14,7 @@ import { findRepoRoot } from '../paths.js';
 import type { AdoptResult } from '../reconcile/reconciler.js';
 import type { SyncReport } from '../sync-loop.js';
 import type { Logger } from '../log.js';
+import type { FeatureStatus } from '../datapath/kernel-features.js';
 import { ChangeTracker, type TrackedChange } from './change-tracker.js';
 import { STAT_METRIC_HELP, readStats, statMetric, type StatMetric } from './datapath-stats.js';
 import { pinnedMapStats } from './map-stats.js';
@@ -78,6 +79,8 @@ export class AgentMetrics {
   private readonly nodeErrors: Counter<'op'>;
   private readonly udpDestroyed: Counter<'mechanism'>;
   private readonly udpMode: Gauge<'mode'>;
+  private readonly taskFailures: Counter<'task'>;
+  private kernelFeatureList: () => FeatureStatus[] = () => [];
 
   constructor(private readonly opts: AgentMetricsOptions) {
     this.now = opts.now ?? (() => new Date());
@@ -183,6 +186,22 @@ export class AgentMetrics {
       labelNames: ['mode'],
       registers,
     });
+    this.taskFailures = new Counter({
+      name: 'kpr_agent_task_failures_total',
+      help: 'Failures of agent work beside the sync loop (node-datapath, node-settings, tc-rescan, ct-sweep, uncaught), each logged and retried.',
+      labelNames: ['task'],
+      registers,
+    });
+    const features = new Gauge({
+      name: 'kpr_kernel_feature',
+      help: 'Optional kernel features as probed at start: one series per feature with its state (active, fallback with the fallback in use, off); always 1.',
+      labelNames: ['feature', 'state', 'fallback'],
+      registers,
+      collect: () => {
+        features.reset();
+        for (const f of this.kernelFeatureList()) features.set({ feature: f.feature, state: f.state, fallback: f.fallback ?? '' }, 1);
+      },
+    });
     new Gauge({ name: 'kpr_build_info', help: 'kpr version and the Node.js running it; always 1.', labelNames: ['version', 'node_version'], registers }).set(
       { version: kprVersion(), node_version: process.version },
       1,
@@ -234,6 +253,15 @@ export class AgentMetrics {
 
   adopted(result: AdoptResult): void {
     for (const [kind, n] of Object.entries(result.details)) this.driftFound.inc({ kind: snake(kind) }, n);
+  }
+
+  /** Where kpr_kernel_feature reads the features at scrape time. */
+  kernelFeatures(list: () => FeatureStatus[]): void {
+    this.kernelFeatureList = list;
+  }
+
+  taskFailed(task: string): void {
+    this.taskFailures.inc({ task });
   }
 
   mapOperationFailed(map: string, op: string): void {

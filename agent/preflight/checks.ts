@@ -1,14 +1,20 @@
 /**
  * `kpr preflight`: does this node have what kpr needs? Each check reads one
  * fact from the node and says what is missing and how to get it. Required
- * checks failing make the command exit non-zero; advisory ones (features a
- * newer kernel adds) only warn.
+ * checks failing make the command exit non-zero; advisory ones only warn.
+ * Kernel features are probed (agent/datapath/kernel-probes.ts, the same
+ * probes the agent runs at start) and printed with the agent's words; their
+ * kernel versions are explanations, never the test.
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { BatchWriter, BpfObject, DEFAULT_BPFFS_ROOT, isBpffs, setLibbpfLogger } from '../../native/index.js';
 import { batchWriterPath } from '../datapath/loader.js';
+import { KERNEL_FEATURES, formatFeature, type FeatureStatus, type KernelFeatures } from '../datapath/kernel-features.js';
+import { probeKernelFeatures } from '../datapath/kernel-probes.js';
+import { NETNS_COOKIE_FALLBACK, NETNS_PROBE_OBJECT, netnsCookieBySocketProbe } from '../datapath/netns-cookie.js';
+import { probeSockDiagDestroy } from '../datapath/udp-terminator.js';
 import { libbpf } from '../../native/libbpf.js';
 import { findCgroup2Mount } from '../cgroup.js';
 
@@ -49,12 +55,13 @@ export interface PreflightReport {
     bpfObject: string;
   };
   checks: CheckResult[];
+  /** Every kernel feature with its state, as the agent would log it (empty when it could not probe). */
+  features: FeatureStatus[];
+  /** What runs degraded: the optional features that are not active, in words. */
+  degraded: string[];
 }
 
 export const MIN_KERNEL: [number, number] = [5, 10];
-export const UDP_TERMINATION_KERNEL: [number, number] = [6, 5];
-/** tcx links, which carry the tc path (NodePort, LoadBalancer, externalIPs, service-mesh mode). */
-export const TCX_KERNEL: [number, number] = [6, 6];
 
 /** "6.1.0-18-amd64" → [6, 1]. */
 export function kernelVersion(release: string): [number, number] | undefined {
@@ -109,22 +116,6 @@ export function runPreflight(opts: PreflightOptions): PreflightReport {
     detail: `running ${release}; kpr's cgroup socket hooks, bpf_link attachments and batch map operations need ${MIN_KERNEL.join('.')} or newer`,
     fix: `upgrade the node's kernel to ${MIN_KERNEL.join('.')}+`,
   });
-  add({
-    name: 'kernel-udp-termination',
-    severity: 'advisory',
-    ok: kv !== undefined && atLeast(kv, UDP_TERMINATION_KERNEL),
-    detail: `destroying UDP sockets connected to a removed backend with bpf_sock_destroy needs ${UDP_TERMINATION_KERNEL.join('.')}+; running ${release}`,
-    fix: `before ${UDP_TERMINATION_KERNEL.join('.')} the agent destroys them through netlink sock_diag instead, which needs CONFIG_INET_DIAG_DESTROY=y (Debian's kernels have it; the agent logs "UDP socket termination off" without it); or upgrade to ${UDP_TERMINATION_KERNEL.join('.')}+`,
-  });
-
-  add({
-    name: 'kernel-tc-path',
-    severity: 'advisory',
-    ok: kv !== undefined && atLeast(kv, TCX_KERNEL),
-    detail: `the tc path (NodePort, LoadBalancer, externalIPs from outside the node; service-mesh mode) attaches through tcx links, ${TCX_KERNEL.join('.')}+; running ${release}`,
-    fix: `without it only the socket path works (ClusterIP and in-node callers); upgrade to ${TCX_KERNEL.join('.')}+`,
-  });
-
   // BTF.
   const btfPath = opts.btfPath ?? '/sys/kernel/btf/vmlinux';
   const btf = existsSync(btfPath);
@@ -241,6 +232,41 @@ export function runPreflight(opts: PreflightOptions): PreflightReport {
   }
   add({ name: 'bpf-object', severity: 'required', ok: loadOk, detail: loadDetail, fix: 'build it (make bpf) or pass --bpf-object; a verifier error means this kernel lacks a feature kpr uses' });
 
+  // Kernel features: the agent's probes, and the fallbacks it would use.
+  let features: KernelFeatures | undefined;
+  if (libbpfOk && missing.length === 0) {
+    features = probeKernelFeatures({ cgroupPath: cgroupPath ?? '/', bpfObject: opts.bpfObject, trialLoadSockTerm: true, btfPath }).features;
+    if (!features.present('netns-cookie-sockopt')) {
+      try {
+        if (!cgroupPath) throw new Error('no cgroup to run it under');
+        netnsCookieBySocketProbe({ probeObject: path.join(path.dirname(opts.bpfObject), NETNS_PROBE_OBJECT), cgroupParent: cgroupPath });
+        features.useFallback('netns-cookie-sockopt', NETNS_COOKIE_FALLBACK);
+      } catch (err) {
+        features.turnOff('netns-cookie-sockopt', `${NETNS_COOKIE_FALLBACK} failed: ${(err as Error).message}`);
+      }
+    }
+    // Where tcx is missing the agent's --tc-attach auto attaches the same programs as clsact/cls_bpf filters.
+    if (!features.present('tcx')) features.useFallback('tcx', 'clsact/cls_bpf', 'a clsact qdisc with a direct-action cls_bpf filter (--tc-attach auto)');
+    if (!features.present('bpf-sock-destroy')) {
+      const netlinkMissing = probeSockDiagDestroy();
+      if (netlinkMissing === null) features.useFallback('bpf-sock-destroy', 'netlink SOCK_DESTROY', 'sock_diag SOCK_DESTROY works here (--udp-termination auto)');
+      else features.turnOff('bpf-sock-destroy', `netlink SOCK_DESTROY unavailable: ${netlinkMissing}`);
+    }
+    for (const f of features.list()) {
+      add({
+        name: `feature:${f.feature}`,
+        severity: f.required ? 'required' : 'advisory',
+        ok: f.state === 'active',
+        detail: formatFeature(f),
+        fix: f.state === 'fallback'
+          ? `served through ${f.fallback}; kernel ${KERNEL_FEATURES[f.feature].since}+ has it directly`
+          : `${f.required ? 'kpr needs it' : 'optional'}; kernel ${KERNEL_FEATURES[f.feature].since}+ has it`,
+      });
+    }
+  } else {
+    add({ name: 'kernel-features', severity: 'required', ok: false, detail: `not probed (${!libbpfOk ? 'libbpf' : 'capabilities'} missing, see above)`, fix: 'fix the rows above, then run again' });
+  }
+
   // The writer thread for large syncs: without it the agent works, its full syncs are slower.
   const writerLib = batchWriterPath(opts.bpfObject);
   let writerOk = false;
@@ -255,8 +281,11 @@ export function runPreflight(opts: PreflightOptions): PreflightReport {
   add({ name: 'batch-writer', severity: 'advisory', ok: writerOk, detail: writerDetail, fix: 'build it (make build) next to the BPF objects; it needs libbpf.so.1' });
 
   for (const c of checks) if (c.ok) delete c.fix;
+  const list = features?.list() ?? [];
   return {
     ok: checks.every((c) => c.ok || c.severity === 'advisory'),
+    features: list,
+    degraded: checks.filter((c) => !c.ok && c.severity === 'advisory').map((c) => c.detail),
     facts: {
       kernelRelease: release,
       btf,
@@ -278,6 +307,9 @@ export function formatPreflight(report: PreflightReport): string {
     return `${mark}  ${c.name.padEnd(24)} ${c.detail}${c.fix ? `\n      → ${c.fix}` : ''}`;
   });
   const failed = report.checks.filter((c) => !c.ok && c.severity === 'required').map((c) => c.name);
-  lines.push(report.ok ? 'preflight: this node can run kpr' : `preflight: missing: ${failed.join(', ')}`);
+  const degraded = report.checks.filter((c) => !c.ok && c.severity === 'advisory').map((c) => c.name.replace(/^feature:/, ''));
+  if (!report.ok) lines.push(`preflight: missing: ${failed.join(', ')}${degraded.length ? `; also degraded: ${degraded.join(', ')}` : ''}`);
+  else if (degraded.length) lines.push(`preflight: this node can run kpr, degraded: ${degraded.join(', ')} (see the warn rows: what falls back, what is lost)`);
+  else lines.push('preflight: this node can run kpr; every kernel feature is active');
   return lines.join('\n') + '\n';
 }

@@ -204,7 +204,7 @@ describe('ClusterIP end to end', { timeout: scaled(180_000) }, () => {
 
   test('the agent killed and restarted while a client connects in a loop: not one connection fails, nothing is flushed', async () => {
     const stateBefore = kernelState();
-    const loop = box.startClient('loop', '198.19.0.10:80', ['--duration-ms', '6000', '--timeout-ms', '2000']);
+    const loop = box.startClient('loop', '198.19.0.10:80', ['--duration-ms', String(scaled(6000)), '--timeout-ms', '2000']);
     await new Promise((r) => setTimeout(r, 800));
     await box.stopAgent('SIGKILL');
     await new Promise((r) => setTimeout(r, 800));

@@ -76,7 +76,7 @@ describe('a connection flood on the health and metrics ports', { timeout: scaled
     box.api.create({ apiVersion: 'v1', kind: 'Node', metadata: { name: NODE_NAME }, spec: {} });
     box.api.create(webService());
     box.api.create(webSlice([PODS[0].ip]));
-    agent = await box.startAgent(['--healthz-bind-address', '127.0.0.1:0', '--metrics-bind-address', '127.0.0.1:0'], { nofile: NOFILE });
+    agent = await box.startAgent(['--healthz-bind-address', '127.0.0.1:0', '--metrics-bind-address', '127.0.0.1:0'], {}, { nofile: NOFILE });
     healthAddr = String((await agent.waitForLog('health server listening')).address);
     metricsAddr = String((await agent.waitForLog('metrics server listening')).address);
   });

@@ -8,12 +8,18 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { effectiveCapabilities, kernelVersion, mountTypeOf } from '../../agent/preflight/checks.js';
+import { KERNEL_FEATURE_NAMES, formatFeature } from '../../agent/datapath/kernel-features.js';
+import { currentNetnsCookie, tcxSupported } from '../../native/index.js';
 import { findCgroup2Mount } from '../../agent/cgroup.js';
 import { bpfObjectPath, cliBin } from '../support/paths.js';
 import { requireRoot } from '../support/preflight.js';
 
 function preflight(...args: string[]) {
-  const r = spawnSync(cliBin, ['preflight', ...args], { encoding: 'utf8' });
+  return preflightEnv({}, ...args);
+}
+
+function preflightEnv(env: NodeJS.ProcessEnv, ...args: string[]) {
+  const r = spawnSync(cliBin, ['preflight', ...args], { encoding: 'utf8', env: { ...process.env, ...env } });
   return { out: r.stdout, err: r.stderr, status: r.status };
 }
 
@@ -43,7 +49,24 @@ test('reports this machine\'s facts and passes (-o json)', () => {
   const bpffsMounted = readFileSync('/proc/mounts', 'utf8').split('\n').some((l) => l.split(' ')[1] === '/sys/fs/bpf' && l.split(' ')[2] === 'bpf');
   assert.equal(report.facts.bpffsMounted, bpffsMounted);
   const names = report.checks.map((c: { name: string }) => c.name);
-  assert.deepEqual(names, ['kernel', 'kernel-udp-termination', 'kernel-tc-path', 'btf', 'cgroup2', 'capabilities', 'bpffs', 'libbpf', 'bpf-object', 'batch-writer']);
+  assert.deepEqual(names, ['kernel', 'btf', 'cgroup2', 'capabilities', 'bpffs', 'libbpf', 'bpf-object', ...KERNEL_FEATURE_NAMES.map((f) => `feature:${f}`), 'batch-writer']);
+  // Each feature row is the probe's answer, in the agent's words.
+  for (const f of report.features) {
+    const row = report.checks.find((c: { name: string }) => c.name === `feature:${f.feature}`);
+    assert.equal(row.detail, formatFeature(f));
+    assert.equal(row.ok, f.state === 'active');
+  }
+  const feature = (name: string) => report.features.find((f: { feature: string }) => f.feature === name);
+  assert.equal(feature('tcx').state, tcxSupported() ? 'active' : 'off');
+  let sockopt = true;
+  try {
+    currentNetnsCookie();
+  } catch {
+    sockopt = false;
+  }
+  // Without SO_NETNS_COOKIE the fallback is tried for real (and works as root with cgroup v2).
+  assert.deepEqual([feature('netns-cookie-sockopt').state, feature('netns-cookie-sockopt').fallback], sockopt ? ['active', undefined] : ['fallback', 'cgroup sock_create probe']);
+  const degraded = report.checks.filter((c: { ok: boolean; severity: string }) => !c.ok && c.severity === 'advisory').map((c: { name: string }) => c.name.replace(/^feature:/, ''));
   const load = report.checks.find((c: { name: string }) => c.name === 'bpf-object');
   assert.match(load.detail, /programs and \d+ maps load/);
   const writer = report.checks.find((c: { name: string }) => c.name === 'batch-writer');
@@ -53,7 +76,25 @@ test('reports this machine\'s facts and passes (-o json)', () => {
   const table = preflight('--bpf-object', bpfObjectPath);
   assert.equal(table.status, 0);
   assert.match(table.out, /^ok\s+kernel\s/m);
-  assert.match(table.out, /this node can run kpr/);
+  // The verdict never calls the node fine without naming what is off or falls back.
+  if (degraded.length === 0) assert.match(table.out, /this node can run kpr; every kernel feature is active/);
+  else assert.match(table.out, new RegExp(`this node can run kpr, degraded: ${degraded.join(', ')} `));
+});
+
+test('features the kernel lacks are named in the verdict: a fallback in use, or what is lost', () => {
+  requireRoot();
+  const env = { KPR_DISABLE_KERNEL_FEATURES: 'netns-cookie-sockopt,tcx,bpf-sock-destroy' };
+  const r = preflightEnv(env, '--bpf-object', bpfObjectPath);
+  assert.equal(r.status, 0, r.out + r.err);
+  assert.match(r.out, /^warn\s+feature:netns-cookie-sockopt netns-cookie-sockopt: fallback \(cgroup sock_create probe\) \[disabled by KPR_DISABLE_KERNEL_FEATURES; kernel 5\.14\+\]/m);
+  assert.match(r.out, /^warn\s+feature:tcx\s+tcx: off; lost: no tc path: NodePort, LoadBalancer and externalIP traffic/m);
+  assert.match(r.out, /^warn\s+feature:bpf-sock-destroy bpf-sock-destroy: off; lost: connected UDP sockets of a removed backend are not destroyed/m);
+  assert.match(r.out, /^preflight: this node can run kpr, degraded: netns-cookie-sockopt, tcx, bpf-sock-destroy/m);
+  const json = JSON.parse(preflightEnv(env, '-o', 'json', '--bpf-object', bpfObjectPath).out);
+  assert.deepEqual(
+    json.features.filter((f: { state: string }) => f.state !== 'active').map((f: { feature: string; state: string }) => `${f.feature}=${f.state}`),
+    ['netns-cookie-sockopt=fallback', 'tcx=off', 'bpf-sock-destroy=off'],
+  );
 });
 
 test('a failing check exits non-zero and names what is missing', () => {

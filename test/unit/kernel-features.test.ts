@@ -1,0 +1,78 @@
+/**
+ * The kernel feature registry (pure): states from probe results, fallbacks
+ * and failures reported by the components, the words the agent logs and
+ * preflight prints, the environment hooks; and RetryingTask's capped backoff.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  KERNEL_FEATURE_NAMES, KernelFeatures, InjectedFeatureFailure, formatFeature, parseFeatureList, summarizeFeatures, type FeatureStatus,
+} from '../../agent/datapath/kernel-features.js';
+import { RetryingTask } from '../../agent/retrying-task.js';
+import { silentLogger } from '../../agent/log.js';
+
+const allPresent = Object.fromEntries(KERNEL_FEATURE_NAMES.map((f) => [f, { present: true, detail: 'probed' }]));
+
+test('a present feature is active; an absent one is off with what is lost until a component says its fallback is in use', () => {
+  const features = new KernelFeatures({ ...allPresent, tcx: { present: false, detail: 'bpf_prog_query tcx: EINVAL (errno 22)' } });
+  assert.equal(features.status('netns-cookie-sockopt').state, 'active');
+  const tcx = features.status('tcx');
+  assert.equal(tcx.state, 'off');
+  assert.match(tcx.lost!, /NodePort, LoadBalancer and externalIP/);
+  assert.equal(formatFeature(tcx), `tcx: off; lost: ${tcx.lost} [bpf_prog_query tcx: EINVAL (errno 22); kernel 6.6+]`);
+
+  const heard: FeatureStatus[] = [];
+  features.onChange((s) => heard.push(s));
+  features.useFallback('tcx', 'clsact/cls_bpf');
+  assert.deepEqual([features.status('tcx').state, features.status('tcx').fallback], ['fallback', 'clsact/cls_bpf']);
+  assert.equal(formatFeature(features.status('tcx')), 'tcx: fallback (clsact/cls_bpf) [bpf_prog_query tcx: EINVAL (errno 22); kernel 6.6+]');
+  assert.equal(features.present('tcx'), false, 'a fallback is not the feature');
+  features.turnOff('tcx', 'clsact attach failed: EPERM');
+  assert.equal(features.status('tcx').state, 'off');
+  assert.match(features.status('tcx').detail, /clsact attach failed: EPERM$/);
+  assert.deepEqual(heard.map((s) => s.state), ['fallback', 'off']);
+});
+
+test('the one-line summary lists every feature in order; unprobed features are off until recorded', () => {
+  const features = new KernelFeatures({ tcx: { present: true, detail: 'ok' } });
+  assert.equal(features.probed('bpf-sock-destroy'), false);
+  features.record('bpf-sock-destroy', { present: true, detail: 'kpr_sock_term.bpf.o loads' });
+  assert.equal(features.probed('bpf-sock-destroy'), true);
+  const summary = summarizeFeatures(features.list());
+  assert.deepEqual(summary.split(' ').map((p) => p.split('=')[0]), [...KERNEL_FEATURE_NAMES]);
+  assert.match(summary, /^netns-cookie-sockopt=off tcx=active bpf-sock-destroy=active /);
+  assert.equal(features.status('batch-map-ops').required, true);
+});
+
+test('environment lists: known names kept, unknown ones returned; KPR_FAIL_KERNEL_FEATURES makes use() throw', () => {
+  const { features, unknown } = parseFeatureList(' tcx, bogus,,netns-cookie-sockopt ');
+  assert.deepEqual([...features], ['tcx', 'netns-cookie-sockopt']);
+  assert.deepEqual(unknown, ['bogus']);
+  const reg = new KernelFeatures(allPresent, new Set(['tcx'] as const));
+  assert.throws(() => reg.use('tcx'), InjectedFeatureFailure);
+  reg.use('btf');
+});
+
+test('RetryingTask: a failure is reported and retried with a doubling delay, capped; success resets it', async () => {
+  let calls = 0;
+  const failures: string[] = [];
+  const task = new RetryingTask(
+    'demo',
+    () => {
+      calls++;
+      if (calls < 4) throw new Error(`fail ${calls}`);
+    },
+    { log: silentLogger, onFailure: (t, e) => failures.push(`${t}: ${e.message}`), minMs: 10, maxMs: 25 },
+  );
+  const started = Date.now();
+  assert.equal(task.run(), false);
+  while (calls < 4) await new Promise((r) => setTimeout(r, 5));
+  const elapsed = Date.now() - started;
+  // Delays 10, 20, then 25 (capped): at least 55 ms.
+  assert.ok(elapsed >= 50, `retried after ${elapsed} ms`);
+  assert.deepEqual(failures, ['demo: fail 1', 'demo: fail 2', 'demo: fail 3']);
+  assert.equal(task.failures, 0);
+  task.stop();
+  assert.equal(task.run(), false, 'a stopped task runs no more');
+  assert.equal(calls, 4);
+});
