@@ -25,12 +25,17 @@ export const ALL_KERNELS = ['host', '5.10', '6.1', '6.12'];
 export const KERNEL_SUITES = [
   'bpf/layout.test.js',
   'bpf/tc-datapath.test.js',
+  'bpf/udp-terminator.test.js',
   'native/attach.test.js',
   'native/batch-writer.test.js',
   'native/bpf-map.test.js',
   'native/bpf-object.test.js',
   'native/bpffs-log.test.js',
   'native/datapath-writer.test.js',
+  'native/drift-repair.test.js',
+  'native/sock-diag.test.js',
+  'native/tc-attacher.test.js',
+  'native/tc-classic.test.js',
   'native/tcx.test.js',
   'preflight/preflight.test.js',
   'cli/maps.test.js',
@@ -40,27 +45,36 @@ export const KERNEL_SUITES = [
   'e2e/nodeport.test.js',
   'e2e/mesh.test.js',
   'e2e/observability.test.js',
+  'e2e/kernel-features.test.js',
+  'e2e/drift-and-faults.test.js',
 ];
 
-/** What a row of the matrix stands for, and the kernel features its tests lean on. */
+/** What a row of the matrix stands for, and the kernel features its tests lean on (names as agent/datapath/kernel-features.ts). */
 export const ROWS: Record<string, { label: string; features: string[] }> = {
   'bpf/layout.test.js': { label: 'map layouts = the object\'s BTF', features: [] },
   'bpf/tc-datapath.test.js': { label: 'tc programs (BPF_PROG_TEST_RUN)', features: [] },
+  'bpf/udp-terminator.test.js': { label: 'UDP socket termination', features: ['bpf-sock-destroy'] },
   'native/attach.test.js': { label: 'cgroup links (pinned, swapped in place)', features: [] },
-  'native/batch-writer.test.js': { label: 'batch writer thread', features: ['batch-ops'] },
-  'native/bpf-map.test.js': { label: 'maps, batch ops', features: ['batch-ops', 'lru-maps'] },
+  'native/batch-writer.test.js': { label: 'batch writer thread', features: ['batch-map-ops'] },
+  'native/bpf-map.test.js': { label: 'maps, batch ops', features: ['batch-map-ops', 'lru-hash'] },
   'native/bpf-object.test.js': { label: 'objects load (verifier)', features: [] },
   'native/bpffs-log.test.js': { label: 'bpffs, libbpf log', features: [] },
-  'native/datapath-writer.test.js': { label: 'reconciler over kernel maps', features: ['batch-ops'] },
-  'native/tcx.test.js': { label: 'tc attachment (tcx / clsact)', features: ['tcx'] },
+  'native/datapath-writer.test.js': { label: 'reconciler over kernel maps', features: ['batch-map-ops'] },
+  'native/drift-repair.test.js': { label: 'drift repair over kernel maps', features: [] },
+  'native/sock-diag.test.js': { label: 'netlink sock_diag dump/destroy', features: [] },
+  'native/tc-attacher.test.js': { label: 'tc attacher (auto, tcx, clsact)', features: ['tcx'] },
+  'native/tc-classic.test.js': { label: 'clsact/cls_bpf attach', features: [] },
+  'native/tcx.test.js': { label: 'tcx links', features: ['tcx'] },
   'preflight/preflight.test.js': { label: 'kpr preflight', features: [] },
   'cli/maps.test.js': { label: 'kpr map/service CLI', features: [] },
   'cleanup/kpr-state.test.js': { label: 'kpr cleanup', features: ['tcx'] },
   'e2e/clusterip.test.js': { label: 'ClusterIP e2e', features: ['tcx'] },
-  'e2e/semantics.test.js': { label: 'Service semantics e2e', features: ['sock-destroy'] },
+  'e2e/semantics.test.js': { label: 'Service semantics e2e', features: ['bpf-sock-destroy'] },
   'e2e/nodeport.test.js': { label: 'NodePort/LB/externalIPs e2e', features: ['tcx'] },
-  'e2e/mesh.test.js': { label: 'service-mesh mode e2e', features: ['tcx', 'netns-cookie'] },
+  'e2e/mesh.test.js': { label: 'service-mesh mode e2e', features: ['tcx', 'netns-cookie-sockopt'] },
   'e2e/observability.test.js': { label: 'observability e2e', features: [] },
+  'e2e/kernel-features.test.js': { label: 'kernel features, netns cookie, recovery e2e', features: ['netns-cookie-sockopt'] },
+  'e2e/drift-and-faults.test.js': { label: 'drift repair and node faults e2e', features: [] },
 };
 
 /** One kernel feature as `kpr preflight -o json` reports it. */
@@ -95,6 +109,7 @@ export function featuresOf(report: unknown): FeatureState[] {
   const r = report as { features?: unknown };
   if (!r || !Array.isArray(r.features)) return [];
   return (r.features as Array<Record<string, unknown>>)
+    .map((f) => ({ ...f, name: f.feature ?? f.name }))
     .filter((f) => typeof f.name === 'string' && typeof f.state === 'string')
     .map((f) => ({ name: String(f.name), state: f.state as FeatureState['state'], fallback: f.fallback ? String(f.fallback) : undefined, detail: f.detail ? String(f.detail) : undefined }));
 }
