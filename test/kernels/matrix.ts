@@ -109,7 +109,7 @@ export function featuresOf(report: unknown): FeatureState[] {
   const r = report as { features?: unknown };
   if (!r || !Array.isArray(r.features)) return [];
   return (r.features as Array<Record<string, unknown>>)
-    .map((f) => ({ ...f, name: f.feature ?? f.name }))
+    .map((f): Record<string, unknown> => ({ ...f, name: f.feature ?? f.name }))
     .filter((f) => typeof f.name === 'string' && typeof f.state === 'string')
     .map((f) => ({ name: String(f.name), state: f.state as FeatureState['state'], fallback: f.fallback ? String(f.fallback) : undefined, detail: f.detail ? String(f.detail) : undefined }));
 }
