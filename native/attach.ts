@@ -144,23 +144,29 @@ export function attachCgroup(prog: BpfProgram, cgroupPath: string, linkPinPath: 
     fs.unlinkSync(linkPinPath);
   }
 
+  const link = cgroupLink(prog, cgroupPath);
+  const ret = lib.bpf_link__pin(link, linkPinPath);
+  if (ret < 0) {
+    lib.bpf_link__destroy(link); // not pinned: closing the fd detaches it again
+    throw new KprBpfError({ op: 'link pin', path: linkPinPath, errno: -ret, detail: hintFor(-ret) });
+  }
+  try {
+    return result(linkInfoByFd(lib.bpf_link__fd(link), linkPinPath).id, false);
+  } finally {
+    lib.bpf_link__destroy(link); // pinned: stays attached
+  }
+}
+
+/** A new (unpinned) link of `prog` on the cgroup directory `cgroupPath`; the caller pins or destroys it. */
+function cgroupLink(prog: BpfProgram, cgroupPath: string): NativePtr {
   const cgFd = fs.openSync(cgroupPath, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
   try {
-    const link = lib.bpf_program__attach_cgroup(prog.ptr, cgFd);
+    const link = libbpf().bpf_program__attach_cgroup(prog.ptr, cgFd);
     if (!link) {
       const errno = koffi.errno() || E.EINVAL;
       throw new KprBpfError({ op: 'attach cgroup', map: prog.name, errno, detail: `${cgroupPath}${hintFor(errno) ? '; ' + hintFor(errno) : ''}` });
     }
-    const ret = lib.bpf_link__pin(link, linkPinPath);
-    if (ret < 0) {
-      lib.bpf_link__destroy(link); // not pinned: closing the fd detaches it again
-      throw new KprBpfError({ op: 'link pin', path: linkPinPath, errno: -ret, detail: hintFor(-ret) });
-    }
-    try {
-      return result(linkInfoByFd(lib.bpf_link__fd(link), linkPinPath).id, false);
-    } finally {
-      lib.bpf_link__destroy(link); // pinned: stays attached
-    }
+    return link;
   } finally {
     fs.closeSync(cgFd);
   }
@@ -175,23 +181,14 @@ export interface TemporaryCgroupLink {
 /** Attaches `prog` to `cgroupPath` through an unpinned link: close() (or this process exiting) detaches it. */
 export function attachCgroupTemporarily(prog: BpfProgram, cgroupPath: string): TemporaryCgroupLink {
   const lib = libbpf();
-  const cgFd = fs.openSync(cgroupPath, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
-  try {
-    const link = lib.bpf_program__attach_cgroup(prog.ptr, cgFd);
-    if (!link) {
-      const errno = koffi.errno() || E.EINVAL;
-      throw new KprBpfError({ op: 'attach cgroup', map: prog.name, errno, detail: `${cgroupPath}${hintFor(errno) ? '; ' + hintFor(errno) : ''}` });
-    }
-    let open = true;
-    return {
-      close: () => {
-        if (open) lib.bpf_link__destroy(link);
-        open = false;
-      },
-    };
-  } finally {
-    fs.closeSync(cgFd);
-  }
+  const link = cgroupLink(prog, cgroupPath);
+  let open = true;
+  return {
+    close: () => {
+      if (open) lib.bpf_link__destroy(link);
+      open = false;
+    },
+  };
 }
 
 /**

@@ -9,14 +9,15 @@
  *
  * The kpr_revnat entries are written here as the connect hooks would write
  * them, for plain libc sockets whose cookies the test reads with SO_COOKIE.
- * bpf_sock_destroy needs kernel 6.5+: on an older kernel the bpf case fails
- * saying so (the netlink case is the one that runs there).
+ * bpf_sock_destroy needs kernel 6.5+: on an older kernel the bpf case asserts
+ * that the object refuses to load (the netlink case is the one that runs there).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { rmSync } from 'node:fs';
-import { constants } from 'node:os';
+import os, { constants } from 'node:os';
+import { expectedAutoUdpTermination } from '../support/kernel.js';
 import { BpfIterator, BpfObject, ensureBpffs, withNetns } from '../../native/index.js';
 import { MAP_NAMES, STAT, encodeRevNatKey, encodeRevNatVal } from '../../agent/maps/layout.js';
 import { readStat } from '../../agent/metrics/datapath-stats.js';
@@ -51,10 +52,16 @@ for (const setting of ['bpf', 'netlink'] as const satisfies readonly UdpTerminat
       if (setting === 'bpf') {
         const term = BpfObject.open(path.join(repoRoot, 'build', 'kpr_sock_term.bpf.o'), { pinMapsDir: pins });
         objects.push(term);
+        if (expectedAutoUdpTermination() !== 'bpf_sock_destroy') {
+          // Before 6.5 the kernel has no bpf_sock_destroy: the object must refuse to load (which is what
+          // sends the agent to netlink); the netlink case below is the one that destroys sockets here.
+          assert.throws(() => term.load(), /kpr_sock_term\.bpf\.o|EINVAL|ESRCH|bpf_sock_destroy/);
+          return;
+        }
         try {
           term.load();
         } catch (err) {
-          throw new Error(`kpr_sock_term.bpf.o does not load here (bpf_sock_destroy needs kernel 6.5+): ${(err as Error).message}`);
+          throw new Error(`kpr_sock_term.bpf.o does not load on ${os.release()} (bpf_sock_destroy is 6.5+): ${(err as Error).message}`);
         }
         iterator = BpfIterator.attach(term.program('kpr_sock_term'));
       }

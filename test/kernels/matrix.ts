@@ -38,7 +38,6 @@ export const KERNEL_SUITES = [
   'native/tc-classic.test.js',
   'native/tcx.test.js',
   'preflight/preflight.test.js',
-  'cli/maps.test.js',
   'cleanup/kpr-state.test.js',
   'e2e/clusterip.test.js',
   'e2e/semantics.test.js',

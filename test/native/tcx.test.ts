@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { BpfObject, attachTcx, currentNetnsCookie, detachPinnedLink, ensureBpffs, listInterfaces, queryTcxPrograms, TCX, withNetns } from '../../native/index.js';
+import { BpfObject, attachTcx, currentNetnsCookie, detachPinnedLink, ensureBpffs, listInterfaces, queryTcxPrograms, tcxSupported, TCX, withNetns } from '../../native/index.js';
+import { kernelMajorMinor } from '../support/kernel.js';
 import { Sandbox, inNs, nsPath } from '../../sandbox/netns.js';
 import { repoRoot } from '../support/paths.js';
 import { requireRoot } from '../support/preflight.js';
@@ -16,6 +17,16 @@ test('tcx: attach through a pinned link inside a namespace, swap the program on 
     const ns = sb.addNamespace('tcx');
     inNs(ns, 'ip', 'link', 'add', 'kprA', 'type', 'veth', 'peer', 'name', 'kprB');
     const pin = path.join(sb.bpffsDir, 'link-kprA-ingress');
+    const [major, minor] = kernelMajorMinor();
+    if (major < 6 || (major === 6 && minor < 6)) {
+      // Before 6.6 there is no tcx: the probe says so and an attach fails with the kernel's error
+      // (the agent attaches clsact filters instead; test/native/tc-classic.test.ts).
+      assert.equal(withNetns(nsPath(ns), () => tcxSupported()), false);
+      assert.throws(() => withNetns(nsPath(ns), () => attachTcx(obj.program('kpr_tc_ext'), 'kprA', TCX.INGRESS, pin)), /attach tcx/);
+      assert.equal(fs.existsSync(pin), false);
+      return;
+    }
+    assert.equal(withNetns(nsPath(ns), () => tcxSupported()), true);
     const first = withNetns(nsPath(ns), () => attachTcx(obj.program('kpr_tc_ext'), 'kprA', TCX.INGRESS, pin));
     assert.equal(first.replaced, false);
     assert.ok(fs.existsSync(pin));
