@@ -176,7 +176,10 @@ describe('drift repair and node faults end to end', { timeout: scaled(180_000) }
     assert.ok(alive(), 'the agent is still running');
     assert.ok((await metric('kpr_node_datapath_errors_total', { op: 'interface_rescan' })) >= 2);
     const failures = box.agent!.logs.slice(from).filter((l) => l.msg === 'node datapath timer failed; retrying every tick');
-    assert.equal(failures.length, 1, 'one log line per distinct error');
+    // Each distinct error once (the first failing rescan may meet the namespace half gone and say
+    // something else than the next ones: that is a second distinct error, logged once too).
+    const distinct = new Set(failures.map((l) => `${l.op}|${l.error}`));
+    assert.ok(failures.length >= 1 && distinct.size === failures.length, `one log line per distinct error: ${JSON.stringify(failures.map((l) => l.error))}`);
 
     const back = box.agent!.logs.length;
     mount();

@@ -100,12 +100,13 @@ describe('kernel features: probed, reported, and their fallbacks used', { timeou
     assert.match(String(line.summary), /netns-cookie-sockopt=fallback\(cgroup sock_create probe\)/);
     // One line holds every feature, each with the registry's words.
     assert.deepEqual((line.features as string[]).map((f) => f.split(':')[0]), [...KERNEL_FEATURE_NAMES]);
-    assert.match(String(line.summary), new RegExp(`tcx=${tcxSupported() ? 'active' : 'off'}`));
+    // Without tcx the tc programs attach as clsact filters (--tc-attach auto), and the registry says so.
+    assert.match(String(line.summary), tcxSupported() ? /tcx=active/ : /tcx=fallback\(clsact\/cls_bpf\)/);
 
     const metricsUrl = `http://${(await agent.waitForLog('metrics server listening')).address}`;
     const s = await scrape(metricsUrl);
     assert.equal(valueOf(s, 'kpr_kernel_feature', { feature: 'netns-cookie-sockopt', state: 'fallback', fallback: 'cgroup sock_create probe' }), 1);
-    assert.equal(valueOf(s, 'kpr_kernel_feature', { feature: 'tcx', state: tcxSupported() ? 'active' : 'off' }), 1);
+    assert.equal(valueOf(s, 'kpr_kernel_feature', tcxSupported() ? { feature: 'tcx', state: 'active' } : { feature: 'tcx', state: 'fallback', fallback: 'clsact/cls_bpf' }), 1);
     for (const f of KERNEL_FEATURE_NAMES) assert.equal(s.filter((x) => x.name === 'kpr_kernel_feature' && x.labels.feature === f).length, 1, f);
 
     // The cookie kpr_config holds is the node namespace's: the value SO_NETNS_COOKIE gives (where
