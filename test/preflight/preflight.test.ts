@@ -87,13 +87,14 @@ test('features the kernel lacks are named in the verdict: a fallback in use, or 
   const r = preflightEnv(env, '--bpf-object', bpfObjectPath);
   assert.equal(r.status, 0, r.out + r.err);
   assert.match(r.out, /^warn\s+feature:netns-cookie-sockopt netns-cookie-sockopt: fallback \(cgroup sock_create probe\) \[disabled by KPR_DISABLE_KERNEL_FEATURES; kernel 5\.14\+\]/m);
-  assert.match(r.out, /^warn\s+feature:tcx\s+tcx: off; lost: no tc path: NodePort, LoadBalancer and externalIP traffic/m);
-  assert.match(r.out, /^warn\s+feature:bpf-sock-destroy bpf-sock-destroy: off; lost: connected UDP sockets of a removed backend are not destroyed/m);
+  // The agent's fallbacks for them: clsact filters for tcx, netlink SOCK_DESTROY for bpf_sock_destroy.
+  assert.match(r.out, /^warn\s+feature:tcx\s+tcx: fallback \(clsact\/cls_bpf\) \[disabled by KPR_DISABLE_KERNEL_FEATURES; kernel 6\.6\+/m);
+  assert.match(r.out, /^warn\s+feature:bpf-sock-destroy bpf-sock-destroy: fallback \(netlink SOCK_DESTROY\) \[disabled by KPR_DISABLE_KERNEL_FEATURES; kernel 6\.5\+; sock_diag SOCK_DESTROY works here/m);
   assert.match(r.out, /^preflight: this node can run kpr, degraded: netns-cookie-sockopt, tcx, bpf-sock-destroy/m);
   const json = JSON.parse(preflightEnv(env, '-o', 'json', '--bpf-object', bpfObjectPath).out);
   assert.deepEqual(
     json.features.filter((f: { state: string }) => f.state !== 'active').map((f: { feature: string; state: string }) => `${f.feature}=${f.state}`),
-    ['netns-cookie-sockopt=fallback', 'tcx=off', 'bpf-sock-destroy=off'],
+    ['netns-cookie-sockopt=fallback', 'tcx=fallback', 'bpf-sock-destroy=fallback'],
   );
 });
 

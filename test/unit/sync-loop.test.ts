@@ -107,32 +107,35 @@ describe('SyncLoop', () => {
     assert.deepEqual(left, []);
     loop.stop();
   });
-  it('a sync that throws (here: its UDP listener) is a failed sync, retried; the loop keeps programming changes', async () => {
+  it('a sync that throws (here: the reconciler) is a failed sync, retried; the loop keeps programming changes', async () => {
     const cluster = new FakeCluster();
     const maps = new MemoryDatapathMaps();
     const reconciler = new Reconciler(maps, silentLogger);
-    let throwOnce = true;
+    let throwOnce = false;
+    const sync = reconciler.sync.bind(reconciler);
+    reconciler.sync = (...args: Parameters<Reconciler['sync']>) => {
+      if (throwOnce) {
+        throwOnce = false;
+        throw new Error('reconciler blew up');
+      }
+      return sync(...args);
+    };
     const reports: Array<{ trigger: string; ok: boolean; error?: string }> = [];
     const loop = new SyncLoop(cluster, reconciler, {
       nodeName: 'node-1',
       syncPeriodMs: 3_600_000,
       minSyncPeriodMs: 0,
       log: silentLogger,
-      onUdpBackendsRemoved: () => {
-        if (throwOnce) {
-          throwOnce = false;
-          throw new Error('listener blew up');
-        }
-      },
       onSync: (r) => reports.push({ trigger: r.trigger, ok: r.result.ok, error: r.result.error }),
     });
     cluster.svcs.set('a/dns', service('a/dns', { clusterIP: '198.19.0.53', ports: DNS_PORTS }));
     cluster.slices.set('a/dns', [dnsSlice('a/dns-1', ['198.18.0.1', '198.18.0.2'])]);
     assert.equal(loop.start().result.ok, true);
+    throwOnce = true;
     cluster.slices.set('a/dns', [dnsSlice('a/dns-1', ['198.18.0.2'])]);
     loop.serviceChanged('a/dns');
     await new Promise((r) => setImmediate(r));
-    assert.deepEqual(reports[1], { trigger: 'event', ok: false, error: 'listener blew up' });
+    assert.deepEqual(reports[1], { trigger: 'event', ok: false, error: 'reconciler blew up' });
     // The retry (500 ms) succeeds, and later changes are still programmed.
     const until = Date.now() + 5000;
     while (reports.length < 3 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
