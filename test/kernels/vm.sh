@@ -17,7 +17,7 @@ REPO="$(cd "$HERE/../.." && pwd)"
 CACHE="${KPR_KERNEL_CACHE:-$REPO/build/kernels}"
 MEM="${KPR_VM_MEM:-3G}"
 SMP="${KPR_VM_SMP:-2}"
-TIMEOUT="${KPR_VM_TIMEOUT:-1800}"
+TIMEOUT="${KPR_VM_TIMEOUT:-2700}"
 
 # Debian suite and package name pattern per kernel series (generic flavour:
 # the cloud flavour has no 9p).
