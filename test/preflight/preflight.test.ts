@@ -3,6 +3,7 @@
  * /sys) and passes here; a failing check exits non-zero and names what is
  * missing.
  */
+import { expectedAutoUdpTermination } from '../support/kernel.js';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -57,7 +58,13 @@ test('reports this machine\'s facts and passes (-o json)', () => {
     assert.equal(row.ok, f.state === 'active');
   }
   const feature = (name: string) => report.features.find((f: { feature: string }) => f.feature === name);
-  assert.equal(feature('tcx').state, tcxSupported() ? 'active' : 'off');
+  // Without tcx the tc programs attach as clsact filters; without bpf_sock_destroy (before 6.5)
+  // connected UDP sockets are destroyed through netlink sock_diag (Debian's kernels have it).
+  assert.deepEqual([feature('tcx').state, feature('tcx').fallback], tcxSupported() ? ['active', undefined] : ['fallback', 'clsact/cls_bpf']);
+  assert.deepEqual(
+    [feature('bpf-sock-destroy').state, feature('bpf-sock-destroy').fallback],
+    expectedAutoUdpTermination() === 'bpf_sock_destroy' ? ['active', undefined] : ['fallback', 'netlink SOCK_DESTROY'],
+  );
   let sockopt = true;
   try {
     currentNetnsCookie();
