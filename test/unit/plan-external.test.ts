@@ -3,7 +3,7 @@
  * externalIPs frontends, traffic policies (with the eTP=Local in-node
  * short-circuit), ClientIP affinity, source ranges, health checks,
  * dual-stack and topology from the Node. Each case names the rule of
- * /work/shared/reference/kube-proxy-semantics.md it checks.
+ * kube-proxy's endpoint rules it checks (docs/architecture.md lists them).
  *
  * want lists "TYPE addr:port/PROTO → [backends]" with, where set,
  * " in-node [..]" (internalBackends) and " drop" (dropWhenEmpty).
