@@ -2,8 +2,8 @@
  * planService beyond the plain ClusterIP: NodePort / LoadBalancer /
  * externalIPs frontends, traffic policies (with the eTP=Local in-node
  * short-circuit), ClientIP affinity, source ranges, health checks,
- * dual-stack and topology from the Node. Each case names the rule of
- * kube-proxy's endpoint rules it checks (docs/architecture.md lists them).
+ * dual-stack and topology from the Node. Each case names the kube-proxy
+ * endpoint rule it checks (docs/architecture.md lists them).
  *
  * want lists "TYPE addr:port/PROTO → [backends]" with, where set,
  * " in-node [..]" (internalBackends) and " drop" (dropWhenEmpty).
