@@ -167,7 +167,7 @@ export class Agent {
       'node-datapath',
       () => {
         if (this.hostNetnsCookie === null) this.resolveNetnsCookie(true);
-        const nd = new NodeDatapath(dp, cfg, tcLog, { hostNetnsCookie: this.hostNetnsCookie ?? undefined, onFailure, onTimerError: (op) => obs.metrics.nodeDatapathFailed(op) });
+        const nd = new NodeDatapath(dp, cfg, tcLog, { hostNetnsCookie: this.hostNetnsCookie ?? undefined, onTimerError: (op) => obs.metrics.nodeDatapathFailed(op) });
         nd.start(this.watch?.node());
         this.nodeDatapath = nd;
         obs.metrics.tcAttacher(() => nd.tcStatus());

@@ -30,8 +30,6 @@ export type TimerOp = 'interface_rescan' | 'conntrack_sweep';
 export interface NodeDatapathOptions {
   /** The node namespace's netns cookie; undefined when this kernel cannot tell it (service-mesh mode degrades). */
   hostNetnsCookie: bigint | undefined;
-  /** A periodic job failed (it runs again on its next tick); for kpr_agent_task_failures_total. */
-  onFailure?: (task: string, error: Error) => void;
   /** A periodic timer's run failed (op: interface_rescan, conntrack_sweep); for kpr_node_datapath_errors_total. */
   onTimerError?: (op: TimerOp) => void;
 }
@@ -39,7 +37,6 @@ export interface NodeDatapathOptions {
 export class NodeDatapath {
   private readonly attacher: TcAttacher;
   private readonly hostNetnsCookie: bigint | undefined;
-  private readonly onFailure: (task: string, error: Error) => void;
   private timers: NodeJS.Timeout[] = [];
   private lastConfig = '';
   /** The kpr_config value last written (what drift repair compares the map with). */
@@ -54,7 +51,6 @@ export class NodeDatapath {
     private readonly opts: NodeDatapathOptions,
   ) {
     this.hostNetnsCookie = opts.hostNetnsCookie;
-    this.onFailure = opts.onFailure ?? (() => undefined);
     if (cfg.socketLbHostOnly && opts.hostNetnsCookie === undefined) {
       log.warn('service-mesh mode degraded: the node network namespace cookie is unknown on this kernel, so the socket hooks serve every caller (pods too)');
     }
@@ -142,7 +138,6 @@ export class NodeDatapath {
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       this.opts.onTimerError?.(op);
-      this.onFailure(op, err instanceof Error ? err : new Error(message));
       if (this.failing.get(op) !== message) {
         this.failing.set(op, message);
         this.log.error('node datapath timer failed; retrying every tick', { op, error: message });

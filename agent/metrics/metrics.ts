@@ -188,7 +188,7 @@ export class AgentMetrics {
     });
     this.taskFailures = new Counter({
       name: 'kpr_agent_task_failures_total',
-      help: 'Failures of agent work beside the sync loop (node-datapath, node-settings, tc-rescan, ct-sweep, uncaught), each logged and retried.',
+      help: 'Failures of agent work beside the sync loop (node-datapath, node-settings, uncaught), each logged and retried; the periodic timers count in kpr_node_datapath_errors_total.',
       labelNames: ['task'],
       registers,
     });
