@@ -71,9 +71,13 @@ export function parseIPv4(s: string | undefined | null): ParsedIPv4 | null {
   return { text: `${n >>> 24}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`, num: n };
 }
 
-/** True for a syntactically valid IPv6 address (including IPv4-mapped forms). */
+/**
+ * True for a syntactically valid IPv6 address (including IPv4-mapped forms).
+ * A zone ("fe80::1%eth0") is not an address: Go's net.ParseIP, which the API
+ * server and kube-proxy use, rejects it, and node:net's isIPv6 does not.
+ */
 export function looksLikeIPv6(s: unknown): boolean {
-  return typeof s === 'string' && s.includes(':') && isIPv6(s);
+  return typeof s === 'string' && s.includes(':') && !s.includes('%') && isIPv6(s);
 }
 
 /** 32 hex digits of an IPv6 address in canonical form, for ordering. */
