@@ -7,6 +7,11 @@ import type { V1Endpoint, V1EndpointSlice } from '@kubernetes/client-node';
 import { compareAddrKeys, ipv4Canonical, IPV4_INVALID, IPV4_NONCANONICAL, parseIP, parseIPv4, type IPFamily } from './ip.js';
 import { LABEL_SERVICE_NAME } from './labels.js';
 import type { Protocol, SkippedObject } from './types.js';
+import { quote } from './service-info.js';
+import { namespacedKey } from '../flat-key.js';
+
+/** Per slice, at most this many bad endpoints are reported one by one; the rest in one line. */
+const MAX_ENDPOINT_REPORTS = 8;
 
 /** One endpoint of one Service port, with everything later milestones select on. */
 export interface Endpoint {
@@ -43,12 +48,22 @@ export function sliceServiceKey(slice: V1EndpointSlice): string | null {
   const ns = slice.metadata?.namespace;
   const svc = slice.metadata?.labels?.[LABEL_SERVICE_NAME];
   if (!ns || !svc || !slice.metadata?.name) return null;
-  return `${ns}/${svc}`;
+  if (typeof ns !== 'string' || typeof svc !== 'string' || typeof slice.metadata.name !== 'string') return null;
+  return namespacedKey(ns, svc);
 }
 
 /** "EndpointSlice ns/name", built only for a skip (the common slice has nothing to report). */
 function objectName(slice: V1EndpointSlice): string {
-  return `EndpointSlice ${slice.metadata?.namespace}/${slice.metadata?.name}`;
+  return `EndpointSlice ${namespacedKey(String(slice.metadata?.namespace), String(slice.metadata?.name))}`;
+}
+
+/** A condition as kube-proxy reads it: absent (nil) is `absent`, true is true, anything else false. */
+function condition(v: unknown, absent: boolean): boolean {
+  return v === undefined || v === null ? absent : v === true;
+}
+
+function isBoolOrAbsent(v: unknown): boolean {
+  return v === undefined || v === null || typeof v === 'boolean';
 }
 
 /**
@@ -56,10 +71,11 @@ function objectName(slice: V1EndpointSlice): string {
  * hold a single address without an array and hand it out as `firstAddress`,
  * so the common case reads it without allocating.
  */
-function firstAddress(ep: V1Endpoint | undefined): string | undefined {
-  const direct = (ep as { firstAddress?: unknown } | undefined)?.firstAddress;
+function firstAddress(ep: V1Endpoint | undefined): unknown {
+  if (!ep || typeof ep !== 'object') return undefined;
+  const direct = (ep as { firstAddress?: unknown }).firstAddress;
   if (typeof direct === 'string') return direct;
-  return Array.isArray(ep?.addresses) ? ep.addresses[0] : undefined;
+  return Array.isArray(ep.addresses) ? ep.addresses[0] : undefined;
 }
 
 /** Groups slices by the Service they belong to; slices that cannot be keyed are dropped (rule 6). */
@@ -101,16 +117,20 @@ function slicePorts(slice: V1EndpointSlice, skipped: SkippedObject[]): SlicePort
   const out: SlicePorts = { ids: [], nums: [] };
   for (const p of slice.ports!) {
     if (!p || typeof p !== 'object') {
-      skipped.push({ object: objectName(slice), reason: `invalid port entry ${JSON.stringify(p)}` });
+      skipped.push({ object: objectName(slice), reason: `invalid port entry ${quote(p)}` });
       continue;
     }
     const protocol = p.protocol || 'TCP';
     if (typeof p.name !== 'string') {
-      skipped.push({ object: objectName(slice), reason: `port ${String(p.port)}/${protocol} has no name (nil name is ignored)` });
+      skipped.push({ object: objectName(slice), reason: `port ${quote(p.port)}/${quote(protocol)} has no name (nil name is ignored)` });
+      continue;
+    }
+    if (protocol !== 'TCP' && protocol !== 'UDP' && protocol !== 'SCTP') {
+      skipped.push({ object: objectName(slice), reason: `unknown protocol ${quote(protocol)} (port ${quote(p.name)})` });
       continue;
     }
     if (!Number.isInteger(p.port) || (p.port as number) < 1 || (p.port as number) > 65535) {
-      skipped.push({ object: objectName(slice), reason: `invalid port ${JSON.stringify(p.port ?? null)} (port ${JSON.stringify(p.name)})` });
+      skipped.push({ object: objectName(slice), reason: `invalid port ${quote(p.port ?? null)} (port ${quote(p.name)})` });
       continue;
     }
     out.ids.push(portId(p.name, protocol as Protocol));
@@ -152,6 +172,11 @@ export function endpointsByServicePort(
 
   for (let si = 0; si < ordered.length; si++) {
     const slice = ordered[si];
+    // The same slice given twice (two manifests): used once. Its endpoints would merge anyway (rule 16); its reports would not.
+    if (si > 0 && ordered[si - 1].metadata!.name === slice.metadata!.name) {
+      skipped.push({ object: objectName(slice), reason: 'duplicate object: the first one is used' });
+      continue;
+    }
     if (!Array.isArray(slice.ports) || slice.ports.length === 0) {
       skipped.push({ object: objectName(slice), reason: 'no ports' });
       continue;
@@ -169,28 +194,43 @@ export function endpointsByServicePort(
       lists[i] = keyed?.has(id) ? null : list;
     }
 
-    const endpoints = Array.isArray(slice.endpoints) ? slice.endpoints : [];
+    const rawEndpoints: unknown = slice.endpoints;
+    if (rawEndpoints !== undefined && rawEndpoints !== null && !Array.isArray(rawEndpoints)) {
+      skipped.push({ object: objectName(slice), reason: `endpoints is not a list (${quote(rawEndpoints)}); no endpoints used` });
+    }
+    const endpoints = Array.isArray(rawEndpoints) ? (rawEndpoints as V1Endpoint[]) : [];
+    // Bad endpoints are skipped one by one, never the slice: the first few are named, the rest counted.
+    let bad = 0;
+    const report = (reason: string) => {
+      if (++bad <= MAX_ENDPOINT_REPORTS) skipped.push({ object: objectName(slice), reason });
+    };
     for (let ei = 0; ei < endpoints.length; ei++) {
       const ep = endpoints[ei];
       const raw = firstAddress(ep);
       if (raw === undefined) {
-        skipped.push({ object: objectName(slice), reason: 'endpoint with no addresses' });
+        report(`endpoints[${ei}]: endpoint with no addresses`);
         continue;
       }
       // IPv4 slices (the common case) parse without allocating when the text is canonical.
-      const num = family === 'IPv4' ? ipv4Canonical(raw) : IPV4_INVALID;
-      const v4 = num === IPV4_NONCANONICAL ? parseIPv4(raw) : null;
-      const ip = num >= 0 || v4 ? null : parseIP(raw);
+      const str = typeof raw === 'string' ? raw : undefined;
+      const num = family === 'IPv4' ? ipv4Canonical(str) : IPV4_INVALID;
+      const v4 = num === IPV4_NONCANONICAL ? parseIPv4(str) : null;
+      const ip = num >= 0 || v4 ? null : parseIP(str);
       if (num < 0 && !v4 && (!ip || ip.family !== family)) {
-        skipped.push({ object: objectName(slice), reason: `invalid endpoint address ${JSON.stringify(raw)}${ip ? ` in an ${family} slice` : ''}` });
+        report(`endpoints[${ei}]: invalid endpoint address ${quote(raw)}${ip ? ` in an ${family} slice` : ''}; this endpoint is skipped`);
         continue;
       }
       const text = num >= 0 ? (raw as string) : v4 ? v4.text : ip!.text;
       const addrKey = num >= 0 ? num : v4 ? v4.num : ip!.key;
-      const c = ep.conditions;
-      const ready = c?.ready == null || c.ready;
-      const serving = c?.serving == null || c.serving;
-      const terminating = c?.terminating != null && c.terminating;
+      const c = ep.conditions as { ready?: unknown; serving?: unknown; terminating?: unknown } | undefined | null;
+      const cond = c && typeof c === 'object' ? c : undefined;
+      if (cond && !(isBoolOrAbsent(cond.ready) && isBoolOrAbsent(cond.serving) && isBoolOrAbsent(cond.terminating))) {
+        report(`endpoints[${ei}]: conditions that are not booleans are taken as false (${quote(cond)})`);
+      }
+      // kube-proxy: ready and serving when nil, terminating only when true; garbage is false (never ready by accident).
+      const ready = condition(cond?.ready, true);
+      const serving = condition(cond?.serving, true);
+      const terminating = condition(cond?.terminating, false);
       const isLocal = nodeName !== '' && ep.nodeName === nodeName;
       const zoneHints = Array.isArray(ep.hints?.forZones) && ep.hints.forZones.length ? ep.hints.forZones.map((z) => z?.name) : null;
       const nodeHints = Array.isArray(ep.hints?.forNodes) && ep.hints.forNodes.length ? ep.hints.forNodes.map((n) => n?.name) : null;
@@ -215,6 +255,9 @@ export function endpointsByServicePort(
           m.set(k, { address: text, addressKey: addrKey, port, ready, serving, terminating, isLocal, zoneHints, nodeHints });
         }
       }
+    }
+    if (bad > MAX_ENDPOINT_REPORTS) {
+      skipped.push({ object: objectName(slice), reason: `${bad - MAX_ENDPOINT_REPORTS} more invalid endpoints skipped` });
     }
   }
 

@@ -50,7 +50,13 @@ export function planDataplane(input: DataplaneInput): DataplanePlan {
 
   const frontends: PlanFrontend[] = [];
   const skipped: SkippedObject[] = [];
-  for (const { svc, key } of services) {
+  for (let i = 0; i < services.length; i++) {
+    const { svc, key } = services[i];
+    // The same Service given twice (two manifests, a replayed object): planned once, from the first.
+    if (i > 0 && services[i - 1].key === key) {
+      skipped.push({ object: `Service ${key}`, reason: 'duplicate object: the first one is used' });
+      continue;
+    }
     const plan = planService(svc, slicesByService.get(key) ?? [], ctx);
     // Services are already in order; only a Service's own frontends need sorting.
     if (plan.frontends.length > 1) plan.frontends.sort(compareFrontends);

@@ -15,6 +15,7 @@ import { endpointsByServicePort, portId, type Endpoint } from './endpoint-slices
 import { LABEL_TOPOLOGY_ZONE } from './labels.js';
 import { nodePortAddresses, parseNodePortAddresses } from './node-addresses.js';
 import { readServiceInfo, type FamilyInfo, type ServiceInfo, type ServicePortInfo } from './service-info.js';
+import { namespacedKey } from '../flat-key.js';
 import { frontendKey, sameBackends, type FrontendType, type PlanBackend, type PlanFrontend, type ServicePlan, type SkippedObject } from './types.js';
 
 export interface PlanContext {
@@ -44,7 +45,7 @@ export function planService(service: V1Service, slices: readonly V1EndpointSlice
     return planServiceUnchecked(service, slices, ctx);
   } catch (err) {
     // Last line of defence: input the checks above did not foresee. One Service, never the whole plan.
-    const key = `${service?.metadata?.namespace ?? ''}/${service?.metadata?.name ?? ''}`;
+    const key = namespacedKey(String(service?.metadata?.namespace ?? ''), String(service?.metadata?.name ?? ''));
     return { service: key, frontends: [], skipped: [{ object: `Service ${key}`, reason: `cannot be planned: ${err instanceof Error ? err.message : String(err)}` }] };
   }
 }
@@ -148,9 +149,13 @@ function portFrontends(
     if (drop) f.dropWhenEmpty = true;
     return f;
   };
-  if (sp.nodePort) for (const a of nodeAddrs) out.push(ext('NodePort', a, sp.nodePort, ranges));
-  for (const a of fam.loadBalancerIPs) out.push(ext('LoadBalancer', a, sp.port, fam.sourceRanges));
-  for (const a of fam.externalIPs) out.push(ext('ExternalIP', a, sp.port, ranges));
+  // Source ranges kpr cannot read restrict nothing it could program: the
+  // frontends they apply to are left out (fail closed, reported by readServiceInfo).
+  const closedLB = info.sourceRangesUnreadable;
+  const closedOther = closedLB && ctx.sourceRangesForAllExternal === true;
+  if (sp.nodePort && !closedOther) for (const a of nodeAddrs) out.push(ext('NodePort', a, sp.nodePort, ranges));
+  if (!closedLB) for (const a of fam.loadBalancerIPs) out.push(ext('LoadBalancer', a, sp.port, fam.sourceRanges));
+  if (!closedOther) for (const a of fam.externalIPs) out.push(ext('ExternalIP', a, sp.port, ranges));
   return out;
 }
 
