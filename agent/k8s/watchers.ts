@@ -28,7 +28,7 @@ import { listPage, type ListPageQuery } from './list-page.js';
 // typed shape (Date timestamps etc.) as list items. The package has no "exports" map.
 import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
 import { pruneEndpointSlice, pruneNode, pruneService } from './prune.js';
-import { flatKey } from '../flat-key.js';
+import { flatKey, namespacedKey } from '../flat-key.js';
 
 export interface Logger {
   info(msg: string, fields?: Record<string, unknown>): void;
@@ -93,7 +93,7 @@ function byKey([a]: [string, unknown], [b]: [string, unknown]): number {
 export function objectKey(o: KubernetesObject): string {
   const ns = o.metadata?.namespace;
   const name = o.metadata?.name ?? '';
-  return ns ? flatKey('/', ns, name) : name;
+  return ns ? namespacedKey(ns, name) : name;
 }
 
 interface InformerState<T extends KubernetesObject> {
