@@ -15,9 +15,10 @@
  * objects behind (e.g. "healthCheckNodePort may only be set when…"), are not
  * checked; the planner ignores those fields where they do not apply.
  *
- * On top of that, every field client-node decodes as an array must be an
- * array (ObjectSerializer iterates it: a number throws, a string becomes its
- * characters), anywhere in the object, so an object that passes always decodes.
+ * On top of that, every field anywhere in the object must have the JSON type
+ * of client-node's model (its OpenAPI type): arrays in particular, which
+ * ObjectSerializer iterates (a number throws, a string becomes its
+ * characters), so an object that passes always decodes into what kpr expects.
  *
  * Pure: no I/O, no state. Returns the first problem only, with its field path
  * (`spec.ports[2].nodePort`) and a reason quoting the value (≤64 characters).
@@ -83,7 +84,12 @@ function truncate(s: string): string {
 export function show(v: unknown): string {
   if (Array.isArray(v)) return `an array of ${v.length}`;
   if (v !== null && typeof v === 'object') return 'an object';
-  if (typeof v === 'string') return truncate(JSON.stringify(v.length > MAX_SHOWN ? v.slice(0, MAX_SHOWN) : v));
+  if (typeof v === 'string') {
+    // Whole code points (no half of a surrogate pair), then quoted; "…" inside the quotes when cut.
+    const head = v.length > MAX_SHOWN ? Array.from(v.slice(0, MAX_SHOWN + 1)).slice(0, MAX_SHOWN).join('') : v;
+    const q = JSON.stringify(head);
+    return q.length <= MAX_SHOWN && head === v ? q : `${q.slice(0, Math.min(q.length - 1, MAX_SHOWN - 2))}…"`;
+  }
   if (v === undefined) return 'nothing';
   return truncate(String(v));
 }
@@ -505,9 +511,16 @@ function join(path: string, child: string): string {
   return path === '' ? child : `${path}.${child}`;
 }
 
-/** Walks `v` as client-node's ObjectSerializer.deserialize would, failing where it would throw or split a string. */
+const PRIMITIVE: Record<string, string> = { string: 'string', number: 'number', boolean: 'boolean', Date: 'string' };
+
+/** Walks `v` as client-node's ObjectSerializer.deserialize would, failing at the first value not of the model's type. */
 function decodable(v: unknown, type: string, path: string): void {
   if (v === undefined || v === null) return;
+  const primitive = PRIMITIVE[type];
+  if (primitive !== undefined) {
+    if (typeof v !== primitive) fail(path, `must be a ${primitive}, not ${typeOf(v)} (${show(v)})`);
+    return;
+  }
   if (type.startsWith('Array<')) {
     if (!Array.isArray(v)) fail(path, `must be an array, not ${typeOf(v)} (${show(v)})`);
     const inner = type.slice(6, -1);
@@ -516,14 +529,16 @@ function decodable(v: unknown, type: string, path: string): void {
   }
   if (type.startsWith(MAP_PREFIX)) {
     const inner = type.slice(MAP_PREFIX.length, -3);
-    if (isObj(v) && isStructured(inner)) for (const k in v) decodable(v[k], inner, `${path}[${k}]`);
+    if (!isObj(v)) fail(path, `must be an object, not ${typeOf(v)} (${show(v)})`);
+    if (isStructured(inner)) for (const k in v) decodable(v[k], inner, `${path}[${k}]`);
     return;
   }
   const model = MODELS[type];
-  if (!model || typeof model.getAttributeTypeMap !== 'function' || !isObj(v)) return;
+  if (!model || typeof model.getAttributeTypeMap !== 'function') return;
+  if (!isObj(v)) fail(path, `must be an object, not ${typeOf(v)} (${show(v)})`);
   for (const a of model.getAttributeTypeMap()) decodable(v[a.baseName], a.type, join(path, a.baseName));
 }
 
 function isStructured(type: string): boolean {
-  return type.startsWith('Array<') || type.startsWith(MAP_PREFIX) || typeof MODELS[type]?.getAttributeTypeMap === 'function';
+  return PRIMITIVE[type] !== undefined || type.startsWith('Array<') || type.startsWith(MAP_PREFIX) || typeof MODELS[type]?.getAttributeTypeMap === 'function';
 }
