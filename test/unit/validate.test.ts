@@ -15,8 +15,9 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import yaml from 'js-yaml';
+import * as allModels from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
 import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
-import { validateObject, type ValidatedKind } from '../../agent/k8s/validate.js';
+import { MODELS, validateObject, type ValidatedKind } from '../../agent/k8s/validate.js';
 import { repoRoot } from '../support/paths.js';
 
 type Json = any;
@@ -450,5 +451,19 @@ describe('validateObject: hostile objects are rejected at the field', () => {
       assert.equal(validateObject(kind, o), undefined);
       assert.doesNotThrow(() => ObjectSerializer.deserialize(o, `V1${kind}`, ''));
     }
+  });
+
+  it('walks every client-node model a Service, an EndpointSlice or a Node holds', () => {
+    const all = allModels as unknown as Record<string, { getAttributeTypeMap?: () => Array<{ type: string }> }>;
+    const inner = (t: string): string => (t.startsWith('Array<') ? inner(t.slice(6, -1)) : t.startsWith('{ [key: string]: ') ? inner(t.slice(17, -3)) : t);
+    const reachable = new Set<string>();
+    const walk = (t: string) => {
+      const name = inner(t);
+      if (reachable.has(name) || typeof all[name]?.getAttributeTypeMap !== 'function') return;
+      reachable.add(name);
+      for (const a of all[name].getAttributeTypeMap!()) walk(a.type);
+    };
+    ['V1Service', 'V1EndpointSlice', 'V1Node'].forEach(walk);
+    assert.deepEqual([...reachable].filter((n) => MODELS[n] !== all[n]), []);
   });
 });
