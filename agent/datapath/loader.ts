@@ -8,7 +8,7 @@
  * maps are reused, contents and all, and programs are swapped into the
  * links a previous run left (no window without translation).
  */
-import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { BATCH_WRITER_LIBRARY, BpfIterator, BpfObject, cgroupId, detachPinnedLink, ensureBpffs, type BpfMap, type CgroupAttachment } from '../../native/index.js';
 import { MAP_NAMES, encodeConfig, type KprConfig } from '../maps/layout.js';
@@ -102,18 +102,10 @@ export function loadDatapath(opts: DatapathOptions, log: Logger, features: Kerne
   mkdirSync(pinMapsDir, { recursive: true });
   mkdirSync(linkPinDir(opts.bpffsDir), { recursive: true });
   const opened: BpfObject[] = [];
-  const replacedPins: string[] = [];
+  const replacedPins = replaceIncompatiblePins(opts, pinMapsDir, log);
   const open = (file: string, skipPrograms: string[] = []) => {
     const obj = BpfObject.open(file, { pinMapsDir, skipPrograms });
     opened.push(obj);
-    // Something other than kpr's map at one of kpr's pins (another type or size):
-    // kpr's pin directory is kpr's, so the pin is replaced by a new map, filled at the initial sync.
-    for (const bad of obj.incompatiblePins()) {
-      log.error('pinned map is not the map kpr defines; replacing it with a new one, filled at the initial sync', { map: bad.name, pin: bad.pin, why: bad.why });
-      rmSync(bad.pin, { force: true });
-      replacedPins.push(bad.name);
-      opts.onIncompatiblePin?.(bad.name);
-    }
     obj.load();
     return obj;
   };
@@ -195,6 +187,35 @@ export function loadDatapath(opts: DatapathOptions, log: Logger, features: Kerne
     for (const o of opened) o.close();
     throw err;
   }
+}
+
+/**
+ * Something other than kpr's map at one of kpr's map pins (another type or
+ * size: pinned over kpr's, or left by an incompatible version) would fail the
+ * load. kpr's pin directory is kpr's: every map pin in it is removed, so
+ * every map is created anew and filled at the initial sync. All of them, not
+ * only the bad one: the programs still attached (the previous agent's) keep
+ * serving on the complete set of previous maps they hold, and the new
+ * programs, on the new set, replace them once it is filled (conntrack and
+ * affinity state start empty). Returns the names of the incompatible pins.
+ */
+function replaceIncompatiblePins(opts: DatapathOptions, pinMapsDir: string, log: Logger): string[] {
+  const objects = [opts.bpfObject, sibling(opts.bpfObject, 'kpr_tc.bpf.o'), sibling(opts.bpfObject, SOCK_TERM_OBJECT)];
+  const bad: Array<{ name: string; pin: string; why: string }> = [];
+  for (const file of objects) {
+    if (!existsSync(file)) continue;
+    const obj = BpfObject.open(file, { pinMapsDir });
+    try {
+      for (const b of obj.incompatiblePins()) if (!bad.some((x) => x.name === b.name)) bad.push(b);
+    } finally {
+      obj.close();
+    }
+  }
+  if (bad.length === 0) return [];
+  log.error('pinned maps are not the maps kpr defines; all of kpr\'s maps are created anew and filled at the initial sync, the previous programs serving on the previous maps until then', { maps: bad });
+  for (const file of readdirSync(pinMapsDir)) rmSync(path.join(pinMapsDir, file), { force: true });
+  for (const b of bad) opts.onIncompatiblePin?.(b.name);
+  return bad.map((b) => b.name);
 }
 
 /** Writes the node-wide datapath settings (kpr_config). */

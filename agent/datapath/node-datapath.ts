@@ -88,10 +88,7 @@ export class NodeDatapath {
     // Each rescan also checks the node's other attachments: the socket programs'
     // cgroup (removed and created again) and kpr's pins (removed, replaced, bpffs gone).
     const rescan = setInterval(() => {
-      this.tick('interface_rescan', () => {
-        this.attacher.sync();
-        this.keepTcxLinks();
-      });
+      this.tick('interface_rescan', () => this.keepTcxLinks(this.attacher.sync()));
       this.tick('cgroup_check', () => this.checkCgroup());
       const pins = this.opts.pins;
       if (pins) this.tick('pin_check', () => pins.check());
@@ -109,10 +106,12 @@ export class NodeDatapath {
   }
 
   /** The tcx links the attacher holds now are the ones the pin keeper keeps (clsact filters have no pin). */
-  private keepTcxLinks(): void {
+  private keepTcxLinks(attachedNow: string[] = []): void {
     if (!this.opts.pins || this.attacher.mode() !== 'tcx') return;
     const dir = tcLinkPinDir(this.cfg.bpffsDir);
-    this.opts.pins.syncLinksUnder(dir, this.attacher.attachedInterfaces().map((a) => path.join(dir, tcxPinName(a.role, a.ifname))));
+    const attached = this.attacher.attachedInterfaces();
+    const pinOf = (a: { role: 'external' | 'pod'; ifname: string }) => path.join(dir, tcxPinName(a.role, a.ifname));
+    this.opts.pins.syncLinksUnder(dir, attached.map(pinOf), attached.filter((a) => attachedNow.includes(a.ifname)).map(pinOf));
   }
 
   private checkCgroup(): void {

@@ -80,9 +80,11 @@ export class PinKeeper {
 
   /**
    * The links under `dir` that should be kept are exactly `pins` (the tc
-   * attacher's current tcx links): new ones are held, ones it removed released.
+   * attacher's current tcx links): new ones are held, ones it removed
+   * released, and those in `renewed` (attached anew, e.g. to a re-created
+   * interface of the same name) held again from their pin.
    */
-  syncLinksUnder(dir: string, pins: string[]): void {
+  syncLinksUnder(dir: string, pins: string[], renewed: string[] = []): void {
     const want = new Set(pins);
     for (const [pin, k] of this.kept) {
       if (k.object === 'link' && path.dirname(pin) === dir && !want.has(pin)) {
@@ -91,7 +93,7 @@ export class PinKeeper {
       }
     }
     for (const pin of want) {
-      if (this.kept.has(pin)) continue;
+      if (this.kept.has(pin) && !renewed.includes(pin)) continue;
       try {
         this.keepLink(pin);
       } catch (err) {
@@ -120,6 +122,17 @@ export class PinKeeper {
         now = { kind: `unreadable (${(err as Error).message})`, id: -1 };
       }
       if (now && now.kind === k.kind && now.id === k.id) continue;
+      if (now && k.object === 'link' && now.kind === k.kind) {
+        // Another link at a link pin: attached anew by kpr (another agent on these pins,
+        // during a rolling update). It is the live one: held from now on, not overwritten.
+        try {
+          this.keepLink(pin);
+          this.log.debug('link pin holds a newer link; holding that one', { pin, id: now.id, was: k.id });
+          continue;
+        } catch {
+          /* gone again: pinned back below */
+        }
+      }
       const repair: PinRepair = { pin, object: k.object, reason: now ? 'replaced' : 'missing' };
       if (now) repair.found = describePinned(pin, now.kind);
       fs.mkdirSync(path.dirname(pin), { recursive: true });
