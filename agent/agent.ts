@@ -7,6 +7,9 @@ import { BatchWriter, releaseFreeNativeMemory, setLibbpfLogger } from '../native
 import type { AgentConfig } from './config.js';
 import { batchWriterPath, loadDatapath, type Datapath } from './datapath/loader.js';
 import { NodeDatapath } from './datapath/node-datapath.js';
+import { PinKeeper } from './datapath/pin-keeper.js';
+import { mapPinPath } from './datapath/pins.js';
+import { MAP_NAMES } from './maps/layout.js';
 import { formatFeature, summarizeFeatures, type KernelFeatures } from './datapath/kernel-features.js';
 import { probeKernelFeatures } from './datapath/kernel-probes.js';
 import { nodeNetnsCookie } from './datapath/netns-cookie.js';
@@ -33,6 +36,8 @@ export class Agent {
   private loop: SyncLoop | undefined;
   private obs: Observability | undefined;
   private nodeDatapath: NodeDatapath | undefined;
+  /** Holds kpr's pinned maps and links open and pins them again when their pins go (see pin-keeper.ts). */
+  private pins: PinKeeper | undefined;
   private serviceHealth: ServiceHealthServers | undefined;
   private writer: BatchWriter | undefined;
   private udpTerminator: UdpTerminator | undefined;
@@ -66,8 +71,12 @@ export class Agent {
     if (probed.unknownNames.length) log.warn('unknown kernel feature names in the environment', { names: probed.unknownNames });
     obs.metrics.kernelFeatures(() => features.list());
     features.onChange((f) => log.warn('kernel feature changed', { feature: f.feature, state: f.state, fallback: f.fallback, text: formatFeature(f) }));
-    this.datapath = loadDatapath({ ...cfg, loadUdpIterator: cfg.udpTermination !== 'netlink' }, log, features);
+    this.datapath = loadDatapath({ ...cfg, loadUdpIterator: cfg.udpTermination !== 'netlink', onIncompatiblePin: () => obs.metrics.pinRestored('map', 'incompatible') }, log, features);
     const dp = this.datapath;
+    const pins = new PinKeeper(cfg.bpffsDir, log.child({ source: 'pins' }), (object, reason) => obs.metrics.pinRestored(object, reason));
+    this.pins = pins;
+    for (const [key, name] of Object.entries(MAP_NAMES)) pins.keepMap(mapPinPath(cfg.bpffsDir, name), dp.maps[key as keyof typeof MAP_NAMES]);
+    for (const a of dp.attachments) pins.keepLink(a.linkPinPath);
     this.resolveNetnsCookie(); // before the features line, so it says which netns cookie source is in use
     // The tc programs attach as clsact filters where tcx is missing (TcAttacher, --tc-attach auto or tc).
     if (!features.present('tcx') && cfg.tcAttach !== 'tcx') features.useFallback('tcx', 'clsact/cls_bpf');
@@ -145,6 +154,10 @@ export class Agent {
     const report = loop.start();
     const cacheSyncedToMapsWrittenMs = performance.now() - syncedAt;
     initialDone = true;
+    if (dp.replacedPins.length > 0) {
+      // The new maps are filled: now the programs that use them replace the previous agent's.
+      for (const a of dp.attachSockPrograms()) pins.keepLink(a.linkPinPath);
+    }
     const released = releaseMemory();
     log.info('initial sync complete', {
       cacheSyncedToMapsWrittenMs: Number(cacheSyncedToMapsWrittenMs.toFixed(3)),
@@ -167,7 +180,12 @@ export class Agent {
       'node-datapath',
       () => {
         if (this.hostNetnsCookie === null) this.resolveNetnsCookie(true);
-        const nd = new NodeDatapath(dp, cfg, tcLog, { hostNetnsCookie: this.hostNetnsCookie ?? undefined, onTimerError: (op) => obs.metrics.nodeDatapathFailed(op) });
+        const nd = new NodeDatapath(dp, cfg, tcLog, {
+          hostNetnsCookie: this.hostNetnsCookie ?? undefined,
+          onTimerError: (op) => obs.metrics.nodeDatapathFailed(op),
+          pins,
+          onCgroupReattached: () => obs.metrics.cgroupReattachedOnce(),
+        });
         nd.start(this.watch?.node());
         this.nodeDatapath = nd;
         obs.metrics.tcAttacher(() => nd.tcStatus());
@@ -218,6 +236,8 @@ export class Agent {
     await this.obs?.stop();
     this.writer?.close();
     this.writer = undefined;
+    this.pins?.close();
+    this.pins = undefined;
     this.datapath?.close();
     this.datapath = undefined;
     this.log.info('agent stopped; the pinned datapath keeps serving');

@@ -125,13 +125,15 @@ export function attachCgroup(prog: BpfProgram, cgroupPath: string, linkPinPath: 
       if (info.type !== BPF_LINK_TYPE_CGROUP) {
         throw new KprBpfError({ op: 'link update', path: linkPinPath, errno: E.EINVAL, detail: `pinned link is a ${info.typeName} link, not a cgroup link` });
       }
-      if (info.cgroupId !== cgId) {
+      // Cgroup id 0: the cgroup this link was attached to is gone (rmdir'd); the link is dead.
+      if (info.cgroupId === 0n) defunct = true;
+      else if (info.cgroupId !== cgId) {
         throw new KprBpfError({ op: 'link update', path: linkPinPath, errno: E.EINVAL, detail: `pinned link is attached to cgroup id ${info.cgroupId}, not ${cgroupPath} (id ${cgId})` });
       }
       if (info.attachType !== prog.expectedAttachType) {
         throw new KprBpfError({ op: 'link update', path: linkPinPath, errno: E.EINVAL, detail: `pinned link has attach type ${attachTypeName(info.attachType ?? -1)}, program ${prog.name} needs ${prog.attachTypeName}` });
       }
-      if (info.progId !== progId) {
+      if (!defunct && info.progId !== progId) {
         const ret = lib.bpf_link__update_program(link, prog.ptr);
         if (ret === -ENOLINK) defunct = true; // cgroup went away; the link is dead
         else if (ret < 0) throw new KprBpfError({ op: 'link update', path: linkPinPath, errno: -ret, detail: hintFor(-ret) });

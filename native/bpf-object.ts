@@ -198,6 +198,21 @@ export class BpfObject {
     return defs;
   }
 
+  /**
+   * Before load: the maps pinned under pinMapsDir that load would refuse to
+   * adopt (another type, key/value size, max_entries or flags, or not a map),
+   * with why. Empty without pinMapsDir.
+   */
+  incompatiblePins(): Array<{ name: string; pin: string; why: string }> {
+    if (this.pinMapsDir === undefined) return [];
+    const out: Array<{ name: string; pin: string; why: string }> = [];
+    for (const def of this.#mapDefs()) {
+      const bad = this.#findIncompatiblePin([def]);
+      if (bad) out.push(bad);
+    }
+    return out;
+  }
+
   /** After a failed load: the first pinned map that does not match its definition. */
   #findIncompatiblePin(defs: MapDef[]): { name: string; pin: string; why: string } | null {
     for (const def of defs) {

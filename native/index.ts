@@ -16,6 +16,7 @@ export {
   type CgroupAttachment, type LinkInfo, type TemporaryCgroupLink,
 } from './attach.js';
 export { BpfIterator } from './iter.js';
+export { HeldBpfObject, bpfObjectOfFd, pinnedObjectAt } from './pinned-object.js';
 export { withNetns, ifIndex, currentNetnsCookie } from './netns.js';
 export { SockDiag, SockDiagError, withSockDiag, type InetFamily, type UdpSocketEntry, type UdpDumpFilter } from './sock-diag.js';
 export { attachTcx, listInterfaces, pinnedTcxLinkInfo, queryTcxPrograms, tcxLinkInfo, tcxSupported, TCX, type TcxAttachment, type TcxDirection, type TcxLinkInfo } from './tcx.js';

@@ -8,9 +8,9 @@
  * maps are reused, contents and all, and programs are swapped into the
  * links a previous run left (no window without translation).
  */
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { BATCH_WRITER_LIBRARY, BpfIterator, BpfObject, detachPinnedLink, ensureBpffs, type BpfMap, type CgroupAttachment } from '../../native/index.js';
+import { BATCH_WRITER_LIBRARY, BpfIterator, BpfObject, cgroupId, detachPinnedLink, ensureBpffs, type BpfMap, type CgroupAttachment } from '../../native/index.js';
 import { MAP_NAMES, encodeConfig, type KprConfig } from '../maps/layout.js';
 import type { Logger } from '../log.js';
 import { linkPinDir, linkPinPath, mapPinDir } from './pins.js';
@@ -44,6 +44,8 @@ export interface DatapathOptions {
   cgroupPath: string;
   /** Load kpr_sock_term.bpf.o (default true; false when --udp-termination netlink will not use it). */
   loadUdpIterator?: boolean;
+  /** A pinned map load could not adopt (another type or size) was replaced by a new, empty one. */
+  onIncompatiblePin?: (map: string) => void;
 }
 
 export type DatapathMapSet = { [K in keyof typeof MAP_NAMES]: BpfMap };
@@ -55,7 +57,26 @@ export interface Datapath {
   udpIterator?: BpfIterator;
   /** Why udpIterator is missing. */
   udpIteratorError?: string;
+  /**
+   * The socket programs' cgroup links; empty until attachSockPrograms() when
+   * the load replaced an incompatible pin (see replacedPins).
+   */
   attachments: CgroupAttachment[];
+  /**
+   * Maps whose pin load could not adopt and replaced with a new, empty map.
+   * The socket programs are then not attached at load: the previous agent's
+   * programs (still attached, on the original maps) keep serving until the
+   * agent has filled the new maps and calls attachSockPrograms().
+   */
+  replacedPins: string[];
+  /** Attaches (or swaps in) the socket programs on --cgroup-path; returns the links. */
+  attachSockPrograms(): CgroupAttachment[];
+  /**
+   * Whether --cgroup-path is a newer cgroup than the one the programs are
+   * attached to (rmdir'd and created again): then they are attached to it
+   * (true). Throws while the path is gone.
+   */
+  reattachIfCgroupRecreated(): boolean;
   /** Releases this process's handles; pinned maps and links stay. */
   close(): void;
 }
@@ -81,6 +102,7 @@ export function loadDatapath(opts: DatapathOptions, log: Logger, features: Kerne
   mkdirSync(pinMapsDir, { recursive: true });
   mkdirSync(linkPinDir(opts.bpffsDir), { recursive: true });
   const opened: BpfObject[] = [];
+  const replacedPins = replaceIncompatiblePins(opts, pinMapsDir, log);
   const open = (file: string, skipPrograms: string[] = []) => {
     const obj = BpfObject.open(file, { pinMapsDir, skipPrograms });
     opened.push(obj);
@@ -119,28 +141,81 @@ export function loadDatapath(opts: DatapathOptions, log: Logger, features: Kerne
         log.warn('could not detach a pinned link', { program: prog, error: (err as Error).message });
       }
     }
-    const attachments = SOCK_PROGRAMS.filter((p) => !skipped.includes(p)).map((prog) => sock.attachCgroup(prog, opts.cgroupPath, linkPinPath(opts.bpffsDir, prog)));
-    log.info('datapath attached', {
-      cgroup: opts.cgroupPath,
-      bpffs: opts.bpffsDir,
-      programs: attachments.map((a) => ({ program: a.program, link: a.linkId, replaced: a.replaced })),
-    });
-    const maps = Object.fromEntries(Object.entries(MAP_NAMES).map(([k, name]) => [k, sock.map(name)])) as DatapathMapSet;
-    return {
-      maps,
+    const attachable = SOCK_PROGRAMS.filter((p) => !skipped.includes(p));
+    const dp: Datapath = {
+      maps: Object.fromEntries(Object.entries(MAP_NAMES).map(([k, name]) => [k, sock.map(name)])) as DatapathMapSet,
       tcObject,
       udpIterator,
       ...(udpIteratorError !== undefined ? { udpIteratorError } : {}),
-      attachments,
+      attachments: [],
+      replacedPins,
+      attachSockPrograms: () => {
+        dp.attachments = attachable.map((prog) => sock.attachCgroup(prog, opts.cgroupPath, linkPinPath(opts.bpffsDir, prog)));
+        log.info('datapath attached', {
+          cgroup: opts.cgroupPath,
+          bpffs: opts.bpffsDir,
+          programs: dp.attachments.map((a) => ({ program: a.program, link: a.linkId, replaced: a.replaced })),
+        });
+        return dp.attachments;
+      },
+      reattachIfCgroupRecreated: () => {
+        if (!existsSync(opts.cgroupPath)) {
+          throw new Error(`cgroup ${opts.cgroupPath} is gone (removed?): the socket programs went with it; attached again once the cgroup is back`);
+        }
+        const id = cgroupId(opts.cgroupPath);
+        if (dp.attachments.length === 0 || dp.attachments.every((a) => a.cgroupId === id)) return false;
+        // The links of the removed cgroup are dead: unpinned, then new ones on the new cgroup.
+        for (const a of dp.attachments) {
+          try {
+            detachPinnedLink(a.linkPinPath);
+          } catch {
+            rmSync(a.linkPinPath, { force: true });
+          }
+        }
+        dp.attachSockPrograms();
+        return true;
+      },
       close: () => {
         udpIterator?.close();
         for (const o of opened) o.close();
       },
     };
+    if (replacedPins.length === 0) dp.attachSockPrograms();
+    else log.warn('socket programs attached after the initial sync (a pinned map was replaced): the previous programs keep serving until then', { maps: replacedPins });
+    return dp;
   } catch (err) {
     for (const o of opened) o.close();
     throw err;
   }
+}
+
+/**
+ * Something other than kpr's map at one of kpr's map pins (another type or
+ * size: pinned over kpr's, or left by an incompatible version) would fail the
+ * load. kpr's pin directory is kpr's: every map pin in it is removed, so
+ * every map is created anew and filled at the initial sync. All of them, not
+ * only the bad one: the programs still attached (the previous agent's) keep
+ * serving on the complete set of previous maps they hold, and the new
+ * programs, on the new set, replace them once it is filled (conntrack and
+ * affinity state start empty). Returns the names of the incompatible pins.
+ */
+function replaceIncompatiblePins(opts: DatapathOptions, pinMapsDir: string, log: Logger): string[] {
+  const objects = [opts.bpfObject, sibling(opts.bpfObject, 'kpr_tc.bpf.o'), sibling(opts.bpfObject, SOCK_TERM_OBJECT)];
+  const bad: Array<{ name: string; pin: string; why: string }> = [];
+  for (const file of objects) {
+    if (!existsSync(file)) continue;
+    const obj = BpfObject.open(file, { pinMapsDir });
+    try {
+      for (const b of obj.incompatiblePins()) if (!bad.some((x) => x.name === b.name)) bad.push(b);
+    } finally {
+      obj.close();
+    }
+  }
+  if (bad.length === 0) return [];
+  log.error('pinned maps are not the maps kpr defines; all of kpr\'s maps are created anew and filled at the initial sync, the previous programs serving on the previous maps until then', { maps: bad });
+  for (const file of readdirSync(pinMapsDir)) rmSync(path.join(pinMapsDir, file), { force: true });
+  for (const b of bad) opts.onIncompatiblePin?.(b.name);
+  return bad.map((b) => b.name);
 }
 
 /** Writes the node-wide datapath settings (kpr_config). */

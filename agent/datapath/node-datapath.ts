@@ -15,6 +15,8 @@ import { sweepExpiredConntrack } from './ct-sweeper.js';
 import { writeNodeConfig, type Datapath } from './loader.js';
 import { TcAttacher } from './tc-attacher.js';
 import { tcLinkPinDir } from './pins.js';
+import type { PinKeeper } from './pin-keeper.js';
+import { tcxPinName } from './tc-hooks.js';
 
 const INTERFACE_RESCAN_MS = 2000;
 
@@ -25,13 +27,17 @@ export function snatAddresses(node: V1Node | undefined): { v4: string; v6: strin
   return { v4: ordered.find((a) => isIPv4(a)) ?? '', v6: ordered.find((a) => isIPv6(a)) ?? '' };
 }
 
-export type TimerOp = 'interface_rescan' | 'conntrack_sweep';
+export type TimerOp = 'interface_rescan' | 'conntrack_sweep' | 'cgroup_check' | 'pin_check';
 
 export interface NodeDatapathOptions {
   /** The node namespace's netns cookie; undefined when this kernel cannot tell it (service-mesh mode degrades). */
   hostNetnsCookie: bigint | undefined;
-  /** A periodic timer's run failed (op: interface_rescan, conntrack_sweep); for kpr_node_datapath_errors_total. */
+  /** A periodic timer's run failed (op: interface_rescan, conntrack_sweep, cgroup_check, pin_check); for kpr_node_datapath_errors_total. */
   onTimerError?: (op: TimerOp) => void;
+  /** kpr's pins, checked (and re-pinned) after every interface rescan; holds the tcx links too. */
+  pins?: PinKeeper;
+  /** The socket programs were attached to a re-created --cgroup-path. */
+  onCgroupReattached?: () => void;
 }
 
 export class NodeDatapath {
@@ -78,7 +84,15 @@ export class NodeDatapath {
   start(node: V1Node | undefined): void {
     this.nodeChanged(node);
     this.attacher.sync();
-    const rescan = setInterval(() => this.tick('interface_rescan', () => this.attacher.sync()), INTERFACE_RESCAN_MS);
+    this.keepTcxLinks();
+    // Each rescan also checks the node's other attachments: the socket programs'
+    // cgroup (removed and created again) and kpr's pins (removed, replaced, bpffs gone).
+    const rescan = setInterval(() => {
+      this.tick('interface_rescan', () => this.keepTcxLinks(this.attacher.sync()));
+      this.tick('cgroup_check', () => this.checkCgroup());
+      const pins = this.opts.pins;
+      if (pins) this.tick('pin_check', () => pins.check());
+    }, INTERFACE_RESCAN_MS);
     const sweep = setInterval(
       () =>
         this.tick('conntrack_sweep', () => {
@@ -89,6 +103,22 @@ export class NodeDatapath {
     );
     this.timers = [rescan, sweep];
     for (const t of this.timers) t.unref();
+  }
+
+  /** The tcx links the attacher holds now are the ones the pin keeper keeps (clsact filters have no pin). */
+  private keepTcxLinks(attachedNow: string[] = []): void {
+    if (!this.opts.pins || this.attacher.mode() !== 'tcx') return;
+    const dir = tcLinkPinDir(this.cfg.bpffsDir);
+    const attached = this.attacher.attachedInterfaces();
+    const pinOf = (a: { role: 'external' | 'pod'; ifname: string }) => path.join(dir, tcxPinName(a.role, a.ifname));
+    this.opts.pins.syncLinksUnder(dir, attached.map(pinOf), attached.filter((a) => attachedNow.includes(a.ifname)).map(pinOf));
+  }
+
+  private checkCgroup(): void {
+    if (!this.dp.reattachIfCgroupRecreated()) return;
+    for (const a of this.dp.attachments) this.opts.pins?.keepLink(a.linkPinPath);
+    this.opts.onCgroupReattached?.();
+    this.log.warn('socket programs attached to the re-created cgroup', { cgroup: this.cfg.cgroupPath, links: this.dp.attachments.map((a) => a.linkId) });
   }
 
   /** Re-derives the node-wide settings; writes them only when they changed. */

@@ -152,7 +152,9 @@ export class TcAttacher {
   private detach(hooks: TcHookMode, role: InterfaceRole, ifname: string, ifindex: number | undefined, reason: string): void {
     try {
       hooks.detach(role, ifname, ifindex);
-      if (ifindex === undefined) this.opts.log.debug('tc interface forgotten', { interface: ifname, role, mode: hooks.mode, reason });
+      // A pod's interface going is pod churn; an external one going is a node fault worth a warning
+      // (kpr_tc_attached_interfaces drops; the program is attached again when the interface is back).
+      if (ifindex === undefined) this.opts.log[role === 'external' ? 'warn' : 'debug']('tc interface gone; attached again if it comes back', { interface: ifname, role, mode: hooks.mode, reason });
       else this.opts.log.info('tc program detached', { interface: ifname, role, mode: hooks.mode, reason });
     } catch (err) {
       this.opts.log.warn('could not detach tc program', { interface: ifname, role, mode: hooks.mode, error: (err as Error).message });

@@ -77,6 +77,8 @@ export class AgentMetrics {
   private readonly driftRepairSyncs: Counter;
   private readonly driftRepaired: Counter<'map' | 'kind'>;
   private readonly nodeErrors: Counter<'op'>;
+  private readonly pinsRestored: Counter<'object' | 'reason'>;
+  private readonly cgroupReattached: Counter;
   private readonly udpDestroyed: Counter<'mechanism'>;
   private readonly udpMode: Gauge<'mode'>;
   private readonly taskFailures: Counter<'task'>;
@@ -147,8 +149,19 @@ export class AgentMetrics {
     });
     this.nodeErrors = new Counter({
       name: 'kpr_node_datapath_errors_total',
-      help: 'Failed runs of the node datapath timers (interface rescan, conntrack sweep), e.g. while the node network namespace is gone; retried at the next tick.',
+      help: 'Failed runs of the node datapath timers (interface_rescan, conntrack_sweep, cgroup_check, pin_check), e.g. while the node network namespace, the socket programs\' cgroup or the bpffs is gone; retried at the next tick.',
       labelNames: ['op'],
+      registers,
+    });
+    this.pinsRestored = new Counter({
+      name: 'kpr_pins_restored_total',
+      help: 'kpr pins put back: object (map, link), reason (missing: the pin was removed or its bpffs re-mounted; replaced: another object was pinned there while the agent ran; incompatible: found at start with another type or size, replaced by a new map).',
+      labelNames: ['object', 'reason'],
+      registers,
+    });
+    this.cgroupReattached = new Counter({
+      name: 'kpr_cgroup_reattached_total',
+      help: 'Times the socket programs were attached to --cgroup-path again because the cgroup was removed and created anew.',
       registers,
     });
     const tc = () => this.tcSource?.();
@@ -246,9 +259,17 @@ export class AgentMetrics {
     }
   }
 
-  /** A node datapath timer failed (op: interface_rescan, conntrack_sweep). */
+  /** A node datapath timer failed (op: interface_rescan, conntrack_sweep, cgroup_check, pin_check). */
   nodeDatapathFailed(op: string): void {
     this.nodeErrors.inc({ op });
+  }
+
+  pinRestored(object: 'map' | 'link', reason: 'missing' | 'replaced' | 'incompatible'): void {
+    this.pinsRestored.inc({ object, reason });
+  }
+
+  cgroupReattachedOnce(): void {
+    this.cgroupReattached.inc();
   }
 
   adopted(result: AdoptResult): void {
