@@ -138,6 +138,20 @@ describe('Reconciler limits: revNatIds', () => {
     assert.match(res.skipped[0].reason, /needs 6 more, 5 free/, 'the report of the retry, after its own 3 frontends were removed');
   });
 
+  it('adopted maps where a Service holds ids it no longer fits in: it is removed and a new Service gets them in the same sync', () => {
+    // A previous run (with more ids) programmed b/big's 7 frontends; this run has 8 ids and b/big now wants 9.
+    const maps = new MemoryDatapathMaps();
+    syncChecked(maps, new Reconciler(maps, recorder(), { maxRevNatId: 10 }), plans(...ports('b/big', '10.96.0.2', 7)), true);
+    const r = new Reconciler(maps, recorder(), { maxRevNatId: 8 });
+    r.adopt();
+    const res = syncChecked(maps, r, plans(...ports('b/big', '10.96.0.2', 9), ...ports('c/new', '10.96.0.3', 2)), true);
+    assert.equal(res.ok, true);
+    assert.deepEqual(portsOf(maps, '10.96.0.2'), []);
+    assert.deepEqual(portsOf(maps, '10.96.0.3'), [1, 2]);
+    assert.deepEqual(limitsOf(res), ['b/big rev_nat_ids refused 9/8']);
+    assert.deepEqual(res.skipped.map((s) => s.object), ['Service b/big'], 'c/new, refused in the first pass, is not reported: the retry programmed it');
+  });
+
   it('the limit report goes when the refused Service is deleted', () => {
     const maps = new MemoryDatapathMaps();
     const r = new Reconciler(maps, recorder(), { maxRevNatId: 2 });
