@@ -738,7 +738,7 @@ export class Reconciler {
     let ok = this.verdicts.get(service);
     if (ok === undefined) {
       const mine = this.desired.get(service) ?? [want];
-      const report = this.overLimit(service, this.winning(service, mine), w);
+      const report = mine.length === 1 && this.fitsBound(want, w) ? null : this.overLimit(service, this.winning(service, mine), w);
       this.verdicts.set(service, report === null);
       if (report) {
         this.refuse(report);
@@ -750,11 +750,25 @@ export class Reconciler {
       }
       if (mine.length === 1) return true; // the Service's check was this frontend's
     } else if (!ok) return false;
+    if (this.fitsBound(want, w)) return true;
     const report = this.overLimit(service, [want], w);
     if (report === null) return true;
     this.verdicts.set(service, false);
     this.refuse(report);
     return false;
+  }
+
+  /** need([d], false) fits: the common case, checked without allocating. */
+  private fitsBound(d: DesiredFrontend, w: Writes): boolean {
+    const ne = d.backends.length;
+    const ni = d.internal?.length ?? 0;
+    return (
+      this.free('rev_nat_ids') >= 1 &&
+      this.free('svc_map', w) >= ne + 1 + (d.internal ? ni + 1 : 0) &&
+      this.free('backend_map') >= ne + ni &&
+      (d.affinityTimeout === 0 || this.free('aff_match_map', w) >= ne + ni) &&
+      (d.sourceRanges.length === 0 || this.free('src_range_map', w) >= d.sourceRanges.length)
+    );
   }
 
   /** The frontends of `mine` (a Service's) that it wins against other claimants. */
