@@ -280,6 +280,8 @@ export class SyncLoop {
       deleted: result.servicesDeleted + result.backendsDeleted,
       readBackMs: result.readBackMs === undefined ? undefined : Number(result.readBackMs.toFixed(3)),
       readBackDecoded: result.readBackDecoded,
+      // Services refused or cut by a datapath limit (each logged when it started; kpr_services_over_limit).
+      overLimit: result.limits?.length ? result.limits.length : undefined,
     };
     if (result.ok) {
       this.retryMs = RETRY_MIN_MS;

@@ -4,6 +4,7 @@
  */
 import type { BatchWriter, BpfMap } from '../../native/index.js';
 import type { BackendColumns, DatapathMaps } from './datapath-maps.js';
+import type { MapCapacities } from '../reconcile/limits.js';
 import {
   encodeAddr,
   encodeIPv4Num,
@@ -307,6 +308,16 @@ export class BpfDatapathMaps implements DatapathMaps {
       this.srcRangeMap = m.srcRange;
       this.writer = m.writer ?? null;
     }
+  }
+
+  /** max_entries of the maps the reconciler fills (Infinity for a map this object was not given). */
+  capacities(): MapCapacities {
+    return {
+      svc: this.svcMap.maxEntries,
+      backend: this.backendMap.maxEntries,
+      affinityMatch: this.affMatchMap?.maxEntries ?? Infinity,
+      srcRange: this.srcRangeMap?.maxEntries ?? Infinity,
+    };
   }
 
   /**

@@ -12,6 +12,7 @@ import { mapPinPath } from '../datapath/pins.js';
 import { MAP_NAMES } from '../maps/layout.js';
 import { findRepoRoot } from '../paths.js';
 import type { AdoptResult } from '../reconcile/reconciler.js';
+import { LIMIT_NAMES } from '../reconcile/limits.js';
 import type { SyncReport } from '../sync-loop.js';
 import type { Logger } from '../log.js';
 import type { FeatureStatus } from '../datapath/kernel-features.js';
@@ -73,6 +74,7 @@ export class AgentMetrics {
   private readonly mapErrors: Counter<'map' | 'op'>;
   private readonly frontends: Gauge;
   private readonly backends: Gauge;
+  private readonly overLimit: Gauge<'limit'>;
   private readonly driftFound: Counter<'kind'>;
   private readonly driftRepairSyncs: Counter;
   private readonly driftRepaired: Counter<'map' | 'kind'>;
@@ -130,6 +132,14 @@ export class AgentMetrics {
     this.mapErrors = new Counter({ name: 'kpr_map_operation_errors_total', help: 'Failed BPF map operations of the reconciler, by map and operation.', labelNames: ['map', 'op'], registers });
     this.frontends = new Gauge({ name: 'kpr_frontends_programmed', help: 'Frontends (service address, port, protocol and scope) in the service map after the last sync.', registers });
     this.backends = new Gauge({ name: 'kpr_backends_programmed', help: 'Backends in the backend map after the last sync.', registers });
+    this.overLimit = new Gauge({
+      name: 'kpr_services_over_limit',
+      help:
+        'Services over a datapath limit after the last sync, by limit: refused whole (rev_nat_ids, svc_map, backend_map, aff_match_map, src_range_map: nothing of them is programmed) or cut (backends_per_frontend: a frontend holds its first 65,535 backends). Each is logged and listed as skipped.',
+      labelNames: ['limit'],
+      registers,
+    });
+    for (const limit of LIMIT_NAMES) this.overLimit.set({ limit }, 0);
     this.driftFound = new Counter({
       name: 'kpr_drift_found_total',
       help: 'Inconsistencies found in the pinned maps when the agent adopted them at start, by kind; the first full sync repairs them.',
@@ -248,6 +258,12 @@ export class AgentMetrics {
     this.syncs.inc({ trigger: report.trigger, result: report.result.ok ? 'ok' : 'error' });
     this.frontends.set(report.result.frontends);
     this.backends.set(report.result.backends);
+    const limits = report.result.limits;
+    if (limits) {
+      const by = new Map<string, number>(LIMIT_NAMES.map((l) => [l, 0]));
+      for (const l of limits) by.set(l.limit, (by.get(l.limit) ?? 0) + 1);
+      for (const [limit, n] of by) this.overLimit.set({ limit }, n);
+    }
     if (!report.result.ok) return;
     const now = this.now();
     this.lastSync.set(now.getTime() / 1000);

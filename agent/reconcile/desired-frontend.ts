@@ -9,7 +9,10 @@ import { isIPv4 } from 'node:net';
 import { BE_FLAG, FE_TYPE, IPPROTO, SCOPE, SVC_FLAG, decodeSrcRangeKey, encodeSrcRangeKey, type Backend } from '../maps/layout.js';
 import { flatKey } from '../flat-key.js';
 
-/** Most backend slots one frontend can have: slot and count are u16. */
+/**
+ * Most backend slots one frontend can have: slot and count are u16. A
+ * frontend with more backends gets the first MAX_SLOTS, reported (limits.ts).
+ */
 export const MAX_SLOTS = 0xffff;
 
 /** A service-map key without its slot and scope: one frontend. */
@@ -57,6 +60,8 @@ export interface DesiredFrontend {
   clusterIP: boolean;
   /** loadBalancerSourceRanges in canonical CIDR form, sorted; empty = everyone. */
   sourceRanges: readonly string[];
+  /** 0, or the valid backends the plan had for a scope when that was more than MAX_SLOTS (the first MAX_SLOTS are kept). */
+  truncatedFrom: number;
 }
 
 /** frontendKey() of the plan a desired frontend came from, for messages (built only when one is written). */
@@ -149,9 +154,12 @@ export function toDesiredFrontend(service: string, f: PlanFrontend, skipped: Ski
   const proto = IPPROTO[f.protocol];
   const base: FrontendBase = { addr: v4 ? f.address : ip!.text, port: f.port, proto };
   const tuples: BackendTuple[] = [];
-  const backends = desiredBackends(f.backends, family, proto, service, f, skipped, tuples);
+  let backends = desiredBackends(f.backends, family, proto, service, f, skipped, tuples);
   let internalTuples: BackendTuple[] | null = f.internalBackends ? [] : null;
   let internal = f.internalBackends ? desiredBackends(f.internalBackends, family, proto, service, f, skipped, internalTuples!) : null;
+  const truncatedFrom = Math.max(backends.length, internal?.length ?? 0) > MAX_SLOTS ? Math.max(backends.length, internal?.length ?? 0) : 0;
+  if (backends.length > MAX_SLOTS) backends = withinSlots(backends, tuples, service, f, skipped);
+  if (internal && internal.length > MAX_SLOTS) internal = withinSlots(internal, internalTuples!, service, f, skipped);
   if (internal && sameBackends(internal, backends)) internal = internalTuples = null;
   let sourceRanges: readonly string[] = NO_RANGES;
   if (f.sourceRanges.length > 0) {
@@ -184,7 +192,19 @@ export function toDesiredFrontend(service: string, f: PlanFrontend, skipped: Ski
     internalTuples,
     clusterIP: f.type === 'ClusterIP',
     sourceRanges,
+    truncatedFrom,
   };
+}
+
+/**
+ * The first MAX_SLOTS of `backends` (longer than that; `tuples` cut alike):
+ * the planner sorts by address and port, so the same backends are kept from
+ * sync to sync. Reported in `skipped`.
+ */
+function withinSlots(backends: readonly PlanBackend[], tuples: BackendTuple[], service: string, f: PlanFrontend, skipped: SkippedObject[]): readonly PlanBackend[] {
+  refuse(service, f, `${backends.length} backends, over the limit of ${MAX_SLOTS} per frontend (u16 slot count): only the first ${MAX_SLOTS} are programmed`, skipped);
+  tuples.length = MAX_SLOTS;
+  return backends.slice(0, MAX_SLOTS);
 }
 
 const NO_RANGES: readonly string[] = Object.freeze([]);
@@ -239,13 +259,7 @@ function desiredBackends(
     const text = num >= 0 ? b.address : bip!.text;
     out.push(text === b.address ? b : b.local ? { address: text, port: b.port, local: true } : { address: text, port: b.port });
   }
-  let backends: readonly PlanBackend[] = out ?? list;
-  if (backends.length > MAX_SLOTS) {
-    refuse(service, f, `${backends.length} backends, only the first ${MAX_SLOTS} are used`, skipped);
-    backends = backends.slice(0, MAX_SLOTS);
-    tuples.length = MAX_SLOTS;
-  }
-  return backends;
+  return out ?? list;
 }
 
 /** The CIDR as the map holds it (address masked to the prefix, canonical text); null if invalid. */

@@ -7,6 +7,7 @@
  */
 import type { DatapathMaps } from '../maps/datapath-maps.js';
 import type { AffinityMatchKey, Backend, SrcRangeKey, SvcKey, SvcMeta, SvcVal } from '../maps/layout.js';
+import type { MapCapacities } from './limits.js';
 import { parseIP } from '../plan/ip.js';
 
 export type MapMethod =
@@ -52,6 +53,10 @@ export interface MemoryDatapathMapsOptions {
   maxServices?: number;
   /** Capacity of the backend map. */
   maxBackends?: number;
+  /** Capacity of kpr_aff_match. */
+  maxAffinityMatches?: number;
+  /** Capacity of kpr_src_range. */
+  maxSrcRanges?: number;
 }
 
 export interface FailureSpec {
@@ -90,6 +95,8 @@ export class MemoryDatapathMaps implements DatapathMaps {
   readonly calls: MapCall[] = [];
   maxServices: number;
   maxBackends: number;
+  maxAffinityMatches: number;
+  maxSrcRanges: number;
   /** Scheduled failures; see failOnCall(). */
   private failures: FailureSpec[] = [];
   private callCount = 0;
@@ -97,6 +104,13 @@ export class MemoryDatapathMaps implements DatapathMaps {
   constructor(opts: MemoryDatapathMapsOptions = {}) {
     this.maxServices = opts.maxServices ?? Infinity;
     this.maxBackends = opts.maxBackends ?? Infinity;
+    this.maxAffinityMatches = opts.maxAffinityMatches ?? Infinity;
+    this.maxSrcRanges = opts.maxSrcRanges ?? Infinity;
+  }
+
+  /** The capacities as the kernel's max_entries (Infinity: unlimited). */
+  capacities(): MapCapacities {
+    return { svc: this.maxServices, backend: this.maxBackends, affinityMatch: this.maxAffinityMatches, srcRange: this.maxSrcRanges };
   }
 
   /** Number of mutating calls made so far. */
@@ -203,7 +217,9 @@ export class MemoryDatapathMaps implements DatapathMaps {
   updateAffinityMatches(keys: AffinityMatchKey[]): void {
     this.run('updateAffinityMatches', keys, (k, call) => {
       const key = { ...k };
-      this.affinityMatches.set(affKeyId(k), key);
+      const id = affKeyId(k);
+      if (!this.affinityMatches.has(id) && this.affinityMatches.size >= this.maxAffinityMatches) throw mapError('E2BIG', 'affinity match map full');
+      this.affinityMatches.set(id, key);
       this.ops.push({ call, kind: 'aff-update', key });
     });
   }
@@ -241,7 +257,9 @@ export class MemoryDatapathMaps implements DatapathMaps {
   updateSrcRanges(keys: SrcRangeKey[]): void {
     this.run('updateSrcRanges', keys, (k, call) => {
       const key = { ...k };
-      this.srcRanges.set(rangeKeyId(k), key);
+      const id = rangeKeyId(k);
+      if (!this.srcRanges.has(id) && this.srcRanges.size >= this.maxSrcRanges) throw mapError('ENOSPC', 'source range map full');
+      this.srcRanges.set(id, key);
       this.ops.push({ call, kind: 'range-update', key });
     });
   }

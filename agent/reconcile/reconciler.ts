@@ -69,6 +69,7 @@ import {
   entrySetId,
   frontendId,
   frontendLabel,
+  MAX_SLOTS,
   toDesiredFrontend,
   tupleIPv4,
   type BackendTuple,
@@ -77,6 +78,7 @@ import {
 } from './desired-frontend.js';
 import { IdAllocator } from './id-allocator.js';
 import { BackendTable } from './backend-table.js';
+import { UNKNOWN_CAPACITIES, describeLimit, limitFields, type LimitName, type LimitReport, type MapCapacities } from './limits.js';
 
 /** The logging the reconciler needs; `console` fits. */
 export interface ReconcileLogger {
@@ -144,7 +146,34 @@ export interface SyncResult {
   readBackMs?: number;
   /** readBack syncs: the fingerprints differed, so the dumps were decoded and compared entry by entry. */
   readBackDecoded?: boolean;
+  /** Every Service over a datapath limit after the sync (refused, or truncated), by key (limits.ts). */
+  limits?: LimitReport[];
 }
+
+/** Limits a test (or a dry run) sets; the maps' own capacities come from DatapathMaps.capacities(). */
+export interface ReconcilerOptions {
+  /** Highest revNatId (default 65,535: the u16). */
+  maxRevNatId?: number;
+  /** Overrides of the maps' capacities. */
+  capacities?: Partial<MapCapacities>;
+}
+
+/** What `capacities()` a DatapathMaps may have (BpfDatapathMaps and MemoryDatapathMaps do): the maps' max_entries. */
+interface CapacityMaps {
+  capacities(): Partial<MapCapacities>;
+}
+
+function hasCapacities(m: DatapathMaps): m is DatapathMaps & CapacityMaps {
+  return typeof (m as Partial<CapacityMaps>).capacities === 'function';
+}
+
+/** The limits a Service is admitted against, in check order, and what it needs of each beyond what the kernel holds. */
+type RoomLimit = Exclude<LimitName, 'backends_per_frontend'>;
+const ROOM_LIMITS: readonly RoomLimit[] = ['rev_nat_ids', 'svc_map', 'backend_map', 'aff_match_map', 'src_range_map'];
+type Need = Record<RoomLimit, number>;
+
+/** A PlanSource with nothing in it: the retry pass re-diffs refused Services from the desired state. */
+const NO_PLANS: PlanSource = { keys: () => [], get: () => undefined };
 
 /** Every map the reconciler owns, as read from the kernel. */
 interface KernelContents {
@@ -362,6 +391,14 @@ function cut(text: string, max: number): string {
   return text.length <= max && Buffer.byteLength(text) <= max ? text : Buffer.from(text).subarray(0, max).toString('utf8').replace(/\uFFFD+$/, '');
 }
 
+/** Service-map entries an entry set lacks to hold a master and slots 1..n. */
+function missingEntries(f: EntrySet | undefined, n: number): number {
+  if (!f) return n + 1;
+  let missing = f.master ? 0 : 1;
+  for (let s = 1; s <= n; s++) if (f.slots[s] === undefined) missing++;
+  return missing;
+}
+
 function sameMeta(a: SvcMeta | undefined, b: SvcMeta): boolean {
   return a !== undefined && a.name === b.name && a.portName === b.portName && a.type === b.type;
 }
@@ -376,8 +413,13 @@ export class Reconciler {
   private readonly danglingRefs = new Map<number, number>();
   /** Master entries in the mirror. */
   private masters = 0;
+  /** Slot entries in the mirror (kSets' slotCount summed), kpr_aff_match pairs (kAff) and kpr_src_range keys (kRanges). */
+  private slotEntries = 0;
+  private affPairs = 0;
+  private rangeKeys = 0;
   private readonly backendIds = new IdAllocator(MAX_BACKEND_ID);
-  private readonly revNatIds = new IdAllocator(MAX_REVNAT_ID);
+  private readonly revNatIds: IdAllocator;
+  private readonly maxRevNatId: number;
   /** revNatId → the frontend (frontendId) that owns it. */
   private readonly revNatOwner = new Map<number, string>();
   /** Backend ids that may have lost their last reference. */
@@ -418,10 +460,25 @@ export class Reconciler {
    */
   private readonly revNatHints = new Map<string, number>();
 
+  // ---- limits (limits.ts)
+  /** Services refused whole for want of room (nothing of them is programmed), and Services with a frontend cut to MAX_SLOTS backends. */
+  private readonly refused = new Map<string, LimitReport>();
+  private readonly truncated = new Map<string, LimitReport>();
+  /** This pass: Service → whether it was admitted (decided at its first frontend diffed). */
+  private readonly verdicts = new Map<string, boolean>();
+  /** Services refused by this sync (reported in its `skipped`). */
+  private readonly refusedNow = new Set<string>();
+  /** The maps' capacities, read at the start of each sync. */
+  private caps: MapCapacities = { ...UNKNOWN_CAPACITIES };
+
   constructor(
     private readonly maps: DatapathMaps,
     private readonly logger: ReconcileLogger,
-  ) {}
+    private readonly options: ReconcilerOptions = {},
+  ) {
+    this.maxRevNatId = options.maxRevNatId ?? MAX_REVNAT_ID;
+    this.revNatIds = new IdAllocator(this.maxRevNatId);
+  }
 
   /** Number of master entries (frontends × scopes) the kernel holds, as far as the reconciler knows. */
   get frontendCount(): number {
@@ -465,8 +522,46 @@ export class Reconciler {
    * full: `plans` is everything; any other frontend is removed.
    * incremental: only the listed Services change; one mapped to [] loses its frontends.
    * Never throws for a failed map write: returns ok=false and stays consistent.
+   *
+   * A Service that does not fit a limit (limits.ts) is refused whole and the
+   * others programmed; when the sync frees room of the kind a refused Service
+   * lacked, a second pass, after the first is applied, retries it.
    */
   sync(plans: PlanSource, opts: SyncOptions): SyncResult {
+    this.caps = { ...UNKNOWN_CAPACITIES, ...(hasCapacities(this.maps) ? this.maps.capacities() : {}), ...this.options.capacities };
+    this.refusedNow.clear();
+    const result = this.syncPass(plans, opts);
+    if (result.ok && this.refused.size > 0) {
+      const retry: string[] = [];
+      for (const [service, r] of this.refused) if (this.free(r.limit as RoomLimit) > (r.free ?? 0)) retry.push(service);
+      if (retry.length > 0) {
+        for (const service of retry) for (const d of this.desired.get(service) ?? []) this.dirty.add(d.fk);
+        const again = this.syncPass(NO_PLANS, { full: false });
+        result.ok = again.ok;
+        if (again.error !== undefined) result.error = again.error;
+        result.servicesWritten += again.servicesWritten;
+        result.servicesDeleted += again.servicesDeleted;
+        result.backendsWritten += again.backendsWritten;
+        result.backendsDeleted += again.backendsDeleted;
+        result.auxWritten += again.auxWritten;
+        result.auxDeleted += again.auxDeleted;
+        result.frontends = again.frontends;
+        result.backends = again.backends;
+        result.skipped.push(...again.skipped);
+      }
+    }
+    for (const service of this.refusedNow) {
+      const r = this.refused.get(service);
+      if (r) result.skipped.push({ object: `Service ${service}`, reason: describeLimit(r) });
+    }
+    const limits = [...this.truncated.values(), ...this.refused.values()];
+    result.limits = limits.length > 1 ? limits.sort((a, b) => (a.service < b.service ? -1 : a.service > b.service ? 1 : 0)) : limits;
+    return result;
+  }
+
+  /** One pass of sync(): the diff of `plans` (and of the frontends marked dirty), applied. */
+  private syncPass(plans: PlanSource, opts: SyncOptions): SyncResult {
+    this.verdicts.clear();
     const skipped: SkippedObject[] = [];
     const result: SyncResult = {
       ok: true,
@@ -596,6 +691,11 @@ export class Reconciler {
     for (const id of w.releaseRevNat) this.revNatIds.release(id);
     for (const id of w.releaseBackendIds) this.backendIds.release(id);
     this.dirty.clear();
+    if (opts.full) {
+      // A Service gone without its key reaching a sync is no longer over any limit.
+      for (const service of this.refused.keys()) if (!this.desired.has(service)) this.refused.delete(service);
+      for (const service of this.truncated.keys()) if (!this.desired.has(service)) this.truncated.delete(service);
+    }
     return this.finish(result);
   }
 
@@ -617,10 +717,183 @@ export class Reconciler {
     w.vipWrites = [];
   }
 
-  /** diffFrontend, then a round of writes if enough is queued. */
+  /** diffFrontend (or, for a Service that does not fit, removeFrontend), then a round of writes if enough is queued. */
   private diffQueued(want: DesiredFrontend, w: Writes, touchedVips: Set<string>, skipped: SkippedObject[], result: SyncResult): void {
-    this.diffFrontend(want, w, touchedVips, skipped);
+    if (this.admitted(want, w)) this.diffFrontend(want, w, touchedVips, skipped);
+    else this.removeFrontend(want.fk, w, touchedVips);
     if (w.backendWrites.length + w.slotWrites.length + w.masterWrites.length >= FLUSH_ENTRIES) this.flushUpserts(w, result);
+  }
+
+  // ------------------------------------------------------------------ limits
+
+  /**
+   * Whether `want` may be diffed: its Service fits the room left (decided
+   * once per pass, at its first frontend diffed, for every frontend it wins)
+   * and so does the frontend itself (a frontend diffed after other Services
+   * took room: one the Service shares with another claimant). A Service that
+   * does not fit is refused (reported, and retried when room is freed).
+   */
+  private admitted(want: DesiredFrontend, w: Writes): boolean {
+    const service = want.service;
+    let ok = this.verdicts.get(service);
+    if (ok === undefined) {
+      const mine = this.desired.get(service) ?? [want];
+      const report = mine.length === 1 && this.fitsBound(want, w) ? null : this.overLimit(service, this.winning(service, mine), w);
+      this.verdicts.set(service, report === null);
+      if (report) {
+        this.refuse(report);
+        return false;
+      }
+      if (this.refused.delete(service)) {
+        this.refusedNow.delete(service);
+        this.logger.info('Service programmed: within the datapath limits again', { service });
+      }
+      if (mine.length === 1) return true; // the Service's check was this frontend's
+    } else if (!ok) return false;
+    if (this.fitsBound(want, w)) return true;
+    const report = this.overLimit(service, [want], w);
+    if (report === null) return true;
+    this.verdicts.set(service, false);
+    this.refuse(report);
+    return false;
+  }
+
+  /** need([d], false) fits: the common case, checked without allocating. */
+  private fitsBound(d: DesiredFrontend, w: Writes): boolean {
+    const ne = d.backends.length;
+    const ni = d.internal?.length ?? 0;
+    return (
+      this.free('rev_nat_ids') >= 1 &&
+      this.free('svc_map', w) >= ne + 1 + (d.internal ? ni + 1 : 0) &&
+      this.free('backend_map') >= ne + ni &&
+      (d.affinityTimeout === 0 || this.free('aff_match_map', w) >= ne + ni) &&
+      (d.sourceRanges.length === 0 || this.free('src_range_map', w) >= d.sourceRanges.length)
+    );
+  }
+
+  /** The frontends of `mine` (a Service's) that it wins against other claimants. */
+  private winning(service: string, mine: readonly DesiredFrontend[]): readonly DesiredFrontend[] {
+    let out: DesiredFrontend[] | null = null;
+    for (let i = 0; i < mine.length; i++) {
+      const c = this.claimants.get(mine[i].fk);
+      const wins = c === service || (Array.isArray(c) && c.reduce((a, b) => (b < a ? b : a)) === service);
+      if (!wins && out === null) out = mine.slice(0, i);
+      else if (wins && out !== null) out.push(mine[i]);
+    }
+    return out ?? mine;
+  }
+
+  /** The first limit frontends `ds` of `service` do not fit in, or null: a bound first (no lookup), counted exactly only when the bound does not fit. */
+  private overLimit(service: string, ds: readonly DesiredFrontend[], w: Writes): LimitReport | null {
+    if (this.firstOver(service, this.need(ds, false), w) === null) return null;
+    return this.firstOver(service, this.need(ds, true), w);
+  }
+
+  private firstOver(service: string, need: Need, w: Writes): LimitReport | null {
+    for (const limit of ROOM_LIMITS) {
+      const n = need[limit];
+      if (n === 0) continue;
+      const free = this.free(limit, w);
+      if (n > free) return { service, limit, action: 'refused', capacity: this.capacity(limit), needed: n, free: Math.max(0, free) };
+    }
+    return null;
+  }
+
+  /**
+   * What frontends `ds` need of each limit beyond what the kernel holds: new
+   * revNatIds, service-map entries (masters and slots), backends,
+   * affinity-match pairs and source ranges. `exact` false: an upper bound
+   * from the lengths alone (as if nothing were programmed).
+   */
+  private need(ds: readonly DesiredFrontend[], exact: boolean): Need {
+    const n: Need = { rev_nat_ids: 0, svc_map: 0, backend_map: 0, aff_match_map: 0, src_range_map: 0 };
+    let fresh: Set<BackendTuple> | null = null;
+    for (const d of ds) {
+      const ne = d.backends.length;
+      const ni = d.internal?.length ?? 0;
+      if (!exact) {
+        n.rev_nat_ids++;
+        n.svc_map += ne + 1 + (d.internal ? ni + 1 : 0);
+        n.backend_map += ne + ni;
+        if (d.affinityTimeout > 0) n.aff_match_map += ne + ni;
+        n.src_range_map += d.sourceRanges.length;
+        continue;
+      }
+      const rn = this.ownedRevNat(d.fk);
+      if (rn === 0) n.rev_nat_ids++;
+      n.svc_map += missingEntries(this.kSets.get(d.extSid), ne) + (d.internal ? missingEntries(this.kSets.get(d.intSid), ni) : 0);
+      const pairs = d.affinityTimeout > 0 ? ((rn > 0 ? this.kAff.get(rn) : undefined) ?? new Set<number>()) : null;
+      const seen = pairs && d.internal ? new Set<BackendTuple>() : null;
+      const newTuples = (fresh ??= new Set());
+      for (const tuples of d.internalTuples ? [d.tuples, d.internalTuples] : [d.tuples]) {
+        for (const t of tuples) {
+          const id = this.kBackends.idOf(t);
+          if (id < 0) newTuples.add(t);
+          if (pairs === null || seen?.has(t)) continue;
+          seen?.add(t);
+          if (id < 0 || !pairs.has(id)) n.aff_match_map++;
+        }
+      }
+      const ranges = rn > 0 ? this.kRanges.get(rn) : undefined;
+      for (const cidr of d.sourceRanges) if (!ranges?.has(cidr)) n.src_range_map++;
+    }
+    if (fresh) n.backend_map = fresh.size;
+    return n;
+  }
+
+  /** Room left of a limit: the entries queued for deletion (`w`) still count, as they are deleted after every write. */
+  private free(limit: RoomLimit, w?: Writes): number {
+    switch (limit) {
+      case 'rev_nat_ids':
+        return this.maxRevNatId - this.revNatIds.size;
+      case 'svc_map':
+        return this.caps.svc - this.masters - this.slotEntries - (w ? w.masterDeletes.length + w.slotDeletes.length : 0);
+      case 'backend_map':
+        return this.caps.backend - this.kBackends.size;
+      case 'aff_match_map':
+        return this.caps.affinityMatch - this.affPairs - (w ? w.affDeletes.length : 0);
+      case 'src_range_map':
+        return this.caps.srcRange - this.rangeKeys - (w ? w.rangeDeletes.length : 0);
+    }
+  }
+
+  private capacity(limit: RoomLimit): number {
+    switch (limit) {
+      case 'rev_nat_ids':
+        return this.maxRevNatId;
+      case 'svc_map':
+        return this.caps.svc;
+      case 'backend_map':
+        return this.caps.backend;
+      case 'aff_match_map':
+        return this.caps.affinityMatch;
+      case 'src_range_map':
+        return this.caps.srcRange;
+    }
+  }
+
+  /** Records (and, when it is new, logs) that a Service was refused. */
+  private refuse(r: LimitReport): void {
+    const before = this.refused.get(r.service);
+    this.refused.set(r.service, r);
+    this.refusedNow.add(r.service);
+    if (before?.limit !== r.limit) this.logger.error('Service refused: over a datapath limit', { ...limitFields(r), reason: describeLimit(r) });
+  }
+
+  /** Records (and logs, when it changes) whether a Service's new desired frontends were cut to MAX_SLOTS backends. */
+  private noteTruncation(service: string, mine: readonly DesiredFrontend[]): void {
+    let most = 0;
+    for (let i = 0; i < mine.length; i++) if (mine[i].truncatedFrom > most) most = mine[i].truncatedFrom;
+    if (most === 0) {
+      if (this.truncated.delete(service) && mine.length > 0) {
+        this.logger.info('Service programmed: within the datapath limits again', { service, limit: 'backends_per_frontend' });
+      }
+      return;
+    }
+    const r: LimitReport = { service, limit: 'backends_per_frontend', action: 'truncated', capacity: MAX_SLOTS, needed: most };
+    const before = this.truncated.get(service);
+    this.truncated.set(service, r);
+    if (!before) this.logger.error('Service truncated: over a datapath limit', { ...limitFields(r), reason: describeLimit(r) });
   }
 
   /** New and changed entries, each kind before what names it. */
@@ -720,7 +993,11 @@ export class Reconciler {
       mine.push(d);
       this.claim(d.fk, service);
     }
-    if (mine.length === 0) return mine;
+    this.noteTruncation(service, mine);
+    if (mine.length === 0) {
+      if (this.refused.delete(service)) this.refusedNow.delete(service);
+      return mine;
+    }
     const kept = mine.length === 1 ? [mine[0]] : mine.slice(); // exact length: kept for long
     this.desired.set(service, kept);
     return kept;
@@ -788,8 +1065,9 @@ export class Reconciler {
     if (revNatId === 0) {
       const id = this.revNatIds.allocate();
       if (id === undefined) {
-        skipped.push({ object: `Service ${want.service}`, reason: `frontend ${frontendLabel(want)}: no free revNatId (${MAX_REVNAT_ID} frontends)` });
-        return; // leaves any existing entry as it is
+        // admitted() counted the ids: not reached unless the count was wrong. Leaves any existing entry as it is.
+        this.refuse({ service: want.service, limit: 'rev_nat_ids', action: 'refused', capacity: this.maxRevNatId, needed: 1, free: 0 });
+        return;
       }
       revNatId = id;
       this.revNatOwner.set(id, fk);
@@ -843,7 +1121,7 @@ export class Reconciler {
       f.slots[slot] = id;
       this.kBackends.addRef(id);
       if (old !== undefined) this.unref(old);
-      else f.slotCount++;
+      else (f.slotCount++, this.slotEntries++);
     }
 
     if (!f.master || !sameMaster(f.master, master)) {
@@ -860,6 +1138,7 @@ export class Reconciler {
         w.slotDeletes.push(svcKey(f.base, scope, s));
         this.unref(id);
         f.slotCount--;
+        this.slotEntries--;
       }
     }
     if (f.slots.length > n + 1) f.slots.length = n + 1;
@@ -879,6 +1158,7 @@ export class Reconciler {
       w.slotDeletes.push(svcKey(f.base, scope, s));
       this.unref(id);
     }
+    this.slotEntries -= f.slotCount;
     this.kSets.delete(sid);
   }
 
@@ -902,6 +1182,7 @@ export class Reconciler {
     const want = new Set(ids);
     for (const id of want) if (!have?.has(id)) w.affWrites.push({ backendId: id, revNatId });
     if (have) for (const id of have) if (!want.has(id)) w.affDeletes.push({ backendId: id, revNatId });
+    this.affPairs += want.size - (have?.size ?? 0);
     if (want.size) this.kAff.set(revNatId, want);
     else this.kAff.delete(revNatId);
   }
@@ -913,6 +1194,7 @@ export class Reconciler {
     const want = new Set(cidrs);
     for (const cidr of want) if (!have?.has(cidr)) w.rangeWrites.push({ revNatId, cidr });
     if (have) for (const cidr of have) if (!want.has(cidr)) w.rangeDeletes.push({ revNatId, cidr });
+    this.rangeKeys += want.size - (have?.size ?? 0);
     if (want.size) this.kRanges.set(revNatId, want);
     else this.kRanges.delete(revNatId);
   }
@@ -1234,6 +1516,7 @@ export class Reconciler {
     this.kBackends.clear();
     this.danglingRefs.clear();
     this.masters = 0;
+    this.slotEntries = 0;
     this.backendIds.clear();
     this.revNatIds.clear();
     this.revNatOwner.clear();
@@ -1278,6 +1561,7 @@ export class Reconciler {
       } else {
         f.slots[k.slot] = v.backendId;
         f.slotCount++;
+        this.slotEntries++;
         if (this.kBackends.has(v.backendId)) this.kBackends.addRef(v.backendId);
         else {
           d.danglingSlots++;
@@ -1327,6 +1611,10 @@ export class Reconciler {
       s.add(k.cidr);
       if (!this.revNatOwner.has(k.revNatId)) (d.orphanAuxEntries++, this.suspectRevNats.add(k.revNatId));
     }
+    this.affPairs = 0;
+    for (const s of this.kAff.values()) this.affPairs += s.size;
+    this.rangeKeys = 0;
+    for (const s of this.kRanges.values()) this.rangeKeys += s.size;
     for (const [addr, flags] of vips) {
       this.kVips.set(addr, flags);
       if (!this.vipRefs.has(addr)) (d.orphanAuxEntries++, this.suspectVips.add(addr));

@@ -104,6 +104,21 @@ describe('agent metrics', () => {
     assert.equal(valueOf(s, 'kpr_syncs_total', { trigger: 'event', result: 'error' }), 1);
   });
 
+  test('Services over a datapath limit, by limit, as the last sync left them', async () => {
+    const { m, read } = metrics();
+    let s = await read();
+    assert.equal(valueOf(s, 'kpr_services_over_limit', { limit: 'rev_nat_ids' }), 0, 'every limit has a series from the start');
+    const over = (service: string, limit: 'rev_nat_ids' | 'backends_per_frontend') => ({ service, limit, action: 'refused' as const, capacity: 1, needed: 2 });
+    m.syncDone(report({}, { limits: [over('a/x', 'rev_nat_ids'), over('b/y', 'rev_nat_ids'), over('c/z', 'backends_per_frontend')] }));
+    s = await read();
+    assert.equal(valueOf(s, 'kpr_services_over_limit', { limit: 'rev_nat_ids' }), 2);
+    assert.equal(valueOf(s, 'kpr_services_over_limit', { limit: 'backends_per_frontend' }), 1);
+    assert.equal(valueOf(s, 'kpr_services_over_limit', { limit: 'svc_map' }), 0);
+    m.syncDone(report({}, { limits: [] }));
+    s = await read();
+    assert.equal(valueOf(s, 'kpr_services_over_limit', { limit: 'rev_nat_ids' }), 0);
+  });
+
   test('changes the initial sync covers are counted but queue nothing', async () => {
     const { m, read } = metrics();
     m.changeQueued({ kind: 'Service', key: 'a/web' }, false);

@@ -407,9 +407,11 @@ describe('Reconciler', () => {
       }
     }
 
-    it('a full backend map fails the sync; once capacity is raised the retry converges', () => {
+    // The reconciler refuses what does not fit the capacities it knows (reconciler-limits.test.ts); a map
+    // fuller than it knows (here: capacities hidden from it) still fails the sync cleanly.
+    it('a backend map fuller than the reconciler knows fails the sync; once capacity is raised the retry converges', () => {
       const maps = new MemoryDatapathMaps({ maxBackends: 3 });
-      const r = new Reconciler(maps, quiet);
+      const r = new Reconciler(maps, quiet, { capacities: { backend: Infinity } });
       const res = syncChecked(maps, r, plans(fe('a/x', '10.96.0.1', 80, ['10.0.0.1:80', '10.0.0.2:80', '10.0.0.3:80', '10.0.0.4:80'])), true);
       assert.equal(res.ok, false);
       assert.match(res.error!, /E2BIG/);
@@ -421,9 +423,9 @@ describe('Reconciler', () => {
       assert.deepEqual([...maps.backends.keys()].sort(), [1, 2, 3, 4]);
     });
 
-    it('a full service map fails the sync without leaving a master over missing slots', () => {
+    it('a service map fuller than the reconciler knows fails the sync without leaving a master over missing slots', () => {
       const maps = new MemoryDatapathMaps({ maxServices: 2 });
-      const r = new Reconciler(maps, quiet);
+      const r = new Reconciler(maps, quiet, { capacities: { svc: Infinity } });
       const res = syncChecked(maps, r, plans(fe('a/x', '10.96.0.1', 80, ['10.0.0.1:80', '10.0.0.2:80'])), true);
       assert.equal(res.ok, false);
       assert.equal([...maps.services.values()].filter(([k]) => k.slot === 0).length, 0);

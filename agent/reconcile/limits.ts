@@ -1,0 +1,72 @@
+/**
+ * The datapath's hard limits a Service can run into, and how a Service over
+ * one is reported. Pure.
+ *
+ * - backends_per_frontend: a frontend's slot number and count are u16, so
+ *   it holds at most MAX_SLOTS (65,535) backends; beyond that the first
+ *   65,535 (the planner's order: sorted by address, port) are programmed and
+ *   the Service is reported as truncated.
+ * - rev_nat_ids: every frontend (address, port, protocol) owns a u16
+ *   revNatId, so at most 65,535 frontends exist at once.
+ * - svc_map, backend_map, aff_match_map, src_range_map: the max_entries of
+ *   kpr_svc, kpr_backend, kpr_aff_match and kpr_src_range.
+ *
+ * A Service whose new state does not fit one of the last five is refused
+ * whole: none of its frontends is programmed (what it had is removed, so it
+ * holds no room), every other Service is programmed as usual, and it is
+ * retried as soon as a sync frees room of that kind. kpr_vip (one entry per
+ * ClusterIP address) and kpr_svc_meta (one per revNatId) have 65,536
+ * entries, more than there can be revNatIds: they cannot fill.
+ */
+
+export type LimitName = 'backends_per_frontend' | 'rev_nat_ids' | 'svc_map' | 'backend_map' | 'aff_match_map' | 'src_range_map';
+
+/** Every limit, in the order a Service is checked against them. */
+export const LIMIT_NAMES: readonly LimitName[] = ['backends_per_frontend', 'rev_nat_ids', 'svc_map', 'backend_map', 'aff_match_map', 'src_range_map'];
+
+/** Capacities (max_entries) of the maps a Service's entries go to; Infinity where unknown. */
+export interface MapCapacities {
+  svc: number;
+  backend: number;
+  affinityMatch: number;
+  srcRange: number;
+}
+
+export const UNKNOWN_CAPACITIES: Readonly<MapCapacities> = Object.freeze({ svc: Infinity, backend: Infinity, affinityMatch: Infinity, srcRange: Infinity });
+
+/** One Service over one limit. */
+export interface LimitReport {
+  /** "namespace/name". */
+  service: string;
+  limit: LimitName;
+  /** refused: nothing of the Service is programmed; truncated: its frontends hold the first `capacity` backends. */
+  action: 'refused' | 'truncated';
+  /** The limit: max_entries, the id space, or the slots of one frontend. */
+  capacity: number;
+  /** What the Service needed: new entries or ids (refused), backends of its largest frontend (truncated). */
+  needed: number;
+  /** refused: what was free when it was refused. */
+  free?: number;
+}
+
+const WHAT: Record<LimitName, string> = {
+  backends_per_frontend: 'backends per frontend (u16 slot count)',
+  rev_nat_ids: 'revNatIds (u16: frontends in all)',
+  svc_map: 'kpr_svc entries (max_entries)',
+  backend_map: 'kpr_backend entries (max_entries)',
+  aff_match_map: 'kpr_aff_match entries (max_entries)',
+  src_range_map: 'kpr_src_range entries (max_entries)',
+};
+
+/** The skip reason / log text of a report. */
+export function describeLimit(r: LimitReport): string {
+  if (r.action === 'truncated') {
+    return `over the limit of ${r.capacity} ${WHAT[r.limit]}: a frontend has ${r.needed} backends, only the first ${r.capacity} are programmed`;
+  }
+  return `not programmed: over the limit of ${r.capacity} ${WHAT[r.limit]}: needs ${r.needed} more, ${r.free ?? 0} free`;
+}
+
+/** The log fields of a report. */
+export function limitFields(r: LimitReport): Record<string, unknown> {
+  return { service: r.service, limit: r.limit, action: r.action, capacity: r.capacity, needed: r.needed, ...(r.free === undefined ? {} : { free: r.free }) };
+}
