@@ -56,7 +56,7 @@ export class Agent {
     setLibbpfLogger((level, msg) => libbpfLog[level === 'warn' ? 'warn' : 'debug'](msg.trimEnd()));
 
     const { healthzBindAddress, metricsBindAddress } = cfg;
-    const obs = new Observability({ bpffsDir: cfg.bpffsDir, syncPeriodMs: cfg.syncPeriodMs, healthzBindAddress, metricsBindAddress, log, node: () => this.watch?.node() });
+    const obs = new Observability({ bpffsDir: cfg.bpffsDir, syncPeriodMs: cfg.syncPeriodMs, healthzBindAddress, metricsBindAddress, log, node: () => this.watch?.node(), caches: () => this.watch?.cacheStatus() });
     this.obs = obs;
     obs.start();
 
@@ -101,7 +101,13 @@ export class Agent {
     const kc = loadKubeConfig({ kubeconfig: cfg.kubeconfig, serviceHost: cfg.k8sServiceHost, servicePort: cfg.k8sServicePort });
     const viaServiceIp = apiServerViaServiceIp(cfg);
     if (viaServiceIp) log.error(K8S_SERVICE_HOST_MESSAGE, { server: kc.getCurrentCluster()?.server });
-    this.watch = new ClusterWatch({ kubeConfig: kc, nodeName: cfg.nodeName, logger: log.child({ source: 'k8s' }) });
+    this.watch = new ClusterWatch({
+      kubeConfig: kc,
+      nodeName: cfg.nodeName,
+      logger: log.child({ source: 'k8s' }),
+      onRelist: (kind, reason) => obs.metrics.relisted(kind, reason),
+      onRejected: (kind) => obs.metrics.objectRejected(kind),
+    });
     const loop = new SyncLoop(this.watch, reconciler, {
       nodeName: cfg.nodeName,
       syncPeriodMs: cfg.syncPeriodMs,
