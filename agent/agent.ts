@@ -15,6 +15,7 @@ import { probeKernelFeatures } from './datapath/kernel-probes.js';
 import { nodeNetnsCookie } from './datapath/netns-cookie.js';
 import { RetryingTask } from './retrying-task.js';
 import { ClusterWatch } from './k8s/watchers.js';
+import { validateObject } from './k8s/validate.js';
 import { loadKubeConfig } from './k8s/kubeconfig.js';
 import { apiServerViaServiceIp, K8S_SERVICE_HOST_MESSAGE } from './preflight/api-server-route.js';
 import { memoryFields, type Logger } from './log.js';
@@ -61,7 +62,7 @@ export class Agent {
     setLibbpfLogger((level, msg) => libbpfLog[level === 'warn' ? 'warn' : 'debug'](msg.trimEnd()));
 
     const { healthzBindAddress, metricsBindAddress } = cfg;
-    const obs = new Observability({ bpffsDir: cfg.bpffsDir, syncPeriodMs: cfg.syncPeriodMs, healthzBindAddress, metricsBindAddress, log, node: () => this.watch?.node() });
+    const obs = new Observability({ bpffsDir: cfg.bpffsDir, syncPeriodMs: cfg.syncPeriodMs, healthzBindAddress, metricsBindAddress, log, node: () => this.watch?.node(), caches: () => this.watch?.cacheStatus() });
     this.obs = obs;
     obs.start();
 
@@ -110,7 +111,15 @@ export class Agent {
     const kc = loadKubeConfig({ kubeconfig: cfg.kubeconfig, serviceHost: cfg.k8sServiceHost, servicePort: cfg.k8sServicePort });
     const viaServiceIp = apiServerViaServiceIp(cfg);
     if (viaServiceIp) log.error(K8S_SERVICE_HOST_MESSAGE, { server: kc.getCurrentCluster()?.server });
-    this.watch = new ClusterWatch({ kubeConfig: kc, nodeName: cfg.nodeName, logger: log.child({ source: 'k8s' }) });
+    this.watch = new ClusterWatch({
+      kubeConfig: kc,
+      nodeName: cfg.nodeName,
+      logger: log.child({ source: 'k8s' }),
+      // Each object is checked on its own before it is decoded: a malformed one is treated as absent.
+      validate: validateObject,
+      onRelist: (kind, reason) => obs.metrics.relisted(kind, reason),
+      onRejected: (kind) => obs.metrics.objectRejected(kind),
+    });
     const loop = new SyncLoop(this.watch, reconciler, {
       nodeName: cfg.nodeName,
       syncPeriodMs: cfg.syncPeriodMs,

@@ -127,6 +127,8 @@ export class Store {
   private history: StoreEvent[] = [];
   /** Highest resourceVersion whose event is no longer retained: watches from below it get 410. */
   private compactedRv = 0;
+  /** Inside replaceHistory's edit: changes record and publish no event. */
+  private silent = false;
   private readonly listeners = new Set<(ev: StoreEvent) => void>();
   private readonly svcBase: number;
   private readonly svcSize: number;
@@ -155,6 +157,37 @@ export class Store {
   /** Retained events newer than `rv`, oldest first. */
   eventsAfter(rv: number): StoreEvent[] {
     return this.history.filter((e) => e.rv > rv);
+  }
+
+  /**
+   * Starts a new history, as an API server restored from an etcd backup (or a new etcd)
+   * does: every stored object gets a new resourceVersion from `base` + 1 on (in key
+   * order), `edit` then changes the objects without recording or publishing any event (a
+   * removal leaves no DELETED anywhere), and the retained history is emptied. Watches may
+   * resume from `base` on: an older resourceVersion gets 410 Gone; a newer one than the
+   * current (the old history's, when `base` is below it) is served as if valid, as a
+   * server that cannot tell it from another history's.
+   */
+  replaceHistory(base: number, edit?: () => void): void {
+    if (!Number.isInteger(base) || base < 0) throw new Error(`invalid resourceVersion base: ${base}`);
+    this.history = [];
+    this.rv = base;
+    for (const r of RESOURCES) {
+      const map = this.objects.get(r.plural)!;
+      for (const key of [...map.keys()].sort((a, b) => a.localeCompare(b))) {
+        const o = clone(map.get(key)!);
+        o.metadata!.resourceVersion = String(++this.rv);
+        map.set(key, o);
+      }
+    }
+    this.silent = true;
+    try {
+      edit?.();
+    } finally {
+      this.silent = false;
+    }
+    this.history = [];
+    this.compactedRv = base;
   }
 
   /** Drops all retained history: every watch resuming from an older RV gets 410 Gone. */
@@ -307,6 +340,7 @@ export class Store {
   }
 
   private record(ev: StoreEvent): void {
+    if (this.silent) return;
     this.history.push(ev);
     while (this.history.length > this.opts.historyLimit) {
       const dropped = this.history.shift()!;
@@ -347,7 +381,9 @@ export class Store {
     const spec = (svc.spec = svc.spec ?? {});
     spec.type = spec.type ?? 'ClusterIP';
     spec.sessionAffinity = spec.sessionAffinity ?? 'None';
-    const ports: any[] = (spec.ports = spec.ports ?? []);
+    // Anything but an array (a malformed object a test stores) is kept as it is, undefaulted.
+    if (spec.ports === undefined) spec.ports = [];
+    const ports: any[] = Array.isArray(spec.ports) ? spec.ports : [];
     for (const p of ports) {
       p.protocol = p.protocol ?? 'TCP';
       if (spec.type !== 'ExternalName') p.targetPort = p.targetPort ?? p.port;
@@ -373,7 +409,7 @@ export class Store {
       spec.clusterIPs = ['None'];
     }
     if (spec.type === 'NodePort' || spec.type === 'LoadBalancer') {
-      const oldPorts: any[] = old?.spec?.ports ?? [];
+      const oldPorts: any[] = Array.isArray(old?.spec?.ports) ? old!.spec.ports : [];
       for (const p of ports) {
         if (p.nodePort) continue;
         const prev = oldPorts.find((q) => q.port === p.port && (q.protocol ?? 'TCP') === p.protocol && q.nodePort);
@@ -395,7 +431,7 @@ export class Store {
 
   private allocateNodePort(current: any[]): number {
     const used = new Set<number>(current.map((p) => p.nodePort).filter(Boolean));
-    for (const s of this.objects.get('services')!.values()) for (const p of s.spec?.ports ?? []) if (p.nodePort) used.add(p.nodePort);
+    for (const s of this.objects.get('services')!.values()) for (const p of Array.isArray(s.spec?.ports) ? s.spec.ports : []) if (p?.nodePort) used.add(p.nodePort);
     for (let port = 30000; port <= 32767; port++) if (!used.has(port)) return port;
     throw new ApiError(500, 'InternalError', 'Internal error occurred: failed to allocate a nodePort: range is full');
   }

@@ -78,6 +78,16 @@ export interface ApiServer {
   resourceVersion(): string;
   /** Drops all retained watch history: resuming a watch from any older resourceVersion gets 410. */
   compactHistory(): void;
+  /**
+   * Fault injection: the server comes back with another history (a restore from an etcd
+   * backup, a new etcd). Every watch stream is cut (`closeWatches` "reset", the default: the
+   * connection is destroyed mid-stream, as when the server process dies; "clean": the stream
+   * ends normally, as a graceful shutdown does); then every object gets a new resourceVersion
+   * from `resourceVersionBase` + 1 on (below or above the old ones), `edit` changes the objects
+   * through this API without any watch event (a removal never sends DELETED), and the server
+   * serves on with an empty history starting at the base (see Store.replaceHistory).
+   */
+  replaceHistory(opts: { resourceVersionBase: number; edit?: () => void; closeWatches?: 'reset' | 'clean' }): void;
   /** Ends all current watch streams cleanly (clients resume from their last resourceVersion). */
   dropWatches(): number;
   /** Ends current watch streams and holds new watch requests unanswered (a partition) until resumeWatches(). */
@@ -534,6 +544,19 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     list: (kind, namespace) => store.list(defNamed(kind), namespace),
     resourceVersion: () => String(store.currentRv()),
     compactHistory: () => store.compact(),
+    replaceHistory(o) {
+      for (const w of [...watchers]) {
+        if (o.closeWatches === 'clean') endWatch(w);
+        else {
+          w.closed = true;
+          if (w.timer) clearTimeout(w.timer);
+          watchers.delete(w);
+          w.res.destroy();
+        }
+      }
+      snapshots.clear();
+      store.replaceHistory(o.resourceVersionBase, o.edit);
+    },
     dropWatches() {
       const n = watchers.size;
       for (const w of [...watchers]) endWatch(w);

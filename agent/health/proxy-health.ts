@@ -112,12 +112,24 @@ function bodyOf(h: ProxyHealthSnapshot, nodeOk: boolean | undefined, ok: boolean
   return body;
 }
 
-/** The /healthz answer: 200 iff the proxier is healthy and the node eligible. */
-export function healthzResponse(state: ProxyHealthState, node: NodeLike | undefined | null): HealthResponse {
+/**
+ * The /healthz answer: 200 iff the proxier is healthy and the node eligible and,
+ * when `caches` is given (kpr's addition, agent/health/cache-health.ts), the k8s
+ * caches are synced and recently confirmed. The cache verdict is the body's
+ * last field, "k8sCaches" (kube-proxy's fields keep their order and meaning).
+ */
+export function healthzResponse(
+  state: ProxyHealthState,
+  node: NodeLike | undefined | null,
+  caches?: (now: Date) => { healthy: boolean; reason?: string; caches: Record<string, unknown> },
+): HealthResponse {
   const h = state.health();
   const eligible = nodeEligible(node);
-  const ok = h.healthy && eligible;
-  return { statusCode: ok ? 200 : 503, body: bodyOf(h, eligible, ok) };
+  const c = caches?.(h.currentTime);
+  const ok = h.healthy && eligible && (c?.healthy ?? true);
+  const body = bodyOf(h, eligible, ok);
+  if (c) body.k8sCaches = c;
+  return { statusCode: ok ? 200 : 503, body };
 }
 
 /** The /livez answer: 200 iff the proxier is healthy, whatever the node. */

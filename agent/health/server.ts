@@ -5,12 +5,15 @@
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { guardedFastify, NODE_LISTENER_LIMITS, type ShedHandler } from '../http-guard.js';
+import type { CacheHealth } from './cache-health.js';
 import { healthzResponse, livezResponse, type HealthResponse, type NodeLike, type ProxyHealthState } from './proxy-health.js';
 
 export interface HealthServerOptions {
   state: ProxyHealthState;
   /** This node's Node object as last seen (undefined until known or after deletion). */
   node: () => NodeLike | undefined;
+  /** kpr's k8s cache verdict for /healthz at a given time (agent/health/cache-health.ts); /livez ignores it. */
+  caches?: (now: Date) => CacheHealth;
   /** Called for every answer, for kubeproxy_proxy_{healthz,livez}_total. */
   onServed?: (path: 'healthz' | 'livez', code: number) => void;
   /** Called when the connection cap closes an idle connection or refuses one. */
@@ -49,7 +52,7 @@ export function buildHealthServer(opts: HealthServerOptions): FastifyInstance {
   goNotFound(app);
   // app.all: every method fastify routes (GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH, ...) gets the same answer.
   app.all('/healthz', (_req, reply) => {
-    const r = healthzResponse(opts.state, opts.node());
+    const r = healthzResponse(opts.state, opts.node(), opts.caches);
     opts.onServed?.('healthz', r.statusCode);
     return send(reply, r);
   });

@@ -42,12 +42,17 @@ export function listUrl(server: string, path: string, q: ListPageQuery): URL {
   return url;
 }
 
-/** GETs one page; the list's metadata.continue is exposed as `_continue` as client-node's models do. */
-export async function listPage<T extends KubernetesObject>(kc: KubeConfig, path: string, q: ListPageQuery): Promise<KubernetesListObject<T>> {
+/**
+ * GETs one page; the list's metadata.continue is exposed as `_continue` as client-node's models do.
+ * `signal` aborts the request (ClusterWatch.stop()).
+ */
+export async function listPage<T extends KubernetesObject>(kc: KubeConfig, path: string, q: ListPageQuery, signal?: AbortSignal): Promise<KubernetesListObject<T>> {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new Error('kubeconfig has no current cluster');
   const url = listUrl(cluster.server, path, q);
   const init = await kc.applyToFetchOptions({ method: 'GET' });
+  // node-fetch's own AbortSignal type differs from the global one only in name.
+  if (signal) (init as { signal?: unknown }).signal = signal;
   const res = await fetch(url, init);
   const text = await res.text();
   if (res.status !== 200) {

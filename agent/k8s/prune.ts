@@ -1,10 +1,10 @@
 /**
  * Slimming of watched objects before they are cached: kpr keeps every Service
- * and EndpointSlice of the cluster (twice referenced: client-node's ListWatch
+ * and EndpointSlice of the cluster (twice referenced: the reflector's
  * cache and ClusterWatch's maps share the objects), so what it never reads is
  * dropped on arrival (managedFields, annotations, owner references, targetRefs,
  * Service status other than loadBalancer...). What stays is what agent/plan,
- * agent/metrics, agent/health and agent/datapath read, plus what ListWatch
+ * agent/metrics, agent/health and agent/datapath read, plus what the reflector
  * needs (namespace, name, resourceVersion).
  *
  * What stays is also stored compactly, since 100,000 endpoints multiply every

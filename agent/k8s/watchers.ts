@@ -1,34 +1,32 @@
 /**
- * The agent's view of the cluster: list/watch informers (client-node's
- * ListWatch, i.e. what makeInformer builds) for Services, EndpointSlices and
- * this node's Node, with kube-proxy's selectors, typed caches, an index of
- * EndpointSlices by Service, and one change feed keyed by the Service a change
- * concerns.
+ * The agent's view of the cluster: one reflector (agent/k8s/reflector.ts:
+ * list, then watch, with client-go's relist rules) for Services,
+ * EndpointSlices and this node's Node, with kube-proxy's selectors, typed
+ * caches, an index of EndpointSlices by Service, and one change feed keyed by
+ * the Service a change concerns.
  *
- * client-node 1.4 informers stop for good after any error other than 410 (a
- * failed list, a refused/reset connection, a non-200 watch): ClusterWatch
- * restarts them with exponential backoff. A restart resumes the watch from the
- * last resourceVersion; when that is compacted the server answers 410 and the
- * informer relists, diffing the new list against its cache, which yields the
- * add/update/delete notifications for what changed meanwhile.
+ * A watch is never trusted forever: besides 410 Expired, a reflector relists
+ * when its watch fails or breaks, when the server sends resourceVersions
+ * older than what it holds (a new history, e.g. an API server restored from
+ * an etcd backup), and when nothing (no event, no bookmark) arrived for
+ * noProgressTimeoutMs. A relist diffs the whole cache against the list:
+ * objects gone emit delete changes (the DELETED events that never came),
+ * changed ones updates, new ones adds. Failures are retried with exponential
+ * backoff. cacheStatus() says when each cache was last confirmed against the
+ * server (health, metrics).
  */
-import * as http from 'node:http';
 import {
   KubeConfig,
-  ListWatch,
   V1EndpointSlice,
   V1Node,
   V1Service,
-  Watch,
-  type KubernetesListObject,
   type KubernetesObject,
 } from '@kubernetes/client-node';
-import { listPage, type ListPageQuery } from './list-page.js';
-// Not re-exported by the package index; used to give watch-event objects the same
-// typed shape (Date timestamps etc.) as list items. The package has no "exports" map.
-import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
 import { pruneEndpointSlice, pruneNode, pruneService } from './prune.js';
 import { flatKey, namespacedKey } from '../flat-key.js';
+import { Reflector, type RelistInfo, type RelistReason } from './reflector.js';
+
+export type { RelistReason } from './reflector.js';
 
 export interface Logger {
   info(msg: string, fields?: Record<string, unknown>): void;
@@ -81,6 +79,34 @@ export interface ClusterWatchOptions {
   /** First restart delay after an informer error (doubles up to maxRestartBackoffMs). Default 200. */
   restartBackoffMs?: number;
   maxRestartBackoffMs?: number;
+  /**
+   * Relist when no watch event or bookmark arrived for this long (the watch asks for
+   * bookmarks; a real API server sends one about every minute). Default 300000 (5 min).
+   */
+  noProgressTimeoutMs?: number;
+  /** Server-side timeout of each watch request, in seconds. Default: random 300-600 per watch (client-go's). */
+  watchTimeoutSeconds?: number;
+  /**
+   * Called on each raw object (list item or watch event) before it is typed and pruned.
+   * A rejection makes the object absent: removed from the cache with a delete change if
+   * it was there, logged once per object version, reported to onRejected.
+   */
+  validate?: (kind: ChangeKind, raw: unknown) => { field: string; reason: string } | undefined;
+  /** An object version was rejected (by validate, or because it could not be typed/pruned). */
+  onRejected?: (kind: ChangeKind, reason: string) => void;
+  /** A list was applied to a cache (the initial one and every relist). */
+  onRelist?: (kind: ChangeKind, reason: RelistReason, counts: { added: number; updated: number; deleted: number }) => void;
+}
+
+/** One informer's cache as the health and metrics see it. */
+export interface CacheStatus {
+  kind: ChangeKind;
+  /** The initial list was applied. */
+  synced: boolean;
+  /** Last confirmation against the server (a successful list, any watch event or bookmark); undefined before any. */
+  lastConfirmed: Date | undefined;
+  resourceVersion: string;
+  objects: number;
 }
 
 const NO_SLICES: readonly V1EndpointSlice[] = Object.freeze([]);
@@ -96,16 +122,9 @@ export function objectKey(o: KubernetesObject): string {
   return ns ? namespacedKey(ns, name) : name;
 }
 
-interface InformerState<T extends KubernetesObject> {
+interface InformerState {
   kind: ChangeKind;
-  path: string;
-  lw: ListWatch<T>;
-  synced: boolean;
-  onSynced: Array<() => void>;
-  backoffMs: number;
-  restartTimer?: NodeJS.Timeout;
-  /** The http.Agent of the informer's current watch request, destroyed on stop(). */
-  agent?: http.Agent;
+  reflector: Reflector<any>;
 }
 
 export class ClusterWatch {
@@ -123,47 +142,28 @@ export class ClusterWatch {
    */
   private readonly slicesBySvc = new Map<string, V1EndpointSlice[]>();
   private theNode: V1Node | undefined;
-  private readonly informers: InformerState<any>[] = [];
+  private readonly informers: InformerState[] = [];
+  private readonly synced_ = new Map<ChangeKind, () => void>();
   private stopped = false;
   private started = false;
-  private readonly baseBackoff: number;
-  private readonly maxBackoff: number;
-  private readonly pageSize: number;
 
-  constructor(opts: ClusterWatchOptions) {
+  constructor(private readonly opts: ClusterWatchOptions) {
     this.kc = opts.kubeConfig;
     this.nodeName = opts.nodeName;
     this.log = opts.logger ?? nullLogger;
-    this.baseBackoff = opts.restartBackoffMs ?? 200;
-    this.maxBackoff = opts.maxRestartBackoffMs ?? 10_000;
-    this.pageSize = opts.listPageSize ?? 100;
 
     const svcLabels = opts.serviceLabelSelector ?? `!${SERVICE_PROXY_NAME_LABEL}`;
     const svcFields = opts.serviceFieldSelector ?? 'spec.clusterIP!=None';
-    const svc = this.makeInformer<V1Service>('Service', 'V1Service', '/api/v1/services', svcLabels, svcFields, pruneService);
-    svc.lw.on('add', (o) => this.serviceEvent('add', o));
-    svc.lw.on('update', (o) => this.serviceEvent('update', o));
-    svc.lw.on('delete', (o) => this.serviceEvent('delete', o));
+    this.makeInformer<V1Service>('Service', 'V1Service', '/api/v1/services', svcLabels, svcFields, pruneService, (t, o) => this.serviceEvent(t, o));
 
     const epsLabels = opts.endpointSliceLabelSelector ?? `!${SERVICE_PROXY_NAME_LABEL},!${HEADLESS_LABEL}`;
-    const eps = this.makeInformer<V1EndpointSlice>(
-      'EndpointSlice',
-      'V1EndpointSlice',
-      '/apis/discovery.k8s.io/v1/endpointslices',
-      epsLabels,
-      undefined,
-      pruneEndpointSlice,
+    this.makeInformer<V1EndpointSlice>('EndpointSlice', 'V1EndpointSlice', '/apis/discovery.k8s.io/v1/endpointslices', epsLabels, undefined, pruneEndpointSlice, (t, o) =>
+      this.sliceEvent(t, o),
     );
-    eps.lw.on('add', (o) => this.sliceEvent('add', o));
-    eps.lw.on('update', (o) => this.sliceEvent('update', o));
-    eps.lw.on('delete', (o) => this.sliceEvent('delete', o));
 
     if (this.nodeName) {
       const nodeFields = `metadata.name=${this.nodeName}`;
-      const node = this.makeInformer<V1Node>('Node', 'V1Node', '/api/v1/nodes', undefined, nodeFields, pruneNode);
-      node.lw.on('add', (o) => this.nodeEvent('add', o));
-      node.lw.on('update', (o) => this.nodeEvent('update', o));
-      node.lw.on('delete', (o) => this.nodeEvent('delete', o));
+      this.makeInformer<V1Node>('Node', 'V1Node', '/api/v1/nodes', undefined, nodeFields, pruneNode, (t, o) => this.nodeEvent(t, o));
     }
   }
 
@@ -171,28 +171,33 @@ export class ClusterWatch {
   async start(): Promise<void> {
     if (this.started) throw new Error('ClusterWatch already started');
     this.started = true;
-    const synced = this.informers.map((inf) => new Promise<void>((resolve) => inf.onSynced.push(resolve)));
-    for (const inf of this.informers) this.runInformer(inf);
+    const synced = this.informers.map((inf) => new Promise<void>((resolve) => this.synced_.set(inf.kind, resolve)));
+    for (const inf of this.informers) inf.reflector.start();
     await Promise.all(synced);
     if (!this.stopped) this.log.info('k8s caches synced', { services: this.svcs.size, endpointSlices: this.slices.size, node: this.theNode ? this.nodeName : null });
   }
 
   /** Whether every informer has completed its initial list. */
   synced(): boolean {
-    return this.informers.every((i) => i.synced);
+    return this.informers.every((i) => i.reflector.synced);
+  }
+
+  /** Per informer: synced, and when its cache was last confirmed against the server. */
+  cacheStatus(): CacheStatus[] {
+    return this.informers.map(({ kind, reflector: r }) => ({
+      kind,
+      synced: r.synced,
+      lastConfirmed: r.lastConfirmed === undefined ? undefined : new Date(r.lastConfirmed),
+      resourceVersion: r.resourceVersion,
+      objects: r.size,
+    }));
   }
 
   /** Stops all informers and closes their connections; pending start() promises stay unresolved. */
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
-    for (const inf of this.informers) {
-      if (inf.restartTimer) clearTimeout(inf.restartTimer);
-      inf.restartTimer = undefined;
-      await inf.lw.stop();
-      inf.agent?.destroy();
-      inf.agent = undefined;
-    }
+    await Promise.all(this.informers.map((inf) => inf.reflector.stop()));
     this.log.debug('k8s watch stopped');
   }
 
@@ -248,128 +253,50 @@ export class ClusterWatch {
     labelSelector: string | undefined,
     fieldSelector: string | undefined,
     prune: (o: T) => T,
-  ): InformerState<T> {
-    const state = { kind, path, synced: false, onSynced: [], backoffMs: this.baseBackoff } as unknown as InformerState<T>;
-    // The watch's config: the real KubeConfig, except that we keep hold of each watch
-    // request's agent so stop() can also cut a request still waiting for its response
-    // (ListWatch.stop() can only abort a request whose response headers have arrived).
-    const watchConfig = Object.create(this.kc) as KubeConfig;
-    watchConfig.applyToFetchOptions = async (o: http.RequestOptions) => {
-      const init = await this.kc.applyToFetchOptions(o);
-      state.agent = init.agent as http.Agent | undefined;
-      return init;
+    event: (type: ChangeType, o: T) => void,
+  ): void {
+    const o = this.opts;
+    const handle = (type: ChangeType) => (obj: T) => {
+      if (!this.stopped) event(type, obj);
     };
-    const isStopped = (): boolean => this.stopped;
-    class GuardedWatch extends Watch {
-      override async watch(
-        p: string,
-        q: Record<string, string | number | boolean | undefined>,
-        cb: (phase: string, apiObj: any, watchObj?: any) => void,
-        done: (err: any) => void,
-      ): Promise<AbortController> {
-        // ListWatch starts the watch after its list even if stop() came meanwhile.
-        if (isStopped()) return new AbortController();
-        // Watch-event objects are raw JSON: type and slim them before ListWatch caches them,
-        // so its cache and ours share one slim typed object (as for list items).
-        const typedCb = (phase: string, apiObj: any, watchObj?: any): void =>
-          cb(phase, (phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED') && apiObj ? typed(apiObj) : apiObj, watchObj);
-        const ctl = await super.watch(p, q, typedCb, done);
-        if (isStopped()) ctl.abort();
-        return ctl;
-      }
-    }
-    // Raw JSON (list pages, watch events) becomes the client-node model type, as a typed cache holds it.
-    const asModel = (o: any): T => (o && o.constructor === Object ? (ObjectSerializer.deserialize(o, typeName, '') as T) : (o as T));
-    const typed = (o: any): T => prune(asModel(o));
-    const typedList = async (): Promise<KubernetesListObject<T>> => {
-      const page = (q: { limit?: number; continue?: string }) => listPage<T>(this.kc, path, { labelSelector, fieldSelector, ...q });
-      const l = await this.listAll(kind, page, typed);
-      this.log.debug('k8s list', { kind, items: l.items.length, resourceVersion: l.metadata?.resourceVersion });
-      // ListWatch applies the items synchronously right after this promise resolves.
-      setImmediate(() => this.markSynced(state));
-      return l;
-    };
-    const lw = new ListWatch<T>(path, new GuardedWatch(watchConfig), typedList, false, labelSelector, fieldSelector);
-    const origOn = lw.on.bind(lw) as (verb: string, cb: (x: any) => void) => void;
-    (lw as any).on = (verb: string, cb: (x: any) => void) => {
-      if (verb === 'add' || verb === 'update' || verb === 'delete') {
-        origOn(verb, (o: any) => {
-          if (this.stopped) return;
-          try {
-            cb(asModel(o)); // already typed when cached; kept for anything ListWatch hands over raw
-          } catch (e) {
-            this.log.error('k8s event handler failed', { kind, verb, error: String((e as Error)?.stack ?? e) });
-          }
-        });
-      } else origOn(verb, cb);
-    };
-    lw.on('error', (err: any) => this.informerError(state, err));
-    lw.on('connect', () => this.log.debug('k8s watch connecting', { kind, resourceVersion: lw.latestResourceVersion() || undefined }));
-    state.lw = lw;
-    this.informers.push(state);
-    return state;
-  }
-
-  /**
-   * The full list, fetched in pages of pageSize (limit/continue) and slimmed page by
-   * page. Every page comes from one snapshot (the first page's resourceVersion); when
-   * that expires mid-way (410), falls back to one unpaginated list, like client-go's pager.
-   */
-  private async listAll<T extends KubernetesObject>(
-    kind: ChangeKind,
-    page: (q: Pick<ListPageQuery, 'limit' | 'continue'>) => Promise<KubernetesListObject<T>>,
-    toCached: (raw: T) => T,
-  ): Promise<KubernetesListObject<T>> {
-    const limit = this.pageSize > 0 ? this.pageSize : undefined;
-    const items: T[] = [];
-    let l = await page({ limit });
-    let pages = 1;
-    for (;;) {
-      for (const o of l.items) items.push(toCached(o));
-      const cont = (l.metadata as { _continue?: string } | undefined)?._continue;
-      if (!limit || !cont) break;
-      try {
-        l = await page({ limit, continue: cont });
-        pages++;
-      } catch (e: any) {
-        if (e?.code !== 410) throw e;
-        this.log.info('k8s list snapshot expired while paging; listing without pages', { kind });
-        const full = await page({});
-        return { ...full, items: full.items.map(toCached) };
-      }
-    }
-    if (pages > 1) this.log.debug('k8s paged list', { kind, pages });
-    return { ...l, items };
-  }
-
-  private runInformer(inf: InformerState<any>): void {
-    if (this.stopped) return;
-    inf.lw.start().catch((err: unknown) => this.informerError(inf, err));
-  }
-
-  private markSynced(inf: InformerState<any>): void {
-    inf.backoffMs = this.baseBackoff;
-    if (inf.synced || this.stopped) return;
-    inf.synced = true;
-    this.log.debug('k8s informer synced', { kind: inf.kind });
-    for (const f of inf.onSynced.splice(0)) f();
-  }
-
-  private informerError(inf: InformerState<any>, err: any): void {
-    if (this.stopped) return;
-    const delay = inf.backoffMs;
-    inf.backoffMs = Math.min(inf.backoffMs * 2, this.maxBackoff);
-    this.log.warn('k8s informer failed; restarting', {
-      kind: inf.kind,
-      error: String(err?.message ?? err),
-      status: err?.statusCode ?? err?.code,
-      retryInMs: delay,
+    const validate = o.validate;
+    const reflector = new Reflector<T>({
+      kind,
+      kubeConfig: this.kc,
+      path,
+      labelSelector,
+      fieldSelector,
+      typeName,
+      prune,
+      pageSize: o.listPageSize ?? 100,
+      restartBackoffMs: o.restartBackoffMs ?? 200,
+      maxRestartBackoffMs: o.maxRestartBackoffMs ?? 10_000,
+      noProgressMs: o.noProgressTimeoutMs ?? 300_000,
+      watchTimeoutSeconds: o.watchTimeoutSeconds === undefined ? undefined : () => o.watchTimeoutSeconds!,
+      validate: validate ? (raw) => validate(kind, raw) : undefined,
+      log: this.log,
+      handlers: { add: handle('add'), update: handle('update'), delete: handle('delete') },
+      onSynced: () => {
+        this.log.debug('k8s informer synced', { kind });
+        this.synced_.get(kind)?.();
+      },
+      onRelist: (info: RelistInfo) => {
+        if (this.stopped) return;
+        try {
+          o.onRelist?.(kind, info.reason, { added: info.added, updated: info.updated, deleted: info.deleted });
+        } catch (e) {
+          this.log.error('k8s onRelist callback failed', { error: String((e as Error)?.stack ?? e) });
+        }
+      },
+      onRejected: (r) => {
+        try {
+          o.onRejected?.(kind, r.reason);
+        } catch (e) {
+          this.log.error('k8s onRejected callback failed', { error: String((e as Error)?.stack ?? e) });
+        }
+      },
     });
-    if (inf.restartTimer) return;
-    inf.restartTimer = setTimeout(() => {
-      inf.restartTimer = undefined;
-      this.runInformer(inf);
-    }, delay);
+    this.informers.push({ kind, reflector });
   }
 
   // ---- caches and change feed ------------------------------------------------------------

@@ -84,6 +84,9 @@ export class AgentMetrics {
   private readonly udpDestroyed: Counter<'mechanism'>;
   private readonly udpMode: Gauge<'mode'>;
   private readonly taskFailures: Counter<'task'>;
+  private readonly relists: Counter<'kind' | 'reason'>;
+  private readonly rejectedObjects: Counter<'kind'>;
+  private k8sCacheList: () => Array<{ kind: string; lastConfirmed: Date | undefined }> = () => [];
   private kernelFeatureList: () => FeatureStatus[] = () => [];
 
   constructor(private readonly opts: AgentMetricsOptions) {
@@ -215,6 +218,29 @@ export class AgentMetrics {
       labelNames: ['task'],
       registers,
     });
+    this.relists = new Counter({
+      name: 'kpr_k8s_relists_total',
+      help: 'Lists of a k8s cache by kind and reason: initial, expired (410), watch_error, stale_event, rv_backwards, no_progress.',
+      labelNames: ['kind', 'reason'],
+      registers,
+    });
+    this.rejectedObjects = new Counter({
+      name: 'kpr_k8s_objects_rejected_total',
+      help: 'Object versions the watch layer rejected (invalid, or not convertible) and treated as absent, by kind.',
+      labelNames: ['kind'],
+      registers,
+    });
+    const cacheAge = new Gauge({
+      name: 'kpr_k8s_cache_age_seconds',
+      help: 'Seconds since each k8s cache was last confirmed by the API server (a list, a watch event or bookmark), by kind.',
+      labelNames: ['kind'],
+      registers,
+      collect: () => {
+        cacheAge.reset();
+        const now = this.now().getTime();
+        for (const c of this.k8sCacheList()) if (c.lastConfirmed) cacheAge.set({ kind: c.kind }, Math.max(0, now - c.lastConfirmed.getTime()) / 1000);
+      },
+    });
     const features = new Gauge({
       name: 'kpr_kernel_feature',
       help: 'Optional kernel features as probed at start: one series per feature with its state (active, fallback with the fallback in use, off); always 1.',
@@ -295,6 +321,21 @@ export class AgentMetrics {
   /** Where kpr_kernel_feature reads the features at scrape time. */
   kernelFeatures(list: () => FeatureStatus[]): void {
     this.kernelFeatureList = list;
+  }
+
+  /** A k8s cache was (re)listed. */
+  relisted(kind: string, reason: string): void {
+    this.relists.inc({ kind, reason });
+  }
+
+  /** A k8s object version was rejected and treated as absent. */
+  objectRejected(kind: string): void {
+    this.rejectedObjects.inc({ kind });
+  }
+
+  /** Where kpr_k8s_cache_age_seconds reads the caches at scrape time. */
+  k8sCaches(list: () => Array<{ kind: string; lastConfirmed: Date | undefined }>): void {
+    this.k8sCacheList = list;
   }
 
   taskFailed(task: string): void {

@@ -6,6 +6,7 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { buildHealthServer } from '../health/server.js';
 import { ProxyHealthState, type IpFamily, type NodeLike } from '../health/proxy-health.js';
+import { cacheHealth, type CacheHealth, type CacheState } from '../health/cache-health.js';
 import type { Logger } from '../log.js';
 import type { AdoptResult } from '../reconcile/reconciler.js';
 import type { SyncReport } from '../sync-loop.js';
@@ -31,7 +32,17 @@ export interface ObservabilityOptions {
   log: Logger;
   /** This node's Node object as the watch last saw it. */
   node: () => NodeLike | undefined;
+  /** The k8s caches (ClusterWatch.cacheStatus()); undefined until the watch exists. */
+  caches?: () => CacheState[] | undefined;
+  /**
+   * /healthz is 503 when a synced k8s cache was not confirmed by the API server for longer
+   * than this. Default 600000 (10 min: twice the watch layer's 5-min no-progress relist).
+   */
+  cacheStaleAfterMs?: number;
 }
+
+/** Default bound of an unconfirmed k8s cache before /healthz says 503. */
+export const CACHE_STALE_AFTER_MS = 600_000;
 
 export interface ObservedChange {
   kind: 'Service' | 'EndpointSlice' | 'Node';
@@ -44,10 +55,26 @@ export class Observability {
   /** kube-proxy's rule: unhealthy when a queued update waits 2 × syncPeriod. */
   readonly health: ProxyHealthState;
   private readonly listeners: Listener[] = [];
+  private readonly startedAt = new Date();
 
   constructor(private readonly opts: ObservabilityOptions) {
     this.metrics = new AgentMetrics({ bpffsDir: opts.bpffsDir, log: opts.log });
     this.health = new ProxyHealthState(2 * opts.syncPeriodMs);
+    const caches = opts.caches;
+    if (caches) this.metrics.k8sCaches(() => caches() ?? []);
+  }
+
+  /**
+   * The k8s caches' verdict for /healthz: unsynced 2 × syncPeriod (the proxy health
+   * timeout) after the start, or a cache unconfirmed for cacheStaleAfterMs, is unhealthy.
+   */
+  cacheHealth(now: Date = new Date()): CacheHealth | undefined {
+    if (!this.opts.caches) return undefined;
+    return cacheHealth(this.opts.caches(), now, {
+      startedAt: this.startedAt,
+      syncBoundMs: this.health.healthTimeoutMs,
+      staleBoundMs: this.opts.cacheStaleAfterMs ?? CACHE_STALE_AFTER_MS,
+    });
   }
 
   /** Starts the servers that are enabled (each retries every 5 s if its port is busy). */
@@ -56,7 +83,11 @@ export class Observability {
     const healthz = parseBindAddress(this.opts.healthzBindAddress, '--healthz-bind-address');
     if (healthz) {
       const build = () =>
-        buildHealthServer({ state: this.health, node: this.opts.node, onServed: (p, code) => this.metrics.healthServed(p, code), onShed: (kind) => this.metrics.connectionShed('healthz', kind) });
+        buildHealthServer({
+          state: this.health,
+          node: this.opts.node,
+          caches: this.opts.caches ? (now) => this.cacheHealth(now)! : undefined,
+          onServed: (p, code) => this.metrics.healthServed(p, code), onShed: (kind) => this.metrics.connectionShed('healthz', kind) });
       this.listeners.push(listenWithRetry(build, healthz, 'health server', log));
     }
     const metrics = parseBindAddress(this.opts.metricsBindAddress, '--metrics-bind-address');

@@ -271,6 +271,51 @@ describe('sandbox apiserver: watch protocol', () => {
     assert.equal(api.watchCount(), 0);
   });
 
+  test('replaceHistory: watches are cut, objects get resourceVersions from the base, edits send no event, old resourceVersions below the base get 410', async () => {
+    const srv = await startApiServer({ bookmarkIntervalMs: 0 });
+    try {
+      for (const n of ['a', 'b', 'c']) srv.create(svc(n));
+      for (let i = 0; i < 20; i++) srv.apply(svc('a', 'default', { labels: { n: String(i) } }));
+      const oldRv = srv.resourceVersion();
+      const reset = await openWatch(srv.url, `/api/v1/services?watch=true&resourceVersion=${oldRv}`);
+      const resetEnd = new Promise<string>((r) => reset.ended.then(() => r('ended')));
+      // Below the old resourceVersions, destroying the streams (a crash).
+      srv.replaceHistory({ resourceVersionBase: 5, edit: () => {
+        srv.remove('Service', 'default', 'b');
+        srv.create(svc('d'));
+      } });
+      assert.equal(await resetEnd, 'ended');
+      assert.equal(reset.events.length, 0, 'no event for the edits');
+      assert.equal(srv.watchCount(), 0);
+      assert.deepEqual(srv.list('Service').map((o) => `${o.metadata!.name}@${o.metadata!.resourceVersion}`), ['a@6', 'c@8', 'd@10']);
+      assert.equal(srv.resourceVersion(), '10');
+      const list = await request(srv.url, 'GET', '/api/v1/services');
+      assert.equal(list.body.metadata.resourceVersion, '10');
+      // The old history's (higher) resourceVersion is served as if valid: only new events come.
+      const stale = await openWatch(srv.url, `/api/v1/services?watch=true&resourceVersion=${oldRv}`);
+      srv.create(svc('e'));
+      assert.deepEqual((await stale.waitForCount(1)).map((e) => `${e.type} ${e.object.metadata.name}@${e.object.metadata.resourceVersion}`), ['ADDED e@11']);
+      stale.close();
+      // Above: the old resourceVersions are below the new history's start, 410; clean close.
+      const w = await openWatch(srv.url, `/api/v1/services?watch=true&resourceVersion=11`);
+      srv.replaceHistory({ resourceVersionBase: 1000, closeWatches: 'clean', edit: () => void srv.remove('Service', 'default', 'c') });
+      await w.ended;
+      assert.equal(w.events.length, 0);
+      const expired = await openWatch(srv.url, `/api/v1/services?watch=true&resourceVersion=11`);
+      await expired.ended;
+      assert.equal(expired.events[0]?.object.code, 410);
+      assert.deepEqual(srv.list('Service').map((o) => o.metadata!.name), ['a', 'd', 'e']);
+      const from = srv.resourceVersion();
+      const fresh = await openWatch(srv.url, `/api/v1/services?watch=true&resourceVersion=${from}`);
+      srv.remove('Service', 'default', 'e');
+      assert.deepEqual((await fresh.waitForCount(1)).map((e) => e.type), ['DELETED']);
+      assert.ok(Number(fresh.events[0].object.metadata.resourceVersion) > 1000);
+      fresh.close();
+    } finally {
+      await srv.close();
+    }
+  });
+
   test('close() ends open watch streams', async () => {
     const other = await startApiServer({ bookmarkIntervalMs: 10 });
     const w = await openWatch(other.url, '/api/v1/nodes?watch=true&allowWatchBookmarks=true');

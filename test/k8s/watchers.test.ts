@@ -182,6 +182,7 @@ describe('ClusterWatch over the sandbox apiserver (client-node through a kubecon
     await waitForWatches(api, 3);
     rec.changes.length = 0;
     api.pauseWatches(); // breaks the watches; reconnects are held (a partition)
+    api.failRequests(1_000_000, { code: 503, match: /^GET [^?]*\?(?!.*watch=true)/ }); // and lists fail
     api.remove('Service', 'default', 'during-drop');
     api.remove('EndpointSlice', 'data', 'db-bbbbb');
     api.create(svc('while-away', 'prod'));
@@ -191,6 +192,7 @@ describe('ClusterWatch over the sandbox apiserver (client-node through a kubecon
     api.compactHistory(); // the informers' resourceVersions are now too old
     await sleep(100);
     assert.equal(rec.changes.length, 0, 'nothing seen while partitioned');
+    api.failRequests(0);
     api.resumeWatches(); // held watches get 410 Expired -> relist
     await rec.seen({ kind: 'Service', type: 'delete', key: 'default/during-drop' });
     await rec.seen({ kind: 'EndpointSlice', type: 'delete', key: 'data/db', object: 'data/db-bbbbb' });

@@ -171,6 +171,24 @@ describe('agent metrics', () => {
     assert.match(info.labels.version, /^\d+\.\d+\.\d+/);
   });
 
+  test('k8s watch layer: relists by kind and reason, rejected objects by kind, cache age read at scrape time', async () => {
+    const { m, at, read } = metrics();
+    m.relisted('Service', 'initial');
+    m.relisted('Service', 'rv_backwards');
+    m.relisted('Service', 'rv_backwards');
+    m.objectRejected('EndpointSlice');
+    const confirmed = new Date(T0);
+    at(T0 + 4500);
+    m.k8sCaches(() => [{ kind: 'Service', lastConfirmed: confirmed }, { kind: 'Node', lastConfirmed: undefined }]);
+    const s = await read();
+    assert.equal(valueOf(s, 'kpr_k8s_relists_total', { kind: 'Service', reason: 'rv_backwards' }), 2);
+    assert.equal(valueOf(s, 'kpr_k8s_relists_total', { kind: 'Service', reason: 'initial' }), 1);
+    assert.equal(valueOf(s, 'kpr_k8s_objects_rejected_total', { kind: 'EndpointSlice' }), 1);
+    const age = valueOf(s, 'kpr_k8s_cache_age_seconds', { kind: 'Service' })!;
+    assert.equal(age, 4.5);
+    assert.equal(valueOf(s, 'kpr_k8s_cache_age_seconds', { kind: 'Node' }), undefined, 'no series before the first confirmation');
+  });
+
   test('latency buckets: 100 µs doubling to about 13 s', () => {
     assert.equal(LATENCY_BUCKETS.length, 18);
     assert.equal(LATENCY_BUCKETS[0], 0.0001);
