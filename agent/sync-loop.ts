@@ -254,6 +254,8 @@ export class SyncLoop {
         this.udpBackendsLeaving(k, frontends, udpLeft, udpViews);
         return frontends;
       },
+      // Same-class claims on one frontend: the oldest Service wins (agent/reconcile/ownership.ts).
+      created: (k) => creationMs(this.src.serviceByKey(k)),
     };
     let result: SyncResult;
     try {
@@ -338,6 +340,13 @@ export class SyncLoop {
       return undefined;
     }
   }
+}
+
+/** metadata.creationTimestamp in ms (a Date once deserialised, an RFC 3339 string as read raw); undefined when absent or invalid. */
+export function creationMs(svc: V1Service | undefined): number | undefined {
+  const t = svc?.metadata?.creationTimestamp as unknown;
+  const ms = t instanceof Date ? t.getTime() : typeof t === 'string' ? Date.parse(t) : NaN;
+  return Number.isFinite(ms) ? ms : undefined;
 }
 
 /** The log fields of a repair round: per map, entries by kind, and the total. */
