@@ -643,7 +643,6 @@ export class Reconciler {
             continue;
           }
           if (this.adoptedUnclaimed.size > 0) this.adoptedUnclaimed.delete(d.fk);
-          if (this.conflicts.size > 0 && this.conflicts.has(d.fk)) this.setConflicts(d.fk, []);
           this.diffQueued(d, w, touchedVips, skipped, result);
           diffed.add(d.fk);
         }
@@ -672,6 +671,10 @@ export class Reconciler {
         } else if (this.haveFullDesired || !this.adoptedUnclaimed.has(fk)) {
           this.removeFrontend(fk, w, touchedVips);
         }
+      }
+      // Frontends diffed while streaming and still claimed by one Service only: any conflict they had is over.
+      if (this.conflicts.size > 0) {
+        for (const fk of [...this.conflicts.keys()]) if (diffed.has(fk) && typeof this.claimants.get(fk) === 'string') this.setConflicts(fk, []);
       }
 
       // ---- 3. what nothing accounts for any more
