@@ -464,7 +464,8 @@ export class Reconciler {
   /** frontendId → the claims on it that lost, as last decided. */
   private readonly conflicts = new Map<string, FrontendConflict[]>();
   private readonly conflictLog: ConflictLog;
-  /** This sync's creationTimestamps, looked up on conflicts only. */
+  /** Where this sync() reads creationTimestamps (its plans), and what it read, on conflicts only. */
+  private ages: PlanSource | undefined;
   private readonly createdCache = new Map<string, number>();
   /** Whether `desired` is complete (a full sync has happened). */
   private haveFullDesired = false;
@@ -554,6 +555,16 @@ export class Reconciler {
   sync(plans: PlanSource, opts: SyncOptions): SyncResult {
     this.caps = { ...UNKNOWN_CAPACITIES, ...(hasCapacities(this.maps) ? this.maps.capacities() : {}), ...this.options.capacities };
     this.refusedNow.clear();
+    this.ages = plans; // both passes decide same-class conflicts by the same creationTimestamps
+    try {
+      return this.syncPasses(plans, opts);
+    } finally {
+      this.ages = undefined;
+      this.createdCache.clear();
+    }
+  }
+
+  private syncPasses(plans: PlanSource, opts: SyncOptions): SyncResult {
     const result = this.syncPass(plans, opts);
     if (result.ok && this.refused.size > 0) {
       const retry: string[] = [];
@@ -572,6 +583,7 @@ export class Reconciler {
         result.frontends = again.frontends;
         result.backends = again.backends;
         result.skipped.push(...again.skipped);
+        result.conflicts = again.conflicts;
       }
     }
     for (const service of this.refusedNow) {
@@ -664,7 +676,7 @@ export class Reconciler {
       for (const fk of affected) if (!diffed.has(fk) || Array.isArray(this.claimants.get(fk))) order.push(fk);
       if (order.length > 1) order.sort();
       for (const fk of order) {
-        const want = this.winner(fk, skipped, plans);
+        const want = this.winner(fk, skipped);
         if (want) {
           this.adoptedUnclaimed.delete(fk);
           this.diffQueued(want, w, touchedVips, skipped, result);
@@ -1103,10 +1115,10 @@ export class Reconciler {
     return list.length === 1 ? list[0] : list.find((d) => d.fk === fk)!;
   }
 
-  private createdOf(service: string, plans: PlanSource): number {
+  private createdOf(service: string): number {
     let t = this.createdCache.get(service);
     if (t === undefined) {
-      const c = plans.created?.(service);
+      const c = this.ages?.created?.(service);
       t = typeof c === 'number' && Number.isFinite(c) ? c : Infinity;
       this.createdCache.set(service, t);
     }
@@ -1120,7 +1132,7 @@ export class Reconciler {
    * ExternalIP claims on any Service's ClusterIP address are refused. Every
    * losing claim goes to `skipped`, kpr_frontend_conflicts and (once) the log.
    */
-  private winner(fk: string, skipped: SkippedObject[], plans: PlanSource): DesiredFrontend | undefined {
+  private winner(fk: string, skipped: SkippedObject[]): DesiredFrontend | undefined {
     const c = this.claimants.get(fk);
     const before = this.conflicts.get(fk);
     if (c === undefined) {
@@ -1142,7 +1154,7 @@ export class Reconciler {
         lost.push({ service: s, type: claimClass(d.feType), rule: 'cluster-ip-address', frontend: frontendLabel(d), owner, ownerType: 'ClusterIP' });
         continue;
       }
-      const claim: Claim = { service: s, feType: d.feType, created: services.length > 1 ? this.createdOf(s, plans) : Infinity };
+      const claim: Claim = { service: s, feType: d.feType, created: services.length > 1 ? this.createdOf(s) : Infinity };
       const x = { d, claim };
       contenders.push(x);
       if (!best || outranks(claim, best.claim)) best = x;
@@ -1791,7 +1803,6 @@ export class Reconciler {
     }
     result.frontends = this.frontendCount;
     result.backends = this.kBackends.size;
-    this.createdCache.clear();
     const conflicts = this.conflictCounts();
     let total = 0;
     for (const c of conflicts) total += c.frontends;

@@ -150,8 +150,22 @@ describe('floods that no longer happen', () => {
     l.stop();
     const warned = skipLines(lines, 'Service a/dual');
     assert.equal(warned.length, 1, JSON.stringify(warned.map((w) => w.fields.reason)));
+  });
+
+  it('1,000 reasons for one object (SCTP ports): one line with the first ten and a count, once', async () => {
+    const cluster = new FakeCluster();
+    const ports = Array.from({ length: 1000 }, (_, i) => ({ name: `p${i}`, port: 1000 + i, protocol: 'SCTP' }));
+    cluster.svcs.set('a/many', service('a/many', { clusterIP: '10.96.0.11', ports }));
+    const { lines, log } = recorder();
+    const { loop: l, fullSync } = loop(cluster, log);
+    l.start();
+    for (let i = 0; i < 20; i++) await fullSync();
+    l.stop();
+    const warned = skipLines(lines, 'Service a/many');
+    assert.equal(warned.length, 1);
+    assert.match(String(warned[0].fields.reason), /SCTP is not supported/);
     assert.equal((warned[0].fields.otherReasons as string[]).length, 9);
-    assert.ok((warned[0].fields.reasonsNotShown as number) > 900);
+    assert.ok((warned[0].fields.reasonsNotShown as number) >= 990, String(warned[0].fields.reasonsNotShown));
   });
 
   it('a changed reason is logged again, a fixed object is forgotten, and a bad setting is one line for every Service', async () => {
