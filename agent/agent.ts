@@ -124,7 +124,7 @@ export class Agent {
       nodeName: cfg.nodeName,
       syncPeriodMs: cfg.syncPeriodMs,
       minSyncPeriodMs: cfg.minSyncPeriodMs,
-      plan: { nodePortAddresses: cfg.nodePortAddresses, sourceRangesForAllExternal: cfg.sourceRangesAllExternal },
+      plan: { nodePortAddresses: cfg.nodePortAddresses, sourceRangesForAllExternal: cfg.sourceRangesAllExternal, externalIPCidrs: cfg.externalIPCidrs },
       log,
       // kpr_config is the node datapath's: the periodic read-back repairs it too.
       repairNodeDrift: () => this.nodeDatapath?.repairConfig() ?? [],

@@ -8,6 +8,7 @@ import { expandConfigFile, type FlagTable } from './config-file.js';
 import { findCgroup2Mount } from './cgroup.js';
 import { levelFromVerbosity, type LogLevel } from './log.js';
 import { defaultBpfObject } from './paths.js';
+import { parseCIDR } from './plan/ip.js';
 import { parseBindAddress } from './metrics/http-listen.js';
 import { TC_ATTACH_SETTINGS, type TcAttachSetting } from './datapath/tc-hooks.js';
 
@@ -40,6 +41,8 @@ export interface AgentConfig {
   nodePortAddresses: string[];
   /** Service-mesh mode: socket hooks serve only the node's own processes; pods go through tc. */
   socketLbHostOnly: boolean;
+  /** Only spec.externalIPs inside these CIDRs are programmed; empty = every externalIP (CVE-2020-8554 defence). */
+  externalIPCidrs: string[];
   /** Apply loadBalancerSourceRanges to NodePorts and externalIPs as well. */
   sourceRangesAllExternal: boolean;
   ctTcpTimeoutS: number;
@@ -76,6 +79,8 @@ export const USAGE = `Usage: kpr-agent [flags]
   --external-interfaces L  interface patterns where outside traffic arrives, e.g. "eth0,ens*" (default: eth*,ens*,enp*,eno*,bond*)
   --pod-interfaces L       interface patterns facing local pods, e.g. "veth*,cni0" (default: veth*,lxc*,cali*,cni*)
   --node-port-addresses L  CIDRs or "primary" for the Node's InternalIPs (default: every node address)
+  --external-ip-cidrs L    only program spec.externalIPs inside these CIDRs, e.g. "203.0.113.0/24,2001:db8:1::/48"
+                           (default: every externalIP; see CVE-2020-8554 in docs/architecture.md)
   --socket-lb-host-only    service-mesh mode: socket hooks serve only host processes; pod traffic is balanced by tc
   --source-ranges-all-external  enforce loadBalancerSourceRanges on NodePorts and externalIPs too
   --ct-tcp-timeout DUR     conntrack timeout of established TCP flows on the tc path (default: 86400s, as kube-proxy)
@@ -104,6 +109,13 @@ const LEVELS: LogLevel[] = ['error', 'warn', 'info', 'debug', 'trace'];
 /** "a, b,,c" → ["a", "b", "c"]. */
 function list(text: string | undefined): string[] {
   return (text ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+}
+
+/** A comma-separated CIDR list, each checked now (a typo must not silently allow or deny addresses). */
+function cidrList(text: string | undefined, flag: string): string[] {
+  const out = list(text);
+  for (const c of out) if (!parseCIDR(c)) throw new Error(`invalid ${flag} entry "${c}" (a CIDR such as 203.0.113.0/24 or 2001:db8::/64)`);
+  return out;
 }
 
 /** A bind address, validated now so a typo fails at start rather than in the server. */
@@ -139,6 +151,7 @@ export const AGENT_FLAGS = {
   'external-interfaces': { type: 'string', default: 'eth*,ens*,enp*,eno*,bond*' },
   'pod-interfaces': { type: 'string', default: 'veth*,lxc*,cali*,cni*' },
   'node-port-addresses': { type: 'string', default: '' },
+  'external-ip-cidrs': { type: 'string', default: '' },
   'socket-lb-host-only': { type: 'boolean', default: false },
   'source-ranges-all-external': { type: 'boolean', default: false },
   'ct-tcp-timeout': { type: 'string', default: '86400s' },
@@ -192,6 +205,7 @@ export function parseAgentArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     externalInterfaces: list(values['external-interfaces']),
     podInterfaces: list(values['pod-interfaces']),
     nodePortAddresses: list(values['node-port-addresses']),
+    externalIPCidrs: cidrList(values['external-ip-cidrs'], '--external-ip-cidrs'),
     socketLbHostOnly: values['socket-lb-host-only'] ?? false,
     sourceRangesAllExternal: values['source-ranges-all-external'] ?? false,
     ctTcpTimeoutS: seconds(values['ct-tcp-timeout']!),

@@ -8,6 +8,10 @@ import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node
 import { planService, type PlanContext, type PlanFrontend, type ServiceHealthCheck, type SkippedObject } from './plan/index.js';
 import type { DriftCount, PlanSource, Reconciler, SyncResult } from './reconcile/reconciler.js';
 import type { Logger } from './log.js';
+import { OncePerVersion } from './log-dedupe.js';
+
+/** Reasons of one skipped object printed in its log line; the rest are counted. */
+const REASONS_PER_LINE = 10;
 
 /**
  * What the loop reads from the watch layer's caches, by Service key
@@ -82,8 +86,9 @@ export class SyncLoop {
   private readBackDue = false;
   private running = false;
   private stopped = false;
-  /** Last reported skip reasons per service, so each is logged once per change. */
-  private readonly reportedSkips = new Map<string, string>();
+  /** Per Service, the objects its plan last skipped (Service, EndpointSlices): each is warned about once per change of its reasons. */
+  private readonly skippedObjects = new Map<string, readonly string[]>();
+  private readonly skipWarnings = new OncePerVersion();
   /** Per Service, its UDP view: as of the last successful sync. */
   private readonly udpBackends = new Map<string, UdpView>();
   /** healthCheckNodePort and local endpoint count per Service that has one. */
@@ -154,13 +159,31 @@ export class SyncLoop {
     return plan.frontends;
   }
 
+  /**
+   * One warning per skipped object (its first reasons, and how many more),
+   * logged when the object's reasons change, not on every sync: a Service
+   * with 1,000 bad ipFamilies entries is one line, once.
+   */
   private reportSkips(key: string, skipped: SkippedObject[]): void {
-    if (skipped.length === 0 && !this.reportedSkips.has(key)) return; // the common case: nothing to report, before or now
-    const text = skipped.map((s) => `${s.object}: ${s.reason}`).join('\n');
-    if ((this.reportedSkips.get(key) ?? '') === text) return;
-    if (text) this.reportedSkips.set(key, text);
-    else this.reportedSkips.delete(key);
-    for (const s of skipped) this.opts.log.warn('skipped invalid or unsupported input', { object: s.object, reason: s.reason });
+    if (skipped.length === 0 && !this.skippedObjects.has(key)) return; // the common case: nothing to report, before or now
+    const byObject = new Map<string, string[]>();
+    for (const s of skipped) {
+      const reasons = byObject.get(s.object);
+      if (reasons) reasons.push(s.reason);
+      else byObject.set(s.object, [s.reason]);
+    }
+    // Keyed by the object alone: "Setting nodePortAddresses" (a bad flag, in every NodePort Service's plan) is one line,
+    // and is never forgotten (settings do not change while the agent runs).
+    for (const object of this.skippedObjects.get(key) ?? []) if (!byObject.has(object) && !object.startsWith('Setting ')) this.skipWarnings.forget(object);
+    if (byObject.size > 0) this.skippedObjects.set(key, [...byObject.keys()]);
+    else this.skippedObjects.delete(key);
+    for (const [object, reasons] of byObject) {
+      if (!this.skipWarnings.isNew(object, reasons.join('\n'))) continue;
+      const fields: Record<string, unknown> = { object, reason: reasons[0] };
+      if (reasons.length > 1) fields.otherReasons = reasons.slice(1, REASONS_PER_LINE);
+      if (reasons.length > REASONS_PER_LINE) fields.reasonsNotShown = reasons.length - REASONS_PER_LINE;
+      this.opts.log.warn('skipped invalid or unsupported input', fields);
+    }
   }
 
   /**
@@ -231,6 +254,8 @@ export class SyncLoop {
         this.udpBackendsLeaving(k, frontends, udpLeft, udpViews);
         return frontends;
       },
+      // Same-class claims on one frontend: the oldest Service wins (agent/reconcile/ownership.ts).
+      created: (k) => creationMs(this.src.serviceByKey(k)),
     };
     let result: SyncResult;
     try {
@@ -315,6 +340,13 @@ export class SyncLoop {
       return undefined;
     }
   }
+}
+
+/** metadata.creationTimestamp in ms (a Date once deserialised, an RFC 3339 string as read raw); undefined when absent or invalid. */
+export function creationMs(svc: V1Service | undefined): number | undefined {
+  const t = svc?.metadata?.creationTimestamp as unknown;
+  const ms = t instanceof Date ? t.getTime() : typeof t === 'string' ? Date.parse(t) : NaN;
+  return Number.isFinite(ms) ? ms : undefined;
 }
 
 /** The log fields of a repair round: per map, entries by kind, and the total. */

@@ -9,9 +9,11 @@ import { planDataplane } from '../plan/plan-dataplane.js';
 import { LABEL_SERVICE_NAME } from '../plan/labels.js';
 import type { PlanBackend, PlanFrontend, SkippedObject } from '../plan/types.js';
 import { loadManifests, type Manifest } from './manifests.js';
+import { parseCIDR } from '../plan/ip.js';
 import { CliError } from './pinned-maps.js';
 
 export const PLAN_USAGE = `  plan --node NAME -f PATH [-f PATH …] [-o table|json] [--node-port-addresses CIDR|primary[,…]] [--source-ranges-for-all-external]
+                          [--external-ip-cidrs CIDR[,…]]
                           what the agent would program on node NAME, from Service,
                           EndpointSlice and Node manifests (files or directories)`;
 
@@ -115,7 +117,7 @@ export function classify(manifests: readonly Manifest[], nodeName: string, skipp
   return { services, slices: used, node };
 }
 
-export function planJson(opts: { nodeName: string; files: string[]; nodePortAddresses?: string[]; sourceRangesForAllExternal?: boolean }): PlanJson {
+export function planJson(opts: { nodeName: string; files: string[]; nodePortAddresses?: string[]; sourceRangesForAllExternal?: boolean; externalIPCidrs?: string[] }): PlanJson {
   const skipped: SkippedObject[] = [];
   const manifests = loadManifests(opts.files, skipped);
   const { services, slices, node } = classify(manifests, opts.nodeName, skipped);
@@ -126,6 +128,7 @@ export function planJson(opts: { nodeName: string; files: string[]; nodePortAddr
     endpointSlices: slices,
     nodePortAddresses: opts.nodePortAddresses,
     sourceRangesForAllExternal: opts.sourceRangesForAllExternal,
+    externalIPCidrs: opts.externalIPCidrs,
   });
   return { node: opts.nodeName, frontends: plan.frontends.map(frontendJson), skipped: skipped.concat(plan.skipped) };
 }
@@ -166,6 +169,7 @@ export function planCommand(argv: string[]): string {
       output: { type: 'string', short: 'o', default: 'table' },
       'node-port-addresses': { type: 'string', multiple: true },
       'source-ranges-for-all-external': { type: 'boolean' },
+      'external-ip-cidrs': { type: 'string', multiple: true },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -174,10 +178,13 @@ export function planCommand(argv: string[]): string {
   if (!values.file?.length) throw new CliError('plan: at least one -f PATH is required');
   if (values.output !== 'table' && values.output !== 'json') throw new CliError(`unknown output format "${values.output}" (table or json)`);
   const nodePortAddresses = values['node-port-addresses']?.flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
+  const externalIPCidrs = values['external-ip-cidrs']?.flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
+  for (const c of externalIPCidrs ?? []) if (!parseCIDR(c)) throw new CliError(`plan: invalid --external-ip-cidrs entry "${c}" (a CIDR such as 203.0.113.0/24 or 2001:db8::/64)`);
   const p = planJson({
     nodeName: values.node,
     files: values.file,
     nodePortAddresses,
+    externalIPCidrs,
     sourceRangesForAllExternal: values['source-ranges-for-all-external'] ?? false,
   });
   return values.output === 'json' ? JSON.stringify(p, null, 2) + '\n' : formatPlanTable(p);

@@ -87,6 +87,7 @@ export class AgentMetrics {
   private readonly relists: Counter<'kind' | 'reason'>;
   private readonly rejectedObjects: Counter<'kind'>;
   private k8sCacheList: () => Array<{ kind: string; lastConfirmed: Date | undefined }> = () => [];
+  private readonly conflicts: Gauge<'type' | 'rule'>;
   private kernelFeatureList: () => FeatureStatus[] = () => [];
 
   constructor(private readonly opts: AgentMetricsOptions) {
@@ -241,6 +242,12 @@ export class AgentMetrics {
         for (const c of this.k8sCacheList()) if (c.lastConfirmed) cacheAge.set({ kind: c.kind }, Math.max(0, now - c.lastConfirmed.getTime()) / 1000);
       },
     });
+    this.conflicts = new Gauge({
+      name: 'kpr_frontend_conflicts',
+      help: 'Frontends a Service claims but another Service owns, not programmed for it, after the last successful sync: by the losing claim (type: ClusterIP, NodePort, LoadBalancer, ExternalIP) and rule (outranked: the same address, port and protocol claimed with precedence; cluster-ip-address: a LoadBalancer or external IP equal to a ClusterIP).',
+      labelNames: ['type', 'rule'],
+      registers,
+    });
     const features = new Gauge({
       name: 'kpr_kernel_feature',
       help: 'Optional kernel features as probed at start: one series per feature with its state (active, fallback with the fallback in use, off); always 1.',
@@ -294,6 +301,10 @@ export class AgentMetrics {
     const now = this.now();
     this.lastSync.set(now.getTime() / 1000);
     for (const latency of this.tracker.applied(now)) this.networkProgramming.observe(latency);
+    if (report.result.conflicts) {
+      this.conflicts.reset();
+      for (const c of report.result.conflicts) this.conflicts.set({ type: c.type, rule: c.rule }, c.frontends);
+    }
     const drift = report.result.drift;
     if (drift.length > 0) {
       this.driftRepairSyncs.inc();

@@ -46,6 +46,7 @@ export function planDataplane(input: DataplaneInput): DataplanePlan {
     node: input.node,
     nodePortAddresses: input.nodePortAddresses,
     sourceRangesForAllExternal: input.sourceRangesForAllExternal,
+    externalIPCidrs: input.externalIPCidrs,
   };
 
   const frontends: PlanFrontend[] = [];

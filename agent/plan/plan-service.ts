@@ -14,6 +14,7 @@ import { categorizeEndpoints, type EndpointUse, type NodeTopology } from './cate
 import { endpointsByServicePort, portId, type Endpoint } from './endpoint-slices.js';
 import { LABEL_TOPOLOGY_ZONE } from './labels.js';
 import { nodePortAddresses, parseNodePortAddresses } from './node-addresses.js';
+import { withAllowedExternalIPs } from './external-ips.js';
 import { readServiceInfo, type FamilyInfo, type ServiceInfo, type ServicePortInfo } from './service-info.js';
 import { namespacedKey } from '../flat-key.js';
 import { frontendKey, sameBackends, type FrontendType, type PlanBackend, type PlanFrontend, type ServicePlan, type SkippedObject } from './types.js';
@@ -33,6 +34,8 @@ export interface PlanContext {
    * kube-proxy applies them to load-balancer VIPs only (rule 28).
    */
   sourceRangesForAllExternal?: boolean;
+  /** --external-ip-cidrs: only externalIPs inside these CIDRs are programmed; unset or empty, all are (external-ips.ts). */
+  externalIPCidrs?: readonly string[];
 }
 
 /**
@@ -76,7 +79,7 @@ function planServiceUnchecked(service: V1Service, slices: readonly V1EndpointSli
   let healthCheck: ServicePlan['healthCheck'];
 
   for (let fi = 0; fi < info.families.length; fi++) {
-    const fam = info.families[fi];
+    const fam = withAllowedExternalIPs(info.families[fi], ctx.externalIPCidrs, `Service ${key}`, skipped);
     const eps = endpointsByServicePort(key, slices, ctx.nodeName, fam.family, skipped);
     const nodeAddrs = hasNodePorts ? nodePortAddresses(ctx.node, fam.family, filter) : [];
     if (hasNodePorts && nodeAddrs.length === 0) {

@@ -46,6 +46,7 @@ import {
   BACKEND,
   BACKEND_ID_SIZE,
   BE_FLAG,
+  FE_TYPE,
   IPPROTO,
   MAP_NAMES,
   SCOPE,
@@ -79,6 +80,8 @@ import {
 import { IdAllocator } from './id-allocator.js';
 import { BackendTable } from './backend-table.js';
 import { UNKNOWN_CAPACITIES, describeLimit, limitFields, type LimitName, type LimitReport, type MapCapacities } from './limits.js';
+import { OncePerVersion } from '../log-dedupe.js';
+import { ConflictLog, claimClass, conflictSkip, isAssertedClaim, outranks, type Claim, type ConflictCount, type FrontendConflict } from './ownership.js';
 
 /** The logging the reconciler needs; `console` fits. */
 export interface ReconcileLogger {
@@ -96,6 +99,13 @@ export interface ReconcileLogger {
 export interface PlanSource {
   keys(): Iterable<string>;
   get(service: string): PlanFrontend[] | undefined;
+  /**
+   * metadata.creationTimestamp (ms) of any Service with desired frontends,
+   * listed in keys() or not: decides between claims of the same class on
+   * one frontend (the oldest wins; agent/reconcile/ownership.ts). Called
+   * only on conflicts. Without it (or undefined), the lowest key wins.
+   */
+  created?(service: string): number | undefined;
 }
 
 export interface SyncOptions {
@@ -148,6 +158,8 @@ export interface SyncResult {
   readBackDecoded?: boolean;
   /** Every Service over a datapath limit after the sync (refused, or truncated), by key (limits.ts). */
   limits?: LimitReport[];
+  /** Frontends not programmed because another Service owns the address, after this sync (kpr_frontend_conflicts). */
+  conflicts?: ConflictCount[];
 }
 
 /** Limits a test (or a dry run) sets; the maps' own capacities come from DatapathMaps.capacities(). */
@@ -443,8 +455,18 @@ export class Reconciler {
   // ---- desired state
   /** Service → its valid desired frontends (unique frontend ids). */
   private readonly desired = new Map<string, DesiredFrontend[]>();
-  /** frontendId → the Service(s) that want it (the lowest key wins); an array only on conflict. */
+  /** frontendId → the Service(s) that want it (winner() decides between them); an array only on conflict. */
   private readonly claimants = new Map<string, string | string[]>();
+  /** ClusterIP addresses of the desired frontends: address → Service → its ClusterIP frontends there. */
+  private readonly clusterAddrs = new Map<string, Map<string, number>>();
+  /** LoadBalancer and ExternalIP frontends claimed, per address (re-decided when the address becomes or stops being a ClusterIP). */
+  private readonly assertedByAddr = new Map<string, Set<string>>();
+  /** frontendId → the claims on it that lost, as last decided. */
+  private readonly conflicts = new Map<string, FrontendConflict[]>();
+  private readonly conflictLog: ConflictLog;
+  /** Where this sync() reads creationTimestamps (its plans), and what it read, on conflicts only. */
+  private ages: PlanSource | undefined;
+  private readonly createdCache = new Map<string, number>();
   /** Whether `desired` is complete (a full sync has happened). */
   private haveFullDesired = false;
   /** Adopted frontends no Service has claimed yet: only a full sync may remove them. */
@@ -478,6 +500,7 @@ export class Reconciler {
   ) {
     this.maxRevNatId = options.maxRevNatId ?? MAX_REVNAT_ID;
     this.revNatIds = new IdAllocator(this.maxRevNatId);
+    this.conflictLog = new ConflictLog(new OncePerVersion(), logger);
   }
 
   /** Number of master entries (frontends × scopes) the kernel holds, as far as the reconciler knows. */
@@ -505,6 +528,8 @@ export class Reconciler {
     const result = this.loadFromKernel();
     this.desired.clear();
     this.claimants.clear();
+    this.clusterAddrs.clear();
+    this.assertedByAddr.clear();
     this.haveFullDesired = false;
     this.adoptedUnclaimed.clear();
     for (const s of this.kSets.values()) this.adoptedUnclaimed.add(s.fk);
@@ -530,6 +555,16 @@ export class Reconciler {
   sync(plans: PlanSource, opts: SyncOptions): SyncResult {
     this.caps = { ...UNKNOWN_CAPACITIES, ...(hasCapacities(this.maps) ? this.maps.capacities() : {}), ...this.options.capacities };
     this.refusedNow.clear();
+    this.ages = plans; // both passes decide same-class conflicts by the same creationTimestamps
+    try {
+      return this.syncPasses(plans, opts);
+    } finally {
+      this.ages = undefined;
+      this.createdCache.clear();
+    }
+  }
+
+  private syncPasses(plans: PlanSource, opts: SyncOptions): SyncResult {
     const result = this.syncPass(plans, opts);
     if (result.ok && this.refused.size > 0) {
       const retry: string[] = [];
@@ -548,6 +583,7 @@ export class Reconciler {
         result.frontends = again.frontends;
         result.backends = again.backends;
         result.skipped.push(...again.skipped);
+        result.conflicts = again.conflicts;
       }
     }
     for (const service of this.refusedNow) {
@@ -587,14 +623,20 @@ export class Reconciler {
       for (const fk of this.claimants.keys()) affected.add(fk);
       this.desired.clear();
       this.claimants.clear();
+      this.clusterAddrs.clear();
+      this.assertedByAddr.clear();
       this.adoptedUnclaimed.clear();
       this.haveFullDesired = true;
     }
     const w = newWrites();
     const touchedVips = new Set<string>();
-    // A frontend only this Service claims is diffed as soon as the Service is
-    // read (services come in key order, so a later claimant has a higher key
-    // and loses: the winner cannot change). The planner's output and the
+    // A ClusterIP or NodePort frontend only this Service claims is diffed as
+    // soon as the Service is read: the API server allocates those addresses
+    // and ports uniquely, so no later claimant can win it in a real cluster
+    // (one that does, from broken input, is re-diffed below in the same sync).
+    // LoadBalancer and ExternalIP claims wait for the pass below, when every
+    // claim is known: they lose to a ClusterIP claimed later in key order, and
+    // may not use a ClusterIP address at all (ownership.ts). The planner's output and the
     // desired backends then die young instead of all living until a second
     // pass, which at 10,000 Services is most of the sync's garbage. Contested
     // and removed frontends wait for the pass below. Not after a failure: the
@@ -608,7 +650,7 @@ export class Reconciler {
         const mine = this.setDesired(service, plans.get(service) ?? [], affected, skipped);
         for (let i = 0; i < mine.length; i++) {
           const d = mine[i];
-          if (!streaming || this.claimants.get(d.fk) !== service) {
+          if (!streaming || this.claimants.get(d.fk) !== service || isAssertedClaim(d.feType)) {
             affected.add(d.fk);
             continue;
           }
@@ -641,6 +683,10 @@ export class Reconciler {
         } else if (this.haveFullDesired || !this.adoptedUnclaimed.has(fk)) {
           this.removeFrontend(fk, w, touchedVips);
         }
+      }
+      // Frontends diffed while streaming and still claimed by one Service only: any conflict they had is over.
+      if (this.conflicts.size > 0) {
+        for (const fk of [...this.conflicts.keys()]) if (diffed.has(fk) && typeof this.claimants.get(fk) === 'string') this.setConflicts(fk, []);
       }
 
       // ---- 3. what nothing accounts for any more
@@ -974,6 +1020,7 @@ export class Reconciler {
       for (const d of old) {
         affected.add(d.fk);
         this.unclaim(d.fk, service);
+        this.unindexAddress(d, service, affected);
       }
       this.desired.delete(service);
     }
@@ -992,6 +1039,7 @@ export class Reconciler {
       }
       mine.push(d);
       this.claim(d.fk, service);
+      this.indexAddress(d, service, affected);
     }
     this.noteTruncation(service, mine);
     if (mine.length === 0) {
@@ -1019,23 +1067,134 @@ export class Reconciler {
     }
   }
 
-  /** The desired frontend for a frontend id: the claim of the lowest Service key; the others are reported. */
+  /** Records a claimed ClusterIP address or LoadBalancer/ExternalIP frontend (after claim()). */
+  private indexAddress(d: DesiredFrontend, service: string, affected: Set<string>): void {
+    const addr = d.base.addr;
+    if (d.feType === FE_TYPE.CLUSTER_IP) {
+      let owners = this.clusterAddrs.get(addr);
+      if (!owners) {
+        this.clusterAddrs.set(addr, (owners = new Map()));
+        this.assertedAt(addr, affected); // they may no longer use the address
+      }
+      owners.set(service, (owners.get(service) ?? 0) + 1);
+    } else if (isAssertedClaim(d.feType)) {
+      let fks = this.assertedByAddr.get(addr);
+      if (!fks) this.assertedByAddr.set(addr, (fks = new Set()));
+      fks.add(d.fk);
+    }
+  }
+
+  /** Undoes indexAddress (after unclaim()). */
+  private unindexAddress(d: DesiredFrontend, service: string, affected: Set<string>): void {
+    const addr = d.base.addr;
+    if (d.feType === FE_TYPE.CLUSTER_IP) {
+      const owners = this.clusterAddrs.get(addr);
+      if (!owners) return;
+      const n = (owners.get(service) ?? 0) - 1;
+      if (n > 0) owners.set(service, n);
+      else owners.delete(service);
+      if (owners.size === 0) {
+        this.clusterAddrs.delete(addr);
+        this.assertedAt(addr, affected); // the address is free for them again
+      }
+    } else if (isAssertedClaim(d.feType) && !this.claimants.has(d.fk)) {
+      const fks = this.assertedByAddr.get(addr);
+      fks?.delete(d.fk);
+      if (fks?.size === 0) this.assertedByAddr.delete(addr);
+    }
+  }
+
+  /** Marks the LoadBalancer/ExternalIP frontends on `addr` for re-decision. */
+  private assertedAt(addr: string, affected: Set<string>): void {
+    const fks = this.assertedByAddr.get(addr);
+    if (fks) for (const fk of fks) affected.add(fk);
+  }
+
+  private desiredOf(service: string, fk: string): DesiredFrontend {
+    const list = this.desired.get(service)!;
+    return list.length === 1 ? list[0] : list.find((d) => d.fk === fk)!;
+  }
+
+  private createdOf(service: string): number {
+    let t = this.createdCache.get(service);
+    if (t === undefined) {
+      const c = this.ages?.created?.(service);
+      t = typeof c === 'number' && Number.isFinite(c) ? c : Infinity;
+      this.createdCache.set(service, t);
+    }
+    return t;
+  }
+
+  /**
+   * The desired frontend for a frontend id: the claim that wins by
+   * ownership.ts's precedence (ClusterIP > NodePort > LoadBalancer >
+   * ExternalIP, then the oldest, then the lowest key). LoadBalancer and
+   * ExternalIP claims on any Service's ClusterIP address are refused. Every
+   * losing claim goes to `skipped`, kpr_frontend_conflicts and (once) the log.
+   */
   private winner(fk: string, skipped: SkippedObject[]): DesiredFrontend | undefined {
     const c = this.claimants.get(fk);
-    if (c === undefined) return undefined;
-    const first = typeof c === 'string' ? c : c.reduce((a, b) => (b < a ? b : a));
-    const list = this.desired.get(first)!;
-    const want = list.length === 1 ? list[0] : list.find((d) => d.fk === fk)!;
-    if (typeof c !== 'string') {
-      for (const s of [...c].sort()) {
-        if (s === first) continue;
-        const label = frontendLabel(want);
-        const reason = `frontend ${label} is also claimed by Service ${first}, which wins (first by key)`;
-        skipped.push({ object: `Service ${s}`, reason });
-        this.logger.warn('frontend conflict', { frontend: label, winner: first, loser: s });
+    const before = this.conflicts.get(fk);
+    if (c === undefined) {
+      if (before) this.setConflicts(fk, [], before);
+      return undefined;
+    }
+    if (typeof c === 'string') {
+      const d = this.desiredOf(c, fk);
+      if (before === undefined && (!isAssertedClaim(d.feType) || this.clusterAddrs.size === 0 || !this.clusterAddrs.has(d.base.addr))) return d; // the common case
+    }
+    const services = typeof c === 'string' ? [c] : [...c].sort();
+    let best: { d: DesiredFrontend; claim: Claim } | undefined;
+    const lost: FrontendConflict[] = [];
+    const contenders: Array<{ d: DesiredFrontend; claim: Claim }> = [];
+    for (const s of services) {
+      const d = this.desiredOf(s, fk);
+      const owner = isAssertedClaim(d.feType) ? this.clusterIPOwner(d.base.addr, s) : undefined;
+      if (owner !== undefined) {
+        lost.push({ service: s, type: claimClass(d.feType), rule: 'cluster-ip-address', frontend: frontendLabel(d), owner, ownerType: 'ClusterIP' });
+        continue;
+      }
+      const claim: Claim = { service: s, feType: d.feType, created: services.length > 1 ? this.createdOf(s) : Infinity };
+      const x = { d, claim };
+      contenders.push(x);
+      if (!best || outranks(claim, best.claim)) best = x;
+    }
+    for (const x of contenders) {
+      if (x === best) continue;
+      lost.push({ service: x.claim.service, type: claimClass(x.d.feType), rule: 'outranked', frontend: frontendLabel(x.d), owner: best!.claim.service, ownerType: claimClass(best!.d.feType) });
+    }
+    this.setConflicts(fk, lost, before);
+    for (const l of lost) skipped.push(conflictSkip(l));
+    return best?.d;
+  }
+
+  /** The Service (lowest key) whose ClusterIP is `addr`, other than `service`; undefined when none. */
+  private clusterIPOwner(addr: string, service: string): string | undefined {
+    const owners = this.clusterAddrs.get(addr);
+    if (!owners) return undefined;
+    let first: string | undefined;
+    for (const s of owners.keys()) if (s !== service && (first === undefined || s < first)) first = s;
+    return first;
+  }
+
+  private setConflicts(fk: string, now: FrontendConflict[], before = this.conflicts.get(fk)): void {
+    if (now.length > 0) this.conflicts.set(fk, now);
+    else this.conflicts.delete(fk);
+    if (now.length > 0 || before) this.conflictLog.update(fk, now, before);
+  }
+
+  /** kpr_frontend_conflicts' values: lost claims now in force, by class and rule. */
+  conflictCounts(): ConflictCount[] {
+    const counts = new Map<string, ConflictCount>();
+    for (const list of this.conflicts.values()) {
+      for (const c of list) {
+        const k = `${c.type}|${c.rule}`;
+        const n = counts.get(k);
+        if (n) n.frontends++;
+        else counts.set(k, { type: c.type, rule: c.rule, frontends: 1 });
       }
     }
-    return want;
+    return [...counts.values()];
   }
 
   // ------------------------------------------------------------------ diff
@@ -1644,6 +1803,11 @@ export class Reconciler {
     }
     result.frontends = this.frontendCount;
     result.backends = this.kBackends.size;
+    const conflicts = this.conflictCounts();
+    let total = 0;
+    for (const c of conflicts) total += c.frontends;
+    this.conflictLog.flush(total);
+    result.conflicts = conflicts;
     return result;
   }
 }

@@ -31,6 +31,12 @@ export class ServiceHealthServers {
   /** Targets of a sync() whose apply has not started yet: a later sync() replaces them. */
   private pending: ServiceHealthTarget[] | undefined;
   private closed = false;
+  /**
+   * Services whose server could not be opened → "port|error" last warned
+   * about: every sync retries, but the warning is logged once per port and
+   * error (a healthCheckNodePort that cannot be bound fails the same way each time).
+   */
+  private readonly failing = new Map<string, string>();
 
   constructor(
     private readonly opts: { netns?: string; proxyHealthy: () => boolean; log: Logger; onShed?: ShedHandler },
@@ -61,6 +67,7 @@ export class ServiceHealthServers {
 
   private async apply(targets: ServiceHealthTarget[]): Promise<void> {
     const wanted = new Map(targets.map((t) => [t.service, t]));
+    for (const svc of this.failing.keys()) if (!wanted.has(svc)) this.failing.delete(svc);
     for (const [svc, r] of this.running) {
       const t = wanted.get(svc);
       if (!t || t.port !== r.port) {
@@ -77,10 +84,15 @@ export class ServiceHealthServers {
       }
       try {
         this.running.set(t.service, await this.open(t));
+        this.failing.delete(t.service);
         this.opts.log.info('service health check server listening', { service: t.service, port: t.port });
       } catch (err) {
         // kube-proxy emits FailedToStartServiceHealthcheck and skips the service.
-        this.opts.log.warn('could not start service health check server', { service: t.service, port: t.port, error: (err as Error).message });
+        const error = (err as Error).message;
+        const version = `${t.port}|${error}`;
+        if (this.failing.get(t.service) === version) continue; // retried each sync, warned once
+        this.failing.set(t.service, version);
+        this.opts.log.warn('could not start service health check server', { service: t.service, port: t.port, error });
       }
     }
   }

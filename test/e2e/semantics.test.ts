@@ -160,6 +160,59 @@ describe('Service semantics end to end', { timeout: scaled(240_000) }, () => {
     assert.ok(rep.elapsedMs < scaled(1000));
   });
 
+  test('CVE-2020-8554: a Service listing another Service\'s ClusterIP in externalIPs gets none of its connections, on any port, across a restart', async () => {
+    box.api.create(service('owned', { clusterIP: '198.19.1.60', ports: [{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' }] }));
+    box.api.create(slice('owned-1', 'owned', [{ ip: PODS[0].ip }], { ports: [{ name: 'http', port: 8080 }] }));
+    await waitFor('owned programmed', () => masterCount('198.19.1.60', 80) === 1);
+    const from = box.agent!.logs.length;
+    // "aaa-evil" sorts before "sem": the lowest-key rule gave it every connection.
+    box.api.create({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'web', namespace: 'aaa-evil' },
+      spec: {
+        type: 'ClusterIP',
+        clusterIP: '198.19.1.61',
+        externalIPs: ['198.19.1.60'],
+        ports: [
+          { name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' },
+          { name: 'alt', port: 8443, targetPort: 8080, protocol: 'TCP' },
+        ],
+      },
+    });
+    box.api.create({
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
+      metadata: { name: 'web-1', namespace: 'aaa-evil', labels: { 'kubernetes.io/service-name': 'web' } },
+      addressType: 'IPv4',
+      ports: [{ name: 'http', port: 8080, protocol: 'TCP' }, { name: 'alt', port: 8080, protocol: 'TCP' }],
+      endpoints: [{ addresses: [PODS[2].ip], nodeName: NODE_NAME, conditions: { ready: true, serving: true, terminating: false } }],
+    });
+    await waitFor('aaa-evil/web\'s own ClusterIP programmed', () => masterCount('198.19.1.61', 80) === 1);
+    const conflict = await box.agent!.waitForLog((l) => l.msg === 'frontend conflict' && l.service === 'aaa-evil/web', 10_000, from);
+    assert.equal(conflict.owner, 'sem/owned');
+    const hijacked = async () => {
+      const rep = await box.client('http', '198.19.1.60:80', ['--count', '30']);
+      assert.deepEqual(rep.byPod, { 'p-a': 30 }, 'every connection reaches the ClusterIP\'s own endpoint');
+      assert.equal(masterCount('198.19.1.60', 8443), undefined, 'the externalIP on another port of the ClusterIP address is not programmed');
+      assert.deepEqual((await box.client('once', '198.19.1.60:8443', ['--timeout-ms', '3000'])).errors, { EPERM: 1 }, 'the ClusterIP refuses the port it does not define');
+    };
+    await hijacked();
+    const metrics = `http://${(await box.agent!.waitForLog('metrics server listening')).address}/metrics`;
+    const samples = parseProm(await (await fetch(metrics)).text());
+    assert.equal(valueOf(samples, 'kpr_frontend_conflicts', { type: 'ExternalIP', rule: 'cluster-ip-address' }), 2);
+    // A restart: the first (full) sync reads aaa-evil/web before sem/owned.
+    await box.stopAgent();
+    await box.startAgent();
+    await waitFor('owned programmed after the restart', () => masterCount('198.19.1.60', 80) === 1);
+    await hijacked();
+    box.api.remove('Service', 'aaa-evil', 'web');
+    box.api.remove('EndpointSlice', 'aaa-evil', 'web-1');
+    box.api.remove('Service', 'sem', 'owned');
+    box.api.remove('EndpointSlice', 'sem', 'owned-1');
+    await waitFor('both gone', () => masterCount('198.19.1.60', 80) === undefined && masterCount('198.19.1.61', 80) === undefined);
+  });
+
   test('a long-lived connected UDP client recovers when its backend leaves', async () => {
     await udpClientRecovers(box, expectedAutoUdpTermination());
   });
