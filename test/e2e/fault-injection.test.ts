@@ -313,6 +313,9 @@ describe('fault injection end to end', { timeout: scaled(600_000) }, () => {
     inNs(nodeNs, 'ip', 'link', 'set', hostSide, 'up');
     inNs(pod.ns, 'ip', 'addr', 'add', `${pod.ip}/24`, 'dev', 'eth0');
     inNs(pod.ns, 'ip', 'link', 'set', 'eth0', 'up');
+    // The node still holds the old veth's MAC for the pod's address: a re-created pod gets a new MAC
+    // (as a CNI's does), and waiting for the stale neighbour to fail is the test's delay, not kpr's.
+    inNs(nodeNs, 'ip', 'neigh', 'flush', 'to', pod.ip);
     const attached = await agent.waitForLog((l) => l.msg === 'tc program attached' && l.interface === hostSide, NODE_CHECK_BOUND_MS, from);
     const convergeMs = performance.now() - t0;
     // The kernel has kpr's program on the new interface.
