@@ -164,12 +164,16 @@ export function parseYamlDocuments(text: string, limits: YamlLimits): unknown[] 
   }
   const lines = new LineCounter();
   const where = whereIn(lines);
-  const tokens = Array.from(new Parser(lines.addNewLine).parse(text));
-  for (const token of tokens) checkTokenDepth(token, limits.maxDepth, where);
+  // One document at a time (tokens, nodes and values), so memory is the values plus one document's worth.
+  const checked = function* (tokens: Iterable<CST.Token>) {
+    for (const token of tokens) {
+      checkTokenDepth(token, limits.maxDepth, where);
+      yield token;
+    }
+  };
   const composer = new Composer({ merge: true, uniqueKeys: false, logLevel: 'error' });
-  const docs = Array.from(composer.compose(tokens));
   const out: unknown[] = [];
-  for (const doc of docs) {
+  for (const doc of composer.compose(checked(new Parser(lines.addNewLine).parse(text)))) {
     const err = doc.errors[0];
     if (err) throw new YamlInputError(`${err.message} at ${where(err.pos[0])}`);
     checkNodes(doc, limits.maxDepth, limits.uniqueKeys, where);
