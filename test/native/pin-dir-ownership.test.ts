@@ -3,8 +3,9 @@
  * on the real bpffs, each test in its own /sys/fs/bpf/kpr-test-* directory:
  * root-owned directories are accepted, an empty one someone else owns is
  * repaired with a warning, one that holds anything (a planted map pin) is
- * refused naming path, owner and mode, as are symlinks and planted pins; and
- * loadDatapath refuses before it reuses a pin.
+ * refused naming path, owner and mode, as are symlinks and planted pins;
+ * loadDatapath refuses before it reuses a pin, and the pin keeper before it
+ * pins again into a re-created directory.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,6 +14,7 @@ import path from 'node:path';
 import { BpfMap, BPF_MAP_TYPE, DEFAULT_BPFFS_ROOT } from '../../native/index.js';
 import { checkPinDirs, PinDirOwnershipError } from '../../agent/datapath/pin-dir-ownership.js';
 import { loadDatapath } from '../../agent/datapath/loader.js';
+import { PinKeeper } from '../../agent/datapath/pin-keeper.js';
 import type { KernelFeatures } from '../../agent/datapath/kernel-features.js';
 import type { Logger } from '../../agent/log.js';
 import { bpffsTempDir, requireBpf, rmrf } from './helpers.js';
@@ -149,5 +151,42 @@ test('loadDatapath refuses a foreign pin directory before it opens or reuses any
       () => loadDatapath({ bpfObject: '/nonexistent/kpr_sock.bpf.o', bpffsDir: dir, cgroupPath: '/nonexistent' }, recordingLogger(), features),
       new RegExp(`bpffs: ${dir} is owned by uid 65534 with mode 0777`),
     );
+  });
+});
+
+test('the pin keeper re-pins only into directories that pass the same checks', () => {
+  withPinDir((dir) => {
+    checkPinDirs(dir, DEFAULT_BPFFS_ROOT, recordingLogger());
+    const map = BpfMap.create(BPF_MAP_TYPE.HASH, 4, 4, 1, 'kpr_kept');
+    const keeper = new PinKeeper(dir, recordingLogger());
+    try {
+      const pin = path.join(dir, 'maps', 'kpr_kept');
+      map.pin(pin);
+      keeper.keepMap(pin, map);
+      // The pin directory removed and made again by someone else, with something planted in it: refused, nothing pinned.
+      rmrf(dir);
+      fs.mkdirSync(path.join(dir, 'maps'), { recursive: true });
+      pinMap(path.join(dir, 'maps', 'planted'));
+      fs.chownSync(dir, NOBODY, NOBODY);
+      fs.chmodSync(dir, 0o777);
+      assert.throws(() => keeper.check(), new RegExp(`bpffs: ${dir} is owned by uid 65534 with mode 0777 \\(not owned by root\\) and holds 1 entry \\(maps\\)`));
+      assert.equal(fs.existsSync(pin), false);
+      // Made again by someone else but empty: taken over, then the map is pinned again.
+      rmrf(dir);
+      fs.mkdirSync(dir);
+      fs.chownSync(dir, NOBODY, NOBODY);
+      fs.chmodSync(dir, 0o777);
+      const log = recordingLogger();
+      const k2 = new PinKeeper(dir, log);
+      k2.keepMap(pin, map);
+      assert.deepEqual(k2.check().map((r) => [r.pin, r.reason]), [[pin, 'missing']]);
+      assert.equal(fs.lstatSync(dir).uid, 0);
+      assert.equal(modeOf(dir), 0o700);
+      assert.ok(log.warnings.some((w) => /it was empty, so it was repaired/.test(w.msg)));
+      assert.equal(fs.lstatSync(pin).uid, 0);
+    } finally {
+      keeper.close();
+      map.close();
+    }
   });
 });
