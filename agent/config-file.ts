@@ -5,10 +5,14 @@
  *
  * The file is turned into argv tokens placed before the command line; parseArgs
  * keeps the last value of a string flag, so the command line overrides the file.
+ *
+ * The file must be a regular file of at most 1 MiB, one YAML document nested at
+ * most CONFIG_YAML_LIMITS.maxDepth deep with at most maxAliasCount alias
+ * expansions (agent/bounded-read.ts, agent/bounded-yaml.ts).
  */
-import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import yaml from 'js-yaml';
+import { InputFileError, readRegularFile } from './bounded-read.js';
+import { parseYamlDocuments, YamlInputError, type YamlLimits } from './bounded-yaml.js';
 
 export type FlagTable = NonNullable<ParseArgsConfig['options']>;
 
@@ -17,17 +21,25 @@ const NOT_IN_FILE = new Set(['config', 'help']);
 
 export class ConfigFileError extends Error {}
 
+/** Largest config file read (a real one is a few hundred bytes). */
+export const CONFIG_MAX_BYTES = 1024 * 1024;
+/** A config file is a flat mapping whose values may be lists: 2 levels; the rest is margin. */
+export const CONFIG_YAML_LIMITS: YamlLimits = { maxDepth: 100, maxAliasCount: 100, uniqueKeys: true };
+
 /**
  * The argv tokens a config file stands for. Unknown keys and values of the
  * wrong type are errors naming the key and the file.
  */
 export function configFileArgs(text: string, flags: FlagTable, source = 'config file'): string[] {
-  let doc: unknown;
+  let docs: unknown[];
   try {
-    doc = yaml.load(text);
+    docs = parseYamlDocuments(text, CONFIG_YAML_LIMITS);
   } catch (err) {
-    throw new ConfigFileError(`${source}: not valid YAML: ${(err as Error).message.split('\n')[0]}`);
+    if (!(err instanceof YamlInputError)) throw err;
+    throw new ConfigFileError(`${source}: not valid YAML: ${err.message}`);
   }
+  if (docs.length > 1) throw new ConfigFileError(`${source}: expected one YAML document, found ${docs.length}`);
+  const doc = docs[0];
   if (doc === undefined || doc === null) return [];
   if (typeof doc !== 'object' || Array.isArray(doc)) throw new ConfigFileError(`${source}: expected a mapping of flag names to values`);
   const args: string[] = [];
@@ -56,7 +68,7 @@ export function configFileArgs(text: string, flags: FlagTable, source = 'config 
  * argv with the file named by `--config` expanded in front of it. Without
  * `--config`, argv comes back unchanged.
  */
-export function expandConfigFile(argv: string[], flags: FlagTable, readFile: (p: string) => string = (p) => readFileSync(p, 'utf8')): string[] {
+export function expandConfigFile(argv: string[], flags: FlagTable, readFile: (p: string) => string = (p) => readRegularFile(p, CONFIG_MAX_BYTES)): string[] {
   if (!flags.config) throw new Error('expandConfigFile: the flag table has no "config" flag');
   const { values } = parseArgs({ args: argv, options: flags, strict: true, allowPositionals: false });
   const file = values.config;
@@ -65,7 +77,7 @@ export function expandConfigFile(argv: string[], flags: FlagTable, readFile: (p:
   try {
     text = readFile(file);
   } catch (err) {
-    throw new ConfigFileError(`--config ${file}: ${(err as Error).message}`);
+    throw new ConfigFileError(`--config ${file}: ${err instanceof InputFileError ? err.reason : (err as Error).message}`);
   }
   return [...configFileArgs(text, flags, file), ...argv];
 }

@@ -18,7 +18,7 @@ import type { AddressInfo } from 'node:net';
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import yaml from 'js-yaml';
+import YAML from 'yaml';
 import {
   parseFieldSelector,
   parseLabelSelector,
@@ -217,7 +217,7 @@ async function readBody(req: IncomingMessage): Promise<any> {
   if (!text.trim()) throw new ApiError(400, 'BadRequest', 'empty request body');
   const ct = String(req.headers['content-type'] ?? '');
   try {
-    return ct.includes('yaml') ? yaml.load(text) : JSON.parse(text);
+    return ct.includes('yaml') ? YAML.parse(text) : JSON.parse(text);
   } catch (e) {
     throw new ApiError(400, 'BadRequest', `unable to decode the request body: ${(e as Error).message}`);
   }
@@ -589,7 +589,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
         preferences: {},
       };
       await fsp.mkdir(path.dirname(path.resolve(file)), { recursive: true });
-      await fsp.writeFile(file, yaml.dump(doc), { mode: 0o600 });
+      await fsp.writeFile(file, YAML.stringify(doc), { mode: 0o600 });
       return file;
     },
     async loadManifests(paths) {
@@ -612,7 +612,10 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
       };
       for (const f of files) {
         const text = await fsp.readFile(f, 'utf8');
-        for (const doc of yaml.loadAll(text)) applyDoc(doc, f);
+        for (const parsed of YAML.parseAllDocuments(text)) {
+          if (parsed.errors.length) throw parsed.errors[0];
+          applyDoc(parsed.toJS(), f);
+        }
       }
       return result;
     },

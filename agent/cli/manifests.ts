@@ -3,10 +3,17 @@
  * name order), YAML or JSON (JSON is YAML), several documents per file, and
  * `List` kinds flattened. A file that cannot be read or parsed is an error
  * naming the file; what parses but is not an object is returned as skipped.
+ *
+ * Like kubectl, a directory contributes its *.yaml, *.yml and *.json entries
+ * (and, unlike kubectl without -R, those of its sub-directories); each must be
+ * a regular file (a FIFO or device named x.yaml is an error, not a hang),
+ * at most MANIFEST_MAX_BYTES, with YAML nesting and aliases within
+ * MANIFEST_YAML_LIMITS. A directory reached twice (a symlink loop) is walked once.
  */
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
-import yaml from 'js-yaml';
+import { InputFileError, readRegularFile } from '../bounded-read.js';
+import { parseYamlDocuments, YamlInputError, type YamlLimits } from '../bounded-yaml.js';
 import { CliError } from './pinned-maps.js';
 import type { SkippedObject } from '../plan/types.js';
 
@@ -18,18 +25,39 @@ export interface Manifest {
 
 const MANIFEST_EXT = new Set(['.yaml', '.yml', '.json']);
 
-function filesUnder(p: string): string[] {
-  let st;
+/** Largest manifest file read. */
+export const MANIFEST_MAX_BYTES = 64 * 1024 * 1024;
+/**
+ * Kubernetes objects nest a few dozen levels (a CRD schema maybe a hundred);
+ * the YAML composer recurses, and 256 stays well inside Node's default stack.
+ * Repeated keys: the last wins, as in js-yaml's JSON mode and the API server.
+ */
+export const MANIFEST_YAML_LIMITS: YamlLimits = { maxDepth: 256, maxAliasCount: 100, uniqueKeys: false, jsonFirst: true };
+
+function statOrFail(p: string) {
   try {
-    st = statSync(p);
+    return statSync(p);
   } catch (err) {
     throw new CliError(`${p}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file or directory' : (err as Error).message}`);
   }
+}
+
+function filesUnder(p: string, seen = new Set<string>()): string[] {
+  const st = statOrFail(p);
   if (!st.isDirectory()) return [p];
+  const id = `${st.dev}:${st.ino}`;
+  if (seen.has(id)) return [];
+  seen.add(id);
   const out: string[] = [];
   for (const name of readdirSync(p).sort()) {
     const child = path.join(p, name);
-    if (statSync(child).isDirectory()) out.push(...filesUnder(child));
+    let isDir = false;
+    try {
+      isDir = statSync(child).isDirectory();
+    } catch {
+      // a dangling symlink: ignored unless named like a manifest (then reading it says why it fails)
+    }
+    if (isDir) out.push(...filesUnder(child, seen));
     else if (MANIFEST_EXT.has(path.extname(name).toLowerCase())) out.push(child);
   }
   return out;
@@ -38,16 +66,16 @@ function filesUnder(p: string): string[] {
 function parseFile(file: string): unknown[] {
   let text: string;
   try {
-    text = readFileSync(file, 'utf8');
+    text = readRegularFile(file, MANIFEST_MAX_BYTES);
   } catch (err) {
-    throw new CliError(`${file}: cannot read: ${(err as Error).message}`);
+    if (err instanceof InputFileError) throw new CliError(`${file}: cannot read: ${err.reason}`);
+    throw err;
   }
   try {
-    return yaml.loadAll(text, undefined, { filename: file, json: true });
+    return parseYamlDocuments(text, MANIFEST_YAML_LIMITS);
   } catch (err) {
-    const e = err as Error & { reason?: string; mark?: { line: number; column: number } };
-    const where = e.mark ? ` (line ${e.mark.line + 1}, column ${e.mark.column + 1})` : '';
-    throw new CliError(`${file}: invalid YAML/JSON: ${e.reason ?? e.message}${where}`);
+    if (err instanceof YamlInputError) throw new CliError(`${file}: invalid YAML/JSON: ${err.message}`);
+    throw err;
   }
 }
 
@@ -58,7 +86,7 @@ function isObject(v: unknown): v is Record<string, any> {
 /** Every object in `paths`, in order; non-objects go to `skipped`. Throws CliError naming the file on unreadable input. */
 export function loadManifests(paths: readonly string[], skipped: SkippedObject[]): Manifest[] {
   const out: Manifest[] = [];
-  for (const file of paths.flatMap(filesUnder)) {
+  for (const file of paths.flatMap((p) => filesUnder(p))) {
     const docs = parseFile(file);
     docs.forEach((doc, i) => {
       const source = `${file}#${i + 1}`;

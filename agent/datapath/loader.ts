@@ -8,12 +8,13 @@
  * maps are reused, contents and all, and programs are swapped into the
  * links a previous run left (no window without translation).
  */
-import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { BATCH_WRITER_LIBRARY, BpfIterator, BpfObject, cgroupId, detachPinnedLink, ensureBpffs, type BpfMap, type CgroupAttachment } from '../../native/index.js';
+import { BATCH_WRITER_LIBRARY, BpfIterator, BpfObject, cgroupId, DEFAULT_BPFFS_ROOT, detachPinnedLink, ensureBpffs, type BpfMap, type CgroupAttachment } from '../../native/index.js';
 import { MAP_NAMES, encodeConfig, type KprConfig } from '../maps/layout.js';
 import type { Logger } from '../log.js';
-import { linkPinDir, linkPinPath, mapPinDir } from './pins.js';
+import { linkPinPath, mapPinDir } from './pins.js';
+import { checkPinDirs } from './pin-dir-ownership.js';
 import type { KernelFeature, KernelFeatures } from './kernel-features.js';
 import { SOCK_TERM_OBJECT } from './kernel-probes.js';
 
@@ -98,9 +99,9 @@ export function batchWriterPath(bpfObject: string): string {
  */
 export function loadDatapath(opts: DatapathOptions, log: Logger, features: KernelFeatures): Datapath {
   ensureBpffs(opts.bpffsDir);
+  // Before any pin is reused: the directories and pins must be root's (agent/datapath/pin-dir-ownership.ts).
+  checkPinDirs(opts.bpffsDir, DEFAULT_BPFFS_ROOT, log);
   const pinMapsDir = mapPinDir(opts.bpffsDir);
-  mkdirSync(pinMapsDir, { recursive: true });
-  mkdirSync(linkPinDir(opts.bpffsDir), { recursive: true });
   const opened: BpfObject[] = [];
   const replacedPins = replaceIncompatiblePins(opts, pinMapsDir, log);
   const open = (file: string, skipPrograms: string[] = []) => {

@@ -12,8 +12,9 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { BpfMap, HeldBpfObject, bpfObjectOfFd, isBpffs, pinnedObjectAt } from '../../native/index.js';
+import { BpfMap, DEFAULT_BPFFS_ROOT, HeldBpfObject, bpfObjectOfFd, isBpffs, pinnedObjectAt } from '../../native/index.js';
 import type { Logger } from '../log.js';
+import { checkPinDirs } from './pin-dir-ownership.js';
 
 export type PinnedKind = 'map' | 'link';
 export type PinRepairReason = 'missing' | 'replaced';
@@ -104,7 +105,9 @@ export class PinKeeper {
 
   /**
    * Compares every pin with the agent's object and re-pins where it differs.
-   * Throws while the bpffs directory is not on a bpf filesystem.
+   * Throws while the bpffs directory is not on a bpf filesystem, and (before
+   * re-pinning) when a pin directory fails the ownership checks of
+   * agent/datapath/pin-dir-ownership.ts.
    */
   check(): PinRepair[] {
     const where = nearestExisting(this.bpffsDir);
@@ -114,6 +117,7 @@ export class PinKeeper {
       );
     }
     const repaired: PinRepair[] = [];
+    let dirsChecked = false;
     for (const [pin, k] of this.kept) {
       let now: { kind: string; id: number } | null;
       try {
@@ -135,6 +139,9 @@ export class PinKeeper {
       }
       const repair: PinRepair = { pin, object: k.object, reason: now ? 'replaced' : 'missing' };
       if (now) repair.found = describePinned(pin, now.kind);
+      // Re-created directories (bpffs re-mounted, the directory removed) pass the start-up ownership checks first.
+      if (!dirsChecked) checkPinDirs(this.bpffsDir, DEFAULT_BPFFS_ROOT, this.log);
+      dirsChecked = true;
       fs.mkdirSync(path.dirname(pin), { recursive: true });
       if (now) fs.rmSync(pin, { force: true });
       k.pin(pin);

@@ -5,7 +5,7 @@ import { mkdtemp, readFile, writeFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import yaml from 'js-yaml';
+import YAML from 'yaml';
 import { startApiServer, type ApiServer } from '../../sandbox/apiserver.js';
 import { openWatch, request, slice, sleep, svc } from './helpers.js';
 
@@ -333,7 +333,7 @@ describe('sandbox apiserver: manifests, kubeconfig, CLI', () => {
       slice('web-abc', 'web', ['10.244.1.5', '10.244.2.7']),
       { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web', namespace: 'default' } },
     ];
-    await writeFile(path.join(dir, 'web.yaml'), docs.map((d) => yaml.dump(d)).join('---\n'));
+    await writeFile(path.join(dir, 'web.yaml'), docs.map((d) => YAML.stringify(d)).join('---\n'));
     await writeFile(
       path.join(dir, 'list.json'),
       JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [{ apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-1' } }] }),
@@ -362,7 +362,7 @@ describe('sandbox apiserver: manifests, kubeconfig, CLI', () => {
     const api = await startApiServer();
     try {
       const file = await api.writeKubeconfig(path.join(dir, 'kube', 'config'));
-      const kc: any = yaml.load(await readFile(file, 'utf8'));
+      const kc: any = YAML.parse(await readFile(file, 'utf8'));
       assert.equal(kc.kind, 'Config');
       const ctx = kc.contexts.find((c: any) => c.name === kc['current-context']);
       const cluster = kc.clusters.find((c: any) => c.name === ctx.context.cluster);
@@ -389,7 +389,7 @@ describe('sandbox apiserver: manifests, kubeconfig, CLI', () => {
     assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
     const l = await request(url, 'GET', '/api/v1/services');
     assert.deepEqual(l.body.items.map((i: any) => i.metadata.name), ['web']);
-    const kc: any = yaml.load(await readFile(kubeconfig, 'utf8'));
+    const kc: any = YAML.parse(await readFile(kubeconfig, 'utf8'));
     assert.equal(kc.clusters[0].cluster.server, url);
     const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
     child.kill('SIGTERM');

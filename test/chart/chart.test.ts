@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import yaml from 'js-yaml';
+import YAML from 'yaml';
 import { AGENT_FLAGS } from '../../agent/config.js';
 import { configFileArgs } from '../../agent/config-file.js';
 import { repoRoot } from '../../sandbox/repo.js';
@@ -17,7 +17,7 @@ import { helm, helmVersion } from './helm.js';
 
 const CHART = path.join(repoRoot, 'charts', 'kpr');
 const schema = JSON.parse(readFileSync(path.join(CHART, 'values.schema.json'), 'utf8'));
-const defaults = yaml.load(readFileSync(path.join(CHART, 'values.yaml'), 'utf8')) as Record<string, any>;
+const defaults = YAML.parse(readFileSync(path.join(CHART, 'values.yaml'), 'utf8')) as Record<string, any>;
 /** Flags the chart sets outside the config file (top-level values) or never. */
 const NOT_IN_CONFIG = new Set(['config', 'help', 'k8s-service-host', 'k8s-service-port']);
 
@@ -27,10 +27,10 @@ function render(values: Record<string, unknown> = {}, extra: string[] = []): K8s
   const dir = mkdtempSync(path.join(os.tmpdir(), 'kpr-chart-'));
   try {
     const file = path.join(dir, 'values.yaml');
-    writeFileSync(file, yaml.dump(values));
+    writeFileSync(file, YAML.stringify(values));
     const r = helm('template', 'kpr', CHART, '--namespace', 'kube-system', '-f', file, ...extra);
     assert.equal(r.status, 0, `helm template failed: ${r.stderr}`);
-    return yaml.loadAll(r.stdout).filter(Boolean) as K8sObject[];
+    return YAML.parseAllDocuments(r.stdout).map((d) => d.toJS()).filter(Boolean) as K8sObject[];
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -44,7 +44,7 @@ function one(objs: K8sObject[], kind: string): K8sObject {
 
 function renderedConfig(objs: K8sObject[]): Record<string, unknown> {
   const cm = objs.find((o) => o.kind === 'ConfigMap' && o.metadata.name.endsWith('-config'))!;
-  return (yaml.load(cm.data['config.yaml']) ?? {}) as Record<string, unknown>;
+  return (YAML.parse(cm.data['config.yaml']) ?? {}) as Record<string, unknown>;
 }
 
 /** A valid value different from the chart's default, per config key. */
@@ -148,7 +148,7 @@ describe('charts/kpr with the real helm', () => {
     const rendered = renderedConfig(objs);
     assert.deepEqual(rendered, config);
     // The file parses against the agent's own flag table.
-    const args = configFileArgs(yaml.dump(rendered), AGENT_FLAGS, 'rendered config.yaml');
+    const args = configFileArgs(YAML.stringify(rendered), AGENT_FLAGS, 'rendered config.yaml');
     assert.ok(args.length >= Object.keys(config).length);
     const ds = one(objs, 'DaemonSet');
     const agent = ds.spec.template.spec.containers[0];

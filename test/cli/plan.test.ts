@@ -2,14 +2,16 @@
  * `kpr plan` through the real bin/kpr (no root, no BPF): manifests from
  * test/fixtures/plan/ (a directory with multi-document YAML, a JSON List, a
  * second Node and objects kpr does not use), JSON compared whole, the table
- * readable, and unparseable input an error naming the file.
+ * readable, and unparseable input an error naming the file; hostile input
+ * (alias bombs, FIFOs, devices, oversize files, deep nesting, symlink loops)
+ * fails fast, naming the file and the limit.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { cliBin, repoRoot } from '../support/paths.js';
 
@@ -18,7 +20,7 @@ const fixtures = path.join(repoRoot, 'test', 'fixtures', 'plan');
 
 async function kpr(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    const { stdout, stderr } = await run(cliBin, args, { cwd: repoRoot });
+    const { stdout, stderr } = await run(cliBin, args, { cwd: repoRoot, timeout: 60_000, maxBuffer: 16 << 20 });
     return { code: 0, stdout, stderr };
   } catch (err) {
     const e = err as { code: number; stdout: string; stderr: string };
@@ -126,5 +128,89 @@ describe('kpr plan', () => {
     const r = await kpr('plan', '-f', fixtures);
     assert.notEqual(r.code, 0);
     assert.match(r.stderr, /--node NAME is required/);
+  });
+
+  describe('hostile input fails fast, naming the file', () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'kpr-plan-hostile-'));
+    const file = (name: string, text: string) => {
+      const p = path.join(dir, name);
+      writeFileSync(p, text);
+      return p;
+    };
+    const expectError = async (p: string, re: RegExp) => {
+      const r = await kpr('plan', '--node', 'node-1', '-f', p, '-o', 'json');
+      assert.notEqual(r.code, 0, r.stdout);
+      assert.equal(r.stdout, '');
+      assert.match(r.stderr, re);
+    };
+    const esc = (p: string) => p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+    it('an alias bomb (billion laughs) is refused at 100 alias expansions', { timeout: 60_000 }, async () => {
+      const bomb = file('bomb.yaml', [
+        'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]',
+        ...'bcdefghi'.split('').map((c, i) => `${c}: &${c} [${Array(9).fill(`*${'abcdefghi'[i]}`).join(',')}]`),
+        '',
+      ].join('\n'));
+      await expectError(bomb, new RegExp(`${esc(bomb)}: invalid YAML/JSON: aliases expand beyond the limit of 100`));
+      const cycle = file('cycle.yaml', '&x {kind: List, items: [*x]}\n');
+      await expectError(cycle, new RegExp(`${esc(cycle)}: invalid YAML/JSON: alias \\*x at line 1, column 25 refers to a node that contains it`));
+    });
+
+    it('a FIFO or /dev/zero given as a file, or a FIFO named *.yaml in a directory, is refused; other FIFOs in a directory are ignored', { timeout: 60_000 }, async () => {
+      const fifo = path.join(dir, 'pipe.yaml');
+      execFileSync('mkfifo', [fifo]);
+      await expectError(fifo, new RegExp(`${esc(fifo)}: cannot read: not a regular file \\(a FIFO\\)`));
+      await expectError('/dev/zero', /\/dev\/zero: cannot read: not a regular file \(a character device\)/);
+      const sub = mkdtempSync(path.join(dir, 'fifo-dir-'));
+      writeFileSync(path.join(sub, 'svc.yaml'), 'apiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: x}\nspec: {clusterIP: 10.96.0.1, ports: [{port: 80}]}\n');
+      execFileSync('mkfifo', [path.join(sub, 'notes')]);
+      const ok = await kpr('plan', '--node', 'node-1', '-f', sub, '-o', 'json');
+      assert.equal(ok.code, 0, ok.stderr);
+      assert.deepEqual(JSON.parse(ok.stdout).frontends.map((f: { address: string }) => f.address), ['10.96.0.1']);
+      execFileSync('mkfifo', [path.join(sub, 'z.yml')]);
+      await expectError(sub, new RegExp(`${esc(path.join(sub, 'z.yml'))}: cannot read: not a regular file \\(a FIFO\\)`));
+    });
+
+    it('a file over 64 MiB is refused naming the limit (a sparse file: nothing is read)', async () => {
+      const big = file('big.json', '');
+      truncateSync(big, 64 * 1024 * 1024 + 1);
+      await expectError(big, new RegExp(`${esc(big)}: cannot read: too large: 67108865 bytes, the limit is 64 MiB`));
+    });
+
+    it('nesting beyond 256 levels, in YAML or JSON, is an error naming the file and line, not a stack overflow', { timeout: 60_000 }, async () => {
+      const yamlDeep = file('deep.yaml', `kind: Service\nspec: ${'['.repeat(100_000)}${']'.repeat(100_000)}\n`);
+      await expectError(yamlDeep, new RegExp(`${esc(yamlDeep)}: invalid YAML/JSON: nesting deeper than the limit of 256 levels at line 2, column \\d+`));
+      const jsonDeep = file('deep.json', `${'{"a":'.repeat(100_000)}1${'}'.repeat(100_000)}`);
+      await expectError(jsonDeep, new RegExp(`${esc(jsonDeep)}: invalid YAML/JSON: nesting deeper than the limit of 256 levels at line 1, column 1281`));
+      const blockDeep = file('block.yaml', Array.from({ length: 300 }, (_, i) => `${' '.repeat(i)}a:`).join('\n'));
+      await expectError(blockDeep, new RegExp(`${esc(blockDeep)}: invalid YAML/JSON: nesting deeper than the limit of 256 levels at line 257`));
+      const viaAlias = file('alias-deep.yaml', `a: &a ${'['.repeat(200)}${']'.repeat(200)}\nb: ${'['.repeat(100)}*a${']'.repeat(100)}\n`);
+      await expectError(viaAlias, new RegExp(`${esc(viaAlias)}: invalid YAML/JSON: nesting deeper than the limit of 256 levels \\(with aliases expanded\\)`));
+    });
+
+    it('a directory symlink loop is walked once', { timeout: 60_000 }, async () => {
+      const sub = mkdtempSync(path.join(dir, 'loop-'));
+      writeFileSync(path.join(sub, 'svc.yaml'), 'apiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: x}\nspec: {clusterIP: 10.96.0.1, ports: [{port: 80}]}\n');
+      symlinkSync('.', path.join(sub, 'again'));
+      const r = await kpr('plan', '--node', 'node-1', '-f', sub, '-o', 'json');
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(JSON.parse(r.stdout).frontends.length, 1);
+    });
+
+    it('JSON and YAML of the same objects plan the same (JSON goes through JSON.parse, YAML through the YAML parser)', async () => {
+      const objs = [
+        { apiVersion: 'v1', kind: 'Service', metadata: { name: 'a', namespace: 'x' }, spec: { clusterIP: '10.96.0.1', ports: [{ name: 'http', port: 80 }] } },
+        { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', metadata: { name: 'a-1', namespace: 'x', labels: { 'kubernetes.io/service-name': 'a' } }, addressType: 'IPv4', ports: [{ name: 'http', port: 8080 }], endpoints: [{ addresses: ['10.0.0.1'], conditions: { ready: true } }] },
+      ];
+      const asJson = file('same.json', JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objs }, null, '\t'));
+      const asYaml = file('same.yaml', objs.map((o) => JSON.stringify(o)).join('\n---\n'));
+      const a = await kpr('plan', '--node', 'node-1', '-f', asJson, '-o', 'json');
+      const b = await kpr('plan', '--node', 'node-1', '-f', asYaml, '-o', 'json');
+      assert.equal(a.code, 0, a.stderr);
+      assert.equal(a.stdout, b.stdout);
+      assert.deepEqual(JSON.parse(a.stdout).frontends[0].backends, [be('10.0.0.1', 8080)]);
+    });
+
+    after(() => rmSync(dir, { recursive: true, force: true }));
   });
 });

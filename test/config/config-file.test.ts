@@ -1,11 +1,14 @@
 /**
  * `--config FILE`: keys are flag names, the command line wins, unknown keys
  * and wrong types are errors naming the key; and the flags the chart passes
- * (k8s-service-host/port) parse.
+ * (k8s-service-host/port) parse; and hostile files (alias bombs, FIFOs,
+ * devices, oversize, deep nesting) fail fast with an error naming the file.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { AGENT_FLAGS, parseAgentArgs, type AgentConfig } from '../../agent/config.js';
@@ -86,4 +89,74 @@ test('--udp-termination is auto by default, takes bpf or netlink, and rejects an
   assert.equal((parseAgentArgs([...BASE, '--udp-termination', 'netlink'], {}) as AgentConfig).udpTermination, 'netlink');
   withFile('udp-termination: bpf\n', (file) => assert.equal((parseAgentArgs(['--config', file, ...BASE], {}) as AgentConfig).udpTermination, 'bpf'));
   assert.throws(() => parseAgentArgs([...BASE, '--udp-termination', 'iterator'], {}), /invalid --udp-termination "iterator" \(one of auto, bpf, netlink\)/);
+});
+
+// --- Hostile or odd files: each fails fast with a message naming the file and the limit. ---
+
+/** A "billion laughs": 9 levels of 9 aliases each, ~400 bytes that would expand to 9^9 strings. */
+export const ALIAS_BOMB = [
+  'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]',
+  ...'bcdefghi'.split('').map((c, i) => `${c}: &${c} [${Array(9).fill(`*${'abcdefghi'[i]}`).join(',')}]`),
+  '',
+].join('\n');
+
+test('an alias bomb is refused at the alias limit, not expanded', { timeout: 30_000 }, () => {
+  withFile(ALIAS_BOMB, (file) => {
+    assert.throws(() => parseAgentArgs(['--config', file, ...BASE], {}), new RegExp(`^Error: ${file}: not valid YAML: aliases expand beyond the limit of 100`));
+  });
+  assert.throws(() => configFileArgs('node-name: &n x\nbpffs: &c [x, &d [y, *c]]\n', AGENT_FLAGS, 'f.yaml'), /f\.yaml: not valid YAML: alias \*c at line 2, column \d+ refers to a node that contains it/);
+});
+
+test('a FIFO, a device, a socket or a directory as --config is refused without reading it', { timeout: 30_000 }, async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'kpr-config-'));
+  const server = net.createServer();
+  try {
+    const fifo = path.join(dir, 'fifo.yaml');
+    execFileSync('mkfifo', [fifo]); // no writer: a blocking open would wait for ever
+    assert.throws(() => parseAgentArgs(['--config', fifo, ...BASE], {}), new RegExp(`--config ${fifo}: not a regular file \\(a FIFO\\)`));
+    assert.throws(() => parseAgentArgs(['--config', '/dev/zero', ...BASE], {}), /--config \/dev\/zero: not a regular file \(a character device\)/);
+    assert.throws(() => parseAgentArgs(['--config', dir, ...BASE], {}), new RegExp(`--config ${dir}: not a regular file \\(a directory\\)`));
+    const sock = path.join(dir, 'kpr.sock');
+    await new Promise<void>((resolve) => server.listen(sock, resolve));
+    assert.throws(() => parseAgentArgs(['--config', sock, ...BASE], {}), new RegExp(`--config ${sock}: not a regular file \\(a socket`));
+  } finally {
+    server.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a config file over 1 MiB is refused naming the limit; one just under it is read', () => {
+  withFile(`node-name: big\n#${'x'.repeat(1024 * 1024)}\n`, (file) => {
+    assert.throws(() => parseAgentArgs(['--config', file, ...BASE], {}), new RegExp(`--config ${file}: too large: ${1024 * 1024 + 17} bytes, the limit is 1 MiB`));
+  });
+  withFile(`node-name: big\n#${'x'.repeat(1024 * 1024 - 20)}\n`, (file) => {
+    assert.equal((parseAgentArgs(['--config', file, ...BASE], {}) as AgentConfig).nodeName, 'big');
+  });
+});
+
+test('nesting beyond 100 levels is an error naming the file and line, not a stack overflow', { timeout: 30_000 }, () => {
+  for (const text of [`node-name: ${'['.repeat(100_000)}${']'.repeat(100_000)}\n`, `${'{"a":'.repeat(100_000)}1${'}'.repeat(100_000)}`, Array.from({ length: 150 }, (_, i) => `${' '.repeat(i)}a:`).join('\n')]) {
+    assert.throws(() => configFileArgs(text, AGENT_FLAGS, 'deep.yaml'), /^Error: deep\.yaml: not valid YAML: nesting deeper than the limit of 100 levels at line \d+, column \d+$/);
+  }
+});
+
+test('repeated keys and several documents are errors; comments, anchors, quotes and merge keys still read', () => {
+  assert.throws(() => configFileArgs('node-name: a\nlog-level: info\nnode-name: b\n', AGENT_FLAGS, 'f.yaml'), /f\.yaml: not valid YAML: Map keys must be unique: "node-name" repeats at line 3, column 1/);
+  assert.throws(() => configFileArgs('node-name: a\n---\nnode-name: b\n', AGENT_FLAGS, 'f.yaml'), /f\.yaml: expected one YAML document, found 2/);
+  const text = [
+    '%YAML 1.2',
+    '---',
+    '# kubeadm-style: comments, quoting, anchors',
+    "node-name: 'node-1'   # trailing comment",
+    'bpffs: "/sys/fs/bpf/kpr"',
+    'sync-period: &p 10s',
+    'min-sync-period: *p',
+    'k8s-service-port: 6443',
+    'log-level: >-',
+    '  debug',
+    '...',
+    '',
+  ].join('\n');
+  assert.deepEqual(configFileArgs(text, AGENT_FLAGS), ['--node-name=node-1', '--bpffs=/sys/fs/bpf/kpr', '--sync-period=10s', '--min-sync-period=10s', '--k8s-service-port=6443', '--log-level=debug']);
+  assert.deepEqual(configFileArgs('# only a comment\n', AGENT_FLAGS), []);
 });

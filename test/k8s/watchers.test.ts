@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import yaml from 'js-yaml';
+import YAML from 'yaml';
 import { startApiServer, type ApiServer } from '../../sandbox/apiserver.js';
 import { loadKubeConfig } from '../../agent/k8s/kubeconfig.js';
 import { ClusterWatch, type ClusterChange, type Logger } from '../../agent/k8s/watchers.js';
@@ -60,7 +60,7 @@ describe('ClusterWatch over the sandbox apiserver (client-node through a kubecon
       { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-a', labels: { zone: 'z1' } } },
       { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-b' } },
     ];
-    await writeFile(path.join(dir, 'cluster.yaml'), docs.map((d) => yaml.dump(d)).join('---\n'));
+    await writeFile(path.join(dir, 'cluster.yaml'), docs.map((d) => YAML.stringify(d)).join('---\n'));
     await api.loadManifests(dir);
     kubeconfig = await api.writeKubeconfig(path.join(dir, 'kubeconfig'));
     cw = new ClusterWatch({ kubeConfig: loadKubeConfig({ kubeconfig }), nodeName: 'node-a', logger: log, restartBackoffMs: 50 });

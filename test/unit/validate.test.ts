@@ -14,7 +14,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import yaml from 'js-yaml';
+import YAML from 'yaml';
 import * as allModels from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
 import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
 import { MODELS, validateObject, type ValidatedKind } from '../../agent/k8s/validate.js';
@@ -399,9 +399,9 @@ describe('validateObject: valid objects pass', () => {
   it('every Service, EndpointSlice and Node of test/fixtures/plan', () => {
     const dir = path.join(repoRoot, 'test', 'fixtures', 'plan', 'cluster');
     const objects: Json[] = [
-      ...yaml.loadAll(readFileSync(path.join(dir, 'services.yaml'), 'utf8')),
+      ...YAML.parseAllDocuments(readFileSync(path.join(dir, 'services.yaml'), 'utf8')).map((d) => d.toJS()),
       ...(JSON.parse(readFileSync(path.join(dir, 'slices.json'), 'utf8')) as Json).items,
-      ...yaml.loadAll(readFileSync(path.join(dir, 'node.yaml'), 'utf8')),
+      ...YAML.parseAllDocuments(readFileSync(path.join(dir, 'node.yaml'), 'utf8')).map((d) => d.toJS()),
     ];
     const checked = objects.filter((o) => o.kind === 'Service' || o.kind === 'EndpointSlice' || o.kind === 'Node');
     assert.ok(checked.length >= 8);
