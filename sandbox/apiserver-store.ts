@@ -385,6 +385,7 @@ export class Store {
     if (spec.ports === undefined) spec.ports = [];
     const ports: any[] = Array.isArray(spec.ports) ? spec.ports : [];
     for (const p of ports) {
+      if (p === null || typeof p !== 'object') continue; // an entry that is not an object (test/e2e/fuzz.test.ts): stored as sent
       p.protocol = p.protocol ?? 'TCP';
       if (spec.type !== 'ExternalName') p.targetPort = p.targetPort ?? p.port;
     }
