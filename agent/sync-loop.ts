@@ -3,10 +3,22 @@
  * are re-planned and re-diffed alone (an endpoint change at 10,000 services
  * costs one service's work); a periodic full sync re-plans everything and
  * repairs drift; a failed sync is retried with backoff.
+ *
+ * Every full sync after the first runs sliced (a resync), each slice a few
+ * milliseconds, with the event loop between them, so event syncs run while
+ * it goes on, before its next slice: the maps read back one at a time
+ * (Reconciler.readBackMatches; a difference repaired in one step), then
+ * kpr_config; then every Service (the cluster's and the desired state's, as
+ * of that moment) re-planned and re-diffed in chunks of `resyncChunk`, as
+ * incremental syncs; then one `sweep` sync (what no Service claims removed).
+ * The desired state is never cleared: a Service deleted meanwhile is removed
+ * by its event sync or its chunk, one changed after its chunk by its event
+ * sync. A slice that fails ends the resync (reported failed); its retry is a
+ * whole new resync. The resync logs and reports once, at its end, with totals.
  */
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { planService, type PlanContext, type PlanFrontend, type ServiceHealthCheck, type SkippedObject } from './plan/index.js';
-import type { DriftCount, PlanSource, Reconciler, SyncResult } from './reconcile/reconciler.js';
+import { READ_BACK_MAPS, type DriftCount, type PlanSource, type Reconciler, type SyncResult } from './reconcile/reconciler.js';
 import type { Logger } from './log.js';
 import { OncePerVersion } from './log-dedupe.js';
 
@@ -44,6 +56,8 @@ export interface SyncLoopOptions {
    * was written and repaired; returns what differed.
    */
   repairNodeDrift?: () => DriftCount[];
+  /** Services re-planned per slice of a sliced full resync (default RESYNC_CHUNK). */
+  resyncChunk?: number;
   /** Called after every sync attempt, for metrics and health. */
   onSync?: (report: SyncReport) => void;
   now?: () => number;
@@ -57,6 +71,56 @@ export interface SyncReport {
   /** Time from the oldest change in this batch to maps written (event syncs). */
   eventToMapsMs?: number;
   result: SyncResult;
+  /** Sliced resyncs: the slices it ran in, their time summed (the resync's own work; durationMs is start → end) and the longest. */
+  slices?: number;
+  busyMs?: number;
+  longestSliceMs?: number;
+}
+
+/**
+ * Services per resync slice: at 10,000 Services × 10 endpoints a Service's
+ * re-plan and diff is ~20–30 µs on the benchmark machine unloaded, so a
+ * chunk is ~2–3 ms (bench/resync.ts measures it).
+ */
+export const RESYNC_CHUNK = 100;
+
+/** Where a sliced resync is. */
+interface Resync {
+  trigger: SyncReport['trigger'];
+  started: number;
+  /** Steps left: read-back of each map (by name), 'repair', 'node', 'keys', 'chunks', 'sweep'. */
+  steps: string[];
+  /** The Services re-planned, snapshot at the 'keys' step; `next` indexes the next chunk. */
+  keys: string[];
+  next: number;
+  result: SyncResult;
+  slices: number;
+  busyMs: number;
+  longestSliceMs: number;
+}
+
+function emptyResult(): SyncResult {
+  return { ok: true, servicesWritten: 0, servicesDeleted: 0, backendsWritten: 0, backendsDeleted: 0, auxWritten: 0, auxDeleted: 0, frontends: 0, backends: 0, skipped: [], drift: [] };
+}
+
+/** Adds one step's result to a resync's totals (counts summed; the kernel's sizes and the limits are the step's). */
+function addResult(total: SyncResult, r: SyncResult): void {
+  total.servicesWritten += r.servicesWritten;
+  total.servicesDeleted += r.servicesDeleted;
+  total.backendsWritten += r.backendsWritten;
+  total.backendsDeleted += r.backendsDeleted;
+  total.auxWritten += r.auxWritten;
+  total.auxDeleted += r.auxDeleted;
+  total.frontends = r.frontends;
+  total.backends = r.backends;
+  if (r.skipped.length) total.skipped.push(...r.skipped);
+  if (r.drift.length) total.drift.push(...r.drift);
+  if (r.readBackDecoded) total.readBackDecoded = true;
+  if (r.limits) total.limits = r.limits;
+  if (!r.ok) {
+    total.ok = false;
+    total.error = r.error;
+  }
 }
 
 /** One Service's UDP frontends ("addr|port") and the backends ("addr|port") of each, both scopes. */
@@ -94,6 +158,13 @@ export class SyncLoop {
   /** healthCheckNodePort and local endpoint count per Service that has one. */
   private readonly healthChecks = new Map<string, ServiceHealthCheck>();
   private readonly now: () => number;
+  /** A full sync has succeeded: later ones run sliced. */
+  private fullDone = false;
+  /** The sliced resync under way, and its next slice's immediate. */
+  private resync: Resync | undefined;
+  private sliceImmediate: NodeJS.Immediate | undefined;
+  /** When the pending sync (cancelPending) is due. */
+  private pendingAt = 0;
 
   constructor(
     private readonly src: ClusterSource,
@@ -105,7 +176,7 @@ export class SyncLoop {
 
   /** Runs the first full sync (the caches must be synced) and starts the periodic one. */
   start(): SyncReport {
-    const report = this.runSync('initial');
+    const report = this.syncNow('initial');
     this.periodic = setInterval(() => {
       this.needFull = true;
       this.readBackDue = true;
@@ -119,6 +190,7 @@ export class SyncLoop {
     this.stopped = true;
     this.cancelPending?.();
     clearInterval(this.periodic);
+    if (this.sliceImmediate) clearImmediate(this.sliceImmediate);
   }
 
   /** A Service (or its slices) changed; "" or a node change means everything may have. */
@@ -136,6 +208,7 @@ export class SyncLoop {
       this.cancelPending = undefined;
       this.runSync(trigger);
     };
+    this.pendingAt = this.now() + delayMs;
     if (delayMs > 0) {
       const t = setTimeout(run, delayMs);
       this.cancelPending = () => clearTimeout(t);
@@ -226,11 +299,23 @@ export class SyncLoop {
     staged.set(service, now);
   }
 
-  private runSync(trigger: SyncReport['trigger']): SyncReport {
+  /**
+   * A sync as the schedule asks: a full one after the first starts a sliced
+   * resync (if none runs; one asked for meanwhile follows it); changed
+   * Services are synced now, incrementally while a resync runs.
+   */
+  private runSync(trigger: SyncReport['trigger']): SyncReport | undefined {
+    if (this.needFull && this.fullDone && !this.resync) this.startResync(trigger);
+    if (!this.resync) return this.syncNow(trigger);
+    if (this.dirty.size === 0) return undefined;
+    return this.syncNow(trigger === 'retry' ? 'retry' : 'event');
+  }
+
+  private syncNow(trigger: SyncReport['trigger']): SyncReport {
     if (this.running) throw new Error('sync re-entered');
     this.running = true;
     const started = this.now();
-    const full = this.needFull;
+    const full = this.needFull && !this.resync;
     const readBack = full && this.readBackDue;
     if (readBack) this.readBackDue = false;
     // On a full sync, keys touched by events but no longer present still need their frontends removed.
@@ -240,7 +325,7 @@ export class SyncLoop {
     const changeAt = this.oldestChangeAt;
     this.dirty.clear();
     this.oldestChangeAt = undefined;
-    this.needFull = false;
+    if (full) this.needFull = false;
     // Each Service is planned when the reconciler asks for it (before its own
     // frontends are diffed, so the UDP view below still reads their revNatIds).
     const udpLeft: Array<{ addr: string; port: number; revNatId: number }> = [];
@@ -265,11 +350,8 @@ export class SyncLoop {
         if (node) result.drift.push(...node);
       }
       if (result.ok) {
-        for (const [service, view] of udpViews) {
-          if (view) this.udpBackends.set(service, view);
-          else this.udpBackends.delete(service);
-        }
-        if (udpLeft.length) this.guard('UDP socket termination', () => this.opts.onUdpBackendsRemoved?.(udpLeft));
+        this.commitUdp(udpViews, udpLeft);
+        if (full) this.fullDone = true;
       }
     } catch (err) {
       // Whatever threw (a plan, a hook), the loop lives on: this sync failed and is retried.
@@ -291,6 +373,160 @@ export class SyncLoop {
     return report;
   }
 
+  /** After a successful sync: its UDP views recorded, the clients of backends that left told. */
+  private commitUdp(udpViews: Map<string, UdpView | null>, udpLeft: Array<{ addr: string; port: number; revNatId: number }>): void {
+    for (const [service, view] of udpViews) {
+      if (view) this.udpBackends.set(service, view);
+      else this.udpBackends.delete(service);
+    }
+    if (udpLeft.length) this.guard('UDP socket termination', () => this.opts.onUdpBackendsRemoved?.(udpLeft));
+  }
+
+  // ------------------------------------------------------------------ sliced resync
+
+  private startResync(trigger: SyncReport['trigger']): void {
+    const readBack = this.readBackDue;
+    this.readBackDue = false;
+    this.needFull = false;
+    const steps = readBack ? [...READ_BACK_MAPS, 'node'] : [];
+    steps.push('keys', 'chunks', 'sweep');
+    this.resync = { trigger, started: this.now(), steps, keys: [], next: 0, result: emptyResult(), slices: 0, busyMs: 0, longestSliceMs: 0 };
+    if (readBack) this.resync.result.readBackMs = 0;
+    this.scheduleSlice();
+  }
+
+  private scheduleSlice(): void {
+    if (this.stopped) return;
+    this.sliceImmediate = setImmediate(() => {
+      this.sliceImmediate = undefined;
+      this.runSlice();
+    });
+  }
+
+  /** One slice of the resync; a sync of changed Services that is due runs first. */
+  private runSlice(): void {
+    const rs = this.resync;
+    if (!rs || this.stopped) return;
+    if (this.cancelPending && this.dirty.size > 0 && this.pendingAt <= this.now()) {
+      this.cancelPending();
+      this.cancelPending = undefined;
+      this.runSync('event');
+    }
+    if (this.running) throw new Error('sync re-entered');
+    this.running = true;
+    const t0 = this.now();
+    const step = rs.steps[0];
+    let failed: SyncResult | undefined;
+    try {
+      failed = this.resyncStep(rs, step);
+    } catch (err) {
+      failed = thrownSyncResult(err, this.lastCounts);
+    }
+    const ms = this.now() - t0;
+    this.running = false;
+    rs.slices++;
+    rs.busyMs += ms;
+    if (ms > rs.longestSliceMs) rs.longestSliceMs = ms;
+    if (rs.result.readBackMs !== undefined && step !== 'keys' && step !== 'chunks' && step !== 'sweep') rs.result.readBackMs += ms;
+    if (failed || rs.steps.length === 0) this.finishResync(rs, failed);
+    else this.scheduleSlice();
+  }
+
+  /** Runs the resync's first step (or one chunk of it), dropping it once done; a failed step's result. */
+  private resyncStep(rs: Resync, step: string): SyncResult | undefined {
+    if (READ_BACK_MAPS.includes(step)) {
+      const r = this.reconciler.readBackMatches(step);
+      if (r === 'drift') rs.steps.splice(0, rs.steps.indexOf('node'), 'repair');
+      else if (r === 'unreadable') rs.steps.splice(0, rs.steps.indexOf('node'));
+      else rs.steps.shift();
+      return undefined;
+    }
+    switch (step) {
+      case 'repair': {
+        rs.steps.shift();
+        const r = this.reconciler.repairDrift();
+        addResult(rs.result, r);
+        return r.ok ? undefined : r;
+      }
+      case 'node': {
+        rs.steps.shift();
+        if (this.opts.repairNodeDrift) {
+          const node = this.guard('node map drift repair', () => this.opts.repairNodeDrift!());
+          if (node) rs.result.drift.push(...node);
+        }
+        return undefined;
+      }
+      case 'keys': {
+        // Every Service of the cluster, and every one the desired state still holds (gone without its event reaching a sync).
+        rs.steps.shift();
+        const keys = new Set(this.src.serviceKeys());
+        for (const k of this.reconciler.desiredServices()) keys.add(k);
+        rs.keys = [...keys].sort();
+        return undefined;
+      }
+      case 'chunks': {
+        const n = Math.max(1, this.opts.resyncChunk ?? RESYNC_CHUNK);
+        const chunk = rs.keys.slice(rs.next, rs.next + n);
+        rs.next += n;
+        if (rs.next >= rs.keys.length) rs.steps.shift();
+        if (chunk.length === 0) return undefined;
+        const udpLeft: Array<{ addr: string; port: number; revNatId: number }> = [];
+        const udpViews = new Map<string, UdpView | null>();
+        const ctx: PlanContext = { ...this.opts.plan, nodeName: this.opts.nodeName, node: this.src.node() };
+        const r = this.reconciler.sync(
+          {
+            keys: () => chunk,
+            get: (k) => {
+              const frontends = this.planFor(k, ctx);
+              this.udpBackendsLeaving(k, frontends, udpLeft, udpViews);
+              return frontends;
+            },
+          },
+          { full: false },
+        );
+        addResult(rs.result, r);
+        if (!r.ok) return r;
+        this.commitUdp(udpViews, udpLeft);
+        return undefined;
+      }
+      case 'sweep': {
+        rs.steps.shift();
+        const r = this.reconciler.sync({ keys: () => [], get: () => undefined }, { full: false, sweep: true });
+        addResult(rs.result, r);
+        return r.ok ? undefined : r;
+      }
+    }
+    throw new Error(`unknown resync step ${step}`);
+  }
+
+  private finishResync(rs: Resync, failed: SyncResult | undefined): void {
+    this.resync = undefined;
+    let result = rs.result;
+    if (failed) {
+      // The totals so far, marked failed: what was written stays written.
+      result = { ...rs.result, ok: false, error: failed.error };
+      if (rs.steps.some((s) => READ_BACK_MAPS.includes(s) || s === 'repair')) this.readBackDue = true; // the read-back did not finish
+    }
+    result.frontends = this.reconciler.frontendCount;
+    result.backends = this.reconciler.backendCount;
+    this.lastCounts = { frontends: result.frontends, backends: result.backends };
+    const finished = this.now();
+    this.lastSyncAt = finished;
+    const report: SyncReport = {
+      trigger: rs.trigger,
+      full: true,
+      services: rs.keys.length,
+      durationMs: finished - rs.started,
+      result,
+      slices: rs.slices,
+      busyMs: rs.busyMs,
+      longestSliceMs: rs.longestSliceMs,
+    };
+    this.afterSync(report, [], undefined);
+    // A full sync asked for while this one ran (a node change, the next period): now.
+    if (result.ok && this.needFull) this.schedule(0, this.readBackDue ? 'periodic' : 'event');
+  }
+
   private afterSync(report: SyncReport, keys: string[], changeAt: number | undefined): void {
     const { result } = report;
     const fields = {
@@ -307,6 +543,9 @@ export class SyncLoop {
       readBackDecoded: result.readBackDecoded,
       // Services refused or cut by a datapath limit (each logged when it started; kpr_services_over_limit).
       overLimit: result.limits?.length ? result.limits.length : undefined,
+      slices: report.slices,
+      busyMs: report.busyMs === undefined ? undefined : Number(report.busyMs.toFixed(3)),
+      longestSliceMs: report.longestSliceMs === undefined ? undefined : Number(report.longestSliceMs.toFixed(3)),
     };
     if (result.ok) {
       this.retryMs = RETRY_MIN_MS;

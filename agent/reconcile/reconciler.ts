@@ -39,6 +39,13 @@
  * Drift (entries changed behind the agent's back): a full sync with
  * `readBack` first compares the maps with the mirror (readBack) and, on a
  * difference, rebuilds the mirror from them, so the same sync repairs it.
+ *
+ * A sliced resync (the sync loop's periodic one) never clears the desired
+ * state: it checks the maps one at a time (readBackMatches, each map's dump
+ * and the mirror compared in one step), on a difference repairs in one step
+ * (repairDrift), re-plans the Services in chunks as incremental syncs, and
+ * ends with a `sweep` sync: what only a full sync did otherwise (frontends no
+ * Service claims removed, every orphan swept).
  */
 import type { BackendColumns, DatapathMaps } from '../maps/datapath-maps.js';
 import { Fingerprint, type RawDumpMaps } from './fingerprint.js';
@@ -117,8 +124,22 @@ export interface SyncOptions {
    * changed behind the agent's back) the mirror is rebuilt from the kernel's
    * contents, so the diff below writes back exactly what differs.
    */
-  readBack?: boolean;
+  readBack?: boolean | 'decoded';
+  /**
+   * Incremental syncs only: also do what only a full sync does besides
+   * re-diffing everything, from the desired state kept as it is (never
+   * cleared): frontends no Service claims (adopted, or inserted behind the
+   * agent's back) are removed and every orphan swept (pairs, ranges and names
+   * of revNatIds no frontend owns, addresses, backends no slot names). The
+   * last step of a sliced resync, whose chunks re-planned every Service.
+   * With `readBack: 'decoded'`: the maps are decoded and compared at once (a
+   * part was found to differ), and on drift every frontend is re-diffed.
+   */
+  sweep?: boolean;
 }
+
+/** The maps a sliced read-back compares one at a time (readBackMatches), in its order. */
+export const READ_BACK_MAPS: readonly string[] = [MAP_NAMES.svc, MAP_NAMES.backend, MAP_NAMES.vip, MAP_NAMES.svcMeta, MAP_NAMES.affinityMatch, MAP_NAMES.srcRange];
 
 /** How an entry of a map differs from what the agent last wrote. */
 export type DriftKind = 'missing' | 'changed' | 'extra';
@@ -518,6 +539,52 @@ export class Reconciler {
     return this.kSets.get(entrySetId(frontendId({ addr: address, port, proto }), SCOPE.EXTERNAL))?.master?.revNatId;
   }
 
+  /** The Services the desired state holds frontends for (a sliced resync re-plans them with the cluster's). */
+  desiredServices(): IterableIterator<string> {
+    return this.desired.keys();
+  }
+
+  /**
+   * One step of a sliced read-back: whether kernel map `map` (one of
+   * READ_BACK_MAPS) holds exactly what the mirror says, its dump and the
+   * mirror compared in this one synchronous call (so syncs between two calls
+   * cannot make a false difference). kpr_svc and kpr_backend are compared by
+   * fingerprint of their raw dumps when the maps can dump raw, the others
+   * decoded. 'unreadable': the dump failed (logged; nothing changes, the next
+   * period reads again). With a stale mirror (re-read by the next sync anyway): 'match'.
+   */
+  readBackMatches(map: string): 'match' | 'drift' | 'unreadable' {
+    if (this.stale) return 'match';
+    const m = this.maps;
+    try {
+      if (hasRawDumps(m) && map === MAP_NAMES.svc) return this.svcMapMatches(m) ? 'match' : 'drift';
+      if (hasRawDumps(m) && map === MAP_NAMES.backend) return this.backendMapMatches(m) ? 'match' : 'drift';
+      const k: KernelContents = { services: [], backends: [], vips: [], affs: [], metas: [], ranges: [] };
+      if (map === MAP_NAMES.svc) k.services = m.dumpServices();
+      else if (map === MAP_NAMES.backend) k.backends = m.dumpBackends();
+      else if (map === MAP_NAMES.vip) k.vips = m.dumpVips();
+      else if (map === MAP_NAMES.svcMeta) k.metas = m.dumpSvcMeta();
+      else if (map === MAP_NAMES.affinityMatch) k.affs = m.dumpAffinityMatches();
+      else if (map === MAP_NAMES.srcRange) k.ranges = m.dumpSrcRanges();
+      else throw new Error(`not a map the reconciler owns: ${map}`);
+      return this.compareWithKernel(k, true, map).length === 0 ? 'match' : 'drift';
+    } catch (err) {
+      this.logger.warn('cannot read the maps back for drift repair', { map, error: err instanceof Error ? err.message : String(err) });
+      return 'unreadable';
+    }
+  }
+
+  /**
+   * The rare path of a sliced read-back (readBackMatches found a map
+   * differing), in one step: every map dumped, decoded and compared with the
+   * mirror (result.drift); on drift the mirror is rebuilt from the dumps and
+   * every frontend re-diffed from the desired state (not re-planned), with
+   * the sweep of a `sweep` sync, writing the difference in the usual safe order.
+   */
+  repairDrift(): SyncResult {
+    return this.sync(NO_PLANS, { full: false, sweep: true, readBack: 'decoded' });
+  }
+
   /**
    * Rebuilds the in-memory state from the maps (pinned by a previous run),
    * without writing anything. The next full sync then diffs against what the
@@ -613,7 +680,8 @@ export class Reconciler {
       drift: [],
     };
     // ---- 0. drift: what the kernel holds against what this agent last wrote
-    if (opts.full && opts.readBack && !this.stale) this.readBack(result);
+    const sweep = opts.full || opts.sweep === true;
+    if (sweep && opts.readBack && !this.stale) this.readBack(result, opts.readBack === 'decoded');
     // ---- 1. update the desired state; collect the frontends it concerns
     const affected = new Set<string>(this.dirty);
     // Keys are strings: sort()'s default order (UTF-16 code units) is the key order, with no comparator call per comparison.
@@ -625,6 +693,14 @@ export class Reconciler {
       this.claimants.clear();
       this.clusterAddrs.clear();
       this.assertedByAddr.clear();
+      this.adoptedUnclaimed.clear();
+      this.haveFullDesired = true;
+    } else if (sweep) {
+      // The desired state stays: only what no Service claims goes, and after
+      // a repaired drift (the mirror rebuilt from the kernel) everything is re-diffed.
+      const all = result.drift.length > 0;
+      for (const s of this.kSets.values()) if (all || !this.claimants.has(s.fk)) affected.add(s.fk);
+      if (all) for (const fk of this.claimants.keys()) affected.add(fk);
       this.adoptedUnclaimed.clear();
       this.haveFullDesired = true;
     }
@@ -669,6 +745,7 @@ export class Reconciler {
         }
         for (const fk of this.dirty) affected.add(fk); // the reload may have marked more
         if (opts.full) for (const s of this.kSets.values()) affected.add(s.fk);
+        else if (sweep) for (const s of this.kSets.values()) if (!this.claimants.has(s.fk)) affected.add(s.fk);
       }
 
       // ---- 2. diff each remaining concerned frontend against the mirror, updating the mirror
@@ -690,7 +767,7 @@ export class Reconciler {
       }
 
       // ---- 3. what nothing accounts for any more
-      this.sweepOrphans(w, touchedVips, opts.full);
+      this.sweepOrphans(w, touchedVips, sweep);
       for (const addr of touchedVips) {
         const wanted = (this.vipRefs.get(addr) ?? 0) > 0;
         const have = this.kVips.get(addr);
@@ -737,7 +814,7 @@ export class Reconciler {
     for (const id of w.releaseRevNat) this.revNatIds.release(id);
     for (const id of w.releaseBackendIds) this.backendIds.release(id);
     this.dirty.clear();
-    if (opts.full) {
+    if (sweep) {
       // A Service gone without its key reaching a sync is no longer over any limit.
       for (const service of this.refused.keys()) if (!this.desired.has(service)) this.refused.delete(service);
       for (const service of this.truncated.keys()) if (!this.desired.has(service)) this.truncated.delete(service);
@@ -1470,12 +1547,12 @@ export class Reconciler {
    * order. A dump that fails leaves the mirror as it was (logged; the sync
    * goes on, the next period reads again).
    */
-  private readBack(result: SyncResult): void {
+  private readBack(result: SyncResult, decoded = false): void {
     const started = performance.now();
     let kernel: KernelContents;
     try {
       // The common case, no drift, decodes nothing of the two large maps.
-      if (hasRawDumps(this.maps) && this.largeMapsMatch(this.maps) && this.smallMapsMatch()) {
+      if (!decoded && hasRawDumps(this.maps) && this.largeMapsMatch(this.maps) && this.smallMapsMatch()) {
         result.readBackMs = performance.now() - started;
         return;
       }
@@ -1499,10 +1576,19 @@ export class Reconciler {
 
   /** Whether kpr_svc and kpr_backend hold exactly the mirror's entries, by fingerprint of the raw records. */
   private largeMapsMatch(m: RawDumpMaps): boolean {
+    return this.svcMapMatches(m) && this.backendMapMatches(m);
+  }
+
+  /** Whether kpr_svc holds exactly the mirror's entries, by fingerprint of the raw records. */
+  private svcMapMatches(m: RawDumpMaps): boolean {
     const svc = m.dumpServicesRaw();
     const kernelSvc = new Fingerprint();
     kernelSvc.addBatch(svc.count, svc.keys, SVC_KEY.size, svc.values, SVC_VAL.size, svc.valueStride);
-    if (!kernelSvc.equals(this.svcFingerprint())) return false;
+    return kernelSvc.equals(this.svcFingerprint());
+  }
+
+  /** Whether kpr_backend holds exactly the mirror's rows, by fingerprint of the raw records. */
+  private backendMapMatches(m: RawDumpMaps): boolean {
     const be = m.dumpBackendsRaw();
     const kernelBe = new Fingerprint();
     kernelBe.addBatch(be.count, be.keys, BACKEND_ID_SIZE, be.values, BACKEND.size, be.valueStride);
@@ -1585,8 +1671,10 @@ export class Reconciler {
   }
 
   /** What the kernel holds differently from the mirror, by map and kind (nothing listed when nothing differs). */
-  private compareWithKernel(k: KernelContents, large = true): DriftCount[] {
+  private compareWithKernel(k: KernelContents, large = true, only?: string): DriftCount[] {
     const out: DriftCount[] = [];
+    /** Whether map `name` is compared. */
+    const has = (name: string) => only === undefined || only === name;
     const add = (map: string, missing: number, changed: number, extra: number) => {
       if (missing > 0) out.push({ map, kind: 'missing', entries: missing });
       if (changed > 0) out.push({ map, kind: 'changed', entries: changed });
@@ -1596,7 +1684,7 @@ export class Reconciler {
     let present = 0;
     let changed = 0;
     let extra = 0;
-    if (large) {
+    if (large && has(MAP_NAMES.svc)) {
       // kpr_svc: masters and slots, per entry set.
       let mirrored = 0;
       for (const f of this.kSets.values()) mirrored += (f.master ? 1 : 0) + f.slotCount;
@@ -1621,7 +1709,8 @@ export class Reconciler {
         }
       }
       add(MAP_NAMES.svc, mirrored - present, changed, extra);
-
+    }
+    if (large && has(MAP_NAMES.backend)) {
       // kpr_backend: rows by id.
       const rows = this.kBackends;
       present = changed = extra = 0;
@@ -1636,20 +1725,24 @@ export class Reconciler {
     }
 
     // kpr_vip, kpr_svc_meta: key → value.
-    present = changed = extra = 0;
-    for (const [addr, flags] of k.vips) {
-      const have = this.kVips.get(addr);
-      if (have === undefined) extra++;
-      else (present++, have === flags || changed++);
+    if (has(MAP_NAMES.vip)) {
+      present = changed = extra = 0;
+      for (const [addr, flags] of k.vips) {
+        const have = this.kVips.get(addr);
+        if (have === undefined) extra++;
+        else (present++, have === flags || changed++);
+      }
+      add(MAP_NAMES.vip, this.kVips.size - present, changed, extra);
     }
-    add(MAP_NAMES.vip, this.kVips.size - present, changed, extra);
-    present = changed = extra = 0;
-    for (const [rn, meta] of k.metas) {
-      const have = this.kMeta.get(rn);
-      if (have === undefined) extra++;
-      else (present++, sameMeta(have, meta) || changed++);
+    if (has(MAP_NAMES.svcMeta)) {
+      present = changed = extra = 0;
+      for (const [rn, meta] of k.metas) {
+        const have = this.kMeta.get(rn);
+        if (have === undefined) extra++;
+        else (present++, sameMeta(have, meta) || changed++);
+      }
+      add(MAP_NAMES.svcMeta, this.kMeta.size - present, changed, extra);
     }
-    add(MAP_NAMES.svcMeta, this.kMeta.size - present, changed, extra);
 
     // kpr_aff_match, kpr_src_range: sets of keys per revNatId.
     const keySets = <T>(map: string, mirror: Map<number, Set<T>>, kernel: Iterable<[number, T]>) => {
@@ -1663,8 +1756,8 @@ export class Reconciler {
       }
       add(map, total - found, 0, stray);
     };
-    keySets(MAP_NAMES.affinityMatch, this.kAff, k.affs.map((a): [number, number] => [a.revNatId, a.backendId]));
-    keySets(MAP_NAMES.srcRange, this.kRanges, k.ranges.map((r): [number, string] => [r.revNatId, r.cidr]));
+    if (has(MAP_NAMES.affinityMatch)) keySets(MAP_NAMES.affinityMatch, this.kAff, k.affs.map((a): [number, number] => [a.revNatId, a.backendId]));
+    if (has(MAP_NAMES.srcRange)) keySets(MAP_NAMES.srcRange, this.kRanges, k.ranges.map((r): [number, string] => [r.revNatId, r.cidr]));
     return out;
   }
 

@@ -1,0 +1,210 @@
+/**
+ * The periodic full resync (with its kernel read-back) in-process, and what
+ * an endpoint change made while it runs waits, for side-by-side comparisons
+ * of two builds (as bench/cold-sync.ts): real kernel maps with kpr's layouts
+ * and the batch writer thread, the bench scenario (10,000 Services × 10
+ * endpoints) behind the SyncLoop, no API server.
+ *
+ *   node dist/bench/resync.js                          # this build, 3 processes
+ *   node dist/bench/resync.js --base /path/to/other/dist --runs 3
+ *
+ * Each run (a fresh node process with the agent's flags) programs the
+ * scenario, then lets the loop's --sync-period timer (2 s) run RESYNCS
+ * resyncs while one Service's endpoint flips every 20 ms; a change's wait is
+ * from the moment its timer was due (where a watch event would sit in the
+ * socket while the loop is busy) to its event sync's report. After each
+ * full resync the child does what the agent does (agent.ts): one full GC and
+ * a malloc_trim (releaseMemory), timed apart. Needs root (CAP_BPF).
+ */
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { cachedScenario } from './cached-scenario.js';
+import { asUnderTest } from './priority.js';
+import { median, renderGrid, round } from './report.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const distRoot = path.resolve(here, '..');
+const RESYNCS = 3;
+const PERIOD_MS = 2000;
+const PACE_MS = 20;
+
+interface ChildResult {
+  resyncs: Array<{ durationMs: number; busyMs?: number; readBackMs?: number; slices?: number; longestSliceMs?: number; releaseMs: number }>;
+  /** Wait of each change whose due time fell inside a resync (start → end), ms. */
+  duringMs: number[];
+  /** Wait of the other changes. */
+  otherMs: number[];
+}
+
+async function child(root: string, services: number, endpoints: number): Promise<ChildResult> {
+  const load = <T>(rel: string): Promise<T> => import(pathToFileURL(path.join(root, rel)).href) as Promise<T>;
+  const sc = await load<typeof import('./scenario.js')>('bench/scenario.js');
+  const prune = await load<typeof import('../agent/k8s/prune.js')>('agent/k8s/prune.js');
+  const { SyncLoop } = await load<typeof import('../agent/sync-loop.js')>('agent/sync-loop.js');
+  const { Reconciler } = await load<typeof import('../agent/reconcile/reconciler.js')>('agent/reconcile/reconciler.js');
+  const { BpfDatapathMaps } = await load<typeof import('../agent/maps/bpf-datapath-maps.js')>('agent/maps/bpf-datapath-maps.js');
+  const { releaseMemory } = await load<typeof import('../agent/memory.js')>('agent/memory.js');
+  const native = await load<typeof import('../native/index.js')>('native/index.js');
+  const L = await load<typeof import('../agent/maps/layout.js')>('agent/maps/layout.js');
+  const source = cachedScenario(services, endpoints, prune);
+  const writer = native.BatchWriter.open(path.join(root, '..', 'build', native.BATCH_WRITER_LIBRARY));
+  const M = native.BPF_MAP_TYPE;
+  const set = {
+    svc: native.BpfMap.create(M.HASH, L.SVC_KEY.size, L.SVC_VAL.size, 262144, 'kpr_svc'),
+    backend: native.BpfMap.create(M.HASH, 4, L.BACKEND.size, 262144, 'kpr_backend'),
+    vip: native.BpfMap.create(M.HASH, L.VIP_KEY.size, L.VIP_VAL.size, 65536, 'kpr_vip'),
+    affinityMatch: native.BpfMap.create(M.HASH, L.AFFINITY_MATCH_KEY.size, 1, 65536, 'kpr_aff_match'),
+    svcMeta: native.BpfMap.create(M.HASH, 4, L.SVC_META.size, 65536, 'kpr_svc_meta'),
+    srcRange: native.BpfMap.create(M.HASH, L.SRC_RANGE_KEY.size, 1, 16, 'kpr_src_range'),
+  };
+  const quiet = { info() {}, warn() {}, error() {}, debug() {}, child: () => quiet };
+  const reconciler = new Reconciler(new BpfDatapathMaps({ ...set, writer }), quiet);
+  reconciler.adopt();
+  const target = [...source.serviceKeys()].sort()[0];
+  const slices = source.endpointSlicesByKey(target);
+  const original = slices[0];
+  const out: ChildResult = { resyncs: [], duringMs: [], otherMs: [] };
+  const windows: Array<[number, number]> = [];
+  const waits: Array<{ due: number; ms: number }> = [];
+  let dueAt: number | undefined;
+  let resolveDone: () => void = () => {};
+  const done = new Promise<void>((r) => (resolveDone = r));
+  const loop = new SyncLoop(source, reconciler, {
+    nodeName: sc.NODE_NAME,
+    syncPeriodMs: PERIOD_MS,
+    minSyncPeriodMs: 0,
+    log: quiet as never,
+    onSync: (r) => {
+      const now = performance.now();
+      if (r.trigger === 'event' && dueAt !== undefined) {
+        waits.push({ due: dueAt, ms: now - dueAt });
+        dueAt = undefined;
+      }
+      if (r.full && r.trigger !== 'initial') {
+        windows.push([now - r.durationMs, now]);
+        const released = releaseMemory();
+        out.resyncs.push({ durationMs: r.durationMs, busyMs: r.busyMs, readBackMs: r.result.readBackMs, slices: r.slices, longestSliceMs: r.longestSliceMs, releaseMs: released.ms });
+        if (out.resyncs.length >= RESYNCS) resolveDone();
+      }
+    },
+  });
+  try {
+    const first = loop.start();
+    if (!first.result.ok) throw new Error(first.result.error);
+    releaseMemory();
+    let flip = false;
+    let next = performance.now() + PACE_MS;
+    let stopped = false;
+    const tick = () => {
+      if (stopped) return;
+      if (dueAt === undefined) {
+        flip = !flip;
+        const eps = original.endpoints ?? [];
+        slices[0] = { ...original, endpoints: flip ? eps.map((e, i) => (i === 0 ? { ...e, conditions: { ...e.conditions, ready: false } } : e)) : eps };
+        dueAt = next; // the change was due then; the loop may have been busy since
+        loop.serviceChanged(target);
+      }
+      next += PACE_MS;
+      setTimeout(tick, Math.max(0, next - performance.now()));
+    };
+    setTimeout(tick, PACE_MS);
+    await done;
+    stopped = true;
+  } finally {
+    loop.stop();
+    writer.close();
+    for (const m of Object.values(set)) m.close();
+  }
+  for (const w of waits) (windows.some(([a, b]) => w.due >= a && w.due <= b) ? out.duringMs : out.otherMs).push(w.ms);
+  return out;
+}
+
+function runChild(root: string, services: number, endpoints: number): Promise<ChildResult> {
+  const args = ['--expose-gc', '--max-semi-space-size=2', path.join(here, 'resync.js'), '--child', '--dist', root, '--services', String(services), '--endpoints', String(endpoints)];
+  return new Promise((resolve, reject) => {
+    const c = asUnderTest(spawn(process.execPath, args, { env: { ...process.env, MALLOC_ARENA_MAX: '1' }, stdio: ['ignore', 'pipe', 'pipe'] }));
+    let so = '';
+    let se = '';
+    c.stdout.setEncoding('utf8').on('data', (d: string) => (so += d));
+    c.stderr.setEncoding('utf8').on('data', (d: string) => (se += d));
+    const timer = setTimeout(() => c.kill('SIGKILL'), 180_000);
+    c.on('close', (code) => {
+      clearTimeout(timer);
+      if (code !== 0) return reject(new Error(`resync child (${root}) failed: ${se || so}`));
+      resolve(JSON.parse(so.trim().split('\n').pop()!) as ChildResult);
+    });
+  });
+}
+
+const pct = (xs: number[], p: number) => {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(p * s.length))];
+};
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      child: { type: 'boolean', default: false },
+      dist: { type: 'string', default: distRoot },
+      base: { type: 'string' },
+      runs: { type: 'string', default: '3' },
+      services: { type: 'string', default: '10000' },
+      endpoints: { type: 'string', default: '10' },
+    },
+  });
+  const services = Number(values.services);
+  const endpoints = Number(values.endpoints);
+  if (values.child) {
+    process.stdout.write(`${JSON.stringify(await child(path.resolve(values.dist!), services, endpoints))}\n`);
+    return;
+  }
+  void cachedScenario; // (the child builds it with the measured build's prune functions)
+  const arms: Array<[string, string]> = [['this build', distRoot]];
+  if (values.base) arms.unshift(['base', path.resolve(values.base)]);
+  const all: Record<string, ChildResult[]> = {};
+  for (let i = 0; i < Number(values.runs); i++) {
+    for (const [arm, root] of arms) {
+      const r = await runChild(root, services, endpoints);
+      (all[arm] ??= []).push(r);
+      process.stderr.write(`[resync] ${arm} run ${i + 1}: resyncs ${r.resyncs.map((x) => round(x.durationMs, 1)).join(', ')} ms; changes during them waited max ${round(Math.max(0, ...r.duringMs), 1)} ms (n=${r.duringMs.length})\n`);
+    }
+  }
+  const summary = Object.fromEntries(
+    arms.map(([arm]) => {
+      const rs = all[arm].flatMap((r) => r.resyncs);
+      const during = all[arm].flatMap((r) => r.duringMs);
+      const other = all[arm].flatMap((r) => r.otherMs);
+      return [
+        arm,
+        {
+          resyncMs: round(median(rs.map((x) => x.durationMs)), 1),
+          busyMs: round(median(rs.map((x) => x.busyMs ?? x.durationMs)), 1),
+          readBackMs: round(median(rs.map((x) => x.readBackMs ?? 0)), 1),
+          longestBlockMs: round(median(rs.map((x) => x.longestSliceMs ?? x.durationMs)), 1),
+          slices: round(median(rs.map((x) => x.slices ?? 1)), 0),
+          releaseMs: round(median(rs.map((x) => x.releaseMs)), 1),
+          duringN: during.length,
+          duringP50Ms: round(pct(during, 0.5), 2),
+          duringMaxMs: round(Math.max(0, ...during), 2),
+          otherP99Ms: round(pct(other, 0.99), 2),
+          resyncs: rs.length,
+        },
+      ];
+    }),
+  );
+  const head = ['build', 'resync start → end (median)', 'its own work', 'read-back', 'slices', 'longest slice', 'full GC after', 'changes during a resync: n · p50 · max', 'other changes p99'];
+  const rows = arms.map(([arm]) => {
+    const s = summary[arm] as Record<string, number>;
+    return [arm, `${s.resyncMs} ms`, `${s.busyMs} ms`, `${s.readBackMs} ms`, String(s.slices), `${s.longestBlockMs} ms`, `${s.releaseMs} ms`, `${s.duringN} · ${s.duringP50Ms} · ${s.duringMaxMs} ms`, `${s.otherP99Ms} ms`];
+  });
+  process.stdout.write(`${renderGrid(`kpr periodic resync in-process (${services} Services × ${endpoints} endpoints, ${values.runs} processes × ${RESYNCS} resyncs per build)`, head, rows)}\n`);
+  process.stdout.write(`${JSON.stringify({ services, endpoints, summary }, null, 2)}\n`);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`resync bench: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});
