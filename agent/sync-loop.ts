@@ -304,6 +304,29 @@ export class SyncLoop {
    * resync (if none runs; one asked for meanwhile follows it); changed
    * Services are synced now, incrementally while a resync runs.
    */
+  /**
+   * The plan source of one sync pass over `keys`: each Service planned when
+   * the reconciler asks for it (its UDP view read first), and its creation
+   * time, by which same-class claims on one frontend are decided
+   * (agent/reconcile/ownership.ts) — the same in every kind of pass.
+   */
+  private planSource(
+    keys: string[],
+    ctx: PlanContext,
+    udpLeft: Array<{ addr: string; port: number; revNatId: number }>,
+    udpViews: Map<string, UdpView | null>,
+  ): PlanSource {
+    return {
+      keys: () => keys,
+      get: (k) => {
+        const frontends = this.planFor(k, ctx);
+        this.udpBackendsLeaving(k, frontends, udpLeft, udpViews);
+        return frontends;
+      },
+      created: (k) => creationMs(this.src.serviceByKey(k)),
+    };
+  }
+
   private runSync(trigger: SyncReport['trigger']): SyncReport | undefined {
     if (this.needFull && this.fullDone && !this.resync) this.startResync(trigger);
     if (!this.resync) return this.syncNow(trigger);
@@ -332,16 +355,7 @@ export class SyncLoop {
     const udpViews = new Map<string, UdpView | null>();
     // One context for the whole sync: the node cannot change while it runs.
     const ctx: PlanContext = { ...this.opts.plan, nodeName: this.opts.nodeName, node: this.src.node() };
-    const plans: PlanSource = {
-      keys: () => keys,
-      get: (k) => {
-        const frontends = this.planFor(k, ctx);
-        this.udpBackendsLeaving(k, frontends, udpLeft, udpViews);
-        return frontends;
-      },
-      // Same-class claims on one frontend: the oldest Service wins (agent/reconcile/ownership.ts).
-      created: (k) => creationMs(this.src.serviceByKey(k)),
-    };
+    const plans = this.planSource(keys, ctx, udpLeft, udpViews);
     let result: SyncResult;
     try {
       result = this.reconciler.sync(plans, { full, readBack });
@@ -473,17 +487,7 @@ export class SyncLoop {
         const udpLeft: Array<{ addr: string; port: number; revNatId: number }> = [];
         const udpViews = new Map<string, UdpView | null>();
         const ctx: PlanContext = { ...this.opts.plan, nodeName: this.opts.nodeName, node: this.src.node() };
-        const r = this.reconciler.sync(
-          {
-            keys: () => chunk,
-            get: (k) => {
-              const frontends = this.planFor(k, ctx);
-              this.udpBackendsLeaving(k, frontends, udpLeft, udpViews);
-              return frontends;
-            },
-          },
-          { full: false },
-        );
+        const r = this.reconciler.sync(this.planSource(chunk, ctx, udpLeft, udpViews), { full: false });
         addResult(rs.result, r);
         if (!r.ok) return r;
         this.commitUdp(udpViews, udpLeft);
@@ -491,7 +495,7 @@ export class SyncLoop {
       }
       case 'sweep': {
         rs.steps.shift();
-        const r = this.reconciler.sync({ keys: () => [], get: () => undefined }, { full: false, sweep: true });
+        const r = this.reconciler.sync({ keys: () => [], get: () => undefined, created: (k) => creationMs(this.src.serviceByKey(k)) }, { full: false, sweep: true });
         addResult(rs.result, r);
         return r.ok ? undefined : r;
       }

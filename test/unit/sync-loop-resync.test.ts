@@ -282,4 +282,31 @@ describe('sliced resync on the reconciler (in-memory maps)', () => {
     assert.equal([...maps.services.keys()].some((k) => k.includes('198.18.200.1')), false, 'the sweep removes it');
     assert.deepEqual(strictViolations(copyState(maps)), []);
   });
+  it('a same-class claim keeps its owner (the oldest Service) through every slice of a resync', async () => {
+    const c = new FakeCluster();
+    const ext = '198.19.9.9';
+    const add = (k: string, created: string, ip: string) => {
+      const svc = service(k, { clusterIP: k === 'a/aaa-young' ? vip(1) : vip(2), externalIPs: [ext], ports: [{ name: 'http', port: 80, protocol: 'TCP' }] });
+      svc.metadata!.creationTimestamp = new Date(created);
+      c.svcs.set(k, svc);
+      c.slices.set(k, [webSlice(k, [ip])]);
+    };
+    add('a/aaa-young', '2024-01-01T00:00:00Z', '198.18.1.1'); // the lower key, the younger Service
+    add('a/zzz-old', '2020-01-01T00:00:00Z', '198.18.2.2');
+    const { maps, loop, reports, until } = setup(c);
+    assert.equal(loop.start().result.ok, true);
+    assert.deepEqual(served(maps, ext), ['198.18.2.2:8080']);
+    const seen: Array<string[] | undefined> = [];
+    const sync = (loop as unknown as { reconciler: Reconciler }).reconciler;
+    const inner = sync.sync.bind(sync);
+    sync.sync = (plans, opts) => {
+      const r = inner(plans, opts);
+      seen.push(served(maps, ext));
+      return r;
+    };
+    await until('a resync', () => reports.some((r) => r.trigger === 'periodic'));
+    loop.stop();
+    assert.ok(seen.length >= 3, `${seen.length} passes: two chunks and the sweep`);
+    for (const v of seen) assert.deepEqual(v, ['198.18.2.2:8080']);
+  });
 });
