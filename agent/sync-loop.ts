@@ -117,6 +117,8 @@ function addResult(total: SyncResult, r: SyncResult): void {
   if (r.drift.length) total.drift.push(...r.drift);
   if (r.readBackDecoded) total.readBackDecoded = true;
   if (r.limits) total.limits = r.limits;
+  // Like the counts, what is in force after the last slice (kpr_frontend_conflicts is set from it).
+  if (r.conflicts) total.conflicts = r.conflicts;
   if (!r.ok) {
     total.ok = false;
     total.error = r.error;

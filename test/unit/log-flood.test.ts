@@ -65,9 +65,15 @@ function loop(cluster: FakeCluster, log: Logger, plan: ConstructorParameters<typ
     log,
     onSync: (r) => reports.push(r),
   });
+  // A full sync after the first runs in slices (agent/sync-loop.ts): wait for its report.
   const fullSync = async () => {
+    const before = reports.length;
     l.serviceChanged(null);
-    await new Promise((r) => setImmediate(r));
+    const deadline = Date.now() + 10_000;
+    while (!reports.slice(before).some((r) => r.full)) {
+      if (Date.now() > deadline) throw new Error('no full sync reported');
+      await new Promise((r) => setImmediate(r));
+    }
   };
   return { loop: l, reports, fullSync };
 }
