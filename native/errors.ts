@@ -16,12 +16,6 @@ export function errnoName(errno: number): string {
   return ERRNO_NAMES.get(errno) ?? `E${errno}`;
 }
 
-export function errnoNumber(name: string): number {
-  const n = (constants.errno as Record<string, number>)[name];
-  if (n === undefined) throw new RangeError(`unknown errno name ${name}`);
-  return n;
-}
-
 export interface KprBpfErrorInit {
   /** Operation, e.g. "map update", "object load", "link pin". */
   op: string;
@@ -61,12 +55,6 @@ export class KprBpfError extends Error {
     if (init.path !== undefined) this.path = init.path;
     if (init.processed !== undefined) this.processed = init.processed;
   }
-}
-
-/** Throws a KprBpfError for a libbpf int return that is negative (libbpf 1.x returns -errno). */
-export function check(ret: number, init: Omit<KprBpfErrorInit, 'errno'>): number {
-  if (ret < 0) throw new KprBpfError({ ...init, errno: -ret });
-  return ret;
 }
 
 export const EPERM_HINT =

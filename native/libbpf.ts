@@ -308,8 +308,3 @@ export function printFnPointerType(): unknown {
   }
   return printFnType;
 }
-
-/** errno as left by the last native call (read it right after the call). */
-export function lastErrno(): number {
-  return koffi.errno();
-}

@@ -16,7 +16,6 @@ export const NODE_BRIDGE_IP = '198.18.0.1';
 /** The bridge's IPv6 address; pods get addresses in the same /64 when given one. */
 export const NODE_BRIDGE_IP6 = '2001:db8:18::1';
 export const POD_HTTP_PORT = 8080;
-export const POD_UDP_PORT = 5353;
 
 export interface PodHandle {
   name: string;

@@ -15,8 +15,6 @@ import {
   decodeSvcKey,
   decodeSvcVal,
   encodeAddr,
-  encodeSvcKey,
-  encodeSvcVal,
   type Backend,
   type SvcKey,
   type SvcMeta,
@@ -137,21 +135,6 @@ export function tablesFromBatch(
     m[slot] = svc.values.readUInt32LE(i * SVC_VAL.size); // backend_id
   }
   return { masters, slots, backends, meta };
-}
-
-/** The same index from decoded entries (tests, and callers holding decoded maps). */
-export function tablesFromEntries(services: Array<[SvcKey, SvcVal]>, backends: Array<[number, Backend]>, meta: Array<[number, SvcMeta]> = []): ServiceTables {
-  const keys = Buffer.alloc(services.length * SVC_KEY.size);
-  const values = Buffer.alloc(services.length * SVC_VAL.size);
-  services.forEach(([k, v], i) => {
-    encodeSvcKey(k, keys, i * SVC_KEY.size);
-    encodeSvcVal(v, values, i * SVC_VAL.size);
-  });
-  return tablesFromBatch({ count: services.length, keys, values }, new Map(backends), new Map(meta));
-}
-
-export function joinServices(services: Array<[SvcKey, SvcVal]>, backends: Array<[number, Backend]>, meta: Array<[number, SvcMeta]> = []): ServiceView[] {
-  return joinTables(tablesFromEntries(services, backends, meta));
 }
 
 /** Each frontend with its names and its backends in slot order, sorted by address, port, protocol, scope. */

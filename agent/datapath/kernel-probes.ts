@@ -118,8 +118,3 @@ export function probeKernelFeatures(opts: ProbeOptions): ProbedFeatures {
   else if (opts.trialLoadSockTerm) results['bpf-sock-destroy'] = trialLoadSockTerm(path.join(path.dirname(opts.bpfObject), SOCK_TERM_OBJECT));
   return { features: new KernelFeatures(results, failing.features), unknownNames: [...disabled.unknown, ...failing.unknown] };
 }
-
-/** Whether the registry says a feature was disabled by the environment (so the loader must not try it). */
-export function disabledByEnv(feature: KernelFeature, env: NodeJS.ProcessEnv = process.env): boolean {
-  return parseFeatureList(env[DISABLE_ENV]).features.has(feature);
-}

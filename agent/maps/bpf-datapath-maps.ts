@@ -283,31 +283,14 @@ export class BpfDatapathMaps implements DatapathMaps {
     b[o + 23] = 0;
   };
 
-  /**
-   * `maps`: the object form. The positional (svc, backend) form is
-   * transitional, for callers not yet wired to the new maps (agent.ts, the
-   * e2e test): with it the vip/affinity-match/meta maps read as empty and
-   * writes to them are skipped.
-   */
-  constructor(maps: DatapathMapSet);
-  /** @deprecated pass a DatapathMapSet. */
-  constructor(svc: BpfMap, backend: BpfMap);
-  constructor(a: DatapathMapSet | BpfMap, b?: BpfMap) {
-    if (b !== undefined) {
-      this.svcMap = a as BpfMap;
-      this.backendMap = b;
-      this.vipMap = this.affMatchMap = this.svcMetaMap = this.srcRangeMap = null;
-      this.writer = null;
-    } else {
-      const m = a as DatapathMapSet;
-      this.svcMap = m.svc;
-      this.backendMap = m.backend;
-      this.vipMap = m.vip;
-      this.affMatchMap = m.affinityMatch;
-      this.svcMetaMap = m.svcMeta;
-      this.srcRangeMap = m.srcRange;
-      this.writer = m.writer ?? null;
-    }
+  constructor(m: DatapathMapSet) {
+    this.svcMap = m.svc;
+    this.backendMap = m.backend;
+    this.vipMap = m.vip;
+    this.affMatchMap = m.affinityMatch;
+    this.svcMetaMap = m.svcMeta;
+    this.srcRangeMap = m.srcRange;
+    this.writer = m.writer ?? null;
   }
 
   /** max_entries of the maps the reconciler fills (Infinity for a map this object was not given). */

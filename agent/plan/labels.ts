@@ -4,7 +4,5 @@
 export const LABEL_SERVICE_NAME = 'kubernetes.io/service-name';
 /** On a Service: another proxy implementation owns it; kube-proxy (and kpr) ignore it. */
 export const LABEL_SERVICE_PROXY_NAME = 'service.kubernetes.io/service-proxy-name';
-/** On an EndpointSlice: the Service is headless. */
-export const LABEL_HEADLESS = 'service.kubernetes.io/headless';
-/** On a Node: its zone, matched against the endpoints' zone hints (rule 20). */
+/** On a Node: its zone, matched against the endpoints' zone hints (rule 20 of docs/semantics.md). */
 export const LABEL_TOPOLOGY_ZONE = 'topology.kubernetes.io/zone';

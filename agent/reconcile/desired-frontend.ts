@@ -120,17 +120,12 @@ const TYPE_FE = {
   ExternalIP: FE_TYPE.EXTERNAL_IP,
 } as const;
 
-/** The SVC_FLAG bits of a planned frontend. */
-export function frontendFlags(f: PlanFrontend): number {
-  return flagsWithTimeout(f, f.affinityTimeoutSeconds);
-}
-
-/** frontendFlags of `f` with its affinity timeout replaced by `timeout`. */
+/** The SVC_FLAG bits of planned frontend `f` with affinity timeout `timeout` (0: none). */
 function flagsWithTimeout(f: PlanFrontend, timeout: number): number {
   let flags: number = TYPE_FLAG[f.type];
   if (timeout > 0) flags |= SVC_FLAG.AFFINITY;
   // externalTrafficPolicy=Local on an external frontend: the tc path keeps the
-  // client address and drops when no local endpoint is left (rule 25).
+  // client address: no SNAT to the node (rule 25 of docs/semantics.md).
   if (f.type !== 'ClusterIP' && f.trafficPolicy === 'Local') flags |= SVC_FLAG.LOCAL_ONLY;
   if (f.dropWhenEmpty) flags |= SVC_FLAG.LOCAL_ONLY;
   if (f.sourceRanges.length > 0) flags |= SVC_FLAG.SOURCE_RANGES;

@@ -59,7 +59,7 @@ enum kpr_svc_flags {
 	KPR_SVC_F_EXTERNAL_IP = 1 << 2,
 	KPR_SVC_F_LOAD_BALANCER = 1 << 3,
 	KPR_SVC_F_AFFINITY = 1 << 4,      /* backend_id of slot 0 holds the timeout */
-	KPR_SVC_F_LOCAL_ONLY = 1 << 5,    /* no backends means drop, not refuse */
+	KPR_SVC_F_LOCAL_ONLY = 1 << 5,    /* eTP=Local: tc keeps the client address (no SNAT) */
 	KPR_SVC_F_SOURCE_RANGES = 1 << 6, /* check kpr_src_range */
 };
 

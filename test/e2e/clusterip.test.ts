@@ -8,10 +8,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { BoxCluster, NODE_NAME, waitFor } from '../../sandbox/cluster.js';
-import { BpfMap, listInterfaces, withNetns } from '../../native/index.js';
-import { BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
-import { MAP_NAMES } from '../../agent/maps/layout.js';
-import { mapPinPath } from '../../agent/datapath/pins.js';
+import { listInterfaces, withNetns } from '../../native/index.js';
+import { withPinnedMaps } from '../support/pinned-maps.js';
 import { inNs, nsPath } from '../../sandbox/netns.js';
 import { cliBin } from '../support/paths.js';
 import { requireRoot } from '../support/preflight.js';
@@ -62,15 +60,7 @@ describe('ClusterIP end to end', { timeout: scaled(180_000) }, () => {
 
   /** What the kernel maps hold right now, read through the pins. */
   function kernelState() {
-    const svc = BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, MAP_NAMES.svc));
-    const be = BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, MAP_NAMES.backend));
-    try {
-      const maps = new BpfDatapathMaps(svc, be);
-      return { services: maps.dumpServices(), backends: maps.dumpBackends() };
-    } finally {
-      svc.close();
-      be.close();
-    }
+    return withPinnedMaps(box.sandbox.bpffsDir, (maps) => ({ services: maps.dumpServices(), backends: maps.dumpBackends() }));
   }
 
   function masterCount(addr: string, port: number): number | undefined {

@@ -11,10 +11,7 @@ import { readdirSync } from 'node:fs';
 import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { BoxCluster, NODE_NAME, waitFor, type AgentProcess } from '../../sandbox/cluster.js';
-import { BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
-import { MAP_NAMES } from '../../agent/maps/layout.js';
-import { mapPinPath } from '../../agent/datapath/pins.js';
-import { BpfMap } from '../../native/index.js';
+import { withPinnedMaps } from '../support/pinned-maps.js';
 import { requireRoot } from '../support/preflight.js';
 import { parseProm, valueOf } from '../metrics/prom-text.js';
 import { ep, service, slice } from '../unit/support/k8s-fixtures.js';
@@ -60,14 +57,7 @@ describe('a connection flood on the health and metrics ports', { timeout: scaled
   const sockets: net.Socket[] = [];
 
   function masterCount(): number | undefined {
-    const svc = BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, MAP_NAMES.svc));
-    const be = BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, MAP_NAMES.backend));
-    try {
-      return new BpfDatapathMaps(svc, be).dumpServices().find(([k]) => k.addr === '198.19.0.10' && k.port === 80 && k.slot === 0)?.[1].count;
-    } finally {
-      svc.close();
-      be.close();
-    }
+    return withPinnedMaps(box.sandbox.bpffsDir, (m) => m.dumpServices().find(([k]) => k.addr === '198.19.0.10' && k.port === 80 && k.slot === 0)?.[1].count);
   }
 
   before(async () => {

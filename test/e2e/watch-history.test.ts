@@ -11,10 +11,7 @@ import { scaled } from '../../sandbox/time-scale.js';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BoxCluster, NODE_NAME, waitFor } from '../../sandbox/cluster.js';
-import { BpfMap } from '../../native/index.js';
-import { BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
-import { MAP_NAMES } from '../../agent/maps/layout.js';
-import { mapPinPath } from '../../agent/datapath/pins.js';
+import { withPinnedMaps } from '../support/pinned-maps.js';
 import { parseProm, valueOf } from '../metrics/prom-text.js';
 import { requireRoot } from '../support/preflight.js';
 
@@ -54,14 +51,7 @@ describe('the API server comes back with another history', { timeout: scaled(180
 
   /** Backends of a Service's frontend (port 80) in the pinned kpr_svc map; undefined when not programmed. */
   function backendCount(addr: string): number | undefined {
-    const svc = BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, MAP_NAMES.svc));
-    const backend = BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, MAP_NAMES.backend));
-    try {
-      return new BpfDatapathMaps(svc, backend).dumpServices().find(([k]) => k.addr === addr && k.port === 80 && k.slot === 0)?.[1].count;
-    } finally {
-      svc.close();
-      backend.close();
-    }
+    return withPinnedMaps(box.sandbox.bpffsDir, (m) => m.dumpServices().find(([k]) => k.addr === addr && k.port === 80 && k.slot === 0)?.[1].count);
   }
 
   async function servedBy(vip: string): Promise<string[]> {

@@ -1,8 +1,7 @@
 /**
  * BpfDatapathMaps without a kernel: a recording stand-in for BpfMap checks
  * that the fast packing (cached and hand-parsed addresses) produces exactly
- * the bytes of the layout.ts codecs, that dumps decode what was written, and
- * that the transitional (svc, backend) constructor leaves the new maps alone.
+ * the bytes of the layout.ts codecs, and that dumps decode what was written.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -147,17 +146,5 @@ describe('BpfDatapathMaps', () => {
     d.deleteSvcMeta([7]);
     assert.deepEqual(m.svcMeta.deletes[0].keys, encodeBackendId(7));
     assert.equal(VIP_KEY.size, 16);
-  });
-
-  it('the transitional (svc, backend) form: new maps dump empty and writes to them are skipped', () => {
-    const svcMap = new FakeMap();
-    const beMap = new FakeMap();
-    const d = new BpfDatapathMaps(svcMap as unknown as BpfMap, beMap as unknown as BpfMap);
-    d.updateVips([['10.96.0.1', 1]]);
-    d.updateAffinityMatches([{ backendId: 1, revNatId: 1 }]);
-    d.updateSvcMeta([[1, { name: 'a/b', portName: '', type: 0 }]]);
-    assert.deepEqual([d.dumpVips(), d.dumpAffinityMatches(), d.dumpSvcMeta()], [[], [], []]);
-    d.updateServices(svc.slice(0, 1));
-    assert.equal(svcMap.updates.length, 1);
   });
 });
