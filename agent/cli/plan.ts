@@ -92,8 +92,8 @@ export function classify(manifests: readonly Manifest[], nodeName: string, skipp
         break;
       case 'EndpointSlice': {
         const s = withNs() as V1EndpointSlice;
-        if (!s.metadata?.labels?.[LABEL_SERVICE_NAME]) skip(`no ${LABEL_SERVICE_NAME} label: not keyed to a Service (rule 6)`);
-        else if (s.addressType === 'FQDN') skip('FQDN slices are not proxied (rule 5)');
+        if (!s.metadata?.labels?.[LABEL_SERVICE_NAME]) skip(`no ${LABEL_SERVICE_NAME} label: not keyed to a Service (rule 6 of docs/semantics.md)`);
+        else if (s.addressType === 'FQDN') skip('FQDN slices are not proxied (rule 5 of docs/semantics.md)');
         else if (s.addressType !== 'IPv4' && s.addressType !== 'IPv6') skip(`unknown addressType ${JSON.stringify(s.addressType ?? null)}`);
         else slices.push(s);
         break;

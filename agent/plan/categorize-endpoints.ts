@@ -1,17 +1,17 @@
 /**
  * Which endpoints of one Service port this node uses: kpr's counterpart of
  * kube-proxy's CategorizeEndpoints (pkg/proxy/topology.go @ 008b3652,
- * rules 19–22 of the semantics reference). Pure; no logging.
+ * rules 19–22 of docs/semantics.md). Pure; no logging.
  *
  * Topology acts only on the hints the EndpointSlice controller wrote
  * (hints.forZones, hints.forNodes): like kube-proxy, kpr never reads
- * spec.trafficDistribution or the topology-mode annotation itself (rule 20).
+ * spec.trafficDistribution or the topology-mode annotation itself (rule 20 of docs/semantics.md).
  * The PreferSameTrafficDistribution gate is taken as on, as in current
  * Kubernetes, so node hints are honoured.
  */
 import { compareEndpoints, type Endpoint } from './endpoint-slices.js';
 
-/** The traffic-policy view of a Service port (rule 9). */
+/** The traffic-policy view of a Service port (rule 9 of docs/semantics.md). */
 export interface EndpointUse {
   /** UsesClusterEndpoints(): !internalPolicyLocal || externally accessible. */
   usesCluster: boolean;
@@ -43,12 +43,12 @@ export interface CategorizedEndpoints {
   local: readonly Endpoint[] | null;
   /** Every endpoint some policy of this port may reach (the union of cluster and local). */
   allReachable: readonly Endpoint[];
-  /** False when traffic to this port must be refused (rule 23). */
+  /** False when traffic to this port must be refused (rule 23 of docs/semantics.md). */
   hasAny: boolean;
 }
 
 /**
- * topologyModeFromHints (rule 20): only ready endpoints count. PreferSameNode
+ * topologyModeFromHints (rule 20 of docs/semantics.md): only ready endpoints count. PreferSameNode
  * when every ready endpoint has a node hint and one names this node;
  * otherwise PreferSameZone when every ready endpoint has a zone hint and one
  * names this node's zone (a missing zone label never matches); otherwise none.
@@ -93,7 +93,7 @@ export function categorizeEndpoints(endpoints: readonly Endpoint[], use: Endpoin
   let mode: TopologyMode = '';
 
   if (use.usesCluster) {
-    // Rule 19/20: ready endpoints of this node's topology; if none anywhere,
+    // Rules 19, 20 of docs/semantics.md: ready endpoints of this node's topology; if none anywhere,
     // every serving+terminating endpoint, without topology.
     mode = topologyMode(endpoints, topo);
     cluster = mode === '' ? readyEndpoints(endpoints) : endpoints.filter((e) => e.ready && availableForTopology(e, mode, topo));
@@ -102,7 +102,7 @@ export function categorizeEndpoints(endpoints: readonly Endpoint[], use: Endpoin
   }
   if (!use.usesLocal) return { cluster, local, allReachable: cluster ?? [], hasAny };
 
-  // Rule 21: local ready endpoints, else local serving+terminating ones, never topology-filtered.
+  // Rule 21 of docs/semantics.md: local ready endpoints, else local serving+terminating ones, never topology-filtered.
   let localReady = false;
   let localTerminating = false;
   for (const e of endpoints) {
@@ -118,7 +118,7 @@ export function categorizeEndpoints(endpoints: readonly Endpoint[], use: Endpoin
   if (localReady) local = endpoints.filter((e) => e.isLocal && e.ready);
   else if (localUsesTerminating) local = endpoints.filter((e) => e.isLocal && servingTerminating(e));
 
-  // Rule 22: without topology or a terminating fallback, local ⊆ cluster.
+  // Rule 22 of docs/semantics.md: without topology or a terminating fallback, local ⊆ cluster.
   if (!use.usesCluster) return { cluster, local, allReachable: local ?? [], hasAny };
   if (mode === '' && !localUsesTerminating) return { cluster, local, allReachable: cluster ?? [], hasAny };
   return { cluster, local, allReachable: unionSorted(cluster ?? [], local ?? []), hasAny };

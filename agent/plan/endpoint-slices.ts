@@ -1,6 +1,6 @@
 /**
  * EndpointSlices → endpoints per Service port (kube-proxy's
- * endpointslicecache, rules 5, 6 and 11–17 of the semantics reference).
+ * endpointslicecache, rules 5, 6 and 11–17 of docs/semantics.md).
  * Pure. Bad pieces are skipped and reported; nothing throws.
  */
 import type { V1Endpoint, V1EndpointSlice } from '@kubernetes/client-node';
@@ -15,34 +15,34 @@ const MAX_ENDPOINT_REPORTS = 8;
 
 /** One endpoint of one Service port, with everything later milestones select on. */
 export interface Endpoint {
-  /** Normalised address (addresses[0] only, rule 12). */
+  /** Normalised address (addresses[0] only, rule 12 of docs/semantics.md). */
   address: string;
   /** Numeric order of the address within its family (see parseIP). */
   addressKey: number | string;
   /** The slice port's number (the resolved targetPort). */
   port: number;
-  /** conditions.ready == nil || ready (rule 13). */
+  /** conditions.ready == nil || ready (rule 13 of docs/semantics.md). */
   ready: boolean;
   /** conditions.serving == nil || serving. */
   serving: boolean;
   /** conditions.terminating != nil && terminating. */
   terminating: boolean;
-  /** endpoint.nodeName == this node's name (rule 14). */
+  /** endpoint.nodeName == this node's name (rule 14 of docs/semantics.md). */
   isLocal: boolean;
-  /** hints.forZones names; null when none (rule 15). */
+  /** hints.forZones names; null when none (rule 15 of docs/semantics.md). */
   zoneHints: string[] | null;
   /** hints.forNodes names; null when none. */
   nodeHints: string[] | null;
 }
 
-/** Key of a Service port for endpoint lookup: name and protocol, never number (rule 11). */
+/** Key of a Service port for endpoint lookup: name and protocol, never number (rule 11 of docs/semantics.md). */
 export function portId(name: string, protocol: string): string {
   return `${name}/${protocol}`;
 }
 
 /**
  * "namespace/serviceName" a slice belongs to, or null when it cannot be keyed
- * to a Service (rule 6: missing/empty label, namespace or name).
+ * to a Service (rule 6 of docs/semantics.md: missing/empty label, namespace or name).
  */
 export function sliceServiceKey(slice: V1EndpointSlice): string | null {
   const ns = slice.metadata?.namespace;
@@ -78,7 +78,7 @@ function firstAddress(ep: V1Endpoint | undefined): unknown {
   return Array.isArray(ep.addresses) ? ep.addresses[0] : undefined;
 }
 
-/** Groups slices by the Service they belong to; slices that cannot be keyed are dropped (rule 6). */
+/** Groups slices by the Service they belong to; slices that cannot be keyed are dropped (rule 6 of docs/semantics.md). */
 export function groupSlicesByService(slices: readonly V1EndpointSlice[]): Map<string, V1EndpointSlice[]> {
   const out = new Map<string, V1EndpointSlice[]>();
   for (const s of slices) {
@@ -142,9 +142,9 @@ function slicePorts(slice: V1EndpointSlice, skipped: SkippedObject[]): SlicePort
 /**
  * Merges the slices of one address family of one Service into endpoints per
  * Service port. Slices not labelled for `serviceKey` are ignored, as are FQDN
- * slices and slices of the other family (rule 5: IPv4 slices feed IPv4
+ * slices and slices of the other family (rule 5 of docs/semantics.md: IPv4 slices feed IPv4
  * frontends, IPv6 slices IPv6 ones). Duplicates of one address:port across slices are merged
- * with kube-proxy's newest rule (rule 16): a later copy replaces an earlier
+ * with kube-proxy's newest rule (rule 16 of docs/semantics.md): a later copy replaces an earlier
  * one unless it is terminating. Slices are walked in name order so the
  * outcome is deterministic.
  */
@@ -172,7 +172,7 @@ export function endpointsByServicePort(
 
   for (let si = 0; si < ordered.length; si++) {
     const slice = ordered[si];
-    // The same slice given twice (two manifests): used once. Its endpoints would merge anyway (rule 16); its reports would not.
+    // The same slice given twice (two manifests): used once. Its endpoints would merge anyway (rule 16 of docs/semantics.md); its reports would not.
     if (si > 0 && ordered[si - 1].metadata!.name === slice.metadata!.name) {
       skipped.push({ object: objectName(slice), reason: 'duplicate object: the first one is used' });
       continue;

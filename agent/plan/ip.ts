@@ -123,7 +123,7 @@ function addrBits(ip: ParsedIP): bigint {
   return BigInt(`0x${ip.key}`);
 }
 
-/** Parses "a.b.c.d/n" or "x::/n"; null when invalid. Surrounding whitespace is trimmed (rule 8). */
+/** Parses "a.b.c.d/n" or "x::/n"; null when invalid. Surrounding whitespace is trimmed (rule 8 of docs/semantics.md). */
 export function parseCIDR(s: unknown): ParsedCIDR | null {
   if (typeof s !== 'string') return null;
   const t = s.trim();

@@ -1,7 +1,7 @@
 /**
  * The addresses NodePorts listen on: this Node's InternalIP and ExternalIP
  * status addresses, filtered by the nodePortAddresses setting (kube-proxy's
- * --nodeport-addresses, rule 29): CIDRs, or "primary" for the Node's
+ * --nodeport-addresses, rule 29 of docs/semantics.md): CIDRs, or "primary" for the Node's
  * InternalIP(s). The default (no setting) is every node address. kpr has no
  * "--dst-type LOCAL" match on the socket path, so it needs the addresses
  * themselves; they come from the Node object, not from the host's interfaces.

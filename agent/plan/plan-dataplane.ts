@@ -1,6 +1,6 @@
 /**
  * planDataplane: the whole node's plan from every Service and EndpointSlice.
- * Groups slices by Service (rule 6), plans each Service, and sorts the
+ * Groups slices by Service (rule 6 of docs/semantics.md), plans each Service, and sorts the
  * result so the same input always prints the same plan.
  */
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';

@@ -7,7 +7,7 @@
  * categorized once (rules 19–22) and every address the port answers on gets
  * one frontend: the clusterIP with the internal policy's set; NodePorts (one
  * per node address), load-balancer VIPs and externalIPs with the external
- * policy's set (rules 8, 9, 25).
+ * policy's set (rules 8, 9, 25; every rule number is one of docs/semantics.md).
  */
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { categorizeEndpoints, type EndpointUse, type NodeTopology } from './categorize-endpoints.js';
@@ -31,7 +31,7 @@ export interface PlanContext {
   nodePortAddresses?: string[];
   /**
    * Apply loadBalancerSourceRanges to NodePort and externalIP frontends too.
-   * kube-proxy applies them to load-balancer VIPs only (rule 28).
+   * kube-proxy applies them to load-balancer VIPs only (rule 28 of docs/semantics.md).
    */
   sourceRangesForAllExternal?: boolean;
   /** --external-ip-cidrs: only externalIPs inside these CIDRs are programmed; unset or empty, all are (external-ips.ts). */
@@ -88,7 +88,7 @@ function planServiceUnchecked(service: V1Service, slices: readonly V1EndpointSli
     for (let pi = 0; pi < info.ports.length; pi++) {
       const sp = info.ports[pi];
       // A Service port without a same-named slice port has no endpoints: its
-      // frontends stay, with no backends, so the datapath refuses (rules 11, 23).
+      // frontends stay, with no backends, so the datapath refuses (rules 11, 23 of docs/semantics.md).
       const endpoints = eps.byPort.get(portId(sp.name, sp.protocol)) ?? NO_ENDPOINTS;
       const planned = portFrontends(info, fam, sp, endpoints, nodeAddrs, topo, ctx);
       for (let k = 0; k < planned.length; k++) {
@@ -122,7 +122,7 @@ function portFrontends(
   topo: NodeTopology,
   ctx: PlanContext,
 ): PlanFrontend[] {
-  // ExternallyAccessible() and the policy predicates, per port (rule 9).
+  // ExternallyAccessible() and the policy predicates, per port (rule 9 of docs/semantics.md).
   const externallyAccessible = sp.nodePort !== 0 || fam.loadBalancerIPs.length > 0 || fam.externalIPs.length > 0;
   const externalLocal = info.externalPolicyLocal && externallyAccessible;
   const use: EndpointUse = {
@@ -134,14 +134,14 @@ function portFrontends(
   const local = cat.hasAny ? toBackends(cat.local) : [];
 
   // ClusterIP: the internal policy's set. iTP=Local with no local endpoint
-  // but endpoints elsewhere is a DROP in kube-proxy (rule 24); a socket hook
+  // but endpoints elsewhere is a DROP in kube-proxy (rule 24 of docs/semantics.md); a socket hook
   // cannot drop a connect, so kpr refuses at once (docs/architecture.md).
   const out: PlanFrontend[] = [newFrontend(info, sp, 'ClusterIP', fam.clusterIP, sp.port, info.internalPolicyLocal ? local : cluster, info.internalPolicyLocal, [])];
   if (!externallyAccessible) return out;
 
   // External frontends: the external policy's set for traffic from outside.
   // With eTP=Local, in-node callers are short-circuited to the cluster set
-  // (rule 25), and outside traffic with no local endpoint is dropped.
+  // (rule 25 of docs/semantics.md), and outside traffic with no local endpoint is dropped.
   const external = externalLocal ? local : cluster;
   const internal = externalLocal && !sameBackends(cluster, external) ? cluster : undefined;
   const drop = externalLocal && cat.hasAny && external.length === 0;
@@ -187,7 +187,7 @@ function newFrontend(
   };
 }
 
-/** LocalReadyEndpoints (rule 31): distinct IPs of ready, local endpoints over every port. */
+/** LocalReadyEndpoints (rule 31 of docs/semantics.md): distinct IPs of ready, local endpoints over every port. */
 function localReadyEndpoints(byPort: Map<string, Endpoint[]>): number {
   const ips = new Set<string>();
   for (const list of byPort.values()) for (const e of list) if (e.ready && e.isLocal) ips.add(e.address);

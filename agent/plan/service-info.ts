@@ -1,6 +1,6 @@
 /**
  * Service → per-port service info (kube-proxy's servicechangetracker +
- * newBaseServiceInfo, rules 3, 4, 7, 8 and 10 of the semantics reference).
+ * newBaseServiceInfo, rules 3, 4, 7, 8 and 10 of docs/semantics.md).
  * kube-proxy runs one proxier per IP family; kpr plans both families at once,
  * so every family-dependent field is kept per family (FamilyInfo).
  * Pure: returns what it could read and, for every piece it could not use,
@@ -12,12 +12,12 @@ import { LABEL_SERVICE_PROXY_NAME } from './labels.js';
 import type { Protocol, SkippedObject } from './types.js';
 import { namespacedKey } from '../flat-key.js';
 
-/** v1.DefaultClientIPServiceAffinitySeconds (rule 10). */
+/** v1.DefaultClientIPServiceAffinitySeconds (rule 10 of docs/semantics.md). */
 export const DEFAULT_AFFINITY_SECONDS = 10800;
-/** MaxClientIPServiceAffinitySeconds of the API's validation (rule 10). */
+/** MaxClientIPServiceAffinitySeconds of the API's validation (rule 10 of docs/semantics.md). */
 export const MAX_AFFINITY_SECONDS = 86400;
 
-/** One Service port, API defaults applied (rule 7: keyed by name and protocol). */
+/** One Service port, API defaults applied (rule 7 of docs/semantics.md: keyed by name and protocol). */
 export interface ServicePortInfo {
   /** The port's name, "" when unnamed. */
   name: string;
@@ -27,7 +27,7 @@ export interface ServicePortInfo {
   nodePort: number;
 }
 
-/** The addresses of one IP family a Service answers on (rule 8: each filtered to the family). */
+/** The addresses of one IP family a Service answers on (rule 8 of docs/semantics.md: each filtered to the family). */
 export interface FamilyInfo {
   family: IPFamily;
   /** Canonical clusterIP of this family. */
@@ -49,16 +49,16 @@ export interface ServiceInfo {
   /** One entry per family with a clusterIP, in spec.ipFamilies order (primary first). */
   families: FamilyInfo[];
   ports: ServicePortInfo[];
-  /** internalTrafficPolicy == Local (rule 8). */
+  /** internalTrafficPolicy == Local (rule 8 of docs/semantics.md). */
   internalPolicyLocal: boolean;
   /**
    * externalTrafficPolicy == Local on a Service that is externally accessible
-   * by type (LoadBalancer, NodePort, or ClusterIP with externalIPs; rule 8).
+   * by type (LoadBalancer, NodePort, or ClusterIP with externalIPs; rule 8 of docs/semantics.md).
    */
   externalPolicyLocal: boolean;
-  /** stickyMaxAgeSeconds: 0 without ClientIP affinity (rule 8). */
+  /** stickyMaxAgeSeconds: 0 without ClientIP affinity (rule 8 of docs/semantics.md). */
   affinityTimeoutSeconds: number;
-  /** Set only for type LoadBalancer with eTP Local (NeedsHealthCheck, rule 8); 0 otherwise. */
+  /** Set only for type LoadBalancer with eTP Local (NeedsHealthCheck, rule 8 of docs/semantics.md); 0 otherwise. */
   healthCheckNodePort: number;
   /**
    * loadBalancerSourceRanges is set but cannot be read (not a list, or an
@@ -108,7 +108,7 @@ function nameSome(bad: readonly unknown[], total: number): string {
 }
 
 /**
- * The clusterIP of each family (GetClusterIPByFamily, rule 4): the clusterIPs
+ * The clusterIP of each family (GetClusterIPByFamily, rule 4 of docs/semantics.md): the clusterIPs
  * entry at the index of the family in ipFamilies; with no ipFamilies,
  * spec.clusterIP alone, in its own family. clusterIPs defaults to [clusterIP]
  * as the API server would fill it.
@@ -220,7 +220,7 @@ function portNumberField(raw: unknown, what: string, object: string, skipped: Sk
   return 0;
 }
 
-/** The ClientIP affinity timeout (rules 8, 10): default 10800 s, at most 86400 s. */
+/** The ClientIP affinity timeout (rules 8, 10 of docs/semantics.md): default 10800 s, at most 86400 s. */
 function affinityTimeout(spec: NonNullable<V1Service['spec']>, object: string, skipped: SkippedObject[]): number {
   if (spec.sessionAffinity !== 'ClientIP') return 0;
   const cfg = spec.sessionAffinityConfig as unknown;
@@ -251,7 +251,7 @@ function skipService(key: string, reason: string): ServiceInfoResult {
 function readPort(p: V1ServicePort | null | undefined, ports: ServicePortInfo[], object: string, skipped: SkippedObject[]): string | null {
   if (!p || typeof p !== 'object') return `invalid port entry ${quote(p)}`;
   const portName = typeof p.name === 'string' ? p.name : '';
-  const protoRaw = p.protocol || 'TCP'; // API default (rule 10)
+  const protoRaw = p.protocol || 'TCP'; // API default (rule 10 of docs/semantics.md)
   if (protoRaw === 'SCTP') return `SCTP is not supported by kpr yet (${portLabel(portName, p.port, protoRaw)})`;
   if (protoRaw !== 'TCP' && protoRaw !== 'UDP') return `unknown protocol ${quote(protoRaw)} (${portLabel(portName, p.port, protoRaw)})`;
   if (!Number.isInteger(p.port) || p.port < 1 || p.port > 65535) return `invalid port ${quote(p.port)} (${portLabel(portName, p.port, protoRaw)})`;
@@ -263,7 +263,7 @@ function readPort(p: V1ServicePort | null | undefined, ports: ServicePortInfo[],
   return null;
 }
 
-/** One family's addresses (rule 8); invalid entries are reported to `report` (the first family's pass only). */
+/** One family's addresses (rule 8 of docs/semantics.md); invalid entries are reported to `report` (the first family's pass only). */
 function familyInfo(
   family: IPFamily,
   clusterIP: string,
@@ -308,7 +308,7 @@ export function readServiceInfo(service: V1Service): ServiceInfoResult {
   const spec = service.spec;
   if (!spec) return skipService(key, 'missing spec');
 
-  const type = spec.type || 'ClusterIP'; // API default (rule 10)
+  const type = spec.type || 'ClusterIP'; // API default (rule 10 of docs/semantics.md)
   if (!KNOWN_TYPES.has(type)) return skipService(key, `unknown type ${quote(type)}`);
   if (type === 'ExternalName') return skipService(key, 'type ExternalName is not proxied');
   if (!spec.clusterIP || spec.clusterIP === 'None') return skipService(key, 'headless (no clusterIP) is not proxied');
@@ -328,7 +328,7 @@ export function readServiceInfo(service: V1Service): ServiceInfoResult {
   if (specPorts.length === 0) skipped.push({ object, reason: 'no ports' });
 
   const externalIPs = listOf(spec.externalIPs, 'externalIPs', object, skipped);
-  // VIP-mode ingress IPs only: hostname-only and ipMode Proxy ingresses get no rules (rule 8).
+  // VIP-mode ingress IPs only: hostname-only and ipMode Proxy ingresses get no rules (rule 8 of docs/semantics.md).
   const ingressRaw: unknown = service.status?.loadBalancer?.ingress;
   const ingress = Array.isArray(ingressRaw) ? (ingressRaw as Array<{ ip?: unknown; ipMode?: unknown } | null>) : NONE;
   const lbRaw = ingress.length === 0 ? NONE : ingress.filter((i) => i && typeof i.ip === 'string' && i.ip !== '' && (i.ipMode === undefined || i.ipMode === null || i.ipMode === 'VIP')).map((i) => i!.ip);

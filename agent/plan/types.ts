@@ -36,19 +36,21 @@ export interface PlanFrontend {
   /**
    * The set in-node callers (the socket hooks) use, only when it differs from
    * `backends`: an external frontend with externalTrafficPolicy Local sends
-   * node- and pod-originated traffic to the cluster endpoints (rule 25).
+   * node- and pod-originated traffic to the cluster endpoints (rule 25 of docs/semantics.md).
    */
   internalBackends?: PlanBackend[];
   /** The policy whose endpoint set `backends` is: internalTrafficPolicy for ClusterIP, externalTrafficPolicy otherwise. */
   trafficPolicy: TrafficPolicy;
   /** ClientIP session affinity timeout in seconds; 0 without affinity. */
   affinityTimeoutSeconds: number;
-  /** Client CIDRs allowed (rule 28); empty means everyone. */
+  /** Client CIDRs allowed (rule 28 of docs/semantics.md); empty means everyone. */
   sourceRanges: string[];
   /**
    * eTP=Local with endpoints elsewhere but none on this node: external
-   * traffic is dropped, not refused (rule 25; flag LOCAL_ONLY). Set only when
-   * true; not printed by `kpr plan`.
+   * traffic is dropped, not refused (rule 25 of docs/semantics.md). Set only
+   * when true; not printed by `kpr plan`. The tc path drops outside traffic
+   * to any frontend without backends, so in the maps this is only the
+   * LOCAL_ONLY flag every eTP=Local external frontend carries.
    */
   dropWhenEmpty?: true;
 }
@@ -67,7 +69,7 @@ export interface ServicePlan {
   skipped: SkippedObject[];
   /**
    * For the health-check servers: set only for a LoadBalancer Service with
-   * externalTrafficPolicy Local and a healthCheckNodePort (rule 8, 30).
+   * externalTrafficPolicy Local and a healthCheckNodePort (rules 8, 30 of docs/semantics.md).
    */
   healthCheck?: ServiceHealthCheck;
 }
@@ -75,7 +77,7 @@ export interface ServicePlan {
 export interface ServiceHealthCheck {
   nodePort: number;
   /**
-   * kube-proxy's LocalReadyEndpoints (rule 31): distinct IPs of the ready
+   * kube-proxy's LocalReadyEndpoints (rule 31 of docs/semantics.md): distinct IPs of the ready
    * endpoints on this node, over every port of the Service, counted in the
    * primary IP family (kube-proxy counts per family; a dual-stack pod is one
    * endpoint either way).

@@ -51,21 +51,21 @@ describe('kpr plan', () => {
       node: 'node-1',
       frontends: [
         fe('shop/api', 'http', 'ClusterIP', '10.96.0.20', 80, [be('10.0.2.1', 9090), be('10.0.2.2', 9090)]),
-        // eTP=Local: outside traffic to the local endpoint only, in-node callers to all (rule 25).
+        // eTP=Local: outside traffic to the local endpoint only, in-node callers to all (rule 25 of docs/semantics.md).
         {
           ...fe('shop/api', 'http', 'NodePort', '192.168.1.10', 30080, [be('10.0.2.1', 9090)], { trafficPolicy: 'Local' }),
           internalBackends: [be('10.0.2.1', 9090), be('10.0.2.2', 9090)],
         },
         fe('shop/lb', 'https', 'ClusterIP', '10.96.0.30', 443, [be('10.0.3.1', 8443)]),
-        // ipMode Proxy ingress skipped (rule 8); source ranges on the LB VIP (rule 28).
+        // ipMode Proxy ingress skipped (rule 8 of docs/semantics.md); source ranges on the LB VIP (rule 28 of docs/semantics.md).
         fe('shop/lb', 'https', 'LoadBalancer', '203.0.113.7', 443, [be('10.0.3.1', 8443)], { sourceRanges: ['198.51.100.0/24'] }),
-        // Ready endpoints only while there are some; affinity from the Service (rules 8, 19).
+        // Ready endpoints only while there are some; affinity from the Service (rules 8, 19 of docs/semantics.md).
         fe('shop/web', 'http', 'ClusterIP', '10.96.0.10', 80, [be('10.0.1.1', 8080), be('10.0.1.2', 8080)], { affinityTimeoutSeconds: 600 }),
       ],
       skipped: [
         { object: 'Node node-2', reason: 'another node (planning for "node-1")' },
         { object: 'ConfigMap shop/settings', reason: 'kind "ConfigMap" is not used by kpr plan' },
-        { object: 'EndpointSlice shop/orphan-abc', reason: 'no kubernetes.io/service-name label: not keyed to a Service (rule 6)' },
+        { object: 'EndpointSlice shop/orphan-abc', reason: 'no kubernetes.io/service-name label: not keyed to a Service (rule 6 of docs/semantics.md)' },
         { object: 'Service shop/db', reason: 'headless (no clusterIP) is not proxied' },
       ],
     });

@@ -1,6 +1,6 @@
 /**
  * categorizeEndpoints table test, modelled on kube-proxy's
- * TestCategorizeEndpoints (pkg/proxy/topology_test.go; rules 19–22).
+ * TestCategorizeEndpoints (pkg/proxy/topology_test.go; rules 19–22 of docs/semantics.md).
  * nil versus empty: null means the policy is not used at all (or, for local,
  * that no local endpoint is usable, as upstream); [] means cluster endpoints
  * are used and there is nothing to send to. Unless a case says otherwise the
@@ -20,7 +20,7 @@ const names = (l: readonly Endpoint[] | null) => (l === null ? null : l.map((x) 
 const zone = (z: string, o: Partial<Endpoint> = {}): Partial<Endpoint> => ({ zoneHints: [z], ...o });
 const node = (n: string, z: string, o: Partial<Endpoint> = {}): Partial<Endpoint> => ({ nodeHints: [n], zoneHints: [z], ...o });
 const ITP_LOCAL: EndpointUse = { usesCluster: false, usesLocal: true };
-/** eTP=Local on an externally accessible port (cluster endpoints still used for the short-circuit, rule 9). */
+/** eTP=Local on an externally accessible port (cluster endpoints still used for the short-circuit, rule 9 of docs/semantics.md). */
 const ETP_LOCAL: EndpointUse = { usesCluster: true, usesLocal: true };
 
 const cases: Array<{
@@ -43,7 +43,7 @@ const cases: Array<{
     hasAny: true,
   },
   {
-    name: 'Cluster policy, only a serving+terminating endpoint: it is the fallback (rule 19)',
+    name: 'Cluster policy, only a serving+terminating endpoint: it is the fallback (rule 19 of docs/semantics.md)',
     endpoints: [e('10.0.0.1', { ready: false, terminating: true })],
     cluster: ['10.0.0.1'],
     local: null,
@@ -68,7 +68,7 @@ const cases: Array<{
     allReachable: ['10.0.0.1', '10.0.0.2'],
     hasAny: true,
   },
-  // ---- topology (rule 20)
+  // ---- topology (rule 20 of docs/semantics.md)
   {
     name: 'zone hints: endpoints hinted for the node\'s zone only',
     endpoints: [e('10.1.2.3', zone('zone-a')), e('10.1.2.4', zone('zone-b')), e('10.1.2.5', zone('zone-c')), e('10.1.2.6', zone('zone-a'))],
@@ -169,7 +169,7 @@ const cases: Array<{
     allReachable: ['10.1.2.3'],
     hasAny: true,
   },
-  // ---- traffic policies and the terminating fallback (rules 19, 21)
+  // ---- traffic policies and the terminating fallback (rules 19, 21 of docs/semantics.md)
   {
     name: 'iTP: Local, eTP: Cluster (not externally accessible), some endpoints local',
     use: ITP_LOCAL,
@@ -225,7 +225,7 @@ const cases: Array<{
     hasAny: true,
   },
   {
-    name: 'not-serving terminating endpoints are never used (rule 19)',
+    name: 'not-serving terminating endpoints are never used (rule 19 of docs/semantics.md)',
     use: ETP_LOCAL,
     endpoints: [e('10.0.0.0', { isLocal: true, ready: false, serving: false, terminating: true })],
     cluster: [],

@@ -66,7 +66,7 @@ interface Case {
 
 const cases: Case[] = [
   {
-    name: 'NodePort: one frontend per node address of the family, eTP Cluster uses every ready endpoint (rules 8, 29)',
+    name: 'NodePort: one frontend per node address of the family, eTP Cluster uses every ready endpoint (rules 8, 29 of docs/semantics.md)',
     service: svc({ type: 'NodePort' }),
     slices: slices(local('10.0.0.1'), remote('10.0.0.2')),
     want: [
@@ -76,14 +76,14 @@ const cases: Case[] = [
     ],
   },
   {
-    name: 'nodePortAddresses "primary": only the InternalIP(s) (rule 29)',
+    name: 'nodePortAddresses "primary": only the InternalIP(s) (rule 29 of docs/semantics.md)',
     service: svc({ type: 'NodePort' }),
     slices: slices(remote('10.0.0.2')),
     ctx: { nodePortAddresses: ['primary'] },
     want: ['ClusterIP 10.96.0.10:80/TCP → [10.0.0.2:8080]', 'NodePort 192.168.1.10:30080/TCP → [10.0.0.2:8080]'],
   },
   {
-    name: 'nodePortAddresses CIDRs filter node addresses; an invalid one is reported (rule 29)',
+    name: 'nodePortAddresses CIDRs filter node addresses; an invalid one is reported (rule 29 of docs/semantics.md)',
     service: svc({ type: 'NodePort' }),
     slices: slices(remote('10.0.0.2')),
     ctx: { nodePortAddresses: ['203.0.113.0/24', 'bogus'] },
@@ -91,7 +91,7 @@ const cases: Case[] = [
     skipped: ['invalid CIDR "bogus"'],
   },
   {
-    name: 'eTP Local: external frontends use local endpoints; in-node callers are short-circuited to the cluster set (rules 9, 21, 25)',
+    name: 'eTP Local: external frontends use local endpoints; in-node callers are short-circuited to the cluster set (rules 9, 21, 25 of docs/semantics.md)',
     service: svc({ type: 'NodePort', externalTrafficPolicy: 'Local' }),
     slices: slices(local('10.0.0.1'), remote('10.0.0.2')),
     ctx: { nodePortAddresses: ['primary'] },
@@ -101,40 +101,40 @@ const cases: Case[] = [
     ],
   },
   {
-    name: 'eTP Local with no local endpoint but endpoints elsewhere: external traffic dropped, in-node callers still served (rule 25)',
+    name: 'eTP Local with no local endpoint but endpoints elsewhere: external traffic dropped, in-node callers still served (rule 25 of docs/semantics.md)',
     service: svc({ type: 'NodePort', externalTrafficPolicy: 'Local' }),
     slices: slices(remote('10.0.0.2')),
     ctx: { nodePortAddresses: ['primary'] },
     want: ['ClusterIP 10.96.0.10:80/TCP → [10.0.0.2:8080]', 'NodePort 192.168.1.10:30080/TCP → [] in-node [10.0.0.2:8080] drop'],
   },
   {
-    name: 'eTP Local with no endpoints anywhere: every frontend refuses, nothing dropped (rule 23)',
+    name: 'eTP Local with no endpoints anywhere: every frontend refuses, nothing dropped (rule 23 of docs/semantics.md)',
     service: svc({ type: 'NodePort', externalTrafficPolicy: 'Local' }),
     slices: slices(remote('10.0.0.2', { ready: false, serving: false })),
     ctx: { nodePortAddresses: ['primary'] },
     want: ['ClusterIP 10.96.0.10:80/TCP → []', 'NodePort 192.168.1.10:30080/TCP → []'],
   },
   {
-    name: 'iTP Local: the ClusterIP uses local endpoints only, external frontends (eTP Cluster) all (rules 9, 21)',
+    name: 'iTP Local: the ClusterIP uses local endpoints only, external frontends (eTP Cluster) all (rules 9, 21 of docs/semantics.md)',
     service: svc({ type: 'NodePort', internalTrafficPolicy: 'Local' }),
     slices: slices(local('10.0.0.1'), remote('10.0.0.2')),
     ctx: { nodePortAddresses: ['primary'] },
     want: ['ClusterIP 10.96.0.10:80/TCP → [10.0.0.1:8080]', 'NodePort 192.168.1.10:30080/TCP → [10.0.0.1:8080 10.0.0.2:8080]'],
   },
   {
-    name: 'iTP Local with no local endpoints but endpoints elsewhere: kube-proxy drops (rule 24), kpr refuses at once',
+    name: 'iTP Local with no local endpoints but endpoints elsewhere: kube-proxy drops (rule 24 of docs/semantics.md), kpr refuses at once',
     service: svc({ internalTrafficPolicy: 'Local', ports: [{ name: 'http', port: 80 }] }),
     slices: slices(remote('10.0.0.2')),
     want: ['ClusterIP 10.96.0.10:80/TCP → []'],
   },
   {
-    name: 'iTP Local: a local serving+terminating endpoint is the fallback, a remote ready one is not used (rule 21)',
+    name: 'iTP Local: a local serving+terminating endpoint is the fallback, a remote ready one is not used (rule 21 of docs/semantics.md)',
     service: svc({ internalTrafficPolicy: 'Local', ports: [{ name: 'http', port: 80 }] }),
     slices: slices(local('10.0.0.1', { ready: false, terminating: true }), remote('10.0.0.2')),
     want: ['ClusterIP 10.96.0.10:80/TCP → [10.0.0.1:8080]'],
   },
   {
-    name: 'LoadBalancer: VIP-mode ingress IPs only; ipMode Proxy and hostname-only get nothing (rule 8)',
+    name: 'LoadBalancer: VIP-mode ingress IPs only; ipMode Proxy and hostname-only get nothing (rule 8 of docs/semantics.md)',
     service: svc({ type: 'LoadBalancer' }, { loadBalancer: { ingress: [{ ip: '198.51.100.1' }, { ip: '198.51.100.2', ipMode: 'Proxy' }, { hostname: 'lb.example' }, { ip: '198.51.100.3', ipMode: 'VIP' }] } }),
     slices: slices(remote('10.0.0.2')),
     ctx: { nodePortAddresses: ['primary'] },
@@ -146,27 +146,27 @@ const cases: Case[] = [
     ],
   },
   {
-    name: 'LoadBalancer with allocateLoadBalancerNodePorts false (no nodePort): no NodePort frontends (rule 10)',
+    name: 'LoadBalancer with allocateLoadBalancerNodePorts false (no nodePort): no NodePort frontends (rule 10 of docs/semantics.md)',
     service: svc({ type: 'LoadBalancer', allocateLoadBalancerNodePorts: false, ports: [{ name: 'http', port: 80 }] }, { loadBalancer: { ingress: [{ ip: '198.51.100.1' }] } }),
     slices: slices(remote('10.0.0.2')),
     want: ['ClusterIP 10.96.0.10:80/TCP → [10.0.0.2:8080]', 'LoadBalancer 198.51.100.1:80/TCP → [10.0.0.2:8080]'],
   },
   {
-    name: 'externalIPs on a ClusterIP Service: one frontend each, filtered by family; invalid ones reported (rule 8)',
+    name: 'externalIPs on a ClusterIP Service: one frontend each, filtered by family; invalid ones reported (rule 8 of docs/semantics.md)',
     service: svc({ externalIPs: ['198.51.100.7', 'fd00:9::7', 'nope'], ports: [{ name: 'http', port: 80 }] }),
     slices: slices(remote('10.0.0.2')),
     want: ['ClusterIP 10.96.0.10:80/TCP → [10.0.0.2:8080]', 'ExternalIP 198.51.100.7:80/TCP → [10.0.0.2:8080]'],
     skipped: ['invalid externalIP "nope"'],
   },
   {
-    name: 'no endpoints: every frontend refuses (rule 23)',
+    name: 'no endpoints: every frontend refuses (rule 23 of docs/semantics.md)',
     service: svc({ type: 'LoadBalancer' }, { loadBalancer: { ingress: [{ ip: '198.51.100.1' }] } }),
     slices: [],
     ctx: { nodePortAddresses: ['primary'] },
     want: ['ClusterIP 10.96.0.10:80/TCP → []', 'NodePort 192.168.1.10:30080/TCP → []', 'LoadBalancer 198.51.100.1:80/TCP → []'],
   },
   {
-    name: 'dual-stack NodePort Service: each family its clusterIP, node address and slices (rules 4, 5)',
+    name: 'dual-stack NodePort Service: each family its clusterIP, node address and slices (rules 4, 5 of docs/semantics.md)',
     service: svc({ type: 'NodePort', clusterIPs: ['10.96.0.10', 'fd00::10'], ipFamilies: ['IPv4', 'IPv6'], ipFamilyPolicy: 'RequireDualStack' }),
     slices: [
       slice('default/web-a', { ports: http8080, endpoints: [remote('10.0.0.2')] }),
@@ -189,7 +189,7 @@ const cases: Case[] = [
     skipped: ['SCTP is not supported by kpr yet (port "s" 90/SCTP)'],
   },
   {
-    name: 'zone hints from the Node\'s zone label apply to the ClusterIP (rule 20)',
+    name: 'zone hints from the Node\'s zone label apply to the ClusterIP (rule 20 of docs/semantics.md)',
     service: svc({ ports: [{ name: 'http', port: 80 }] }),
     slices: [
       slice('default/web-a', {
@@ -204,7 +204,7 @@ const cases: Case[] = [
     want: ['ClusterIP 10.96.0.10:80/TCP → [10.0.0.1:8080]'],
   },
   {
-    name: 'zone hints without a zone label on the Node: no filtering (rule 20)',
+    name: 'zone hints without a zone label on the Node: no filtering (rule 20 of docs/semantics.md)',
     service: svc({ ports: [{ name: 'http', port: 80 }] }),
     slices: [
       slice('default/web-a', {
@@ -231,12 +231,12 @@ describe('planService: external frontends and policies', () => {
     });
   }
 
-  it('ClientIP affinity: default timeout 10800 s on every frontend of the Service (rules 8, 10)', () => {
+  it('ClientIP affinity: default timeout 10800 s on every frontend of the Service (rules 8, 10 of docs/semantics.md)', () => {
     const plan = planService(svc({ type: 'NodePort', sessionAffinity: 'ClientIP' }), slices(remote('10.0.0.2')), { nodeName: NODE, node: dualNode });
     assert.deepEqual(plan.frontends.map((f) => f.affinityTimeoutSeconds), [10800, 10800, 10800]);
   });
 
-  it('ClientIP affinity: timeoutSeconds is used, capped at 86400 s (reported); None means 0 (rules 8, 10)', () => {
+  it('ClientIP affinity: timeoutSeconds is used, capped at 86400 s (reported); None means 0 (rules 8, 10 of docs/semantics.md)', () => {
     const t = (cfg: unknown, aff = 'ClientIP') =>
       planService(svc({ sessionAffinity: aff, sessionAffinityConfig: cfg, ports: [{ name: 'http', port: 80 }] }), [], { nodeName: NODE });
     assert.equal(t({ clientIP: { timeoutSeconds: 60 } }).frontends[0].affinityTimeoutSeconds, 60);
@@ -246,7 +246,7 @@ describe('planService: external frontends and policies', () => {
     assert.equal(t({ clientIP: { timeoutSeconds: 60 } }, 'None').frontends[0].affinityTimeoutSeconds, 0);
   });
 
-  it('loadBalancerSourceRanges apply to LB frontends only (trimmed, by family); NodePorts are not subject to them (rule 28)', () => {
+  it('loadBalancerSourceRanges apply to LB frontends only (trimmed, by family); NodePorts are not subject to them (rule 28 of docs/semantics.md)', () => {
     const s = svc({ type: 'LoadBalancer', loadBalancerSourceRanges: [' 198.51.100.0/24 ', 'fd00::/64'] }, { loadBalancer: { ingress: [{ ip: '198.51.100.1' }] } });
     const plan = planService(s, [], { nodeName: NODE, node: dualNode, nodePortAddresses: ['primary'] });
     assert.deepEqual(plan.frontends.map((f) => [f.type, f.sourceRanges]), [
@@ -268,7 +268,7 @@ describe('planService: external frontends and policies', () => {
     assert.deepEqual(plan.frontends[0].backends, [{ address: '10.0.0.1', port: 8080, local: true }, { address: '10.0.0.2', port: 8080 }]);
   });
 
-  it('healthCheckNodePort: LoadBalancer with eTP Local; localReadyEndpoints counts distinct ready local IPs over every port (rules 8, 31)', () => {
+  it('healthCheckNodePort: LoadBalancer with eTP Local; localReadyEndpoints counts distinct ready local IPs over every port (rules 8, 31 of docs/semantics.md)', () => {
     const s = svc({
       type: 'LoadBalancer',
       externalTrafficPolicy: 'Local',

@@ -38,7 +38,7 @@ const cases: Case[] = [
     want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.1:8080'] } },
   },
   {
-    name: 'several ports matched by name and protocol, each with its slice port number (rule 11)',
+    name: 'several ports matched by name and protocol, each with its slice port number (rule 11 of docs/semantics.md)',
     service: service('kube-system/dns', { ports: dns }),
     slices: [
       slice('kube-system/dns-a', {
@@ -57,13 +57,13 @@ const cases: Case[] = [
     },
   },
   {
-    name: 'a slice port with the right name but another protocol does not feed the port (rule 11)',
+    name: 'a slice port with the right name but another protocol does not feed the port (rule 11 of docs/semantics.md)',
     service: service(web, { ports: [http] }),
     slices: [slice('default/web-a', { ports: [{ name: 'http', port: 8080, protocol: 'UDP' }], endpoints: [ep('10.0.0.1')] })],
     want: { frontends: { '10.96.0.10:80/TCP http': [] } },
   },
   {
-    name: 'protocol "" defaults to TCP and type "" to ClusterIP (rule 10)',
+    name: 'protocol "" defaults to TCP and type "" to ClusterIP (rule 10 of docs/semantics.md)',
     service: service(web, { type: '', ports: [{ name: '', port: 80, protocol: '' }] }),
     slices: [slice('default/web-a', { ports: [{ name: '', port: 8080 }], endpoints: [ep('10.0.0.1')] })],
     want: { frontends: { '10.96.0.10:80/TCP ': ['10.0.0.1:8080'] } },
@@ -75,7 +75,7 @@ const cases: Case[] = [
     want: { frontends: { '10.96.0.10:80/TCP ': ['10.0.0.1:9090'] } },
   },
   {
-    name: 'only ready endpoints; ready unset counts as ready (rule 13)',
+    name: 'only ready endpoints; ready unset counts as ready (rule 13 of docs/semantics.md)',
     service: service(web, { ports: [http] }),
     slices: [
       slice('default/web-a', {
@@ -86,13 +86,13 @@ const cases: Case[] = [
     want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.2:8080', '10.0.0.3:8080'] } },
   },
   {
-    name: 'no ready endpoint at all, one serving and terminating: it is used (rule 19)',
+    name: 'no ready endpoint at all, one serving and terminating: it is used (rule 19 of docs/semantics.md)',
     service: service(web, { ports: [http] }),
     slices: [slice('default/web-a', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.1', { ready: false, terminating: true })] })],
     want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.1:8080'] } },
   },
   {
-    name: 'endpoints of two slices are unioned and sorted by address (numerically) then port (rules 16, 17)',
+    name: 'endpoints of two slices are unioned and sorted by address (numerically) then port (rules 16, 17 of docs/semantics.md)',
     service: service(web, { ports: [http] }),
     slices: [
       slice('default/web-b', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.10'), ep('10.0.0.9')] }),
@@ -101,7 +101,7 @@ const cases: Case[] = [
     want: { frontends: { '10.96.0.10:80/TCP http': ['9.0.0.1:8080', '10.0.0.2:8080', '10.0.0.9:8080', '10.0.0.10:8080'] } },
   },
   {
-    name: 'the same ip:port in two slices is one backend (rule 16)',
+    name: 'the same ip:port in two slices is one backend (rule 16 of docs/semantics.md)',
     service: service(web, { ports: [http] }),
     slices: [
       slice('default/web-a', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.1'), ep('10.0.0.2')] }),
@@ -110,7 +110,7 @@ const cases: Case[] = [
     want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.1:8080', '10.0.0.2:8080'] } },
   },
   {
-    name: 'duplicates: a terminating copy never replaces a ready one (rule 16)',
+    name: 'duplicates: a terminating copy never replaces a ready one (rule 16 of docs/semantics.md)',
     service: service(web, { ports: [http] }),
     slices: [
       slice('default/web-a', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.1')] }),
@@ -119,7 +119,7 @@ const cases: Case[] = [
     want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.1:8080'] } },
   },
   {
-    name: 'duplicates: a later non-terminating copy replaces a terminating one (rule 16)',
+    name: 'duplicates: a later non-terminating copy replaces a terminating one (rule 16 of docs/semantics.md)',
     service: service(web, { ports: [http] }),
     slices: [
       slice('default/web-a', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.1', { ready: false, terminating: true })] }),
@@ -128,7 +128,7 @@ const cases: Case[] = [
     want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.1:8080'] } },
   },
   {
-    name: 'same IP with different port numbers is not a duplicate (rule 16)',
+    name: 'same IP with different port numbers is not a duplicate (rule 16 of docs/semantics.md)',
     service: service(web, { ports: [http] }),
     slices: [
       slice('default/web-a', { ports: [{ name: 'http', port: 80, protocol: 'TCP' }], endpoints: [ep('10.0.0.1'), ep('10.0.0.2')] }),
@@ -137,7 +137,7 @@ const cases: Case[] = [
     want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.1:80', '10.0.0.1:8080', '10.0.0.2:80', '10.0.0.2:8080'] } },
   },
   {
-    name: 'a Service port with no same-named slice port has no backends (rules 11, 23)',
+    name: 'a Service port with no same-named slice port has no backends (rules 11, 23 of docs/semantics.md)',
     service: service(web, { ports: [http, { name: 'metrics', port: 9100, protocol: 'TCP' }] }),
     slices: [slice('default/web-a', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.1')] })],
     want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.1:8080'], '10.96.0.10:9100/TCP metrics': [] } },
@@ -149,13 +149,13 @@ const cases: Case[] = [
     want: { frontends: { '10.96.0.10:80/TCP http': [] } },
   },
   {
-    name: 'slice port with a nil name is ignored and reported (rule 11)',
+    name: 'slice port with a nil name is ignored and reported (rule 11 of docs/semantics.md)',
     service: service(web, { ports: [{ port: 80 }] }),
     slices: [slice('default/web-a', { ports: [{ port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.1')] })],
     want: { frontends: { '10.96.0.10:80/TCP ': [] }, skipped: ['EndpointSlice default/web-a: has no name'] },
   },
   {
-    name: 'slice ports with a nil or 0 port are ignored and reported (rule 11: "Nil port should not break anything")',
+    name: 'slice ports with a nil or 0 port are ignored and reported (rule 11 of docs/semantics.md: "Nil port should not break anything")',
     service: service(web, { ports: [http] }),
     slices: [
       slice('default/web-a', {
@@ -175,7 +175,7 @@ const cases: Case[] = [
     want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.1:8080'] }, skipped: ['EndpointSlice default/web-a: no ports'] },
   },
   {
-    name: 'FQDN and IPv6 slices are ignored by the IPv4 plan (rule 5)',
+    name: 'FQDN and IPv6 slices are ignored by the IPv4 plan (rule 5 of docs/semantics.md)',
     service: service(web, { ports: [http] }),
     slices: [
       slice('default/web-a', { addressType: 'FQDN', ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('example.com')] }),
@@ -185,7 +185,7 @@ const cases: Case[] = [
     want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.1:8080'] } },
   },
   {
-    name: 'slices without the service-name label, or of another Service, are ignored (rule 6)',
+    name: 'slices without the service-name label, or of another Service, are ignored (rule 6 of docs/semantics.md)',
     service: service(web, { ports: [http] }),
     slices: [
       slice('default/web-a', { serviceName: null, ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.8')] }),
@@ -196,31 +196,31 @@ const cases: Case[] = [
     want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.1:8080'] } },
   },
   {
-    name: 'a lone slice of another Service whose name starts like this one is ignored (rule 6)',
+    name: 'a lone slice of another Service whose name starts like this one is ignored (rule 6 of docs/semantics.md)',
     service: service(web, { ports: [http] }),
     slices: [slice('default/webx-a', { serviceName: 'webx', ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.9')] })],
     want: { frontends: { '10.96.0.10:80/TCP http': [] } },
   },
   {
-    name: 'a lone slice whose namespace and label join into another key is not the Service\'s (rule 6)',
+    name: 'a lone slice whose namespace and label join into another key is not the Service\'s (rule 6 of docs/semantics.md)',
     service: service(web, { ports: [http] }),
     slices: [slice('defaul/t-web-a', { serviceName: 't/web', ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.9')] })],
     want: { frontends: { '10.96.0.10:80/TCP http': [] } },
   },
   {
-    name: 'a lone slice of the other family feeds no IPv4 frontend (rule 5)',
+    name: 'a lone slice of the other family feeds no IPv4 frontend (rule 5 of docs/semantics.md)',
     service: service(web, { ports: [http] }),
     slices: [slice('default/web-a', { addressType: 'IPv6', ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('fd00::1')] })],
     want: { frontends: { '10.96.0.10:80/TCP http': [] } },
   },
   {
-    name: 'only addresses[0] of an endpoint is used (rule 12)',
+    name: 'only addresses[0] of an endpoint is used (rule 12 of docs/semantics.md)',
     service: service(web, { ports: [http] }),
     slices: [slice('default/web-a', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.1', { more: ['10.0.0.2'] })] })],
     want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.1:8080'] } },
   },
   {
-    name: 'endpoint addresses are normalised, so 010.000.0.1 and 10.0.0.1 are one backend (rule 12)',
+    name: 'endpoint addresses are normalised, so 010.000.0.1 and 10.0.0.1 are one backend (rule 12 of docs/semantics.md)',
     service: service(web, { ports: [http] }),
     slices: [slice('default/web-a', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('010.000.0.1'), ep('10.0.0.1')] })],
     want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.1:8080'] } },
@@ -232,31 +232,31 @@ const cases: Case[] = [
     want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.1:8080'] }, skipped: ['EndpointSlice default/web-a: invalid endpoint address "10.0.0.300"'] },
   },
   {
-    name: 'headless Service (clusterIP None) is skipped (rules 2, 3)',
+    name: 'headless Service (clusterIP None) is skipped (rules 2, 3 of docs/semantics.md)',
     service: service(web, { clusterIP: 'None', ports: [http] }),
     slices: [slice('default/web-a', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.1')] })],
     want: { frontends: {}, skipped: ['Service default/web: headless'] },
   },
   {
-    name: 'Service with clusterIP "" is skipped (rule 3)',
+    name: 'Service with clusterIP "" is skipped (rule 3 of docs/semantics.md)',
     service: service(web, { clusterIP: '', ports: [http] }),
     slices: [],
     want: { frontends: {}, skipped: ['Service default/web: headless'] },
   },
   {
-    name: 'ExternalName Service is skipped even with a clusterIP (rule 3)',
+    name: 'ExternalName Service is skipped even with a clusterIP (rule 3 of docs/semantics.md)',
     service: service(web, { type: 'ExternalName', ports: [http] }),
     slices: [],
     want: { frontends: {}, skipped: ['Service default/web: ExternalName'] },
   },
   {
-    name: 'Service with the service-proxy-name label belongs to another proxy (rule 1)',
+    name: 'Service with the service-proxy-name label belongs to another proxy (rule 1 of docs/semantics.md)',
     service: service(web, { labels: { 'service.kubernetes.io/service-proxy-name': 'other' }, ports: [http] }),
     slices: [],
     want: { frontends: {}, skipped: ['Service default/web: service.kubernetes.io/service-proxy-name'] },
   },
   {
-    name: 'IPv6-only Service: its IPv6 clusterIP is fed by IPv6 slices only (rules 4, 5)',
+    name: 'IPv6-only Service: its IPv6 clusterIP is fed by IPv6 slices only (rules 4, 5 of docs/semantics.md)',
     service: service(web, { clusterIP: 'fd00::10', clusterIPs: ['fd00::10'], ipFamilies: ['IPv6'], ports: [http] }),
     slices: [
       slice('default/web-a', { addressType: 'IPv6', ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('fd00:0::1')] }),
@@ -265,13 +265,13 @@ const cases: Case[] = [
     want: { frontends: { 'fd00::10:80/TCP http': ['fd00::1:8080'] } },
   },
   {
-    name: 'IPv6 clusterIP without ipFamilies is used in its own family (rule 4)',
+    name: 'IPv6 clusterIP without ipFamilies is used in its own family (rule 4 of docs/semantics.md)',
     service: service(web, { clusterIP: 'fd00::10', ports: [http] }),
     slices: [],
     want: { frontends: { 'fd00::10:80/TCP http': [] } },
   },
   {
-    name: 'dual-stack Service, IPv6 first: one frontend per family, each fed by its own slices (rules 4, 5)',
+    name: 'dual-stack Service, IPv6 first: one frontend per family, each fed by its own slices (rules 4, 5 of docs/semantics.md)',
     service: service(web, { clusterIP: 'fd00::10', clusterIPs: ['fd00::10', '10.96.0.20'], ipFamilies: ['IPv6', 'IPv4'], ports: [http] }),
     slices: [
       slice('default/web-a', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.1')] }),
@@ -322,7 +322,7 @@ const cases: Case[] = [
     want: { frontends: {}, skipped: ['Service default/web: unknown type "Magic"'] },
   },
   {
-    name: 'NodePort Service without a Node object: the clusterIP is programmed, the NodePorts reported (rule 29)',
+    name: 'NodePort Service without a Node object: the clusterIP is programmed, the NodePorts reported (rule 29 of docs/semantics.md)',
     service: service(web, { type: 'NodePort', ports: [{ ...http, nodePort: 30080 }] }),
     slices: [slice('default/web-a', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.1')] })],
     want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.1:8080'] }, skipped: ['Service default/web: NodePorts: node "node-1" has no IPv4 address to listen on (no Node object)'] },

@@ -1,7 +1,7 @@
 /**
  * Reconciler: the entries beyond plain ClusterIP slots — INTERNAL-scope entry
- * sets (eTP=Local short-circuit, rule 25), ClientIP affinity (master timeout
- * and kpr_aff_match pairs, rule 27), kpr_vip refcounting, kpr_svc_meta names,
+ * sets (eTP=Local short-circuit, rule 25 of docs/semantics.md), ClientIP affinity (master timeout
+ * and kpr_aff_match pairs, rule 27 of docs/semantics.md), kpr_vip refcounting, kpr_svc_meta names,
  * backend LOCAL flags, IPv6 — with the live-reader invariants checked after
  * every single applied entry, exact (zero-write) no-op syncs, adoption of all
  * of it, and failures at every call.
@@ -65,7 +65,7 @@ function entrySets(maps: MemoryDatapathMaps): Record<string, { rn: number; flags
   return out;
 }
 
-describe('Reconciler: scopes (eTP=Local short-circuit, rule 25)', () => {
+describe('Reconciler: scopes (eTP=Local short-circuit, rule 25 of docs/semantics.md)', () => {
   const local = () =>
     fe('a/x', '192.168.1.10', 30080, ['10.0.0.1:80*'], { type: 'NodePort', trafficPolicy: 'Local', internal: ['10.0.0.1:80*', '10.0.0.2:80'] });
 
@@ -105,7 +105,7 @@ describe('Reconciler: scopes (eTP=Local short-circuit, rule 25)', () => {
   });
 });
 
-describe('Reconciler: ClientIP affinity (rule 27)', () => {
+describe('Reconciler: ClientIP affinity (rule 27 of docs/semantics.md)', () => {
   const sticky = (backends: string[], o: Partial<PlanFrontend> & { internal?: string[] } = {}) =>
     fe('a/x', '10.96.0.1', 80, backends, { affinityTimeoutSeconds: 10800, ...o });
 
