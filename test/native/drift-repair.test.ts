@@ -8,10 +8,8 @@
  */
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
-import path from 'node:path';
-import { BpfMap, BpfObject } from '../../native/index.js';
-import { BpfDatapathMaps, type DatapathMapSet } from '../../agent/maps/bpf-datapath-maps.js';
-import { MAP_NAMES } from '../../agent/maps/layout.js';
+import { BpfObject } from '../../native/index.js';
+import { BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
 import { Reconciler } from '../../agent/reconcile/reconciler.js';
 import { AgentMetrics } from '../../agent/metrics/metrics.js';
 import { silentLogger } from '../../agent/log.js';
@@ -19,6 +17,7 @@ import { liveViolations } from '../unit/support/datapath-state.js';
 import { DRIFT_CASES, driftPlans, servedView, sortedDrift } from '../unit/support/drift-cases.js';
 import { parseProm, valueOf } from '../metrics/prom-text.js';
 import { bpffsTempDir, objPath, requireBpf, rmrf } from './helpers.js';
+import { openPinnedMapSet } from '../support/pinned-maps.js';
 
 const quiet = { info() {}, warn() {}, error() {} };
 
@@ -29,19 +28,11 @@ function pinnedMaps(): { maps: BpfDatapathMaps; close(): void } {
   const dir = bpffsTempDir();
   const obj = BpfObject.open(objPath, { pinMapsDir: dir });
   obj.load();
-  const open = (name: string) => BpfMap.openPinned(path.join(dir, name));
-  const set: Omit<DatapathMapSet, 'writer'> = {
-    svc: open(MAP_NAMES.svc),
-    backend: open(MAP_NAMES.backend),
-    vip: open(MAP_NAMES.vip),
-    affinityMatch: open(MAP_NAMES.affinityMatch),
-    svcMeta: open(MAP_NAMES.svcMeta),
-    srcRange: open(MAP_NAMES.srcRange),
-  };
+  const pins = openPinnedMapSet(dir);
   return {
-    maps: new BpfDatapathMaps(set),
+    maps: new BpfDatapathMaps(pins.set),
     close: () => {
-      for (const m of Object.values(set)) (m as BpfMap).close();
+      pins.close();
       obj.close();
       rmrf(dir);
     },

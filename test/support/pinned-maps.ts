@@ -1,23 +1,27 @@
 /**
  * The agent's datapath maps through their pins, as any other process on the
- * node (bpftool, a second agent) would reach them: the e2e tests read and
- * change what the kernel holds with this.
+ * node (bpftool, a second agent) would reach them: the tests read and change
+ * what the kernel holds with this.
  */
+import path from 'node:path';
 import { BpfMap } from '../../native/index.js';
 import { BpfDatapathMaps, type DatapathMapSet } from '../../agent/maps/bpf-datapath-maps.js';
 import { MAP_NAMES } from '../../agent/maps/layout.js';
-import { mapPinPath } from '../../agent/datapath/pins.js';
+import { mapPinDir } from '../../agent/datapath/pins.js';
 
-/** Opens every map the reconciler writes under `bpffsDir`, runs `fn` on them and closes them again. */
-export function withPinnedMaps<T>(bpffsDir: string, fn: (m: BpfDatapathMaps) => T): T {
+/** Every map the reconciler writes, opened from the pins in `pinDir`; close() closes them all. */
+export function openPinnedMapSet(pinDir: string): { set: Omit<DatapathMapSet, 'writer'>; close(): void } {
   const opened: BpfMap[] = [];
   const open = (name: string) => {
-    const m = BpfMap.openPinned(mapPinPath(bpffsDir, name));
+    const m = BpfMap.openPinned(path.join(pinDir, name));
     opened.push(m);
     return m;
   };
+  const close = () => {
+    for (const m of opened) m.close();
+  };
   try {
-    const set: DatapathMapSet = {
+    const set = {
       svc: open(MAP_NAMES.svc),
       backend: open(MAP_NAMES.backend),
       vip: open(MAP_NAMES.vip),
@@ -25,8 +29,19 @@ export function withPinnedMaps<T>(bpffsDir: string, fn: (m: BpfDatapathMaps) => 
       svcMeta: open(MAP_NAMES.svcMeta),
       srcRange: open(MAP_NAMES.srcRange),
     };
+    return { set, close };
+  } catch (err) {
+    close();
+    throw err;
+  }
+}
+
+/** Opens the agent's maps under `bpffsDir`, runs `fn` on them and closes them again. */
+export function withPinnedMaps<T>(bpffsDir: string, fn: (m: BpfDatapathMaps) => T): T {
+  const { set, close } = openPinnedMapSet(mapPinDir(bpffsDir));
+  try {
     return fn(new BpfDatapathMaps(set));
   } finally {
-    for (const m of opened) m.close();
+    close();
   }
 }
