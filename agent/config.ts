@@ -8,8 +8,8 @@ import { expandConfigFile, type FlagTable } from './config-file.js';
 import { findCgroup2Mount } from './cgroup.js';
 import { levelFromVerbosity, type LogLevel } from './log.js';
 import { defaultBpfObject } from './paths.js';
-import { parseCIDR } from './plan/ip.js';
-import { parseBindAddress } from './metrics/http-listen.js';
+import { parseCIDR } from './net/ip.js';
+import { parseBindAddress } from './net/listen-address.js';
 import { TC_ATTACH_SETTINGS, type TcAttachSetting } from './datapath/tc-hooks.js';
 
 export interface AgentConfig {

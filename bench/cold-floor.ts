@@ -17,7 +17,7 @@
  */
 import type { BatchWriter, BpfMap } from '../native/index.js';
 import { BATCH_CHUNK } from '../agent/maps/bpf-datapath-maps.js';
-import { ipv4Canonical } from '../agent/plan/ip.js';
+import { ipv4Canonical } from '../agent/net/ip.js';
 import { backendTupleKey } from '../agent/reconcile/desired-frontend.js';
 import { TupleIndex } from '../agent/reconcile/tuple-index.js';
 import { BACKEND, BACKEND_ID_SIZE, BE_FLAG, FE_TYPE, IPPROTO, SVC_FLAG, SVC_KEY, SVC_META, SVC_VAL, VIP_FLAG, VIP_KEY, VIP_VAL, encodeIPv4Num, encodeSvcMeta } from '../agent/maps/layout.js';

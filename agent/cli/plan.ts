@@ -6,10 +6,10 @@
 import { parseArgs } from 'node:util';
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { planDataplane } from '../plan/plan-dataplane.js';
-import { LABEL_SERVICE_NAME } from '../plan/labels.js';
+import { LABEL_SERVICE_NAME } from '../k8s/labels.js';
 import type { PlanBackend, PlanFrontend, SkippedObject } from '../plan/types.js';
 import { loadManifests, type Manifest } from './manifests.js';
-import { parseCIDR } from '../plan/ip.js';
+import { parseCIDR } from '../net/ip.js';
 import { CliError } from './pinned-maps.js';
 
 export const PLAN_USAGE = `  plan --node NAME -f PATH [-f PATH …] [-o table|json] [--node-port-addresses CIDR|primary[,…]] [--source-ranges-for-all-external]

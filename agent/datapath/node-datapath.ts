@@ -5,7 +5,7 @@
  * timeouts, service-mesh mode) and the periodic conntrack sweep.
  */
 import path from 'node:path';
-import { isIPv4, isIPv6 } from 'node:net';
+import { isCanonicalIPv4, looksLikeIPv6 } from '../net/ip.js';
 import type { V1Node } from '@kubernetes/client-node';
 import type { AgentConfig } from '../config.js';
 import type { Logger } from '../log.js';
@@ -24,7 +24,7 @@ const INTERFACE_RESCAN_MS = 2000;
 export function snatAddresses(node: V1Node | undefined): { v4: string; v6: string } {
   const addrs = node?.status?.addresses ?? [];
   const ordered = [...addrs.filter((a) => a.type === 'InternalIP'), ...addrs.filter((a) => a.type === 'ExternalIP')].map((a) => a.address);
-  return { v4: ordered.find((a) => isIPv4(a)) ?? '', v6: ordered.find((a) => isIPv6(a)) ?? '' };
+  return { v4: ordered.find((a) => isCanonicalIPv4(a)) ?? '', v6: ordered.find((a) => looksLikeIPv6(a)) ?? '' };
 }
 
 export type TimerOp = 'interface_rescan' | 'conntrack_sweep' | 'cgroup_check' | 'pin_check';

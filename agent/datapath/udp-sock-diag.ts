@@ -8,7 +8,7 @@
  */
 import { withSockDiag, type BpfMap, type InetFamily, type UdpSocketEntry } from '../../native/index.js';
 import { IPPROTO, REVNAT_KEY, decodeRevNatVal, encodeRevNatKey, encodeTermKey } from '../maps/layout.js';
-import { isIPv4 } from 'node:net';
+import { isCanonicalIPv4 } from '../net/ip.js';
 
 /** A UDP backend that left a frontend (the frontend's revNatId). */
 export interface UdpBackendLeft {
@@ -30,7 +30,7 @@ export function sockDiagTargets(backends: UdpBackendLeft[]): SockDiagTargets {
   const ports = new Map<InetFamily, Set<number>>([[4, new Set()], [6, new Set()]]);
   for (const b of backends) {
     termKeys.add(encodeTermKey({ addr: b.addr, port: b.port, revNatId: b.revNatId, proto: IPPROTO.UDP }).toString('hex'));
-    if (isIPv4(b.addr)) ports.get(4)!.add(b.port);
+    if (isCanonicalIPv4(b.addr)) ports.get(4)!.add(b.port);
     ports.get(6)!.add(b.port);
   }
   return { termKeys, ports };

@@ -10,7 +10,7 @@
  * not tainted ToBeDeletedByClusterAutoscaler); /livez ignores the node.
  */
 
-export type IpFamily = 'IPv4' | 'IPv6';
+import type { IPFamily } from '../net/ip.js';
 
 /** The part of a Node object eligibility looks at (V1Node fits). */
 export interface NodeLike {
@@ -33,15 +33,15 @@ export interface ProxyHealthSnapshot {
   currentTime: Date;
   /** Proxier health only; node eligibility is not part of it. */
   healthy: boolean;
-  status: Map<IpFamily, FamilyHealth>;
+  status: Map<IPFamily, FamilyHealth>;
 }
 
 /** Go's zero time.Time, which kube-proxy reports before any update. */
 export const ZERO_TIME = new Date(-62135596800000); // 0001-01-01T00:00:00Z
 
 export class ProxyHealthState {
-  private readonly lastUpdated = new Map<IpFamily, Date>();
-  private readonly oldestPendingQueued = new Map<IpFamily, Date>();
+  private readonly lastUpdated = new Map<IPFamily, Date>();
+  private readonly oldestPendingQueued = new Map<IPFamily, Date>();
   private readonly now: () => Date;
 
   /**
@@ -56,12 +56,12 @@ export class ProxyHealthState {
   }
 
   /** A change was queued for `family`; only the first one since the last update counts. */
-  queuedUpdate(family: IpFamily): void {
+  queuedUpdate(family: IPFamily): void {
     if (!this.oldestPendingQueued.has(family)) this.oldestPendingQueued.set(family, this.now());
   }
 
   /** A sync for `family` succeeded: nothing is pending any more. */
-  updated(family: IpFamily): void {
+  updated(family: IPFamily): void {
     this.lastUpdated.set(family, this.now());
     this.oldestPendingQueued.delete(family);
   }

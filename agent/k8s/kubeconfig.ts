@@ -4,8 +4,8 @@
  * locations ($KUBECONFIG, ~/.kube/config). The server address can be
  * overridden like kube-proxy's --master / the --k8s-service-host/port flags.
  */
-import * as net from 'node:net';
 import { KubeConfig, type Cluster } from '@kubernetes/client-node';
+import { looksLikeIPv6 } from '../net/ip.js';
 
 export interface LoadKubeConfigOptions {
   /** Path of a kubeconfig file; wins over in-cluster and default discovery. */
@@ -35,7 +35,7 @@ export function loadKubeConfig(opts: LoadKubeConfigOptions = {}): KubeConfig {
   if (!server && (opts.serviceHost || opts.servicePort !== undefined)) {
     const current = kc.getCurrentCluster();
     const base = new URL(current?.server ?? 'https://kubernetes.default.svc:443');
-    if (opts.serviceHost) base.hostname = net.isIPv6(opts.serviceHost) ? `[${opts.serviceHost}]` : opts.serviceHost;
+    if (opts.serviceHost) base.hostname = looksLikeIPv6(opts.serviceHost) ? `[${opts.serviceHost}]` : opts.serviceHost;
     if (opts.servicePort !== undefined) base.port = String(opts.servicePort);
     server = base.toString().replace(/\/$/, '');
   }

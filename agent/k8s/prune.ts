@@ -28,9 +28,7 @@ import {
   V1ServiceSpec,
   V1ServiceStatus,
 } from '@kubernetes/client-node';
-
-/** The one annotation read (agent/metrics/change-tracker.ts: network programming latency). */
-export const LAST_CHANGE_TRIGGER_TIME = 'endpoints.kubernetes.io/last-change-trigger-time';
+import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME, KEPT_LABELS } from './labels.js';
 
 /** `node`: the Node keeps every label (its zone label feeds topology hints) and its deletionTimestamp. */
 function pruneMeta(md: V1ObjectMeta | undefined, node = false): V1ObjectMeta {
@@ -40,8 +38,8 @@ function pruneMeta(md: V1ObjectMeta | undefined, node = false): V1ObjectMeta {
   m.namespace = md?.namespace;
   m.resourceVersion = md?.resourceVersion;
   m.labels = node ? md?.labels : keptLabels(md?.labels);
-  const t = md?.annotations?.[LAST_CHANGE_TRIGGER_TIME];
-  m.annotations = t === undefined ? undefined : { [LAST_CHANGE_TRIGGER_TIME]: t };
+  const t = md?.annotations?.[ANNOTATION_LAST_CHANGE_TRIGGER_TIME];
+  m.annotations = t === undefined ? undefined : { [ANNOTATION_LAST_CHANGE_TRIGGER_TIME]: t };
   if (node && md?.deletionTimestamp) m.deletionTimestamp = md.deletionTimestamp;
   return m;
 }
@@ -87,9 +85,6 @@ function compactSpec(spec: V1ServiceSpec): V1ServiceSpec {
   }
   return out;
 }
-
-/** Only the labels kpr reads (service-name; the proxy-name and headless ones the selectors also name). */
-const KEPT_LABELS = ['kubernetes.io/service-name', 'service.kubernetes.io/service-proxy-name', 'service.kubernetes.io/headless'];
 
 function keptLabels(labels: Record<string, string> | undefined): Record<string, string> | undefined {
   if (!labels) return labels;

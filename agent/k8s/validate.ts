@@ -64,7 +64,7 @@ import {
   V1SessionAffinityConfig,
   V1Taint,
 } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
-import { parseIP, type ParsedIP } from '../plan/ip.js';
+import { parseCIDR, parseIP, type ParsedIP } from '../net/ip.js';
 
 export interface ObjectProblem {
   field: string;
@@ -277,12 +277,7 @@ function nonSpecialIP(p: ParsedIP, s: string, field: string): void {
 
 /** IsValidCIDR (ParseCIDRSloppy) on the trimmed value, as loadBalancerSourceRanges allows. */
 function cidr(s: string, field: string): void {
-  const t = s.trim();
-  const slash = t.indexOf('/');
-  const prefix = slash < 0 ? '' : t.slice(slash + 1);
-  const addr = slash < 0 ? null : parseIP(t.slice(0, slash));
-  const width = addr?.family === 'IPv4' ? 32 : 128;
-  if (!addr || !/^\d{1,3}$/.test(prefix) || Number(prefix) > width) fail(field, `must be a CIDR (e.g. 192.0.2.0/24 or 2001:db8::/64), not ${show(s)}`);
+  if (!parseCIDR(s)) fail(field, `must be a CIDR (e.g. 192.0.2.0/24 or 2001:db8::/64), not ${show(s)}`);
 }
 
 // ---- metadata ----------------------------------------------------------------------------------

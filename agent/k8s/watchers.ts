@@ -25,6 +25,7 @@ import {
 import { pruneEndpointSlice, pruneNode, pruneService } from './prune.js';
 import { flatKey, namespacedKey } from '../flat-key.js';
 import { Reflector, type RelistInfo, type RelistReason } from './reflector.js';
+import { LABEL_HEADLESS, LABEL_SERVICE_NAME, LABEL_SERVICE_PROXY_NAME } from './labels.js';
 
 export type { RelistReason } from './reflector.js';
 
@@ -55,10 +56,6 @@ export interface ClusterChange {
 }
 
 export type ChangeListener = (change: ClusterChange) => void;
-
-export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
-export const SERVICE_PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';
-export const HEADLESS_LABEL = 'service.kubernetes.io/headless';
 
 export interface ClusterWatchOptions {
   kubeConfig: KubeConfig;
@@ -152,11 +149,11 @@ export class ClusterWatch {
     this.nodeName = opts.nodeName;
     this.log = opts.logger ?? nullLogger;
 
-    const svcLabels = opts.serviceLabelSelector ?? `!${SERVICE_PROXY_NAME_LABEL}`;
+    const svcLabels = opts.serviceLabelSelector ?? `!${LABEL_SERVICE_PROXY_NAME}`;
     const svcFields = opts.serviceFieldSelector ?? 'spec.clusterIP!=None';
     this.makeInformer<V1Service>('Service', 'V1Service', '/api/v1/services', svcLabels, svcFields, pruneService, (t, o) => this.serviceEvent(t, o));
 
-    const epsLabels = opts.endpointSliceLabelSelector ?? `!${SERVICE_PROXY_NAME_LABEL},!${HEADLESS_LABEL}`;
+    const epsLabels = opts.endpointSliceLabelSelector ?? `!${LABEL_SERVICE_PROXY_NAME},!${LABEL_HEADLESS}`;
     this.makeInformer<V1EndpointSlice>('EndpointSlice', 'V1EndpointSlice', '/apis/discovery.k8s.io/v1/endpointslices', epsLabels, undefined, pruneEndpointSlice, (t, o) =>
       this.sliceEvent(t, o),
     );
@@ -323,7 +320,7 @@ export class ClusterWatch {
   private sliceEvent(type: ChangeType, slice: V1EndpointSlice): void {
     const key = objectKey(slice);
     const ns = slice.metadata?.namespace ?? '';
-    const label = slice.metadata?.labels?.[SERVICE_NAME_LABEL];
+    const label = slice.metadata?.labels?.[LABEL_SERVICE_NAME];
     const newSvc = type !== 'delete' && label ? flatKey('/', ns, label) : undefined;
     const old = this.slices.get(key);
     if (old && old.svc !== newSvc) {

@@ -40,6 +40,7 @@ import {
   type SvcKey,
   type SvcVal,
 } from './layout.js';
+import { ipv4Canonical } from '../net/ip.js';
 
 /**
  * Entries per kernel batch call on the column (full-sync) paths. The records
@@ -80,42 +81,12 @@ function packed<T>(items: readonly T[], size: number, encode: (item: T, buf: Buf
   return buf;
 }
 
-/**
- * encodeAddr with a fast path for dotted-quad IPv4 (parsed from char codes,
- * no intermediate strings): the agent writes ~10^5 of them in a full sync.
- * Anything else goes through encodeAddr, which validates and throws.
- */
-function writeAddr(addr: string, buf: Buffer, off: number): void {
-  if (!tryWriteIPv4(addr, buf, off)) encodeAddr(addr, buf, off);
-}
-
-/** writeAddr's fast path: false (bytes undefined) when `addr` is not a canonical dotted quad. */
+/** encodeAddr's IPv4 path alone: false (bytes untouched) when `addr` is not a canonical dotted quad. */
 function tryWriteIPv4(addr: string, buf: Buffer, off: number): boolean {
-  const n = addr.length;
-  if (n >= 7 && n <= 15) {
-    let part = 0;
-    let digits = 0;
-    let octet = 0;
-    let ok = true;
-    for (let i = 0; i <= n && ok; i++) {
-      const c = i < n ? addr.charCodeAt(i) : 46;
-      if (c >= 48 && c <= 57 && digits < 3) {
-        part = part * 10 + (c - 48);
-        digits++;
-      } else if (c === 46 && digits > 0 && part <= 255 && octet < 4 && !(digits > 1 && addr.charCodeAt(i - digits) === 48)) {
-        buf[off + 12 + octet++] = part;
-        part = 0;
-        digits = 0;
-      } else ok = false;
-    }
-    if (ok && octet === 4) {
-      for (let i = 0; i < 10; i++) buf[off + i] = 0; // cheaper than fill() for 10 bytes
-      buf[off + 10] = 0xff;
-      buf[off + 11] = 0xff;
-      return true;
-    }
-  }
-  return false;
+  const a = ipv4Canonical(addr);
+  if (a < 0) return false;
+  encodeIPv4Num(a, buf, off);
+  return true;
 }
 
 /**
@@ -151,19 +122,19 @@ class AddrCache {
   }
 }
 
-/** encodeBackend's layout for row `id` of `rows`, with the fast address paths: an IPv4 address from its u32, else parsed by hand. */
+/** encodeBackend's layout for row `id` of `rows`, with the fast address paths: an IPv4 address from its u32, else encodeAddr. */
 function packBackendRow(rows: BackendColumns, id: number, b: Buffer, o: number): void {
   const ip4 = rows.ipv4(id);
   if (ip4 >= 0) encodeIPv4Num(ip4, b, o);
-  else writeAddr(rows.addr(id), b, o);
+  else encodeAddr(rows.addr(id), b, o);
   b.writeUInt16BE(rows.port(id), o + 16);
   b[o + 18] = rows.proto(id);
   b[o + 19] = rows.flags(id);
 }
 
-/** encodeBackend's bytes, with writeAddr's fast path. */
+/** encodeBackend's bytes, by hand. */
 function packBackend(v: Backend, b: Buffer, o: number): void {
-  writeAddr(v.addr, b, o);
+  encodeAddr(v.addr, b, o);
   b.writeUInt16BE(v.port, o + 16);
   b[o + 18] = v.proto;
   b[o + 19] = v.flags;

@@ -7,7 +7,7 @@
  * Addresses are strings in TypeScript ("198.19.0.10", "2001:db8::1") and 16
  * bytes in the maps, IPv4 stored IPv4-mapped (::ffff:a.b.c.d).
  */
-import { isIPv4, isIPv6 } from 'node:net';
+import { formatIPv4, formatIPv6, ipv4Canonical, ipv6Groups, isCanonicalIPv4 } from '../net/ip.js';
 
 export interface FieldLayout {
   /** Member name in the C struct. */
@@ -88,23 +88,12 @@ export const MAP_NAMES = {
 
 export const ADDR_SIZE = 16;
 
-function ipv4Octets(addr: string): number[] | null {
-  if (!isIPv4(addr)) return null;
-  return addr.split('.').map(Number);
-}
-
 /** Writes an address as 16 bytes (IPv4 as ::ffff:a.b.c.d). Throws RangeError on anything else. */
 export function encodeAddr(addr: string, buf: Buffer, off: number): void {
-  const v4 = ipv4Octets(addr);
-  if (v4) {
-    buf.fill(0, off, off + 10);
-    buf[off + 10] = 0xff;
-    buf[off + 11] = 0xff;
-    for (let i = 0; i < 4; i++) buf[off + 12 + i] = v4[i];
-    return;
-  }
-  if (!isIPv6(addr)) throw new RangeError(`not an IP address: ${addr}`);
-  const groups = expandIPv6(addr);
+  const v4 = ipv4Canonical(addr);
+  if (v4 >= 0) return encodeIPv4Num(v4, buf, off);
+  const groups = ipv6Groups(addr);
+  if (!groups) throw new RangeError(`not an IP address: ${addr}`);
   for (let i = 0; i < 8; i++) buf.writeUInt16BE(groups[i], off + i * 2);
 }
 
@@ -123,50 +112,10 @@ export function encodeIPv4Num(a: number, buf: Buffer, off: number): void {
 export function decodeAddr(buf: Buffer, off: number): string {
   let mapped = buf[off + 10] === 0xff && buf[off + 11] === 0xff;
   for (let i = 0; mapped && i < 10; i++) if (buf[off + i] !== 0) mapped = false;
-  if (mapped) return `${buf[off + 12]}.${buf[off + 13]}.${buf[off + 14]}.${buf[off + 15]}`;
+  if (mapped) return formatIPv4(buf.readUInt32BE(off + 12)); // the common case, without the groups
   const groups: number[] = [];
   for (let i = 0; i < 8; i++) groups.push(buf.readUInt16BE(off + i * 2));
-  return compressIPv6(groups);
-}
-
-/** The 8 groups of an IPv6 address. The URL parser first brings any valid form (dotted tail included) to hex groups. */
-function expandIPv6(addr: string): number[] {
-  const canonical = new URL(`http://[${addr}]/`).hostname.slice(1, -1);
-  const [head, rest] = canonical.split('::');
-  const parse = (s: string | undefined) => (s ? s.split(':').map((g) => parseInt(g, 16)) : []);
-  const h = parse(head);
-  if (rest === undefined) return h;
-  const r = parse(rest);
-  return [...h, ...new Array<number>(8 - h.length - r.length).fill(0), ...r];
-}
-
-/** RFC 5952 text form: longest run of zero groups (length ≥ 2) becomes "::". */
-function compressIPv6(groups: number[]): string {
-  let bestStart = -1;
-  let bestLen = 0;
-  for (let i = 0; i < 8; ) {
-    if (groups[i] !== 0) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && groups[j] === 0) j++;
-    if (j - i > bestLen && j - i >= 2) {
-      bestStart = i;
-      bestLen = j - i;
-    }
-    i = j;
-  }
-  const hex = groups.map((g) => g.toString(16));
-  if (bestStart < 0) return hex.join(':');
-  return `${hex.slice(0, bestStart).join(':')}::${hex.slice(bestStart + bestLen).join(':')}`;
-}
-
-/** The canonical text form of an address (what decodeAddr(encodeAddr(a)) gives). */
-export function canonicalAddr(addr: string): string {
-  const buf = Buffer.alloc(ADDR_SIZE);
-  encodeAddr(addr, buf, 0);
-  return decodeAddr(buf, 0);
+  return formatIPv6(groups);
 }
 
 // ---------------------------------------------------------------- kpr_svc_key
@@ -644,7 +593,7 @@ export const SRC_RANGE_KEY: StructLayout = {
 /** The LPM key of a range: prefixlen counts rev_nat_id + pad (32 bits) and the address prefix, IPv4 as a /96+n. */
 export function encodeSrcRangeKey(k: SrcRangeKey, buf: Buffer = Buffer.alloc(SRC_RANGE_KEY.size), off = 0): Buffer {
   const [addr, lenText] = k.cidr.split('/');
-  const v4 = isIPv4(addr);
+  const v4 = isCanonicalIPv4(addr);
   const max = v4 ? 32 : 128;
   const len = lenText === undefined ? max : Number(lenText);
   if (!Number.isInteger(len) || len < 0 || len > max) throw new RangeError(`invalid CIDR ${k.cidr}`);
@@ -658,7 +607,7 @@ export function encodeSrcRangeKey(k: SrcRangeKey, buf: Buffer = Buffer.alloc(SRC
 export function decodeSrcRangeKey(buf: Buffer, off = 0): SrcRangeKey {
   const bits = buf.readUInt32LE(off) - 32;
   const addr = decodeAddr(buf, off + 8);
-  return { revNatId: buf.readUInt16LE(off + 4), cidr: `${addr}/${isIPv4(addr) ? bits - 96 : bits}` };
+  return { revNatId: buf.readUInt16LE(off + 4), cidr: `${addr}/${isCanonicalIPv4(addr) ? bits - 96 : bits}` };
 }
 
 // ---------------------------------------------------------------- node configuration

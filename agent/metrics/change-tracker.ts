@@ -4,9 +4,8 @@
  * EndpointSlices' last-change-trigger-time annotations, turned into network
  * programming latencies when a sync has written them to the maps.
  */
+import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME } from '../k8s/labels.js';
 
-/** The annotation the EndpointSlice controller sets to when the change that caused it happened. */
-export const LAST_CHANGE_TRIGGER_TIME = 'endpoints.kubernetes.io/last-change-trigger-time';
 
 export interface TrackedChange {
   kind: 'Service' | 'EndpointSlice' | 'Node';
@@ -42,7 +41,7 @@ export class ChangeTracker {
       this.servicesPending.add(change.key);
     } else if (change.kind === 'EndpointSlice') {
       this.endpointPending++;
-      const t = parseTriggerTime(change.annotations?.[LAST_CHANGE_TRIGGER_TIME]);
+      const t = parseTriggerTime(change.annotations?.[ANNOTATION_LAST_CHANGE_TRIGGER_TIME]);
       if (t && t >= this.startedAt) {
         const list = this.triggerTimes.get(change.key);
         if (list) list.push(t);

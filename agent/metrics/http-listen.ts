@@ -1,32 +1,11 @@
 /**
- * Bind addresses ("host:port", "[v6]:port", kube-proxy's format) and a listen
- * that, like kube-proxy's health and metrics servers, keeps retrying every 5 s
- * instead of taking the proxy down when the port is busy.
+ * A listen that, like kube-proxy's health and metrics servers, keeps
+ * retrying every 5 s instead of taking the proxy down when the port is busy.
+ * The addresses are net/listen-address.ts's.
  */
-import { isIP } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from '../log.js';
-
-export interface BindAddress {
-  host: string;
-  port: number;
-}
-
-/** Parses "0.0.0.0:10256", "[::]:10256", "127.0.0.1:0"; "" (disabled) gives undefined. */
-export function parseBindAddress(text: string, flag: string): BindAddress | undefined {
-  if (text === '') return undefined;
-  const m = /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(text);
-  const host = m?.[1] ?? m?.[2];
-  const port = Number(m?.[3]);
-  if (!m || !host || !isIP(host) || (m[1] !== undefined && isIP(host) !== 6) || port > 65535) {
-    throw new Error(`invalid ${flag} "${text}" (IP:port, e.g. 0.0.0.0:10256 or [::]:10256; empty disables)`);
-  }
-  return { host, port };
-}
-
-export function formatAddress(host: string, port: number): string {
-  return isIP(host) === 6 ? `[${host}]:${port}` : `${host}:${port}`;
-}
+import { formatAddress, type BindAddress } from '../net/listen-address.js';
 
 const RETRY_MS = 5000;
 

@@ -5,12 +5,14 @@
  */
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { buildHealthServer } from '../health/server.js';
-import { ProxyHealthState, type IpFamily, type NodeLike } from '../health/proxy-health.js';
+import { ProxyHealthState, type NodeLike } from '../health/proxy-health.js';
+import type { IPFamily } from '../net/ip.js';
 import { cacheHealth, type CacheHealth, type CacheState } from '../health/cache-health.js';
 import type { Logger } from '../log.js';
 import type { AdoptResult } from '../reconcile/reconciler.js';
 import type { SyncReport } from '../sync-loop.js';
-import { listenWithRetry, parseBindAddress, type Listener } from './http-listen.js';
+import { parseBindAddress } from '../net/listen-address.js';
+import { listenWithRetry, type Listener } from './http-listen.js';
 import { instrumentMapErrors } from './instrument-maps.js';
 import { AgentMetrics } from './metrics.js';
 import { buildMetricsServer } from './server.js';
@@ -21,7 +23,7 @@ import { buildMetricsServer } from './server.js';
  * hooks), so both families are updated together and always agree; both are
  * reported so per-family dashboards built for dual-stack kube-proxy work.
  */
-export const HEALTH_FAMILIES: readonly IpFamily[] = ['IPv4', 'IPv6'];
+export const HEALTH_FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];
 
 export interface ObservabilityOptions {
   bpffsDir: string;

@@ -4,8 +4,8 @@
  * Pure. Bad pieces are skipped and reported; nothing throws.
  */
 import type { V1Endpoint, V1EndpointSlice } from '@kubernetes/client-node';
-import { compareAddrKeys, ipv4Canonical, IPV4_INVALID, IPV4_NONCANONICAL, parseIP, parseIPv4, type IPFamily } from './ip.js';
-import { LABEL_SERVICE_NAME } from './labels.js';
+import { compareAddrKeys, ipv4Canonical, IPV4_INVALID, IPV4_NONCANONICAL, parseIP, parseIPv4, type IPFamily } from '../net/ip.js';
+import { LABEL_SERVICE_NAME } from '../k8s/labels.js';
 import type { Protocol, SkippedObject } from './types.js';
 import { quote } from './service-info.js';
 import { namespacedKey } from '../flat-key.js';

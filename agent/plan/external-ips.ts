@@ -6,7 +6,7 @@
  * is skipped with a reason; the Service's other frontends are unaffected.
  * This is the node-side defence against CVE-2020-8554 (docs/architecture.md).
  */
-import { cidrContains, parseCIDR, parseIP, type ParsedCIDR } from './ip.js';
+import { cidrContains, parseCIDR, parseIP, type ParsedCIDR } from '../net/ip.js';
 import type { FamilyInfo } from './service-info.js';
 import type { SkippedObject } from './types.js';
 

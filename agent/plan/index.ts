@@ -14,4 +14,3 @@ export {
 export { endpointsByServicePort, groupSlicesByService, sliceServiceKey, portId, type Endpoint } from './endpoint-slices.js';
 export { readServiceInfo, serviceKeyOf, DEFAULT_AFFINITY_SECONDS, MAX_AFFINITY_SECONDS, type ServiceInfo, type ServicePortInfo, type FamilyInfo } from './service-info.js';
 export { nodePortAddresses, parseNodePortAddresses, type NodePortAddressFilter } from './node-addresses.js';
-export { parseIPv4, parseIP, parseCIDR, cidrContains, compareAddrKeys, type IPFamily, type ParsedIP } from './ip.js';

@@ -7,7 +7,7 @@
  * themselves; they come from the Node object, not from the host's interfaces.
  */
 import type { V1Node } from '@kubernetes/client-node';
-import { cidrContains, parseCIDR, parseIP, type IPFamily, type ParsedCIDR } from './ip.js';
+import { cidrContains, parseCIDR, parseIP, type IPFamily, type ParsedCIDR } from '../net/ip.js';
 import type { SkippedObject } from './types.js';
 
 export interface NodePortAddressFilter {

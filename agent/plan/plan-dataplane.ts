@@ -5,7 +5,7 @@
  */
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { groupSlicesByService } from './endpoint-slices.js';
-import { compareAddrKeys, parseIP } from './ip.js';
+import { compareAddrKeys, parseIP } from '../net/ip.js';
 import { planService, type PlanContext } from './plan-service.js';
 import { serviceKeyOf } from './service-info.js';
 import type { DataplanePlan, PlanFrontend, SkippedObject } from './types.js';

@@ -12,7 +12,7 @@
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { categorizeEndpoints, type EndpointUse, type NodeTopology } from './categorize-endpoints.js';
 import { endpointsByServicePort, portId, type Endpoint } from './endpoint-slices.js';
-import { LABEL_TOPOLOGY_ZONE } from './labels.js';
+import { LABEL_TOPOLOGY_ZONE } from '../k8s/labels.js';
 import { nodePortAddresses, parseNodePortAddresses } from './node-addresses.js';
 import { withAllowedExternalIPs } from './external-ips.js';
 import { readServiceInfo, type FamilyInfo, type ServiceInfo, type ServicePortInfo } from './service-info.js';

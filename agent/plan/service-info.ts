@@ -7,8 +7,8 @@
  * a SkippedObject saying why. Never throws on bad input.
  */
 import type { V1Service, V1ServicePort } from '@kubernetes/client-node';
-import { ipv4Canonical, parseCIDR, parseIP, type IPFamily } from './ip.js';
-import { LABEL_SERVICE_PROXY_NAME } from './labels.js';
+import { ipv4Canonical, parseCIDR, parseIP, type IPFamily } from '../net/ip.js';
+import { LABEL_SERVICE_PROXY_NAME } from '../k8s/labels.js';
 import type { Protocol, SkippedObject } from './types.js';
 import { namespacedKey } from '../flat-key.js';
 

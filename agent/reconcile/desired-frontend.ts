@@ -3,10 +3,9 @@
  * datapath cannot serve are refused here with a reason, so the reconciler
  * never writes a half-understood entry.
  */
-import { ipv4Canonical, IPV4_INVALID, parseIP } from '../plan/ip.js';
+import { ipv4Canonical, IPV4_INVALID, networkText, parseCIDR, parseIP } from '../net/ip.js';
 import { frontendKey, sameBackends, type PlanBackend, type PlanFrontend, type SkippedObject } from '../plan/types.js';
-import { isIPv4 } from 'node:net';
-import { BE_FLAG, FE_TYPE, IPPROTO, SCOPE, SVC_FLAG, decodeSrcRangeKey, encodeSrcRangeKey, type Backend } from '../maps/layout.js';
+import { BE_FLAG, FE_TYPE, IPPROTO, SCOPE, SVC_FLAG, type Backend } from '../maps/layout.js';
 import { flatKey } from '../flat-key.js';
 
 /**
@@ -160,11 +159,13 @@ export function toDesiredFrontend(service: string, f: PlanFrontend, skipped: Ski
   if (f.sourceRanges.length > 0) {
     const ranges: string[] = [];
     for (const cidr of f.sourceRanges) {
-      const canonical = canonicalCidr(cidr);
-      if (canonical === null || isIPv4(canonical.split('/')[0]) !== (family === 'IPv4')) {
+      // The map's form: host bits cleared, canonical text.
+      const parsed = parseCIDR(cidr);
+      if (parsed === null || parsed.family !== family) {
         refuse(service, f, `invalid source range ${JSON.stringify(cidr)}`, skipped);
         continue;
       }
+      const canonical = networkText(parsed);
       if (!ranges.includes(canonical)) ranges.push(canonical);
     }
     sourceRanges = ranges.sort();
@@ -255,19 +256,4 @@ function desiredBackends(
     out.push(text === b.address ? b : b.local ? { address: text, port: b.port, local: true } : { address: text, port: b.port });
   }
   return out ?? list;
-}
-
-/** The CIDR as the map holds it (address masked to the prefix, canonical text); null if invalid. */
-export function canonicalCidr(cidr: string): string | null {
-  try {
-    const key = encodeSrcRangeKey({ revNatId: 0, cidr: cidr.trim() });
-    const bits = key.readUInt32LE(0) - 32; // address bits, IPv4 as /96+n
-    for (let i = 0; i < 16; i++) {
-      const keep = Math.max(0, Math.min(8, bits - i * 8));
-      key[8 + i] &= (0xff << (8 - keep)) & 0xff;
-    }
-    return decodeSrcRangeKey(key).cidr;
-  } catch {
-    return null;
-  }
 }

@@ -8,7 +8,7 @@
 import type { DatapathMaps } from '../maps/datapath-maps.js';
 import type { AffinityMatchKey, Backend, SrcRangeKey, SvcKey, SvcMeta, SvcVal } from '../maps/layout.js';
 import type { MapCapacities } from './limits.js';
-import { parseIP } from '../plan/ip.js';
+import { parseIP } from '../net/ip.js';
 
 export type MapMethod =
   | 'updateServices'

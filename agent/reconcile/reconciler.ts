@@ -70,7 +70,7 @@ import {
   type SvcMeta,
   type SvcVal,
 } from '../maps/layout.js';
-import { parseIP } from '../plan/ip.js';
+import { parseIP } from '../net/ip.js';
 import type { PlanBackend, PlanFrontend, SkippedObject } from '../plan/types.js';
 import {
   backendValueKey,

@@ -13,7 +13,7 @@ import { BpfMap } from '../../native/index.js';
 import { mapPinPath } from '../../agent/datapath/pins.js';
 import { MAP_NAMES } from '../../agent/maps/layout.js';
 import { countEntries } from '../../agent/metrics/map-stats.js';
-import { LAST_CHANGE_TRIGGER_TIME } from '../../agent/metrics/change-tracker.js';
+import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME } from '../../agent/k8s/labels.js';
 import { requireRoot } from '../support/preflight.js';
 import { parseProm, valueOf, type Sample } from '../metrics/prom-text.js';
 
@@ -139,7 +139,7 @@ describe('observability end to end', { timeout: scaled(180_000) }, () => {
     const svcChangesBefore = await metric('kubeproxy_sync_proxy_rules_service_changes_total');
     const sets = [[PODS[0].ip], PODS.map((p) => p.ip), [PODS[1].ip]];
     for (const ips of sets) {
-      box.api.apply(slice('web-1', 'web', ips, { [LAST_CHANGE_TRIGGER_TIME]: new Date().toISOString() }));
+      box.api.apply(slice('web-1', 'web', ips, { [ANNOTATION_LAST_CHANGE_TRIGGER_TIME]: new Date().toISOString() }));
       await until(`web to have ${ips.length} backends`, async () => valueOf(await scrape(), 'kpr_bpf_map_entries', { map: MAP_NAMES.svc }) === 2 + ips.length);
     }
     const s = await scrape();

@@ -5,7 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ProxyHealthState, healthzResponse, livezResponse, nodeEligible, type IpFamily, type NodeLike } from '../../agent/health/proxy-health.js';
+import { ProxyHealthState, healthzResponse, livezResponse, nodeEligible, type NodeLike } from '../../agent/health/proxy-health.js';
+import type { IPFamily } from '../../agent/net/ip.js';
 
 class FakeClock {
   t = Date.parse('2024-05-01T10:00:00Z');
@@ -20,8 +21,8 @@ const DELETING_NODE: NodeLike = { metadata: { deletionTimestamp: new Date('2024-
 const TAINTED_NODE: NodeLike = { spec: { taints: [{ key: 'ToBeDeletedByClusterAutoscaler' }] } };
 
 type Step =
-  | { queued: IpFamily }
-  | { updated: IpFamily }
+  | { queued: IPFamily }
+  | { updated: IPFamily }
   | { wait: number }
   | { expect: { healthz: number; livez: number; healthy?: boolean } };
 

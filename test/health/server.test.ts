@@ -8,7 +8,7 @@ import { createServer } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { buildHealthServer } from '../../agent/health/server.js';
 import { ProxyHealthState, type NodeLike } from '../../agent/health/proxy-health.js';
-import { formatAddress, listenWithRetry, parseBindAddress, type Listener } from '../../agent/metrics/http-listen.js';
+import { listenWithRetry, type Listener } from '../../agent/metrics/http-listen.js';
 import { buildMetricsServer } from '../../agent/metrics/server.js';
 import type { Logger } from '../../agent/log.js';
 
@@ -109,18 +109,7 @@ describe('metrics server over HTTP', () => {
   });
 });
 
-describe('bind addresses and a busy port', () => {
-  test('kube-proxy formats parse; anything else is an error; empty disables', () => {
-    assert.deepEqual(parseBindAddress('0.0.0.0:10256', '--x'), { host: '0.0.0.0', port: 10256 });
-    assert.deepEqual(parseBindAddress('[::]:10256', '--x'), { host: '::', port: 10256 });
-    assert.deepEqual(parseBindAddress('127.0.0.1:0', '--x'), { host: '127.0.0.1', port: 0 });
-    assert.equal(parseBindAddress('', '--x'), undefined);
-    for (const bad of ['10256', 'localhost:10256', '0.0.0.0', '1.2.3.4:70000', '::1:80', '[1.2.3.4]:80', '0.0.0.0:port']) {
-      assert.throws(() => parseBindAddress(bad, '--healthz-bind-address'), /invalid --healthz-bind-address/, bad);
-    }
-    assert.equal(formatAddress('::1', 80), '[::1]:80');
-  });
-
+describe('a busy port', () => {
   test('a port in use is retried until it is free, as kube-proxy does', async () => {
     const blocker = createServer();
     await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', r));

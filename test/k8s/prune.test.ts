@@ -2,7 +2,8 @@ import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
-import { CachedEndpoint, internConditions, pruneEndpointSlice, pruneNode, pruneService, LAST_CHANGE_TRIGGER_TIME } from '../../agent/k8s/prune.js';
+import { CachedEndpoint, internConditions, pruneEndpointSlice, pruneNode, pruneService } from '../../agent/k8s/prune.js';
+import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME } from '../../agent/k8s/labels.js';
 import { planService } from '../../agent/plan/index.js';
 
 /** What the watch layer caches: the raw JSON typed by the deserializer, then pruned. */
@@ -21,7 +22,7 @@ const rawSlice = (name: string, ready: boolean, node: string) => ({
     namespace: 'ns',
     resourceVersion: '7',
     labels: { 'kubernetes.io/service-name': 'web', 'endpointslice.kubernetes.io/managed-by': 'endpointslice-controller.k8s.io' },
-    annotations: { [LAST_CHANGE_TRIGGER_TIME]: '2026-12-02T10:00:00Z', other: 'x' },
+    annotations: { [ANNOTATION_LAST_CHANGE_TRIGGER_TIME]: '2026-12-02T10:00:00Z', other: 'x' },
     managedFields: [{ manager: 'kube-controller-manager' }],
   },
   addressType: 'IPv4',
@@ -82,7 +83,7 @@ describe('pruned, compact cache objects', () => {
     assert.deepEqual(a.ports?.map((p) => [p.name, p.port, p.protocol]), [['http', 8080, 'TCP']]);
     assert.equal(a.metadata?.managedFields, undefined);
     assert.deepEqual(a.metadata?.labels, { 'kubernetes.io/service-name': 'web' });
-    assert.deepEqual(a.metadata?.annotations, { [LAST_CHANGE_TRIGGER_TIME]: '2026-12-02T10:00:00Z' });
+    assert.deepEqual(a.metadata?.annotations, { [ANNOTATION_LAST_CHANGE_TRIGGER_TIME]: '2026-12-02T10:00:00Z' });
     assert.equal(a.metadata?.resourceVersion, '7');
     assert.equal(b.endpoints[0].nodeName, a.endpoints[0].nodeName);
   });

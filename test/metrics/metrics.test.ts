@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { KprBpfError } from '../../native/index.js';
-import { ChangeTracker, LAST_CHANGE_TRIGGER_TIME } from '../../agent/metrics/change-tracker.js';
+import { ChangeTracker } from '../../agent/metrics/change-tracker.js';
+import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME } from '../../agent/k8s/labels.js';
 import { instrumentMapErrors } from '../../agent/metrics/instrument-maps.js';
 import { AgentMetrics, LATENCY_BUCKETS } from '../../agent/metrics/metrics.js';
 import { silentLogger } from '../../agent/log.js';
@@ -23,7 +24,7 @@ function report(over: Partial<SyncReport> = {}, res: Partial<SyncResult> = {}): 
   return { trigger: 'event', full: false, services: 1, durationMs: 0.35, result: result(res), ...over };
 }
 
-const trigger = (ms: number) => ({ [LAST_CHANGE_TRIGGER_TIME]: new Date(ms).toISOString() });
+const trigger = (ms: number) => ({ [ANNOTATION_LAST_CHANGE_TRIGGER_TIME]: new Date(ms).toISOString() });
 
 describe('change tracker', () => {
   test('pending counts: slice changes one by one, services once each; cleared when applied', () => {
@@ -47,7 +48,7 @@ describe('change tracker', () => {
     t.record({ kind: 'EndpointSlice', key: 'a/db', annotations: trigger(T0 + 1500) });
     t.record({ kind: 'EndpointSlice', key: 'a/old', annotations: trigger(T0 - 60_000) });
     t.record({ kind: 'EndpointSlice', key: 'a/none' });
-    t.record({ kind: 'EndpointSlice', key: 'a/bad', annotations: { [LAST_CHANGE_TRIGGER_TIME]: 'yesterday' } });
+    t.record({ kind: 'EndpointSlice', key: 'a/bad', annotations: { [ANNOTATION_LAST_CHANGE_TRIGGER_TIME]: 'yesterday' } });
     assert.deepEqual(t.applied(new Date(T0 + 2000)).sort(), [0.5, 1]);
     assert.deepEqual(t.applied(new Date(T0 + 3000)), [], 'each trigger is observed once');
   });

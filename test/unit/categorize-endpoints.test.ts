@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { categorizeEndpoints, type EndpointUse, type NodeTopology } from '../../agent/plan/categorize-endpoints.js';
 import type { Endpoint } from '../../agent/plan/endpoint-slices.js';
-import { parseIPv4 } from '../../agent/plan/ip.js';
+import { parseIPv4 } from '../../agent/net/ip.js';
 
 function e(addr: string, o: Partial<Endpoint> = {}): Endpoint {
   return { address: addr, addressKey: parseIPv4(addr)!.num, port: 80, ready: true, serving: true, terminating: false, isLocal: false, zoneHints: null, nodeHints: null, ...o };

@@ -12,7 +12,7 @@ import { BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
 import { BACKEND, SVC_META, VIP_KEY, encodeBackend, encodeSvcMeta, encodeVipKey, type Backend, type SvcKey, type SvcMeta, type SvcVal } from '../../agent/maps/layout.js';
 import { TupleIndex } from '../../agent/reconcile/tuple-index.js';
 import { backendTupleKey, backendValueKey } from '../../agent/reconcile/desired-frontend.js';
-import { parseIP } from '../../agent/plan/ip.js';
+import { parseIP } from '../../agent/net/ip.js';
 import { IdAllocator } from '../../agent/reconcile/id-allocator.js';
 import { BackendTable } from '../../agent/reconcile/backend-table.js';
 import { endpointsByServicePort } from '../../agent/plan/endpoint-slices.js';

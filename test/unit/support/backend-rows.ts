@@ -1,7 +1,7 @@
 /** Backend-map values as the reconciler's BackendTable holds them, for tests of the column writers. */
 import { BackendTable } from '../../../agent/reconcile/backend-table.js';
 import { backendValueKey } from '../../../agent/reconcile/desired-frontend.js';
-import { parseIP } from '../../../agent/plan/ip.js';
+import { parseIP } from '../../../agent/net/ip.js';
 import type { Backend } from '../../../agent/maps/layout.js';
 
 /** A table holding recs[i] as backend ids[i]. */
