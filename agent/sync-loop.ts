@@ -7,7 +7,8 @@
  * Every full sync after the first runs sliced (a resync), each slice a few
  * milliseconds, with the event loop between them, so event syncs run while
  * it goes on, before its next slice: the maps read back one at a time
- * (Reconciler.readBackMatches; a difference repaired in one step), then
+ * (Reconciler.readBackMatches; kpr_svc and kpr_backend over several slices
+ * each; a difference repaired in one step), then
  * kpr_config; then every Service (the cluster's and the desired state's, as
  * of that moment) re-planned and re-diffed in chunks of `resyncChunk`, as
  * incremental syncs; then one `sweep` sync (what no Service claims removed).
@@ -193,6 +194,7 @@ export class SyncLoop {
     this.cancelPending?.();
     clearInterval(this.periodic);
     if (this.sliceImmediate) clearImmediate(this.sliceImmediate);
+    if (this.resync) this.reconciler.endReadBack();
   }
 
   /** A Service (or its slices) changed; "" or a node change means everything may have. */
@@ -452,6 +454,7 @@ export class SyncLoop {
   private resyncStep(rs: Resync, step: string): SyncResult | undefined {
     if (READ_BACK_MAPS.includes(step)) {
       const r = this.reconciler.readBackMatches(step);
+      if (r === 'pending') return undefined; // kpr_svc and kpr_backend: read back over several slices
       if (r === 'drift') rs.steps.splice(0, rs.steps.indexOf('node'), 'repair');
       else if (r === 'unreadable') rs.steps.splice(0, rs.steps.indexOf('node'));
       else rs.steps.shift();
@@ -507,6 +510,7 @@ export class SyncLoop {
 
   private finishResync(rs: Resync, failed: SyncResult | undefined): void {
     this.resync = undefined;
+    this.reconciler.endReadBack(); // a read-back a failed slice left unfinished
     let result = rs.result;
     if (failed) {
       // The totals so far, marked failed: what was written stays written.

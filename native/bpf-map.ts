@@ -363,6 +363,64 @@ export class BpfMap {
     return { count: total, keys: keys.subarray(0, total * ks), values: values.subarray(0, total * vs) };
   }
 
+  /**
+   * A resumable walk of the map with bpf_map_lookup_batch: each next() is one
+   * call of at most `batchEntries` records (more only when one hash bucket
+   * holds more: the kernel copies buckets whole), resuming at the kernel's
+   * out_batch token; null once every bucket was visited. The returned
+   * buffers are reused by the next call. Between two calls the map may
+   * change: for BPF_MAP_TYPE_HASH the token is a bucket index, an entry's
+   * bucket is fixed by its key's hash (n_buckets never changes), and each
+   * call copies whole buckets under the bucket's lock, so an entry no one
+   * writes or deletes during the walk is returned exactly once (see
+   * __htab_map_lookup_and_delete_batch in the kernel's kernel/bpf/hashtab.c).
+   * A map type without batch lookup is read whole, by key iteration, at the first call.
+   */
+  lookupBatchCursor(batchEntries: number): { next(): BatchEntries | null } {
+    const lib = libbpf();
+    const ks = this.keySize;
+    const vs = this.valueStride;
+    let cap = Math.max(1, Math.min(this.maxEntries, Math.floor(batchEntries)));
+    let keys = Buffer.allocUnsafe(cap * ks);
+    let values = Buffer.allocUnsafe(cap * vs);
+    const tokLen = Math.max(ks, 8);
+    const inTok = Buffer.alloc(tokLen);
+    const outTok = Buffer.alloc(tokLen);
+    const count = Buffer.alloc(4);
+    let first = true;
+    let done = false;
+    return {
+      next: (): BatchEntries | null => {
+        if (done) return null;
+        const fd = this.#live('map lookup batch');
+        for (;;) {
+          count.writeUInt32LE(cap, 0);
+          const ret = lib.bpf_map_lookup_batch(fd, first ? null : inTok, outTok, keys, values, count, NO_FLAGS_OPTS);
+          const n = count.readUInt32LE(0);
+          if (ret === 0 || ret === -E.ENOENT) {
+            outTok.copy(inTok);
+            first = false;
+            if (ret === -E.ENOENT) done = true;
+            return { count: n, keys: keys.subarray(0, n * ks), values: values.subarray(0, n * vs) };
+          }
+          if (ret === -E.ENOSPC) {
+            // One bucket holds more entries than the batch: nothing was copied, retry it with room.
+            cap *= 2;
+            keys = Buffer.allocUnsafe(cap * ks);
+            values = Buffer.allocUnsafe(cap * vs);
+            continue;
+          }
+          const errno = -ret;
+          if (first && (errno === E.EINVAL || errno === ENOTSUPP || errno === E.EOPNOTSUPP)) {
+            done = true;
+            return this.#lookupAllByIteration();
+          }
+          throw this.#err('map lookup batch', ret);
+        }
+      },
+    };
+  }
+
   #lookupAllByIteration(): BatchEntries {
     const ks: Buffer[] = [];
     const vs: Buffer[] = [];

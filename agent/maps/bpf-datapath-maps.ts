@@ -315,6 +315,27 @@ export class BpfDatapathMaps implements DatapathMaps {
     return { ...this.backendMap.lookupBatch(), valueStride: this.backendMap.valueStride };
   }
 
+  /** kpr_svc's records in resumable batches of about `batchEntries`, undecoded (a sliced drift read-back fingerprints them). */
+  servicesRawCursor(batchEntries: number): { next(): { count: number; keys: Buffer; values: Buffer; valueStride: number } | null } {
+    return this.rawCursor(this.svcMap, batchEntries);
+  }
+
+  /** kpr_backend's records in resumable batches, undecoded. */
+  backendsRawCursor(batchEntries: number): { next(): { count: number; keys: Buffer; values: Buffer; valueStride: number } | null } {
+    return this.rawCursor(this.backendMap, batchEntries);
+  }
+
+  private rawCursor(map: BpfMap, batchEntries: number): { next(): { count: number; keys: Buffer; values: Buffer; valueStride: number } | null } {
+    const cursor = map.lookupBatchCursor(batchEntries);
+    return {
+      next: () => {
+        this.flush(); // writes queued since the last batch reach the kernel first
+        const b = cursor.next();
+        return b && { ...b, valueStride: map.valueStride };
+      },
+    };
+  }
+
   updateServices(entries: Array<[SvcKey, SvcVal]>): void {
     if (entries.length === 0) return;
     const keys = packed(entries, SVC_KEY.size, (e, b, o) => this.packSvcKey(e[0], b, o));

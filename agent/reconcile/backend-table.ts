@@ -169,6 +169,22 @@ export class BackendTable implements BackendColumns {
     for (const id of this.far.keys()) fn(id);
   }
 
+  /** One past the highest id forEachDenseId can visit (the dense range grows as ids are handed out). */
+  get denseEnd(): number {
+    return this.kind.length;
+  }
+
+  /** The ids of rows in [from, to) of the dense range, in order (a sliced read-back hashes them a range at a time). */
+  forEachDenseId(from: number, to: number, fn: (id: number) => void): void {
+    const kind = this.kind;
+    for (let id = from, end = Math.min(to, kind.length); id < end; id++) if (kind[id] !== NONE) fn(id);
+  }
+
+  /** The ids of the rows beyond the dense range (foreign entries only). */
+  forEachFarId(fn: (id: number) => void): void {
+    for (const id of this.far.keys()) fn(id);
+  }
+
   // ---- BackendColumns: the values written to the kernel
 
   ipv4(id: number): number {

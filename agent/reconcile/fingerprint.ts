@@ -65,14 +65,8 @@ export class Fingerprint {
 
   /** Final mixing (records that differ in one byte spread over the whole word), then the sums. */
   private mix(h1: number, h2: number): void {
-    h1 ^= h1 >>> 15;
-    h1 = Math.imul(h1, 0x2c1b3c6d);
-    h1 ^= h1 >>> 12;
-    h2 ^= h2 >>> 13;
-    h2 = Math.imul(h2, 0x297a2d39);
-    h2 ^= h2 >>> 16;
-    this.a = (this.a + h1) >>> 0;
-    this.b = (this.b + h2) >>> 0;
+    this.a = (this.a + mix1(h1)) >>> 0;
+    this.b = (this.b + mix2(h2)) >>> 0;
     this.count++;
   }
 
@@ -81,8 +75,167 @@ export class Fingerprint {
     for (let i = 0; i < count; i++) this.add(keys, i * keyLen, keyLen, vals, i * valStride, valLen);
   }
 
+  /** A fingerprint with these sums. */
+  static of(a: number, b: number, count: number): Fingerprint {
+    const fp = new Fingerprint();
+    fp.a = a >>> 0;
+    fp.b = b >>> 0;
+    fp.count = count;
+    return fp;
+  }
+
   equals(o: Fingerprint): boolean {
     return this.a === o.a && this.b === o.b && this.count === o.count;
+  }
+}
+
+/** The final mixing of each running hash (records that differ in one byte spread over the whole word). */
+function mix1(h1: number): number {
+  h1 ^= h1 >>> 15;
+  h1 = Math.imul(h1, 0x2c1b3c6d);
+  return (h1 ^ (h1 >>> 12)) >>> 0;
+}
+
+function mix2(h2: number): number {
+  h2 ^= h2 >>> 13;
+  h2 = Math.imul(h2, 0x297a2d39);
+  return (h2 ^ (h2 >>> 16)) >>> 0;
+}
+
+/**
+ * A key's identity in a sliced read-back: 52 bits of the two running hashes
+ * after its bytes (the state a record's hash goes on from), exact in a double.
+ */
+function keyIdOf(h1: number, h2: number): number {
+  return (h1 >>> 0) * 0x100000 + (h2 >>> 12);
+}
+
+/** The bit of a key id in TouchedKeys' filter. */
+function filterBit(keyId: number): number {
+  return keyId % 0x10000;
+}
+
+/**
+ * The keys of one map that syncs wrote or deleted while its read-back
+ * window was open, by key id: both sides of the comparison leave them out.
+ */
+export class TouchedKeys {
+  private readonly ids = new Set<number>();
+  /** One bit per filterBit(): most records' check is one typed-array read. */
+  private readonly filter = new Uint32Array(0x10000 / 32);
+
+  get size(): number {
+    return this.ids.size;
+  }
+
+  /** Records the key of `len` bytes at `off`. */
+  add(bytes: Uint8Array, off: number, len: number): void {
+    let h1 = SEED1;
+    let h2 = SEED2;
+    for (let i = off, end = off + len; i < end; i++) {
+      h1 = Math.imul(h1 ^ bytes[i], M1);
+      h2 = Math.imul(h2 ^ bytes[i], M2);
+    }
+    const id = keyIdOf(h1, h2);
+    this.ids.add(id);
+    const bit = filterBit(id);
+    this.filter[bit >>> 5] |= 1 << (bit & 31);
+  }
+
+  has(keyId: number): boolean {
+    const bit = filterBit(keyId);
+    return (this.filter[bit >>> 5] & (1 << (bit & 31))) !== 0 && this.ids.has(keyId);
+  }
+}
+
+/**
+ * One side of a sliced read-back (the kernel's batches, or the mirror's
+ * entries), kept per record as its key id and its two record hashes, in
+ * typed arrays (no object per record): the records whose keys were touched
+ * before the window closed are only known at its end, and left out then (sum()).
+ */
+export class RecordHashes {
+  private keyIds = new Float64Array(1024);
+  private a = new Uint32Array(1024);
+  private b = new Uint32Array(1024);
+  length = 0;
+
+  /** Every record of a batch dump (`count` records of fixed sizes, values `valStride` apart). */
+  addBatch(count: number, keys: Uint8Array, keyLen: number, vals: Uint8Array, valLen: number, valStride = valLen): void {
+    this.reserve(count);
+    for (let r = 0; r < count; r++) {
+      let h1 = SEED1;
+      let h2 = SEED2;
+      for (let i = r * keyLen, end = i + keyLen; i < end; i++) {
+        h1 = Math.imul(h1 ^ keys[i], M1);
+        h2 = Math.imul(h2 ^ keys[i], M2);
+      }
+      const keyId = keyIdOf(h1, h2);
+      for (let i = r * valStride, end = i + valLen; i < end; i++) {
+        h1 = Math.imul(h1 ^ vals[i], M1);
+        h2 = Math.imul(h2 ^ vals[i], M2);
+      }
+      this.push(keyId, h1, h2);
+    }
+  }
+
+  /**
+   * One record whose leading key bytes hashed to `state`: then `keyRest`
+   * more key bytes of `bytes` at `off`, then `valLen` value bytes after them.
+   */
+  addFrom(state: HashState, bytes: Uint8Array, off: number, keyRest: number, valLen: number): void {
+    this.reserve(1);
+    let h1 = state.h1;
+    let h2 = state.h2;
+    let i = off;
+    for (const end = off + keyRest; i < end; i++) {
+      h1 = Math.imul(h1 ^ bytes[i], M1);
+      h2 = Math.imul(h2 ^ bytes[i], M2);
+    }
+    const keyId = keyIdOf(h1, h2);
+    for (const end = i + valLen; i < end; i++) {
+      h1 = Math.imul(h1 ^ bytes[i], M1);
+      h2 = Math.imul(h2 ^ bytes[i], M2);
+    }
+    this.push(keyId, h1, h2);
+  }
+
+  /** The fingerprint of every record whose key is not in `touched` (what Fingerprint would sum over them). */
+  sum(touched: TouchedKeys): Fingerprint {
+    let a = 0;
+    let b = 0;
+    let count = 0;
+    const check = touched.size > 0;
+    for (let i = 0, n = this.length; i < n; i++) {
+      if (check && touched.has(this.keyIds[i])) continue;
+      a = (a + this.a[i]) >>> 0;
+      b = (b + this.b[i]) >>> 0;
+      count++;
+    }
+    return Fingerprint.of(a, b, count);
+  }
+
+  private push(keyId: number, h1: number, h2: number): void {
+    const n = this.length++;
+    this.keyIds[n] = keyId;
+    this.a[n] = mix1(h1);
+    this.b[n] = mix2(h2);
+  }
+
+  private reserve(more: number): void {
+    const need = this.length + more;
+    if (need <= this.keyIds.length) return;
+    let cap = this.keyIds.length * 2;
+    while (cap < need) cap *= 2;
+    const k = new Float64Array(cap);
+    k.set(this.keyIds.subarray(0, this.length));
+    const a = new Uint32Array(cap);
+    a.set(this.a.subarray(0, this.length));
+    const b = new Uint32Array(cap);
+    b.set(this.b.subarray(0, this.length));
+    this.keyIds = k;
+    this.a = a;
+    this.b = b;
   }
 }
 
@@ -99,4 +252,22 @@ export interface RawDump {
 export interface RawDumpMaps {
   dumpServicesRaw(): RawDump;
   dumpBackendsRaw(): RawDump;
+}
+
+/**
+ * A resumable dump of one map in batches (BPF_MAP_LOOKUP_BATCH's in/out
+ * token): each next() returns the next records, at most about the batch
+ * size asked for (a hash bucket comes whole), or null once the walk is over.
+ * An entry no one writes or deletes meanwhile is returned exactly once; one
+ * written or deleted between two calls may or may not be. A batch's buffers
+ * may be reused by the next call.
+ */
+export interface RawCursor {
+  next(): RawDump | null;
+}
+
+/** DatapathMaps that can dump the two large maps in resumable batches (BpfDatapathMaps, MemoryDatapathMaps). */
+export interface RawCursorMaps {
+  servicesRawCursor(batchEntries: number): RawCursor;
+  backendsRawCursor(batchEntries: number): RawCursor;
 }

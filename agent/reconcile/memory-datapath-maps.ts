@@ -6,7 +6,9 @@
  * reader would have seen.
  */
 import type { DatapathMaps } from '../maps/datapath-maps.js';
+import { BACKEND, BACKEND_ID_SIZE, SVC_KEY, SVC_VAL, encodeBackend, encodeBackendId, encodeSvcKey, encodeSvcVal } from '../maps/layout.js';
 import type { AffinityMatchKey, Backend, SrcRangeKey, SvcKey, SvcMeta, SvcVal } from '../maps/layout.js';
+import type { RawCursor, RawDump } from './fingerprint.js';
 import type { MapCapacities } from './limits.js';
 import { parseIP } from '../net/ip.js';
 
@@ -271,6 +273,42 @@ export class MemoryDatapathMaps implements DatapathMaps {
     });
   }
 
+  /**
+   * kpr_svc's records, raw, in resumable batches as the kernel's hash-map
+   * batch lookup returns them: entries sit in RAW_BUCKETS buckets by a hash
+   * of their key; each batch copies whole buckets from where the last one
+   * stopped (at least one bucket, however large), so an entry no one touches
+   * during the walk is returned exactly once, and one inserted or deleted
+   * between batches is seen or not depending on whether its bucket was
+   * already visited.
+   */
+  servicesRawCursor(batchEntries: number): RawCursor {
+    return bucketCursor(
+      batchEntries,
+      () => this.services.entries(),
+      SVC_KEY.size,
+      SVC_VAL.size,
+      ([k, v], keys, vals, i) => {
+        encodeSvcKey(k, keys, i * SVC_KEY.size);
+        encodeSvcVal(v, vals, i * SVC_VAL.size);
+      },
+    );
+  }
+
+  /** kpr_backend's records, raw, in resumable batches (as servicesRawCursor). */
+  backendsRawCursor(batchEntries: number): RawCursor {
+    return bucketCursor(
+      batchEntries,
+      () => [...this.backends].map(([id, b]): [string, [number, Backend]] => [String(id), [id, b]]).values(),
+      BACKEND_ID_SIZE,
+      BACKEND.size,
+      ([id, b], keys, vals, i) => {
+        encodeBackendId(id, keys, i * BACKEND_ID_SIZE);
+        encodeBackend(b, vals, i * BACKEND.size);
+      },
+    );
+  }
+
   private run<T>(method: MapMethod, entries: T[], apply: (e: T, call: number) => void): void {
     const call = ++this.callCount;
     const rec: MapCall = { call, method, entries: entries.length };
@@ -285,6 +323,49 @@ export class MemoryDatapathMaps implements DatapathMaps {
       throw err;
     }
   }
+}
+
+/** Buckets of the raw cursors' hash-table model (a BPF hash map's n_buckets, fixed). */
+export const RAW_BUCKETS = 1024;
+
+function bucketOf(id: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193);
+  return (h >>> 0) % RAW_BUCKETS;
+}
+
+/** A batch cursor over entries identified by string, bucketed by bucketOf (see servicesRawCursor). */
+function bucketCursor<T>(
+  batchEntries: number,
+  entries: () => Iterable<[string, T]>,
+  keySize: number,
+  valSize: number,
+  encode: (e: T, keys: Buffer, vals: Buffer, i: number) => void,
+): RawCursor {
+  let bucket = 0;
+  return {
+    next(): RawDump | null {
+      if (bucket >= RAW_BUCKETS) return null;
+      const byBucket = new Map<number, T[]>();
+      for (const [id, e] of entries()) {
+        const b = bucketOf(id);
+        if (b < bucket) continue;
+        const list = byBucket.get(b);
+        if (list) list.push(e);
+        else byBucket.set(b, [e]);
+      }
+      const taken: T[] = [];
+      for (; bucket < RAW_BUCKETS; bucket++) {
+        const list = byBucket.get(bucket) ?? [];
+        if (taken.length > 0 && taken.length + list.length > batchEntries) break;
+        taken.push(...list);
+      }
+      const keys = Buffer.alloc(taken.length * keySize);
+      const values = Buffer.alloc(taken.length * valSize);
+      for (let i = 0; i < taken.length; i++) encode(taken[i], keys, values, i);
+      return { count: taken.length, keys, values, valueStride: valSize };
+    },
+  };
 }
 
 /** Rejects what the real codec could not encode, so a bad key fails here as it would for real. */

@@ -41,14 +41,32 @@
  * difference, rebuilds the mirror from them, so the same sync repairs it.
  *
  * A sliced resync (the sync loop's periodic one) never clears the desired
- * state: it checks the maps one at a time (readBackMatches, each map's dump
- * and the mirror compared in one step), on a difference repairs in one step
- * (repairDrift), re-plans the Services in chunks as incremental syncs, and
- * ends with a `sweep` sync: what only a full sync did otherwise (frontends no
- * Service claims removed, every orphan swept).
+ * state: it checks the maps one at a time (readBackMatches), on a
+ * difference repairs in one step (repairDrift), re-plans the Services in
+ * chunks as incremental syncs, and ends with a `sweep` sync: what only a full
+ * sync did otherwise (frontends no Service claims removed, every orphan swept).
+ *
+ * The small maps are dumped and compared in one step each. kpr_svc and
+ * kpr_backend (210,000 entries at 10,000 Services × 10) are read back in
+ * slices of READ_BACK_BATCH records, with event syncs writing between them
+ * (a "read-back window", see ReadBackWindow): the kernel's map is dumped in
+ * resumable batches, then the mirror's entries are hashed the same way,
+ * each record kept as its key id and record hash; every key of that map a
+ * sync writes or deletes while the window is open is recorded as touched,
+ * and at the end both sides are summed without the touched keys
+ * (fingerprint.ts). An untouched key's entry is constant in the kernel and
+ * in the mirror during the window, and the kernel's batch walk returns it
+ * exactly once (BpfMap.lookupBatchCursor), so equal fingerprints mean no
+ * drift on an untouched key; a touched key was just written (or deleted) to
+ * what the mirror says by the sync that touched it. Two different keys
+ * share a 52-bit key id with odds ~2^-52 per pair: an untouched key that
+ * shares one with a touched key is left out on both sides, so its drift, if
+ * it has any, is missed by this read-back only (the next one has other
+ * touched keys), never reported falsely. A difference leads to the decoded
+ * compare and repair in one step (repairDrift, the rare path).
  */
 import type { BackendColumns, DatapathMaps } from '../maps/datapath-maps.js';
-import { Fingerprint, type RawDumpMaps } from './fingerprint.js';
+import { Fingerprint, RecordHashes, TouchedKeys, type HashState, type RawCursor, type RawCursorMaps, type RawDumpMaps } from './fingerprint.js';
 import {
   BACKEND,
   BACKEND_ID_SIZE,
@@ -62,7 +80,9 @@ import {
   SVC_VAL,
   VIP_FLAG,
   encodeAddr,
+  encodeBackendId,
   encodeIPv4Num,
+  encodeSvcKey,
   type AffinityMatchKey,
   type Backend,
   type SrcRangeKey,
@@ -141,6 +161,12 @@ export interface SyncOptions {
 /** The maps a sliced read-back compares one at a time (readBackMatches), in its order. */
 export const READ_BACK_MAPS: readonly string[] = [MAP_NAMES.svc, MAP_NAMES.backend, MAP_NAMES.vip, MAP_NAMES.svcMeta, MAP_NAMES.affinityMatch, MAP_NAMES.srcRange];
 
+/** Records per slice of the read-back of kpr_svc or kpr_backend (a kernel batch, or as many mirror entries hashed): ~1–3 ms. */
+export const READ_BACK_BATCH = 8192;
+
+/** What one call of readBackMatches found; 'pending': the read-back of that map goes on at the next call. */
+export type ReadBackVerdict = 'match' | 'drift' | 'unreadable' | 'pending';
+
 /** How an entry of a map differs from what the agent last wrote. */
 export type DriftKind = 'missing' | 'changed' | 'extra';
 
@@ -189,6 +215,29 @@ export interface ReconcilerOptions {
   maxRevNatId?: number;
   /** Overrides of the maps' capacities. */
   capacities?: Partial<MapCapacities>;
+  /** Records per slice of a sliced read-back of kpr_svc or kpr_backend (default READ_BACK_BATCH). */
+  readBackBatch?: number;
+}
+
+/**
+ * The sliced read-back of kpr_svc or kpr_backend under way: from its first
+ * slice to its last, every key of `map` a sync writes or deletes is in
+ * `touched`, and both sides leave those keys out at the end.
+ */
+interface ReadBackWindow {
+  map: string;
+  /** The mirror's generation it began in: a mirror rebuilt from the kernel meanwhile restarts it. */
+  generation: number;
+  /** The kernel's batches not yet all read (null once they are). */
+  cursor: RawCursor | null;
+  kernel: RecordHashes;
+  mirror: RecordHashes;
+  touched: TouchedKeys;
+  /** kpr_svc: the mirror's entry sets still to hash (a live iterator: an entry set present throughout is visited once). */
+  sets: Iterator<EntrySet> | null;
+  /** kpr_backend: the next dense backend id to hash; -1 once every row was. */
+  nextId: number;
+  mirrorDone: boolean;
 }
 
 /** What `capacities()` a DatapathMaps may have (BpfDatapathMaps and MemoryDatapathMaps do): the maps' max_entries. */
@@ -344,6 +393,14 @@ export interface ColumnWriteMaps {
   /** Entry i: ids[i] → the row of `rows` with that id, for the first `count` ids (default: all). */
   updateBackendColumns(ids: readonly number[], rows: BackendColumns, count?: number): void;
 }
+
+function hasRawCursors(m: DatapathMaps): m is DatapathMaps & RawCursorMaps {
+  const r = m as Partial<RawCursorMaps>;
+  return typeof r.servicesRawCursor === 'function' && typeof r.backendsRawCursor === 'function';
+}
+
+/** The hash state of no bytes (a record hashed from its first byte). */
+const EMPTY_STATE: HashState = Fingerprint.prefix(new Uint8Array(0), 0, 0);
 
 function hasRawDumps(m: DatapathMaps): m is DatapathMaps & RawDumpMaps {
   const r = m as Partial<RawDumpMaps>;
@@ -514,6 +571,14 @@ export class Reconciler {
   /** The maps' capacities, read at the start of each sync. */
   private caps: MapCapacities = { ...UNKNOWN_CAPACITIES };
 
+  // ---- sliced read-back
+  /** The read-back of kpr_svc or kpr_backend under way, if any. */
+  private window: ReadBackWindow | undefined;
+  /** Bumped whenever the mirror is rebuilt from the kernel. */
+  private generation = 0;
+  /** A key's bytes, encoded to record it as touched. */
+  private readonly keyScratch = Buffer.alloc(SVC_KEY.size);
+
   constructor(
     private readonly maps: DatapathMaps,
     private readonly logger: ReconcileLogger,
@@ -546,17 +611,23 @@ export class Reconciler {
 
   /**
    * One step of a sliced read-back: whether kernel map `map` (one of
-   * READ_BACK_MAPS) holds exactly what the mirror says, its dump and the
-   * mirror compared in this one synchronous call (so syncs between two calls
-   * cannot make a false difference). kpr_svc and kpr_backend are compared by
-   * fingerprint of their raw dumps when the maps can dump raw, the others
-   * decoded. 'unreadable': the dump failed (logged; nothing changes, the next
-   * period reads again). With a stale mirror (re-read by the next sync anyway): 'match'.
+   * READ_BACK_MAPS) holds exactly what the mirror says. kpr_svc and
+   * kpr_backend, when the maps can dump them in resumable batches, are read
+   * back over several calls ('pending' until the last; syncs may run between
+   * them, see the top comment) and compared by fingerprint; when they can
+   * only dump raw, by fingerprint in this one call; the other maps are
+   * dumped and compared decoded in this one call. 'unreadable': the dump
+   * failed (logged; nothing changes, the next period reads again). With a
+   * stale mirror (re-read by the next sync anyway): 'match'.
    */
-  readBackMatches(map: string): 'match' | 'drift' | 'unreadable' {
-    if (this.stale) return 'match';
+  readBackMatches(map: string): ReadBackVerdict {
+    if (this.stale) {
+      this.window = undefined;
+      return 'match';
+    }
     const m = this.maps;
     try {
+      if (hasRawCursors(m) && (map === MAP_NAMES.svc || map === MAP_NAMES.backend)) return this.readBackSlice(m, map);
       if (hasRawDumps(m) && map === MAP_NAMES.svc) return this.svcMapMatches(m) ? 'match' : 'drift';
       if (hasRawDumps(m) && map === MAP_NAMES.backend) return this.backendMapMatches(m) ? 'match' : 'drift';
       const k: KernelContents = { services: [], backends: [], vips: [], affs: [], metas: [], ranges: [] };
@@ -569,8 +640,178 @@ export class Reconciler {
       else throw new Error(`not a map the reconciler owns: ${map}`);
       return this.compareWithKernel(k, true, map).length === 0 ? 'match' : 'drift';
     } catch (err) {
+      this.window = undefined;
       this.logger.warn('cannot read the maps back for drift repair', { map, error: err instanceof Error ? err.message : String(err) });
       return 'unreadable';
+    }
+  }
+
+  /** Ends a sliced read-back left unfinished (its resync ended early): keys are no longer recorded. */
+  endReadBack(): void {
+    this.window = undefined;
+  }
+
+  /**
+   * One slice of the read-back of kpr_svc or kpr_backend: the next kernel
+   * batch, or the next mirror entries, about READ_BACK_BATCH records; once
+   * both sides are complete, their fingerprints without the touched keys.
+   */
+  private readBackSlice(m: RawCursorMaps, map: string): ReadBackVerdict {
+    const batch = Math.max(1, this.options.readBackBatch ?? READ_BACK_BATCH);
+    let w = this.window;
+    if (!w || w.map !== map || w.generation !== this.generation) {
+      w = this.window = {
+        map,
+        generation: this.generation,
+        cursor: map === MAP_NAMES.svc ? m.servicesRawCursor(batch) : m.backendsRawCursor(batch),
+        kernel: new RecordHashes(),
+        mirror: new RecordHashes(),
+        touched: new TouchedKeys(),
+        sets: null,
+        nextId: 0,
+        mirrorDone: false,
+      };
+    }
+    let work = 0;
+    while (w.cursor && work < batch) {
+      const d = w.cursor.next();
+      if (!d) {
+        w.cursor = null;
+        break;
+      }
+      if (map === MAP_NAMES.svc) w.kernel.addBatch(d.count, d.keys, SVC_KEY.size, d.values, SVC_VAL.size, d.valueStride);
+      else w.kernel.addBatch(d.count, d.keys, BACKEND_ID_SIZE, d.values, BACKEND.size, d.valueStride);
+      work += Math.max(1, d.count);
+    }
+    if (w.cursor) return 'pending';
+    if (!w.mirrorDone) {
+      w.mirrorDone = map === MAP_NAMES.svc ? this.hashMirrorSets(w, batch - work) : this.hashMirrorBackends(w, batch - work);
+      if (!w.mirrorDone) return 'pending';
+    }
+    this.window = undefined;
+    return w.kernel.sum(w.touched).equals(w.mirror.sum(w.touched)) ? 'match' : 'drift';
+  }
+
+  /** Hashes the mirror's kpr_svc entries into w.mirror, about `budget` of them (at least one entry set); whether all are. */
+  private hashMirrorSets(w: ReadBackWindow, budget: number): boolean {
+    const sets = (w.sets ??= this.kSets.values());
+    const head = Buffer.alloc(18);
+    const tail = new Uint8Array(18);
+    let work = 0;
+    do {
+      const next = sets.next();
+      if (next.done) return true;
+      work += this.hashEntrySet(next.value, w.mirror, head, tail);
+    } while (work < budget);
+    return false;
+  }
+
+  /**
+   * Adds one entry set's kpr_svc records to `out`, as the kernel holds them:
+   * the 18 bytes of address and port hashed once, then per entry its last 6
+   * key bytes (slot, proto, scope, pad) and its 12 value bytes. Returns the
+   * number of records.
+   */
+  private hashEntrySet(f: EntrySet, out: RecordHashes, head: Buffer, tail: Uint8Array): number {
+    encodeAddr(f.base.addr, head, 0);
+    head[16] = f.base.port >>> 8; // __be16
+    head[17] = f.base.port & 0xff;
+    const state = Fingerprint.prefix(head, 0, 18);
+    tail.fill(0);
+    tail[2] = f.base.proto;
+    tail[3] = f.scope;
+    let n = 0;
+    const m = f.master;
+    if (m) {
+      // slot 0 (bytes 0-1 of the tail stay 0); value: backend_id, count, rev_nat_id, flags, little endian.
+      tail[6] = m.backendId & 0xff;
+      tail[7] = (m.backendId >>> 8) & 0xff;
+      tail[8] = (m.backendId >>> 16) & 0xff;
+      tail[9] = m.backendId >>> 24;
+      tail[10] = m.count & 0xff;
+      tail[11] = m.count >>> 8;
+      tail[12] = m.revNatId & 0xff;
+      tail[13] = m.revNatId >>> 8;
+      tail[14] = m.flags & 0xff;
+      tail[15] = m.flags >>> 8;
+      out.addFrom(state, tail, 0, 6, 12);
+      tail.fill(0, 6);
+      n++;
+    }
+    const slots = f.slots;
+    for (let s = 1; s < slots.length; s++) {
+      const id = slots[s];
+      if (id === undefined) continue;
+      tail[0] = s & 0xff;
+      tail[1] = s >>> 8;
+      tail[6] = id & 0xff;
+      tail[7] = (id >>> 8) & 0xff;
+      tail[8] = (id >>> 16) & 0xff;
+      tail[9] = id >>> 24;
+      out.addFrom(state, tail, 0, 6, 12);
+      n++;
+    }
+    return n;
+  }
+
+  /** Hashes the mirror's kpr_backend rows into w.mirror, by id, about `budget` ids of them; whether all are. */
+  private hashMirrorBackends(w: ReadBackWindow, budget: number): boolean {
+    const rows = this.kBackends;
+    const rec = Buffer.alloc(BACKEND_ID_SIZE + BACKEND.size);
+    const add = (id: number) => this.encodeBackendRecord(id, rec) && w.mirror.addFrom(EMPTY_STATE, rec, 0, BACKEND_ID_SIZE, BACKEND.size);
+    // Dense ids by range (a row added meanwhile has a touched key, so where the range ends does not matter), then the few far ones at once.
+    const end = Math.min(rows.denseEnd, w.nextId + Math.max(1, budget));
+    rows.forEachDenseId(w.nextId, end, add);
+    w.nextId = end;
+    if (end < rows.denseEnd) return false;
+    rows.forEachFarId(add);
+    return true;
+  }
+
+  /** Backend `id`'s record as kpr_backend holds it: the u32 key, then the value. */
+  private encodeBackendRecord(id: number, rec: Buffer): boolean {
+    const rows = this.kBackends;
+    rec.writeUInt32LE(id, 0);
+    const v4 = rows.ipv4(id);
+    if (v4 >= 0) encodeIPv4Num(v4, rec, BACKEND_ID_SIZE);
+    else encodeAddr(rows.addr(id), rec, BACKEND_ID_SIZE);
+    rec.writeUInt16BE(rows.port(id), BACKEND_ID_SIZE + 16);
+    rec[BACKEND_ID_SIZE + 18] = rows.proto(id);
+    rec[BACKEND_ID_SIZE + 19] = rows.flags(id);
+    return true;
+  }
+
+  /** While kpr_svc's read-back window is open: records service-map keys being written or deleted. */
+  private touchSvcColumns(sw: SvcWrites): void {
+    const t = this.window?.map === MAP_NAMES.svc ? this.window.touched : undefined;
+    if (!t) return;
+    const k = this.keyScratch;
+    for (let i = 0; i < sw.length; i++) {
+      const base = sw.bases[i];
+      const ss = sw.scopeSlots[i];
+      encodeSvcKey(svcKey(base, Math.floor(ss / 0x10000), ss % 0x10000), k, 0);
+      t.add(k, 0, SVC_KEY.size);
+    }
+  }
+
+  private touchSvcKeys(keys: readonly SvcKey[]): void {
+    const t = this.window?.map === MAP_NAMES.svc ? this.window.touched : undefined;
+    if (!t) return;
+    const k = this.keyScratch;
+    for (const key of keys) {
+      encodeSvcKey(key, k, 0);
+      t.add(k, 0, SVC_KEY.size);
+    }
+  }
+
+  /** While kpr_backend's read-back window is open: records backend ids being written or deleted. */
+  private touchBackends(ids: readonly number[], count = ids.length): void {
+    const t = this.window?.map === MAP_NAMES.backend ? this.window.touched : undefined;
+    if (!t) return;
+    const k = this.keyScratch;
+    for (let i = 0; i < count; i++) {
+      encodeBackendId(ids[i], k, 0);
+      t.add(k, 0, BACKEND_ID_SIZE);
     }
   }
 
@@ -1024,6 +1265,7 @@ export class Reconciler {
     const m = this.maps;
     const columns = hasColumnWrites(m) ? m : null;
     if (w.backendWrites.length) {
+      this.touchBackends(w.backendWrites.ids, w.backendWrites.length);
       if (columns) columns.updateBackendColumns(w.backendWrites.ids, this.kBackends, w.backendWrites.length);
       else m.updateBackends(w.backendWrites.entries(this.kBackends));
       result.backendsWritten += w.backendWrites.length;
@@ -1051,6 +1293,7 @@ export class Reconciler {
   /** One batch of service-map entries (slots or masters), by column when the maps take columns. */
   private writeServices(sw: SvcWrites, columns: ColumnWriteMaps | null, result: SyncResult): void {
     if (!sw.length) return;
+    this.touchSvcColumns(sw);
     if (columns) columns.updateServiceColumns(sw.bases, sw.scopeSlots, sw.vals, sw.length);
     else this.maps.updateServices(sw.entries());
     result.servicesWritten += sw.length;
@@ -1060,6 +1303,8 @@ export class Reconciler {
   private applyDeletes(w: Writes, result: SyncResult): void {
     const m = this.maps;
     if (w.masterDeletes.length || w.slotDeletes.length) {
+      this.touchSvcKeys(w.masterDeletes);
+      this.touchSvcKeys(w.slotDeletes);
       m.deleteServices(w.masterDeletes.length ? w.masterDeletes.concat(w.slotDeletes) : w.slotDeletes);
       result.servicesDeleted += w.masterDeletes.length + w.slotDeletes.length;
     }
@@ -1080,6 +1325,7 @@ export class Reconciler {
       result.auxDeleted += w.metaDeletes.length;
     }
     if (w.backendDeletes.length) {
+      this.touchBackends(w.backendDeletes);
       m.deleteBackends(w.backendDeletes);
       result.backendsDeleted += w.backendDeletes.length;
     }
@@ -1764,6 +2010,7 @@ export class Reconciler {
   private loadFromKernel(kernel: KernelContents = this.readKernel()): AdoptResult {
     const { services, backends, vips, affs, metas, ranges } = kernel;
 
+    this.generation++; // a read-back window open now starts again, against the rebuilt mirror
     this.kSets.clear();
     this.kBackends.clear();
     this.danglingRefs.clear();
