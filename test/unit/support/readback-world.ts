@@ -1,0 +1,93 @@
+/**
+ * A world for sliced read-back tests (unit and native): driftPlans'
+ * Services, which the drift cases corrupt, and filler Services, which the
+ * event syncs between read-back batches add, remove and change.
+ */
+import assert from 'node:assert/strict';
+import { MAP_NAMES } from '../../../agent/maps/layout.js';
+import type { Reconciler, ReadBackVerdict } from '../../../agent/reconcile/reconciler.js';
+import type { PlanFrontend } from '../../../agent/plan/types.js';
+import { driftPlans } from './drift-cases.js';
+
+/** The maps read back over several slices. */
+export const LARGE: readonly string[] = [MAP_NAMES.svc, MAP_NAMES.backend];
+
+/** A small deterministic PRNG (mulberry32). */
+export function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** A filler ClusterIP Service: n pods (a distinct address range per generation, so each change is new backends and re-pointed slots). */
+export function filler(i: number, n: number, gen: number): PlanFrontend[] {
+  return [
+    {
+      service: `f/s${i}`,
+      portName: 'http',
+      type: 'ClusterIP',
+      address: `198.19.2.${i + 1}`,
+      port: 80,
+      protocol: 'TCP',
+      backends: Array.from({ length: n }, (_, p) => ({ address: `198.18.${3 + (gen % 50)}.${i * 4 + p + 1}`, port: 8080 })),
+      trafficPolicy: 'Cluster',
+      affinityTimeoutSeconds: 0,
+      sourceRanges: [],
+    },
+  ];
+}
+
+/** driftPlans' Services (the drift cases corrupt them) and 12 fillers (the event syncs change only those). */
+export class World {
+  readonly fillers = new Map<string, PlanFrontend[]>();
+  private gen = 0;
+  readonly done = { add: 0, remove: 0, change: 0 };
+
+  constructor(private readonly next: () => number) {
+    for (let i = 0; i < 12; i++) this.fillers.set(`f/s${i}`, filler(i, 3, 0));
+  }
+
+  plans(): Map<string, PlanFrontend[]> {
+    return new Map([...driftPlans(), ...this.fillers]);
+  }
+
+  /** One event sync: a filler added, removed or changed (endpoints and their count), chosen at random. */
+  mutate(r: Reconciler): void {
+    const i = Math.floor(this.next() * 16);
+    const k = `f/s${i}`;
+    const roll = this.next();
+    let want: PlanFrontend[];
+    if (!this.fillers.has(k)) {
+      want = filler(i, 1 + Math.floor(this.next() * 4), ++this.gen);
+      this.done.add++;
+    } else if (roll < 0.3) {
+      want = [];
+      this.done.remove++;
+    } else {
+      want = filler(i, 1 + Math.floor(this.next() * 4), ++this.gen);
+      this.done.change++;
+    }
+    if (want.length) this.fillers.set(k, want);
+    else this.fillers.delete(k);
+    const res = r.sync(new Map([[k, want]]), { full: false });
+    assert.equal(res.ok, true, res.error);
+  }
+}
+
+/** Reads `map` back slice by slice, `between` running after every 'pending'; the verdict and the number of slices. */
+export function readBack(r: Reconciler, map: string, between: () => void): { verdict: ReadBackVerdict; slices: number } {
+  let slices = 0;
+  for (;;) {
+    const v = r.readBackMatches(map);
+    slices++;
+    if (v !== 'pending') return { verdict: v, slices };
+    between();
+    assert.ok(slices < 10_000, 'the read-back ends');
+  }
+}
+
