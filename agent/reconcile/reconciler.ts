@@ -205,6 +205,14 @@ type RoomLimit = Exclude<LimitName, 'backends_per_frontend'>;
 const ROOM_LIMITS: readonly RoomLimit[] = ['rev_nat_ids', 'svc_map', 'backend_map', 'aff_match_map', 'src_range_map'];
 type Need = Record<RoomLimit, number>;
 
+/** The capacity each map with a limit on its entries gives, by map name. */
+const CAPACITY_KEYS: Readonly<Record<string, keyof MapCapacities>> = {
+  [MAP_NAMES.svc]: 'svc',
+  [MAP_NAMES.backend]: 'backend',
+  [MAP_NAMES.affinityMatch]: 'affinityMatch',
+  [MAP_NAMES.srcRange]: 'srcRange',
+};
+
 /** A PlanSource with nothing in it: the retry pass re-diffs refused Services from the desired state. */
 const NO_PLANS: PlanSource = { keys: () => [], get: () => undefined };
 
@@ -511,8 +519,14 @@ export class Reconciler {
   private readonly verdicts = new Map<string, boolean>();
   /** Services refused by this sync (reported in its `skipped`). */
   private readonly refusedNow = new Set<string>();
-  /** The maps' capacities, read at the start of each sync. */
+  /** The maps' capacities, read at the start of each sync (lowered to what was learned below). */
   private caps: MapCapacities = { ...UNKNOWN_CAPACITIES };
+  /**
+   * A map whose write the kernel refused as full (E2BIG, ENOSPC) below its
+   * declared capacity: what it held then, admitted against from then on
+   * (until the declared capacity changes: the map was replaced or resized).
+   */
+  private readonly learned = new Map<keyof MapCapacities, { holds: number; declared: number }>();
 
   constructor(
     private readonly maps: DatapathMaps,
@@ -620,7 +634,12 @@ export class Reconciler {
    * lacked, a second pass, after the first is applied, retries it.
    */
   sync(plans: PlanSource, opts: SyncOptions): SyncResult {
-    this.caps = { ...UNKNOWN_CAPACITIES, ...(hasCapacities(this.maps) ? this.maps.capacities() : {}), ...this.options.capacities };
+    const declared: MapCapacities = { ...UNKNOWN_CAPACITIES, ...(hasCapacities(this.maps) ? this.maps.capacities() : {}), ...this.options.capacities };
+    this.caps = { ...declared };
+    for (const [key, l] of this.learned) {
+      if (l.declared !== declared[key]) this.learned.delete(key); // resized or replaced: its max_entries holds again
+      else this.caps[key] = Math.min(declared[key], l.holds);
+    }
     this.refusedNow.clear();
     this.ages = plans; // both passes decide same-class conflicts by the same creationTimestamps
     try {
@@ -804,7 +823,7 @@ export class Reconciler {
       for (const fk of affected) this.dirty.add(fk);
       for (const fk of diffed) this.dirty.add(fk);
       this.revNatHints.clear();
-      this.reload();
+      if (this.reload()) this.learnFullMap(err);
       return this.finish(result, message);
     }
     this.revNatHints.clear();
@@ -992,6 +1011,44 @@ export class Reconciler {
         return this.caps.affinityMatch;
       case 'src_range_map':
         return this.caps.srcRange;
+    }
+  }
+
+  /**
+   * After a write the kernel refused because a map is full (E2BIG, ENOSPC)
+   * although admission counted room in it (its capacity unknown, or the
+   * kernel holding fewer entries than max_entries says): what the map holds
+   * now, re-read, becomes its capacity, so the retry refuses what does not
+   * fit (as any Service over a limit) instead of failing the same way again.
+   */
+  private learnFullMap(err: unknown): void {
+    const e = err as { code?: unknown; map?: unknown };
+    if (e.code !== 'E2BIG' && e.code !== 'ENOSPC') return;
+    const key = CAPACITY_KEYS[String(e.map)];
+    if (key === undefined) return;
+    const holds = this.held(key);
+    if (!(holds < this.caps[key])) return;
+    const declared = { ...UNKNOWN_CAPACITIES, ...(hasCapacities(this.maps) ? this.maps.capacities() : {}), ...this.options.capacities }[key];
+    this.learned.set(key, { holds, declared });
+    this.logger.error('datapath map full below its capacity: Services are admitted against what it holds', {
+      map: String(e.map),
+      error: e.code,
+      capacity: Number.isFinite(this.caps[key]) ? this.caps[key] : 'unknown',
+      holds,
+    });
+  }
+
+  /** Entries a capacity-limited map holds, as the mirror counts them. */
+  private held(key: keyof MapCapacities): number {
+    switch (key) {
+      case 'svc':
+        return this.masters + this.slotEntries;
+      case 'backend':
+        return this.kBackends.size;
+      case 'affinityMatch':
+        return this.affPairs;
+      case 'srcRange':
+        return this.rangeKeys;
     }
   }
 
