@@ -13,6 +13,7 @@ import type { SyncReport } from '../sync-loop.js';
 import { listenWithRetry, parseBindAddress, type Listener } from './http-listen.js';
 import { instrumentMapErrors } from './instrument-maps.js';
 import { AgentMetrics } from './metrics.js';
+import { summarizeLimits, type LimitSummary } from '../reconcile/limits.js';
 import { buildMetricsServer } from './server.js';
 
 /**
@@ -56,6 +57,8 @@ export class Observability {
   readonly health: ProxyHealthState;
   private readonly listeners: Listener[] = [];
   private readonly startedAt = new Date();
+  /** The Services over a datapath limit after the last sync that reported them (undefined before the first). */
+  private overLimit: LimitSummary | undefined;
 
   constructor(private readonly opts: ObservabilityOptions) {
     this.metrics = new AgentMetrics({ bpffsDir: opts.bpffsDir, log: opts.log });
@@ -87,6 +90,7 @@ export class Observability {
           state: this.health,
           node: this.opts.node,
           caches: this.opts.caches ? (now) => this.cacheHealth(now)! : undefined,
+          overLimit: () => this.limitSummary() as Record<string, unknown> | undefined,
           onServed: (p, code) => this.metrics.healthServed(p, code), onShed: (kind) => this.metrics.connectionShed('healthz', kind) });
       this.listeners.push(listenWithRetry(build, healthz, 'health server', log));
     }
@@ -121,8 +125,14 @@ export class Observability {
     if (queued) for (const f of HEALTH_FAMILIES) this.health.queuedUpdate(f);
   }
 
+  /** The Services over a datapath limit, as the last sync left them (/healthz, kpr status). */
+  limitSummary(): LimitSummary | undefined {
+    return this.overLimit;
+  }
+
   synced(report: SyncReport): void {
     this.metrics.syncDone(report);
+    if (report.result.limits) this.overLimit = summarizeLimits(report.result.limits);
     if (report.result.ok) for (const f of HEALTH_FAMILIES) this.health.updated(f);
   }
 }
