@@ -172,6 +172,7 @@ export class SyncLoop {
   private pendingAt = 0;
   /** Service → the limit it was over after the last sync that reported limits (the summary line is logged when this changes). */
   private overLimit = new Map<string, string>();
+  private lastLimits: readonly LimitReport[] | undefined;
 
   constructor(
     private readonly src: ClusterSource,
@@ -585,7 +586,9 @@ export class SyncLoop {
    * Each Service has its own line from the reconciler, once, when it is refused.
    */
   private summarizeOverLimit(limits: readonly LimitReport[] | undefined): void {
-    if (!limits) return;
+    // The reconciler hands out the same list until a Service starts or stops being over a limit.
+    if (!limits || limits === this.lastLimits) return;
+    this.lastLimits = limits;
     const now = new Map<string, string>();
     for (const l of limits) now.set(l.service, l.limit);
     let newly = 0;

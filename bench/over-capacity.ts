@@ -5,7 +5,7 @@
  * to the real agent. Measures what the node lives with afterwards:
  *
  *   - what the initial sync programmed and refused (its log line, the
- *     kpr_services_over_limit gauge, /healthz's overLimit field);
+ *     kpr_services_over_limit gauge, /healthz's servicesOverLimit field);
  *   - the agent's CPU (utime+stime from /proc/PID/stat) and RSS over a
  *     minute of being over capacity, sampled every 5 s, and how many syncs
  *     (and failed syncs) it ran meanwhile;
@@ -127,7 +127,7 @@ async function main(): Promise<void> {
       },
       connect: Object.fromEntries(Object.entries(arms).map(([k, r]) => [k, { count: r.count, errors: r.errors, p50_us: r.p50_us, p99_us: r.p99_us }])),
       metrics: overLimit,
-      healthz: { status: health.status, overLimit: healthBody.overLimit },
+      healthz: { status: health.status, servicesOverLimit: healthBody.servicesOverLimit },
     };
     process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
   } finally {

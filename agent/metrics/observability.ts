@@ -13,7 +13,7 @@ import type { SyncReport } from '../sync-loop.js';
 import { listenWithRetry, parseBindAddress, type Listener } from './http-listen.js';
 import { instrumentMapErrors } from './instrument-maps.js';
 import { AgentMetrics } from './metrics.js';
-import { summarizeLimits, type LimitSummary } from '../reconcile/limits.js';
+import { summarizeLimits, type LimitReport, type LimitSummary } from '../reconcile/limits.js';
 import { buildMetricsServer } from './server.js';
 
 /**
@@ -59,6 +59,8 @@ export class Observability {
   private readonly startedAt = new Date();
   /** The Services over a datapath limit after the last sync that reported them (undefined before the first). */
   private overLimit: LimitSummary | undefined;
+  /** The list it was made from (the reconciler's, the same until a Service starts or stops being over a limit). */
+  private overLimitFrom: readonly LimitReport[] | undefined;
 
   constructor(private readonly opts: ObservabilityOptions) {
     this.metrics = new AgentMetrics({ bpffsDir: opts.bpffsDir, log: opts.log });
@@ -132,7 +134,11 @@ export class Observability {
 
   synced(report: SyncReport): void {
     this.metrics.syncDone(report);
-    if (report.result.limits) this.overLimit = summarizeLimits(report.result.limits);
+    const limits = report.result.limits;
+    if (limits && limits !== this.overLimitFrom) {
+      this.overLimit = summarizeLimits(limits);
+      this.overLimitFrom = limits;
+    }
     if (report.result.ok) for (const f of HEALTH_FAMILIES) this.health.updated(f);
   }
 }
