@@ -25,6 +25,7 @@ import { UdpTerminator, type UdpTerminationMode } from './datapath/udp-terminato
 import { ServiceHealthServers } from './service-health/servers.js';
 import { Observability } from './metrics/observability.js';
 import { Reconciler } from './reconcile/reconciler.js';
+import type { MapCapacities } from './reconcile/limits.js';
 import { SyncLoop, type SyncReport } from './sync-loop.js';
 
 export interface AgentHooks {
@@ -105,7 +106,7 @@ export class Agent {
       srcRange: dp.maps.srcRange,
       writer: this.writer,
     });
-    const reconciler = new Reconciler(obs.instrument(maps), log.child({ source: 'reconciler' }));
+    const reconciler = new Reconciler(obs.instrument(maps), log.child({ source: 'reconciler' }), { capacities: testCapacities(maps.capacities(), cfg.testMapCapacities, log) });
     obs.adopted(reconciler.adopt());
 
     const kc = loadKubeConfig({ kubeconfig: cfg.kubeconfig, serviceHost: cfg.k8sServiceHost, servicePort: cfg.k8sServicePort });
@@ -172,6 +173,8 @@ export class Agent {
       cacheSyncedToMapsWrittenMs: Number(cacheSyncedToMapsWrittenMs.toFixed(3)),
       ok: report.result.ok,
       services: report.services,
+      // Services refused or cut by a datapath limit (each logged; kpr_services_over_limit, /healthz servicesOverLimit).
+      overLimit: report.result.limits?.length ? report.result.limits.length : undefined,
       frontends: report.result.frontends,
       backends: report.result.backends,
       written: report.result.servicesWritten + report.result.backendsWritten,
@@ -251,6 +254,15 @@ export class Agent {
     this.datapath = undefined;
     this.log.info('agent stopped; the pinned datapath keeps serving');
   }
+}
+
+/** The test knob's capacities (config.ts testMapCapacities), where below the maps' own; logged, as no production node sets them. */
+function testCapacities(maps: MapCapacities, test: Partial<MapCapacities> | undefined, log: Logger): Partial<MapCapacities> | undefined {
+  if (!test) return undefined;
+  const out: Partial<MapCapacities> = {};
+  for (const [key, n] of Object.entries(test) as Array<[keyof MapCapacities, number]>) if (n < maps[key]) out[key] = n;
+  log.warn('test knob: Services are admitted against smaller map capacities than the maps have', { capacities: out, maps });
+  return out;
 }
 
 /**

@@ -11,6 +11,7 @@ import { defaultBpfObject } from './paths.js';
 import { parseCIDR } from './net/ip.js';
 import { parseBindAddress } from './net/listen-address.js';
 import { TC_ATTACH_SETTINGS, type TcAttachSetting } from './datapath/tc-hooks.js';
+import type { MapCapacities } from './reconcile/limits.js';
 
 export interface AgentConfig {
   kubeconfig?: string;
@@ -53,6 +54,29 @@ export interface AgentConfig {
   tcAttach: TcAttachSetting;
   /** How connected UDP sockets of a removed backend are destroyed: auto (bpf_sock_destroy, else netlink sock_diag), bpf, netlink. */
   udpTermination: UdpTerminationSetting;
+  /**
+   * Test knob, from the environment (KPR_TEST_MAP_CAPACITIES="svc=40,backend=30"):
+   * Services are admitted against these entry counts where they are below the
+   * maps' max_entries, so a test can overfill a map of a few entries. The maps
+   * keep their compile-time sizes (run-time sizes are issue 20).
+   */
+  testMapCapacities?: Partial<MapCapacities>;
+}
+
+/** The environment variable of AgentConfig.testMapCapacities. */
+export const TEST_MAP_CAPACITIES_ENV = 'KPR_TEST_MAP_CAPACITIES';
+
+/** "svc=40,backend=30" → { svc: 40, backend: 30 }; keys are MapCapacities' (svc, backend, affinityMatch, srcRange). */
+export function parseTestMapCapacities(text: string): Partial<MapCapacities> {
+  const out: Partial<MapCapacities> = {};
+  const keys: ReadonlyArray<keyof MapCapacities> = ['svc', 'backend', 'affinityMatch', 'srcRange'];
+  for (const part of list(text)) {
+    const m = /^(\w+)=(\d+)$/.exec(part);
+    const key = m?.[1] as keyof MapCapacities | undefined;
+    if (!m || !key || !keys.includes(key)) throw new Error(`invalid ${TEST_MAP_CAPACITIES_ENV} entry "${part}" (e.g. svc=40,backend=30; keys: ${keys.join(', ')})`);
+    out[key] = Number(m[2]);
+  }
+  return out;
 }
 
 /** --udp-termination values. */
@@ -214,5 +238,6 @@ export function parseAgentArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     ctSweepIntervalMs: parseDuration(values['ct-sweep-interval']!),
     tcAttach,
     udpTermination: udpTermination as UdpTerminationSetting,
+    ...(env[TEST_MAP_CAPACITIES_ENV] ? { testMapCapacities: parseTestMapCapacities(env[TEST_MAP_CAPACITIES_ENV]) } : {}),
   };
 }

@@ -22,9 +22,12 @@ import { planService, type PlanContext, type PlanFrontend, type ServiceHealthChe
 import { READ_BACK_MAPS, type DriftCount, type PlanSource, type Reconciler, type SyncResult } from './reconcile/reconciler.js';
 import type { Logger } from './log.js';
 import { OncePerVersion } from './log-dedupe.js';
+import { formatByLimit, summarizeLimits, type LimitReport } from './reconcile/limits.js';
 
 /** Reasons of one skipped object printed in its log line; the rest are counted. */
 const REASONS_PER_LINE = 10;
+/** Services named in the over-limit summary line; the rest are counted (each has its own line, logged when it was refused). */
+const OVER_LIMIT_PER_LINE = 10;
 
 /**
  * What the loop reads from the watch layer's caches, by Service key
@@ -168,6 +171,9 @@ export class SyncLoop {
   private sliceImmediate: NodeJS.Immediate | undefined;
   /** When the pending sync (cancelPending) is due. */
   private pendingAt = 0;
+  /** Service → the limit it was over after the last sync that reported limits (the summary line is logged when this changes). */
+  private overLimit = new Map<string, string>();
+  private lastLimits: readonly LimitReport[] | undefined;
 
   constructor(
     private readonly src: ClusterSource,
@@ -573,7 +579,44 @@ export class SyncLoop {
       this.schedule(this.retryMs, 'retry');
       this.retryMs = Math.min(RETRY_MAX_MS, this.retryMs * 2);
     }
+    this.summarizeOverLimit(result.limits);
     this.guard('sync report', () => this.opts.onSync?.(report));
+  }
+
+  /**
+   * The event-style summary of the Services over a datapath limit: one line
+   * when the set changes (a Service newly refused, or programmed again), none
+   * while it stays the same, however often the same work is re-examined.
+   * Each Service has its own line from the reconciler, once, when it is refused.
+   */
+  private summarizeOverLimit(limits: readonly LimitReport[] | undefined): void {
+    // The reconciler hands out the same list until a Service starts or stops being over a limit.
+    if (!limits || limits === this.lastLimits) return;
+    this.lastLimits = limits;
+    const now = new Map<string, string>();
+    for (const l of limits) now.set(l.service, l.limit);
+    let newly = 0;
+    let back = 0;
+    for (const [service, limit] of now) if (this.overLimit.get(service) !== limit) newly++;
+    for (const service of this.overLimit.keys()) if (!now.has(service)) back++;
+    this.overLimit = now;
+    if (newly === 0 && back === 0) return;
+    const sum = summarizeLimits(limits, OVER_LIMIT_PER_LINE);
+    if (sum.degraded) {
+      this.opts.log.warn('Services over the datapath limits are not served', {
+        event: 'ServicesOverLimit',
+        type: 'Warning',
+        message: `${sum.services} Services over a datapath limit (${formatByLimit(sum.byLimit)}) are not served on this node; every other Service is`,
+        services: sum.services,
+        byLimit: sum.byLimit,
+        newlyOverLimit: newly,
+        backWithinLimits: back,
+        first: sum.listed.map((l) => l.service),
+        ...(sum.notListed > 0 ? { notListed: sum.notListed } : {}),
+      });
+    } else {
+      this.opts.log.info('every Service within the datapath limits again', { event: 'ServicesWithinLimits', type: 'Normal', backWithinLimits: back });
+    }
   }
 
   /**

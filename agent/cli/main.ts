@@ -7,9 +7,11 @@ import { serviceGet, serviceList } from './service-commands.js';
 import { CLEANUP_USAGE, cleanupCommand } from './cleanup.js';
 import { PREFLIGHT_USAGE, preflightCommand } from './preflight.js';
 import { PLAN_USAGE, planCommand } from './plan.js';
+import { STATUS_USAGE, statusCommand } from './status.js';
 
 const USAGE = `Usage: kpr <command> [flags]
 Commands:
+${STATUS_USAGE}
   service list            every frontend with its names and backends (ipvsadm -Ln style)
   service get NS/NAME     the frontends of one Service
   map list                every pinned map: type, entries, capacity; kpr's tc attachments (tcx link or clsact filter)
@@ -24,11 +26,12 @@ Flags:
   -o, --output FORMAT     table (default) or json
   -h, --help`;
 
-function run(argv: string[]): string {
+function run(argv: string[]): string | Promise<string> {
   // Node commands with flags of their own.
   if (argv[0] === 'cleanup' || argv[0] === 'cleanup-kube-proxy') return cleanupCommand(argv[0], argv.slice(1));
   if (argv[0] === 'preflight') return preflightCommand(argv.slice(1));
   if (argv[0] === 'plan') return planCommand(argv.slice(1));
+  if (argv[0] === 'status') return statusCommand(argv.slice(1));
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -59,9 +62,15 @@ function run(argv: string[]): string {
   }
 }
 
-try {
-  process.stdout.write(run(process.argv.slice(2)));
-} catch (err) {
+function fail(err: unknown): never {
   process.stderr.write(`kpr: ${(err as Error).message}\n`);
   process.exit(err instanceof CliError ? 2 : 1);
+}
+
+try {
+  const out = run(process.argv.slice(2));
+  if (typeof out === 'string') process.stdout.write(out);
+  else out.then((text) => process.stdout.write(text), fail);
+} catch (err) {
+  fail(err);
 }

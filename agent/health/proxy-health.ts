@@ -116,12 +116,19 @@ function bodyOf(h: ProxyHealthSnapshot, nodeOk: boolean | undefined, ok: boolean
  * The /healthz answer: 200 iff the proxier is healthy and the node eligible and,
  * when `caches` is given (kpr's addition, agent/health/cache-health.ts), the k8s
  * caches are synced and recently confirmed. The cache verdict is the body's
- * last field, "k8sCaches" (kube-proxy's fields keep their order and meaning).
+ * field "k8sCaches" (kube-proxy's fields keep their order and meaning).
+ *
+ * `overLimit` (kpr's addition): the Services over a datapath limit, as the
+ * last sync left them, in the field "servicesOverLimit" after it. It never
+ * changes the status: a node that serves every Service that fits stays in
+ * load-balancer rotation, as kube-proxy's does when some rules cannot be
+ * programmed for one Service (README, Health).
  */
 export function healthzResponse(
   state: ProxyHealthState,
   node: NodeLike | undefined | null,
   caches?: (now: Date) => { healthy: boolean; reason?: string; caches: Record<string, unknown> },
+  overLimit?: () => Record<string, unknown> | undefined,
 ): HealthResponse {
   const h = state.health();
   const eligible = nodeEligible(node);
@@ -129,6 +136,8 @@ export function healthzResponse(
   const ok = h.healthy && eligible && (c?.healthy ?? true);
   const body = bodyOf(h, eligible, ok);
   if (c) body.k8sCaches = c;
+  const o = overLimit?.();
+  if (o) body.servicesOverLimit = o;
   return { statusCode: ok ? 200 : 503, body };
 }
 

@@ -14,6 +14,8 @@ export interface HealthServerOptions {
   node: () => NodeLike | undefined;
   /** kpr's k8s cache verdict for /healthz at a given time (agent/health/cache-health.ts); /livez ignores it. */
   caches?: (now: Date) => CacheHealth;
+  /** kpr's Services over a datapath limit for /healthz's body (agent/reconcile/limits.ts LimitSummary); never changes the status. */
+  overLimit?: () => Record<string, unknown> | undefined;
   /** Called for every answer, for kubeproxy_proxy_{healthz,livez}_total. */
   onServed?: (path: 'healthz' | 'livez', code: number) => void;
   /** Called when the connection cap closes an idle connection or refuses one. */
@@ -52,7 +54,7 @@ export function buildHealthServer(opts: HealthServerOptions): FastifyInstance {
   goNotFound(app);
   // app.all: every method fastify routes (GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH, ...) gets the same answer.
   app.all('/healthz', (_req, reply) => {
-    const r = healthzResponse(opts.state, opts.node(), opts.caches);
+    const r = healthzResponse(opts.state, opts.node(), opts.caches, opts.overLimit);
     opts.onServed?.('healthz', r.statusCode);
     return send(reply, r);
   });

@@ -15,6 +15,7 @@ import { parseBindAddress } from '../net/listen-address.js';
 import { listenWithRetry, type Listener } from './http-listen.js';
 import { instrumentMapErrors } from './instrument-maps.js';
 import { AgentMetrics } from './metrics.js';
+import { summarizeLimits, type LimitReport, type LimitSummary } from '../reconcile/limits.js';
 import { buildMetricsServer } from './server.js';
 
 /**
@@ -58,6 +59,10 @@ export class Observability {
   readonly health: ProxyHealthState;
   private readonly listeners: Listener[] = [];
   private readonly startedAt = new Date();
+  /** The Services over a datapath limit after the last sync that reported them (undefined before the first). */
+  private overLimit: LimitSummary | undefined;
+  /** The list it was made from (the reconciler's, the same until a Service starts or stops being over a limit). */
+  private overLimitFrom: readonly LimitReport[] | undefined;
 
   constructor(private readonly opts: ObservabilityOptions) {
     this.metrics = new AgentMetrics({ bpffsDir: opts.bpffsDir, log: opts.log });
@@ -89,6 +94,7 @@ export class Observability {
           state: this.health,
           node: this.opts.node,
           caches: this.opts.caches ? (now) => this.cacheHealth(now)! : undefined,
+          overLimit: () => this.limitSummary() as Record<string, unknown> | undefined,
           onServed: (p, code) => this.metrics.healthServed(p, code), onShed: (kind) => this.metrics.connectionShed('healthz', kind) });
       this.listeners.push(listenWithRetry(build, healthz, 'health server', log));
     }
@@ -123,8 +129,18 @@ export class Observability {
     if (queued) for (const f of HEALTH_FAMILIES) this.health.queuedUpdate(f);
   }
 
+  /** The Services over a datapath limit, as the last sync left them (/healthz, kpr status). */
+  limitSummary(): LimitSummary | undefined {
+    return this.overLimit;
+  }
+
   synced(report: SyncReport): void {
     this.metrics.syncDone(report);
+    const limits = report.result.limits;
+    if (limits && limits !== this.overLimitFrom) {
+      this.overLimit = summarizeLimits(limits);
+      this.overLimitFrom = limits;
+    }
     if (report.result.ok) for (const f of HEALTH_FAMILIES) this.health.updated(f);
   }
 }

@@ -70,3 +70,33 @@ export function describeLimit(r: LimitReport): string {
 export function limitFields(r: LimitReport): Record<string, unknown> {
   return { service: r.service, limit: r.limit, action: r.action, capacity: r.capacity, needed: r.needed, ...(r.free === undefined ? {} : { free: r.free }) };
 }
+
+/** Services over a limit, summed up for /healthz, `kpr status` and the sync loop's summary line. */
+export interface LimitSummary {
+  /** Some Service is not (or not wholly) programmed for want of room. */
+  degraded: boolean;
+  /** Services over a limit. */
+  services: number;
+  /** Services per limit (only the limits some Service is over). */
+  byLimit: Partial<Record<LimitName, number>>;
+  /** The first `listMax` of them, by key. */
+  listed: Array<{ service: string; limit: LimitName; action: LimitReport['action'] }>;
+  /** How many more are over a limit than are listed. */
+  notListed: number;
+}
+
+/** Services named in a summary (the rest are counted): a /healthz body stays small at 10,000 refused Services. */
+export const SUMMARY_LIST_MAX = 20;
+
+/** `reports` as SyncResult.limits holds them (sorted by Service). */
+export function summarizeLimits(reports: readonly LimitReport[], listMax = SUMMARY_LIST_MAX): LimitSummary {
+  const byLimit: Partial<Record<LimitName, number>> = {};
+  for (const r of reports) byLimit[r.limit] = (byLimit[r.limit] ?? 0) + 1;
+  const listed = reports.slice(0, listMax).map((r) => ({ service: r.service, limit: r.limit, action: r.action }));
+  return { degraded: reports.length > 0, services: reports.length, byLimit, listed, notListed: reports.length - listed.length };
+}
+
+/** "svc_map 6169, backend_map 2": the counts of a summary, as text. */
+export function formatByLimit(byLimit: LimitSummary['byLimit']): string {
+  return LIMIT_NAMES.filter((l) => byLimit[l]).map((l) => `${l} ${byLimit[l]}`).join(', ');
+}

@@ -9,6 +9,7 @@ import type { DatapathMaps } from '../maps/datapath-maps.js';
 import { BACKEND, BACKEND_ID_SIZE, SVC_KEY, SVC_VAL, encodeBackend, encodeBackendId, encodeSvcKey, encodeSvcVal } from '../maps/layout.js';
 import type { AffinityMatchKey, Backend, SrcRangeKey, SvcKey, SvcMeta, SvcVal } from '../maps/layout.js';
 import type { RawCursor, RawDump } from './fingerprint.js';
+import { MAP_NAMES } from '../maps/layout.js';
 import type { MapCapacities } from './limits.js';
 import { parseIP } from '../net/ip.js';
 
@@ -161,7 +162,7 @@ export class MemoryDatapathMaps implements DatapathMaps {
     this.run('updateServices', entries, ([k, v], call) => {
       checkSvcKey(k);
       const id = svcKeyId(k);
-      if (!this.services.has(id) && this.services.size >= this.maxServices) throw mapError('E2BIG', 'service map full');
+      if (!this.services.has(id) && this.services.size >= this.maxServices) throw mapError('E2BIG', 'service map full', MAP_NAMES.svc);
       const key: SvcKey = { addr: k.addr, port: k.port, slot: k.slot, proto: k.proto, scope: k.scope };
       const val: SvcVal = { backendId: v.backendId, count: v.count, revNatId: v.revNatId, flags: v.flags };
       this.services.set(id, [key, val]); // the log shares the copies: neither is ever mutated
@@ -178,7 +179,7 @@ export class MemoryDatapathMaps implements DatapathMaps {
 
   updateBackends(entries: Array<[number, Backend]>): void {
     this.run('updateBackends', entries, ([id, b], call) => {
-      if (!this.backends.has(id) && this.backends.size >= this.maxBackends) throw mapError('E2BIG', 'backend map full');
+      if (!this.backends.has(id) && this.backends.size >= this.maxBackends) throw mapError('E2BIG', 'backend map full', MAP_NAMES.backend);
       if (!parseIP(b.addr) || !(id >= 0 && id <= 0xffffffff)) throw new RangeError(`invalid backend ${id} ${JSON.stringify(b)}`);
       const val: Backend = { addr: b.addr, port: b.port, proto: b.proto, flags: b.flags }; // the value only, as the kernel stores it
       this.backends.set(id, val);
@@ -220,7 +221,7 @@ export class MemoryDatapathMaps implements DatapathMaps {
     this.run('updateAffinityMatches', keys, (k, call) => {
       const key = { ...k };
       const id = affKeyId(k);
-      if (!this.affinityMatches.has(id) && this.affinityMatches.size >= this.maxAffinityMatches) throw mapError('E2BIG', 'affinity match map full');
+      if (!this.affinityMatches.has(id) && this.affinityMatches.size >= this.maxAffinityMatches) throw mapError('E2BIG', 'affinity match map full', MAP_NAMES.affinityMatch);
       this.affinityMatches.set(id, key);
       this.ops.push({ call, kind: 'aff-update', key });
     });
@@ -260,7 +261,7 @@ export class MemoryDatapathMaps implements DatapathMaps {
     this.run('updateSrcRanges', keys, (k, call) => {
       const key = { ...k };
       const id = rangeKeyId(k);
-      if (!this.srcRanges.has(id) && this.srcRanges.size >= this.maxSrcRanges) throw mapError('ENOSPC', 'source range map full');
+      if (!this.srcRanges.has(id) && this.srcRanges.size >= this.maxSrcRanges) throw mapError('ENOSPC', 'source range map full', MAP_NAMES.srcRange);
       this.srcRanges.set(id, key);
       this.ops.push({ call, kind: 'range-update', key });
     });
@@ -375,6 +376,7 @@ function checkSvcKey(k: SvcKey): void {
   }
 }
 
-function mapError(code: string, message: string): Error & { code: string } {
-  return Object.assign(new Error(`${code}: ${message}`), { code });
+/** A map failure as KprBpfError carries it: the errno name and, for a full map, the map's name. */
+function mapError(code: string, message: string, map?: string): Error & { code: string; map?: string } {
+  return Object.assign(new Error(`${code}: ${message}`), { code }, map === undefined ? {} : { map });
 }

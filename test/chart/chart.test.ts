@@ -183,6 +183,26 @@ describe('charts/kpr with the real helm', () => {
     assert.match(bad.stderr, /metrics-bind-address/);
   });
 
+  test('the PrometheusRule (off by default) alerts on Services over a datapath limit', () => {
+    assert.equal(render().filter((o) => o.kind === 'PrometheusRule').length, 0);
+    const objs = render({ prometheusRule: { enabled: true, overLimitFor: '2m', labels: { release: 'prom' } } });
+    const rule = one(objs, 'PrometheusRule');
+    assert.equal(rule.apiVersion, 'monitoring.coreos.com/v1');
+    assert.equal((rule.metadata as { labels?: Record<string, string> }).labels?.release, 'prom');
+    const alert = rule.spec.groups.flatMap((g: { rules: Array<Record<string, any>> }) => g.rules).find((r: Record<string, any>) => r.alert === 'KprServicesOverLimit');
+    assert.ok(alert, 'the KprServicesOverLimit alert');
+    assert.match(alert.expr, /^max by \(namespace, pod, node, limit\) \(kpr_services_over_limit\) > 0$/);
+    assert.equal(alert.for, '2m');
+    assert.equal(alert.labels.severity, 'warning');
+    // Prometheus templates survive helm's: the annotations still hold {{ $labels.node }} and {{ $value }}.
+    assert.match(alert.annotations.summary, /\{\{ \$labels\.node \}\}.*\{\{ \$value \}\}/);
+    const lint = helm('lint', '--strict', CHART, '--set', 'prometheusRule.enabled=true');
+    assert.equal(lint.status, 0, lint.stdout + lint.stderr);
+    const bad = helm('template', 'kpr', CHART, '--set', 'prometheusRule.overLimitFor=soon');
+    assert.notEqual(bad.status, 0);
+    assert.match(bad.stderr, /overLimitFor/);
+  });
+
   test('the schema rejects wrong types and unknown keys', () => {
     const cases: Array<[string[], RegExp]> = [
       [['--set', 'k8sServicePort=https'], /k8sServicePort.*(got string, want integer|string)/],

@@ -87,3 +87,37 @@ test('a full kpr_svc refuses the Service that does not fit, corrupts nothing, an
     closeMapSet(small);
   }
 });
+
+test('the kernel answers E2BIG where admission counted room (capacity told wrong): one failed sync, then the retry refuses what does not fit', () => {
+  const small = standaloneMapSet(10); // kpr_svc: max_entries 10
+  const failures: string[] = [];
+  const errors: Array<Record<string, unknown>> = [];
+  try {
+    const d = new BpfDatapathMaps(small);
+    const log = { info() {}, warn() {}, error: (msg: string, f: Record<string, unknown> = {}) => void errors.push({ msg, ...f }) };
+    // As if max_entries were not known: admission counts on 1,000 entries.
+    const r = new Reconciler(instrumentMapErrors(d, (map, op) => failures.push(`${map} ${op}`)), log, { capacities: { svc: 1000 } });
+    r.adopt();
+    const plans = new Map([1, 2, 3, 4].map((i) => [`ns/s${i}`, [fe(`ns/s${i}`, `198.19.0.${i}`, 3, i * 10)]] as [string, PlanFrontend[]])); // 4 entries each
+    const first = r.sync(plans, { full: true });
+    assert.equal(first.ok, false);
+    assert.match(first.error ?? '', /E2BIG/);
+    assert.ok(failures.some((f) => f.startsWith('kpr_svc ')), failures.join(', '));
+    const learned = errors.find((e) => e.msg === 'datapath map full below its capacity: Services are admitted against what it holds');
+    assert.ok(learned, JSON.stringify(errors));
+    assert.equal(learned.map, 'kpr_svc');
+    assert.equal(learned.error, 'E2BIG');
+
+    const retry = r.sync(plans, { full: true });
+    assert.equal(retry.ok, true, retry.error);
+    const state = kernelState(d);
+    assert.deepEqual(liveViolations(state), []);
+    assert.equal(Object.keys(programmed(state)).length, 2, 'two Services of four entries fit in ten');
+    assert.deepEqual((retry.limits ?? []).map((l) => [l.limit, l.capacity]), [['svc_map', 10], ['svc_map', 10]]);
+    const failed = failures.length;
+    assert.equal(r.sync(plans, { full: true }).ok, true);
+    assert.equal(failures.length, failed, 'no write fails again');
+  } finally {
+    closeMapSet(small);
+  }
+});

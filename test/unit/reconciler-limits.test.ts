@@ -271,3 +271,56 @@ describe('Reconciler limits: backends per frontend (the real u16 limit)', () => 
     assert.ok(log.lines.some((l) => l.level === 'info' && l.fields.service === 'a/huge' && l.fields.limit === 'backends_per_frontend'));
   });
 });
+
+describe('Reconciler limits: a map the kernel finds full before admission does', () => {
+  it('E2BIG below the capacity admission counted: one failed sync, then the map holds its capacity and the retry refuses what does not fit', () => {
+    // The kernel's map holds 10 entries; the reconciler is told 1,000 (as when capacities are unknown or wrong).
+    const maps = new MemoryDatapathMaps({ maxServices: 10 });
+    const log = recorder();
+    const r = new Reconciler(maps, log, { capacities: { svc: 1000 } });
+    const all = Array.from({ length: 8 }, (_, i) => fe(`ns/s${i}`, `10.96.0.${i + 1}`, 80, [`10.0.0.${i + 1}:80`])); // 2 entries each
+    const first = syncChecked(maps, r, plans(...all), true);
+    assert.equal(first.ok, false);
+    assert.match(first.error ?? '', /E2BIG/);
+    const learned = log.lines.filter((l) => l.msg.startsWith('datapath map full below its capacity'));
+    assert.equal(learned.length, 1);
+    assert.deepEqual({ map: learned[0].fields.map, capacity: learned[0].fields.capacity }, { map: 'kpr_svc', capacity: 1000 });
+    assert.equal(learned[0].fields.holds, maps.services.size);
+
+    // The retry (what the sync loop runs next) succeeds: what fits is programmed, the rest refused against what the map holds.
+    const retry = syncChecked(maps, r, plans(...all), true);
+    assert.equal(retry.ok, true, retry.error);
+    const served = Object.keys(programmed(copyState(maps)));
+    assert.equal(served.length, 5, 'ten entries: five Services of two');
+    assert.equal(retry.limits?.length, 3);
+    assert.ok(retry.limits!.every((l) => l.limit === 'svc_map' && l.capacity === 10));
+    // Again and again: no failure, no new log line.
+    const lines = log.lines.length;
+    for (let i = 0; i < 3; i++) assert.equal(syncChecked(maps, r, plans(...all), true).ok, true);
+    assert.equal(log.lines.filter((l) => l.level !== 'info').length, log.lines.slice(0, lines).filter((l) => l.level !== 'info').length, 'no new warning or error');
+
+    // Room made (two Services deleted): two refused Services are programmed in that same sync.
+    const fewer = all.filter((f) => f.service !== 'ns/s0' && f.service !== 'ns/s1');
+    const freed = syncChecked(maps, r, plans(...fewer), true);
+    assert.equal(freed.ok, true);
+    assert.equal(Object.keys(programmed(copyState(maps))).length, 5);
+    assert.equal(freed.limits?.length, 1);
+  });
+
+  it('a map whose declared capacity changes (resized, replaced) is admitted against the new capacity', () => {
+    const maps = new MemoryDatapathMaps({ maxServices: 4 });
+    const log = recorder();
+    const caps = { svc: 100 };
+    const r = new Reconciler(maps, log, { capacities: caps });
+    const all = Array.from({ length: 4 }, (_, i) => fe(`ns/s${i}`, `10.96.0.${i + 1}`, 80, [`10.0.0.${i + 1}:80`]));
+    assert.equal(syncChecked(maps, r, plans(...all), true).ok, false);
+    assert.equal(syncChecked(maps, r, plans(...all), true).limits?.length, 2);
+    // The operator's resize, as the maps report it.
+    caps.svc = 8;
+    Object.assign(maps, { maxServices: 8 });
+    const after = syncChecked(maps, r, plans(...all), true);
+    assert.equal(after.ok, true);
+    assert.deepEqual(after.limits, []);
+    assert.equal(Object.keys(programmed(copyState(maps))).length, 4);
+  });
+});

@@ -1,0 +1,109 @@
+/**
+ * The sync loop over capacity (issue 22): the event-style summary of the
+ * Services over a datapath limit is logged when that set changes, never
+ * while it stays the same (changes to a refused Service, syncs of others),
+ * and a refusal is not a failed sync, so nothing is retried on a timer.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
+import { SyncLoop, type ClusterSource } from '../../agent/sync-loop.js';
+import { Reconciler } from '../../agent/reconcile/reconciler.js';
+import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
+import type { Logger } from '../../agent/log.js';
+import { ep, service, slice } from './support/k8s-fixtures.js';
+
+class FakeCluster implements ClusterSource {
+  readonly svcs = new Map<string, V1Service>();
+  readonly slices = new Map<string, V1EndpointSlice[]>();
+  serviceKeys() {
+    return this.svcs.keys();
+  }
+  serviceByKey(key: string) {
+    return this.svcs.get(key);
+  }
+  endpointSlicesByKey(key: string) {
+    return this.slices.get(key) ?? [];
+  }
+  node(): V1Node | undefined {
+    return undefined;
+  }
+}
+
+interface Line {
+  level: string;
+  msg: string;
+  fields: Record<string, unknown>;
+}
+
+function recorder(): Logger & { lines: Line[] } {
+  const lines: Line[] = [];
+  const at = (level: string) => (msg: string, fields: Record<string, unknown> = {}) => void lines.push({ level, msg, fields });
+  const l = { lines, error: at('error'), warn: at('warn'), info: at('info'), debug: at('debug'), trace: at('trace'), child: () => l, enabled: () => true };
+  return l as unknown as Logger & { lines: Line[] };
+}
+
+function add(cluster: FakeCluster, i: number, backends = 1): void {
+  const key = `ns/s${i}`;
+  cluster.svcs.set(key, service(key, { clusterIP: `198.19.0.${i + 1}`, ports: [{ name: 'http', port: 80, protocol: 'TCP' }] }));
+  cluster.slices.set(key, [
+    slice(`${key}-1`, { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: Array.from({ length: backends }, (_, j) => ep(`198.18.${i}.${j + 1}`)) }),
+  ]);
+}
+
+describe('SyncLoop over capacity', () => {
+  it('one summary per change of the set of Services over a limit; none for changes that leave it as it is', async () => {
+    const cluster = new FakeCluster();
+    const maps = new MemoryDatapathMaps({ maxServices: 8 });
+    const log = recorder();
+    const syncs: Array<{ trigger: string; ok: boolean; over: number }> = [];
+    const loop = new SyncLoop(cluster, new Reconciler(maps, log), {
+      nodeName: 'node-1',
+      syncPeriodMs: 3_600_000,
+      minSyncPeriodMs: 0,
+      log,
+      onSync: (r) => syncs.push({ trigger: r.trigger, ok: r.result.ok, over: r.result.limits?.length ?? 0 }),
+    });
+    const settle = () => new Promise((r) => setTimeout(r, 5));
+    for (let i = 0; i < 6; i++) add(cluster, i); // 2 entries each: 4 fit in 8
+    const first = loop.start();
+    assert.equal(first.result.ok, true);
+    const summaries = () => log.lines.filter((l) => l.fields.event === 'ServicesOverLimit');
+    assert.equal(summaries().length, 1);
+    assert.deepEqual(
+      { services: summaries()[0].fields.services, byLimit: summaries()[0].fields.byLimit, newly: summaries()[0].fields.newlyOverLimit, first: summaries()[0].fields.first },
+      { services: 2, byLimit: { svc_map: 2 }, newly: 2, first: ['ns/s4', 'ns/s5'] },
+    );
+    assert.match(String(summaries()[0].fields.message), /^2 Services over a datapath limit \(svc_map 2\) are not served on this node/);
+
+    // A refused Service changes (still does not fit), another Service changes: no new summary, no new refusal line, no retry.
+    add(cluster, 5, 3);
+    loop.serviceChanged('ns/s5');
+    add(cluster, 0, 1);
+    loop.serviceChanged('ns/s0');
+    await settle();
+    assert.equal(summaries().length, 1);
+    assert.equal(log.lines.filter((l) => l.msg === 'Service refused: over a datapath limit').length, 2);
+    await new Promise((r) => setTimeout(r, 700)); // past the first retry's delay, had there been one
+    assert.ok(syncs.every((s) => s.ok && s.trigger !== 'retry'), JSON.stringify(syncs));
+
+    // Room made: s4 is programmed in the deletion's sync; one summary says so.
+    cluster.svcs.delete('ns/s1');
+    loop.serviceChanged('ns/s1');
+    await settle();
+    assert.equal(syncs.at(-1)!.over, 1);
+    assert.equal(summaries().length, 2);
+    assert.deepEqual([summaries()[1].fields.services, summaries()[1].fields.backWithinLimits, summaries()[1].fields.newlyOverLimit], [1, 1, 0]);
+
+    // Everything fits: the all-clear line.
+    cluster.svcs.delete('ns/s2');
+    cluster.svcs.delete('ns/s3');
+    loop.serviceChanged('ns/s2');
+    loop.serviceChanged('ns/s3');
+    await settle();
+    const clear = log.lines.filter((l) => l.fields.event === 'ServicesWithinLimits');
+    assert.equal(clear.length, 1);
+    assert.equal(syncs.at(-1)!.over, 0);
+    loop.stop();
+  });
+});
