@@ -11,6 +11,10 @@
  *  - kpr_tc_pod on pod-facing interfaces: replies of local backends are
  *    reverse-NATed before bridging/routing, and in service-mesh mode pod
  *    traffic to a service is DNATed here instead of by the socket hooks.
+ * Frontend lookup and backend choice (with ClientIP affinity by client
+ * address) are kpr_lb.h's, the pipeline the socket hooks use too; this file
+ * adds parsing, the drop policy (source ranges, empty sets), SNAT, conntrack
+ * and the packet rewrite.
  * Every rewritten packet is forwarded with a FIB lookup and a redirect, so it
  * never meets the stack's martian-source checks or netfilter. Anything we do
  * not fully parse (fragments, IPv4 options beyond the header length we read,
