@@ -3,8 +3,8 @@
  * Socket-level load balancing: a service address is translated once, when the
  * socket connects (TCP, connected UDP) or per datagram (unconnected UDP), so
  * established traffic pays nothing per packet and never needs conntrack.
- * IPv4 and IPv6 hooks share one pipeline over 16-byte addresses:
- * kpr_lookup_service -> kpr_select_backend -> kpr_xlate_fwd.
+ * IPv4 and IPv6 hooks share one path over 16-byte addresses, kpr_xlate_fwd:
+ * the pipeline of kpr_lb.h (lookup -> select) with the socket's translate.
  */
 #include <linux/bpf.h>
 #include <linux/in.h>
@@ -15,11 +15,12 @@
 
 #include "kpr_types.h"
 #include "kpr_maps.h"
+#include "kpr_addr.h"
 #include "kpr_common.h"
+#include "kpr_lb.h"
 
 #define SYS_REJECT 0
 #define SYS_PROCEED 1
-#define NSEC_PER_SEC 1000000000ULL
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -33,109 +34,6 @@ struct kpr_dst {
 static __always_inline bool kpr_proto_supported(__u32 proto)
 {
 	return proto == IPPROTO_TCP || proto == IPPROTO_UDP;
-}
-
-static __always_inline void kpr_addr_from_v4(__be32 *dst, __be32 v4)
-{
-	dst[0] = 0;
-	dst[1] = 0;
-	dst[2] = bpf_htonl(0x0000ffff);
-	dst[3] = v4;
-}
-
-static __always_inline bool kpr_addr_is_v4(const __be32 *a)
-{
-	return a[0] == 0 && a[1] == 0 && a[2] == bpf_htonl(0x0000ffff);
-}
-
-static __always_inline bool kpr_svc_is_affinity(const struct kpr_svc_val *svc)
-{
-	return svc->flags & KPR_SVC_F_AFFINITY;
-}
-
-/* In-node callers prefer the INTERNAL entry set when the frontend has one. */
-static __always_inline struct kpr_svc_val *
-kpr_lookup_service(const struct kpr_dst *dst, struct kpr_svc_key *key)
-{
-	struct kpr_svc_val *svc;
-
-	__builtin_memset(key, 0, sizeof(*key));
-	kpr_addr_copy(key->addr, dst->addr);
-	key->port = dst->port;
-	key->proto = dst->proto;
-	key->scope = KPR_SCOPE_INTERNAL;
-	svc = bpf_map_lookup_elem(&kpr_svc, key);
-	if (svc)
-		return svc;
-	key->scope = KPR_SCOPE_EXTERNAL;
-	return bpf_map_lookup_elem(&kpr_svc, key);
-}
-
-static __always_inline struct kpr_backend *
-kpr_backend_by_slot(struct kpr_svc_key *key, __u16 slot, __u32 *backend_id)
-{
-	struct kpr_svc_val *val;
-
-	key->slot = slot;
-	val = bpf_map_lookup_elem(&kpr_svc, key);
-	if (!val)
-		return NULL;
-	*backend_id = val->backend_id;
-	return bpf_map_lookup_elem(&kpr_backend, backend_id);
-}
-
-/*
- * The affinity entry's backend, if the client has one that is fresh and
- * still serves this frontend.
- */
-static __always_inline struct kpr_backend *
-kpr_affinity_backend(struct bpf_sock_addr *ctx, const struct kpr_svc_val *svc,
-		     struct kpr_affinity_key *akey, __u64 now, __u32 *backend_id)
-{
-	struct kpr_affinity_match_key mkey = {};
-	struct kpr_affinity_val *aval;
-	__u64 timeout_ns = (__u64)svc->backend_id * NSEC_PER_SEC;
-
-	__builtin_memset(akey, 0, sizeof(*akey));
-	akey->netns_cookie = bpf_get_netns_cookie(ctx);
-	akey->rev_nat_id = svc->rev_nat_id;
-	aval = bpf_map_lookup_elem(&kpr_affinity, akey);
-	if (!aval || now - aval->last_used_ns > timeout_ns)
-		return NULL;
-	mkey.backend_id = aval->backend_id;
-	mkey.rev_nat_id = svc->rev_nat_id;
-	if (!bpf_map_lookup_elem(&kpr_aff_match, &mkey))
-		return NULL;
-	*backend_id = aval->backend_id;
-	return bpf_map_lookup_elem(&kpr_backend, backend_id);
-}
-
-static __always_inline struct kpr_backend *
-kpr_select_backend(struct bpf_sock_addr *ctx, struct kpr_svc_key *key, const struct kpr_svc_val *svc)
-{
-	struct kpr_affinity_key akey;
-	struct kpr_affinity_val aval = {};
-	struct kpr_backend *be;
-	__u32 backend_id = 0;
-	__u64 now = 0;
-
-	if (kpr_svc_is_affinity(svc)) {
-		now = bpf_ktime_get_ns();
-		be = kpr_affinity_backend(ctx, svc, &akey, now, &backend_id);
-		if (be) {
-			kpr_count(KPR_STAT_AFFINITY_HIT);
-			goto remember;
-		}
-	}
-	/* Uniform random choice, as kube-proxy's statistic-mode rules. */
-	be = kpr_backend_by_slot(key, (bpf_get_prandom_u32() % svc->count) + 1, &backend_id);
-	if (!be || !kpr_svc_is_affinity(svc))
-		return be;
-remember:
-	aval.last_used_ns = now;
-	aval.backend_id = backend_id;
-	bpf_map_update_elem(&kpr_affinity, &akey, &aval, BPF_ANY);
-	return be;
 }
 
 /*
@@ -159,15 +57,19 @@ static __always_inline bool kpr_sock_skip(struct bpf_sock_addr *ctx)
  */
 static __always_inline int kpr_xlate_fwd(struct bpf_sock_addr *ctx, struct kpr_dst *dst, __u32 stat)
 {
+	struct kpr_affinity_key client = {};
 	struct kpr_revnat_key rkey = {};
 	struct kpr_revnat_val rval = {};
 	struct kpr_svc_key key;
 	struct kpr_svc_val *svc;
 	struct kpr_backend *be;
+	__u32 backend_id = 0;
+	__u64 now = 0;
 
 	if (kpr_sock_skip(ctx))
 		return 0;
-	svc = kpr_lookup_service(dst, &key);
+	kpr_lb_svc_key_init(&key, dst->addr, dst->port, dst->proto);
+	svc = kpr_lb_lookup_service(&key, true);
 	if (!svc) {
 		struct kpr_vip_key vkey = {};
 		struct kpr_vip_val *vip;
@@ -184,7 +86,12 @@ static __always_inline int kpr_xlate_fwd(struct bpf_sock_addr *ctx, struct kpr_d
 		kpr_count(KPR_STAT_NO_BACKEND);
 		return -EHOSTUNREACH;
 	}
-	be = kpr_select_backend(ctx, &key, svc);
+	/* No client address at connect time: affinity is per network namespace. */
+	if (kpr_lb_svc_has_affinity(svc)) {
+		client.netns_cookie = bpf_get_netns_cookie(ctx);
+		now = bpf_ktime_get_ns();
+	}
+	be = kpr_lb_select_backend(&key, svc, &client, now, &backend_id);
 	if (!be) {
 		kpr_count(KPR_STAT_BACKEND_MISSING);
 		return -ENOENT;

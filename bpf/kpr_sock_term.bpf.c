@@ -16,11 +16,8 @@
 
 #include "kpr_types.h"
 #include "kpr_maps.h"
+#include "kpr_addr.h"
 #include "kpr_common.h"
-
-#define AF_INET 2
-#define AF_INET6 10
-#define KPR_IPPROTO_UDP 17
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -41,18 +38,14 @@ int kpr_sock_term(struct bpf_iter__udp *ctx)
 	sk = &udp_sk->inet.sk;
 	skc = &sk->__sk_common;
 	if (skc->skc_family == AF_INET) {
-		tkey.addr[2] = bpf_htonl(0x0000ffff);
-		tkey.addr[3] = skc->skc_daddr;
+		kpr_addr_from_v4(tkey.addr, skc->skc_daddr);
 	} else if (skc->skc_family == AF_INET6) {
-		tkey.addr[0] = skc->skc_v6_daddr.in6_u.u6_addr32[0];
-		tkey.addr[1] = skc->skc_v6_daddr.in6_u.u6_addr32[1];
-		tkey.addr[2] = skc->skc_v6_daddr.in6_u.u6_addr32[2];
-		tkey.addr[3] = skc->skc_v6_daddr.in6_u.u6_addr32[3];
+		kpr_addr_copy(tkey.addr, skc->skc_v6_daddr.in6_u.u6_addr32);
 	} else {
 		return 0;
 	}
 	tkey.port = skc->skc_dport;
-	tkey.proto = KPR_IPPROTO_UDP;
+	tkey.proto = IPPROTO_UDP;
 
 	/* Only sockets kpr translated, and only for the frontend the backend left. */
 	rkey.cookie = bpf_get_socket_cookie(sk);

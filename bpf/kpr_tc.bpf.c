@@ -11,6 +11,10 @@
  *  - kpr_tc_pod on pod-facing interfaces: replies of local backends are
  *    reverse-NATed before bridging/routing, and in service-mesh mode pod
  *    traffic to a service is DNATed here instead of by the socket hooks.
+ * Frontend lookup and backend choice (with ClientIP affinity by client
+ * address) are kpr_lb.h's, the pipeline the socket hooks use too; this file
+ * adds parsing, the drop policy (source ranges, empty sets), SNAT, conntrack
+ * and the packet rewrite.
  * Every rewritten packet is forwarded with a FIB lookup and a redirect, so it
  * never meets the stack's martian-source checks or netfilter. Anything we do
  * not fully parse (fragments, IPv4 options beyond the header length we read,
@@ -31,11 +35,10 @@
 
 #include "kpr_types.h"
 #include "kpr_maps.h"
+#include "kpr_addr.h"
 #include "kpr_common.h"
+#include "kpr_lb.h"
 
-#define AF_INET 2
-#define AF_INET6 10
-#define NSEC_PER_SEC 1000000000ULL
 #define IP_MF 0x2000
 #define IP_OFFSET 0x1fff
 #define KPR_SNAT_PORT_MIN 61000
@@ -56,7 +59,7 @@ struct kpr_pkt {
 	__be16 dport;
 	__u8 proto;
 	__u8 family;
-	__u8 tcp_flags; /* FIN/SYN/RST bits for TCP */
+	__u8 tcp_flags; /* KPR_TCP_FIN/SYN/RST for TCP */
 	__u32 l3_off;
 	__u32 l4_off;
 	__u32 csum_off; /* offset of the L4 checksum */
@@ -92,14 +95,8 @@ static __always_inline int kpr_parse(struct __sk_buff *skb, struct kpr_pkt *p)
 		if (ip->frag_off & bpf_htons(IP_MF | IP_OFFSET))
 			return KPR_MALFORMED; /* fragments carry no ports to translate by */
 		p->family = AF_INET;
-		p->saddr[0] = 0;
-		p->saddr[1] = 0;
-		p->saddr[2] = bpf_htonl(0x0000ffff);
-		p->saddr[3] = ip->saddr;
-		p->daddr[0] = 0;
-		p->daddr[1] = 0;
-		p->daddr[2] = bpf_htonl(0x0000ffff);
-		p->daddr[3] = ip->daddr;
+		kpr_addr_from_v4(p->saddr, ip->saddr);
+		kpr_addr_from_v4(p->daddr, ip->daddr);
 		proto = ip->protocol;
 		l4_off = p->l3_off + ip->ihl * 4;
 	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
@@ -123,7 +120,7 @@ static __always_inline int kpr_parse(struct __sk_buff *skb, struct kpr_pkt *p)
 			return KPR_MALFORMED;
 		p->sport = tcp->source;
 		p->dport = tcp->dest;
-		p->tcp_flags = (tcp->fin ? 1 : 0) | (tcp->syn ? 2 : 0) | (tcp->rst ? 4 : 0);
+		p->tcp_flags = (tcp->fin ? KPR_TCP_FIN : 0) | (tcp->syn ? KPR_TCP_SYN : 0) | (tcp->rst ? KPR_TCP_RST : 0);
 		p->csum_off = l4_off + offsetof(struct tcphdr, check);
 	} else if (proto == IPPROTO_UDP) {
 		struct udphdr *udp = data + l4_off;
@@ -254,84 +251,9 @@ static __always_inline void kpr_ct_key_of(struct kpr_ct_key *k, const struct kpr
 /* Refreshes an entry's deadline; FIN/RST move a TCP flow to the short timeout. */
 static __always_inline void kpr_ct_touch(struct kpr_ct_val *ct, const struct kpr_pkt *p, const struct kpr_config *cfg, __u64 now)
 {
-	if (p->tcp_flags & 5)
+	if (p->tcp_flags & (KPR_TCP_FIN | KPR_TCP_RST))
 		ct->flags |= KPR_CT_F_CLOSING;
 	ct->expires_ns = now + kpr_timeout_ns(cfg, p->proto, ct->flags);
-}
-
-static __always_inline struct kpr_svc_val *
-kpr_lookup_frontend(const struct kpr_pkt *p, struct kpr_svc_key *key, __u8 role)
-{
-	struct kpr_svc_val *svc;
-
-	__builtin_memset(key, 0, sizeof(*key));
-	kpr_addr_copy(key->addr, p->daddr);
-	key->port = p->dport;
-	key->proto = p->proto;
-	/* Pods are in-cluster callers: they get the INTERNAL set when one exists. */
-	if (role == KPR_ROLE_POD) {
-		key->scope = KPR_SCOPE_INTERNAL;
-		svc = bpf_map_lookup_elem(&kpr_svc, key);
-		if (svc)
-			return svc;
-	}
-	key->scope = KPR_SCOPE_EXTERNAL;
-	return bpf_map_lookup_elem(&kpr_svc, key);
-}
-
-static __always_inline bool kpr_source_allowed(const struct kpr_pkt *p, const struct kpr_svc_val *svc)
-{
-	struct kpr_src_range_key k = {};
-
-	if (!(svc->flags & KPR_SVC_F_SOURCE_RANGES))
-		return true;
-	k.prefixlen = 32 + 128;
-	k.rev_nat_id = svc->rev_nat_id;
-	kpr_addr_copy(k.addr, p->saddr);
-	return bpf_map_lookup_elem(&kpr_src_range, &k) != NULL;
-}
-
-static __always_inline struct kpr_backend *
-kpr_pick_backend(const struct kpr_pkt *p, struct kpr_svc_key *key, const struct kpr_svc_val *svc, __u32 *backend_id, __u64 now)
-{
-	struct kpr_affinity_key akey = {};
-	struct kpr_affinity_val aval = {};
-	struct kpr_svc_val *slot;
-	struct kpr_backend *be;
-
-	if (svc->flags & KPR_SVC_F_AFFINITY) {
-		struct kpr_affinity_match_key mkey = {};
-		struct kpr_affinity_val *hit;
-
-		kpr_addr_copy(akey.client, p->saddr);
-		akey.rev_nat_id = svc->rev_nat_id;
-		hit = bpf_map_lookup_elem(&kpr_affinity, &akey);
-		if (hit && now - hit->last_used_ns <= (__u64)svc->backend_id * NSEC_PER_SEC) {
-			mkey.backend_id = hit->backend_id;
-			mkey.rev_nat_id = svc->rev_nat_id;
-			if (bpf_map_lookup_elem(&kpr_aff_match, &mkey)) {
-				*backend_id = hit->backend_id;
-				be = bpf_map_lookup_elem(&kpr_backend, backend_id);
-				if (be) {
-					hit->last_used_ns = now;
-					kpr_count(KPR_STAT_AFFINITY_HIT);
-					return be;
-				}
-			}
-		}
-	}
-	key->slot = (bpf_get_prandom_u32() % svc->count) + 1;
-	slot = bpf_map_lookup_elem(&kpr_svc, key);
-	if (!slot)
-		return NULL;
-	*backend_id = slot->backend_id;
-	be = bpf_map_lookup_elem(&kpr_backend, backend_id);
-	if (be && (svc->flags & KPR_SVC_F_AFFINITY)) {
-		aval.last_used_ns = now;
-		aval.backend_id = *backend_id;
-		bpf_map_update_elem(&kpr_affinity, &akey, &aval, BPF_ANY);
-	}
-	return be;
 }
 
 /*
@@ -349,7 +271,7 @@ static __always_inline int kpr_pick_snat(const struct kpr_pkt *p, const struct k
 	if (!cfg)
 		return -1;
 	kpr_addr_copy(fwd->nat_saddr, p->family == AF_INET ? cfg->snat_v4 : cfg->snat_v6);
-	if (!fwd->nat_saddr[0] && !fwd->nat_saddr[1] && !fwd->nat_saddr[2] && !fwd->nat_saddr[3])
+	if (kpr_addr_is_zero(fwd->nat_saddr))
 		return -1;
 	kpr_addr_copy(rkey.saddr, be->addr);
 	kpr_addr_copy(rkey.daddr, fwd->nat_saddr);
@@ -371,6 +293,7 @@ static __always_inline int kpr_pick_snat(const struct kpr_pkt *p, const struct k
 static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p, __u8 role,
 					const struct kpr_config *cfg, __u64 now)
 {
+	struct kpr_affinity_key client = {};
 	struct kpr_ct_val fwd = {}, rev = {};
 	struct kpr_ct_key k;
 	struct kpr_svc_key key;
@@ -379,10 +302,12 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	__u32 backend_id = 0;
 	bool snat;
 
-	svc = kpr_lookup_frontend(p, &key, role);
+	/* Pods are in-cluster callers: they get the INTERNAL set when one exists. */
+	kpr_lb_svc_key_init(&key, p->daddr, p->dport, p->proto);
+	svc = kpr_lb_lookup_service(&key, role == KPR_ROLE_POD);
 	if (!svc)
 		return TC_ACT_OK;
-	if (!kpr_source_allowed(p, svc)) {
+	if (!kpr_lb_source_allowed(svc, p->saddr)) {
 		kpr_count(KPR_STAT_TC_DROP_SOURCE_RANGE);
 		return TC_ACT_SHOT;
 	}
@@ -391,7 +316,9 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 		kpr_count(KPR_STAT_TC_DROP_NO_BACKEND);
 		return TC_ACT_SHOT;
 	}
-	be = kpr_pick_backend(p, &key, svc, &backend_id, now);
+	/* Affinity by client address (netns cookie 0), as kube-proxy's ClientIP. */
+	kpr_addr_copy(client.client, p->saddr);
+	be = kpr_lb_select_backend(&key, svc, &client, now, &backend_id);
 	if (!be) {
 		kpr_count(KPR_STAT_BACKEND_MISSING);
 		return TC_ACT_OK;
@@ -514,7 +441,7 @@ static __always_inline int kpr_tc(struct __sk_buff *skb, __u8 role)
 	 * port as its SNAT port instead of a random one that may collide with a
 	 * TIME_WAIT connection on the backend.
 	 */
-	if (ct && (ct->flags & KPR_CT_F_CLOSING) && (p.tcp_flags & 2)) {
+	if (ct && (ct->flags & KPR_CT_F_CLOSING) && (p.tcp_flags & KPR_TCP_SYN)) {
 		kpr_ct_forget_reply(ct, p.proto);
 		ct = NULL;
 	}

@@ -16,6 +16,8 @@ import {
   SCOPE,
   STAT,
   SVC_FLAG,
+  decodeAffinityKey,
+  decodeAffinityVal,
   decodeCtKey,
   decodeCtVal,
   encodeBackend,
@@ -226,6 +228,32 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     const next = dst(47500);
     assert.notEqual(next, first);
     for (let i = 1; i < 10; i++) assert.equal(dst(47500 + i), next, 'and sticks to its new backend');
+  });
+
+  test('ClientIP affinity on the tc path: each new flow restarts the entry\'s clock, packets of a tracked flow do not (kube-proxy\'s nat-table recent --set)', () => {
+    const backends: Array<[number, string, number]> = [[31, '198.18.20.31', 8080], [32, '198.18.20.32', 8080]];
+    frontend(NODE_V4, 30091, IPPROTO.TCP, 31, SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY, backends);
+    svc.update(encodeSvcKey({ addr: NODE_V4, port: 30091, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), encodeSvcVal({ backendId: 60, count: 2, revNatId: 31, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY }));
+    const match = obj.map('kpr_aff_match');
+    for (const [id] of backends) match.update(encodeAffinityMatchKey({ backendId: id, revNatId: 31 }), Buffer.from([1]));
+    const affinity = obj.map('kpr_affinity');
+    const entry = () => {
+      const keys = [...affinity.keys()];
+      assert.equal(keys.length, 1, 'one entry: one client, one frontend');
+      assert.deepEqual(decodeAffinityKey(keys[0]), { netnsCookie: 0n, client: CLIENT, revNatId: 31 });
+      return decodeAffinityVal(affinity.lookup(keys[0])!);
+    };
+    const send = (sport: number, tcpFlags: number) => run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport, dport: 30091, proto: 'TCP', tcpFlags }));
+
+    send(48000, TCP_SYN);
+    const created = entry();
+    assert.ok(backends.some(([id]) => id === created.backendId));
+    send(48000, TCP_ACK); // the same flow, already tracked
+    assert.deepEqual(entry(), created, 'a tracked flow\'s packets leave the entry alone');
+    send(48001, TCP_SYN); // a new connection of the same client
+    const used = entry();
+    assert.equal(used.backendId, created.backendId, 'the new connection keeps the backend');
+    assert.ok(used.lastUsedNs > created.lastUsedNs, 'and restarts the timeout');
   });
 
   test('two clients with the same source port get distinct SNAT ports towards one backend', () => {
