@@ -8,7 +8,7 @@
  */
 import { parseArgs } from 'node:util';
 import { DEFAULT_BPFFS_DIR } from '../config.js';
-import { parseBindAddress } from '../metrics/http-listen.js';
+import { parseBindAddress } from '../net/listen-address.js';
 import { formatByLimit, type LimitSummary } from '../reconcile/limits.js';
 import { mapStats, pinnedMapNames, type MapStats } from '../metrics/map-stats.js';
 import { table } from './map-commands.js';
@@ -16,7 +16,8 @@ import { CliError, openPinnedMap } from './pinned-maps.js';
 
 export const STATUS_USAGE = `  status                  the node: the agent's /healthz (healthy; Services over a datapath limit, so not
                           served here) and the fill of every pinned map
-                          [--healthz-address IP:PORT (default 127.0.0.1:10256)] [--bpffs PATH] [-o table|json]`;
+                          [--healthz-address IP:PORT (default 127.0.0.1:10256)] [--bpffs PATH] [-o table|json];
+                          exits 1 when the agent does not answer 200 or leaves a Service unserved`;
 
 /** How long the agent's health server may take to answer. */
 const HEALTHZ_TIMEOUT_MS = 5000;
@@ -129,6 +130,11 @@ export function formatStatus(r: StatusReport): string {
   return out.join('\n') + '\n';
 }
 
+/** 0: the agent answered 200 and no Service is over a limit; 1: it did not answer, is unhealthy, or is degraded. */
+export function statusExitCode(r: StatusReport): number {
+  return r.agent.status === 200 && r.degraded !== true ? 0 : 1;
+}
+
 export async function statusCommand(argv: string[]): Promise<string> {
   const { values, positionals } = parseArgs({
     args: argv,
@@ -144,5 +150,7 @@ export async function statusCommand(argv: string[]): Promise<string> {
   if (positionals.length > 0) throw new CliError(`kpr status takes no arguments (got ${positionals.join(' ')})`);
   if (!['table', 'json'].includes(values.output!)) throw new CliError(`unknown output format "${values.output}" (table or json)`);
   const r = await statusReport(values.bpffs!, values['healthz-address']!);
+  // Scriptable like a probe: 0 only when the agent answered 200 and serves every Service.
+  if (statusExitCode(r) !== 0) process.exitCode = statusExitCode(r);
   return values.output === 'json' ? JSON.stringify(r, null, 2) + '\n' : formatStatus(r);
 }

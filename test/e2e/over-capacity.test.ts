@@ -18,16 +18,13 @@
  */
 import { TIME_SCALE, scaled } from '../../sandbox/time-scale.js';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { BoxCluster, NODE_NAME, waitFor, type AgentProcess } from '../../sandbox/cluster.js';
 import { repoRoot } from '../../sandbox/repo.js';
-import { BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
-import { MAP_NAMES } from '../../agent/maps/layout.js';
-import { mapPinPath } from '../../agent/datapath/pins.js';
-import { BpfMap } from '../../native/index.js';
+import { withPinnedMaps } from '../support/pinned-maps.js';
 import { requireRoot } from '../support/preflight.js';
 import { parseProm, valueOf } from '../metrics/prom-text.js';
 import { ep, service, slice } from '../unit/support/k8s-fixtures.js';
@@ -76,14 +73,7 @@ describe('over capacity: the node serves what fits, says what it refused, and st
 
   /** Frontend addresses programmed in kpr_svc (masters), read through the pins. */
   function programmedAddrs(): Set<string> {
-    const svc = BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, MAP_NAMES.svc));
-    const be = BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, MAP_NAMES.backend));
-    try {
-      return new Set(new BpfDatapathMaps(svc, be).dumpServices().filter(([k]) => k.slot === 0).map(([k]) => k.addr));
-    } finally {
-      svc.close();
-      be.close();
-    }
+    return withPinnedMaps(box.sandbox.bpffsDir, (m) => new Set(m.dumpServices().filter(([k]) => k.slot === 0).map(([k]) => k.addr)));
   }
 
   const refusedLines = (from = 0) => agent.logs.slice(from).filter((l) => l.msg === 'Service refused: over a datapath limit');
@@ -133,7 +123,9 @@ describe('over capacity: the node serves what fits, says what it refused, and st
     assert.deepEqual(body.servicesOverLimit.listed.map((l) => l.service).sort(), [...refused].sort());
     const metrics = parseProm(await (await fetch(`http://${metricsAddr}/metrics`)).text());
     assert.equal(valueOf(metrics, 'kpr_services_over_limit', { limit: 'svc_map' }), overLimit);
-    const status = execFileSync(cliBin, ['status', '--healthz-address', healthAddr, '--bpffs', box.sandbox.bpffsDir], { encoding: 'utf8' });
+    const run = spawnSync(cliBin, ['status', '--healthz-address', healthAddr, '--bpffs', box.sandbox.bpffsDir], { encoding: 'utf8' });
+    assert.equal(run.status, 1, `kpr status exits 1 on a degraded node: ${run.stderr}`);
+    const status = run.stdout;
     assert.match(status, new RegExp(`degraded: ${overLimit} Services over a datapath limit are not served on this node \\(svc_map ${overLimit}\\)`));
     for (const s of refused) assert.match(status, new RegExp(`^${s}\\s+svc_map\\s+refused$`, 'm'));
     assert.match(status, /^kpr_svc\s+hash\s+\d+\s+\d+/m);
