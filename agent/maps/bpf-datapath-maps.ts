@@ -133,6 +133,7 @@ const B_PORT = BE.port;
 const B_PROTO = BE.proto;
 const B_FLAGS = BE.flags;
 const VIP_ADDR = MAPS.vip.key.at.addr;
+const VIP_FLAGS = MAPS.vip.value.at.flags;
 const META = MAPS.svcMeta.value;
 const M_NAME = META.at.name;
 const M_NAME_SIZE = META.sizes.name;
@@ -211,7 +212,7 @@ function packSlotVal(id: number, b: Buffer, o: number): void {
   else packId(id, b, o + V_ID);
 }
 
-/** A __u32 (backend id) by hand; an id that is not a u32 goes to the codec, which throws. */
+/** A __u32 (backend id, VIP flags) by hand; an id that is not a u32 goes to the codec, which throws. */
 function packId(id: number, b: Buffer, o: number): void {
   if (id >>> 0 !== id) {
     backendCodecs.key.encode(id, b, o);
@@ -392,7 +393,7 @@ export class BpfDatapathMaps extends TableDatapathMaps {
     this.tables = {
       Services: new BpfTable(w, this.svcMap, MAPS.svc, keyValueCodec(MAPS.svc, { key: (k, b, o) => packSvcKey(addrs, k, b, o), value: packSvcVal })),
       Backends: new BpfTable(w, this.backendMap, MAPS.backend, keyValueCodec(MAPS.backend, { key: packId, value: packBackend })),
-      Vips: new BpfTable(w, m.vip ?? null, MAPS.vip, keyValueCodec(MAPS.vip, { key: (a, b, o) => addrs.write(a, b, o + VIP_ADDR) })),
+      Vips: new BpfTable(w, m.vip ?? null, MAPS.vip, keyValueCodec(MAPS.vip, { key: (a, b, o) => addrs.write(a, b, o + VIP_ADDR), value: (f, b, o) => packId(f, b, o + VIP_FLAGS) })),
       AffinityMatches: new BpfTable(w, this.affMatchMap, MAPS.affinityMatch, keySetCodec(MAPS.affinityMatch)),
       SvcMeta: new BpfTable(w, m.svcMeta ?? null, MAPS.svcMeta, keyValueCodec(MAPS.svcMeta, { key: packId, value: packSvcMeta })),
       SrcRanges: new BpfTable(w, this.srcRangeMap, MAPS.srcRange, keySetCodec(MAPS.srcRange)),

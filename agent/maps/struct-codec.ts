@@ -119,7 +119,6 @@ export interface Codec<T> {
   decode(buf: Buffer, off?: number): T;
 }
 
-type Write = (v: unknown, buf: Buffer, off: number) => void;
 type Read = (buf: Buffer, off: number) => unknown;
 
 /** NUL-padded C string; text longer than the field is cut (never unterminated). */
@@ -136,31 +135,6 @@ function readCString(buf: Buffer, off: number, size: number): string {
 function isZero(buf: Buffer, off: number, size: number): boolean {
   for (let i = 0; i < size; i++) if (buf[off + i] !== 0) return false;
   return true;
-}
-
-function writer(f: PlacedField, addr: AddrCodec): Write {
-  const o = f.offset;
-  const size = f.size;
-  switch (f.kind) {
-    case 'u8':
-      return (v, b, off) => void (b[off + o] = v as number);
-    case 'u16':
-      return (v, b, off) => void b.writeUInt16LE(v as number, off + o);
-    case 'be16':
-      return (v, b, off) => void b.writeUInt16BE(v as number, off + o);
-    case 'u32':
-      return (v, b, off) => void b.writeUInt32LE(v as number, off + o);
-    case 'u64':
-      return (v, b, off) => void b.writeBigUInt64LE(v as bigint, off + o);
-    case 'addr':
-      return (v, b, off) => addr.encode(v as string, b, off + o);
-    case 'addrOrEmpty':
-      return (v, b, off) => (v ? addr.encode(v as string, b, off + o) : void b.fill(0, off + o, off + o + 16));
-    case 'cstr':
-      return (v, b, off) => writeCString(v as string, b, off + o, size);
-    case 'pad':
-      return (_v, b, off) => void b.fill(0, off + o, off + o + size);
-  }
 }
 
 function reader(f: PlacedField, addr: AddrCodec): Read {
@@ -196,42 +170,80 @@ export function fieldReader<C extends string>(layout: StructLayout<unknown, C>, 
   return reader(f, addr!);
 }
 
+/** The statement writing member `f` from the expression `v` (buffer `buf`, record at `off`). */
+function writeStatement(f: PlacedField, v: string): string {
+  const at = `off + ${f.offset}`;
+  switch (f.kind) {
+    case 'u8':
+      return `buf[${at}] = ${v};`;
+    case 'u16':
+      return `buf.writeUInt16LE(${v}, ${at});`;
+    case 'be16':
+      return `buf.writeUInt16BE(${v}, ${at});`;
+    case 'u32':
+      return `buf.writeUInt32LE(${v}, ${at});`;
+    case 'u64':
+      return `buf.writeBigUInt64LE(${v}, ${at});`;
+    case 'addr':
+      return `addr.encode(${v}, buf, ${at});`;
+    case 'addrOrEmpty':
+      return `if (${v}) addr.encode(${v}, buf, ${at}); else buf.fill(0, ${at}, ${at} + 16);`;
+    case 'cstr':
+      return `writeCString(${v}, buf, ${at}, ${f.size});`;
+    case 'pad':
+      return f.size <= 8 ? Array.from({ length: f.size }, (_, i) => `buf[${at} + ${i}] = 0;`).join(' ') : `buf.fill(0, ${at}, ${at} + ${f.size});`;
+  }
+}
+
+/** The expression reading member `f`. */
+function readExpression(f: PlacedField): string {
+  const at = `off + ${f.offset}`;
+  switch (f.kind) {
+    case 'u8':
+      return `buf[${at}]`;
+    case 'u16':
+      return `buf.readUInt16LE(${at})`;
+    case 'be16':
+      return `buf.readUInt16BE(${at})`;
+    case 'u32':
+      return `buf.readUInt32LE(${at})`;
+    case 'u64':
+      return `buf.readBigUInt64LE(${at})`;
+    case 'addr':
+      return `addr.decode(buf, ${at})`;
+    case 'addrOrEmpty':
+      return `(isZero(buf, ${at}, 16) ? '' : addr.decode(buf, ${at}))`;
+    case 'cstr':
+      return `readCString(buf, ${at}, ${f.size})`;
+    case 'pad':
+      throw new Error('padding is not read');
+  }
+}
+
 /**
  * The codec a layout describes: members written in order (padding zeroed),
  * decoded into an object with the members' properties in struct order.
+ * Each codec is compiled once into straight-line code (one statement per
+ * member, an object literal per decode), so it runs as fast as one written
+ * by hand: the registry's member names and kinds are all that goes into it.
  */
 export function structCodec<T>(layout: StructLayout<T>, addr: AddrCodec): Codec<T> {
-  const size = layout.size;
   const members = layout.placed;
-  if (layout.bare) {
-    const value = members.find((f) => f.kind !== 'pad')!;
-    const write = writer(value, addr);
-    const read = reader(value, addr);
-    const pads = members.filter((f) => f.kind === 'pad').map((f) => writer(f, addr));
+  for (const f of members) if (f.prop !== undefined && f.prop !== '' && !/^[A-Za-z_$][\w$]*$/.test(f.prop)) throw new Error(`${layout.cName}: bad property name ${f.prop}`);
+  const value = layout.bare ? members.find((f) => f.kind !== 'pad')! : undefined;
+  const writes = members.map((f) => writeStatement(f, f === value ? 'v' : `v.${f.prop}`)).join('\n');
+  const read = value ? readExpression(value) : `{ ${members.filter((f) => f.kind !== 'pad').map((f) => `${f.prop}: ${readExpression(f)}`).join(', ')} }`;
+  const size = layout.size;
+  const source = `
     return {
-      size,
-      encode(v, buf = Buffer.alloc(size), off = 0) {
-        write(v, buf, off);
-        for (const p of pads) p(undefined, buf, off);
+      size: ${size},
+      encode(v, buf = Buffer.alloc(${size}), off = 0) {
+        ${writes}
         return buf;
       },
-      decode: (buf, off = 0) => read(buf, off) as T,
-    };
-  }
-  const props = members.map((f) => f.prop);
-  const writes = members.map((f) => writer(f, addr));
-  const reads = members.filter((f) => f.kind !== 'pad').map((f) => [f.prop!, reader(f, addr)] as const);
-  return {
-    size,
-    encode(v, buf = Buffer.alloc(size), off = 0) {
-      const rec = v as Record<string, unknown>;
-      for (let i = 0; i < writes.length; i++) writes[i](props[i] === undefined ? undefined : rec[props[i]!], buf, off);
-      return buf;
-    },
-    decode(buf, off = 0) {
-      const out: Record<string, unknown> = {};
-      for (const [p, read] of reads) out[p] = read(buf, off);
-      return out as T;
-    },
-  };
+      decode(buf, off = 0) {
+        return ${read};
+      },
+    };`;
+  return new Function('Buffer', 'addr', 'writeCString', 'readCString', 'isZero', source)(Buffer, addr, writeCString, readCString, isZero) as Codec<T>;
 }
