@@ -114,24 +114,9 @@ class AddrCache {
 }
 
 // The fast packers' offsets, from the registry (test/unit/bpf-datapath-maps.test.ts checks their bytes against the codecs').
-const SK = MAPS.svc.key.at;
-const K_ADDR = SK.addr;
-const K_PORT = SK.port;
-const K_SLOT = SK.slot;
-const K_PROTO = SK.proto;
-const K_SCOPE = SK.scope;
-const K_PAD = SK.pad;
-const SV = MAPS.svc.value.at;
-const V_ID = SV.backend_id;
-const V_COUNT = SV.count;
-const V_REVNAT = SV.rev_nat_id;
-const V_FLAGS = SV.flags;
-const V_PAD = SV.pad;
-const BE = MAPS.backend.value.at;
-const B_ADDR = BE.addr;
-const B_PORT = BE.port;
-const B_PROTO = BE.proto;
-const B_FLAGS = BE.flags;
+const { addr: K_ADDR, port: K_PORT, slot: K_SLOT, proto: K_PROTO, scope: K_SCOPE, pad: K_PAD } = MAPS.svc.key.at;
+const { backend_id: V_ID, count: V_COUNT, rev_nat_id: V_REVNAT, flags: V_FLAGS, pad: V_PAD } = MAPS.svc.value.at;
+const { addr: B_ADDR, port: B_PORT, proto: B_PROTO, flags: B_FLAGS } = MAPS.backend.value.at;
 const VIP_ADDR = MAPS.vip.key.at.addr;
 const VIP_FLAGS = MAPS.vip.value.at.flags;
 const META = MAPS.svcMeta.value;
@@ -145,22 +130,25 @@ const svcCodecs = mapCodecs(MAPS.svc);
 const backendCodecs = mapCodecs(MAPS.backend);
 const metaCodecs = mapCodecs(MAPS.svcMeta);
 
+/** A backend value's members after the address. */
+function packBackendTail(port: number, proto: number, flags: number, b: Buffer, o: number): void {
+  b.writeUInt16BE(port, o + B_PORT);
+  b[o + B_PROTO] = proto;
+  b[o + B_FLAGS] = flags;
+}
+
 /** The backend codec's bytes for row `id` of `rows`, with the fast address paths: an IPv4 address from its u32, else parsed by hand. */
 function packBackendRow(rows: BackendColumns, id: number, b: Buffer, o: number): void {
   const ip4 = rows.ipv4(id);
   if (ip4 >= 0) encodeIPv4Num(ip4, b, o + B_ADDR);
   else writeAddr(rows.addr(id), b, o + B_ADDR);
-  b.writeUInt16BE(rows.port(id), o + B_PORT);
-  b[o + B_PROTO] = rows.proto(id);
-  b[o + B_FLAGS] = rows.flags(id);
+  packBackendTail(rows.port(id), rows.proto(id), rows.flags(id), b, o);
 }
 
 /** The backend codec's bytes, with writeAddr's fast path. */
 function packBackend(v: Backend, b: Buffer, o: number): void {
   writeAddr(v.addr, b, o + B_ADDR);
-  b.writeUInt16BE(v.port, o + B_PORT);
-  b[o + B_PROTO] = v.proto;
-  b[o + B_FLAGS] = v.flags;
+  packBackendTail(v.port, v.proto, v.flags, b, o);
 }
 
 /** Writes ASCII `text` (shorter than `size`) into zeroed bytes; false (nothing written) for anything else. */

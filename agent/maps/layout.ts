@@ -194,9 +194,7 @@ export interface SvcKey {
   scope: number;
 }
 
-const svcKey = codecOf(R.SVC_KEY);
-export const encodeSvcKey = svcKey.encode;
-export const decodeSvcKey = svcKey.decode;
+export const { encode: encodeSvcKey, decode: decodeSvcKey } = codecOf(R.SVC_KEY);
 
 // ---------------------------------------------------------------- kpr_svc_val
 
@@ -208,9 +206,7 @@ export interface SvcVal {
   flags: number;
 }
 
-const svcVal = codecOf(R.SVC_VAL);
-export const encodeSvcVal = svcVal.encode;
-export const decodeSvcVal = svcVal.decode;
+export const { encode: encodeSvcVal, decode: decodeSvcVal } = codecOf(R.SVC_VAL);
 
 // ---------------------------------------------------------------- backend map
 
@@ -224,23 +220,15 @@ export interface Backend {
 /** Key of the backend map: a bare __u32 id. */
 export const BACKEND_ID_SIZE = R.U32.size;
 
-const backendId = codecOf(R.U32);
-export const encodeBackendId = backendId.encode;
-export const decodeBackendId = backendId.decode;
+export const { encode: encodeBackendId, decode: decodeBackendId } = codecOf(R.U32);
 
-const backend = codecOf(R.BACKEND);
-export const encodeBackend = backend.encode;
-export const decodeBackend = backend.decode;
+export const { encode: encodeBackend, decode: decodeBackend } = codecOf(R.BACKEND);
 
 // ---------------------------------------------------------------- service addresses
 
-const vipKey = codecOf(R.VIP_KEY);
-export const encodeVipKey = vipKey.encode;
-export const decodeVipKey = vipKey.decode;
+export const { encode: encodeVipKey, decode: decodeVipKey } = codecOf(R.VIP_KEY);
 
-const vipVal = codecOf(R.VIP_VAL);
-export const encodeVipVal = vipVal.encode;
-export const decodeVipVal = vipVal.decode;
+export const { encode: encodeVipVal, decode: decodeVipVal } = codecOf(R.VIP_VAL);
 
 // ---------------------------------------------------------------- reverse NAT
 
@@ -250,10 +238,8 @@ export interface RevNatKey {
   port: number;
 }
 
-const revNatKey = codecOf(R.REVNAT_KEY);
 /** The key the socket hooks write for a socket they translated (UDP socket termination looks sockets up by it). */
-export const encodeRevNatKey = revNatKey.encode;
-export const decodeRevNatKey = revNatKey.decode;
+export const { encode: encodeRevNatKey, decode: decodeRevNatKey } = codecOf(R.REVNAT_KEY);
 
 export interface RevNatVal {
   addr: string;
@@ -261,9 +247,7 @@ export interface RevNatVal {
   revNatId: number;
 }
 
-const revNatVal = codecOf(R.REVNAT_VAL);
-export const encodeRevNatVal = revNatVal.encode;
-export const decodeRevNatVal = revNatVal.decode;
+export const { encode: encodeRevNatVal, decode: decodeRevNatVal } = codecOf(R.REVNAT_VAL);
 
 // ---------------------------------------------------------------- affinity
 
@@ -288,9 +272,7 @@ export interface AffinityMatchKey {
   revNatId: number;
 }
 
-const affinityMatchKey = codecOf(R.AFFINITY_MATCH_KEY);
-export const encodeAffinityMatchKey = affinityMatchKey.encode;
-export const decodeAffinityMatchKey = affinityMatchKey.decode;
+export const { encode: encodeAffinityMatchKey, decode: decodeAffinityMatchKey } = codecOf(R.AFFINITY_MATCH_KEY);
 
 // ---------------------------------------------------------------- UDP socket termination
 
@@ -302,9 +284,7 @@ export interface TermKey {
   proto: number;
 }
 
-const termKey = codecOf(R.TERM_KEY);
-export const encodeTermKey = termKey.encode;
-export const decodeTermKey = termKey.decode;
+export const { encode: encodeTermKey, decode: decodeTermKey } = codecOf(R.TERM_KEY);
 
 // ---------------------------------------------------------------- service names
 
@@ -318,10 +298,8 @@ export interface SvcMeta {
   type: number;
 }
 
-const svcMeta = codecOf(R.SVC_META);
 /** Names longer than their fields are cut (never unterminated). */
-export const encodeSvcMeta = svcMeta.encode;
-export const decodeSvcMeta = svcMeta.decode;
+export const { encode: encodeSvcMeta, decode: decodeSvcMeta } = codecOf(R.SVC_META);
 
 // ---------------------------------------------------------------- conntrack (tc path)
 
@@ -400,6 +378,4 @@ export interface KprConfig {
   flags: number;
 }
 
-const config = codecOf(R.CONFIG);
-export const encodeConfig = config.encode;
-export const decodeConfig = config.decode;
+export const { encode: encodeConfig, decode: decodeConfig } = codecOf(R.CONFIG);
