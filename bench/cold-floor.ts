@@ -20,7 +20,14 @@ import { BATCH_CHUNK } from '../agent/maps/bpf-datapath-maps.js';
 import { ipv4Canonical } from '../agent/net/ip.js';
 import { backendTupleKey } from '../agent/reconcile/desired-frontend.js';
 import { TupleIndex } from '../agent/reconcile/tuple-index.js';
-import { BACKEND, BACKEND_ID_SIZE, BE_FLAG, FE_TYPE, IPPROTO, SVC_FLAG, SVC_KEY, SVC_META, SVC_VAL, VIP_FLAG, VIP_KEY, VIP_VAL, encodeIPv4Num, encodeSvcMeta } from '../agent/maps/layout.js';
+import { BE_FLAG, FE_TYPE, IPPROTO, SVC_FLAG, VIP_FLAG, encodeIPv4Num, mapCodecs } from '../agent/maps/layout.js';
+import { MAPS, type MapSpec } from '../agent/maps/registry.js';
+
+// The registry's offsets (the agent's packers use the same).
+const SK = MAPS.svc.key.at;
+const SV = MAPS.svc.value.at;
+const BE = MAPS.backend.value.at;
+const encodeSvcMeta = mapCodecs(MAPS.svcMeta).value.encode;
 
 /** The maps the floor writes (the agent's layouts). */
 export interface FloorMaps {
@@ -56,16 +63,19 @@ export interface FloorResult {
 class Batch {
   readonly keys: Buffer;
   readonly values: Buffer;
+  readonly keySize: number;
+  readonly valueSize: number;
   n = 0;
 
   constructor(
     private readonly map: BpfMap,
     private readonly writer: BatchWriter,
-    readonly keySize: number,
-    readonly valueSize: number,
+    spec: MapSpec,
   ) {
-    this.keys = Buffer.alloc(BATCH_CHUNK * keySize);
-    this.values = Buffer.alloc(BATCH_CHUNK * valueSize);
+    this.keySize = spec.key.size;
+    this.valueSize = spec.value.size;
+    this.keys = Buffer.alloc(BATCH_CHUNK * this.keySize);
+    this.values = Buffer.alloc(BATCH_CHUNK * this.valueSize);
   }
 
   get full(): boolean {
@@ -88,10 +98,10 @@ class Batch {
  * writer. Returns what was written.
  */
 export function floorSync(source: FloorSource, maps: FloorMaps, writer: BatchWriter, nodeName: string): FloorResult {
-  const backends = new Batch(maps.backend, writer, BACKEND_ID_SIZE, BACKEND.size);
-  const metas = new Batch(maps.svcMeta, writer, 4, SVC_META.size);
-  const svc = new Batch(maps.svc, writer, SVC_KEY.size, SVC_VAL.size);
-  const vips = new Batch(maps.vip, writer, VIP_KEY.size, VIP_VAL.size);
+  const backends = new Batch(maps.backend, writer, MAPS.backend);
+  const metas = new Batch(maps.svcMeta, writer, MAPS.svcMeta);
+  const svc = new Batch(maps.svc, writer, MAPS.svc);
+  const vips = new Batch(maps.vip, writer, MAPS.vip);
   const flushAll = (): void => {
     backends.flush();
     metas.flush();
@@ -107,20 +117,20 @@ export function floorSync(source: FloorSource, maps: FloorMaps, writer: BatchWri
 
   const putSvc = (cip: number, port: number, proto: number, slot: number, id: number, count: number, revNat: number, flags: number): void => {
     if (svc.full) flushAll();
-    const k = svc.n * SVC_KEY.size;
-    const v = svc.n++ * SVC_VAL.size;
-    encodeIPv4Num(cip, svc.keys, k);
-    svc.keys[k + 16] = port >>> 8;
-    svc.keys[k + 17] = port & 0xff;
-    svc.keys[k + 18] = slot & 0xff;
-    svc.keys[k + 19] = slot >>> 8;
-    svc.keys[k + 20] = proto;
-    svc.values.writeUInt32LE(id, v);
-    svc.values[v + 4] = count & 0xff;
-    svc.values[v + 5] = count >>> 8;
-    svc.values[v + 6] = revNat & 0xff;
-    svc.values[v + 7] = revNat >>> 8;
-    svc.values.writeUInt16LE(flags, v + 8);
+    const k = svc.n * svc.keySize;
+    const v = svc.n++ * svc.valueSize;
+    encodeIPv4Num(cip, svc.keys, k + SK.addr);
+    svc.keys[k + SK.port] = port >>> 8;
+    svc.keys[k + SK.port + 1] = port & 0xff;
+    svc.keys[k + SK.slot] = slot & 0xff;
+    svc.keys[k + SK.slot + 1] = slot >>> 8;
+    svc.keys[k + SK.proto] = proto;
+    svc.values.writeUInt32LE(id, v + SV.backend_id);
+    svc.values[v + SV.count] = count & 0xff;
+    svc.values[v + SV.count + 1] = count >>> 8;
+    svc.values[v + SV.rev_nat_id] = revNat & 0xff;
+    svc.values[v + SV.rev_nat_id + 1] = revNat >>> 8;
+    svc.values.writeUInt16LE(flags, v + SV.flags);
     svcEntries++;
   };
 
@@ -147,13 +157,13 @@ export function floorSync(source: FloorSource, maps: FloorMaps, writer: BatchWri
               id = nextBackend++;
               ids.add(tuple, id);
               if (backends.full) flushAll();
-              const o = backends.n * BACKEND.size;
-              backends.keys.writeUInt32LE(id, backends.n++ * BACKEND_ID_SIZE);
-              encodeIPv4Num(a, backends.values, o);
-              backends.values[o + 16] = port >>> 8;
-              backends.values[o + 17] = port & 0xff;
-              backends.values[o + 18] = proto;
-              backends.values[o + 19] = ep.nodeName === nodeName ? BE_FLAG.LOCAL : 0;
+              const o = backends.n * backends.valueSize;
+              backends.keys.writeUInt32LE(id, backends.n++ * backends.keySize);
+              encodeIPv4Num(a, backends.values, o + BE.addr);
+              backends.values[o + BE.port] = port >>> 8;
+              backends.values[o + BE.port + 1] = port & 0xff;
+              backends.values[o + BE.proto] = proto;
+              backends.values[o + BE.flags] = ep.nodeName === nodeName ? BE_FLAG.LOCAL : 0;
             }
             slotIds[n++] = id;
           }
@@ -161,15 +171,15 @@ export function floorSync(source: FloorSource, maps: FloorMaps, writer: BatchWri
       }
       const revNat = nextRevNat++;
       if (metas.full) flushAll();
-      metas.keys.writeUInt32LE(revNat, metas.n * 4);
-      encodeSvcMeta({ name: key, portName: sp.name ?? '', type: FE_TYPE.CLUSTER_IP }, metas.values, metas.n++ * SVC_META.size);
+      metas.keys.writeUInt32LE(revNat, metas.n * metas.keySize);
+      encodeSvcMeta({ name: key, portName: sp.name ?? '', type: FE_TYPE.CLUSTER_IP }, metas.values, metas.n++ * metas.valueSize);
       for (let s = 1; s <= n; s++) putSvc(cip, sp.port!, proto, s, slotIds[s - 1], 0, 0, 0);
       putSvc(cip, sp.port!, proto, 0, 0, n, revNat, SVC_FLAG.CLUSTER_IP);
       frontends++;
     }
     if (vips.full) flushAll();
-    encodeIPv4Num(cip, vips.keys, vips.n * VIP_KEY.size);
-    vips.values.writeUInt32LE(VIP_FLAG.REFUSE_UNKNOWN_PORT, vips.n++ * VIP_VAL.size);
+    encodeIPv4Num(cip, vips.keys, vips.n * vips.keySize + MAPS.vip.key.at.addr);
+    vips.values.writeUInt32LE(VIP_FLAG.REFUSE_UNKNOWN_PORT, vips.n++ * vips.valueSize + MAPS.vip.value.at.flags);
   }
   flushAll();
   writer.wait();

@@ -311,8 +311,6 @@ export class BpfMap {
    * when the map type has no batch support).
    */
   lookupBatch(): BatchEntries {
-    const lib = libbpf();
-    const fd = this.#live('map lookup batch');
     const ks = this.keySize;
     const vs = this.valueStride;
     // Sized for what the map holds, not for max_entries: growing by doubling costs
@@ -321,12 +319,7 @@ export class BpfMap {
     let cap = Math.max(1, Math.min(this.maxEntries, LOOKUP_BATCH_INITIAL));
     let keys = Buffer.allocUnsafe(cap * ks);
     let values = Buffer.allocUnsafe(cap * vs);
-    const tokLen = Math.max(ks, 8);
-    const inTok = Buffer.alloc(tokLen);
-    const outTok = Buffer.alloc(tokLen);
-    const count = this.#countBuf;
     let total = 0;
-    let first = true;
     const grow = () => {
       cap *= 2;
       const k = Buffer.allocUnsafe(cap * ks);
@@ -336,31 +329,82 @@ export class BpfMap {
       keys = k;
       values = v;
     };
+    const batched = this.#lookupBatches(
+      (full) => {
+        if (full) grow(); // a hash bucket holds more entries than the space left
+        if (cap - total < 1024 && cap - total < this.maxEntries) grow();
+        return { keys: keys.subarray(total * ks), values: values.subarray(total * vs), room: cap - total };
+      },
+      (n) => void (total += n),
+      () => total,
+    );
+    if (!batched) return this.#lookupAllByIteration();
+    return { count: total, keys: keys.subarray(0, total * ks), values: values.subarray(0, total * vs) };
+  }
+
+  /**
+   * Reads every entry in calls of up to `chunk` entries into two buffers
+   * reused from call to call (a hash bucket larger than a chunk grows them),
+   * handing each call's entries to `onBatch` (views, valid until it returns).
+   * A map type with no batch support is walked by key, one entry a call.
+   * For a scan of a large map that keeps none of it (counting entries).
+   */
+  forEachBatch(chunk: number, onBatch: (count: number, keys: Buffer, values: Buffer) => void): void {
+    const ks = this.keySize;
+    const vs = this.valueStride;
+    let cap = Math.min(chunk, Math.max(1, this.maxEntries));
+    let keys = Buffer.alloc(cap * ks);
+    let values = Buffer.alloc(cap * vs);
+    const batched = this.#lookupBatches(
+      (full) => {
+        if (full) {
+          cap *= 2;
+          keys = Buffer.alloc(cap * ks);
+          values = Buffer.alloc(cap * vs);
+        }
+        return { keys, values, room: cap };
+      },
+      (n) => onBatch(n, keys, values),
+      () => 0,
+    );
+    if (!batched) for (const [k, v] of this.entries()) onBatch(1, k, v);
+  }
+
+  /**
+   * The bpf_map_lookup_batch loop: `space(full)` says where the next call
+   * writes and how many entries fit (`full`: the last call found a bucket
+   * larger than that, so there must be more); `got(n)` takes each call's
+   * entries. False when the map type has no batch lookup (nothing read).
+   */
+  #lookupBatches(space: (full: boolean) => { keys: Buffer; values: Buffer; room: number }, got: (n: number) => void, processed: () => number): boolean {
+    const lib = libbpf();
+    const fd = this.#live('map lookup batch');
+    const tokLen = Math.max(this.keySize, 8);
+    const inTok = Buffer.alloc(tokLen);
+    const outTok = Buffer.alloc(tokLen);
+    const count = this.#countBuf;
+    let first = true;
+    let full = false;
     for (;;) {
-      if (cap - total < 1024 && cap - total < this.maxEntries) grow();
-      count.writeUInt32LE(cap - total, 0);
-      const ret = lib.bpf_map_lookup_batch(
-        fd, first ? null : inTok, outTok, keys.subarray(total * ks), values.subarray(total * vs), count, NO_FLAGS_OPTS,
-      );
-      const n = count.readUInt32LE(0);
-      if (ret === 0 || ret === -E.ENOENT) total += n;
-      if (ret === -E.ENOENT) break;
+      const at = space(full);
+      full = false;
+      count.writeUInt32LE(at.room, 0);
+      const ret = lib.bpf_map_lookup_batch(fd, first ? null : inTok, outTok, at.keys, at.values, count, NO_FLAGS_OPTS);
+      if (ret === 0 || ret === -E.ENOENT) got(count.readUInt32LE(0));
+      if (ret === -E.ENOENT) return true;
       if (ret === 0) {
         outTok.copy(inTok);
         first = false;
         continue;
       }
       if (ret === -E.ENOSPC) {
-        grow(); // a hash bucket holds more entries than the space left
+        full = true;
         continue;
       }
       const errno = -ret;
-      if (first && (errno === E.EINVAL || errno === ENOTSUPP || errno === E.EOPNOTSUPP)) {
-        return this.#lookupAllByIteration();
-      }
-      throw this.#err('map lookup batch', ret, total);
+      if (first && (errno === E.EINVAL || errno === ENOTSUPP || errno === E.EOPNOTSUPP)) return false;
+      throw this.#err('map lookup batch', ret, processed());
     }
-    return { count: total, keys: keys.subarray(0, total * ks), values: values.subarray(0, total * vs) };
   }
 
   /**

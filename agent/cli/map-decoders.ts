@@ -1,36 +1,12 @@
 /**
- * How `kpr map dump` shows each pinned map: one line per map in DECODERS,
- * naming its key and value decoders (agent/maps/layout.ts codecs) and
- * turning numbers into names (protocols, flags, stat names). A new map is
- * one more line.
+ * How `kpr map dump` shows each pinned map: for every map of the registry
+ * (agent/maps/registry.ts), rows made from its decoded keys and values
+ * (the registry's codecs), numbers turned into names (protocols, flags,
+ * stat names). A map added to the registry without its rows here does not
+ * compile.
  */
-import {
-  BE_FLAG,
-  CFG_FLAG,
-  CT_DIR,
-  CT_FLAG,
-  MAP_NAMES,
-  STAT,
-  VIP_FLAG,
-  decodeAddr,
-  decodeAffinityKey,
-  decodeAffinityMatchKey,
-  decodeAffinityVal,
-  decodeBackend,
-  decodeBackendId,
-  decodeConfig,
-  decodeCtKey,
-  decodeCtVal,
-  decodeRevNatKey,
-  decodeRevNatVal,
-  decodeSrcRangeKey,
-  decodeSvcKey,
-  decodeTermKey,
-  decodeSvcMeta,
-  decodeSvcVal,
-  decodeVipKey,
-  decodeVipVal,
-} from '../maps/layout.js';
+import { BE_FLAG, CFG_FLAG, CT_DIR, CT_FLAG, STAT, VIP_FLAG, mapCodecs } from '../maps/layout.js';
+import { MAPS, type MapId, type MapSpec } from '../maps/registry.js';
 import { sumPerCpuU64 } from '../../native/index.js';
 import { bitNames, flagNames, frontendTypeName, protoName, scopeName } from './service-view.js';
 
@@ -48,145 +24,122 @@ export interface MapDecoder {
   about: string;
 }
 
-const u32 = (b: Buffer, o: number) => b.readUInt32LE(o);
 const STAT_NAMES = new Map<number, string>(Object.entries(STAT).map(([name, i]) => [i, name.toLowerCase()]));
 const CT_DIR_NAMES = new Map<number, string>(Object.entries(CT_DIR).map(([name, i]) => [i, name.toLowerCase()]));
-
-function termKeyRow(b: Buffer, o: number): Row {
-  const k = decodeTermKey(b, o);
-  return { address: k.addr, port: k.port, revNatId: k.revNatId, protocol: protoName(k.proto) };
-}
 
 /** Nanosecond clocks are u64: shown as decimal strings so JSON keeps every digit. */
 const big = (n: bigint) => n.toString();
 
-export const DECODERS: Record<string, MapDecoder> = {
-  [MAP_NAMES.svc]: {
+type KeyOf<I extends MapId> = (typeof MAPS)[I] extends MapSpec<infer K, unknown> ? K : never;
+type ValueOf<I extends MapId> = (typeof MAPS)[I] extends MapSpec<unknown, infer V> ? V : never;
+
+/** A map's rows from its decoded entries; `perCpu` gets the value's raw CPU slots instead. */
+interface Rows<K, V> {
+  about: string;
+  key(k: K): Row;
+  value?(v: V, key: Row): Row;
+  perCpu?(value: Buffer, slot: number): Row;
+}
+
+const ROWS: { [I in MapId]: Rows<KeyOf<I>, ValueOf<I>> } = {
+  svc: {
     about: 'frontends: slot 0 = master {count, id, flags}, slots 1..count = backend ids',
-    key: (b, o) => {
-      const k = decodeSvcKey(b, o);
-      return { address: k.addr, port: k.port, protocol: protoName(k.proto), scope: scopeName(k.scope), slot: k.slot };
-    },
-    value: (v, _slot, key) => {
-      const d = decodeSvcVal(v, 0);
-      return key.slot === 0
+    key: (k) => ({ address: k.addr, port: k.port, protocol: protoName(k.proto), scope: scopeName(k.scope), slot: k.slot }),
+    value: (d, key) =>
+      key.slot === 0
         ? { count: d.count, id: d.revNatId, flags: flagNames(d.flags), ...(d.backendId ? { affinityTimeoutSeconds: d.backendId } : {}) }
-        : { backendId: d.backendId };
-    },
+        : { backendId: d.backendId },
   },
-  [MAP_NAMES.backend]: {
+  backend: {
     about: 'backend id -> address, port, protocol',
-    key: (b, o) => ({ id: decodeBackendId(b, o) }),
-    value: (v) => {
-      const d = decodeBackend(v, 0);
-      return { address: d.addr, port: d.port, protocol: protoName(d.proto), flags: bitNames(d.flags, BE_FLAG) };
-    },
+    key: (id) => ({ id }),
+    value: (d) => ({ address: d.addr, port: d.port, protocol: protoName(d.proto), flags: bitNames(d.flags, BE_FLAG) }),
   },
-  [MAP_NAMES.vip]: {
+  vip: {
     about: 'service addresses; unknown ports on them are refused',
-    key: (b, o) => ({ address: decodeVipKey(b, o) }),
-    value: (v) => ({ flags: bitNames(decodeVipVal(v, 0), VIP_FLAG) }),
+    key: (address) => ({ address }),
+    value: (flags) => ({ flags: bitNames(flags, VIP_FLAG) }),
   },
-  [MAP_NAMES.revnat]: {
+  revnat: {
     about: 'socket reverse NAT: (socket cookie, backend) -> the frontend it called',
-    key: (b, o) => {
-      const k = decodeRevNatKey(b, o);
-      return { cookie: big(k.cookie), backend: k.addr, backendPort: k.port };
-    },
-    value: (v) => {
-      const d = decodeRevNatVal(v, 0);
-      return { address: d.addr, port: d.port, id: d.revNatId };
-    },
+    key: (k) => ({ cookie: big(k.cookie), backend: k.addr, backendPort: k.port }),
+    value: (d) => ({ address: d.addr, port: d.port, id: d.revNatId }),
   },
-  [MAP_NAMES.affinity]: {
+  affinity: {
     about: 'session affinity: (netns cookie or client, frontend id) -> backend',
-    key: (b, o) => {
-      const k = decodeAffinityKey(b, o);
-      return { netnsCookie: big(k.netnsCookie), client: k.client, id: k.revNatId };
-    },
-    value: (v) => {
-      const d = decodeAffinityVal(v, 0);
-      return { backendId: d.backendId, lastUsedNs: big(d.lastUsedNs) };
-    },
+    key: (k) => ({ netnsCookie: big(k.netnsCookie), client: k.client, id: k.revNatId }),
+    value: (d) => ({ backendId: d.backendId, lastUsedNs: big(d.lastUsedNs) }),
   },
-  [MAP_NAMES.affinityMatch]: {
+  affinityMatch: {
     about: 'valid (backend, frontend) pairs of frontends with affinity',
-    key: (b, o) => {
-      const k = decodeAffinityMatchKey(b, o);
-      return { backendId: k.backendId, id: k.revNatId };
-    },
-    value: () => ({}),
+    key: (k) => ({ backendId: k.backendId, id: k.revNatId }),
   },
-  [MAP_NAMES.term]: {
+  term: {
     about: 'UDP backends whose connected sockets are to be destroyed',
-    key: termKeyRow,
-    value: () => ({}),
+    key: (k) => ({ address: k.addr, port: k.port, revNatId: k.revNatId, protocol: protoName(k.proto) }),
   },
-  [MAP_NAMES.svcMeta]: {
+  svcMeta: {
     about: 'frontend id -> service name, port name, type',
-    key: (b, o) => ({ id: u32(b, o) }),
-    value: (v) => {
-      const d = decodeSvcMeta(v, 0);
-      return { service: d.name, portName: d.portName, type: frontendTypeName(d.type) };
-    },
+    key: (id) => ({ id }),
+    value: (d) => ({ service: d.name, portName: d.portName, type: frontendTypeName(d.type) }),
   },
-  [MAP_NAMES.ct]: {
+  ct: {
     about: 'tc-path connection tracking',
-    key: (b, o) => {
-      const k = decodeCtKey(b, o);
-      return { source: k.saddr, sourcePort: k.sport, destination: k.daddr, destinationPort: k.dport, protocol: protoName(k.proto), dir: CT_DIR_NAMES.get(k.dir) ?? k.dir };
-    },
-    value: (v) => {
-      const d = decodeCtVal(v, 0);
-      return {
-        natSource: d.natSaddr,
-        natSourcePort: d.natSport,
-        natDestination: d.natDaddr,
-        natDestinationPort: d.natDport,
-        backendId: d.backendId,
-        id: d.revNatId,
-        flags: bitNames(d.flags, CT_FLAG),
-        expiresNs: big(d.expiresNs),
-      };
-    },
+    key: (k) => ({ source: k.saddr, sourcePort: k.sport, destination: k.daddr, destinationPort: k.dport, protocol: protoName(k.proto), dir: CT_DIR_NAMES.get(k.dir) ?? k.dir }),
+    value: (d) => ({
+      natSource: d.natSaddr,
+      natSourcePort: d.natSport,
+      natDestination: d.natDaddr,
+      natDestinationPort: d.natDport,
+      backendId: d.backendId,
+      id: d.revNatId,
+      flags: bitNames(d.flags, CT_FLAG),
+      expiresNs: big(d.expiresNs),
+    }),
   },
-  [MAP_NAMES.srcRange]: {
+  srcRange: {
     about: 'loadBalancerSourceRanges: (frontend id, CIDR) allowed',
-    key: (b, o) => {
-      const k = decodeSrcRangeKey(b, o);
-      return { id: k.revNatId, cidr: k.cidr };
-    },
-    value: () => ({}),
+    key: (k) => ({ id: k.revNatId, cidr: k.cidr }),
   },
-  [MAP_NAMES.config]: {
+  config: {
     about: 'node-wide datapath settings',
-    key: (b, o) => ({ index: u32(b, o) }),
-    value: (v) => {
-      const c = decodeConfig(v, 0);
-      return {
-        hostNetnsCookie: big(c.hostNetnsCookie),
-        snatV4: c.snatV4,
-        snatV6: c.snatV6,
-        tcpTimeoutSeconds: c.tcpTimeoutS,
-        tcpClosingTimeoutSeconds: c.tcpClosingTimeoutS,
-        udpTimeoutSeconds: c.udpTimeoutS,
-        flags: bitNames(c.flags, CFG_FLAG),
-      };
-    },
+    key: (index) => ({ index }),
+    value: (c) => ({
+      hostNetnsCookie: big(c.hostNetnsCookie),
+      snatV4: c.snatV4,
+      snatV6: c.snatV6,
+      tcpTimeoutSeconds: c.tcpTimeoutS,
+      tcpClosingTimeoutSeconds: c.tcpClosingTimeoutS,
+      udpTimeoutSeconds: c.udpTimeoutS,
+      flags: bitNames(c.flags, CFG_FLAG),
+    }),
   },
-  [MAP_NAMES.stats]: {
+  stats: {
     about: 'datapath counters (per CPU)',
-    key: (b, o) => {
-      const i = u32(b, o);
-      return { index: i, stat: STAT_NAMES.get(i) ?? `unused-${i}` };
-    },
-    value: (v, slot) => {
+    key: (i) => ({ index: i, stat: STAT_NAMES.get(i) ?? `unused-${i}` }),
+    perCpu: (v, slot) => {
       const perCpu: string[] = [];
       for (let off = 0; off + 8 <= v.length; off += slot) perCpu.push(big(v.readBigUInt64LE(off)));
       return { total: big(sumPerCpuU64(v, slot, 0)), perCpu };
     },
   },
 };
+
+function decoderOf<K, V>(spec: MapSpec<K, V>, rows: Rows<K, V>): MapDecoder {
+  const c = mapCodecs(spec);
+  const value = rows.value;
+  const perCpu = rows.perCpu;
+  return {
+    about: rows.about,
+    key: (b, o) => rows.key(c.key.decode(b, o)),
+    value: perCpu ? (v, slot) => perCpu(v, slot) : value ? (v, _slot, key) => value(c.value.decode(v, 0), key) : () => ({}),
+  };
+}
+
+/** Each pinned map's decoder, by its pinned name. */
+export const DECODERS: Record<string, MapDecoder> = Object.fromEntries(
+  (Object.keys(MAPS) as MapId[]).map((id) => [MAPS[id].name, decoderOf(MAPS[id] as MapSpec, ROWS[id] as Rows<unknown, unknown>)]),
+);
 
 export function knownMapNames(): string[] {
   return Object.keys(DECODERS).sort();

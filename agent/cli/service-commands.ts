@@ -6,24 +6,17 @@
 import { existsSync } from 'node:fs';
 import type { BpfMap } from '../../native/index.js';
 import { mapPinPath } from '../datapath/pins.js';
-import {
-  BACKEND,
-  BACKEND_ID_SIZE,
-  MAP_NAMES,
-  SVC_META,
-  decodeBackend,
-  decodeBackendId,
-  decodeSvcMeta,
-  type Backend,
-  type SvcMeta,
-} from '../maps/layout.js';
+import { mapCodecs } from '../maps/layout.js';
+import { MAPS, MAP_NAMES, type MapSpec } from '../maps/registry.js';
 import { CliError, openPinnedMap } from './pinned-maps.js';
 import { formatServiceTable, joinTables, tablesFromBatch, type ServiceView } from './service-view.js';
 
-function readAll<K, V>(map: BpfMap, keySize: number, valueSize: number, dk: (b: Buffer, o: number) => K, dv: (b: Buffer, o: number) => V): Array<[K, V]> {
+/** Every entry of a registry map, decoded with its codecs. */
+function readAll<K, V>(map: BpfMap, spec: MapSpec<K, V>): Array<[K, V]> {
+  const c = mapCodecs(spec);
   const { count, keys, values } = map.lookupBatch();
   const out: Array<[K, V]> = new Array(count);
-  for (let i = 0; i < count; i++) out[i] = [dk(keys, i * keySize), dv(values, i * valueSize)];
+  for (let i = 0; i < count; i++) out[i] = [c.key.decode(keys, i * c.key.size), c.value.decode(values, i * c.value.size)];
   return out;
 }
 
@@ -40,10 +33,10 @@ function withMap<T>(bpffsDir: string, name: string, f: (m: BpfMap) => T): T {
 export function readServiceViews(bpffsDir: string): ServiceView[] {
   // kpr_svc is the biggest map (a master and one slot per backend): it is indexed from the raw batch.
   const svc = withMap(bpffsDir, MAP_NAMES.svc, (m) => m.lookupBatch());
-  const backends = withMap(bpffsDir, MAP_NAMES.backend, (m) => readAll<number, Backend>(m, BACKEND_ID_SIZE, BACKEND.size, decodeBackendId, decodeBackend));
+  const backends = withMap(bpffsDir, MAP_NAMES.backend, (m) => readAll(m, MAPS.backend));
   // Names are optional: maps pinned by an agent older than kpr_svc_meta have none.
   const meta = existsSync(mapPinPath(bpffsDir, MAP_NAMES.svcMeta))
-    ? withMap(bpffsDir, MAP_NAMES.svcMeta, (m) => readAll<number, SvcMeta>(m, BACKEND_ID_SIZE, SVC_META.size, decodeBackendId, decodeSvcMeta))
+    ? withMap(bpffsDir, MAP_NAMES.svcMeta, (m) => readAll(m, MAPS.svcMeta))
     : [];
   return joinTables(tablesFromBatch(svc, new Map(backends), new Map(meta)));
 }

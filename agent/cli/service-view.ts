@@ -10,16 +10,15 @@ import {
   IPPROTO,
   SCOPE,
   SVC_FLAG,
-  SVC_KEY,
-  SVC_VAL,
-  decodeSvcKey,
-  decodeSvcVal,
   encodeAddr,
+  mapCodecs,
   type Backend,
   type SvcKey,
   type SvcMeta,
   type SvcVal,
 } from '../maps/layout.js';
+import { MAPS } from '../maps/registry.js';
+import { fieldReader } from '../maps/struct-codec.js';
 
 export interface ServiceView {
   /** "namespace/name" from kpr_svc_meta; absent when the map has no entry for the frontend id. */
@@ -102,16 +101,23 @@ export interface ServiceTables {
   meta: Map<number, SvcMeta>;
 }
 
-const keyBuf = Buffer.alloc(SVC_KEY.size);
+const SVC = mapCodecs(MAPS.svc);
+const KEY_SIZE = SVC.key.size;
+const VALUE_SIZE = SVC.value.size;
+const SLOT = MAPS.svc.key.at.slot;
+const SLOT_SIZE = MAPS.svc.key.sizes.slot;
+const slotOf = fieldReader(MAPS.svc.key, 'slot') as (buf: Buffer, off: number) => number;
+const backendIdOf = fieldReader(MAPS.svc.value, 'backend_id') as (buf: Buffer, off: number) => number;
+const keyBuf = Buffer.alloc(KEY_SIZE);
 
 /**
  * A frontend's identity in a service-map key: the key's bytes with the slot
  * zeroed, as a latin1 string (cheap to make and hash from a raw batch).
  */
 export function slotKeyOf(raw: Buffer, off: number): string {
-  for (let i = 0; i < SVC_KEY.size; i++) keyBuf[i] = raw[off + i]; // a byte loop beats Buffer.copy at this size
-  keyBuf[18] = keyBuf[19] = 0;
-  return keyBuf.toString('latin1', 0, SVC_KEY.size);
+  for (let i = 0; i < KEY_SIZE; i++) keyBuf[i] = raw[off + i]; // a byte loop beats Buffer.copy at this size
+  keyBuf.fill(0, SLOT, SLOT + SLOT_SIZE);
+  return keyBuf.toString('latin1', 0, KEY_SIZE);
 }
 
 /** Indexes raw batches of kpr_svc (what lookupBatch returns), decoding only the masters. */
@@ -123,16 +129,16 @@ export function tablesFromBatch(
   const masters: ServiceTables['masters'] = [];
   const slots = new Map<string, number[]>();
   for (let i = 0; i < svc.count; i++) {
-    const off = i * SVC_KEY.size;
-    const slot = svc.keys.readUInt16LE(off + 18);
+    const off = i * KEY_SIZE;
+    const slot = slotOf(svc.keys, off);
     const slotKey = slotKeyOf(svc.keys, off);
     if (slot === 0) {
-      masters.push({ key: decodeSvcKey(svc.keys, off), val: decodeSvcVal(svc.values, i * SVC_VAL.size), slotKey });
+      masters.push({ key: SVC.key.decode(svc.keys, off), val: SVC.value.decode(svc.values, i * VALUE_SIZE), slotKey });
       continue;
     }
     let m = slots.get(slotKey);
     if (!m) slots.set(slotKey, (m = []));
-    m[slot] = svc.values.readUInt32LE(i * SVC_VAL.size); // backend_id
+    m[slot] = backendIdOf(svc.values, i * VALUE_SIZE);
   }
   return { masters, slots, backends, meta };
 }

@@ -11,7 +11,8 @@
 import { existsSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { BATCH_WRITER_LIBRARY, BpfIterator, BpfObject, cgroupId, DEFAULT_BPFFS_ROOT, detachPinnedLink, ensureBpffs, type BpfMap, type CgroupAttachment } from '../../native/index.js';
-import { MAP_NAMES, encodeConfig, type KprConfig } from '../maps/layout.js';
+import { MAP_NAMES, encodeConfig, mapCodecs, type KprConfig } from '../maps/layout.js';
+import { MAPS } from '../maps/registry.js';
 import type { Logger } from '../log.js';
 import { linkPinPath, mapPinDir } from './pins.js';
 import { checkPinDirs } from './pin-dir-ownership.js';
@@ -221,5 +222,8 @@ function replaceIncompatiblePins(opts: DatapathOptions, pinMapsDir: string, log:
 
 /** Writes the node-wide datapath settings (kpr_config). */
 export function writeNodeConfig(configMap: BpfMap, cfg: KprConfig): void {
-  configMap.update(Buffer.alloc(4), encodeConfig(cfg));
+  configMap.update(CONFIG_KEY, encodeConfig(cfg));
 }
+
+/** kpr_config's one index (0). */
+export const CONFIG_KEY = mapCodecs(MAPS.config).key.encode(0);

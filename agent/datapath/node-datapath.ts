@@ -12,7 +12,7 @@ import type { Logger } from '../log.js';
 import { CFG_FLAG, MAP_NAMES, encodeConfig } from '../maps/layout.js';
 import type { DriftCount } from '../reconcile/reconciler.js';
 import { sweepExpiredConntrack } from './ct-sweeper.js';
-import { writeNodeConfig, type Datapath } from './loader.js';
+import { CONFIG_KEY, writeNodeConfig, type Datapath } from './loader.js';
 import { TcAttacher } from './tc-attacher.js';
 import { tcLinkPinDir } from './pins.js';
 import type { PinKeeper } from './pin-keeper.js';
@@ -149,10 +149,9 @@ export class NodeDatapath {
    */
   repairConfig(): DriftCount[] {
     if (!this.written) return [];
-    const key = Buffer.alloc(4);
-    const have = this.dp.maps.config.lookup(key);
+    const have = this.dp.maps.config.lookup(CONFIG_KEY);
     if (have && have.equals(this.written)) return [];
-    this.dp.maps.config.update(key, this.written);
+    this.dp.maps.config.update(CONFIG_KEY, this.written);
     return [{ map: MAP_NAMES.config, kind: 'changed', entries: 1 }];
   }
 

@@ -1,45 +1,14 @@
 /**
- * DatapathMaps over the real pinned BPF maps: encodes with the layout codecs
- * and hands whole batches to the kernel in one call each.
+ * DatapathMaps over the real pinned BPF maps: one BpfTable per map, encoding
+ * with the registry's codecs (fast packers for the large maps, at the
+ * registry's offsets) and handing whole batches to the kernel in one call
+ * each.
  */
 import type { BatchWriter, BpfMap } from '../../native/index.js';
-import type { BackendColumns, DatapathMaps } from './datapath-maps.js';
+import { TableDatapathMaps, type BackendColumns, type DatapathTables, type MapTable } from './datapath-maps.js';
 import type { MapCapacities } from '../reconcile/limits.js';
-import {
-  encodeAddr,
-  encodeIPv4Num,
-  SRC_RANGE_KEY,
-  decodeSrcRangeKey,
-  encodeSrcRangeKey,
-  type SrcRangeKey,
-  AFFINITY_MATCH_KEY,
-  SVC_META,
-  VIP_KEY,
-  VIP_VAL,
-  decodeAffinityMatchKey,
-  decodeSvcMeta,
-  decodeVipKey,
-  decodeVipVal,
-  encodeAffinityMatchKey,
-  encodeSvcMeta,
-  encodeVipKey,
-  encodeVipVal,
-  type AffinityMatchKey,
-  type SvcMeta,
-  BACKEND,
-  BACKEND_ID_SIZE,
-  SVC_KEY,
-  SVC_VAL,
-  decodeBackend,
-  decodeBackendId,
-  decodeSvcKey,
-  decodeSvcVal,
-  encodeBackendId,
-  encodeSvcVal,
-  type Backend,
-  type SvcKey,
-  type SvcVal,
-} from './layout.js';
+import { MAPS, type MapSpec } from './registry.js';
+import { encodeAddr, encodeIPv4Num, mapCodecs, type Backend, type SvcKey, type SvcMeta, type SvcVal } from './layout.js';
 import { ipv4Canonical } from '../net/ip.js';
 
 /**
@@ -72,13 +41,6 @@ class BatchScratch {
     const values = this.valBuf.subarray(0, valBytes).fill(0);
     return { keys, values };
   }
-}
-
-/** Encodes items into one contiguous buffer of fixed-size records. */
-function packed<T>(items: readonly T[], size: number, encode: (item: T, buf: Buffer, off: number) => void): Buffer {
-  const buf = Buffer.alloc(items.length * size);
-  for (let i = 0; i < items.length; i++) encode(items[i], buf, i * size);
-  return buf;
 }
 
 /** encodeAddr's IPv4 path alone: false (bytes untouched) when `addr` is not a canonical dotted quad. */
@@ -122,22 +84,42 @@ class AddrCache {
   }
 }
 
-/** encodeBackend's layout for row `id` of `rows`, with the fast address paths: an IPv4 address from its u32, else encodeAddr. */
-function packBackendRow(rows: BackendColumns, id: number, b: Buffer, o: number): void {
-  const ip4 = rows.ipv4(id);
-  if (ip4 >= 0) encodeIPv4Num(ip4, b, o);
-  else encodeAddr(rows.addr(id), b, o);
-  b.writeUInt16BE(rows.port(id), o + 16);
-  b[o + 18] = rows.proto(id);
-  b[o + 19] = rows.flags(id);
+// The fast packers' offsets, from the registry (test/unit/bpf-datapath-maps.test.ts checks their bytes against the codecs').
+const { addr: K_ADDR, port: K_PORT, slot: K_SLOT, proto: K_PROTO, scope: K_SCOPE, pad: K_PAD } = MAPS.svc.key.at;
+const { backend_id: V_ID, count: V_COUNT, rev_nat_id: V_REVNAT, flags: V_FLAGS, pad: V_PAD } = MAPS.svc.value.at;
+const { addr: B_ADDR, port: B_PORT, proto: B_PROTO, flags: B_FLAGS } = MAPS.backend.value.at;
+const VIP_ADDR = MAPS.vip.key.at.addr;
+const VIP_FLAGS = MAPS.vip.value.at.flags;
+const META = MAPS.svcMeta.value;
+const M_NAME = META.at.name;
+const M_NAME_SIZE = META.sizes.name;
+const M_PORT_NAME = META.at.port_name;
+const M_PORT_NAME_SIZE = META.sizes.port_name;
+const M_TYPE = META.at.type;
+
+const svcCodecs = mapCodecs(MAPS.svc);
+const backendCodecs = mapCodecs(MAPS.backend);
+const metaCodecs = mapCodecs(MAPS.svcMeta);
+
+/** A backend value's members after the address. */
+function packBackendTail(port: number, proto: number, flags: number, b: Buffer, o: number): void {
+  b.writeUInt16BE(port, o + B_PORT);
+  b[o + B_PROTO] = proto;
+  b[o + B_FLAGS] = flags;
 }
 
-/** encodeBackend's bytes, by hand. */
+/** The backend codec's bytes for row `id` of `rows`, with the fast address paths: an IPv4 address from its u32, else encodeAddr. */
+function packBackendRow(rows: BackendColumns, id: number, b: Buffer, o: number): void {
+  const ip4 = rows.ipv4(id);
+  if (ip4 >= 0) encodeIPv4Num(ip4, b, o + B_ADDR);
+  else encodeAddr(rows.addr(id), b, o + B_ADDR);
+  packBackendTail(rows.port(id), rows.proto(id), rows.flags(id), b, o);
+}
+
+/** The backend codec's bytes, by hand. */
 function packBackend(v: Backend, b: Buffer, o: number): void {
-  encodeAddr(v.addr, b, o);
-  b.writeUInt16BE(v.port, o + 16);
-  b[o + 18] = v.proto;
-  b[o + 19] = v.flags;
+  encodeAddr(v.addr, b, o + B_ADDR);
+  packBackendTail(v.port, v.proto, v.flags, b, o);
 }
 
 /** Writes ASCII `text` (shorter than `size`) into zeroed bytes; false (nothing written) for anything else. */
@@ -149,53 +131,50 @@ function writeAsciiZ(text: string, b: Buffer, o: number, size: number): boolean 
   return true;
 }
 
-/** encodeSvcMeta into a zeroed buffer, by hand for ASCII names (the usual case: Kubernetes names are ASCII). */
+/** The kpr_svc_meta codec into a zeroed buffer, by hand for ASCII names (the usual case: Kubernetes names are ASCII). */
 function packSvcMeta(m: SvcMeta, b: Buffer, o: number): void {
-  if (typeof m.name === 'string' && typeof m.portName === 'string' && writeAsciiZ(m.name, b, o, 96) && writeAsciiZ(m.portName, b, o + 96, 32)) {
-    b[o + 128] = m.type;
+  if (typeof m.name === 'string' && typeof m.portName === 'string' && writeAsciiZ(m.name, b, o + M_NAME, M_NAME_SIZE) && writeAsciiZ(m.portName, b, o + M_PORT_NAME, M_PORT_NAME_SIZE)) {
+    b[o + M_TYPE] = m.type;
     return;
   }
-  encodeSvcMeta(m, b, o);
+  metaCodecs.value.encode(m, b, o);
 }
 
 function isU16(x: number): boolean {
   return (x & 0xffff) === x;
 }
 
-/** encodeSvcVal by hand (no per-field bounds-checked calls); out-of-range values go to encodeSvcVal, which throws. */
+/** The kpr_svc_val codec by hand (no per-field bounds-checked calls); out-of-range values go to the codec, which throws. */
 function packSvcVal(v: SvcVal, b: Buffer, o: number): void {
   const id = v.backendId;
   const count = v.count;
   const rn = v.revNatId;
   const flags = v.flags;
   if (!(id >>> 0 === id && isU16(count) && isU16(rn) && isU16(flags))) {
-    encodeSvcVal(v, b, o);
+    svcCodecs.value.encode(v, b, o);
     return;
   }
-  b[o] = id & 0xff;
-  b[o + 1] = (id >>> 8) & 0xff;
-  b[o + 2] = (id >>> 16) & 0xff;
-  b[o + 3] = id >>> 24;
-  b[o + 4] = count & 0xff;
-  b[o + 5] = count >>> 8;
-  b[o + 6] = rn & 0xff;
-  b[o + 7] = rn >>> 8;
-  b[o + 8] = flags & 0xff;
-  b[o + 9] = flags >>> 8;
-  b[o + 10] = 0;
-  b[o + 11] = 0;
+  packId(id, b, o + V_ID);
+  b[o + V_COUNT] = count & 0xff;
+  b[o + V_COUNT + 1] = count >>> 8;
+  b[o + V_REVNAT] = rn & 0xff;
+  b[o + V_REVNAT + 1] = rn >>> 8;
+  b[o + V_FLAGS] = flags & 0xff;
+  b[o + V_FLAGS + 1] = flags >>> 8;
+  b[o + V_PAD] = 0;
+  b[o + V_PAD + 1] = 0;
 }
 
 /** A slot's value (backend id, the rest 0) into zeroed bytes. */
 function packSlotVal(id: number, b: Buffer, o: number): void {
-  if (id >>> 0 !== id) encodeSvcVal({ backendId: id, count: 0, revNatId: 0, flags: 0 }, b, o); // throws
-  else packId(id, b, o);
+  if (id >>> 0 !== id) svcCodecs.value.encode({ backendId: id, count: 0, revNatId: 0, flags: 0 }, b, o); // throws
+  else packId(id, b, o + V_ID);
 }
 
-/** encodeBackendId by hand; an id that is not a u32 goes to encodeBackendId, which throws. */
+/** A __u32 (backend id, VIP flags) by hand; an id that is not a u32 goes to the codec, which throws. */
 function packId(id: number, b: Buffer, o: number): void {
   if (id >>> 0 !== id) {
-    encodeBackendId(id, b, o);
+    backendCodecs.key.encode(id, b, o);
     return;
   }
   b[o] = id & 0xff;
@@ -204,18 +183,127 @@ function packId(id: number, b: Buffer, o: number): void {
   b[o + 3] = id >>> 24;
 }
 
-function unpacked<K, V>(
-  count: number,
-  keys: Buffer,
-  values: Buffer,
-  keySize: number,
-  valueSize: number,
-  decodeKey: (b: Buffer, off: number) => K,
-  decodeValue: (b: Buffer, off: number) => V,
-): Array<[K, V]> {
-  const out: Array<[K, V]> = new Array(count);
-  for (let i = 0; i < count; i++) out[i] = [decodeKey(keys, i * keySize), decodeValue(values, i * valueSize)];
-  return out;
+/** kpr_svc key columns (the base's address, port, protocol; scope and slot packed as scope << 16 | slot) into zeroed bytes: the codec's bytes. */
+function packSvcKeyColumns(addrs: AddrCache, base: { addr: string; port: number; proto: number }, ss: number, keys: Buffer, o: number): void {
+  const port = base.port;
+  addrs.write(base.addr, keys, o + K_ADDR);
+  if (isU16(port)) {
+    keys[o + K_PORT] = port >>> 8;
+    keys[o + K_PORT + 1] = port & 0xff;
+  } else keys.writeUInt16BE(port, o + K_PORT); // throws
+  keys[o + K_SLOT] = ss & 0xff;
+  keys[o + K_SLOT + 1] = (ss >>> 8) & 0xff;
+  keys[o + K_PROTO] = base.proto;
+  keys[o + K_SCOPE] = ss >>> 16;
+}
+
+/** The kpr_svc key codec with the address from the cache (same bytes, into any buffer). */
+function packSvcKey(addrs: AddrCache, k: SvcKey, b: Buffer, o: number): void {
+  addrs.write(k.addr, b, o + K_ADDR);
+  b.writeUInt16BE(k.port, o + K_PORT);
+  b.writeUInt16LE(k.slot, o + K_SLOT);
+  b[o + K_PROTO] = k.proto;
+  b[o + K_SCOPE] = k.scope;
+  b[o + K_PAD] = 0;
+  b[o + K_PAD + 1] = 0;
+}
+
+/** What the tables share: the writer's queue and the order it keeps. */
+interface TableWriter {
+  flush(): void;
+  update(map: BpfMap, keys: Buffer, values: Buffer, count: number): void;
+}
+
+/** How one map's entries become records and back; the codecs' by default. */
+interface TableCodec<E, K> {
+  packEntry(e: E, keys: Buffer, keyOff: number, values: Buffer, valueOff: number): void;
+  packKey(k: K, keys: Buffer, off: number): void;
+  unpack(keys: Buffer, keyOff: number, values: Buffer, valueOff: number): E;
+}
+
+/**
+ * One pinned map as a MapTable. An LPM trie has no batch update or delete:
+ * one call per entry (its entries are few).
+ */
+class BpfTable<E, K> implements MapTable<E, K> {
+  private readonly keySize: number;
+  private readonly valueSize: number;
+  private readonly batched: boolean;
+
+  constructor(
+    private readonly writer: TableWriter,
+    private readonly map: BpfMap,
+    spec: MapSpec,
+    private readonly codec: TableCodec<E, K>,
+  ) {
+    this.keySize = spec.key.size;
+    this.valueSize = spec.value.size;
+    this.batched = spec.type !== 'lpm_trie';
+  }
+
+  dump(): E[] {
+    this.writer.flush();
+    // An LPM trie has no batch lookup: lookupBatch falls back to key iteration.
+    const { count, keys, values } = this.map.lookupBatch();
+    const out: E[] = new Array(count);
+    for (let i = 0; i < count; i++) out[i] = this.codec.unpack(keys, i * this.keySize, values, i * this.valueSize);
+    return out;
+  }
+
+  update(entries: E[]): void {
+    if (!this.batched) this.writer.flush();
+    const map = this.map;
+    const n = entries.length;
+    if (n === 0) return;
+    const ks = this.keySize;
+    const vs = this.valueSize;
+    const keys = Buffer.alloc(n * ks);
+    const values = Buffer.alloc(n * vs);
+    for (let i = 0; i < n; i++) this.codec.packEntry(entries[i], keys, i * ks, values, i * vs);
+    if (this.batched) this.writer.update(map, keys, values, n);
+    else for (let i = 0; i < n; i++) map.update(keys.subarray(i * ks, (i + 1) * ks), values.subarray(i * vs, (i + 1) * vs));
+  }
+
+  delete(keys: K[]): void {
+    this.writer.flush();
+    const map = this.map;
+    const n = keys.length;
+    if (n === 0) return;
+    const ks = this.keySize;
+    const k = Buffer.alloc(n * ks);
+    for (let i = 0; i < n; i++) this.codec.packKey(keys[i], k, i * ks);
+    if (this.batched) map.deleteBatch(k, n, { ignoreMissing: true });
+    else for (let i = 0; i < n; i++) map.delete(k.subarray(i * ks, (i + 1) * ks));
+  }
+}
+
+/** A key → value map's TableCodec: the registry's codecs, with faster packers where given. */
+function keyValueCodec<K, V>(spec: MapSpec<K, V>, pack: { key?: (k: K, b: Buffer, o: number) => void; value?: (v: V, b: Buffer, o: number) => void } = {}): TableCodec<[K, V], K> {
+  const c = mapCodecs(spec);
+  const packKey = pack.key ?? ((k: K, b: Buffer, o: number) => void c.key.encode(k, b, o));
+  const packValue = pack.value ?? ((v: V, b: Buffer, o: number) => void c.value.encode(v, b, o));
+  return {
+    packEntry: (e, kb, ko, vb, vo) => {
+      packKey(e[0], kb, ko);
+      packValue(e[1], vb, vo);
+    },
+    packKey,
+    unpack: (kb, ko, vb, vo) => [c.key.decode(kb, ko), c.value.decode(vb, vo)],
+  };
+}
+
+/** A map whose keys are what counts: each written with the value 1. */
+function keySetCodec<K>(spec: MapSpec<K, number>): TableCodec<K, K> {
+  const c = mapCodecs(spec);
+  const packKey = (k: K, b: Buffer, o: number) => void c.key.encode(k, b, o);
+  return {
+    packEntry: (k, kb, ko, vb, vo) => {
+      packKey(k, kb, ko);
+      c.value.encode(1, vb, vo);
+    },
+    packKey,
+    unpack: (kb, ko) => c.key.decode(kb, ko),
+  };
 }
 
 /** The pinned maps the reconciler writes. */
@@ -230,47 +318,42 @@ export interface DatapathMapSet {
   writer?: BatchWriter;
 }
 
-/** kpr_aff_match's value: presence is what counts. */
-const AFF_MATCH_PRESENT = Buffer.from([1]);
-
-export class BpfDatapathMaps implements DatapathMaps {
+export class BpfDatapathMaps extends TableDatapathMaps {
   private readonly svcMap: BpfMap;
   private readonly backendMap: BpfMap;
-  private readonly vipMap: BpfMap | null;
-  private readonly affMatchMap: BpfMap | null;
-  private readonly svcMetaMap: BpfMap | null;
-  private readonly srcRangeMap: BpfMap | null;
+  private readonly affMatchMap: BpfMap;
+  private readonly srcRangeMap: BpfMap;
   private readonly writer: BatchWriter | null;
   private readonly addrs = new AddrCache();
   private readonly scratch = new BatchScratch();
-  /** encodeSvcKey with the address from the cache (same bytes, see layout.ts). */
-  private readonly packSvcKey = (k: SvcKey, b: Buffer, o: number): void => {
-    this.addrs.write(k.addr, b, o);
-    b.writeUInt16BE(k.port, o + 16);
-    b.writeUInt16LE(k.slot, o + 18);
-    b[o + 20] = k.proto;
-    b[o + 21] = k.scope;
-    b[o + 22] = 0;
-    b[o + 23] = 0;
-  };
+  protected readonly tables: DatapathTables;
 
   constructor(m: DatapathMapSet) {
+    super();
     this.svcMap = m.svc;
     this.backendMap = m.backend;
-    this.vipMap = m.vip;
     this.affMatchMap = m.affinityMatch;
-    this.svcMetaMap = m.svcMeta;
     this.srcRangeMap = m.srcRange;
     this.writer = m.writer ?? null;
+    const addrs = this.addrs;
+    const w: TableWriter = { flush: () => this.flush(), update: (map, keys, values, count) => this.update(map, keys, values, count) };
+    this.tables = {
+      Services: new BpfTable(w, this.svcMap, MAPS.svc, keyValueCodec(MAPS.svc, { key: (k, b, o) => packSvcKey(addrs, k, b, o), value: packSvcVal })),
+      Backends: new BpfTable(w, this.backendMap, MAPS.backend, keyValueCodec(MAPS.backend, { key: packId, value: packBackend })),
+      Vips: new BpfTable(w, m.vip, MAPS.vip, keyValueCodec(MAPS.vip, { key: (a, b, o) => addrs.write(a, b, o + VIP_ADDR), value: (f, b, o) => packId(f, b, o + VIP_FLAGS) })),
+      AffinityMatches: new BpfTable(w, this.affMatchMap, MAPS.affinityMatch, keySetCodec(MAPS.affinityMatch)),
+      SvcMeta: new BpfTable(w, m.svcMeta, MAPS.svcMeta, keyValueCodec(MAPS.svcMeta, { key: packId, value: packSvcMeta })),
+      SrcRanges: new BpfTable(w, this.srcRangeMap, MAPS.srcRange, keySetCodec(MAPS.srcRange)),
+    };
   }
 
-  /** max_entries of the maps the reconciler fills (Infinity for a map this object was not given). */
+  /** max_entries of the maps the reconciler fills. */
   capacities(): MapCapacities {
     return {
       svc: this.svcMap.maxEntries,
       backend: this.backendMap.maxEntries,
-      affinityMatch: this.affMatchMap?.maxEntries ?? Infinity,
-      srcRange: this.srcRangeMap?.maxEntries ?? Infinity,
+      affinityMatch: this.affMatchMap.maxEntries,
+      srcRange: this.srcRangeMap.maxEntries,
     };
   }
 
@@ -289,18 +372,6 @@ export class BpfDatapathMaps implements DatapathMaps {
     const w = this.writer;
     if (w && (count >= QUEUE_MIN_ENTRIES || w.pending > 0)) map.queueUpdateBatch(w, keys, values, count);
     else map.updateBatch(keys, values, count);
-  }
-
-  dumpServices(): Array<[SvcKey, SvcVal]> {
-    this.flush();
-    const { count, keys, values } = this.svcMap.lookupBatch();
-    return unpacked(count, keys, values, SVC_KEY.size, SVC_VAL.size, decodeSvcKey, decodeSvcVal);
-  }
-
-  dumpBackends(): Array<[number, Backend]> {
-    this.flush();
-    const { count, keys, values } = this.backendMap.lookupBatch();
-    return unpacked(count, keys, values, BACKEND_ID_SIZE, BACKEND.size, decodeBackendId, decodeBackend);
   }
 
   /** kpr_svc's records as the kernel returned them, undecoded (drift read-back fingerprints them). */
@@ -336,13 +407,6 @@ export class BpfDatapathMaps implements DatapathMaps {
     };
   }
 
-  updateServices(entries: Array<[SvcKey, SvcVal]>): void {
-    if (entries.length === 0) return;
-    const keys = packed(entries, SVC_KEY.size, (e, b, o) => this.packSvcKey(e[0], b, o));
-    const values = packed(entries, SVC_VAL.size, (e, b, o) => encodeSvcVal(e[1], b, o));
-    this.update(this.svcMap, keys, values, entries.length);
-  }
-
   /**
    * updateServices by column (the reconciler's fast path, no key objects):
    * entry i is key (bases[i], scope scopeSlots[i] >> 16, slot scopeSlots[i] & 0xffff)
@@ -355,19 +419,9 @@ export class BpfDatapathMaps implements DatapathMaps {
     if (count === undefined ? bases.length !== n || scopeSlots.length !== n : bases.length < n || scopeSlots.length < n || vals.length < n) {
       throw new Error('updateServiceColumns: columns of different lengths');
     }
-    this.writeInRounds(this.svcMap, n, SVC_KEY.size, SVC_VAL.size, (i, keys, o, values, vo) => {
-      const base = bases[i];
-      const ss = scopeSlots[i];
-      const port = base.port;
-      this.addrs.write(base.addr, keys, o);
-      if (isU16(port)) {
-        keys[o + 16] = port >>> 8;
-        keys[o + 17] = port & 0xff;
-      } else keys.writeUInt16BE(port, o + 16); // throws
-      keys[o + 18] = ss & 0xff;
-      keys[o + 19] = (ss >>> 8) & 0xff;
-      keys[o + 20] = base.proto;
-      keys[o + 21] = ss >>> 16;
+    const addrs = this.addrs;
+    this.writeInRounds(this.svcMap, n, MAPS.svc.key.size, MAPS.svc.value.size, (i, keys, o, values, vo) => {
+      packSvcKeyColumns(addrs, bases[i], scopeSlots[i], keys, o);
       const v = vals[i];
       if (typeof v === 'number') packSlotVal(v, values, vo);
       else packSvcVal(v, values, vo);
@@ -384,19 +438,6 @@ export class BpfDatapathMaps implements DatapathMaps {
     }
   }
 
-  deleteServices(keys: SvcKey[]): void {
-    this.flush();
-    if (keys.length === 0) return;
-    this.svcMap.deleteBatch(packed(keys, SVC_KEY.size, this.packSvcKey), keys.length, { ignoreMissing: true });
-  }
-
-  updateBackends(entries: Array<[number, Backend]>): void {
-    if (entries.length === 0) return;
-    const keys = packed(entries, BACKEND_ID_SIZE, ([id], b, o) => encodeBackendId(id, b, o));
-    const values = packed(entries, BACKEND.size, (e, b, o) => packBackend(e[1], b, o));
-    this.update(this.backendMap, keys, values, entries.length);
-  }
-
   /**
    * updateBackends by column: entry i is ids[i] → the row of `rows` with
    * that id, for the first `count` ids (default: all). Same bytes.
@@ -405,105 +446,22 @@ export class BpfDatapathMaps implements DatapathMaps {
     const n = count ?? ids.length;
     if (n === 0) return;
     if (ids.length < n) throw new Error('updateBackendColumns: fewer ids than count');
-    this.writeInRounds(this.backendMap, n, BACKEND_ID_SIZE, BACKEND.size, (i, keys, ko, values, vo) => {
+    this.writeInRounds(this.backendMap, n, MAPS.backend.key.size, MAPS.backend.value.size, (i, keys, ko, values, vo) => {
       const id = ids[i];
       packId(id, keys, ko);
       packBackendRow(rows, id, values, vo);
     });
   }
-
-  deleteBackends(ids: number[]): void {
-    this.flush();
-    if (ids.length === 0) return;
-    this.backendMap.deleteBatch(packed(ids, BACKEND_ID_SIZE, (id, b, o) => encodeBackendId(id, b, o)), ids.length, { ignoreMissing: true });
-  }
-
-  dumpVips(): Array<[string, number]> {
-    this.flush();
-    if (!this.vipMap) return [];
-    const { count, keys, values } = this.vipMap.lookupBatch();
-    return unpacked(count, keys, values, VIP_KEY.size, VIP_VAL.size, decodeVipKey, decodeVipVal);
-  }
-
-  updateVips(entries: Array<[string, number]>): void {
-    if (entries.length === 0 || !this.vipMap) return;
-    const keys = packed(entries, VIP_KEY.size, ([a], b, o) => this.addrs.write(a, b, o)); // encodeVipKey's bytes
-    const values = packed(entries, VIP_VAL.size, ([, f], b, o) => encodeVipVal(f, b, o));
-    this.update(this.vipMap, keys, values, entries.length);
-  }
-
-  deleteVips(addrs: string[]): void {
-    this.flush();
-    if (addrs.length === 0 || !this.vipMap) return;
-    this.vipMap.deleteBatch(packed(addrs, VIP_KEY.size, (a, b, o) => encodeVipKey(a, b, o)), addrs.length, { ignoreMissing: true });
-  }
-
-  dumpAffinityMatches(): AffinityMatchKey[] {
-    this.flush();
-    if (!this.affMatchMap) return [];
-    const { count, keys } = this.affMatchMap.lookupBatch();
-    const out: AffinityMatchKey[] = new Array(count);
-    for (let i = 0; i < count; i++) out[i] = decodeAffinityMatchKey(keys, i * AFFINITY_MATCH_KEY.size);
-    return out;
-  }
-
-  updateAffinityMatches(keys: AffinityMatchKey[]): void {
-    if (keys.length === 0 || !this.affMatchMap) return;
-    const k = packed(keys, AFFINITY_MATCH_KEY.size, (m, b, o) => encodeAffinityMatchKey(m, b, o));
-    const v = Buffer.alloc(keys.length, AFF_MATCH_PRESENT[0]);
-    this.update(this.affMatchMap, k, v, keys.length);
-  }
-
-  deleteAffinityMatches(keys: AffinityMatchKey[]): void {
-    this.flush();
-    if (keys.length === 0 || !this.affMatchMap) return;
-    this.affMatchMap.deleteBatch(packed(keys, AFFINITY_MATCH_KEY.size, (m, b, o) => encodeAffinityMatchKey(m, b, o)), keys.length, { ignoreMissing: true });
-  }
-
-  dumpSvcMeta(): Array<[number, SvcMeta]> {
-    this.flush();
-    if (!this.svcMetaMap) return [];
-    const { count, keys, values } = this.svcMetaMap.lookupBatch();
-    return unpacked(count, keys, values, BACKEND_ID_SIZE, SVC_META.size, decodeBackendId, decodeSvcMeta);
-  }
-
-  updateSvcMeta(entries: Array<[number, SvcMeta]>): void {
-    if (entries.length === 0 || !this.svcMetaMap) return;
-    // The key is a bare __u32 revNatId, encoded like a backend id.
-    const keys = packed(entries, BACKEND_ID_SIZE, ([id], b, o) => encodeBackendId(id, b, o));
-    const values = packed(entries, SVC_META.size, ([, m], b, o) => packSvcMeta(m, b, o));
-    this.update(this.svcMetaMap, keys, values, entries.length);
-  }
-
-  deleteSvcMeta(revNatIds: number[]): void {
-    this.flush();
-    if (revNatIds.length === 0 || !this.svcMetaMap) return;
-    this.svcMetaMap.deleteBatch(packed(revNatIds, BACKEND_ID_SIZE, (id, b, o) => encodeBackendId(id, b, o)), revNatIds.length, { ignoreMissing: true });
-  }
-
-  dumpSrcRanges(): SrcRangeKey[] {
-    this.flush();
-    if (!this.srcRangeMap) return [];
-    // An LPM trie has no batch lookup: lookupBatch falls back to key iteration.
-    const { count, keys } = this.srcRangeMap.lookupBatch();
-    const out: SrcRangeKey[] = new Array(count);
-    for (let i = 0; i < count; i++) out[i] = decodeSrcRangeKey(keys, i * SRC_RANGE_KEY.size);
-    return out;
-  }
-
-  updateSrcRanges(keys: SrcRangeKey[]): void {
-    this.flush();
-    if (keys.length === 0 || !this.srcRangeMap) return;
-    const k = packed(keys, SRC_RANGE_KEY.size, (r, b, o) => encodeSrcRangeKey(r, b, o));
-    // LPM tries take no batch update: one call per range (ranges are few).
-    for (let i = 0; i < keys.length; i++) this.srcRangeMap.update(k.subarray(i * SRC_RANGE_KEY.size, (i + 1) * SRC_RANGE_KEY.size), AFF_MATCH_PRESENT);
-  }
-
-  deleteSrcRanges(keys: SrcRangeKey[]): void {
-    this.flush();
-    if (keys.length === 0 || !this.srcRangeMap) return;
-    const k = packed(keys, SRC_RANGE_KEY.size, (r, b, o) => encodeSrcRangeKey(r, b, o));
-    for (let i = 0; i < keys.length; i++) this.srcRangeMap.delete(k.subarray(i * SRC_RANGE_KEY.size, (i + 1) * SRC_RANGE_KEY.size));
-  }
 }
 
+/** The fast packers, for the test that compares their bytes with the codecs'. */
+export const packers = {
+  svcKey: (k: SvcKey, b: Buffer, o: number): void => packSvcKey(new AddrCache(), k, b, o),
+  svcKeyColumns: (base: { addr: string; port: number; proto: number }, scopeSlot: number, b: Buffer, o: number): void => packSvcKeyColumns(new AddrCache(), base, scopeSlot, b, o),
+  svcVal: packSvcVal,
+  slotVal: packSlotVal,
+  backend: packBackend,
+  backendRow: packBackendRow,
+  svcMeta: packSvcMeta,
+  id: packId,
+};

@@ -1,27 +1,38 @@
 /**
- * TypeScript mirror of bpf/include/kpr_types.h: one codec per C struct.
- * Each layout lists its C fields with offsets and sizes; test/bpf/layout.test.ts
- * compares these lists with the BTF of the compiled objects, so a change on
- * either side that is not made on the other fails the tests.
+ * TypeScript mirror of bpf/include/kpr_types.h: the constants, the value
+ * types, and one codec per C struct, derived from the struct's layout in
+ * registry.ts (test/bpf/layout.test.ts compares the layouts with the BTF of
+ * the compiled objects, so a change on either side that is not made on the
+ * other fails the tests).
  *
  * Addresses are strings in TypeScript ("198.19.0.10", "2001:db8::1") and 16
  * bytes in the maps, IPv4 stored IPv4-mapped (::ffff:a.b.c.d).
  */
 import { formatIPv4, formatIPv6, ipv4Canonical, ipv6Groups, isCanonicalIPv4 } from '../net/ip.js';
+import * as R from './registry.js';
+import type { MapSpec } from './registry.js';
+import { structCodec, type AddrCodec, type Codec, type StructLayout } from './struct-codec.js';
 
-export interface FieldLayout {
-  /** Member name in the C struct. */
-  c: string;
-  offset: number;
-  size: number;
-}
-
-export interface StructLayout {
-  /** The C struct's name, as it appears in BTF. */
-  cName: string;
-  size: number;
-  fields: FieldLayout[];
-}
+export type { FieldLayout, StructLayout } from './struct-codec.js';
+export {
+  SVC_KEY,
+  SVC_VAL,
+  BACKEND,
+  VIP_KEY,
+  VIP_VAL,
+  REVNAT_KEY,
+  REVNAT_VAL,
+  AFFINITY_KEY,
+  AFFINITY_VAL,
+  AFFINITY_MATCH_KEY,
+  TERM_KEY,
+  SVC_META,
+  CT_KEY,
+  CT_VAL,
+  SRC_RANGE_KEY,
+  CONFIG,
+  ALL_LAYOUTS,
+} from './registry.js';
 
 export const IPPROTO = { TCP: 6, UDP: 17, SCTP: 132 } as const;
 
@@ -69,20 +80,7 @@ export const CT_FLAG = { SNAT: 1 << 0, CLOSING: 1 << 1 } as const;
 export const CFG_FLAG = { SOCK_HOST_ONLY: 1 << 0 } as const;
 export const STAT_MAX = 32;
 
-export const MAP_NAMES = {
-  svc: 'kpr_svc',
-  backend: 'kpr_backend',
-  vip: 'kpr_vip',
-  revnat: 'kpr_revnat',
-  affinity: 'kpr_affinity',
-  affinityMatch: 'kpr_aff_match',
-  term: 'kpr_term',
-  svcMeta: 'kpr_svc_meta',
-  ct: 'kpr_ct',
-  srcRange: 'kpr_src_range',
-  config: 'kpr_config',
-  stats: 'kpr_stats',
-} as const;
+export { MAP_NAMES } from './registry.js';
 
 // ---------------------------------------------------------------- addresses
 
@@ -118,6 +116,23 @@ export function decodeAddr(buf: Buffer, off: number): string {
   return formatIPv6(groups);
 }
 
+// ---------------------------------------------------------------- codecs (one per layout in registry.ts)
+
+const ADDR: AddrCodec = { encode: encodeAddr, decode: decodeAddr };
+const codecs = new Map<StructLayout, Codec<unknown>>();
+
+/** The codec of a layout of registry.ts (derived once; kpr_src_range_key's is the CIDR one below). */
+export function codecOf<T>(layout: StructLayout<T>): Codec<T> {
+  let c = codecs.get(layout);
+  if (!c) codecs.set(layout, (c = structCodec(layout, ADDR) as Codec<unknown>));
+  return c as Codec<T>;
+}
+
+/** A registry map's key and value codecs. */
+export function mapCodecs<K, V>(spec: MapSpec<K, V>): { key: Codec<K>; value: Codec<V> } {
+  return { key: codecOf(spec.key), value: codecOf(spec.value) };
+}
+
 // ---------------------------------------------------------------- kpr_svc_key
 
 export interface SvcKey {
@@ -128,39 +143,7 @@ export interface SvcKey {
   scope: number;
 }
 
-export const SVC_KEY: StructLayout = {
-  cName: 'kpr_svc_key',
-  size: 24,
-  fields: [
-    { c: 'addr', offset: 0, size: 16 },
-    { c: 'port', offset: 16, size: 2 },
-    { c: 'slot', offset: 18, size: 2 },
-    { c: 'proto', offset: 20, size: 1 },
-    { c: 'scope', offset: 21, size: 1 },
-    { c: 'pad', offset: 22, size: 2 },
-  ],
-};
-
-export function encodeSvcKey(k: SvcKey, buf: Buffer = Buffer.alloc(SVC_KEY.size), off = 0): Buffer {
-  encodeAddr(k.addr, buf, off);
-  buf.writeUInt16BE(k.port, off + 16); // __be16
-  buf.writeUInt16LE(k.slot, off + 18); // host order (x86_64/arm64 are little endian)
-  buf[off + 20] = k.proto;
-  buf[off + 21] = k.scope;
-  buf[off + 22] = 0;
-  buf[off + 23] = 0;
-  return buf;
-}
-
-export function decodeSvcKey(buf: Buffer, off = 0): SvcKey {
-  return {
-    addr: decodeAddr(buf, off),
-    port: buf.readUInt16BE(off + 16),
-    slot: buf.readUInt16LE(off + 18),
-    proto: buf[off + 20],
-    scope: buf[off + 21],
-  };
-}
+export const { encode: encodeSvcKey, decode: decodeSvcKey } = codecOf(R.SVC_KEY);
 
 // ---------------------------------------------------------------- kpr_svc_val
 
@@ -172,35 +155,7 @@ export interface SvcVal {
   flags: number;
 }
 
-export const SVC_VAL: StructLayout = {
-  cName: 'kpr_svc_val',
-  size: 12,
-  fields: [
-    { c: 'backend_id', offset: 0, size: 4 },
-    { c: 'count', offset: 4, size: 2 },
-    { c: 'rev_nat_id', offset: 6, size: 2 },
-    { c: 'flags', offset: 8, size: 2 },
-    { c: 'pad', offset: 10, size: 2 },
-  ],
-};
-
-export function encodeSvcVal(v: SvcVal, buf: Buffer = Buffer.alloc(SVC_VAL.size), off = 0): Buffer {
-  buf.writeUInt32LE(v.backendId, off);
-  buf.writeUInt16LE(v.count, off + 4);
-  buf.writeUInt16LE(v.revNatId, off + 6);
-  buf.writeUInt16LE(v.flags, off + 8);
-  buf.writeUInt16LE(0, off + 10);
-  return buf;
-}
-
-export function decodeSvcVal(buf: Buffer, off = 0): SvcVal {
-  return {
-    backendId: buf.readUInt32LE(off),
-    count: buf.readUInt16LE(off + 4),
-    revNatId: buf.readUInt16LE(off + 6),
-    flags: buf.readUInt16LE(off + 8),
-  };
-}
+export const { encode: encodeSvcVal, decode: decodeSvcVal } = codecOf(R.SVC_VAL);
 
 // ---------------------------------------------------------------- backend map
 
@@ -212,76 +167,17 @@ export interface Backend {
 }
 
 /** Key of the backend map: a bare __u32 id. */
-export const BACKEND_ID_SIZE = 4;
+export const BACKEND_ID_SIZE = R.U32.size;
 
-export const BACKEND: StructLayout = {
-  cName: 'kpr_backend',
-  size: 20,
-  fields: [
-    { c: 'addr', offset: 0, size: 16 },
-    { c: 'port', offset: 16, size: 2 },
-    { c: 'proto', offset: 18, size: 1 },
-    { c: 'flags', offset: 19, size: 1 },
-  ],
-};
+export const { encode: encodeBackendId, decode: decodeBackendId } = codecOf(R.U32);
 
-export function encodeBackendId(id: number, buf: Buffer = Buffer.alloc(BACKEND_ID_SIZE), off = 0): Buffer {
-  buf.writeUInt32LE(id, off);
-  return buf;
-}
-
-export function decodeBackendId(buf: Buffer, off = 0): number {
-  return buf.readUInt32LE(off);
-}
-
-export function encodeBackend(b: Backend, buf: Buffer = Buffer.alloc(BACKEND.size), off = 0): Buffer {
-  encodeAddr(b.addr, buf, off);
-  buf.writeUInt16BE(b.port, off + 16);
-  buf[off + 18] = b.proto;
-  buf[off + 19] = b.flags;
-  return buf;
-}
-
-export function decodeBackend(buf: Buffer, off = 0): Backend {
-  return {
-    addr: decodeAddr(buf, off),
-    port: buf.readUInt16BE(off + 16),
-    proto: buf[off + 18],
-    flags: buf[off + 19],
-  };
-}
+export const { encode: encodeBackend, decode: decodeBackend } = codecOf(R.BACKEND);
 
 // ---------------------------------------------------------------- service addresses
 
-export const VIP_KEY: StructLayout = {
-  cName: 'kpr_vip_key',
-  size: 16,
-  fields: [{ c: 'addr', offset: 0, size: 16 }],
-};
+export const { encode: encodeVipKey, decode: decodeVipKey } = codecOf(R.VIP_KEY);
 
-export const VIP_VAL: StructLayout = {
-  cName: 'kpr_vip_val',
-  size: 4,
-  fields: [{ c: 'flags', offset: 0, size: 4 }],
-};
-
-export function encodeVipKey(addr: string, buf: Buffer = Buffer.alloc(VIP_KEY.size), off = 0): Buffer {
-  encodeAddr(addr, buf, off);
-  return buf;
-}
-
-export function decodeVipKey(buf: Buffer, off = 0): string {
-  return decodeAddr(buf, off);
-}
-
-export function encodeVipVal(flags: number, buf: Buffer = Buffer.alloc(VIP_VAL.size), off = 0): Buffer {
-  buf.writeUInt32LE(flags, off);
-  return buf;
-}
-
-export function decodeVipVal(buf: Buffer, off = 0): number {
-  return buf.readUInt32LE(off);
-}
+export const { encode: encodeVipVal, decode: decodeVipVal } = codecOf(R.VIP_VAL);
 
 // ---------------------------------------------------------------- reverse NAT
 
@@ -291,29 +187,8 @@ export interface RevNatKey {
   port: number;
 }
 
-export const REVNAT_KEY: StructLayout = {
-  cName: 'kpr_revnat_key',
-  size: 32,
-  fields: [
-    { c: 'cookie', offset: 0, size: 8 },
-    { c: 'addr', offset: 8, size: 16 },
-    { c: 'port', offset: 24, size: 2 },
-    { c: 'pad', offset: 26, size: 6 },
-  ],
-};
-
 /** The key the socket hooks write for a socket they translated (UDP socket termination looks sockets up by it). */
-export function encodeRevNatKey(k: RevNatKey, buf: Buffer = Buffer.alloc(REVNAT_KEY.size), off = 0): Buffer {
-  buf.writeBigUInt64LE(k.cookie, off);
-  encodeAddr(k.addr, buf, off + 8);
-  buf.writeUInt16BE(k.port, off + 24);
-  buf.fill(0, off + 26, off + 32);
-  return buf;
-}
-
-export function decodeRevNatKey(buf: Buffer, off = 0): RevNatKey {
-  return { cookie: buf.readBigUInt64LE(off), addr: decodeAddr(buf, off + 8), port: buf.readUInt16BE(off + 24) };
-}
+export const { encode: encodeRevNatKey, decode: decodeRevNatKey } = codecOf(R.REVNAT_KEY);
 
 export interface RevNatVal {
   addr: string;
@@ -321,26 +196,7 @@ export interface RevNatVal {
   revNatId: number;
 }
 
-export const REVNAT_VAL: StructLayout = {
-  cName: 'kpr_revnat_val',
-  size: 20,
-  fields: [
-    { c: 'addr', offset: 0, size: 16 },
-    { c: 'port', offset: 16, size: 2 },
-    { c: 'rev_nat_id', offset: 18, size: 2 },
-  ],
-};
-
-export function encodeRevNatVal(v: RevNatVal, buf: Buffer = Buffer.alloc(REVNAT_VAL.size), off = 0): Buffer {
-  encodeAddr(v.addr, buf, off);
-  buf.writeUInt16BE(v.port, off + 16);
-  buf.writeUInt16LE(v.revNatId, off + 18);
-  return buf;
-}
-
-export function decodeRevNatVal(buf: Buffer, off = 0): RevNatVal {
-  return { addr: decodeAddr(buf, off), port: buf.readUInt16BE(off + 16), revNatId: buf.readUInt16LE(off + 18) };
-}
+export const { encode: encodeRevNatVal, decode: decodeRevNatVal } = codecOf(R.REVNAT_VAL);
 
 // ---------------------------------------------------------------- affinity
 
@@ -351,65 +207,21 @@ export interface AffinityKey {
   revNatId: number;
 }
 
-export const AFFINITY_KEY: StructLayout = {
-  cName: 'kpr_affinity_key',
-  size: 32,
-  fields: [
-    { c: 'netns_cookie', offset: 0, size: 8 },
-    { c: 'client', offset: 8, size: 16 },
-    { c: 'rev_nat_id', offset: 24, size: 2 },
-    { c: 'pad', offset: 26, size: 6 },
-  ],
-};
-
-export function decodeAffinityKey(buf: Buffer, off = 0): AffinityKey {
-  return { netnsCookie: buf.readBigUInt64LE(off), client: decodeAddr(buf, off + 8), revNatId: buf.readUInt16LE(off + 24) };
-}
+export const decodeAffinityKey = codecOf(R.AFFINITY_KEY).decode;
 
 export interface AffinityVal {
   lastUsedNs: bigint;
   backendId: number;
 }
 
-export const AFFINITY_VAL: StructLayout = {
-  cName: 'kpr_affinity_val',
-  size: 16,
-  fields: [
-    { c: 'last_used_ns', offset: 0, size: 8 },
-    { c: 'backend_id', offset: 8, size: 4 },
-    { c: 'pad', offset: 12, size: 4 },
-  ],
-};
-
-export function decodeAffinityVal(buf: Buffer, off = 0): AffinityVal {
-  return { lastUsedNs: buf.readBigUInt64LE(off), backendId: buf.readUInt32LE(off + 8) };
-}
+export const decodeAffinityVal = codecOf(R.AFFINITY_VAL).decode;
 
 export interface AffinityMatchKey {
   backendId: number;
   revNatId: number;
 }
 
-export const AFFINITY_MATCH_KEY: StructLayout = {
-  cName: 'kpr_affinity_match_key',
-  size: 8,
-  fields: [
-    { c: 'backend_id', offset: 0, size: 4 },
-    { c: 'rev_nat_id', offset: 4, size: 2 },
-    { c: 'pad', offset: 6, size: 2 },
-  ],
-};
-
-export function encodeAffinityMatchKey(k: AffinityMatchKey, buf: Buffer = Buffer.alloc(AFFINITY_MATCH_KEY.size), off = 0): Buffer {
-  buf.writeUInt32LE(k.backendId, off);
-  buf.writeUInt16LE(k.revNatId, off + 4);
-  buf.writeUInt16LE(0, off + 6);
-  return buf;
-}
-
-export function decodeAffinityMatchKey(buf: Buffer, off = 0): AffinityMatchKey {
-  return { backendId: buf.readUInt32LE(off), revNatId: buf.readUInt16LE(off + 4) };
-}
+export const { encode: encodeAffinityMatchKey, decode: decodeAffinityMatchKey } = codecOf(R.AFFINITY_MATCH_KEY);
 
 // ---------------------------------------------------------------- UDP socket termination
 
@@ -421,30 +233,7 @@ export interface TermKey {
   proto: number;
 }
 
-export const TERM_KEY: StructLayout = {
-  cName: 'kpr_term_key',
-  size: 24,
-  fields: [
-    { c: 'addr', offset: 0, size: 16 },
-    { c: 'port', offset: 16, size: 2 },
-    { c: 'rev_nat_id', offset: 18, size: 2 },
-    { c: 'proto', offset: 20, size: 1 },
-    { c: 'pad', offset: 21, size: 3 },
-  ],
-};
-
-export function encodeTermKey(k: TermKey, buf: Buffer = Buffer.alloc(TERM_KEY.size), off = 0): Buffer {
-  encodeAddr(k.addr, buf, off);
-  buf.writeUInt16BE(k.port, off + 16);
-  buf.writeUInt16LE(k.revNatId, off + 18);
-  buf[off + 20] = k.proto;
-  buf.fill(0, off + 21, off + 24);
-  return buf;
-}
-
-export function decodeTermKey(buf: Buffer, off = 0): TermKey {
-  return { addr: decodeAddr(buf, off), port: buf.readUInt16BE(off + 16), revNatId: buf.readUInt16LE(off + 18), proto: buf[off + 20] };
-}
+export const { encode: encodeTermKey, decode: decodeTermKey } = codecOf(R.TERM_KEY);
 
 // ---------------------------------------------------------------- service names
 
@@ -458,39 +247,8 @@ export interface SvcMeta {
   type: number;
 }
 
-export const SVC_META: StructLayout = {
-  cName: 'kpr_svc_meta',
-  size: 132,
-  fields: [
-    { c: 'name', offset: 0, size: 96 },
-    { c: 'port_name', offset: 96, size: 32 },
-    { c: 'type', offset: 128, size: 1 },
-    { c: 'pad', offset: 129, size: 3 },
-  ],
-};
-
-/** NUL-padded C string; text longer than the field is cut (never unterminated). */
-function writeCString(text: string, buf: Buffer, off: number, size: number): void {
-  buf.fill(0, off, off + size);
-  buf.write(text, off, size - 1, 'utf8');
-}
-
-function readCString(buf: Buffer, off: number, size: number): string {
-  const end = buf.indexOf(0, off);
-  return buf.toString('utf8', off, end < 0 || end > off + size ? off + size : end);
-}
-
-export function encodeSvcMeta(m: SvcMeta, buf: Buffer = Buffer.alloc(SVC_META.size), off = 0): Buffer {
-  writeCString(m.name, buf, off, 96);
-  writeCString(m.portName, buf, off + 96, 32);
-  buf[off + 128] = m.type;
-  buf.fill(0, off + 129, off + 132);
-  return buf;
-}
-
-export function decodeSvcMeta(buf: Buffer, off = 0): SvcMeta {
-  return { name: readCString(buf, off, 96), portName: readCString(buf, off + 96, 32), type: buf[off + 128] };
-}
+/** Names longer than their fields are cut (never unterminated). */
+export const { encode: encodeSvcMeta, decode: decodeSvcMeta } = codecOf(R.SVC_META);
 
 // ---------------------------------------------------------------- conntrack (tc path)
 
@@ -503,30 +261,7 @@ export interface CtKey {
   dir: number;
 }
 
-export const CT_KEY: StructLayout = {
-  cName: 'kpr_ct_key',
-  size: 40,
-  fields: [
-    { c: 'saddr', offset: 0, size: 16 },
-    { c: 'daddr', offset: 16, size: 16 },
-    { c: 'sport', offset: 32, size: 2 },
-    { c: 'dport', offset: 34, size: 2 },
-    { c: 'proto', offset: 36, size: 1 },
-    { c: 'dir', offset: 37, size: 1 },
-    { c: 'pad', offset: 38, size: 2 },
-  ],
-};
-
-export function decodeCtKey(buf: Buffer, off = 0): CtKey {
-  return {
-    saddr: decodeAddr(buf, off),
-    daddr: decodeAddr(buf, off + 16),
-    sport: buf.readUInt16BE(off + 32),
-    dport: buf.readUInt16BE(off + 34),
-    proto: buf[off + 36],
-    dir: buf[off + 37],
-  };
-}
+export const decodeCtKey = codecOf(R.CT_KEY).decode;
 
 export interface CtVal {
   natSaddr: string;
@@ -539,37 +274,10 @@ export interface CtVal {
   flags: number;
 }
 
-export const CT_VAL: StructLayout = {
-  cName: 'kpr_ct_val',
-  size: 56,
-  fields: [
-    { c: 'nat_saddr', offset: 0, size: 16 },
-    { c: 'nat_daddr', offset: 16, size: 16 },
-    { c: 'nat_sport', offset: 32, size: 2 },
-    { c: 'nat_dport', offset: 34, size: 2 },
-    { c: 'backend_id', offset: 36, size: 4 },
-    { c: 'expires_ns', offset: 40, size: 8 },
-    { c: 'rev_nat_id', offset: 48, size: 2 },
-    { c: 'flags', offset: 50, size: 1 },
-    { c: 'pad', offset: 51, size: 5 },
-  ],
-};
-
-export function decodeCtVal(buf: Buffer, off = 0): CtVal {
-  return {
-    natSaddr: decodeAddr(buf, off),
-    natDaddr: decodeAddr(buf, off + 16),
-    natSport: buf.readUInt16BE(off + 32),
-    natDport: buf.readUInt16BE(off + 34),
-    backendId: buf.readUInt32LE(off + 36),
-    expiresNs: buf.readBigUInt64LE(off + 40),
-    revNatId: buf.readUInt16LE(off + 48),
-    flags: buf[off + 50],
-  };
-}
+export const decodeCtVal = codecOf(R.CT_VAL).decode;
 
 /** Offset of expires_ns in kpr_ct_val, for the expiry sweep (no full decode). */
-export const CT_VAL_EXPIRES_OFFSET = 40;
+export const CT_VAL_EXPIRES_OFFSET = R.CT_VAL.at.expires_ns;
 
 // ---------------------------------------------------------------- source ranges
 
@@ -579,36 +287,32 @@ export interface SrcRangeKey {
   cidr: string;
 }
 
-export const SRC_RANGE_KEY: StructLayout = {
-  cName: 'kpr_src_range_key',
-  size: 24,
-  fields: [
-    { c: 'prefixlen', offset: 0, size: 4 },
-    { c: 'rev_nat_id', offset: 4, size: 2 },
-    { c: 'pad', offset: 6, size: 2 },
-    { c: 'addr', offset: 8, size: 16 },
-  ],
-};
+/** kpr_src_range_key's members as stored. */
+interface SrcRangeKeyBytes {
+  prefixlen: number;
+  revNatId: number;
+  addr: string;
+}
+
+const srcRangeKeyBytes = structCodec(R.SRC_RANGE_KEY as StructLayout as StructLayout<SrcRangeKeyBytes>, ADDR);
 
 /** The LPM key of a range: prefixlen counts rev_nat_id + pad (32 bits) and the address prefix, IPv4 as a /96+n. */
-export function encodeSrcRangeKey(k: SrcRangeKey, buf: Buffer = Buffer.alloc(SRC_RANGE_KEY.size), off = 0): Buffer {
+export function encodeSrcRangeKey(k: SrcRangeKey, buf: Buffer = Buffer.alloc(R.SRC_RANGE_KEY.size), off = 0): Buffer {
   const [addr, lenText] = k.cidr.split('/');
   const v4 = isCanonicalIPv4(addr);
   const max = v4 ? 32 : 128;
   const len = lenText === undefined ? max : Number(lenText);
   if (!Number.isInteger(len) || len < 0 || len > max) throw new RangeError(`invalid CIDR ${k.cidr}`);
-  buf.writeUInt32LE(32 + (v4 ? 96 : 0) + len, off);
-  buf.writeUInt16LE(k.revNatId, off + 4);
-  buf.writeUInt16LE(0, off + 6);
-  encodeAddr(addr, buf, off + 8);
-  return buf;
+  return srcRangeKeyBytes.encode({ prefixlen: 32 + (v4 ? 96 : 0) + len, revNatId: k.revNatId, addr }, buf, off);
 }
 
 export function decodeSrcRangeKey(buf: Buffer, off = 0): SrcRangeKey {
-  const bits = buf.readUInt32LE(off) - 32;
-  const addr = decodeAddr(buf, off + 8);
-  return { revNatId: buf.readUInt16LE(off + 4), cidr: `${addr}/${isCanonicalIPv4(addr) ? bits - 96 : bits}` };
+  const { prefixlen, revNatId, addr }: SrcRangeKeyBytes = srcRangeKeyBytes.decode(buf, off);
+  const bits = prefixlen - 32;
+  return { revNatId, cidr: `${addr}/${isCanonicalIPv4(addr) ? bits - 96 : bits}` };
 }
+
+codecs.set(R.SRC_RANGE_KEY, { size: R.SRC_RANGE_KEY.size, encode: encodeSrcRangeKey, decode: decodeSrcRangeKey } as Codec<unknown>);
 
 // ---------------------------------------------------------------- node configuration
 
@@ -623,61 +327,4 @@ export interface KprConfig {
   flags: number;
 }
 
-export const CONFIG: StructLayout = {
-  cName: 'kpr_config',
-  size: 56,
-  fields: [
-    { c: 'host_netns_cookie', offset: 0, size: 8 },
-    { c: 'snat_v4', offset: 8, size: 16 },
-    { c: 'snat_v6', offset: 24, size: 16 },
-    { c: 'tcp_timeout_s', offset: 40, size: 4 },
-    { c: 'tcp_closing_timeout_s', offset: 44, size: 4 },
-    { c: 'udp_timeout_s', offset: 48, size: 4 },
-    { c: 'flags', offset: 52, size: 4 },
-  ],
-};
-
-export function encodeConfig(c: KprConfig, buf: Buffer = Buffer.alloc(CONFIG.size), off = 0): Buffer {
-  buf.fill(0, off, off + CONFIG.size);
-  buf.writeBigUInt64LE(c.hostNetnsCookie, off);
-  if (c.snatV4) encodeAddr(c.snatV4, buf, off + 8);
-  if (c.snatV6) encodeAddr(c.snatV6, buf, off + 24);
-  buf.writeUInt32LE(c.tcpTimeoutS, off + 40);
-  buf.writeUInt32LE(c.tcpClosingTimeoutS, off + 44);
-  buf.writeUInt32LE(c.udpTimeoutS, off + 48);
-  buf.writeUInt32LE(c.flags, off + 52);
-  return buf;
-}
-
-export function decodeConfig(buf: Buffer, off = 0): KprConfig {
-  const zero = (o: number) => buf.subarray(off + o, off + o + 16).every((b) => b === 0);
-  return {
-    hostNetnsCookie: buf.readBigUInt64LE(off),
-    snatV4: zero(8) ? '' : decodeAddr(buf, off + 8),
-    snatV6: zero(24) ? '' : decodeAddr(buf, off + 24),
-    tcpTimeoutS: buf.readUInt32LE(off + 40),
-    tcpClosingTimeoutS: buf.readUInt32LE(off + 44),
-    udpTimeoutS: buf.readUInt32LE(off + 48),
-    flags: buf.readUInt32LE(off + 52),
-  };
-}
-
-/** Every layout the BTF check covers. */
-export const ALL_LAYOUTS: StructLayout[] = [
-  SVC_KEY,
-  SVC_VAL,
-  BACKEND,
-  VIP_KEY,
-  VIP_VAL,
-  REVNAT_KEY,
-  REVNAT_VAL,
-  AFFINITY_KEY,
-  AFFINITY_VAL,
-  AFFINITY_MATCH_KEY,
-  TERM_KEY,
-  SVC_META,
-  CT_KEY,
-  CT_VAL,
-  SRC_RANGE_KEY,
-  CONFIG,
-];
+export const { encode: encodeConfig, decode: decodeConfig } = codecOf(R.CONFIG);

@@ -4,7 +4,10 @@
  * the Prometheus collector and `kpr stats` agree, and a new counter is one line.
  */
 import { sumPerCpuU64, type BpfMap } from '../../native/index.js';
-import { STAT, STAT_MAX } from '../maps/layout.js';
+import { STAT, STAT_MAX, mapCodecs } from '../maps/layout.js';
+import { MAPS } from '../maps/registry.js';
+
+const statIndex = mapCodecs(MAPS.stats).key;
 
 export interface StatMetric {
   /** Prometheus metric name (without the kpr_datapath_ prefix and _total suffix). */
@@ -60,7 +63,7 @@ export function readStats(stats: BpfMap): StatValue[] {
   const byIndex = new Map<number, bigint>();
   const slot = stats.valueStride / stats.possibleCpus();
   for (let i = 0; i < count; i++) {
-    const idx = keys.readUInt32LE(i * 4);
+    const idx = statIndex.decode(keys, i * statIndex.size);
     byIndex.set(idx, sumPerCpuU64(values.subarray(i * stats.valueStride, (i + 1) * stats.valueStride), slot, 0));
   }
   return (Object.entries(STAT) as Array<[string, number]>)
@@ -69,9 +72,7 @@ export function readStats(stats: BpfMap): StatValue[] {
 }
 
 function statKey(index: number): Buffer {
-  const key = Buffer.alloc(4);
-  key.writeUInt32LE(index, 0);
-  return key;
+  return statIndex.encode(index);
 }
 
 /** One counter of kpr_stats, summed over the CPUs. */

@@ -5,27 +5,15 @@
  * is recorded in `ops`, so a test can replay the exact sequence a live BPF
  * reader would have seen.
  */
-import type { DatapathMaps } from '../maps/datapath-maps.js';
-import { BACKEND, BACKEND_ID_SIZE, SVC_KEY, SVC_VAL, encodeBackend, encodeBackendId, encodeSvcKey, encodeSvcVal } from '../maps/layout.js';
-import type { AffinityMatchKey, Backend, SrcRangeKey, SvcKey, SvcMeta, SvcVal } from '../maps/layout.js';
+import { TableDatapathMaps, type DatapathTables, type MapTable, type TableName } from '../maps/datapath-maps.js';
+import { mapCodecs, type AffinityMatchKey, type Backend, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from '../maps/layout.js';
+import { MAPS, MAP_NAMES } from '../maps/registry.js';
+import type { Codec } from '../maps/struct-codec.js';
 import type { RawCursor, RawDump } from './fingerprint.js';
-import { MAP_NAMES } from '../maps/layout.js';
 import type { MapCapacities } from './limits.js';
 import { parseIP } from '../net/ip.js';
 
-export type MapMethod =
-  | 'updateServices'
-  | 'deleteServices'
-  | 'updateBackends'
-  | 'deleteBackends'
-  | 'updateVips'
-  | 'deleteVips'
-  | 'updateAffinityMatches'
-  | 'deleteAffinityMatches'
-  | 'updateSvcMeta'
-  | 'deleteSvcMeta'
-  | 'updateSrcRanges'
-  | 'deleteSrcRanges';
+export type MapMethod = `update${TableName}` | `delete${TableName}`;
 
 /** One entry applied to a map, in the order it was applied. */
 export type MapOp =
@@ -85,7 +73,64 @@ export function svcKeyId(k: SvcKey): string {
   return `${k.addr}|${k.port}|${k.slot}|${k.proto}|${k.scope}`;
 }
 
-export class MemoryDatapathMaps implements DatapathMaps {
+/** How one in-memory table keeps its entries: `E` the entry, `K` its key, `S` what the store holds under the key's identity `I`. */
+interface MemoryTableSpec<E, K, I, S> {
+  name: TableName;
+  store: Map<I, S>;
+  keyOf(e: E): K;
+  idOf(k: K): I;
+  /** Throws what the real codec would, before the capacity check. */
+  check?(e: E): void;
+  /** Capacity (read at each call), the errno and message a full map fails with, and the map's name it carries. */
+  capacity?: { max(): number; code: string; message: string; map: string };
+  /** The copy stored for an entry (may throw, after the capacity check). */
+  stored(e: E): S;
+  /** A copy of a stored entry, for dumps. */
+  entry(id: I, s: S): E;
+  updated(call: number, s: S, id: I): MapOp;
+  deleted(call: number, k: K): MapOp;
+  /** The ENOENT message of a missing key. */
+  missing(k: K): string;
+}
+
+/** One map in memory, batches applied in order through the owner's call log and failure schedule. */
+class MemoryTable<E, K, I, S> implements MapTable<E, K> {
+  constructor(
+    private readonly run: <T>(method: MapMethod, entries: T[], apply: (e: T, call: number) => void) => void,
+    private readonly ops: MapOp[],
+    private readonly spec: MemoryTableSpec<E, K, I, S>,
+  ) {}
+
+  dump(): E[] {
+    const out: E[] = [];
+    for (const [id, s] of this.spec.store) out.push(this.spec.entry(id, s));
+    return out;
+  }
+
+  update(entries: E[]): void {
+    const t = this.spec;
+    this.run(`update${t.name}`, entries, (e, call) => {
+      t.check?.(e);
+      const id = t.idOf(t.keyOf(e));
+      if (t.capacity && !t.store.has(id) && t.store.size >= t.capacity.max()) throw mapError(t.capacity.code, t.capacity.message, t.capacity.map);
+      const s = t.stored(e);
+      t.store.set(id, s); // the log shares the copy: neither is ever mutated
+      this.ops.push(t.updated(call, s, id));
+    });
+  }
+
+  delete(keys: K[]): void {
+    const t = this.spec;
+    this.run(`delete${t.name}`, keys, (k, call) => {
+      if (!t.store.delete(t.idOf(k))) throw mapError('ENOENT', t.missing(k));
+      this.ops.push(t.deleted(call, k));
+    });
+  }
+}
+
+const same = <T>(x: T): T => x;
+
+export class MemoryDatapathMaps extends TableDatapathMaps {
   readonly services = new Map<string, [SvcKey, SvcVal]>();
   readonly backends = new Map<number, Backend>();
   readonly vips = new Map<string, number>();
@@ -103,12 +148,98 @@ export class MemoryDatapathMaps implements DatapathMaps {
   /** Scheduled failures; see failOnCall(). */
   private failures: FailureSpec[] = [];
   private callCount = 0;
+  protected readonly tables: DatapathTables;
 
   constructor(opts: MemoryDatapathMapsOptions = {}) {
+    super();
     this.maxServices = opts.maxServices ?? Infinity;
     this.maxBackends = opts.maxBackends ?? Infinity;
     this.maxAffinityMatches = opts.maxAffinityMatches ?? Infinity;
     this.maxSrcRanges = opts.maxSrcRanges ?? Infinity;
+    const run = <T>(method: MapMethod, entries: T[], apply: (e: T, call: number) => void) => this.run(method, entries, apply);
+    const ops = this.ops;
+    this.tables = {
+      Services: new MemoryTable(run, ops, {
+        name: 'Services',
+        store: this.services,
+        keyOf: (e: [SvcKey, SvcVal]) => e[0],
+        idOf: svcKeyId,
+        check: ([k]) => checkSvcKey(k),
+        capacity: { max: () => this.maxServices, code: 'E2BIG', message: 'service map full', map: MAP_NAMES.svc },
+        stored: ([k, v]): [SvcKey, SvcVal] => [
+          { addr: k.addr, port: k.port, slot: k.slot, proto: k.proto, scope: k.scope },
+          { backendId: v.backendId, count: v.count, revNatId: v.revNatId, flags: v.flags },
+        ],
+        entry: (_id, [k, v]) => [{ ...k }, { ...v }],
+        updated: (call, [key, val]) => ({ call, kind: 'svc-update', key, val }),
+        deleted: (call, k) => ({ call, kind: 'svc-delete', key: { ...k } }),
+        missing: (k) => `no service entry ${JSON.stringify(k)}`,
+      }),
+      Backends: new MemoryTable(run, ops, {
+        name: 'Backends',
+        store: this.backends,
+        keyOf: (e: [number, Backend]) => e[0],
+        idOf: same,
+        capacity: { max: () => this.maxBackends, code: 'E2BIG', message: 'backend map full', map: MAP_NAMES.backend },
+        stored: ([id, b]) => {
+          if (!parseIP(b.addr) || !(id >= 0 && id <= 0xffffffff)) throw new RangeError(`invalid backend ${id} ${JSON.stringify(b)}`);
+          return { addr: b.addr, port: b.port, proto: b.proto, flags: b.flags }; // the value only, as the kernel stores it
+        },
+        entry: (id, b) => [id, { ...b }],
+        updated: (call, val, id) => ({ call, kind: 'backend-update', id, val }),
+        deleted: (call, id) => ({ call, kind: 'backend-delete', id }),
+        missing: (id) => `no backend ${id}`,
+      }),
+      Vips: new MemoryTable(run, ops, {
+        name: 'Vips',
+        store: this.vips,
+        keyOf: (e: [string, number]) => e[0],
+        idOf: same,
+        check: ([addr]) => {
+          if (!parseIP(addr)) throw new RangeError(`invalid vip ${addr}`);
+        },
+        stored: ([, flags]) => flags,
+        entry: (addr, flags) => [addr, flags],
+        updated: (call, flags, addr) => ({ call, kind: 'vip-update', addr, flags }),
+        deleted: (call, addr) => ({ call, kind: 'vip-delete', addr }),
+        missing: (addr) => `no vip ${addr}`,
+      }),
+      AffinityMatches: new MemoryTable(run, ops, {
+        name: 'AffinityMatches',
+        store: this.affinityMatches,
+        keyOf: same<AffinityMatchKey>,
+        idOf: affKeyId,
+        capacity: { max: () => this.maxAffinityMatches, code: 'E2BIG', message: 'affinity match map full', map: MAP_NAMES.affinityMatch },
+        stored: (k) => ({ ...k }),
+        entry: (_id, k) => ({ ...k }),
+        updated: (call, key) => ({ call, kind: 'aff-update', key }),
+        deleted: (call, k) => ({ call, kind: 'aff-delete', key: { ...k } }),
+        missing: (k) => `no affinity match ${affKeyId(k)}`,
+      }),
+      SvcMeta: new MemoryTable(run, ops, {
+        name: 'SvcMeta',
+        store: this.svcMeta,
+        keyOf: (e: [number, SvcMeta]) => e[0],
+        idOf: same,
+        stored: ([, m]) => ({ ...m }),
+        entry: (id, m) => [id, { ...m }],
+        updated: (call, meta, id) => ({ call, kind: 'meta-update', id, meta }),
+        deleted: (call, id) => ({ call, kind: 'meta-delete', id }),
+        missing: (id) => `no meta ${id}`,
+      }),
+      SrcRanges: new MemoryTable(run, ops, {
+        name: 'SrcRanges',
+        store: this.srcRanges,
+        keyOf: same<SrcRangeKey>,
+        idOf: rangeKeyId,
+        capacity: { max: () => this.maxSrcRanges, code: 'ENOSPC', message: 'source range map full', map: MAP_NAMES.srcRange },
+        stored: (k) => ({ ...k }),
+        entry: (_id, k) => ({ ...k }),
+        updated: (call, key) => ({ call, kind: 'range-update', key }),
+        deleted: (call, k) => ({ call, kind: 'range-delete', key: { ...k } }),
+        missing: (k) => `no source range ${rangeKeyId(k)}`,
+      }),
+    };
   }
 
   /** The capacities as the kernel's max_entries (Infinity: unlimited). */
@@ -150,130 +281,6 @@ export class MemoryDatapathMaps implements DatapathMaps {
     for (const [id, m] of extra.svcMeta ?? []) this.svcMeta.set(id, { ...m });
   }
 
-  dumpServices(): Array<[SvcKey, SvcVal]> {
-    return [...this.services.values()].map(([k, v]) => [{ ...k }, { ...v }]);
-  }
-
-  dumpBackends(): Array<[number, Backend]> {
-    return [...this.backends.entries()].map(([id, b]) => [id, { ...b }]);
-  }
-
-  updateServices(entries: Array<[SvcKey, SvcVal]>): void {
-    this.run('updateServices', entries, ([k, v], call) => {
-      checkSvcKey(k);
-      const id = svcKeyId(k);
-      if (!this.services.has(id) && this.services.size >= this.maxServices) throw mapError('E2BIG', 'service map full', MAP_NAMES.svc);
-      const key: SvcKey = { addr: k.addr, port: k.port, slot: k.slot, proto: k.proto, scope: k.scope };
-      const val: SvcVal = { backendId: v.backendId, count: v.count, revNatId: v.revNatId, flags: v.flags };
-      this.services.set(id, [key, val]); // the log shares the copies: neither is ever mutated
-      this.ops.push({ call, kind: 'svc-update', key, val });
-    });
-  }
-
-  deleteServices(keys: SvcKey[]): void {
-    this.run('deleteServices', keys, (k, call) => {
-      if (!this.services.delete(svcKeyId(k))) throw mapError('ENOENT', `no service entry ${JSON.stringify(k)}`);
-      this.ops.push({ call, kind: 'svc-delete', key: { ...k } });
-    });
-  }
-
-  updateBackends(entries: Array<[number, Backend]>): void {
-    this.run('updateBackends', entries, ([id, b], call) => {
-      if (!this.backends.has(id) && this.backends.size >= this.maxBackends) throw mapError('E2BIG', 'backend map full', MAP_NAMES.backend);
-      if (!parseIP(b.addr) || !(id >= 0 && id <= 0xffffffff)) throw new RangeError(`invalid backend ${id} ${JSON.stringify(b)}`);
-      const val: Backend = { addr: b.addr, port: b.port, proto: b.proto, flags: b.flags }; // the value only, as the kernel stores it
-      this.backends.set(id, val);
-      this.ops.push({ call, kind: 'backend-update', id, val });
-    });
-  }
-
-  deleteBackends(ids: number[]): void {
-    this.run('deleteBackends', ids, (id, call) => {
-      if (!this.backends.delete(id)) throw mapError('ENOENT', `no backend ${id}`);
-      this.ops.push({ call, kind: 'backend-delete', id });
-    });
-  }
-
-  dumpVips(): Array<[string, number]> {
-    return [...this.vips.entries()];
-  }
-
-  updateVips(entries: Array<[string, number]>): void {
-    this.run('updateVips', entries, ([addr, flags], call) => {
-      if (!parseIP(addr)) throw new RangeError(`invalid vip ${addr}`);
-      this.vips.set(addr, flags);
-      this.ops.push({ call, kind: 'vip-update', addr, flags });
-    });
-  }
-
-  deleteVips(addrs: string[]): void {
-    this.run('deleteVips', addrs, (addr, call) => {
-      if (!this.vips.delete(addr)) throw mapError('ENOENT', `no vip ${addr}`);
-      this.ops.push({ call, kind: 'vip-delete', addr });
-    });
-  }
-
-  dumpAffinityMatches(): AffinityMatchKey[] {
-    return [...this.affinityMatches.values()].map((k) => ({ ...k }));
-  }
-
-  updateAffinityMatches(keys: AffinityMatchKey[]): void {
-    this.run('updateAffinityMatches', keys, (k, call) => {
-      const key = { ...k };
-      const id = affKeyId(k);
-      if (!this.affinityMatches.has(id) && this.affinityMatches.size >= this.maxAffinityMatches) throw mapError('E2BIG', 'affinity match map full', MAP_NAMES.affinityMatch);
-      this.affinityMatches.set(id, key);
-      this.ops.push({ call, kind: 'aff-update', key });
-    });
-  }
-
-  deleteAffinityMatches(keys: AffinityMatchKey[]): void {
-    this.run('deleteAffinityMatches', keys, (k, call) => {
-      if (!this.affinityMatches.delete(affKeyId(k))) throw mapError('ENOENT', `no affinity match ${affKeyId(k)}`);
-      this.ops.push({ call, kind: 'aff-delete', key: { ...k } });
-    });
-  }
-
-  dumpSvcMeta(): Array<[number, SvcMeta]> {
-    return [...this.svcMeta.entries()].map(([id, m]) => [id, { ...m }]);
-  }
-
-  updateSvcMeta(entries: Array<[number, SvcMeta]>): void {
-    this.run('updateSvcMeta', entries, ([id, m], call) => {
-      const meta = { ...m };
-      this.svcMeta.set(id, meta);
-      this.ops.push({ call, kind: 'meta-update', id, meta });
-    });
-  }
-
-  deleteSvcMeta(revNatIds: number[]): void {
-    this.run('deleteSvcMeta', revNatIds, (id, call) => {
-      if (!this.svcMeta.delete(id)) throw mapError('ENOENT', `no meta ${id}`);
-      this.ops.push({ call, kind: 'meta-delete', id });
-    });
-  }
-
-  dumpSrcRanges(): SrcRangeKey[] {
-    return [...this.srcRanges.values()].map((k) => ({ ...k }));
-  }
-
-  updateSrcRanges(keys: SrcRangeKey[]): void {
-    this.run('updateSrcRanges', keys, (k, call) => {
-      const key = { ...k };
-      const id = rangeKeyId(k);
-      if (!this.srcRanges.has(id) && this.srcRanges.size >= this.maxSrcRanges) throw mapError('ENOSPC', 'source range map full', MAP_NAMES.srcRange);
-      this.srcRanges.set(id, key);
-      this.ops.push({ call, kind: 'range-update', key });
-    });
-  }
-
-  deleteSrcRanges(keys: SrcRangeKey[]): void {
-    this.run('deleteSrcRanges', keys, (k, call) => {
-      if (!this.srcRanges.delete(rangeKeyId(k))) throw mapError('ENOENT', `no source range ${rangeKeyId(k)}`);
-      this.ops.push({ call, kind: 'range-delete', key: { ...k } });
-    });
-  }
-
   /**
    * kpr_svc's records, raw, in resumable batches as the kernel's hash-map
    * batch lookup returns them: entries sit in RAW_BUCKETS buckets by a hash
@@ -284,30 +291,12 @@ export class MemoryDatapathMaps implements DatapathMaps {
    * already visited.
    */
   servicesRawCursor(batchEntries: number): RawCursor {
-    return bucketCursor(
-      batchEntries,
-      () => this.services.entries(),
-      SVC_KEY.size,
-      SVC_VAL.size,
-      ([k, v], keys, vals, i) => {
-        encodeSvcKey(k, keys, i * SVC_KEY.size);
-        encodeSvcVal(v, vals, i * SVC_VAL.size);
-      },
-    );
+    return bucketCursor(batchEntries, () => this.services.entries(), SVC, ([k, v]) => [k, v]);
   }
 
   /** kpr_backend's records, raw, in resumable batches (as servicesRawCursor). */
   backendsRawCursor(batchEntries: number): RawCursor {
-    return bucketCursor(
-      batchEntries,
-      () => [...this.backends].map(([id, b]): [string, [number, Backend]] => [String(id), [id, b]]).values(),
-      BACKEND_ID_SIZE,
-      BACKEND.size,
-      ([id, b], keys, vals, i) => {
-        encodeBackendId(id, keys, i * BACKEND_ID_SIZE);
-        encodeBackend(b, vals, i * BACKEND.size);
-      },
-    );
+    return bucketCursor(batchEntries, () => [...this.backends].map(([id, b]): [string, [number, Backend]] => [String(id), [id, b]]).values(), BACKEND, (e) => e);
   }
 
   private run<T>(method: MapMethod, entries: T[], apply: (e: T, call: number) => void): void {
@@ -329,20 +318,25 @@ export class MemoryDatapathMaps implements DatapathMaps {
 /** Buckets of the raw cursors' hash-table model (a BPF hash map's n_buckets, fixed). */
 export const RAW_BUCKETS = 1024;
 
+/** The registry's codecs of the maps the raw cursors encode. */
+const SVC = mapCodecs(MAPS.svc);
+const BACKEND = mapCodecs(MAPS.backend);
+
 function bucketOf(id: string): number {
   let h = 0x811c9dc5;
   for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193);
   return (h >>> 0) % RAW_BUCKETS;
 }
 
-/** A batch cursor over entries identified by string, bucketed by bucketOf (see servicesRawCursor). */
-function bucketCursor<T>(
+/** A batch cursor over entries identified by string, bucketed by bucketOf (see servicesRawCursor), each encoded as its map's key and value. */
+function bucketCursor<T, K, V>(
   batchEntries: number,
   entries: () => Iterable<[string, T]>,
-  keySize: number,
-  valSize: number,
-  encode: (e: T, keys: Buffer, vals: Buffer, i: number) => void,
+  codecs: { key: Codec<K>; value: Codec<V> },
+  record: (e: T) => [K, V],
 ): RawCursor {
+  const keySize = codecs.key.size;
+  const valSize = codecs.value.size;
   let bucket = 0;
   return {
     next(): RawDump | null {
@@ -363,7 +357,11 @@ function bucketCursor<T>(
       }
       const keys = Buffer.alloc(taken.length * keySize);
       const values = Buffer.alloc(taken.length * valSize);
-      for (let i = 0; i < taken.length; i++) encode(taken[i], keys, values, i);
+      for (let i = 0; i < taken.length; i++) {
+        const [k, v] = record(taken[i]);
+        codecs.key.encode(k, keys, i * keySize);
+        codecs.value.encode(v, values, i * valSize);
+      }
       return { count: taken.length, keys, values, valueStride: valSize };
     },
   };

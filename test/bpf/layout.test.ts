@@ -1,14 +1,19 @@
 /**
- * The TypeScript codecs must match the C structs byte for byte. This reads the
- * BTF that clang emitted into the compiled object (the same object the agent
- * loads) and compares every mirrored struct's size and member offsets/sizes.
+ * The registry (agent/maps/registry.ts) must match the C side byte for byte.
+ * This reads the BTF that clang emitted into the compiled objects (the ones
+ * the agent loads) and compares, for every map of the registry, its type,
+ * capacity, key and value (name and size; every struct member's offset,
+ * size and C type), and that the objects pin no map the registry lacks.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
-import { ALL_LAYOUTS, BE_FLAG, CFG_FLAG, CT_DIR, CT_FLAG, FE_TYPE, STAT, STAT_MAX, SCOPE, SVC_FLAG, VIP_FLAG } from '../../agent/maps/layout.js';
+import { BE_FLAG, CFG_FLAG, CT_DIR, CT_FLAG, FE_TYPE, STAT, STAT_MAX, SCOPE, SVC_FLAG, VIP_FLAG } from '../../agent/maps/layout.js';
+import { ALL_LAYOUTS, MAPS } from '../../agent/maps/registry.js';
+import type { FieldKind, StructLayout } from '../../agent/maps/struct-codec.js';
+import { mapTypeName } from '../../native/index.js';
 import { bpfObjectPath, repoRoot } from '../support/paths.js';
 
 interface BtfType {
@@ -19,17 +24,23 @@ interface BtfType {
   type_id?: number;
   nr_elems?: number;
   members?: Array<{ name: string; type_id: number; bits_offset: number }>;
+  vars?: Array<{ type_id: number }>;
 }
 
-function loadBtf(): Map<number, BtfType> {
-  const out = execFileSync('bpftool', ['-j', 'btf', 'dump', 'file', bpfObjectPath], { encoding: 'utf8' });
+function loadBtf(object: string): Map<number, BtfType> {
+  const out = execFileSync('bpftool', ['-j', 'btf', 'dump', 'file', object], { encoding: 'utf8' });
   const types = (JSON.parse(out) as { types: BtfType[] }).types;
   return new Map(types.map((t) => [t.id, t]));
 }
 
-function sizeOf(btf: Map<number, BtfType>, id: number): number {
+function type(btf: Map<number, BtfType>, id: number): BtfType {
   const t = btf.get(id);
   assert.ok(t, `BTF type ${id} missing`);
+  return t;
+}
+
+function sizeOf(btf: Map<number, BtfType>, id: number): number {
+  const t = type(btf, id);
   switch (t.kind) {
     case 'TYPEDEF':
     case 'VOLATILE':
@@ -43,14 +54,62 @@ function sizeOf(btf: Map<number, BtfType>, id: number): number {
   }
 }
 
-test('every TypeScript struct layout matches the BTF of the compiled object', () => {
-  const btf = loadBtf();
-  for (const layout of ALL_LAYOUTS) {
-    const struct = [...btf.values()].find((t) => t.kind === 'STRUCT' && t.name === layout.cName);
-    assert.ok(struct, `struct ${layout.cName} not found in ${bpfObjectPath}`);
-    assert.equal(layout.size, struct.size, `sizeof(struct ${layout.cName})`);
-    const btfFields = struct.members!.map((m) => ({ c: m.name, offset: m.bits_offset / 8, size: sizeOf(btf, m.type_id) }));
-    assert.deepEqual(layout.fields, btfFields, `members of struct ${layout.cName}`);
+/** The C typedef a member of this kind is declared with (array members: any). */
+const TYPEDEF: Partial<Record<FieldKind, string>> = { u8: '__u8', u16: '__u16', be16: '__be16', u32: '__u32', u64: '__u64' };
+
+/** A registry layout against the BTF type a map's key or value points to. */
+function checkLayout(btf: Map<number, BtfType>, layout: StructLayout, id: number, what: string): void {
+  const t = type(btf, id);
+  assert.equal(sizeOf(btf, id), layout.size, `sizeof ${what}`);
+  if (layout.scalar) {
+    assert.deepEqual([t.kind, t.name], ['TYPEDEF', layout.cName], `${what} is a ${layout.cName}`);
+    return;
+  }
+  assert.deepEqual([t.kind, t.name], ['STRUCT', layout.cName], `${what} is struct ${layout.cName}`);
+  const btfFields = t.members!.map((m) => ({ c: m.name, offset: m.bits_offset / 8, size: sizeOf(btf, m.type_id) }));
+  assert.deepEqual(layout.fields, btfFields, `members of struct ${layout.cName}`);
+  t.members!.forEach((m, i) => {
+    const want = TYPEDEF[layout.placed[i].kind];
+    if (want) assert.equal(type(btf, m.type_id).name, want, `${layout.cName}.${m.name} is a ${want}`);
+  });
+}
+
+/** The map definitions (the .maps section's variables) of an object, by name: each member's BTF type. */
+function mapDefs(btf: Map<number, BtfType>): Map<string, Map<string, BtfType>> {
+  const sec = [...btf.values()].find((t) => t.kind === 'DATASEC' && t.name === '.maps');
+  const out = new Map<string, Map<string, BtfType>>();
+  for (const v of sec?.vars ?? []) {
+    const variable = type(btf, v.type_id);
+    const def = type(btf, variable.type_id!);
+    out.set(variable.name!, new Map(def.members!.map((m) => [m.name, type(btf, m.type_id)])));
+  }
+  return out;
+}
+
+/** `__uint(name, n)` is a pointer to an array of n ints. */
+const uintOf = (btf: Map<number, BtfType>, ptr: BtfType | undefined) => (ptr ? type(btf, ptr.type_id!).nr_elems : undefined);
+
+const objectDir = path.dirname(bpfObjectPath);
+/** The objects that share the pinned maps (they include kpr_maps.h). */
+const objects = readdirSync(objectDir)
+  .filter((f) => f.endsWith('.bpf.o'))
+  .map((f) => path.join(objectDir, f))
+  .filter((o) => mapDefs(loadBtf(o)).has(MAPS.svc.name));
+
+test('every map of the registry matches the BTF of every compiled object that has the maps', () => {
+  assert.ok(objects.includes(bpfObjectPath), `${bpfObjectPath} holds the maps`);
+  for (const object of objects) {
+    const btf = loadBtf(object);
+    const defs = mapDefs(btf);
+    assert.deepEqual([...defs.keys()].sort(), Object.values(MAPS).map((m) => m.name).sort(), `${object}: the maps are the registry's`);
+    for (const spec of Object.values(MAPS)) {
+      const def = defs.get(spec.name)!;
+      const at = `${path.basename(object)} ${spec.name}`;
+      assert.equal(mapTypeName(uintOf(btf, def.get('type'))!), spec.type, `${at}: map type`);
+      assert.equal(uintOf(btf, def.get('max_entries')), spec.maxEntries, `${at}: max_entries`);
+      checkLayout(btf, spec.key, def.get('key')!.type_id!, `${at} key`);
+      checkLayout(btf, spec.value, def.get('value')!.type_id!, `${at} value`);
+    }
   }
 });
 

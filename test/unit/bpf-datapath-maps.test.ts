@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { BpfMap } from '../../native/index.js';
-import { BATCH_CHUNK, BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
+import { BATCH_CHUNK, BpfDatapathMaps, packers } from '../../agent/maps/bpf-datapath-maps.js';
+import { MAPS } from '../../agent/maps/registry.js';
 import { backendTable } from './support/backend-rows.js';
 import {
   AFFINITY_MATCH_KEY,
@@ -24,6 +25,7 @@ import {
   encodeSvcVal,
   encodeVipKey,
   encodeVipVal,
+  mapCodecs,
   type Backend,
   type SvcKey,
   type SvcVal,
@@ -148,3 +150,65 @@ describe('BpfDatapathMaps', () => {
     assert.equal(VIP_KEY.size, 16);
   });
 });
+
+describe('the fast packers write the registry codecs\' bytes', () => {
+  const svc = mapCodecs(MAPS.svc);
+  const be = mapCodecs(MAPS.backend);
+  const meta = mapCodecs(MAPS.svcMeta);
+  /** A buffer of `size` bytes, 0xaa everywhere (stale bytes a packer that writes every byte must overwrite) or zeroed. */
+  const buf = (size: number, stale: boolean) => Buffer.alloc(size + 3, stale ? 0xaa : 0);
+  /** Packer and codec at offset 3 of equal buffers: the same bytes. */
+  const same = <T>(name: string, v: T, size: number, pack: (v: T, b: Buffer, o: number) => void, encode: (v: T, b: Buffer, o: number) => unknown, stale: boolean) => {
+    const a = buf(size, stale);
+    const b = buf(size, stale);
+    pack(v, a, 3);
+    encode(v, b, 3);
+    assert.deepEqual(a, b, `${name} ${JSON.stringify(v)}`);
+  };
+  // Every field set to a value unlike its neighbours', at both ends of its range; IPv4 and IPv6.
+  const keys: SvcKey[] = [
+    { addr: '198.18.7.9', port: 0x1234, slot: 0x5678, proto: 17, scope: 1 },
+    { addr: '2001:db8::7:9', port: 0xfffe, slot: 0xffff, proto: 132, scope: 0 },
+    { addr: '0.0.0.0', port: 0, slot: 0, proto: 0, scope: 0 },
+  ];
+  const vals: SvcVal[] = [
+    { backendId: 0x12345678, count: 0x9abc, revNatId: 0xdef1, flags: 0x7f },
+    { backendId: 0xffffffff, count: 0xffff, revNatId: 0xffff, flags: 0xffff },
+  ];
+  const backends: Backend[] = [
+    { addr: '198.19.255.254', port: 0x1f90, proto: 6, flags: 1 },
+    { addr: '2001:db8:ffff::1', port: 0xffff, proto: 17, flags: 0xff },
+  ];
+
+  it('kpr_svc keys and values (every byte written, over stale bytes)', () => {
+    for (const k of keys) same('svcKey', k, svc.key.size, packers.svcKey, svc.key.encode, true);
+    for (const v of vals) same('svcVal', v, svc.value.size, packers.svcVal, svc.value.encode, true);
+  });
+
+  it('kpr_svc keys by column and slot values (into zeroed records, as the rounds give them)', () => {
+    for (const k of keys) {
+      same('svcKeyColumns', k, svc.key.size, (x, b, o) => packers.svcKeyColumns(x, (x.scope << 16) | x.slot, b, o), svc.key.encode, false);
+    }
+    for (const id of [1, 0x12345678, 0xffffffff]) same('slotVal', id, svc.value.size, packers.slotVal, (x, b, o) => svc.value.encode({ backendId: x, count: 0, revNatId: 0, flags: 0 }, b, o), false);
+  });
+
+  it('kpr_backend ids and values, from objects and from columns', () => {
+    for (const id of [1, 0x12345678, 0xffffffff]) same('id', id, be.key.size, packers.id, be.key.encode, true);
+    for (const v of backends) {
+      same('backend', v, be.value.size, packers.backend, be.value.encode, true);
+      const row = { ipv4: () => (v.addr.includes(':') ? -1 : v.addr.split('.').reduce((n, x) => n * 256 + Number(x), 0)), addr: () => v.addr, port: () => v.port, proto: () => v.proto, flags: () => v.flags };
+      same('backendRow', v, be.value.size, (x, b, o) => packers.backendRow(row, 1, b, o), be.value.encode, true);
+    }
+  });
+
+  it('kpr_svc_meta, ASCII by hand and the rest through the codec (into zeroed records)', () => {
+    for (const m of [
+      { name: 'shop/web', portName: 'http', type: 3 },
+      { name: 'n'.repeat(63) + '/' + 's'.repeat(63), portName: 'p'.repeat(40), type: 1 },
+      { name: 'café/web', portName: 'ünï', type: 2 },
+    ]) {
+      same('svcMeta', m, meta.value.size, packers.svcMeta, meta.value.encode, false);
+    }
+  });
+});
+

@@ -1,0 +1,191 @@
+/**
+ * Every map kpr pins, once: its name, BPF map type, capacity, and the layouts
+ * of its key and value (bpf/include/kpr_maps.h and kpr_types.h in C). The
+ * codecs (layout.ts), the CLI's decoders and dumps, the fast column packers'
+ * offsets and the BTF test (test/bpf/layout.test.ts, which checks every entry
+ * against the compiled object) all come from here.
+ */
+import { scalarLayout, structLayout, type StructLayout } from './struct-codec.js';
+import type {
+  AffinityKey,
+  AffinityMatchKey,
+  AffinityVal,
+  Backend,
+  CtKey,
+  CtVal,
+  KprConfig,
+  RevNatKey,
+  RevNatVal,
+  SrcRangeKey,
+  SvcKey,
+  SvcMeta,
+  SvcVal,
+  TermKey,
+} from './layout.js';
+
+// ---------------------------------------------------------------- structs (kpr_types.h)
+
+export const SVC_KEY = structLayout<SvcKey>()('kpr_svc_key', [
+  { c: 'addr', kind: 'addr' },
+  { c: 'port', kind: 'be16' },
+  { c: 'slot', kind: 'u16' },
+  { c: 'proto', kind: 'u8' },
+  { c: 'scope', kind: 'u8' },
+  { c: 'pad', kind: 'pad', size: 2 },
+]);
+
+export const SVC_VAL = structLayout<SvcVal>()('kpr_svc_val', [
+  { c: 'backend_id', kind: 'u32' },
+  { c: 'count', kind: 'u16' },
+  { c: 'rev_nat_id', kind: 'u16' },
+  { c: 'flags', kind: 'u16' },
+  { c: 'pad', kind: 'pad', size: 2 },
+]);
+
+export const BACKEND = structLayout<Backend>()('kpr_backend', [
+  { c: 'addr', kind: 'addr' },
+  { c: 'port', kind: 'be16' },
+  { c: 'proto', kind: 'u8' },
+  { c: 'flags', kind: 'u8' },
+]);
+
+/** A service address: the map's key is the address itself. */
+export const VIP_KEY = structLayout<string>()('kpr_vip_key', [{ c: 'addr', kind: 'addr' }], { bare: true });
+/** VIP_FLAG bits. */
+export const VIP_VAL = structLayout<number>()('kpr_vip_val', [{ c: 'flags', kind: 'u32' }], { bare: true });
+
+export const REVNAT_KEY = structLayout<RevNatKey>()('kpr_revnat_key', [
+  { c: 'cookie', kind: 'u64' },
+  { c: 'addr', kind: 'addr' },
+  { c: 'port', kind: 'be16' },
+  { c: 'pad', kind: 'pad', size: 6 },
+]);
+
+export const REVNAT_VAL = structLayout<RevNatVal>()('kpr_revnat_val', [
+  { c: 'addr', kind: 'addr' },
+  { c: 'port', kind: 'be16' },
+  { c: 'rev_nat_id', kind: 'u16' },
+]);
+
+export const AFFINITY_KEY = structLayout<AffinityKey>()('kpr_affinity_key', [
+  { c: 'netns_cookie', kind: 'u64' },
+  { c: 'client', kind: 'addr' },
+  { c: 'rev_nat_id', kind: 'u16' },
+  { c: 'pad', kind: 'pad', size: 6 },
+]);
+
+export const AFFINITY_VAL = structLayout<AffinityVal>()('kpr_affinity_val', [
+  { c: 'last_used_ns', kind: 'u64' },
+  { c: 'backend_id', kind: 'u32' },
+  { c: 'pad', kind: 'pad', size: 4 },
+]);
+
+export const AFFINITY_MATCH_KEY = structLayout<AffinityMatchKey>()('kpr_affinity_match_key', [
+  { c: 'backend_id', kind: 'u32' },
+  { c: 'rev_nat_id', kind: 'u16' },
+  { c: 'pad', kind: 'pad', size: 2 },
+]);
+
+export const TERM_KEY = structLayout<TermKey>()('kpr_term_key', [
+  { c: 'addr', kind: 'addr' },
+  { c: 'port', kind: 'be16' },
+  { c: 'rev_nat_id', kind: 'u16' },
+  { c: 'proto', kind: 'u8' },
+  { c: 'pad', kind: 'pad', size: 3 },
+]);
+
+export const SVC_META = structLayout<SvcMeta>()('kpr_svc_meta', [
+  { c: 'name', kind: 'cstr', size: 96 },
+  { c: 'port_name', kind: 'cstr', size: 32 },
+  { c: 'type', kind: 'u8' },
+  { c: 'pad', kind: 'pad', size: 3 },
+]);
+
+export const CT_KEY = structLayout<CtKey>()('kpr_ct_key', [
+  { c: 'saddr', kind: 'addr' },
+  { c: 'daddr', kind: 'addr' },
+  { c: 'sport', kind: 'be16' },
+  { c: 'dport', kind: 'be16' },
+  { c: 'proto', kind: 'u8' },
+  { c: 'dir', kind: 'u8' },
+  { c: 'pad', kind: 'pad', size: 2 },
+]);
+
+export const CT_VAL = structLayout<CtVal>()('kpr_ct_val', [
+  { c: 'nat_saddr', kind: 'addr' },
+  { c: 'nat_daddr', kind: 'addr' },
+  { c: 'nat_sport', kind: 'be16' },
+  { c: 'nat_dport', kind: 'be16' },
+  { c: 'backend_id', kind: 'u32' },
+  { c: 'expires_ns', kind: 'u64' },
+  { c: 'rev_nat_id', kind: 'u16' },
+  { c: 'flags', kind: 'u8' },
+  { c: 'pad', kind: 'pad', size: 5 },
+]);
+
+/** The LPM key; its codec (layout.ts) reads and writes the members as a CIDR. */
+export const SRC_RANGE_KEY = structLayout<SrcRangeKey>()('kpr_src_range_key', [
+  { c: 'prefixlen', kind: 'u32' },
+  { c: 'rev_nat_id', kind: 'u16' },
+  { c: 'pad', kind: 'pad', size: 2 },
+  { c: 'addr', kind: 'addr' },
+]);
+
+export const CONFIG = structLayout<KprConfig>()('kpr_config', [
+  { c: 'host_netns_cookie', kind: 'u64' },
+  { c: 'snat_v4', kind: 'addrOrEmpty' },
+  { c: 'snat_v6', kind: 'addrOrEmpty' },
+  { c: 'tcp_timeout_s', kind: 'u32' },
+  { c: 'tcp_closing_timeout_s', kind: 'u32' },
+  { c: 'udp_timeout_s', kind: 'u32' },
+  { c: 'flags', kind: 'u32' },
+]);
+
+/** A bare __u32 (ids, array indexes). */
+export const U32 = scalarLayout<number>('__u32', 'u32');
+/** A bare __u8 (the value of the maps where presence is what counts). */
+export const U8 = scalarLayout<number>('__u8', 'u8');
+/** A bare __u64 (the per-CPU counters). */
+export const U64 = scalarLayout<bigint>('__u64', 'u64');
+
+// ---------------------------------------------------------------- maps (kpr_maps.h)
+
+/** libbpf's name of the map type (what `bpftool map` and BpfMap.typeName say). */
+export type MapTypeName = 'hash' | 'lru_hash' | 'lpm_trie' | 'array' | 'percpu_array';
+
+export interface MapSpec<K = unknown, V = unknown, N extends string = string> {
+  /** The pinned name (the C variable). */
+  name: N;
+  type: MapTypeName;
+  /** max_entries in the compiled object. */
+  maxEntries: number;
+  key: StructLayout<K>;
+  value: StructLayout<V>;
+}
+
+function mapSpec<const N extends string, K, V>(name: N, type: MapTypeName, maxEntries: number, key: StructLayout<K>, value: StructLayout<V>): MapSpec<K, V, N> {
+  return { name, type, maxEntries, key, value };
+}
+
+export const MAPS = {
+  svc: mapSpec('kpr_svc', 'hash', 262144, SVC_KEY, SVC_VAL),
+  backend: mapSpec('kpr_backend', 'hash', 262144, U32, BACKEND),
+  vip: mapSpec('kpr_vip', 'hash', 65536, VIP_KEY, VIP_VAL),
+  revnat: mapSpec('kpr_revnat', 'lru_hash', 262144, REVNAT_KEY, REVNAT_VAL),
+  affinity: mapSpec('kpr_affinity', 'lru_hash', 65536, AFFINITY_KEY, AFFINITY_VAL),
+  affinityMatch: mapSpec('kpr_aff_match', 'hash', 262144, AFFINITY_MATCH_KEY, U8),
+  term: mapSpec('kpr_term', 'hash', 4096, TERM_KEY, U8),
+  svcMeta: mapSpec('kpr_svc_meta', 'hash', 65536, U32, SVC_META),
+  ct: mapSpec('kpr_ct', 'lru_hash', 262144, CT_KEY, CT_VAL),
+  srcRange: mapSpec('kpr_src_range', 'lpm_trie', 16384, SRC_RANGE_KEY, U8),
+  config: mapSpec('kpr_config', 'array', 1, U32, CONFIG),
+  stats: mapSpec('kpr_stats', 'percpu_array', 32, U32, U64),
+} as const;
+
+export type MapId = keyof typeof MAPS;
+
+/** Pinned name of each map, by its registry id. */
+export const MAP_NAMES = Object.fromEntries(Object.entries(MAPS).map(([id, m]) => [id, m.name])) as { readonly [I in MapId]: (typeof MAPS)[I]['name'] };
+
+/** Every struct the maps hold (scalars aside). */
+export const ALL_LAYOUTS: StructLayout[] = [...new Set(Object.values(MAPS).flatMap((m): StructLayout[] => [m.key, m.value]))].filter((l) => !l.scalar);
