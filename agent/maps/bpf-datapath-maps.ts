@@ -325,6 +325,16 @@ export class BpfDatapathMaps implements DatapathMaps {
     return this.rawCursor(this.backendMap, batchEntries);
   }
 
+  /** kpr_vip's records in resumable batches, undecoded (none without the map). */
+  vipsRawCursor(batchEntries: number): { next(): { count: number; keys: Buffer; values: Buffer; valueStride: number } | null } {
+    return this.vipMap ? this.rawCursor(this.vipMap, batchEntries) : { next: () => null };
+  }
+
+  /** kpr_svc_meta's records in resumable batches, undecoded (none without the map). */
+  svcMetaRawCursor(batchEntries: number): { next(): { count: number; keys: Buffer; values: Buffer; valueStride: number } | null } {
+    return this.svcMetaMap ? this.rawCursor(this.svcMetaMap, batchEntries) : { next: () => null };
+  }
+
   private rawCursor(map: BpfMap, batchEntries: number): { next(): { count: number; keys: Buffer; values: Buffer; valueStride: number } | null } {
     const cursor = map.lookupBatchCursor(batchEntries);
     return {

@@ -6,7 +6,7 @@
  * reader would have seen.
  */
 import type { DatapathMaps } from '../maps/datapath-maps.js';
-import { BACKEND, BACKEND_ID_SIZE, SVC_KEY, SVC_VAL, encodeBackend, encodeBackendId, encodeSvcKey, encodeSvcVal } from '../maps/layout.js';
+import { BACKEND, BACKEND_ID_SIZE, SVC_KEY, SVC_META, SVC_VAL, VIP_KEY, VIP_VAL, encodeBackend, encodeBackendId, encodeSvcKey, encodeSvcMeta, encodeSvcVal, encodeVipKey, encodeVipVal } from '../maps/layout.js';
 import type { AffinityMatchKey, Backend, SrcRangeKey, SvcKey, SvcMeta, SvcVal } from '../maps/layout.js';
 import type { RawCursor, RawDump } from './fingerprint.js';
 import { MAP_NAMES } from '../maps/layout.js';
@@ -306,6 +306,34 @@ export class MemoryDatapathMaps implements DatapathMaps {
       ([id, b], keys, vals, i) => {
         encodeBackendId(id, keys, i * BACKEND_ID_SIZE);
         encodeBackend(b, vals, i * BACKEND.size);
+      },
+    );
+  }
+
+  /** kpr_vip's records, raw, in resumable batches (as servicesRawCursor). */
+  vipsRawCursor(batchEntries: number): RawCursor {
+    return bucketCursor(
+      batchEntries,
+      () => [...this.vips].map(([addr, flags]): [string, [string, number]] => [addr, [addr, flags]]).values(),
+      VIP_KEY.size,
+      VIP_VAL.size,
+      ([addr, flags], keys, vals, i) => {
+        encodeVipKey(addr, keys, i * VIP_KEY.size);
+        encodeVipVal(flags, vals, i * VIP_VAL.size);
+      },
+    );
+  }
+
+  /** kpr_svc_meta's records, raw, in resumable batches (as servicesRawCursor). */
+  svcMetaRawCursor(batchEntries: number): RawCursor {
+    return bucketCursor(
+      batchEntries,
+      () => [...this.svcMeta].map(([id, m]): [string, [number, SvcMeta]] => [String(id), [id, m]]).values(),
+      BACKEND_ID_SIZE,
+      SVC_META.size,
+      ([id, m], keys, vals, i) => {
+        encodeBackendId(id, keys, i * BACKEND_ID_SIZE);
+        encodeSvcMeta(m, vals, i * SVC_META.size);
       },
     );
   }
