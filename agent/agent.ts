@@ -19,7 +19,7 @@ import { validateObject } from './k8s/validate.js';
 import { loadKubeConfig } from './k8s/kubeconfig.js';
 import { apiServerViaServiceIp, K8S_SERVICE_HOST_MESSAGE } from './preflight/api-server-route.js';
 import { memoryFields, type Logger } from './log.js';
-import { collectYoungIfFilling, releaseMemory } from './memory.js';
+import { MemoryReleaser, collectYoungIfFilling } from './memory.js';
 import { BpfDatapathMaps } from './maps/bpf-datapath-maps.js';
 import { UdpTerminator, type UdpTerminationMode } from './datapath/udp-terminator.js';
 import { ServiceHealthServers } from './service-health/servers.js';
@@ -121,6 +121,7 @@ export class Agent {
       onRelist: (kind, reason) => obs.metrics.relisted(kind, reason),
       onRejected: (kind) => obs.metrics.objectRejected(kind),
     });
+    const memory = new MemoryReleaser();
     const loop = new SyncLoop(this.watch, reconciler, {
       nodeName: cfg.nodeName,
       syncPeriodMs: cfg.syncPeriodMs,
@@ -137,7 +138,10 @@ export class Agent {
       onSync: (r) => {
         obs.synced(r);
         if (r.full && r.trigger !== 'initial' && r.result.ok) {
-          log.debug('memory released after a full sync', { ...releaseMemory(), ...memoryFields() });
+          // Only after a resync that churned a lot (memory.ts): the GC would block the changes waiting behind it.
+          const released = memory.afterResync(r.result);
+          if (released) log.debug('memory released after a full sync', { ...released, ...memoryFields() });
+          else collectYoungIfFilling();
         } else if (!r.full) {
           // The maps are written: the scavenge the next change would otherwise run into, now.
           collectYoungIfFilling();
@@ -168,7 +172,7 @@ export class Agent {
       // The new maps are filled: now the programs that use them replace the previous agent's.
       for (const a of dp.attachSockPrograms()) pins.keepLink(a.linkPinPath);
     }
-    const released = releaseMemory();
+    const released = memory.afterInitialSync();
     log.info('initial sync complete', {
       cacheSyncedToMapsWrittenMs: Number(cacheSyncedToMapsWrittenMs.toFixed(3)),
       ok: report.result.ok,

@@ -6,7 +6,22 @@
  * (bin/kpr-agent runs node with --expose-gc for this alone) and a
  * malloc_trim return them at once, so the agent's RSS stays at its steady
  * state. It runs after the maps are written, so programming is never delayed;
- * it costs ~50 ms at 10,000 Services, next to a full sync's several hundred.
+ * it costs ~50 ms at 10,000 Services (40–270 ms on a loaded machine).
+ *
+ * Since the periodic resync runs sliced (a change's sync runs between two
+ * slices of a few ms), that GC was the longest thing a change could wait
+ * for during a resync. It cannot simply go: a steady-state resync at 10,000
+ * Services leaves ~17 MiB of old-generation garbage (the desired state it
+ * replaced), and without the GC the RSS grew by that much per resync until
+ * V8's own major GC (153 → 280 MiB over 7 resyncs in bench/resync.ts);
+ * letting V8 collect sooner (--heap-growing-percent=20) put its GCs inside
+ * the slices instead (longest slice 74 ms, the resync 2.5× longer).
+ * MemoryReleaser runs it after the initial sync, and after a resync only
+ * when that resync wrote or freed RELEASE_CHANGED_ENTRIES or more entries
+ * (a repaired drift, a cluster that changed a lot) or the heap in use grew
+ * by RELEASE_GROWTH_BYTES since the last release: about every second
+ * steady-state resync, the RSS between releases within that growth (a
+ * relative threshold of 10% once let it creep ~10 MiB a sync).
  */
 import { getHeapSpaceStatistics } from 'node:v8';
 import { releaseFreeNativeMemory } from '../native/index.js';
@@ -25,18 +40,59 @@ export interface Released {
   fullGc: boolean;
 }
 
-/**
- * One full GC (when node exposes it) and a malloc_trim. The agent calls it
- * after the initial sync and after every later full sync: each periodic full
- * sync re-plans every Service, and a threshold on heap growth instead let the
- * RSS creep up by ~10 MiB a sync.
- */
+/** One full GC (when node exposes it) and a malloc_trim (MemoryReleaser decides when). */
 export function releaseMemory(): Released {
   const started = performance.now();
   const gc = exposedGc();
   gc?.();
   releaseFreeNativeMemory();
   return { ms: Math.round((performance.now() - started) * 10) / 10, fullGc: gc !== undefined };
+}
+
+/** Map entries a resync wrote and deleted above which the full GC runs after it. */
+export const RELEASE_CHANGED_ENTRIES = 16384;
+/** Growth of the heap in use since the last release above which the full GC runs after a resync. */
+export const RELEASE_GROWTH_BYTES = 24 * 1024 * 1024;
+
+/** What a full sync changed, as its SyncResult counts it. */
+export interface FullSyncChanges {
+  servicesWritten: number;
+  servicesDeleted: number;
+  backendsWritten: number;
+  backendsDeleted: number;
+  auxWritten: number;
+  auxDeleted: number;
+  drift: readonly unknown[];
+}
+
+/** When the agent returns memory: after the initial sync, and after a resync that churned enough to matter. */
+export class MemoryReleaser {
+  /** process.memoryUsage().heapUsed right after the last release. */
+  private heapAfterRelease = 0;
+
+  constructor(private readonly heapUsed: () => number = () => process.memoryUsage().heapUsed) {}
+
+  /** After the initial sync: always. */
+  afterInitialSync(): Released {
+    return this.releaseNow();
+  }
+
+  /**
+   * After a later full sync (a resync): releases when it wrote or deleted
+   * RELEASE_CHANGED_ENTRIES or more, repaired drift, or the heap grew by
+   * RELEASE_GROWTH_BYTES since the last release; undefined when it did not.
+   */
+  afterResync(r: FullSyncChanges): Released | undefined {
+    const changed = r.servicesWritten + r.servicesDeleted + r.backendsWritten + r.backendsDeleted + r.auxWritten + r.auxDeleted;
+    if (changed < RELEASE_CHANGED_ENTRIES && r.drift.length === 0 && this.heapUsed() < this.heapAfterRelease + RELEASE_GROWTH_BYTES) return undefined;
+    return this.releaseNow();
+  }
+
+  private releaseNow(): Released {
+    const r = releaseMemory();
+    this.heapAfterRelease = this.heapUsed();
+    return r;
+  }
 }
 
 /**

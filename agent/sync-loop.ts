@@ -7,7 +7,7 @@
  * Every full sync after the first runs sliced (a resync), each slice a few
  * milliseconds, with the event loop between them, so event syncs run while
  * it goes on, before its next slice: the maps read back one at a time
- * (Reconciler.readBackMatches; kpr_svc and kpr_backend over several slices
+ * (Reconciler.readBackMatches; kpr_svc, kpr_backend, kpr_vip and kpr_svc_meta over several slices
  * each; a difference repaired in one step), then
  * kpr_config; then every Service (the cluster's and the desired state's, as
  * of that moment) re-planned and re-diffed in chunks of `resyncChunk`, as
@@ -460,7 +460,7 @@ export class SyncLoop {
   private resyncStep(rs: Resync, step: string): SyncResult | undefined {
     if (READ_BACK_MAPS.includes(step)) {
       const r = this.reconciler.readBackMatches(step);
-      if (r === 'pending') return undefined; // kpr_svc and kpr_backend: read back over several slices
+      if (r === 'pending') return undefined; // kpr_svc, kpr_backend, kpr_vip, kpr_svc_meta: read back over several slices
       if (r === 'drift') rs.steps.splice(0, rs.steps.indexOf('node'), 'repair');
       else if (r === 'unreadable') rs.steps.splice(0, rs.steps.indexOf('node'));
       else rs.steps.shift();

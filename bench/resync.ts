@@ -7,14 +7,18 @@
  *
  *   node dist/bench/resync.js                          # this build, 3 processes
  *   node dist/bench/resync.js --base /path/to/other/dist --runs 3
+ *   node dist/bench/resync.js --runs 1 --resyncs 8       # more resyncs per process (the RSS they leave)
  *
  * Each run (a fresh node process with the agent's flags) programs the
  * scenario, then lets the loop's --sync-period timer (2 s) run RESYNCS
  * resyncs while one Service's endpoint flips every 20 ms; a change's wait is
  * from the moment its timer was due (where a watch event would sit in the
  * socket while the loop is busy) to its event sync's report. After each
- * full resync the child does what the agent does (agent.ts): one full GC and
- * a malloc_trim (releaseMemory), timed apart. Needs root (CAP_BPF).
+ * full resync the child does what the agent does (agent.ts): MemoryReleaser's
+ * afterResync (a full GC and a malloc_trim only after a resync that churned a
+ * lot; a build without it: releaseMemory after every resync), timed apart, and
+ * records the RSS after the initial sync's release and after the last resync.
+ * Needs root (CAP_BPF).
  */
 import { spawn } from 'node:child_process';
 import path from 'node:path';
@@ -26,12 +30,15 @@ import { median, renderGrid, round } from './report.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const distRoot = path.resolve(here, '..');
-const RESYNCS = 3;
+/** Resyncs per process (--resyncs). */
+let RESYNCS = 3;
 const PERIOD_MS = 2000;
 const PACE_MS = 20;
 
 interface ChildResult {
-  resyncs: Array<{ durationMs: number; busyMs?: number; readBackMs?: number; slices?: number; longestSliceMs?: number; releaseMs: number }>;
+  resyncs: Array<{ durationMs: number; busyMs?: number; readBackMs?: number; slices?: number; longestSliceMs?: number; releaseMs: number; fullGc: boolean; rssMiB: number }>;
+  /** RSS after the initial sync's release, MiB. */
+  initialRssMiB: number;
   /** Wait of each change whose due time fell inside a resync (start → end), ms. */
   duringMs: number[];
   /** Wait of the other changes. */
@@ -45,7 +52,11 @@ async function child(root: string, services: number, endpoints: number): Promise
   const { SyncLoop } = await load<typeof import('../agent/sync-loop.js')>('agent/sync-loop.js');
   const { Reconciler } = await load<typeof import('../agent/reconcile/reconciler.js')>('agent/reconcile/reconciler.js');
   const { BpfDatapathMaps } = await load<typeof import('../agent/maps/bpf-datapath-maps.js')>('agent/maps/bpf-datapath-maps.js');
-  const { releaseMemory } = await load<typeof import('../agent/memory.js')>('agent/memory.js');
+  const memory = await load<Partial<typeof import('../agent/memory.js')> & Pick<typeof import('../agent/memory.js'), 'releaseMemory'>>('agent/memory.js');
+  const { releaseMemory } = memory;
+  // What the measured build's agent does after a resync (an older build: a full GC after every one).
+  const releaser = memory.MemoryReleaser ? new memory.MemoryReleaser() : undefined;
+  const rssMiB = () => Math.round((process.memoryUsage().rss / 1048576) * 10) / 10;
   const native = await load<typeof import('../native/index.js')>('native/index.js');
   const L = await load<typeof import('../agent/maps/layout.js')>('agent/maps/layout.js');
   const source = cachedScenario(services, endpoints, prune);
@@ -65,7 +76,7 @@ async function child(root: string, services: number, endpoints: number): Promise
   const target = [...source.serviceKeys()].sort()[0];
   const slices = source.endpointSlicesByKey(target);
   const original = slices[0];
-  const out: ChildResult = { resyncs: [], duringMs: [], otherMs: [] };
+  const out: ChildResult = { resyncs: [], duringMs: [], otherMs: [], initialRssMiB: 0 };
   const windows: Array<[number, number]> = [];
   const waits: Array<{ due: number; ms: number }> = [];
   let dueAt: number | undefined;
@@ -84,8 +95,17 @@ async function child(root: string, services: number, endpoints: number): Promise
       }
       if (r.full && r.trigger !== 'initial') {
         windows.push([now - r.durationMs, now]);
-        const released = releaseMemory();
-        out.resyncs.push({ durationMs: r.durationMs, busyMs: r.busyMs, readBackMs: r.result.readBackMs, slices: r.slices, longestSliceMs: r.longestSliceMs, releaseMs: released.ms });
+        const released = releaser ? releaser.afterResync(r.result) : releaseMemory();
+        out.resyncs.push({
+          durationMs: r.durationMs,
+          busyMs: r.busyMs,
+          readBackMs: r.result.readBackMs,
+          slices: r.slices,
+          longestSliceMs: r.longestSliceMs,
+          releaseMs: released?.ms ?? 0,
+          fullGc: released !== undefined,
+          rssMiB: rssMiB(),
+        });
         if (out.resyncs.length >= RESYNCS) resolveDone();
       }
     },
@@ -93,7 +113,9 @@ async function child(root: string, services: number, endpoints: number): Promise
   try {
     const first = loop.start();
     if (!first.result.ok) throw new Error(first.result.error);
-    releaseMemory();
+    if (releaser) releaser.afterInitialSync();
+    else releaseMemory();
+    out.initialRssMiB = rssMiB();
     let flip = false;
     let next = performance.now() + PACE_MS;
     let stopped = false;
@@ -122,7 +144,7 @@ async function child(root: string, services: number, endpoints: number): Promise
 }
 
 function runChild(root: string, services: number, endpoints: number): Promise<ChildResult> {
-  const args = ['--expose-gc', '--max-semi-space-size=2', path.join(here, 'resync.js'), '--child', '--dist', root, '--services', String(services), '--endpoints', String(endpoints)];
+  const args = ['--expose-gc', '--max-semi-space-size=2', path.join(here, 'resync.js'), '--child', '--dist', root, '--services', String(services), '--endpoints', String(endpoints), '--resyncs', String(RESYNCS)];
   return new Promise((resolve, reject) => {
     const c = asUnderTest(spawn(process.execPath, args, { env: { ...process.env, MALLOC_ARENA_MAX: '1' }, stdio: ['ignore', 'pipe', 'pipe'] }));
     let so = '';
@@ -153,8 +175,10 @@ async function main(): Promise<void> {
       runs: { type: 'string', default: '3' },
       services: { type: 'string', default: '10000' },
       endpoints: { type: 'string', default: '10' },
+      resyncs: { type: 'string', default: String(RESYNCS) },
     },
   });
+  RESYNCS = Math.max(1, Number(values.resyncs));
   const services = Number(values.services);
   const endpoints = Number(values.endpoints);
   if (values.child) {
@@ -186,6 +210,11 @@ async function main(): Promise<void> {
           longestBlockMs: round(median(rs.map((x) => x.longestSliceMs ?? x.durationMs)), 1),
           slices: round(median(rs.map((x) => x.slices ?? 1)), 0),
           releaseMs: round(median(rs.map((x) => x.releaseMs)), 1),
+          fullGcs: rs.filter((x) => x.fullGc).length,
+          longestBlockWithGcMs: round(median(rs.map((x) => Math.max(x.longestSliceMs ?? x.durationMs, x.releaseMs))), 1),
+          maxBlockWithGcMs: round(Math.max(...rs.map((x) => Math.max(x.longestSliceMs ?? x.durationMs, x.releaseMs))), 1),
+          initialRssMiB: round(median(all[arm].map((r) => r.initialRssMiB)), 1),
+          lastRssMiB: round(median(all[arm].map((r) => r.resyncs[r.resyncs.length - 1]?.rssMiB ?? NaN)), 1),
           duringN: during.length,
           duringP50Ms: round(pct(during, 0.5), 2),
           duringMaxMs: round(Math.max(0, ...during), 2),
@@ -195,10 +224,22 @@ async function main(): Promise<void> {
       ];
     }),
   );
-  const head = ['build', 'resync start → end (median)', 'its own work', 'read-back', 'slices', 'longest slice', 'full GC after', 'changes during a resync: n · p50 · max', 'other changes p99'];
+  const head = ['build', 'resync start → end (median)', 'its own work', 'read-back', 'slices', 'longest slice', 'full GC after (median) · how many', 'longest block incl. the GC: median · max', 'RSS initial → after the last resync', 'changes during a resync: n · p50 · max', 'other changes p99'];
   const rows = arms.map(([arm]) => {
     const s = summary[arm] as Record<string, number>;
-    return [arm, `${s.resyncMs} ms`, `${s.busyMs} ms`, `${s.readBackMs} ms`, String(s.slices), `${s.longestBlockMs} ms`, `${s.releaseMs} ms`, `${s.duringN} · ${s.duringP50Ms} · ${s.duringMaxMs} ms`, `${s.otherP99Ms} ms`];
+    return [
+      arm,
+      `${s.resyncMs} ms`,
+      `${s.busyMs} ms`,
+      `${s.readBackMs} ms`,
+      String(s.slices),
+      `${s.longestBlockMs} ms`,
+      `${s.releaseMs} ms · ${s.fullGcs}/${s.resyncs}`,
+      `${s.longestBlockWithGcMs} · ${s.maxBlockWithGcMs} ms`,
+      `${s.initialRssMiB} → ${s.lastRssMiB} MiB`,
+      `${s.duringN} · ${s.duringP50Ms} · ${s.duringMaxMs} ms`,
+      `${s.otherP99Ms} ms`,
+    ];
   });
   process.stdout.write(`${renderGrid(`kpr periodic resync in-process (${services} Services × ${endpoints} endpoints, ${values.runs} processes × ${RESYNCS} resyncs per build)`, head, rows)}\n`);
   process.stdout.write(`${JSON.stringify({ services, endpoints, summary }, null, 2)}\n`);

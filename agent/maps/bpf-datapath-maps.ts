@@ -323,6 +323,8 @@ export class BpfDatapathMaps extends TableDatapathMaps {
   private readonly backendMap: BpfMap;
   private readonly affMatchMap: BpfMap;
   private readonly srcRangeMap: BpfMap;
+  private readonly vipMap: BpfMap;
+  private readonly svcMetaMap: BpfMap;
   private readonly writer: BatchWriter | null;
   private readonly addrs = new AddrCache();
   private readonly scratch = new BatchScratch();
@@ -334,6 +336,8 @@ export class BpfDatapathMaps extends TableDatapathMaps {
     this.backendMap = m.backend;
     this.affMatchMap = m.affinityMatch;
     this.srcRangeMap = m.srcRange;
+    this.vipMap = m.vip;
+    this.svcMetaMap = m.svcMeta;
     this.writer = m.writer ?? null;
     const addrs = this.addrs;
     const w: TableWriter = { flush: () => this.flush(), update: (map, keys, values, count) => this.update(map, keys, values, count) };
@@ -394,6 +398,16 @@ export class BpfDatapathMaps extends TableDatapathMaps {
   /** kpr_backend's records in resumable batches, undecoded. */
   backendsRawCursor(batchEntries: number): { next(): { count: number; keys: Buffer; values: Buffer; valueStride: number } | null } {
     return this.rawCursor(this.backendMap, batchEntries);
+  }
+
+  /** kpr_vip's records in resumable batches, undecoded. */
+  vipsRawCursor(batchEntries: number): { next(): { count: number; keys: Buffer; values: Buffer; valueStride: number } | null } {
+    return this.rawCursor(this.vipMap, batchEntries);
+  }
+
+  /** kpr_svc_meta's records in resumable batches, undecoded. */
+  svcMetaRawCursor(batchEntries: number): { next(): { count: number; keys: Buffer; values: Buffer; valueStride: number } | null } {
+    return this.rawCursor(this.svcMetaMap, batchEntries);
   }
 
   private rawCursor(map: BpfMap, batchEntries: number): { next(): { count: number; keys: Buffer; values: Buffer; valueStride: number } | null } {

@@ -266,8 +266,10 @@ export interface RawCursor {
   next(): RawDump | null;
 }
 
-/** DatapathMaps that can dump the two large maps in resumable batches (BpfDatapathMaps, MemoryDatapathMaps). */
+/** DatapathMaps that can dump kpr_svc, kpr_backend, kpr_vip and kpr_svc_meta in resumable batches (BpfDatapathMaps, MemoryDatapathMaps). */
 export interface RawCursorMaps {
   servicesRawCursor(batchEntries: number): RawCursor;
   backendsRawCursor(batchEntries: number): RawCursor;
+  vipsRawCursor(batchEntries: number): RawCursor;
+  svcMetaRawCursor(batchEntries: number): RawCursor;
 }

@@ -299,6 +299,16 @@ export class MemoryDatapathMaps extends TableDatapathMaps {
     return bucketCursor(batchEntries, () => [...this.backends].map(([id, b]): [string, [number, Backend]] => [String(id), [id, b]]).values(), BACKEND, (e) => e);
   }
 
+  /** kpr_vip's records, raw, in resumable batches (as servicesRawCursor). */
+  vipsRawCursor(batchEntries: number): RawCursor {
+    return bucketCursor(batchEntries, () => [...this.vips].map(([addr, flags]): [string, [string, number]] => [addr, [addr, flags]]).values(), VIP, (e) => e);
+  }
+
+  /** kpr_svc_meta's records, raw, in resumable batches (as servicesRawCursor). */
+  svcMetaRawCursor(batchEntries: number): RawCursor {
+    return bucketCursor(batchEntries, () => [...this.svcMeta].map(([id, m]): [string, [number, SvcMeta]] => [String(id), [id, m]]).values(), META, (e) => e);
+  }
+
   private run<T>(method: MapMethod, entries: T[], apply: (e: T, call: number) => void): void {
     const call = ++this.callCount;
     const rec: MapCall = { call, method, entries: entries.length };
@@ -321,6 +331,8 @@ export const RAW_BUCKETS = 1024;
 /** The registry's codecs of the maps the raw cursors encode. */
 const SVC = mapCodecs(MAPS.svc);
 const BACKEND = mapCodecs(MAPS.backend);
+const VIP = mapCodecs(MAPS.vip);
+const META = mapCodecs(MAPS.svcMeta);
 
 function bucketOf(id: string): number {
   let h = 0x811c9dc5;

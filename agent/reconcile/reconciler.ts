@@ -46,9 +46,11 @@
  * chunks as incremental syncs, and ends with a `sweep` sync: what only a full
  * sync did otherwise (frontends no Service claims removed, every orphan swept).
  *
- * The small maps are dumped and compared in one step each. kpr_svc and
- * kpr_backend (210,000 entries at 10,000 Services × 10) are read back in
- * slices of READ_BACK_BATCH records, with event syncs writing between them
+ * kpr_aff_match and kpr_src_range (sets of keys, a few per Service with
+ * affinity or source ranges) are dumped and compared in one step each.
+ * kpr_svc, kpr_backend (210,000 entries at 10,000 Services × 10), kpr_vip
+ * and kpr_svc_meta (10,000 each) go through one path (slicedMaps()): read
+ * back in slices of READ_BACK_BATCH records, with event syncs writing between them
  * (a "read-back window", see ReadBackWindow): the kernel's map is dumped in
  * resumable batches, then the mirror's entries are hashed the same way,
  * each record kept as its key id and record hash; every key of that map a
@@ -66,7 +68,7 @@
  * compare and repair in one step (repairDrift, the rare path).
  */
 import type { BackendColumns, DatapathMaps } from '../maps/datapath-maps.js';
-import { Fingerprint, RecordHashes, TouchedKeys, type HashState, type RawCursor, type RawCursorMaps, type RawDumpMaps } from './fingerprint.js';
+import { Fingerprint, RecordHashes, TouchedKeys, type HashState, type RawCursor, type RawCursorMaps, type RawDump, type RawDumpMaps } from './fingerprint.js';
 import {
   BACKEND,
   BACKEND_ID_SIZE,
@@ -78,8 +80,12 @@ import {
   SVC_FLAG,
   SVC_KEY,
   SVC_VAL,
+  SVC_META,
   VIP_FLAG,
+  VIP_KEY,
+  VIP_VAL,
   encodeAddr,
+  encodeSvcMeta,
   encodeBackendId,
   encodeIPv4Num,
   encodeSvcKey,
@@ -161,7 +167,7 @@ export interface SyncOptions {
 /** The maps a sliced read-back compares one at a time (readBackMatches), in its order. */
 export const READ_BACK_MAPS: readonly string[] = [MAP_NAMES.svc, MAP_NAMES.backend, MAP_NAMES.vip, MAP_NAMES.svcMeta, MAP_NAMES.affinityMatch, MAP_NAMES.srcRange];
 
-/** Records per slice of the read-back of kpr_svc or kpr_backend (a kernel batch, or as many mirror entries hashed): ~1–3 ms. */
+/** Records per slice of a sliced read-back (a kernel batch, or as many mirror entries hashed): ~1–3 ms. */
 export const READ_BACK_BATCH = 8192;
 
 /** What one call of readBackMatches found; 'pending': the read-back of that map goes on at the next call. */
@@ -215,12 +221,12 @@ export interface ReconcilerOptions {
   maxRevNatId?: number;
   /** Overrides of the maps' capacities. */
   capacities?: Partial<MapCapacities>;
-  /** Records per slice of a sliced read-back of kpr_svc or kpr_backend (default READ_BACK_BATCH). */
+  /** Records per slice of a sliced read-back (default READ_BACK_BATCH). */
   readBackBatch?: number;
 }
 
 /**
- * The sliced read-back of kpr_svc or kpr_backend under way: from its first
+ * The sliced read-back of one map under way: from its first
  * slice to its last, every key of `map` a sync writes or deletes is in
  * `touched`, and both sides leave those keys out at the end.
  */
@@ -233,11 +239,28 @@ interface ReadBackWindow {
   kernel: RecordHashes;
   mirror: RecordHashes;
   touched: TouchedKeys;
-  /** kpr_svc: the mirror's entry sets still to hash (a live iterator: an entry set present throughout is visited once). */
-  sets: Iterator<EntrySet> | null;
-  /** kpr_backend: the next dense backend id to hash; -1 once every row was. */
+  /**
+   * kpr_svc, kpr_vip, kpr_svc_meta: the mirror's entries still to hash (a
+   * live Map iterator: an entry present throughout is visited exactly once).
+   */
+  iter: Iterator<unknown> | null;
+  /** kpr_backend: the next dense backend id to hash. */
   nextId: number;
   mirrorDone: boolean;
+}
+
+/**
+ * One map a sliced read-back covers: its record sizes, its kernel cursor,
+ * and how the mirror's side is hashed, resumably.
+ */
+interface SlicedMap {
+  keySize: number;
+  valSize: number;
+  cursor(m: RawCursorMaps, batch: number): RawCursor;
+  /** Hashes about `budget` more of the mirror's records into w.mirror (at least one); whether all are. */
+  hashMirror(w: ReadBackWindow, budget: number): boolean;
+  /** Bytes the decoded compare ignores, zeroed in a kernel batch before it is hashed (so raw and decoded agree). */
+  normalise?(d: RawDump): void;
 }
 
 /** What `capacities()` a DatapathMaps may have (BpfDatapathMaps and MemoryDatapathMaps do): the maps' max_entries. */
@@ -404,7 +427,34 @@ export interface ColumnWriteMaps {
 
 function hasRawCursors(m: DatapathMaps): m is DatapathMaps & RawCursorMaps {
   const r = m as Partial<RawCursorMaps>;
-  return typeof r.servicesRawCursor === 'function' && typeof r.backendsRawCursor === 'function';
+  return (
+    typeof r.servicesRawCursor === 'function' && typeof r.backendsRawCursor === 'function' && typeof r.vipsRawCursor === 'function' && typeof r.svcMetaRawCursor === 'function'
+  );
+}
+
+/**
+ * A kpr_svc_meta batch as the decoded compare sees it: the bytes after each
+ * name's NUL and the pad zeroed, as encodeSvcMeta writes them (an entry
+ * written by another encoder is then no raw difference the decode would not see).
+ */
+function normaliseSvcMeta(d: RawDump): void {
+  const v = d.values;
+  for (let r = 0; r < d.count; r++) {
+    const o = r * d.valueStride;
+    zeroAfterNul(v, o, 96);
+    zeroAfterNul(v, o + 96, 32);
+    v.fill(0, o + 129, o + SVC_META.size);
+  }
+}
+
+function zeroAfterNul(b: Buffer, off: number, size: number): void {
+  const end = off + size;
+  for (let i = off; i < end; i++) {
+    if (b[i] === 0) {
+      b.fill(0, i, end);
+      return;
+    }
+  }
 }
 
 /** The hash state of no bytes (a record hashed from its first byte). */
@@ -588,8 +638,10 @@ export class Reconciler {
   private readonly learned = new Map<keyof MapCapacities, { holds: number; declared: number; own: number }>();
 
   // ---- sliced read-back
-  /** The read-back of kpr_svc or kpr_backend under way, if any. */
+  /** The sliced read-back of one map under way, if any. */
   private window: ReadBackWindow | undefined;
+  /** The maps read back in slices, by name (slicedMaps()). */
+  private sliced: ReadonlyMap<string, SlicedMap> | undefined;
   /** Bumped whenever the mirror is rebuilt from the kernel. */
   private generation = 0;
   /** A key's bytes, encoded to record it as touched. */
@@ -627,9 +679,9 @@ export class Reconciler {
 
   /**
    * One step of a sliced read-back: whether kernel map `map` (one of
-   * READ_BACK_MAPS) holds exactly what the mirror says. kpr_svc and
-   * kpr_backend, when the maps can dump them in resumable batches, are read
-   * back over several calls ('pending' until the last; syncs may run between
+   * READ_BACK_MAPS) holds exactly what the mirror says. kpr_svc,
+   * kpr_backend, kpr_vip and kpr_svc_meta, when the maps can dump them in
+   * resumable batches, are read back over several calls ('pending' until the last; syncs may run between
    * them, see the top comment) and compared by fingerprint; when they can
    * only dump raw, by fingerprint in this one call; the other maps are
    * dumped and compared decoded in this one call. 'unreadable': the dump
@@ -643,7 +695,8 @@ export class Reconciler {
     }
     const m = this.maps;
     try {
-      if (hasRawCursors(m) && (map === MAP_NAMES.svc || map === MAP_NAMES.backend)) return this.readBackSlice(m, map);
+      const how = hasRawCursors(m) ? this.slicedMaps().get(map) : undefined;
+      if (how) return this.readBackSlice(m as DatapathMaps & RawCursorMaps, map, how);
       if (hasRawDumps(m) && map === MAP_NAMES.svc) return this.svcMapMatches(m) ? 'match' : 'drift';
       if (hasRawDumps(m) && map === MAP_NAMES.backend) return this.backendMapMatches(m) ? 'match' : 'drift';
       const k: KernelContents = { services: [], backends: [], vips: [], affs: [], metas: [], ranges: [] };
@@ -668,22 +721,22 @@ export class Reconciler {
   }
 
   /**
-   * One slice of the read-back of kpr_svc or kpr_backend: the next kernel
-   * batch, or the next mirror entries, about READ_BACK_BATCH records; once
-   * both sides are complete, their fingerprints without the touched keys.
+   * One slice of a map's sliced read-back: the next kernel batch, or the
+   * next mirror entries, about READ_BACK_BATCH records; once both sides are
+   * complete, their fingerprints without the touched keys.
    */
-  private readBackSlice(m: RawCursorMaps, map: string): ReadBackVerdict {
+  private readBackSlice(m: RawCursorMaps, map: string, how: SlicedMap): ReadBackVerdict {
     const batch = Math.max(1, this.options.readBackBatch ?? READ_BACK_BATCH);
     let w = this.window;
     if (!w || w.map !== map || w.generation !== this.generation) {
       w = this.window = {
         map,
         generation: this.generation,
-        cursor: map === MAP_NAMES.svc ? m.servicesRawCursor(batch) : m.backendsRawCursor(batch),
+        cursor: how.cursor(m, batch),
         kernel: new RecordHashes(),
         mirror: new RecordHashes(),
         touched: new TouchedKeys(),
-        sets: null,
+        iter: null,
         nextId: 0,
         mirrorDone: false,
       };
@@ -695,22 +748,70 @@ export class Reconciler {
         w.cursor = null;
         break;
       }
-      if (map === MAP_NAMES.svc) w.kernel.addBatch(d.count, d.keys, SVC_KEY.size, d.values, SVC_VAL.size, d.valueStride);
-      else w.kernel.addBatch(d.count, d.keys, BACKEND_ID_SIZE, d.values, BACKEND.size, d.valueStride);
+      how.normalise?.(d);
+      w.kernel.addBatch(d.count, d.keys, how.keySize, d.values, how.valSize, d.valueStride);
       work += Math.max(1, d.count);
     }
     if (w.cursor) return 'pending';
     if (!w.mirrorDone) {
-      w.mirrorDone = map === MAP_NAMES.svc ? this.hashMirrorSets(w, batch - work) : this.hashMirrorBackends(w, batch - work);
+      w.mirrorDone = how.hashMirror(w, batch - work);
       if (!w.mirrorDone) return 'pending';
     }
     this.window = undefined;
     return w.kernel.sum(w.touched).equals(w.mirror.sum(w.touched)) ? 'match' : 'drift';
   }
 
+  /** The maps read back in slices (every map but the two small key sets), each read and hashed its way. */
+  private slicedMaps(): ReadonlyMap<string, SlicedMap> {
+    if (this.sliced) return this.sliced;
+    const rec = Buffer.alloc(VIP_KEY.size + SVC_META.size);
+    /** Hashes the next entries of a live iterator over `entries`, `encode` writing each record (key then value) into `rec`. */
+    const fromMap = <K, V>(entries: () => Map<K, V>, keySize: number, valSize: number, encode: (k: K, v: V) => void) => (w: ReadBackWindow, budget: number): boolean => {
+      const it = (w.iter ??= entries().entries()) as Iterator<[K, V]>;
+      let work = 0;
+      do {
+        const next = it.next();
+        if (next.done) return true;
+        encode(next.value[0], next.value[1]);
+        w.mirror.addFrom(EMPTY_STATE, rec, 0, keySize, valSize);
+      } while (++work < budget);
+      return false;
+    };
+    this.sliced = new Map<string, SlicedMap>([
+      [MAP_NAMES.svc, { keySize: SVC_KEY.size, valSize: SVC_VAL.size, cursor: (m, b) => m.servicesRawCursor(b), hashMirror: (w, budget) => this.hashMirrorSets(w, budget) }],
+      [MAP_NAMES.backend, { keySize: BACKEND_ID_SIZE, valSize: BACKEND.size, cursor: (m, b) => m.backendsRawCursor(b), hashMirror: (w, budget) => this.hashMirrorBackends(w, budget) }],
+      [
+        MAP_NAMES.vip,
+        {
+          keySize: VIP_KEY.size,
+          valSize: VIP_VAL.size,
+          cursor: (m, b) => m.vipsRawCursor(b),
+          hashMirror: fromMap(() => this.kVips, VIP_KEY.size, VIP_VAL.size, (addr, flags) => {
+            encodeAddr(addr, rec, 0);
+            rec.writeUInt32LE(flags >>> 0, VIP_KEY.size);
+          }),
+        },
+      ],
+      [
+        MAP_NAMES.svcMeta,
+        {
+          keySize: BACKEND_ID_SIZE,
+          valSize: SVC_META.size,
+          cursor: (m, b) => m.svcMetaRawCursor(b),
+          normalise: normaliseSvcMeta,
+          hashMirror: fromMap(() => this.kMeta, BACKEND_ID_SIZE, SVC_META.size, (rn, meta) => {
+            rec.writeUInt32LE(rn, 0);
+            encodeSvcMeta(meta, rec, BACKEND_ID_SIZE);
+          }),
+        },
+      ],
+    ]);
+    return this.sliced;
+  }
+
   /** Hashes the mirror's kpr_svc entries into w.mirror, about `budget` of them (at least one entry set); whether all are. */
   private hashMirrorSets(w: ReadBackWindow, budget: number): boolean {
-    const sets = (w.sets ??= this.kSets.values());
+    const sets = (w.iter ??= this.kSets.values()) as Iterator<EntrySet>;
     const head = Buffer.alloc(18);
     const tail = new Uint8Array(18);
     let work = 0;
@@ -827,6 +928,28 @@ export class Reconciler {
     const k = this.keyScratch;
     for (let i = 0; i < count; i++) {
       encodeBackendId(ids[i], k, 0);
+      t.add(k, 0, BACKEND_ID_SIZE);
+    }
+  }
+
+  /** While kpr_vip's read-back window is open: records addresses being written or deleted. */
+  private touchVips(addrs: ReadonlyArray<string | readonly [string, number]>): void {
+    const t = this.window?.map === MAP_NAMES.vip ? this.window.touched : undefined;
+    if (!t) return;
+    const k = this.keyScratch;
+    for (const a of addrs) {
+      encodeAddr(typeof a === 'string' ? a : a[0], k, 0);
+      t.add(k, 0, VIP_KEY.size);
+    }
+  }
+
+  /** While kpr_svc_meta's read-back window is open: records revNatIds whose names are being written or deleted. */
+  private touchSvcMeta(ids: ReadonlyArray<number | readonly [number, SvcMeta]>): void {
+    const t = this.window?.map === MAP_NAMES.svcMeta ? this.window.touched : undefined;
+    if (!t) return;
+    const k = this.keyScratch;
+    for (const id of ids) {
+      k.writeUInt32LE(typeof id === 'number' ? id : id[0], 0);
       t.add(k, 0, BACKEND_ID_SIZE);
     }
   }
@@ -1365,11 +1488,13 @@ export class Reconciler {
     }
     this.writeServices(w.slotWrites, columns, result);
     if (w.metaWrites.length) {
+      this.touchSvcMeta(w.metaWrites);
       m.updateSvcMeta(w.metaWrites);
       result.auxWritten += w.metaWrites.length;
     }
     this.writeServices(w.masterWrites, columns, result);
     if (w.vipWrites.length) {
+      this.touchVips(w.vipWrites);
       m.updateVips(w.vipWrites);
       result.auxWritten += w.vipWrites.length;
     }
@@ -1402,10 +1527,12 @@ export class Reconciler {
       result.auxDeleted += w.rangeDeletes.length;
     }
     if (w.vipDeletes.length) {
+      this.touchVips(w.vipDeletes);
       m.deleteVips(w.vipDeletes);
       result.auxDeleted += w.vipDeletes.length;
     }
     if (w.metaDeletes.length) {
+      this.touchSvcMeta(w.metaDeletes);
       m.deleteSvcMeta(w.metaDeletes);
       result.auxDeleted += w.metaDeletes.length;
     }

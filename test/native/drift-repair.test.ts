@@ -15,7 +15,7 @@ import { AgentMetrics } from '../../agent/metrics/metrics.js';
 import { silentLogger } from '../../agent/log.js';
 import { liveViolations } from '../unit/support/datapath-state.js';
 import { DRIFT_CASES, driftPlans, servedView, sortedDrift } from '../unit/support/drift-cases.js';
-import { LARGE, World, readBack, rng } from '../unit/support/readback-world.js';
+import { SLICED, SMALL_MAP_DRIFT_CASES, World, readBack, rng } from '../unit/support/readback-world.js';
 import { parseProm, valueOf } from '../metrics/prom-text.js';
 import { bpffsTempDir, objPath, requireBpf, rmrf } from './helpers.js';
 import { openPinnedMapSet } from '../support/pinned-maps.js';
@@ -152,7 +152,7 @@ test('kernel maps: the sliced read-back with event syncs writing between its bat
     const r = new Reconciler(maps, quiet, { readBackBatch: 4 });
     const world = new World(rng(7));
     assert.equal(r.sync(world.plans(), { full: true }).ok, true);
-    for (const map of LARGE) {
+    for (const map of SLICED) {
       const { verdict, slices } = readBack(r, map, () => world.mutate(r));
       assert.equal(verdict, 'match', `${map}: no false drift`);
       assert.ok(slices > 5, `${map} read back in ${slices} slices`);
@@ -163,14 +163,15 @@ test('kernel maps: the sliced read-back with event syncs writing between its bat
     // Real drift on keys no sync touches, injected straight into the kernel: found despite the syncs between batches.
     const changed = DRIFT_CASES.find((c) => c.name === 'a slot re-pointed at a UDP backend')!;
     const port = DRIFT_CASES.find((c) => c.name === 'a backend port changed to 9999')!;
-    changed.corrupt(maps);
-    port.corrupt(maps);
-    for (const map of LARGE) assert.equal(readBack(r, map, () => world.mutate(r)).verdict, 'drift', map);
+    const vip = SMALL_MAP_DRIFT_CASES.find((c) => c.name === "the kpr_vip entry's flags cleared")!;
+    const meta = SMALL_MAP_DRIFT_CASES.find((c) => c.name === 'a kpr_svc_meta port name changed')!;
+    for (const c of [changed, port, vip, meta]) c.corrupt(maps);
+    for (const map of SLICED) assert.equal(readBack(r, map, () => world.mutate(r)).verdict, 'drift', map);
     const repair = r.repairDrift();
     assert.equal(repair.ok, true, repair.error);
-    assert.deepEqual(sortedDrift(repair.drift), sortedDrift([...changed.drift, ...port.drift]));
+    assert.deepEqual(sortedDrift(repair.drift), sortedDrift([...changed.drift, ...port.drift, ...vip.drift, ...meta.drift]));
     assert.deepEqual(liveViolations(kernelState(maps)), [], 'reader-safe after the repair');
-    for (const map of LARGE) assert.equal(readBack(r, map, () => world.mutate(r)).verdict, 'match', `${map} after the repair`);
+    for (const map of SLICED) assert.equal(readBack(r, map, () => world.mutate(r)).verdict, 'match', `${map} after the repair`);
   } finally {
     close();
   }

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { releaseMemory } from '../../agent/memory.js';
 
-test('memory is released after the initial sync and after every full sync: a full GC when node exposes it, malloc_trim always', () => {
+test('releaseMemory: a full GC when node exposes it, malloc_trim always', () => {
   // bin/kpr-agent passes --expose-gc; the test runner does not: then only malloc_trim runs.
   const exposed = typeof (globalThis as { gc?: unknown }).gc === 'function';
   for (const r of [releaseMemory(), releaseMemory()]) {
@@ -38,4 +38,22 @@ test('after a sync, a filling young generation is collected (a minor GC), an emp
   assert.equal(withGc.again, false, 'a young generation below the threshold is not collected again');
   const withoutGc = run(['--max-semi-space-size=2']);
   assert.equal(withoutGc.collected, false);
+});
+
+test('MemoryReleaser: after the initial sync always; after a resync only when it churned many entries, repaired drift, or the heap grew past the threshold since the last release', async () => {
+  const { MemoryReleaser, RELEASE_CHANGED_ENTRIES, RELEASE_GROWTH_BYTES } = await import('../../agent/memory.js');
+  let heap = 100 * 1024 * 1024;
+  const m = new MemoryReleaser(() => heap);
+  const quiet = { servicesWritten: 0, servicesDeleted: 0, backendsWritten: 0, backendsDeleted: 0, auxWritten: 3, auxDeleted: 2, drift: [] };
+  assert.ok(m.afterInitialSync());
+  assert.equal(m.afterResync(quiet), undefined, 'a steady-state resync: no full GC');
+  heap += RELEASE_GROWTH_BYTES - 1;
+  assert.equal(m.afterResync(quiet), undefined, 'grown just under the threshold');
+  heap += 1;
+  assert.ok(m.afterResync(quiet), 'grown by the threshold since the last release');
+  // The release re-bases on the heap it left (here unchanged: the injected heap does not shrink).
+  assert.equal(m.afterResync(quiet), undefined);
+  assert.ok(m.afterResync({ ...quiet, servicesWritten: RELEASE_CHANGED_ENTRIES - 5, backendsDeleted: 5 }), 'a resync that wrote and freed many entries');
+  assert.ok(m.afterResync({ ...quiet, drift: [{ map: 'kpr_svc', kind: 'missing', entries: 1 }] }), 'a resync that repaired drift');
+  assert.equal(m.afterResync(quiet), undefined);
 });

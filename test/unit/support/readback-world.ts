@@ -7,10 +7,37 @@ import assert from 'node:assert/strict';
 import { MAP_NAMES } from '../../../agent/maps/layout.js';
 import type { Reconciler, ReadBackVerdict } from '../../../agent/reconcile/reconciler.js';
 import type { PlanFrontend } from '../../../agent/plan/types.js';
-import { driftPlans } from './drift-cases.js';
+import { driftPlans, type DriftCase } from './drift-cases.js';
 
 /** The maps read back over several slices. */
-export const LARGE: readonly string[] = [MAP_NAMES.svc, MAP_NAMES.backend];
+export const SLICED: readonly string[] = [MAP_NAMES.svc, MAP_NAMES.backend, MAP_NAMES.vip, MAP_NAMES.svcMeta];
+
+/** Drift of kpr_vip and kpr_svc_meta on keys no event sync of World touches (driftPlans' Services only), beyond DRIFT_CASES' deletions. */
+export const SMALL_MAP_DRIFT_CASES: DriftCase[] = [
+  {
+    name: "the kpr_vip entry's flags cleared",
+    corrupt: (m) => m.updateVips([['198.19.0.10', 0]]),
+    drift: [{ map: MAP_NAMES.vip, kind: 'changed', entries: 1 }],
+  },
+  {
+    name: 'a bogus kpr_vip entry inserted',
+    corrupt: (m) => m.updateVips([['198.19.0.77', 1]]),
+    drift: [{ map: MAP_NAMES.vip, kind: 'extra', entries: 1 }],
+  },
+  {
+    name: "a kpr_svc_meta port name changed",
+    corrupt: (m) => {
+      const [id, meta] = m.dumpSvcMeta().find(([, x]) => x.name === 'e2e/web' && x.portName === 'http')!;
+      m.updateSvcMeta([[id, { ...meta, portName: 'evil' }]]);
+    },
+    drift: [{ map: MAP_NAMES.svcMeta, kind: 'changed', entries: 1 }],
+  },
+  {
+    name: 'a bogus kpr_svc_meta entry inserted',
+    corrupt: (m) => m.updateSvcMeta([[60000, { name: 'x/bogus', portName: '', type: 0 }]]),
+    drift: [{ map: MAP_NAMES.svcMeta, kind: 'extra', entries: 1 }],
+  },
+];
 
 /** A small deterministic PRNG (mulberry32). */
 export function rng(seed: number): () => number {
