@@ -113,6 +113,7 @@ describe('kpr plan', () => {
 
   it('documents that are not objects, and Services without a name, are skipped with a reason', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'kpr-plan-'));
+    after(() => rmSync(dir, { recursive: true, force: true }));
     writeFileSync(path.join(dir, 'odd.yaml'), '42\n---\n- a\n- b\n---\nkind: Service\nmetadata: {}\n---\n');
     const r = await kpr('plan', '--node', 'n', '-f', dir, '-o', 'json');
     assert.equal(r.code, 0, r.stderr);
