@@ -6,29 +6,13 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
-import { SyncLoop, type ClusterSource } from '../../agent/sync-loop.js';
+import { SyncLoop } from '../../agent/sync-loop.js';
+import { FakeCluster } from './support/fake-cluster.js';
 import { Reconciler } from '../../agent/reconcile/reconciler.js';
 import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
 import type { Logger } from '../../agent/log.js';
 import { ep, service, slice } from './support/k8s-fixtures.js';
 
-class FakeCluster implements ClusterSource {
-  readonly svcs = new Map<string, V1Service>();
-  readonly slices = new Map<string, V1EndpointSlice[]>();
-  serviceKeys() {
-    return this.svcs.keys();
-  }
-  serviceByKey(key: string) {
-    return this.svcs.get(key);
-  }
-  endpointSlicesByKey(key: string) {
-    return this.slices.get(key) ?? [];
-  }
-  node(): V1Node | undefined {
-    return undefined;
-  }
-}
 
 interface Line {
   level: string;

@@ -7,8 +7,8 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
-import { SyncLoop, type ClusterSource, type SyncReport } from '../../agent/sync-loop.js';
+import { SyncLoop, type SyncReport } from '../../agent/sync-loop.js';
+import { FakeCluster } from './support/fake-cluster.js';
 import { READ_BACK_MAPS, Reconciler, type SyncResult } from '../../agent/reconcile/reconciler.js';
 import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
 import { IPPROTO, SCOPE } from '../../agent/maps/layout.js';
@@ -19,22 +19,6 @@ import { copyState, replayViolations, strictViolations } from './support/datapat
 import { DRIFT_CASES, driftPlans, servedView, sortedDrift } from './support/drift-cases.js';
 import { quiet } from './support/reconcile-harness.js';
 
-class FakeCluster implements ClusterSource {
-  readonly svcs = new Map<string, V1Service>();
-  readonly slices = new Map<string, V1EndpointSlice[]>();
-  serviceKeys() {
-    return this.svcs.keys();
-  }
-  serviceByKey(key: string) {
-    return this.svcs.get(key);
-  }
-  endpointSlicesByKey(key: string) {
-    return this.slices.get(key) ?? [];
-  }
-  node(): V1Node | undefined {
-    return undefined;
-  }
-}
 
 const N = 12;
 const key = (i: number) => `a/s${String(i).padStart(2, '0')}`;
