@@ -19,6 +19,7 @@ import { IPPROTO, MAP_NAMES, SCOPE, decodeConfig, encodeConfig } from '../../age
 import { mapPinPath } from '../../agent/datapath/pins.js';
 import { parseProm, valueOf } from '../metrics/prom-text.js';
 import { requireRoot } from '../support/preflight.js';
+import { withPinnedMaps as withPinnedMapsUnder } from '../support/pinned-maps.js';
 
 const PODS = [
   { name: 'web-a', ip: '198.18.0.10' },
@@ -71,15 +72,7 @@ describe('drift repair and node faults end to end', { timeout: scaled(180_000) }
   }
 
   /** The kernel's maps through their pins, as any other process (bpftool) would change them. */
-  function withPinnedMaps<T>(fn: (m: BpfDatapathMaps) => T): T {
-    const open = (n: string) => BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, n));
-    const set = { svc: open(MAP_NAMES.svc), backend: open(MAP_NAMES.backend), vip: open(MAP_NAMES.vip), affinityMatch: open(MAP_NAMES.affinityMatch), svcMeta: open(MAP_NAMES.svcMeta), srcRange: open(MAP_NAMES.srcRange) };
-    try {
-      return fn(new BpfDatapathMaps(set));
-    } finally {
-      for (const m of Object.values(set)) m.close();
-    }
-  }
+  const withPinnedMaps = <T>(fn: (m: BpfDatapathMaps) => T): T => withPinnedMapsUnder(box.sandbox.bpffsDir, fn);
 
   function masterCount(addr: string): number | undefined {
     return withPinnedMaps((m) => m.dumpServices().find(([k]) => k.addr === addr && k.port === 80 && k.slot === 0)?.[1].count);

@@ -27,6 +27,7 @@ import type { ClientReport } from '../../sandbox/client.js';
 import type { KubeObject } from '../../sandbox/apiserver-selectors.js';
 import { parseProm, valueOf } from '../metrics/prom-text.js';
 import { requireRoot } from '../support/preflight.js';
+import { withPinnedMaps as withPinnedMapsUnder } from '../support/pinned-maps.js';
 
 const PODS = [
   { name: 'web-a', ip: '198.18.0.10' },
@@ -109,15 +110,7 @@ describe('fault injection end to end', { timeout: scaled(600_000) }, () => {
     return valueOf(parseProm(text), name, labels) ?? 0;
   }
 
-  function withPinnedMaps<T>(fn: (m: BpfDatapathMaps) => T): T {
-    const open = (n: string) => BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, n));
-    const set = { svc: open(MAP_NAMES.svc), backend: open(MAP_NAMES.backend), vip: open(MAP_NAMES.vip), affinityMatch: open(MAP_NAMES.affinityMatch), svcMeta: open(MAP_NAMES.svcMeta), srcRange: open(MAP_NAMES.srcRange) };
-    try {
-      return fn(new BpfDatapathMaps(set));
-    } finally {
-      for (const m of Object.values(set)) m.close();
-    }
-  }
+  const withPinnedMaps = <T>(fn: (m: BpfDatapathMaps) => T): T => withPinnedMapsUnder(box.sandbox.bpffsDir, fn);
 
   /** ClusterIP:port -> backend ip:port, as the pinned maps hold it (external scope, the slots of each master). */
   function programmedFrontends(): Map<string, string[]> {
