@@ -8,6 +8,7 @@ import { CLEANUP_USAGE, cleanupCommand } from './cleanup.js';
 import { PREFLIGHT_USAGE, preflightCommand } from './preflight.js';
 import { PLAN_USAGE, planCommand } from './plan.js';
 import { STATUS_USAGE, statusCommand } from './status.js';
+import { TRACE_USAGE, traceCommand } from './trace.js';
 
 const USAGE = `Usage: kpr <command> [flags]
 Commands:
@@ -17,6 +18,7 @@ ${STATUS_USAGE}
   map list                every pinned map: type, entries, capacity; kpr's tc attachments (tcx link or clsact filter)
   map dump NAME           the decoded entries of a map (kpr_svc, kpr_backend, kpr_stats, ...)
   stats                   datapath counters, summed over CPUs; kpr's tc attachments
+${TRACE_USAGE}
 ${PREFLIGHT_USAGE}
 ${PLAN_USAGE}
 ${CLEANUP_USAGE}
@@ -32,6 +34,7 @@ function run(argv: string[]): string | Promise<string> {
   if (argv[0] === 'preflight') return preflightCommand(argv.slice(1));
   if (argv[0] === 'plan') return planCommand(argv.slice(1));
   if (argv[0] === 'status') return statusCommand(argv.slice(1));
+  if (argv[0] === 'trace') return traceCommand(argv.slice(1));
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,

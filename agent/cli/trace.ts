@@ -1,0 +1,176 @@
+/**
+ * `kpr trace`: reads this node's pinned maps with point lookups (a scan only
+ * for the conntrack and affinity entries of one client or frontend) and
+ * prints what the datapath does with one flow (trace-model.ts).
+ */
+import os from 'node:os';
+import { parseArgs } from 'node:util';
+import { existsSync } from 'node:fs';
+import type { BpfMap } from '../../native/index.js';
+import { DEFAULT_BPFFS_DIR } from '../config.js';
+import { mapPinPath } from '../datapath/pins.js';
+import { CT_DIR, encodeSrcRangeKey, mapCodecs, type AffinityKey, type AffinityVal, type CtKey, type CtVal } from '../maps/layout.js';
+import { MAPS, type MapId, type MapSpec } from '../maps/registry.js';
+import { parseIP } from '../net/ip.js';
+import { CliError, openPinnedMap } from './pinned-maps.js';
+import { formatTrace, traceFlow, type TraceMaps, type TracePath, type TraceRole } from './trace-model.js';
+
+export const TRACE_USAGE = `  trace --to ADDR:PORT [--from IP[:PORT]] [--proto tcp|udp] [--path socket|tc] [--role ext|pod] [--node NAME]
+                          what the datapath does with one flow, step by step (frontend, source ranges,
+                          backends, affinity, conntrack) and what a new connection would get`;
+
+const TRACE_HELP = `Usage: kpr trace --to ADDR:PORT [flags]
+Reads this node's pinned maps and prints, step by step, what kpr's datapath does with one flow.
+  --to ADDR:PORT        the address called ([v6]:port for IPv6)
+  --from IP[:PORT]      the client; required on the tc path. With a port, its conntrack entry decides
+  --proto tcp|udp       default tcp
+  --path socket|tc      socket: a process or pod on this node connects (cgroup hooks);
+                        tc: a packet arrives on a node interface. Default: tc with --from, socket without
+  --role ext|pod        tc path: from the network (ext, default) or from a pod of this node (pod)
+  --node NAME           the node to trace; kpr trace reads only the maps of the node it runs on
+  --bpffs PATH          kpr's bpffs directory (default ${DEFAULT_BPFFS_DIR})
+  -o, --output FORMAT   table (default) or json
+`;
+
+/** "198.19.0.10:80", "[2001:db8::1]:53", or without a port when `portOptional`. */
+export function parseEndpoint(text: string, flag: string, portOptional: boolean): { addr: string; port?: number } {
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]+))(?::(\d{1,5}))?$/.exec(text) ?? /^([^[\]]*:[^[\]]*)$/.exec(text);
+  const host = m?.[1] ?? m?.[2];
+  const ip = host === undefined ? null : parseIP(host);
+  const port = m?.[3] === undefined ? undefined : Number(m[3]);
+  // A bare IPv6 address (no brackets) has no port.
+  const bareV6 = m !== null && m[2] === undefined && m[3] === undefined && ip?.family === 'IPv6';
+  if (!ip || (port !== undefined && (port < 1 || port > 65535)) || (port === undefined && !portOptional) || (bareV6 && !portOptional)) {
+    throw new CliError(`invalid ${flag} "${text}" (${portOptional ? 'IP or IP:PORT' : 'IP:PORT'}, IPv6 as [addr]:port)`);
+  }
+  return port === undefined ? { addr: ip.text } : { addr: ip.text, port };
+}
+
+/** Lookups on the pinned maps, each map opened once and closed by close(). */
+class PinnedTraceMaps implements TraceMaps {
+  private readonly open = new Map<MapId, BpfMap | null>();
+
+  constructor(private readonly bpffsDir: string) {}
+
+  private map(id: MapId, optional = false): BpfMap | null {
+    if (!this.open.has(id)) {
+      const name = MAPS[id].name;
+      this.open.set(id, optional && !existsSync(mapPinPath(this.bpffsDir, name)) ? null : openPinnedMap(this.bpffsDir, name));
+    }
+    return this.open.get(id)!;
+  }
+
+  private get<K, V>(id: MapId, key: K, optional = false): V | undefined {
+    const spec = MAPS[id] as MapSpec<K, V>;
+    const m = this.map(id, optional);
+    if (!m) return undefined;
+    const c = mapCodecs(spec);
+    const raw = m.lookup(c.key.encode(key));
+    return raw ? c.value.decode(raw) : undefined;
+  }
+
+  private scan<K, V>(id: MapId, keep: (k: K, v: V) => boolean): Array<{ key: K; val: V }> {
+    const spec = MAPS[id] as MapSpec<K, V>;
+    const c = mapCodecs(spec);
+    const out: Array<{ key: K; val: V }> = [];
+    this.map(id)!.forEachBatch(4096, (count, keys, values) => {
+      for (let i = 0; i < count; i++) {
+        const key = c.key.decode(keys, i * c.key.size);
+        const val = c.value.decode(values, i * c.value.size);
+        if (keep(key, val)) out.push({ key, val });
+      }
+    });
+    return out;
+  }
+
+  svc(addr: string, port: number, proto: number, scope: number, slot: number) {
+    return this.get<unknown, ReturnType<TraceMaps['svc']>>('svc', { addr, port, proto, scope, slot });
+  }
+  backend(id: number) {
+    return this.get<number, ReturnType<TraceMaps['backend']>>('backend', id);
+  }
+  vipFlags(addr: string) {
+    return this.get<string, number>('vip', addr);
+  }
+  meta(revNatId: number) {
+    return this.get<number, ReturnType<TraceMaps['meta']>>('svcMeta', revNatId, true);
+  }
+  sourceRangeAllows(revNatId: number, client: string): boolean {
+    const key = encodeSrcRangeKey({ revNatId, cidr: `${client}/${client.includes(':') ? 128 : 32}` });
+    return this.map('srcRange')!.lookup(key) !== null;
+  }
+  affinity(key: AffinityKey) {
+    return this.get<AffinityKey, AffinityVal>('affinity', key);
+  }
+  affinityEntries(revNatId: number) {
+    return this.scan<AffinityKey, AffinityVal>('affinity', (k) => k.revNatId === revNatId);
+  }
+  affinityMatch(revNatId: number, backendId: number): boolean {
+    return this.get('affinityMatch', { backendId, revNatId }) !== undefined;
+  }
+  conntrack(from: { addr: string; port?: number }, to: { addr: string; port: number }, proto: number) {
+    if (from.port !== undefined) {
+      const key: CtKey = { saddr: from.addr, daddr: to.addr, sport: from.port, dport: to.port, proto, dir: CT_DIR.ORIGINAL };
+      const val = this.get<CtKey, CtVal>('ct', key);
+      return val ? [{ key, val }] : [];
+    }
+    return this.scan<CtKey, CtVal>('ct', (k) => k.dir === CT_DIR.ORIGINAL && k.proto === proto && k.saddr === from.addr && k.daddr === to.addr && k.dport === to.port).sort(
+      (a, b) => a.key.sport - b.key.sport,
+    );
+  }
+  config() {
+    return this.get<number, ReturnType<TraceMaps['config']>>('config', 0);
+  }
+
+  close(): void {
+    for (const m of this.open.values()) m?.close();
+    this.open.clear();
+  }
+}
+
+/** The node kpr trace runs on, as the agent names it (--node-name, $NODE_NAME, the hostname). */
+function thisNode(env: NodeJS.ProcessEnv): string {
+  return env.NODE_NAME || os.hostname();
+}
+
+export function traceCommand(argv: string[], env: NodeJS.ProcessEnv = process.env, nowNs: bigint = process.hrtime.bigint()): string {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      to: { type: 'string' },
+      from: { type: 'string' },
+      proto: { type: 'string', default: 'tcp' },
+      path: { type: 'string' },
+      role: { type: 'string', default: 'ext' },
+      node: { type: 'string' },
+      bpffs: { type: 'string', default: DEFAULT_BPFFS_DIR },
+      output: { type: 'string', short: 'o', default: 'table' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) return TRACE_HELP;
+  if (positionals.length) throw new CliError(`unexpected argument "${positionals[0]}"\n${TRACE_HELP}`);
+  if (!values.to) throw new CliError(`--to ADDR:PORT is required\n${TRACE_HELP}`);
+  const to = parseEndpoint(values.to, '--to', false) as { addr: string; port: number };
+  const from = values.from === undefined ? undefined : parseEndpoint(values.from, '--from', true);
+  const proto = values.proto!.toUpperCase();
+  if (proto !== 'TCP' && proto !== 'UDP') throw new CliError(`invalid --proto "${values.proto}" (tcp or udp)`);
+  const path = (values.path ?? (from ? 'tc' : 'socket')) as TracePath;
+  if (path !== 'socket' && path !== 'tc') throw new CliError(`invalid --path "${values.path}" (socket or tc)`);
+  const role = values.role as TraceRole;
+  if (role !== 'ext' && role !== 'pod') throw new CliError(`invalid --role "${values.role}" (ext or pod)`);
+  if (path === 'tc' && !from) throw new CliError('--path tc needs --from IP[:PORT]: the tc path decides by the client address');
+  if (from && (from.addr.includes(':') !== to.addr.includes(':'))) throw new CliError(`--from ${from.addr} and --to ${to.addr} are of different address families`);
+  if (!['table', 'json'].includes(values.output!)) throw new CliError(`unknown output format "${values.output}" (table or json)`);
+  if (values.node !== undefined && values.node !== thisNode(env)) {
+    throw new CliError(`kpr trace reads the maps of the node it runs on (${thisNode(env)}), not ${values.node}: run it there (e.g. kubectl exec into the kpr pod on ${values.node})`);
+  }
+  const maps = new PinnedTraceMaps(values.bpffs!);
+  try {
+    const trace = traceFlow({ to, proto, path, role, ...(from ? { from } : {}), nowNs }, maps);
+    return values.output === 'json' ? JSON.stringify(trace, null, 2) + '\n' : formatTrace(trace);
+  } finally {
+    maps.close();
+  }
+}
