@@ -103,6 +103,7 @@ export class Agent {
       vip: dp.maps.vip,
       affinityMatch: dp.maps.affinityMatch,
       svcMeta: dp.maps.svcMeta,
+      svcStats: dp.maps.svcStats,
       srcRange: dp.maps.srcRange,
       writer: this.writer,
     });

@@ -56,7 +56,8 @@ export function configFileArgs(text: string, flags: FlagTable, source = 'config 
         if (typeof v !== 'boolean') throw new ConfigFileError(`${source}: key "${key}" must be true or false, not ${JSON.stringify(v)}`);
         if (v) args.push(`--${key}`);
       } else {
-        if (typeof v !== 'string' && typeof v !== 'number') throw new ConfigFileError(`${source}: key "${key}" must be a string or a number, not ${JSON.stringify(v)}`);
+        // A boolean is a string flag's "true"/"false" (--service-counters=false).
+        if (typeof v !== 'string' && typeof v !== 'number' && typeof v !== 'boolean') throw new ConfigFileError(`${source}: key "${key}" must be a string or a number, not ${JSON.stringify(v)}`);
         args.push(`--${key}=${String(v)}`);
       }
     }

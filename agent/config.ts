@@ -46,6 +46,8 @@ export interface AgentConfig {
   externalIPCidrs: string[];
   /** Apply loadBalancerSourceRanges to NodePorts and externalIPs as well. */
   sourceRangesAllExternal: boolean;
+  /** Per-frontend datapath counters (kpr_svc_stats, kpr_service_*_total). */
+  serviceCounters: boolean;
   ctTcpTimeoutS: number;
   ctTcpClosingTimeoutS: number;
   ctUdpTimeoutS: number;
@@ -107,6 +109,7 @@ export const USAGE = `Usage: kpr-agent [flags]
                            (default: every externalIP; see CVE-2020-8554 in docs/architecture.md)
   --socket-lb-host-only    service-mesh mode: socket hooks serve only host processes; pod traffic is balanced by tc
   --source-ranges-all-external  enforce loadBalancerSourceRanges on NodePorts and externalIPs too
+  --service-counters B     true|false: per-Service datapath counters, kpr_service_*_total (default: true)
   --ct-tcp-timeout DUR     conntrack timeout of established TCP flows on the tc path (default: 86400s, as kube-proxy)
   --ct-tcp-closing-timeout DUR  after FIN/RST (default: 10s)
   --ct-udp-timeout DUR     UDP flows (default: 30s)
@@ -178,6 +181,7 @@ export const AGENT_FLAGS = {
   'external-ip-cidrs': { type: 'string', default: '' },
   'socket-lb-host-only': { type: 'boolean', default: false },
   'source-ranges-all-external': { type: 'boolean', default: false },
+  'service-counters': { type: 'string', default: 'true' },
   'ct-tcp-timeout': { type: 'string', default: '86400s' },
   'ct-tcp-closing-timeout': { type: 'string', default: '10s' },
   'ct-udp-timeout': { type: 'string', default: '30s' },
@@ -188,6 +192,12 @@ export const AGENT_FLAGS = {
   v: { type: 'string', short: 'v' },
   help: { type: 'boolean', short: 'h' },
 } satisfies FlagTable;
+
+function trueOrFalse(text: string, flag: string): boolean {
+  if (text === 'true') return true;
+  if (text === 'false') return false;
+  throw new Error(`invalid ${flag} "${text}" (true or false)`);
+}
 
 export function parseAgentArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): AgentConfig | 'help' {
   const { values } = parseArgs({
@@ -232,6 +242,7 @@ export function parseAgentArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     externalIPCidrs: cidrList(values['external-ip-cidrs'], '--external-ip-cidrs'),
     socketLbHostOnly: values['socket-lb-host-only'] ?? false,
     sourceRangesAllExternal: values['source-ranges-all-external'] ?? false,
+    serviceCounters: trueOrFalse(values['service-counters']!, '--service-counters'),
     ctTcpTimeoutS: seconds(values['ct-tcp-timeout']!),
     ctTcpClosingTimeoutS: seconds(values['ct-tcp-closing-timeout']!),
     ctUdpTimeoutS: seconds(values['ct-udp-timeout']!),

@@ -40,11 +40,8 @@ static __always_inline bool kpr_proto_supported(__u32 proto)
  * In service-mesh mode the hooks serve only the node's own processes; pod
  * traffic is left to the tc path so a sidecar sees the ClusterIP it expects.
  */
-static __always_inline bool kpr_sock_skip(struct bpf_sock_addr *ctx)
+static __always_inline bool kpr_sock_skip(struct bpf_sock_addr *ctx, const struct kpr_config *cfg)
 {
-	__u32 zero = 0;
-	struct kpr_config *cfg = bpf_map_lookup_elem(&kpr_config, &zero);
-
 	return cfg && (cfg->flags & KPR_CFG_F_SOCK_HOST_ONLY) &&
 	       bpf_get_netns_cookie(ctx) != cfg->host_netns_cookie;
 }
@@ -55,18 +52,20 @@ static __always_inline bool kpr_sock_skip(struct bpf_sock_addr *ctx)
  * backend, or a service address on a port no Service defines), -ENOENT when
  * a slot or backend vanished underneath us.
  */
-static __always_inline int kpr_xlate_fwd(struct bpf_sock_addr *ctx, struct kpr_dst *dst, __u32 stat)
+static __always_inline int kpr_xlate_fwd(struct bpf_sock_addr *ctx, struct kpr_dst *dst, __u32 stat_id)
 {
 	struct kpr_affinity_key client = {};
 	struct kpr_revnat_key rkey = {};
 	struct kpr_revnat_val rval = {};
 	struct kpr_svc_key key;
 	struct kpr_svc_val *svc;
+	struct kpr_config *cfg = kpr_cfg();
+	struct kpr_svc_stat *stat;
 	struct kpr_backend *be;
 	__u32 backend_id = 0;
 	__u64 now = 0;
 
-	if (kpr_sock_skip(ctx))
+	if (kpr_sock_skip(ctx, cfg))
 		return 0;
 	kpr_lb_svc_key_init(&key, dst->addr, dst->port, dst->proto);
 	svc = kpr_lb_lookup_service(&key, true);
@@ -82,8 +81,11 @@ static __always_inline int kpr_xlate_fwd(struct bpf_sock_addr *ctx, struct kpr_d
 		}
 		return 0;
 	}
+	stat = kpr_svc_stat_of(cfg, svc->rev_nat_id);
 	if (svc->count == 0) {
 		kpr_count(KPR_STAT_NO_BACKEND);
+		if (stat)
+			stat->refused++;
 		return -EHOSTUNREACH;
 	}
 	/* No client address at connect time: affinity is per network namespace. */
@@ -108,7 +110,9 @@ static __always_inline int kpr_xlate_fwd(struct bpf_sock_addr *ctx, struct kpr_d
 
 	kpr_addr_copy(dst->addr, be->addr);
 	dst->port = be->port;
-	kpr_count(stat);
+	kpr_count(stat_id);
+	if (stat)
+		stat->balanced++; /* per-CPU slot: no atomic needed */
 	return 0;
 }
 

@@ -65,13 +65,6 @@ struct kpr_pkt {
 	__u32 csum_off; /* offset of the L4 checksum */
 };
 
-static __always_inline struct kpr_config *kpr_cfg(void)
-{
-	__u32 zero = 0;
-
-	return bpf_map_lookup_elem(&kpr_config, &zero);
-}
-
 #define KPR_NOT_OURS 1 /* not IP, or not TCP/UDP: nothing kpr translates */
 #define KPR_MALFORMED 2 /* claims to be IP TCP/UDP but cannot be parsed safely */
 
@@ -298,6 +291,7 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	struct kpr_ct_key k;
 	struct kpr_svc_key key;
 	struct kpr_svc_val *svc;
+	struct kpr_svc_stat *stat;
 	struct kpr_backend *be;
 	__u32 backend_id = 0;
 	bool snat;
@@ -307,13 +301,22 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	svc = kpr_lb_lookup_service(&key, role == KPR_ROLE_POD);
 	if (!svc)
 		return TC_ACT_OK;
+	stat = kpr_svc_stat_of(cfg, svc->rev_nat_id);
 	if (!kpr_lb_source_allowed(svc, p->saddr)) {
 		kpr_count(KPR_STAT_TC_DROP_SOURCE_RANGE);
+		if (stat)
+			stat->dropped_source_range++;
 		return TC_ACT_SHOT;
 	}
 	if (svc->count == 0) {
 		/* eTP=Local without local endpoints drops, like kube-proxy; so does no endpoint at all. */
 		kpr_count(KPR_STAT_TC_DROP_NO_BACKEND);
+		if (stat) {
+			if (svc->flags & KPR_SVC_F_LOCAL_ONLY)
+				stat->dropped_no_local_endpoint++;
+			else
+				stat->dropped_no_endpoint++;
+		}
 		return TC_ACT_SHOT;
 	}
 	/* Affinity by client address (netns cookie 0), as kube-proxy's ClientIP. */
@@ -376,6 +379,8 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	if (kpr_rewrite(skb, p, &fwd))
 		return TC_ACT_SHOT;
 	kpr_count(KPR_STAT_TC_DNAT);
+	if (stat)
+		stat->balanced++; /* per-CPU slot: no atomic needed */
 	return kpr_forward(skb, &fwd, p->family, p->proto);
 }
 

@@ -69,10 +69,12 @@ export function dumpMap(map: BpfMap, name: string): DumpEntry[] {
   if (!dec) throw new CliError(`no decoder for map "${name}"`);
   const { count, keys, values } = map.lookupBatch();
   const slot = map.perCpu ? map.valueStride / map.possibleCpus() : map.valueSize;
-  const out: DumpEntry[] = new Array(count);
+  const out: DumpEntry[] = [];
   for (let i = 0; i < count; i++) {
+    const raw = values.subarray(i * map.valueStride, (i + 1) * map.valueStride);
+    if (dec.sparse && raw.every((b) => b === 0)) continue;
     const key = dec.key(keys, i * map.keySize);
-    out[i] = { key, value: dec.value(values.subarray(i * map.valueStride, (i + 1) * map.valueStride), slot, key) };
+    out.push({ key, value: dec.value(raw, slot, key) });
   }
   return out.sort((a, b) => compareRows(a.key, b.key));
 }

@@ -22,9 +22,13 @@ export interface MapDecoder {
   value(value: Buffer, slot: number, key: Row): Row;
   /** What the map holds, for `kpr map list`. */
   about: string;
+  /** Entries with an all-zero value are left out of dumps. */
+  sparse: boolean;
 }
 
 const STAT_NAMES = new Map<number, string>(Object.entries(STAT).map(([name, i]) => [i, name.toLowerCase()]));
+/** struct kpr_svc_stat's counters: name (camelCase, as in JSON) and offset in one CPU's slot. */
+export const SVC_STAT_FIELDS: Array<[string, number]> = MAPS.svcStats.value.placed.filter((f) => f.prop).map((f) => [f.prop!, f.offset]);
 const CT_DIR_NAMES = new Map<number, string>(Object.entries(CT_DIR).map(([name, i]) => [i, name.toLowerCase()]));
 
 /** Nanosecond clocks are u64: shown as decimal strings so JSON keeps every digit. */
@@ -39,6 +43,8 @@ interface Rows<K, V> {
   key(k: K): Row;
   value?(v: V, key: Row): Row;
   perCpu?(value: Buffer, slot: number): Row;
+  /** An array whose untouched slots are noise: entries with an all-zero value are left out of dumps. */
+  sparse?: boolean;
 }
 
 const ROWS: { [I in MapId]: Rows<KeyOf<I>, ValueOf<I>> } = {
@@ -81,7 +87,7 @@ const ROWS: { [I in MapId]: Rows<KeyOf<I>, ValueOf<I>> } = {
   svcMeta: {
     about: 'frontend id -> service name, port name, type',
     key: (id) => ({ id }),
-    value: (d) => ({ service: d.name, portName: d.portName, type: frontendTypeName(d.type) }),
+    value: (d) => ({ service: d.name, portName: d.portName, type: frontendTypeName(d.type), ...(d.proto ? { protocol: protoName(d.proto) } : {}) }),
   },
   ct: {
     about: 'tc-path connection tracking',
@@ -114,6 +120,16 @@ const ROWS: { [I in MapId]: Rows<KeyOf<I>, ValueOf<I>> } = {
       flags: bitNames(c.flags, CFG_FLAG),
     }),
   },
+  svcStats: {
+    about: 'per-frontend counters (per CPU), by frontend id',
+    sparse: true,
+    key: (id) => ({ id }),
+    perCpu: (v, slot) => {
+      const row: Row = {};
+      SVC_STAT_FIELDS.forEach(([name, off]) => (row[name] = big(sumPerCpuU64(v, slot, off))));
+      return row;
+    },
+  },
   stats: {
     about: 'datapath counters (per CPU)',
     key: (i) => ({ index: i, stat: STAT_NAMES.get(i) ?? `unused-${i}` }),
@@ -131,6 +147,7 @@ function decoderOf<K, V>(spec: MapSpec<K, V>, rows: Rows<K, V>): MapDecoder {
   const perCpu = rows.perCpu;
   return {
     about: rows.about,
+    sparse: rows.sparse ?? false,
     key: (b, o) => rows.key(c.key.decode(b, o)),
     value: perCpu ? (v, slot) => perCpu(v, slot) : value ? (v, _slot, key) => value(c.value.decode(v, 0), key) : () => ({}),
   };

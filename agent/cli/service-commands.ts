@@ -9,6 +9,7 @@ import { mapPinPath } from '../datapath/pins.js';
 import { mapCodecs } from '../maps/layout.js';
 import { MAPS, MAP_NAMES, type MapSpec } from '../maps/registry.js';
 import { CliError, openPinnedMap } from './pinned-maps.js';
+import { readFrontendCounts } from '../metrics/service-stats.js';
 import { formatServiceTable, joinTables, tablesFromBatch, type ServiceView } from './service-view.js';
 
 /** Every entry of a registry map, decoded with its codecs. */
@@ -38,7 +39,13 @@ export function readServiceViews(bpffsDir: string): ServiceView[] {
   const meta = existsSync(mapPinPath(bpffsDir, MAP_NAMES.svcMeta))
     ? withMap(bpffsDir, MAP_NAMES.svcMeta, (m) => readAll(m, MAPS.svcMeta))
     : [];
-  return joinTables(tablesFromBatch(svc, new Map(backends), new Map(meta)));
+  const tables = tablesFromBatch(svc, new Map(backends), new Map(meta));
+  // Counters are optional too: maps pinned by an agent older than kpr_svc_stats have none.
+  if (existsSync(mapPinPath(bpffsDir, MAP_NAMES.svcStats))) {
+    const counts = withMap(bpffsDir, MAP_NAMES.svcStats, readFrontendCounts);
+    tables.counters = new Map([...counts].map(([id, c]) => [id, { balanced: Number(c.balanced), refused: Number(c.refused), droppedNoEndpoint: Number(c.droppedNoEndpoint), droppedNoLocalEndpoint: Number(c.droppedNoLocalEndpoint), droppedSourceRange: Number(c.droppedSourceRange) }]));
+  }
+  return joinTables(tables);
 }
 
 function render(views: ServiceView[], output: string): string {

@@ -36,6 +36,8 @@ export interface ServiceView {
   flags: string[];
   /** Session affinity timeout, for frontends with the affinity flag. */
   affinityTimeoutSeconds?: number;
+  /** This frontend's datapath counters (kpr_svc_stats), when any is non-zero. */
+  counters?: FrontendCounters;
   /** Slot order; a slot naming a missing backend shows address "?". */
   backends: Array<{ id: number; address: string; port: number; local?: boolean }>;
 }
@@ -91,6 +93,15 @@ function addrSortKey(addr: string): string {
   }
 }
 
+/** A frontend's counters as the CLI shows them (kpr_svc_stats summed over CPUs). */
+export interface FrontendCounters {
+  balanced: number;
+  refused: number;
+  droppedNoEndpoint: number;
+  droppedNoLocalEndpoint: number;
+  droppedSourceRange: number;
+}
+
 /** The maps' content, indexed for the join. */
 export interface ServiceTables {
   /** Slot-0 entries; `slotKey` identifies the frontend's slots in `slots`. */
@@ -99,6 +110,8 @@ export interface ServiceTables {
   slots: Map<string, number[]>;
   backends: Map<number, Backend>;
   meta: Map<number, SvcMeta>;
+  /** Non-zero counters by frontend id (empty when kpr_svc_stats is not pinned). */
+  counters?: Map<number, FrontendCounters>;
 }
 
 const SVC = mapCodecs(MAPS.svc);
@@ -166,6 +179,7 @@ export function joinTables(t: ServiceTables): ServiceView[] {
       id: v.revNatId,
       flags: flagNames(v.flags),
       ...(v.flags & SVC_FLAG.AFFINITY ? { affinityTimeoutSeconds: v.backendId } : {}),
+      ...(t.counters?.has(v.revNatId) ? { counters: t.counters.get(v.revNatId)! } : {}),
       backends: list,
     };
     sortKeys.set(view, `${addrSortKey(k.addr)}|${String(k.port).padStart(5, '0')}|${String(k.proto).padStart(3, '0')}|${k.scope}`);
@@ -176,6 +190,19 @@ export function joinTables(t: ServiceTables): ServiceView[] {
     const kb = sortKeys.get(b)!;
     return ka < kb ? -1 : ka > kb ? 1 : 0;
   });
+}
+
+const COUNTER_NAMES: Array<[keyof FrontendCounters, string]> = [
+  ['balanced', 'balanced'],
+  ['refused', 'refused'],
+  ['droppedNoEndpoint', 'dropped (no endpoint)'],
+  ['droppedNoLocalEndpoint', 'dropped (no local endpoint)'],
+  ['droppedSourceRange', 'dropped (source range)'],
+];
+
+/** "balanced 12, dropped (source range) 3": the non-zero counters. */
+export function formatCounters(c: FrontendCounters): string {
+  return COUNTER_NAMES.filter(([k]) => c[k] !== 0).map(([k, label]) => `${label} ${c[k]}`).join(', ');
 }
 
 function hostPort(address: string, port: number): string {
@@ -192,6 +219,7 @@ export function formatServiceTable(views: ServiceView[]): string {
     const flags = v.flags.length ? `  [${v.flags.join(',')}]` : '';
     const aff = v.affinityTimeoutSeconds !== undefined ? `  affinity ${v.affinityTimeoutSeconds}s` : '';
     lines.push(`${v.protocol.padEnd(4)} ${hostPort(v.address, v.port)}  id ${v.id}  ${n} backend${n === 1 ? '' : 's'}${name}${scope}${flags}${aff}`);
+    if (v.counters) lines.push(`  counters: ${formatCounters(v.counters)}`);
     if (n === 0) lines.push('  (no backends: new connections are refused)');
     for (const b of v.backends) lines.push(`  -> ${hostPort(b.address, b.port)}${b.local ? '  local' : ''}`);
   }

@@ -132,7 +132,7 @@ export class NodeDatapath {
       tcpTimeoutS: this.cfg.ctTcpTimeoutS,
       tcpClosingTimeoutS: this.cfg.ctTcpClosingTimeoutS,
       udpTimeoutS: this.cfg.ctUdpTimeoutS,
-      flags: hostOnly ? CFG_FLAG.SOCK_HOST_ONLY : 0,
+      flags: (hostOnly ? CFG_FLAG.SOCK_HOST_ONLY : 0) | (this.cfg.serviceCounters ? 0 : CFG_FLAG.NO_SVC_STATS),
     };
     const text = JSON.stringify(config, (_k, v) => (typeof v === 'bigint' ? v.toString() : v));
     if (text === this.lastConfig) return;

@@ -5,7 +5,7 @@
  * each.
  */
 import type { BatchWriter, BpfMap } from '../../native/index.js';
-import { TableDatapathMaps, type BackendColumns, type DatapathTables, type MapTable } from './datapath-maps.js';
+import { TableDatapathMaps, type BackendColumns, type DatapathTables, type KeyValueTable, type MapTable } from './datapath-maps.js';
 import type { MapCapacities } from '../reconcile/limits.js';
 import { MAPS, type MapSpec } from './registry.js';
 import { encodeAddr, encodeIPv4Num, mapCodecs, type Backend, type SvcKey, type SvcMeta, type SvcVal } from './layout.js';
@@ -96,6 +96,7 @@ const M_NAME_SIZE = META.sizes.name;
 const M_PORT_NAME = META.at.port_name;
 const M_PORT_NAME_SIZE = META.sizes.port_name;
 const M_TYPE = META.at.type;
+const M_PROTO = META.at.proto;
 
 const svcCodecs = mapCodecs(MAPS.svc);
 const backendCodecs = mapCodecs(MAPS.backend);
@@ -135,6 +136,7 @@ function writeAsciiZ(text: string, b: Buffer, o: number, size: number): boolean 
 function packSvcMeta(m: SvcMeta, b: Buffer, o: number): void {
   if (typeof m.name === 'string' && typeof m.portName === 'string' && writeAsciiZ(m.name, b, o + M_NAME, M_NAME_SIZE) && writeAsciiZ(m.portName, b, o + M_PORT_NAME, M_PORT_NAME_SIZE)) {
     b[o + M_TYPE] = m.type;
+    b[o + M_PROTO] = m.proto;
     return;
   }
   metaCodecs.value.encode(m, b, o);
@@ -306,6 +308,31 @@ function keySetCodec<K>(spec: MapSpec<K, number>): TableCodec<K, K> {
   };
 }
 
+/**
+ * A name is written for a frontend id when the id gets a new owner (or its
+ * name was repaired): the id's per-frontend counters restart then, so an id
+ * reused after its Service left never carries the old Service's counts
+ * (Prometheus sees a counter reset of a new series). Array slots cannot be
+ * deleted, so they are zeroed, in one batch.
+ */
+function restartingCounters(table: KeyValueTable<number, SvcMeta>, stats: BpfMap | undefined, flush: () => void): KeyValueTable<number, SvcMeta> {
+  if (!stats) return table;
+  const key = mapCodecs(MAPS.svcStats).key;
+  return {
+    dump: () => table.dump(),
+    delete: (ids) => table.delete(ids),
+    update: (entries) => {
+      table.update(entries);
+      const ids = entries.map(([id]) => id).filter((id) => id < stats.maxEntries);
+      if (ids.length === 0) return;
+      flush();
+      const keys = Buffer.alloc(ids.length * key.size);
+      ids.forEach((id, i) => key.encode(id, keys, i * key.size));
+      stats.updateBatch(keys, Buffer.alloc(ids.length * stats.valueStride), ids.length);
+    },
+  };
+}
+
 /** The pinned maps the reconciler writes. */
 export interface DatapathMapSet {
   svc: BpfMap;
@@ -314,6 +341,8 @@ export interface DatapathMapSet {
   affinityMatch: BpfMap;
   svcMeta: BpfMap;
   srcRange: BpfMap;
+  /** kpr_svc_stats: when given, a frontend id's counters restart when it gets a (new) name. */
+  svcStats?: BpfMap;
   /** Runs large update batches on a thread of its own (see QUEUE_MIN_ENTRIES); without it every call is synchronous. */
   writer?: BatchWriter;
 }
@@ -346,7 +375,7 @@ export class BpfDatapathMaps extends TableDatapathMaps {
       Backends: new BpfTable(w, this.backendMap, MAPS.backend, keyValueCodec(MAPS.backend, { key: packId, value: packBackend })),
       Vips: new BpfTable(w, m.vip, MAPS.vip, keyValueCodec(MAPS.vip, { key: (a, b, o) => addrs.write(a, b, o + VIP_ADDR), value: (f, b, o) => packId(f, b, o + VIP_FLAGS) })),
       AffinityMatches: new BpfTable(w, this.affMatchMap, MAPS.affinityMatch, keySetCodec(MAPS.affinityMatch)),
-      SvcMeta: new BpfTable(w, m.svcMeta, MAPS.svcMeta, keyValueCodec(MAPS.svcMeta, { key: packId, value: packSvcMeta })),
+      SvcMeta: restartingCounters(new BpfTable(w, m.svcMeta, MAPS.svcMeta, keyValueCodec(MAPS.svcMeta, { key: packId, value: packSvcMeta })), m.svcStats, () => this.flush()),
       SrcRanges: new BpfTable(w, this.srcRangeMap, MAPS.srcRange, keySetCodec(MAPS.srcRange)),
     };
   }

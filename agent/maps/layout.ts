@@ -77,7 +77,7 @@ export const CT_DIR = { ORIGINAL: 0, REPLY: 1 } as const;
 /** Mirrors enum kpr_ct_flags. */
 export const CT_FLAG = { SNAT: 1 << 0, CLOSING: 1 << 1 } as const;
 /** Mirrors enum kpr_config_flags. */
-export const CFG_FLAG = { SOCK_HOST_ONLY: 1 << 0 } as const;
+export const CFG_FLAG = { SOCK_HOST_ONLY: 1 << 0, NO_SVC_STATS: 1 << 1 } as const;
 export const STAT_MAX = 32;
 
 export { MAP_NAMES } from './registry.js';
@@ -245,10 +245,23 @@ export interface SvcMeta {
   name: string;
   portName: string;
   type: number;
+  /** IPPROTO value of the frontend (0 in entries written before the field existed). */
+  proto: number;
 }
 
 /** Names longer than their fields are cut (never unterminated). */
 export const { encode: encodeSvcMeta, decode: decodeSvcMeta } = codecOf(R.SVC_META);
+
+// ---------------------------------------------------------------- per-frontend counters
+
+/** struct kpr_svc_stat: one CPU's counters of a frontend (kpr_svc_stats, indexed by rev_nat_id). */
+export interface SvcStat {
+  balanced: bigint;
+  refused: bigint;
+  droppedNoEndpoint: bigint;
+  droppedNoLocalEndpoint: bigint;
+  droppedSourceRange: bigint;
+}
 
 // ---------------------------------------------------------------- conntrack (tc path)
 

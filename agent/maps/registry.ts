@@ -19,6 +19,7 @@ import type {
   SrcRangeKey,
   SvcKey,
   SvcMeta,
+  SvcStat,
   SvcVal,
   TermKey,
 } from './layout.js';
@@ -98,7 +99,16 @@ export const SVC_META = structLayout<SvcMeta>()('kpr_svc_meta', [
   { c: 'name', kind: 'cstr', size: 96 },
   { c: 'port_name', kind: 'cstr', size: 32 },
   { c: 'type', kind: 'u8' },
-  { c: 'pad', kind: 'pad', size: 3 },
+  { c: 'proto', kind: 'u8' },
+  { c: 'pad', kind: 'pad', size: 2 },
+]);
+
+export const SVC_STAT = structLayout<SvcStat>()('kpr_svc_stat', [
+  { c: 'balanced', kind: 'u64' },
+  { c: 'refused', kind: 'u64' },
+  { c: 'dropped_no_endpoint', kind: 'u64' },
+  { c: 'dropped_no_local_endpoint', kind: 'u64' },
+  { c: 'dropped_source_range', kind: 'u64' },
 ]);
 
 export const CT_KEY = structLayout<CtKey>()('kpr_ct_key', [
@@ -180,6 +190,7 @@ export const MAPS = {
   srcRange: mapSpec('kpr_src_range', 'lpm_trie', 16384, SRC_RANGE_KEY, U8),
   config: mapSpec('kpr_config', 'array', 1, U32, CONFIG),
   stats: mapSpec('kpr_stats', 'percpu_array', 32, U32, U64),
+  svcStats: mapSpec('kpr_svc_stats', 'percpu_array', 65536, U32, SVC_STAT),
 } as const;
 
 export type MapId = keyof typeof MAPS;

@@ -19,6 +19,7 @@ import type { FeatureStatus } from '../datapath/kernel-features.js';
 import { ChangeTracker, type TrackedChange } from './change-tracker.js';
 import { STAT_METRIC_HELP, readStats, statMetric, type StatMetric } from './datapath-stats.js';
 import { pinnedMapStats } from './map-stats.js';
+import { serviceCounters } from './service-counters.js';
 
 /**
  * Sync and programming latency buckets: 100 µs doubling to 13.1 s (18
@@ -378,6 +379,7 @@ export class AgentMetrics {
   /** The Prometheus text exposition. */
   async text(): Promise<string> {
     this.refreshKernel();
+    (this.refreshServices ??= serviceCounters(this.registry, this.opts.bpffsDir, this.opts.log))();
     return this.registry.metrics();
   }
 
@@ -389,6 +391,8 @@ export class AgentMetrics {
 
   /** Map entries/capacity and the datapath counters, read from the pinned maps once per scrape (see text()). */
   private readonly refreshKernel: () => void = this.kernelCollectors();
+  /** kpr_service_*_total from kpr_svc_stats, read once per scrape. */
+  private refreshServices?: () => void;
 
   private kernelCollectors(): () => void {
     const registers = [this.registry];

@@ -441,9 +441,9 @@ function normaliseSvcMeta(d: RawDump): void {
   const v = d.values;
   for (let r = 0; r < d.count; r++) {
     const o = r * d.valueStride;
-    zeroAfterNul(v, o, 96);
-    zeroAfterNul(v, o + 96, 32);
-    v.fill(0, o + 129, o + SVC_META.size);
+    zeroAfterNul(v, o + SVC_META.at.name, SVC_META.sizes.name);
+    zeroAfterNul(v, o + SVC_META.at.port_name, SVC_META.sizes.port_name);
+    v.fill(0, o + SVC_META.at.pad, o + SVC_META.size);
   }
 }
 
@@ -548,7 +548,7 @@ function missingEntries(f: EntrySet | undefined, n: number): number {
 }
 
 function sameMeta(a: SvcMeta | undefined, b: SvcMeta): boolean {
-  return a !== undefined && a.name === b.name && a.portName === b.portName && a.type === b.type;
+  return a !== undefined && a.name === b.name && a.portName === b.portName && a.type === b.type && a.proto === b.proto;
 }
 
 export class Reconciler {
@@ -1771,7 +1771,7 @@ export class Reconciler {
     }
 
     // Names first (no reader depends on them, the CLI does).
-    const meta: SvcMeta = { name: cut(want.service, META_NAME_MAX), portName: cut(want.portName, META_PORT_MAX), type: want.feType };
+    const meta: SvcMeta = { name: cut(want.service, META_NAME_MAX), portName: cut(want.portName, META_PORT_MAX), type: want.feType, proto: want.base.proto };
     if (!sameMeta(this.kMeta.get(revNatId), meta)) {
       w.metaWrites.push([revNatId, meta]);
       this.kMeta.set(revNatId, meta);

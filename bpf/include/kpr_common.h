@@ -14,4 +14,21 @@ static __always_inline void kpr_count(__u32 stat)
 		*v += 1; /* per-CPU slot: no atomic needed */
 }
 
+static __always_inline struct kpr_config *kpr_cfg(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&kpr_config, &zero);
+}
+
+/* The per-CPU counters of a frontend, or NULL when they are turned off. */
+static __always_inline struct kpr_svc_stat *kpr_svc_stat_of(const struct kpr_config *cfg, __u16 rev_nat_id)
+{
+	__u32 id = rev_nat_id;
+
+	if (cfg && (cfg->flags & KPR_CFG_F_NO_SVC_STATS))
+		return NULL;
+	return bpf_map_lookup_elem(&kpr_svc_stats, &id);
+}
+
 #endif /* __KPR_COMMON_H */

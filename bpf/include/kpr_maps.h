@@ -18,6 +18,8 @@
 #define KPR_TERM_MAP_MAX 4096
 #define KPR_CT_MAP_MAX 262144
 #define KPR_SRC_RANGE_MAP_MAX 16384
+/* Every rev_nat_id (a __u16): ids are allocated lowest first, so all are dense below the frontend count. */
+#define KPR_SVC_STATS_MAX 65536
 
 /* Frontend slot -> master entry or backend id (see struct kpr_svc_key). */
 struct {
@@ -109,5 +111,13 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } kpr_stats SEC(".maps");
+
+/* Per-frontend counters by rev_nat_id (struct kpr_svc_stat); read by the agent's metrics and the CLI. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, KPR_SVC_STATS_MAX);
+	__type(key, __u32);
+	__type(value, struct kpr_svc_stat);
+} kpr_svc_stats SEC(".maps");
 
 #endif /* __KPR_MAPS_H */

@@ -161,7 +161,8 @@ struct kpr_svc_meta {
 	char name[96];      /* "namespace/name" */
 	char port_name[32];
 	__u8 type;          /* KPR_FE_* */
-	__u8 pad[3];
+	__u8 proto;         /* IPPROTO_*; 0 from agents before it was added */
+	__u8 pad[2];
 };
 
 enum kpr_frontend_type {
@@ -236,6 +237,22 @@ struct kpr_config {
 enum kpr_config_flags {
 	/* Socket hooks serve only the node's own processes (service-mesh mode). */
 	KPR_CFG_F_SOCK_HOST_ONLY = 1 << 0,
+	/* No per-frontend counters (kpr_svc_stats): the agent's --service-counters=false. */
+	KPR_CFG_F_NO_SVC_STATS = 1 << 1,
+};
+
+/*
+ * What happened to the new connections (socket path) and new flows (tc
+ * path) of one frontend, per CPU, in kpr_svc_stats at its rev_nat_id. Only
+ * decisions are counted, never packets of known flows, so the cost is one
+ * lookup per connection and none per packet.
+ */
+struct kpr_svc_stat {
+	__u64 balanced;                  /* sent to a backend */
+	__u64 refused;                   /* socket path: no endpoint, the call fails with EPERM */
+	__u64 dropped_no_endpoint;       /* tc path: no endpoint */
+	__u64 dropped_no_local_endpoint; /* tc path: traffic policy Local, none on this node */
+	__u64 dropped_source_range;      /* tc path: client outside loadBalancerSourceRanges */
 };
 
 /* Datapath counters, one slot of the per-CPU stats array each. */

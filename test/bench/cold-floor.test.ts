@@ -57,7 +57,7 @@ test('the floor writes exactly the entries the agent writes for the bench scenar
     assert.equal(floor.backends, 3000 * 6 + 1);
     assert.equal(floor.svcEntries, agent.servicesWritten);
 
-    const sizes: Array<[keyof typeof agentMaps, number, number]> = [
+    const sizes: Array<['svc' | 'backend' | 'vip' | 'svcMeta', number, number]> = [
       ['svc', SVC_KEY.size, SVC_VAL.size],
       ['backend', 4, BACKEND.size],
       ['vip', VIP_KEY.size, VIP_VAL.size],

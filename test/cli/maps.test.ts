@@ -89,7 +89,7 @@ function fill(bpffsDir: string): void {
         b++;
       }
       encodeBackendId(i + 1, mk, i * BACKEND_ID_SIZE);
-      encodeSvcMeta({ name: svcName(i), portName: 'http', type: FE_TYPE.CLUSTER_IP }, mv, i * SVC_META.size);
+      encodeSvcMeta({ name: svcName(i), portName: 'http', type: FE_TYPE.CLUSTER_IP, proto: IPPROTO.TCP }, mv, i * SVC_META.size);
     }
     be.updateBatch(bk, bv, nBe);
     svc.updateBatch(sk, sv, nSvc);
@@ -242,7 +242,7 @@ describe('kpr CLI on pinned maps (10,000 services × 10 backends)', { timeout: 1
     assert.deepEqual(slot3.value, { backendId: 42 * BACKENDS_PER_SERVICE + 3 });
     const meta = JSON.parse((await kpr('map', 'dump', 'kpr_svc_meta', '--bpffs', dir, '-o', 'json')).stdout) as Array<{ key: any; value: any }>;
     assert.equal(meta.length, SERVICES);
-    assert.deepEqual(meta[99], { key: { id: 100 }, value: { service: svcName(99), portName: 'http', type: 'ClusterIP' } });
+    assert.deepEqual(meta[99], { key: { id: 100 }, value: { service: svcName(99), portName: 'http', type: 'ClusterIP', protocol: 'TCP' } });
   });
 
   test('stats and map dump kpr_stats sum the per-CPU counters', async () => {

@@ -160,3 +160,22 @@ test('repeated keys and several documents are errors; comments, anchors, quotes 
   assert.deepEqual(configFileArgs(text, AGENT_FLAGS), ['--node-name=node-1', '--bpffs=/sys/fs/bpf/kpr', '--sync-period=10s', '--min-sync-period=10s', '--k8s-service-port=6443', '--log-level=debug']);
   assert.deepEqual(configFileArgs('# only a comment\n', AGENT_FLAGS), []);
 });
+
+test('a boolean in the config file is a string flag\'s true/false (service-counters: false)', async () => {
+  const { parseAgentArgs } = await import('../../agent/config.js');
+  const { mkdtempSync, writeFileSync, rmSync } = await import('node:fs');
+  const os = await import('node:os');
+  const path = await import('node:path');
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'kpr-cfg-'));
+  try {
+    const file = path.join(dir, 'config.yaml');
+    writeFileSync(file, 'service-counters: false\n');
+    const cfg = parseAgentArgs(['--config', file, '--node-name', 'n1'], {});
+    assert.notEqual(cfg, 'help');
+    assert.equal((cfg as { serviceCounters: boolean }).serviceCounters, false);
+    assert.equal((parseAgentArgs(['--node-name', 'n1'], {}) as { serviceCounters: boolean }).serviceCounters, true);
+    assert.throws(() => parseAgentArgs(['--node-name', 'n1', '--service-counters', 'maybe'], {}), /invalid --service-counters "maybe" \(true or false\)/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -2,7 +2,9 @@
  * `kpr trace` against a running agent's real maps on the two-node box: each
  * case the command distinguishes (a match, no match, a refusal, a
  * source-range drop, an affinity hit, a conntrack hit), its verdict checked
- * against what a real client got from the datapath in the same state.
+ * against what a real client got from the datapath in the same state. Then
+ * the per-Service counters those same clients moved (kpr_svc_stats):
+ * kpr_service_*_total on /metrics and `kpr service list`.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,6 +13,8 @@ import { scaled } from '../../sandbox/time-scale.js';
 import { CLIENTS, NODE1_UPLINK, TwoNodeCluster, type NodeName } from '../../sandbox/two-node.js';
 import type { Trace } from '../../agent/cli/trace-model.js';
 import { requireRoot } from '../support/preflight.js';
+import { parseProm, valueOf } from '../metrics/prom-text.js';
+import type { ServiceView } from '../../agent/cli/service-view.js';
 import { cliBin } from '../support/paths.js';
 
 const PODS = [
@@ -69,7 +73,7 @@ describe('kpr trace on the real maps of a running agent', { timeout: scaled(120_
     box.api.create(slice('ranged', ['web-1a']));
     box.api.create(service('sticky', 'NodePort', '198.19.0.23', 30123, { sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: 600 } } }));
     box.api.create(slice('sticky', ['web-1a', 'web-1b']));
-    await box.startAgents();
+    await box.startAgents(['--healthz-bind-address', '127.0.0.1:0', '--metrics-bind-address', '127.0.0.1:0']);
   });
 
   after(async () => {
@@ -155,5 +159,31 @@ describe('kpr trace on the real maps of a running agent', { timeout: scaled(120_
       assert.equal(r.status, 2, `${args.join(' ')}: ${r.stdout}`);
       assert.match(r.stderr, re);
     }
+  });
+
+  test('per-Service counters: what the clients above met is counted per Service port, on /metrics and in kpr service list', async () => {
+    // A socket-path refusal too: a process of the node (in its cgroup) calls the Service without endpoints.
+    const refusedRep = await box.client(box.nodes['node-1'].ns, 'once', '198.19.0.21:80', { cgroupOf: 'node-1', extra: ['--timeout-ms', '2000'] });
+    assert.deepEqual(refusedRep.errors, { EPERM: 1 });
+    const served = await box.client(box.nodes['node-1'].ns, 'http', '198.19.0.20:80', { cgroupOf: 'node-1', extra: ['--count', '5'] });
+    assert.equal(served.ok, 5);
+
+    const agent = box.agents.get('node-1')!;
+    const url = `http://${(await agent.waitForLog('metrics server listening')).address}/metrics`;
+    const prom = parseProm(await (await fetch(url)).text());
+    const port = (service: string) => ({ namespace: 'e2e', service, port_name: 'http', protocol: 'TCP' });
+    assert.equal(valueOf(prom, 'kpr_service_balanced_total', port('web')), 5, 'five connections to the ClusterIP');
+    assert.equal(valueOf(prom, 'kpr_service_refused_total', { ...port('empty'), reason: 'no_endpoint' }), 1);
+    assert.ok((valueOf(prom, 'kpr_service_dropped_total', { ...port('empty'), reason: 'no_endpoint' }) ?? 0) >= 1, 'the external client of the NodePort without endpoints');
+    assert.ok((valueOf(prom, 'kpr_service_dropped_total', { ...port('ranged'), reason: 'source_range' }) ?? 0) >= 1, 'client-a outside the source ranges');
+    assert.ok((valueOf(prom, 'kpr_service_balanced_total', port('sticky')) ?? 0) >= 1, 'the affinity test\'s connection');
+
+    const r = spawnSync(cliBin, ['service', 'list', '--bpffs', box.nodes['node-1'].bpffsDir, '-o', 'json'], { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    const views = JSON.parse(r.stdout) as ServiceView[];
+    const web = views.find((v) => v.service === 'e2e/web' && v.address === '198.19.0.20')!;
+    assert.equal(web.counters?.balanced, 5);
+    const table = spawnSync(cliBin, ['service', 'list', '--bpffs', box.nodes['node-1'].bpffsDir], { encoding: 'utf8' }).stdout;
+    assert.match(table, /198\.19\.0\.20:80 .*\n  counters: balanced 5\n/);
   });
 });

@@ -139,7 +139,7 @@ describe('BpfDatapathMaps', () => {
     assert.deepEqual(m.affinityMatch.updates[0].values, Buffer.from([1, 1]));
     assert.deepEqual(d.dumpAffinityMatches(), pairs);
 
-    const meta = { name: 'shop/web', portName: 'http', type: 1 };
+    const meta = { name: 'shop/web', portName: 'http', type: 1, proto: 6 };
     d.updateSvcMeta([[7, meta]]);
     assert.deepEqual(m.svcMeta.updates[0].keys, encodeBackendId(7));
     assert.deepEqual(m.svcMeta.updates[0].values, encodeSvcMeta(meta));
@@ -203,9 +203,9 @@ describe('the fast packers write the registry codecs\' bytes', () => {
 
   it('kpr_svc_meta, ASCII by hand and the rest through the codec (into zeroed records)', () => {
     for (const m of [
-      { name: 'shop/web', portName: 'http', type: 3 },
-      { name: 'n'.repeat(63) + '/' + 's'.repeat(63), portName: 'p'.repeat(40), type: 1 },
-      { name: 'café/web', portName: 'ünï', type: 2 },
+      { name: 'shop/web', portName: 'http', type: 3, proto: 6 },
+      { name: 'n'.repeat(63) + '/' + 's'.repeat(63), portName: 'p'.repeat(40), type: 1, proto: 17 },
+      { name: 'café/web', portName: 'ünï', type: 2, proto: 132 },
     ]) {
       same('svcMeta', m, meta.value.size, packers.svcMeta, meta.value.encode, false);
     }

@@ -206,14 +206,14 @@ describe('Reconciler: kpr_vip (refuse unknown ports of a service address)', () =
 });
 
 describe('Reconciler: kpr_svc_meta, flags, LOCAL backends, IPv6', () => {
-  it('names every revNatId with the Service, port name and frontend type', () => {
+  it('names every revNatId with the Service, port name, frontend type and protocol', () => {
     const { maps, r } = setup();
     syncChecked(maps, r, plans(fe('a/x', '10.96.0.1', 80, []), fe('a/x', '192.168.1.10', 30080, [], { type: 'NodePort' })), true);
     assert.deepEqual(
       [...maps.svcMeta.entries()].sort((a, b) => a[0] - b[0]),
       [
-        [1, { name: 'a/x', portName: 'http', type: FE_TYPE.CLUSTER_IP }],
-        [2, { name: 'a/x', portName: 'http', type: FE_TYPE.NODE_PORT }],
+        [1, { name: 'a/x', portName: 'http', type: FE_TYPE.CLUSTER_IP, proto: IPPROTO.TCP }],
+        [2, { name: 'a/x', portName: 'http', type: FE_TYPE.NODE_PORT, proto: IPPROTO.TCP }],
       ],
     );
   });
@@ -293,7 +293,7 @@ describe('Reconciler: adoption of every map', () => {
     maps.prefill(first.maps.dumpServices(), first.maps.dumpBackends(), {
       vips: [...first.maps.dumpVips(), ['10.96.9.9', VIP_FLAG.REFUSE_UNKNOWN_PORT]],
       affinityMatches: [...first.maps.dumpAffinityMatches(), { backendId: 1, revNatId: 77 }],
-      svcMeta: [...first.maps.dumpSvcMeta(), [77, { name: 'gone/svc', portName: '', type: 0 }]],
+      svcMeta: [...first.maps.dumpSvcMeta(), [77, { name: 'gone/svc', portName: '', type: 0, proto: 6 }]],
     });
     const r = new Reconciler(maps, quiet);
     assert.equal(r.adopt().details.orphanAuxEntries, 3);

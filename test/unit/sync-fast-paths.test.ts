@@ -232,10 +232,10 @@ describe('BpfDatapathMaps column writes', () => {
 
   it('encode names and service addresses as the layout codecs do', () => {
     const metas: SvcMeta[] = [
-      { name: 'ns/svc', portName: 'http', type: 1 },
-      { name: 'x'.repeat(95), portName: 'p'.repeat(31), type: 4 },
-      { name: 'x'.repeat(96), portName: '', type: 2 },
-      { name: 'ns/é-名前', portName: 'ü'.repeat(20), type: 3 },
+      { name: 'ns/svc', portName: 'http', type: 1, proto: 6 },
+      { name: 'x'.repeat(95), portName: 'p'.repeat(31), type: 4, proto: 17 },
+      { name: 'x'.repeat(96), portName: '', type: 2, proto: 132 },
+      { name: 'ns/é-名前', portName: 'ü'.repeat(20), type: 3, proto: 6 },
     ];
     const { m, d } = maps();
     d.updateSvcMeta(metas.map((x, i) => [i + 1, x]));

@@ -34,7 +34,7 @@ export const SMALL_MAP_DRIFT_CASES: DriftCase[] = [
   },
   {
     name: 'a bogus kpr_svc_meta entry inserted',
-    corrupt: (m) => m.updateSvcMeta([[60000, { name: 'x/bogus', portName: '', type: 0 }]]),
+    corrupt: (m) => m.updateSvcMeta([[60000, { name: 'x/bogus', portName: '', type: 0, proto: 6 }]]),
     drift: [{ map: MAP_NAMES.svcMeta, kind: 'extra', entries: 1 }],
   },
 ];
