@@ -36,7 +36,7 @@
  *   --skip LIST           comma list of: iptables, nftables, agent, dataplane, controlplane, nodeport, kpr-tc, resync [KPR_BENCH_SKIP=]
  *                         (kpr-tc: the NodePort arm with the agent forced to --tc-attach tc, beside the default tcx;
  *                         resync: do not wait for the agent's periodic full resyncs after the changes)
- *                         (iptables and agent also drop those arms of the NodePort benchmark;
+ *                         (iptables, nftables and agent also drop those arms of the NodePort benchmark;
  *                         controlplane skips phase 3 below, ClusterIP data plane at N included)
  * KPR_BENCH_IPTABLES_RESTORE picks the iptables-restore binary (default: iptables-restore;
  * e.g. iptables-legacy-restore); KPR_BENCH_NFT the nft binary (default: nft).
@@ -60,7 +60,8 @@
  * Services, each phase in its own sandbox: an external client reaching a pod
  * through NodeIP:nodePort served by kpr's tc programs (the real agent with
  * --netns), through kube-proxy's NodePort rules (iptables-restore in an
- * identical, separate node namespace), and the pod IP directly.
+ * identical, separate node namespace), through its nftables-mode rules (nft -f
+ * in another), and the pod IP directly.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -255,7 +256,7 @@ interface Results {
     ratios?: Record<string, number>;
   };
   dataPlane: DataplaneSummary[];
-  /** NodePort from an external client: kpr (tc) vs kube-proxy's iptables rules vs the pod IP directly. */
+  /** NodePort from an external client: kpr (tc) vs kube-proxy's iptables and nftables rules vs the pod IP directly. */
   dataPlaneNodePort: NodePortSummary[];
   targets: { name: string; value: number | null; limit: number; unit: string; pass: boolean | null }[];
   errors: string[];
@@ -374,7 +375,8 @@ async function phaseAtScale(res: Results, withKpr: boolean): Promise<void> {
     const nftStep = async () => {
       if (!nftChanger || nftDone >= nftTotal || Date.now() > nftDeadline) return;
       try {
-        await nftChanger.change(nftDone % 2 === 0 ? 'exact' : 'minimal');
+        // Shapes in pairs (exact remove, exact rejoin, minimal remove, …): the stale-chain delete kube-proxy runs at a rejoin ≥ 1 s later lands in an exact sync.
+        await nftChanger.change(Math.floor(nftDone / 2) % 2 === 0 ? 'exact' : 'minimal');
       } catch (err) {
         if (res.controlPlane.nftables) res.controlPlane.nftables.changeError = (err as Error).message;
         stepFailed('nftables', err);
@@ -678,6 +680,7 @@ async function phaseNodePort(res: Results, services: number, withKpr: boolean): 
       logLevel: cfg.logLevel,
       withKpr,
       withIptables: !cfg.skip.has('iptables'),
+      withNftables: !cfg.skip.has('nftables'),
       withKprTc: !cfg.skip.has('kpr-tc'),
     },
     log,
@@ -686,42 +689,52 @@ async function phaseNodePort(res: Results, services: number, withKpr: boolean): 
   res.dataPlaneNodePort.push(summarizeNodePort(p));
 }
 
-/** Rows of the NodePort table: metric, kpr, iptables, direct, kpr/direct, iptables/direct, kpr/iptables. */
+/**
+ * Rows of the NodePort table: metric, kpr, iptables, nftables, direct,
+ * kpr/direct, iptables/direct, nftables/direct, kpr/iptables, kpr/nftables.
+ */
 function nodePortRows(res: Results): string[][] {
   const rows: string[][] = [];
   for (const d of res.dataPlaneNodePort) {
     const k = d.arms.kpr;
     const i = d.arms.iptables;
+    const f = d.arms.nftables;
     const x = d.arms.direct;
     const at = `${d.services.toLocaleString('en-US')} svc`;
     const us = (v?: number) => (v === undefined ? 'n/a' : `${v} µs`);
-    const line = (metric: string, f: (a: NonNullable<typeof k>) => number, fmt: (v?: number) => string) => [
-      metric,
-      fmt(k && f(k)),
-      fmt(i && f(i)),
-      fmt(x && f(x)),
-      fmtRatio(k && f(k), x && f(x)),
-      fmtRatio(i && f(i), x && f(x)),
-      fmtRatio(k && f(k), i && f(i)),
+    const five = (kv?: number, iv?: number, fv?: number, xv?: number) => [
+      fmtRatio(kv, xv),
+      fmtRatio(iv, xv),
+      fmtRatio(fv, xv),
+      fmtRatio(kv, iv),
+      fmtRatio(kv, fv),
     ];
+    const line = (metric: string, g: (a: NonNullable<typeof k>) => number, fmt: (v?: number) => string) => {
+      const [kv, iv, fv, xv] = [k && g(k), i && g(i), f && g(f), x && g(x)];
+      return [metric, fmt(kv), fmt(iv), fmt(fv), fmt(xv), ...five(kv, iv, fv, xv)];
+    };
     rows.push(line(`NodePort conn p50 latency, ${at}`, (a) => a.p50_us, us));
     rows.push(line(`NodePort conn p99 latency, ${at}`, (a) => a.p99_us, us));
     rows.push(line(`NodePort conns/s, ${at}`, (a) => a.conns_per_sec, (v) => (v === undefined ? 'n/a' : `${v}`)));
     const pm = (r?: { pairedMean: number | null }) => (r?.pairedMean != null ? `${r.pairedMean}×` : 'n/a');
-    rows.push([`  paired mean-latency ratio, ${at}`, '', '', '', pm(d.ratios.kprDirect), pm(d.ratios.iptablesDirect), pm(d.ratios.kprIptables)]);
+    rows.push([
+      `  paired mean-latency ratio, ${at}`,
+      '',
+      '',
+      '',
+      '',
+      pm(d.ratios.kprDirect),
+      pm(d.ratios.iptablesDirect),
+      pm(d.ratios.nftablesDirect),
+      pm(d.ratios.kprIptables),
+      pm(d.ratios.kprNftables),
+    ]);
     const vk = d.arms['direct-via-kpr-node'];
     const vi = d.arms['direct-via-iptables-node'];
-    rows.push([
-      `  pod IP direct through that node, p50, ${at}`,
-      us(vk?.p50_us),
-      us(vi?.p50_us),
-      us(x?.p50_us),
-      fmtRatio(vk?.p50_us, x?.p50_us),
-      fmtRatio(vi?.p50_us, x?.p50_us),
-      fmtRatio(vk?.p50_us, vi?.p50_us),
-    ]);
+    const vf = d.arms['direct-via-nftables-node'];
+    rows.push([`  pod IP direct through that node, p50, ${at}`, us(vk?.p50_us), us(vi?.p50_us), us(vf?.p50_us), us(x?.p50_us), ...five(vk?.p50_us, vi?.p50_us, vf?.p50_us, x?.p50_us)]);
     const tc = (t?: { clientSynRetrans: number; podPawsTimewait: number }) => (t ? `${t.clientSynRetrans} / ${t.podPawsTimewait}` : 'n/a');
-    rows.push([`  client SYN retransmits / pod PAWS-rejected SYNs, ${at}`, tc(d.tcp.kpr), tc(d.tcp.iptables), tc(d.tcp.direct), '', '', '']);
+    rows.push([`  client SYN retransmits / pod PAWS-rejected SYNs, ${at}`, tc(d.tcp.kpr), tc(d.tcp.iptables), tc(d.tcp.nftables), tc(d.tcp.direct), '', '', '', '', '']);
   }
   return rows;
 }
@@ -819,7 +832,7 @@ async function main(): Promise<void> {
       ? [
           renderGrid(
             `kpr benchmark — NodePort data plane (external client namespace → NodeIP:nodePort → pod, eTP=Cluster, SNAT; same request loop; medians of ${cfg.npRounds} alternating rounds × ${cfg.npConns} connections; each path on its own identical node)`,
-            ['metric', 'kpr (tc, default attach mode)', 'kube-proxy (iptables)', 'pod IP direct', 'kpr / direct', 'iptables / direct', 'kpr / iptables'],
+            ['metric', 'kpr (tc, default attach mode)', 'kube-proxy (iptables)', 'kube-proxy (nftables)', 'pod IP direct', 'kpr / direct', 'iptables / direct', 'nftables / direct', 'kpr / iptables', 'kpr / nftables'],
             nodePortRows(res),
           ),
           '',
