@@ -188,34 +188,28 @@ function natJumps(): string[] {
   ];
 }
 
-/** The whole ruleset for a cold start (plain iptables-restore, no --noflush). */
+/**
+ * The whole ruleset for a cold start (plain iptables-restore, no --noflush),
+ * in chunks of `chunk` services (at 100,000 Services the text comes close to
+ * the longest string JavaScript allows). Declarations first, then
+ * KUBE-SERVICES, then the service chains' rules, as fullRestore().
+ */
+export function* fullRestoreChunks(services: KpService[], chunk = 500): Generator<string> {
+  const lines = (l: string[]) => (l.length ? l.join('\n') + '\n' : '');
+  const slices = function* () {
+    for (let i = 0; i < services.length; i += chunk) yield services.slice(i, i + chunk);
+  };
+  yield lines([...filterTable(), '*nat', ':PREROUTING ACCEPT [0:0]', ':INPUT ACCEPT [0:0]', ':OUTPUT ACCEPT [0:0]', ':POSTROUTING ACCEPT [0:0]', ...natFixedChains()]);
+  for (const part of slices()) yield lines(part.flatMap((svc) => serviceChains(svc).chains));
+  yield lines(natJumps());
+  for (const part of slices()) yield lines(part.filter((svc) => svc.endpoints.length > 0).map(servicesRule));
+  yield lines([NODEPORTS_LAST, ...nodePortRules(services), ...natFixedRules()]);
+  for (const part of slices()) yield lines(part.flatMap((svc) => serviceChains(svc).rules));
+  yield 'COMMIT\n';
+}
+
 export function fullRestore(services: KpService[]): string {
-  const chains = natFixedChains();
-  const rules = natFixedRules();
-  const svcRules: string[] = [];
-  for (const svc of services) {
-    const c = serviceChains(svc);
-    chains.push(...c.chains);
-    rules.push(...c.rules);
-    if (svc.endpoints.length > 0) svcRules.push(servicesRule(svc));
-  }
-  svcRules.push(NODEPORTS_LAST);
-  svcRules.push(...nodePortRules(services));
-  const out = [
-    ...filterTable(),
-    '*nat',
-    ':PREROUTING ACCEPT [0:0]',
-    ':INPUT ACCEPT [0:0]',
-    ':OUTPUT ACCEPT [0:0]',
-    ':POSTROUTING ACCEPT [0:0]',
-    ...chains,
-    ...natJumps(),
-    ...svcRules,
-    ...rules,
-    'COMMIT',
-    '',
-  ];
-  return out.join('\n');
+  return [...fullRestoreChunks(services)].join('');
 }
 
 export interface PartialOptions {

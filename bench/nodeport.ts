@@ -7,6 +7,11 @@
  *    same services (bench/kube-proxy-rules.ts: KUBE-SERVICES → KUBE-NODEPORTS
  *    → KUBE-EXT → KUBE-SVC → KUBE-SEP, masquerade in KUBE-POSTROUTING),
  *    loaded with iptables-restore into that stack's node namespace;
+ *  - nftables: the same through kube-proxy's nftables mode
+ *    (bench/kube-proxy-nft.ts: nat-prerouting → services → the
+ *    service-nodeports vmap → external-… → service-… → endpoint-…,
+ *    masquerading in nat-postrouting), loaded with `nft -f` into its own
+ *    stack's node namespace, the node IP in its nodeport-ips set;
  *  - kpr-tc: the same as kpr with the agent forced to `--tc-attach tc` (a
  *    clsact qdisc with a cls_bpf filter, the mode of kernels before 6.6)
  *    beside the default (tcx links where the kernel has them), on a stack of
@@ -14,9 +19,9 @@
  *  - direct: the pod IP, routed through a node with neither.
  * Each path has its own identical client–node–pod stack
  * (bench/nodeport-topology.ts), so kpr's tc programs never see the iptables
- * or direct traffic and the iptables rules never see kpr's. Two references
- * measure the pod IP directly through the kpr node and through the iptables
- * node (what a node's datapath costs traffic that is not a service's).
+ * or direct traffic and the iptables rules never see kpr's. References
+ * measure the pod IP directly through the kpr node, the iptables node and the
+ * nftables node (what a node's datapath costs traffic that is not a service's).
  *
  * The workload: `services` NodePort Services (externalTrafficPolicy=Cluster)
  * with `endpoints` fake endpoints each, and the echo Service, whose only
@@ -35,6 +40,8 @@ import { startAgent, startApi, type Agent, type BenchApiServer } from './control
 import { connloadIn, type ConnResult } from './data-plane.js';
 import { IPTABLES_RESTORE, natRuleCount, restoreIn } from './iptables.js';
 import { fullRestore, type KpService } from './kube-proxy-rules.js';
+import { fullTransactionChunks } from './kube-proxy-nft.js';
+import { listChainsIn, NFT, nftIn } from './nftables.js';
 import {
   createNodePortStack,
   NP_ECHO_PORT,
@@ -44,7 +51,7 @@ import {
   NP_UPLINK,
   type NodePortStack,
 } from './nodeport-topology.js';
-import { BENCH_NAMESPACE, ECHO_CLUSTER_IP, endpointSliceObject, makeScenario, NODE_NAME, PORT_NAME, serviceObject, SERVICE_PORT, type KubeObj } from './scenario.js';
+import { BENCH_NAMESPACE, ECHO_CLUSTER_IP, endpointSliceObject, makeScenario, NODE_NAME, PORT_NAME, serviceCIDRs, serviceObject, SERVICE_PORT, type KubeObj } from './scenario.js';
 
 export const NODEPORT_BASE = 20000;
 export const NP_ECHO_SERVICE = 'echo-np';
@@ -100,7 +107,7 @@ export function nodePortNodeObject(): KubeObj {
   };
 }
 
-export type NodePortArm = 'kpr' | 'kpr-tc' | 'iptables' | 'direct' | 'direct-via-kpr-node' | 'direct-via-iptables-node';
+export type NodePortArm = 'kpr' | 'kpr-tc' | 'iptables' | 'nftables' | 'direct' | 'direct-via-kpr-node' | 'direct-via-iptables-node' | 'direct-via-nftables-node';
 
 /** The agents of the kpr arms: the default tc attach mode, and the classic one forced beside it (when the default is tcx). */
 type KprArm = 'kpr' | 'kpr-tc';
@@ -115,6 +122,8 @@ export interface NodePortConfig {
   logLevel: string;
   withKpr: boolean;
   withIptables: boolean;
+  /** The kube-proxy nftables-mode arm. Default: false. */
+  withNftables?: boolean;
   /** Also measure the agent with --tc-attach tc (arm kpr-tc) beside the default. Default: true. */
   withKprTc?: boolean;
 }
@@ -136,6 +145,7 @@ export interface NodePortPhase {
   /** The same for the agent forced to --tc-attach tc (arm kpr-tc). */
   kprTc?: { tcAttachMode?: string; initialSyncMs: number; stats?: unknown };
   iptables?: { loadMs: number; natRules: number; binary: string };
+  nftables?: { loadMs: number; chains: number; binary: string };
   /**
    * TCP counters of each stack over the measured rounds (its NodePort arm and
    * its direct reference together): the client's SYN retransmissions and the
@@ -143,7 +153,7 @@ export interface NodePortPhase {
    * 4-tuple, as the pod sees it, is still in TIME_WAIT there), which explain
    * tail latency.
    */
-  tcp: Partial<Record<'kpr' | 'kpr-tc' | 'iptables' | 'direct', TcpCounters>>;
+  tcp: Partial<Record<'kpr' | 'kpr-tc' | 'iptables' | 'nftables' | 'direct', TcpCounters>>;
   errors: string[];
 }
 
@@ -251,6 +261,23 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
       targets.set('direct-via-iptables-node', { stack, ip: NP_POD_IP, port: NP_ECHO_PORT });
     }
 
+    if (cfg.withNftables) {
+      const stack = await createNodePortStack(sandbox, 'npn');
+      const chunks = [...fullTransactionChunks(services, { nodeIPs: [NP_NODE_IP], serviceCIDRs: serviceCIDRs(services.length) })];
+      log(`nodeport: nft -f of ${services.length} NodePort services into ${stack.nodeNs}`);
+      try {
+        const loadMs = await nftIn(stack.nodeNs, chunks, [], 300_000);
+        res.nftables = { loadMs: Math.round(loadMs), chains: (await listChainsIn(stack.nodeNs)).chains, binary: NFT };
+        log(`nodeport: nftables loaded in ${loadMs.toFixed(0)} ms (${res.nftables.chains} chains)`);
+        targets.set('nftables', { stack, ip: NP_NODE_IP, port: nodePort });
+        targets.set('direct-via-nftables-node', { stack, ip: NP_POD_IP, port: NP_ECHO_PORT });
+      } catch (err) {
+        const msg = `nodeport nftables at ${cfg.services} services: ${(err as Error).message}`;
+        log(`ERROR ${msg}`);
+        res.errors.push(msg);
+      }
+    }
+
     // The kpr arms: the default attach mode, and (when that is tcx) --tc-attach tc beside it.
     const kprArms: Array<{ arm: KprArm; role: string; bpffs: string; args: string[] }> = [];
     if (cfg.withKpr) {
@@ -330,10 +357,10 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
       }
     }
 
-    const order: NodePortArm[] = ['kpr', 'kpr-tc', 'iptables', 'direct', 'direct-via-kpr-node', 'direct-via-iptables-node'];
+    const order: NodePortArm[] = ['kpr', 'kpr-tc', 'iptables', 'nftables', 'direct', 'direct-via-kpr-node', 'direct-via-iptables-node', 'direct-via-nftables-node'];
     const arms = order.filter((a) => targets.has(a));
-    const stacks = new Map<'kpr' | 'kpr-tc' | 'iptables' | 'direct', NodePortStack>();
-    for (const k of ['kpr', 'kpr-tc', 'iptables', 'direct'] as const) if (targets.has(k)) stacks.set(k, targets.get(k)!.stack);
+    const stacks = new Map<'kpr' | 'kpr-tc' | 'iptables' | 'nftables' | 'direct', NodePortStack>();
+    for (const k of ['kpr', 'kpr-tc', 'iptables', 'nftables', 'direct'] as const) if (targets.has(k)) stacks.set(k, targets.get(k)!.stack);
     const before = new Map([...stacks].map(([k, st]) => [k, tcpCounters(st)]));
     for (const a of arms) res.rounds[a] = [];
     log(`nodeport at ${cfg.services} services (node port ${nodePort}): ${cfg.rounds} rounds × ${cfg.conns} connections per arm: ${arms.join(', ')}`);

@@ -112,16 +112,17 @@ function ratioSet(a: ArmSummary | undefined, b: ArmSummary | undefined): RatioSe
   return { p50: q(a.p50_us, b.p50_us), p99: q(a.p99_us, b.p99_us), connsPerSec: q(a.conns_per_sec, b.conns_per_sec), pairedMean: paired.length ? round(median(paired)) : null };
 }
 
-/** The NodePort data plane at one service count: kpr, iptables and direct arms, and their ratios. */
+/** The NodePort data plane at one service count: kpr, iptables, nftables and direct arms, and their ratios. */
 export interface NodePortSummary {
   services: number;
   nodePort: number;
   arms: Record<string, ArmSummary>;
   /** kprTcKpr: the agent with --tc-attach tc (clsact filter) over the default (tcx link where the kernel has it). */
-  ratios: { kprDirect?: RatioSet; iptablesDirect?: RatioSet; kprIptables?: RatioSet; kprTcKpr?: RatioSet };
+  ratios: { kprDirect?: RatioSet; iptablesDirect?: RatioSet; kprIptables?: RatioSet; nftablesDirect?: RatioSet; kprNftables?: RatioSet; kprTcKpr?: RatioSet };
   kpr?: unknown;
   kprTc?: unknown;
   iptables?: unknown;
+  nftables?: unknown;
   tcp: Partial<Record<string, { clientSynRetrans: number; podPawsTimewait: number; podTimeWait: number }>>;
   errors: string[];
 }
@@ -136,11 +137,14 @@ export function summarizeNodePort(p: Omit<NodePortSummary, 'arms' | 'ratios'> & 
       kprDirect: ratioSet(arms.kpr, arms.direct),
       iptablesDirect: ratioSet(arms.iptables, arms.direct),
       kprIptables: ratioSet(arms.kpr, arms.iptables),
+      nftablesDirect: ratioSet(arms.nftables, arms.direct),
+      kprNftables: ratioSet(arms.kpr, arms.nftables),
       kprTcKpr: ratioSet(arms['kpr-tc'], arms.kpr),
     },
     kpr: p.kpr,
     kprTc: p.kprTc,
     iptables: p.iptables,
+    nftables: p.nftables,
     tcp: p.tcp,
     errors: p.errors,
   };

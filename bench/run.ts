@@ -1,5 +1,5 @@
 /**
- * kpr benchmark: kpr vs kube-proxy (iptables mode), control plane and data plane,
+ * kpr benchmark: kpr vs kube-proxy (iptables mode and nftables mode), control plane and data plane,
  * all figures from one run, printed as a table and then as JSON (stdout, and
  * build/bench-results.json). Progress goes to stderr.
  *
@@ -16,6 +16,13 @@
  *   --ipt-changes N       iptables partial syncs per shape        [KPR_BENCH_IPT_CHANGES=30]
  *   --ipt-budget-ms N     time bound for all iptables changes     [KPR_BENCH_IPT_BUDGET_MS=120000]
  *   --ipt-cold N          cold iptables loads (fresh netns each)  [KPR_BENCH_IPT_COLD=1]
+ *   --nft-changes N       nftables partial syncs per shape        [KPR_BENCH_NFT_CHANGES=--ipt-changes]
+ *   --nft-budget-ms N     time bound for all nftables changes     [KPR_BENCH_NFT_BUDGET_MS=--ipt-budget-ms]
+ *   --nft-cold N          cold nftables loads (fresh netns each)  [KPR_BENCH_NFT_COLD=--ipt-cold]
+ *   --cold-timeout-ms N   bound on each iptables-restore / nft cold load; one that runs out is
+ *                         reported "not finished within N s" and its changes are skipped
+ *                                                                [KPR_BENCH_COLD_TIMEOUT_MS=300000]
+ *   --step-timeout-ms N   bound on each iptables / nftables partial sync [KPR_BENCH_STEP_TIMEOUT_MS=60000]
  *   --dp-rounds N         data-plane rounds per arm               [KPR_BENCH_DP_ROUNDS=5]
  *   --dp-conns N          connections per data-plane round        [KPR_BENCH_DP_CONNS=5000]
  *   --dp-limit-ms N       time bound per data-plane round         [KPR_BENCH_DP_LIMIT_MS=20000]
@@ -26,31 +33,35 @@
  *   --np-limit-ms N       time bound per NodePort round           [KPR_BENCH_NP_LIMIT_MS=20000]
  *   --agent-timeout-ms N  wait for the agent's initial sync       [KPR_BENCH_AGENT_TIMEOUT_MS=300000]
  *   --log-level L         the agent's --log-level                 [KPR_BENCH_LOG_LEVEL=info]
- *   --skip LIST           comma list of: iptables, agent, dataplane, controlplane, nodeport, kpr-tc, resync [KPR_BENCH_SKIP=]
+ *   --skip LIST           comma list of: iptables, nftables, agent, dataplane, controlplane, nodeport, kpr-tc, resync [KPR_BENCH_SKIP=]
  *                         (kpr-tc: the NodePort arm with the agent forced to --tc-attach tc, beside the default tcx;
  *                         resync: do not wait for the agent's periodic full resyncs after the changes)
- *                         (iptables and agent also drop those arms of the NodePort benchmark;
+ *                         (iptables, nftables and agent also drop those arms of the NodePort benchmark;
  *                         controlplane skips phase 3 below, ClusterIP data plane at N included)
  * KPR_BENCH_IPTABLES_RESTORE picks the iptables-restore binary (default: iptables-restore;
- * e.g. iptables-legacy-restore).
+ * e.g. iptables-legacy-restore); KPR_BENCH_NFT the nft binary (default: nft).
+ * --services goes up to 105,960 (bench/scenario.ts); at 100,000 the NodePort
+ * benchmark's default --np-services is capped at the 45,536 node ports it has.
  *
  * Safety: every namespace, the cgroup and the bpffs directory belong to this
  * run's Sandbox (sandbox/netns.ts) and are removed on exit or signal; iptables
- * rules are only ever loaded into the run's own throwaway namespaces; all
+ * and nftables rules are only ever loaded into the run's own throwaway namespaces; all
  * addresses are in 198.18.0.0/15; every loop is bounded in count and time.
  *
  * Phases: (1) build the C helpers; (2) data plane with 1 Service (its own
- * sandbox and agent); (3) at N Services: iptables cold load(s), then the cold
+ * sandbox and agent); (3) at N Services: iptables cold load(s), nftables cold
+ * load(s) (bench/nftables.ts: kube-proxy's nftables mode, `nft -f`), then the cold
  * path's floor (bench/cold-floor.ts in fresh processes), then the kpr
  * agent's initial sync, RSS, kpr endpoint changes interleaved with kube-proxy
- * partial syncs (kpr's changes also reported split by the agent's idle time
+ * partial syncs of both modes (kpr's changes also reported split by the agent's idle time
  * before them: back to back, or after a ≥ 50 ms pause such as an iptables
  * step), RSS again, then the data plane at N Services; (4) the
  * NodePort data plane (bench/nodeport.ts) at 1 and at --np-services NodePort
  * Services, each phase in its own sandbox: an external client reaching a pod
  * through NodeIP:nodePort served by kpr's tc programs (the real agent with
  * --netns), through kube-proxy's NodePort rules (iptables-restore in an
- * identical, separate node namespace), and the pod IP directly.
+ * identical, separate node namespace), through its nftables-mode rules (nft -f
+ * in another), and the pod IP directly.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -75,6 +86,7 @@ import {
 import { runColdSyncChild } from './cold-child.js';
 import { buildHelpers, dataplaneRounds, setupDataplane, waitReachable } from './data-plane.js';
 import { iptablesVersion, setupIptables, IPTABLES_RESTORE, type IptablesCold, type IptablesChanger } from './iptables.js';
+import { NFT, nftVersion, NotFinishedError, setupNftables, type NftablesCold, type NftChanger } from './nftables.js';
 import { nodePortPhase } from './nodeport.js';
 import { deprioritizeHarness, HARNESS_NICE, UNDER_TEST_NICE } from './priority.js';
 import {
@@ -92,7 +104,9 @@ import {
   type NodePortSummary,
   type Row,
 } from './report.js';
-import { makeScenario, ECHO_CLUSTER_IP, SERVICE_PORT } from './scenario.js';
+import { makeScenario, serviceCIDRs, ECHO_CLUSTER_IP, SERVICE_PORT } from './scenario.js';
+import { NODE_BRIDGE_IP } from '../sandbox/topology.js';
+import { NODEPORT_BASE } from './nodeport.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -103,6 +117,11 @@ const { values: flags } = parseArgs({
     'ipt-changes': { type: 'string' },
     'ipt-budget-ms': { type: 'string' },
     'ipt-cold': { type: 'string' },
+    'nft-changes': { type: 'string' },
+    'nft-budget-ms': { type: 'string' },
+    'nft-cold': { type: 'string' },
+    'cold-timeout-ms': { type: 'string' },
+    'step-timeout-ms': { type: 'string' },
     'dp-rounds': { type: 'string' },
     'dp-conns': { type: 'string' },
     'dp-limit-ms': { type: 'string' },
@@ -124,18 +143,28 @@ function num(flag: keyof typeof flags, env: string, dflt: number): number {
 }
 
 const services = num('services', 'KPR_BENCH_SERVICES', 10_000);
+const iptChanges = num('ipt-changes', 'KPR_BENCH_IPT_CHANGES', 30);
+const iptBudgetMs = num('ipt-budget-ms', 'KPR_BENCH_IPT_BUDGET_MS', 120_000);
+const iptCold = Math.max(1, num('ipt-cold', 'KPR_BENCH_IPT_COLD', 1));
+/** Node ports NODEPORT_BASE..65535: the NodePort benchmark's limit. */
+const MAX_NODEPORT_SERVICES = 65536 - NODEPORT_BASE;
 const cfg = {
   services,
   endpoints: num('endpoints', 'KPR_BENCH_ENDPOINTS', 10),
   changes: num('changes', 'KPR_BENCH_CHANGES', 1000),
   changeBudgetMs: num('change-budget-ms', 'KPR_BENCH_CHANGE_BUDGET_MS', 180_000),
-  iptChanges: num('ipt-changes', 'KPR_BENCH_IPT_CHANGES', 30),
-  iptBudgetMs: num('ipt-budget-ms', 'KPR_BENCH_IPT_BUDGET_MS', 120_000),
-  iptCold: Math.max(1, num('ipt-cold', 'KPR_BENCH_IPT_COLD', 1)),
+  iptChanges,
+  iptBudgetMs,
+  iptCold,
+  nftChanges: num('nft-changes', 'KPR_BENCH_NFT_CHANGES', iptChanges),
+  nftBudgetMs: num('nft-budget-ms', 'KPR_BENCH_NFT_BUDGET_MS', iptBudgetMs),
+  nftCold: Math.max(1, num('nft-cold', 'KPR_BENCH_NFT_COLD', iptCold)),
+  coldTimeoutMs: Math.max(1000, num('cold-timeout-ms', 'KPR_BENCH_COLD_TIMEOUT_MS', 300_000)),
+  stepTimeoutMs: Math.max(1000, num('step-timeout-ms', 'KPR_BENCH_STEP_TIMEOUT_MS', 60_000)),
   dpRounds: num('dp-rounds', 'KPR_BENCH_DP_ROUNDS', 5),
   dpConns: num('dp-conns', 'KPR_BENCH_DP_CONNS', 5000),
   dpLimitMs: num('dp-limit-ms', 'KPR_BENCH_DP_LIMIT_MS', 20_000),
-  npServices: Math.max(1, num('np-services', 'KPR_BENCH_NP_SERVICES', services)),
+  npServices: Math.max(1, num('np-services', 'KPR_BENCH_NP_SERVICES', Math.min(services, MAX_NODEPORT_SERVICES))),
   npRounds: Math.max(1, num('np-rounds', 'KPR_BENCH_NP_ROUNDS', 5)),
   npConns: Math.max(1, num('np-conns', 'KPR_BENCH_NP_CONNS', 3000)),
   npLimitMs: num('np-limit-ms', 'KPR_BENCH_NP_LIMIT_MS', 20_000),
@@ -143,6 +172,11 @@ const cfg = {
   logLevel: (flags['log-level'] as string | undefined) ?? process.env.KPR_BENCH_LOG_LEVEL ?? 'info',
   skip: new Set(((flags.skip as string | undefined) ?? process.env.KPR_BENCH_SKIP ?? '').split(',').map((s) => s.trim()).filter(Boolean)),
 };
+
+/** What to report for a cold load that did not complete: "not finished within X s", or the failure. */
+function coldFailure(err: unknown): string {
+  return err instanceof NotFinishedError ? `not finished within ${(err.limitMs / 1000).toFixed(0)} s` : `failed: ${(err as Error).message.split('\n')[0]}`;
+}
 
 /** Fresh processes timing the cold path's floor before the agent starts. */
 const FLOOR_RUNS = 3;
@@ -195,16 +229,34 @@ interface Results {
     iptables?: {
       binary: string;
       version: string;
-      cold: IptablesCold & { medianMs: number };
+      /** Set when the cold load ran out of --cold-timeout-ms (or failed): no cold figure, no changes. */
+      notFinished?: string;
+      cold?: IptablesCold & { medianMs: number };
       /** kube-proxy's real partial sync: KUBE-SERVICES in full + the changed service's chains. */
       changeExactMs: ReturnType<typeof dist>;
       /** Only the changed service's chains (a lower bound for iptables). */
       changeMinimalMs: ReturnType<typeof dist>;
     };
+    /** kube-proxy's nftables mode (bench/kube-proxy-nft.ts, loaded with nft -f; bench/nftables.ts). */
+    nftables?: {
+      binary: string;
+      version: string;
+      notFinished?: string;
+      cold?: NftablesCold & { medianMs: number };
+      /** kube-proxy's whole partial sync: `nft -j list chains ip`, the stale-chain delete when due, the transaction. */
+      changeExactMs: ReturnType<typeof dist>;
+      /** The partial-sync transaction alone: the changed service's chains rewritten (one nft -f). */
+      changeMinimalMs: ReturnType<typeof dist>;
+      /** The chain listing inside each exact sync. */
+      listChainsMs: ReturnType<typeof dist>;
+      staleChainDeletes: number;
+      /** A partial sync that ran out of --step-timeout-ms or failed (the remaining ones are skipped). */
+      changeError?: string;
+    };
     ratios?: Record<string, number>;
   };
   dataPlane: DataplaneSummary[];
-  /** NodePort from an external client: kpr (tc) vs kube-proxy's iptables rules vs the pod IP directly. */
+  /** NodePort from an external client: kpr (tc) vs kube-proxy's iptables and nftables rules vs the pod IP directly. */
   dataPlaneNodePort: NodePortSummary[];
   targets: { name: string; value: number | null; limit: number; unit: string; pass: boolean | null }[];
   errors: string[];
@@ -268,16 +320,33 @@ async function phaseAtScale(res: Results, withKpr: boolean): Promise<void> {
     // kube-proxy: cold loads first, while nothing else runs.
     let changer: IptablesChanger | undefined;
     if (!cfg.skip.has('iptables')) {
-      log(`iptables: cold load of ${total} services with ${IPTABLES_RESTORE} (${cfg.iptCold}×)`);
-      const ipt = await setupIptables(sandbox, scenario.services, target, cfg.iptCold, log);
-      changer = ipt.changer;
-      res.controlPlane.iptables = {
-        binary: IPTABLES_RESTORE,
-        version: iptablesVersion(),
-        cold: { ...ipt.cold, coldMs: ipt.cold.coldMs.map((v) => round(v)), medianMs: round(median(ipt.cold.coldMs)) },
-        changeExactMs: dist([]),
-        changeMinimalMs: dist([]),
-      };
+      log(`iptables: cold load of ${total} services with ${IPTABLES_RESTORE} (${cfg.iptCold}×, each bounded at ${cfg.coldTimeoutMs / 1000} s)`);
+      res.controlPlane.iptables = { binary: IPTABLES_RESTORE, version: iptablesVersion(), changeExactMs: dist([]), changeMinimalMs: dist([]) };
+      try {
+        const ipt = await setupIptables(sandbox, scenario.services, target, cfg.iptCold, log, cfg.coldTimeoutMs, cfg.stepTimeoutMs);
+        changer = ipt.changer;
+        res.controlPlane.iptables.cold = { ...ipt.cold, coldMs: ipt.cold.coldMs.map((v) => round(v)), medianMs: round(median(ipt.cold.coldMs)) };
+      } catch (err) {
+        res.controlPlane.iptables.notFinished = coldFailure(err);
+        log(`iptables: ${res.controlPlane.iptables.notFinished}`);
+        res.errors.push(`iptables cold load at ${total} services: ${res.controlPlane.iptables.notFinished}`);
+      }
+    }
+    let nftChanger: NftChanger | undefined;
+    if (!cfg.skip.has('nftables')) {
+      log(`nftables: cold load of ${total} services with ${NFT} -f (${cfg.nftCold}×, each bounded at ${cfg.coldTimeoutMs / 1000} s)`);
+      res.controlPlane.nftables = { binary: NFT, version: nftVersion(), changeExactMs: dist([]), changeMinimalMs: dist([]), listChainsMs: dist([]), staleChainDeletes: 0 };
+      try {
+        const opts = { nodeIPs: [NODE_BRIDGE_IP], serviceCIDRs: serviceCIDRs(cfg.services) };
+        const nft = await setupNftables(sandbox, scenario.services, target, cfg.nftCold, opts, log, cfg.coldTimeoutMs, cfg.stepTimeoutMs);
+        nftChanger = nft.changer;
+        res.controlPlane.nftables.cold = { ...nft.cold, coldMs: nft.cold.coldMs.map((v) => round(v)), medianMs: round(median(nft.cold.coldMs)) };
+        log(`nftables: ${nft.cold.chains} chains loaded (${(nft.cold.inputBytes / 1e6).toFixed(1)} MB, ${nft.cold.inputLines} lines of transaction)`);
+      } catch (err) {
+        res.controlPlane.nftables.notFinished = coldFailure(err);
+        log(`nftables: ${res.controlPlane.nftables.notFinished}`);
+        res.errors.push(`nftables cold load at ${total} services: ${res.controlPlane.nftables.notFinished}`);
+      }
     }
 
     const env = !cfg.skip.has('dataplane') ? await setupDataplane(sandbox) : undefined;
@@ -288,11 +357,42 @@ async function phaseAtScale(res: Results, withKpr: boolean): Promise<void> {
     let iptDone = 0;
     const iptStep = async () => {
       if (!changer || iptDone >= iptTotal || Date.now() > iptDeadline) return;
-      await changer.change(iptDone % 2 === 0 ? 'exact' : 'minimal');
+      try {
+        await changer.change(iptDone % 2 === 0 ? 'exact' : 'minimal');
+      } catch (err) {
+        stepFailed('iptables', err);
+        changer = undefined;
+        return;
+      }
       iptDone++;
       // Let the kernel finish the nft commit's deferred work before kpr's next change is timed.
       await new Promise((r) => setTimeout(r, 100));
     };
+    // nftables partial syncs, the same way.
+    const nftTotal = nftChanger ? cfg.nftChanges * 2 : 0;
+    const nftDeadline = Date.now() + cfg.nftBudgetMs;
+    let nftDone = 0;
+    const nftStep = async () => {
+      if (!nftChanger || nftDone >= nftTotal || Date.now() > nftDeadline) return;
+      try {
+        // Shapes in pairs (exact remove, exact rejoin, minimal remove, …): the stale-chain delete kube-proxy runs at a rejoin ≥ 1 s later lands in an exact sync.
+        await nftChanger.change(Math.floor(nftDone / 2) % 2 === 0 ? 'exact' : 'minimal');
+      } catch (err) {
+        if (res.controlPlane.nftables) res.controlPlane.nftables.changeError = (err as Error).message;
+        stepFailed('nftables', err);
+        nftChanger = undefined;
+        return;
+      }
+      nftDone++;
+      await new Promise((r) => setTimeout(r, 100));
+    };
+    const stepFailed = (what: string, err: unknown) => {
+      const msg = `${what} partial sync ${err instanceof NotFinishedError ? `not finished within ${err.limitMs / 1000} s` : `failed: ${(err as Error).message}`}; its remaining changes skipped`;
+      log(msg);
+      res.errors.push(msg);
+    };
+    const iptChanger = changer;
+    const nftChangerAll = nftChanger;
 
     let kpr: KprControl | undefined;
     const coldFloorMs: number[] = [];
@@ -309,11 +409,15 @@ async function phaseAtScale(res: Results, withKpr: boolean): Promise<void> {
       log(`kpr: initial sync ${fmtMs(started.initial.cacheSyncedToMapsWrittenMs)} (spawn→synced ${fmtMs(started.initial.spawnToSyncedMs)}), RSS ${(started.initial.rssKiB / MiB).toFixed(1)} MiB`);
       const phases = rssPhases(agent);
       if (phases) log(`kpr: RSS by phase: datapath loaded ${phases.datapathLoaded} MiB, caches synced ${phases.cachesSynced} MiB, maps written ${phases.mapsWritten} MiB`);
-      const every = iptTotal > 0 ? Math.max(1, Math.floor(cfg.changes / iptTotal)) : Infinity;
-      log(`kpr: ${cfg.changes} endpoint changes${changer ? `, one iptables partial sync every ${every}` : ''}`);
+      const steps = Math.max(iptTotal, nftTotal);
+      const every = steps > 0 ? Math.max(1, Math.floor(cfg.changes / steps)) : Infinity;
+      log(`kpr: ${cfg.changes} endpoint changes${steps ? `, one iptables and one nftables partial sync every ${every}` : ''}`);
       kpr.changes = await endpointChanges(api, agent, target, cfg.changes, cfg.changeBudgetMs, async (i) => {
-        if ((i + 1) % 100 === 0) log(`  kpr change ${i + 1}/${cfg.changes}, iptables ${iptDone}/${iptTotal}`);
-        if ((i + 1) % every === 0) await iptStep();
+        if ((i + 1) % 100 === 0) log(`  kpr change ${i + 1}/${cfg.changes}, iptables ${iptDone}/${iptTotal}, nftables ${nftDone}/${nftTotal}`);
+        if ((i + 1) % every === 0) {
+          await iptStep();
+          await nftStep();
+        }
       });
       await new Promise((r) => setTimeout(r, 500));
       kpr.rssAfterChangesKiB = agent.rssKiB();
@@ -324,10 +428,19 @@ async function phaseAtScale(res: Results, withKpr: boolean): Promise<void> {
       }
     }
     while (changer && iptDone < iptTotal && Date.now() <= iptDeadline) await iptStep();
-    if (changer && res.controlPlane.iptables) {
-      res.controlPlane.iptables.changeExactMs = dist(changer.exactMs);
-      res.controlPlane.iptables.changeMinimalMs = dist(changer.minimalMs);
-      log(`iptables: ${changer.exactMs.length} exact + ${changer.minimalMs.length} minimal partial syncs`);
+    while (nftChanger && nftDone < nftTotal && Date.now() <= nftDeadline) await nftStep();
+    if (iptChanger && res.controlPlane.iptables) {
+      res.controlPlane.iptables.changeExactMs = dist(iptChanger.exactMs);
+      res.controlPlane.iptables.changeMinimalMs = dist(iptChanger.minimalMs);
+      log(`iptables: ${iptChanger.exactMs.length} exact + ${iptChanger.minimalMs.length} minimal partial syncs`);
+    }
+    if (nftChangerAll && res.controlPlane.nftables) {
+      const n = res.controlPlane.nftables;
+      n.changeExactMs = dist(nftChangerAll.exactMs);
+      n.changeMinimalMs = dist(nftChangerAll.minimalMs);
+      n.listChainsMs = dist(nftChangerAll.listMs);
+      n.staleChainDeletes = nftChangerAll.staleDeletes;
+      log(`nftables: ${nftChangerAll.exactMs.length} exact + ${nftChangerAll.minimalMs.length} minimal partial syncs (${nftChangerAll.staleDeletes} stale-chain deletes)`);
     }
     if (kpr) {
       const c = kpr.changes!;
@@ -387,8 +500,8 @@ function buildRows(res: Results): { control: Row[]; data: Row[] } {
   control.push({
     metric: `cold programming, ${n}`,
     kpr: fmtMs(k?.coldMs),
-    other: i ? `${fmtMs(i.cold.medianMs)} (iptables-restore)` : 'n/a',
-    ratio: ratio('cold', k?.coldMs, i?.cold.medianMs),
+    other: i ? (i.cold ? `${fmtMs(i.cold.medianMs)} (iptables-restore)` : `${i.notFinished} (iptables-restore)`) : 'n/a',
+    ratio: ratio('cold', k?.coldMs, i?.cold?.medianMs),
     target: '≤ 0.2 s',
     result: passFail(k?.coldMs, 200),
   });
@@ -422,6 +535,32 @@ function buildRows(res: Results): { control: Row[]; data: Row[] } {
     kpr: ch ? `${fmtMs(ch.eventToMapsMs.p50)} / ${fmtMs(ch.eventToMapsMs.p99)}` : 'n/a',
     other: i ? `${fmtMs(i.changeExactMs.p50)} / ${fmtMs(i.changeExactMs.p99)} (+KUBE-SERVICES)` : 'n/a',
     ratio: ratio('changeExactP99', ch?.eventToMapsMs.p99, i?.changeExactMs.p99),
+    target: '',
+    result: '',
+  });
+  const nf = res.controlPlane.nftables;
+  control.push({
+    metric: `kube-proxy nftables mode: cold programming, ${n}`,
+    kpr: fmtMs(k?.coldMs),
+    other: nf ? `${nf.cold ? fmtMs(nf.cold.medianMs) : nf.notFinished} (nft -f)` : 'n/a',
+    ratio: ratio('coldNft', k?.coldMs, nf?.cold?.medianMs),
+    target: '',
+    result: '',
+  });
+  ratio('changeNftP50', ch?.eventToMapsMs.p50, nf?.changeMinimalMs.p50);
+  control.push({
+    metric: `  one endpoint change p50 / p99, ratio on p99 (n=${ch?.eventToMapsMs.n ?? 0} / ${nf?.changeMinimalMs.n ?? 0})`,
+    kpr: ch ? `${fmtMs(ch.eventToMapsMs.p50)} / ${fmtMs(ch.eventToMapsMs.p99)}` : 'n/a',
+    other: nf ? `${fmtMs(nf.changeMinimalMs.p50)} / ${fmtMs(nf.changeMinimalMs.p99)} (the nft -f transaction)` : 'n/a',
+    ratio: ratio('changeNftP99', ch?.eventToMapsMs.p99, nf?.changeMinimalMs.p99),
+    target: '',
+    result: '',
+  });
+  control.push({
+    metric: `  kube-proxy's real partial sync p50 / p99, ratio on p99 (n=${nf?.changeExactMs.n ?? 0})`,
+    kpr: ch ? `${fmtMs(ch.eventToMapsMs.p50)} / ${fmtMs(ch.eventToMapsMs.p99)}` : 'n/a',
+    other: nf ? `${fmtMs(nf.changeExactMs.p50)} / ${fmtMs(nf.changeExactMs.p99)} (+nft -j list chains: ${fmtMs(nf.listChainsMs.p50)})` : 'n/a',
+    ratio: ratio('changeNftExactP99', ch?.eventToMapsMs.p99, nf?.changeExactMs.p99),
     target: '',
     result: '',
   });
@@ -541,6 +680,7 @@ async function phaseNodePort(res: Results, services: number, withKpr: boolean): 
       logLevel: cfg.logLevel,
       withKpr,
       withIptables: !cfg.skip.has('iptables'),
+      withNftables: !cfg.skip.has('nftables'),
       withKprTc: !cfg.skip.has('kpr-tc'),
     },
     log,
@@ -549,42 +689,52 @@ async function phaseNodePort(res: Results, services: number, withKpr: boolean): 
   res.dataPlaneNodePort.push(summarizeNodePort(p));
 }
 
-/** Rows of the NodePort table: metric, kpr, iptables, direct, kpr/direct, iptables/direct, kpr/iptables. */
+/**
+ * Rows of the NodePort table: metric, kpr, iptables, nftables, direct,
+ * kpr/direct, iptables/direct, nftables/direct, kpr/iptables, kpr/nftables.
+ */
 function nodePortRows(res: Results): string[][] {
   const rows: string[][] = [];
   for (const d of res.dataPlaneNodePort) {
     const k = d.arms.kpr;
     const i = d.arms.iptables;
+    const f = d.arms.nftables;
     const x = d.arms.direct;
     const at = `${d.services.toLocaleString('en-US')} svc`;
     const us = (v?: number) => (v === undefined ? 'n/a' : `${v} µs`);
-    const line = (metric: string, f: (a: NonNullable<typeof k>) => number, fmt: (v?: number) => string) => [
-      metric,
-      fmt(k && f(k)),
-      fmt(i && f(i)),
-      fmt(x && f(x)),
-      fmtRatio(k && f(k), x && f(x)),
-      fmtRatio(i && f(i), x && f(x)),
-      fmtRatio(k && f(k), i && f(i)),
+    const five = (kv?: number, iv?: number, fv?: number, xv?: number) => [
+      fmtRatio(kv, xv),
+      fmtRatio(iv, xv),
+      fmtRatio(fv, xv),
+      fmtRatio(kv, iv),
+      fmtRatio(kv, fv),
     ];
+    const line = (metric: string, g: (a: NonNullable<typeof k>) => number, fmt: (v?: number) => string) => {
+      const [kv, iv, fv, xv] = [k && g(k), i && g(i), f && g(f), x && g(x)];
+      return [metric, fmt(kv), fmt(iv), fmt(fv), fmt(xv), ...five(kv, iv, fv, xv)];
+    };
     rows.push(line(`NodePort conn p50 latency, ${at}`, (a) => a.p50_us, us));
     rows.push(line(`NodePort conn p99 latency, ${at}`, (a) => a.p99_us, us));
     rows.push(line(`NodePort conns/s, ${at}`, (a) => a.conns_per_sec, (v) => (v === undefined ? 'n/a' : `${v}`)));
     const pm = (r?: { pairedMean: number | null }) => (r?.pairedMean != null ? `${r.pairedMean}×` : 'n/a');
-    rows.push([`  paired mean-latency ratio, ${at}`, '', '', '', pm(d.ratios.kprDirect), pm(d.ratios.iptablesDirect), pm(d.ratios.kprIptables)]);
+    rows.push([
+      `  paired mean-latency ratio, ${at}`,
+      '',
+      '',
+      '',
+      '',
+      pm(d.ratios.kprDirect),
+      pm(d.ratios.iptablesDirect),
+      pm(d.ratios.nftablesDirect),
+      pm(d.ratios.kprIptables),
+      pm(d.ratios.kprNftables),
+    ]);
     const vk = d.arms['direct-via-kpr-node'];
     const vi = d.arms['direct-via-iptables-node'];
-    rows.push([
-      `  pod IP direct through that node, p50, ${at}`,
-      us(vk?.p50_us),
-      us(vi?.p50_us),
-      us(x?.p50_us),
-      fmtRatio(vk?.p50_us, x?.p50_us),
-      fmtRatio(vi?.p50_us, x?.p50_us),
-      fmtRatio(vk?.p50_us, vi?.p50_us),
-    ]);
+    const vf = d.arms['direct-via-nftables-node'];
+    rows.push([`  pod IP direct through that node, p50, ${at}`, us(vk?.p50_us), us(vi?.p50_us), us(vf?.p50_us), us(x?.p50_us), ...five(vk?.p50_us, vi?.p50_us, vf?.p50_us, x?.p50_us)]);
     const tc = (t?: { clientSynRetrans: number; podPawsTimewait: number }) => (t ? `${t.clientSynRetrans} / ${t.podPawsTimewait}` : 'n/a');
-    rows.push([`  client SYN retransmits / pod PAWS-rejected SYNs, ${at}`, tc(d.tcp.kpr), tc(d.tcp.iptables), tc(d.tcp.direct), '', '', '']);
+    rows.push([`  client SYN retransmits / pod PAWS-rejected SYNs, ${at}`, tc(d.tcp.kpr), tc(d.tcp.iptables), tc(d.tcp.nftables), tc(d.tcp.direct), '', '', '', '', '']);
   }
   return rows;
 }
@@ -630,6 +780,7 @@ async function main(): Promise<void> {
       cpuModel: os.cpus()[0]?.model,
       node: process.version,
       iptables: iptablesVersion(),
+      nftables: nftVersion(),
       // Control-plane phase: the harness's nice and that of the programs it times (bench/priority.ts).
       nice: { harness: HARNESS_NICE, underTest: UNDER_TEST_NICE },
     },
@@ -665,7 +816,11 @@ async function main(): Promise<void> {
   const rows = buildRows(res);
   collectTargets(res);
   const out = [
-    renderTable(`kpr benchmark — control plane (${os.cpus().length} CPUs, ${os.release()}; ${res.meta.iptables}; harness at nice ${HARNESS_NICE}, kpr and iptables-restore at ${UNDER_TEST_NICE})`, rows.control, { other: 'kube-proxy (iptables)', ratio: 'kpr / iptables' }),
+    renderTable(
+      `kpr benchmark — control plane (${os.cpus().length} CPUs, ${os.release()}; ${res.meta.iptables}; ${res.meta.nftables}; harness at nice ${HARNESS_NICE}, kpr, iptables-restore and nft at ${UNDER_TEST_NICE})`,
+      rows.control,
+      { other: 'kube-proxy (iptables; nftables rows marked)', ratio: 'kpr / kube-proxy' },
+    ),
     '',
     renderTable(
       `kpr benchmark — data plane (connect + 1-byte request + 1-byte reply + close, sequential, C client; medians of ${cfg.dpRounds} alternating rounds × ${cfg.dpConns} connections)`,
@@ -677,7 +832,7 @@ async function main(): Promise<void> {
       ? [
           renderGrid(
             `kpr benchmark — NodePort data plane (external client namespace → NodeIP:nodePort → pod, eTP=Cluster, SNAT; same request loop; medians of ${cfg.npRounds} alternating rounds × ${cfg.npConns} connections; each path on its own identical node)`,
-            ['metric', 'kpr (tc, default attach mode)', 'kube-proxy (iptables)', 'pod IP direct', 'kpr / direct', 'iptables / direct', 'kpr / iptables'],
+            ['metric', 'kpr (tc, default attach mode)', 'kube-proxy (iptables)', 'kube-proxy (nftables)', 'pod IP direct', 'kpr / direct', 'iptables / direct', 'nftables / direct', 'kpr / iptables', 'kpr / nftables'],
             nodePortRows(res),
           ),
           '',

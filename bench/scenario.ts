@@ -5,6 +5,11 @@
  * pod of the data-plane test. Endpoints are distinct ip:port pairs (100,000
  * at full scale), so neither side can share backends between services. The same data becomes Kubernetes objects for kpr
  * and kube-proxy-shaped iptables rules for the comparison.
+ *
+ * Beyond 65,000 Services (198.19.0.0/16 is full) the further ClusterIPs come
+ * from 198.18.128.0/18 + 198.18.192.0/19 and then 198.18.32.0/19 +
+ * 198.18.64.0/19 (clear of the topologies' 198.18.0–31.x and 198.18.100.x),
+ * and the endpoints move to 198.18.224.0/19: at most 105,960 Services.
  */
 import type { KpService } from './kube-proxy-rules.js';
 import { ipFromInt, ipToInt } from './kube-proxy-rules.js';
@@ -24,6 +29,34 @@ const SVC_BASE = ipToInt('198.19.0.1');
 const EP_BASE = ipToInt('198.18.128.0');
 const EP_SPACE = 32768; // 198.18.128.0/17
 
+/** ClusterIPs in 198.19.0.0/16 (below the echo service's 198.19.255.250). */
+export const MAX_PRIMARY_SERVICES = 65000;
+/** Further ClusterIPs beyond MAX_PRIMARY_SERVICES: [first address, count]. */
+const OVERFLOW_RANGES: Array<[number, number]> = [
+  [ipToInt('198.18.128.0'), 24576], // 198.18.128.0 – 198.18.223.255
+  [ipToInt('198.18.32.0'), 16384], // 198.18.32.0 – 198.18.95.255
+];
+/** Endpoints of a scenario with overflow ClusterIPs: 198.18.224.0/19. */
+const OVERFLOW_EP_BASE = ipToInt('198.18.224.0');
+const OVERFLOW_EP_SPACE = 8192;
+export const MAX_SERVICES = MAX_PRIMARY_SERVICES + OVERFLOW_RANGES.reduce((a, [, n]) => a + n, 0);
+
+/** Service i's ClusterIP. */
+export function serviceClusterIP(i: number): string {
+  if (i < MAX_PRIMARY_SERVICES) return ipFromInt(SVC_BASE + i);
+  let k = i - MAX_PRIMARY_SERVICES;
+  for (const [base, n] of OVERFLOW_RANGES) {
+    if (k < n) return ipFromInt(base + k);
+    k -= n;
+  }
+  throw new Error(`at most ${MAX_SERVICES} services fit the benchmark's ClusterIP ranges`);
+}
+
+/** The ServiceCIDRs the ClusterIPs of `serviceCount` services come from. */
+export function serviceCIDRs(serviceCount: number): string[] {
+  return serviceCount <= MAX_PRIMARY_SERVICES ? ['198.19.0.0/16'] : ['198.19.0.0/16', '198.18.128.0/18', '198.18.192.0/19', '198.18.32.0/19', '198.18.64.0/19'];
+}
+
 export interface Scenario {
   /** The N synthetic services, then the echo service last. */
   services: KpService[];
@@ -31,24 +64,27 @@ export interface Scenario {
 }
 
 export function makeScenario(serviceCount: number, endpointsPerService: number): Scenario {
-  if (serviceCount > 65000) throw new Error('at most 65000 services fit in 198.19.0.0/16');
+  if (serviceCount > MAX_SERVICES) throw new Error(`at most ${MAX_SERVICES} services fit the benchmark's ClusterIP ranges`);
+  const overflow = serviceCount > MAX_PRIMARY_SERVICES;
+  const epBase = overflow ? OVERFLOW_EP_BASE : EP_BASE;
+  const epSpace = overflow ? OVERFLOW_EP_SPACE : EP_SPACE;
   const services: KpService[] = [];
   for (let i = 0; i < serviceCount; i++) {
     // Every endpoint is a distinct ip:port, as distinct pods are: the /17 holds
     // 32,768 addresses, so each further block of addresses uses the next
     // target port. A block is a whole number of services, so one service's
     // endpoints share a port (one EndpointSlice, one ports entry).
-    const block = Math.floor(EP_SPACE / endpointsPerService) * endpointsPerService;
+    const block = Math.floor(epSpace / endpointsPerService) * endpointsPerService;
     const endpoints = [];
     for (let j = 0; j < endpointsPerService; j++) {
       const k = i * endpointsPerService + j;
-      endpoints.push({ ip: ipFromInt(EP_BASE + (k % block)), port: TARGET_PORT + Math.floor(k / block) });
+      endpoints.push({ ip: ipFromInt(epBase + (k % block)), port: TARGET_PORT + Math.floor(k / block) });
     }
     services.push({
       namespace: BENCH_NAMESPACE,
       name: `svc-${i}`,
       portName: PORT_NAME,
-      clusterIP: ipFromInt(SVC_BASE + i),
+      clusterIP: serviceClusterIP(i),
       port: SERVICE_PORT,
       protocol: 'TCP',
       endpoints,
