@@ -67,7 +67,7 @@ export async function listPage<T extends KubernetesObject>(
       // metrics never fail a list
     }
   };
-  let res: Awaited<ReturnType<typeof fetch>>;
+  let res: Awaited<ReturnType<typeof fetch>> | undefined;
   let text: string;
   try {
     const init = await kc.applyToFetchOptions({ method: 'GET' });
@@ -76,7 +76,8 @@ export async function listPage<T extends KubernetesObject>(
     res = await fetch(url, init);
     text = await res.text();
   } catch (err) {
-    report(errorCode(undefined));
+    // An answer whose body broke off still counts with its status, as client-go's does.
+    report(res ? String(res.status) : errorCode(undefined));
     throw err;
   }
   report(String(res.status));
