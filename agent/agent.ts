@@ -120,6 +120,9 @@ export class Agent {
       // Each object is checked on its own before it is decoded: a malformed one is treated as absent.
       validate: validateObject,
       onRelist: (kind, reason) => obs.metrics.relisted(kind, reason),
+      onApiRequest: (r) => obs.metrics.apiRequest(r),
+      onWatchStart: (kind) => obs.metrics.watchStarted(kind),
+      onWatchEnd: (kind, reason) => obs.metrics.watchEnded(kind, reason),
       onRejected: (kind) => obs.metrics.objectRejected(kind),
     });
     const memory = new MemoryReleaser();

@@ -18,7 +18,7 @@
  * whole new resync. The resync logs and reports once, at its end, with totals.
  */
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
-import { planService, type PlanContext, type PlanFrontend, type ServiceHealthCheck, type SkippedObject } from './plan/index.js';
+import { planService, type NoLocalEndpoints, type PlanContext, type PlanFrontend, type ServiceHealthCheck, type SkippedObject } from './plan/index.js';
 import { READ_BACK_MAPS, type DriftCount, type PlanSource, type Reconciler, type SyncResult } from './reconcile/reconciler.js';
 import type { Logger } from './log.js';
 import { OncePerVersion } from './log-dedupe.js';
@@ -75,6 +75,8 @@ export interface SyncReport {
   /** Time from the oldest change in this batch to maps written (event syncs). */
   eventToMapsMs?: number;
   result: SyncResult;
+  /** Service ports with a Local policy and no local endpoint, over every Service as last planned (kubeproxy_sync_proxy_rules_no_local_endpoints_total). */
+  noLocalEndpoints?: NoLocalEndpoints;
   /** Sliced resyncs: the slices it ran in, their time summed (the resync's own work; durationMs is start → end) and the longest. */
   slices?: number;
   busyMs?: number;
@@ -163,6 +165,9 @@ export class SyncLoop {
   private readonly udpBackends = new Map<string, UdpView>();
   /** healthCheckNodePort and local endpoint count per Service that has one. */
   private readonly healthChecks = new Map<string, ServiceHealthCheck>();
+  /** Per Service with any, its ports with a Local policy and no local endpoint; `noLocalTotal` is their sum. */
+  private readonly noLocal = new Map<string, NoLocalEndpoints>();
+  private readonly noLocalTotal: NoLocalEndpoints = { internal: 0, external: 0 };
   private readonly now: () => number;
   /** A full sync has succeeded: later ones run sliced. */
   private fullDone = false;
@@ -233,13 +238,28 @@ export class SyncLoop {
     if (!svc) {
       this.reportSkips(key, []);
       this.healthChecks.delete(key);
+      this.setNoLocal(key, undefined);
       return [];
     }
     const plan = planService(svc, this.src.endpointSlicesByKey(key), ctx);
     this.reportSkips(key, plan.skipped);
     if (plan.healthCheck) this.healthChecks.set(key, plan.healthCheck);
     else this.healthChecks.delete(key);
+    this.setNoLocal(key, plan.noLocalEndpoints);
     return plan.frontends;
+  }
+
+  private setNoLocal(key: string, now: NoLocalEndpoints | undefined): void {
+    const before = this.noLocal.get(key);
+    if (before) {
+      this.noLocalTotal.internal -= before.internal;
+      this.noLocalTotal.external -= before.external;
+    }
+    if (now) {
+      this.noLocal.set(key, now);
+      this.noLocalTotal.internal += now.internal;
+      this.noLocalTotal.external += now.external;
+    } else this.noLocal.delete(key);
   }
 
   /**
@@ -392,6 +412,7 @@ export class SyncLoop {
       durationMs: finished - started,
       eventToMapsMs: changeAt !== undefined && trigger !== 'initial' ? finished - changeAt : undefined,
       result,
+      noLocalEndpoints: { ...this.noLocalTotal },
     };
     this.afterSync(report, keys, changeAt);
     return report;
@@ -534,6 +555,7 @@ export class SyncLoop {
       services: rs.keys.length,
       durationMs: finished - rs.started,
       result,
+      noLocalEndpoints: { ...this.noLocalTotal },
       slices: rs.slices,
       busyMs: rs.busyMs,
       longestSliceMs: rs.longestSliceMs,

@@ -10,6 +10,7 @@
  */
 import fetch from 'node-fetch';
 import type { KubeConfig, KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
+import { errorCode, serverHost, type ApiRequestObserver } from './api-requests.js';
 
 export interface ListPageQuery {
   labelSelector?: string;
@@ -44,17 +45,42 @@ export function listUrl(server: string, path: string, q: ListPageQuery): URL {
 
 /**
  * GETs one page; the list's metadata.continue is exposed as `_continue` as client-node's models do.
- * `signal` aborts the request (ClusterWatch.stop()).
+ * `signal` aborts the request (ClusterWatch.stop()). `observe` hears how the
+ * request ended (rest_client_*), unless `signal` cut it.
  */
-export async function listPage<T extends KubernetesObject>(kc: KubeConfig, path: string, q: ListPageQuery, signal?: AbortSignal): Promise<KubernetesListObject<T>> {
+export async function listPage<T extends KubernetesObject>(
+  kc: KubeConfig,
+  path: string,
+  q: ListPageQuery,
+  signal?: AbortSignal,
+  observe?: ApiRequestObserver,
+): Promise<KubernetesListObject<T>> {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new Error('kubeconfig has no current cluster');
   const url = listUrl(cluster.server, path, q);
-  const init = await kc.applyToFetchOptions({ method: 'GET' });
-  // node-fetch's own AbortSignal type differs from the global one only in name.
-  if (signal) (init as { signal?: unknown }).signal = signal;
-  const res = await fetch(url, init);
-  const text = await res.text();
+  const started = performance.now();
+  const report = (code: string): void => {
+    if (signal?.aborted || !observe) return;
+    try {
+      observe({ method: 'GET', host: serverHost(cluster.server), code, seconds: (performance.now() - started) / 1000 });
+    } catch {
+      // metrics never fail a list
+    }
+  };
+  let res: Awaited<ReturnType<typeof fetch>> | undefined;
+  let text: string;
+  try {
+    const init = await kc.applyToFetchOptions({ method: 'GET' });
+    // node-fetch's own AbortSignal type differs from the global one only in name.
+    if (signal) (init as { signal?: unknown }).signal = signal;
+    res = await fetch(url, init);
+    text = await res.text();
+  } catch (err) {
+    // An answer whose body broke off still counts with its status, as client-go's does.
+    report(res ? String(res.status) : errorCode(undefined));
+    throw err;
+  }
+  report(String(res.status));
   if (res.status !== 200) {
     let reason = text.slice(0, 300);
     try {

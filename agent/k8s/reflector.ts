@@ -37,6 +37,7 @@ import { Watch, type KubeConfig, type KubernetesListObject, type KubernetesObjec
 // client-node's models have. The package has no "exports" map.
 import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
 import { listPage, type ListPageQuery } from './list-page.js';
+import { errorCode, serverHost, type ApiRequestObserver } from './api-requests.js';
 import { flatKey } from '../flat-key.js';
 
 export interface ReflectorLogger {
@@ -45,6 +46,13 @@ export interface ReflectorLogger {
   error(msg: string, fields?: Record<string, unknown>): void;
   debug(msg: string, fields?: Record<string, unknown>): void;
 }
+
+/**
+ * How a watch ended: kpr_k8s_watch_ends_total{reason}. closed: the server ended it
+ * cleanly (resumed from the last resourceVersion); closed_at_once: ended within a
+ * second with nothing received (relists); the others are the relist reasons.
+ */
+export type WatchEndReason = 'closed' | 'closed_at_once' | Exclude<RelistReason, 'initial'>;
 
 /** Why a reflector listed: kpr_k8s_relists_total{reason}. */
 export type RelistReason = 'initial' | 'expired' | 'watch_error' | 'stale_event' | 'rv_backwards' | 'no_progress';
@@ -96,6 +104,12 @@ export interface ReflectorOptions<T extends KubernetesObject> {
   onSynced: () => void;
   onRelist?: (info: RelistInfo) => void;
   onRejected?: (rejection: Rejection) => void;
+  /** Every list and watch request's outcome (rest_client_* metrics); requests cut by stop() are not reported. */
+  onApiRequest?: ApiRequestObserver;
+  /** A watch request is made. */
+  onWatchStart?: () => void;
+  /** A watch ended, and why (not when stop() ended it). */
+  onWatchEnd?: (reason: WatchEndReason) => void;
   /** The clock (ms). */
   now?: () => number;
 }
@@ -205,8 +219,10 @@ export class Reflector<T extends KubernetesObject> {
       }
       const out = await this.watchOnce();
       if (out.kind === 'stopped' || this.stopped) return;
+      const atOnce = out.kind === 'closed' && out.events === 0 && out.durationMs < 1000;
+      this.tell('onWatchEnd', () => this.o.onWatchEnd?.(out.kind === 'closed' ? (atOnce ? 'closed_at_once' : 'closed') : (out.reason as WatchEndReason)));
       if (out.kind === 'closed') {
-        if (out.events === 0 && out.durationMs < 1000) {
+        if (atOnce) {
           // client-go: "very short watch ... watch lasted less than a second and no items received".
           this.o.log.warn('k8s watch closed at once with nothing received; relisting', { kind: this.o.kind, retryInMs: this.backoffMs });
           relist = 'watch_error';
@@ -225,6 +241,22 @@ export class Reflector<T extends KubernetesObject> {
       else this.o.log.warn('k8s watch no longer trusted; relisting', fields);
       await this.sleep(delay);
     }
+  }
+
+  /** Calls a metrics hook; a hook that throws is logged, never stops the reflector. */
+  private tell(hook: string, fn: () => void): void {
+    try {
+      fn();
+    } catch (e) {
+      this.o.log.error('k8s reflector hook failed', { kind: this.o.kind, hook, error: String((e as Error)?.message ?? e) });
+    }
+  }
+
+  /** The API request observer, silent once stopped. */
+  private observer(observe: ApiRequestObserver): ApiRequestObserver {
+    return (r) => {
+      if (!this.stopped) this.tell('onApiRequest', () => observe(r));
+    };
   }
 
   private failed(what: string, err: any): void {
@@ -296,7 +328,8 @@ export class Reflector<T extends KubernetesObject> {
     const page = (q: Pick<ListPageQuery, 'limit' | 'continue'>): Promise<KubernetesListObject<T>> => {
       const ctl = new AbortController();
       this.cut = () => ctl.abort();
-      return listPage<T>(this.o.kubeConfig, this.o.path, { labelSelector: this.o.labelSelector, fieldSelector: this.o.fieldSelector, ...q }, ctl.signal).finally(() => {
+      const query = { labelSelector: this.o.labelSelector, fieldSelector: this.o.fieldSelector, ...q };
+      return listPage<T>(this.o.kubeConfig, this.o.path, query, ctl.signal, this.o.onApiRequest && this.observer(this.o.onApiRequest)).finally(() => {
         this.cut = undefined;
       });
     };
@@ -410,6 +443,13 @@ export class Reflector<T extends KubernetesObject> {
         if (settled) agent?.destroy();
         return init;
       };
+      // rest_client_requests_total: once per watch request, when its response headers (or its failure) arrive.
+      let answered = false;
+      const answer = (code: string): void => {
+        if (answered) return;
+        answered = true;
+        if (this.o.onApiRequest) this.observer(this.o.onApiRequest)({ method: 'GET', host: serverHost(kc.getCurrentCluster()?.server ?? ''), code });
+      };
       const timeoutSeconds = this.o.watchTimeoutSeconds?.() ?? Math.floor(300 * (1 + Math.random()));
       const query: Record<string, string | number | boolean | undefined> = {
         resourceVersion: this.lastRv || undefined,
@@ -426,12 +466,17 @@ export class Reflector<T extends KubernetesObject> {
         if (out) finish(out);
       };
       const done = (err: any): void => {
+        // client-node's Watch calls done(error with statusCode) for a non-200 answer before watch() resolves,
+        // and done(error) without one when the request itself failed.
+        if (err) answer(errorCode(err));
         if (err) finish({ kind: 'relist', reason: 'watch_error', error: String(err?.message ?? err), status: err?.statusCode ?? err?.code });
         else finish({ kind: 'closed', events, durationMs: this.now() - started });
       };
+      this.tell('onWatchStart', () => this.o.onWatchStart?.());
       new Watch(watchConfig)
         .watch(this.o.path, query, onEvent, done)
         .then((c) => {
+          answer('200');
           ctl = c;
           if (settled) c.abort();
         })

@@ -24,7 +24,8 @@ import {
 } from '@kubernetes/client-node';
 import { pruneEndpointSlice, pruneNode, pruneService } from './prune.js';
 import { flatKey, namespacedKey } from '../flat-key.js';
-import { Reflector, type RelistInfo, type RelistReason } from './reflector.js';
+import { Reflector, type RelistInfo, type RelistReason, type WatchEndReason } from './reflector.js';
+import type { ApiRequestObserver } from './api-requests.js';
 import { LABEL_HEADLESS, LABEL_SERVICE_NAME, LABEL_SERVICE_PROXY_NAME } from './labels.js';
 
 export type { RelistReason } from './reflector.js';
@@ -93,6 +94,12 @@ export interface ClusterWatchOptions {
   onRejected?: (kind: ChangeKind, reason: string) => void;
   /** A list was applied to a cache (the initial one and every relist). */
   onRelist?: (kind: ChangeKind, reason: RelistReason, counts: { added: number; updated: number; deleted: number }) => void;
+  /** Every list and watch request's outcome (rest_client_* metrics). */
+  onApiRequest?: ApiRequestObserver;
+  /** A cache made a watch request. */
+  onWatchStart?: (kind: ChangeKind) => void;
+  /** A cache's watch ended, and why. */
+  onWatchEnd?: (kind: ChangeKind, reason: WatchEndReason) => void;
 }
 
 /** One informer's cache as the health and metrics see it. */
@@ -292,6 +299,9 @@ export class ClusterWatch {
           this.log.error('k8s onRejected callback failed', { error: String((e as Error)?.stack ?? e) });
         }
       },
+      onApiRequest: o.onApiRequest,
+      onWatchStart: o.onWatchStart && (() => o.onWatchStart!(kind)),
+      onWatchEnd: o.onWatchEnd && ((reason) => o.onWatchEnd!(kind, reason)),
     });
     this.informers.push({ kind, reflector });
   }

@@ -11,7 +11,7 @@ const statIndex = mapCodecs(MAPS.stats).key;
 
 export interface StatMetric {
   /** Prometheus metric name (without the kpr_datapath_ prefix and _total suffix). */
-  metric: 'translations' | 'refusals' | 'drops' | 'tc_packets' | 'affinity_hits' | 'sockets_destroyed' | 'other';
+  metric: 'translations' | 'refusals' | 'backend_missing' | 'drops' | 'tc_packets' | 'affinity_hits' | 'sockets_destroyed' | 'other';
   /** The label of this slot, if the metric has one. */
   label?: { name: 'path' | 'reason' | 'action' | 'stat'; value: string };
 }
@@ -23,7 +23,8 @@ export const STAT_METRICS: Partial<Record<keyof typeof STAT, StatMetric>> = {
   RECVMSG_XLATE: { metric: 'translations', label: { name: 'path', value: 'recvmsg' } },
   GETPEERNAME_XLATE: { metric: 'translations', label: { name: 'path', value: 'getpeername' } },
   NO_BACKEND: { metric: 'refusals', label: { name: 'reason', value: 'no_backend' } },
-  BACKEND_MISSING: { metric: 'refusals', label: { name: 'reason', value: 'backend_missing' } },
+  // Not a refusal: kpr_sock.bpf.c returns -ENOENT (SYS_PROCEED, the call goes on untranslated), kpr_tc.bpf.c TC_ACT_OK.
+  BACKEND_MISSING: { metric: 'backend_missing' },
   UNKNOWN_PORT: { metric: 'refusals', label: { name: 'reason', value: 'unknown_port' } },
   AFFINITY_HIT: { metric: 'affinity_hits' },
   SOCK_DESTROYED: { metric: 'sockets_destroyed' },
@@ -38,10 +39,12 @@ export const STAT_METRICS: Partial<Record<keyof typeof STAT, StatMetric>> = {
 
 export const STAT_METRIC_HELP: Record<StatMetric['metric'], string> = {
   translations: 'Socket-level service translations by hook (connect: TCP and connected UDP; sendmsg: unconnected UDP; recvmsg/getpeername: reverse translations).',
-  refusals: 'Socket calls to a service address refused with EPERM, by reason.',
+  refusals: 'Socket calls to a service address refused with EPERM, by reason (no_backend: the frontend has no backend; unknown_port: a service address on a port no Service defines).',
+  backend_missing:
+    'Service connections (socket hooks) and new tc flows whose chosen backend was not in the maps (a race with the agent rewriting the Service): let through untranslated, to the service address, not refused.',
   drops: 'Packets dropped on the tc path, by reason.',
   tc_packets: 'Packets handled on the tc path, by action.',
-  affinity_hits: 'Connections sent to the backend remembered by session affinity.',
+  affinity_hits: 'Backend choices (socket hooks: connections and unconnected UDP sends; tc: new flows) that reused the backend session affinity remembered.',
   sockets_destroyed: 'Connected UDP sockets destroyed because their backend left the service.',
   other: 'Datapath counters without a metric of their own yet, by enum kpr_stat name.',
 };

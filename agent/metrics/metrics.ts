@@ -6,7 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { Counter, Gauge, Histogram, Registry, exponentialBuckets } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, exponentialBuckets, linearBuckets } from 'prom-client';
 import { BpfMap } from '../../native/index.js';
 import { mapPinPath } from '../datapath/pins.js';
 import { MAP_NAMES } from '../maps/layout.js';
@@ -20,14 +20,29 @@ import { ChangeTracker, type TrackedChange } from './change-tracker.js';
 import { STAT_METRIC_HELP, readStats, statMetric, type StatMetric } from './datapath-stats.js';
 import { pinnedMapStats } from './map-stats.js';
 import { serviceCounters } from './service-counters.js';
+import type { ApiRequest } from '../k8s/api-requests.js';
+
+// ---- kube-proxy's and client-go's bucket layouts -----------------------------------
+// Copied from upstream so a kube-proxy dashboard's histogram_quantile() and
+// any recording rule over `le` see the same buckets from kpr as from kube-proxy.
 
 /**
- * Sync and programming latency buckets: 100 µs doubling to 13.1 s (18
- * buckets). kpr's incremental syncs take tens of microseconds to a few
- * milliseconds; kube-proxy's own buckets start at 1 ms and would put them all
- * in the first one.
+ * kubeproxy_sync_{,full_,partial_}proxy_rules_duration_seconds:
+ * ExponentialBuckets(0.001, 2, 15) in pkg/proxy/metrics/metrics.go, 1 ms to 16.384 s.
  */
-export const LATENCY_BUCKETS = exponentialBuckets(0.0001, 2, 18);
+export const SYNC_BUCKETS = exponentialBuckets(0.001, 2, 15);
+
+/**
+ * kubeproxy_network_programming_duration_seconds: component-base's
+ * MergeBuckets(LinearBuckets(0.25, 0.25, 2), LinearBuckets(1, 1, 59),
+ * LinearBuckets(60, 5, 12), LinearBuckets(120, 30, 7)). MergeBuckets starts
+ * from a one-element slice, so upstream's first bucket is le="0": 81 buckets,
+ * 0 to 300 s.
+ */
+export const NETWORK_PROGRAMMING_BUCKETS = [0, ...linearBuckets(0.25, 0.25, 2), ...linearBuckets(1, 1, 59), ...linearBuckets(60, 5, 12), ...linearBuckets(120, 30, 7)];
+
+/** rest_client_request_duration_seconds: client-go's (k8s.io/component-base/metrics/prometheus/restclient). */
+export const REST_CLIENT_BUCKETS = [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60];
 
 export function kprVersion(): string {
   try {
@@ -61,6 +76,7 @@ export class AgentMetrics {
   private readonly syncFullDuration: Histogram;
   private readonly syncPartialDuration: Histogram;
   private readonly networkProgramming: Histogram;
+  private readonly noLocalEndpoints: Gauge<'traffic_policy'>;
   private readonly lastSync: Gauge;
   private readonly lastQueued: Gauge;
   private readonly endpointChanges: Counter;
@@ -70,6 +86,11 @@ export class AgentMetrics {
   private readonly healthz: Counter<'code'>;
   private readonly livez: Counter<'code'>;
   private readonly shed: Counter<'listener' | 'kind'>;
+  // ---- client-go's (API client)
+  private readonly restRequests: Counter<'code' | 'method' | 'host'>;
+  private readonly restDuration: Histogram<'verb' | 'host'>;
+  private readonly watchesStarted: Counter<'kind'>;
+  private readonly watchEnds: Counter<'kind' | 'reason'>;
   // ---- kpr's
   private readonly syncs: Counter<'trigger' | 'result'>;
   private readonly mapErrors: Counter<'map' | 'op'>;
@@ -95,15 +116,27 @@ export class AgentMetrics {
     this.now = opts.now ?? (() => new Date());
     this.tracker = new ChangeTracker(this.now());
     const registers = [this.registry];
-    const hist = (name: string, help: string) => new Histogram({ name, help, buckets: LATENCY_BUCKETS, registers });
+    const hist = (name: string, help: string) => new Histogram({ name, help, buckets: SYNC_BUCKETS, registers });
+
+    // ---- Node's process_* and nodejs_* (prom-client's defaults), as kube-proxy exports Go's process_* and go_*.
+    collectDefaultMetrics({ register: this.registry });
 
     this.syncDuration = hist('kubeproxy_sync_proxy_rules_duration_seconds', 'SyncProxyRules latency in seconds (every sync, full or partial).');
     this.syncFullDuration = hist('kubeproxy_sync_full_proxy_rules_duration_seconds', 'SyncProxyRules latency in seconds for full resyncs.');
     this.syncPartialDuration = hist('kubeproxy_sync_partial_proxy_rules_duration_seconds', 'SyncProxyRules latency in seconds for partial (per-service) syncs.');
-    this.networkProgramming = hist(
-      'kubeproxy_network_programming_duration_seconds',
-      'In-cluster network programming latency in seconds: from an EndpointSlice last-change-trigger-time to the maps holding the change.',
-    );
+    this.networkProgramming = new Histogram({
+      name: 'kubeproxy_network_programming_duration_seconds',
+      help: 'In-cluster network programming latency in seconds: from an EndpointSlice last-change-trigger-time to the maps holding the change.',
+      buckets: NETWORK_PROGRAMMING_BUCKETS,
+      registers,
+    });
+    this.noLocalEndpoints = new Gauge({
+      name: 'kubeproxy_sync_proxy_rules_no_local_endpoints_total',
+      help: 'Number of services with a Local traffic policy and no endpoints (service ports with endpoints elsewhere but none on this node, by traffic_policy internal or external), after the last successful sync.',
+      labelNames: ['traffic_policy'],
+      registers,
+    });
+    for (const traffic_policy of ['internal', 'external']) this.noLocalEndpoints.set({ traffic_policy }, 0);
     this.lastSync = new Gauge({ name: 'kubeproxy_sync_proxy_rules_last_timestamp_seconds', help: 'The last time the maps were successfully synced.', registers });
     this.lastQueued = new Gauge({
       name: 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds',
@@ -126,6 +159,32 @@ export class AgentMetrics {
     });
     this.healthz = new Counter({ name: 'kubeproxy_proxy_healthz_total', help: 'Cumulative proxy /healthz answers by HTTP status code.', labelNames: ['code'], registers });
     this.livez = new Counter({ name: 'kubeproxy_proxy_livez_total', help: 'Cumulative proxy /livez answers by HTTP status code.', labelNames: ['code'], registers });
+    // ---- client-go's API client metrics (rest_client_*), for the agent's list and watch requests
+    this.restRequests = new Counter({
+      name: 'rest_client_requests_total',
+      help: 'Number of HTTP requests to the API server, partitioned by status code (<error> when none came back), method, and host.',
+      labelNames: ['code', 'method', 'host'],
+      registers,
+    });
+    this.restDuration = new Histogram({
+      name: 'rest_client_request_duration_seconds',
+      help: 'Request latency in seconds, broken down by verb and host: list requests, to the whole answer read (watch requests count only in rest_client_requests_total, as client-go).',
+      labelNames: ['verb', 'host'],
+      buckets: REST_CLIENT_BUCKETS,
+      registers,
+    });
+    this.watchesStarted = new Counter({
+      name: 'kpr_k8s_watches_total',
+      help: 'Watch requests each k8s cache made (after a list, or resuming a watch the server closed), by kind.',
+      labelNames: ['kind'],
+      registers,
+    });
+    this.watchEnds = new Counter({
+      name: 'kpr_k8s_watch_ends_total',
+      help: 'Watches of a k8s cache that ended, by kind and reason: closed (by the server; resumed), closed_at_once (within 1 s, nothing received; relists), expired, watch_error, stale_event, rv_backwards, no_progress (each relists).',
+      labelNames: ['kind', 'reason'],
+      registers,
+    });
     this.shed = new Counter({
       name: 'kpr_http_connections_shed_total',
       help: 'Connections a health or metrics listener closed at its connection cap: evicted (the oldest idle one, to make room) or refused (every open one was busy).',
@@ -301,6 +360,10 @@ export class AgentMetrics {
     if (!report.result.ok) return;
     const now = this.now();
     this.lastSync.set(now.getTime() / 1000);
+    if (report.noLocalEndpoints) {
+      this.noLocalEndpoints.set({ traffic_policy: 'internal' }, report.noLocalEndpoints.internal);
+      this.noLocalEndpoints.set({ traffic_policy: 'external' }, report.noLocalEndpoints.external);
+    }
     for (const latency of this.tracker.applied(now)) this.networkProgramming.observe(latency);
     if (report.result.conflicts) {
       this.conflicts.reset();
@@ -338,6 +401,22 @@ export class AgentMetrics {
   /** A k8s cache was (re)listed. */
   relisted(kind: string, reason: string): void {
     this.relists.inc({ kind, reason });
+  }
+
+  /** One request to the API server answered (code: HTTP status) or failed ('<error>'); seconds only for list requests. */
+  apiRequest(r: ApiRequest): void {
+    this.restRequests.inc({ code: r.code, method: r.method, host: r.host });
+    if (r.seconds !== undefined) this.restDuration.observe({ verb: r.method, host: r.host }, r.seconds);
+  }
+
+  /** A k8s cache opened a watch. */
+  watchStarted(kind: string): void {
+    this.watchesStarted.inc({ kind });
+  }
+
+  /** A k8s cache's watch ended. */
+  watchEnded(kind: string, reason: string): void {
+    this.watchEnds.inc({ kind, reason });
   }
 
   /** A k8s object version was rejected and treated as absent. */

@@ -17,7 +17,7 @@ import { nodePortAddresses, parseNodePortAddresses } from './node-addresses.js';
 import { withAllowedExternalIPs } from './external-ips.js';
 import { readServiceInfo, type FamilyInfo, type ServiceInfo, type ServicePortInfo } from './service-info.js';
 import { namespacedKey } from '../flat-key.js';
-import { frontendKey, sameBackends, type FrontendType, type PlanBackend, type PlanFrontend, type ServicePlan, type SkippedObject } from './types.js';
+import { frontendKey, sameBackends, type FrontendType, type NoLocalEndpoints, type PlanBackend, type PlanFrontend, type ServicePlan, type SkippedObject } from './types.js';
 
 export interface PlanContext {
   /** This node's name: decides which endpoints are local. "" means none is. */
@@ -77,6 +77,7 @@ function planServiceUnchecked(service: V1Service, slices: readonly V1EndpointSli
   // Frontend keys, built once a second frontend needs checking against the first (most Services have one).
   let seen: Set<string> | null = null;
   let healthCheck: ServicePlan['healthCheck'];
+  const noLocal: NoLocalEndpoints = { internal: 0, external: 0 };
 
   for (let fi = 0; fi < info.families.length; fi++) {
     const fam = withAllowedExternalIPs(info.families[fi], ctx.externalIPCidrs, `Service ${key}`, skipped);
@@ -90,7 +91,7 @@ function planServiceUnchecked(service: V1Service, slices: readonly V1EndpointSli
       // A Service port without a same-named slice port has no endpoints: its
       // frontends stay, with no backends, so the datapath refuses (rules 11, 23 of docs/semantics.md).
       const endpoints = eps.byPort.get(portId(sp.name, sp.protocol)) ?? NO_ENDPOINTS;
-      const planned = portFrontends(info, fam, sp, endpoints, nodeAddrs, topo, ctx);
+      const planned = portFrontends(info, fam, sp, endpoints, nodeAddrs, topo, ctx, noLocal);
       for (let k = 0; k < planned.length; k++) {
         const f = planned[k];
         if (frontends.length > 0) {
@@ -109,7 +110,9 @@ function planServiceUnchecked(service: V1Service, slices: readonly V1EndpointSli
       healthCheck = { nodePort: info.healthCheckNodePort, localReadyEndpoints: localReadyEndpoints(eps.byPort) };
     }
   }
-  return healthCheck ? { service: key, frontends, skipped, healthCheck } : { service: key, frontends, skipped };
+  const plan: ServicePlan = healthCheck ? { service: key, frontends, skipped, healthCheck } : { service: key, frontends, skipped };
+  if (noLocal.internal > 0 || noLocal.external > 0) plan.noLocalEndpoints = noLocal;
+  return plan;
 }
 
 /** Every frontend of one Service port in one family. */
@@ -121,6 +124,7 @@ function portFrontends(
   nodeAddrs: readonly string[],
   topo: NodeTopology,
   ctx: PlanContext,
+  noLocal: NoLocalEndpoints,
 ): PlanFrontend[] {
   // ExternallyAccessible() and the policy predicates, per port (rule 9 of docs/semantics.md).
   const externallyAccessible = sp.nodePort !== 0 || fam.loadBalancerIPs.length > 0 || fam.externalIPs.length > 0;
@@ -132,6 +136,12 @@ function portFrontends(
   const cat = categorizeEndpoints(endpoints, use, topo);
   const cluster = cat.hasAny ? toBackends(cat.cluster) : [];
   const local = cat.hasAny ? toBackends(cat.local) : [];
+  // kubeproxy_sync_proxy_rules_no_local_endpoints_total: a Local policy with endpoints elsewhere but none here
+  // (kube-proxy's !hasInternalEndpoints / !hasExternalEndpoints when hasEndpoints).
+  if (cat.hasAny && local.length === 0) {
+    if (info.internalPolicyLocal) noLocal.internal++;
+    if (externalLocal) noLocal.external++;
+  }
 
   // ClusterIP: the internal policy's set. iTP=Local with no local endpoint
   // but endpoints elsewhere is a DROP in kube-proxy (rule 24 of docs/semantics.md); a socket hook

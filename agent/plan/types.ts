@@ -72,6 +72,14 @@ export interface ServicePlan {
    * externalTrafficPolicy Local and a healthCheckNodePort (rules 8, 30 of docs/semantics.md).
    */
   healthCheck?: ServiceHealthCheck;
+  /** Service ports (per IP family) whose Local policy has endpoints elsewhere but none on this node; set only when any. Not printed by `kpr plan`. */
+  noLocalEndpoints?: NoLocalEndpoints;
+}
+
+/** kube-proxy's kubeproxy_sync_proxy_rules_no_local_endpoints_total{traffic_policy} counts, for one Service or a node. */
+export interface NoLocalEndpoints {
+  internal: number;
+  external: number;
 }
 
 export interface ServiceHealthCheck {

@@ -166,11 +166,22 @@ describe('charts/kpr with the real helm', () => {
     });
     assert.equal(one(objs, 'Service').spec.ports[0].port, 10249);
     assert.equal(one(objs, 'ServiceMonitor').spec.endpoints[0].port, 'metrics');
+    assert.equal(one(objs, 'ServiceMonitor').spec.jobLabel, undefined, 'job: the Service name unless metrics.serviceMonitor.job is set');
     const dash = objs.find((o) => o.metadata.name.endsWith('-dashboard'))!;
-    const panels = JSON.parse(dash.data['kpr.json']).panels as Array<{ targets: Array<{ expr: string }> }>;
+    const dashboard = JSON.parse(dash.data['kpr.json']);
+    const panels = dashboard.panels as Array<{ targets: Array<{ expr: string }> }>;
     const exprs = panels.flatMap((p) => p.targets.map((t) => t.expr)).join('\n');
     assert.match(exprs, /kubeproxy_sync_proxy_rules_duration_seconds/);
     assert.match(exprs, /kubeproxy_network_programming_duration_seconds/);
+    // No panel needs a label only the chart's relabelling adds: job and instance come with every scrape.
+    assert.doesNotMatch(exprs + JSON.stringify(dashboard.templating), /\bnode\b/);
+    for (const p of panels) for (const t of p.targets) assert.match(t.expr, /\{job=~"\$job", instance=~"\$instance"/, t.expr);
+
+    // The drop-in setting: job="kube-proxy", as kubernetes-mixin's KubeProxyDown and Proxy dashboard select.
+    const asKubeProxy = render({ config: { 'metrics-bind-address': '0.0.0.0:10249' }, metrics: { serviceMonitor: { enabled: true, job: 'kube-proxy' } } });
+    const sm = one(asKubeProxy, 'ServiceMonitor');
+    assert.equal(sm.spec.jobLabel, 'jobLabel');
+    assert.equal((one(asKubeProxy, 'Service').metadata as { labels?: Record<string, string> }).labels?.[sm.spec.jobLabel], 'kube-proxy');
     const jobs = objs.filter((o) => o.kind === 'Job');
     assert.deepEqual(jobs.map((j) => j.spec.template.spec.nodeName), ['node-a', 'node-b']);
     for (const j of jobs) {
@@ -183,7 +194,7 @@ describe('charts/kpr with the real helm', () => {
     assert.match(bad.stderr, /metrics-bind-address/);
   });
 
-  test('the PrometheusRule (off by default) alerts on Services over a datapath limit', () => {
+  test('the PrometheusRule (off by default): kpr\'s alerts, Services over a datapath limit among them', () => {
     assert.equal(render().filter((o) => o.kind === 'PrometheusRule').length, 0);
     const objs = render({ prometheusRule: { enabled: true, overLimitFor: '2m', labels: { release: 'prom' } } });
     const rule = one(objs, 'PrometheusRule');
@@ -191,11 +202,22 @@ describe('charts/kpr with the real helm', () => {
     assert.equal((rule.metadata as { labels?: Record<string, string> }).labels?.release, 'prom');
     const alert = rule.spec.groups.flatMap((g: { rules: Array<Record<string, any>> }) => g.rules).find((r: Record<string, any>) => r.alert === 'KprServicesOverLimit');
     assert.ok(alert, 'the KprServicesOverLimit alert');
-    assert.match(alert.expr, /^max by \(namespace, pod, node, limit\) \(kpr_services_over_limit\) > 0$/);
+    assert.match(alert.expr, /^max by \(job, instance, namespace, pod, node, limit\) \(kpr_services_over_limit\{job="kpr-metrics"\}\) > 0$/);
     assert.equal(alert.for, '2m');
     assert.equal(alert.labels.severity, 'warning');
-    // Prometheus templates survive helm's: the annotations still hold {{ $labels.node }} and {{ $value }}.
-    assert.match(alert.annotations.summary, /\{\{ \$labels\.node \}\}.*\{\{ \$value \}\}/);
+    // Prometheus templates survive helm's: the annotations still hold {{ $labels.instance }} and {{ $value }}.
+    assert.match(alert.annotations.summary, /\{\{ \$labels\.instance \}\}.*\{\{ \$value \}\}/);
+    const names = rule.spec.groups.flatMap((g: { rules: Array<Record<string, any>> }) => g.rules).map((r: Record<string, any>) => r.alert);
+    assert.deepEqual(names, [
+      'KprAgentDown',
+      'KprSyncErrors',
+      'KprNetworkProgrammingLatencyHigh',
+      'KprMapFillHigh',
+      'KprDriftRepaired',
+      'KprK8sCacheUnconfirmed',
+      'KprDatapathDropsRising',
+      'KprServicesOverLimit',
+    ]);
     const lint = helm('lint', '--strict', CHART, '--set', 'prometheusRule.enabled=true');
     assert.equal(lint.status, 0, lint.stdout + lint.stderr);
     const bad = helm('template', 'kpr', CHART, '--set', 'prometheusRule.overLimitFor=soon');

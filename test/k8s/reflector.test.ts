@@ -19,6 +19,7 @@ import { loadKubeConfig } from '../../agent/k8s/kubeconfig.js';
 import { ClusterWatch, type ClusterChange, type ClusterWatchOptions, type RelistReason } from '../../agent/k8s/watchers.js';
 import { Reflector, compareResourceVersions, type RelistInfo } from '../../agent/k8s/reflector.js';
 import { slice, sleep, svc } from '../apiserver/helpers.js';
+import type { ApiRequest } from '../../agent/k8s/api-requests.js';
 
 interface LogLine {
   level: string;
@@ -361,6 +362,52 @@ describe('reflector: rejected objects are absent and block nothing', () => {
       assert.deepEqual(h.cw.endpointSlicesFor('default', 'web'), []);
       h.api.apply(slice('web-2', 'web', ['10.244.0.2']));
       await until('web-2 added', () => h.has('EndpointSlice', 'add', 'default/web-2'));
+    } finally {
+      await h.close();
+    }
+  });
+});
+
+describe("reflector: every list and watch request reaches client-go's rest_client_* metrics", () => {
+  test('lists with their status and time, watches once each when answered; watch ends by reason', async () => {
+    const requests: ApiRequest[] = [];
+    const ends: Array<{ kind: string; reason: string }> = [];
+    const starts: string[] = [];
+    const h = await harness((api) => api.create(svc('web')), {
+      cw: {
+        onApiRequest: (r) => requests.push(r),
+        onWatchStart: (kind) => starts.push(kind),
+        onWatchEnd: (kind, reason) => ends.push({ kind, reason }),
+      },
+      beforeStart: (api) => api.failRequests(1, { code: 503, match: /^GET \/api\/v1\/services\?(?!.*watch=true)/ }),
+    });
+    try {
+      const host = new URL(h.api.url).host;
+      await waitForWatches(h.api, 2);
+      const lists = requests.filter((r) => r.seconds !== undefined);
+      assert.ok(lists.some((r) => r.code === '503'), 'the failed Service list, with its status');
+      assert.ok(lists.filter((r) => r.code === '200').length >= 2, 'the Service list retried and the EndpointSlice list');
+      for (const r of requests) {
+        assert.equal(r.method, 'GET');
+        assert.equal(r.host, host);
+      }
+      for (const r of lists) assert.ok(r.seconds! >= 0 && r.seconds! < 30);
+      await until('both watches answered', () => requests.filter((r) => r.seconds === undefined && r.code === '200').length >= 2);
+      assert.deepEqual([...starts].sort(), ['EndpointSlice', 'Service']);
+
+      // The server ends the watches cleanly: each ends "closed" and is resumed (another watch request).
+      // (A watch ended within a second with nothing received is "closed_at_once"; these have lasted longer.)
+      await sleep(1100);
+      const watchesBefore = requests.filter((r) => r.seconds === undefined).length;
+      h.api.dropWatches();
+      await until('the watches resumed', () => requests.filter((r) => r.seconds === undefined).length >= watchesBefore + 2);
+      assert.deepEqual(ends.map((e) => `${e.kind} ${e.reason}`).sort(), ['EndpointSlice closed', 'Service closed']);
+
+      // A watch request refused: counted with its status, and the watch ends as watch_error.
+      h.api.failRequests(1, { code: 500, match: /^GET \/api\/v1\/services\?.*watch=true/ });
+      h.api.dropWatches();
+      await until('the refused watch', () => requests.some((r) => r.seconds === undefined && r.code === '500'));
+      await until('its end', () => ends.some((e) => e.kind === 'Service' && e.reason === 'watch_error'));
     } finally {
       await h.close();
     }

@@ -8,7 +8,7 @@ import { KprBpfError } from '../../native/index.js';
 import { ChangeTracker } from '../../agent/metrics/change-tracker.js';
 import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME } from '../../agent/k8s/labels.js';
 import { instrumentMapErrors } from '../../agent/metrics/instrument-maps.js';
-import { AgentMetrics, LATENCY_BUCKETS } from '../../agent/metrics/metrics.js';
+import { AgentMetrics, NETWORK_PROGRAMMING_BUCKETS, REST_CLIENT_BUCKETS, SYNC_BUCKETS } from '../../agent/metrics/metrics.js';
 import { silentLogger } from '../../agent/log.js';
 import type { SyncReport } from '../../agent/sync-loop.js';
 import type { SyncResult } from '../../agent/reconcile/reconciler.js';
@@ -83,8 +83,10 @@ describe('agent metrics', () => {
     assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds'), (T0 + 1250) / 1000);
     assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_duration_seconds_count'), 1);
     assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_duration_seconds_sum'), 0.00035);
-    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_duration_seconds_bucket', { le: '0.0004' }), 1, '0.35 ms lands in the 0.4 ms bucket');
-    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_duration_seconds_bucket', { le: '0.0002' }), 0);
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_duration_seconds_bucket', { le: '0.001' }), 1, "0.35 ms lands in kube-proxy's first bucket, 1 ms");
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_duration_seconds_bucket', { le: '0.0004' }), undefined, 'no bucket below 1 ms');
+    assert.equal(valueOf(s, 'kubeproxy_network_programming_duration_seconds_bucket', { le: '0.5' }), 0, '0.75 s is above 0.5 s');
+    assert.equal(valueOf(s, 'kubeproxy_network_programming_duration_seconds_bucket', { le: '1' }), 1);
     assert.equal(valueOf(s, 'kubeproxy_sync_partial_proxy_rules_duration_seconds_count'), 1);
     assert.equal(valueOf(s, 'kubeproxy_sync_full_proxy_rules_duration_seconds_count'), 0);
     assert.equal(valueOf(s, 'kubeproxy_network_programming_duration_seconds_count'), 1);
@@ -190,10 +192,63 @@ describe('agent metrics', () => {
     assert.equal(valueOf(s, 'kpr_k8s_cache_age_seconds', { kind: 'Node' }), undefined, 'no series before the first confirmation');
   });
 
-  test('latency buckets: 100 µs doubling to about 13 s', () => {
-    assert.equal(LATENCY_BUCKETS.length, 18);
-    assert.equal(LATENCY_BUCKETS[0], 0.0001);
-    assert.ok(Math.abs(LATENCY_BUCKETS[17] - 13.1072) < 1e-9);
+  test("kube-proxy's and client-go's bucket layouts, as upstream defines them", async () => {
+    // pkg/proxy/metrics: ExponentialBuckets(0.001, 2, 15).
+    assert.deepEqual(SYNC_BUCKETS, [0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096, 8.192, 16.384]);
+    // MergeBuckets(Linear(0.25,0.25,2), Linear(1,1,59), Linear(60,5,12), Linear(120,30,7)), after MergeBuckets' leading 0.
+    const np = [0, 0.25, 0.5, ...Array.from({ length: 59 }, (_, i) => i + 1), ...Array.from({ length: 12 }, (_, i) => 60 + 5 * i), ...Array.from({ length: 7 }, (_, i) => 120 + 30 * i)];
+    assert.deepEqual(NETWORK_PROGRAMMING_BUCKETS, np);
+    assert.equal(NETWORK_PROGRAMMING_BUCKETS.length, 81);
+    assert.equal(NETWORK_PROGRAMMING_BUCKETS.at(-1), 300);
+    assert.deepEqual(REST_CLIENT_BUCKETS, [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60]);
+    // And the exposition carries exactly those `le` values (+Inf) for every kubeproxy_* histogram.
+    const { m, read } = metrics();
+    m.syncDone(report());
+    const s = await read();
+    const les = (name: string) => s.filter((x) => x.name === `${name}_bucket`).map((x) => x.labels.le);
+    const str = (b: number[]) => [...b.map(String), '+Inf'];
+    for (const h of ['kubeproxy_sync_proxy_rules_duration_seconds', 'kubeproxy_sync_full_proxy_rules_duration_seconds', 'kubeproxy_sync_partial_proxy_rules_duration_seconds']) {
+      assert.deepEqual(les(h), str(SYNC_BUCKETS), h);
+    }
+    assert.deepEqual(les('kubeproxy_network_programming_duration_seconds'), str(np));
+  });
+
+  test('kubeproxy_sync_proxy_rules_no_local_endpoints_total: both policies from the start, then as the last successful sync counted', async () => {
+    const { m, read } = metrics();
+    let s = await read();
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_no_local_endpoints_total', { traffic_policy: 'internal' }), 0);
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_no_local_endpoints_total', { traffic_policy: 'external' }), 0);
+    m.syncDone(report({ noLocalEndpoints: { internal: 2, external: 3 } }));
+    m.syncDone(report({ noLocalEndpoints: { internal: 9, external: 9 } }, { ok: false, error: 'E2BIG' }));
+    s = await read();
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_no_local_endpoints_total', { traffic_policy: 'internal' }), 2, 'a failed sync programs nothing');
+    assert.equal(valueOf(s, 'kubeproxy_sync_proxy_rules_no_local_endpoints_total', { traffic_policy: 'external' }), 3);
+  });
+
+  test("API requests as client-go's rest_client_*; watches by end reason", async () => {
+    const { m, read } = metrics();
+    m.apiRequest({ method: 'GET', host: '198.18.0.1:6443', code: '200', seconds: 0.003 });
+    m.apiRequest({ method: 'GET', host: '198.18.0.1:6443', code: '410', seconds: 0.3 });
+    m.apiRequest({ method: 'GET', host: '198.18.0.1:6443', code: '<error>' });
+    m.watchStarted('Service');
+    m.watchEnded('Service', 'expired');
+    const s = await read();
+    assert.equal(valueOf(s, 'rest_client_requests_total', { code: '200', method: 'GET', host: '198.18.0.1:6443' }), 1);
+    assert.equal(valueOf(s, 'rest_client_requests_total', { code: '<error>', method: 'GET', host: '198.18.0.1:6443' }), 1);
+    assert.equal(valueOf(s, 'rest_client_request_duration_seconds_count', { verb: 'GET', host: '198.18.0.1:6443' }), 2, 'a watch (no seconds) is not timed');
+    assert.equal(valueOf(s, 'rest_client_request_duration_seconds_bucket', { verb: 'GET', host: '198.18.0.1:6443', le: '0.005' }), 1);
+    assert.equal(valueOf(s, 'rest_client_request_duration_seconds_bucket', { verb: 'GET', host: '198.18.0.1:6443', le: '0.5' }), 2);
+    assert.equal(valueOf(s, 'kpr_k8s_watches_total', { kind: 'Service' }), 1);
+    assert.equal(valueOf(s, 'kpr_k8s_watch_ends_total', { kind: 'Service', reason: 'expired' }), 1);
+  });
+
+  test("Node's process_* and nodejs_* defaults, as kube-proxy exports Go's process_*", async () => {
+    const { read } = metrics();
+    const s = await read();
+    for (const name of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'process_start_time_seconds', 'process_open_fds', 'nodejs_heap_size_used_bytes']) {
+      assert.ok(valueOf(s, name) !== undefined, name);
+    }
+    assert.ok(valueOf(s, 'process_resident_memory_bytes')! > 0);
   });
 
   test('kpr_tc_*: the attach mode with its interface count, and attach failures as a counter, read from the attacher at scrape time', async () => {

@@ -295,3 +295,25 @@ describe('planService: external frontends and policies', () => {
     assert.match(plan.skipped[0].reason, /ExternalIP 198\.51\.100\.1:80\/TCP duplicates/);
   });
 });
+
+describe("planService: kube-proxy's no-local-endpoints count (kubeproxy_sync_proxy_rules_no_local_endpoints_total)", () => {
+  const ctx: PlanContext = { nodeName: NODE, node: dualNode };
+  const count = (service: V1Service, s: V1EndpointSlice[]) => planService(service, s, ctx).noLocalEndpoints;
+  it('a Local policy with endpoints elsewhere but none here counts once per port, by policy', () => {
+    const lb = { type: 'LoadBalancer', externalTrafficPolicy: 'Local' };
+    assert.deepEqual(count(svc(lb), slices(remote('10.244.1.1'))), { internal: 0, external: 1 });
+    assert.deepEqual(count(svc({ internalTrafficPolicy: 'Local' }), slices(remote('10.244.1.1'))), { internal: 1, external: 0 });
+    assert.deepEqual(count(svc({ ...lb, internalTrafficPolicy: 'Local' }), slices(remote('10.244.1.1'))), { internal: 1, external: 1 });
+    const twoPorts = svc({ ...lb, ports: [{ name: 'http', port: 80, protocol: 'TCP', nodePort: 30080 }, { name: 'dns', port: 53, protocol: 'UDP', nodePort: 30053 }] });
+    const both = [slice('default/web-a', { ports: [...http8080, { name: 'dns', port: 5353, protocol: 'UDP' }], endpoints: [remote('10.244.1.1')] })];
+    assert.deepEqual(count(twoPorts, both), { internal: 0, external: 2 });
+  });
+  it('not counted: a local endpoint, no endpoint at all (refused, not "no local"), a Cluster policy, eTP=Local on a ClusterIP-only Service', () => {
+    const lb = svc({ type: 'LoadBalancer', externalTrafficPolicy: 'Local', internalTrafficPolicy: 'Local' });
+    assert.equal(count(lb, slices(local('10.244.0.1'), remote('10.244.1.1'))), undefined);
+    assert.equal(count(lb, []), undefined);
+    assert.equal(count(svc({ type: 'LoadBalancer' }), slices(remote('10.244.1.1'))), undefined);
+    const clusterIpOnly = svc({ externalTrafficPolicy: 'Local', ports: [{ name: 'http', port: 80, protocol: 'TCP' }] });
+    assert.equal(count(clusterIpOnly, slices(remote('10.244.1.1'))), undefined);
+  });
+});
