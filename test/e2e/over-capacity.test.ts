@@ -189,4 +189,36 @@ describe('over capacity: the node serves what fits, says what it refused, and st
     await waitFor('the programmed one in kpr_svc', () => programmedAddrs().has(`198.19.1.${i + 1}`), 5000);
     assert.equal(agent.logs.slice(fromDelete).filter((l) => l.event === 'ServicesOverLimit').length, 1, 'one summary for the change');
   });
+
+  test('restarted with a larger --map-size-services: the pinned 40-entry kpr_svc is kept, said once, and admission still counts 40', async () => {
+    const before = withPinnedMaps(box.sandbox.bpffsDir, (m) => m.dumpServices().length);
+    const overBefore = agent.logs.filter((l) => l.msg === 'sync').at(-1)!.overLimit;
+    await box.stopAgent();
+    agent = await box.startAgent(['--sync-period', SYNC_PERIOD, '--map-size-services', String(2 * SVC_CAPACITY)]);
+    healthAddr = String((await agent.waitForLog('health server listening')).address);
+    metricsAddr = String((await agent.waitForLog('metrics server listening')).address);
+    const kept = agent.logs.filter((l) => typeof l.msg === 'string' && l.msg.startsWith('map kpr_svc is pinned with max_entries'));
+    assert.equal(kept.length, 1, 'one line naming the map');
+    assert.match(String(kept[0].msg), new RegExp(`^map kpr_svc is pinned with max_entries ${SVC_CAPACITY}, configured ${2 * SVC_CAPACITY}: kept at ${SVC_CAPACITY}`));
+    // pino level 40: warn.
+    assert.deepEqual([kept[0].level, kept[0].map, kept[0].pinned, kept[0].requested], [40, 'kpr_svc', SVC_CAPACITY, 2 * SVC_CAPACITY]);
+    assert.equal(agent.logs.filter((l) => typeof l.msg === 'string' && /is pinned with max_entries/.test(l.msg)).length, 1, 'no other map named');
+    // The same map, contents kept: adopted, nothing rewritten, the same Services refused against 40.
+    const initial = agent.logs.find((l) => l.msg === 'initial sync complete')!;
+    assert.equal(initial.written, 0);
+    assert.equal(initial.overLimit, overBefore);
+    assert.equal(withPinnedMaps(box.sandbox.bpffsDir, (m) => m.dumpServices().length), before);
+    const hz = (await (await fetch(`http://${healthAddr}/healthz`)).json()) as { mapSizes: { configured: Record<string, number>; inUse: Record<string, number>; mismatched: unknown[] } };
+    assert.equal(hz.mapSizes.configured.kpr_svc, 2 * SVC_CAPACITY);
+    assert.equal(hz.mapSizes.inUse.kpr_svc, SVC_CAPACITY);
+    assert.deepEqual(hz.mapSizes.mismatched, [{ map: 'kpr_svc', pinned: SVC_CAPACITY, requested: 2 * SVC_CAPACITY }]);
+    const metrics = parseProm(await (await fetch(`http://${metricsAddr}/metrics`)).text());
+    assert.equal(valueOf(metrics, 'kpr_bpf_map_capacity', { map: 'kpr_svc' }), SVC_CAPACITY);
+    assert.equal(valueOf(metrics, 'kpr_bpf_map_configured_capacity', { map: 'kpr_svc' }), 2 * SVC_CAPACITY);
+    assert.equal(valueOf(metrics, 'kpr_bpf_map_size_mismatch', { map: 'kpr_svc' }), 1);
+    assert.equal(valueOf(metrics, 'kpr_bpf_map_size_mismatch', { map: 'kpr_ct' }), 0);
+    const status = spawnSync(cliBin, ['status', '--healthz-address', healthAddr, '--bpffs', box.sandbox.bpffsDir], { encoding: 'utf8' }).stdout;
+    assert.match(status, new RegExp(`^kpr_svc\\s+hash\\s+\\d+\\s+${SVC_CAPACITY}\\s+[\\d.]+%\\s+${2 * SVC_CAPACITY}$`, 'm'));
+    assert.match(status, new RegExp(`^map size  kpr_svc is pinned with ${SVC_CAPACITY} entries, configured ${2 * SVC_CAPACITY}: kept at ${SVC_CAPACITY} until its pins are removed`, 'm'));
+  });
 });
