@@ -3,7 +3,9 @@
  * full sync, then incremental syncs as changes arrive. Stopping releases this
  * process's handles only; the pinned datapath keeps serving.
  */
-import { BatchWriter, releaseFreeNativeMemory, setLibbpfLogger } from '../native/index.js';
+import os from 'node:os';
+import { BatchWriter, possibleCpus, releaseFreeNativeMemory, setLibbpfLogger } from '../native/index.js';
+import { computeMapSizes, describeMapSizes } from './datapath/map-sizes.js';
 import type { AgentConfig } from './config.js';
 import { batchWriterPath, loadDatapath, type Datapath } from './datapath/loader.js';
 import { NodeDatapath } from './datapath/node-datapath.js';
@@ -73,8 +75,11 @@ export class Agent {
     if (probed.unknownNames.length) log.warn('unknown kernel feature names in the environment', { names: probed.unknownNames });
     obs.metrics.kernelFeatures(() => features.list());
     features.onChange((f) => log.warn('kernel feature changed', { feature: f.feature, state: f.state, fallback: f.fallback, text: formatFeature(f) }));
-    this.datapath = loadDatapath({ ...cfg, loadUdpIterator: cfg.udpTermination !== 'netlink', onIncompatiblePin: () => obs.metrics.pinRestored('map', 'incompatible') }, log, features);
+    const sizes = computeMapSizes(cfg.mapSizeOptions, { totalMemoryBytes: os.totalmem(), cpus: os.availableParallelism(), possibleCpus: possibleCpus() });
+    log.info('BPF map sizes', { maps: describeMapSizes(sizes) });
+    this.datapath = loadDatapath({ ...cfg, mapSizes: sizes.byMapName, loadUdpIterator: cfg.udpTermination !== 'netlink', onIncompatiblePin: () => obs.metrics.pinRestored('map', 'incompatible') }, log, features);
     const dp = this.datapath;
+    obs.mapSizes({ configured: sizes.byMapName, inUse: dp.mapSizes, mismatched: dp.sizeMismatches.map((m) => ({ map: m.name, pinned: m.pinned, requested: m.requested })) });
     const pins = new PinKeeper(cfg.bpffsDir, log.child({ source: 'pins' }), (object, reason) => obs.metrics.pinRestored(object, reason));
     this.pins = pins;
     for (const [key, name] of Object.entries(MAP_NAMES)) pins.keepMap(mapPinPath(cfg.bpffsDir, name), dp.maps[key as keyof typeof MAP_NAMES]);

@@ -12,6 +12,7 @@ import { parseCIDR } from './net/ip.js';
 import { parseBindAddress } from './net/listen-address.js';
 import { TC_ATTACH_SETTINGS, type TcAttachSetting } from './datapath/tc-hooks.js';
 import type { MapCapacities } from './reconcile/limits.js';
+import { CONNTRACK_MAX_PER_CORE_DEFAULT, CONNTRACK_MIN_DEFAULT, MAP_SIZE_SETTINGS, MAP_SIZE_SETTING_NAMES, parseMapSize, parseSizeRatio, type MapSizeOptions } from './datapath/map-sizes.js';
 
 export interface AgentConfig {
   kubeconfig?: string;
@@ -56,11 +57,13 @@ export interface AgentConfig {
   tcAttach: TcAttachSetting;
   /** How connected UDP sockets of a removed backend are destroyed: auto (bpf_sock_destroy, else netlink sock_diag), bpf, netlink. */
   udpTermination: UdpTerminationSetting;
+  /** BPF map capacities: --map-size-*, --bpf-map-dynamic-size-ratio, --conntrack-* (agent/datapath/map-sizes.ts). */
+  mapSizeOptions: MapSizeOptions;
   /**
    * Test knob, from the environment (KPR_TEST_MAP_CAPACITIES="svc=40,backend=30"):
    * Services are admitted against these entry counts where they are below the
-   * maps' max_entries, so a test can overfill a map of a few entries. The maps
-   * keep their compile-time sizes (run-time sizes are issue 20).
+   * maps' max_entries, so a test can overfill a map of a few entries without
+   * making the map itself that small (for that: --map-size-*).
    */
   testMapCapacities?: Partial<MapCapacities>;
 }
@@ -79,6 +82,23 @@ export function parseTestMapCapacities(text: string): Partial<MapCapacities> {
     out[key] = Number(m[2]);
   }
   return out;
+}
+
+/** The map-size flags' values, each checked now (agent/datapath/map-sizes.ts). */
+export function mapSizeOptions(values: Readonly<Record<string, unknown>>): MapSizeOptions {
+  const explicit: MapSizeOptions['explicit'] = {};
+  for (const setting of MAP_SIZE_SETTING_NAMES) {
+    const flag = MAP_SIZE_SETTINGS[setting].flag;
+    const v = values[flag];
+    if (typeof v === 'string' && v !== '') explicit[setting] = parseMapSize(v, flag);
+  }
+  const str = (flag: string, dflt: number) => (typeof values[flag] === 'string' && values[flag] !== '' ? (values[flag] as string) : String(dflt));
+  return {
+    explicit,
+    dynamicSizeRatio: parseSizeRatio(str('bpf-map-dynamic-size-ratio', 0)),
+    conntrackMaxPerCore: parseMapSize(str('conntrack-max-per-core', CONNTRACK_MAX_PER_CORE_DEFAULT), 'conntrack-max-per-core', 0),
+    conntrackMin: parseMapSize(str('conntrack-min', CONNTRACK_MIN_DEFAULT), 'conntrack-min', 0),
+  };
 }
 
 /** --udp-termination values. */
@@ -118,6 +138,18 @@ export const USAGE = `Usage: kpr-agent [flags]
                            cls_bpf filter (older kernels); auto picks tcx when the kernel has it (default: auto)
   --udp-termination MODE   destroying connected UDP sockets of a removed backend: auto (bpf_sock_destroy on 6.5+,
                            else netlink sock_diag), bpf, netlink (default: auto)
+  --map-size-services N    kpr_svc entries: a frontend plus one per backend of each frontend (default: 262144)
+  --map-size-backends N    kpr_backend entries, one per distinct backend; also kpr_aff_match (default: 262144)
+  --map-size-revnat N      kpr_revnat entries, translated UDP sockets (LRU, default: 262144)
+  --map-size-affinity N    kpr_affinity entries, ClientIP session affinity (LRU, default: 65536)
+  --map-size-conntrack N   kpr_ct entries, flows on the tc path (LRU; default: from --conntrack-* as kube-proxy's
+                           nf_conntrack_max)
+  --map-size-source-ranges N  kpr_src_range entries, loadBalancerSourceRanges CIDRs per frontend (default: 16384)
+  --bpf-map-dynamic-size-ratio R  size kpr_ct, kpr_revnat and kpr_affinity from R x the node's memory (0-1, e.g.
+                           0.0025; never below their defaults; default 0: off)
+  --conntrack-max-per-core N  kpr_ct = max(N x CPUs, --conntrack-min), as kube-proxy (default: ${CONNTRACK_MAX_PER_CORE_DEFAULT};
+                           0: the compiled size)
+  --conntrack-min N        (default: ${CONNTRACK_MIN_DEFAULT})
   --log-level LEVEL        error|warn|info|debug|trace (default: info)
   -v N                     klog-style verbosity (2 = debug, 4 = trace)
   -h, --help`;
@@ -188,6 +220,16 @@ export const AGENT_FLAGS = {
   'ct-sweep-interval': { type: 'string', default: '10s' },
   'tc-attach': { type: 'string', default: 'auto' },
   'udp-termination': { type: 'string', default: 'auto' },
+  // ---- BPF map sizes (agent/datapath/map-sizes.ts)
+  'map-size-services': { type: 'string' },
+  'map-size-backends': { type: 'string' },
+  'map-size-revnat': { type: 'string' },
+  'map-size-affinity': { type: 'string' },
+  'map-size-conntrack': { type: 'string' },
+  'map-size-source-ranges': { type: 'string' },
+  'bpf-map-dynamic-size-ratio': { type: 'string', default: '0' },
+  'conntrack-max-per-core': { type: 'string', default: String(CONNTRACK_MAX_PER_CORE_DEFAULT) },
+  'conntrack-min': { type: 'string', default: String(CONNTRACK_MIN_DEFAULT) },
   'log-level': { type: 'string' },
   v: { type: 'string', short: 'v' },
   help: { type: 'boolean', short: 'h' },
@@ -249,6 +291,7 @@ export function parseAgentArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     ctSweepIntervalMs: parseDuration(values['ct-sweep-interval']!),
     tcAttach,
     udpTermination: udpTermination as UdpTerminationSetting,
+    mapSizeOptions: mapSizeOptions(values),
     ...(env[TEST_MAP_CAPACITIES_ENV] ? { testMapCapacities: parseTestMapCapacities(env[TEST_MAP_CAPACITIES_ENV]) } : {}),
   };
 }

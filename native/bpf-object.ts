@@ -21,6 +21,22 @@ export interface BpfObjectOpenOptions {
   pinMapsDir?: string;
   /** Programs not to load (bpf_program__set_autoload false): their hook is missing from this kernel. */
   skipPrograms?: readonly string[];
+  /**
+   * max_entries by map name, set before load (bpf_map__set_max_entries) in
+   * place of the compiled sizes; names of maps this object lacks are ignored
+   * (the objects share one list). A pinned map is reused only at its size.
+   */
+  maxEntries?: Readonly<Record<string, number>>;
+}
+
+/** A map pinned with another max_entries than asked, compatible otherwise. */
+export interface PinnedSizeMismatch {
+  name: string;
+  pin: string;
+  /** max_entries of the pinned map. */
+  pinned: number;
+  /** max_entries this object asks for. */
+  requested: number;
 }
 
 interface MapDef {
@@ -64,6 +80,12 @@ export class BpfObject {
           const ret = lib.bpf_map__set_pin_path(map, self.pinPathOf(def.name));
           if (ret < 0) throw new KprBpfError({ op: 'map set pin path', map: def.name, errno: -ret });
         }
+      }
+      for (const [name, entries] of Object.entries(opts.maxEntries ?? {})) {
+        const map = lib.bpf_object__find_map_by_name(obj, name);
+        if (!map) continue;
+        const ret = lib.bpf_map__set_max_entries(map, entries);
+        if (ret < 0) throw new KprBpfError({ op: 'map set max_entries', map: name, errno: -ret, detail: `max_entries ${entries}` });
       }
       for (const name of opts.skipPrograms ?? []) {
         const prog = lib.bpf_object__find_program_by_name(obj, name);
@@ -209,6 +231,33 @@ export class BpfObject {
     for (const def of this.#mapDefs()) {
       const bad = this.#findIncompatiblePin([def]);
       if (bad) out.push(bad);
+    }
+    return out;
+  }
+
+  /**
+   * Before load: the maps pinned under pinMapsDir that match their
+   * definition in all but max_entries (load would refuse them: libbpf reuses
+   * a pin only at the size asked for). Empty without pinMapsDir.
+   */
+  pinnedSizeMismatches(): PinnedSizeMismatch[] {
+    if (this.pinMapsDir === undefined) return [];
+    const out: PinnedSizeMismatch[] = [];
+    for (const def of this.#mapDefs()) {
+      const pin = this.pinPathOf(def.name);
+      if (!fs.existsSync(pin)) continue;
+      let pinned: BpfMap;
+      try {
+        pinned = BpfMap.openPinned(pin);
+      } catch {
+        continue; // not a map: incompatiblePins() says so
+      }
+      try {
+        const same = pinned.type === def.type && pinned.keySize === def.keySize && pinned.valueSize === def.valueSize && pinned.flags === def.flags;
+        if (same && pinned.maxEntries !== def.maxEntries) out.push({ name: def.name, pin, pinned: pinned.maxEntries, requested: def.maxEntries });
+      } finally {
+        pinned.close();
+      }
     }
     return out;
   }

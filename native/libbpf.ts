@@ -30,6 +30,8 @@ export interface LibbpfFns {
   bpf_map__key_size(map: NativePtr): number;
   bpf_map__value_size(map: NativePtr): number;
   bpf_map__max_entries(map: NativePtr): number;
+  /** Before load only: the max_entries the map is created with (and a pin must have to be reused). */
+  bpf_map__set_max_entries(map: NativePtr, maxEntries: number): number;
   bpf_map__set_pin_path(map: NativePtr, path: string | null): number;
   bpf_map__is_pinned(map: NativePtr): boolean;
   bpf_map__map_flags(map: NativePtr): number;
@@ -142,6 +144,7 @@ export function libbpf(): LibbpfFns {
     bpf_map__key_size: f('uint32_t bpf_map__key_size(const bpf_map *map)'),
     bpf_map__value_size: f('uint32_t bpf_map__value_size(const bpf_map *map)'),
     bpf_map__max_entries: f('uint32_t bpf_map__max_entries(const bpf_map *map)'),
+    bpf_map__set_max_entries: f('int bpf_map__set_max_entries(bpf_map *map, uint32_t max_entries)'),
     bpf_map__set_pin_path: f('int bpf_map__set_pin_path(bpf_map *map, const char *path)'),
     bpf_map__is_pinned: f('bool bpf_map__is_pinned(const bpf_map *map)'),
     bpf_map__map_flags: f('uint32_t bpf_map__map_flags(const bpf_map *map)'),

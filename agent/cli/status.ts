@@ -35,8 +35,17 @@ export interface StatusReport {
   /** Degraded: some Service is not (wholly) served for want of room; undefined when the agent does not say. */
   degraded?: boolean;
   servicesOverLimit?: LimitSummary;
+  /** The agent's run-time map sizes (/healthz "mapSizes"), when it says. */
+  mapSizes?: AgentMapSizes;
   maps: MapStats[];
   mapsError?: string;
+}
+
+/** /healthz "mapSizes" (agent/metrics/observability.ts MapSizeReport). */
+interface AgentMapSizes {
+  configured: Record<string, number>;
+  inUse: Record<string, number>;
+  mismatched: Array<{ map: string; pinned: number; requested: number }>;
 }
 
 async function agentHealth(address: string): Promise<AgentHealth> {
@@ -89,7 +98,8 @@ export async function statusReport(bpffsDir: string, healthzAddress: string): Pr
   const agent = await agentHealth(healthzAddress);
   const { maps, error } = readMaps(bpffsDir);
   const over = agent.body?.servicesOverLimit as LimitSummary | undefined;
-  return { agent, ...(over ? { degraded: over.degraded, servicesOverLimit: over } : {}), maps, ...(error ? { mapsError: error } : {}) };
+  const sizes = agent.body?.mapSizes as AgentMapSizes | undefined;
+  return { agent, ...(over ? { degraded: over.degraded, servicesOverLimit: over } : {}), ...(sizes ? { mapSizes: sizes } : {}), maps, ...(error ? { mapsError: error } : {}) };
 }
 
 function agentLine(a: AgentHealth): string {
@@ -120,12 +130,20 @@ export function formatStatus(r: StatusReport): string {
   out.push('');
   if (r.mapsError) out.push(`maps      ${r.mapsError}`);
   else {
+    const configured = r.mapSizes?.configured ?? {};
     out.push(
       table(
-        ['MAP', 'TYPE', 'ENTRIES', 'CAPACITY', 'FILL'],
-        r.maps.map((m) => [m.name, m.type, String(m.entries), String(m.capacity), m.type.includes('array') ? '-' : `${((100 * m.entries) / m.capacity).toFixed(1)}%`]),
+        ['MAP', 'TYPE', 'ENTRIES', 'CAPACITY', 'FILL', 'CONFIGURED'],
+        r.maps.map((m) => [
+          m.name, m.type, String(m.entries), String(m.capacity),
+          m.type.includes('array') ? '-' : `${((100 * m.entries) / m.capacity).toFixed(1)}%`,
+          configured[m.name] !== undefined ? String(configured[m.name]) : '-',
+        ]),
       ).trimEnd(),
     );
+  }
+  for (const m of r.mapSizes?.mismatched ?? []) {
+    out.push(`map size  ${m.map} is pinned with ${m.pinned} entries, configured ${m.requested}: kept at ${m.pinned} until its pins are removed (docs/architecture.md, Pinned maps)`);
   }
   return out.join('\n') + '\n';
 }

@@ -10,7 +10,7 @@
  */
 import { existsSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { BATCH_WRITER_LIBRARY, BpfIterator, BpfObject, cgroupId, DEFAULT_BPFFS_ROOT, detachPinnedLink, ensureBpffs, type BpfMap, type CgroupAttachment } from '../../native/index.js';
+import { BATCH_WRITER_LIBRARY, BpfIterator, BpfObject, cgroupId, DEFAULT_BPFFS_ROOT, detachPinnedLink, ensureBpffs, type BpfMap, type CgroupAttachment, type PinnedSizeMismatch } from '../../native/index.js';
 import { MAP_NAMES, encodeConfig, mapCodecs, type KprConfig } from '../maps/layout.js';
 import { MAPS } from '../maps/registry.js';
 import type { Logger } from '../log.js';
@@ -46,9 +46,18 @@ export interface DatapathOptions {
   cgroupPath: string;
   /** Load kpr_sock_term.bpf.o (default true; false when --udp-termination netlink will not use it). */
   loadUdpIterator?: boolean;
-  /** A pinned map load could not adopt (another type or size) was replaced by a new, empty one. */
+  /** A pinned map load could not adopt (another type, key or value) was replaced by a new, empty one. */
   onIncompatiblePin?: (map: string) => void;
+  /**
+   * max_entries by map name (agent/datapath/map-sizes.ts), instead of the
+   * compiled sizes. A map already pinned at another size keeps its pinned
+   * size (see pinnedSizes); the rest are created at these.
+   */
+  mapSizes?: Readonly<Record<string, number>>;
 }
+
+/** A map in use at another size than configured: its pin predates the setting (resizing a pinned map is not done yet). */
+export type MapSizeMismatch = Omit<PinnedSizeMismatch, 'pin'>;
 
 export type DatapathMapSet = { [K in keyof typeof MAP_NAMES]: BpfMap };
 
@@ -71,6 +80,10 @@ export interface Datapath {
    * agent has filled the new maps and calls attachSockPrograms().
    */
   replacedPins: string[];
+  /** max_entries each sized map was loaded with (configured, or its pin's where they differ). */
+  mapSizes: Record<string, number>;
+  /** Maps kept at their pinned size, which is not the configured one. */
+  sizeMismatches: MapSizeMismatch[];
   /** Attaches (or swaps in) the socket programs on --cgroup-path; returns the links. */
   attachSockPrograms(): CgroupAttachment[];
   /**
@@ -104,9 +117,17 @@ export function loadDatapath(opts: DatapathOptions, log: Logger, features: Kerne
   checkPinDirs(opts.bpffsDir, DEFAULT_BPFFS_ROOT, log);
   const pinMapsDir = mapPinDir(opts.bpffsDir);
   const opened: BpfObject[] = [];
-  const replacedPins = replaceIncompatiblePins(opts, pinMapsDir, log);
+  const requested = { ...opts.mapSizes };
+  let sized = pinnedSizes(opts, pinMapsDir, requested);
+  const replacedPins = replaceIncompatiblePins(opts, pinMapsDir, log, sized.sizes);
+  // Every pin went (another map was incompatible): every map is created at the configured size.
+  if (replacedPins.length > 0) sized = { sizes: requested, mismatches: [] };
+  for (const m of sized.mismatches) {
+    log.warn(`map ${m.name} is pinned with max_entries ${m.pinned}, configured ${m.requested}: kept at ${m.pinned} (a pinned map is not resized; remove the pins to apply the new size)`, { map: m.name, pinned: m.pinned, requested: m.requested });
+  }
+  const maxEntries = sized.sizes;
   const open = (file: string, skipPrograms: string[] = []) => {
-    const obj = BpfObject.open(file, { pinMapsDir, skipPrograms });
+    const obj = BpfObject.open(file, { pinMapsDir, skipPrograms, maxEntries });
     opened.push(obj);
     obj.load();
     return obj;
@@ -151,6 +172,8 @@ export function loadDatapath(opts: DatapathOptions, log: Logger, features: Kerne
       ...(udpIteratorError !== undefined ? { udpIteratorError } : {}),
       attachments: [],
       replacedPins,
+      mapSizes: { ...maxEntries },
+      sizeMismatches: sized.mismatches.map(({ name, pinned, requested: r }) => ({ name, pinned, requested: r })),
       attachSockPrograms: () => {
         dp.attachments = attachable.map((prog) => sock.attachCgroup(prog, opts.cgroupPath, linkPinPath(opts.bpffsDir, prog)));
         log.info('datapath attached', {
@@ -192,8 +215,9 @@ export function loadDatapath(opts: DatapathOptions, log: Logger, features: Kerne
 }
 
 /**
- * Something other than kpr's map at one of kpr's map pins (another type or
- * size: pinned over kpr's, or left by an incompatible version) would fail the
+ * Something other than kpr's map at one of kpr's map pins (another type, key,
+ * value, or the size of a map without a run-time size: pinned over kpr's, or
+ * left by an incompatible version) would fail the
  * load. kpr's pin directory is kpr's: every map pin in it is removed, so
  * every map is created anew and filled at the initial sync. All of them, not
  * only the bad one: the programs still attached (the previous agent's) keep
@@ -201,12 +225,11 @@ export function loadDatapath(opts: DatapathOptions, log: Logger, features: Kerne
  * programs, on the new set, replace them once it is filled (conntrack and
  * affinity state start empty). Returns the names of the incompatible pins.
  */
-function replaceIncompatiblePins(opts: DatapathOptions, pinMapsDir: string, log: Logger): string[] {
-  const objects = [opts.bpfObject, sibling(opts.bpfObject, 'kpr_tc.bpf.o'), sibling(opts.bpfObject, SOCK_TERM_OBJECT)];
+function replaceIncompatiblePins(opts: DatapathOptions, pinMapsDir: string, log: Logger, maxEntries: Readonly<Record<string, number>>): string[] {
   const bad: Array<{ name: string; pin: string; why: string }> = [];
-  for (const file of objects) {
+  for (const file of datapathObjects(opts)) {
     if (!existsSync(file)) continue;
-    const obj = BpfObject.open(file, { pinMapsDir });
+    const obj = BpfObject.open(file, { pinMapsDir, maxEntries });
     try {
       for (const b of obj.incompatiblePins()) if (!bad.some((x) => x.name === b.name)) bad.push(b);
     } finally {
@@ -218,6 +241,38 @@ function replaceIncompatiblePins(opts: DatapathOptions, pinMapsDir: string, log:
   for (const file of readdirSync(pinMapsDir)) rmSync(path.join(pinMapsDir, file), { force: true });
   for (const b of bad) opts.onIncompatiblePin?.(b.name);
   return bad.map((b) => b.name);
+}
+
+function datapathObjects(opts: DatapathOptions): string[] {
+  return [opts.bpfObject, sibling(opts.bpfObject, 'kpr_tc.bpf.o'), sibling(opts.bpfObject, SOCK_TERM_OBJECT)];
+}
+
+/**
+ * The sizes to load with: the configured ones, except where a map is already
+ * pinned at another size and compatible otherwise. libbpf reuses a pin only
+ * at the size asked for, and a pinned map cannot be resized in place, so
+ * such a map keeps its pinned size (and its contents) until its pins are
+ * removed; each is returned as a mismatch. Maps without a configured size
+ * must match their compiled size (else replaceIncompatiblePins replaces them).
+ */
+export function pinnedSizes(opts: DatapathOptions, pinMapsDir: string, requested: Readonly<Record<string, number>>): { sizes: Record<string, number>; mismatches: PinnedSizeMismatch[] } {
+  const sizes = { ...requested };
+  const mismatches: PinnedSizeMismatch[] = [];
+  for (const file of datapathObjects(opts)) {
+    if (!existsSync(file)) continue;
+    const obj = BpfObject.open(file, { pinMapsDir, maxEntries: requested });
+    try {
+      for (const m of obj.pinnedSizeMismatches()) {
+        // Only the run-time sized maps: a fixed map (an array indexed by a constant, say) at another size is incompatible.
+        if (!(m.name in requested) || mismatches.some((x) => x.name === m.name)) continue;
+        mismatches.push(m);
+        sizes[m.name] = m.pinned;
+      }
+    } finally {
+      obj.close();
+    }
+  }
+  return { sizes, mismatches };
 }
 
 /** Writes the node-wide datapath settings (kpr_config). */

@@ -123,12 +123,16 @@ function bodyOf(h: ProxyHealthSnapshot, nodeOk: boolean | undefined, ok: boolean
  * changes the status: a node that serves every Service that fits stays in
  * load-balancer rotation, as kube-proxy's does when some rules cannot be
  * programmed for one Service (README, Health).
+ *
+ * `mapSizes` (kpr's addition): the BPF map sizes configured and in use, in
+ * the field "mapSizes" last; it never changes the status either.
  */
 export function healthzResponse(
   state: ProxyHealthState,
   node: NodeLike | undefined | null,
   caches?: (now: Date) => { healthy: boolean; reason?: string; caches: Record<string, unknown> },
   overLimit?: () => Record<string, unknown> | undefined,
+  mapSizes?: () => Record<string, unknown> | undefined,
 ): HealthResponse {
   const h = state.health();
   const eligible = nodeEligible(node);
@@ -138,6 +142,8 @@ export function healthzResponse(
   if (c) body.k8sCaches = c;
   const o = overLimit?.();
   if (o) body.servicesOverLimit = o;
+  const sizes = mapSizes?.();
+  if (sizes) body.mapSizes = sizes;
   return { statusCode: ok ? 200 : 503, body };
 }
 

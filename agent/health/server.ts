@@ -16,6 +16,8 @@ export interface HealthServerOptions {
   caches?: (now: Date) => CacheHealth;
   /** kpr's Services over a datapath limit for /healthz's body (agent/reconcile/limits.ts LimitSummary); never changes the status. */
   overLimit?: () => Record<string, unknown> | undefined;
+  /** kpr's run-time BPF map sizes for /healthz's body (agent/metrics/observability.ts MapSizeReport); never changes the status. */
+  mapSizes?: () => Record<string, unknown> | undefined;
   /** Called for every answer, for kubeproxy_proxy_{healthz,livez}_total. */
   onServed?: (path: 'healthz' | 'livez', code: number) => void;
   /** Called when the connection cap closes an idle connection or refuses one. */
@@ -54,7 +56,7 @@ export function buildHealthServer(opts: HealthServerOptions): FastifyInstance {
   goNotFound(app);
   // app.all: every method fastify routes (GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH, ...) gets the same answer.
   app.all('/healthz', (_req, reply) => {
-    const r = healthzResponse(opts.state, opts.node(), opts.caches, opts.overLimit);
+    const r = healthzResponse(opts.state, opts.node(), opts.caches, opts.overLimit, opts.mapSizes);
     opts.onServed?.('healthz', r.statusCode);
     return send(reply, r);
   });

@@ -47,6 +47,13 @@ export interface ObservabilityOptions {
 /** Default bound of an unconfirmed k8s cache before /healthz says 503. */
 export const CACHE_STALE_AFTER_MS = 600_000;
 
+/** /healthz "mapSizes": max_entries by map name as configured and as in use; the maps where they differ. */
+export interface MapSizeReport {
+  configured: Record<string, number>;
+  inUse: Record<string, number>;
+  mismatched: Array<{ map: string; pinned: number; requested: number }>;
+}
+
 export interface ObservedChange {
   kind: 'Service' | 'EndpointSlice' | 'Node';
   key: string;
@@ -95,6 +102,7 @@ export class Observability {
           node: this.opts.node,
           caches: this.opts.caches ? (now) => this.cacheHealth(now)! : undefined,
           overLimit: () => this.limitSummary() as Record<string, unknown> | undefined,
+          mapSizes: () => this.mapSizeReport as Record<string, unknown> | undefined,
           onServed: (p, code) => this.metrics.healthServed(p, code), onShed: (kind) => this.metrics.connectionShed('healthz', kind) });
       this.listeners.push(listenWithRetry(build, healthz, 'health server', log));
     }
@@ -127,6 +135,15 @@ export class Observability {
   changed(change: ObservedChange, queued: boolean): void {
     this.metrics.changeQueued({ kind: change.kind, key: change.key, annotations: change.resource?.metadata?.annotations }, queued);
     if (queued) for (const f of HEALTH_FAMILIES) this.health.queuedUpdate(f);
+  }
+
+  /** The run-time map sizes, as loaded (/healthz "mapSizes", kpr status). */
+  private mapSizeReport: MapSizeReport | undefined;
+
+  /** The datapath is loaded with these sizes: configured, in use, and the maps kept at a pinned size. */
+  mapSizes(report: MapSizeReport): void {
+    this.mapSizeReport = report;
+    this.metrics.mapSizes(report.configured, report.mismatched.map((m) => m.map));
   }
 
   /** The Services over a datapath limit, as the last sync left them (/healthz, kpr status). */

@@ -17,6 +17,7 @@ import { NETNS_COOKIE_FALLBACK, NETNS_PROBE_OBJECT, netnsCookieBySocketProbe } f
 import { probeSockDiagDestroy } from '../datapath/udp-terminator.js';
 import { libbpf } from '../../native/libbpf.js';
 import { findCgroup2Mount } from '../cgroup.js';
+import { pinnedMapStats, type MapStats } from '../metrics/map-stats.js';
 
 export type Severity = 'required' | 'advisory';
 
@@ -35,6 +36,8 @@ export interface PreflightOptions {
   /** Explicit cgroup (as the agent's --cgroup-path); default: the cgroup2 mount. */
   cgroupPath?: string;
   bpfObject: string;
+  /** max_entries by map name, as the agent would load them (agent/datapath/map-sizes.ts); the trial load uses them. */
+  mapSizes?: Readonly<Record<string, number>>;
   /** Facts, injectable for tests. */
   procRoot?: string;
   kernelRelease?: string;
@@ -59,6 +62,8 @@ export interface PreflightReport {
   features: FeatureStatus[];
   /** What runs degraded: the optional features that are not active, in words. */
   degraded: string[];
+  /** The configured size of each run-time sized map and, where pinned under --bpffs, its size in use and fill. */
+  mapSizes: Array<{ map: string; configured: number; pinned?: number; entries?: number }>;
 }
 
 export const MIN_KERNEL: [number, number] = [5, 10];
@@ -216,10 +221,10 @@ export function runPreflight(opts: PreflightOptions): PreflightReport {
       if (level === 'warn') warnings.push(msg.trim());
     });
     try {
-      const obj = BpfObject.open(opts.bpfObject);
+      const obj = BpfObject.open(opts.bpfObject, opts.mapSizes ? { maxEntries: opts.mapSizes } : {});
       try {
         obj.load();
-        loadDetail = `${opts.bpfObject}: ${obj.programNames().length} programs and ${obj.mapNames().length} maps load (then closed; nothing attached)`;
+        loadDetail = `${opts.bpfObject}: ${obj.programNames().length} programs and ${obj.mapNames().length} maps load${opts.mapSizes ? ' at the configured map sizes' : ''} (then closed; nothing attached)`;
         loadOk = true;
       } finally {
         obj.close();
@@ -230,7 +235,28 @@ export function runPreflight(opts: PreflightOptions): PreflightReport {
       setLibbpfLogger(null);
     }
   }
-  add({ name: 'bpf-object', severity: 'required', ok: loadOk, detail: loadDetail, fix: 'build it (make bpf) or pass --bpf-object; a verifier error means this kernel lacks a feature kpr uses' });
+  add({ name: 'bpf-object', severity: 'required', ok: loadOk, detail: loadDetail, fix: 'build it (make bpf) or pass --bpf-object; a verifier error means this kernel lacks a feature kpr uses; a map creation error (ENOMEM, E2BIG) means a --map-size-* too large for this node' });
+
+  // Map sizes: configured, and what the pins under --bpffs hold (a pin keeps its size: agent/datapath/loader.ts).
+  const mapSizes = mapSizeRows(opts.mapSizes ?? {}, opts.bpffsDir);
+  const mismatched = mapSizes.filter((m) => m.pinned !== undefined && m.pinned !== m.configured);
+  add({
+    name: 'map-sizes',
+    severity: 'advisory',
+    ok: mismatched.length === 0 && !mapSizes.pinError,
+    detail: [
+      `configured: ${mapSizes.map((m) => `${m.map} ${m.configured}`).join(', ')}`,
+      mapSizes.pinError
+        ? `pins under ${dir}: ${mapSizes.pinError}`
+        : mapSizes.some((m) => m.pinned !== undefined)
+          ? `pinned: ${mapSizes.filter((m) => m.pinned !== undefined).map((m) => `${m.map} ${m.entries}/${m.pinned} (${((100 * m.entries!) / m.pinned!).toFixed(1)}%)`).join(', ')}`
+          : `nothing pinned under ${dir} yet`,
+      ...mismatched.map((m) => `${m.map} is pinned with ${m.pinned} entries, not ${m.configured}: the agent keeps ${m.pinned}`),
+    ].join('; '),
+    fix: mismatched.length
+      ? 'a pinned map is not resized: to apply the configured sizes, stop the agent and remove its pins (kpr cleanup; conntrack and affinity state start empty)'
+      : `the pinned maps under ${dir} cannot be read`,
+  });
 
   // Kernel features: the agent's probes, and the fallbacks it would use.
   let features: KernelFeatures | undefined;
@@ -286,6 +312,7 @@ export function runPreflight(opts: PreflightOptions): PreflightReport {
     ok: checks.every((c) => c.ok || c.severity === 'advisory'),
     features: list,
     degraded: checks.filter((c) => !c.ok && c.severity === 'advisory').map((c) => c.detail),
+    mapSizes: mapSizes.map(({ map, configured, pinned, entries }) => ({ map, configured, ...(pinned !== undefined ? { pinned, entries } : {}) })),
     facts: {
       kernelRelease: release,
       btf,
@@ -299,6 +326,23 @@ export function runPreflight(opts: PreflightOptions): PreflightReport {
     },
     checks,
   };
+}
+
+/** Each configured map with, when pinned under bpffsDir, its max_entries and entries. */
+function mapSizeRows(configured: Readonly<Record<string, number>>, bpffsDir: string): Array<{ map: string; configured: number; pinned?: number; entries?: number }> & { pinError?: string } {
+  let pinned: MapStats[] = [];
+  let pinError: string | undefined;
+  try {
+    pinned = pinnedMapStats(bpffsDir);
+  } catch (err) {
+    pinError = (err as Error).message.split('\n')[0];
+  }
+  const rows: Array<{ map: string; configured: number; pinned?: number; entries?: number }> & { pinError?: string } = Object.entries(configured).map(([map, n]) => {
+    const p = pinned.find((s) => s.name === map);
+    return { map, configured: n, ...(p ? { pinned: p.capacity, entries: p.entries } : {}) };
+  });
+  if (pinError !== undefined) rows.pinError = pinError;
+  return rows;
 }
 
 export function formatPreflight(report: PreflightReport): string {

@@ -10,7 +10,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
-import { AGENT_FLAGS } from '../../agent/config.js';
+import { AGENT_FLAGS, parseAgentArgs, type AgentConfig } from '../../agent/config.js';
+import { computeMapSizes } from '../../agent/datapath/map-sizes.js';
 import { configFileArgs } from '../../agent/config-file.js';
 import { repoRoot } from '../../sandbox/repo.js';
 import { helm, helmVersion } from './helm.js';
@@ -57,6 +58,8 @@ function nonDefault(key: string): unknown {
   if (key.endsWith('-bind-address')) return key.startsWith('healthz') ? '0.0.0.0:20256' : '0.0.0.0:20249';
   if (prop.pattern?.includes('ms|s|m|h')) return '7s';
   if (key === 'v') return '3';
+  if (types.includes('integer')) return 4096;
+  if (types.includes('number')) return 0.004;
   if (key === 'bpffs') return '/sys/fs/bpf/kpr-test';
   return `/test/${key}`;
 }
@@ -231,6 +234,9 @@ describe('charts/kpr with the real helm', () => {
       [['--set-json', 'config={"sync-period":5}'], /sync-period/],
       [['--set', 'config.sync-perod=1s'], /sync-perod/],
       [['--set', 'config.log-level=loud'], /log-level/],
+      [['--set', 'config.map-size-services=0'], /map-size-services/],
+      [['--set', 'config.map-size-conntrack=lots'], /map-size-conntrack/],
+      [['--set', 'config.bpf-map-dynamic-size-ratio=2'], /bpf-map-dynamic-size-ratio/],
       [['--set', 'tolerations=all'], /tolerations/],
       [['--set', 'hostNetwork=false'], /hostNetwork/],
     ];
@@ -239,6 +245,29 @@ describe('charts/kpr with the real helm', () => {
       assert.notEqual(r.status, 0, `${args.join(' ')} was accepted`);
       assert.match(r.stderr, want, `${args.join(' ')}: ${r.stderr}`);
     }
+  });
+
+  test('map sizes: chart values become the agent\'s map sizes', () => {
+    const config = { 'map-size-services': 40000, 'map-size-backends': 20000, 'map-size-conntrack': 65536, 'conntrack-min': 1000, 'bpf-map-dynamic-size-ratio': 0.002 };
+    const rendered = renderedConfig(render({ config }));
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'kpr-chart-sizes-'));
+    try {
+      const file = path.join(dir, 'config.yaml');
+      writeFileSync(file, YAML.stringify(rendered));
+      const cfg = parseAgentArgs(['--config', file, '--cgroup-path', '/sys/fs/cgroup', '--node-name', 'n1'], {}) as AgentConfig;
+      const plan = computeMapSizes(cfg.mapSizeOptions, { totalMemoryBytes: 2 ** 30, cpus: 2, possibleCpus: 2 });
+      assert.equal(plan.byMapName.kpr_svc, 40000);
+      assert.equal(plan.byMapName.kpr_backend, 20000);
+      assert.equal(plan.byMapName.kpr_aff_match, 20000);
+      assert.equal(plan.byMapName.kpr_ct, 65536);
+      assert.equal(cfg.mapSizeOptions.dynamicSizeRatio, 0.002);
+      assert.equal(cfg.mapSizeOptions.conntrackMin, 1000);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    // Unset: nothing in the file, the agent's defaults.
+    const none = renderedConfig(render({}));
+    for (const k of Object.keys(config)) assert.equal(k in none, false, k);
   });
 
   test('NOTES warn loudly without k8sServiceHost', () => {

@@ -1,8 +1,8 @@
 /**
  * Over capacity, degrading gracefully (issue 22), with the real agent: a
- * service map of 40 entries as the agent admits Services against it (the
- * KPR_TEST_MAP_CAPACITIES test knob; the kernel's map keeps its compile-time
- * size), overfilled by 20 Services. Under a connect loop to a Service that
+ * service map of 40 entries (--map-size-services 40: the kernel's kpr_svc
+ * holds 40, and the agent admits Services against its max_entries),
+ * overfilled by 20 Services. Under a connect loop to a Service that
  * fits, for a minute in which the refused Services keep changing (changes
  * that cannot make room) and periodic resyncs re-examine everything:
  *
@@ -12,7 +12,7 @@
  *     CPU time used, a resource bound, not a latency) and its RSS within
  *     10% of what it was right after the first sync;
  *   - /healthz stays 200 and says which Services are not served, as do
- *     kpr_services_over_limit and `kpr status`;
+ *     kpr_services_over_limit and `kpr status` (which shows kpr_svc's 40);
  *   - a deletion makes room, and a refused Service is programmed in the
  *     sync of that deletion.
  */
@@ -88,7 +88,7 @@ describe('over capacity: the node serves what fits, says what it refused, and st
       box.api.create(svcObj(filler(i), `198.19.1.${i + 1}`));
       box.api.create(sliceObj(filler(i), fillerIps(i)));
     }
-    agent = await box.startAgent(['--sync-period', SYNC_PERIOD], { KPR_TEST_MAP_CAPACITIES: `svc=${SVC_CAPACITY}` });
+    agent = await box.startAgent(['--sync-period', SYNC_PERIOD, '--map-size-services', String(SVC_CAPACITY)]);
     healthAddr = String((await agent.waitForLog('health server listening')).address);
     metricsAddr = String((await agent.waitForLog('metrics server listening')).address);
   });
@@ -116,19 +116,30 @@ describe('over capacity: the node serves what fits, says what it refused, and st
     // The signals: /healthz 200 and degraded, the gauge, kpr status.
     const hz = await fetch(`http://${healthAddr}/healthz`);
     assert.equal(hz.status, 200, 'a node that serves what fits stays in rotation');
-    const body = (await hz.json()) as { servicesOverLimit: { degraded: boolean; services: number; byLimit: Record<string, number>; listed: Array<{ service: string }> } };
+    const body = (await hz.json()) as {
+      servicesOverLimit: { degraded: boolean; services: number; byLimit: Record<string, number>; listed: Array<{ service: string }> };
+      mapSizes: { configured: Record<string, number>; inUse: Record<string, number>; mismatched: unknown[] };
+    };
+    assert.equal(body.mapSizes.configured.kpr_svc, SVC_CAPACITY);
+    assert.equal(body.mapSizes.inUse.kpr_svc, SVC_CAPACITY);
+    assert.deepEqual(body.mapSizes.mismatched, []);
     assert.equal(body.servicesOverLimit.degraded, true);
     assert.equal(body.servicesOverLimit.services, overLimit);
     assert.deepEqual(body.servicesOverLimit.byLimit, { svc_map: overLimit });
     assert.deepEqual(body.servicesOverLimit.listed.map((l) => l.service).sort(), [...refused].sort());
     const metrics = parseProm(await (await fetch(`http://${metricsAddr}/metrics`)).text());
     assert.equal(valueOf(metrics, 'kpr_services_over_limit', { limit: 'svc_map' }), overLimit);
+    // The kernel's map is that small: its real max_entries, and what the agent was configured with.
+    assert.equal(valueOf(metrics, 'kpr_bpf_map_capacity', { map: 'kpr_svc' }), SVC_CAPACITY);
+    assert.equal(valueOf(metrics, 'kpr_bpf_map_configured_capacity', { map: 'kpr_svc' }), SVC_CAPACITY);
+    assert.equal(valueOf(metrics, 'kpr_bpf_map_size_mismatch', { map: 'kpr_svc' }), 0);
+    assert.equal(valueOf(metrics, 'kpr_bpf_map_entries', { map: 'kpr_svc' }), 2 + 4 * FITTING_FILLERS);
     const run = spawnSync(cliBin, ['status', '--healthz-address', healthAddr, '--bpffs', box.sandbox.bpffsDir], { encoding: 'utf8' });
     assert.equal(run.status, 1, `kpr status exits 1 on a degraded node: ${run.stderr}`);
     const status = run.stdout;
     assert.match(status, new RegExp(`degraded: ${overLimit} Services over a datapath limit are not served on this node \\(svc_map ${overLimit}\\)`));
     for (const s of refused) assert.match(status, new RegExp(`^${s}\\s+svc_map\\s+refused$`, 'm'));
-    assert.match(status, /^kpr_svc\s+hash\s+\d+\s+\d+/m);
+    assert.match(status, new RegExp(`^kpr_svc\\s+hash\\s+${2 + 4 * FITTING_FILLERS}\\s+${SVC_CAPACITY}\\s+95\\.0%\\s+${SVC_CAPACITY}$`, 'm'));
 
     // A minute over capacity: a connect loop to the Service that fits; the refused Services change every 2 s.
     const pid = agent.child.pid!;
@@ -177,5 +188,37 @@ describe('over capacity: the node serves what fits, says what it refused, and st
     const i = Number(String(back[0].service).slice(-2));
     await waitFor('the programmed one in kpr_svc', () => programmedAddrs().has(`198.19.1.${i + 1}`), 5000);
     assert.equal(agent.logs.slice(fromDelete).filter((l) => l.event === 'ServicesOverLimit').length, 1, 'one summary for the change');
+  });
+
+  test('restarted with a larger --map-size-services: the pinned 40-entry kpr_svc is kept, said once, and admission still counts 40', async () => {
+    const before = withPinnedMaps(box.sandbox.bpffsDir, (m) => m.dumpServices().length);
+    const overBefore = agent.logs.filter((l) => l.msg === 'sync').at(-1)!.overLimit;
+    await box.stopAgent();
+    agent = await box.startAgent(['--sync-period', SYNC_PERIOD, '--map-size-services', String(2 * SVC_CAPACITY)]);
+    healthAddr = String((await agent.waitForLog('health server listening')).address);
+    metricsAddr = String((await agent.waitForLog('metrics server listening')).address);
+    const kept = agent.logs.filter((l) => typeof l.msg === 'string' && l.msg.startsWith('map kpr_svc is pinned with max_entries'));
+    assert.equal(kept.length, 1, 'one line naming the map');
+    assert.match(String(kept[0].msg), new RegExp(`^map kpr_svc is pinned with max_entries ${SVC_CAPACITY}, configured ${2 * SVC_CAPACITY}: kept at ${SVC_CAPACITY}`));
+    // pino level 40: warn.
+    assert.deepEqual([kept[0].level, kept[0].map, kept[0].pinned, kept[0].requested], [40, 'kpr_svc', SVC_CAPACITY, 2 * SVC_CAPACITY]);
+    assert.equal(agent.logs.filter((l) => typeof l.msg === 'string' && /is pinned with max_entries/.test(l.msg)).length, 1, 'no other map named');
+    // The same map, contents kept: adopted, nothing rewritten, the same Services refused against 40.
+    const initial = agent.logs.find((l) => l.msg === 'initial sync complete')!;
+    assert.equal(initial.written, 0);
+    assert.equal(initial.overLimit, overBefore);
+    assert.equal(withPinnedMaps(box.sandbox.bpffsDir, (m) => m.dumpServices().length), before);
+    const hz = (await (await fetch(`http://${healthAddr}/healthz`)).json()) as { mapSizes: { configured: Record<string, number>; inUse: Record<string, number>; mismatched: unknown[] } };
+    assert.equal(hz.mapSizes.configured.kpr_svc, 2 * SVC_CAPACITY);
+    assert.equal(hz.mapSizes.inUse.kpr_svc, SVC_CAPACITY);
+    assert.deepEqual(hz.mapSizes.mismatched, [{ map: 'kpr_svc', pinned: SVC_CAPACITY, requested: 2 * SVC_CAPACITY }]);
+    const metrics = parseProm(await (await fetch(`http://${metricsAddr}/metrics`)).text());
+    assert.equal(valueOf(metrics, 'kpr_bpf_map_capacity', { map: 'kpr_svc' }), SVC_CAPACITY);
+    assert.equal(valueOf(metrics, 'kpr_bpf_map_configured_capacity', { map: 'kpr_svc' }), 2 * SVC_CAPACITY);
+    assert.equal(valueOf(metrics, 'kpr_bpf_map_size_mismatch', { map: 'kpr_svc' }), 1);
+    assert.equal(valueOf(metrics, 'kpr_bpf_map_size_mismatch', { map: 'kpr_ct' }), 0);
+    const status = spawnSync(cliBin, ['status', '--healthz-address', healthAddr, '--bpffs', box.sandbox.bpffsDir], { encoding: 'utf8' }).stdout;
+    assert.match(status, new RegExp(`^kpr_svc\\s+hash\\s+\\d+\\s+${SVC_CAPACITY}\\s+[\\d.]+%\\s+${2 * SVC_CAPACITY}$`, 'm'));
+    assert.match(status, new RegExp(`^map size  kpr_svc is pinned with ${SVC_CAPACITY} entries, configured ${2 * SVC_CAPACITY}: kept at ${SVC_CAPACITY} until its pins are removed`, 'm'));
   });
 });

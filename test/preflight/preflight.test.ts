@@ -14,6 +14,9 @@ import { currentNetnsCookie, tcxSupported } from '../../native/index.js';
 import { findCgroup2Mount } from '../../agent/cgroup.js';
 import { bpfObjectPath, cliBin } from '../support/paths.js';
 import { requireRoot } from '../support/preflight.js';
+import { BpfObject, ensureBpffs } from '../../native/index.js';
+import { mapPinDir } from '../../agent/datapath/pins.js';
+import { bpffsTempDir, rmrf, svcKey, svcVal } from '../native/helpers.js';
 
 function preflight(...args: string[]) {
   return preflightEnv({}, ...args);
@@ -50,7 +53,7 @@ test('reports this machine\'s facts and passes (-o json)', () => {
   const bpffsMounted = readFileSync('/proc/mounts', 'utf8').split('\n').some((l) => l.split(' ')[1] === '/sys/fs/bpf' && l.split(' ')[2] === 'bpf');
   assert.equal(report.facts.bpffsMounted, bpffsMounted);
   const names = report.checks.map((c: { name: string }) => c.name);
-  assert.deepEqual(names, ['kernel', 'btf', 'cgroup2', 'capabilities', 'bpffs', 'libbpf', 'bpf-object', ...KERNEL_FEATURE_NAMES.map((f) => `feature:${f}`), 'batch-writer']);
+  assert.deepEqual(names, ['kernel', 'btf', 'cgroup2', 'capabilities', 'bpffs', 'libbpf', 'bpf-object', 'map-sizes', ...KERNEL_FEATURE_NAMES.map((f) => `feature:${f}`), 'batch-writer']);
   // Each feature row is the probe's answer, in the agent's words.
   for (const f of report.features) {
     const row = report.checks.find((c: { name: string }) => c.name === `feature:${f.feature}`);
@@ -121,4 +124,35 @@ test('a failing check exits non-zero and names what is missing', () => {
   assert.equal(cg.ok, false);
   assert.match(cg.detail, /\/tmp is on /);
   assert.ok(cg.fix);
+});
+
+test('map sizes: the trial load uses the configured sizes; pins at another size are named with their fill', () => {
+  requireRoot();
+  const dir = bpffsTempDir();
+  try {
+    // A previous agent's pins, kpr_svc at 40 entries, 10 of them used.
+    const obj = BpfObject.open(bpfObjectPath, { pinMapsDir: ensureBpffs(mapPinDir(dir)), maxEntries: { kpr_svc: 40 } });
+    try {
+      obj.load();
+      for (let i = 0; i < 10; i++) obj.map('kpr_svc').update(svcKey(i), svcVal(i, 1));
+    } finally {
+      obj.close();
+    }
+    const r = preflight('--bpffs', dir, '--bpf-object', bpfObjectPath, '--map-size-services', '80', '--map-size-backends', '1000', '--map-size-conntrack', '4096');
+    assert.equal(r.status, 0, r.out + r.err); // advisory
+    assert.match(r.out, /^ok\s+bpf-object\s+.* maps load at the configured map sizes/m);
+    assert.match(r.out, /^warn\s+map-sizes\s+configured: kpr_svc 80, kpr_backend 1000, kpr_aff_match 1000, .*kpr_ct 4\d{3}, .*; pinned: .*kpr_svc 10\/40 \(25\.0%\).*; kpr_svc is pinned with 40 entries, not 80: the agent keeps 40/m);
+    assert.match(r.out, /→ a pinned map is not resized: to apply the configured sizes, stop the agent and remove its pins/);
+    const json = JSON.parse(preflight('-o', 'json', '--bpffs', dir, '--bpf-object', bpfObjectPath, '--map-size-services', '40', '--conntrack-max-per-core', '0').out);
+    // kpr_ct at the compiled size (--conntrack-max-per-core 0) as pinned: every size matches.
+    assert.deepEqual(json.mapSizes.find((m: { map: string }) => m.map === 'kpr_svc'), { map: 'kpr_svc', configured: 40, pinned: 40, entries: 10 });
+    const row = json.checks.find((c: { name: string }) => c.name === 'map-sizes');
+    assert.equal(row.ok, true, row.detail);
+    // A bad value is refused before anything runs.
+    const bad = preflight('--map-size-conntrack', 'many');
+    assert.equal(bad.status, 2, 'a usage error');
+    assert.match(bad.err, /invalid --map-size-conntrack "many"/);
+  } finally {
+    rmrf(dir);
+  }
 });
