@@ -131,7 +131,7 @@ export const KUBE_PROXY_CONFIG_FIELDS: Record<string, Field> = {
       udpStreamTimeout: { type: 'duration', ignored: "the kernel's UDP stream sysctl; kpr has one UDP timeout (--ct-udp-timeout)" },
     },
   },
-  configSyncPeriod: { type: 'duration', ignored: 'kpr watches; it does not relist on a timer' },
+  configSyncPeriod: { type: 'duration', ignored: "the informers' periodic resync; kpr's watches relist only on errors, --sync-period repairs the maps" },
   portRange: { type: 'string', ignored: 'unused by kube-proxy too (the userspace proxy)' },
   windowsRunAsService: { type: 'bool', ignored: 'Windows' },
   udpIdleTimeout: { type: 'duration', ignored: 'a field of older v1alpha1 versions (the userspace proxy)' },
