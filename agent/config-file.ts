@@ -62,7 +62,7 @@ export function configFileContents(text: string, flags: FlagTable, source = 'con
   if (typeof doc !== 'object' || Array.isArray(doc)) throw new ConfigFileError(`${source}: expected a mapping of flag names to values`);
   if (isKubeProxyConfiguration(doc as Record<string, unknown>)) {
     try {
-      return kubeProxyConfigArgs(doc as Record<string, unknown>, source);
+      return kubeProxyConfigArgs(doc as Record<string, unknown>, source, (flag) => Object.hasOwn(flags, flag.replace(/^--/, '')));
     } catch (err) {
       throw err instanceof KubeProxyConfigError ? new ConfigFileError(err.message) : err;
     }

@@ -197,11 +197,14 @@ export const AGENT_FLAGS = {
   help: { type: 'boolean', short: 'h' },
 } satisfies FlagTable;
 
-/** Whether `name` is one of the agent's flags that takes a value. */
-const agentFlagTakesValue = (name: string) => (AGENT_FLAGS as FlagTable)[name]?.type === 'string';
+/** Whether `name` is one of the agent's flags, and whether it takes a value. */
+const agentFlag = (name: string) => {
+  const type = Object.hasOwn(AGENT_FLAGS, name) ? (AGENT_FLAGS as FlagTable)[name].type : undefined;
+  return type === 'string' ? 'value' : type === 'boolean' ? 'boolean' : undefined;
+};
 
 export function parseAgentArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): AgentConfig | 'help' {
-  const fromKubeProxy = translateKubeProxyFlags(argv, agentFlagTakesValue);
+  const fromKubeProxy = translateKubeProxyFlags(argv, agentFlag);
   const expanded = expandConfigFile(fromKubeProxy.argv, AGENT_FLAGS);
   const { values } = parseArgs({
     args: expanded.args,

@@ -202,10 +202,13 @@ function agentFileSettings(file: string) {
 }
 
 export function planCommand(argv: string[]): string {
-  const takesValue = (name: string) => (PLAN_FLAGS as Record<string, { type: string }>)[name]?.type === 'string';
+  const planFlag = (name: string) => {
+    const type = Object.hasOwn(PLAN_FLAGS, name) ? (PLAN_FLAGS as Record<string, { type: string }>)[name].type : undefined;
+    return type === 'string' ? 'value' : type === 'boolean' ? 'boolean' : undefined;
+  };
   let translated: string[];
   try {
-    translated = translateKubeProxyFlags(argv, takesValue).argv;
+    translated = translateKubeProxyFlags(argv, planFlag).argv;
   } catch (err) {
     throw new CliError(`plan: ${(err as Error).message}`);
   }

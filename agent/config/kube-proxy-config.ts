@@ -28,9 +28,9 @@ type ValueType = 'string' | 'bool' | 'int' | 'number' | 'duration' | 'strings' |
 /** A leaf: its Go type, and either the kpr flag it becomes or why it does not apply. */
 interface Leaf {
   type: ValueType;
-  /** The kpr flag (`--name`) this field sets. */
+  /** The kpr flag (`--name`) this field sets; with `ignored` too, only when the agent has that flag. */
   flag?: string;
-  /** Why kpr ignores it (README's table). */
+  /** Why kpr ignores it (README's table); with `flag`, while the agent has no such flag. */
   ignored?: string;
   /** Only for sync periods: the proxy mode whose section is read (kube-proxy's conversion picks by mode). */
   mode?: 'iptables' | 'ipvs' | 'nftables';
@@ -122,8 +122,9 @@ export const KUBE_PROXY_CONFIG_FIELDS: Record<string, Field> = {
   oomScoreAdj: { type: 'int', ignored: "set the pod's resources instead" },
   conntrack: {
     fields: {
-      maxPerCore: { type: 'int', ignored: "the kernel's nf_conntrack_max sysctl; kpr does not change sysctls" },
-      min: { type: 'int', ignored: "the kernel's nf_conntrack_max sysctl; kpr does not change sysctls" },
+      // kube-proxy sizes the kernel's nf_conntrack_max from these; kpr's own conntrack map takes them where the agent has the flags.
+      maxPerCore: { type: 'int', flag: '--conntrack-max-per-core', ignored: "the kernel's nf_conntrack_max sysctl; kpr does not change sysctls" },
+      min: { type: 'int', flag: '--conntrack-min', ignored: "the kernel's nf_conntrack_max sysctl; kpr does not change sysctls" },
       tcpEstablishedTimeout: { type: 'duration', flag: '--ct-tcp-timeout' },
       tcpCloseWaitTimeout: { type: 'duration', ignored: "the kernel's CLOSE_WAIT sysctl; kpr's own after-FIN timeout is --ct-tcp-closing-timeout" },
       tcpBeLiberal: { type: 'bool', ignored: "the kernel's nf_conntrack_tcp_be_liberal sysctl" },
@@ -218,11 +219,17 @@ function isSet(type: ValueType, value: unknown): boolean {
   return true;
 }
 
+/** Whether a field sets a kpr flag, given which flags the agent has (`hasFlag("--sync-period")`). */
+export function mapsToFlag(leaf: Leaf, hasFlag: (flag: string) => boolean): boolean {
+  return leaf.flag !== undefined && (leaf.ignored === undefined || hasFlag(leaf.flag));
+}
+
 /**
  * A KubeProxyConfiguration document → kpr flag tokens and the ignored fields
- * that are set. `source` names the file in errors.
+ * that are set. `source` names the file in errors; `hasFlag` says which kpr
+ * flags exist (a field whose flag the agent lacks is ignored).
  */
-export function kubeProxyConfigArgs(doc: Record<string, unknown>, source: string): KubeProxyConfigArgs {
+export function kubeProxyConfigArgs(doc: Record<string, unknown>, source: string, hasFlag: (flag: string) => boolean = () => true): KubeProxyConfigArgs {
   const fail = (msg: string) => new KubeProxyConfigError(`${source}: ${msg}`);
   if (doc.apiVersion !== KUBE_PROXY_CONFIG_API_VERSION) {
     throw fail(`apiVersion ${JSON.stringify(doc.apiVersion ?? null)} is not supported (kpr reads ${KUBE_PROXY_CONFIG_API_VERSION})`);
@@ -245,7 +252,7 @@ export function kubeProxyConfigArgs(doc: Record<string, unknown>, source: string
       if (ns < 0n) throw fail(`${path}: ${JSON.stringify(value)} is negative`);
     }
     const set = isSet(spec.type, value);
-    if (spec.flag === undefined || (spec.mode !== undefined && spec.mode !== mode)) {
+    if (!mapsToFlag(spec, hasFlag) || (spec.mode !== undefined && spec.mode !== mode)) {
       if (set) ignored.push(path);
       return;
     }

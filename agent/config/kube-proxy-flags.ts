@@ -85,11 +85,13 @@ export interface TranslatedFlags {
 }
 
 /**
- * Rewrites kube-proxy's flags in `argv` to kpr's. `takesValue(name)` says
- * whether one of kpr's own flags takes a value, so the word after it is
- * never mistaken for a flag. Everything after `--` is left alone.
+ * Rewrites kube-proxy's flags in `argv` to kpr's. `kprFlag(name)` says
+ * whether kpr has a flag of that name and whether it takes a value: kpr's
+ * own flags pass through untouched (also one spelled like an ignored
+ * kube-proxy flag, once kpr has it), and the word after one that takes a
+ * value is never mistaken for a flag. Everything after `--` is left alone.
  */
-export function translateKubeProxyFlags(argv: readonly string[], takesValue: (name: string) => boolean): TranslatedFlags {
+export function translateKubeProxyFlags(argv: readonly string[], kprFlag: (name: string) => 'value' | 'boolean' | undefined): TranslatedFlags {
   const out: string[] = [];
   const ignored: string[] = [];
   // Repeated --nodeport-addresses (a pflag string slice) add up; kpr's flag keeps the last, so they are joined
@@ -107,14 +109,15 @@ export function translateKubeProxyFlags(argv: readonly string[], takesValue: (na
       continue;
     }
     const [, name, inline] = m;
-    const refused = KUBE_PROXY_REFUSED_FLAGS[name];
+    const own = kprFlag(name);
+    const refused = own ? undefined : KUBE_PROXY_REFUSED_FLAGS[name];
     if (refused !== undefined) throw new Error(`--${name}: ${refused}`);
-    const alias = KUBE_PROXY_FLAG_ALIASES[name];
-    const ignoredBool = KUBE_PROXY_IGNORED_FLAGS[name];
+    const alias = own ? undefined : KUBE_PROXY_FLAG_ALIASES[name];
+    const ignoredBool = own ? undefined : KUBE_PROXY_IGNORED_FLAGS[name];
     if (alias === undefined && ignoredBool === undefined) {
       out.push(arg);
-      // One of kpr's own flags: its value (the next word) passes through untouched.
-      if (inline === undefined && takesValue(name) && i + 1 < argv.length) out.push(argv[++i]);
+      // One of kpr's own flags (or an unknown one, for parseArgs to refuse): a value (the next word) passes through.
+      if (inline === undefined && own === 'value' && i + 1 < argv.length) out.push(argv[++i]);
       continue;
     }
     let value = inline;

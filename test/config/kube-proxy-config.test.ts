@@ -13,9 +13,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import YAML from 'yaml';
-import { parseAgentArgs, type AgentConfig } from '../../agent/config.js';
-import { IGNORED_KUBE_PROXY_SETTINGS_MESSAGE, kubeProxyConfigLeaves, logIgnoredKubeProxySettings } from '../../agent/config/kube-proxy-config.js';
+import { AGENT_FLAGS, parseAgentArgs, type AgentConfig } from '../../agent/config.js';
+import { IGNORED_KUBE_PROXY_SETTINGS_MESSAGE, kubeProxyConfigLeaves, logIgnoredKubeProxySettings, mapsToFlag } from '../../agent/config/kube-proxy-config.js';
 import { loadKubeConfig } from '../../agent/k8s/kubeconfig.js';
+import { translateKubeProxyFlags } from '../../agent/config/kube-proxy-flags.js';
 import { loggerTo } from '../../agent/log.js';
 import { repoRoot } from '../support/paths.js';
 
@@ -152,6 +153,10 @@ test("kube-proxy's flag spellings: aliases of kpr's flags, ignored ones dropped 
     ['n1', ['10.0.0.0/8', 'primary'], 7200, 45, 60_000, 1000, '/k.conf', 'debug'],
   );
   assert.deepEqual(cfg.ignoredKubeProxySettings, ['--oom-score-adj', '--bind-address-hard-fail']);
+  // conntrack.maxPerCore/min map to kpr's --conntrack-max-per-core/--conntrack-min where the agent has them, else are ignored.
+  withConfig(kubeProxyDoc('conntrack:\n  maxPerCore: 65536\n  min: 0\n'), (file) => {
+    assert.deepEqual(agent(['--config', file]).ignoredKubeProxySettings, Object.hasOwn(AGENT_FLAGS, 'conntrack-max-per-core') ? [] : ['conntrack.maxPerCore']);
+  });
   // A value of one of kpr's flags is never read as a kube-proxy flag.
   assert.equal(agent(['--node-name=--cluster-cidr']).nodeName, '--cluster-cidr');
   assert.equal(agent(['--external-interfaces', 'eth0', '--pod-interfaces', 'veth*']).ignoredKubeProxySettings.length, 0);
@@ -167,7 +172,19 @@ test("README's kube-proxy config table lists every v1alpha1 field with what kpr 
   for (const [field, leaf] of kubeProxyConfigLeaves()) {
     const row = readme.split('\n').find((l) => l.startsWith('| ') && l.split('|')[1].split(',').map((c) => c.trim()).includes(`\`${field}\``));
     assert.ok(row, `README has a row for ${field}`);
-    if (leaf.flag) assert.ok(row.includes(`\`${leaf.flag}\``), `${field} → ${leaf.flag}`);
+    // A field whose flag the agent has maps to it (conntrack.maxPerCore/min: once the agent has --conntrack-max-per-core/--conntrack-min).
+    if (mapsToFlag(leaf, (f) => Object.hasOwn(AGENT_FLAGS, f.slice(2)))) assert.ok(row.includes(`\`${leaf.flag}\``), `${field} → ${leaf.flag}: ${row}`);
     else assert.match(row, /ignored/, `${field} is ignored`);
   }
+});
+
+test("a kube-proxy flag kpr has itself (as --conntrack-min with run-time map sizes) is kpr's, not dropped", () => {
+  const kpr = (has: string[]) => (name: string) => (has.includes(name) ? 'value' : undefined) as 'value' | undefined;
+  const argv = ['--conntrack-min', '131072', '--conntrack-max-per-core=0', '--cluster-cidr', '10.244.0.0/16'];
+  assert.deepEqual(translateKubeProxyFlags(argv, kpr([])), { argv: [], ignored: ['--conntrack-min', '--conntrack-max-per-core', '--cluster-cidr'] });
+  assert.deepEqual(translateKubeProxyFlags(argv, kpr(['conntrack-min', 'conntrack-max-per-core'])), {
+    argv: ['--conntrack-min', '131072', '--conntrack-max-per-core=0'],
+    ignored: ['--cluster-cidr'],
+  });
+  assert.deepEqual(translateKubeProxyFlags(['--node-name', 'a', '--', '--hostname-override', 'b'], kpr(['node-name'])).argv, ['--node-name', 'a', '--', '--hostname-override', 'b']);
 });
