@@ -67,7 +67,7 @@ test('the runtime stage holds what the agent and the CLI run, and nothing else: 
     const file = todo.pop()!;
     if (seen.has(file)) continue;
     seen.add(file);
-    assert.ok(existsSync(file), `${path.relative(repoRoot, file)} exists (npx tsc first)`);
+    assert.ok(existsSync(file), `${path.relative(repoRoot, file)} exists (make build: tsc and the esbuild bundle)`);
     assert.ok(inImage(file), `${path.relative(repoRoot, file)} is run by bin/ but not copied into the image`);
     for (const m of readFileSync(file, 'utf8').matchAll(/(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)['"](\.{1,2}\/[^'"]+)['"]/g)) todo.push(path.resolve(path.dirname(file), m[1]));
   }
