@@ -74,7 +74,7 @@ chart-lint: build
 AGENT_BUNDLE := dist/kpr-agent.mjs
 # whatwg-url (node-fetch's fallback URL class, never used on Node) is replaced
 # by agent/bundle/whatwg-url.ts: its tr46 table cost ~3.5 MiB of the agent's RSS.
-ESBUILD_FLAGS := --bundle --platform=node --format=esm --target=node20 --external:koffi --log-level=warning --minify-whitespace --minify-syntax \
+ESBUILD_FLAGS := --bundle --platform=node --format=esm --target=node22 --external:koffi --log-level=warning --minify-whitespace --minify-syntax \
 	--alias:whatwg-url=./dist/agent/bundle/whatwg-url.js \
 	--banner:js="import { createRequire as __kprCreateRequire } from 'node:module'; const require = __kprCreateRequire(import.meta.url);"
 

@@ -5,6 +5,10 @@
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { expandConfigFile, type FlagTable } from './config-file.js';
+import { checkK8sServiceHost } from './config/k8s-service-host.js';
+import { kubeProxyNodePortAddresses } from './config/kube-proxy-config.js';
+import { translateKubeProxyFlags } from './config/kube-proxy-flags.js';
+import { parseDuration } from './duration.js';
 import { findCgroup2Mount } from './cgroup.js';
 import { levelFromVerbosity, type LogLevel } from './log.js';
 import { defaultBpfObject } from './paths.js';
@@ -66,7 +70,15 @@ export interface AgentConfig {
    * making the map itself that small (for that: --map-size-*).
    */
   testMapCapacities?: Partial<MapCapacities>;
+  /**
+   * kube-proxy settings given to the agent that kpr has no use for: flags
+   * ("--cluster-cidr") and set KubeProxyConfiguration fields ("mode",
+   * "iptables.masqueradeAll"). The agent names them in one info line.
+   */
+  ignoredKubeProxySettings: string[];
 }
+
+export { parseDuration };
 
 /** The environment variable of AgentConfig.testMapCapacities. */
 export const TEST_MAP_CAPACITIES_ENV = 'KPR_TEST_MAP_CAPACITIES';
@@ -108,7 +120,8 @@ export type UdpTerminationSetting = (typeof UDP_TERMINATION_SETTINGS)[number];
 export const DEFAULT_BPFFS_DIR = '/sys/fs/bpf/kpr';
 
 export const USAGE = `Usage: kpr-agent [flags]
-  --config PATH            YAML file of flag values (keys are flag names); flags given here override it
+  --config PATH            YAML file of flag values (keys are flag names), or kube-proxy's own config file
+                           (a KubeProxyConfiguration, e.g. kubeadm's config.conf); flags given here override it
   --kubeconfig PATH        kubeconfig file (default: in-cluster config, then ~/.kube/config)
   --k8s-service-host HOST  API server host, instead of the kubernetes Service ClusterIP (needed in-cluster without kube-proxy)
   --k8s-service-port PORT  API server port to go with --k8s-service-host
@@ -152,16 +165,11 @@ export const USAGE = `Usage: kpr-agent [flags]
   --conntrack-min N        (default: ${CONNTRACK_MIN_DEFAULT})
   --log-level LEVEL        error|warn|info|debug|trace (default: info)
   -v N                     klog-style verbosity (2 = debug, 4 = trace)
-  -h, --help`;
-
-/** Parses "30s", "500ms", "1m" or a bare number of seconds. */
-export function parseDuration(text: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
-  if (!m) throw new Error(`invalid duration "${text}" (use e.g. 500ms, 30s, 1m)`);
-  const n = Number(m[1]);
-  const unit = m[2] ?? 's';
-  return n * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[unit]!;
-}
+  -h, --help
+kube-proxy's flags work too: --hostname-override (= --node-name), --nodeport-addresses (= --node-port-addresses),
+--conntrack-tcp-timeout-established, --conntrack-udp-timeout, --iptables-sync-period, --iptables-min-sync-period;
+those that do not apply to kpr (--cluster-cidr, --proxy-mode, --masquerade-all, …) are accepted and ignored.
+Durations are Go durations (300ms, 30s, 1m30s, 24h0m0s) or a bare number of seconds.`;
 
 const LEVELS: LogLevel[] = ['error', 'warn', 'info', 'debug', 'trace'];
 
@@ -184,8 +192,8 @@ function checkedBind(text: string, flag: string): string {
 }
 
 /** Whole seconds of a duration, at least 1 (the datapath counts in seconds). */
-function seconds(text: string): number {
-  return Math.max(1, Math.round(parseDuration(text) / 1000));
+function seconds(text: string, flag: string): number {
+  return Math.max(1, Math.round(parseDuration(text, flag) / 1000));
 }
 
 /**
@@ -241,9 +249,17 @@ function trueOrFalse(text: string, flag: string): boolean {
   throw new Error(`invalid ${flag} "${text}" (true or false)`);
 }
 
+/** Whether `name` is one of the agent's flags, and whether it takes a value. */
+const agentFlag = (name: string) => {
+  const type = Object.hasOwn(AGENT_FLAGS, name) ? (AGENT_FLAGS as FlagTable)[name].type : undefined;
+  return type === 'string' ? 'value' : type === 'boolean' ? 'boolean' : undefined;
+};
+
 export function parseAgentArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): AgentConfig | 'help' {
+  const fromKubeProxy = translateKubeProxyFlags(argv, agentFlag);
+  const expanded = expandConfigFile(fromKubeProxy.argv, AGENT_FLAGS);
   const { values } = parseArgs({
-    args: expandConfigFile(argv, AGENT_FLAGS),
+    args: expanded.args,
     options: AGENT_FLAGS,
   });
   if (values.help) return 'help';
@@ -264,34 +280,36 @@ export function parseAgentArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   if (port !== undefined && !(/^\d+$/.test(port) && Number(port) >= 1 && Number(port) <= 65535)) {
     throw new Error(`invalid --k8s-service-port "${port}" (a port number, 1-65535)`);
   }
+  const serviceHost = values['k8s-service-host'] || undefined;
   return {
     kubeconfig: values.kubeconfig ?? env.KUBECONFIG,
-    k8sServiceHost: values['k8s-service-host'] || undefined,
+    k8sServiceHost: serviceHost === undefined ? undefined : checkK8sServiceHost(serviceHost),
     k8sServicePort: port === undefined ? undefined : Number(port),
     nodeName,
     cgroupPath: values['cgroup-path'] ?? findCgroup2Mount(),
     bpffsDir: values.bpffs ?? DEFAULT_BPFFS_DIR,
     bpfObject: values['bpf-object'] ?? defaultBpfObject(),
     logLevel,
-    syncPeriodMs: parseDuration(values['sync-period']!),
-    minSyncPeriodMs: parseDuration(values['min-sync-period']!),
+    syncPeriodMs: parseDuration(values['sync-period']!, '--sync-period'),
+    minSyncPeriodMs: parseDuration(values['min-sync-period']!, '--min-sync-period'),
     healthzBindAddress: checkedBind(values['healthz-bind-address']!, '--healthz-bind-address'),
     metricsBindAddress: checkedBind(values['metrics-bind-address']!, '--metrics-bind-address'),
     netns: values.netns || undefined,
     externalInterfaces: list(values['external-interfaces']),
     podInterfaces: list(values['pod-interfaces']),
-    nodePortAddresses: list(values['node-port-addresses']),
+    nodePortAddresses: kubeProxyNodePortAddresses(list(values['node-port-addresses']), '--node-port-addresses'),
     externalIPCidrs: cidrList(values['external-ip-cidrs'], '--external-ip-cidrs'),
     socketLbHostOnly: values['socket-lb-host-only'] ?? false,
     sourceRangesAllExternal: values['source-ranges-all-external'] ?? false,
     serviceCounters: trueOrFalse(values['service-counters']!, '--service-counters'),
-    ctTcpTimeoutS: seconds(values['ct-tcp-timeout']!),
-    ctTcpClosingTimeoutS: seconds(values['ct-tcp-closing-timeout']!),
-    ctUdpTimeoutS: seconds(values['ct-udp-timeout']!),
-    ctSweepIntervalMs: parseDuration(values['ct-sweep-interval']!),
+    ctTcpTimeoutS: seconds(values['ct-tcp-timeout']!, '--ct-tcp-timeout'),
+    ctTcpClosingTimeoutS: seconds(values['ct-tcp-closing-timeout']!, '--ct-tcp-closing-timeout'),
+    ctUdpTimeoutS: seconds(values['ct-udp-timeout']!, '--ct-udp-timeout'),
+    ctSweepIntervalMs: parseDuration(values['ct-sweep-interval']!, '--ct-sweep-interval'),
     tcAttach,
     udpTermination: udpTermination as UdpTerminationSetting,
     mapSizeOptions: mapSizeOptions(values),
     ...(env[TEST_MAP_CAPACITIES_ENV] ? { testMapCapacities: parseTestMapCapacities(env[TEST_MAP_CAPACITIES_ENV]) } : {}),
+    ignoredKubeProxySettings: [...fromKubeProxy.ignored, ...expanded.ignored],
   };
 }

@@ -3,7 +3,7 @@
  * without a cluster, root or BPF. Runs the agent's own planner
  * (planDataplane), so what it prints is what the reconciler would be given.
  */
-import { parseArgs } from 'node:util';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { planDataplane } from '../plan/plan-dataplane.js';
 import { LABEL_SERVICE_NAME } from '../k8s/labels.js';
@@ -11,11 +11,19 @@ import type { PlanBackend, PlanFrontend, SkippedObject } from '../plan/types.js'
 import { loadManifests, type Manifest } from './manifests.js';
 import { parseCIDR } from '../net/ip.js';
 import { CliError } from './pinned-maps.js';
+import { AGENT_FLAGS } from '../config.js';
+import { readConfigFile } from '../config-file.js';
+import { kubeProxyNodePortAddresses } from '../config/kube-proxy-config.js';
+import { translateKubeProxyFlags } from '../config/kube-proxy-flags.js';
 
-export const PLAN_USAGE = `  plan --node NAME -f PATH [-f PATH …] [-o table|json] [--node-port-addresses CIDR|primary[,…]] [--source-ranges-for-all-external]
-                          [--external-ip-cidrs CIDR[,…]]
+export const PLAN_USAGE = `  plan --node NAME -f PATH [-f PATH …] [-o table|json] [--config PATH] [--node-port-addresses CIDR|primary[,…]]
+                          [--source-ranges-all-external] [--external-ip-cidrs CIDR[,…]]
                           what the agent would program on node NAME, from Service,
-                          EndpointSlice and Node manifests (files or directories)`;
+                          EndpointSlice and Node manifests (files or directories);
+                          --config reads the agent's config file (kpr's or a KubeProxyConfiguration)
+                          for node-name, node-port-addresses, external-ip-cidrs and
+                          source-ranges-all-external; flags override it. --node-name and kube-proxy's
+                          --hostname-override/--nodeport-addresses are accepted too`;
 
 /** One frontend as `kpr plan -o json` prints it (fixed field order; datapath hints left out). */
 interface FrontendJson {
@@ -159,33 +167,72 @@ export function formatPlanTable(p: PlanJson): string {
   return out;
 }
 
+/** `kpr plan`'s flags: the agent's names for the settings it shares with the agent. */
+const PLAN_FLAGS = {
+  node: { type: 'string' },
+  'node-name': { type: 'string' },
+  file: { type: 'string', short: 'f', multiple: true },
+  output: { type: 'string', short: 'o', default: 'table' },
+  config: { type: 'string' },
+  'node-port-addresses': { type: 'string', multiple: true },
+  'source-ranges-all-external': { type: 'boolean' },
+  /** The spelling `kpr plan` had before it took the agent's; kept as an alias. */
+  'source-ranges-for-all-external': { type: 'boolean' },
+  'external-ip-cidrs': { type: 'string', multiple: true },
+  help: { type: 'boolean', short: 'h' },
+} satisfies NonNullable<ParseArgsConfig['options']>;
+
+const commaList = (values: readonly string[] | undefined) => values?.flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
+
+/** The settings `kpr plan` shares with the agent, from the agent's --config file (kpr's own format or a KubeProxyConfiguration). */
+function agentFileSettings(file: string) {
+  let values: Record<string, string | boolean | Array<string | boolean> | undefined>;
+  try {
+    ({ values } = parseArgs({ args: readConfigFile(file, AGENT_FLAGS).args, options: AGENT_FLAGS, strict: true, allowPositionals: false }));
+  } catch (err) {
+    throw new CliError(`plan: ${(err as Error).message}`);
+  }
+  const str = (k: string) => (typeof values[k] === 'string' ? (values[k] as string) : undefined);
+  return {
+    nodeName: str('node-name'),
+    nodePortAddresses: commaList(str('node-port-addresses') === undefined ? undefined : [str('node-port-addresses')!]),
+    externalIPCidrs: commaList(str('external-ip-cidrs') === undefined ? undefined : [str('external-ip-cidrs')!]),
+    sourceRangesAllExternal: values['source-ranges-all-external'] === true ? true : undefined,
+  };
+}
+
 export function planCommand(argv: string[]): string {
-  const { values } = parseArgs({
-    args: argv,
-    allowPositionals: false,
-    options: {
-      node: { type: 'string' },
-      file: { type: 'string', short: 'f', multiple: true },
-      output: { type: 'string', short: 'o', default: 'table' },
-      'node-port-addresses': { type: 'string', multiple: true },
-      'source-ranges-for-all-external': { type: 'boolean' },
-      'external-ip-cidrs': { type: 'string', multiple: true },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
+  const planFlag = (name: string) => {
+    const type = Object.hasOwn(PLAN_FLAGS, name) ? (PLAN_FLAGS as Record<string, { type: string }>)[name].type : undefined;
+    return type === 'string' ? 'value' : type === 'boolean' ? 'boolean' : undefined;
+  };
+  let translated: string[];
+  try {
+    translated = translateKubeProxyFlags(argv, planFlag).argv;
+  } catch (err) {
+    throw new CliError(`plan: ${(err as Error).message}`);
+  }
+  const { values } = parseArgs({ args: translated, allowPositionals: false, options: PLAN_FLAGS });
   if (values.help) return `Usage: kpr${PLAN_USAGE.slice(1)}\n`;
-  if (!values.node) throw new CliError('plan: --node NAME is required');
+  const file = values.config === undefined ? undefined : agentFileSettings(values.config);
+  const nodeName = values.node ?? values['node-name'] ?? file?.nodeName;
+  if (!nodeName) throw new CliError('plan: --node NAME is required');
   if (!values.file?.length) throw new CliError('plan: at least one -f PATH is required');
   if (values.output !== 'table' && values.output !== 'json') throw new CliError(`unknown output format "${values.output}" (table or json)`);
-  const nodePortAddresses = values['node-port-addresses']?.flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
-  const externalIPCidrs = values['external-ip-cidrs']?.flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
+  let nodePortAddresses: string[] | undefined;
+  try {
+    nodePortAddresses = kubeProxyNodePortAddresses(commaList(values['node-port-addresses']) ?? file?.nodePortAddresses ?? [], 'plan: --node-port-addresses');
+  } catch (err) {
+    throw new CliError((err as Error).message);
+  }
+  const externalIPCidrs = commaList(values['external-ip-cidrs']) ?? file?.externalIPCidrs;
   for (const c of externalIPCidrs ?? []) if (!parseCIDR(c)) throw new CliError(`plan: invalid --external-ip-cidrs entry "${c}" (a CIDR such as 203.0.113.0/24 or 2001:db8::/64)`);
   const p = planJson({
-    nodeName: values.node,
+    nodeName,
     files: values.file,
-    nodePortAddresses,
+    nodePortAddresses: nodePortAddresses.length ? nodePortAddresses : undefined,
     externalIPCidrs,
-    sourceRangesForAllExternal: values['source-ranges-for-all-external'] ?? false,
+    sourceRangesForAllExternal: values['source-ranges-all-external'] ?? values['source-ranges-for-all-external'] ?? file?.sourceRangesAllExternal ?? false,
   });
   return values.output === 'json' ? JSON.stringify(p, null, 2) + '\n' : formatPlanTable(p);
 }

@@ -6,6 +6,7 @@
  */
 import { KubeConfig, type Cluster } from '@kubernetes/client-node';
 import { looksLikeIPv6 } from '../net/ip.js';
+import { checkK8sServiceHost } from '../config/k8s-service-host.js';
 
 export interface LoadKubeConfigOptions {
   /** Path of a kubeconfig file; wins over in-cluster and default discovery. */
@@ -35,7 +36,8 @@ export function loadKubeConfig(opts: LoadKubeConfigOptions = {}): KubeConfig {
   if (!server && (opts.serviceHost || opts.servicePort !== undefined)) {
     const current = kc.getCurrentCluster();
     const base = new URL(current?.server ?? 'https://kubernetes.default.svc:443');
-    if (opts.serviceHost) base.hostname = looksLikeIPv6(opts.serviceHost) ? `[${opts.serviceHost}]` : opts.serviceHost;
+    // The URL setter would silently drop a port or ignore a value with a scheme: refuse those here too.
+    if (opts.serviceHost) base.hostname = looksLikeIPv6(checkK8sServiceHost(opts.serviceHost, 'serviceHost')) ? `[${opts.serviceHost}]` : opts.serviceHost;
     if (opts.servicePort !== undefined) base.port = String(opts.servicePort);
     server = base.toString().replace(/\/$/, '');
   }

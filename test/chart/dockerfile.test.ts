@@ -1,7 +1,11 @@
 /**
  * The Dockerfile cannot be built here (no Docker engine), so it is held to
  * the documented build: every build step is a Makefile target that exists,
- * and every base image is pinned (a version tag or digest, never :latest).
+ * every base image is pinned by digest with its version tag beside it, the
+ * runtime stage holds only what bin/kpr-agent and bin/kpr run (the bundle,
+ * the CLI's modules and everything they import, no tests, sandbox, bench or
+ * npm), and the Node major is the same in the image, package.json's engines
+ * and the bundle's esbuild target.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -37,6 +41,48 @@ function makeTargets(): Set<string> {
 
 const dockerfile = readFileSync(path.join(repoRoot, 'Dockerfile'), 'utf8');
 const ins = instructions(dockerfile);
+
+test('every base image is pinned by digest, with its version tag beside it; both stages use the same one', () => {
+  const froms = ins.filter((i) => i.op === 'FROM').map((i) => i.args.split(/\s+/)[0]);
+  for (const image of froms) assert.match(image, /^node:22\.\d+\.\d+-bookworm-slim@sha256:[0-9a-f]{64}$/, `${image}: tag and digest`);
+  assert.equal(new Set(froms).size, 1, 'build and runtime on the same base');
+});
+
+test('the runtime stage holds what the agent and the CLI run, and nothing else: no dist/test, dist/sandbox, dist/bench, no npm', () => {
+  const runtime = ins.slice(ins.findIndex((i, n) => n > 0 && i.op === 'FROM'));
+  const distCopies = runtime.filter((i) => i.op === 'COPY' && /\/src\/dist/.test(i.args)).map((i) => i.args.split(/\s+/)[1]);
+  assert.deepEqual(distCopies.sort(), ['/src/dist/agent', '/src/dist/kpr-agent.mjs', '/src/dist/native']);
+  for (const c of runtime.filter((i) => i.op === 'COPY')) assert.doesNotMatch(c.args, /\/src\/dist(\s|\/?$)|\/src\/(test|sandbox|bench)\b|dist\/(test|sandbox|bench)/, c.args);
+  const shipped = distCopies.map((c) => path.join(repoRoot, c.replace('/src/', '')));
+  const inImage = (file: string) => shipped.some((d) => file === d || file.startsWith(`${d}${path.sep}`));
+  // bin/ starts the bundle and the CLI; every module they import (relative imports, transitively) is in the image.
+  const starts = ['kpr-agent', 'kpr'].map((b) => {
+    const m = /"\$here\/\.\.\/(dist\/[\w/.-]+\.m?js)"/.exec(readFileSync(path.join(repoRoot, 'bin', b), 'utf8'));
+    assert.ok(m, `bin/${b} runs a file under dist/`);
+    return path.join(repoRoot, m[1]);
+  });
+  const seen = new Set<string>();
+  const todo = [...starts];
+  while (todo.length) {
+    const file = todo.pop()!;
+    if (seen.has(file)) continue;
+    seen.add(file);
+    assert.ok(existsSync(file), `${path.relative(repoRoot, file)} exists (make build: tsc and the esbuild bundle)`);
+    assert.ok(inImage(file), `${path.relative(repoRoot, file)} is run by bin/ but not copied into the image`);
+    for (const m of readFileSync(file, 'utf8').matchAll(/(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)['"](\.{1,2}\/[^'"]+)['"]/g)) todo.push(path.resolve(path.dirname(file), m[1]));
+  }
+  assert.ok(seen.size > 50, `the CLI's import graph was walked (${seen.size} modules)`);
+  // No package manager in the runtime image.
+  assert.ok(runtime.some((i) => i.op === 'RUN' && /rm -rf [^&]*\/usr\/local\/lib\/node_modules\b/.test(i.args) && /\/usr\/local\/bin\/npm\b/.test(i.args) && /\/usr\/local\/bin\/npx\b/.test(i.args) && /corepack/.test(i.args)));
+});
+
+test("the Node major is one: the image's, package.json's engines, and the bundle's esbuild target", () => {
+  const imageMajor = /^node:(\d+)\./.exec(ins.find((i) => i.op === 'FROM')!.args)![1];
+  const pkg = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8'));
+  assert.equal(pkg.engines.node, `>=${imageMajor}`);
+  const makefile = readFileSync(path.join(repoRoot, 'Makefile'), 'utf8');
+  assert.match(makefile, new RegExp(`--target=node${imageMajor}\\b`));
+});
 
 test('every base image is pinned to a version (no :latest, no bare name)', () => {
   const froms = ins.filter((i) => i.op === 'FROM').map((i) => i.args.split(/\s+/)[0]);

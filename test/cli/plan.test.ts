@@ -215,3 +215,67 @@ describe('kpr plan', () => {
     after(() => rmSync(dir, { recursive: true, force: true }));
   });
 });
+
+describe("kpr plan: the agent's settings, under the agent's names and from the agent's --config", () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'kpr-plan-config-'));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+  const write = (name: string, text: string) => {
+    const p = path.join(dir, name);
+    writeFileSync(p, text);
+    return p;
+  };
+  // A LoadBalancer with source ranges and a NodePort, and an externalIP outside 203.0.113.0/24.
+  const manifests = write(
+    'lb.yaml',
+    [
+      { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-1' }, status: { addresses: [{ type: 'InternalIP', address: '192.168.1.10' }, { type: 'ExternalIP', address: '198.51.100.10' }] } },
+      {
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: { name: 'lb', namespace: 'x' },
+        spec: { type: 'LoadBalancer', clusterIP: '10.96.0.5', externalIPs: ['192.0.2.9'], loadBalancerSourceRanges: ['198.18.0.0/15'], ports: [{ name: 'https', port: 443, nodePort: 30443 }] },
+        status: { loadBalancer: { ingress: [{ ip: '203.0.113.7' }] } },
+      },
+      { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', metadata: { name: 'lb-1', namespace: 'x', labels: { 'kubernetes.io/service-name': 'lb' } }, addressType: 'IPv4', ports: [{ name: 'https', port: 8443 }], endpoints: [{ addresses: ['10.0.0.1'], conditions: { ready: true } }] },
+    ]
+      .map((o) => JSON.stringify(o))
+      .join('\n---\n'),
+  );
+  type Frontend = { type: string; address: string; sourceRanges: string[] };
+  const plan = async (...args: string[]) => {
+    const r = await kpr('plan', '-f', manifests, '-o', 'json', ...args);
+    assert.equal(r.code, 0, r.stderr);
+    return JSON.parse(r.stdout) as { node: string; frontends: Frontend[] };
+  };
+  const summary = (p: { frontends: Frontend[] }) => p.frontends.map((f) => `${f.type} ${f.address} ${f.sourceRanges.join(',') || '-'}`);
+
+  it("--source-ranges-all-external is the agent's spelling; --source-ranges-for-all-external still works and means the same", async () => {
+    const off = summary(await plan('--node', 'node-1'));
+    const on = summary(await plan('--node', 'node-1', '--source-ranges-all-external'));
+    assert.deepEqual(on, summary(await plan('--node', 'node-1', '--source-ranges-for-all-external')));
+    assert.ok(off.includes('NodePort 192.168.1.10 -'));
+    assert.ok(on.includes('NodePort 192.168.1.10 198.18.0.0/15'));
+    assert.notDeepEqual(on, off);
+  });
+
+  it("--config: the agent's kpr config file gives node-name, node-port-addresses, external-ip-cidrs and source-ranges-all-external; flags win", async () => {
+    const config = write('kpr.yaml', 'node-name: node-1\nnode-port-addresses: 198.51.100.0/24\nexternal-ip-cidrs: 203.0.113.0/24\nsource-ranges-all-external: true\nsync-period: 1m30s\n');
+    const fromFile = await plan('--config', config);
+    assert.equal(fromFile.node, 'node-1');
+    assert.deepEqual(summary(fromFile), summary(await plan('--node', 'node-1', '--node-port-addresses', '198.51.100.0/24', '--external-ip-cidrs', '203.0.113.0/24', '--source-ranges-all-external')));
+    assert.ok(summary(fromFile).includes('NodePort 198.51.100.10 198.18.0.0/15'));
+    assert.ok(!summary(fromFile).some((f) => f.includes('192.0.2.9')), 'externalIP outside --external-ip-cidrs');
+    const overridden = await plan('--config', config, '--node-port-addresses', '192.168.1.0/24', '--node', 'node-1');
+    assert.ok(summary(overridden).includes('NodePort 192.168.1.10 198.18.0.0/15'));
+  });
+
+  it("--config: a KubeProxyConfiguration with kube-proxy's --hostname-override, as kubeadm runs kube-proxy", async () => {
+    const config = write('config.conf', 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\nclusterCIDR: 10.244.0.0/16\nnodePortAddresses: [198.51.100.0/24]\n');
+    const p = await plan('--config', config, '--hostname-override', 'node-1');
+    assert.equal(p.node, 'node-1');
+    assert.deepEqual(p.frontends.filter((f) => f.type === 'NodePort').map((f) => f.address), ['198.51.100.10']);
+    const bad = await kpr('plan', '-f', manifests, '--config', write('bad.conf', 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nconntrack:\n  tcpEstablishedTimout: 1h\n'));
+    assert.notEqual(bad.code, 0);
+    assert.match(bad.stderr, /unknown field "conntrack\.tcpEstablishedTimout"/);
+  });
+});
