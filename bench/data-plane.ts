@@ -12,6 +12,7 @@ import { inNs, type Sandbox } from '../sandbox/netns.js';
 import { repoRoot } from '../sandbox/repo.js';
 import { addPod, createNode, type NodeTopology } from '../sandbox/topology.js';
 import { ECHO_PORT, POD_IP } from './scenario.js';
+import { withCountersOff, type CounterSwitch } from './counter-switch.js';
 
 const buildDir = path.join(repoRoot, 'build');
 export const connloadBin = path.join(buildDir, 'connload');
@@ -129,7 +130,8 @@ export async function waitReachable(sandbox: Sandbox, env: DataplaneEnv, ip: str
   throw new Error(`${ip}:${port} not reachable through kpr after ${timeoutMs} ms: ${JSON.stringify(last)}`);
 }
 
-export type Arm = 'clusterip' | 'direct' | 'direct-nohook';
+/** clusterip-nocounters: the ClusterIP with the per-Service counters off (counter-switch.ts), beside the same with them on. */
+export type Arm = 'clusterip' | 'clusterip-nocounters' | 'direct' | 'direct-nohook';
 
 export interface DataplaneRounds {
   rounds: Record<Arm, ConnResult[]>;
@@ -148,16 +150,19 @@ export async function dataplaneRounds(
   count: number,
   limitMs: number,
   log: (m: string) => void,
+  counters?: CounterSwitch,
 ): Promise<DataplaneRounds> {
-  const res: Record<Arm, ConnResult[]> = { clusterip: [], direct: [], 'direct-nohook': [] };
-  const arms: Arm[] = clusterIP ? ['clusterip', 'direct', 'direct-nohook'] : ['direct', 'direct-nohook'];
+  const res: Record<Arm, ConnResult[]> = { clusterip: [], 'clusterip-nocounters': [], direct: [], 'direct-nohook': [] };
+  const arms: Arm[] = clusterIP ? ['clusterip', ...(counters ? (['clusterip-nocounters'] as Arm[]) : []), 'direct', 'direct-nohook'] : ['direct', 'direct-nohook'];
+  const run = async (arm: Arm): Promise<ConnResult> => {
+    if (arm === 'direct' || arm === 'direct-nohook') return connload(sandbox, env, env.podIp, ECHO_PORT, count, limitMs, arm === 'direct');
+    if (arm === 'clusterip') return connload(sandbox, env, clusterIP!.ip, clusterIP!.port, count, limitMs, true);
+    return withCountersOff(counters!, () => connload(sandbox, env, clusterIP!.ip, clusterIP!.port, count, limitMs, true), log);
+  };
   for (let r = 0; r < rounds; r++) {
     const order = r % 2 === 0 ? arms : [...arms].reverse();
     for (const arm of order) {
-      const r1 =
-        arm === 'clusterip'
-          ? await connload(sandbox, env, clusterIP!.ip, clusterIP!.port, count, limitMs, true)
-          : await connload(sandbox, env, env.podIp, ECHO_PORT, count, limitMs, arm === 'direct');
+      const r1 = await run(arm);
       res[arm].push(r1);
       log(`  round ${r + 1}/${rounds} ${arm.padEnd(13)} ${r1.count} ok ${r1.errors} err  p50 ${r1.p50_us} us  p99 ${r1.p99_us} us  ${r1.conns_per_sec}/s`);
     }

@@ -30,6 +30,7 @@
  * KUBE-SERVICES' cluster-IP rules first regardless). Node ports are
  * 20000 + the service's index.
  */
+import { counterSwitch, withCountersOff } from './counter-switch.js';
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
@@ -107,7 +108,8 @@ export function nodePortNodeObject(): KubeObj {
   };
 }
 
-export type NodePortArm = 'kpr' | 'kpr-tc' | 'iptables' | 'nftables' | 'direct' | 'direct-via-kpr-node' | 'direct-via-iptables-node' | 'direct-via-nftables-node';
+/** kpr-nocounters: the kpr node with its per-Service counters off (counter-switch.ts), in the same rounds. */
+export type NodePortArm = 'kpr' | 'kpr-nocounters' | 'kpr-tc' | 'iptables' | 'nftables' | 'direct' | 'direct-via-kpr-node' | 'direct-via-iptables-node' | 'direct-via-nftables-node';
 
 /** The agents of the kpr arms: the default tc attach mode, and the classic one forced beside it (when the default is tcx). */
 type KprArm = 'kpr' | 'kpr-tc';
@@ -357,7 +359,9 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
       }
     }
 
-    const order: NodePortArm[] = ['kpr', 'kpr-tc', 'iptables', 'nftables', 'direct', 'direct-via-kpr-node', 'direct-via-iptables-node', 'direct-via-nftables-node'];
+    if (targets.has('kpr')) targets.set('kpr-nocounters', targets.get('kpr')!);
+    const counters = counterSwitch(sandbox.bpffsDir);
+    const order: NodePortArm[] = ['kpr', 'kpr-nocounters', 'kpr-tc', 'iptables', 'nftables', 'direct', 'direct-via-kpr-node', 'direct-via-iptables-node', 'direct-via-nftables-node'];
     const arms = order.filter((a) => targets.has(a));
     const stacks = new Map<'kpr' | 'kpr-tc' | 'iptables' | 'nftables' | 'direct', NodePortStack>();
     for (const k of ['kpr', 'kpr-tc', 'iptables', 'nftables', 'direct'] as const) if (targets.has(k)) stacks.set(k, targets.get(k)!.stack);
@@ -367,7 +371,8 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
     for (let r = 0; r < cfg.rounds; r++) {
       for (const arm of r % 2 === 0 ? arms : [...arms].reverse()) {
         const t = targets.get(arm)!;
-        const one = await connloadIn(sandbox, t.stack.clientNs, t.ip, t.port, cfg.conns, cfg.limitMs, false);
+        const measure = () => connloadIn(sandbox, t.stack.clientNs, t.ip, t.port, cfg.conns, cfg.limitMs, false);
+        const one = arm === 'kpr-nocounters' ? await withCountersOff(counters, measure, log) : await measure();
         res.rounds[arm]!.push(one);
         log(
           `  round ${r + 1}/${cfg.rounds} ${arm.padEnd(24)} ${one.count} ok ${one.errors} err  p50 ${one.p50_us} us  p99 ${one.p99_us} us  ${one.conns_per_sec}/s${one.first_error ? `  (${one.first_error})` : ''}`,

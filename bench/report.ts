@@ -59,6 +59,8 @@ export interface DataplaneSummary {
   rateRatio?: number;
   /** direct (in kpr's cgroup) / direct outside any hook: the cost of the hook on non-service traffic. */
   hookCostRatioP50?: number;
+  /** ClusterIP with the per-Service counters on / off (the same agent, alternating rounds). */
+  countersCost?: RatioSet;
 }
 
 /** Per arm: medians over its rounds of each round's figures (arms without rounds are left out). */
@@ -92,6 +94,8 @@ export function summarizeDataplane(services: number, r: DataplaneRounds): Datapl
   }
   const n = arms['direct-nohook'];
   if (d && n) s.hookCostRatioP50 = round(d.p50_us / n.p50_us);
+  const off = arms['clusterip-nocounters'];
+  if (c && off) s.countersCost = ratioSet(c, off);
   return s;
 }
 
@@ -118,7 +122,7 @@ export interface NodePortSummary {
   nodePort: number;
   arms: Record<string, ArmSummary>;
   /** kprTcKpr: the agent with --tc-attach tc (clsact filter) over the default (tcx link where the kernel has it). */
-  ratios: { kprDirect?: RatioSet; iptablesDirect?: RatioSet; kprIptables?: RatioSet; nftablesDirect?: RatioSet; kprNftables?: RatioSet; kprTcKpr?: RatioSet };
+  ratios: { kprDirect?: RatioSet; iptablesDirect?: RatioSet; kprIptables?: RatioSet; nftablesDirect?: RatioSet; kprNftables?: RatioSet; kprTcKpr?: RatioSet; countersOnOff?: RatioSet };
   kpr?: unknown;
   kprTc?: unknown;
   iptables?: unknown;
@@ -140,6 +144,7 @@ export function summarizeNodePort(p: Omit<NodePortSummary, 'arms' | 'ratios'> & 
       nftablesDirect: ratioSet(arms.nftables, arms.direct),
       kprNftables: ratioSet(arms.kpr, arms.nftables),
       kprTcKpr: ratioSet(arms['kpr-tc'], arms.kpr),
+      countersOnOff: ratioSet(arms.kpr, arms['kpr-nocounters']),
     },
     kpr: p.kpr,
     kprTc: p.kprTc,

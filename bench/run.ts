@@ -85,6 +85,7 @@ import {
 } from './control-plane.js';
 import { runColdSyncChild } from './cold-child.js';
 import { buildHelpers, dataplaneRounds, setupDataplane, waitReachable } from './data-plane.js';
+import { counterSwitch } from './counter-switch.js';
 import { iptablesVersion, setupIptables, IPTABLES_RESTORE, type IptablesCold, type IptablesChanger } from './iptables.js';
 import { NFT, nftVersion, NotFinishedError, setupNftables, type NftablesCold, type NftChanger } from './nftables.js';
 import { nodePortPhase } from './nodeport.js';
@@ -280,7 +281,7 @@ async function dataplanePhase(sandbox: Sandbox, env: Awaited<ReturnType<typeof s
   const cip = withKpr ? { ip: ECHO_CLUSTER_IP, port: SERVICE_PORT } : undefined;
   if (cip) await waitReachable(sandbox, env, cip.ip, cip.port);
   log(`data plane at ${services} services: ${cfg.dpRounds} rounds × ${cfg.dpConns} connections per arm`);
-  const r = await dataplaneRounds(sandbox, env, cip, cfg.dpRounds, cfg.dpConns, cfg.dpLimitMs, log);
+  const r = await dataplaneRounds(sandbox, env, cip, cfg.dpRounds, cfg.dpConns, cfg.dpLimitMs, log, cip ? counterSwitch(sandbox.bpffsDir) : undefined);
   return summarizeDataplane(services, r);
 }
 
@@ -638,6 +639,17 @@ function buildRows(res: Results): { control: Row[]; data: Row[] } {
       target: isScale ? '≤ 1.05×' : '',
       result: isScale ? passFail(d.costRatioP50, 1.05) : '',
     });
+    const off = d.arms['clusterip-nocounters'];
+    if (c && off) {
+      data.push({
+        metric: `conn p50, ${at}: per-Service counters on vs off`,
+        kpr: `${c.p50_us} µs`,
+        other: `${off.p50_us} µs`,
+        ratio: fmtRatio(c.p50_us, off.p50_us),
+        target: '≤ 1.02×',
+        result: passFail(d.countersCost?.p50 ?? undefined, 1.02),
+      });
+    }
     data.push({
       metric: `conn p99 latency, ${at}`,
       kpr: c ? `${c.p99_us} µs` : 'n/a',
@@ -735,6 +747,12 @@ function nodePortRows(res: Results): string[][] {
     rows.push([`  pod IP direct through that node, p50, ${at}`, us(vk?.p50_us), us(vi?.p50_us), us(vf?.p50_us), us(x?.p50_us), ...five(vk?.p50_us, vi?.p50_us, vf?.p50_us, x?.p50_us)]);
     const tc = (t?: { clientSynRetrans: number; podPawsTimewait: number }) => (t ? `${t.clientSynRetrans} / ${t.podPawsTimewait}` : 'n/a');
     rows.push([`  client SYN retransmits / pod PAWS-rejected SYNs, ${at}`, tc(d.tcp.kpr), tc(d.tcp.iptables), tc(d.tcp.nftables), tc(d.tcp.direct), '', '', '', '', '']);
+    const off = d.arms['kpr-nocounters'];
+    if (k && off) {
+      // Same node, same rounds: the kpr column with its per-Service counters on, the direct column with them off.
+      const r = d.ratios.countersOnOff;
+      rows.push([`  kpr p50 per-Service counters on / off (target ≤ 1.02×), ${at}`, us(k.p50_us), '', '', `off: ${us(off.p50_us)}`, `${fmtRatio(k.p50_us, off.p50_us)} ${passFail(r?.p50 ?? undefined, 1.02)}`, '', '', '', '']);
+    }
   }
   return rows;
 }
