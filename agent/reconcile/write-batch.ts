@@ -177,9 +177,11 @@ export interface ApplyTarget {
   result: SyncResult;
 }
 
+type Counter = 'servicesWritten' | 'servicesDeleted' | 'backendsWritten' | 'backendsDeleted' | 'auxWritten' | 'auxDeleted';
+
 /** One phase of a batch: one kind of entry, written or deleted, with one call. */
 interface Phase {
-  /** The step of reconciler.ts's top comment. */
+  /** The step in APPLY_ORDER's comment. */
   step: number;
   map: string;
   op: 'write' | 'delete';
@@ -188,14 +190,27 @@ interface Phase {
   apply(t: ApplyTarget, w: Writes): void;
   /** Records its keys as touched (their bytes encoded in `scratch`). */
   touch?(keys: TouchedKeys, w: Writes, scratch: Buffer): void;
-  counter: 'servicesWritten' | 'servicesDeleted' | 'backendsWritten' | 'backendsDeleted' | 'auxWritten' | 'auxDeleted';
+  counter: Counter;
+}
+
+/** A phase whose entries are one queue of `w`. */
+function phase<Q extends { length: number }>(
+  step: number,
+  map: string,
+  op: 'write' | 'delete',
+  counter: Counter,
+  queue: (w: Writes) => Q,
+  apply: (t: ApplyTarget, q: Q) => void,
+  touch?: (keys: TouchedKeys, q: Q, scratch: Buffer) => void,
+): Phase {
+  return { step, map, op, counter, size: (w) => queue(w).length, apply: (t, w) => apply(t, queue(w)), touch: touch && ((k, w, s) => touch(k, queue(w), s)) };
 }
 
 const SVC_KEY_SIZE = MAPS.svc.key.size;
 const U32_SIZE = MAPS.backend.key.size;
 const VIP_KEY_SIZE = MAPS.vip.key.size;
 
-function touchSvcColumns(sw: SvcWrites, t: TouchedKeys, k: Buffer): void {
+function touchSvcColumns(t: TouchedKeys, sw: SvcWrites, k: Buffer): void {
   for (let i = 0; i < sw.length; i++) {
     const ss = sw.scopeSlots[i];
     encodeSvcKey(svcKey(sw.bases[i], Math.floor(ss / 0x10000), ss % 0x10000), k, 0);
@@ -203,15 +218,15 @@ function touchSvcColumns(sw: SvcWrites, t: TouchedKeys, k: Buffer): void {
   }
 }
 
-function touchSvcKeys(keys: readonly SvcKey[], t: TouchedKeys, k: Buffer): void {
+function touchSvcKeys(t: TouchedKeys, keys: readonly SvcKey[], k: Buffer): void {
   for (const key of keys) {
     encodeSvcKey(key, k, 0);
     t.add(k, 0, SVC_KEY_SIZE);
   }
 }
 
-/** u32 keys: backend ids, revNatIds (kpr_svc_meta). */
-function touchIds(ids: ReadonlyArray<number | readonly [number, unknown]>, count: number, t: TouchedKeys, k: Buffer): void {
+/** u32 keys: backend ids, revNatIds (kpr_svc_meta), of the first `count` of `ids` (default: all). */
+function touchIds(t: TouchedKeys, ids: ReadonlyArray<number | readonly [number, unknown]>, k: Buffer, count = ids.length): void {
   for (let i = 0; i < count; i++) {
     const id = ids[i];
     encodeBackendId(typeof id === 'number' ? id : id[0], k, 0);
@@ -219,7 +234,7 @@ function touchIds(ids: ReadonlyArray<number | readonly [number, unknown]>, count
   }
 }
 
-function touchVips(addrs: ReadonlyArray<string | readonly [string, number]>, t: TouchedKeys, k: Buffer): void {
+function touchVips(t: TouchedKeys, addrs: ReadonlyArray<string | readonly [string, number]>, k: Buffer): void {
   for (const a of addrs) {
     encodeVipKey(typeof a === 'string' ? a : a[0], k, 0);
     t.add(k, 0, VIP_KEY_SIZE);
@@ -230,6 +245,11 @@ function touchVips(addrs: ReadonlyArray<string | readonly [string, number]>, t: 
 function writeServices(t: ApplyTarget, sw: SvcWrites): void {
   if (t.columns) t.columns.updateServiceColumns(sw.bases, sw.scopeSlots, sw.vals, sw.length);
   else t.maps.updateServices(sw.entries());
+}
+
+function writeBackends(t: ApplyTarget, bw: BackendWrites): void {
+  if (t.columns) t.columns.updateBackendColumns(bw.ids, t.rows, bw.length);
+  else t.maps.updateBackends(bw.entries(t.rows));
 }
 
 /**
@@ -254,78 +274,27 @@ function writeServices(t: ApplyTarget, sw: SvcWrites): void {
  * all wait for the end of the sync.
  */
 export const APPLY_ORDER: readonly Phase[] = [
-  {
-    step: 1,
-    map: MAP_NAMES.backend,
-    op: 'write',
-    counter: 'backendsWritten',
-    size: (w) => w.backendWrites.length,
-    touch: (k, w, s) => touchIds(w.backendWrites.ids, w.backendWrites.length, k, s),
-    apply: (t, w) => {
-      if (t.columns) t.columns.updateBackendColumns(w.backendWrites.ids, t.rows, w.backendWrites.length);
-      else t.maps.updateBackends(w.backendWrites.entries(t.rows));
-    },
-  },
-  { step: 2, map: MAP_NAMES.affinityMatch, op: 'write', counter: 'auxWritten', size: (w) => w.affWrites.length, apply: (t, w) => t.maps.updateAffinityMatches(w.affWrites) },
-  { step: 2, map: MAP_NAMES.srcRange, op: 'write', counter: 'auxWritten', size: (w) => w.rangeWrites.length, apply: (t, w) => t.maps.updateSrcRanges(w.rangeWrites) },
-  {
-    step: 3,
-    map: MAP_NAMES.svc,
-    op: 'write',
-    counter: 'servicesWritten',
-    size: (w) => w.slotWrites.length,
-    touch: (k, w, s) => touchSvcColumns(w.slotWrites, k, s),
-    apply: (t, w) => writeServices(t, w.slotWrites),
-  },
-  {
-    step: 4,
-    map: MAP_NAMES.svcMeta,
-    op: 'write',
-    counter: 'auxWritten',
-    size: (w) => w.metaWrites.length,
-    touch: (k, w, s) => touchIds(w.metaWrites, w.metaWrites.length, k, s),
-    apply: (t, w) => t.maps.updateSvcMeta(w.metaWrites),
-  },
-  {
-    step: 5,
-    map: MAP_NAMES.svc,
-    op: 'write',
-    counter: 'servicesWritten',
-    size: (w) => w.masterWrites.length,
-    touch: (k, w, s) => touchSvcColumns(w.masterWrites, k, s),
-    apply: (t, w) => writeServices(t, w.masterWrites),
-  },
-  { step: 6, map: MAP_NAMES.vip, op: 'write', counter: 'auxWritten', size: (w) => w.vipWrites.length, touch: (k, w, s) => touchVips(w.vipWrites, k, s), apply: (t, w) => t.maps.updateVips(w.vipWrites) },
+  phase(1, MAP_NAMES.backend, 'write', 'backendsWritten', (w) => w.backendWrites, writeBackends, (k, q, s) => touchIds(k, q.ids, s, q.length)),
+  phase(2, MAP_NAMES.affinityMatch, 'write', 'auxWritten', (w) => w.affWrites, (t, q) => t.maps.updateAffinityMatches(q)),
+  phase(2, MAP_NAMES.srcRange, 'write', 'auxWritten', (w) => w.rangeWrites, (t, q) => t.maps.updateSrcRanges(q)),
+  phase(3, MAP_NAMES.svc, 'write', 'servicesWritten', (w) => w.slotWrites, writeServices, touchSvcColumns),
+  phase(4, MAP_NAMES.svcMeta, 'write', 'auxWritten', (w) => w.metaWrites, (t, q) => t.maps.updateSvcMeta(q), touchIds),
+  phase(5, MAP_NAMES.svc, 'write', 'servicesWritten', (w) => w.masterWrites, writeServices, touchSvcColumns),
+  phase(6, MAP_NAMES.vip, 'write', 'auxWritten', (w) => w.vipWrites, (t, q) => t.maps.updateVips(q), touchVips),
   {
     step: 7,
     map: MAP_NAMES.svc,
     op: 'delete',
     counter: 'servicesDeleted',
     size: (w) => w.masterDeletes.length + w.slotDeletes.length,
-    touch: (k, w, s) => (touchSvcKeys(w.masterDeletes, k, s), touchSvcKeys(w.slotDeletes, k, s)),
+    touch: (k, w, s) => (touchSvcKeys(k, w.masterDeletes, s), touchSvcKeys(k, w.slotDeletes, s)),
     apply: (t, w) => t.maps.deleteServices(w.masterDeletes.length ? w.masterDeletes.concat(w.slotDeletes) : w.slotDeletes),
   },
-  { step: 8, map: MAP_NAMES.affinityMatch, op: 'delete', counter: 'auxDeleted', size: (w) => w.affDeletes.length, apply: (t, w) => t.maps.deleteAffinityMatches(w.affDeletes) },
-  { step: 8, map: MAP_NAMES.srcRange, op: 'delete', counter: 'auxDeleted', size: (w) => w.rangeDeletes.length, apply: (t, w) => t.maps.deleteSrcRanges(w.rangeDeletes) },
-  { step: 9, map: MAP_NAMES.vip, op: 'delete', counter: 'auxDeleted', size: (w) => w.vipDeletes.length, touch: (k, w, s) => touchVips(w.vipDeletes, k, s), apply: (t, w) => t.maps.deleteVips(w.vipDeletes) },
-  {
-    step: 10,
-    map: MAP_NAMES.svcMeta,
-    op: 'delete',
-    counter: 'auxDeleted',
-    size: (w) => w.metaDeletes.length,
-    touch: (k, w, s) => touchIds(w.metaDeletes, w.metaDeletes.length, k, s),
-    apply: (t, w) => t.maps.deleteSvcMeta(w.metaDeletes),
-  },
-  {
-    step: 11,
-    map: MAP_NAMES.backend,
-    op: 'delete',
-    counter: 'backendsDeleted',
-    size: (w) => w.backendDeletes.length,
-    touch: (k, w, s) => touchIds(w.backendDeletes, w.backendDeletes.length, k, s),
-    apply: (t, w) => t.maps.deleteBackends(w.backendDeletes),
-  },
+  phase(8, MAP_NAMES.affinityMatch, 'delete', 'auxDeleted', (w) => w.affDeletes, (t, q) => t.maps.deleteAffinityMatches(q)),
+  phase(8, MAP_NAMES.srcRange, 'delete', 'auxDeleted', (w) => w.rangeDeletes, (t, q) => t.maps.deleteSrcRanges(q)),
+  phase(9, MAP_NAMES.vip, 'delete', 'auxDeleted', (w) => w.vipDeletes, (t, q) => t.maps.deleteVips(q), touchVips),
+  phase(10, MAP_NAMES.svcMeta, 'delete', 'auxDeleted', (w) => w.metaDeletes, (t, q) => t.maps.deleteSvcMeta(q), touchIds),
+  phase(11, MAP_NAMES.backend, 'delete', 'backendsDeleted', (w) => w.backendDeletes, (t, q) => t.maps.deleteBackends(q), touchIds),
 ];
 
 /** A key's bytes, encoded to record it as touched. */
