@@ -6,9 +6,9 @@
  * that lost (kpr_frontend_conflicts, logged once).
  */
 import { FE_TYPE } from '../maps/layout.js';
-import type { PlanFrontend, SkippedObject } from '../plan/types.js';
+import type { PlanBackend, PlanFrontend, SkippedObject } from '../plan/types.js';
 import { OncePerVersion } from '../log-dedupe.js';
-import { frontendLabel, toDesiredFrontend, type DesiredFrontend } from './desired-frontend.js';
+import { frontendLabel, toDesiredFrontend, type BackendTuple, type DesiredFrontend } from './desired-frontend.js';
 import { ConflictLog, claimClass, conflictSkip, isAssertedClaim, outranks, type Claim, type ConflictCount, type ConflictLogger, type FrontendConflict } from './ownership.js';
 import type { PlanSource } from './sync-types.js';
 
@@ -47,9 +47,13 @@ export class Claims {
   /**
    * Replaces one Service's desired frontends; adds every frontend it had to
    * `affected` (the caller accounts for the ones it has, which it returns).
+   * A re-plan equal to what the Service had keeps the objects it had: a
+   * periodic resync re-plans every Service, and the new objects then die
+   * young instead of the old ones, long promoted, becoming old-space garbage.
    */
   set(service: string, frontends: PlanFrontend[], affected: Set<string>, skipped: SkippedObject[]): readonly DesiredFrontend[] {
     const old = this.desired.get(service);
+    const mine = desiredOf(service, frontends, skipped);
     if (old) {
       for (const d of old) {
         affected.add(d.fk);
@@ -58,25 +62,12 @@ export class Claims {
       }
       this.desired.delete(service);
     }
-    const mine: DesiredFrontend[] = [];
-    let ids: Set<string> | null = null;
-    for (const f of frontends) {
-      const d = toDesiredFrontend(service, f, skipped);
-      if (!d) continue;
-      if (mine.length > 0) {
-        ids ??= new Set(mine.map((x) => x.fk));
-        if (ids.has(d.fk)) {
-          skipped.push({ object: `Service ${service}`, reason: `frontend ${frontendLabel(d)} is listed twice; the first is used` });
-          continue;
-        }
-        ids.add(d.fk);
-      }
-      mine.push(d);
+    if (mine.length === 0) return mine;
+    const kept = old && sameList(old, mine) ? old : mine.length === 1 ? [mine[0]] : mine.slice(); // exact length: kept for long
+    for (const d of kept) {
       this.claim(d.fk, service);
       this.indexAddress(d, service, affected);
     }
-    if (mine.length === 0) return mine;
-    const kept = mine.length === 1 ? [mine[0]] : mine.slice(); // exact length: kept for long
     this.desired.set(service, kept);
     return kept;
   }
@@ -243,4 +234,67 @@ export class Claims {
   flushLog(total: number): void {
     this.conflictLog.flush(total);
   }
+}
+
+/** A Service's valid desired frontends, in plan order, each frontend once (a repeat is reported in `skipped`). */
+function desiredOf(service: string, frontends: readonly PlanFrontend[], skipped: SkippedObject[]): DesiredFrontend[] {
+  const mine: DesiredFrontend[] = [];
+  let ids: Set<string> | null = null;
+  for (const f of frontends) {
+    const d = toDesiredFrontend(service, f, skipped);
+    if (!d) continue;
+    if (mine.length > 0) {
+      ids ??= new Set(mine.map((x) => x.fk));
+      if (ids.has(d.fk)) {
+        skipped.push({ object: `Service ${service}`, reason: `frontend ${frontendLabel(d)} is listed twice; the first is used` });
+        continue;
+      }
+      ids.add(d.fk);
+    }
+    mine.push(d);
+  }
+  return mine;
+}
+
+function sameList(a: readonly DesiredFrontend[], b: readonly DesiredFrontend[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (!sameDesired(a[i], b[i])) return false;
+  return true;
+}
+
+/** Whether two desired frontends hold the same values (every field the diff, the claims and the limits read). */
+function sameDesired(a: DesiredFrontend, b: DesiredFrontend): boolean {
+  return (
+    a.fk === b.fk &&
+    a.service === b.service &&
+    a.portName === b.portName &&
+    a.feType === b.feType &&
+    a.planAddress === b.planAddress &&
+    a.base.addr === b.base.addr &&
+    a.base.port === b.base.port &&
+    a.base.proto === b.base.proto &&
+    a.flags === b.flags &&
+    a.affinityTimeout === b.affinityTimeout &&
+    a.clusterIP === b.clusterIP &&
+    a.truncatedFrom === b.truncatedFrom &&
+    sameStrings(a.sourceRanges, b.sourceRanges) &&
+    sameBackends(a.backends, a.tuples, b.backends, b.tuples) &&
+    (a.internal === null ? b.internal === null : b.internal !== null && sameBackends(a.internal, a.internalTuples!, b.internal, b.internalTuples!))
+  );
+}
+
+function sameStrings(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function sameBackends(a: readonly PlanBackend[], at: readonly BackendTuple[], b: readonly PlanBackend[], bt: readonly BackendTuple[]): boolean {
+  if (a.length !== b.length || at.length !== bt.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i];
+    const y = b[i];
+    if (at[i] !== bt[i] || x.address !== y.address || x.port !== y.port || (x.local === true) !== (y.local === true)) return false;
+  }
+  return true;
 }
