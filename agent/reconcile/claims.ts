@@ -47,13 +47,19 @@ export class Claims {
   /**
    * Replaces one Service's desired frontends; adds every frontend it had to
    * `affected` (the caller accounts for the ones it has, which it returns).
-   * A re-plan equal to what the Service had keeps the objects it had: a
-   * periodic resync re-plans every Service, and the new objects then die
-   * young instead of the old ones, long promoted, becoming old-space garbage.
+   * A re-plan equal to what the Service had keeps the objects it had and
+   * its claims as they are: a periodic resync re-plans every Service, and
+   * the new objects then die young instead of the old ones, long promoted,
+   * becoming old-space garbage (and the claims' maps are not rebuilt).
    */
   set(service: string, frontends: PlanFrontend[], affected: Set<string>, skipped: SkippedObject[]): readonly DesiredFrontend[] {
     const old = this.desired.get(service);
     const mine = desiredOf(service, frontends, skipped);
+    if (old && sameList(old, mine)) {
+      // The same claims as before: nothing to re-index (unclaiming and claiming again would churn the indexes' maps).
+      for (const d of old) affected.add(d.fk);
+      return old;
+    }
     if (old) {
       for (const d of old) {
         affected.add(d.fk);
@@ -63,7 +69,7 @@ export class Claims {
       this.desired.delete(service);
     }
     if (mine.length === 0) return mine;
-    const kept = old && sameList(old, mine) ? old : mine.length === 1 ? [mine[0]] : mine.slice(); // exact length: kept for long
+    const kept = mine.length === 1 ? [mine[0]] : mine.slice(); // exact length: kept for long
     for (const d of kept) {
       this.claim(d.fk, service);
       this.indexAddress(d, service, affected);
