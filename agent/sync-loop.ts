@@ -383,11 +383,7 @@ export class SyncLoop {
     switch (step) {
       case 'repair': {
         rs.steps.shift();
-        const r = this.reconciler.repairDrift();
-        addSyncResult(rs.result, r);
-        if (!r.ok) return r;
-        this.reportUdpLeft(r);
-        return undefined;
+        return this.stepSynced(rs, this.reconciler.repairDrift());
       }
       case 'node': {
         rs.steps.shift();
@@ -412,22 +408,22 @@ export class SyncLoop {
         if (rs.next >= rs.keys.length) rs.steps.shift();
         if (chunk.length === 0) return undefined;
         const ctx: PlanContext = { ...this.opts.plan, nodeName: this.opts.nodeName, node: this.src.node() };
-        const r = this.reconciler.sync(this.planSource(chunk, ctx), { full: false });
-        addSyncResult(rs.result, r);
-        if (!r.ok) return r;
-        this.reportUdpLeft(r);
-        return undefined;
+        return this.stepSynced(rs, this.reconciler.sync(this.planSource(chunk, ctx), { full: false }));
       }
       case 'sweep': {
         rs.steps.shift();
-        const r = this.reconciler.sync({ keys: () => [], get: () => undefined, created: (k) => creationMs(this.src.serviceByKey(k)) }, { full: false, sweep: true });
-        addSyncResult(rs.result, r);
-        if (!r.ok) return r;
-        this.reportUdpLeft(r);
-        return undefined;
+        return this.stepSynced(rs, this.reconciler.sync({ keys: () => [], get: () => undefined, created: (k) => creationMs(this.src.serviceByKey(k)) }, { full: false, sweep: true }));
       }
     }
     throw new Error(`unknown resync step ${step}`);
+  }
+
+  /** A resync step's sync: added to the resync's totals; its failure returned, else the UDP backends that left reported. */
+  private stepSynced(rs: Resync, r: SyncResult): SyncResult | undefined {
+    addSyncResult(rs.result, r);
+    if (!r.ok) return r;
+    this.reportUdpLeft(r);
+    return undefined;
   }
 
   private finishResync(rs: Resync, failed: SyncResult | undefined): void {

@@ -7,19 +7,20 @@ import { copyState, replayViolations, strictViolations } from './datapath-state.
 
 export const quiet: ReconcileLogger = { info() {}, warn() {}, error() {} };
 
-/** A ClusterIP frontend of `backends` ("address:port"). */
-export function fe(service: string, address: string, port: number, backends: string[], protocol: Protocol = 'TCP'): PlanFrontend {
+/** A ClusterIP frontend of `backends` ("address:port"); `o`: its protocol, or any fields to override. */
+export function fe(service: string, address: string, port: number, backends: string[], o: Protocol | Partial<PlanFrontend> = {}): PlanFrontend {
   return {
     service,
     portName: '',
     type: 'ClusterIP',
     address,
     port,
-    protocol,
+    protocol: 'TCP',
     backends: backends.map((b) => ({ address: b.split(':')[0], port: Number(b.split(':')[1]) })),
     trafficPolicy: 'Cluster',
     affinityTimeoutSeconds: 0,
     sourceRanges: [],
+    ...(typeof o === 'string' ? { protocol: o } : o),
   };
 }
 
