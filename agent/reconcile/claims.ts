@@ -55,25 +55,26 @@ export class Claims {
   set(service: string, frontends: PlanFrontend[], affected: Set<string>, skipped: SkippedObject[]): readonly DesiredFrontend[] {
     const old = this.desired.get(service);
     const mine = desiredOf(service, frontends, skipped);
-    if (old && sameList(old, mine)) {
-      // The same claims as before: nothing to re-index (unclaiming and claiming again would churn the indexes' maps).
-      for (const d of old) affected.add(d.fk);
-      return old;
-    }
-    if (old) {
-      for (const d of old) {
+    if (old !== undefined) {
+      const same = sameList(old, mine);
+      for (let i = 0; i < old.length; i++) {
+        const d = old[i];
         affected.add(d.fk);
+        if (same) continue; // the same claims as before: nothing to re-index (unclaiming and claiming again would churn the indexes' maps)
         this.unclaim(d.fk, service);
         this.unindexAddress(d, service, affected);
       }
+      if (same) return old;
       this.desired.delete(service);
     }
-    if (mine.length === 0) return mine;
-    const kept = mine.length === 1 ? [mine[0]] : mine.slice(); // exact length: kept for long
-    for (const d of kept) {
+    const n = mine.length;
+    if (n === 0) return mine;
+    for (let i = 0; i < n; i++) {
+      const d = mine[i];
       this.claim(d.fk, service);
       this.indexAddress(d, service, affected);
     }
+    const kept = n === 1 ? [mine[0]] : mine.slice(); // exact length: kept for long
     this.desired.set(service, kept);
     return kept;
   }
@@ -246,8 +247,8 @@ export class Claims {
 function desiredOf(service: string, frontends: readonly PlanFrontend[], skipped: SkippedObject[]): DesiredFrontend[] {
   const mine: DesiredFrontend[] = [];
   let ids: Set<string> | null = null;
-  for (const f of frontends) {
-    const d = toDesiredFrontend(service, f, skipped);
+  for (let i = 0; i < frontends.length; i++) {
+    const d = toDesiredFrontend(service, frontends[i], skipped);
     if (!d) continue;
     if (mine.length > 0) {
       ids ??= new Set(mine.map((x) => x.fk));
