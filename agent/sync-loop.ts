@@ -19,7 +19,7 @@
  */
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { planService, type NoLocalEndpoints, type PlanContext, type PlanFrontend, type ServiceHealthCheck, type SkippedObject } from './plan/index.js';
-import { READ_BACK_MAPS, type DriftCount, type PlanSource, type Reconciler, type SyncResult } from './reconcile/reconciler.js';
+import { READ_BACK_MAPS, addSyncResult, emptySyncResult, type DriftCount, type PlanSource, type Reconciler, type SyncResult, type UdpBackendLeft } from './reconcile/reconciler.js';
 import type { Logger } from './log.js';
 import { OncePerVersion } from './log-dedupe.js';
 import { formatByLimit, summarizeLimits, type LimitReport } from './reconcile/limits.js';
@@ -53,7 +53,7 @@ export interface SyncLoopOptions {
   /** Called after every successful sync with every Service that needs a healthCheckNodePort server. */
   onHealthChecks?: (targets: Array<{ service: string; port: number; localEndpoints: number }>) => void;
   /** Called after a successful sync with the UDP backends that left a frontend (for socket termination). */
-  onUdpBackendsRemoved?: (left: Array<{ addr: string; port: number; revNatId: number }>) => void;
+  onUdpBackendsRemoved?: (left: UdpBackendLeft[]) => void;
   /**
    * Called at each periodic full sync after the reconciler's read-back: the
    * node-wide maps outside the reconciler (kpr_config) compared with what
@@ -105,35 +105,6 @@ interface Resync {
   longestSliceMs: number;
 }
 
-function emptyResult(): SyncResult {
-  return { ok: true, servicesWritten: 0, servicesDeleted: 0, backendsWritten: 0, backendsDeleted: 0, auxWritten: 0, auxDeleted: 0, frontends: 0, backends: 0, skipped: [], drift: [] };
-}
-
-/** Adds one step's result to a resync's totals (counts summed; the kernel's sizes and the limits are the step's). */
-function addResult(total: SyncResult, r: SyncResult): void {
-  total.servicesWritten += r.servicesWritten;
-  total.servicesDeleted += r.servicesDeleted;
-  total.backendsWritten += r.backendsWritten;
-  total.backendsDeleted += r.backendsDeleted;
-  total.auxWritten += r.auxWritten;
-  total.auxDeleted += r.auxDeleted;
-  total.frontends = r.frontends;
-  total.backends = r.backends;
-  if (r.skipped.length) total.skipped.push(...r.skipped);
-  if (r.drift.length) total.drift.push(...r.drift);
-  if (r.readBackDecoded) total.readBackDecoded = true;
-  if (r.limits) total.limits = r.limits;
-  // Like the counts, what is in force after the last slice (kpr_frontend_conflicts is set from it).
-  if (r.conflicts) total.conflicts = r.conflicts;
-  if (!r.ok) {
-    total.ok = false;
-    total.error = r.error;
-  }
-}
-
-/** One Service's UDP frontends ("addr|port") and the backends ("addr|port") of each, both scopes. */
-type UdpView = Map<string, Set<string>>;
-
 /** A sync that threw instead of returning its failure: nothing is known to be written. */
 function thrownSyncResult(err: unknown, last: { frontends: number; backends: number }): SyncResult {
   const error = err instanceof Error ? err.message : String(err);
@@ -161,8 +132,6 @@ export class SyncLoop {
   /** Per Service, the objects its plan last skipped (Service, EndpointSlices): each is warned about once per change of its reasons. */
   private readonly skippedObjects = new Map<string, readonly string[]>();
   private readonly skipWarnings = new OncePerVersion();
-  /** Per Service, its UDP view: as of the last successful sync. */
-  private readonly udpBackends = new Map<string, UdpView>();
   /** healthCheckNodePort and local endpoint count per Service that has one. */
   private readonly healthChecks = new Map<string, ServiceHealthCheck>();
   /** Per Service with any, its ports with a Local policy and no local endpoint; `noLocalTotal` is their sum. */
@@ -290,69 +259,20 @@ export class SyncLoop {
   }
 
   /**
-   * The UDP backends that leave one Service's frontends with this sync, with
-   * the frontend's id (read before the sync, which may release it). The new
-   * view goes to `staged`, recorded only once the sync has succeeded: after a
-   * failed one the retry compares against the old view again, so the
-   * backends that left are still reported and their sockets destroyed.
-   */
-  private udpBackendsLeaving(
-    service: string,
-    frontends: PlanFrontend[],
-    left: Array<{ addr: string; port: number; revNatId: number }>,
-    staged: Map<string, UdpView | null>,
-  ): void {
-    let now: UdpView | null = null;
-    for (const f of frontends) {
-      if (f.protocol !== 'UDP') continue;
-      const set = new Set<string>();
-      for (const b of f.backends) set.add(`${b.address}|${b.port}`);
-      for (const b of f.internalBackends ?? []) set.add(`${b.address}|${b.port}`);
-      (now ??= new Map()).set(`${f.address}|${f.port}`, set);
-    }
-    const before = this.udpBackends.get(service);
-    if (!now && !before) return; // no UDP frontend before or after: nothing to track
-    if (before) {
-      for (const [fe, backends] of before) {
-        const still = now?.get(fe);
-        const [feAddr, fePort] = fe.split('|');
-        let revNatId: number | undefined;
-        for (const be of backends) {
-          if (still?.has(be)) continue;
-          revNatId ??= this.reconciler.revNatIdOf(feAddr, Number(fePort), 'UDP') ?? 0;
-          if (revNatId === 0) break;
-          const [addr, port] = be.split('|');
-          left.push({ addr, port: Number(port), revNatId });
-        }
-      }
-    }
-    staged.set(service, now);
-  }
-
-  /**
    * A sync as the schedule asks: a full one after the first starts a sliced
    * resync (if none runs; one asked for meanwhile follows it); changed
    * Services are synced now, incrementally while a resync runs.
    */
   /**
    * The plan source of one sync pass over `keys`: each Service planned when
-   * the reconciler asks for it (its UDP view read first), and its creation
+   * the reconciler asks for it, and its creation
    * time, by which same-class claims on one frontend are decided
    * (agent/reconcile/ownership.ts) — the same in every kind of pass.
    */
-  private planSource(
-    keys: string[],
-    ctx: PlanContext,
-    udpLeft: Array<{ addr: string; port: number; revNatId: number }>,
-    udpViews: Map<string, UdpView | null>,
-  ): PlanSource {
+  private planSource(keys: string[], ctx: PlanContext): PlanSource {
     return {
       keys: () => keys,
-      get: (k) => {
-        const frontends = this.planFor(k, ctx);
-        this.udpBackendsLeaving(k, frontends, udpLeft, udpViews);
-        return frontends;
-      },
+      get: (k) => this.planFor(k, ctx),
       created: (k) => creationMs(this.src.serviceByKey(k)),
     };
   }
@@ -379,13 +299,10 @@ export class SyncLoop {
     this.dirty.clear();
     this.oldestChangeAt = undefined;
     if (full) this.needFull = false;
-    // Each Service is planned when the reconciler asks for it (before its own
-    // frontends are diffed, so the UDP view below still reads their revNatIds).
-    const udpLeft: Array<{ addr: string; port: number; revNatId: number }> = [];
-    const udpViews = new Map<string, UdpView | null>();
+    // Each Service is planned when the reconciler asks for it (before its own frontends are diffed).
     // One context for the whole sync: the node cannot change while it runs.
     const ctx: PlanContext = { ...this.opts.plan, nodeName: this.opts.nodeName, node: this.src.node() };
-    const plans = this.planSource(keys, ctx, udpLeft, udpViews);
+    const plans = this.planSource(keys, ctx);
     let result: SyncResult;
     try {
       result = this.reconciler.sync(plans, { full, readBack });
@@ -394,7 +311,7 @@ export class SyncLoop {
         if (node) result.drift.push(...node);
       }
       if (result.ok) {
-        this.commitUdp(udpViews, udpLeft);
+        this.reportUdpLeft(result);
         if (full) this.fullDone = true;
       }
     } catch (err) {
@@ -418,13 +335,10 @@ export class SyncLoop {
     return report;
   }
 
-  /** After a successful sync: its UDP views recorded, the clients of backends that left told. */
-  private commitUdp(udpViews: Map<string, UdpView | null>, udpLeft: Array<{ addr: string; port: number; revNatId: number }>): void {
-    for (const [service, view] of udpViews) {
-      if (view) this.udpBackends.set(service, view);
-      else this.udpBackends.delete(service);
-    }
-    if (udpLeft.length) this.guard('UDP socket termination', () => this.opts.onUdpBackendsRemoved?.(udpLeft));
+  /** After a successful sync: the clients of the UDP backends that left a frontend told (the reconciler reports them). */
+  private reportUdpLeft(r: SyncResult): void {
+    const left = r.udpBackendsLeft;
+    if (left?.length) this.guard('UDP socket termination', () => this.opts.onUdpBackendsRemoved?.(left));
   }
 
   // ------------------------------------------------------------------ sliced resync
@@ -435,7 +349,7 @@ export class SyncLoop {
     this.needFull = false;
     const steps = readBack ? [...READ_BACK_MAPS, 'node'] : [];
     steps.push('keys', 'chunks', 'sweep');
-    this.resync = { trigger, started: this.now(), steps, keys: [], next: 0, result: emptyResult(), slices: 0, busyMs: 0, longestSliceMs: 0 };
+    this.resync = { trigger, started: this.now(), steps, keys: [], next: 0, result: emptySyncResult(), slices: 0, busyMs: 0, longestSliceMs: 0 };
     if (readBack) this.resync.result.readBackMs = 0;
     this.scheduleSlice();
   }
@@ -490,9 +404,7 @@ export class SyncLoop {
     switch (step) {
       case 'repair': {
         rs.steps.shift();
-        const r = this.reconciler.repairDrift();
-        addResult(rs.result, r);
-        return r.ok ? undefined : r;
+        return this.stepSynced(rs, this.reconciler.repairDrift());
       }
       case 'node': {
         rs.steps.shift();
@@ -516,23 +428,23 @@ export class SyncLoop {
         rs.next += n;
         if (rs.next >= rs.keys.length) rs.steps.shift();
         if (chunk.length === 0) return undefined;
-        const udpLeft: Array<{ addr: string; port: number; revNatId: number }> = [];
-        const udpViews = new Map<string, UdpView | null>();
         const ctx: PlanContext = { ...this.opts.plan, nodeName: this.opts.nodeName, node: this.src.node() };
-        const r = this.reconciler.sync(this.planSource(chunk, ctx, udpLeft, udpViews), { full: false });
-        addResult(rs.result, r);
-        if (!r.ok) return r;
-        this.commitUdp(udpViews, udpLeft);
-        return undefined;
+        return this.stepSynced(rs, this.reconciler.sync(this.planSource(chunk, ctx), { full: false }));
       }
       case 'sweep': {
         rs.steps.shift();
-        const r = this.reconciler.sync({ keys: () => [], get: () => undefined, created: (k) => creationMs(this.src.serviceByKey(k)) }, { full: false, sweep: true });
-        addResult(rs.result, r);
-        return r.ok ? undefined : r;
+        return this.stepSynced(rs, this.reconciler.sync({ keys: () => [], get: () => undefined, created: (k) => creationMs(this.src.serviceByKey(k)) }, { full: false, sweep: true }));
       }
     }
     throw new Error(`unknown resync step ${step}`);
+  }
+
+  /** A resync step's sync: added to the resync's totals; its failure returned, else the UDP backends that left reported. */
+  private stepSynced(rs: Resync, r: SyncResult): SyncResult | undefined {
+    addSyncResult(rs.result, r);
+    if (!r.ok) return r;
+    this.reportUdpLeft(r);
+    return undefined;
   }
 
   private finishResync(rs: Resync, failed: SyncResult | undefined): void {

@@ -17,12 +17,14 @@
  * full resync the child does what the agent does (agent.ts): MemoryReleaser's
  * afterResync (a full GC and a malloc_trim only after a resync that churned a
  * lot; a build without it: releaseMemory after every resync), timed apart, and
- * records the RSS after the initial sync's release and after the last resync.
+ * records the RSS after the initial sync's release and after the last resync,
+ * and counts V8's own major GCs (not the forced ones) while the resyncs run.
  * Needs root (CAP_BPF).
  */
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { PerformanceObserver, constants as perf } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { cachedScenario } from './cached-scenario.js';
 import { asUnderTest } from './priority.js';
@@ -43,6 +45,9 @@ interface ChildResult {
   duringMs: number[];
   /** Wait of the other changes. */
   otherMs: number[];
+  /** V8's own major GCs (mark-compact, not the ones MemoryReleaser forces) from the initial sync's release to the last resync, and their time (ms). */
+  majorGcs?: number;
+  majorGcMs?: number;
 }
 
 async function child(root: string, services: number, endpoints: number): Promise<ChildResult> {
@@ -110,12 +115,26 @@ async function child(root: string, services: number, endpoints: number): Promise
       }
     },
   });
+  // V8's major GCs while the resyncs run: the old-space garbage a resync leaves (forced ones, MemoryReleaser's, not counted).
+  let countGcs = false;
+  const gcs = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      const d = (e as PerformanceEntry & { detail?: { kind: number; flags: number } }).detail;
+      if (!countGcs || !d || d.kind !== perf.NODE_PERFORMANCE_GC_MAJOR || (d.flags & perf.NODE_PERFORMANCE_GC_FLAGS_FORCED) !== 0) continue;
+      out.majorGcs = (out.majorGcs ?? 0) + 1;
+      out.majorGcMs = (out.majorGcMs ?? 0) + e.duration;
+    }
+  });
+  gcs.observe({ entryTypes: ['gc'] });
   try {
     const first = loop.start();
     if (!first.result.ok) throw new Error(first.result.error);
     if (releaser) releaser.afterInitialSync();
     else releaseMemory();
     out.initialRssMiB = rssMiB();
+    out.majorGcs = 0;
+    out.majorGcMs = 0;
+    countGcs = true;
     let flip = false;
     let next = performance.now() + PACE_MS;
     let stopped = false;
@@ -134,6 +153,9 @@ async function child(root: string, services: number, endpoints: number): Promise
     setTimeout(tick, PACE_MS);
     await done;
     stopped = true;
+    await new Promise((r) => setImmediate(r)); // the observer's last entries
+    countGcs = false;
+    gcs.disconnect();
   } finally {
     loop.stop();
     writer.close();
@@ -220,11 +242,13 @@ async function main(): Promise<void> {
           duringMaxMs: round(Math.max(0, ...during), 2),
           otherP99Ms: round(pct(other, 0.99), 2),
           resyncs: rs.length,
+          majorGcsPerResync: round(all[arm].reduce((n, r) => n + (r.majorGcs ?? 0), 0) / Math.max(1, rs.length), 2),
+          majorGcMsPerResync: round(all[arm].reduce((n, r) => n + (r.majorGcMs ?? 0), 0) / Math.max(1, rs.length), 1),
         },
       ];
     }),
   );
-  const head = ['build', 'resync start → end (median)', 'its own work', 'read-back', 'slices', 'longest slice', 'full GC after (median) · how many', 'longest block incl. the GC: median · max', 'RSS initial → after the last resync', 'changes during a resync: n · p50 · max', 'other changes p99'];
+  const head = ['build', 'resync start → end (median)', 'its own work', 'read-back', 'slices', 'longest slice', 'full GC after (median) · how many', 'longest block incl. the GC: median · max', 'RSS initial → after the last resync', 'changes during a resync: n · p50 · max', 'other changes p99', 'V8 major GCs per resync · their ms'];
   const rows = arms.map(([arm]) => {
     const s = summary[arm] as Record<string, number>;
     return [
@@ -239,6 +263,7 @@ async function main(): Promise<void> {
       `${s.initialRssMiB} → ${s.lastRssMiB} MiB`,
       `${s.duringN} · ${s.duringP50Ms} · ${s.duringMaxMs} ms`,
       `${s.otherP99Ms} ms`,
+      `${s.majorGcsPerResync} · ${s.majorGcMsPerResync} ms`,
     ];
   });
   process.stdout.write(`${renderGrid(`kpr periodic resync in-process (${services} Services × ${endpoints} endpoints, ${values.runs} processes × ${RESYNCS} resyncs per build)`, head, rows)}\n`);

@@ -21,7 +21,16 @@ export interface HashState {
   h2: number;
 }
 
-export class Fingerprint {
+/** What a mirror's records are hashed into: a Fingerprint, or one side of a sliced read-back (RecordHashes). */
+export interface RecordSink {
+  /** One record whose leading key bytes hashed to `state`: then `keyRest` more key bytes of `bytes` at `off`, then `valLen` value bytes after them. */
+  addFrom(state: HashState, bytes: Uint8Array, off: number, keyRest: number, valLen: number): void;
+}
+
+/** The hash state of no bytes (a record hashed from its first byte). */
+export const EMPTY_STATE: HashState = { h1: SEED1, h2: SEED2 };
+
+export class Fingerprint implements RecordSink {
   private a = 0;
   private b = 0;
   count = 0;
@@ -37,11 +46,11 @@ export class Fingerprint {
     return { h1, h2 };
   }
 
-  /** Adds one record whose leading bytes hashed to `state` and whose remaining bytes are `len` bytes of `bytes` at `off`. */
-  addFrom(state: HashState, bytes: Uint8Array, off: number, len: number): void {
+  /** Adds one record whose leading bytes hashed to `state` and whose remaining bytes are `keyRest + valLen` bytes of `bytes` at `off` (RecordSink's). */
+  addFrom(state: HashState, bytes: Uint8Array, off: number, keyRest: number, valLen: number): void {
     let h1 = state.h1;
     let h2 = state.h2;
-    for (let i = off, end = off + len; i < end; i++) {
+    for (let i = off, end = off + keyRest + valLen; i < end; i++) {
       h1 = Math.imul(h1 ^ bytes[i], M1);
       h2 = Math.imul(h2 ^ bytes[i], M2);
     }
@@ -154,7 +163,7 @@ export class TouchedKeys {
  * typed arrays (no object per record): the records whose keys were touched
  * before the window closed are only known at its end, and left out then (sum()).
  */
-export class RecordHashes {
+export class RecordHashes implements RecordSink {
   private keyIds = new Float64Array(1024);
   private a = new Uint32Array(1024);
   private b = new Uint32Array(1024);

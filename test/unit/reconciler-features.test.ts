@@ -407,4 +407,24 @@ describe('Reconciler: loadBalancerSourceRanges (kpr_src_range)', () => {
     assert.deepEqual([...maps.srcRanges.values()].map((k) => k.cidr), ['198.18.100.0/24']);
     assert.equal(res.skipped.filter((s) => /invalid source range/.test(s.reason)).length, 2);
   });
+
+  it('an incremental re-plan reaches the maps when any one field changes, and writes nothing when none does', () => {
+    const { maps, r } = setup();
+    const base = (o: Partial<PlanFrontend> & { internal?: string[] } = {}, backends = ['10.0.0.1:80*', '10.0.0.2:80']) => plans(fe('a/x', '10.96.0.1', 80, backends, { type: 'NodePort', ...o }));
+    syncChecked(maps, r, base(), true);
+    const step = (p: Map<string, PlanFrontend[]>) => {
+      const from = maps.calls.length;
+      assert.equal(syncChecked(maps, r, p, false).ok, true);
+      return methods(maps, from);
+    };
+    assert.deepEqual(step(base()), [], 'the same plan again');
+    assert.deepEqual(step(base({}, ['10.0.0.1:80', '10.0.0.2:80'])), ['updateBackends(1)'], 'a LOCAL flag');
+    assert.deepEqual(step(base({ portName: 'web' }, ['10.0.0.1:80', '10.0.0.2:80'])), ['updateSvcMeta(1)'], 'the port name');
+    assert.deepEqual(maps.dumpSvcMeta().map(([, m]) => m.portName), ['web']);
+    assert.ok(step(base({ portName: 'web', affinityTimeoutSeconds: 30 }, ['10.0.0.1:80', '10.0.0.2:80'])).includes('updateAffinityMatches(2)'), 'affinity');
+    assert.ok(step(base({ portName: 'web', affinityTimeoutSeconds: 30, sourceRanges: ['198.18.0.0/16'] }, ['10.0.0.1:80', '10.0.0.2:80'])).includes('updateSrcRanges(1)'), 'source ranges');
+    const internal = step(base({ portName: 'web', affinityTimeoutSeconds: 30, sourceRanges: ['198.18.0.0/16'], internal: ['10.0.0.2:80'] }, ['10.0.0.1:80', '10.0.0.2:80']));
+    assert.ok(internal.some((m) => m.startsWith('updateServices')), 'an INTERNAL set');
+    assert.equal(entrySets(maps)['10.96.0.1:80/INTERNAL'].backends.length, 1);
+  });
 });

@@ -13,7 +13,7 @@ import type { PlanFrontend } from '../../agent/plan/types.js';
 import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
 import { Reconciler, type ReconcileLogger, type SyncResult } from '../../agent/reconcile/reconciler.js';
 import { MAX_SLOTS } from '../../agent/reconcile/desired-frontend.js';
-import { plans, syncChecked, syncCheckedPerCall } from './support/reconcile-harness.js';
+import { fe, plans, syncChecked, syncCheckedPerCall } from './support/reconcile-harness.js';
 import { copyState, programmed } from './support/datapath-state.js';
 
 interface Line {
@@ -26,23 +26,6 @@ function recorder(): ReconcileLogger & { lines: Line[] } {
   const lines: Line[] = [];
   const at = (level: Line['level']) => (msg: string, fields: Record<string, unknown> = {}) => void lines.push({ level, msg, fields });
   return { lines, info: at('info'), warn: at('warn'), error: at('error') };
-}
-
-/** A ClusterIP frontend of `service` at 10.96.<n>.<n>:port with `backends` "ip:port". */
-function fe(service: string, address: string, port: number, backends: string[], o: Partial<PlanFrontend> = {}): PlanFrontend {
-  return {
-    service,
-    portName: '',
-    type: 'ClusterIP',
-    address,
-    port,
-    protocol: 'TCP',
-    backends: backends.map((b) => ({ address: b.split(':')[0], port: Number(b.split(':')[1]) })),
-    trafficPolicy: 'Cluster',
-    affinityTimeoutSeconds: 0,
-    sourceRanges: [],
-    ...o,
-  };
 }
 
 /** `n` frontends of one Service (ports 1..n of one address), one backend each. */

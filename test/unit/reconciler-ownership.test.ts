@@ -12,23 +12,11 @@ import type { FrontendType, PlanFrontend } from '../../agent/plan/types.js';
 import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
 import { Reconciler, type PlanSource, type ReconcileLogger } from '../../agent/reconcile/reconciler.js';
 import { CONFLICT_DETAIL_LINES } from '../../agent/reconcile/ownership.js';
-import { plans, quiet, syncChecked } from './support/reconcile-harness.js';
+import { fe as frontend, plans, quiet, syncChecked } from './support/reconcile-harness.js';
 import { copyState, programmed } from './support/datapath-state.js';
 
-function fe(service: string, type: FrontendType, address: string, port: number, backends: string[]): PlanFrontend {
-  return {
-    service,
-    portName: '',
-    type,
-    address,
-    port,
-    protocol: 'TCP',
-    backends: backends.map((b) => ({ address: b.split(':')[0], port: Number(b.split(':')[1]) })),
-    trafficPolicy: 'Cluster',
-    affinityTimeoutSeconds: 0,
-    sourceRanges: [],
-  };
-}
+/** A frontend of `type` (the harness's, with its type). */
+const fe = (service: string, type: FrontendType, address: string, port: number, backends: string[]): PlanFrontend => frontend(service, address, port, backends, { type });
 
 /** A logger that keeps its lines. */
 function recorder() {

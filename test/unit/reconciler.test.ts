@@ -9,23 +9,8 @@ import type { PlanFrontend, Protocol } from '../../agent/plan/types.js';
 import { IPPROTO, SCOPE, SVC_FLAG } from '../../agent/maps/layout.js';
 import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
 import { Reconciler } from '../../agent/reconcile/reconciler.js';
-import { quiet, plans, setup, syncChecked, syncCheckedPerCall } from './support/reconcile-harness.js';
+import { fe, quiet, plans, setup, syncChecked, syncCheckedPerCall } from './support/reconcile-harness.js';
 import { copyState, programmed } from './support/datapath-state.js';
-
-function fe(service: string, address: string, port: number, backends: string[], protocol: Protocol = 'TCP'): PlanFrontend {
-  return {
-    service,
-    portName: '',
-    type: 'ClusterIP',
-    address,
-    port,
-    protocol,
-    backends: backends.map((b) => ({ address: b.split(':')[0], port: Number(b.split(':')[1]) })),
-    trafficPolicy: 'Cluster',
-    affinityTimeoutSeconds: 0,
-    sourceRanges: [],
-  };
-}
 
 const methods = (maps: MemoryDatapathMaps, from = 0) => maps.calls.slice(from).map((c) => `${c.method}(${c.entries})`);
 

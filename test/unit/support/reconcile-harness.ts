@@ -1,11 +1,28 @@
 /** What every reconciler test needs: a quiet logger, plans by Service, and a sync that checks the live-reader invariants. */
 import assert from 'node:assert/strict';
-import type { PlanFrontend } from '../../../agent/plan/types.js';
+import type { PlanFrontend, Protocol } from '../../../agent/plan/types.js';
 import { MemoryDatapathMaps } from '../../../agent/reconcile/memory-datapath-maps.js';
 import { Reconciler, type ReconcileLogger, type SyncResult } from '../../../agent/reconcile/reconciler.js';
 import { copyState, replayViolations, strictViolations } from './datapath-state.js';
 
 export const quiet: ReconcileLogger = { info() {}, warn() {}, error() {} };
+
+/** A ClusterIP frontend of `backends` ("address:port"); `o`: its protocol, or any fields to override. */
+export function fe(service: string, address: string, port: number, backends: string[], o: Protocol | Partial<PlanFrontend> = {}): PlanFrontend {
+  return {
+    service,
+    portName: '',
+    type: 'ClusterIP',
+    address,
+    port,
+    protocol: 'TCP',
+    backends: backends.map((b) => ({ address: b.split(':')[0], port: Number(b.split(':')[1]) })),
+    trafficPolicy: 'Cluster',
+    affinityTimeoutSeconds: 0,
+    sourceRanges: [],
+    ...(typeof o === 'string' ? { protocol: o } : o),
+  };
+}
 
 /** Frontends grouped by their Service, as the sync loop hands them over. */
 export function plans(...fs: PlanFrontend[]): Map<string, PlanFrontend[]> {

@@ -1,0 +1,349 @@
+/**
+ * The diff: one desired frontend (or a removed one) against the mirror,
+ * queueing in a write batch what the kernel lacks or holds differently and
+ * updating the mirror to what the batch, once applied, leaves there; then
+ * what nothing accounts for any more (orphan pairs, ranges, names,
+ * addresses, backends). It also notes the UDP backends that leave a
+ * frontend, reported by the next sync that succeeds (udpBackendsLeft).
+ */
+import { BE_FLAG, IPPROTO, SCOPE, VIP_FLAG, type SvcMeta, type SvcVal } from '../maps/layout.js';
+import type { PlanBackend, SkippedObject } from '../plan/types.js';
+import type { Admission } from './admission.js';
+import { entrySetId, tupleIPv4, type BackendTuple, type DesiredFrontend, type FrontendBase } from './desired-frontend.js';
+import { sameMaster, sameMeta, type EntrySet, type KernelMirror } from './kernel-mirror.js';
+import type { UdpBackendLeft } from './sync-types.js';
+import { svcKey, type BackendWrites, type Writes } from './write-batch.js';
+
+const SCOPES = [SCOPE.EXTERNAL, SCOPE.INTERNAL] as const;
+const NO_IDS: readonly number[] = [];
+const NO_TUPLES: ReadonlySet<BackendTuple> = new Set();
+/** kpr_svc_meta's name field holds 95 bytes of text, its port name 31. */
+const META_NAME_MAX = 95;
+const META_PORT_MAX = 31;
+
+/** Text as kpr_svc_meta stores it (cut to the field), so a dump compares equal to what was written. */
+function cut(text: string, max: number): string {
+  // A UTF-16 unit is at most 3 bytes of UTF-8, so a short text fits without measuring.
+  if (text.length * 3 <= max) return text;
+  return text.length <= max && Buffer.byteLength(text) <= max ? text : Buffer.from(text).subarray(0, max).toString('utf8').replace(/\uFFFD+$/, '');
+}
+
+/** A UDP backend noted leaving a frontend, until a sync that succeeds reports it. */
+interface UdpLeaver {
+  fk: string;
+  tuple: BackendTuple;
+  left: UdpBackendLeft;
+}
+
+export class MirrorDiff {
+  /**
+   * Set by a read-back that found drift: frontend → the revNatId it had
+   * before, when the kernel lost every master naming it, so the repair gives
+   * it back the same id (and its names, pairs and ranges stay valid).
+   */
+  readonly revNatHints = new Map<string, number>();
+  /** UDP backends that left a frontend since the last sync that succeeded, by frontend, tuple and revNatId. */
+  private readonly udpLeft = new Map<string, UdpLeaver>();
+
+  constructor(
+    private readonly m: KernelMirror,
+    private readonly admission: Admission,
+  ) {}
+
+  diffFrontend(want: DesiredFrontend, w: Writes, touchedVips: Set<string>, skipped: SkippedObject[]): void {
+    const fk = want.fk;
+    // Each entry set looked up once for the whole diff.
+    const extSet = this.m.kSets.get(want.extSid);
+    const intSet = this.m.kSets.get(want.intSid);
+    let revNatId = this.m.ownedRevNat(fk, extSet, intSet);
+    const udpBefore = revNatId > 0 ? this.udpSlots(extSet, intSet) : null;
+    const udpRevNat = revNatId;
+    if (revNatId === 0 && this.revNatHints.size > 0) {
+      const hint = this.revNatHints.get(fk);
+      if (hint !== undefined && this.m.revNatIds.reserve(hint)) {
+        revNatId = hint;
+        this.m.revNatOwner.set(hint, fk);
+      }
+    }
+    if (revNatId === 0) {
+      const id = this.m.revNatIds.allocate();
+      if (id === undefined) {
+        // admitted() counted the ids: not reached unless the count was wrong. Leaves any existing entry as it is.
+        this.admission.refuse({ service: want.service, limit: 'rev_nat_ids', action: 'refused', capacity: this.m.maxRevNatId, needed: 1, free: 0 });
+        return;
+      }
+      revNatId = id;
+      this.m.revNatOwner.set(id, fk);
+    }
+
+    // Names first (no reader depends on them, the CLI does).
+    const meta: SvcMeta = { name: cut(want.service, META_NAME_MAX), portName: cut(want.portName, META_PORT_MAX), type: want.feType, proto: want.base.proto };
+    if (!sameMeta(this.m.kMeta.get(revNatId), meta)) {
+      w.metaWrites.push([revNatId, meta]);
+      this.m.kMeta.set(revNatId, meta);
+    }
+
+    // Backend ids of both sets, so the affinity pairs can be written before any slot names them.
+    const ext = this.backendsFor(want.backends, want.tuples, want.base.proto, w);
+    const int = want.internal ? this.backendsFor(want.internal, want.internalTuples!, want.base.proto, w) : null;
+    if (want.affinityTimeout > 0) this.diffAffinity(revNatId, int ? ext.concat(int) : ext, w);
+    else this.diffAffinity(revNatId, NO_IDS, w);
+    this.diffRanges(revNatId, want.sourceRanges, w);
+
+    if (udpBefore) this.noteUdpLeft(fk, udpRevNat, udpBefore, new Set(want.internalTuples ? want.tuples.concat(want.internalTuples) : want.tuples));
+
+    const master = (n: number): SvcVal => ({ backendId: want.affinityTimeout, count: n, revNatId, flags: want.flags });
+    this.diffSet(extSet, want.extSid, fk, SCOPE.EXTERNAL, want.base, ext, master(ext.length), w);
+    if (int) this.diffSet(intSet, want.intSid, fk, SCOPE.INTERNAL, want.base, int, master(int.length), w);
+    else if (intSet) this.removeSet(fk, SCOPE.INTERNAL, w, want.intSid);
+
+    // kpr_vip: a ClusterIP address refuses unknown ports while one of its frontends is programmed.
+    const counted = this.m.vipOf.get(fk);
+    if (want.clusterIP && counted === undefined) this.vipRef(fk, want.base.addr, touchedVips);
+    else if (!want.clusterIP && counted !== undefined) this.vipUnref(fk, touchedVips);
+  }
+
+  /** Backend ids of `backends` (a desired frontend's checked list) in order, allocating (and queueing writes of) what the kernel lacks. */
+  backendsFor(backends: readonly PlanBackend[], tuples: readonly BackendTuple[], proto: number, w: Writes): number[] {
+    const ids = new Array<number>(backends.length);
+    for (let i = 0; i < backends.length; i++) ids[i] = this.backendFor(backends[i], tuples[i], proto, w.backendWrites);
+    return ids;
+  }
+
+  /** Makes one entry set (`have`: the mirror's, if any) hold backends `ids` in slots 1..n and `master` in slot 0. */
+  diffSet(have: EntrySet | undefined, sid: string, fk: string, scope: number, base: FrontendBase, ids: readonly number[], master: SvcVal, w: Writes): void {
+    let f = have;
+    const n = ids.length;
+    // Sized up front: an array grown slot by slot reserves 17 entries (≈ 150 bytes) at the first.
+    if (!f) this.m.kSets.set(sid, (f = { fk, scope, base, master: null, slots: new Array<number>(n + 1), slotCount: 0 }));
+
+    for (let i = 0; i < n; i++) {
+      const id = ids[i];
+      const slot = i + 1;
+      const old = f.slots[slot];
+      if (old === id) continue;
+      w.slotWrites.push(f.base, scope, slot, id);
+      f.slots[slot] = id;
+      this.m.kBackends.addRef(id);
+      if (old !== undefined) this.m.unref(old);
+      else (f.slotCount++, this.m.slotEntries++);
+    }
+
+    if (!f.master || !sameMaster(f.master, master)) {
+      w.masterWrites.push(f.base, scope, 0, master);
+      if (!f.master) this.m.masters++;
+      f.master = master;
+    }
+
+    // Slots beyond the new count go after the master is lowered.
+    if (f.slotCount > n) {
+      for (let s = n + 1; s < f.slots.length; s++) {
+        const id = f.slots[s];
+        if (id === undefined) continue;
+        w.slotDeletes.push(svcKey(f.base, scope, s));
+        this.m.unref(id);
+        f.slotCount--;
+        this.m.slotEntries--;
+      }
+    }
+    if (f.slots.length > n + 1) f.slots.length = n + 1;
+  }
+
+  /** Removes one entry set: master first, then its slots. */
+  removeSet(fk: string, scope: number, w: Writes, sid = entrySetId(fk, scope)): void {
+    const f = this.m.kSets.get(sid);
+    if (!f) return;
+    if (f.master) {
+      w.masterDeletes.push(svcKey(f.base, scope, 0));
+      this.m.masters--;
+    }
+    for (let s = 1; s < f.slots.length; s++) {
+      const id = f.slots[s];
+      if (id === undefined) continue;
+      w.slotDeletes.push(svcKey(f.base, scope, s));
+      this.m.unref(id);
+    }
+    this.m.slotEntries -= f.slotCount;
+    this.m.kSets.delete(sid);
+  }
+
+  removeFrontend(fk: string, w: Writes, touchedVips: Set<string>): void {
+    const rn = this.m.ownedRevNat(fk);
+    const udpBefore = rn > 0 ? this.udpSlots(this.m.kSets.get(entrySetId(fk, SCOPE.EXTERNAL)), this.m.kSets.get(entrySetId(fk, SCOPE.INTERNAL))) : null;
+    if (udpBefore) this.noteUdpLeft(fk, rn, udpBefore, NO_TUPLES);
+    for (const scope of SCOPES) this.removeSet(fk, scope, w);
+    if (rn > 0) {
+      this.diffAffinity(rn, [], w);
+      this.diffRanges(rn, [], w);
+      if (this.m.kMeta.delete(rn)) w.metaDeletes.push(rn);
+      this.m.revNatOwner.delete(rn);
+      w.releaseRevNat.push(rn);
+    }
+    if (this.m.vipOf.has(fk)) this.vipUnref(fk, touchedVips);
+  }
+
+  /** Makes kpr_aff_match hold exactly `ids` for `revNatId`: additions before the slots, removals after. */
+  diffAffinity(revNatId: number, ids: readonly number[], w: Writes): void {
+    const have = this.m.kAff.get(revNatId);
+    if (ids.length === 0 && !have) return;
+    const want = new Set(ids);
+    for (const id of want) if (!have?.has(id)) w.affWrites.push({ backendId: id, revNatId });
+    if (have) for (const id of have) if (!want.has(id)) w.affDeletes.push({ backendId: id, revNatId });
+    this.m.affPairs += want.size - (have?.size ?? 0);
+    if (want.size) this.m.kAff.set(revNatId, want);
+    else this.m.kAff.delete(revNatId);
+  }
+
+  /** Makes kpr_src_range hold exactly `cidrs` for `revNatId`: additions before the masters, removals after. */
+  diffRanges(revNatId: number, cidrs: readonly string[], w: Writes): void {
+    const have = this.m.kRanges.get(revNatId);
+    if (cidrs.length === 0 && !have) return;
+    const want = new Set(cidrs);
+    for (const cidr of want) if (!have?.has(cidr)) w.rangeWrites.push({ revNatId, cidr });
+    if (have) for (const cidr of have) if (!want.has(cidr)) w.rangeDeletes.push({ revNatId, cidr });
+    this.m.rangeKeys += want.size - (have?.size ?? 0);
+    if (want.size) this.m.kRanges.set(revNatId, want);
+    else this.m.kRanges.delete(revNatId);
+  }
+
+  vipRef(fk: string, addr: string, touched: Set<string>): void {
+    this.m.vipOf.set(fk, addr);
+    this.m.vipRefs.set(addr, (this.m.vipRefs.get(addr) ?? 0) + 1);
+    touched.add(addr);
+  }
+
+  vipUnref(fk: string, touched: Set<string>): void {
+    const addr = this.m.vipOf.get(fk)!;
+    this.m.vipOf.delete(fk);
+    const r = (this.m.vipRefs.get(addr) ?? 0) - 1;
+    if (r > 0) this.m.vipRefs.set(addr, r);
+    else this.m.vipRefs.delete(addr);
+    touched.add(addr);
+  }
+
+  /**
+   * Affinity pairs and names of revNatIds no frontend owns, service addresses
+   * whose entry disagrees with the frontends, backends no slot names: the
+   * suspects the last read of the maps found, or (full sync) everything.
+   */
+  sweepOrphans(w: Writes, touchedVips: Set<string>, full: boolean): void {
+    const revNats = full ? new Set([...this.m.kAff.keys(), ...this.m.kRanges.keys(), ...this.m.kMeta.keys()]) : this.m.suspectRevNats;
+    for (const rn of revNats) {
+      if (this.m.revNatOwner.has(rn)) continue;
+      this.diffAffinity(rn, [], w);
+      this.diffRanges(rn, [], w);
+      if (this.m.kMeta.delete(rn)) w.metaDeletes.push(rn);
+    }
+    for (const addr of this.m.suspectVips) touchedVips.add(addr);
+    if (full) {
+      for (const addr of this.m.kVips.keys()) touchedVips.add(addr);
+      for (const addr of this.m.vipRefs.keys()) touchedVips.add(addr);
+      this.m.kBackends.forEachId((id) => {
+        if (this.m.kBackends.refs(id) === 0) this.m.unreferenced.add(id);
+      });
+    }
+    this.m.suspectRevNats.clear();
+    this.m.suspectVips.clear();
+  }
+
+  /** The backend id of one checked backend (and its tuple), allocating it (and queueing its write) if the kernel lacks it or holds other flags. */
+  backendFor(b: PlanBackend, tuple: BackendTuple, proto: number, writes: BackendWrites): number {
+    const flags = b.local ? BE_FLAG.LOCAL : 0;
+    const rows = this.m.kBackends;
+    const known = rows.idOf(tuple);
+    if (known >= 0) {
+      if (rows.flags(known) !== flags) {
+        // The endpoint moved to or from this node (an IP reused): same address, new LOCAL flag.
+        rows.setFlags(known, flags);
+        writes.push(known);
+      }
+      return known;
+    }
+    const id = this.m.backendIds.allocate();
+    if (id === undefined) throw new Error('backend id space exhausted'); // 2^32 - 1 backends: not reachable
+    // A numeric tuple is an IPv4 backend: its address is the tuple's top 32 bits.
+    rows.insert(id, tupleIPv4(tuple), b.address, b.port, proto, flags, tuple);
+    writes.push(id);
+    return id;
+  }
+
+  // ------------------------------------------------------------------ the end of a pass
+
+  /** kpr_vip entries of the addresses touched: present while a ClusterIP frontend is programmed there, absent otherwise. */
+  settleVips(touchedVips: Set<string>, w: Writes): void {
+    for (const addr of touchedVips) {
+      const wanted = (this.m.vipRefs.get(addr) ?? 0) > 0;
+      const have = this.m.kVips.get(addr);
+      if (wanted && have !== VIP_FLAG.REFUSE_UNKNOWN_PORT) {
+        w.vipWrites.push([addr, VIP_FLAG.REFUSE_UNKNOWN_PORT]);
+        this.m.kVips.set(addr, VIP_FLAG.REFUSE_UNKNOWN_PORT);
+      } else if (!wanted && have !== undefined) {
+        w.vipDeletes.push(addr);
+        this.m.kVips.delete(addr);
+      }
+    }
+  }
+
+  /** Backends no slot names any more: deleted, their ids released once the batch is applied. */
+  dropUnreferenced(w: Writes): void {
+    const m = this.m;
+    const unreferenced = [...m.unreferenced];
+    if (unreferenced.length > 1) unreferenced.sort((a, b) => a - b);
+    for (const id of unreferenced) {
+      if (m.danglingRefs.has(id)) continue;
+      if (m.kBackends.has(id)) {
+        if (m.kBackends.refs(id) > 0) continue;
+        w.backendDeletes.push(id);
+      }
+      w.releaseBackendIds.push(id);
+    }
+    m.unreferenced.clear();
+  }
+
+  // ------------------------------------------------------------------ UDP backends leaving
+
+  /** The backend ids the slots of a UDP frontend's entry sets name (both scopes), before the diff; null for another protocol or none. */
+  private udpSlots(ext: EntrySet | undefined, int: EntrySet | undefined): number[] | null {
+    const proto = (ext ?? int)?.base.proto;
+    if (proto !== IPPROTO.UDP) return null;
+    const ids: number[] = [];
+    for (const f of [ext, int]) if (f) for (let s = 1; s < f.slots.length; s++) if (f.slots[s] !== undefined) ids.push(f.slots[s]);
+    return ids.length > 0 ? ids : null;
+  }
+
+  /** Notes the backends of `before` (slot ids) whose tuples are not among `now`'s: they left frontend `fk` (revNatId `revNatId`). */
+  private noteUdpLeft(fk: string, revNatId: number, before: readonly number[], now: ReadonlySet<BackendTuple>): void {
+    const rows = this.m.kBackends;
+    for (const id of before) {
+      if (!rows.has(id)) continue; // a dangling slot: no backend to tell about
+      const tuple = rows.tuple(id);
+      if (tuple === null || now.has(tuple)) continue;
+      const key = `${fk}\u0000${tuple}\u0000${revNatId}`;
+      if (!this.udpLeft.has(key)) this.udpLeft.set(key, { fk, tuple, left: { addr: rows.addr(id), port: rows.port(id), revNatId } });
+    }
+  }
+
+  /**
+   * After a sync that succeeded: the UDP backends noted leaving since the
+   * last one, less those back in their frontend by now; forgotten once
+   * returned. After a failed sync they wait (the retry reports them).
+   */
+  takeUdpLeft(): UdpBackendLeft[] {
+    if (this.udpLeft.size === 0) return [];
+    const out: UdpBackendLeft[] = [];
+    const rows = this.m.kBackends;
+    for (const { fk, tuple, left } of this.udpLeft.values()) {
+      const id = rows.idOf(tuple);
+      if (id >= 0 && this.names(fk, id)) continue;
+      out.push(left);
+    }
+    this.udpLeft.clear();
+    return out;
+  }
+
+  /** Whether a slot of frontend `fk` (either scope) names backend `id`. */
+  private names(fk: string, id: number): boolean {
+    for (const scope of SCOPES) if (this.m.kSets.get(entrySetId(fk, scope))?.slots.includes(id)) return true;
+    return false;
+  }
+}
