@@ -4,12 +4,10 @@
  * of the run's sandbox (never the host's), then replays kube-proxy partial
  * syncs for one endpoint change at a time.
  */
-import { spawn } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
-import { inNs, ip, nsPath, type Sandbox } from '../sandbox/netns.js';
+import { inNs, nsPath, type Sandbox } from '../sandbox/netns.js';
 import { fullRestoreChunks, partialRestore, sepChainName, type KpService } from './kube-proxy-rules.js';
-import { NotFinishedError } from './nftables.js';
-import { asUnderTest } from './priority.js';
+import { coldLoads, inputSize, timedRunIn } from './ruleset-load.js';
 
 export const IPTABLES_RESTORE = process.env.KPR_BENCH_IPTABLES_RESTORE ?? 'iptables-restore';
 
@@ -27,52 +25,7 @@ export function iptablesVersion(bin = IPTABLES_RESTORE): string {
  * rejects with NotFinishedError when it runs out of `timeoutMs`.
  */
 export function restoreIn(ns: string, input: string | Iterable<string>, flags: string[] = [], bin = IPTABLES_RESTORE, timeoutMs = 120_000): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const t0 = process.hrtime.bigint();
-    const child = asUnderTest(spawn('nsenter', [`--net=${nsPath(ns)}`, bin, '-w', '5', ...flags], { stdio: ['pipe', 'ignore', 'pipe'] }));
-    let err = '';
-    let timedOut = false;
-    child.stderr.on('data', (d) => {
-      if (err.length < 4000) err += d;
-    });
-    const timer = setTimeout(() => {
-      timedOut = true;
-      child.kill('SIGKILL');
-    }, timeoutMs);
-    child.once('error', (e) => {
-      clearTimeout(timer);
-      reject(e);
-    });
-    child.once('close', (code, signal) => {
-      clearTimeout(timer);
-      const ms = Number(process.hrtime.bigint() - t0) / 1e6;
-      if (timedOut) reject(new NotFinishedError(`${bin} ${flags.join(' ')} in ${ns}`, timeoutMs));
-      else if (code === 0) resolve(ms);
-      else reject(new Error(`${bin} ${flags.join(' ')} in ${ns} failed (${signal ?? code}): ${err.trim().slice(0, 2000)}`));
-    });
-    child.stdin.on('error', () => {
-      /* reported through close */
-    });
-    if (typeof input === 'string') {
-      child.stdin.end(input);
-      return;
-    }
-    const it = input[Symbol.iterator]();
-    const pump = () => {
-      for (;;) {
-        const next = it.next();
-        if (next.done) {
-          child.stdin.end();
-          return;
-        }
-        if (!child.stdin.write(next.value)) {
-          child.stdin.once('drain', pump);
-          return;
-        }
-      }
-    };
-    pump();
-  });
+  return timedRunIn(ns, bin, ['-w', '5', ...flags], { input, timeoutMs });
 }
 
 /** Rules in a namespace's nat table (to check a load really happened). */
@@ -160,27 +113,8 @@ export async function setupIptables(
 ): Promise<IptablesSetup> {
   // Generated before the clock starts, in chunks (a 100,000-Service ruleset nears the longest JS string).
   const chunks = [...fullRestoreChunks(services)];
-  let inputBytes = 0;
-  let inputLines = 0;
-  for (const c of chunks) {
-    inputBytes += Buffer.byteLength(c);
-    for (let i = c.indexOf('\n'); i !== -1; i = c.indexOf('\n', i + 1)) inputLines++;
-  }
-  const coldMs: number[] = [];
-  let ns = '';
-  for (let r = 0; r < repeats; r++) {
-    if (ns) {
-      try {
-        ip('netns', 'del', ns);
-      } catch {
-        /* the sandbox retries at teardown */
-      }
-    }
-    ns = sandbox.addNamespace(`ipt${r}`);
-    const ms = await restoreIn(ns, chunks, [], IPTABLES_RESTORE, timeoutMs);
-    coldMs.push(ms);
-    log(`iptables cold load ${r + 1}/${repeats}: ${ms.toFixed(0)} ms`);
-  }
+  const { inputBytes, inputLines } = inputSize(chunks);
+  const { coldMs, ns } = await coldLoads(sandbox, 'ipt', repeats, (n) => restoreIn(n, chunks, [], IPTABLES_RESTORE, timeoutMs), log);
   const natRules = natRuleCount(ns);
   return {
     cold: { coldMs, natRules, inputBytes, inputLines },

@@ -6,23 +6,15 @@
  * same structure as bench/iptables.ts; every nft run is bounded by a timeout
  * and reported as "not finished within X s" when it runs out.
  */
-import { execFileSync, spawn } from 'node:child_process';
-import { ip, nsPath, type Sandbox } from '../sandbox/netns.js';
+import { execFileSync } from 'node:child_process';
+import type { Sandbox } from '../sandbox/netns.js';
 import { deleteChainsTransaction, fullTransactionChunks, nftEndpointChain, partialTransaction, type NftOptions } from './kube-proxy-nft.js';
 import type { KpService } from './kube-proxy-rules.js';
-import { asUnderTest } from './priority.js';
+import { coldLoads, inputSize, NotFinishedError, timedRunIn } from './ruleset-load.js';
 
 export const NFT = process.env.KPR_BENCH_NFT ?? 'nft';
 
-/** A bounded step that ran out of time (the process was killed). */
-export class NotFinishedError extends Error {
-  constructor(
-    readonly what: string,
-    readonly limitMs: number,
-  ) {
-    super(`${what}: not finished within ${(limitMs / 1000).toFixed(0)} s`);
-  }
-}
+export { NotFinishedError };
 
 export function nftVersion(bin = NFT): string {
   try {
@@ -37,92 +29,26 @@ export function nftVersion(bin = NFT): string {
  * chunks, written with back-pressure); resolves with the wall time in ms.
  */
 export function nftIn(ns: string, input: string | Iterable<string>, flags: string[] = [], timeoutMs = 120_000, bin = NFT): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const t0 = process.hrtime.bigint();
-    const child = asUnderTest(spawn('nsenter', [`--net=${nsPath(ns)}`, bin, ...flags, '-f', '-'], { stdio: ['pipe', 'ignore', 'pipe'] }));
-    let err = '';
-    let timedOut = false;
-    child.stderr.on('data', (d) => {
-      if (err.length < 4000) err += d;
-    });
-    const timer = setTimeout(() => {
-      timedOut = true;
-      child.kill('SIGKILL');
-    }, timeoutMs);
-    child.once('error', (e) => {
-      clearTimeout(timer);
-      reject(e);
-    });
-    child.once('close', (code, signal) => {
-      clearTimeout(timer);
-      const ms = Number(process.hrtime.bigint() - t0) / 1e6;
-      if (timedOut) reject(new NotFinishedError(`${bin} ${[...flags, '-f'].join(' ')} in ${ns}`, timeoutMs));
-      else if (code === 0) resolve(ms);
-      else reject(new Error(`${bin} ${[...flags, '-f'].join(' ')} in ${ns} failed (${signal ?? code}): ${err.trim().slice(0, 2000)}`));
-    });
-    child.stdin.on('error', () => {
-      /* reported through close */
-    });
-    if (typeof input === 'string') {
-      child.stdin.end(input);
-      return;
-    }
-    const it = input[Symbol.iterator]();
-    const pump = () => {
-      for (;;) {
-        const next = it.next();
-        if (next.done) {
-          child.stdin.end();
-          return;
-        }
-        if (!child.stdin.write(next.value)) {
-          child.stdin.once('drain', pump);
-          return;
-        }
-      }
-    };
-    pump();
-  });
+  return timedRunIn(ns, bin, [...flags, '-f', '-'], { input, timeoutMs });
 }
 
 const CHAIN_TOKEN = '{"chain": {';
 
 /** `nft -j list chains ip` in a namespace, as kube-proxy runs at every sync; resolves with ms and the chain count. */
-export function listChainsIn(ns: string, timeoutMs = 120_000, bin = NFT): Promise<{ ms: number; chains: number }> {
-  return new Promise((resolve, reject) => {
-    const t0 = process.hrtime.bigint();
-    const child = asUnderTest(spawn('nsenter', [`--net=${nsPath(ns)}`, bin, '-j', 'list', 'chains', 'ip'], { stdio: ['ignore', 'pipe', 'pipe'] }));
-    let chains = 0;
-    let tail = '';
-    let err = '';
-    let timedOut = false;
-    child.stdout.setEncoding('utf8');
-    child.stdout.on('data', (d: string) => {
-      // Count chain objects without holding the whole document (tens of MB at scale).
-      // The tail kept is shorter than the token, so a token split between reads is counted once.
-      const s = tail + d;
-      chains += s.split(CHAIN_TOKEN).length - 1;
-      tail = s.slice(-(CHAIN_TOKEN.length - 1));
-    });
-    child.stderr.on('data', (d) => {
-      if (err.length < 4000) err += d;
-    });
-    const timer = setTimeout(() => {
-      timedOut = true;
-      child.kill('SIGKILL');
-    }, timeoutMs);
-    child.once('error', (e) => {
-      clearTimeout(timer);
-      reject(e);
-    });
-    child.once('close', (code, signal) => {
-      clearTimeout(timer);
-      const ms = Number(process.hrtime.bigint() - t0) / 1e6;
-      if (timedOut) reject(new NotFinishedError(`${bin} -j list chains ip in ${ns}`, timeoutMs));
-      else if (code === 0) resolve({ ms, chains });
-      else reject(new Error(`${bin} -j list chains ip in ${ns} failed (${signal ?? code}): ${err.trim().slice(0, 2000)}`));
-    });
+export async function listChainsIn(ns: string, timeoutMs = 120_000, bin = NFT): Promise<{ ms: number; chains: number }> {
+  let chains = 0;
+  let tail = '';
+  // Count chain objects without holding the whole document (tens of MB at scale).
+  // The tail kept is shorter than the token, so a token split between reads is counted once.
+  const ms = await timedRunIn(ns, bin, ['-j', 'list', 'chains', 'ip'], {
+    timeoutMs,
+    onStdout: (d) => {
+      const t = tail + d;
+      chains += t.split(CHAIN_TOKEN).length - 1;
+      tail = t.slice(-(CHAIN_TOKEN.length - 1));
+    },
   });
+  return { ms, chains };
 }
 
 export interface NftablesCold {
@@ -218,27 +144,8 @@ export async function setupNftables(
 ): Promise<NftablesSetup> {
   // Generated before the clock starts, in chunks (at 100,000 Services it is longer than one JS string may be).
   const chunks = [...fullTransactionChunks(services, opts)];
-  let inputBytes = 0;
-  let inputLines = 0;
-  for (const c of chunks) {
-    inputBytes += Buffer.byteLength(c);
-    for (let i = c.indexOf('\n'); i !== -1; i = c.indexOf('\n', i + 1)) inputLines++;
-  }
-  const coldMs: number[] = [];
-  let ns = '';
-  for (let r = 0; r < repeats; r++) {
-    if (ns) {
-      try {
-        ip('netns', 'del', ns);
-      } catch {
-        /* the sandbox retries at teardown */
-      }
-    }
-    ns = sandbox.addNamespace(`nft${r}`);
-    const ms = await nftIn(ns, chunks, [], timeoutMs);
-    coldMs.push(ms);
-    log(`nftables cold load ${r + 1}/${repeats}: ${ms.toFixed(0)} ms`);
-  }
+  const { inputBytes, inputLines } = inputSize(chunks);
+  const { coldMs, ns } = await coldLoads(sandbox, 'nft', repeats, (n) => nftIn(n, chunks, [], timeoutMs), log);
   const { chains } = await listChainsIn(ns, timeoutMs);
   return {
     cold: { coldMs, chains, inputBytes, inputLines },
