@@ -25,6 +25,7 @@
  */
 import { getHeapSpaceStatistics } from 'node:v8';
 import { releaseFreeNativeMemory } from '../native/index.js';
+import type { SyncResult } from './reconcile/sync-types.js';
 
 type GcFunction = (options?: { type: 'minor' | 'major' }) => void;
 
@@ -55,15 +56,7 @@ export const RELEASE_CHANGED_ENTRIES = 16384;
 export const RELEASE_GROWTH_BYTES = 24 * 1024 * 1024;
 
 /** What a full sync changed, as its SyncResult counts it. */
-export interface FullSyncChanges {
-  servicesWritten: number;
-  servicesDeleted: number;
-  backendsWritten: number;
-  backendsDeleted: number;
-  auxWritten: number;
-  auxDeleted: number;
-  drift: readonly unknown[];
-}
+export type FullSyncChanges = Pick<SyncResult, 'servicesWritten' | 'servicesDeleted' | 'backendsWritten' | 'backendsDeleted' | 'auxWritten' | 'auxDeleted'> & { drift: readonly unknown[] };
 
 /** When the agent returns memory: after the initial sync, and after a resync that churned enough to matter. */
 export class MemoryReleaser {
