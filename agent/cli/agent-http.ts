@@ -31,8 +31,9 @@ export async function fetchAgentText(address: string, path: string, flag: string
     const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
     return { status: res.status, text: await res.text() };
   } catch (err) {
-    const e = err as Error & { cause?: { code?: string } };
-    return { text: '', error: e.cause?.code ?? (e.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : e.message) };
+    // fetch's own error is "fetch failed"; its cause says why (ECONNREFUSED, "bad port", ...).
+    const e = err as Error & { cause?: { code?: string; message?: string } };
+    return { text: '', error: e.cause?.code ?? e.cause?.message ?? (e.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : e.message) };
   }
 }
 
