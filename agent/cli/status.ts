@@ -137,7 +137,9 @@ function configLines(m: AgentMetricsView, all: boolean): string[] {
   const cfg = (m.config.config ?? m.config) as Record<string, unknown>;
   const keys = all ? Object.keys(cfg) : CONFIG_HEADLINE.filter((k) => k in cfg);
   const shown = keys.map((k) => `${k}=${typeof cfg[k] === 'object' ? JSON.stringify(cfg[k]) : String(cfg[k])}`);
-  return [`config    ${shown.join(' ')}${all ? '' : ' (all of it: --show-config or -o json)'}`];
+  // Every setting: one a line.
+  if (all) return ['config    every setting in effect (/configz):', ...shown.map((x) => `  ${x}`)];
+  return [`config    ${shown.join(' ')} (all of it: --show-config or -o json)`];
 }
 
 function metricsLines(m: AgentMetricsView, showConfig: boolean): string[] {

@@ -204,7 +204,9 @@ describe('observability end to end', { timeout: scaled(180_000) }, () => {
     assert.match(table.stdout, /^kernel    \S+ (active|fallback|off)/m);
     assert.match(table.stdout, new RegExp(`^config    nodeName=${NODE_NAME} bpffsDir=${box.sandbox.bpffsDir} `, 'm'));
     const all = await kpr(...args, '--show-config');
-    assert.match(all.stdout, /^config    .*ctUdpTimeoutS=\d+/m);
+    assert.match(all.stdout, /^config    every setting in effect \(\/configz\):$/m);
+    assert.match(all.stdout, /^ {2}ctUdpTimeoutS=\d+$/m);
+    assert.match(all.stdout, new RegExp(`^ {2}bpffsDir=${box.sandbox.bpffsDir}$`, 'm'));
     // An agent without a metrics server: status says so and still answers the rest.
     const port = await closedPort();
     const noMetrics = await kpr('status', '--healthz-address', hostPort(healthUrl), '--metrics-address', `127.0.0.1:${port}`, '--bpffs', box.sandbox.bpffsDir);
