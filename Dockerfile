@@ -20,6 +20,9 @@ COPY bench ./bench
 COPY test ./test
 COPY bpf ./bpf
 COPY bin ./bin
+# The commit `kpr version` names (.git is not in the build context):
+# docker build --build-arg GIT_COMMIT=$(git rev-parse HEAD) .; without it, "unknown".
+ARG GIT_COMMIT
 RUN make build
 # Production dependencies only, for the runtime stage.
 RUN make deps-node-prod

@@ -78,8 +78,13 @@ ESBUILD_FLAGS := --bundle --platform=node --format=esm --target=node22 --externa
 	--alias:whatwg-url=./dist/agent/bundle/whatwg-url.js \
 	--banner:js="import { createRequire as __kprCreateRequire } from 'node:module'; const require = __kprCreateRequire(import.meta.url);"
 
+# The commit `kpr version` names (dist/agent/build-info.json; the image copies dist/agent). Without
+# a git checkout (a container build: .git is not in the context) pass GIT_COMMIT=... or it is "unknown".
+GIT_COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+
 build: deps bpf $(BATCH_WRITER)
 	npx tsc -p tsconfig.json
+	@if [ -n "$(GIT_COMMIT)" ]; then printf '{"commit":"%s"}\n' "$(GIT_COMMIT)" > dist/agent/build-info.json; else rm -f dist/agent/build-info.json; fi
 	node_modules/.bin/esbuild dist/agent/main.js $(ESBUILD_FLAGS) --outfile=$(AGENT_BUNDLE)
 
 test: build

@@ -65,7 +65,7 @@ export class Agent {
     setLibbpfLogger((level, msg) => libbpfLog[level === 'warn' ? 'warn' : 'debug'](msg.trimEnd()));
 
     const { healthzBindAddress, metricsBindAddress } = cfg;
-    const obs = new Observability({ bpffsDir: cfg.bpffsDir, syncPeriodMs: cfg.syncPeriodMs, healthzBindAddress, metricsBindAddress, log, node: () => this.watch?.node(), caches: () => this.watch?.cacheStatus() });
+    const obs = new Observability({ bpffsDir: cfg.bpffsDir, syncPeriodMs: cfg.syncPeriodMs, healthzBindAddress, metricsBindAddress, log, node: () => this.watch?.node(), caches: () => this.watch?.cacheStatus(), config: cfg });
     this.obs = obs;
     obs.start();
 

@@ -9,14 +9,15 @@ import { kubeProxyCleanupSteps } from '../cleanup/kube-proxy.js';
 import { formatCleanupReport, runCleanup } from '../cleanup/types.js';
 import { CliError } from './pinned-maps.js';
 
-export const CLEANUP_USAGE = `  cleanup [--bpffs PATH] [--netns PATH] [--dry-run]
+const KPR_CLEANUP_USAGE = `  cleanup [--bpffs PATH] [--netns PATH] [--dry-run]
                           remove everything kpr put on this node: detach and unpin its links, remove its clsact
                           filters (kpr's handle/priority only; the qdisc stays), unpin its maps, remove its bpffs
-                          directory (stop the agent first); --netns as the agent's
-  cleanup-kube-proxy [--dry-run] [--ipvs-flush]
+                          directory (stop the agent first); --netns as the agent's`;
+const KUBE_PROXY_CLEANUP_USAGE = `  cleanup-kube-proxy [--dry-run] [--ipvs-flush]
                           remove kube-proxy's leftovers in this network namespace: KUBE-* iptables chains and the
                           jumps to them (iptables-nft and -legacy, IPv4/IPv6), nftables tables ip/ip6 kube-proxy,
                           IPVS virtual servers on kube-ipvs0 (all with --ipvs-flush), kube-ipvs0, KUBE-* ipsets`;
+export const CLEANUP_USAGE = `${KPR_CLEANUP_USAGE}\n${KUBE_PROXY_CLEANUP_USAGE}`;
 
 export function cleanupCommand(command: 'cleanup' | 'cleanup-kube-proxy', argv: string[]): string {
   const { values, positionals } = parseArgs({
@@ -31,7 +32,7 @@ export function cleanupCommand(command: 'cleanup' | 'cleanup-kube-proxy', argv: 
       help: { type: 'boolean', short: 'h' },
     },
   });
-  if (values.help) return `Usage: kpr\n${CLEANUP_USAGE}\n`;
+  if (values.help) return `Usage: kpr\n${command === 'cleanup' ? KPR_CLEANUP_USAGE : KUBE_PROXY_CLEANUP_USAGE}\n`;
   if (positionals.length > 0) throw new CliError(`${command}: unexpected argument "${positionals[0]}"`);
   if (!['table', 'json'].includes(values.output!)) throw new CliError(`unknown output format "${values.output}" (table or json)`);
   if (command === 'cleanup-kube-proxy' && argv.some((a) => a.startsWith('--bpffs'))) throw new CliError('cleanup-kube-proxy takes no --bpffs');

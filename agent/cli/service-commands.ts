@@ -11,6 +11,13 @@ import { MAPS, MAP_NAMES, type MapSpec } from '../maps/registry.js';
 import { CliError, openPinnedMap } from './pinned-maps.js';
 import { readFrontendCounts } from '../metrics/service-stats.js';
 import { formatServiceTable, joinTables, tablesFromBatch, type ServiceView } from './service-view.js';
+import { parseIP } from '../net/ip.js';
+import { parseEndpoint } from './trace.js';
+
+export const SERVICE_LIST_USAGE = `  service list [--frontend VIP[:PORT]]
+                          every frontend with its names and backends (ipvsadm -Ln style); --frontend: only the
+                          frontends on that address (and port; IPv6 as [addr]:port)`;
+export const SERVICE_GET_USAGE = `  service get NS/NAME     the frontends of one Service`;
 
 /** Every entry of a registry map, decoded with its codecs. */
 function readAll<K, V>(map: BpfMap, spec: MapSpec<K, V>): Array<[K, V]> {
@@ -52,8 +59,17 @@ function render(views: ServiceView[], output: string): string {
   return output === 'json' ? JSON.stringify(views, null, 2) + '\n' : formatServiceTable(views);
 }
 
-export function serviceList(bpffsDir: string, output: string): string {
-  return render(readServiceViews(bpffsDir), output);
+/** The views on `frontend` ("198.19.0.10", "198.19.0.10:80", "[2001:db8::1]:53"); a malformed one is a usage error. */
+export function filterFrontend(views: ServiceView[], frontend: string): ServiceView[] {
+  const want = parseEndpoint(frontend, '--frontend', true);
+  return views.filter((v) => parseIP(v.address)?.text === want.addr && (want.port === undefined || v.port === want.port));
+}
+
+export function serviceList(bpffsDir: string, output: string, frontend?: string): string {
+  // Checked before the maps are read: a typo is a usage error whatever is pinned.
+  if (frontend !== undefined) parseEndpoint(frontend, '--frontend', true);
+  const views = readServiceViews(bpffsDir);
+  return render(frontend === undefined ? views : filterFrontend(views, frontend), output);
 }
 
 export function serviceGet(bpffsDir: string, name: string | undefined, output: string): string {

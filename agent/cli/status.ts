@@ -1,26 +1,44 @@
 /**
  * `kpr status`: the node as the agent on it sees it, in one answer: the
  * agent's /healthz (healthy, and whether Services over a datapath limit are
- * left unserved: which, by limit) and the fill of the pinned maps. The
- * health part needs the agent's health server (--healthz-address, default
- * the agent's default bind address on loopback); the maps are read from
- * bpffs as `kpr map list` reads them, with or without the agent.
+ * left unserved: which, by limit), from its /metrics the last sync and the
+ * sync results, the API server and watch state and the kernel features in
+ * effect, its effective configuration (/configz), and the fill of the pinned
+ * maps. The agent's parts need its health server (--healthz-address) and
+ * metrics server (--metrics-address), defaults the agent's default ports on
+ * loopback; the maps are read from bpffs as `kpr map list` reads them, with
+ * or without the agent.
  */
 import { parseArgs } from 'node:util';
 import { DEFAULT_BPFFS_DIR } from '../config.js';
-import { parseBindAddress } from '../net/listen-address.js';
+import { agentUrl, fetchAgentText, parsePromText } from './agent-http.js';
+import { formatMetricsSummary, summarizeMetrics, type MetricsSummary } from './agent-metrics-summary.js';
 import { formatByLimit, type LimitSummary } from '../reconcile/limits.js';
 import { mapStats, pinnedMapNames, type MapStats } from '../metrics/map-stats.js';
 import { table } from './map-commands.js';
 import { CliError, openPinnedMap } from './pinned-maps.js';
 
 export const STATUS_USAGE = `  status                  the node: the agent's /healthz (healthy; Services over a datapath limit, so not
-                          served here) and the fill of every pinned map
-                          [--healthz-address IP:PORT (default 127.0.0.1:10256)] [--bpffs PATH] [-o table|json];
+                          served here), last sync and sync results, API server and watch state, kernel features,
+                          the agent's effective config (/configz) and the fill of every pinned map
+                          [--healthz-address IP:PORT (default 127.0.0.1:10256)] [--metrics-address IP:PORT
+                          (default 127.0.0.1:10249)] [--show-config] [--bpffs PATH] [-o table|json];
                           exits 1 when the agent does not answer 200 or leaves a Service unserved`;
 
 /** How long the agent's health server may take to answer. */
 const HEALTHZ_TIMEOUT_MS = 5000;
+/** How long the agent's metrics server may take to answer. */
+const METRICS_TIMEOUT_MS = 5000;
+
+/** What the agent's metrics server told: the summary of /metrics and /configz, or why not. */
+interface AgentMetricsView {
+  address: string;
+  summary?: MetricsSummary;
+  error?: string;
+  /** /configz: the agent's effective configuration. */
+  config?: Record<string, unknown>;
+  configError?: string;
+}
 
 interface AgentHealth {
   address: string;
@@ -37,6 +55,8 @@ export interface StatusReport {
   servicesOverLimit?: LimitSummary;
   /** The agent's run-time map sizes (/healthz "mapSizes"), when it says. */
   mapSizes?: AgentMapSizes;
+  /** The agent's metrics server: sync, API server, watch and kernel state; its config. */
+  metrics: AgentMetricsView;
   maps: MapStats[];
   mapsError?: string;
 }
@@ -49,29 +69,33 @@ interface AgentMapSizes {
 }
 
 async function agentHealth(address: string): Promise<AgentHealth> {
-  let parsed: ReturnType<typeof parseBindAddress>;
+  const res = await fetchAgentText(address, '/healthz', '--healthz-address', HEALTHZ_TIMEOUT_MS);
+  if (res.status === undefined) return { address, error: res.error };
   try {
-    parsed = parseBindAddress(address, '--healthz-address');
-  } catch (err) {
-    throw new CliError((err as Error).message);
+    return { address, status: res.status, body: JSON.parse(res.text) as Record<string, unknown> };
+  } catch {
+    return { address, status: res.status, error: `not a /healthz answer: ${res.text.slice(0, 80)}` };
   }
-  if (!parsed) throw new CliError('--healthz-address is empty');
-  const host = parsed.host === '0.0.0.0' ? '127.0.0.1' : parsed.host === '::' ? '::1' : parsed.host;
-  const url = `http://${host.includes(':') ? `[${host}]` : host}:${parsed.port}/healthz`;
-  try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(HEALTHZ_TIMEOUT_MS) });
-    const text = await res.text();
-    let body: Record<string, unknown> | undefined;
+}
+
+async function agentMetrics(address: string, now: () => Date): Promise<AgentMetricsView> {
+  const [metrics, configz] = await Promise.all([
+    fetchAgentText(address, '/metrics', '--metrics-address', METRICS_TIMEOUT_MS),
+    fetchAgentText(address, '/configz', '--metrics-address', METRICS_TIMEOUT_MS),
+  ]);
+  const view: AgentMetricsView = { address };
+  if (metrics.status === 200) view.summary = summarizeMetrics(parsePromText(metrics.text), now());
+  else view.error = metrics.error ?? `/metrics answered ${metrics.status}`;
+  if (configz.status === 200) {
     try {
-      body = JSON.parse(text) as Record<string, unknown>;
+      view.config = JSON.parse(configz.text) as Record<string, unknown>;
     } catch {
-      return { address, status: res.status, error: `not a /healthz answer: ${text.slice(0, 80)}` };
+      view.configError = `not a /configz answer: ${configz.text.slice(0, 80)}`;
     }
-    return { address, status: res.status, body };
-  } catch (err) {
-    const e = err as Error & { cause?: { code?: string } };
-    return { address, error: e.cause?.code ?? e.message };
+  } else {
+    view.configError = configz.error ?? (configz.status === 404 ? 'the agent has no /configz (older than this CLI)' : `/configz answered ${configz.status}`);
   }
+  return view;
 }
 
 function readMaps(bpffsDir: string): { maps: MapStats[]; error?: string } {
@@ -94,12 +118,34 @@ function readMaps(bpffsDir: string): { maps: MapStats[]; error?: string } {
   return { maps };
 }
 
-export async function statusReport(bpffsDir: string, healthzAddress: string): Promise<StatusReport> {
-  const agent = await agentHealth(healthzAddress);
+export async function statusReport(bpffsDir: string, healthzAddress: string, metricsAddress = '127.0.0.1:10249', now: () => Date = () => new Date()): Promise<StatusReport> {
+  // Both addresses are checked before anything is asked: a typo is a usage error.
+  agentUrl(healthzAddress, '--healthz-address');
+  agentUrl(metricsAddress, '--metrics-address');
+  const [agent, metrics] = await Promise.all([agentHealth(healthzAddress), agentMetrics(metricsAddress, now)]);
   const { maps, error } = readMaps(bpffsDir);
   const over = agent.body?.servicesOverLimit as LimitSummary | undefined;
   const sizes = agent.body?.mapSizes as AgentMapSizes | undefined;
-  return { agent, ...(over ? { degraded: over.degraded, servicesOverLimit: over } : {}), ...(sizes ? { mapSizes: sizes } : {}), maps, ...(error ? { mapsError: error } : {}) };
+  return { agent, ...(over ? { degraded: over.degraded, servicesOverLimit: over } : {}), ...(sizes ? { mapSizes: sizes } : {}), metrics, maps, ...(error ? { mapsError: error } : {}) };
+}
+
+/** The /configz settings worth a line each; --show-config prints them all. */
+const CONFIG_HEADLINE = ['nodeName', 'bpffsDir', 'cgroupPath', 'syncPeriodMs', 'externalInterfaces', 'podInterfaces', 'nodePortAddresses', 'tcAttach', 'socketLbHostOnly'];
+
+function configLines(m: AgentMetricsView, all: boolean): string[] {
+  if (!m.config) return m.summary || m.configError !== undefined ? [`config    ${m.configError ?? 'not reported'}`] : [];
+  const cfg = (m.config.config ?? m.config) as Record<string, unknown>;
+  const keys = all ? Object.keys(cfg) : CONFIG_HEADLINE.filter((k) => k in cfg);
+  const shown = keys.map((k) => `${k}=${typeof cfg[k] === 'object' ? JSON.stringify(cfg[k]) : String(cfg[k])}`);
+  // Every setting: one a line.
+  if (all) return ['config    every setting in effect (/configz):', ...shown.map((x) => `  ${x}`)];
+  return [`config    ${shown.join(' ')} (all of it: --show-config or -o json)`];
+}
+
+function metricsLines(m: AgentMetricsView, showConfig: boolean): string[] {
+  // No metrics server, no /configz: one line says so.
+  if (!m.summary) return [`metrics   ${m.address}: ${m.error}; is the kpr agent running with --metrics-bind-address ${m.address}?`];
+  return [...formatMetricsSummary(m.summary), ...configLines(m, showConfig)];
 }
 
 function agentLine(a: AgentHealth): string {
@@ -114,8 +160,8 @@ function agentLine(a: AgentHealth): string {
   return `agent     ${a.address}: /healthz ${a.status}, ${healthy}${why.length ? ` (${why.join('; ')})` : ''}`;
 }
 
-export function formatStatus(r: StatusReport): string {
-  const out: string[] = [agentLine(r.agent)];
+export function formatStatus(r: StatusReport, showConfig = false): string {
+  const out: string[] = [agentLine(r.agent), ...metricsLines(r.metrics, showConfig)];
   const o = r.servicesOverLimit;
   if (!o) {
     if (r.agent.body) out.push('datapath  not known (the agent has not synced yet, or does not report limits)');
@@ -160,6 +206,8 @@ export async function statusCommand(argv: string[]): Promise<string> {
     options: {
       bpffs: { type: 'string', default: DEFAULT_BPFFS_DIR },
       'healthz-address': { type: 'string', default: '127.0.0.1:10256' },
+      'metrics-address': { type: 'string', default: '127.0.0.1:10249' },
+      'show-config': { type: 'boolean', default: false },
       output: { type: 'string', short: 'o', default: 'table' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -167,8 +215,8 @@ export async function statusCommand(argv: string[]): Promise<string> {
   if (values.help) return `Usage: kpr status [flags]\n${STATUS_USAGE}\n`;
   if (positionals.length > 0) throw new CliError(`kpr status takes no arguments (got ${positionals.join(' ')})`);
   if (!['table', 'json'].includes(values.output!)) throw new CliError(`unknown output format "${values.output}" (table or json)`);
-  const r = await statusReport(values.bpffs!, values['healthz-address']!);
+  const r = await statusReport(values.bpffs!, values['healthz-address']!, values['metrics-address']!);
   // Scriptable like a probe: 0 only when the agent answered 200 and serves every Service.
   if (statusExitCode(r) !== 0) process.exitCode = statusExitCode(r);
-  return values.output === 'json' ? JSON.stringify(r, null, 2) + '\n' : formatStatus(r);
+  return values.output === 'json' ? JSON.stringify(r, null, 2) + '\n' : formatStatus(r, values['show-config']);
 }

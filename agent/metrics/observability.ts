@@ -14,9 +14,9 @@ import type { SyncReport } from '../sync-loop.js';
 import { parseBindAddress } from '../net/listen-address.js';
 import { listenWithRetry, type Listener } from './http-listen.js';
 import { instrumentMapErrors } from './instrument-maps.js';
-import { AgentMetrics } from './metrics.js';
+import { AgentMetrics, kprVersion } from './metrics.js';
 import { summarizeLimits, type LimitReport, type LimitSummary } from '../reconcile/limits.js';
-import { buildMetricsServer } from './server.js';
+import { buildMetricsServer, type ConfigzBody } from './server.js';
 
 /**
  * The families kpr's health reports. One sync programs one set of maps that
@@ -42,6 +42,8 @@ export interface ObservabilityOptions {
    * than this. Default 600000 (10 min: twice the watch layer's 5-min no-progress relist).
    */
   cacheStaleAfterMs?: number;
+  /** The effective configuration /configz shows on the metrics server (the agent's AgentConfig). */
+  config?: object;
 }
 
 /** Default bound of an unconfirmed k8s cache before /healthz says 503. */
@@ -107,7 +109,9 @@ export class Observability {
       this.listeners.push(listenWithRetry(build, healthz, 'health server', log));
     }
     const metrics = parseBindAddress(this.opts.metricsBindAddress, '--metrics-bind-address');
-    if (metrics) this.listeners.push(listenWithRetry(() => buildMetricsServer(this.metrics, (kind) => this.metrics.connectionShed('metrics', kind)), metrics, 'metrics server', log));
+    const config = this.opts.config;
+    const configz = config ? (): ConfigzBody => ({ version: kprVersion(), config: config as Record<string, unknown> }) : undefined;
+    if (metrics) this.listeners.push(listenWithRetry(() => buildMetricsServer(this.metrics, (kind) => this.metrics.connectionShed('metrics', kind), configz), metrics, 'metrics server', log));
   }
 
   async stop(): Promise<void> {

@@ -1,7 +1,9 @@
 /**
  * kube-proxy's metrics server (default 127.0.0.1:10249): /metrics in the
  * Prometheus text format, /healthz answering "ok" while the process serves,
- * and /proxyMode naming the proxy ("kpr").
+ * /proxyMode naming the proxy ("kpr"), and /configz, as kube-proxy's: the
+ * effective configuration as JSON (read-only; the flags and config file as
+ * resolved at start).
  */
 import type { FastifyInstance } from 'fastify';
 import { guardedFastify, NODE_LISTENER_LIMITS, type ShedHandler } from '../http-guard.js';
@@ -14,7 +16,13 @@ export interface MetricsSource {
   readonly contentType: string;
 }
 
-export function buildMetricsServer(metrics: MetricsSource, onShed?: ShedHandler): FastifyInstance {
+/** /configz's body: the agent's version and its effective configuration. */
+export interface ConfigzBody {
+  version: string;
+  config: Record<string, unknown>;
+}
+
+export function buildMetricsServer(metrics: MetricsSource, onShed?: ShedHandler, configz?: () => ConfigzBody): FastifyInstance {
   const app = guardedFastify(NODE_LISTENER_LIMITS, onShed);
   ignoreBodies(app);
   goNotFound(app);
@@ -23,5 +31,9 @@ export function buildMetricsServer(metrics: MetricsSource, onShed?: ShedHandler)
     reply.header('Content-Type', 'text/plain; charset=utf-8').header('X-Content-Type-Options', 'nosniff').send(Buffer.from(text));
   app.all('/healthz', plain('ok'));
   app.all('/proxyMode', plain(PROXY_MODE));
+  if (configz) {
+    app.get('/configz', (_req, reply) =>
+      reply.header('Content-Type', 'application/json').header('X-Content-Type-Options', 'nosniff').send(Buffer.from(JSON.stringify(configz()))));
+  }
   return app;
 }

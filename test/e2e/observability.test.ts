@@ -7,13 +7,20 @@
  */
 import { scaled, TIME_SCALE } from '../../sandbox/time-scale.js';
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { promisify } from 'node:util';
+import { cliBin, bpfObjectPath } from '../support/paths.js';
+import { agentBpfObjects } from '../../agent/cli/version.js';
 import { after, before, describe, test } from 'node:test';
 import { BoxCluster, NODE_NAME } from '../../sandbox/cluster.js';
 import { BpfMap } from '../../native/index.js';
 import { mapPinPath } from '../../agent/datapath/pins.js';
 import { MAP_NAMES } from '../../agent/maps/layout.js';
 import { countEntries } from '../../agent/metrics/map-stats.js';
-import { NETWORK_PROGRAMMING_BUCKETS } from '../../agent/metrics/metrics.js';
+import { NETWORK_PROGRAMMING_BUCKETS, kprVersion } from '../../agent/metrics/metrics.js';
 import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME } from '../../agent/k8s/labels.js';
 import { requireRoot } from '../support/preflight.js';
 import { parseProm, valueOf, type Sample } from '../metrics/prom-text.js';
@@ -23,6 +30,27 @@ const PODS = [
   { name: 'obs-b', ip: '198.18.0.11' },
 ];
 const SYNC_PERIOD_MS = 300;
+const execFileP = promisify(execFile);
+
+/** A loopback port nothing listens on (bound, then closed). */
+async function closedPort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
+}
+
+/** bin/kpr as a subprocess: exit code and output. */
+async function kpr(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await execFileP(cliBin, args, { maxBuffer: 16 * 1024 * 1024 });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
 
 /** Polls an async check until it holds (sandbox waitFor takes synchronous checks only). */
 async function until(what: string, check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
@@ -132,6 +160,92 @@ describe('observability end to end', { timeout: scaled(180_000) }, () => {
   test('the metrics server also answers /healthz "ok" and /proxyMode "kpr"', async () => {
     assert.equal(await (await fetch(`${metricsUrl}/healthz`)).text(), 'ok');
     assert.equal(await (await fetch(`${metricsUrl}/proxyMode`)).text(), 'kpr');
+  });
+
+  test('/configz on the metrics server is the effective configuration, read-only', async () => {
+    const r = await fetch(`${metricsUrl}/configz`);
+    assert.equal(r.status, 200);
+    assert.equal(r.headers.get('content-type'), 'application/json');
+    const body = (await r.json()) as { version: string; config: Record<string, any> };
+    assert.equal(body.version, kprVersion());
+    assert.equal(body.config.nodeName, NODE_NAME);
+    assert.equal(body.config.bpffsDir, box.sandbox.bpffsDir);
+    assert.equal(body.config.syncPeriodMs, SYNC_PERIOD_MS);
+    assert.equal(body.config.metricsBindAddress, '127.0.0.1:0');
+    assert.ok(Array.isArray(body.config.podInterfaces) && body.config.podInterfaces.length > 0, JSON.stringify(body.config.podInterfaces));
+    assert.equal((await fetch(`${metricsUrl}/configz`, { method: 'POST', body: '{}' })).status, 404);
+  });
+
+  test('kpr status shows the last sync, API server and watch state, kernel features and the config, as the agent exports them', async () => {
+    const hostPort = (url: string) => url.replace(/^http:\/\//, '');
+    const args = ['status', '--healthz-address', hostPort(healthUrl), '--metrics-address', hostPort(metricsUrl), '--bpffs', box.sandbox.bpffsDir];
+    const json = await kpr(...args, '-o', 'json');
+    assert.equal(json.code, 0, json.stderr + json.stdout);
+    const r = JSON.parse(json.stdout) as Record<string, any>;
+    const m = r.metrics.summary;
+    assert.ok(m, JSON.stringify(r.metrics));
+    const s = await scrape();
+    // The last sync is the gauge's (to the second), and recent.
+    assert.ok(Math.abs(Date.parse(m.lastSync) / 1000 - valueOf(s, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds')!) < 60);
+    assert.ok(Date.parse(m.lastSync) > Date.now() - 60_000, m.lastSync);
+    assert.ok(m.syncs.ok >= 1 && m.syncs.error === 0, JSON.stringify(m.syncs));
+    assert.ok(m.apiRequestsByCode['200'] >= 1, JSON.stringify(m.apiRequestsByCode));
+    assert.deepEqual(Object.keys(m.cacheAgeSeconds).sort(), s.filter((x) => x.name === 'kpr_k8s_cache_age_seconds').map((x) => x.labels.kind).sort());
+    assert.ok(Object.keys(m.cacheAgeSeconds).includes('Service'), JSON.stringify(m.cacheAgeSeconds));
+    const features = s.filter((x) => x.name === 'kpr_kernel_feature').map((x) => `${x.labels.feature}=${x.labels.state}`).sort();
+    assert.ok(features.length > 0);
+    assert.deepEqual(m.kernelFeatures.map((f: { feature: string; state: string }) => `${f.feature}=${f.state}`).sort(), features);
+    assert.equal(r.metrics.config.config.nodeName, NODE_NAME);
+    const table = await kpr(...args);
+    assert.equal(table.code, 0, table.stderr + table.stdout);
+    assert.match(table.stdout, /^last sync \S+ \(\d+s ago\); syncs ok \d+, failed 0$/m);
+    assert.match(table.stdout, /^apiserver requests by code: .*200 \d+/m);
+    assert.match(table.stdout, /^watch     caches confirmed: .*Service \d+\.\d+s/m);
+    assert.match(table.stdout, /^kernel    \S+ (active|fallback|off)/m);
+    assert.match(table.stdout, new RegExp(`^config    nodeName=${NODE_NAME} bpffsDir=${box.sandbox.bpffsDir} `, 'm'));
+    const all = await kpr(...args, '--show-config');
+    assert.match(all.stdout, /^config    every setting in effect \(\/configz\):$/m);
+    assert.match(all.stdout, /^ {2}ctUdpTimeoutS=\d+$/m);
+    assert.match(all.stdout, new RegExp(`^ {2}bpffsDir=${box.sandbox.bpffsDir}$`, 'm'));
+    // An agent without a metrics server: status says so and still answers the rest.
+    const port = await closedPort();
+    const noMetrics = await kpr('status', '--healthz-address', hostPort(healthUrl), '--metrics-address', `127.0.0.1:${port}`, '--bpffs', box.sandbox.bpffsDir);
+    assert.equal(noMetrics.code, 0, noMetrics.stderr);
+    assert.ok(noMetrics.stdout.split('\n').includes(`metrics   127.0.0.1:${port}: ECONNREFUSED; is the kpr agent running with --metrics-bind-address 127.0.0.1:${port}?`), noMetrics.stdout);
+    assert.match(noMetrics.stdout, /^kpr_svc /m);
+  });
+
+  test('kpr version: the CLI, its BPF objects by SHA-256, and the running agent\'s kpr_build_info', async () => {
+    const r = await kpr('version', '--metrics-address', metricsUrl.replace(/^http:\/\//, ''), '-o', 'json');
+    assert.equal(r.code, 0, r.stderr);
+    const v = JSON.parse(r.stdout) as Record<string, any>;
+    const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
+    assert.equal(v.version, pkg.version);
+    assert.equal(v.agent.version, pkg.version);
+    assert.equal(v.agent.nodeVersion, process.version);
+    assert.match(v.commit, /^([0-9a-f]{40,64}|unknown)$/);
+    const objects = agentBpfObjects(bpfObjectPath);
+    assert.deepEqual(v.bpfObjects.map((o: { path: string }) => o.path), objects);
+    for (const o of v.bpfObjects as Array<{ path: string; sha256: string }>) assert.equal(o.sha256, createHash('sha256').update(readFileSync(o.path)).digest('hex'), o.path);
+    const port = await closedPort();
+    const down = await kpr('version', '--metrics-address', `127.0.0.1:${port}`);
+    assert.equal(down.code, 0, down.stderr);
+    assert.ok(down.stdout.split('\n').includes(`agent     not reachable at 127.0.0.1:${port} (ECONNREFUSED)`), down.stdout);
+  });
+
+  test('kpr service list --frontend keeps the frontends on one address (and port)', async () => {
+    const all = JSON.parse((await kpr('service', 'list', '--bpffs', box.sandbox.bpffsDir, '-o', 'json')).stdout) as Array<Record<string, any>>;
+    assert.ok(all.some((v) => v.address !== '198.19.0.10'), 'the unfiltered list has other frontends');
+    const r = await kpr('service', 'list', '--bpffs', box.sandbox.bpffsDir, '--frontend', '198.19.0.10:80', '-o', 'json');
+    assert.equal(r.code, 0, r.stderr);
+    const views = JSON.parse(r.stdout) as Array<Record<string, any>>;
+    assert.deepEqual(views.map((v) => `${v.service} ${v.address}:${v.port}`), ['obs/web 198.19.0.10:80']);
+    assert.equal(views[0].backends.length, PODS.length);
+    const otherPort = JSON.parse((await kpr('service', 'list', '--bpffs', box.sandbox.bpffsDir, '--frontend', '198.19.0.10:81', '-o', 'json')).stdout);
+    assert.deepEqual(otherPort, []);
+    const bad = await kpr('service', 'list', '--bpffs', box.sandbox.bpffsDir, '--frontend', 'web');
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /invalid --frontend "web"/);
   });
 
   test('endpoint changes are counted one per slice update, and programming latency is observed from the trigger annotation', async () => {

@@ -106,6 +106,33 @@ describe('metrics server over HTTP', () => {
     assert.equal(await mode.text(), 'kpr');
     assert.equal(mode.headers.get('content-type'), 'text/plain; charset=utf-8');
     assert.equal((await fetch(base + '/nope')).status, 404);
+    // Without an effective configuration to show, there is no /configz.
+    assert.equal((await fetch(base + '/configz')).status, 404);
+  });
+});
+
+describe('metrics server /configz', () => {
+  let listener: Listener;
+  let base: string;
+  let reads = 0;
+  before(async () => {
+    const source = { contentType: 'text/plain; version=0.0.4; charset=utf-8', text: async () => '' };
+    const configz = () => (reads++, { version: '0.1.0', config: { nodeName: 'n1', podInterfaces: ['veth*', 'eni*'], syncPeriodMs: 30000 } });
+    listener = listenWithRetry(() => buildMetricsServer(source, undefined, configz), { host: '127.0.0.1', port: 0 }, 'metrics server', recordingLogger());
+    base = `http://${await listener.listening}`;
+  });
+  after(() => listener?.close());
+
+  test('GET /configz is the effective configuration as JSON, read at each request; other methods are 404', async () => {
+    const r = await fetch(base + '/configz');
+    assert.equal(r.status, 200);
+    assert.equal(r.headers.get('content-type'), 'application/json');
+    assert.equal(r.headers.get('x-content-type-options'), 'nosniff');
+    assert.deepEqual(await r.json(), { version: '0.1.0', config: { nodeName: 'n1', podInterfaces: ['veth*', 'eni*'], syncPeriodMs: 30000 } });
+    assert.equal(reads, 1);
+    // Read-only: nothing can be written through it.
+    assert.equal((await fetch(base + '/configz', { method: 'PUT', body: '{}' })).status, 404);
+    assert.equal((await fetch(base + '/configz', { method: 'POST', body: '{}' })).status, 404);
   });
 });
 
