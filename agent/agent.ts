@@ -22,6 +22,7 @@ import { loadKubeConfig } from './k8s/kubeconfig.js';
 import { apiServerViaServiceIp, K8S_SERVICE_HOST_MESSAGE } from './preflight/api-server-route.js';
 import { memoryFields, type Logger } from './log.js';
 import { MemoryReleaser, collectYoungIfFilling } from './memory.js';
+import { FillWarning } from './reconcile/fill-warning.js';
 import { BpfDatapathMaps } from './maps/bpf-datapath-maps.js';
 import { UdpTerminator, type UdpTerminationMode } from './datapath/udp-terminator.js';
 import { ServiceHealthServers } from './service-health/servers.js';
@@ -131,6 +132,7 @@ export class Agent {
       onRejected: (kind) => obs.metrics.objectRejected(kind),
     });
     const memory = new MemoryReleaser();
+    const fill = new FillWarning(log.child({ source: 'reconciler' }));
     const loop = new SyncLoop(this.watch, reconciler, {
       nodeName: cfg.nodeName,
       syncPeriodMs: cfg.syncPeriodMs,
@@ -146,6 +148,7 @@ export class Agent {
       },
       onSync: (r) => {
         obs.synced(r);
+        fill.observe(r.result.fill);
         if (r.full && r.trigger !== 'initial' && r.result.ok) {
           // Only after a resync that churned a lot (memory.ts): the GC would block the changes waiting behind it.
           const released = memory.afterResync(r.result);

@@ -11,7 +11,7 @@ import type { Claims } from './claims.js';
 import { MAX_SLOTS, type BackendTuple, type DesiredFrontend } from './desired-frontend.js';
 import type { EntrySet, KernelMirror } from './kernel-mirror.js';
 import { UNKNOWN_CAPACITIES, describeLimit, limitFields, type LimitName, type LimitReport, type MapCapacities } from './limits.js';
-import type { ReconcileLogger } from './sync-types.js';
+import type { MapFill, ReconcileLogger } from './sync-types.js';
 import type { Writes } from './write-batch.js';
 
 /** What `capacities()` a DatapathMaps may have (BpfDatapathMaps and MemoryDatapathMaps do): the maps' max_entries. */
@@ -222,6 +222,18 @@ export class Admission {
   }
 
   /** Room left of a limit: the entries queued for deletion (`w`) still count, as they are deleted after every write. */
+  /** Each limit's use and capacity, from the mirror (no kernel read). */
+  fill(): MapFill[] {
+    const cap: Record<RoomLimit, number> = {
+      rev_nat_ids: this.mirror.maxRevNatId,
+      svc_map: this.caps.svc,
+      backend_map: this.caps.backend,
+      aff_match_map: this.caps.affinityMatch,
+      src_range_map: this.caps.srcRange,
+    };
+    return ROOM_LIMITS.filter((l) => Number.isFinite(cap[l])).map((limit) => ({ limit, used: cap[limit] - this.free(limit), capacity: cap[limit] }));
+  }
+
   free(limit: RoomLimit, w?: Writes): number {
     switch (limit) {
       case 'rev_nat_ids':

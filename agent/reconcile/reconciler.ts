@@ -206,6 +206,7 @@ export class Reconciler {
     }
     result.skipped.push(...this.admission.refusedSkips());
     result.limits = this.admission.limits();
+    result.fill = this.admission.fill();
     if (result.ok) {
       const left = this.differ.takeUdpLeft();
       if (left.length > 0) result.udpBackendsLeft = left;

@@ -5,6 +5,13 @@
 import { MAP_NAMES } from '../maps/layout.js';
 import type { PlanFrontend, SkippedObject } from '../plan/types.js';
 import type { LimitReport, MapCapacities } from './limits.js';
+
+/** One limit's use: entries the agent has in the map (or ids in use) against what it holds. */
+export interface MapFill {
+  limit: string;
+  used: number;
+  capacity: number;
+}
 import type { ConflictCount } from './ownership.js';
 
 /** The logging the reconciler needs; `console` fits. */
@@ -102,6 +109,8 @@ export interface SyncResult {
   readBackDecoded?: boolean;
   /** Every Service over a datapath limit after the sync (refused, or truncated), by key (limits.ts). */
   limits?: readonly LimitReport[];
+  /** How full each limited map (and the frontend id space) is after the sync, as the agent counts its entries. */
+  fill?: readonly MapFill[];
   /** Frontends not programmed because another Service owns the address, after this sync (kpr_frontend_conflicts). */
   conflicts?: ConflictCount[];
   /**
@@ -149,6 +158,7 @@ export function addSyncResult(total: SyncResult, r: SyncResult): void {
   if (r.drift.length) total.drift.push(...r.drift);
   if (r.readBackDecoded) total.readBackDecoded = true;
   if (r.limits) total.limits = r.limits;
+  if (r.fill) total.fill = r.fill;
   // Like the counts, what is in force after the last one (kpr_frontend_conflicts is set from it).
   if (r.conflicts) total.conflicts = r.conflicts;
   if (!r.ok) {

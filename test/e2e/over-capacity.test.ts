@@ -108,6 +108,11 @@ describe('over capacity: the node serves what fits, says what it refused, and st
     assert.ok(refusedLines().every((l) => l.limit === 'svc_map' && l.capacity === SVC_CAPACITY));
     const summaries = () => agent.logs.filter((l) => l.event === 'ServicesOverLimit');
     assert.equal(summaries().length, 1);
+    // Said before it fills: one warning as svc_map passed 90%, none again while it stays there.
+    const fillWarnings = () => agent.logs.filter((l) => l.limit === 'svc_map' && typeof l.msg === 'string' && l.msg.startsWith('svc_map is ') && l.msg.includes('% full'));
+    assert.equal(fillWarnings().length, 1, JSON.stringify(fillWarnings()));
+    assert.equal(fillWarnings()[0].capacity, SVC_CAPACITY);
+    assert.ok(Number(fillWarnings()[0].used) >= 0.9 * SVC_CAPACITY);
     assert.equal(summaries()[0].services, overLimit);
     const addrs = programmedAddrs();
     assert.ok(addrs.has(FITS.ip));
@@ -173,6 +178,7 @@ describe('over capacity: the node serves what fits, says what it refused, and st
     assert.equal(during.filter((l) => typeof l.msg === 'string' && l.msg.startsWith('sync failed')).length, 0, 'no failed sync');
     assert.equal(refusedLines(fromLog).length, 0, 'no Service logged again for the same refusal');
     assert.equal(during.filter((l) => l.event === 'ServicesOverLimit').length, 0, 'no summary while the set stays the same');
+    assert.equal(during.filter((l) => l.limit === 'svc_map' && String(l.msg).includes('% full')).length, 0, 'no fill warning again while it stays full');
     assert.ok(cpuMs < CPU_BOUND * wallMs, `the agent's CPU stays under ${CPU_BOUND * 100}% of a CPU: ${note}`);
     assert.ok(rss1 <= rss0 * 1.1, `RSS within 10% of its value right after the first sync: ${note}`);
 
