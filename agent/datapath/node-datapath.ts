@@ -11,7 +11,7 @@ import type { AgentConfig } from '../config.js';
 import type { Logger } from '../log.js';
 import { CFG_FLAG, MAP_NAMES, encodeConfig } from '../maps/layout.js';
 import type { DriftCount } from '../reconcile/reconciler.js';
-import { sweepExpiredConntrack } from './ct-sweeper.js';
+import { sweepExpiredConntrackSliced } from './ct-sweeper.js';
 import { CONFIG_KEY, writeNodeConfig, type Datapath } from './loader.js';
 import { TcAttacher } from './tc-attacher.js';
 import { tcLinkPinDir } from './pins.js';
@@ -93,14 +93,27 @@ export class NodeDatapath {
       const pins = this.opts.pins;
       if (pins) this.tick('pin_check', () => pins.check());
     }, INTERFACE_RESCAN_MS);
-    const sweep = setInterval(
-      () =>
-        this.tick('conntrack_sweep', () => {
-          const n = sweepExpiredConntrack(this.dp.maps.ct);
-          if (n > 0) this.log.debug('expired conntrack entries removed', { entries: n });
-        }),
-      this.cfg.ctSweepIntervalMs,
-    );
+    // Sliced (ct-sweeper.ts); a sweep still running when the next is due is not started twice.
+    let sweeping = false;
+    const sweep = setInterval(() => {
+      if (sweeping) return;
+      sweeping = true;
+      sweepExpiredConntrackSliced(this.dp.maps.ct)
+        .then(
+          (s) => {
+            this.tick('conntrack_sweep', () => {});
+            if (s.removed > 0) this.log.debug('expired conntrack entries removed', { entries: s.removed, slices: s.slices, longestSliceMs: Math.round(s.longestSliceMs * 10) / 10 });
+          },
+          (err: unknown) => {
+            // The agent stopping closes the map under a sweep in flight: not a failure.
+            if (this.dp.maps.ct.closed) return;
+            this.tick('conntrack_sweep', () => {
+              throw err;
+            });
+          },
+        )
+        .finally(() => (sweeping = false));
+    }, this.cfg.ctSweepIntervalMs);
     this.timers = [rescan, sweep];
     for (const t of this.timers) t.unref();
   }

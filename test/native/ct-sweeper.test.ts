@@ -1,0 +1,58 @@
+/**
+ * The conntrack sweep (agent/datapath/ct-sweeper.ts) on a real kpr_ct-shaped
+ * LRU hash map: every expired flow goes, every live one stays, whole-map and
+ * sliced alike, and the sliced sweep lets the event loop run between slices.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { BPF_MAP_TYPE, BpfMap } from '../../native/index.js';
+import { sweepExpiredConntrack, sweepExpiredConntrackSliced } from '../../agent/datapath/ct-sweeper.js';
+import { CT_DIR, IPPROTO, mapCodecs } from '../../agent/maps/layout.js';
+import { MAPS } from '../../agent/maps/registry.js';
+import { requireRoot } from '../support/preflight.js';
+
+const ct = mapCodecs(MAPS.ct);
+
+function filled(n: number, now: bigint): BpfMap {
+  const map = BpfMap.create(BPF_MAP_TYPE.LRU_HASH, ct.key.size, ct.value.size, n * 2, 'kpr_ct_test');
+  const keys = Buffer.alloc(n * ct.key.size);
+  const vals = Buffer.alloc(n * ct.value.size);
+  for (let f = 0; f < n; f++) {
+    ct.key.encode({ saddr: `198.18.${f >> 8}.${f & 0xff}`, daddr: '198.19.0.10', sport: 40000, dport: 80, proto: IPPROTO.TCP, dir: CT_DIR.ORIGINAL }, keys, f * ct.key.size);
+    // Every third flow expired (one exactly at `now`: a deadline reached counts as expired).
+    const expiresNs = f % 3 === 0 ? (f === 0 ? now : now - 1n) : now + 60_000_000_000n;
+    ct.value.encode({ natSaddr: '198.18.1.1', natDaddr: '198.18.10.10', natSport: 40000, natDport: 8080, backendId: 1, expiresNs, revNatId: 1, flags: 0 }, vals, f * ct.value.size);
+  }
+  map.updateBatch(keys, vals, n);
+  return map;
+}
+
+const liveClients = (map: BpfMap) => [...map.entries()].map(([k]) => ct.key.decode(k).saddr).sort();
+const expectedLive = (n: number) => [...Array(n).keys()].filter((f) => f % 3 !== 0).map((f) => `198.18.${f >> 8}.${f & 0xff}`).sort();
+
+test('whole-map and sliced sweeps remove exactly the expired flows', async () => {
+  requireRoot();
+  const now = process.hrtime.bigint();
+  const n = 3000;
+  const whole = filled(n, now);
+  try {
+    assert.equal(sweepExpiredConntrack(whole, now), 1000);
+    assert.deepEqual(liveClients(whole), expectedLive(n));
+    assert.equal(sweepExpiredConntrack(whole, now), 0, 'nothing left to sweep');
+  } finally {
+    whole.close();
+  }
+  const sliced = filled(n, now);
+  try {
+    let ticks = 0;
+    const ticker = setInterval(() => ticks++, 0);
+    const s = await sweepExpiredConntrackSliced(sliced, now, 256);
+    clearInterval(ticker);
+    assert.equal(s.removed, 1000);
+    assert.ok(s.slices >= Math.ceil(n / 256), `slices of at most 256 entries: ${s.slices}`);
+    assert.ok(ticks > 0, 'timers ran between slices');
+    assert.deepEqual(liveClients(sliced), expectedLive(n));
+  } finally {
+    sliced.close();
+  }
+});
