@@ -301,6 +301,8 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	svc = kpr_lb_lookup_service(&key, role == KPR_ROLE_POD);
 	if (!svc)
 		return TC_ACT_OK;
+	if (p->proto == IPPROTO_TCP && !(p->tcp_flags & KPR_TCP_SYN))
+		kpr_count(KPR_STAT_TC_CT_LOST);
 	stat = kpr_svc_stat_of(cfg, svc->rev_nat_id);
 	if (!kpr_lb_source_allowed(svc, p->saddr)) {
 		kpr_count(KPR_STAT_TC_DROP_SOURCE_RANGE);

@@ -71,6 +71,7 @@ export const STAT = {
   TC_DROP_SOURCE_RANGE: 13,
   TC_DROP_NO_SNAT_PORT: 14,
   TC_PASS_MALFORMED: 15,
+  TC_CT_LOST: 16,
 } as const;
 /** Mirrors enum kpr_ct_dir. */
 export const CT_DIR = { ORIGINAL: 0, REPLY: 1 } as const;

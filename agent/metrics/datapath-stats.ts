@@ -11,7 +11,7 @@ const statIndex = mapCodecs(MAPS.stats).key;
 
 export interface StatMetric {
   /** Prometheus metric name (without the kpr_datapath_ prefix and _total suffix). */
-  metric: 'translations' | 'refusals' | 'backend_missing' | 'drops' | 'tc_packets' | 'affinity_hits' | 'sockets_destroyed' | 'other';
+  metric: 'translations' | 'refusals' | 'backend_missing' | 'drops' | 'tc_packets' | 'affinity_hits' | 'sockets_destroyed' | 'conntrack_lost_flows' | 'other';
   /** The label of this slot, if the metric has one. */
   label?: { name: 'path' | 'reason' | 'action' | 'stat'; value: string };
 }
@@ -27,6 +27,7 @@ export const STAT_METRICS: Partial<Record<keyof typeof STAT, StatMetric>> = {
   BACKEND_MISSING: { metric: 'backend_missing' },
   UNKNOWN_PORT: { metric: 'refusals', label: { name: 'reason', value: 'unknown_port' } },
   AFFINITY_HIT: { metric: 'affinity_hits' },
+  TC_CT_LOST: { metric: 'conntrack_lost_flows' },
   SOCK_DESTROYED: { metric: 'sockets_destroyed' },
   TC_DNAT: { metric: 'tc_packets', label: { name: 'action', value: 'dnat' } },
   TC_FWD: { metric: 'tc_packets', label: { name: 'action', value: 'forward' } },
@@ -46,6 +47,7 @@ export const STAT_METRIC_HELP: Record<StatMetric['metric'], string> = {
   tc_packets: 'Packets handled on the tc path, by action.',
   affinity_hits: 'Backend choices (socket hooks: connections and unconnected UDP sends; tc: new flows) that reused the backend session affinity remembered.',
   sockets_destroyed: 'Connected UDP sockets destroyed because their backend left the service.',
+  conntrack_lost_flows: 'TCP packets without SYN to a frontend that kpr_ct holds no flow for (evicted from the full LRU map, or expired while idle): balanced afresh, so the flow may be reset. Rising: raise --map-size-conntrack (or --conntrack-*).',
   other: 'Datapath counters without a metric of their own yet, by enum kpr_stat name.',
 };
 

@@ -273,6 +273,13 @@ enum kpr_stat {
 	KPR_STAT_TC_DROP_SOURCE_RANGE = 13,
 	KPR_STAT_TC_DROP_NO_SNAT_PORT = 14,
 	KPR_STAT_TC_PASS_MALFORMED = 15, /* truncated, fragmented, options we do not parse */
+	/*
+	 * A TCP packet without SYN to a frontend, with no conntrack entry: the
+	 * middle of a flow kpr_ct no longer holds (evicted from the full LRU map,
+	 * or expired while idle). It is balanced as a new flow, so it may reach
+	 * another backend and be reset: the sign the map is too small.
+	 */
+	KPR_STAT_TC_CT_LOST = 16,
 	KPR_STAT_MAX = 32,
 };
 

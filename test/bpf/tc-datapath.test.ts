@@ -256,6 +256,21 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     assert.ok(used.lastUsedNs > created.lastUsedNs, 'and restarts the timeout');
   });
 
+  test('a mid-flow TCP packet whose conntrack entry is gone (evicted, expired) is counted as a lost flow; a SYN or a tracked packet is not', () => {
+    frontend(NODE_V4, 30080, IPPROTO.TCP, 7, SVC_FLAG.NODE_PORT, [[1, '198.18.20.10', 8080]]);
+    const stat = (i: number) => sumPerCpuU64(obj.map('kpr_stats').lookup(encodeBackendId(i))!);
+    const lost0 = stat(STAT.TC_CT_LOST);
+    run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport: 45000, dport: 30080, proto: 'TCP', tcpFlags: TCP_SYN }));
+    run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport: 45000, dport: 30080, proto: 'TCP', tcpFlags: TCP_ACK }));
+    assert.equal(stat(STAT.TC_CT_LOST), lost0, 'a new flow and its tracked packets');
+    for (const k of [...ct.keys()]) ct.delete(k); // as an LRU eviction would
+    const r = run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport: 45000, dport: 30080, proto: 'TCP', tcpFlags: TCP_ACK }));
+    assert.equal(stat(STAT.TC_CT_LOST) - lost0, 1n);
+    assert.equal(r.parsed!.dst, '198.18.20.10', 'balanced afresh (the only backend)');
+    run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport: 45001, dport: 22, proto: 'TCP', tcpFlags: TCP_ACK }));
+    assert.equal(stat(STAT.TC_CT_LOST) - lost0, 1n, 'not a frontend: not counted');
+  });
+
   test('two clients with the same source port get distinct SNAT ports towards one backend', () => {
     frontend(NODE_V4, 30080, IPPROTO.TCP, 7, SVC_FLAG.NODE_PORT, [[1, '198.18.20.10', 8080]]);
     const a = run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport: 45000, dport: 30080, proto: 'TCP' })).parsed!;
