@@ -34,6 +34,7 @@ export const BPF_MAP_TYPE = {
   PERCPU_ARRAY: 6,
   LRU_HASH: 9,
   LRU_PERCPU_HASH: 10,
+  RINGBUF: 27,
 } as const;
 
 const PER_CPU_TYPES = new Set<number>([5, 6, 10, 21 /* PERCPU_CGROUP_STORAGE */]);
@@ -159,6 +160,8 @@ export class BpfMap {
   #fd: number;
   readonly #ownsFd: boolean;
   readonly #countBuf = Buffer.alloc(4);
+  /** This kernel has no batch update for this map's type: updateBatch writes one element at a time. */
+  #noUpdateBatch = false;
 
   /** @internal Use BpfObject.map() or BpfMap.openPinned(). */
   constructor(fd: number, ownsFd: boolean, opts: { name?: string; pinnedPath?: string } = {}) {
@@ -483,10 +486,21 @@ export class BpfMap {
     const fd = this.#live('map update batch');
     this.#checkBatch('map update batch', keys, count, values);
     if (count === 0) return;
-    this.#countBuf.writeUInt32LE(count, 0);
-    const opts = flags === 0 ? NO_FLAGS_OPTS : batchOpts(flags);
-    const ret = libbpf().bpf_map_update_batch(fd, keys, values, this.#countBuf, opts);
-    if (ret < 0) throw this.#err('map update batch', ret, this.#countBuf.readUInt32LE(0));
+    if (!this.#noUpdateBatch) {
+      this.#countBuf.writeUInt32LE(count, 0);
+      const opts = flags === 0 ? NO_FLAGS_OPTS : batchOpts(flags);
+      const ret = libbpf().bpf_map_update_batch(fd, keys, values, this.#countBuf, opts);
+      if (ret === 0) return;
+      // Kernels before 5.13 have no batch ops on per-CPU arrays (5.10: ENOTSUPP before any element).
+      if (ret !== -ENOTSUPP && ret !== -E.EOPNOTSUPP) throw this.#err('map update batch', ret, this.#countBuf.readUInt32LE(0));
+      this.#noUpdateBatch = true;
+    }
+    const ks = this.keySize;
+    const vs = this.valueStride;
+    for (let i = 0; i < count; i++) {
+      const ret = libbpf().bpf_map_update_elem(fd, keys.subarray(i * ks, (i + 1) * ks), values.subarray(i * vs, (i + 1) * vs), flags);
+      if (ret < 0) throw this.#err('map update', ret, i);
+    }
   }
 
   /**

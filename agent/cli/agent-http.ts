@@ -4,6 +4,7 @@
  */
 import { parseBindAddress } from '../net/listen-address.js';
 import { CliError } from './pinned-maps.js';
+import { parseDuration } from '../duration.js';
 
 export interface AgentAnswer {
   /** HTTP status; undefined when nothing came back (then `error` says why). */
@@ -23,6 +24,18 @@ export function agentUrl(address: string, flag: string): string {
   if (!parsed) throw new CliError(`${flag} is empty`);
   const host = parsed.host === '0.0.0.0' ? '127.0.0.1' : parsed.host === '::' ? '::1' : parsed.host;
   return `http://${host.includes(':') ? `[${host}]` : host}:${parsed.port}`;
+}
+
+/** --timeout for a command that asks the agent: a positive duration (`5s`, `1m30s`, `30`), else a CliError. */
+export function agentTimeoutMs(text: string): number {
+  let ms: number;
+  try {
+    ms = parseDuration(text, '--timeout');
+  } catch (err) {
+    throw new CliError((err as Error).message);
+  }
+  if (!(ms > 0)) throw new CliError(`--timeout must be more than 0 (got ${text})`);
+  return ms;
 }
 
 export async function fetchAgentText(address: string, path: string, flag: string, timeoutMs: number): Promise<AgentAnswer> {

@@ -11,7 +11,7 @@
  */
 import { parseArgs } from 'node:util';
 import { DEFAULT_BPFFS_DIR } from '../config.js';
-import { agentUrl, fetchAgentText, parsePromText } from './agent-http.js';
+import { agentTimeoutMs, agentUrl, fetchAgentText, parsePromText } from './agent-http.js';
 import { formatMetricsSummary, summarizeMetrics, type MetricsSummary } from './agent-metrics-summary.js';
 import { formatByLimit, type LimitSummary } from '../reconcile/limits.js';
 import { mapStats, pinnedMapNames, type MapStats } from '../metrics/map-stats.js';
@@ -22,13 +22,12 @@ export const STATUS_USAGE = `  status                  the node: the agent's /he
                           served here), last sync and sync results, API server and watch state, kernel features,
                           the agent's effective config (/configz) and the fill of every pinned map
                           [--healthz-address IP:PORT (default 127.0.0.1:10256)] [--metrics-address IP:PORT
-                          (default 127.0.0.1:10249)] [--show-config] [--bpffs PATH] [-o table|json];
+                          (default 127.0.0.1:10249)] [--timeout DURATION (default 5s)] [--show-config] [--bpffs PATH]
+                          [-o table|json];
                           exits 1 when the agent does not answer 200 or leaves a Service unserved`;
 
-/** How long the agent's health server may take to answer. */
-const HEALTHZ_TIMEOUT_MS = 5000;
-/** How long the agent's metrics server may take to answer. */
-const METRICS_TIMEOUT_MS = 5000;
+/** How long each of the agent's servers may take to answer unless --timeout says otherwise. */
+const DEFAULT_AGENT_TIMEOUT = '5s';
 
 /** What the agent's metrics server told: the summary of /metrics and /configz, or why not. */
 interface AgentMetricsView {
@@ -68,8 +67,8 @@ interface AgentMapSizes {
   mismatched: Array<{ map: string; pinned: number; requested: number }>;
 }
 
-async function agentHealth(address: string): Promise<AgentHealth> {
-  const res = await fetchAgentText(address, '/healthz', '--healthz-address', HEALTHZ_TIMEOUT_MS);
+async function agentHealth(address: string, timeoutMs: number): Promise<AgentHealth> {
+  const res = await fetchAgentText(address, '/healthz', '--healthz-address', timeoutMs);
   if (res.status === undefined) return { address, error: res.error };
   try {
     return { address, status: res.status, body: JSON.parse(res.text) as Record<string, unknown> };
@@ -78,10 +77,10 @@ async function agentHealth(address: string): Promise<AgentHealth> {
   }
 }
 
-async function agentMetrics(address: string, now: () => Date): Promise<AgentMetricsView> {
+async function agentMetrics(address: string, now: () => Date, timeoutMs: number): Promise<AgentMetricsView> {
   const [metrics, configz] = await Promise.all([
-    fetchAgentText(address, '/metrics', '--metrics-address', METRICS_TIMEOUT_MS),
-    fetchAgentText(address, '/configz', '--metrics-address', METRICS_TIMEOUT_MS),
+    fetchAgentText(address, '/metrics', '--metrics-address', timeoutMs),
+    fetchAgentText(address, '/configz', '--metrics-address', timeoutMs),
   ]);
   const view: AgentMetricsView = { address };
   if (metrics.status === 200) view.summary = summarizeMetrics(parsePromText(metrics.text), now());
@@ -118,11 +117,11 @@ function readMaps(bpffsDir: string): { maps: MapStats[]; error?: string } {
   return { maps };
 }
 
-export async function statusReport(bpffsDir: string, healthzAddress: string, metricsAddress = '127.0.0.1:10249', now: () => Date = () => new Date()): Promise<StatusReport> {
+export async function statusReport(bpffsDir: string, healthzAddress: string, metricsAddress = '127.0.0.1:10249', now: () => Date = () => new Date(), timeoutMs = 5000): Promise<StatusReport> {
   // Both addresses are checked before anything is asked: a typo is a usage error.
   agentUrl(healthzAddress, '--healthz-address');
   agentUrl(metricsAddress, '--metrics-address');
-  const [agent, metrics] = await Promise.all([agentHealth(healthzAddress), agentMetrics(metricsAddress, now)]);
+  const [agent, metrics] = await Promise.all([agentHealth(healthzAddress, timeoutMs), agentMetrics(metricsAddress, now, timeoutMs)]);
   const { maps, error } = readMaps(bpffsDir);
   const over = agent.body?.servicesOverLimit as LimitSummary | undefined;
   const sizes = agent.body?.mapSizes as AgentMapSizes | undefined;
@@ -208,6 +207,7 @@ export async function statusCommand(argv: string[]): Promise<string> {
       'healthz-address': { type: 'string', default: '127.0.0.1:10256' },
       'metrics-address': { type: 'string', default: '127.0.0.1:10249' },
       'show-config': { type: 'boolean', default: false },
+      timeout: { type: 'string', default: DEFAULT_AGENT_TIMEOUT },
       output: { type: 'string', short: 'o', default: 'table' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -215,7 +215,7 @@ export async function statusCommand(argv: string[]): Promise<string> {
   if (values.help) return `Usage: kpr status [flags]\n${STATUS_USAGE}\n`;
   if (positionals.length > 0) throw new CliError(`kpr status takes no arguments (got ${positionals.join(' ')})`);
   if (!['table', 'json'].includes(values.output!)) throw new CliError(`unknown output format "${values.output}" (table or json)`);
-  const r = await statusReport(values.bpffs!, values['healthz-address']!, values['metrics-address']!);
+  const r = await statusReport(values.bpffs!, values['healthz-address']!, values['metrics-address']!, undefined, agentTimeoutMs(values.timeout!));
   // Scriptable like a probe: 0 only when the agent answered 200 and serves every Service.
   if (statusExitCode(r) !== 0) process.exitCode = statusExitCode(r);
   return values.output === 'json' ? JSON.stringify(r, null, 2) + '\n' : formatStatus(r, values['show-config']);

@@ -16,17 +16,18 @@ import { kprVersion } from '../metrics/metrics.js';
 import { findRepoRoot, defaultBpfObject } from '../paths.js';
 import { table } from './map-commands.js';
 import { CliError } from './pinned-maps.js';
-import { fetchAgentText, parsePromText } from './agent-http.js';
+import { agentTimeoutMs, fetchAgentText, parsePromText } from './agent-http.js';
+import { parseDuration } from '../duration.js';
 
-export const VERSION_USAGE = `  version [--bpf-object PATH] [--metrics-address IP:PORT (default 127.0.0.1:10249)] [-o table|json]
+export const VERSION_USAGE = `  version [--bpf-object PATH] [--metrics-address IP:PORT (default 127.0.0.1:10249)] [--timeout DURATION (default 5s)] [-o table|json]
                           the CLI's version and git commit, the SHA-256 of each BPF object the agent loads, and
                           the running agent's version (its kpr_build_info), if its metrics server answers`;
 
 /** Where `make build` records the commit it built (the CLI runs from dist/agent, which the image copies). */
 export const BUILD_INFO_FILE = path.join('dist', 'agent', 'build-info.json');
 
-/** How long the agent's metrics server may take to answer `kpr version`. */
-const METRICS_TIMEOUT_MS = 2000;
+/** How long the agent's metrics server may take to answer `kpr version` unless --timeout says otherwise. */
+export const DEFAULT_AGENT_TIMEOUT = '5s';
 
 export interface BpfObjectDigest {
   path: string;
@@ -76,8 +77,8 @@ function digest(file: string): BpfObjectDigest {
   }
 }
 
-async function agentVersion(address: string): Promise<VersionReport['agent']> {
-  const r = await fetchAgentText(address, '/metrics', '--metrics-address', METRICS_TIMEOUT_MS);
+async function agentVersion(address: string, timeoutMs: number): Promise<VersionReport['agent']> {
+  const r = await fetchAgentText(address, '/metrics', '--metrics-address', timeoutMs);
   if (r.error !== undefined) return { address, error: r.error };
   if (r.status !== 200) return { address, error: `/metrics answered ${r.status}` };
   const info = parsePromText(r.text).find((s) => s.name === 'kpr_build_info');
@@ -85,7 +86,7 @@ async function agentVersion(address: string): Promise<VersionReport['agent']> {
   return { address, version: info.labels.version ?? 'unknown', ...(info.labels.node_version ? { nodeVersion: info.labels.node_version } : {}) };
 }
 
-export async function versionReport(bpfObject: string, metricsAddress: string): Promise<VersionReport> {
+export async function versionReport(bpfObject: string, metricsAddress: string, timeoutMs = parseDuration(DEFAULT_AGENT_TIMEOUT)): Promise<VersionReport> {
   const { commit, source } = buildCommit();
   return {
     version: kprVersion(),
@@ -93,7 +94,7 @@ export async function versionReport(bpfObject: string, metricsAddress: string): 
     commitSource: source,
     node: process.version,
     bpfObjects: agentBpfObjects(bpfObject).map(digest),
-    agent: await agentVersion(metricsAddress),
+    agent: await agentVersion(metricsAddress, timeoutMs),
   };
 }
 
@@ -118,6 +119,7 @@ export async function versionCommand(argv: string[]): Promise<string> {
     options: {
       'bpf-object': { type: 'string' },
       'metrics-address': { type: 'string', default: '127.0.0.1:10249' },
+      timeout: { type: 'string', default: DEFAULT_AGENT_TIMEOUT },
       output: { type: 'string', short: 'o', default: 'table' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -125,6 +127,6 @@ export async function versionCommand(argv: string[]): Promise<string> {
   if (values.help) return `Usage: kpr\n${VERSION_USAGE}\n`;
   if (positionals.length > 0) throw new CliError(`kpr version takes no arguments (got ${positionals.join(' ')})`);
   if (!['table', 'json'].includes(values.output!)) throw new CliError(`unknown output format "${values.output}" (table or json)`);
-  const r = await versionReport(values['bpf-object'] ?? defaultBpfObject(), values['metrics-address']!);
+  const r = await versionReport(values['bpf-object'] ?? defaultBpfObject(), values['metrics-address']!, agentTimeoutMs(values.timeout!));
   return values.output === 'json' ? JSON.stringify(r, null, 2) + '\n' : formatVersion(r);
 }
