@@ -34,7 +34,6 @@ export const BPF_MAP_TYPE = {
   PERCPU_ARRAY: 6,
   LRU_HASH: 9,
   LRU_PERCPU_HASH: 10,
-  RINGBUF: 27,
 } as const;
 
 const PER_CPU_TYPES = new Set<number>([5, 6, 10, 21 /* PERCPU_CGROUP_STORAGE */]);
@@ -491,7 +490,7 @@ export class BpfMap {
       const opts = flags === 0 ? NO_FLAGS_OPTS : batchOpts(flags);
       const ret = libbpf().bpf_map_update_batch(fd, keys, values, this.#countBuf, opts);
       if (ret === 0) return;
-      // Kernels before 5.13 have no batch ops on per-CPU arrays (5.10: ENOTSUPP before any element).
+      // Not every kernel batch-updates every map type (5.10: per-CPU arrays answer ENOTSUPP before any element).
       if (ret !== -ENOTSUPP && ret !== -E.EOPNOTSUPP) throw this.#err('map update batch', ret, this.#countBuf.readUInt32LE(0));
       this.#noUpdateBatch = true;
     }

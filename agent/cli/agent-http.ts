@@ -26,6 +26,10 @@ export function agentUrl(address: string, flag: string): string {
   return `http://${host.includes(':') ? `[${host}]` : host}:${parsed.port}`;
 }
 
+/** How long each of the agent's servers may take to answer a CLI command unless its --timeout says otherwise. */
+export const DEFAULT_AGENT_TIMEOUT = '5s';
+export const DEFAULT_AGENT_TIMEOUT_MS = parseDuration(DEFAULT_AGENT_TIMEOUT);
+
 /** --timeout for a command that asks the agent: a positive duration (`5s`, `1m30s`, `30`), else a CliError. */
 export function agentTimeoutMs(text: string): number {
   let ms: number;

@@ -11,7 +11,7 @@
  */
 import { parseArgs } from 'node:util';
 import { DEFAULT_BPFFS_DIR } from '../config.js';
-import { agentTimeoutMs, agentUrl, fetchAgentText, parsePromText } from './agent-http.js';
+import { DEFAULT_AGENT_TIMEOUT, DEFAULT_AGENT_TIMEOUT_MS, agentTimeoutMs, agentUrl, fetchAgentText, parsePromText } from './agent-http.js';
 import { formatMetricsSummary, summarizeMetrics, type MetricsSummary } from './agent-metrics-summary.js';
 import { formatByLimit, type LimitSummary } from '../reconcile/limits.js';
 import { mapStats, pinnedMapNames, type MapStats } from '../metrics/map-stats.js';
@@ -25,9 +25,6 @@ export const STATUS_USAGE = `  status                  the node: the agent's /he
                           (default 127.0.0.1:10249)] [--timeout DURATION (default 5s)] [--show-config] [--bpffs PATH]
                           [-o table|json];
                           exits 1 when the agent does not answer 200 or leaves a Service unserved`;
-
-/** How long each of the agent's servers may take to answer unless --timeout says otherwise. */
-const DEFAULT_AGENT_TIMEOUT = '5s';
 
 /** What the agent's metrics server told: the summary of /metrics and /configz, or why not. */
 interface AgentMetricsView {
@@ -117,7 +114,7 @@ function readMaps(bpffsDir: string): { maps: MapStats[]; error?: string } {
   return { maps };
 }
 
-export async function statusReport(bpffsDir: string, healthzAddress: string, metricsAddress = '127.0.0.1:10249', now: () => Date = () => new Date(), timeoutMs = 5000): Promise<StatusReport> {
+export async function statusReport(bpffsDir: string, healthzAddress: string, metricsAddress = '127.0.0.1:10249', now: () => Date = () => new Date(), timeoutMs = DEFAULT_AGENT_TIMEOUT_MS): Promise<StatusReport> {
   // Both addresses are checked before anything is asked: a typo is a usage error.
   agentUrl(healthzAddress, '--healthz-address');
   agentUrl(metricsAddress, '--metrics-address');

@@ -16,8 +16,7 @@ import { kprVersion } from '../metrics/metrics.js';
 import { findRepoRoot, defaultBpfObject } from '../paths.js';
 import { table } from './map-commands.js';
 import { CliError } from './pinned-maps.js';
-import { agentTimeoutMs, fetchAgentText, parsePromText } from './agent-http.js';
-import { parseDuration } from '../duration.js';
+import { DEFAULT_AGENT_TIMEOUT, DEFAULT_AGENT_TIMEOUT_MS, agentTimeoutMs, fetchAgentText, parsePromText } from './agent-http.js';
 
 export const VERSION_USAGE = `  version [--bpf-object PATH] [--metrics-address IP:PORT (default 127.0.0.1:10249)] [--timeout DURATION (default 5s)] [-o table|json]
                           the CLI's version and git commit, the SHA-256 of each BPF object the agent loads, and
@@ -25,9 +24,6 @@ export const VERSION_USAGE = `  version [--bpf-object PATH] [--metrics-address I
 
 /** Where `make build` records the commit it built (the CLI runs from dist/agent, which the image copies). */
 export const BUILD_INFO_FILE = path.join('dist', 'agent', 'build-info.json');
-
-/** How long the agent's metrics server may take to answer `kpr version` unless --timeout says otherwise. */
-export const DEFAULT_AGENT_TIMEOUT = '5s';
 
 export interface BpfObjectDigest {
   path: string;
@@ -86,7 +82,7 @@ async function agentVersion(address: string, timeoutMs: number): Promise<Version
   return { address, version: info.labels.version ?? 'unknown', ...(info.labels.node_version ? { nodeVersion: info.labels.node_version } : {}) };
 }
 
-export async function versionReport(bpfObject: string, metricsAddress: string, timeoutMs = parseDuration(DEFAULT_AGENT_TIMEOUT)): Promise<VersionReport> {
+export async function versionReport(bpfObject: string, metricsAddress: string, timeoutMs = DEFAULT_AGENT_TIMEOUT_MS): Promise<VersionReport> {
   const { commit, source } = buildCommit();
   return {
     version: kprVersion(),
