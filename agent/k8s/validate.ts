@@ -543,7 +543,7 @@ type Model = { getAttributeTypeMap(): AttributeType[] };
  * The client-node models a Service, an EndpointSlice or a Node holds, by the
  * names their attribute maps use (named, not `import *`, so the agent's bundle
  * keeps no namespace of client-node's 2,500 models); a model missing here is
- * not walked (test/unit/validate.test.ts checks none is).
+ * not walked (test/k8s/validate.test.ts checks none is).
  */
 export const MODELS: Readonly<Record<string, Model | undefined>> = Object.freeze({
   DiscoveryV1EndpointPort,

@@ -1,6 +1,6 @@
 /**
  * The fast packers of the large maps' records: the registry codecs' bytes
- * (test/unit/bpf-datapath-maps.test.ts checks them against the codecs), by
+ * (test/maps/bpf-datapath-maps.test.ts checks them against the codecs), by
  * hand at the registry's offsets, with no bounds-checked call per member.
  * BpfDatapathMaps writes its batches with them; the reconciler's read-back
  * encodes its mirror with them (reconcile/mirror-records.ts), so what it

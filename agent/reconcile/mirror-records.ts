@@ -1,7 +1,7 @@
 /**
  * The mirror's entries as the kernel's records: the bytes a write of them
  * puts in the map, from the same fast packers BpfDatapathMaps writes with
- * (maps/fast-pack.ts, at the registry's offsets; test/unit/mirror-records.test.ts
+ * (maps/fast-pack.ts, at the registry's offsets; test/reconcile/mirror-records.test.ts
  * checks them against the registry codecs). The read-back hashes these and
  * compares them with the kernel's raw batches (fingerprint.ts).
  */

@@ -14,7 +14,7 @@ import { BoxCluster, NODE_NAME, waitFor, type AgentProcess } from '../../sandbox
 import { withPinnedMaps } from '../support/pinned-maps.js';
 import { requireRoot } from '../support/preflight.js';
 import { parseProm, valueOf } from '../metrics/prom-text.js';
-import { ep, service, slice } from '../unit/support/k8s-fixtures.js';
+import { ep, service, slice } from '../support/k8s-fixtures.js';
 
 const PODS = [
   { name: 'fl-a', ip: '198.18.0.10' },

@@ -27,7 +27,7 @@ import { repoRoot } from '../../sandbox/repo.js';
 import { withPinnedMaps } from '../support/pinned-maps.js';
 import { requireRoot } from '../support/preflight.js';
 import { parseProm, valueOf } from '../metrics/prom-text.js';
-import { ep, service, slice } from '../unit/support/k8s-fixtures.js';
+import { ep, service, slice } from '../support/k8s-fixtures.js';
 
 const POD = { name: 'oc-web', ip: '198.18.0.10' };
 const FITS = { key: 'cap/fits', ip: '198.19.0.10' };

@@ -14,7 +14,7 @@ import { Reconciler, type PlanSource } from '../../agent/reconcile/reconciler.js
 import { svcKeyId } from '../../agent/reconcile/memory-datapath-maps.js';
 import { instrumentMapErrors } from '../../agent/metrics/instrument-maps.js';
 import type { PlanFrontend } from '../../agent/plan/types.js';
-import { liveViolations, programmed, type MapState } from '../unit/support/datapath-state.js';
+import { liveViolations, programmed, type MapState } from '../reconcile/support/datapath-state.js';
 import { closeMapSet, repoRoot, requireBpf, standaloneMapSet } from './helpers.js';
 
 const quiet = { info() {}, warn() {}, error() {} };

@@ -13,9 +13,9 @@ import { BpfDatapathMaps, type DatapathMapSet } from '../../agent/maps/bpf-datap
 import { Reconciler } from '../../agent/reconcile/reconciler.js';
 import { AgentMetrics } from '../../agent/metrics/metrics.js';
 import { silentLogger } from '../../agent/log.js';
-import { liveViolations } from '../unit/support/datapath-state.js';
-import { DRIFT_CASES, driftPlans, servedView, sortedDrift } from '../unit/support/drift-cases.js';
-import { SLICED, SMALL_MAP_DRIFT_CASES, World, readBack, rng } from '../unit/support/readback-world.js';
+import { liveViolations } from '../reconcile/support/datapath-state.js';
+import { DRIFT_CASES, driftPlans, servedView, sortedDrift } from '../reconcile/support/drift-cases.js';
+import { SLICED, SMALL_MAP_DRIFT_CASES, World, readBack, rng } from '../reconcile/support/readback-world.js';
 import { parseProm, valueOf } from '../metrics/prom-text.js';
 import { bpffsTempDir, objPath, requireBpf, rmrf } from './helpers.js';
 import { openPinnedMapSet } from '../support/pinned-maps.js';

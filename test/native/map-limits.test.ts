@@ -11,7 +11,7 @@ import { instrumentMapErrors } from '../../agent/metrics/instrument-maps.js';
 import { Reconciler } from '../../agent/reconcile/reconciler.js';
 import { svcKeyId } from '../../agent/reconcile/memory-datapath-maps.js';
 import type { PlanFrontend } from '../../agent/plan/types.js';
-import { liveViolations, programmed, type MapState } from '../unit/support/datapath-state.js';
+import { liveViolations, programmed, type MapState } from '../reconcile/support/datapath-state.js';
 import { closeMapSet, requireBpf, standaloneMapSet } from './helpers.js';
 
 const quiet = { info() {}, warn() {}, error() {} };

@@ -5,8 +5,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { cellFor, cellText, featuresOf, formatMatrix, suiteOf, type KernelRun } from '../kernels/matrix.js';
-import type { TestRecord } from '../kernels/json-reporter.js';
+import { cellFor, cellText, featuresOf, formatMatrix, suiteOf, type KernelRun } from './matrix.js';
+import type { TestRecord } from './json-reporter.js';
 
 function rec(file: string, name: string, status: TestRecord['status'], suite = false, nesting = 1): TestRecord {
   return { file: `/repo/dist/test/${file}`, name, nesting, suite, status, ms: 1 };

@@ -13,7 +13,7 @@ import { describe, it } from 'node:test';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { planService } from '../../agent/plan/plan-service.js';
 import type { ServicePlan } from '../../agent/plan/types.js';
-import { ep, service, slice } from './support/k8s-fixtures.js';
+import { ep, service, slice } from '../support/k8s-fixtures.js';
 
 interface Case {
   name: string;

@@ -13,7 +13,7 @@ import { describe, it } from 'node:test';
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { planService, type PlanContext } from '../../agent/plan/plan-service.js';
 import type { PlanFrontend } from '../../agent/plan/types.js';
-import { ep, slice } from './support/k8s-fixtures.js';
+import { ep, slice } from '../support/k8s-fixtures.js';
 
 const NODE = 'node-1';
 

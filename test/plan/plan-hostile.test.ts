@@ -16,7 +16,7 @@ import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/Object
 import { planDataplane } from '../../agent/plan/plan-dataplane.js';
 import { planService, type PlanContext } from '../../agent/plan/plan-service.js';
 import type { PlanFrontend, ServicePlan } from '../../agent/plan/types.js';
-import { ep, slice } from './support/k8s-fixtures.js';
+import { ep, slice } from '../support/k8s-fixtures.js';
 
 const NODE = 'node-1';
 const node: V1Node = { metadata: { name: NODE }, status: { addresses: [{ type: 'InternalIP', address: '192.168.1.10' }] } };

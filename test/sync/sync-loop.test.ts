@@ -10,7 +10,7 @@ import { FakeCluster } from './support/fake-cluster.js';
 import { Reconciler } from '../../agent/reconcile/reconciler.js';
 import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
 import { silentLogger } from '../../agent/log.js';
-import { ep, service, slice } from './support/k8s-fixtures.js';
+import { ep, service, slice } from '../support/k8s-fixtures.js';
 
 
 const DNS_PORTS = [{ name: 'dns', port: 53, protocol: 'UDP' }];

@@ -16,7 +16,7 @@ import { parseIP } from '../../agent/net/ip.js';
 import { IdAllocator } from '../../agent/reconcile/id-allocator.js';
 import { BackendTable } from '../../agent/reconcile/backend-table.js';
 import { endpointsByServicePort } from '../../agent/plan/endpoint-slices.js';
-import { backendTable } from './support/backend-rows.js';
+import { backendTable } from '../maps/support/backend-rows.js';
 
 function rng(seed: number) {
   let s = seed >>> 0;

@@ -11,7 +11,7 @@ import { FakeCluster } from './support/fake-cluster.js';
 import { Reconciler } from '../../agent/reconcile/reconciler.js';
 import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
 import type { Logger } from '../../agent/log.js';
-import { ep, service, slice } from './support/k8s-fixtures.js';
+import { ep, service, slice } from '../support/k8s-fixtures.js';
 
 
 interface Line {

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { planDataplane } from '../../agent/plan/plan-dataplane.js';
-import { ep, service, slice } from './support/k8s-fixtures.js';
+import { ep, service, slice } from '../support/k8s-fixtures.js';
 
 const tcp = (name: string, port: number) => ({ name, port, protocol: 'TCP' });
 

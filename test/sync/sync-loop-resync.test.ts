@@ -14,10 +14,10 @@ import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.j
 import { IPPROTO, SCOPE } from '../../agent/maps/layout.js';
 import type { PlanFrontend } from '../../agent/plan/types.js';
 import { silentLogger } from '../../agent/log.js';
-import { ep, service, slice } from './support/k8s-fixtures.js';
-import { copyState, replayViolations, strictViolations } from './support/datapath-state.js';
-import { DRIFT_CASES, driftPlans, servedView, sortedDrift } from './support/drift-cases.js';
-import { quiet } from './support/reconcile-harness.js';
+import { ep, service, slice } from '../support/k8s-fixtures.js';
+import { copyState, replayViolations, strictViolations } from '../reconcile/support/datapath-state.js';
+import { DRIFT_CASES, driftPlans, servedView, sortedDrift } from '../reconcile/support/drift-cases.js';
+import { quiet } from '../reconcile/support/reconcile-harness.js';
 
 
 const N = 12;

@@ -16,7 +16,7 @@ import { SyncLoop, type ClusterSource, type SyncReport } from '../../agent/sync-
 import { Reconciler } from '../../agent/reconcile/reconciler.js';
 import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
 import { ServiceHealthServers } from '../../agent/service-health/servers.js';
-import { service } from './support/k8s-fixtures.js';
+import { service } from '../support/k8s-fixtures.js';
 
 /** The JSON lines a real (pino) logger writes. */
 function pinoLines(): { lines: string[]; log: Logger } {
