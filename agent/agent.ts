@@ -29,7 +29,7 @@ import { ServiceHealthServers } from './service-health/servers.js';
 import { Observability } from './metrics/observability.js';
 import { Reconciler } from './reconcile/reconciler.js';
 import type { MapCapacities } from './reconcile/limits.js';
-import { SyncLoop, type SyncReport } from './sync-loop.js';
+import { SyncLoop, type SyncReport } from './sync/sync-loop.js';
 
 export interface AgentHooks {
   onSync?: (report: SyncReport) => void;

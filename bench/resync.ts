@@ -54,7 +54,8 @@ async function child(root: string, services: number, endpoints: number): Promise
   const load = <T>(rel: string): Promise<T> => import(pathToFileURL(path.join(root, rel)).href) as Promise<T>;
   const sc = await load<typeof import('./scenario.js')>('bench/scenario.js');
   const prune = await load<typeof import('../agent/k8s/prune.js')>('agent/k8s/prune.js');
-  const { SyncLoop } = await load<typeof import('../agent/sync-loop.js')>('agent/sync-loop.js');
+  // agent/sync/sync-loop.js; agent/sync-loop.js in builds before the loop was split into modules.
+  const { SyncLoop } = await load<typeof import('../agent/sync/sync-loop.js')>('agent/sync/sync-loop.js').catch(() => load<typeof import('../agent/sync/sync-loop.js')>('agent/sync-loop.js'));
   const { Reconciler } = await load<typeof import('../agent/reconcile/reconciler.js')>('agent/reconcile/reconciler.js');
   const { BpfDatapathMaps } = await load<typeof import('../agent/maps/bpf-datapath-maps.js')>('agent/maps/bpf-datapath-maps.js');
   const memory = await load<Partial<typeof import('../agent/memory.js')> & Pick<typeof import('../agent/memory.js'), 'releaseMemory'>>('agent/memory.js');

@@ -13,7 +13,7 @@ import { MAP_NAMES } from '../maps/layout.js';
 import { findRepoRoot } from '../paths.js';
 import type { AdoptResult } from '../reconcile/reconciler.js';
 import { LIMIT_NAMES } from '../reconcile/limits.js';
-import type { SyncReport } from '../sync-loop.js';
+import type { SyncReport } from '../sync/sync-loop.js';
 import type { Logger } from '../log.js';
 import type { FeatureStatus } from '../datapath/kernel-features.js';
 import { ChangeTracker, type TrackedChange } from './change-tracker.js';

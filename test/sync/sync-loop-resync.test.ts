@@ -7,7 +7,7 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { SyncLoop, type SyncReport } from '../../agent/sync-loop.js';
+import { SyncLoop, type SyncReport } from '../../agent/sync/sync-loop.js';
 import { FakeCluster } from './support/fake-cluster.js';
 import { READ_BACK_MAPS, Reconciler, type SyncResult } from '../../agent/reconcile/reconciler.js';
 import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
