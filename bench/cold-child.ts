@@ -1,12 +1,13 @@
 /**
  * One first sync in a fresh node process (bench/cold-sync.ts --child): what
  * the cold-path tools and `make bench` time, with V8's compilers cold and
- * the agent's node flags. The child runs at the priority of a program under
+ * the node flags of that build's bin/kpr-agent. The child runs at the priority of a program under
  * test (bench/priority.ts), whatever the harness's.
  */
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { agentNodeFlags } from './agent-flags.js';
 import { asUnderTest } from './priority.js';
 
 export const COLD_SYNC_MODES = ['full', 'plan', 'reconcile', 'floor'] as const;
@@ -21,13 +22,11 @@ export interface ColdSyncChildResult {
 }
 
 const script = path.join(path.dirname(fileURLToPath(import.meta.url)), 'cold-sync.js');
-/** bin/kpr-agent's node flags. */
-const AGENT_NODE_FLAGS = ['--expose-gc', '--max-semi-space-size=2'];
 const CHILD_TIMEOUT_MS = 120_000;
 
 /** Runs `mode` on the build whose dist/ is `root`; rejects with the child's output when it fails. */
 export function runColdSyncChild(root: string, mode: ColdSyncMode, services: number, endpoints: number): Promise<ColdSyncChildResult> {
-  const args = [...AGENT_NODE_FLAGS, script, '--child', '--dist', root, '--modes', mode, '--services', String(services), '--endpoints', String(endpoints)];
+  const args = [...agentNodeFlags(root), script, '--child', '--dist', root, '--modes', mode, '--services', String(services), '--endpoints', String(endpoints)];
   return new Promise((resolve, reject) => {
     const child = asUnderTest(spawn(process.execPath, args, { env: { ...process.env, MALLOC_ARENA_MAX: '1' }, stdio: ['ignore', 'pipe', 'pipe'] }));
     let out = '';
