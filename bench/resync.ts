@@ -14,11 +14,12 @@
  * resyncs while one Service's endpoint flips every 20 ms; a change's wait is
  * from the moment its timer was due (where a watch event would sit in the
  * socket while the loop is busy) to its event sync's report. After each
- * full resync the child does what the agent does (agent.ts): MemoryReleaser's
- * afterResync (a full GC and a malloc_trim only after a resync that churned a
- * lot; a build without it: releaseMemory after every resync), timed apart, and
- * records the RSS after the initial sync's release and after the last resync,
- * and counts V8's own major GCs (not the forced ones) while the resyncs run.
+ * sync the child does what that build's agent does (agent.ts): a scavenge
+ * when the young generation fills, and for builds with MemoryReleaser its
+ * full GC after a resync that churned a lot (timed apart; --release never
+ * skips it). A 1 ms timer probe (bench/loop-probe.ts) gives the longest
+ * event-loop block from a resync's start to the end of what ran after it;
+ * the child records the heap and RSS after each resync, and V8's own GCs.
  * Needs root (CAP_BPF).
  */
 import { spawn } from 'node:child_process';
@@ -84,13 +85,19 @@ async function child(root: string, services: number, endpoints: number, policy: 
   const { SyncLoop } = await load<typeof import('../agent/sync/sync-loop.js')>('agent/sync/sync-loop.js').catch(() => load<typeof import('../agent/sync/sync-loop.js')>('agent/sync-loop.js'));
   const { Reconciler } = await load<typeof import('../agent/reconcile/reconciler.js')>('agent/reconcile/reconciler.js');
   const { BpfDatapathMaps } = await load<typeof import('../agent/maps/bpf-datapath-maps.js')>('agent/maps/bpf-datapath-maps.js');
-  const memory = await load<Partial<typeof import('../agent/memory.js')> & Pick<typeof import('../agent/memory.js'), 'releaseMemory'>>('agent/memory.js');
-  const { releaseMemory } = memory;
-  // What the measured build's agent does after a resync (an older build: a full GC after every one).
+  // What the measured build's agent does after a sync: a build with MemoryReleaser (before this one) a full GC after a resync
+  // that churned a lot or left the heap 24 MiB above the last release; after every other sync but the initial one, a scavenge if the young generation fills.
+  type Released = { ms: number; fullGc: boolean };
+  const memory = await load<{
+    releaseMemory(): Released;
+    collectYoungIfFilling?(): boolean;
+    MemoryReleaser?: new () => { afterInitialSync(): Released; afterResync(r: unknown): Released | undefined };
+  }>('agent/memory.js');
   const releaser = memory.MemoryReleaser ? new memory.MemoryReleaser() : undefined;
-  const afterResync = (r: Parameters<NonNullable<typeof releaser>['afterResync']>[0]) => {
-    if (policy === 'never') return undefined;
-    return releaser ? releaser.afterResync(r) : releaseMemory();
+  const afterResync = (r: unknown): Released | undefined => {
+    const released = policy === 'never' ? undefined : releaser?.afterResync(r);
+    if (!released) memory.collectYoungIfFilling?.();
+    return released;
   };
   const rssMiB = () => Math.round((process.memoryUsage().rss / 1048576) * 10) / 10;
   const heapMiB = () => Math.round((process.memoryUsage().heapUsed / 1048576) * 10) / 10;
@@ -133,6 +140,7 @@ async function child(root: string, services: number, endpoints: number, policy: 
         waits.push({ due: dueAt, ms: now - dueAt });
         dueAt = undefined;
       }
+      if (!r.full) memory.collectYoungIfFilling?.();
       if (r.full && r.trigger !== 'initial') {
         const heap = heapMiB();
         const released = afterResync(r.result);
@@ -177,7 +185,7 @@ async function child(root: string, services: number, endpoints: number, policy: 
     const first = loop.start();
     if (!first.result.ok) throw new Error(first.result.error);
     if (releaser) releaser.afterInitialSync();
-    else releaseMemory();
+    else memory.releaseMemory();
     out.initialRssMiB = rssMiB();
     out.initialHeapMiB = heapMiB();
     out.majorGcs = 0;

@@ -275,6 +275,11 @@ export class BpfDatapathMaps extends TableDatapathMaps {
     return this.rawCursor(this.svcMetaMap, batchEntries);
   }
 
+  /** kpr_aff_match's records in resumable batches, undecoded. */
+  affinityMatchesRawCursor(batchEntries: number): { next(): { count: number; keys: Buffer; values: Buffer; valueStride: number } | null } {
+    return this.rawCursor(this.affMatchMap, batchEntries);
+  }
+
   private rawCursor(map: BpfMap, batchEntries: number): { next(): { count: number; keys: Buffer; values: Buffer; valueStride: number } | null } {
     const cursor = map.lookupBatchCursor(batchEntries);
     return {

@@ -91,6 +91,16 @@ export class Admission {
     return retry;
   }
 
+  /**
+   * A Service refused for want of room, with no more room of that kind now
+   * than when it was last refused (the freeing sync would have retried it):
+   * re-planning it again, unchanged, refuses it again.
+   */
+  refusedWithoutRoom(service: string): boolean {
+    const r = this.refused.get(service);
+    return r !== undefined && this.free(r.limit as RoomLimit) <= (r.free ?? 0);
+  }
+
   /** What this sync refused, for its `skipped`. */
   refusedSkips(): Array<{ object: string; reason: string }> {
     const out: Array<{ object: string; reason: string }> = [];

@@ -275,10 +275,12 @@ export interface RawCursor {
   next(): RawDump | null;
 }
 
-/** DatapathMaps that can dump kpr_svc, kpr_backend, kpr_vip and kpr_svc_meta in resumable batches (BpfDatapathMaps, MemoryDatapathMaps). */
+/** DatapathMaps that can dump kpr_svc, kpr_backend, kpr_vip, kpr_svc_meta (and kpr_aff_match) in resumable batches (BpfDatapathMaps, MemoryDatapathMaps). */
 export interface RawCursorMaps {
   servicesRawCursor(batchEntries: number): RawCursor;
   backendsRawCursor(batchEntries: number): RawCursor;
   vipsRawCursor(batchEntries: number): RawCursor;
   svcMetaRawCursor(batchEntries: number): RawCursor;
+  /** kpr_aff_match; without it that map is dumped and compared decoded in one step. */
+  affinityMatchesRawCursor?(batchEntries: number): RawCursor;
 }

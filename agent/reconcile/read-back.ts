@@ -5,11 +5,13 @@
  * side. A full sync's read-back dumps the two large maps whole (full); a
  * sliced resync reads each map back in slices (step).
  *
- * kpr_aff_match and kpr_src_range (sets of keys, a few per Service with
- * affinity or source ranges) are dumped and compared in one step each.
- * kpr_svc, kpr_backend (210,000 entries at 10,000 Services × 10), kpr_vip
- * and kpr_svc_meta (10,000 each) are read back in slices of READ_BACK_BATCH
- * records, with event syncs writing between them (a "read-back window"):
+ * kpr_src_range (an LPM trie, which has no batch lookup; at most 16,384
+ * keys, a few per Service with source ranges) is dumped and compared in one
+ * step. kpr_svc, kpr_backend (210,000 entries at 10,000 Services × 10),
+ * kpr_vip and kpr_svc_meta (10,000 each) and kpr_aff_match (one pair per
+ * backend of a frontend with session affinity: up to 262,144) are read back
+ * in slices of READ_BACK_BATCH records, with event syncs writing between
+ * them (a "read-back window"):
  * the kernel's map is dumped in resumable batches, then the
  * mirror's entries are hashed the same way, each record kept as its key id
  * and record hash; every key of that map a sync writes or deletes while the
@@ -39,6 +41,7 @@ const SVC_VAL_SIZE = MAPS.svc.value.size;
 const ID_SIZE = MAPS.backend.key.size;
 const BACKEND_SIZE = MAPS.backend.value.size;
 const META = MAPS.svcMeta.value;
+const AFF = MAPS.affinityMatch;
 
 /**
  * The sliced read-back of one map under way: from its first
@@ -55,10 +58,14 @@ interface ReadBackWindow {
   mirror: RecordHashes;
   touched: TouchedKeys;
   /**
-   * kpr_svc, kpr_vip, kpr_svc_meta: the mirror's entries still to hash (a
-   * live Map iterator: an entry present throughout is visited exactly once).
+   * kpr_svc, kpr_vip, kpr_svc_meta, kpr_aff_match: the mirror's entries
+   * still to hash (a live Map iterator: an entry present throughout is
+   * visited exactly once).
    */
   iter: Iterator<unknown> | null;
+  /** kpr_aff_match: the revNatId whose pairs `pairs` walks (a live Set iterator). */
+  pairsOf: number;
+  pairs: Iterator<number> | null;
   /** kpr_backend: the next dense backend id to hash. */
   nextId: number;
   mirrorDone: boolean;
@@ -120,7 +127,7 @@ export class ReadBack {
   /** The sliced read-back of one map under way, if any. */
   private window: ReadBackWindow | undefined;
   /** The maps read back in slices, by name (slicedMaps()). */
-  private sliced: ReadonlyMap<string, SlicedMap> | undefined;
+  private sliced: Map<string, SlicedMap> | undefined;
   private readonly records = new MirrorRecords();
 
   constructor(
@@ -231,6 +238,8 @@ export class ReadBack {
         mirror: new RecordHashes(),
         touched: new TouchedKeys(),
         iter: null,
+        pairsOf: 0,
+        pairs: null,
         nextId: 0,
         mirrorDone: false,
       };
@@ -255,8 +264,8 @@ export class ReadBack {
     return w.kernel.sum(w.touched).equals(w.mirror.sum(w.touched)) ? 'match' : 'drift';
   }
 
-  /** The maps read back in slices (every map but the two small key sets), each read and hashed its way. */
-  private slicedMaps(): ReadonlyMap<string, SlicedMap> {
+  /** The maps read back in slices (every map but kpr_src_range; kpr_aff_match when the maps have its cursor), each read and hashed its way. */
+  private slicedMaps(): Map<string, SlicedMap> {
     if (this.sliced) return this.sliced;
     const mirror = this.mirror;
     const records = this.records;
@@ -298,7 +307,34 @@ export class ReadBack {
         },
       ],
     ]);
+    if (typeof (this.maps as Partial<RawCursorMaps>).affinityMatchesRawCursor === 'function') {
+      this.sliced.set(MAP_NAMES.affinityMatch, {
+        keySize: AFF.key.size,
+        valSize: AFF.value.size,
+        cursor: (m, b) => m.affinityMatchesRawCursor!(b),
+        hashMirror: (w, budget) => this.hashMirrorPairs(w, budget),
+      });
+    }
     return this.sliced;
+  }
+
+  /** Hashes the mirror's kpr_aff_match pairs into w.mirror, about `budget` of them; whether all are. */
+  private hashMirrorPairs(w: ReadBackWindow, budget: number): boolean {
+    const byRevNat = (w.iter ??= this.mirror.kAff.entries()) as Iterator<[number, Set<number>]>;
+    let work = 0;
+    for (;;) {
+      if (!w.pairs) {
+        const next = byRevNat.next();
+        if (next.done) return true;
+        w.pairsOf = next.value[0];
+        w.pairs = next.value[1].values();
+      }
+      for (let p = w.pairs.next(); !p.done; p = w.pairs.next()) {
+        w.mirror.addFrom(EMPTY_STATE, this.records.affinityMatch(w.pairsOf, p.value), 0, AFF.key.size, AFF.value.size);
+        if (++work >= budget) return false;
+      }
+      w.pairs = null;
+    }
   }
 
   /** Hashes the mirror's kpr_svc entries into w.mirror, about `budget` of them (at least one entry set); whether all are. */

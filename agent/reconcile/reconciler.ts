@@ -34,8 +34,10 @@
  * A sliced resync (the sync loop's periodic one) never clears the desired
  * state: it checks the maps one at a time (readBackMatches), on a
  * difference repairs in one step (repairDrift), re-plans the Services in
- * chunks as incremental syncs, and ends with a `sweep` sync: what only a full
- * sync did otherwise (frontends no Service claims removed, every orphan swept).
+ * chunks as incremental syncs, walks the mirror for what no Service claims
+ * and what nothing references (sweepScan, a batch at a time), and ends with
+ * a `sweep: 'scanned'` sync that removes it: what only a full sync did
+ * otherwise (sweep-scan.ts).
  *
  * How the read-back compares 210,000 entries while event syncs write
  * between its slices, and why that is exact: read-back.ts.
@@ -49,6 +51,7 @@ import { MirrorDiff } from './diff.js';
 import { KernelMirror, type AdoptResult } from './kernel-mirror.js';
 import { isAssertedClaim, type ConflictCount } from './ownership.js';
 import { ReadBack } from './read-back.js';
+import { SweepScan } from './sweep-scan.js';
 import { addSyncResult, emptySyncResult, type PlanSource, type ReadBackVerdict, type ReconcileLogger, type ReconcilerOptions, type SyncOptions, type SyncResult } from './sync-types.js';
 import { FLUSH_ENTRIES, applyPhases, hasColumnWrites, newWrites, resetUpserts, type ApplyTarget, type Writes } from './write-batch.js';
 
@@ -67,6 +70,7 @@ export class Reconciler {
   private readonly admission: Admission;
   private readonly differ: MirrorDiff;
   private readonly readBackState: ReadBack;
+  private readonly scan: SweepScan;
   /** Frontends to re-diff on the next sync (after a failure or an inconsistent adopt). */
   private readonly dirty = new Set<string>();
   /** The mirror could not be rebuilt after a failure; the next sync must reload first. */
@@ -82,6 +86,7 @@ export class Reconciler {
     this.admission = new Admission(this.mirror, this.claims, logger, options.capacities);
     this.differ = new MirrorDiff(this.mirror, this.admission);
     this.readBackState = new ReadBack(maps, this.mirror, logger, options.readBackBatch);
+    this.scan = new SweepScan(this.mirror, this.claims, options.sweepScanBatch);
   }
 
   /** Number of master entries (frontends × scopes) the kernel holds, as far as the reconciler knows. */
@@ -133,15 +138,23 @@ export class Reconciler {
   }
 
   /**
+   * One step of a sliced resync's sweep: walks a batch of the mirror,
+   * marking what a full sync would remove (sweep-scan.ts); true once all of
+   * it was walked: then a sync with `sweep: 'scanned'` removes it.
+   */
+  sweepScan(): boolean {
+    return this.scan.step();
+  }
+
   /**
-  /**
-  /**
-  /**
-  /**
-  /**
-  /**
-  /**
-  /**
+   * Whether re-planning `service` in a resync can change nothing: it is
+   * refused for want of room and no room of that kind was made since (a
+   * sync that makes room retries it at once; Admission.retryable).
+   */
+  refusedWithoutRoom(service: string): boolean {
+    return this.admission.refusedWithoutRoom(service);
+  }
+
   /**
    * The rare path of a sliced read-back (readBackMatches found a map
    * differing), in one step: every map dumped, decoded and compared with the
@@ -221,6 +234,7 @@ export class Reconciler {
     const skipped = result.skipped;
     // ---- 0. drift: what the kernel holds against what this agent last wrote
     const sweep = opts.full || opts.sweep === true;
+    const scanned = !opts.full && opts.sweep === 'scanned';
     if (sweep && opts.readBack && !this.stale) this.readBackState.full(result, opts.readBack === 'decoded', this.dirty, this.differ.revNatHints);
     // ---- 1. update the desired state; collect the frontends it concerns
     const affected = new Set<string>(this.dirty);
@@ -238,6 +252,12 @@ export class Reconciler {
       const all = result.drift.length > 0;
       for (const s of this.mirror.kSets.values()) if (all || !this.claims.claimants.has(s.fk)) affected.add(s.fk);
       if (all) for (const fk of this.claims.claimants.keys()) affected.add(fk);
+      this.claims.adoptedUnclaimed.clear();
+      this.claims.haveFullDesired = true;
+    } else if (scanned) {
+      // sweepScan walked every frontend: what it found unclaimed goes (winner() decides again below); the orphans are the mirror's suspects.
+      for (const fk of this.scan.unclaimed) affected.add(fk);
+      this.scan.reset();
       this.claims.adoptedUnclaimed.clear();
       this.claims.haveFullDesired = true;
     }
@@ -332,7 +352,7 @@ export class Reconciler {
     for (const id of w.releaseRevNat) this.mirror.revNatIds.release(id);
     for (const id of w.releaseBackendIds) this.mirror.backendIds.release(id);
     this.dirty.clear();
-    if (sweep) this.admission.forgetGone();
+    if (sweep || scanned) this.admission.forgetGone();
     return this.finish(result);
   }
 

@@ -1,11 +1,13 @@
 /**
- * The periodic full resync, in slices with the event loop free between them
- * (the sync loop runs event syncs there): the maps read back one at a time
- * (Reconciler.readBackMatches; kpr_svc, kpr_backend, kpr_vip and
- * kpr_svc_meta over several slices each; a difference repaired in one
- * step), then kpr_config; then every Service (the cluster's and the desired
- * state's, as of that moment) re-planned and re-diffed in chunks, as
- * incremental syncs; then one `sweep` sync (what no Service claims removed).
+ * The periodic full resync, in slices of about RESYNC_SLICE_MS with the
+ * event loop free between them (the sync loop runs event syncs there): the
+ * maps read back one at a time (Reconciler.readBackMatches, a batch of
+ * records per step; a difference repaired in one step), then kpr_config;
+ * then every Service (the cluster's and the desired state's, as of that
+ * moment) re-planned and re-diffed in chunks, as incremental syncs — but
+ * for those refused for want of room while no room was made; then the
+ * mirror walked for what a full sync would remove (Reconciler.sweepScan, a
+ * batch per step) and one `sweep: 'scanned'` sync that removes it.
  * The desired state is never cleared: a Service deleted meanwhile is removed
  * by its event sync or its chunk, one changed after its chunk by its event
  * sync. A slice that fails ends the resync (reported failed); its retry is a
@@ -16,19 +18,29 @@ import type { ClusterSource, ServicePlans } from './service-plans.js';
 import type { SyncReport } from './sync-report.js';
 
 /**
- * Services per resync slice: at 10,000 Services × 10 endpoints a Service's
- * re-plan and diff is ~20–30 µs on the benchmark machine unloaded, so a
- * chunk is ~2–3 ms (bench/resync.ts measures it).
+ * The time a slice of the resync may use (ms): it runs steps — a batch of a
+ * map read back, a chunk of Services re-planned, a batch of the sweep's walk
+ * — until it has used this much, at least one step, then gives the event
+ * loop back (a change's sync waits at most about this long, plus one step).
  */
-export const RESYNC_CHUNK = 100;
+export const RESYNC_SLICE_MS = 2;
 
-/** What a resync works with: the loop's source, planner and reconciler, and its hooks. */
+/**
+ * Services re-planned and re-diffed per step (one incremental sync): at
+ * 10,000 Services × 10 endpoints ~10–15 µs each unloaded, so a step is
+ * ~0.3 ms, a slice several of them (bench/resync.ts measures it).
+ */
+export const RESYNC_CHUNK = 24;
+
+/** What a resync works with: the loop's source, planner and reconciler, its pace, and its hooks. */
 export interface ResyncHost {
   readonly src: ClusterSource;
   readonly reconciler: Reconciler;
   readonly plans: ServicePlans;
-  /** Services re-planned per chunk. */
+  /** Services re-planned per step (one sync). */
   readonly chunk: number;
+  /** Time a slice may use (ms); 0: one step per slice. */
+  readonly sliceMs: number;
   /** The node-wide maps outside the reconciler compared and repaired (kpr_config); what differed, undefined if it failed (logged). */
   repairNodeDrift?(): DriftCount[] | undefined;
   /** After a step's successful sync: the UDP backends that left reported. */
@@ -36,7 +48,7 @@ export interface ResyncHost {
 }
 
 export class Resync {
-  /** Steps left: read-back of each map (by name), 'repair', 'node', 'keys', 'chunks', 'sweep'. */
+  /** Steps left: read-back of each map (by name), 'repair', 'node', 'keys', 'chunks', 'sweep-scan', 'sweep'. */
   private readonly steps: string[];
   /** The Services re-planned, snapshot at the 'keys' step; `next` indexes the next chunk. */
   keys: string[] = [];
@@ -45,15 +57,22 @@ export class Resync {
   slices = 0;
   busyMs = 0;
   longestSliceMs = 0;
+  /** Services over a limit not re-planned (refused, and no room of their kind made since). */
+  refusedKept = 0;
 
+  /**
+   * `replanRefused`: re-plan Services refused for want of room even when no
+   * room was made (a node change: their plans may differ).
+   */
   constructor(
     private readonly host: ResyncHost,
     readonly trigger: SyncReport['trigger'],
     readBack: boolean,
     readonly started: number,
+    readonly replanRefused: boolean,
   ) {
     this.steps = readBack ? [...READ_BACK_MAPS, 'node'] : [];
-    this.steps.push('keys', 'chunks', 'sweep');
+    this.steps.push('keys', 'chunks', 'sweep-scan', 'sweep');
     if (readBack) this.result.readBackMs = 0;
   }
 
@@ -66,30 +85,40 @@ export class Resync {
     return this.steps.some((s) => READ_BACK_MAPS.includes(s) || s === 'repair');
   }
 
-  /** Runs one slice (the first step, or one chunk of it), timed by `now`; a failed step's result. */
-  slice(now: () => number, onError: (err: unknown) => SyncResult): SyncResult | undefined {
+  /**
+   * Runs one slice, begun at `from` (the loop may have run a change's sync
+   * in it first): steps until the slice's time is used, at least one; a
+   * failed step's result.
+   */
+  slice(now: () => number, from: number, onError: (err: unknown) => SyncResult): SyncResult | undefined {
+    const deadline = from + this.host.sliceMs;
     const t0 = now();
-    const step = this.steps[0];
     let failed: SyncResult | undefined;
-    try {
-      failed = this.step(step);
-    } catch (err) {
-      failed = onError(err);
-    }
-    const ms = now() - t0;
+    let t = t0;
+    do {
+      const step = this.steps[0];
+      try {
+        failed = this.step(step);
+      } catch (err) {
+        failed = onError(err);
+      }
+      const after = now();
+      if (this.result.readBackMs !== undefined && (READ_BACK_MAPS.includes(step) || step === 'repair' || step === 'node')) this.result.readBackMs += after - t;
+      t = after;
+    } while (!failed && this.steps.length > 0 && t < deadline);
+    const ms = t - t0;
     this.slices++;
     this.busyMs += ms;
     if (ms > this.longestSliceMs) this.longestSliceMs = ms;
-    if (this.result.readBackMs !== undefined && step !== 'keys' && step !== 'chunks' && step !== 'sweep') this.result.readBackMs += ms;
     return failed;
   }
 
-  /** Runs the resync's first step (or one chunk of it), dropping it once done; a failed step's result. */
+  /** Runs one step of the resync's first stage, dropping the stage once done; a failed step's result. */
   private step(step: string): SyncResult | undefined {
     const { reconciler, plans, src } = this.host;
     if (READ_BACK_MAPS.includes(step)) {
       const r = reconciler.readBackMatches(step);
-      if (r === 'pending') return undefined; // kpr_svc, kpr_backend, kpr_vip, kpr_svc_meta: read back over several slices
+      if (r === 'pending') return undefined; // read back over several steps
       if (r === 'drift') this.steps.splice(0, this.steps.indexOf('node'), 'repair');
       else if (r === 'unreadable') this.steps.splice(0, this.steps.indexOf('node'));
       else this.steps.shift();
@@ -109,22 +138,31 @@ export class Resync {
       case 'keys': {
         // Every Service of the cluster, and every one the desired state still holds (gone without its event reaching a sync).
         this.steps.shift();
-        const keys = new Set(src.serviceKeys());
-        for (const k of reconciler.desiredServices()) keys.add(k);
-        this.keys = [...keys].sort();
+        const keys = [...src.serviceKeys()];
+        for (const k of reconciler.desiredServices()) if (src.serviceByKey(k) === undefined) keys.push(k);
+        this.keys = keys.sort();
         return undefined;
       }
       case 'chunks': {
+        const chunk: string[] = [];
         const n = Math.max(1, this.host.chunk);
-        const chunk = this.keys.slice(this.next, this.next + n);
-        this.next += n;
+        while (chunk.length < n && this.next < this.keys.length) {
+          const k = this.keys[this.next++];
+          // Re-planning a refused Service refuses it again until room is made (and a sync that makes room retries it at once).
+          if (!this.replanRefused && reconciler.refusedWithoutRoom(k)) this.refusedKept++;
+          else chunk.push(k);
+        }
         if (this.next >= this.keys.length) this.steps.shift();
         if (chunk.length === 0) return undefined;
         return this.synced(reconciler.sync(plans.source(chunk, plans.context()), { full: false }));
       }
+      case 'sweep-scan': {
+        if (reconciler.sweepScan()) this.steps.shift();
+        return undefined;
+      }
       case 'sweep': {
         this.steps.shift();
-        return this.synced(reconciler.sync(plans.none(), { full: false, sweep: true }));
+        return this.synced(reconciler.sync(plans.none(), { full: false, sweep: 'scanned' }));
       }
     }
     throw new Error(`unknown resync step ${step}`);

@@ -11,14 +11,15 @@
 import { type DriftCount, type Reconciler, type SyncResult, type UdpBackendLeft } from '../reconcile/reconciler.js';
 import type { Logger } from '../log.js';
 import type { PlanContext } from '../plan/index.js';
-import { Resync, RESYNC_CHUNK, type ResyncHost } from './resync.js';
+import { Resync, RESYNC_CHUNK, RESYNC_SLICE_MS, type ResyncHost } from './resync.js';
+import { LoopBlockProbe } from './loop-block.js';
 import { ServicePlans, type ClusterSource } from './service-plans.js';
 import { OverLimitSummary, driftFields, syncLogFields, type SyncReport } from './sync-report.js';
 
 export type { ClusterSource } from './service-plans.js';
 export { creationMs } from './service-plans.js';
 export type { SyncReport } from './sync-report.js';
-export { RESYNC_CHUNK } from './resync.js';
+export { RESYNC_CHUNK, RESYNC_SLICE_MS } from './resync.js';
 
 export interface SyncLoopOptions {
   nodeName: string;
@@ -37,8 +38,10 @@ export interface SyncLoopOptions {
    * was written and repaired; returns what differed.
    */
   repairNodeDrift?: () => DriftCount[];
-  /** Services re-planned per slice of a sliced full resync (default RESYNC_CHUNK). */
+  /** Services re-planned per step (one sync) of a sliced full resync (default RESYNC_CHUNK). */
   resyncChunk?: number;
+  /** Time a slice of a sliced full resync may use, ms (default RESYNC_SLICE_MS); 0: one step per slice. */
+  resyncSliceMs?: number;
   /** Called after every sync attempt, for metrics and health. */
   onSync?: (report: SyncReport) => void;
   now?: () => number;
@@ -64,6 +67,8 @@ export class SyncLoop {
   /** What the last sync left in the kernel (reported again by a sync that threw). */
   private lastCounts = { frontends: 0, backends: 0 };
   private needFull = true;
+  /** The node changed: the next resync re-plans every Service, those refused for want of room too. */
+  private replanAll = false;
   /** The sync period elapsed: the next full sync reads the maps back and repairs drift. */
   private readBackDue = false;
   private running = false;
@@ -79,6 +84,8 @@ export class SyncLoop {
   /** When the pending sync (cancelPending) is due. */
   private pendingAt = 0;
   private readonly host: ResyncHost;
+  /** How long the event loop was held at most while a resync ran. */
+  private readonly loopBlock = new LoopBlockProbe();
 
   constructor(
     private readonly src: ClusterSource,
@@ -93,6 +100,7 @@ export class SyncLoop {
       reconciler,
       plans: this.plans,
       chunk: opts.resyncChunk ?? RESYNC_CHUNK,
+      sliceMs: opts.resyncSliceMs ?? RESYNC_SLICE_MS,
       repairNodeDrift: opts.repairNodeDrift && (() => this.guard('node map drift repair', () => this.opts.repairNodeDrift!())),
       reportUdpLeft: (r) => this.reportUdpLeft(r),
     };
@@ -116,11 +124,12 @@ export class SyncLoop {
     clearInterval(this.periodic);
     if (this.sliceImmediate) clearImmediate(this.sliceImmediate);
     if (this.resync) this.reconciler.endReadBack();
+    this.loopBlock.stop();
   }
 
   /** A Service (or its slices) changed; "" or a node change means everything may have. */
   serviceChanged(serviceKey: string | null): void {
-    if (serviceKey === null) this.needFull = true;
+    if (serviceKey === null) this.needFull = this.replanAll = true;
     else this.dirty.add(serviceKey);
     this.oldestChangeAt ??= this.now();
     const wait = Math.max(0, this.lastSyncAt + this.opts.minSyncPeriodMs - this.now());
@@ -216,7 +225,9 @@ export class SyncLoop {
     const readBack = this.readBackDue;
     this.readBackDue = false;
     this.needFull = false;
-    this.resync = new Resync(this.host, trigger, readBack, this.now());
+    this.resync = new Resync(this.host, trigger, readBack, this.now(), this.replanAll);
+    this.replanAll = false;
+    this.loopBlock.start();
     this.scheduleSlice();
   }
 
@@ -232,6 +243,7 @@ export class SyncLoop {
   private runSlice(): void {
     const rs = this.resync;
     if (!rs || this.stopped) return;
+    const from = this.now();
     if (this.cancelPending && this.dirty.size > 0 && this.pendingAt <= this.now()) {
       this.cancelPending();
       this.cancelPending = undefined;
@@ -239,7 +251,7 @@ export class SyncLoop {
     }
     if (this.running) throw new Error('sync re-entered');
     this.running = true;
-    const failed = rs.slice(this.now, (err) => thrownSyncResult(err, this.lastCounts));
+    const failed = rs.slice(this.now, from, (err) => thrownSyncResult(err, this.lastCounts));
     this.running = false;
     if (failed || rs.done) this.finishResync(rs, failed);
     else this.scheduleSlice();
@@ -253,6 +265,7 @@ export class SyncLoop {
       // The totals so far, marked failed: what was written stays written.
       result = { ...rs.result, ok: false, error: failed.error };
       if (rs.readBackLeft) this.readBackDue = true; // the read-back did not finish
+      if (rs.replanRefused) this.replanAll = true;
     }
     result.frontends = this.reconciler.frontendCount;
     result.backends = this.reconciler.backendCount;
@@ -269,6 +282,8 @@ export class SyncLoop {
       slices: rs.slices,
       busyMs: rs.busyMs,
       longestSliceMs: rs.longestSliceMs,
+      loopBlockMs: this.loopBlock.stop(),
+      overLimitKept: rs.refusedKept,
     };
     this.afterSync(report, [], undefined);
     // A full sync asked for while this one ran (a node change, the next period): now.

@@ -25,6 +25,10 @@ export interface SyncReport {
   slices?: number;
   busyMs?: number;
   longestSliceMs?: number;
+  /** Sliced resyncs: the longest the event loop was held while it ran (its slices, the event syncs between them, GC pauses), ms, from a 1 ms timer's lateness. */
+  loopBlockMs?: number;
+  /** Sliced resyncs: Services over a limit it did not re-plan (refused, and no room of their kind made since). */
+  overLimitKept?: number;
 }
 
 const ms3 = (v: number | undefined) => (v === undefined ? undefined : Number(v.toFixed(3)));
@@ -49,6 +53,8 @@ export function syncLogFields(report: SyncReport): Record<string, unknown> {
     slices: report.slices,
     busyMs: ms3(report.busyMs),
     longestSliceMs: ms3(report.longestSliceMs),
+    loopBlockMs: ms3(report.loopBlockMs),
+    overLimitKept: report.overLimitKept || undefined,
   };
 }
 

@@ -165,11 +165,12 @@ test('kernel maps: the sliced read-back with event syncs writing between its bat
     const port = DRIFT_CASES.find((c) => c.name === 'a backend port changed to 9999')!;
     const vip = SMALL_MAP_DRIFT_CASES.find((c) => c.name === "the kpr_vip entry's flags cleared")!;
     const meta = SMALL_MAP_DRIFT_CASES.find((c) => c.name === 'a kpr_svc_meta port name changed')!;
-    for (const c of [changed, port, vip, meta]) c.corrupt(maps);
+    const pair = SMALL_MAP_DRIFT_CASES.find((c) => c.name === 'a bogus kpr_aff_match pair inserted')!;
+    for (const c of [changed, port, vip, meta, pair]) c.corrupt(maps);
     for (const map of SLICED) assert.equal(readBack(r, map, () => world.mutate(r)).verdict, 'drift', map);
     const repair = r.repairDrift();
     assert.equal(repair.ok, true, repair.error);
-    assert.deepEqual(sortedDrift(repair.drift), sortedDrift([...changed.drift, ...port.drift, ...vip.drift, ...meta.drift]));
+    assert.deepEqual(sortedDrift(repair.drift), sortedDrift([...changed.drift, ...port.drift, ...vip.drift, ...meta.drift, ...pair.drift]));
     assert.deepEqual(liveViolations(kernelState(maps)), [], 'reader-safe after the repair');
     for (const map of SLICED) assert.equal(readBack(r, map, () => world.mutate(r)).verdict, 'match', `${map} after the repair`);
   } finally {

@@ -39,21 +39,3 @@ test('after a sync, a filling young generation is collected (a minor GC), an emp
   const withoutGc = run(['--max-semi-space-size=2']);
   assert.equal(withoutGc.collected, false);
 });
-
-test('MemoryReleaser: after the initial sync always; after a resync only when it churned many entries, repaired drift, or the heap grew past the threshold since the last release', async () => {
-  const { MemoryReleaser, RELEASE_CHANGED_ENTRIES, RELEASE_GROWTH_BYTES } = await import('../../agent/memory.js');
-  let heap = 100 * 1024 * 1024;
-  const m = new MemoryReleaser(() => heap);
-  const quiet = { servicesWritten: 0, servicesDeleted: 0, backendsWritten: 0, backendsDeleted: 0, auxWritten: 3, auxDeleted: 2, drift: [] };
-  assert.ok(m.afterInitialSync());
-  assert.equal(m.afterResync(quiet), undefined, 'a steady-state resync: no full GC');
-  heap += RELEASE_GROWTH_BYTES - 1;
-  assert.equal(m.afterResync(quiet), undefined, 'grown just under the threshold');
-  heap += 1;
-  assert.ok(m.afterResync(quiet), 'grown by the threshold since the last release');
-  // The release re-bases on the heap it left (here unchanged: the injected heap does not shrink).
-  assert.equal(m.afterResync(quiet), undefined);
-  assert.ok(m.afterResync({ ...quiet, servicesWritten: RELEASE_CHANGED_ENTRIES - 5, backendsDeleted: 5 }), 'a resync that wrote and freed many entries');
-  assert.ok(m.afterResync({ ...quiet, drift: [{ map: 'kpr_svc', kind: 'missing', entries: 1 }] }), 'a resync that repaired drift');
-  assert.equal(m.afterResync(quiet), undefined);
-});

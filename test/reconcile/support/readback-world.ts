@@ -7,12 +7,12 @@ import assert from 'node:assert/strict';
 import { MAP_NAMES } from '../../../agent/maps/layout.js';
 import type { Reconciler, ReadBackVerdict } from '../../../agent/reconcile/reconciler.js';
 import type { PlanFrontend } from '../../../agent/plan/types.js';
-import { driftPlans, type DriftCase } from './drift-cases.js';
+import { LB, driftPlans, masterOf, type DriftCase } from './drift-cases.js';
 
 /** The maps read back over several slices. */
-export const SLICED: readonly string[] = [MAP_NAMES.svc, MAP_NAMES.backend, MAP_NAMES.vip, MAP_NAMES.svcMeta];
+export const SLICED: readonly string[] = [MAP_NAMES.svc, MAP_NAMES.backend, MAP_NAMES.vip, MAP_NAMES.svcMeta, MAP_NAMES.affinityMatch];
 
-/** Drift of kpr_vip and kpr_svc_meta on keys no event sync of World touches (driftPlans' Services only), beyond DRIFT_CASES' deletions. */
+/** Drift of kpr_vip, kpr_svc_meta and kpr_aff_match on keys no event sync of World touches (driftPlans' Services only), beyond DRIFT_CASES' deletions. */
 export const SMALL_MAP_DRIFT_CASES: DriftCase[] = [
   {
     name: "the kpr_vip entry's flags cleared",
@@ -37,6 +37,11 @@ export const SMALL_MAP_DRIFT_CASES: DriftCase[] = [
     corrupt: (m) => m.updateSvcMeta([[60000, { name: 'x/bogus', portName: '', type: 0, proto: 6 }]]),
     drift: [{ map: MAP_NAMES.svcMeta, kind: 'extra', entries: 1 }],
   },
+  {
+    name: 'a bogus kpr_aff_match pair inserted',
+    corrupt: (m) => m.updateAffinityMatches([{ revNatId: masterOf(m, ...LB)[1].revNatId, backendId: 77_777 }]),
+    drift: [{ map: MAP_NAMES.affinityMatch, kind: 'extra', entries: 1 }],
+  },
 ];
 
 /** A small deterministic PRNG (mulberry32). */
@@ -51,7 +56,7 @@ export function rng(seed: number): () => number {
   };
 }
 
-/** A filler ClusterIP Service: n pods (a distinct address range per generation, so each change is new backends and re-pointed slots). */
+/** A filler ClusterIP Service: n pods (a distinct address range per generation, so each change is new backends and re-pointed slots); every other one with session affinity (its pairs in kpr_aff_match). */
 export function filler(i: number, n: number, gen: number): PlanFrontend[] {
   return [
     {
@@ -63,7 +68,7 @@ export function filler(i: number, n: number, gen: number): PlanFrontend[] {
       protocol: 'TCP',
       backends: Array.from({ length: n }, (_, p) => ({ address: `198.18.${3 + (gen % 50)}.${i * 4 + p + 1}`, port: 8080 })),
       trafficPolicy: 'Cluster',
-      affinityTimeoutSeconds: 0,
+      affinityTimeoutSeconds: i % 2 ? 10800 : 0,
       sourceRanges: [],
     },
   ];
