@@ -21,7 +21,7 @@ import { validateObject } from './k8s/validate.js';
 import { loadKubeConfig } from './k8s/kubeconfig.js';
 import { apiServerViaServiceIp, K8S_SERVICE_HOST_MESSAGE } from './preflight/api-server-route.js';
 import { memoryFields, type Logger } from './log.js';
-import { collectYoungIfFilling, releaseMemory } from './memory.js';
+import { afterInitialSync, collectYoungIfFilling } from './memory.js';
 import { FillWarning } from './reconcile/fill-warning.js';
 import { BpfDatapathMaps } from './maps/bpf-datapath-maps.js';
 import { UdpTerminator, type UdpTerminationMode } from './datapath/udp-terminator.js';
@@ -176,7 +176,7 @@ export class Agent {
       // The new maps are filled: now the programs that use them replace the previous agent's.
       for (const a of dp.attachSockPrograms()) pins.keepLink(a.linkPinPath);
     }
-    const released = releaseMemory();
+    const released = afterInitialSync();
     log.info('initial sync complete', {
       cacheSyncedToMapsWrittenMs: Number(cacheSyncedToMapsWrittenMs.toFixed(3)),
       ok: report.result.ok,

@@ -11,17 +11,25 @@
  *
  * Never after a periodic resync: a full GC there blocked the event loop for
  * 50–220 ms, the longest thing a change made during a resync waited for.
- * A resync used to leave ~12 MiB of old-generation garbage (RSS +100 MiB
- * over 8 resyncs without the GC): V8's allocation-site pretenuring had
- * learnt from the initial sync, where the planner's objects all live on as
- * the desired state, to allocate them straight in the old generation, so
- * every re-plan's copies (equal to what is kept: Claims.set keeps the old
- * ones) became old garbage instead of dying young. bin/kpr-agent turns that
- * off (--no-allocation-site-pretenuring): a steady-state resync now leaves
- * ~1 MiB, and V8's own incremental, concurrent marking collects it
- * (docs/performance.md has the figures).
+ * A resync used to leave ~14 MiB of old-generation garbage, from two
+ * sources, both removed:
+ * - V8's allocation-site pretenuring learnt from the initial sync, where
+ *   the planner's objects all live on as the desired state, to allocate
+ *   them straight in the old generation, so every re-plan's copies (equal
+ *   to what is kept: Claims.set keeps the old ones) became old garbage
+ *   instead of dying young: bin/kpr-agent turns it off
+ *   (--no-allocation-site-pretenuring);
+ * - a long-lived Map or Set whose table is old gets every new table in the
+ *   old generation, so clearing one per sync (400 syncs a resync) made old
+ *   garbage even when it was empty (reconcile/collections.ts).
+ * What is left, ~0.5 MiB a resync, V8 collects by itself, with incremental
+ * and concurrent marking; only, its default growth before it starts (up to
+ * 4× the live heap for a heap this size) let the RSS creep for hours.
+ * afterInitialSync lowers it to HEAP_GROWING_PERCENT once the initial sync
+ * is done (before, it would add major GCs to the cold sync):
+ * docs/performance.md has the figures.
  */
-import { getHeapSpaceStatistics } from 'node:v8';
+import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
 import { releaseFreeNativeMemory } from '../native/index.js';
 
 type GcFunction = (options?: { type: 'minor' | 'major' }) => void;
@@ -38,7 +46,23 @@ export interface Released {
   fullGc: boolean;
 }
 
-/** One full GC (when node exposes it) and a malloc_trim: after the initial sync. */
+/**
+ * How much the old generation grows past what a major GC left before V8
+ * starts the next one (incremental), once the initial sync is done: at
+ * 10,000 Services ~7 MiB, one V8 major GC every ~15–25 periodic resyncs.
+ */
+export const HEAP_GROWING_PERCENT = 10;
+
+/**
+ * After the initial sync: V8's heap growth lowered to HEAP_GROWING_PERCENT
+ * (it takes effect with the limit the release's GC computes), then the release.
+ */
+export function afterInitialSync(): Released {
+  setFlagsFromString(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`);
+  return releaseMemory();
+}
+
+/** One full GC (when node exposes it) and a malloc_trim. */
 export function releaseMemory(): Released {
   const started = performance.now();
   const gc = exposedGc();

@@ -90,6 +90,7 @@ async function child(root: string, services: number, endpoints: number, policy: 
   type Released = { ms: number; fullGc: boolean };
   const memory = await load<{
     releaseMemory(): Released;
+    afterInitialSync?(): Released;
     collectYoungIfFilling?(): boolean;
     MemoryReleaser?: new () => { afterInitialSync(): Released; afterResync(r: unknown): Released | undefined };
   }>('agent/memory.js');
@@ -185,6 +186,7 @@ async function child(root: string, services: number, endpoints: number, policy: 
     const first = loop.start();
     if (!first.result.ok) throw new Error(first.result.error);
     if (releaser) releaser.afterInitialSync();
+    else if (memory.afterInitialSync) memory.afterInitialSync();
     else memory.releaseMemory();
     out.initialRssMiB = rssMiB();
     out.initialHeapMiB = heapMiB();

@@ -209,6 +209,15 @@ export class RecordHashes implements RecordSink {
     this.push(keyId, h1, h2);
   }
 
+  /**
+   * Forgets every record, keeping the arrays: one RecordHashes per map and
+   * side serves every read-back, so no resync allocates (and leaves for a
+   * major GC to free) megabytes of typed arrays.
+   */
+  clear(): void {
+    this.length = 0;
+  }
+
   /** The fingerprint of every record whose key is not in `touched` (what Fingerprint would sum over them). */
   sum(touched: TouchedKeys): Fingerprint {
     let a = 0;

@@ -129,6 +129,8 @@ export class ReadBack {
   /** The maps read back in slices, by name (slicedMaps()). */
   private sliced: Map<string, SlicedMap> | undefined;
   private readonly records = new MirrorRecords();
+  /** Per map, the record hashes of its two sides, reused by every window on it (RecordHashes.clear). */
+  private readonly sides = new Map<string, { kernel: RecordHashes; mirror: RecordHashes }>();
 
   constructor(
     private readonly maps: DatapathMaps,
@@ -230,12 +232,16 @@ export class ReadBack {
     const batch = Math.max(1, this.batch);
     let w = this.window;
     if (!w || w.map !== map || w.generation !== this.mirror.generation) {
+      let sides = this.sides.get(map);
+      if (!sides) this.sides.set(map, (sides = { kernel: new RecordHashes(), mirror: new RecordHashes() }));
+      sides.kernel.clear();
+      sides.mirror.clear();
       w = this.window = {
         map,
         generation: this.mirror.generation,
         cursor: how.cursor(m, batch),
-        kernel: new RecordHashes(),
-        mirror: new RecordHashes(),
+        kernel: sides.kernel,
+        mirror: sides.mirror,
         touched: new TouchedKeys(),
         iter: null,
         pairsOf: 0,

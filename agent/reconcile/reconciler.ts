@@ -52,6 +52,7 @@ import { KernelMirror, type AdoptResult } from './kernel-mirror.js';
 import { isAssertedClaim, type ConflictCount } from './ownership.js';
 import { ReadBack } from './read-back.js';
 import { SweepScan } from './sweep-scan.js';
+import { clearIfAny } from './collections.js';
 import { addSyncResult, emptySyncResult, type PlanSource, type ReadBackVerdict, type ReconcileLogger, type ReconcilerOptions, type SyncOptions, type SyncResult } from './sync-types.js';
 import { FLUSH_ENTRIES, applyPhases, hasColumnWrites, newWrites, resetUpserts, type ApplyTarget, type Writes } from './write-batch.js';
 
@@ -204,7 +205,7 @@ export class Reconciler {
       return this.syncPasses(plans, opts);
     } finally {
       this.claims.ages = undefined;
-      this.claims.createdCache.clear();
+      clearIfAny(this.claims.createdCache);
     }
   }
 
@@ -229,7 +230,7 @@ export class Reconciler {
 
   /** One pass of sync(): the diff of `plans` (and of the frontends marked dirty), applied. */
   private syncPass(plans: PlanSource, opts: SyncOptions): SyncResult {
-    this.admission.verdicts.clear();
+    this.admission.beginPass();
     const result = emptySyncResult();
     const skipped = result.skipped;
     // ---- 0. drift: what the kernel holds against what this agent last wrote
@@ -341,17 +342,17 @@ export class Reconciler {
       this.logger.error('datapath sync failed; re-reading the maps, will retry', { error: message, frontends: affected.size + diffed.size });
       for (const fk of affected) this.dirty.add(fk);
       for (const fk of diffed) this.dirty.add(fk);
-      this.differ.revNatHints.clear();
+      clearIfAny(this.differ.revNatHints);
       if (this.reload()) this.admission.learnFullMap(err, this.maps);
       return this.finish(result, message);
     }
-    this.differ.revNatHints.clear();
+    clearIfAny(this.differ.revNatHints);
 
     // ---- 5. commit: ids freed by this sync become reusable only now, so no
     //         entry was ever re-pointed at a different backend or frontend mid-sync.
     for (const id of w.releaseRevNat) this.mirror.revNatIds.release(id);
     for (const id of w.releaseBackendIds) this.mirror.backendIds.release(id);
-    this.dirty.clear();
+    clearIfAny(this.dirty);
     if (sweep || scanned) this.admission.forgetGone();
     return this.finish(result);
   }

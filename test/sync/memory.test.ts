@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { releaseMemory } from '../../agent/memory.js';
+import { HEAP_GROWING_PERCENT, releaseMemory } from '../../agent/memory.js';
 
 test('releaseMemory: a full GC when node exposes it, malloc_trim always', () => {
   // bin/kpr-agent passes --expose-gc; the test runner does not: then only malloc_trim runs.
@@ -38,4 +38,18 @@ test('after a sync, a filling young generation is collected (a minor GC), an emp
   assert.equal(withGc.again, false, 'a young generation below the threshold is not collected again');
   const withoutGc = run(['--max-semi-space-size=2']);
   assert.equal(withoutGc.collected, false);
+});
+
+test('afterInitialSync: the full GC and malloc_trim, with V8 growing the heap by HEAP_GROWING_PERCENT from then on', async () => {
+  const { execFileSync } = await import('node:child_process');
+  const { fileURLToPath } = await import('node:url');
+  const memory = fileURLToPath(new URL('../../agent/memory.js', import.meta.url));
+  // In a child: it changes a V8 flag for the rest of the process's life.
+  const script = `
+    const { afterInitialSync } = await import(${JSON.stringify(memory)});
+    console.log(JSON.stringify(afterInitialSync()));
+  `;
+  const r = JSON.parse(execFileSync(process.execPath, ['--expose-gc', '--input-type=module', '-e', script], { encoding: 'utf8' }));
+  assert.equal(r.fullGc, true);
+  assert.ok(HEAP_GROWING_PERCENT > 0 && HEAP_GROWING_PERCENT < 100);
 });
