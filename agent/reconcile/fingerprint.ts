@@ -264,6 +264,8 @@ export interface RawDump {
   values: Buffer;
   /** Bytes between two values (the value size, for every map this applies to). */
   valueStride: number;
+  /** A walk by key lost its place (the key it resumes from was deleted): nothing returned; the read-back of the map starts again. */
+  restart?: boolean;
 }
 
 /** DatapathMaps that can hand over raw dumps of the two large maps (BpfDatapathMaps). */
@@ -292,4 +294,6 @@ export interface RawCursorMaps {
   svcMetaRawCursor(batchEntries: number): RawCursor;
   /** kpr_aff_match; without it that map is dumped and compared decoded in one step. */
   affinityMatchesRawCursor?(batchEntries: number): RawCursor;
+  /** kpr_src_range (an LPM trie, walked by key: its next() may say `restart`); without it, one decoded step. */
+  srcRangesRawCursor?(batchEntries: number): RawCursor;
 }

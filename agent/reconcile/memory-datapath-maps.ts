@@ -314,6 +314,11 @@ export class MemoryDatapathMaps extends TableDatapathMaps {
     return bucketCursor(batchEntries, () => this.affinityMatches.entries(), AFF, (k): [AffinityMatchKey, number] => [k, 1]);
   }
 
+  /** kpr_src_range's records, raw, in resumable batches (as servicesRawCursor: a walk in a fixed order of keys, as the kernel's trie walk). */
+  srcRangesRawCursor(batchEntries: number): RawCursor {
+    return bucketCursor(batchEntries, () => this.srcRanges.entries(), RANGE, (k): [SrcRangeKey, number] => [k, 1]);
+  }
+
   private run<T>(method: MapMethod, entries: T[], apply: (e: T, call: number) => void): void {
     const call = ++this.callCount;
     const rec: MapCall = { call, method, entries: entries.length };
@@ -339,6 +344,7 @@ const BACKEND = mapCodecs(MAPS.backend);
 const VIP = mapCodecs(MAPS.vip);
 const META = mapCodecs(MAPS.svcMeta);
 const AFF = mapCodecs(MAPS.affinityMatch);
+const RANGE = mapCodecs(MAPS.srcRange);
 
 function bucketOf(id: string): number {
   let h = 0x811c9dc5;

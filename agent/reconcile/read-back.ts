@@ -5,21 +5,23 @@
  * side. A full sync's read-back dumps the two large maps whole (full); a
  * sliced resync reads each map back in slices (step).
  *
- * kpr_src_range (an LPM trie, which has no batch lookup; at most 16,384
- * keys, a few per Service with source ranges) is dumped and compared in one
- * step. kpr_svc, kpr_backend (210,000 entries at 10,000 Services × 10),
- * kpr_vip and kpr_svc_meta (10,000 each) and kpr_aff_match (one pair per
- * backend of a frontend with session affinity: up to 262,144) are read back
- * in slices of READ_BACK_BATCH records, with event syncs writing between
- * them (a "read-back window"):
+ * Every map the reconciler owns — kpr_svc, kpr_backend (210,000 entries at
+ * 10,000 Services × 10), kpr_vip and kpr_svc_meta (10,000 each),
+ * kpr_aff_match (one pair per backend of a frontend with session affinity:
+ * up to 262,144) and kpr_src_range (up to 16,384 ranges) — is read back in
+ * steps of READ_BACK_BATCH records, with event syncs writing between them
+ * (a "read-back window"):
  * the kernel's map is dumped in resumable batches, then the
  * mirror's entries are hashed the same way, each record kept as its key id
  * and record hash; every key of that map a sync writes or deletes while the
  * window is open is recorded as touched, and at the end both sides are
  * summed without the touched keys (fingerprint.ts). An untouched key's entry
  * is constant in the kernel and in the mirror during the window, and the
- * kernel's batch walk returns it exactly once (BpfMap.lookupBatchCursor), so
- * equal fingerprints mean no drift on an untouched key; a touched key was
+ * kernel's walk returns it exactly once (a hash map's batch walk,
+ * BpfMap.lookupBatchCursor; the LPM trie's walk by key in post-order,
+ * BpfMap.keyWalkCursor, which starts the map's window again when the key it
+ * would resume from was deleted), so equal fingerprints mean no drift on an
+ * untouched key; a touched key was
  * just written (or deleted) to what the mirror says by the sync that touched
  * it. Two different keys share a 52-bit key id with odds ~2^-52 per pair: an
  * untouched key that shares one with a touched key is left out on both
@@ -42,6 +44,7 @@ const ID_SIZE = MAPS.backend.key.size;
 const BACKEND_SIZE = MAPS.backend.value.size;
 const META = MAPS.svcMeta.value;
 const AFF = MAPS.affinityMatch;
+const RANGE = MAPS.srcRange;
 
 /**
  * The sliced read-back of one map under way: from its first
@@ -63,9 +66,9 @@ interface ReadBackWindow {
    * visited exactly once).
    */
   iter: Iterator<unknown> | null;
-  /** kpr_aff_match: the revNatId whose pairs `pairs` walks (a live Set iterator). */
-  pairsOf: number;
-  pairs: Iterator<number> | null;
+  /** kpr_aff_match, kpr_src_range: the revNatId whose pairs or ranges `members` walks (a live Set iterator). */
+  membersOf: number;
+  members: Iterator<number | string> | null;
   /** kpr_backend: the next dense backend id to hash. */
   nextId: number;
   mirrorDone: boolean;
@@ -244,8 +247,8 @@ export class ReadBack {
         mirror: sides.mirror,
         touched: new TouchedKeys(),
         iter: null,
-        pairsOf: 0,
-        pairs: null,
+        membersOf: 0,
+        members: null,
         nextId: 0,
         mirrorDone: false,
       };
@@ -256,6 +259,11 @@ export class ReadBack {
       if (!d) {
         w.cursor = null;
         break;
+      }
+      if (d.restart) {
+        // A walk by key lost its place (kpr_src_range: the key it resumes from was deleted by a sync): read this map again.
+        this.window = undefined;
+        return 'pending';
       }
       how.normalise?.(d);
       w.kernel.addBatch(d.count, d.keys, how.keySize, d.values, how.valSize, d.valueStride);
@@ -313,33 +321,46 @@ export class ReadBack {
         },
       ],
     ]);
-    if (typeof (this.maps as Partial<RawCursorMaps>).affinityMatchesRawCursor === 'function') {
+    const maps = this.maps as Partial<RawCursorMaps>;
+    if (typeof maps.affinityMatchesRawCursor === 'function') {
       this.sliced.set(MAP_NAMES.affinityMatch, {
         keySize: AFF.key.size,
         valSize: AFF.value.size,
         cursor: (m, b) => m.affinityMatchesRawCursor!(b),
-        hashMirror: (w, budget) => this.hashMirrorPairs(w, budget),
+        hashMirror: (w, budget) => this.hashMirrorMembers(w, budget, mirror.kAff, (rn, id) => records.affinityMatch(rn, id), AFF.key.size, AFF.value.size),
+      });
+    }
+    if (typeof maps.srcRangesRawCursor === 'function') {
+      this.sliced.set(MAP_NAMES.srcRange, {
+        keySize: RANGE.key.size,
+        valSize: RANGE.value.size,
+        cursor: (m, b) => m.srcRangesRawCursor!(b),
+        hashMirror: (w, budget) => this.hashMirrorMembers(w, budget, mirror.kRanges, (rn, cidr) => records.srcRange(rn, cidr), RANGE.key.size, RANGE.value.size),
       });
     }
     return this.sliced;
   }
 
-  /** Hashes the mirror's kpr_aff_match pairs into w.mirror, about `budget` of them; whether all are. */
-  private hashMirrorPairs(w: ReadBackWindow, budget: number): boolean {
-    const byRevNat = (w.iter ??= this.mirror.kAff.entries()) as Iterator<[number, Set<number>]>;
+  /**
+   * Hashes the mirror's records of a map kept as revNatId → set (kpr_aff_match's pairs, kpr_src_range's ranges)
+   * into w.mirror, about `budget` of them; whether all are.
+   */
+  private hashMirrorMembers<T extends number | string>(w: ReadBackWindow, budget: number, sets: Map<number, Set<T>>, record: (rn: number, member: T) => Buffer, keySize: number, valSize: number): boolean {
+    const byRevNat = (w.iter ??= sets.entries()) as Iterator<[number, Set<T>]>;
     let work = 0;
     for (;;) {
-      if (!w.pairs) {
+      if (!w.members) {
         const next = byRevNat.next();
         if (next.done) return true;
-        w.pairsOf = next.value[0];
-        w.pairs = next.value[1].values();
+        w.membersOf = next.value[0];
+        w.members = next.value[1].values();
       }
-      for (let p = w.pairs.next(); !p.done; p = w.pairs.next()) {
-        w.mirror.addFrom(EMPTY_STATE, this.records.affinityMatch(w.pairsOf, p.value), 0, AFF.key.size, AFF.value.size);
+      const members = w.members as Iterator<T>;
+      for (let m = members.next(); !m.done; m = members.next()) {
+        w.mirror.addFrom(EMPTY_STATE, record(w.membersOf, m.value), 0, keySize, valSize);
         if (++work >= budget) return false;
       }
-      w.pairs = null;
+      w.members = null;
     }
   }
 

@@ -10,9 +10,9 @@ import type { PlanFrontend } from '../../../agent/plan/types.js';
 import { LB, driftPlans, masterOf, type DriftCase } from './drift-cases.js';
 
 /** The maps read back over several slices. */
-export const SLICED: readonly string[] = [MAP_NAMES.svc, MAP_NAMES.backend, MAP_NAMES.vip, MAP_NAMES.svcMeta, MAP_NAMES.affinityMatch];
+export const SLICED: readonly string[] = [MAP_NAMES.svc, MAP_NAMES.backend, MAP_NAMES.vip, MAP_NAMES.svcMeta, MAP_NAMES.affinityMatch, MAP_NAMES.srcRange];
 
-/** Drift of kpr_vip, kpr_svc_meta and kpr_aff_match on keys no event sync of World touches (driftPlans' Services only), beyond DRIFT_CASES' deletions. */
+/** Drift of kpr_vip, kpr_svc_meta, kpr_aff_match and kpr_src_range on keys no event sync of World touches (driftPlans' Services only), beyond DRIFT_CASES'. */
 export const SMALL_MAP_DRIFT_CASES: DriftCase[] = [
   {
     name: "the kpr_vip entry's flags cleared",
@@ -56,7 +56,12 @@ export function rng(seed: number): () => number {
   };
 }
 
-/** A filler ClusterIP Service: n pods (a distinct address range per generation, so each change is new backends and re-pointed slots); every other one with session affinity (its pairs in kpr_aff_match). */
+/**
+ * A filler ClusterIP Service: n pods (a distinct address range per
+ * generation, so each change is new backends and re-pointed slots); every
+ * other one with session affinity (its pairs in kpr_aff_match), every third
+ * with a source range that changes with the generation (kpr_src_range).
+ */
 export function filler(i: number, n: number, gen: number): PlanFrontend[] {
   return [
     {
@@ -69,7 +74,7 @@ export function filler(i: number, n: number, gen: number): PlanFrontend[] {
       backends: Array.from({ length: n }, (_, p) => ({ address: `198.18.${3 + (gen % 50)}.${i * 4 + p + 1}`, port: 8080 })),
       trafficPolicy: 'Cluster',
       affinityTimeoutSeconds: i % 2 ? 10800 : 0,
-      sourceRanges: [],
+      sourceRanges: i % 3 === 0 ? [`198.18.${100 + (gen % 50)}.0/24`, '198.18.99.0/24', `198.18.98.${(gen % 50) * 4}/30`] : [],
     },
   ];
 }
