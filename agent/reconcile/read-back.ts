@@ -321,23 +321,18 @@ export class ReadBack {
         },
       ],
     ]);
+    // The maps the mirror keeps as revNatId → a set of members (pairs, ranges): when the maps can walk them in batches.
     const maps = this.maps as Partial<RawCursorMaps>;
-    if (typeof maps.affinityMatchesRawCursor === 'function') {
-      this.sliced.set(MAP_NAMES.affinityMatch, {
-        keySize: AFF.key.size,
-        valSize: AFF.value.size,
-        cursor: (m, b) => m.affinityMatchesRawCursor!(b),
-        hashMirror: (w, budget) => this.hashMirrorMembers(w, budget, mirror.kAff, (rn, id) => records.affinityMatch(rn, id), AFF.key.size, AFF.value.size),
-      });
-    }
-    if (typeof maps.srcRangesRawCursor === 'function') {
-      this.sliced.set(MAP_NAMES.srcRange, {
-        keySize: RANGE.key.size,
-        valSize: RANGE.value.size,
-        cursor: (m, b) => m.srcRangesRawCursor!(b),
-        hashMirror: (w, budget) => this.hashMirrorMembers(w, budget, mirror.kRanges, (rn, cidr) => records.srcRange(rn, cidr), RANGE.key.size, RANGE.value.size),
-      });
-    }
+    const members = <T extends number | string>(spec: typeof AFF | typeof RANGE, cursor: ((batch: number) => RawCursor) | undefined, sets: Map<number, Set<T>>, record: (rn: number, m: T) => Buffer) => {
+      if (typeof cursor !== 'function') return;
+      const keySize = spec.key.size;
+      const valSize = spec.value.size;
+      return { keySize, valSize, cursor: (_: RawCursorMaps, b: number) => cursor.call(maps, b), hashMirror: (w: ReadBackWindow, budget: number) => this.hashMirrorMembers(w, budget, sets, record, keySize, valSize) };
+    };
+    const aff = members(AFF, maps.affinityMatchesRawCursor, mirror.kAff, (rn, id) => records.affinityMatch(rn, id));
+    const ranges = members(RANGE, maps.srcRangesRawCursor, mirror.kRanges, (rn, cidr) => records.srcRange(rn, cidr));
+    if (aff) this.sliced.set(MAP_NAMES.affinityMatch, aff);
+    if (ranges) this.sliced.set(MAP_NAMES.srcRange, ranges);
     return this.sliced;
   }
 
