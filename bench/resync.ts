@@ -51,6 +51,14 @@ interface ResyncRecord {
   fullGc: boolean;
   /** The longest event-loop block from the resync's start to the end of what ran after it (the timer probe, bench/loop-probe.ts). */
   loopBlockMs: number;
+  /**
+   * The most main-thread CPU time one slice of it took (the change's sync run
+   * before it included), and the release after it: what blocking the loop
+   * would cost on an idle machine (CLOCK_THREAD_CPUTIME_ID; the wall times
+   * above include the time the thread waited for a CPU).
+   */
+  sliceCpuMs: number;
+  releaseCpuMs: number;
   /** V8's own GC pauses in that window: how many major (mark-compact) ones, and the longest pause of any kind, ms. */
   majorGcs: number;
   longestGcMs: number;
@@ -72,6 +80,18 @@ interface ChildResult {
   /** V8's own major GCs (mark-compact, not the ones MemoryReleaser forces) from the initial sync's release to the last resync, and their time (ms). */
   majorGcs?: number;
   majorGcMs?: number;
+}
+
+/** The calling thread's CPU time in ms (clock_gettime(CLOCK_THREAD_CPUTIME_ID), through koffi as native/ calls libc). */
+async function threadCpuClock(): Promise<() => number> {
+  const koffi = (await import('koffi')).default;
+  const clockGettime = koffi.load('libc.so.6').func('int clock_gettime(int clk, void *ts)') as (clk: number, ts: Buffer) => number;
+  const CLOCK_THREAD_CPUTIME_ID = 3;
+  const ts = Buffer.alloc(16);
+  return () => {
+    clockGettime(CLOCK_THREAD_CPUTIME_ID, ts);
+    return Number(ts.readBigInt64LE(0)) * 1e3 + Number(ts.readBigInt64LE(8)) / 1e6;
+  };
 }
 
 /** What a child does after each resync: what the measured build's agent does (agent), or nothing at all (never: V8 alone). */
@@ -126,6 +146,18 @@ async function child(root: string, services: number, endpoints: number, policy: 
   const waits: Array<{ due: number; ms: number }> = [];
   const gcPauses: Array<{ start: number; ms: number; major: boolean; forced: boolean }> = [];
   const probe = new LoopProbe();
+  // Main-thread CPU time of each slice (SyncLoop.runSlice in every build that slices), the largest per resync.
+  const cpuMs = await threadCpuClock();
+  let sliceCpuMax = 0;
+  const loopProto = SyncLoop.prototype as unknown as { runSlice?: () => void };
+  const runSlice = loopProto.runSlice;
+  if (runSlice) {
+    loopProto.runSlice = function (this: unknown) {
+      const c0 = cpuMs();
+      runSlice.call(this);
+      sliceCpuMax = Math.max(sliceCpuMax, cpuMs() - c0);
+    };
+  }
   let dueAt: number | undefined;
   let resolveDone: () => void = () => {};
   const done = new Promise<void>((r) => (resolveDone = r));
@@ -144,7 +176,9 @@ async function child(root: string, services: number, endpoints: number, policy: 
       if (!r.full) memory.collectYoungIfFilling?.();
       if (r.full && r.trigger !== 'initial') {
         const heap = heapMiB();
+        const c0 = cpuMs();
         const released = afterResync(r.result);
+        const releaseCpuMs = cpuMs() - c0;
         const end = performance.now();
         windows.push([now - r.durationMs, end]);
         const rec: ResyncRecord = {
@@ -156,11 +190,14 @@ async function child(root: string, services: number, endpoints: number, policy: 
           releaseMs: released?.ms ?? 0,
           fullGc: released !== undefined,
           loopBlockMs: 0,
+          sliceCpuMs: sliceCpuMax,
+          releaseCpuMs,
           majorGcs: 0,
           longestGcMs: 0,
           heapMiB: heap,
           rssMiB: rssMiB(),
         };
+        sliceCpuMax = 0;
         out.resyncs.push(rec);
         pendingRecords.push({ rec, from: now - r.durationMs, to: end });
         if (out.resyncs.length >= RESYNCS) resolveDone();
@@ -273,6 +310,8 @@ function summarize(runs: ChildResult[]): Record<string, number> {
     fullGcs: rs.filter((x) => x.fullGc).length,
     loopBlockMedianMs: round(median(rs.map((x) => x.loopBlockMs)), 1),
     loopBlockMaxMs: round(Math.max(...rs.map((x) => x.loopBlockMs)), 1),
+    cpuBlockMedianMs: round(median(rs.map((x) => Math.max(x.sliceCpuMs, x.releaseCpuMs))), 2),
+    cpuBlockMaxMs: round(Math.max(...rs.map((x) => Math.max(x.sliceCpuMs, x.releaseCpuMs))), 2),
     majorGcsPerResync: round(rs.reduce((n, x) => n + x.majorGcs, 0) / Math.max(1, rs.length), 2),
     longestGcMs: round(Math.max(0, ...rs.map((x) => x.longestGcMs)), 1),
     initialHeapMiB: round(median(runs.map((r) => r.initialHeapMiB)), 1),
@@ -331,6 +370,7 @@ async function main(): Promise<void> {
     'slices · longest slice',
     'full GC after: median · how many',
     'longest event-loop block of a resync (probe): median · max',
+    'the same in main-thread CPU time (a slice, or the GC after): median · max',
     'V8 major GCs per resync · longest GC pause',
     'a change during a resync: n · p50 · p99 · max',
     'a change with no resync running: n · p50 · p99',
@@ -345,6 +385,7 @@ async function main(): Promise<void> {
       `${s.slices} · ${s.longestSliceMs} ms`,
       `${s.releaseMs} ms · ${s.fullGcs}/${s.resyncs}`,
       `${s.loopBlockMedianMs} · ${s.loopBlockMaxMs} ms`,
+      `${s.cpuBlockMedianMs} · ${s.cpuBlockMaxMs} ms`,
       `${s.majorGcsPerResync} · ${s.longestGcMs} ms`,
       `${s.duringN} · ${s.duringP50Ms} · ${s.duringP99Ms} · ${s.duringMaxMs} ms`,
       `${s.otherN} · ${s.otherP50Ms} · ${s.otherP99Ms} ms`,

@@ -3,9 +3,9 @@
  * event loop free between them (the sync loop runs event syncs there): the
  * maps read back one at a time (Reconciler.readBackMatches, a batch of
  * records per step; a difference repaired in one step), then kpr_config;
- * then every Service (the cluster's and the desired state's, as of that
- * moment) re-planned and re-diffed in chunks, as incremental syncs — but
- * for those refused for want of room while no room was made; then the
+ * then every Service (the cluster's, then those only the desired state
+ * still holds) re-planned and re-diffed in chunks, as incremental syncs —
+ * but for those refused for want of room while no room was made; then the
  * mirror walked for what a full sync would remove (Reconciler.sweepScan, a
  * batch per step) and one `sweep: 'scanned'` sync that removes it.
  * The desired state is never cleared: a Service deleted meanwhile is removed
@@ -48,11 +48,19 @@ export interface ResyncHost {
 }
 
 export class Resync {
-  /** Steps left: read-back of each map (by name), 'repair', 'node', 'keys', 'chunks', 'sweep-scan', 'sweep'. */
+  /** Steps left: read-back of each map (by name), 'repair', 'node', 'chunks', 'sweep-scan', 'sweep'. */
   private readonly steps: string[];
-  /** The Services re-planned, snapshot at the 'keys' step; `next` indexes the next chunk. */
-  keys: string[] = [];
-  private next = 0;
+  /**
+   * The Services still to re-plan: the cluster's, then those the desired
+   * state holds that the cluster no longer has (gone without their event
+   * reaching a sync), each walked by a live iterator (no list of 10,000
+   * keys built, sorted and dropped): a Service added meanwhile has its own
+   * event sync, one deleted before its turn is found by the second walk.
+   */
+  private clusterKeys: Iterator<string> | null = null;
+  private desiredKeys: Iterator<string> | null = null;
+  /** Services looked at (re-planned, or kept refused). */
+  services = 0;
   readonly result: SyncResult = emptySyncResult();
   slices = 0;
   busyMs = 0;
@@ -72,7 +80,7 @@ export class Resync {
     readonly replanRefused: boolean,
   ) {
     this.steps = readBack ? [...READ_BACK_MAPS, 'node'] : [];
-    this.steps.push('keys', 'chunks', 'sweep-scan', 'sweep');
+    this.steps.push('chunks', 'sweep-scan', 'sweep');
     if (readBack) this.result.readBackMs = 0;
   }
 
@@ -115,7 +123,7 @@ export class Resync {
 
   /** Runs one step of the resync's first stage, dropping the stage once done; a failed step's result. */
   private step(step: string): SyncResult | undefined {
-    const { reconciler, plans, src } = this.host;
+    const { reconciler, plans } = this.host;
     if (READ_BACK_MAPS.includes(step)) {
       const r = reconciler.readBackMatches(step);
       if (r === 'pending') return undefined; // read back over several steps
@@ -135,24 +143,20 @@ export class Resync {
         if (node) this.result.drift.push(...node);
         return undefined;
       }
-      case 'keys': {
-        // Every Service of the cluster, and every one the desired state still holds (gone without its event reaching a sync).
-        this.steps.shift();
-        const keys = [...src.serviceKeys()];
-        for (const k of reconciler.desiredServices()) if (src.serviceByKey(k) === undefined) keys.push(k);
-        this.keys = keys.sort();
-        return undefined;
-      }
       case 'chunks': {
         const chunk: string[] = [];
         const n = Math.max(1, this.host.chunk);
-        while (chunk.length < n && this.next < this.keys.length) {
-          const k = this.keys[this.next++];
+        while (chunk.length < n) {
+          const k = this.nextKey();
+          if (k === undefined) {
+            this.steps.shift();
+            break;
+          }
+          this.services++;
           // Re-planning a refused Service refuses it again until room is made (and a sync that makes room retries it at once).
           if (!this.replanRefused && reconciler.refusedWithoutRoom(k)) this.refusedKept++;
           else chunk.push(k);
         }
-        if (this.next >= this.keys.length) this.steps.shift();
         if (chunk.length === 0) return undefined;
         return this.synced(reconciler.sync(plans.source(chunk, plans.context()), { full: false }));
       }
@@ -166,6 +170,19 @@ export class Resync {
       }
     }
     throw new Error(`unknown resync step ${step}`);
+  }
+
+  /** The next Service to re-plan; undefined once both walks are over. */
+  private nextKey(): string | undefined {
+    const { src, reconciler } = this.host;
+    if (this.desiredKeys === null) {
+      this.clusterKeys ??= src.serviceKeys()[Symbol.iterator]();
+      const k = this.clusterKeys.next();
+      if (!k.done) return k.value;
+      this.desiredKeys = reconciler.desiredServices();
+    }
+    for (let k = this.desiredKeys.next(); !k.done; k = this.desiredKeys.next()) if (src.serviceByKey(k.value) === undefined) return k.value;
+    return undefined;
   }
 
   /** A step's sync: added to the resync's totals; its failure returned, else the UDP backends that left reported. */

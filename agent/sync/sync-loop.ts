@@ -275,7 +275,7 @@ export class SyncLoop {
     const report: SyncReport = {
       trigger: rs.trigger,
       full: true,
-      services: rs.keys.length,
+      services: rs.services,
       durationMs: finished - rs.started,
       result,
       noLocalEndpoints: this.plans.noLocalTotal(),

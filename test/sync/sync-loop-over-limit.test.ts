@@ -96,21 +96,23 @@ describe('SyncLoop over capacity', () => {
     const maps = new MemoryDatapathMaps({ maxServices: 8 });
     const log = recorder();
     const reconciler = new Reconciler(maps, log);
-    /** The Services each resync re-planned (its chunks' syncs), by resync. */
+    /** The Services each resync re-planned (its chunks' syncs), by resync: `current` until its sweep begins. */
     const replanned: string[][] = [];
-    let resyncing = false;
+    let current: string[] | undefined;
     const sync = reconciler.sync.bind(reconciler);
     reconciler.sync = (plans, opts) => {
-      if (resyncing && !opts.full && !opts.sweep) replanned.at(-1)!.push(...plans.keys());
+      if (!opts.full && !opts.sweep && resyncing()) (current ??= []).push(...plans.keys());
       return sync(plans, opts);
     };
-    // A resync lists the Services to re-plan (its 'keys' step) before its chunks.
-    const desired = reconciler.desiredServices.bind(reconciler);
-    reconciler.desiredServices = () => {
-      replanned.push([]);
-      resyncing = true;
-      return desired();
+    // A resync's chunks end where its sweep begins.
+    const sweepScan = reconciler.sweepScan.bind(reconciler);
+    reconciler.sweepScan = () => {
+      if (current) replanned.push(current);
+      current = undefined;
+      return sweepScan();
     };
+    /** A resync is under way (the loop's own state): the incremental syncs now are its chunks (an event sync between two slices would count too; the resyncs checked below begin after the test's changes were synced). */
+    const resyncing = () => (loop as unknown as { resync?: unknown }).resync !== undefined;
     const resyncs: SyncReport[] = [];
     const loop = new SyncLoop(cluster, reconciler, {
       nodeName: 'node-1',
@@ -119,9 +121,7 @@ describe('SyncLoop over capacity', () => {
       resyncChunk: 1,
       log,
       onSync: (r) => {
-        if (!r.full || r.trigger === 'initial') return;
-        resyncing = false;
-        resyncs.push(r);
+        if (r.full && r.trigger !== 'initial') resyncs.push(r);
       },
     });
     const until = async (what: string, cond: () => boolean) => {
@@ -144,7 +144,7 @@ describe('SyncLoop over capacity', () => {
       cluster.svcs.delete('ns/s1');
       loop.serviceChanged('ns/s1');
       await until('s4 programmed', () => maps.dumpServices().some(([k]) => k.addr === '198.19.0.5'));
-      const next = replanned.length; // the first resync to list its Services from now on
+      const next = resyncs.length + 1; // the resync after the one under way, if any, begins after s4 is programmed
       await until('a resync begun after that', () => resyncs.length > next);
       assert.deepEqual(replanned[next].sort(), ['ns/s0', 'ns/s2', 'ns/s3', 'ns/s4']);
       assert.equal(resyncs[next].overLimitKept, 1);
