@@ -17,14 +17,15 @@ export interface MapStats {
   type: string;
   keySize: number;
   valueSize: number;
-  /** Entries present; an array always holds max_entries. */
-  entries: number;
-  /** max_entries. */
+  /** Entries present; an array always holds max_entries; null for a ring buffer (records, read once, not entries). */
+  entries: number | null;
+  /** max_entries (a ring buffer: its size in bytes). */
   capacity: number;
 }
 
-/** Number of entries in a map (arrays: max_entries). */
-export function countEntries(map: BpfMap): number {
+/** Number of entries in a map (arrays: max_entries; a ring buffer: null, it has no entries to walk). */
+export function countEntries(map: BpfMap): number | null {
+  if (map.type === BPF_MAP_TYPE.RINGBUF) return null;
   if (map.type === BPF_MAP_TYPE.ARRAY || map.type === BPF_MAP_TYPE.PERCPU_ARRAY) return map.maxEntries;
   let total = 0;
   map.forEachBatch(CHUNK, (n) => void (total += n));
