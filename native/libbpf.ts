@@ -255,9 +255,8 @@ export function libbpfTc(): LibbpfTcFns {
 // ------------------------------------------------------- end of classic tc
 
 // ------------------------------------------------------------------------
-// Ring buffer consumer (native/ring-buffer.ts): libbpf's ring_buffer__* and
-// libc's epoll_wait on its epoll fd. One block, declared on first use of
-// libbpfRing().
+// Ring buffer consumer (native/ring-buffer.ts): libbpf's ring_buffer__*.
+// One block, declared on first use of libbpfRing().
 
 /** int (*ring_buffer_sample_fn)(void *ctx, void *data, size_t size). */
 export interface LibbpfRingFns {
@@ -265,11 +264,7 @@ export interface LibbpfRingFns {
   ring_buffer__new(mapFd: number, sampleCb: unknown, ctx: null, opts: null): NativePtr | null;
   /** Calls the sample callback for every record ready, without waiting; the count consumed, or a negative errno. */
   ring_buffer__consume(rb: NativePtr): number;
-  /** The epoll fd that is readable when a record is ready. */
-  ring_buffer__epoll_fd(rb: NativePtr): number;
   ring_buffer__free(rb: NativePtr): void;
-  /** libc epoll_wait(2); called through .async so the wait runs on libuv's thread pool. */
-  epoll_wait: { async(epfd: number, events: Buffer, maxEvents: number, timeoutMs: number, done: (err: unknown, ret: number) => void): void };
   /** The koffi type of a sample callback pointer, for koffi.register. */
   sampleFnType: unknown;
 }
@@ -279,16 +274,13 @@ let ringTable: LibbpfRingFns | null = null;
 export function libbpfRing(): LibbpfRingFns {
   if (ringTable) return ringTable;
   const lib = koffi.load('libbpf.so.1');
-  const libcLib = koffi.load('libc.so.6');
   koffi.opaque('ring_buffer');
   const sampleFn = koffi.proto('int kpr_ring_sample_fn(void *ctx, void *data, size_t size)');
   const sampleFnType = koffi.pointer(sampleFn);
   ringTable = {
     ring_buffer__new: lib.func('ring_buffer__new', 'ring_buffer *', ['int', sampleFnType, 'void *', 'const void *']),
     ring_buffer__consume: lib.func('int ring_buffer__consume(ring_buffer *rb)'),
-    ring_buffer__epoll_fd: lib.func('int ring_buffer__epoll_fd(const ring_buffer *rb)'),
     ring_buffer__free: lib.func('void ring_buffer__free(ring_buffer *rb)'),
-    epoll_wait: libcLib.func('int epoll_wait(int epfd, void *events, int maxevents, int timeout)') as unknown as LibbpfRingFns['epoll_wait'],
     sampleFnType,
   };
   return ringTable;

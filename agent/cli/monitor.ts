@@ -1,7 +1,7 @@
 /**
  * `kpr monitor`: a live stream of the datapath's decisions. It turns the
  * events on (kpr_monitor, renewed every second: monitor-switch.ts), reads
- * the kpr_events ring buffer as records arrive (native/ring-buffer.ts),
+ * the kpr_events ring buffer every POLL_MS (native/ring-buffer.ts),
  * names each one (monitor-events.ts) and prints it, until --count,
  * --duration, SIGINT or SIGTERM; then turns the events off again.
  */
@@ -39,8 +39,12 @@ for at most 5 s (its lease). A node has one event stream: two monitors at once e
 Events the ring had no room for are counted (kpr_datapath_monitor_events_lost_total) and reported at exit.
 `;
 
-/** How long one wait for records lasts before the loop looks at its stop conditions again. */
-const WAIT_MS = 250;
+/**
+ * How often the ring is read. The programs submit without a wakeup
+ * (kpr_monitor.h), so this is the events' delay on screen; the ring's
+ * ~2,500 records then hold ~100,000 events/s before any is lost.
+ */
+export const MONITOR_POLL_MS = 25;
 /** A name read from kpr_svc_meta is trusted this long (frontend ids are reused after a Service goes). */
 const NAME_TTL_MS = 1000;
 
@@ -94,7 +98,16 @@ function openMonitorMaps(bpffs: string): { monitor: BpfMap; events: BpfMap; meta
   }
 }
 
-export async function monitorCommand(argv: string[], io: MonitorIo = { out: process.stdout, err: process.stderr, signals: process }): Promise<string> {
+interface MonitorOptions {
+  bpffs: string;
+  json: boolean;
+  count: number;
+  durationMs?: number;
+  filter: EventFilter;
+}
+
+/** The flags, checked; a string is the help text. */
+function parseMonitorArgs(argv: string[]): MonitorOptions | string {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -111,47 +124,69 @@ export async function monitorCommand(argv: string[], io: MonitorIo = { out: proc
   if (values.help) return MONITOR_HELP;
   if (positionals.length) throw new CliError(`unexpected argument "${positionals[0]}"\n${MONITOR_HELP}`);
   if (!['table', 'json'].includes(values.output!)) throw new CliError(`unknown output format "${values.output}" (table or json)`);
-  const json = values.output === 'json';
-  const count = parseCount(values.count);
-  let durationMs: number | undefined;
+  const opts: MonitorOptions = { bpffs: values.bpffs!, json: values.output === 'json', count: parseCount(values.count), filter: {} };
   if (values.duration !== undefined) {
     try {
-      durationMs = parseDuration(values.duration, '--duration');
+      opts.durationMs = parseDuration(values.duration, '--duration');
     } catch (err) {
       throw new CliError((err as Error).message);
     }
-    if (durationMs <= 0) throw new CliError(`invalid --duration "${values.duration}" (more than 0)`);
+    if (opts.durationMs <= 0) throw new CliError(`invalid --duration "${values.duration}" (more than 0)`);
   }
-  const filter: EventFilter = {};
-  if (values.frontend !== undefined) filter.frontend = parseEndpoint(values.frontend, '--frontend', true);
+  if (values.frontend !== undefined) opts.filter.frontend = parseEndpoint(values.frontend, '--frontend', true);
   if (values.type !== undefined) {
     const { types, unknown } = parseEventTypes(values.type);
     if (unknown.length || types.size === 0) throw new CliError(`invalid --type "${values.type}": ${unknown.length ? `unknown ${unknown.join(', ')}` : 'empty'} (see kpr monitor --help)`);
-    filter.types = types;
+    opts.filter.types = types;
+  }
+  return opts;
+}
+
+/** A pause of `ms` that stop() cuts short. */
+class Napper {
+  private pending: { timer: NodeJS.Timeout; done: () => void } | undefined;
+  stopped = false;
+
+  /** Ends the pause before it (one at a time), then pauses. */
+  nap(ms: number): Promise<void> {
+    this.wake();
+    if (this.stopped) return Promise.resolve();
+    return new Promise((done) => (this.pending = { timer: setTimeout(done, ms), done }));
   }
 
-  const maps = openMonitorMaps(values.bpffs!);
+  stop(): void {
+    this.stopped = true;
+    this.wake();
+  }
+
+  private wake(): void {
+    if (!this.pending) return;
+    clearTimeout(this.pending.timer);
+    this.pending.done();
+    this.pending = undefined;
+  }
+}
+
+export async function monitorCommand(argv: string[], io: MonitorIo = { out: process.stdout, err: process.stderr, signals: process }): Promise<string> {
+  const opts = parseMonitorArgs(argv);
+  if (typeof opts === 'string') return opts;
+  const maps = openMonitorMaps(opts.bpffs);
   const sw = new MonitorSwitch(maps.monitor);
   const lostBefore = maps.stats ? readStat(maps.stats, STAT.MONITOR_LOST) : 0n;
   const names = frontendNames(maps.meta);
   const wall = wallClock();
-  let shown = 0;
-  let stopping = false;
-  let wake: () => void = () => {};
-  const stop = () => {
-    stopping = true;
-    wake();
-  };
+  const napper = new Napper();
+  const stop = () => napper.stop();
   const write = (line: string) => io.out.write(line + '\n');
+  let shown = 0;
   const ring = new RingBuffer(maps.events, (raw) => {
-    if (shown >= count) return;
+    if (shown >= opts.count) return;
     const ev = describeEvent(decodeEvent(raw), names, wall);
-    if (!eventMatches(ev, filter)) return;
-    write(json ? JSON.stringify(ev) : formatEventRow(ev));
-    if (++shown >= count) stop();
+    if (!eventMatches(ev, opts.filter)) return;
+    write(opts.json ? JSON.stringify(ev) : formatEventRow(ev));
+    if (++shown >= opts.count) stop();
   });
-  const onOutputError = () => stop(); // EPIPE: the reader of our output is gone (`| head`)
-  io.out.on('error', onOutputError);
+  io.out.on('error', stop); // EPIPE: the reader of our output is gone (`| head`)
   io.signals.once('SIGINT', stop);
   io.signals.once('SIGTERM', stop);
   const timers: NodeJS.Timeout[] = [];
@@ -159,25 +194,25 @@ export async function monitorCommand(argv: string[], io: MonitorIo = { out: proc
     if (sw.otherReader()) io.err.write('kpr monitor: another kpr monitor is reading this node\'s events: each event goes to one of you\n');
     sw.renew();
     timers.push(setInterval(() => sw.renew(), MONITOR_RENEW_MS));
-    if (durationMs !== undefined) timers.push(setTimeout(stop, durationMs));
-    io.err.write(`kpr monitor: events on (${values.bpffs}); stop with ctrl-c\n`);
-    if (!json) write(EVENT_TABLE_HEADER);
-    while (!stopping) {
-      await Promise.race([ring.wait(WAIT_MS), new Promise<void>((r) => (wake = r))]);
-      if (stopping) break;
+    if (opts.durationMs !== undefined) timers.push(setTimeout(stop, opts.durationMs));
+    io.err.write(`kpr monitor: events on (${opts.bpffs}); stop with ctrl-c\n`);
+    if (!opts.json) write(EVENT_TABLE_HEADER);
+    while (!napper.stopped) {
+      await napper.nap(MONITOR_POLL_MS);
       ring.consume();
       // A slow reader of our output: wait for it (the ring fills meanwhile, and counts what it loses).
-      if (io.out.writableNeedDrain && !stopping) await Promise.race([once(io.out, 'drain'), new Promise<void>((r) => (wake = r))]);
+      if (io.out.writableNeedDrain && !napper.stopped) await Promise.race([once(io.out, 'drain'), napper.nap(60_000)]);
     }
   } finally {
-    for (const t of timers) clearInterval(t);
+    for (const t of timers) clearTimeout(t);
+    napper.stop();
     io.signals.removeListener('SIGINT', stop);
     io.signals.removeListener('SIGTERM', stop);
     sw.release();
     // What was recorded before the switch went off, up to --count.
-    if (shown < count) ring.consume();
-    await ring.close();
-    io.out.removeListener('error', onOutputError);
+    if (shown < opts.count) ring.consume();
+    ring.close();
+    io.out.removeListener('error', stop);
     const lost = maps.stats ? readStat(maps.stats, STAT.MONITOR_LOST) - lostBefore : 0n;
     for (const m of [maps.monitor, maps.events, maps.meta, maps.stats]) m?.close();
     io.err.write(`kpr monitor: ${shown} event${shown === 1 ? '' : 's'} shown${lost > 0n ? `, ${lost} lost (the ring buffer was full; node-wide count)` : ''}; events off\n`);

@@ -7,6 +7,10 @@
  * compare: no helper call. On, a clock read, a ring reservation and the
  * record's stores. A full ring loses the event and counts it
  * (KPR_STAT_MONITOR_LOST); the decision itself never waits or fails.
+ * Records are submitted without a wakeup: the reader polls the ring every
+ * few milliseconds instead, because a wakeup is an irq_work (a self-IPI)
+ * for every record whenever the reader has caught up, which a reader that
+ * keeps up always has.
  */
 #ifndef __KPR_MONITOR_H
 #define __KPR_MONITOR_H
@@ -75,7 +79,7 @@ static __always_inline void kpr_emit(void *ctx, __u8 hook, __u8 type, __u8 flags
 	e->type = type;
 	e->hook = hook;
 	e->flags = flags;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
 #endif /* __KPR_MONITOR_H */

@@ -98,7 +98,7 @@ describe('kpr monitor events of the tc programs (BPF_PROG_TEST_RUN)', () => {
   });
 
   after(async () => {
-    await ring?.close();
+    ring?.close();
     obj?.close();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
