@@ -162,9 +162,27 @@ describe('kpr monitor on a running agent', { timeout: scaled(120_000) }, () => {
       extBy[POD_BY_IP[e.backend!.address]] = (extBy[POD_BY_IP[e.backend!.address]] ?? 0) + 1;
     }
     assert.deepEqual(extBy, ext.byPod);
+    console.log(JSON.stringify(tc[0])); // the README's example
   });
 
-  test('filters and the table; SIGINT stops it and turns the events off', async () => {
+  test('the table: one row per decision, as the README shows it', async () => {
+    const mon = await startMonitor(['--count', '4']);
+    await inNode('http', `${WEB}:80`, ['--count', '1']);
+    await inNode('once', `${EMPTY}:80`, ['--timeout-ms', '2000']);
+    await inNode('once', `${WEB}:81`, ['--timeout-ms', '2000']);
+    await box.external('client-a', 'http', `${NODE1_UPLINK}:${NODE_PORT}`, ['--count', '1']);
+    assert.equal(await mon.exited, 0, mon.stderr());
+    const rows = mon.stdout().trimEnd().split('\n');
+    assert.equal(rows.length, 5, mon.stdout());
+    const time = String.raw`\d\d:\d\d:\d\d\.\d{3}`;
+    assert.match(rows[1], new RegExp(`^${time} +connect4 +TCP +- +198\\.19\\.0\\.30:80 +e2e/web:http +translated +198\\.18\\.10\\.1[01]:8080 #\\d+ +-$`));
+    assert.match(rows[2], new RegExp(`^${time} +connect4 +TCP +- +198\\.19\\.0\\.32:80 +e2e/empty:http +no-endpoint +refused +-$`));
+    assert.match(rows[3], new RegExp(`^${time} +connect4 +TCP +- +198\\.19\\.0\\.30:81 +- +unknown-port +refused +-$`));
+    assert.match(rows[4], new RegExp(`^${time} +tc-ext +TCP +198\\.18\\.100\\.2:\\d+ +198\\.18\\.100\\.1:${NODE_PORT} +e2e/nodeport:http +translated +198\\.18\\.10\\.1[01]:8080 #\\d+ +snat$`));
+    console.log(mon.stdout());
+  });
+
+  test('filters; SIGINT stops it and turns the events off', async () => {
     const mon = await startMonitor(['--frontend', `${WEB}:80`, '--type', 'translated']);
     await inNode('once', `${EMPTY}:80`, ['--timeout-ms', '2000']); // another frontend, another type: filtered out
     const web = await inNode('http', `${WEB}:80`, ['--count', '2']);
@@ -174,9 +192,8 @@ describe('kpr monitor on a running agent', { timeout: scaled(120_000) }, () => {
     assert.equal(switchDeadline(), 0n);
     const lines = mon.stdout().trimEnd().split('\n');
     assert.match(lines[0], /^TIME +HOOK +PROTO +CLIENT +FRONTEND +SERVICE +EVENT +RESULT +FLAGS$/);
-    assert.equal(lines.length, 3, mon.stdout());
-    for (const l of lines.slice(1)) assert.match(l, /^\d\d:\d\d:\d\d\.\d{3} +connect4 +TCP +- +198\.19\.0\.30:80 +e2e\/web:http +translated +198\.18\.10\.1[01]:8080 #\d+ +-$/);
-    console.log(mon.stdout());
+    assert.equal(lines.length, 3, `the two translations to ${WEB}:80 only: ${mon.stdout()}`);
+    for (const l of lines.slice(1)) assert.match(l, / connect4 .* 198\.19\.0\.30:80 .* translated /);
   });
 
   test('bad flags are usage errors; a bpffs without kpr\'s maps says so', () => {
