@@ -10,9 +10,7 @@
  */
 import { after, before, beforeEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import path from 'node:path';
-import { rmSync } from 'node:fs';
-import { BpfObject, RingBuffer, ensureBpffs, sumPerCpuU64, testRun, type BpfMap } from '../../native/index.js';
+import { RingBuffer, sumPerCpuU64, testRun, type BpfMap, type BpfObject } from '../../native/index.js';
 import {
   EVENT,
   EVENT_FLAG,
@@ -24,7 +22,6 @@ import {
   SVC_FLAG,
   decodeEvent,
   encodeAffinityMatchKey,
-  encodeBackend,
   encodeBackendId,
   encodeConfig,
   encodeSrcRangeKey,
@@ -34,10 +31,8 @@ import {
 } from '../../agent/maps/layout.js';
 import { RINGS } from '../../agent/maps/registry.js';
 import { MonitorSwitch } from '../../agent/cli/monitor-switch.js';
-import { repoRoot } from '../support/paths.js';
-import { requireRoot } from '../support/preflight.js';
 import { TCP_ACK, TCP_SYN, buildPacket } from '../support/packets.js';
-import { newRunId } from '../../sandbox/netns.js';
+import { loadTcObject, writeFrontend, type TcObject } from '../support/tc-object.js';
 
 const TC_ACT_SHOT = 2;
 const NODE_V4 = '198.18.1.1';
@@ -47,19 +42,15 @@ const AF_INET = 2;
 const AF_INET6 = 10;
 
 describe('kpr monitor events of the tc programs (BPF_PROG_TEST_RUN)', () => {
+  let tc: TcObject;
   let obj: BpfObject;
-  let dir: string;
   let svc: BpfMap, backend: BpfMap, stats: BpfMap;
   let sw: MonitorSwitch;
   let ring: RingBuffer;
   const seen: KprEvent[] = [];
 
   function frontend(addr: string, port: number, proto: number, revNatId: number, flags: number, backends: Array<[number, string, number]>, scope: number = SCOPE.EXTERNAL) {
-    backends.forEach(([id, a, p], i) => {
-      backend.update(encodeBackendId(id), encodeBackend({ addr: a, port: p, proto, flags: 0 }));
-      svc.update(encodeSvcKey({ addr, port, slot: i + 1, proto, scope }), encodeSvcVal({ backendId: id, count: 0, revNatId: 0, flags: 0 }));
-    });
-    svc.update(encodeSvcKey({ addr, port, slot: 0, proto, scope }), encodeSvcVal({ backendId: 0, count: backends.length, revNatId, flags }));
+    writeFrontend(tc, { addr, port, proto, revNatId, flags, scope }, backends);
   }
 
   function config(snatV4: string) {
@@ -80,12 +71,8 @@ describe('kpr monitor events of the tc programs (BPF_PROG_TEST_RUN)', () => {
   const syn = (src: string, sport: number, dst: string, dport: number, tcpFlags = TCP_SYN) => buildPacket({ src, dst, sport, dport, proto: 'TCP', tcpFlags });
 
   before(() => {
-    requireRoot();
-    dir = ensureBpffs(path.join('/sys/fs/bpf', newRunId('kpr-monitor-test')));
-    obj = BpfObject.open(path.join(repoRoot, 'build', 'kpr_tc.bpf.o'), { pinMapsDir: dir });
-    obj.load();
-    svc = obj.map('kpr_svc');
-    backend = obj.map('kpr_backend');
+    tc = loadTcObject('kpr-monitor-test');
+    ({ obj, svc, backend } = tc);
     stats = obj.map('kpr_stats');
     const events = obj.map(RINGS.events.name);
     assert.equal(events.maxEntries, RINGS.events.maxEntries);
@@ -99,8 +86,7 @@ describe('kpr monitor events of the tc programs (BPF_PROG_TEST_RUN)', () => {
 
   after(async () => {
     ring?.close();
-    obj?.close();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    tc?.close();
   });
 
   beforeEach(() => {

@@ -20,34 +20,13 @@ import { scaled } from '../../sandbox/time-scale.js';
 import { CLIENTS, NODE1_UPLINK, TwoNodeCluster, type NodeName } from '../../sandbox/two-node.js';
 import { requireRoot } from '../support/preflight.js';
 import { cliBin } from '../support/paths.js';
+import { e2eService as service, e2eSlice as slice } from '../support/e2e-objects.js';
 
 const PODS = [
   { name: 'web-1a', ip: '198.18.10.10', node: 'node-1' as NodeName },
   { name: 'web-1b', ip: '198.18.10.11', node: 'node-1' as NodeName },
 ];
 const POD_BY_IP = Object.fromEntries(PODS.map((p) => [p.ip, p.name]));
-const HTTP = { name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' };
-
-function service(name: string, type: 'ClusterIP' | 'NodePort', clusterIP: string, nodePort?: number) {
-  return {
-    apiVersion: 'v1',
-    kind: 'Service',
-    metadata: { name, namespace: 'e2e' },
-    spec: { type, clusterIP, clusterIPs: [clusterIP], ports: [{ ...HTTP, ...(nodePort ? { nodePort } : {}) }] },
-  };
-}
-
-function slice(svc: string, ips: string[]) {
-  return {
-    apiVersion: 'discovery.k8s.io/v1',
-    kind: 'EndpointSlice',
-    metadata: { name: `${svc}-1`, namespace: 'e2e', labels: { 'kubernetes.io/service-name': svc } },
-    addressType: 'IPv4',
-    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-    endpoints: ips.map((ip) => ({ addresses: [ip], conditions: { ready: true }, nodeName: 'node-1' })),
-  };
-}
-
 const WEB = '198.19.0.30';
 const EMPTY = '198.19.0.32';
 const NODE_PORT = 30131;
