@@ -4,7 +4,7 @@
  */
 import { BpfMap } from '../../native/index.js';
 import { MAP_NAMES } from '../maps/layout.js';
-import { mapStats, pinnedMapNames, type MapStats } from '../metrics/map-stats.js';
+import { mapStats, pinnedMapNames, pinnedRingNames, type MapStats } from '../metrics/map-stats.js';
 import { readStats, statMetric } from '../metrics/datapath-stats.js';
 import { DECODERS, RING_ABOUT, knownMapNames, type Row } from './map-decoders.js';
 import { CliError, openPinnedMap, permissionError } from './pinned-maps.js';
@@ -27,18 +27,19 @@ function noMaps(bpffsDir: string): CliError {
   return new CliError(`no pinned maps under ${bpffsDir}/maps: is the kpr agent running on this node with --bpffs ${bpffsDir}?`);
 }
 
-/** pinnedMapNames with the CLI's errors. */
-function pinnedNames(bpffsDir: string): string[] {
+/** pinnedMapNames (or another lister of bpffsDir's pins) with the CLI's errors. */
+function pinnedNames(bpffsDir: string, list: (dir: string) => string[] = pinnedMapNames): string[] {
   try {
-    return pinnedMapNames(bpffsDir);
+    return list(bpffsDir);
   } catch (err) {
-    throw permissionError(`${bpffsDir}/maps`, (err as NodeJS.ErrnoException).code) ?? err;
+    throw permissionError(bpffsDir, (err as NodeJS.ErrnoException).code) ?? err;
   }
 }
 
 export function mapList(bpffsDir: string, output: Output, netns?: string): string {
-  const names = pinnedNames(bpffsDir);
-  if (names.length === 0) throw noMaps(bpffsDir);
+  const mapNames = pinnedNames(bpffsDir);
+  if (mapNames.length === 0) throw noMaps(bpffsDir);
+  const names = [...mapNames, ...pinnedNames(bpffsDir, pinnedRingNames)].sort();
   const stats: Array<MapStats & { about?: string }> = [];
   for (const name of names) {
     const map = openPinnedMap(bpffsDir, name);

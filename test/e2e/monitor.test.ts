@@ -11,6 +11,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import path from 'node:path';
 import { BpfMap } from '../../native/index.js';
 import { mapPinPath } from '../../agent/datapath/pins.js';
 import { MAP_NAMES } from '../../agent/maps/layout.js';
@@ -90,6 +92,9 @@ describe('kpr monitor on a running agent', { timeout: scaled(120_000) }, () => {
 
   test('ClusterIP and NodePort connections, a refusal and an unknown port: one event each, naming Service, frontend and backend; off after exit', async () => {
     assert.equal(switchDeadline(), 0n, 'off before any kpr monitor ran');
+    // The ring is pinned in rings/: maps/ holds only maps with entries, which versions before it rely on.
+    assert.ok(existsSync(path.join(bpffs(), 'rings', MAP_NAMES.events)));
+    assert.ok(!readdirSync(path.join(bpffs(), 'maps')).includes(MAP_NAMES.events));
     const mon = await startMonitor(['-o', 'json', '--count', '7']);
     assert.ok(switchDeadline() > process.hrtime.bigint(), 'on while it runs');
 
