@@ -265,6 +265,8 @@ export interface LibbpfRingFns {
   /** Calls the sample callback for every record ready, without waiting; the count consumed, or a negative errno. */
   ring_buffer__consume(rb: NativePtr): number;
   ring_buffer__free(rb: NativePtr): void;
+  /** libc memcpy: a record copied out of the ring into a reused Buffer (cheaper than a koffi.view, an external ArrayBuffer, per record). */
+  memcpy(dst: Buffer, src: unknown, n: number): unknown;
   /** The koffi type of a sample callback pointer, for koffi.register. */
   sampleFnType: unknown;
 }
@@ -281,6 +283,7 @@ export function libbpfRing(): LibbpfRingFns {
     ring_buffer__new: lib.func('ring_buffer__new', 'ring_buffer *', ['int', sampleFnType, 'void *', 'const void *']),
     ring_buffer__consume: lib.func('int ring_buffer__consume(ring_buffer *rb)'),
     ring_buffer__free: lib.func('void ring_buffer__free(ring_buffer *rb)'),
+    memcpy: koffi.load('libc.so.6').func('void *memcpy(void *dst, const void *src, size_t n)'),
     sampleFnType,
   };
   return ringTable;

@@ -19,8 +19,8 @@ import { BPF_MAP_TYPE, type BpfMap } from './bpf-map.js';
 const E = constants.errno;
 
 /**
- * Called once per record, in ring order. `record` is a view of the ring's
- * memory, valid only until the call returns (decode or copy it there).
+ * Called once per record, in ring order. `record` is a copy in a buffer
+ * reused for the next record: decode or copy it before returning.
  */
 export type RingRecordHandler = (record: Buffer) => void;
 
@@ -38,10 +38,14 @@ export class RingBuffer {
     }
     const lib = libbpfRing();
     this.name = map.name;
+    // Sized to the record (kpr's rings carry one record type: allocated once).
+    let scratch = Buffer.alloc(0);
     const onSample = (_ctx: unknown, data: unknown, size: number): number => {
       if (this.#thrown) return 0;
       try {
-        onRecord(Buffer.from(koffi.view(data, size)));
+        if (size !== scratch.length) scratch = Buffer.alloc(size);
+        lib.memcpy(scratch, data, size);
+        onRecord(scratch);
       } catch (error) {
         this.#thrown = { error };
       }
