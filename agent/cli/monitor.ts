@@ -1,7 +1,7 @@
 /**
  * `kpr monitor`: a live stream of the datapath's decisions. It turns the
  * events on (kpr_monitor, renewed every second: monitor-switch.ts), reads
- * the kpr_events ring buffer every POLL_MS (native/ring-buffer.ts),
+ * the kpr_events ring buffer every MONITOR_POLL_MS (native/ring-buffer.ts),
  * names each one (monitor-events.ts) and prints it, until --count,
  * --duration, SIGINT or SIGTERM; then turns the events off again.
  */
