@@ -2,7 +2,8 @@
  * An embedded, in-process Kubernetes API server for the sandbox and tests.
  *
  * It speaks the real list/watch protocol (JSON over plain HTTP) for core/v1
- * Services, discovery.k8s.io/v1 EndpointSlices and core/v1 Nodes, so the agent
+ * Services, discovery.k8s.io/v1 EndpointSlices and core/v1 Nodes (and stores
+ * Pods and apps/v1 DaemonSets, with no controller behind them), so the agent
  * talks to it through the very same client-node code path it uses against a
  * real cluster. Semantics follow kube-apiserver where they matter to a watcher:
  * a global resourceVersion, selector filtering (including MODIFIED events that
@@ -398,7 +399,11 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
       return json(res, 200, {
         kind: 'APIGroupList',
         apiVersion: 'v1',
-        groups: [{ name: 'discovery.k8s.io', versions: [{ groupVersion: 'discovery.k8s.io/v1', version: 'v1' }], preferredVersion: { groupVersion: 'discovery.k8s.io/v1', version: 'v1' } }],
+        groups: [...new Set(RESOURCES.map((r) => r.group).filter(Boolean))].map((name) => ({
+          name,
+          versions: [{ groupVersion: `${name}/v1`, version: 'v1' }],
+          preferredVersion: { groupVersion: `${name}/v1`, version: 'v1' },
+        })),
       });
     }
     const gvMatch = /^\/(?:api\/(v1)|apis\/([^/]+)\/([^/]+))$/.exec(p);
