@@ -129,6 +129,26 @@ describe('charts/kpr with the real helm', () => {
     for (const k of ['k8sServiceHost', 'k8sServicePort']) assert.match(readme, new RegExp(`\`${k}\``));
   });
 
+  test('README.md documents every value of values.yaml', () => {
+    const readme = readFileSync(path.join(CHART, 'README.md'), 'utf8');
+    const lines = readme.split('\n').filter((l) => l.startsWith('| `'));
+    const leaves = (obj: Record<string, unknown>, prefix: string): string[] =>
+      Object.entries(obj).flatMap(([k, v]) =>
+        v !== null && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length > 0 && !['resources', 'labels', 'seLinuxOptions', 'nodeSelector'].includes(k)
+          ? leaves(v as Record<string, unknown>, `${prefix}${k}.`)
+          : [`${prefix}${k}`],
+      );
+    const undocumented = leaves(defaults, '').filter((key) => {
+      if (key.startsWith('config.') || key.startsWith('prometheusRule.')) return false; // their own tables, checked elsewhere
+      const parent = key.slice(0, key.lastIndexOf('.') + 1);
+      const last = key.slice(key.lastIndexOf('.'));
+      // Named itself, as `.last` in its parent's row, or through a documented parent object (`probes.startup`).
+      const ancestors = key.split('.').map((_, i, parts) => parts.slice(0, i + 1).join('.')).slice(1, -1);
+      return !lines.some((l) => l.includes(`\`${key}\``) || (parent && l.includes(`\`${parent}`) && l.includes(`\`${last}\``)) || ancestors.some((a) => l.includes(`\`${a}\``)));
+    });
+    assert.deepEqual(undocumented, []);
+  });
+
   test('every config value reaches the agent, and the agent accepts the file', () => {
     const config = Object.fromEntries(Object.keys(schema.properties.config.properties).map((k) => [k, nonDefault(k)]));
     const objs = render({ config, k8sServiceHost: '2001:db8::2', k8sServicePort: 443, extraArgs: ['--v=4'], updateStrategy: { rollingUpdate: { maxUnavailable: '20%' } } });
