@@ -10,6 +10,7 @@ import { PREFLIGHT_USAGE, preflightCommand } from './preflight.js';
 import { PLAN_USAGE, planCommand } from './plan.js';
 import { STATUS_USAGE, statusCommand } from './status.js';
 import { TRACE_USAGE, traceCommand } from './trace.js';
+import { MONITOR_USAGE, monitorCommand } from './monitor.js';
 import { VERSION_USAGE, versionCommand } from './version.js';
 
 const MAP_LIST_USAGE = `  map list                every pinned map: type, entries, capacity; kpr's tc attachments (tcx link or clsact filter)`;
@@ -39,6 +40,7 @@ ${MAP_LIST_USAGE}
 ${MAP_DUMP_USAGE}
 ${STATS_USAGE}
 ${TRACE_USAGE}
+${MONITOR_USAGE}
 ${PREFLIGHT_USAGE}
 ${PLAN_USAGE}
 ${CLEANUP_USAGE}
@@ -55,6 +57,7 @@ function run(argv: string[]): string | Promise<string> {
   if (argv[0] === 'plan') return planCommand(argv.slice(1));
   if (argv[0] === 'status') return statusCommand(argv.slice(1));
   if (argv[0] === 'trace') return traceCommand(argv.slice(1));
+  if (argv[0] === 'monitor') return monitorCommand(argv.slice(1));
   if (argv[0] === 'version') return versionCommand(argv.slice(1));
   const { values, positionals } = parseArgs({
     args: argv,

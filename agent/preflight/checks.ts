@@ -339,7 +339,7 @@ function mapSizeRows(configured: Readonly<Record<string, number>>, bpffsDir: str
   }
   const rows: Array<{ map: string; configured: number; pinned?: number; entries?: number }> & { pinError?: string } = Object.entries(configured).map(([map, n]) => {
     const p = pinned.find((s) => s.name === map);
-    return { map, configured: n, ...(p ? { pinned: p.capacity, entries: p.entries } : {}) };
+    return { map, configured: n, ...(p ? { pinned: p.capacity, entries: p.entries ?? 0 } : {}) };
   });
   if (pinError !== undefined) rows.pinError = pinError;
   return rows;
