@@ -21,6 +21,7 @@ import { linkPinPath, mapPinPath } from '../../agent/datapath/pins.js';
 import { CFG_FLAG, MAP_NAMES, decodeConfig } from '../../agent/maps/layout.js';
 import { KERNEL_FEATURE_NAMES } from '../../agent/datapath/kernel-features.js';
 import { requireRoot } from '../support/preflight.js';
+import { httpService, httpSlice } from '../support/e2e-objects.js';
 import { parseProm, valueOf, type Sample } from '../metrics/prom-text.js';
 
 const PODS = [
@@ -29,25 +30,8 @@ const PODS = [
 ];
 const CLUSTER_IP = '198.19.0.10';
 
-function service() {
-  return {
-    apiVersion: 'v1',
-    kind: 'Service',
-    metadata: { name: 'web', namespace: 'kf' },
-    spec: { type: 'ClusterIP', clusterIP: CLUSTER_IP, clusterIPs: [CLUSTER_IP], ports: [{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' }] },
-  };
-}
-
-function slice(ips: string[]) {
-  return {
-    apiVersion: 'discovery.k8s.io/v1',
-    kind: 'EndpointSlice',
-    metadata: { name: 'web-1', namespace: 'kf', labels: { 'kubernetes.io/service-name': 'web' } },
-    addressType: 'IPv4',
-    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-    endpoints: ips.map((ip) => ({ addresses: [ip], conditions: { ready: true }, nodeName: NODE_NAME })),
-  };
-}
+const service = () => httpService('kf', 'web', CLUSTER_IP);
+const slice = (ips: string[]) => httpSlice('kf', 'web-1', 'web', ips);
 
 /** SO_NETNS_COOKIE of a namespace, or undefined on a kernel without it. */
 function sockoptCookie(netns: string): bigint | undefined {

@@ -45,3 +45,8 @@ export function withPinnedMaps<T>(bpffsDir: string, fn: (m: BpfDatapathMaps) => 
     close();
   }
 }
+
+/** Backends of the frontend addr:port (its master, slot 0, of any scope) in the pinned kpr_svc map; undefined when not programmed. */
+export function frontendBackendCount(bpffsDir: string, addr: string, port = 80): number | undefined {
+  return withPinnedMaps(bpffsDir, (m) => m.dumpServices().find(([k]) => k.addr === addr && k.port === port && k.slot === 0)?.[1].count);
+}

@@ -1,0 +1,40 @@
+/**
+ * The objects most e2e suites serve, as an API server returns them: a
+ * ClusterIP Service with one TCP port "http" (80 → targetPort 8080), and an
+ * EndpointSlice of its endpoints behind port "http" 8080. Each suite names
+ * its namespace.
+ */
+import { NODE_NAME } from '../../sandbox/cluster.js';
+import type { KubeObject } from '../../sandbox/apiserver-selectors.js';
+
+/** `spec` is merged over the ClusterIP spec (a type, traffic policies, another port list). */
+export function httpService(namespace: string, name: string, clusterIP: string, spec: Record<string, unknown> = {}, port = 80): KubeObject {
+  return {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name, namespace },
+    spec: { type: 'ClusterIP', clusterIP, clusterIPs: [clusterIP], ports: [{ name: 'http', port, targetPort: 8080, protocol: 'TCP' }], ...spec },
+  };
+}
+
+export interface SliceEndpoint {
+  ip: string;
+  /** Default: the sandbox's node. */
+  node?: string;
+  /** Default: { ready: true }. */
+  conditions?: { ready?: boolean; serving?: boolean; terminating?: boolean };
+}
+
+/** A slice of Service `svc`; an endpoint given as an address alone is ready, on the sandbox's node. `annotations`, when given, are set. */
+export function httpSlice(namespace: string, name: string, svc: string, endpoints: Array<string | SliceEndpoint>, annotations?: Record<string, string>): KubeObject {
+  return {
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: { name, namespace, labels: { 'kubernetes.io/service-name': svc }, ...(annotations ? { annotations } : {}) },
+    addressType: 'IPv4',
+    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+    endpoints: endpoints
+      .map((e) => (typeof e === 'string' ? { ip: e } : e))
+      .map((e) => ({ addresses: [e.ip], conditions: e.conditions ?? { ready: true }, nodeName: e.node ?? NODE_NAME })),
+  };
+}
