@@ -42,6 +42,28 @@ export function runBenchChild<T>(what: string, script: string, args: string[], t
   });
 }
 
+/**
+ * The flags both benches take: --services/--endpoints (the scenario), --base
+ * (the other build's dist/, measured alternately with this one), and the
+ * child's --child/--dist (which build a child run measures).
+ */
+export function benchFlags(distRoot: string) {
+  return {
+    child: { type: 'boolean', default: false },
+    dist: { type: 'string', default: distRoot },
+    base: { type: 'string' },
+    services: { type: 'string', default: '10000' },
+    endpoints: { type: 'string', default: '10' },
+  } as const;
+}
+
+/** The builds a bench alternates, [name, dist/]: the base first when given, then this build. */
+export function buildArms(distRoot: string, base: string | undefined): Array<[string, string]> {
+  const arms: Array<[string, string]> = [['this build', distRoot]];
+  if (base) arms.unshift(['base', path.resolve(base)]);
+  return arms;
+}
+
 /** Imports a module of the build whose dist/ is `root` (`rel`: its path there, e.g. "agent/sync-loop.js"). */
 export function buildLoader(root: string): <T>(rel: string) => Promise<T> {
   return <T>(rel: string) => import(pathToFileURL(path.join(root, rel)).href) as Promise<T>;

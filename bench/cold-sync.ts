@@ -31,7 +31,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { buildLoader, quiet, standaloneMaps } from './bench-child.js';
+import { benchFlags, buildArms, buildLoader, quiet, standaloneMaps } from './bench-child.js';
 import { cachedScenario } from './cached-scenario.js';
 import { COLD_SYNC_MODES, runColdSyncChild, type ColdSyncChildResult, type ColdSyncMode } from './cold-child.js';
 import { floorSync } from './cold-floor.js';
@@ -93,13 +93,9 @@ async function child(root: string, mode: ColdSyncMode, services: number, endpoin
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
-      child: { type: 'boolean', default: false },
-      dist: { type: 'string', default: distRoot },
-      base: { type: 'string' },
+      ...benchFlags(distRoot),
       runs: { type: 'string', default: '8' },
       modes: { type: 'string', default: COLD_SYNC_MODES.join(',') },
-      services: { type: 'string', default: '10000' },
-      endpoints: { type: 'string', default: '10' },
     },
   });
   const services = Number(values.services);
@@ -110,8 +106,7 @@ async function main(): Promise<void> {
     process.stdout.write(`${JSON.stringify(await child(path.resolve(values.dist!), modes[0], services, endpoints))}\n`);
     return;
   }
-  const arms: Array<[string, string]> = [['this build', distRoot]];
-  if (values.base) arms.unshift(['base', path.resolve(values.base)]);
+  const arms = buildArms(distRoot, values.base);
   const runs = Number(values.runs);
   const samples: Record<string, Record<string, ColdSyncChildResult[]>> = {};
   // Modes and builds alternate run by run, so a slow spell of the machine falls on all of them.

@@ -25,7 +25,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PerformanceObserver, constants as perf } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { buildLoader, quiet, runBenchChild, standaloneMaps } from './bench-child.js';
+import { benchFlags, buildArms, buildLoader, quiet, runBenchChild, standaloneMaps } from './bench-child.js';
 import { cachedScenario } from './cached-scenario.js';
 import { median, renderGrid, round } from './report.js';
 
@@ -168,12 +168,8 @@ const pct = (xs: number[], p: number) => {
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
-      child: { type: 'boolean', default: false },
-      dist: { type: 'string', default: distRoot },
-      base: { type: 'string' },
+      ...benchFlags(distRoot),
       runs: { type: 'string', default: '3' },
-      services: { type: 'string', default: '10000' },
-      endpoints: { type: 'string', default: '10' },
       resyncs: { type: 'string', default: String(RESYNCS) },
     },
   });
@@ -185,8 +181,7 @@ async function main(): Promise<void> {
     return;
   }
   void cachedScenario; // (the child builds it with the measured build's prune functions)
-  const arms: Array<[string, string]> = [['this build', distRoot]];
-  if (values.base) arms.unshift(['base', path.resolve(values.base)]);
+  const arms = buildArms(distRoot, values.base);
   const all: Record<string, ChildResult[]> = {};
   for (let i = 0; i < Number(values.runs); i++) {
     for (const [arm, root] of arms) {
