@@ -10,9 +10,9 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
-import { BpfMap, withNetns } from '../../native/index.js';
-import { decodeCtKey, decodeCtVal, MAP_NAMES, CT_DIR, CT_FLAG, IPPROTO, type CtKey, type CtVal } from '../../agent/maps/layout.js';
-import { mapPinPath } from '../../agent/datapath/pins.js';
+import { withNetns } from '../../native/index.js';
+import { CT_DIR, CT_FLAG, IPPROTO, type CtKey, type CtVal } from '../../agent/maps/layout.js';
+import { pinnedConntrack } from '../support/pinned-maps.js';
 import { inNs, nsPath } from '../../sandbox/netns.js';
 import { waitFor } from '../../sandbox/cluster.js';
 import { CLIENTS, NODE1_UPLINK, NODE1_UPLINK6, podIp6, TwoNodeCluster, UNDERLAY, UNDERLAY6, type NodeName } from '../../sandbox/two-node.js';
@@ -85,14 +85,7 @@ describe(`NodePort, LoadBalancer and externalIPs on two nodes [${tcCase.label}]`
 
   const ext = (target: string, mode: 'http' | 'udp' | 'once' | 'get' | 'loop' = 'http', extra: string[] = []) => box.external('client-a', mode, target, extra);
 
-  function ctEntries(node: NodeName): Array<{ key: CtKey; val: CtVal }> {
-    const m = BpfMap.openPinned(mapPinPath(box.nodes[node].bpffsDir, MAP_NAMES.ct));
-    try {
-      return [...m.entries()].map(([k, v]) => ({ key: decodeCtKey(k), val: decodeCtVal(v) }));
-    } finally {
-      m.close();
-    }
-  }
+  const ctEntries = (node: NodeName) => pinnedConntrack(box.nodes[node].bpffsDir);
 
   function assertServed(rep: ClientReport, what: string, n: number): void {
     assert.equal(rep.failed, 0, `${what}: ${JSON.stringify(rep.errors)}`);
