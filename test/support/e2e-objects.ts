@@ -1,8 +1,8 @@
 /**
  * The objects most e2e suites serve, as an API server returns them: a
- * ClusterIP Service with one TCP port "http" (80 → targetPort 8080), and an
- * EndpointSlice of its endpoints behind port "http" 8080. Each suite names
- * its namespace.
+ * ClusterIP Service with one TCP port "http" (80 → targetPort 8080), and
+ * EndpointSlices of its endpoints (behind port "http" 8080, or the ports
+ * given). Each suite names its namespace.
  */
 import { NODE_NAME } from '../../sandbox/cluster.js';
 import type { KubeObject } from '../../sandbox/apiserver-selectors.js';
@@ -25,16 +25,28 @@ export interface SliceEndpoint {
   conditions?: { ready?: boolean; serving?: boolean; terminating?: boolean };
 }
 
-/** A slice of Service `svc`; an endpoint given as an address alone is ready, on the sandbox's node. `annotations`, when given, are set. */
-export function httpSlice(namespace: string, name: string, svc: string, endpoints: Array<string | SliceEndpoint>, annotations?: Record<string, string>): KubeObject {
+export interface SlicePort {
+  name: string;
+  port: number;
+  /** Default TCP. */
+  protocol?: string;
+}
+
+/** An IPv4 slice of Service `svc` behind `ports`; an endpoint given as an address alone is ready, on the sandbox's node. `annotations`, when given, are set. */
+export function endpointSlice(namespace: string, name: string, svc: string, endpoints: Array<string | SliceEndpoint>, ports: SlicePort[], annotations?: Record<string, string>): KubeObject {
   return {
     apiVersion: 'discovery.k8s.io/v1',
     kind: 'EndpointSlice',
     metadata: { name, namespace, labels: { 'kubernetes.io/service-name': svc }, ...(annotations ? { annotations } : {}) },
     addressType: 'IPv4',
-    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+    ports: ports.map((p) => ({ protocol: 'TCP', ...p })),
     endpoints: endpoints
       .map((e) => (typeof e === 'string' ? { ip: e } : e))
       .map((e) => ({ addresses: [e.ip], conditions: e.conditions ?? { ready: true }, nodeName: e.node ?? NODE_NAME })),
   };
+}
+
+/** A slice of Service `svc` behind port "http" 8080/TCP. */
+export function httpSlice(namespace: string, name: string, svc: string, endpoints: Array<string | SliceEndpoint>, annotations?: Record<string, string>): KubeObject {
+  return endpointSlice(namespace, name, svc, endpoints, [{ name: 'http', port: 8080 }], annotations);
 }
