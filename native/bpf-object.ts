@@ -10,7 +10,8 @@ import { constants } from 'node:os';
 import koffi from 'koffi';
 import { libbpf, type NativePtr } from './libbpf.js';
 import { KprBpfError, hintFor } from './errors.js';
-import { BpfMap, mapTypeName } from './bpf-map.js';
+import { BpfMap } from './bpf-map.js';
+import { mapTypeName } from './map-info.js';
 import { BpfProgram } from './bpf-program.js';
 import { attachCgroup, type CgroupAttachment } from './attach.js';
 
@@ -19,6 +20,8 @@ const E = constants.errno;
 export interface BpfObjectOpenOptions {
   /** bpffs directory (must exist, see ensureBpffs) where maps are pinned / adopted. */
   pinMapsDir?: string;
+  /** Pin paths by map name, in place of `${pinMapsDir}/${name}` (with pinMapsDir; libbpf creates a missing parent directory). */
+  pinPaths?: Readonly<Record<string, string>>;
   /** Programs not to load (bpf_program__set_autoload false): their hook is missing from this kernel. */
   skipPrograms?: readonly string[];
   /**
@@ -52,15 +55,17 @@ export class BpfObject {
   readonly path: string;
   readonly name: string;
   readonly pinMapsDir?: string;
+  readonly #pinPaths: Readonly<Record<string, string>>;
   #obj: NativePtr | null;
   #loaded = false;
   readonly #maps = new Map<string, BpfMap>();
   readonly #programs = new Map<string, BpfProgram>();
 
-  private constructor(obj: NativePtr, objPath: string, pinMapsDir: string | undefined) {
+  private constructor(obj: NativePtr, objPath: string, pinMapsDir: string | undefined, pinPaths: Readonly<Record<string, string>>) {
     this.#obj = obj;
     this.path = objPath;
     this.name = libbpf().bpf_object__name(obj);
+    this.#pinPaths = pinPaths;
     if (pinMapsDir !== undefined) this.pinMapsDir = pinMapsDir;
   }
 
@@ -72,7 +77,7 @@ export class BpfObject {
       const errno = koffi.errno() || E.EINVAL;
       throw new KprBpfError({ op: 'object open', path: objPath, errno, detail: hintFor(errno) });
     }
-    const self = new BpfObject(obj, objPath, opts.pinMapsDir);
+    const self = new BpfObject(obj, objPath, opts.pinMapsDir, opts.pinPaths ?? {});
     try {
       if (opts.pinMapsDir !== undefined) {
         for (const def of self.#mapDefs()) {
@@ -111,7 +116,7 @@ export class BpfObject {
   /** Where map `name` is (or will be) pinned; undefined without pinMapsDir. */
   pinPathOf(name: string): string {
     if (this.pinMapsDir === undefined) throw new Error(`bpf object ${this.path}: opened without pinMapsDir`);
-    return path.join(this.pinMapsDir, name);
+    return this.#pinPaths[name] ?? path.join(this.pinMapsDir, name);
   }
 
   mapNames(): string[] {

@@ -6,11 +6,10 @@ export { captureLibbpfMessages, setLibbpfLogger, silenceLibbpf, type LibbpfLogge
 export { ensureBpffs, isBpffs, unmountBpffs, BPF_FS_MAGIC, DEFAULT_BPFFS_ROOT, type EnsureBpffsOptions } from './bpffs.js';
 export { BpfObject, type BpfObjectOpenOptions, type PinnedSizeMismatch } from './bpf-object.js';
 export { BpfProgram, BPF_ATTACH_TYPE, attachTypeName } from './bpf-program.js';
-export {
-  BpfMap, BPF_ANY, BPF_NOEXIST, BPF_EXIST, BPF_F_LOCK, BPF_MAP_TYPE,
-  possibleCpus, sumPerCpuU64, perCpuSlots, isPerCpuMapType, valueStrideFor, mapTypeName, mapInfoByFd,
-  type BpfMapInfo, type BatchEntries, type DeleteBatchOptions,
-} from './bpf-map.js';
+export { BpfMap, BPF_ANY, BPF_NOEXIST, BPF_EXIST, BPF_F_LOCK, BPF_MAP_TYPE, type DeleteBatchOptions } from './bpf-map.js';
+export { type BatchEntries } from './map-batch-read.js';
+export { mapTypeName, mapInfoByFd, type BpfMapInfo } from './map-info.js';
+export { possibleCpus, sumPerCpuU64, perCpuSlots, isPerCpuMapType, valueStrideFor } from './per-cpu.js';
 export {
   attachCgroup, attachCgroupTemporarily, detachPinnedLink, pinnedLinkInfo, queryCgroupPrograms, cgroupId, linkInfoByFd,
   type CgroupAttachment, type LinkInfo, type TemporaryCgroupLink,
@@ -25,6 +24,7 @@ export {
   type BpfTcAttachPoint, type TcFilterAttachment, type TcFilterId,
 } from './tc-classic.js';
 export { testRun, type TestRunResult } from './test-run.js';
+export { RingBuffer, type RingRecordHandler } from './ring-buffer.js';
 export { releaseFreeNativeMemory } from './memory.js';
 export { BatchWriter, BATCH_WRITER_LIBRARY } from './batch-writer.js';
 export { probeBatchLookup, probeMapType, probeCgroupAttachType, type NativeProbe } from './probes.js';

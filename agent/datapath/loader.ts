@@ -14,7 +14,7 @@ import { BATCH_WRITER_LIBRARY, BpfIterator, BpfObject, cgroupId, DEFAULT_BPFFS_R
 import { MAP_NAMES, encodeConfig, mapCodecs, type KprConfig } from '../maps/layout.js';
 import { MAPS } from '../maps/registry.js';
 import type { Logger } from '../log.js';
-import { linkPinPath, mapPinDir } from './pins.js';
+import { linkPinPath, objectPins, ringPinDir } from './pins.js';
 import { checkPinDirs } from './pin-dir-ownership.js';
 import type { KernelFeature, KernelFeatures } from './kernel-features.js';
 import { SOCK_TERM_OBJECT } from './kernel-probes.js';
@@ -115,11 +115,11 @@ export function loadDatapath(opts: DatapathOptions, log: Logger, features: Kerne
   ensureBpffs(opts.bpffsDir);
   // Before any pin is reused: the directories and pins must be root's (agent/datapath/pin-dir-ownership.ts).
   checkPinDirs(opts.bpffsDir, DEFAULT_BPFFS_ROOT, log);
-  const pinMapsDir = mapPinDir(opts.bpffsDir);
+  const pins = objectPins(opts.bpffsDir);
   const opened: BpfObject[] = [];
   const requested = { ...opts.mapSizes };
-  let sized = pinnedSizes(opts, pinMapsDir, requested);
-  const replacedPins = replaceIncompatiblePins(opts, pinMapsDir, log, sized.sizes);
+  let sized = pinnedSizes(opts, pins, requested);
+  const replacedPins = replaceIncompatiblePins(opts, pins, log, sized.sizes);
   // Every pin went (another map was incompatible): every map is created at the configured size.
   if (replacedPins.length > 0) sized = { sizes: requested, mismatches: [] };
   for (const m of sized.mismatches) {
@@ -127,7 +127,7 @@ export function loadDatapath(opts: DatapathOptions, log: Logger, features: Kerne
   }
   const maxEntries = sized.sizes;
   const open = (file: string, skipPrograms: string[] = []) => {
-    const obj = BpfObject.open(file, { pinMapsDir, skipPrograms, maxEntries });
+    const obj = BpfObject.open(file, { ...pins, skipPrograms, maxEntries });
     opened.push(obj);
     obj.load();
     return obj;
@@ -225,11 +225,11 @@ export function loadDatapath(opts: DatapathOptions, log: Logger, features: Kerne
  * programs, on the new set, replace them once it is filled (conntrack and
  * affinity state start empty). Returns the names of the incompatible pins.
  */
-function replaceIncompatiblePins(opts: DatapathOptions, pinMapsDir: string, log: Logger, maxEntries: Readonly<Record<string, number>>): string[] {
+function replaceIncompatiblePins(opts: DatapathOptions, pins: MapPins, log: Logger, maxEntries: Readonly<Record<string, number>>): string[] {
   const bad: Array<{ name: string; pin: string; why: string }> = [];
   for (const file of datapathObjects(opts)) {
     if (!existsSync(file)) continue;
-    const obj = BpfObject.open(file, { pinMapsDir, maxEntries });
+    const obj = BpfObject.open(file, { ...pins, maxEntries });
     try {
       for (const b of obj.incompatiblePins()) if (!bad.some((x) => x.name === b.name)) bad.push(b);
     } finally {
@@ -238,10 +238,15 @@ function replaceIncompatiblePins(opts: DatapathOptions, pinMapsDir: string, log:
   }
   if (bad.length === 0) return [];
   log.error('pinned maps are not the maps kpr defines; all of kpr\'s maps are created anew and filled at the initial sync, the previous programs serving on the previous maps until then', { maps: bad });
-  for (const file of readdirSync(pinMapsDir)) rmSync(path.join(pinMapsDir, file), { force: true });
+  for (const dir of [pins.pinMapsDir, ringPinDir(opts.bpffsDir)]) {
+    if (existsSync(dir)) for (const file of readdirSync(dir)) rmSync(path.join(dir, file), { force: true });
+  }
   for (const b of bad) opts.onIncompatiblePin?.(b.name);
   return bad.map((b) => b.name);
 }
+
+/** Where the objects pin their maps (objectPins). */
+type MapPins = ReturnType<typeof objectPins>;
 
 function datapathObjects(opts: DatapathOptions): string[] {
   return [opts.bpfObject, sibling(opts.bpfObject, 'kpr_tc.bpf.o'), sibling(opts.bpfObject, SOCK_TERM_OBJECT)];
@@ -255,12 +260,12 @@ function datapathObjects(opts: DatapathOptions): string[] {
  * removed; each is returned as a mismatch. Maps without a configured size
  * must match their compiled size (else replaceIncompatiblePins replaces them).
  */
-export function pinnedSizes(opts: DatapathOptions, pinMapsDir: string, requested: Readonly<Record<string, number>>): { sizes: Record<string, number>; mismatches: PinnedSizeMismatch[] } {
+export function pinnedSizes(opts: DatapathOptions, pins: MapPins, requested: Readonly<Record<string, number>>): { sizes: Record<string, number>; mismatches: PinnedSizeMismatch[] } {
   const sizes = { ...requested };
   const mismatches: PinnedSizeMismatch[] = [];
   for (const file of datapathObjects(opts)) {
     if (!existsSync(file)) continue;
-    const obj = BpfObject.open(file, { pinMapsDir, maxEntries: requested });
+    const obj = BpfObject.open(file, { ...pins, maxEntries: requested });
     try {
       for (const m of obj.pinnedSizeMismatches()) {
         // Only the run-time sized maps: a fixed map (an array indexed by a constant, say) at another size is incompatible.

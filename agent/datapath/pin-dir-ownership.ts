@@ -23,7 +23,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../log.js';
-import { linkPinDir, mapPinDir } from './pins.js';
+import { linkPinDir, mapPinDir, ringPinDir } from './pins.js';
 
 export class PinDirOwnershipError extends Error {}
 
@@ -128,7 +128,7 @@ function checkPinsUnder(dir: string, log: Logger, result: PinDirCheck): void {
 
 /**
  * Checks the bpffs mount `root`, every directory from it down to `bpffsDir`,
- * and bpffsDir's maps/ and links/ (created when missing) with their pins.
+ * and bpffsDir's maps/, rings/ and links/ (created when missing) with their pins.
  * `bpffsDir` must exist (ensureBpffs) and be inside `root`.
  */
 export function checkPinDirs(bpffsDir: string, root: string, log: Logger): PinDirCheck {
@@ -147,7 +147,7 @@ export function checkPinDirs(bpffsDir: string, root: string, log: Logger): PinDi
     dir = path.join(dir, part);
     checkDir(dir, log, result);
   }
-  for (const sub of [mapPinDir(abs), linkPinDir(abs)]) {
+  for (const sub of [mapPinDir(abs), ringPinDir(abs), linkPinDir(abs)]) {
     checkDir(sub, log, result);
     checkPinsUnder(sub, log, result);
   }

@@ -25,6 +25,7 @@ export const ALL_KERNELS = ['host', '5.10', '6.1', '6.12'];
 export const KERNEL_SUITES = [
   'bpf/layout.test.js',
   'bpf/tc-datapath.test.js',
+  'bpf/monitor.test.js',
   'bpf/udp-terminator.test.js',
   'native/attach.test.js',
   'native/batch-writer.test.js',
@@ -46,12 +47,14 @@ export const KERNEL_SUITES = [
   'e2e/observability.test.js',
   'e2e/kernel-features.test.js',
   'e2e/drift-and-faults.test.js',
+  'e2e/monitor.test.js',
 ];
 
 /** What a row of the matrix stands for, and the kernel features its tests lean on (names as agent/datapath/kernel-features.ts). */
 export const ROWS: Record<string, { label: string; features: string[] }> = {
   'bpf/layout.test.js': { label: 'map layouts = the object\'s BTF', features: [] },
   'bpf/tc-datapath.test.js': { label: 'tc programs (BPF_PROG_TEST_RUN)', features: [] },
+  'bpf/monitor.test.js': { label: 'kpr monitor events, ring buffer (BPF_PROG_TEST_RUN)', features: [] },
   'bpf/udp-terminator.test.js': { label: 'UDP socket termination', features: ['bpf-sock-destroy'] },
   'native/attach.test.js': { label: 'cgroup links (pinned, swapped in place)', features: [] },
   'native/batch-writer.test.js': { label: 'batch writer thread', features: ['batch-map-ops'] },
@@ -74,6 +77,7 @@ export const ROWS: Record<string, { label: string; features: string[] }> = {
   'e2e/observability.test.js': { label: 'observability e2e', features: [] },
   'e2e/kernel-features.test.js': { label: 'kernel features, netns cookie, recovery e2e', features: ['netns-cookie-sockopt'] },
   'e2e/drift-and-faults.test.js': { label: 'drift repair and node faults e2e', features: [] },
+  'e2e/monitor.test.js': { label: 'kpr monitor e2e', features: ['tcx'] },
 };
 
 /** One kernel feature as `kpr preflight -o json` reports it. */

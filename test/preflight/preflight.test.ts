@@ -15,7 +15,7 @@ import { findCgroup2Mount } from '../../agent/cgroup.js';
 import { bpfObjectPath, cliBin } from '../support/paths.js';
 import { requireRoot } from '../support/preflight.js';
 import { BpfObject, ensureBpffs } from '../../native/index.js';
-import { mapPinDir } from '../../agent/datapath/pins.js';
+import { mapPinDir, objectPins } from '../../agent/datapath/pins.js';
 import { bpffsTempDir, rmrf, svcKey, svcVal } from '../native/helpers.js';
 
 function preflight(...args: string[]) {
@@ -131,7 +131,8 @@ test('map sizes: the trial load uses the configured sizes; pins at another size 
   const dir = bpffsTempDir();
   try {
     // A previous agent's pins, kpr_svc at 40 entries, 10 of them used.
-    const obj = BpfObject.open(bpfObjectPath, { pinMapsDir: ensureBpffs(mapPinDir(dir)), maxEntries: { kpr_svc: 40 } });
+    ensureBpffs(mapPinDir(dir));
+    const obj = BpfObject.open(bpfObjectPath, { ...objectPins(dir), maxEntries: { kpr_svc: 40 } });
     try {
       obj.load();
       for (let i = 0; i < 10; i++) obj.map('kpr_svc').update(svcKey(i), svcVal(i, 1));

@@ -17,7 +17,8 @@ import { silentLogger } from '../../agent/log.js';
 import { ep, service, slice } from '../support/k8s-fixtures.js';
 import { copyState, replayViolations, strictViolations } from '../reconcile/support/datapath-state.js';
 import { DRIFT_CASES, driftPlans, servedView, sortedDrift } from '../reconcile/support/drift-cases.js';
-import { World, rng } from '../reconcile/support/readback-world.js';
+import { World } from '../reconcile/support/readback-world.js';
+import { rng } from '../support/rng.js';
 import { quiet } from '../reconcile/support/reconcile-harness.js';
 
 
