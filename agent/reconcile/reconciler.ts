@@ -10,7 +10,9 @@
  *   admission.ts      whether a Service fits the datapath's limits;
  *   diff.ts           desired against the mirror → the write batch;
  *   write-batch.ts    the batch's queues and their apply order (APPLY_ORDER);
- *   read-back.ts      whether the kernel still holds what the mirror says.
+ *   read-back.ts      whether the kernel still holds what the mirror says
+ *                     (read-back-window.ts: a map in steps);
+ *   sweep-scan.ts     what a full sync would remove, found in steps.
  *
  * A frontend (address, port, protocol) owns one revNatId, shared by its
  * EXTERNAL and (optional) INTERNAL entry sets. A sync diffs desired against
@@ -38,9 +40,8 @@
  * and what nothing references (sweepScan, a batch at a time), and ends with
  * a `sweep: 'scanned'` sync that removes it: what only a full sync did
  * otherwise (sweep-scan.ts).
- *
- * How the read-back compares 210,000 entries while event syncs write
- * between its slices, and why that is exact: read-back.ts.
+ * * How the read-back compares 210,000 entries while event syncs write
+ * between its steps, and why that is exact: read-back.ts.
  */
 import type { DatapathMaps } from '../maps/datapath-maps.js';
 import type { PlanFrontend, SkippedObject } from '../plan/types.js';
@@ -116,14 +117,10 @@ export class Reconciler {
 
   /**
    * One step of a sliced read-back: whether kernel map `map` (one of
-   * READ_BACK_MAPS) holds exactly what the mirror says. kpr_svc,
-   * kpr_backend, kpr_vip and kpr_svc_meta, when the maps can dump them in
-   * resumable batches, are read back over several calls ('pending' until the last; syncs may run between
-   * them, see the top comment) and compared by fingerprint; when they can
-   * only dump raw, by fingerprint in this one call; the other maps are
-   * dumped and compared decoded in this one call. 'unreadable': the dump
-   * failed (logged; nothing changes, the next period reads again). With a
-   * stale mirror (re-read by the next sync anyway): 'match'.
+   * READ_BACK_MAPS) holds exactly what the mirror says; 'pending' until its
+   * last step, syncs running between them (read-back.ts). 'unreadable': the
+   * dump failed (logged; the next period reads again). With a stale mirror
+   * (re-read by the next sync anyway): 'match'.
    */
   readBackMatches(map: string): ReadBackVerdict {
     if (this.stale) {
