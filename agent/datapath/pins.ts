@@ -1,12 +1,67 @@
+import fs from 'node:fs';
 import path from 'node:path';
+import { MAP_BY_NAME } from '../maps/registry.js';
 
-/** Where kpr pins things under its bpffs directory. One place, shared by agent and CLI. */
+/**
+ * Where kpr pins things under its bpffs directory. One place, shared by agent and CLI.
+ *
+ * A map's pin carries its layout version (agent/maps/registry.ts): version
+ * 1 is the bare map name (what every release before versioned pins left:
+ * `maps/kpr_ct`), a later version adds `@v<N>` (`maps/kpr_ct@v2`; bpffs
+ * refuses '.' in names). Pins of two versions of one map can then sit side
+ * by side while an agent migrates from one to the other, and an agent
+ * tells a layout it does not know (a newer release's) from its own by name.
+ */
 export function mapPinDir(bpffsDir: string): string {
   return path.join(bpffsDir, 'maps');
 }
 
+/**
+ * The new map set of a live migration, pinned here while it is filled and
+ * the programs are swapped to it, then moved into maps/ (agent/datapath/migration.ts).
+ */
+export function mapStagingDir(bpffsDir: string): string {
+  return path.join(bpffsDir, 'staging');
+}
+
+/** A map's pin file name at a layout version. */
+export function mapPinName(mapName: string, version: number): string {
+  return version === 1 ? mapName : `${mapName}@v${version}`;
+}
+
+/** The map name and layout version a pin file name stands for; null for anything else. */
+export function parseMapPinName(file: string): { name: string; version: number } | null {
+  const m = /^([A-Za-z0-9_]+)(?:@v([1-9][0-9]{0,5}))?$/.exec(file);
+  if (!m) return null;
+  const version = m[2] === undefined ? 1 : Number(m[2]);
+  // "@v1" is not a name any release pins: version 1 is the bare name.
+  if (m[2] !== undefined && version === 1) return null;
+  return { name: m[1]!, version };
+}
+
+/** The pin of map `mapName` at this release's layout version (a name outside the registry: the bare name). */
 export function mapPinPath(bpffsDir: string, mapName: string): string {
-  return path.join(mapPinDir(bpffsDir), mapName);
+  return path.join(mapPinDir(bpffsDir), mapPinName(mapName, MAP_BY_NAME.get(mapName)?.version ?? 1));
+}
+
+/** The map pins under maps/, one per map name: this release's version when pinned, else the newest pinned; sorted by name. */
+export function pinnedMapFiles(bpffsDir: string): Array<{ name: string; version: number; path: string }> {
+  let files: string[];
+  try {
+    files = fs.readdirSync(mapPinDir(bpffsDir));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw err;
+  }
+  const best = new Map<string, { name: string; version: number; path: string }>();
+  for (const file of files) {
+    const p = parseMapPinName(file);
+    if (!p) continue;
+    const have = best.get(p.name);
+    const current = MAP_BY_NAME.get(p.name)?.version;
+    if (!have || (have.version !== current && (p.version === current || p.version > have.version))) best.set(p.name, { ...p, path: path.join(mapPinDir(bpffsDir), file) });
+  }
+  return [...best.values()].sort((a, b) => (a.name < b.name ? -1 : 1));
 }
 
 export function linkPinDir(bpffsDir: string): string {

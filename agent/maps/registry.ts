@@ -163,30 +163,59 @@ export const U64 = scalarLayout<bigint>('__u64', 'u64');
 /** libbpf's name of the map type (what `bpftool map` and BpfMap.typeName say). */
 export type MapTypeName = 'hash' | 'lru_hash' | 'lpm_trie' | 'array' | 'percpu_array';
 
+/**
+ * What a live migration (agent/datapath/migration.ts) does with a map's
+ * entries when it builds the new set beside the old pins:
+ *  - plan: the agent's own content (and the programs' counters), copied
+ *    into the new map before the reconciler adopts it, so ids survive and
+ *    the initial sync writes only the difference;
+ *  - state: written by the programs as traffic flows (conntrack, reverse
+ *    NAT, affinity), copied after the programs are swapped (entries the new
+ *    programs made first are kept), the new programs reading through to the
+ *    old map on a miss until then (bpf/include/kpr_migrate.h);
+ *  - scratch: not copied (kpr_term: one UDP termination run's list).
+ */
+export type MigrateAs = 'plan' | 'state' | 'scratch';
+
+/** A layout an older release pinned a map with, which this agent reads (and converts member by member, by name). */
+export interface OlderLayout {
+  version: number;
+  key: StructLayout;
+  value: StructLayout;
+}
+
 export interface MapSpec<K = unknown, V = unknown, N extends string = string> {
-  /** The pinned name (the C variable). */
+  /** The map's name (the C variable); pinned as `name` (version 1) or `name@v<version>` (agent/datapath/pins.ts). */
   name: N;
   type: MapTypeName;
   /** max_entries in the compiled object. */
   maxEntries: number;
   key: StructLayout<K>;
   value: StructLayout<V>;
+  /** This release's layout version: raised whenever key or value change. */
+  version: number;
+  /** The older layouts an agent may find pinned, newest first. */
+  older: readonly OlderLayout[];
+  migrate: MigrateAs;
 }
 
-function mapSpec<const N extends string, K, V>(name: N, type: MapTypeName, maxEntries: number, key: StructLayout<K>, value: StructLayout<V>): MapSpec<K, V, N> {
-  return { name, type, maxEntries, key, value };
+function mapSpec<const N extends string, K, V>(
+  name: N, type: MapTypeName, maxEntries: number, key: StructLayout<K>, value: StructLayout<V>,
+  opts: { migrate?: MigrateAs; version?: number; older?: readonly OlderLayout[] } = {},
+): MapSpec<K, V, N> {
+  return { name, type, maxEntries, key, value, version: opts.version ?? 1, older: opts.older ?? [], migrate: opts.migrate ?? 'plan' };
 }
 
 export const MAPS = {
   svc: mapSpec('kpr_svc', 'hash', 262144, SVC_KEY, SVC_VAL),
   backend: mapSpec('kpr_backend', 'hash', 262144, U32, BACKEND),
   vip: mapSpec('kpr_vip', 'hash', 65536, VIP_KEY, VIP_VAL),
-  revnat: mapSpec('kpr_revnat', 'lru_hash', 262144, REVNAT_KEY, REVNAT_VAL),
-  affinity: mapSpec('kpr_affinity', 'lru_hash', 65536, AFFINITY_KEY, AFFINITY_VAL),
+  revnat: mapSpec('kpr_revnat', 'lru_hash', 262144, REVNAT_KEY, REVNAT_VAL, { migrate: 'state' }),
+  affinity: mapSpec('kpr_affinity', 'lru_hash', 65536, AFFINITY_KEY, AFFINITY_VAL, { migrate: 'state' }),
   affinityMatch: mapSpec('kpr_aff_match', 'hash', 262144, AFFINITY_MATCH_KEY, U8),
-  term: mapSpec('kpr_term', 'hash', 4096, TERM_KEY, U8),
+  term: mapSpec('kpr_term', 'hash', 4096, TERM_KEY, U8, { migrate: 'scratch' }),
   svcMeta: mapSpec('kpr_svc_meta', 'hash', 65536, U32, SVC_META),
-  ct: mapSpec('kpr_ct', 'lru_hash', 262144, CT_KEY, CT_VAL),
+  ct: mapSpec('kpr_ct', 'lru_hash', 262144, CT_KEY, CT_VAL, { migrate: 'state' }),
   srcRange: mapSpec('kpr_src_range', 'lpm_trie', 16384, SRC_RANGE_KEY, U8),
   config: mapSpec('kpr_config', 'array', 1, U32, CONFIG),
   stats: mapSpec('kpr_stats', 'percpu_array', 32, U32, U64),
@@ -200,3 +229,12 @@ export const MAP_NAMES = Object.fromEntries(Object.entries(MAPS).map(([id, m]) =
 
 /** Every struct the maps hold (scalars aside). */
 export const ALL_LAYOUTS: StructLayout[] = [...new Set(Object.values(MAPS).flatMap((m): StructLayout[] => [m.key, m.value]))].filter((l) => !l.scalar);
+
+/** Registry entries by map name. */
+export const MAP_BY_NAME: ReadonlyMap<string, MapSpec & { id: MapId }> = new Map(Object.entries(MAPS).map(([id, m]) => [m.name, { ...(m as MapSpec), id: id as MapId }]));
+
+/** A map's key and value layouts at `version` (this release's or an older one it reads); undefined for a version it does not know. */
+export function layoutsAt(spec: MapSpec, version: number): { key: StructLayout; value: StructLayout } | undefined {
+  if (version === spec.version) return { key: spec.key, value: spec.value };
+  return spec.older.find((o) => o.version === version);
+}

@@ -5,9 +5,8 @@
  * costs one syscall per 4096 entries and a few hundred kilobytes, whatever
  * the map's capacity.
  */
-import { readdirSync } from 'node:fs';
 import { BpfMap, BPF_MAP_TYPE } from '../../native/index.js';
-import { mapPinDir, mapPinPath } from '../datapath/pins.js';
+import { pinnedMapFiles } from '../datapath/pins.js';
 
 const CHUNK = 4096;
 
@@ -35,21 +34,16 @@ export function mapStats(name: string, map: BpfMap): MapStats {
   return { name, type: map.typeName, keySize: map.keySize, valueSize: map.valueSize, entries: countEntries(map), capacity: map.maxEntries };
 }
 
-/** Names of the maps pinned under a bpffs directory, sorted; [] when none. */
+/** Names of the maps pinned under a bpffs directory (whatever their layout version), sorted; [] when none. */
 export function pinnedMapNames(bpffsDir: string): string[] {
-  try {
-    return readdirSync(mapPinDir(bpffsDir)).sort();
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
-    throw err;
-  }
+  return pinnedMapFiles(bpffsDir).map((p) => p.name);
 }
 
 /** Stats of every map pinned under `bpffsDir`, each opened and closed in turn. */
 export function pinnedMapStats(bpffsDir: string, open: (pin: string, name: string) => BpfMap = (pin) => BpfMap.openPinned(pin)): MapStats[] {
   const out: MapStats[] = [];
-  for (const name of pinnedMapNames(bpffsDir)) {
-    const map = open(mapPinPath(bpffsDir, name), name);
+  for (const { name, path: pin } of pinnedMapFiles(bpffsDir)) {
+    const map = open(pin, name);
     try {
       out.push(mapStats(name, map));
     } finally {

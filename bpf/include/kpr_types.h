@@ -239,6 +239,8 @@ enum kpr_config_flags {
 	KPR_CFG_F_SOCK_HOST_ONLY = 1 << 0,
 	/* No per-frontend counters (kpr_svc_stats): the agent's --service-counters=false. */
 	KPR_CFG_F_NO_SVC_STATS = 1 << 1,
+	/* A live migration is under way: a state-map miss reads the old map too (kpr_migrate.h). */
+	KPR_CFG_F_MIGRATING = 1 << 2,
 };
 
 /*

@@ -11,7 +11,8 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { BE_FLAG, CFG_FLAG, CT_DIR, CT_FLAG, FE_TYPE, STAT, STAT_MAX, SCOPE, SVC_FLAG, VIP_FLAG } from '../../agent/maps/layout.js';
-import { ALL_LAYOUTS, MAPS } from '../../agent/maps/registry.js';
+import { ALL_LAYOUTS, MAP_BY_NAME, MAPS } from '../../agent/maps/registry.js';
+import { PREV_MAPS } from '../../agent/datapath/migration.js';
 import type { FieldKind, StructLayout } from '../../agent/maps/struct-codec.js';
 import { mapTypeName } from '../../native/index.js';
 import { bpfObjectPath, repoRoot } from '../support/paths.js';
@@ -101,7 +102,18 @@ test('every map of the registry matches the BTF of every compiled object that ha
   for (const object of objects) {
     const btf = loadBtf(object);
     const defs = mapDefs(btf);
-    assert.deepEqual([...defs.keys()].sort(), Object.values(MAPS).map((m) => m.name).sort(), `${object}: the maps are the registry's`);
+    // The read-through placeholders of a migration (bpf/include/kpr_migrate.h) are in the objects that read through (socket, tc).
+    const prev = Object.values(PREV_MAPS).filter((p) => defs.has(p));
+    assert.ok(prev.length === 0 || prev.length === Object.keys(PREV_MAPS).length, `${object}: all of the *_prev maps or none`);
+    assert.deepEqual([...defs.keys()].sort(), [...Object.values(MAPS).map((m) => m.name), ...prev].sort(), `${object}: the maps are the registry's`);
+    for (const [name, placeholder] of Object.entries(PREV_MAPS)) {
+      const def = defs.get(placeholder);
+      if (!def) continue;
+      const spec = MAP_BY_NAME.get(name)!;
+      assert.equal(uintOf(btf, def.get('max_entries')), 1, `${placeholder}: a one-entry placeholder`);
+      checkLayout(btf, spec.key, def.get('key')!.type_id!, `${placeholder} key`);
+      checkLayout(btf, spec.value, def.get('value')!.type_id!, `${placeholder} value`);
+    }
     for (const spec of Object.values(MAPS)) {
       const def = defs.get(spec.name)!;
       const at = `${path.basename(object)} ${spec.name}`;
