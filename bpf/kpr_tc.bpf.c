@@ -374,9 +374,11 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	k.dir = KPR_CT_DIR_REPLY;
 	if (bpf_map_update_elem(&kpr_ct, &k, &rev, BPF_ANY))
 		return TC_ACT_SHOT;
+	kpr_ct_mirror(&k, &rev, cfg);
 	kpr_ct_key_of(&k, p, KPR_CT_DIR_ORIGINAL);
 	if (bpf_map_update_elem(&kpr_ct, &k, &fwd, BPF_ANY))
 		return TC_ACT_SHOT;
+	kpr_ct_mirror(&k, &fwd, cfg);
 
 	if (kpr_rewrite(skb, p, &fwd))
 		return TC_ACT_SHOT;

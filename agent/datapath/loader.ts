@@ -18,7 +18,7 @@ import { BATCH_WRITER_LIBRARY, BpfIterator, BpfMap, BpfObject, cgroupId, DEFAULT
 import { MAP_NAMES, encodeConfig, mapCodecs, type KprConfig } from '../maps/layout.js';
 import { MAPS, MAP_BY_NAME } from '../maps/registry.js';
 import type { Logger } from '../log.js';
-import { linkPinPath, mapPinName, mapPinPath, mapStagingDir } from './pins.js';
+import { linkPinPath, mapPinName, mapPinPaths, mapStagingDir } from './pins.js';
 import { checkPinDirs } from './pin-dir-ownership.js';
 import type { KernelFeature, KernelFeatures } from './kernel-features.js';
 import { SOCK_TERM_OBJECT } from './kernel-probes.js';
@@ -113,6 +113,11 @@ export interface Datapath {
   close(): void;
 }
 
+/** A socket program that writes kpr_revnat (and kpr_affinity): connect and sendmsg; recvmsg and getpeername only read. */
+function isWriter(prog: string): boolean {
+  return /^kpr_(connect|sendmsg)/.test(prog);
+}
+
 function sibling(bpfObject: string, name: string): string {
   return path.join(path.dirname(bpfObject), name);
 }
@@ -170,8 +175,8 @@ export function loadDatapath(opts: DatapathOptions, log: Logger, features: Kerne
   removeLeftovers(plan, opts.bpffsDir, log);
   const migration = plan.mode === 'migrate' ? startMigration(plan, opts, log) : null;
 
-  const pinPaths: Record<string, string> = {};
-  for (const spec of MAP_BY_NAME.values()) pinPaths[spec.name] = migration ? migration.stagedPin(spec.name) : mapPinPath(opts.bpffsDir, spec.name);
+  const pinPaths = mapPinPaths(opts.bpffsDir);
+  if (migration) for (const name of Object.keys(pinPaths)) pinPaths[name] = migration.stagedPin(name);
   const opened: BpfObject[] = [];
   const handles: BpfMap[] = [];
   const open = (file: string, skipPrograms: string[] = [], withPrev = true) => {
@@ -204,7 +209,9 @@ export function loadDatapath(opts: DatapathOptions, log: Logger, features: Kerne
       setMigratingFlag(maps.config, true);
       log.info('map migration: the new set is filled from the old one; the previous programs serve until the initial sync has written it', { copied });
     }
-    const attachable = SOCK_PROGRAMS.filter((p) => !skipped.includes(p));
+    // Readers of kpr_revnat first: swapped to the new set, they read through to the old map, while
+    // the writers not swapped yet still write there; the other order would hide new entries from old readers.
+    const attachable = SOCK_PROGRAMS.filter((p) => !skipped.includes(p)).sort((a, b) => Number(isWriter(a)) - Number(isWriter(b)));
     let reading = migration !== null;
     const dp: Datapath = {
       maps,
@@ -258,7 +265,7 @@ export function loadDatapath(opts: DatapathOptions, log: Logger, features: Kerne
           const summary = migration.finish(byName, maps.config, () => {
             reading = false;
             // The programs once more, on the same (now promoted) maps, without the old ones.
-            for (const spec of MAP_BY_NAME.values()) pinPaths[spec.name] = mapPinPath(opts.bpffsDir, spec.name);
+            Object.assign(pinPaths, mapPinPaths(opts.bpffsDir));
             const gen2 = [sock, tcObject];
             const nextSock = open(opts.bpfObject, skipped, false);
             const nextTc = open(sibling(opts.bpfObject, 'kpr_tc.bpf.o'), [], false);

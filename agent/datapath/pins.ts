@@ -44,6 +44,11 @@ export function mapPinPath(bpffsDir: string, mapName: string): string {
   return path.join(mapPinDir(bpffsDir), mapPinName(mapName, MAP_BY_NAME.get(mapName)?.version ?? 1));
 }
 
+/** Every registry map's pin path at this release's layout version (BpfObject's pinPaths, as the agent pins). */
+export function mapPinPaths(bpffsDir: string): Record<string, string> {
+  return Object.fromEntries([...MAP_BY_NAME.keys()].map((name) => [name, mapPinPath(bpffsDir, name)]));
+}
+
 /** The map pins under maps/, one per map name: this release's version when pinned, else the newest pinned; sorted by name. */
 export function pinnedMapFiles(bpffsDir: string): Array<{ name: string; version: number; path: string }> {
   let files: string[];

@@ -6,6 +6,7 @@
  * against the compiled object) all come from here.
  */
 import { scalarLayout, structLayout, type StructLayout } from './struct-codec.js';
+import * as V1 from './layouts-v1.js';
 import type {
   AffinityKey,
   AffinityMatchKey,
@@ -38,9 +39,8 @@ export const SVC_KEY = structLayout<SvcKey>()('kpr_svc_key', [
 export const SVC_VAL = structLayout<SvcVal>()('kpr_svc_val', [
   { c: 'backend_id', kind: 'u32' },
   { c: 'count', kind: 'u16' },
-  { c: 'rev_nat_id', kind: 'u16' },
   { c: 'flags', kind: 'u16' },
-  { c: 'pad', kind: 'pad', size: 2 },
+  { c: 'rev_nat_id', kind: 'u32' },
 ]);
 
 export const BACKEND = structLayout<Backend>()('kpr_backend', [
@@ -65,14 +65,15 @@ export const REVNAT_KEY = structLayout<RevNatKey>()('kpr_revnat_key', [
 export const REVNAT_VAL = structLayout<RevNatVal>()('kpr_revnat_val', [
   { c: 'addr', kind: 'addr' },
   { c: 'port', kind: 'be16' },
-  { c: 'rev_nat_id', kind: 'u16' },
+  { c: 'pad', kind: 'pad', size: 2 },
+  { c: 'rev_nat_id', kind: 'u32' },
 ]);
 
 export const AFFINITY_KEY = structLayout<AffinityKey>()('kpr_affinity_key', [
   { c: 'netns_cookie', kind: 'u64' },
   { c: 'client', kind: 'addr' },
-  { c: 'rev_nat_id', kind: 'u16' },
-  { c: 'pad', kind: 'pad', size: 6 },
+  { c: 'rev_nat_id', kind: 'u32' },
+  { c: 'pad', kind: 'pad', size: 4 },
 ]);
 
 export const AFFINITY_VAL = structLayout<AffinityVal>()('kpr_affinity_val', [
@@ -83,16 +84,15 @@ export const AFFINITY_VAL = structLayout<AffinityVal>()('kpr_affinity_val', [
 
 export const AFFINITY_MATCH_KEY = structLayout<AffinityMatchKey>()('kpr_affinity_match_key', [
   { c: 'backend_id', kind: 'u32' },
-  { c: 'rev_nat_id', kind: 'u16' },
-  { c: 'pad', kind: 'pad', size: 2 },
+  { c: 'rev_nat_id', kind: 'u32' },
 ]);
 
 export const TERM_KEY = structLayout<TermKey>()('kpr_term_key', [
   { c: 'addr', kind: 'addr' },
   { c: 'port', kind: 'be16' },
-  { c: 'rev_nat_id', kind: 'u16' },
   { c: 'proto', kind: 'u8' },
-  { c: 'pad', kind: 'pad', size: 3 },
+  { c: 'pad', kind: 'pad', size: 1 },
+  { c: 'rev_nat_id', kind: 'u32' },
 ]);
 
 export const SVC_META = structLayout<SvcMeta>()('kpr_svc_meta', [
@@ -128,16 +128,16 @@ export const CT_VAL = structLayout<CtVal>()('kpr_ct_val', [
   { c: 'nat_dport', kind: 'be16' },
   { c: 'backend_id', kind: 'u32' },
   { c: 'expires_ns', kind: 'u64' },
-  { c: 'rev_nat_id', kind: 'u16' },
+  { c: 'pad0', kind: 'pad', size: 2 },
   { c: 'flags', kind: 'u8' },
-  { c: 'pad', kind: 'pad', size: 5 },
+  { c: 'pad1', kind: 'pad', size: 1 },
+  { c: 'rev_nat_id', kind: 'u32' },
 ]);
 
 /** The LPM key; its codec (layout.ts) reads and writes the members as a CIDR. */
 export const SRC_RANGE_KEY = structLayout<SrcRangeKey>()('kpr_src_range_key', [
   { c: 'prefixlen', kind: 'u32' },
-  { c: 'rev_nat_id', kind: 'u16' },
-  { c: 'pad', kind: 'pad', size: 2 },
+  { c: 'rev_nat_id', kind: 'u32' },
   { c: 'addr', kind: 'addr' },
 ]);
 
@@ -207,16 +207,16 @@ function mapSpec<const N extends string, K, V>(
 }
 
 export const MAPS = {
-  svc: mapSpec('kpr_svc', 'hash', 262144, SVC_KEY, SVC_VAL),
+  svc: mapSpec('kpr_svc', 'hash', 262144, SVC_KEY, SVC_VAL, { version: 2, older: [{ version: 1, key: SVC_KEY, value: V1.SVC_VAL_V1 }] }),
   backend: mapSpec('kpr_backend', 'hash', 262144, U32, BACKEND),
   vip: mapSpec('kpr_vip', 'hash', 65536, VIP_KEY, VIP_VAL),
-  revnat: mapSpec('kpr_revnat', 'lru_hash', 262144, REVNAT_KEY, REVNAT_VAL, { migrate: 'state' }),
-  affinity: mapSpec('kpr_affinity', 'lru_hash', 65536, AFFINITY_KEY, AFFINITY_VAL, { migrate: 'state' }),
-  affinityMatch: mapSpec('kpr_aff_match', 'hash', 262144, AFFINITY_MATCH_KEY, U8),
-  term: mapSpec('kpr_term', 'hash', 4096, TERM_KEY, U8, { migrate: 'scratch' }),
+  revnat: mapSpec('kpr_revnat', 'lru_hash', 262144, REVNAT_KEY, REVNAT_VAL, { migrate: 'state', version: 2, older: [{ version: 1, key: REVNAT_KEY, value: V1.REVNAT_VAL_V1 }] }),
+  affinity: mapSpec('kpr_affinity', 'lru_hash', 65536, AFFINITY_KEY, AFFINITY_VAL, { migrate: 'state', version: 2, older: [{ version: 1, key: V1.AFFINITY_KEY_V1, value: AFFINITY_VAL }] }),
+  affinityMatch: mapSpec('kpr_aff_match', 'hash', 262144, AFFINITY_MATCH_KEY, U8, { version: 2, older: [{ version: 1, key: V1.AFFINITY_MATCH_KEY_V1, value: U8 }] }),
+  term: mapSpec('kpr_term', 'hash', 4096, TERM_KEY, U8, { migrate: 'scratch', version: 2, older: [{ version: 1, key: V1.TERM_KEY_V1, value: U8 }] }),
   svcMeta: mapSpec('kpr_svc_meta', 'hash', 65536, U32, SVC_META),
-  ct: mapSpec('kpr_ct', 'lru_hash', 262144, CT_KEY, CT_VAL, { migrate: 'state' }),
-  srcRange: mapSpec('kpr_src_range', 'lpm_trie', 16384, SRC_RANGE_KEY, U8),
+  ct: mapSpec('kpr_ct', 'lru_hash', 262144, CT_KEY, CT_VAL, { migrate: 'state', version: 2, older: [{ version: 1, key: CT_KEY, value: V1.CT_VAL_V1 }] }),
+  srcRange: mapSpec('kpr_src_range', 'lpm_trie', 16384, SRC_RANGE_KEY, U8, { version: 2, older: [{ version: 1, key: V1.SRC_RANGE_KEY_V1, value: U8 }] }),
   config: mapSpec('kpr_config', 'array', 1, U32, CONFIG),
   stats: mapSpec('kpr_stats', 'percpu_array', 32, U32, U64),
   svcStats: mapSpec('kpr_svc_stats', 'percpu_array', 65536, U32, SVC_STAT),

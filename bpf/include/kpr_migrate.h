@@ -9,8 +9,11 @@
  * kpr_ct, kpr_revnat or kpr_affinity is looked up again in the old map,
  * which the agent hands to the programs as the *_prev maps below at load
  * (bpf_map__reuse_fd): an entry the old programs made after nothing could
- * copy it any more is never missed. Outside a migration they are one-entry
- * placeholders that are never read.
+ * copy it any more is never missed. The other way round, a new flow's
+ * conntrack entries go to the old map too: the tc programs are swapped one
+ * interface at a time, and an old program on an interface not swapped yet
+ * (the one the replies arrive on, say) must find them. Outside a migration
+ * the *_prev maps are one-entry placeholders that are never read.
  *
  * The old map may hold an older layout: only members that sit at the same
  * offset in every layout an agent migrates from are read and written here
@@ -64,6 +67,13 @@ static __always_inline void kpr_ct_delete(const struct kpr_ct_key *k, const stru
 	bpf_map_delete_elem(&kpr_ct, k);
 	if (kpr_migrating(cfg))
 		bpf_map_delete_elem(&kpr_ct_prev, k);
+}
+
+/* A new flow's entry, written to the old map as well during a migration (best effort: a full LRU map evicts). */
+static __always_inline void kpr_ct_mirror(const struct kpr_ct_key *k, const struct kpr_ct_val *v, const struct kpr_config *cfg)
+{
+	if (kpr_migrating(cfg))
+		bpf_map_update_elem(&kpr_ct_prev, k, v, BPF_ANY);
 }
 
 /* Reverse NAT of a socket; only addr and port of the value are read. */

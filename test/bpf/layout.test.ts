@@ -8,7 +8,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { BE_FLAG, CFG_FLAG, CT_DIR, CT_FLAG, FE_TYPE, STAT, STAT_MAX, SCOPE, SVC_FLAG, VIP_FLAG } from '../../agent/maps/layout.js';
 import { ALL_LAYOUTS, MAP_BY_NAME, MAPS } from '../../agent/maps/registry.js';
@@ -121,6 +121,27 @@ test('every map of the registry matches the BTF of every compiled object that ha
       assert.equal(uintOf(btf, def.get('max_entries')), spec.maxEntries, `${at}: max_entries`);
       checkLayout(btf, spec.key, def.get('key')!.type_id!, `${at} key`);
       checkLayout(btf, spec.value, def.get('value')!.type_id!, `${at} value`);
+    }
+  }
+});
+
+test('the older layouts the registry reads match the BTF of the objects built against them (test/fixtures/bpf-<version>)', () => {
+  const older = Object.values(MAPS).flatMap((spec) => spec.older.map((o) => ({ spec, ...o })));
+  assert.ok(older.length > 0, 'the registry reads some older layout');
+  for (const version of new Set(older.map((o) => o.version))) {
+    const object = path.join(objectDir, 'fixtures', `v${version}`, path.basename(bpfObjectPath));
+    assert.ok(existsSync(object), `${object}: run \`make build\``);
+    const btf = loadBtf(object);
+    const defs = mapDefs(btf);
+    for (const o of older.filter((x) => x.version === version)) {
+      const def = defs.get(o.spec.name)!;
+      assert.ok(def, `${object} defines ${o.spec.name}`);
+      checkLayout(btf, o.key, def.get('key')!.type_id!, `v${version} ${o.spec.name} key`);
+      checkLayout(btf, o.value, def.get('value')!.type_id!, `v${version} ${o.spec.name} value`);
+    }
+    // Every map whose version is past this one reads it: no change goes unversioned.
+    for (const spec of Object.values(MAPS).filter((m) => m.version > version)) {
+      assert.ok(spec.older.some((x) => x.version === version), `${spec.name} (v${spec.version}) reads v${version}`);
     }
   }
 });

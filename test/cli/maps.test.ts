@@ -13,7 +13,7 @@ import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import { BpfMap, BpfObject, ensureBpffs, possibleCpus } from '../../native/index.js';
-import { mapPinDir, mapPinPath } from '../../agent/datapath/pins.js';
+import { mapPinDir, mapPinPath, mapPinPaths } from '../../agent/datapath/pins.js';
 import {
   BACKEND,
   BACKEND_ID_SIZE,
@@ -119,9 +119,9 @@ describe('kpr CLI on pinned maps (10,000 services × 10 backends)', { timeout: 1
     dir = path.join('/sys/fs/bpf', `kpr-test-cli-${process.pid}-${randomBytes(4).toString('hex')}`);
     ensureBpffs(dir);
     mkdirSync(mapPinDir(dir), { recursive: true });
-    const obj = BpfObject.open(bpfObjectPath, { pinMapsDir: mapPinDir(dir) });
+    const obj = BpfObject.open(bpfObjectPath, { pinPaths: mapPinPaths(dir) });
     try {
-      obj.load(); // creates and pins every map of the real datapath
+      obj.load(); // creates and pins every map of the real datapath, as the agent names the pins
     } finally {
       obj.close();
     }

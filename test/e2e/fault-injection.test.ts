@@ -333,6 +333,8 @@ describe('fault injection end to end', { timeout: scaled(600_000) }, () => {
       foreign.pin(pin);
       const t0 = performance.now();
       const agent = await box.startAgent(['--sync-period', `${SYNC_PERIOD_MS}ms`]);
+      // The set migrates (agent/datapath/migration.ts): the new kpr_backend is pinned in place once it ends.
+      await agent.waitForLog('map migration done: the old maps are released');
       const convergeMs = performance.now() - t0;
       const line = agent.logs.find((l) => typeof l.msg === 'string' && l.msg.startsWith('pinned maps are not the maps kpr defines'))!;
       assert.ok(line, 'the replacement is logged');
