@@ -78,7 +78,7 @@ export class Agent {
     if (probed.unknownNames.length) log.warn('unknown kernel feature names in the environment', { names: probed.unknownNames });
     obs.metrics.kernelFeatures(() => features.list());
     features.onChange((f) => log.warn('kernel feature changed', { feature: f.feature, state: f.state, fallback: f.fallback, text: formatFeature(f) }));
-    const sizes = computeMapSizes(cfg.mapSizeOptions, { totalMemoryBytes: os.totalmem(), cpus: os.availableParallelism(), possibleCpus: possibleCpus() });
+    const sizes = computeMapSizes({ ...cfg.mapSizeOptions, serviceCounters: cfg.serviceCounters }, { totalMemoryBytes: os.totalmem(), cpus: os.availableParallelism(), possibleCpus: possibleCpus() });
     log.info('BPF map sizes', { maps: describeMapSizes(sizes) });
     this.datapath = loadDatapath({ ...cfg, mapSizes: sizes.byMapName, loadUdpIterator: cfg.udpTermination !== 'netlink', onIncompatiblePin: () => obs.metrics.pinRestored('map', 'incompatible') }, log, features);
     const dp = this.datapath;
@@ -116,7 +116,9 @@ export class Agent {
       srcRange: dp.maps.srcRange,
       writer: this.writer,
     });
-    const reconciler = new Reconciler(obs.instrument(maps), log.child({ source: 'reconciler' }), { capacities: testCapacities(maps.capacities(), cfg.testMapCapacities, log) });
+    // Frontend ids 1 .. n-1 index kpr_svc_stats and name kpr_svc_meta (n: map-sizes.ts frontendCapacity).
+    const maxRevNatId = dp.maps.svcMeta.maxEntries - 1;
+    const reconciler = new Reconciler(obs.instrument(maps), log.child({ source: 'reconciler' }), { capacities: testCapacities(maps.capacities(), cfg.testMapCapacities, log), maxRevNatId });
     obs.adopted(reconciler.adopt());
 
     const kc = loadKubeConfig({ kubeconfig: cfg.kubeconfig, serviceHost: cfg.k8sServiceHost, servicePort: cfg.k8sServicePort });

@@ -46,7 +46,12 @@ export function mapPinPath(bpffsDir: string, mapName: string): string {
 
 /** Every registry map's pin path at this release's layout version (BpfObject's pinPaths, as the agent pins). */
 export function mapPinPaths(bpffsDir: string): Record<string, string> {
-  return Object.fromEntries([...MAP_BY_NAME.keys()].map((name) => [name, mapPinPath(bpffsDir, name)]));
+  return mapPinPathsIn(mapPinDir(bpffsDir));
+}
+
+/** mapPinPaths in any directory (a staging set, a test's). */
+export function mapPinPathsIn(dir: string): Record<string, string> {
+  return Object.fromEntries([...MAP_BY_NAME.values()].map((m) => [m.name, path.join(dir, mapPinName(m.name, m.version))]));
 }
 
 /** The map pins under maps/, one per map name: this release's version when pinned, else the newest pinned; sorted by name. */

@@ -10,6 +10,7 @@
 #include <bpf/bpf_helpers.h>
 #include "kpr_types.h"
 
+/* Compiled defaults: the agent sets the sizes at load (agent/datapath/map-sizes.ts). */
 #define KPR_SVC_MAP_MAX 262144
 #define KPR_BACKEND_MAP_MAX 262144
 #define KPR_REVNAT_MAP_MAX 262144
@@ -18,7 +19,7 @@
 #define KPR_TERM_MAP_MAX 4096
 #define KPR_CT_MAP_MAX 262144
 #define KPR_SRC_RANGE_MAP_MAX 16384
-/* Every rev_nat_id (a __u16): ids are allocated lowest first, so all are dense below the frontend count. */
+/* Every frontend id (rev_nat_id): ids are allocated lowest first, so all are dense below the frontend count. */
 #define KPR_SVC_STATS_MAX 65536
 
 /* Frontend slot -> master entry or backend id (see struct kpr_svc_key). */

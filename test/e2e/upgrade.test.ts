@@ -24,6 +24,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { BpfMap } from '../../native/index.js';
 import { MAPS } from '../../agent/maps/registry.js';
+import { readStats } from '../../agent/metrics/datapath-stats.js';
 import { mapPinDir, mapPinPath, mapStagingDir } from '../../agent/datapath/pins.js';
 import { EXTERNAL_INTERFACES, NODE1_UPLINK, POD_INTERFACES, TwoNodeCluster, type AgentProcess } from '../../sandbox/two-node.js';
 import { nsPath } from '../../sandbox/netns.js';
@@ -94,13 +95,24 @@ function upgradeSuite(tcCase: TcModeCase): void {
       };
     }
 
+    /** The datapath's counters that are not 0 (the failure message's context: drops, lost flows). */
+    function counters(): Record<string, string> {
+      const m = BpfMap.openPinned(mapPinPath(bpffs(), MAPS.stats.name));
+      try {
+        return Object.fromEntries(readStats(m).filter((s) => s.value > 0n).map((s) => [s.stat, String(s.value)]));
+      } finally {
+        m.close();
+      }
+    }
+
     /** Every kind of traffic ran and none failed; long-lived flows kept their pod and replies came from the service. */
     function assertUnharmed(reports: Record<string, HoldReport>, what: string): void {
+      const stats = counters();
       for (const [where, rep] of Object.entries(reports)) {
         const at = `${what}, ${where}`;
         const kinds = Object.entries(rep.kinds).map(([k, r]) => `${k}=${r.ok}/${r.ok + r.failed}`).join(' ');
         console.log(`migration=${what.replace(/ /g, '-')} via=${where} exchanges=${rep.ok + rep.failed} failed=${rep.failed} ${kinds}`);
-        assert.equal(rep.failed, 0, `${at}: ${JSON.stringify({ errors: rep.errors, examples: rep.examples })}`);
+        assert.equal(rep.failed, 0, `${at}: ${JSON.stringify({ errors: rep.errors, examples: rep.examples, datapath: stats })}`);
         for (const kind of ['echo', 'udp', 'udpNew', 'http'] as const) assert.ok((rep.kinds[kind]?.ok ?? 0) > 0, `${at}: no ${kind} exchange served: ${JSON.stringify(rep.kinds)}`);
         assert.deepEqual(Object.keys(rep.byPod).sort(), PODS.map((p) => p.name), `${at}: both backends served`);
       }
@@ -149,7 +161,8 @@ function upgradeSuite(tcCase: TcModeCase): void {
       const reports = await load.stop();
       assertUnharmed(reports, 'size change');
       const reasons = (done.maps as Array<{ map: string; reason: string }>).map((m) => `${m.map}:${m.reason}`).sort();
-      assert.deepEqual(reasons, ['kpr_ct:size', 'kpr_svc:size']);
+      // The frontend id space (a quarter of kpr_svc) and its maps follow the service map.
+      assert.deepEqual(reasons, ['kpr_ct:size', 'kpr_svc:size', 'kpr_svc_meta:size', 'kpr_svc_stats:size', 'kpr_vip:size']);
       const after = { ct: pinned(MAPS.ct.name), svc: pinned(MAPS.svc.name) };
       assert.ok(after.ct.maxEntries >= 65536 && after.ct.maxEntries < 65536 + 1024, `kpr_ct ${after.ct.maxEntries}`);
       assert.equal(after.svc.maxEntries, 131072);

@@ -19,6 +19,7 @@ import { SLICED, SMALL_MAP_DRIFT_CASES, World, readBack, rng } from '../reconcil
 import { parseProm, valueOf } from '../metrics/prom-text.js';
 import { bpffsTempDir, objPath, requireBpf, rmrf } from './helpers.js';
 import { openPinnedMapSet } from '../support/pinned-maps.js';
+import { mapPinPathsIn } from '../../agent/datapath/pins.js';
 
 const quiet = { info() {}, warn() {}, error() {} };
 
@@ -27,7 +28,7 @@ before(() => requireBpf());
 /** The object's maps, pinned in a fresh directory and opened again by pin. */
 function pinnedMaps(): { maps: BpfDatapathMaps; set: Omit<DatapathMapSet, 'writer'>; close(): void } {
   const dir = bpffsTempDir();
-  const obj = BpfObject.open(objPath, { pinMapsDir: dir });
+  const obj = BpfObject.open(objPath, { pinPaths: mapPinPathsIn(dir) });
   obj.load();
   const pins = openPinnedMapSet(dir);
   return {
