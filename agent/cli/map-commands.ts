@@ -71,14 +71,13 @@ export function dumpMap(map: BpfMap, name: string, version?: number): DumpEntry[
   const dec = DECODERS[name];
   if (!dec) throw new CliError(`no decoder for map "${name}"`);
   const spec = MAP_BY_NAME.get(name);
-  const read = map.lookupBatch();
-  const { count, keys, values } = spec && version !== undefined && version !== spec.version ? convertEntries(read, spec, version, map) : read;
-  const stride = spec && version !== undefined && version !== spec.version ? (map.perCpu ? round8(spec.value.size) * map.possibleCpus() : spec.value.size) : map.valueStride;
-  const keySize = spec && version !== undefined && version !== spec.version ? spec.key.size : map.keySize;
-  const slot = map.perCpu ? stride / map.possibleCpus() : stride;
+  const older = spec !== undefined && version !== undefined && version !== spec.version;
+  const read = older ? convertEntries(map.lookupBatch(), spec, version, map) : { ...map.lookupBatch(), keySize: map.keySize, valueStride: map.valueStride };
+  const { count, keys, values, keySize, valueStride } = read;
+  const slot = map.perCpu ? valueStride / map.possibleCpus() : valueStride;
   const out: DumpEntry[] = [];
   for (let i = 0; i < count; i++) {
-    const raw = values.subarray(i * stride, (i + 1) * stride);
+    const raw = values.subarray(i * valueStride, (i + 1) * valueStride);
     if (dec.sparse && raw.every((b) => b === 0)) continue;
     const key = dec.key(keys, i * keySize);
     out.push({ key, value: dec.value(raw, slot, key) });
@@ -88,10 +87,10 @@ export function dumpMap(map: BpfMap, name: string, version?: number): DumpEntry[
 
 const round8 = (n: number) => Math.ceil(n / 8) * 8;
 
-/** Entries read at an older layout `version` of `spec`, in this release's layout. */
-function convertEntries(read: BatchEntries, spec: MapSpec, version: number, map: BpfMap): BatchEntries {
+/** Entries read at an older layout `version` of `spec`, in this release's layout (and its key size and value stride). */
+function convertEntries(read: BatchEntries, spec: MapSpec, version: number, map: BpfMap): BatchEntries & { keySize: number; valueStride: number } {
   const from = layoutsAt(spec, version);
-  if (!from) throw new CliError(`${spec.name} is pinned at layout v${version}, which this kpr does not know (it reads v${spec.version} and older ones it lists)`);
+  if (!from) throw new CliError(`${spec.name} is pinned at layout v${version}, which this kpr does not know (it reads v${spec.version} and the older ones it lists)`);
   const k = layoutConverter(from.key, spec.key);
   const v = layoutConverter(from.value, spec.value);
   const cpus = map.perCpu ? map.possibleCpus() : 1;
@@ -103,7 +102,7 @@ function convertEntries(read: BatchEntries, spec: MapSpec, version: number, map:
     k(read.keys, i * map.keySize, keys, i * spec.key.size);
     for (let c = 0; c < cpus; c++) v(read.values, i * map.valueStride + c * srcSlot, values, (i * cpus + c) * dstSlot);
   }
-  return { count: read.count, keys, values };
+  return { count: read.count, keys, values, keySize: spec.key.size, valueStride: dstSlot * cpus };
 }
 
 /** Orders keys field by field (numbers numerically), for stable, readable dumps. */

@@ -24,7 +24,7 @@ import type { KernelFeature, KernelFeatures } from './kernel-features.js';
 import { SOCK_TERM_OBJECT } from './kernel-probes.js';
 import { describeRefusal, planPins, type PinPlan, type WantedMap } from './migration-plan.js';
 import { liveMapIds, pinDirPath, scanMapPins } from './pin-scan.js';
-import { Migration, PREV_MAPS, setMigratingFlag, type MigrationReasonLine, type MigrationSummary } from './migration.js';
+import { Migration, setMigratingFlag, type MigrationReasonLine, type MigrationSummary } from './migration.js';
 
 /** The cgroup socket programs, by name in bpf/kpr_sock.bpf.c. */
 export const SOCK_PROGRAMS = [

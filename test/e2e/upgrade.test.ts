@@ -74,13 +74,18 @@ function upgradeSuite(tcCase: TcModeCase): void {
 
     const startAgent = (extra: string[] = []) => box.startAgent('node-1', [...tcCase.args, ...extra]);
 
-    /** Traffic from both vantage points until stopped; the reports of both. */
+    /**
+     * Traffic from both vantage points until stopped; the reports of both. A
+     * request's bound is generous (10 s): a flow the datapath broke never
+     * answers, while two CPUs shared with other work can stall a process for
+     * seconds.
+     */
     function traffic() {
       const hold = (ns: string, ip: string, ports: { http: number; echo: number; dns: number }, cgroupOf?: 'node-1') =>
         box.startClient<HoldReport>(
           ns,
           'hold',
-          ['--echo', `${ip}:${ports.echo}`, '--udp', `${ip}:${ports.dns}`, '--udp-new', '--http', `${ip}:${ports.http}`, '--flows', '3', '--interval-ms', '20', '--duration-ms', String(scaled(240_000)), '--timeout-ms', '3000'],
+          ['--echo', `${ip}:${ports.echo}`, '--udp', `${ip}:${ports.dns}`, '--udp-new', '--http', `${ip}:${ports.http}`, '--flows', '3', '--interval-ms', '20', '--duration-ms', String(scaled(240_000)), '--timeout-ms', '10000'],
           cgroupOf ? { cgroupOf } : {},
         );
       const runs = {
