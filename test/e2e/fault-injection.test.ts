@@ -196,7 +196,7 @@ describe('fault injection end to end', { timeout: scaled(600_000) }, () => {
       const line = await agent.waitForLog((l) => l.msg === 'pinned objects replaced by others; pinned the agent\'s own again', NODE_CHECK_BOUND_MS, from);
       const convergeMs = performance.now() - t0;
       const pins = line.pins as Array<{ pin: string; object: string; reason: string; found?: string }>;
-      const svcRepair = pins.find((p) => p.pin.endsWith(`/${MAP_NAMES.svc}`))!;
+      const svcRepair = pins.find((p) => p.pin === mapPinPath(box.sandbox.bpffsDir, MAP_NAMES.svc))!;
       assert.equal(svcRepair.reason, 'replaced');
       assert.match(svcRepair.found ?? '', /array, key 4 B, value 8 B/);
       assert.ok(pins.filter((p) => p.object === 'link' && p.reason === 'missing').length >= 6, JSON.stringify(pins));
