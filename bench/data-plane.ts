@@ -13,6 +13,7 @@ import { repoRoot } from '../sandbox/repo.js';
 import { addPod, createNode, type NodeTopology } from '../sandbox/topology.js';
 import { ECHO_PORT, POD_IP } from './scenario.js';
 import { withCountersOff, type CounterSwitch } from './counter-switch.js';
+import { withMonitorOn } from './monitor-reader.js';
 
 const buildDir = path.join(repoRoot, 'build');
 export const connloadBin = path.join(buildDir, 'connload');
@@ -54,6 +55,15 @@ export interface ConnResult {
   conns_per_sec: number;
   elapsed_ms: number;
   first_error: string;
+  /** A round with kpr monitor on (bench/monitor-reader.ts): records its reader took, events the ring lost. */
+  monitor_events?: number;
+  monitor_lost?: number;
+}
+
+/** connload's round with kpr monitor on and a reader draining, the reader's counts added to its result. */
+export async function withMonitorRound(bpffsDir: string, round: () => Promise<ConnResult>): Promise<ConnResult> {
+  const m = await withMonitorOn(bpffsDir, round);
+  return { ...m.result, monitor_events: m.events, monitor_lost: m.lost };
 }
 
 export interface DataplaneEnv {
@@ -95,6 +105,11 @@ export async function setupDataplane(sandbox: Sandbox): Promise<DataplaneEnv> {
   return { topo, podIp: POD_IP };
 }
 
+/** What a monitor round's reader saw, for the progress lines; "" for other rounds. */
+export function monitorNote(r: ConnResult): string {
+  return r.monitor_events === undefined ? '' : `  monitor: ${r.monitor_events} events read, ${r.monitor_lost} lost`;
+}
+
 /** One connload run in any namespace of the sandbox; `inCgroup` puts it under kpr's socket hooks. */
 export async function connloadIn(sandbox: Sandbox, ns: string, target: string, port: number, count: number, limitMs: number, inCgroup: boolean, warmup = 200): Promise<ConnResult> {
   const child = sandbox.spawnIn(ns, connloadBin, [target, String(port), String(count), String(limitMs), String(warmup)], {
@@ -130,8 +145,11 @@ export async function waitReachable(sandbox: Sandbox, env: DataplaneEnv, ip: str
   throw new Error(`${ip}:${port} not reachable through kpr after ${timeoutMs} ms: ${JSON.stringify(last)}`);
 }
 
-/** clusterip-nocounters: the ClusterIP with the per-Service counters off (counter-switch.ts), beside the same with them on. */
-export type Arm = 'clusterip' | 'clusterip-nocounters' | 'direct' | 'direct-nohook';
+/**
+ * clusterip-nocounters: the ClusterIP with the per-Service counters off (counter-switch.ts), beside the same with them on;
+ * clusterip-monitor: with kpr monitor on and a reader draining its ring (monitor-reader.ts), beside the same off.
+ */
+export type Arm = 'clusterip' | 'clusterip-nocounters' | 'clusterip-monitor' | 'direct' | 'direct-nohook';
 
 export interface DataplaneRounds {
   rounds: Record<Arm, ConnResult[]>;
@@ -151,20 +169,25 @@ export async function dataplaneRounds(
   limitMs: number,
   log: (m: string) => void,
   counters?: CounterSwitch,
+  monitorBpffs?: string,
 ): Promise<DataplaneRounds> {
-  const res: Record<Arm, ConnResult[]> = { clusterip: [], 'clusterip-nocounters': [], direct: [], 'direct-nohook': [] };
-  const arms: Arm[] = clusterIP ? ['clusterip', ...(counters ? (['clusterip-nocounters'] as Arm[]) : []), 'direct', 'direct-nohook'] : ['direct', 'direct-nohook'];
+  const res: Record<Arm, ConnResult[]> = { clusterip: [], 'clusterip-nocounters': [], 'clusterip-monitor': [], direct: [], 'direct-nohook': [] };
+  const arms: Arm[] = clusterIP
+    ? ['clusterip', ...(counters ? (['clusterip-nocounters'] as Arm[]) : []), ...(monitorBpffs ? (['clusterip-monitor'] as Arm[]) : []), 'direct', 'direct-nohook']
+    : ['direct', 'direct-nohook'];
   const run = async (arm: Arm): Promise<ConnResult> => {
     if (arm === 'direct' || arm === 'direct-nohook') return connload(sandbox, env, env.podIp, ECHO_PORT, count, limitMs, arm === 'direct');
-    if (arm === 'clusterip') return connload(sandbox, env, clusterIP!.ip, clusterIP!.port, count, limitMs, true);
-    return withCountersOff(counters!, () => connload(sandbox, env, clusterIP!.ip, clusterIP!.port, count, limitMs, true), log);
+    const viaClusterIp = () => connload(sandbox, env, clusterIP!.ip, clusterIP!.port, count, limitMs, true);
+    if (arm === 'clusterip') return viaClusterIp();
+    if (arm === 'clusterip-monitor') return withMonitorRound(monitorBpffs!, viaClusterIp);
+    return withCountersOff(counters!, viaClusterIp, log);
   };
   for (let r = 0; r < rounds; r++) {
     const order = r % 2 === 0 ? arms : [...arms].reverse();
     for (const arm of order) {
       const r1 = await run(arm);
       res[arm].push(r1);
-      log(`  round ${r + 1}/${rounds} ${arm.padEnd(13)} ${r1.count} ok ${r1.errors} err  p50 ${r1.p50_us} us  p99 ${r1.p99_us} us  ${r1.conns_per_sec}/s`);
+      log(`  round ${r + 1}/${rounds} ${arm.padEnd(17)} ${r1.count} ok ${r1.errors} err  p50 ${r1.p50_us} us  p99 ${r1.p99_us} us  ${r1.conns_per_sec}/s${monitorNote(r1)}`);
     }
   }
   return { rounds: res };

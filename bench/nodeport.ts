@@ -38,7 +38,7 @@ import { tcxSupported } from '../native/index.js';
 import { inNs, nsPath, Sandbox } from '../sandbox/netns.js';
 import { repoRoot } from '../sandbox/repo.js';
 import { startAgent, startApi, type Agent, type BenchApiServer } from './control-plane.js';
-import { connloadIn, type ConnResult } from './data-plane.js';
+import { connloadIn, monitorNote, withMonitorRound, type ConnResult } from './data-plane.js';
 import { IPTABLES_RESTORE, natRuleCount, restoreIn } from './iptables.js';
 import { fullRestore, type KpService } from './kube-proxy-rules.js';
 import { fullTransactionChunks } from './kube-proxy-nft.js';
@@ -108,8 +108,11 @@ export function nodePortNodeObject(): KubeObj {
   };
 }
 
-/** kpr-nocounters: the kpr node with its per-Service counters off (counter-switch.ts), in the same rounds. */
-export type NodePortArm = 'kpr' | 'kpr-nocounters' | 'kpr-tc' | 'iptables' | 'nftables' | 'direct' | 'direct-via-kpr-node' | 'direct-via-iptables-node' | 'direct-via-nftables-node';
+/**
+ * kpr-nocounters: the kpr node with its per-Service counters off (counter-switch.ts), in the same rounds;
+ * kpr-monitor: with kpr monitor on and a reader draining (monitor-reader.ts).
+ */
+export type NodePortArm = 'kpr' | 'kpr-nocounters' | 'kpr-monitor' | 'kpr-tc' | 'iptables' | 'nftables' | 'direct' | 'direct-via-kpr-node' | 'direct-via-iptables-node' | 'direct-via-nftables-node';
 
 /** The agents of the kpr arms: the default tc attach mode, and the classic one forced beside it (when the default is tcx). */
 type KprArm = 'kpr' | 'kpr-tc';
@@ -360,8 +363,9 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
     }
 
     if (targets.has('kpr')) targets.set('kpr-nocounters', targets.get('kpr')!);
+    if (targets.has('kpr')) targets.set('kpr-monitor', targets.get('kpr')!);
     const counters = counterSwitch(sandbox.bpffsDir);
-    const order: NodePortArm[] = ['kpr', 'kpr-nocounters', 'kpr-tc', 'iptables', 'nftables', 'direct', 'direct-via-kpr-node', 'direct-via-iptables-node', 'direct-via-nftables-node'];
+    const order: NodePortArm[] = ['kpr', 'kpr-nocounters', 'kpr-monitor', 'kpr-tc', 'iptables', 'nftables', 'direct', 'direct-via-kpr-node', 'direct-via-iptables-node', 'direct-via-nftables-node'];
     const arms = order.filter((a) => targets.has(a));
     const stacks = new Map<'kpr' | 'kpr-tc' | 'iptables' | 'nftables' | 'direct', NodePortStack>();
     for (const k of ['kpr', 'kpr-tc', 'iptables', 'nftables', 'direct'] as const) if (targets.has(k)) stacks.set(k, targets.get(k)!.stack);
@@ -372,10 +376,11 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
       for (const arm of r % 2 === 0 ? arms : [...arms].reverse()) {
         const t = targets.get(arm)!;
         const measure = () => connloadIn(sandbox, t.stack.clientNs, t.ip, t.port, cfg.conns, cfg.limitMs, false);
-        const one = arm === 'kpr-nocounters' ? await withCountersOff(counters, measure, log) : await measure();
+        const one =
+          arm === 'kpr-nocounters' ? await withCountersOff(counters, measure, log) : arm === 'kpr-monitor' ? await withMonitorRound(sandbox.bpffsDir, measure) : await measure();
         res.rounds[arm]!.push(one);
         log(
-          `  round ${r + 1}/${cfg.rounds} ${arm.padEnd(24)} ${one.count} ok ${one.errors} err  p50 ${one.p50_us} us  p99 ${one.p99_us} us  ${one.conns_per_sec}/s${one.first_error ? `  (${one.first_error})` : ''}`,
+          `  round ${r + 1}/${cfg.rounds} ${arm.padEnd(24)} ${one.count} ok ${one.errors} err  p50 ${one.p50_us} us  p99 ${one.p99_us} us  ${one.conns_per_sec}/s${monitorNote(one)}${one.first_error ? `  (${one.first_error})` : ''}`,
         );
       }
     }

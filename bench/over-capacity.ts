@@ -7,8 +7,10 @@
  *   - what the initial sync programmed and refused (its log line, the
  *     kpr_services_over_limit gauge, /healthz's servicesOverLimit field);
  *   - the agent's CPU (utime+stime from /proc/PID/stat) and RSS over a
- *     minute of being over capacity, sampled every 5 s, and how many syncs
- *     (and failed syncs) it ran meanwhile;
+ *     minute of being over capacity (KPR_BENCH_OBSERVE_MS; the issue's
+ *     10 minutes: 600000), sampled every 5 s, with the RSS at rest (between
+ *     resyncs) early and late, and how many syncs (and failed syncs) it ran
+ *     meanwhile;
  *   - connect latency (bench/connload.c) to a Service that fits, to its pod
  *     directly under kpr's hooks, and to the pod outside kpr's cgroup.
  *
@@ -55,6 +57,27 @@ function rssMiB(pid: number): number {
 }
 
 const TICK_MS = 10;
+/** A sample under this share of a CPU fell between resyncs: its RSS is the agent's resting size. */
+const IDLE_CPU_PCT = 5;
+
+/**
+ * RSS at rest, early and late: the median of the samples taken between
+ * resyncs in the first and the last fifth of the observation. A sample
+ * taken while a resync runs holds its transient garbage (the resync's
+ * swing, up to ~50 MiB at 30,000 Services), which says nothing about growth.
+ */
+function idleRss(samples: ReadonlyArray<{ atS: number; cpuPct: number; rssMiB: number }>): { idleEarly?: number; idleLate?: number; idleLateOverEarly?: number } {
+  const span = samples.length === 0 ? 0 : samples[samples.length - 1]!.atS;
+  const median = (xs: number[]) => (xs.length === 0 ? undefined : xs.sort((a, b) => a - b)[xs.length >> 1]);
+  const idle = samples.filter((s) => s.cpuPct < IDLE_CPU_PCT);
+  const early = median(idle.filter((s) => s.atS <= span / 5).map((s) => s.rssMiB));
+  const late = median(idle.filter((s) => s.atS >= (span * 4) / 5).map((s) => s.rssMiB));
+  return {
+    ...(early !== undefined ? { idleEarly: early } : {}),
+    ...(late !== undefined ? { idleLate: late } : {}),
+    ...(early !== undefined && late !== undefined ? { idleLateOverEarly: Math.round((late / early) * 1000) / 1000 } : {}),
+  };
+}
 
 async function main(): Promise<void> {
   buildHelpers();
@@ -124,7 +147,7 @@ async function main(): Promise<void> {
       observed: {
         seconds: Math.round(wallMs / 100) / 10,
         cpuPctOfOneCpu: Math.round((cpuMs * 1000) / wallMs) / 10,
-        rssMiB: { atStart: rss0, min: Math.min(...samples.map((s) => s.rssMiB)), max: Math.max(...samples.map((s) => s.rssMiB)), atEnd: samples[samples.length - 1]?.rssMiB },
+        rssMiB: { atStart: rss0, min: Math.min(...samples.map((s) => s.rssMiB)), max: Math.max(...samples.map((s) => s.rssMiB)), atEnd: samples[samples.length - 1]?.rssMiB, ...idleRss(samples) },
         syncs,
         failedSyncs: failed,
         samples,

@@ -61,6 +61,24 @@ export interface DataplaneSummary {
   hookCostRatioP50?: number;
   /** ClusterIP with the per-Service counters on / off (the same agent, alternating rounds). */
   countersCost?: RatioSet;
+  /** ClusterIP with kpr monitor on (a reader draining) / off (the same agent, alternating rounds). */
+  monitorCost?: RatioSet & MonitorCounts;
+}
+
+/** What the monitor arm's reader saw over all its rounds. */
+export interface MonitorCounts {
+  events: number;
+  lost: number;
+  /** Connections made in those rounds (warm-up excluded: its connections make events too). */
+  connections: number;
+}
+
+/** ratioSet(on, off) of a monitor arm, with what its reader saw. */
+function monitorCost(on: ArmSummary | undefined, off: ArmSummary | undefined): (RatioSet & MonitorCounts) | undefined {
+  const r = ratioSet(on, off);
+  if (!r || !on) return undefined;
+  const sum = (f: (x: ConnResult) => number) => on.rounds.reduce((n, x) => n + f(x), 0);
+  return { ...r, events: sum((x) => x.monitor_events ?? 0), lost: sum((x) => x.monitor_lost ?? 0), connections: sum((x) => x.count + x.errors) };
 }
 
 /** Per arm: medians over its rounds of each round's figures (arms without rounds are left out). */
@@ -96,6 +114,7 @@ export function summarizeDataplane(services: number, r: DataplaneRounds): Datapl
   if (d && n) s.hookCostRatioP50 = round(d.p50_us / n.p50_us);
   const off = arms['clusterip-nocounters'];
   if (c && off) s.countersCost = ratioSet(c, off);
+  s.monitorCost = monitorCost(arms['clusterip-monitor'], c);
   return s;
 }
 
@@ -122,7 +141,7 @@ export interface NodePortSummary {
   nodePort: number;
   arms: Record<string, ArmSummary>;
   /** kprTcKpr: the agent with --tc-attach tc (clsact filter) over the default (tcx link where the kernel has it). */
-  ratios: { kprDirect?: RatioSet; iptablesDirect?: RatioSet; kprIptables?: RatioSet; nftablesDirect?: RatioSet; kprNftables?: RatioSet; kprTcKpr?: RatioSet; countersOnOff?: RatioSet };
+  ratios: { kprDirect?: RatioSet; iptablesDirect?: RatioSet; kprIptables?: RatioSet; nftablesDirect?: RatioSet; kprNftables?: RatioSet; kprTcKpr?: RatioSet; countersOnOff?: RatioSet; monitorOnOff?: RatioSet & MonitorCounts };
   kpr?: unknown;
   kprTc?: unknown;
   iptables?: unknown;
@@ -145,6 +164,7 @@ export function summarizeNodePort(p: Omit<NodePortSummary, 'arms' | 'ratios'> & 
       kprNftables: ratioSet(arms.kpr, arms.nftables),
       kprTcKpr: ratioSet(arms['kpr-tc'], arms.kpr),
       countersOnOff: ratioSet(arms.kpr, arms['kpr-nocounters']),
+      monitorOnOff: monitorCost(arms['kpr-monitor'], arms.kpr),
     },
     kpr: p.kpr,
     kprTc: p.kprTc,

@@ -281,7 +281,7 @@ async function dataplanePhase(sandbox: Sandbox, env: Awaited<ReturnType<typeof s
   const cip = withKpr ? { ip: ECHO_CLUSTER_IP, port: SERVICE_PORT } : undefined;
   if (cip) await waitReachable(sandbox, env, cip.ip, cip.port);
   log(`data plane at ${services} services: ${cfg.dpRounds} rounds × ${cfg.dpConns} connections per arm`);
-  const r = await dataplaneRounds(sandbox, env, cip, cfg.dpRounds, cfg.dpConns, cfg.dpLimitMs, log, cip ? counterSwitch(sandbox.bpffsDir) : undefined);
+  const r = await dataplaneRounds(sandbox, env, cip, cfg.dpRounds, cfg.dpConns, cfg.dpLimitMs, log, cip ? counterSwitch(sandbox.bpffsDir) : undefined, cip ? sandbox.bpffsDir : undefined);
   return summarizeDataplane(services, r);
 }
 
@@ -650,6 +650,18 @@ function buildRows(res: Results): { control: Row[]; data: Row[] } {
         result: passFail(d.countersCost?.p50 ?? undefined, 1.02),
       });
     }
+    const mon = d.monitorCost;
+    const on = d.arms['clusterip-monitor'];
+    if (c && on && mon) {
+      data.push({
+        metric: `conn p50 / p99, ${at}: kpr monitor on (reader draining; ${mon.events} events read, ${mon.lost} lost) vs off`,
+        kpr: `${on.p50_us} / ${on.p99_us} µs`,
+        other: `${c.p50_us} / ${c.p99_us} µs`,
+        ratio: `${fmtRatio(on.p50_us, c.p50_us)} / ${fmtRatio(on.p99_us, c.p99_us)}`,
+        target: '',
+        result: '',
+      });
+    }
     data.push({
       metric: `conn p99 latency, ${at}`,
       kpr: c ? `${c.p99_us} µs` : 'n/a',
@@ -752,6 +764,23 @@ function nodePortRows(res: Results): string[][] {
       // Same node, same rounds: the kpr column with its per-Service counters on, the direct column with them off.
       const r = d.ratios.countersOnOff;
       rows.push([`  kpr p50 per-Service counters on / off (target ≤ 1.02×), ${at}`, us(k.p50_us), '', '', `off: ${us(off.p50_us)}`, `${fmtRatio(k.p50_us, off.p50_us)} ${passFail(r?.p50 ?? undefined, 1.02)}`, '', '', '', '']);
+    }
+    const on = d.arms['kpr-monitor'];
+    const mon = d.ratios.monitorOnOff;
+    if (k && on && mon) {
+      // Same node, same rounds: the kpr column with kpr monitor on (a reader draining), the direct column with it off.
+      rows.push([
+        `  kpr p50 / p99 kpr monitor on / off (${mon.events} events read, ${mon.lost} lost), ${at}`,
+        `${us(on.p50_us)} / ${us(on.p99_us)}`,
+        '',
+        '',
+        `off: ${us(k.p50_us)} / ${us(k.p99_us)}`,
+        `${fmtRatio(on.p50_us, k.p50_us)} / ${fmtRatio(on.p99_us, k.p99_us)}`,
+        '',
+        '',
+        '',
+        '',
+      ]);
     }
   }
   return rows;

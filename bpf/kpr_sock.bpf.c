@@ -18,6 +18,7 @@
 #include "kpr_addr.h"
 #include "kpr_common.h"
 #include "kpr_lb.h"
+#include "kpr_monitor.h"
 
 #define SYS_REJECT 0
 #define SYS_PROCEED 1
@@ -50,9 +51,10 @@ static __always_inline bool kpr_sock_skip(struct bpf_sock_addr *ctx, const struc
  * Translates *dst if it is a service frontend. Returns 0 when translated or
  * not a service, -EHOSTUNREACH when the caller must be refused at once (no
  * backend, or a service address on a port no Service defines), -ENOENT when
- * a slot or backend vanished underneath us.
+ * a slot or backend vanished underneath us. Each outcome is one kpr monitor
+ * event (`hook`: which program asks).
  */
-static __always_inline int kpr_xlate_fwd(struct bpf_sock_addr *ctx, struct kpr_dst *dst, __u32 stat_id)
+static __always_inline int kpr_xlate_fwd(struct bpf_sock_addr *ctx, struct kpr_dst *dst, __u32 stat_id, __u8 hook)
 {
 	struct kpr_affinity_key client = {};
 	struct kpr_revnat_key rkey = {};
@@ -64,6 +66,7 @@ static __always_inline int kpr_xlate_fwd(struct bpf_sock_addr *ctx, struct kpr_d
 	struct kpr_backend *be;
 	__u32 backend_id = 0;
 	__u64 now = 0;
+	__u8 ev_flags = 0;
 
 	if (kpr_sock_skip(ctx, cfg))
 		return 0;
@@ -77,6 +80,7 @@ static __always_inline int kpr_xlate_fwd(struct bpf_sock_addr *ctx, struct kpr_d
 		vip = bpf_map_lookup_elem(&kpr_vip, &vkey);
 		if (vip && (vip->flags & KPR_VIP_F_REFUSE_UNKNOWN_PORT)) {
 			kpr_count(KPR_STAT_UNKNOWN_PORT);
+			kpr_emit(ctx, hook, KPR_EV_UNKNOWN_PORT, 0, &key, NULL, NULL, 0, NULL, 0, 0);
 			return -EHOSTUNREACH;
 		}
 		return 0;
@@ -86,6 +90,7 @@ static __always_inline int kpr_xlate_fwd(struct bpf_sock_addr *ctx, struct kpr_d
 		kpr_count(KPR_STAT_NO_BACKEND);
 		if (stat)
 			stat->refused++;
+		kpr_emit(ctx, hook, KPR_EV_NO_ENDPOINT, 0, &key, svc, NULL, 0, NULL, 0, 0);
 		return -EHOSTUNREACH;
 	}
 	/* No client address at connect time: affinity is per network namespace. */
@@ -93,9 +98,10 @@ static __always_inline int kpr_xlate_fwd(struct bpf_sock_addr *ctx, struct kpr_d
 		client.netns_cookie = bpf_get_netns_cookie(ctx);
 		now = bpf_ktime_get_ns();
 	}
-	be = kpr_lb_select_backend(&key, svc, &client, now, &backend_id);
+	be = kpr_lb_select_backend(&key, svc, &client, now, &backend_id, &ev_flags);
 	if (!be) {
 		kpr_count(KPR_STAT_BACKEND_MISSING);
+		kpr_emit(ctx, hook, KPR_EV_BACKEND_MISSING, ev_flags, &key, svc, NULL, backend_id, NULL, 0, 0);
 		return -ENOENT;
 	}
 
@@ -107,6 +113,7 @@ static __always_inline int kpr_xlate_fwd(struct bpf_sock_addr *ctx, struct kpr_d
 	rval.rev_nat_id = svc->rev_nat_id;
 	/* Best effort: a full LRU evicts an old socket's entry, never fails us. */
 	bpf_map_update_elem(&kpr_revnat, &rkey, &rval, BPF_ANY);
+	kpr_emit(ctx, hook, KPR_EV_TRANSLATED, ev_flags, &key, svc, be, backend_id, NULL, 0, 0);
 
 	kpr_addr_copy(dst->addr, be->addr);
 	dst->port = be->port;
@@ -142,7 +149,7 @@ static __always_inline int kpr_verdict(int err)
 
 /* ---------------------------------------------------------------- IPv4 */
 
-static __always_inline int kpr4_fwd(struct bpf_sock_addr *ctx, __u32 stat)
+static __always_inline int kpr4_fwd(struct bpf_sock_addr *ctx, __u32 stat, __u8 hook)
 {
 	struct kpr_dst dst = {};
 	int err;
@@ -152,7 +159,7 @@ static __always_inline int kpr4_fwd(struct bpf_sock_addr *ctx, __u32 stat)
 	kpr_addr_from_v4(dst.addr, ctx->user_ip4);
 	dst.port = (__be16)ctx->user_port;
 	dst.proto = (__u8)ctx->protocol;
-	err = kpr_xlate_fwd(ctx, &dst, stat);
+	err = kpr_xlate_fwd(ctx, &dst, stat, hook);
 	if (err)
 		return kpr_verdict(err);
 	if (!kpr_addr_is_v4(dst.addr))
@@ -179,13 +186,13 @@ static __always_inline void kpr4_rev(struct bpf_sock_addr *ctx, __u32 stat)
 SEC("cgroup/connect4")
 int kpr_connect4(struct bpf_sock_addr *ctx)
 {
-	return kpr4_fwd(ctx, KPR_STAT_CONNECT_XLATE);
+	return kpr4_fwd(ctx, KPR_STAT_CONNECT_XLATE, KPR_HOOK_CONNECT4);
 }
 
 SEC("cgroup/sendmsg4")
 int kpr_sendmsg4(struct bpf_sock_addr *ctx)
 {
-	return kpr4_fwd(ctx, KPR_STAT_SENDMSG_XLATE);
+	return kpr4_fwd(ctx, KPR_STAT_SENDMSG_XLATE, KPR_HOOK_SENDMSG4);
 }
 
 SEC("cgroup/recvmsg4")
@@ -227,7 +234,7 @@ static __always_inline void kpr6_store(struct bpf_sock_addr *ctx, const struct k
  * the maps hold IPv4 as IPv4-mapped, so the same lookup serves it and the
  * backend comes back in the form the socket needs.
  */
-static __always_inline int kpr6_fwd(struct bpf_sock_addr *ctx, __u32 stat)
+static __always_inline int kpr6_fwd(struct bpf_sock_addr *ctx, __u32 stat, __u8 hook)
 {
 	struct kpr_dst dst = {};
 	int err;
@@ -236,7 +243,7 @@ static __always_inline int kpr6_fwd(struct bpf_sock_addr *ctx, __u32 stat)
 		return SYS_PROCEED;
 	kpr6_load(ctx, &dst);
 	dst.proto = (__u8)ctx->protocol;
-	err = kpr_xlate_fwd(ctx, &dst, stat);
+	err = kpr_xlate_fwd(ctx, &dst, stat, hook);
 	if (err)
 		return kpr_verdict(err);
 	kpr6_store(ctx, &dst);
@@ -257,13 +264,13 @@ static __always_inline void kpr6_rev(struct bpf_sock_addr *ctx, __u32 stat)
 SEC("cgroup/connect6")
 int kpr_connect6(struct bpf_sock_addr *ctx)
 {
-	return kpr6_fwd(ctx, KPR_STAT_CONNECT_XLATE);
+	return kpr6_fwd(ctx, KPR_STAT_CONNECT_XLATE, KPR_HOOK_CONNECT6);
 }
 
 SEC("cgroup/sendmsg6")
 int kpr_sendmsg6(struct bpf_sock_addr *ctx)
 {
-	return kpr6_fwd(ctx, KPR_STAT_SENDMSG_XLATE);
+	return kpr6_fwd(ctx, KPR_STAT_SENDMSG_XLATE, KPR_HOOK_SENDMSG6);
 }
 
 SEC("cgroup/recvmsg6")

@@ -38,6 +38,7 @@
 #include "kpr_addr.h"
 #include "kpr_common.h"
 #include "kpr_lb.h"
+#include "kpr_monitor.h"
 
 #define IP_MF 0x2000
 #define IP_OFFSET 0x1fff
@@ -282,7 +283,7 @@ static __always_inline int kpr_pick_snat(const struct kpr_pkt *p, const struct k
 	return -1;
 }
 
-/* A new flow to a frontend: choose, record both directions, rewrite, forward. */
+/* A new flow to a frontend: choose, record both directions, rewrite, forward. Each outcome is one kpr monitor event. */
 static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p, __u8 role,
 					const struct kpr_config *cfg, __u64 now)
 {
@@ -294,6 +295,8 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	struct kpr_svc_stat *stat;
 	struct kpr_backend *be;
 	__u32 backend_id = 0;
+	__u8 hook = role == KPR_ROLE_POD ? KPR_HOOK_TC_POD : KPR_HOOK_TC_EXT;
+	__u8 ev_flags = 0;
 	bool snat;
 
 	/* Pods are in-cluster callers: they get the INTERNAL set when one exists. */
@@ -301,13 +304,16 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	svc = kpr_lb_lookup_service(&key, role == KPR_ROLE_POD);
 	if (!svc)
 		return TC_ACT_OK;
-	if (p->proto == IPPROTO_TCP && !(p->tcp_flags & KPR_TCP_SYN))
+	if (p->proto == IPPROTO_TCP && !(p->tcp_flags & KPR_TCP_SYN)) {
 		kpr_count(KPR_STAT_TC_CT_LOST);
+		ev_flags |= KPR_EVF_CT_LOST;
+	}
 	stat = kpr_svc_stat_of(cfg, svc->rev_nat_id);
 	if (!kpr_lb_source_allowed(svc, p->saddr)) {
 		kpr_count(KPR_STAT_TC_DROP_SOURCE_RANGE);
 		if (stat)
 			stat->dropped_source_range++;
+		kpr_emit(skb, hook, KPR_EV_SOURCE_RANGE, ev_flags, &key, svc, NULL, 0, p->saddr, p->sport, p->family);
 		return TC_ACT_SHOT;
 	}
 	if (svc->count == 0) {
@@ -319,13 +325,15 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 			else
 				stat->dropped_no_endpoint++;
 		}
+		kpr_emit(skb, hook, svc->flags & KPR_SVC_F_LOCAL_ONLY ? KPR_EV_NO_LOCAL_ENDPOINT : KPR_EV_NO_ENDPOINT, ev_flags, &key, svc, NULL, 0, p->saddr, p->sport, p->family);
 		return TC_ACT_SHOT;
 	}
 	/* Affinity by client address (netns cookie 0), as kube-proxy's ClientIP. */
 	kpr_addr_copy(client.client, p->saddr);
-	be = kpr_lb_select_backend(&key, svc, &client, now, &backend_id);
+	be = kpr_lb_select_backend(&key, svc, &client, now, &backend_id, &ev_flags);
 	if (!be) {
 		kpr_count(KPR_STAT_BACKEND_MISSING);
+		kpr_emit(skb, hook, KPR_EV_BACKEND_MISSING, ev_flags, &key, svc, NULL, backend_id, p->saddr, p->sport, p->family);
 		return TC_ACT_OK;
 	}
 
@@ -345,9 +353,11 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	if (snat) {
 		if (kpr_pick_snat(p, be, cfg, &fwd)) {
 			kpr_count(KPR_STAT_TC_DROP_NO_SNAT_PORT);
+			kpr_emit(skb, hook, KPR_EV_NO_SNAT_PORT, ev_flags, &key, svc, be, backend_id, p->saddr, p->sport, p->family);
 			return TC_ACT_SHOT;
 		}
 		fwd.flags = KPR_CT_F_SNAT;
+		ev_flags |= KPR_EVF_SNAT;
 	} else {
 		kpr_addr_copy(fwd.nat_saddr, p->saddr);
 		fwd.nat_sport = p->sport;
@@ -385,6 +395,7 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	kpr_count(KPR_STAT_TC_DNAT);
 	if (stat)
 		stat->balanced++; /* per-CPU slot: no atomic needed */
+	kpr_emit(skb, hook, KPR_EV_TRANSLATED, ev_flags, &key, svc, be, backend_id, p->saddr, p->sport, p->family);
 	return kpr_forward(skb, &fwd, p->family, p->proto);
 }
 

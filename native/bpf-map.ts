@@ -34,6 +34,7 @@ export const BPF_MAP_TYPE = {
   PERCPU_ARRAY: 6,
   LRU_HASH: 9,
   LRU_PERCPU_HASH: 10,
+  RINGBUF: 27,
 } as const;
 
 const PER_CPU_TYPES = new Set<number>([5, 6, 10, 21 /* PERCPU_CGROUP_STORAGE */]);

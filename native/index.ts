@@ -25,6 +25,7 @@ export {
   type BpfTcAttachPoint, type TcFilterAttachment, type TcFilterId,
 } from './tc-classic.js';
 export { testRun, type TestRunResult } from './test-run.js';
+export { RingBuffer, type RingRecordHandler } from './ring-buffer.js';
 export { releaseFreeNativeMemory } from './memory.js';
 export { BatchWriter, BATCH_WRITER_LIBRARY } from './batch-writer.js';
 export { probeBatchLookup, probeMapType, probeCgroupAttachType, type NativeProbe } from './probes.js';

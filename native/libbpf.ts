@@ -257,6 +257,42 @@ export function libbpfTc(): LibbpfTcFns {
 }
 // ------------------------------------------------------- end of classic tc
 
+// ------------------------------------------------------------------------
+// Ring buffer consumer (native/ring-buffer.ts): libbpf's ring_buffer__*.
+// One block, declared on first use of libbpfRing().
+
+/** int (*ring_buffer_sample_fn)(void *ctx, void *data, size_t size). */
+export interface LibbpfRingFns {
+  /** NULL (errno set) on failure; `sampleCb` is a callback registered with koffi.register(…, sampleFnType). */
+  ring_buffer__new(mapFd: number, sampleCb: unknown, ctx: null, opts: null): NativePtr | null;
+  /** Calls the sample callback for every record ready, without waiting; the count consumed, or a negative errno. */
+  ring_buffer__consume(rb: NativePtr): number;
+  ring_buffer__free(rb: NativePtr): void;
+  /** libc memcpy: a record copied out of the ring into a reused Buffer (cheaper than a koffi.view, an external ArrayBuffer, per record). */
+  memcpy(dst: Buffer, src: unknown, n: number): unknown;
+  /** The koffi type of a sample callback pointer, for koffi.register. */
+  sampleFnType: unknown;
+}
+
+let ringTable: LibbpfRingFns | null = null;
+
+export function libbpfRing(): LibbpfRingFns {
+  if (ringTable) return ringTable;
+  const lib = koffi.load('libbpf.so.1');
+  koffi.opaque('ring_buffer');
+  const sampleFn = koffi.proto('int kpr_ring_sample_fn(void *ctx, void *data, size_t size)');
+  const sampleFnType = koffi.pointer(sampleFn);
+  ringTable = {
+    ring_buffer__new: lib.func('ring_buffer__new', 'ring_buffer *', ['int', sampleFnType, 'void *', 'const void *']),
+    ring_buffer__consume: lib.func('int ring_buffer__consume(ring_buffer *rb)'),
+    ring_buffer__free: lib.func('void ring_buffer__free(ring_buffer *rb)'),
+    memcpy: koffi.load('libc.so.6').func('void *memcpy(void *dst, const void *src, size_t n)'),
+    sampleFnType,
+  };
+  return ringTable;
+}
+// ------------------------------------------------------- end of ring buffer
+
 export function libc(): LibcFns {
   if (libcTable) return libcTable;
   const lib = koffi.load('libc.so.6');

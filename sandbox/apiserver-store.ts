@@ -30,6 +30,9 @@ export const RESOURCES: ResourceDef[] = [
     namespaced: true,
   },
   { kind: 'Node', listKind: 'NodeList', plural: 'nodes', group: '', version: 'v1', apiVersion: 'v1', namespaced: false, shortNames: ['no'] },
+  // For `kpr cleanup-nodes` (the chart's uninstall clean-up): stored and served, no controller behind them.
+  { kind: 'Pod', listKind: 'PodList', plural: 'pods', group: '', version: 'v1', apiVersion: 'v1', namespaced: true, shortNames: ['po'] },
+  { kind: 'DaemonSet', listKind: 'DaemonSetList', plural: 'daemonsets', group: 'apps', version: 'v1', apiVersion: 'apps/v1', namespaced: true, shortNames: ['ds'] },
 ];
 
 /** Finds a resource by kind, plural or short name (case-insensitive). */

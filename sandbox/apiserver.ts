@@ -2,7 +2,8 @@
  * An embedded, in-process Kubernetes API server for the sandbox and tests.
  *
  * It speaks the real list/watch protocol (JSON over plain HTTP) for core/v1
- * Services, discovery.k8s.io/v1 EndpointSlices and core/v1 Nodes, so the agent
+ * Services, discovery.k8s.io/v1 EndpointSlices and core/v1 Nodes (and stores
+ * Pods and apps/v1 DaemonSets, with no controller behind them), so the agent
  * talks to it through the very same client-node code path it uses against a
  * real cluster. Semantics follow kube-apiserver where they matter to a watcher:
  * a global resourceVersion, selector filtering (including MODIFIED events that
@@ -10,10 +11,17 @@
  * from a bounded history, "410 Gone" (an ERROR event carrying an Expired Status)
  * for compacted resourceVersions, bookmarks and timeoutSeconds.
  *
+ * Plain HTTP by default; with `tls` it serves HTTPS, and with `bearerToken`
+ * every request but the health paths needs `Authorization: Bearer <token>`
+ * (401 Unauthorized otherwise, as kube-apiserver), for clients whose
+ * credentials and CA are what is under test.
+ *
  * Standalone: node dist/sandbox/apiserver.js [--host H] [--port N]
  *   [--manifests PATH]... [--kubeconfig PATH] [--history-limit N] [--bookmark-interval-ms N]
+ *   [--tls-cert-file PEM --tls-private-key-file PEM] [--token-file FILE]
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
@@ -45,6 +53,10 @@ export interface ApiServerOptions {
   serviceCIDR?: string;
   /** Called for each HTTP request (method, url, status) — handy for debugging clients. */
   onRequest?: (info: { method: string; url: string; status: number }) => void;
+  /** Serve HTTPS with this certificate and key (PEM) instead of plain HTTP. */
+  tls?: { cert: string | Buffer; key: string | Buffer };
+  /** The one bearer token accepted; unset: no authentication. */
+  bearerToken?: string;
 }
 
 export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
@@ -380,13 +392,18 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
       res.end('ok');
       return;
     }
+    if (opts.bearerToken !== undefined && req.headers.authorization !== `Bearer ${opts.bearerToken}`) throw new ApiError(401, 'Unauthorized', 'Unauthorized');
     if (p === '/version') return json(res, 200, { major: '1', minor: '31', gitVersion: 'v1.31.0-kpr-sandbox', platform: `${process.platform}/${process.arch}` });
     if (p === '/api') return json(res, 200, { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [{ clientCIDR: '0.0.0.0/0', serverAddress: `${host}:${port}` }] });
     if (p === '/apis') {
       return json(res, 200, {
         kind: 'APIGroupList',
         apiVersion: 'v1',
-        groups: [{ name: 'discovery.k8s.io', versions: [{ groupVersion: 'discovery.k8s.io/v1', version: 'v1' }], preferredVersion: { groupVersion: 'discovery.k8s.io/v1', version: 'v1' } }],
+        groups: [...new Set(RESOURCES.map((r) => r.group).filter(Boolean))].map((name) => ({
+          name,
+          versions: [{ groupVersion: `${name}/v1`, version: 'v1' }],
+          preferredVersion: { groupVersion: `${name}/v1`, version: 'v1' },
+        })),
       });
     }
     const gvMatch = /^\/(?:api\/(v1)|apis\/([^/]+)\/([^/]+))$/.exec(p);
@@ -483,14 +500,15 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     }
   };
 
-  const server: Server = createServer((req, res) => {
+  const serve = (req: IncomingMessage, res: ServerResponse): void => {
     if (opts.onRequest) res.on('finish', () => opts.onRequest!({ method: req.method ?? '', url: req.url ?? '', status: res.statusCode }));
     handle(req, res).catch((e: unknown) => {
       const err = e instanceof ApiError ? e : new ApiError(500, 'InternalError', `Internal error occurred: ${(e as Error)?.message ?? String(e)}`);
       if (res.headersSent) res.end();
       else json(res, err.code, err.toStatus());
     });
-  });
+  };
+  const server: Server = opts.tls ? createHttpsServer({ cert: opts.tls.cert, key: opts.tls.key }, serve) : createServer(serve);
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -500,7 +518,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     });
   });
   const port = (server.address() as AddressInfo).port;
-  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const url = `${opts.tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
 
   const defOf = (obj: KubeObject): ResourceDef => {
     const def = typeof obj?.kind === 'string' ? resourceFor(obj.kind) : undefined;
@@ -583,7 +601,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
         apiVersion: 'v1',
         kind: 'Config',
         clusters: [{ name, cluster: { server: url, 'insecure-skip-tls-verify': true } }],
-        users: [{ name, user: { token: 'kpr-sandbox-token' } }],
+        users: [{ name, user: { token: opts.bearerToken ?? 'kpr-sandbox-token' } }],
         contexts: [{ name, context: { cluster: name, user: name, namespace: o.namespace ?? 'default' } }],
         'current-context': name,
         preferences: {},
@@ -627,6 +645,8 @@ async function main(argv: string[]): Promise<void> {
   const opts: ApiServerOptions = { port: 0 };
   const manifests: string[] = [];
   let kubeconfig: string | undefined;
+  let tlsCert: string | undefined;
+  let tlsKey: string | undefined;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const [flag, inline] = a.includes('=') ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a, undefined];
@@ -654,16 +674,27 @@ async function main(argv: string[]): Promise<void> {
       case '--bookmark-interval-ms':
         opts.bookmarkIntervalMs = Number(value());
         break;
+      case '--tls-cert-file':
+        tlsCert = value();
+        break;
+      case '--tls-private-key-file':
+        tlsKey = value();
+        break;
+      case '--token-file':
+        opts.bearerToken = (await fsp.readFile(value(), 'utf8')).trim();
+        break;
       case '-h':
       case '--help':
         process.stdout.write(
-          'usage: apiserver [--host 127.0.0.1] [--port 0] [--manifests PATH]... [--kubeconfig PATH] [--history-limit 1000] [--bookmark-interval-ms 1000]\n',
+          'usage: apiserver [--host 127.0.0.1] [--port 0] [--manifests PATH]... [--kubeconfig PATH] [--history-limit 1000] [--bookmark-interval-ms 1000] [--tls-cert-file PEM --tls-private-key-file PEM] [--token-file FILE]\n',
         );
         return;
       default:
         throw new Error(`unknown flag: ${a}`);
     }
   }
+  if ((tlsCert === undefined) !== (tlsKey === undefined)) throw new Error('--tls-cert-file and --tls-private-key-file go together');
+  if (tlsCert && tlsKey) opts.tls = { cert: await fsp.readFile(tlsCert), key: await fsp.readFile(tlsKey) };
   opts.onRequest = process.env.KPR_APISERVER_DEBUG ? (r) => process.stderr.write(`${r.method} ${r.url} -> ${r.status}\n`) : undefined;
   const api = await startApiServer(opts);
   if (manifests.length > 0) {

@@ -1,14 +1,16 @@
-/** Entry point of bin/kpr: inspect the pinned datapath without the agent. */
+/** Entry point of bin/kpr: inspect the pinned datapath without the agent (and the chart's uninstall clean-up). */
 import { parseArgs } from 'node:util';
 import { DEFAULT_BPFFS_DIR } from '../config.js';
 import { CliError } from './pinned-maps.js';
 import { mapDump, mapList, statsCommand, type Output } from './map-commands.js';
 import { SERVICE_GET_USAGE, SERVICE_LIST_USAGE, serviceGet, serviceList } from './service-commands.js';
 import { CLEANUP_USAGE, cleanupCommand } from './cleanup.js';
+import { CLEANUP_NODES_USAGE, cleanupNodesCommand } from './cleanup-nodes.js';
 import { PREFLIGHT_USAGE, preflightCommand } from './preflight.js';
 import { PLAN_USAGE, planCommand } from './plan.js';
 import { STATUS_USAGE, statusCommand } from './status.js';
 import { TRACE_USAGE, traceCommand } from './trace.js';
+import { MONITOR_USAGE, monitorCommand } from './monitor.js';
 import { VERSION_USAGE, versionCommand } from './version.js';
 
 const MAP_LIST_USAGE = `  map list                every pinned map: type, entries, capacity; kpr's tc attachments (tcx link or clsact filter)`;
@@ -38,9 +40,11 @@ ${MAP_LIST_USAGE}
 ${MAP_DUMP_USAGE}
 ${STATS_USAGE}
 ${TRACE_USAGE}
+${MONITOR_USAGE}
 ${PREFLIGHT_USAGE}
 ${PLAN_USAGE}
 ${CLEANUP_USAGE}
+${CLEANUP_NODES_USAGE}
 ${VERSION_USAGE}
 ${COMMON_FLAGS}
 Every command answers --help with its own usage.`;
@@ -48,10 +52,12 @@ Every command answers --help with its own usage.`;
 function run(argv: string[]): string | Promise<string> {
   // Node commands with flags of their own.
   if (argv[0] === 'cleanup' || argv[0] === 'cleanup-kube-proxy') return cleanupCommand(argv[0], argv.slice(1));
+  if (argv[0] === 'cleanup-nodes') return cleanupNodesCommand(argv.slice(1));
   if (argv[0] === 'preflight') return preflightCommand(argv.slice(1));
   if (argv[0] === 'plan') return planCommand(argv.slice(1));
   if (argv[0] === 'status') return statusCommand(argv.slice(1));
   if (argv[0] === 'trace') return traceCommand(argv.slice(1));
+  if (argv[0] === 'monitor') return monitorCommand(argv.slice(1));
   if (argv[0] === 'version') return versionCommand(argv.slice(1));
   const { values, positionals } = parseArgs({
     args: argv,

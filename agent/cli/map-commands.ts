@@ -6,9 +6,9 @@ import type { BatchEntries, BpfMap } from '../../native/index.js';
 import { MAP_NAMES } from '../maps/layout.js';
 import { layoutConverter } from '../maps/layout-convert.js';
 import { MAP_BY_NAME, layoutsAt, type MapSpec } from '../maps/registry.js';
-import { mapStats, pinnedMapNames, type MapStats } from '../metrics/map-stats.js';
+import { mapStats, pinnedMapNames, pinnedRingNames, type MapStats } from '../metrics/map-stats.js';
 import { readStats, statMetric } from '../metrics/datapath-stats.js';
-import { DECODERS, knownMapNames, type Row } from './map-decoders.js';
+import { DECODERS, RING_ABOUT, knownMapNames, type Row } from './map-decoders.js';
 import { CliError, openPinnedMap, permissionError } from './pinned-maps.js';
 import { tcAttachmentReport, tcAttachmentSection } from './tc-attachments.js';
 
@@ -29,24 +29,26 @@ function noMaps(bpffsDir: string): CliError {
   return new CliError(`no pinned maps under ${bpffsDir}/maps: is the kpr agent running on this node with --bpffs ${bpffsDir}?`);
 }
 
-/** pinnedMapNames with the CLI's errors. */
-function pinnedNames(bpffsDir: string): string[] {
+/** pinnedMapNames (or another lister of bpffsDir's pins) with the CLI's errors. */
+function pinnedNames(bpffsDir: string, list: (dir: string) => string[] = pinnedMapNames): string[] {
   try {
-    return pinnedMapNames(bpffsDir);
+    return list(bpffsDir);
   } catch (err) {
-    throw permissionError(`${bpffsDir}/maps`, (err as NodeJS.ErrnoException).code) ?? err;
+    throw permissionError(bpffsDir, (err as NodeJS.ErrnoException).code) ?? err;
   }
 }
 
 export function mapList(bpffsDir: string, output: Output, netns?: string): string {
-  const names = pinnedNames(bpffsDir);
-  if (names.length === 0) throw noMaps(bpffsDir);
+  const mapNames = pinnedNames(bpffsDir);
+  if (mapNames.length === 0) throw noMaps(bpffsDir);
+  const names = [...mapNames, ...pinnedNames(bpffsDir, pinnedRingNames)].sort();
   const stats: Array<MapStats & { about?: string; layoutVersion?: number }> = [];
   for (const name of names) {
     const { map, version } = openPinnedMap(bpffsDir, name, { anyVersion: true });
     try {
       const current = MAP_BY_NAME.get(name)?.version ?? version;
-      stats.push({ ...mapStats(name, map), ...(version !== current ? { layoutVersion: version } : {}), ...(DECODERS[name] ? { about: DECODERS[name].about } : {}) });
+      const about = DECODERS[name]?.about ?? RING_ABOUT[name];
+      stats.push({ ...mapStats(name, map), ...(version !== current ? { layoutVersion: version } : {}), ...(about ? { about } : {}) });
     } finally {
       map.close();
     }
@@ -56,7 +58,7 @@ export function mapList(bpffsDir: string, output: Output, netns?: string): strin
   return (
     table(
       ['NAME', 'TYPE', 'KEY', 'VALUE', 'ENTRIES', 'CAPACITY', 'CONTENT'],
-      stats.map((s) => [s.name, s.type, String(s.keySize), String(s.valueSize), String(s.entries), String(s.capacity), `${s.layoutVersion !== undefined ? `(layout v${s.layoutVersion}) ` : ''}${s.about ?? ''}`]),
+      stats.map((s) => [s.name, s.type, String(s.keySize), String(s.valueSize), s.entries === null ? '-' : String(s.entries), String(s.capacity), `${s.layoutVersion !== undefined ? `(layout v${s.layoutVersion}) ` : ''}${s.about ?? ''}`]),
     ) + tcAttachmentSection(tc, table)
   );
 }
@@ -125,6 +127,7 @@ function cell(v: unknown): string {
 
 export function mapDump(bpffsDir: string, name: string | undefined, output: Output): string {
   if (!name) throw new CliError(`usage: kpr map dump NAME (one of ${knownMapNames().join(', ')})`);
+  if (RING_ABOUT[name]) throw new CliError(`${name} is a ring buffer: its records are read once, as they come, by \`kpr monitor\``);
   if (!DECODERS[name]) {
     const pinned = pinnedNames(bpffsDir).filter((n) => !DECODERS[n]);
     throw new CliError(`unknown map "${name}"; known maps: ${knownMapNames().join(', ')}${pinned.length ? ` (also pinned, without a decoder: ${pinned.join(', ')})` : ''}`);

@@ -6,7 +6,7 @@
  * compile.
  */
 import { BE_FLAG, CFG_FLAG, CT_DIR, CT_FLAG, STAT, VIP_FLAG, mapCodecs } from '../maps/layout.js';
-import { MAPS, type MapId, type MapSpec } from '../maps/registry.js';
+import { MAPS, RINGS, type MapId, type MapSpec } from '../maps/registry.js';
 import { sumPerCpuU64 } from '../../native/index.js';
 import { bitNames, flagNames, frontendTypeName, protoName, scopeName } from './service-view.js';
 
@@ -130,6 +130,11 @@ const ROWS: { [I in MapId]: Rows<KeyOf<I>, ValueOf<I>> } = {
       return row;
     },
   },
+  monitor: {
+    about: 'kpr monitor\'s switch: events are recorded until this deadline (bpf_ktime_get_ns; 0: off)',
+    key: (index) => ({ index }),
+    value: (m) => ({ untilNs: big(m.untilNs), on: m.untilNs > process.hrtime.bigint() }),
+  },
   stats: {
     about: 'datapath counters (per CPU)',
     key: (i) => ({ index: i, stat: STAT_NAMES.get(i) ?? `unused-${i}` }),
@@ -157,6 +162,11 @@ function decoderOf<K, V>(spec: MapSpec<K, V>, rows: Rows<K, V>): MapDecoder {
 export const DECODERS: Record<string, MapDecoder> = Object.fromEntries(
   (Object.keys(MAPS) as MapId[]).map((id) => [MAPS[id].name, decoderOf(MAPS[id] as MapSpec, ROWS[id] as Rows<unknown, unknown>)]),
 );
+
+/** What each ring buffer carries, for `kpr map list` (a ring has no entries to dump). */
+export const RING_ABOUT: Record<string, string> = {
+  [RINGS.events.name]: 'kpr monitor\'s events while it runs (ring buffer; capacity in bytes); read with kpr monitor',
+};
 
 export function knownMapNames(): string[] {
   return Object.keys(DECODERS).sort();

@@ -177,8 +177,8 @@ export function formatStatus(r: StatusReport, showConfig = false): string {
       table(
         ['MAP', 'TYPE', 'ENTRIES', 'CAPACITY', 'FILL', 'CONFIGURED'],
         r.maps.map((m) => [
-          m.name, m.type, String(m.entries), String(m.capacity),
-          m.type.includes('array') ? '-' : `${((100 * m.entries) / m.capacity).toFixed(1)}%`,
+          m.name, m.type, m.entries === null ? '-' : String(m.entries), String(m.capacity),
+          m.type.includes('array') || m.entries === null ? '-' : `${((100 * m.entries) / m.capacity).toFixed(1)}%`,
           configured[m.name] !== undefined ? String(configured[m.name]) : '-',
         ]),
       ).trimEnd(),

@@ -18,7 +18,7 @@ import { BATCH_WRITER_LIBRARY, BpfIterator, BpfMap, BpfObject, cgroupId, DEFAULT
 import { MAP_NAMES, encodeConfig, mapCodecs, type KprConfig } from '../maps/layout.js';
 import { MAPS, MAP_BY_NAME } from '../maps/registry.js';
 import type { Logger } from '../log.js';
-import { linkPinPath, mapPinName, mapPinPaths, mapStagingDir } from './pins.js';
+import { isRing, linkPinPath, mapPinName, mapStagingDir, objectPins } from './pins.js';
 import { checkPinDirs } from './pin-dir-ownership.js';
 import type { KernelFeature, KernelFeatures } from './kernel-features.js';
 import { SOCK_TERM_OBJECT } from './kernel-probes.js';
@@ -173,10 +173,12 @@ export function loadDatapath(opts: DatapathOptions, log: Logger, features: Kerne
     throw new PinLayoutRefusal(describeRefusal(plan.newer, opts.bpffsDir));
   }
   removeLeftovers(plan, opts.bpffsDir, log);
+  dropIncompatibleRings(opts, log);
   const migration = plan.mode === 'migrate' ? startMigration(plan, opts, log) : null;
 
-  const pinPaths = mapPinPaths(opts.bpffsDir);
-  if (migration) for (const name of Object.keys(pinPaths)) pinPaths[name] = migration.stagedPin(name);
+  const { pinPaths } = objectPins(opts.bpffsDir);
+  // A migrating set is staged; the rings stay where they are, old and new programs writing to them alike.
+  if (migration) for (const name of Object.keys(pinPaths)) if (!isRing(name)) pinPaths[name] = migration.stagedPin(name);
   const opened: BpfObject[] = [];
   const handles: BpfMap[] = [];
   const open = (file: string, skipPrograms: string[] = [], withPrev = true) => {
@@ -198,10 +200,10 @@ export function loadDatapath(opts: DatapathOptions, log: Logger, features: Kerne
       }
     }
     const byName = new Map<string, BpfMap>();
-    for (const spec of MAP_BY_NAME.values()) {
-      const m = BpfMap.openPinned(pinPaths[spec.name]!);
+    for (const [name, pin] of Object.entries(pinPaths)) {
+      const m = BpfMap.openPinned(pin);
       handles.push(m);
-      byName.set(spec.name, m);
+      byName.set(name, m);
     }
     const maps = Object.fromEntries(Object.entries(MAP_NAMES).map(([k, name]) => [k, byName.get(name)!])) as DatapathMapSet;
     if (migration) {
@@ -265,7 +267,7 @@ export function loadDatapath(opts: DatapathOptions, log: Logger, features: Kerne
           const summary = migration.finish(byName, maps.config, () => {
             reading = false;
             // The programs once more, on the same (now promoted) maps, without the old ones.
-            Object.assign(pinPaths, mapPinPaths(opts.bpffsDir));
+            Object.assign(pinPaths, objectPins(opts.bpffsDir).pinPaths);
             const gen2 = [sock, tcObject];
             const nextSock = open(opts.bpfObject, skipped, false);
             const nextTc = open(sibling(opts.bpfObject, 'kpr_tc.bpf.o'), [], false);
@@ -311,6 +313,28 @@ function loadUdpIterator(opts: DatapathOptions, features: KernelFeatures, open: 
     const udpIteratorError = (err as Error).message;
     features.record('bpf-sock-destroy', { present: false, detail: `${SOCK_TERM_OBJECT} does not load: ${udpIteratorError}` });
     return { udpIteratorError };
+  }
+}
+
+/**
+ * A ring buffer pinned at kpr's name that the load would not reuse (another
+ * type or size): its pin goes, so a new ring is created; the programs still
+ * attached keep theirs while they run. Rings carry no state worth keeping.
+ */
+function dropIncompatibleRings(opts: DatapathOptions, log: Logger): void {
+  const pinPaths = Object.fromEntries(Object.entries(objectPins(opts.bpffsDir).pinPaths).filter(([name]) => isRing(name)));
+  for (const file of datapathObjects(opts)) {
+    if (!existsSync(file)) continue;
+    const obj = BpfObject.open(file, { pinPaths });
+    try {
+      for (const bad of obj.incompatiblePins()) {
+        log.error('pinned maps are not the maps kpr defines; a new ring buffer replaces this one', { maps: [{ name: bad.name, why: bad.why }] });
+        rmSync(bad.pin, { force: true });
+        opts.onIncompatiblePin?.(bad.name);
+      }
+    } finally {
+      obj.close();
+    }
   }
 }
 

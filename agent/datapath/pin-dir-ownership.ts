@@ -24,7 +24,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../log.js';
-import { linkPinDir, mapPinDir, mapStagingDir } from './pins.js';
+import { linkPinDir, mapPinDir, mapStagingDir, ringPinDir } from './pins.js';
 
 export class PinDirOwnershipError extends Error {}
 
@@ -129,8 +129,8 @@ function checkPinsUnder(dir: string, log: Logger, result: PinDirCheck): void {
 
 /**
  * Checks the bpffs mount `root`, every directory from it down to `bpffsDir`,
- * and bpffsDir's maps/ and links/ (created when missing) and staging/ (when
- * there) with their pins.
+ * and bpffsDir's maps/, rings/ and links/ (created when missing) and staging/
+ * (when there) with their pins.
  * `bpffsDir` must exist (ensureBpffs) and be inside `root`.
  */
 export function checkPinDirs(bpffsDir: string, root: string, log: Logger): PinDirCheck {
@@ -151,7 +151,7 @@ export function checkPinDirs(bpffsDir: string, root: string, log: Logger): PinDi
   }
   // staging/ (a migration's new set, agent/datapath/migration.ts) only when there is one.
   const staging = mapStagingDir(abs);
-  for (const sub of [mapPinDir(abs), linkPinDir(abs), ...(fs.existsSync(staging) ? [staging] : [])]) {
+  for (const sub of [mapPinDir(abs), ringPinDir(abs), linkPinDir(abs), ...(fs.existsSync(staging) ? [staging] : [])]) {
     checkDir(sub, log, result);
     checkPinsUnder(sub, log, result);
   }

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { MAP_BY_NAME } from '../maps/registry.js';
+import { MAP_BY_NAME, RINGS } from '../maps/registry.js';
 
 /**
  * Where kpr pins things under its bpffs directory. One place, shared by agent and CLI.
@@ -14,6 +14,24 @@ import { MAP_BY_NAME } from '../maps/registry.js';
  */
 export function mapPinDir(bpffsDir: string): string {
   return path.join(bpffsDir, 'maps');
+}
+
+/**
+ * The ring buffers' pins: not in maps/, whose every pin versions before
+ * them read as a map with entries (their `kpr map list`, `kpr status` and
+ * map metrics would fail on a ring after a rollback). A ring carries no
+ * state worth keeping: a migration leaves it where it is, old and new
+ * programs writing to it alike.
+ */
+export function ringPinDir(bpffsDir: string): string {
+  return path.join(bpffsDir, 'rings');
+}
+
+const RING_NAMES: ReadonlySet<string> = new Set(Object.values(RINGS).map((r) => r.name));
+
+/** Whether `name` is a ring buffer's (pinned in rings/, never migrated). */
+export function isRing(name: string): boolean {
+  return RING_NAMES.has(name);
 }
 
 /**
@@ -39,17 +57,20 @@ export function parseMapPinName(file: string): { name: string; version: number }
   return { name: m[1]!, version };
 }
 
-/** The pin of map `mapName` at this release's layout version (a name outside the registry: the bare name). */
+/** The pin of map `mapName`: maps/ at this release's layout version (a name outside the registry: the bare name), rings/NAME for a ring buffer. */
 export function mapPinPath(bpffsDir: string, mapName: string): string {
+  if (isRing(mapName)) return path.join(ringPinDir(bpffsDir), mapName);
   return path.join(mapPinDir(bpffsDir), mapPinName(mapName, MAP_BY_NAME.get(mapName)?.version ?? 1));
 }
 
-/** Every registry map's pin path at this release's layout version (BpfObject's pinPaths, as the agent pins). */
-export function mapPinPaths(bpffsDir: string): Record<string, string> {
-  return mapPinPathsIn(mapPinDir(bpffsDir));
+/** Where the objects pin their maps, as the agent does (BpfObject.open's pinPaths): every registry map and ring; others (the *_prev placeholders) not pinned. */
+export function objectPins(bpffsDir: string): { pinPaths: Record<string, string> } {
+  const pinPaths = mapPinPathsIn(mapPinDir(bpffsDir));
+  for (const name of RING_NAMES) pinPaths[name] = mapPinPath(bpffsDir, name);
+  return { pinPaths };
 }
 
-/** mapPinPaths in any directory (a staging set, a test's). */
+/** The keyed maps' pin paths at this release's layout versions in any directory (a staging set, a test's). */
 export function mapPinPathsIn(dir: string): Record<string, string> {
   return Object.fromEntries([...MAP_BY_NAME.values()].map((m) => [m.name, path.join(dir, mapPinName(m.name, m.version))]));
 }

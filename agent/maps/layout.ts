@@ -31,6 +31,8 @@ export {
   CT_VAL,
   SRC_RANGE_KEY,
   CONFIG,
+  MONITOR,
+  EVENT,
   ALL_LAYOUTS,
 } from './registry.js';
 
@@ -72,6 +74,7 @@ export const STAT = {
   TC_DROP_NO_SNAT_PORT: 14,
   TC_PASS_MALFORMED: 15,
   TC_CT_LOST: 16,
+  MONITOR_LOST: 17,
 } as const;
 /** Mirrors enum kpr_ct_dir. */
 export const CT_DIR = { ORIGINAL: 0, REPLY: 1 } as const;
@@ -80,6 +83,20 @@ export const CT_FLAG = { SNAT: 1 << 0, CLOSING: 1 << 1 } as const;
 /** Mirrors enum kpr_config_flags. */
 export const CFG_FLAG = { SOCK_HOST_ONLY: 1 << 0, NO_SVC_STATS: 1 << 1, MIGRATING: 1 << 2 } as const;
 export const STAT_MAX = 32;
+/** Mirrors enum kpr_event_type (kpr_event.h). */
+export const EVENT_TYPE = {
+  TRANSLATED: 1,
+  NO_ENDPOINT: 2,
+  NO_LOCAL_ENDPOINT: 3,
+  UNKNOWN_PORT: 4,
+  SOURCE_RANGE: 5,
+  BACKEND_MISSING: 6,
+  NO_SNAT_PORT: 7,
+} as const;
+/** Mirrors enum kpr_event_hook. */
+export const EVENT_HOOK = { CONNECT4: 1, CONNECT6: 2, SENDMSG4: 3, SENDMSG6: 4, TC_EXT: 5, TC_POD: 6 } as const;
+/** Mirrors enum kpr_event_flags. */
+export const EVENT_FLAG = { AFFINITY: 1 << 0, SNAT: 1 << 1, CT_LOST: 1 << 2 } as const;
 
 export { MAP_NAMES } from './registry.js';
 
@@ -342,3 +359,37 @@ export interface KprConfig {
 }
 
 export const { encode: encodeConfig, decode: decodeConfig } = codecOf(R.CONFIG);
+
+// ---------------------------------------------------------------- kpr monitor
+
+/** struct kpr_monitor: events are emitted while bpf_ktime_get_ns() < untilNs (0: off). */
+export interface KprMonitor {
+  untilNs: bigint;
+}
+
+export const { encode: encodeMonitor, decode: decodeMonitor } = codecOf(R.MONITOR);
+
+/** struct kpr_event, one record of kpr_events. */
+export interface KprEvent {
+  tsNs: bigint;
+  cookie: bigint;
+  netnsCookie: bigint;
+  /** "::" on the socket path. */
+  client: string;
+  frontend: string;
+  /** "::" when no backend was chosen. */
+  backend: string;
+  clientPort: number;
+  frontendPort: number;
+  backendPort: number;
+  type: number;
+  hook: number;
+  frontendId: number;
+  backendId: number;
+  proto: number;
+  family: number;
+  scope: number;
+  flags: number;
+}
+
+export const { encode: encodeEvent, decode: decodeEvent } = codecOf(R.EVENT);

@@ -3,7 +3,8 @@
  * of its key and value (bpf/include/kpr_maps.h and kpr_types.h in C). The
  * codecs (layout.ts), the CLI's decoders and dumps, the fast column packers'
  * offsets and the BTF test (test/bpf/layout.test.ts, which checks every entry
- * against the compiled object) all come from here.
+ * against the compiled object) all come from here. Ring buffers (RINGS) have
+ * no keys or values: their spec names the record they carry.
  */
 import { scalarLayout, structLayout, type StructLayout } from './struct-codec.js';
 import * as V1 from './layouts-v1.js';
@@ -15,6 +16,8 @@ import type {
   CtKey,
   CtVal,
   KprConfig,
+  KprEvent,
+  KprMonitor,
   RevNatKey,
   RevNatVal,
   SrcRangeKey,
@@ -151,6 +154,31 @@ export const CONFIG = structLayout<KprConfig>()('kpr_config', [
   { c: 'flags', kind: 'u32' },
 ]);
 
+/** kpr monitor's switch (kpr_event.h). */
+export const MONITOR = structLayout<KprMonitor>()('kpr_monitor', [{ c: 'until_ns', kind: 'u64' }]);
+
+/** A record of the kpr_events ring buffer (kpr_event.h). */
+export const EVENT = structLayout<KprEvent>()('kpr_event', [
+  { c: 'ts_ns', kind: 'u64' },
+  { c: 'cookie', kind: 'u64' },
+  { c: 'netns_cookie', kind: 'u64' },
+  { c: 'client', kind: 'addr' },
+  { c: 'frontend', kind: 'addr' },
+  { c: 'backend', kind: 'addr' },
+  { c: 'client_port', kind: 'be16' },
+  { c: 'frontend_port', kind: 'be16' },
+  { c: 'backend_port', kind: 'be16' },
+  { c: 'type', kind: 'u8' },
+  { c: 'hook', kind: 'u8' },
+  { c: 'frontend_id', kind: 'u32' },
+  { c: 'backend_id', kind: 'u32' },
+  { c: 'proto', kind: 'u8' },
+  { c: 'family', kind: 'u8' },
+  { c: 'scope', kind: 'u8' },
+  { c: 'flags', kind: 'u8' },
+  { c: 'pad', kind: 'pad', size: 4 },
+]);
+
 /** A bare __u32 (ids, array indexes). */
 export const U32 = scalarLayout<number>('__u32', 'u32');
 /** A bare __u8 (the value of the maps where presence is what counts). */
@@ -161,7 +189,7 @@ export const U64 = scalarLayout<bigint>('__u64', 'u64');
 // ---------------------------------------------------------------- maps (kpr_maps.h)
 
 /** libbpf's name of the map type (what `bpftool map` and BpfMap.typeName say). */
-export type MapTypeName = 'hash' | 'lru_hash' | 'lpm_trie' | 'array' | 'percpu_array';
+export type MapTypeName = 'hash' | 'lru_hash' | 'lpm_trie' | 'array' | 'percpu_array' | 'ringbuf';
 
 /**
  * What a live migration (agent/datapath/migration.ts) does with a map's
@@ -220,17 +248,45 @@ export const MAPS = {
   config: mapSpec('kpr_config', 'array', 1, U32, CONFIG),
   stats: mapSpec('kpr_stats', 'percpu_array', 32, U32, U64),
   svcStats: mapSpec('kpr_svc_stats', 'percpu_array', 65536, U32, SVC_STAT),
+  monitor: mapSpec('kpr_monitor', 'array', 1, U32, MONITOR),
 } as const;
 
+/** The maps with keys and values (every pinned map but the ring buffers). */
 export type MapId = keyof typeof MAPS;
 
-/** Pinned name of each map, by its registry id. */
-export const MAP_NAMES = Object.fromEntries(Object.entries(MAPS).map(([id, m]) => [id, m.name])) as { readonly [I in MapId]: (typeof MAPS)[I]['name'] };
+/** A BPF_MAP_TYPE_RINGBUF: records of one layout, read in order by one consumer (never looked up). */
+export interface RingSpec<R = unknown, N extends string = string> {
+  name: N;
+  type: 'ringbuf';
+  /** max_entries: the ring's size in bytes (a power of 2, a multiple of the page size). */
+  maxEntries: number;
+  record: StructLayout<R>;
+}
+
+function ringSpec<const N extends string, R>(name: N, bytes: number, record: StructLayout<R>): RingSpec<R, N> {
+  return { name, type: 'ringbuf', maxEntries: bytes, record };
+}
+
+export const RINGS = {
+  events: ringSpec('kpr_events', 256 * 1024, EVENT),
+} as const;
+
+export type RingId = keyof typeof RINGS;
+
+/** Every pinned map, keyed or ring, by its registry id. */
+export const ALL_MAPS: { readonly [I in MapId | RingId]: I extends MapId ? (typeof MAPS)[I] : I extends RingId ? (typeof RINGS)[I] : never } = { ...MAPS, ...RINGS };
+
+/** Pinned name of each map (rings included), by its registry id. */
+export const MAP_NAMES = Object.fromEntries(Object.entries(ALL_MAPS).map(([id, m]) => [id, m.name])) as {
+  readonly [I in MapId | RingId]: (typeof ALL_MAPS)[I]['name'];
+};
 
 /** Every struct the maps hold (scalars aside). */
-export const ALL_LAYOUTS: StructLayout[] = [...new Set(Object.values(MAPS).flatMap((m): StructLayout[] => [m.key, m.value]))].filter((l) => !l.scalar);
+export const ALL_LAYOUTS: StructLayout[] = [
+  ...new Set([...Object.values(MAPS).flatMap((m): StructLayout[] => [m.key, m.value]), ...Object.values(RINGS).map((r) => r.record as StructLayout)]),
+].filter((l) => !l.scalar);
 
-/** Registry entries by map name. */
+/** Registry entries of the keyed maps by map name (the rings are never migrated: agent/datapath/pins.ts). */
 export const MAP_BY_NAME: ReadonlyMap<string, MapSpec & { id: MapId }> = new Map(Object.entries(MAPS).map(([id, m]) => [m.name, { ...(m as MapSpec), id: id as MapId }]));
 
 /** A map's key and value layouts at `version` (this release's or an older one it reads); undefined for a version it does not know. */

@@ -6,7 +6,8 @@
  * the map's capacity.
  */
 import { BpfMap, BPF_MAP_TYPE } from '../../native/index.js';
-import { pinnedMapFiles } from '../datapath/pins.js';
+import { readdirSync } from 'node:fs';
+import { pinnedMapFiles, ringPinDir } from '../datapath/pins.js';
 
 const CHUNK = 4096;
 
@@ -16,14 +17,15 @@ export interface MapStats {
   type: string;
   keySize: number;
   valueSize: number;
-  /** Entries present; an array always holds max_entries. */
-  entries: number;
-  /** max_entries. */
+  /** Entries present; an array always holds max_entries; null for a ring buffer (records, read once, not entries). */
+  entries: number | null;
+  /** max_entries (a ring buffer: its size in bytes). */
   capacity: number;
 }
 
-/** Number of entries in a map (arrays: max_entries). */
-export function countEntries(map: BpfMap): number {
+/** Number of entries in a map (arrays: max_entries; a ring buffer: null, it has no entries to walk). */
+export function countEntries(map: BpfMap): number | null {
+  if (map.type === BPF_MAP_TYPE.RINGBUF) return null;
   if (map.type === BPF_MAP_TYPE.ARRAY || map.type === BPF_MAP_TYPE.PERCPU_ARRAY) return map.maxEntries;
   let total = 0;
   map.forEachBatch(CHUNK, (n) => void (total += n));
@@ -34,9 +36,19 @@ export function mapStats(name: string, map: BpfMap): MapStats {
   return { name, type: map.typeName, keySize: map.keySize, valueSize: map.valueSize, entries: countEntries(map), capacity: map.maxEntries };
 }
 
-/** Names of the maps pinned under a bpffs directory (whatever their layout version), sorted; [] when none. */
+/** Names of the maps pinned under a bpffs directory (maps/, whatever their layout version), sorted; [] when none. */
 export function pinnedMapNames(bpffsDir: string): string[] {
   return pinnedMapFiles(bpffsDir).map((p) => p.name);
+}
+
+/** Names of the ring buffers pinned under a bpffs directory (rings/), sorted. */
+export function pinnedRingNames(bpffsDir: string): string[] {
+  try {
+    return readdirSync(ringPinDir(bpffsDir)).sort();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw err;
+  }
 }
 
 /** Stats of every map pinned under `bpffsDir`, each opened and closed in turn. */

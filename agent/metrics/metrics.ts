@@ -503,6 +503,8 @@ export class AgentMetrics {
         entries.reset();
         capacity.reset();
         for (const s of stats) {
+          // A ring buffer has no entries, and its capacity is bytes: not a map that fills.
+          if (s.entries === null) continue;
           entries.set({ map: s.name }, s.entries);
           capacity.set({ map: s.name }, s.capacity);
         }

@@ -254,7 +254,9 @@ export function runPreflight(opts: PreflightOptions): PreflightReport {
         : mapSizes.some((m) => m.pinned !== undefined)
           ? `pinned: ${mapSizes.filter((m) => m.pinned !== undefined).map((m) => `${m.map} ${m.entries}/${m.pinned} (${((100 * m.entries!) / m.pinned!).toFixed(1)}%)`).join(', ')}`
           : `nothing pinned under ${dir} yet`,
-      ...mismatched.map((m) => `${m.map} is pinned with ${m.pinned} entries, not ${m.configured}: the agent migrates the maps to a new set of the configured sizes at start, live`),
+      ...(mismatched.length
+        ? [`pinned at another size: ${mismatched.map((m) => `${m.map} ${m.pinned}, not ${m.configured}`).join(', ')}: the agent migrates the maps to a new set of the configured sizes at start, live`]
+        : []),
     ].join('; '),
     fix: `the pinned maps under ${dir} cannot be read`,
   });
@@ -367,7 +369,7 @@ function mapSizeRows(configured: Readonly<Record<string, number>>, bpffsDir: str
   }
   const rows: Array<{ map: string; configured: number; pinned?: number; entries?: number }> & { pinError?: string } = Object.entries(configured).map(([map, n]) => {
     const p = pinned.find((s) => s.name === map);
-    return { map, configured: n, ...(p ? { pinned: p.capacity, entries: p.entries } : {}) };
+    return { map, configured: n, ...(p ? { pinned: p.capacity, entries: p.entries ?? 0 } : {}) };
   });
   if (pinError !== undefined) rows.pinError = pinError;
   return rows;

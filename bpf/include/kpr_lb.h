@@ -121,11 +121,11 @@ kpr_lb_affinity_backend(const struct kpr_svc_val *svc, const struct kpr_affinity
  * with affinity it is remembered. Either way the entry's last use becomes
  * now: the timeout runs from the client's last new connection, as
  * kube-proxy's `recent --set` in the nat table (docs/architecture.md).
- * svc->count must be > 0.
+ * svc->count must be > 0. An affinity hit sets KPR_EVF_AFFINITY in *ev_flags.
  */
 static __always_inline struct kpr_backend *
 kpr_lb_select_backend(struct kpr_svc_key *key, const struct kpr_svc_val *svc, struct kpr_affinity_key *client,
-		      __u64 now, __u32 *backend_id)
+		      __u64 now, __u32 *backend_id, __u8 *ev_flags)
 {
 	struct kpr_affinity_val aval = {};
 	struct kpr_backend *be;
@@ -135,6 +135,7 @@ kpr_lb_select_backend(struct kpr_svc_key *key, const struct kpr_svc_val *svc, st
 		be = kpr_lb_affinity_backend(svc, client, now, backend_id);
 		if (be) {
 			kpr_count(KPR_STAT_AFFINITY_HIT);
+			*ev_flags |= KPR_EVF_AFFINITY;
 			return be;
 		}
 	}

@@ -9,6 +9,7 @@
 
 #include <bpf/bpf_helpers.h>
 #include "kpr_types.h"
+#include "kpr_event.h"
 
 /* Compiled defaults: the agent sets the sizes at load (agent/datapath/map-sizes.ts). */
 #define KPR_SVC_MAP_MAX 262144
@@ -21,6 +22,8 @@
 #define KPR_SRC_RANGE_MAP_MAX 16384
 /* Every frontend id (rev_nat_id): ids are allocated lowest first, so all are dense below the frontend count. */
 #define KPR_SVC_STATS_MAX 65536
+/* Bytes; 104 per record (struct kpr_event and its 8-byte header): about 2,500 events between two reads. */
+#define KPR_EVENTS_RING_SIZE (256 * 1024)
 
 /* Frontend slot -> master entry or backend id (see struct kpr_svc_key). */
 struct {
@@ -120,5 +123,19 @@ struct {
 	__type(key, __u32);
 	__type(value, struct kpr_svc_stat);
 } kpr_svc_stats SEC(".maps");
+
+/* kpr monitor's switch (struct kpr_monitor), written by the CLI only; see kpr_monitor.h. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct kpr_monitor);
+} kpr_monitor SEC(".maps");
+
+/* kpr monitor's events (struct kpr_event), while the switch is on. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, KPR_EVENTS_RING_SIZE);
+} kpr_events SEC(".maps");
 
 #endif /* __KPR_MAPS_H */

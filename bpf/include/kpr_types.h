@@ -282,6 +282,8 @@ enum kpr_stat {
 	 * another backend and be reset: the sign the map is too small.
 	 */
 	KPR_STAT_TC_CT_LOST = 16,
+	/* kpr monitor was on but its ring buffer (kpr_events) was full: the event was not recorded. */
+	KPR_STAT_MONITOR_LOST = 17,
 	KPR_STAT_MAX = 32,
 };
 

@@ -97,7 +97,13 @@ describe('sandbox apiserver: CRUD over HTTP', () => {
     const l = await request(api.url, 'GET', '/apis/discovery.k8s.io/v1/endpointslices');
     assert.equal(l.body.kind, 'EndpointSliceList');
     assert.deepEqual(l.body.items.map((i: any) => i.metadata.name), ['web-1']);
-    assert.equal((await request(api.url, 'GET', '/api/v1/namespaces/default/pods')).status, 404);
+    assert.equal((await request(api.url, 'GET', '/api/v1/namespaces/default/configmaps')).status, 404);
+    // Pods and apps/v1 DaemonSets are stored too (kpr cleanup-nodes' test), apps in the group list.
+    const ds = await request(api.url, 'POST', '/apis/apps/v1/namespaces/default/daemonsets', { apiVersion: 'apps/v1', kind: 'DaemonSet', metadata: { name: 'ds' }, spec: {} });
+    assert.equal(ds.status, 201);
+    assert.equal((await request(api.url, 'DELETE', '/apis/apps/v1/namespaces/default/daemonsets/ds')).status, 200);
+    assert.equal((await request(api.url, 'GET', '/api/v1/namespaces/default/pods')).body.kind, 'PodList');
+    assert.deepEqual((await request(api.url, 'GET', '/apis')).body.groups.map((g: { name: string }) => g.name).sort(), ['apps', 'discovery.k8s.io']);
   });
 });
 

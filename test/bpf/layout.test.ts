@@ -4,14 +4,18 @@
  * the agent loads) and compares, for every map of the registry, its type,
  * capacity, key and value (name and size; every struct member's offset,
  * size and C type), and that the objects pin no map the registry lacks.
+ * A ring buffer has no key or value; the record it carries (struct
+ * kpr_event) is in no object's BTF (only inlined code uses it), so it is
+ * checked against the BTF of its header compiled on its own.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
-import { BE_FLAG, CFG_FLAG, CT_DIR, CT_FLAG, FE_TYPE, STAT, STAT_MAX, SCOPE, SVC_FLAG, VIP_FLAG } from '../../agent/maps/layout.js';
-import { ALL_LAYOUTS, MAP_BY_NAME, MAPS } from '../../agent/maps/registry.js';
+import { BE_FLAG, CFG_FLAG, CT_DIR, CT_FLAG, EVENT_FLAG, EVENT_HOOK, EVENT_TYPE, FE_TYPE, STAT, STAT_MAX, SCOPE, SVC_FLAG, VIP_FLAG } from '../../agent/maps/layout.js';
+import { MAP_BY_NAME, MAP_NAMES, MAPS, RINGS } from '../../agent/maps/registry.js';
 import { PREV_MAPS } from '../../agent/datapath/migration.js';
 import type { FieldKind, StructLayout } from '../../agent/maps/struct-codec.js';
 import { mapTypeName } from '../../native/index.js';
@@ -105,7 +109,7 @@ test('every map of the registry matches the BTF of every compiled object that ha
     // The read-through placeholders of a migration (bpf/include/kpr_migrate.h) are in the objects that read through (socket, tc).
     const prev = Object.values(PREV_MAPS).filter((p) => defs.has(p));
     assert.ok(prev.length === 0 || prev.length === Object.keys(PREV_MAPS).length, `${object}: all of the *_prev maps or none`);
-    assert.deepEqual([...defs.keys()].sort(), [...Object.values(MAPS).map((m) => m.name), ...prev].sort(), `${object}: the maps are the registry's`);
+    assert.deepEqual([...defs.keys()].sort(), [...Object.values(MAP_NAMES), ...prev].sort(), `${object}: the maps are the registry's`);
     for (const [name, placeholder] of Object.entries(PREV_MAPS)) {
       const def = defs.get(placeholder);
       if (!def) continue;
@@ -122,6 +126,33 @@ test('every map of the registry matches the BTF of every compiled object that ha
       checkLayout(btf, spec.key, def.get('key')!.type_id!, `${at} key`);
       checkLayout(btf, spec.value, def.get('value')!.type_id!, `${at} value`);
     }
+    for (const ring of Object.values(RINGS)) {
+      const def = defs.get(ring.name)!;
+      const at = `${path.basename(object)} ${ring.name}`;
+      assert.equal(mapTypeName(uintOf(btf, def.get('type'))!), 'ringbuf', `${at}: map type`);
+      assert.equal(uintOf(btf, def.get('max_entries')), ring.maxEntries, `${at}: max_entries (bytes)`);
+      assert.deepEqual([...def.keys()].sort(), ['max_entries', 'type'], `${at}: no key or value`);
+    }
+  }
+});
+
+test('the record of every ring buffer matches its struct in the BTF of the headers', () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'kpr-layout-'));
+  try {
+    const src = path.join(dir, 'records.bpf.c');
+    const obj = path.join(dir, 'records.bpf.o');
+    // One global of each record type puts the struct into BTF.
+    writeFileSync(src, ['#include "kpr_types.h"', '#include "kpr_event.h"', ...Object.values(RINGS).map((r, i) => `struct ${r.record.cName} kpr_record_${i};`)].join('\n') + '\n');
+    const arch = os.arch() === 'arm64' ? 'aarch64' : 'x86_64';
+    execFileSync('clang', ['-O2', '-g', '-target', 'bpf', '-I', path.join(repoRoot, 'bpf', 'include'), '-I', `/usr/include/${arch}-linux-gnu`, '-c', src, '-o', obj]);
+    const btf = loadBtf(obj);
+    for (const ring of Object.values(RINGS)) {
+      const t = [...btf.values()].find((x) => x.kind === 'STRUCT' && x.name === ring.record.cName);
+      assert.ok(t, `struct ${ring.record.cName} in the headers' BTF`);
+      checkLayout(btf, ring.record, t.id, `${ring.name} record`);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 
@@ -147,7 +178,7 @@ test('the older layouts the registry reads match the BTF of the objects built ag
 });
 
 test('enum and flag constants match kpr_types.h', () => {
-  const header = readFileSync(path.join(repoRoot, 'bpf', 'include', 'kpr_types.h'), 'utf8');
+  const header = ['kpr_types.h', 'kpr_event.h'].map((h) => readFileSync(path.join(repoRoot, 'bpf', 'include', h), 'utf8')).join('\n');
   const constants = new Map<string, number>();
   for (const m of header.matchAll(/^\s*(KPR_[A-Z0-9_]+)\s*=\s*([^,\n]+),/gm)) {
     const expr = m[2].trim();
@@ -170,5 +201,8 @@ test('enum and flag constants match kpr_types.h', () => {
   expect(CT_DIR, 'KPR_CT_DIR_');
   expect(CT_FLAG, 'KPR_CT_F_');
   expect(CFG_FLAG, 'KPR_CFG_F_');
+  expect(EVENT_TYPE, 'KPR_EV_');
+  expect(EVENT_HOOK, 'KPR_HOOK_');
+  expect(EVENT_FLAG, 'KPR_EVF_');
   assert.equal(constants.get('KPR_STAT_MAX'), STAT_MAX);
 });

@@ -5,8 +5,7 @@
  */
 import { after, before, beforeEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import path from 'node:path';
-import { BpfObject, ensureBpffs, sumPerCpuU64, testRun, type BpfMap } from '../../native/index.js';
+import { sumPerCpuU64, testRun, type BpfMap, type BpfObject } from '../../native/index.js';
 import {
   CONFIG,
   CT_DIR,
@@ -20,7 +19,6 @@ import {
   decodeAffinityVal,
   decodeCtKey,
   decodeCtVal,
-  encodeBackend,
   encodeAffinityMatchKey,
   encodeBackendId,
   encodeConfig,
@@ -28,11 +26,8 @@ import {
   encodeSvcKey,
   encodeSvcVal,
 } from '../../agent/maps/layout.js';
-import { repoRoot } from '../support/paths.js';
-import { requireRoot } from '../support/preflight.js';
 import { TCP_ACK, TCP_FIN, TCP_SYN, buildPacket, parsePacket } from '../support/packets.js';
-import { newRunId } from '../../sandbox/netns.js';
-import { rmSync } from 'node:fs';
+import { loadTcObject, writeFrontend, type TcObject } from '../support/tc-object.js';
 
 const TC_ACT_OK = 0;
 const TC_ACT_SHOT = 2;
@@ -43,15 +38,12 @@ const CLIENT = '198.18.100.2';
 
 describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
   let obj: BpfObject;
-  let dir: string;
   let svc: BpfMap, backend: BpfMap, ct: BpfMap, srcRange: BpfMap;
 
+  let tc: TcObject;
+
   function frontend(addr: string, port: number, proto: number, revNatId: number, flags: number, backends: Array<[number, string, number]>) {
-    backends.forEach(([id, a, p], i) => {
-      backend.update(encodeBackendId(id), encodeBackend({ addr: a, port: p, proto, flags: 0 }));
-      svc.update(encodeSvcKey({ addr, port, slot: i + 1, proto, scope: SCOPE.EXTERNAL }), encodeSvcVal({ backendId: id, count: 0, revNatId: 0, flags: 0 }));
-    });
-    svc.update(encodeSvcKey({ addr, port, slot: 0, proto, scope: SCOPE.EXTERNAL }), encodeSvcVal({ backendId: 0, count: backends.length, revNatId, flags }));
+    writeFrontend(tc, { addr, port, proto, revNatId, flags }, backends);
   }
 
   function ctEntries() {
@@ -67,12 +59,8 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
   }
 
   before(() => {
-    requireRoot();
-    dir = ensureBpffs(path.join('/sys/fs/bpf', newRunId('kpr-tc-test')));
-    obj = BpfObject.open(path.join(repoRoot, 'build', 'kpr_tc.bpf.o'), { pinMapsDir: dir });
-    obj.load();
-    svc = obj.map('kpr_svc');
-    backend = obj.map('kpr_backend');
+    tc = loadTcObject('kpr-tc-test');
+    ({ obj, svc, backend } = tc);
     ct = obj.map('kpr_ct');
     srcRange = obj.map('kpr_src_range');
     obj.map('kpr_config').update(
@@ -82,10 +70,7 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     assert.equal(CONFIG.size, obj.map('kpr_config').valueSize);
   });
 
-  after(() => {
-    obj?.close();
-    if (dir) rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => tc?.close());
 
   beforeEach(() => {
     for (const m of [svc, backend, ct, srcRange, obj.map('kpr_affinity'), obj.map('kpr_aff_match')]) {

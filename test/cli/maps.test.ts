@@ -13,7 +13,7 @@ import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import { BpfMap, BpfObject, BPF_MAP_TYPE, ensureBpffs, possibleCpus } from '../../native/index.js';
-import { mapPinDir, mapPinName, mapPinPath, mapPinPaths } from '../../agent/datapath/pins.js';
+import { mapPinDir, mapPinName, mapPinPath, objectPins } from '../../agent/datapath/pins.js';
 import { MAPS } from '../../agent/maps/registry.js';
 import { SVC_VAL_V1 } from '../../agent/maps/layouts-v1.js';
 import { structCodec } from '../../agent/maps/struct-codec.js';
@@ -124,7 +124,7 @@ describe('kpr CLI on pinned maps (10,000 services × 10 backends)', { timeout: 1
     dir = path.join('/sys/fs/bpf', `kpr-test-cli-${process.pid}-${randomBytes(4).toString('hex')}`);
     ensureBpffs(dir);
     mkdirSync(mapPinDir(dir), { recursive: true });
-    const obj = BpfObject.open(bpfObjectPath, { pinPaths: mapPinPaths(dir) });
+    const obj = BpfObject.open(bpfObjectPath, objectPins(dir));
     try {
       obj.load(); // creates and pins every map of the real datapath, as the agent names the pins
     } finally {

@@ -115,7 +115,7 @@ describe('observability end to end', { timeout: scaled(180_000) }, () => {
   function entries(name: string): number {
     const m = BpfMap.openPinned(mapPinPath(box.sandbox.bpffsDir, name));
     try {
-      return countEntries(m);
+      return countEntries(m) ?? 0;
     } finally {
       m.close();
     }

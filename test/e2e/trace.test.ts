@@ -16,35 +16,15 @@ import { requireRoot } from '../support/preflight.js';
 import { parseProm, valueOf } from '../metrics/prom-text.js';
 import type { ServiceView } from '../../agent/cli/service-view.js';
 import { cliBin } from '../support/paths.js';
+import { e2eService as service, e2eSlice } from '../support/e2e-objects.js';
 
 const PODS = [
   { name: 'web-1a', ip: '198.18.10.10', node: 'node-1' as NodeName },
   { name: 'web-1b', ip: '198.18.10.11', node: 'node-1' as NodeName },
 ];
 const POD_IP = Object.fromEntries(PODS.map((p) => [p.name, p.ip]));
+const slice = (svc: string, pods: string[]) => e2eSlice(svc, pods.map((p) => POD_IP[p]));
 const CLIENT_A = CLIENTS['client-a'].ip;
-const HTTP = { name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' };
-
-function service(name: string, type: 'ClusterIP' | 'NodePort' | 'LoadBalancer', clusterIP: string, nodePort: number | undefined, spec: Record<string, unknown> = {}, status?: Record<string, unknown>) {
-  return {
-    apiVersion: 'v1',
-    kind: 'Service',
-    metadata: { name, namespace: 'e2e' },
-    spec: { type, clusterIP, clusterIPs: [clusterIP], ports: [{ ...HTTP, ...(nodePort ? { nodePort } : {}) }], ...spec },
-    ...(status ? { status } : {}),
-  };
-}
-
-function slice(svc: string, pods: string[]) {
-  return {
-    apiVersion: 'discovery.k8s.io/v1',
-    kind: 'EndpointSlice',
-    metadata: { name: `${svc}-1`, namespace: 'e2e', labels: { 'kubernetes.io/service-name': svc } },
-    addressType: 'IPv4',
-    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-    endpoints: pods.map((p) => ({ addresses: [POD_IP[p]], conditions: { ready: true }, nodeName: 'node-1' })),
-  };
-}
 
 describe('kpr trace on the real maps of a running agent', { timeout: scaled(120_000) }, () => {
   let box: TwoNodeCluster;

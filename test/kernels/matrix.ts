@@ -25,6 +25,7 @@ export const ALL_KERNELS = ['host', '5.10', '6.1', '6.12'];
 export const KERNEL_SUITES = [
   'bpf/layout.test.js',
   'bpf/tc-datapath.test.js',
+  'bpf/monitor.test.js',
   'bpf/udp-terminator.test.js',
   'native/attach.test.js',
   'native/batch-writer.test.js',
@@ -47,6 +48,7 @@ export const KERNEL_SUITES = [
   'e2e/observability.test.js',
   'e2e/kernel-features.test.js',
   'e2e/drift-and-faults.test.js',
+  'e2e/monitor.test.js',
   'e2e/upgrade.test.js',
 ];
 
@@ -54,6 +56,7 @@ export const KERNEL_SUITES = [
 export const ROWS: Record<string, { label: string; features: string[] }> = {
   'bpf/layout.test.js': { label: 'map layouts = the object\'s BTF', features: [] },
   'bpf/tc-datapath.test.js': { label: 'tc programs (BPF_PROG_TEST_RUN)', features: [] },
+  'bpf/monitor.test.js': { label: 'kpr monitor events, ring buffer (BPF_PROG_TEST_RUN)', features: [] },
   'bpf/udp-terminator.test.js': { label: 'UDP socket termination', features: ['bpf-sock-destroy'] },
   'native/attach.test.js': { label: 'cgroup links (pinned, swapped in place)', features: [] },
   'native/batch-writer.test.js': { label: 'batch writer thread', features: ['batch-map-ops'] },
@@ -77,6 +80,7 @@ export const ROWS: Record<string, { label: string; features: string[] }> = {
   'e2e/observability.test.js': { label: 'observability e2e', features: [] },
   'e2e/kernel-features.test.js': { label: 'kernel features, netns cookie, recovery e2e', features: ['netns-cookie-sockopt'] },
   'e2e/drift-and-faults.test.js': { label: 'drift repair and node faults e2e', features: [] },
+  'e2e/monitor.test.js': { label: 'kpr monitor e2e', features: ['tcx'] },
   'e2e/upgrade.test.js': { label: 'live map migration under load (size, v1 -> v2, newer refused) e2e', features: ['tcx'] },
 };
 

@@ -37,6 +37,27 @@ test('open + load with a pin dir pins every map as a file', () => {
   }
 });
 
+test('pins left by a version without kpr monitor\'s maps: the load adopts them and adds those two', () => {
+  requireBpf();
+  const dir = bpffsTempDir();
+  let obj = BpfObject.open(objPath, { pinMapsDir: dir });
+  try {
+    obj.load();
+    const svcId = obj.map(MAP_NAMES.svc).id;
+    obj.close();
+    for (const m of [MAP_NAMES.monitor, MAP_NAMES.events]) fs.rmSync(path.join(dir, m)); // as the older version pinned them: not at all
+    obj = BpfObject.open(objPath, { pinMapsDir: dir });
+    assert.deepEqual(obj.incompatiblePins(), []);
+    obj.load();
+    assert.equal(obj.map(MAP_NAMES.svc).id, svcId, 'the older maps adopted');
+    for (const m of [MAP_NAMES.monitor, MAP_NAMES.events]) assert.ok(fs.existsSync(path.join(dir, m)), `${m} created and pinned`);
+    assert.equal(obj.map(MAP_NAMES.events).typeName, 'ringbuf');
+  } finally {
+    obj.close();
+    rmrf(dir);
+  }
+});
+
 test('a second open of the object adopts the pinned maps', () => {
   requireBpf();
   const dir = bpffsTempDir();

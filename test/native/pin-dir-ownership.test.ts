@@ -61,15 +61,15 @@ test('BPF is permitted (root, bpf() allowed)', () => {
   requireBpf();
 });
 
-test('a root-owned 0700 pin directory is accepted; maps/ and links/ are created 0700', () => {
+test('a root-owned 0700 pin directory is accepted; maps/, rings/ and links/ are created 0700', () => {
   withPinDir((dir) => {
     fs.chmodSync(dir, 0o700);
     const log = recordingLogger();
     const r = checkPinDirs(dir, DEFAULT_BPFFS_ROOT, log);
     assert.deepEqual(r.repaired, []);
     assert.deepEqual(log.warnings, []);
-    assert.ok(r.checked.includes(dir) && r.checked.includes(path.join(dir, 'maps')) && r.checked.includes(path.join(dir, 'links')));
-    for (const sub of ['maps', 'links']) {
+    for (const sub of ['', 'maps', 'rings', 'links']) assert.ok(r.checked.includes(path.join(dir, sub)), `${sub || dir} checked`);
+    for (const sub of ['maps', 'rings', 'links']) {
       const st = fs.lstatSync(path.join(dir, sub));
       assert.ok(st.isDirectory());
       assert.equal(st.uid, 0);

@@ -16,7 +16,7 @@ import { findCgroup2Mount } from '../../agent/cgroup.js';
 import { bpfObjectPath, cliBin } from '../support/paths.js';
 import { requireRoot } from '../support/preflight.js';
 import { BpfObject, ensureBpffs } from '../../native/index.js';
-import { mapPinDir, mapPinPath, mapPinPaths } from '../../agent/datapath/pins.js';
+import { mapPinDir, mapPinPath, objectPins } from '../../agent/datapath/pins.js';
 import { MAPS } from '../../agent/maps/registry.js';
 import { bpffsTempDir, rmrf, svcKey, svcVal } from '../native/helpers.js';
 
@@ -134,7 +134,7 @@ test('map sizes: the trial load uses the configured sizes; pins at another size 
   try {
     // A previous agent's pins, kpr_svc at 40 entries, 10 of them used.
     ensureBpffs(mapPinDir(dir));
-    const obj = BpfObject.open(bpfObjectPath, { pinPaths: mapPinPaths(dir), maxEntries: { kpr_svc: 40 } });
+    const obj = BpfObject.open(bpfObjectPath, { ...objectPins(dir), maxEntries: { kpr_svc: 40 } });
     try {
       obj.load();
       for (let i = 0; i < 10; i++) obj.map('kpr_svc').update(svcKey(i), svcVal(i, 1));
@@ -144,7 +144,7 @@ test('map sizes: the trial load uses the configured sizes; pins at another size 
     const r = preflight('--bpffs', dir, '--bpf-object', bpfObjectPath, '--map-size-services', '80', '--map-size-backends', '1000', '--map-size-conntrack', '4096');
     assert.equal(r.status, 0, r.out + r.err);
     assert.match(r.out, /^ok\s+bpf-object\s+.* maps load at the configured map sizes/m);
-    assert.match(r.out, /^ok\s+map-sizes\s+configured: kpr_svc 80, kpr_backend 1000, kpr_aff_match 1000, .*kpr_ct 4\d{3}, .*; pinned: .*kpr_svc 10\/40 \(25\.0%\).*; kpr_svc is pinned with 40 entries, not 80: the agent migrates the maps to a new set of the configured sizes at start, live/m);
+    assert.match(r.out, /^ok\s+map-sizes\s+configured: kpr_svc 80, .*kpr_backend 1000, kpr_aff_match 1000, .*kpr_ct 4\d{3}, .*; pinned: .*kpr_svc 10\/40 \(25\.0%\).*; pinned at another size: kpr_svc 40, not 80, .*: the agent migrates the maps to a new set of the configured sizes at start, live/m);
     assert.match(r.out, /^ok\s+map-layouts\s+\d+ map pins under /m);
     const json = JSON.parse(preflight('-o', 'json', '--bpffs', dir, '--bpf-object', bpfObjectPath, '--map-size-services', '40', '--conntrack-max-per-core', '0').out);
     // kpr_ct at the compiled size (--conntrack-max-per-core 0) as pinned: every size matches.
