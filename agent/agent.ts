@@ -12,7 +12,7 @@ import { NodeDatapath } from './datapath/node-datapath.js';
 import { PinKeeper } from './datapath/pin-keeper.js';
 import { mapPinPath } from './datapath/pins.js';
 import { MAP_NAMES } from './maps/layout.js';
-import { formatFeature, summarizeFeatures, type KernelFeatures } from './datapath/kernel-features.js';
+import { formatFeature, recordDatapathFallbacks, summarizeFeatures, type KernelFeatures } from './datapath/kernel-features.js';
 import { probeKernelFeatures } from './datapath/kernel-probes.js';
 import { nodeNetnsCookie } from './datapath/netns-cookie.js';
 import { RetryingTask } from './retrying-task.js';
@@ -89,8 +89,6 @@ export class Agent {
     if (!dp.migration) this.keepMapPins();
     for (const a of dp.attachments) pins.keepLink(a.linkPinPath);
     this.resolveNetnsCookie(); // before the features line, so it says which netns cookie source is in use
-    // The tc programs attach as clsact filters where tcx is missing (TcAttacher, --tc-attach auto or tc).
-    if (!features.present('tcx') && cfg.tcAttach !== 'tcx') features.useFallback('tcx', 'clsact/cls_bpf');
     // healthCheckNodePort servers (eTP=Local LoadBalancers), in the node's namespace, healthy as the proxy is.
     this.serviceHealth = new ServiceHealthServers({ netns: cfg.netns, proxyHealthy: () => obs.health.health().healthy, log: log.child({ source: 'service-health' }), onShed: (kind) => obs.metrics.connectionShed('service-health', kind) });
     const udpTerminator = new UdpTerminator({
@@ -103,7 +101,8 @@ export class Agent {
     });
     this.udpTerminator = udpTerminator;
     obs.metrics.udpTerminationMode(udpTerminator.mode);
-    if (udpTerminator.mode === 'netlink' && !features.present('bpf-sock-destroy')) features.useFallback('bpf-sock-destroy', 'netlink SOCK_DESTROY');
+    // The tc programs attach as clsact filters where tcx is missing (TcAttacher, --tc-attach auto or tc); UDP sockets go through netlink when the terminator chose it.
+    recordDatapathFallbacks(features, { tcAttach: cfg.tcAttach, sockDestroyNetlink: () => (udpTerminator.mode === 'netlink' ? null : undefined) });
     log.info('kernel features', { summary: summarizeFeatures(features.list()), features: features.list().map(formatFeature) });
     this.writer = startBatchWriter(cfg.bpfObject, log);
     const maps = new BpfDatapathMaps({

@@ -29,8 +29,9 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { benchFlags, buildArms, buildLoader, quiet, standaloneMaps } from './bench-child.js';
 import { cachedScenario } from './cached-scenario.js';
 import { COLD_SYNC_MODES, runColdSyncChild, type ColdSyncChildResult, type ColdSyncMode } from './cold-child.js';
 import { floorSync } from './cold-floor.js';
@@ -40,7 +41,7 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const distRoot = path.resolve(here, '..');
 
 async function child(root: string, mode: ColdSyncMode, services: number, endpoints: number): Promise<ColdSyncChildResult> {
-  const load = <T>(rel: string): Promise<T> => import(pathToFileURL(path.join(root, rel)).href) as Promise<T>;
+  const load = buildLoader(root);
   const sc = await load<typeof import('./scenario.js')>('bench/scenario.js');
   const prune = await load<typeof import('../agent/k8s/prune.js')>('agent/k8s/prune.js');
   const { SyncLoop } = await load<typeof import('../agent/sync-loop.js')>('agent/sync-loop.js');
@@ -55,18 +56,9 @@ async function child(root: string, mode: ColdSyncMode, services: number, endpoin
   const source = cachedScenario(services, endpoints, prune);
   const node = source.node();
 
-  const writer = native.BatchWriter.open(path.join(root, '..', 'build', native.BATCH_WRITER_LIBRARY));
-  const M = native.BPF_MAP_TYPE;
-  const set = {
-    svc: native.BpfMap.create(M.HASH, L.SVC_KEY.size, L.SVC_VAL.size, 262144, 'kpr_svc'),
-    backend: native.BpfMap.create(M.HASH, 4, L.BACKEND.size, 262144, 'kpr_backend'),
-    vip: native.BpfMap.create(M.HASH, L.VIP_KEY.size, L.VIP_VAL.size, 65536, 'kpr_vip'),
-    affinityMatch: native.BpfMap.create(M.HASH, L.AFFINITY_MATCH_KEY.size, 1, 65536, 'kpr_aff_match'),
-    svcMeta: native.BpfMap.create(M.HASH, 4, L.SVC_META.size, 65536, 'kpr_svc_meta'),
-    srcRange: native.BpfMap.create(M.HASH, L.SRC_RANGE_KEY.size, 1, 16, 'kpr_src_range'),
-  };
+  const maps = standaloneMaps(root, native, L);
+  const { set, writer } = maps;
   try {
-    const quiet = { info() {}, warn() {}, error() {}, debug() {}, child: () => quiet };
     const reconciler = new Reconciler(new BpfDatapathMaps({ ...set, writer }), quiet);
     reconciler.adopt();
     const ctx = { nodeName: sc.NODE_NAME, node };
@@ -94,21 +86,16 @@ async function child(root: string, mode: ColdSyncMode, services: number, endpoin
     const ms = performance.now() - t0;
     return { ms, heapMiB: process.memoryUsage().heapUsed / 1048576, frontends, backends };
   } finally {
-    writer.close();
-    for (const m of Object.values(set)) m.close();
+    maps.close();
   }
 }
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
-      child: { type: 'boolean', default: false },
-      dist: { type: 'string', default: distRoot },
-      base: { type: 'string' },
+      ...benchFlags(distRoot),
       runs: { type: 'string', default: '8' },
       modes: { type: 'string', default: COLD_SYNC_MODES.join(',') },
-      services: { type: 'string', default: '10000' },
-      endpoints: { type: 'string', default: '10' },
     },
   });
   const services = Number(values.services);
@@ -119,8 +106,7 @@ async function main(): Promise<void> {
     process.stdout.write(`${JSON.stringify(await child(path.resolve(values.dist!), modes[0], services, endpoints))}\n`);
     return;
   }
-  const arms: Array<[string, string]> = [['this build', distRoot]];
-  if (values.base) arms.unshift(['base', path.resolve(values.base)]);
+  const arms = buildArms(distRoot, values.base);
   const runs = Number(values.runs);
   const samples: Record<string, Record<string, ColdSyncChildResult[]>> = {};
   // Modes and builds alternate run by run, so a slow spell of the machine falls on all of them.

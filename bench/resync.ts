@@ -21,13 +21,12 @@
  * and counts V8's own major GCs (not the forced ones) while the resyncs run.
  * Needs root (CAP_BPF).
  */
-import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import { PerformanceObserver, constants as perf } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
+import { benchFlags, buildArms, buildLoader, quiet, runBenchChild, standaloneMaps } from './bench-child.js';
 import { cachedScenario } from './cached-scenario.js';
-import { asUnderTest } from './priority.js';
 import { median, renderGrid, round } from './report.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -51,7 +50,7 @@ interface ChildResult {
 }
 
 async function child(root: string, services: number, endpoints: number): Promise<ChildResult> {
-  const load = <T>(rel: string): Promise<T> => import(pathToFileURL(path.join(root, rel)).href) as Promise<T>;
+  const load = buildLoader(root);
   const sc = await load<typeof import('./scenario.js')>('bench/scenario.js');
   const prune = await load<typeof import('../agent/k8s/prune.js')>('agent/k8s/prune.js');
   const { SyncLoop } = await load<typeof import('../agent/sync-loop.js')>('agent/sync-loop.js');
@@ -65,17 +64,8 @@ async function child(root: string, services: number, endpoints: number): Promise
   const native = await load<typeof import('../native/index.js')>('native/index.js');
   const L = await load<typeof import('../agent/maps/layout.js')>('agent/maps/layout.js');
   const source = cachedScenario(services, endpoints, prune);
-  const writer = native.BatchWriter.open(path.join(root, '..', 'build', native.BATCH_WRITER_LIBRARY));
-  const M = native.BPF_MAP_TYPE;
-  const set = {
-    svc: native.BpfMap.create(M.HASH, L.SVC_KEY.size, L.SVC_VAL.size, 262144, 'kpr_svc'),
-    backend: native.BpfMap.create(M.HASH, 4, L.BACKEND.size, 262144, 'kpr_backend'),
-    vip: native.BpfMap.create(M.HASH, L.VIP_KEY.size, L.VIP_VAL.size, 65536, 'kpr_vip'),
-    affinityMatch: native.BpfMap.create(M.HASH, L.AFFINITY_MATCH_KEY.size, 1, 65536, 'kpr_aff_match'),
-    svcMeta: native.BpfMap.create(M.HASH, 4, L.SVC_META.size, 65536, 'kpr_svc_meta'),
-    srcRange: native.BpfMap.create(M.HASH, L.SRC_RANGE_KEY.size, 1, 16, 'kpr_src_range'),
-  };
-  const quiet = { info() {}, warn() {}, error() {}, debug() {}, child: () => quiet };
+  const maps = standaloneMaps(root, native, L);
+  const { set, writer } = maps;
   const reconciler = new Reconciler(new BpfDatapathMaps({ ...set, writer }), quiet);
   reconciler.adopt();
   const target = [...source.serviceKeys()].sort()[0];
@@ -158,28 +148,15 @@ async function child(root: string, services: number, endpoints: number): Promise
     gcs.disconnect();
   } finally {
     loop.stop();
-    writer.close();
-    for (const m of Object.values(set)) m.close();
+    maps.close();
   }
   for (const w of waits) (windows.some(([a, b]) => w.due >= a && w.due <= b) ? out.duringMs : out.otherMs).push(w.ms);
   return out;
 }
 
 function runChild(root: string, services: number, endpoints: number): Promise<ChildResult> {
-  const args = ['--expose-gc', '--max-semi-space-size=2', path.join(here, 'resync.js'), '--child', '--dist', root, '--services', String(services), '--endpoints', String(endpoints), '--resyncs', String(RESYNCS)];
-  return new Promise((resolve, reject) => {
-    const c = asUnderTest(spawn(process.execPath, args, { env: { ...process.env, MALLOC_ARENA_MAX: '1' }, stdio: ['ignore', 'pipe', 'pipe'] }));
-    let so = '';
-    let se = '';
-    c.stdout.setEncoding('utf8').on('data', (d: string) => (so += d));
-    c.stderr.setEncoding('utf8').on('data', (d: string) => (se += d));
-    const timer = setTimeout(() => c.kill('SIGKILL'), 180_000);
-    c.on('close', (code) => {
-      clearTimeout(timer);
-      if (code !== 0) return reject(new Error(`resync child (${root}) failed: ${se || so}`));
-      resolve(JSON.parse(so.trim().split('\n').pop()!) as ChildResult);
-    });
-  });
+  const args = ['--child', '--dist', root, '--services', String(services), '--endpoints', String(endpoints), '--resyncs', String(RESYNCS)];
+  return runBenchChild(`resync child (${root})`, path.join(here, 'resync.js'), args, 180_000);
 }
 
 const pct = (xs: number[], p: number) => {
@@ -191,12 +168,8 @@ const pct = (xs: number[], p: number) => {
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
-      child: { type: 'boolean', default: false },
-      dist: { type: 'string', default: distRoot },
-      base: { type: 'string' },
+      ...benchFlags(distRoot),
       runs: { type: 'string', default: '3' },
-      services: { type: 'string', default: '10000' },
-      endpoints: { type: 'string', default: '10' },
       resyncs: { type: 'string', default: String(RESYNCS) },
     },
   });
@@ -208,8 +181,7 @@ async function main(): Promise<void> {
     return;
   }
   void cachedScenario; // (the child builds it with the measured build's prune functions)
-  const arms: Array<[string, string]> = [['this build', distRoot]];
-  if (values.base) arms.unshift(['base', path.resolve(values.base)]);
+  const arms = buildArms(distRoot, values.base);
   const all: Record<string, ChildResult[]> = {};
   for (let i = 0; i < Number(values.runs); i++) {
     for (const [arm, root] of arms) {

@@ -11,7 +11,8 @@ import { constants } from 'node:os';
 import koffi from 'koffi';
 import { libbpf, type NativePtr } from './libbpf.js';
 import { KprBpfError, hintFor } from './errors.js';
-import { BpfMap, mapTypeName } from './bpf-map.js';
+import { BpfMap } from './bpf-map.js';
+import { mapTypeName } from './map-info.js';
 import { BpfProgram } from './bpf-program.js';
 import { attachCgroup, type CgroupAttachment } from './attach.js';
 

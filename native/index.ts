@@ -6,11 +6,10 @@ export { captureLibbpfMessages, setLibbpfLogger, silenceLibbpf, type LibbpfLogge
 export { ensureBpffs, isBpffs, unmountBpffs, BPF_FS_MAGIC, DEFAULT_BPFFS_ROOT, type EnsureBpffsOptions } from './bpffs.js';
 export { BpfObject, type BpfObjectOpenOptions } from './bpf-object.js';
 export { BpfProgram, BPF_ATTACH_TYPE, attachTypeName, programMapIds } from './bpf-program.js';
-export {
-  BpfMap, BPF_ANY, BPF_NOEXIST, BPF_EXIST, BPF_F_LOCK, BPF_MAP_TYPE,
-  possibleCpus, sumPerCpuU64, perCpuSlots, isPerCpuMapType, valueStrideFor, mapTypeName, mapInfoByFd,
-  type BpfMapInfo, type BatchEntries, type DeleteBatchOptions,
-} from './bpf-map.js';
+export { BpfMap, BPF_ANY, BPF_NOEXIST, BPF_EXIST, BPF_F_LOCK, BPF_MAP_TYPE, type DeleteBatchOptions } from './bpf-map.js';
+export { type BatchEntries } from './map-batch-read.js';
+export { mapTypeName, mapInfoByFd, type BpfMapInfo } from './map-info.js';
+export { possibleCpus, sumPerCpuU64, perCpuSlots, isPerCpuMapType, valueStrideFor } from './per-cpu.js';
 export {
   attachCgroup, attachCgroupTemporarily, detachPinnedLink, pinnedLinkInfo, queryCgroupPrograms, cgroupId, linkInfoByFd,
   type CgroupAttachment, type LinkInfo, type TemporaryCgroupLink,

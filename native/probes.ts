@@ -8,10 +8,9 @@ import { constants } from 'node:os';
 import { libbpf } from './libbpf.js';
 import { errnoName } from './errors.js';
 import { BPF_MAP_TYPE, BpfMap } from './bpf-map.js';
+import { NO_FLAGS_OPTS } from './map-batch-opts.js';
 
 const E = constants.errno;
-/** sizeof(struct bpf_map_batch_opts) in libbpf 1.x. */
-const BATCH_OPTS_SIZE = 24;
 
 export interface NativeProbe {
   present: boolean;
@@ -42,14 +41,12 @@ export function probeBatchLookup(): NativeProbe {
   }
   try {
     map.update(Buffer.from([1, 0, 0, 0]), Buffer.from([2, 0, 0, 0]));
-    const opts = Buffer.alloc(BATCH_OPTS_SIZE);
-    opts.writeBigUInt64LE(BigInt(BATCH_OPTS_SIZE), 0);
     const keys = Buffer.alloc(8 * 4);
     const values = Buffer.alloc(8 * 4);
     const count = Buffer.alloc(4);
     count.writeUInt32LE(8, 0);
     const out = Buffer.alloc(8);
-    const ret = libbpf().bpf_map_lookup_batch(map.fd, null, out, keys, values, count, opts);
+    const ret = libbpf().bpf_map_lookup_batch(map.fd, null, out, keys, values, count, NO_FLAGS_OPTS);
     if (ret !== 0 && ret !== -E.ENOENT) return { present: false, detail: errText('bpf_map_lookup_batch', ret) };
     const n = count.readUInt32LE(0);
     if (n !== 1 || keys.readUInt32LE(0) !== 1 || values.readUInt32LE(0) !== 2) {

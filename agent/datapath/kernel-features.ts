@@ -27,6 +27,11 @@ export const KERNEL_FEATURE_NAMES = [
 
 export type KernelFeature = (typeof KERNEL_FEATURE_NAMES)[number];
 
+/** Without tcx the tc programs attach as clsact qdisc filters (agent/datapath/tc-attacher.ts). */
+export const TCX_FALLBACK = 'clsact/cls_bpf';
+/** Without bpf_sock_destroy connected UDP sockets are destroyed through netlink sock_diag (agent/datapath/udp-terminator.ts). */
+export const SOCK_DESTROY_FALLBACK = 'netlink SOCK_DESTROY';
+
 export interface FeatureSpec {
   /** What the facility is, in a few words. */
   what: string;
@@ -50,13 +55,13 @@ export const KERNEL_FEATURES: Record<KernelFeature, FeatureSpec> = {
   tcx: {
     what: 'tcx links for the tc programs',
     since: '6.6',
-    fallbacks: ['clsact/cls_bpf'],
+    fallbacks: [TCX_FALLBACK],
     lost: 'no tc path: NodePort, LoadBalancer and externalIP traffic from outside the node, and service-mesh mode pod traffic, are not translated',
   },
   'bpf-sock-destroy': {
     what: 'bpf_sock_destroy kfunc (kpr_sock_term.bpf.o loads)',
     since: '6.5',
-    fallbacks: ['netlink SOCK_DESTROY'],
+    fallbacks: [SOCK_DESTROY_FALLBACK],
     lost: 'connected UDP sockets of a removed backend are not destroyed: their clients keep sending to it until they reconnect',
   },
   'batch-map-ops': {
@@ -146,6 +151,34 @@ export function formatFeature(s: FeatureStatus): string {
 /** The whole list on one line: "tcx=active netns-cookie-sockopt=fallback(cgroup sock_create probe) ...". */
 export function summarizeFeatures(list: FeatureStatus[]): string {
   return list.map((s) => `${s.feature}=${s.state === 'fallback' ? `fallback(${s.fallback})` : s.state}`).join(' ');
+}
+
+export interface DatapathFallbackChoice {
+  /** --tc-attach: tcx (no fallback), or auto / tc (the clsact filters stand in for a missing tcx). */
+  tcAttach: 'auto' | 'tcx' | 'tc';
+  /**
+   * Whether connected UDP sockets are destroyed through netlink SOCK_DESTROY:
+   * null when they are, else why not (undefined: nothing to add, the feature
+   * stays as probed). Asked only when bpf_sock_destroy is missing.
+   */
+  sockDestroyNetlink: () => string | null | undefined;
+  /** What each fallback's detail adds (kpr preflight names the setting that takes it). */
+  tcxDetail?: string;
+  sockDestroyDetail?: string;
+}
+
+/**
+ * The fallbacks for a kernel without tcx or without bpf_sock_destroy, in the
+ * registry: decided here once for the agent (from what its TcAttacher and
+ * UdpTerminator use) and for `kpr preflight` (from what the agent would use).
+ */
+export function recordDatapathFallbacks(features: KernelFeatures, c: DatapathFallbackChoice): void {
+  if (!features.present('tcx') && c.tcAttach !== 'tcx') features.useFallback('tcx', TCX_FALLBACK, c.tcxDetail);
+  if (!features.present('bpf-sock-destroy')) {
+    const netlinkMissing = c.sockDestroyNetlink();
+    if (netlinkMissing === null) features.useFallback('bpf-sock-destroy', SOCK_DESTROY_FALLBACK, c.sockDestroyDetail);
+    else if (netlinkMissing !== undefined) features.turnOff('bpf-sock-destroy', `${SOCK_DESTROY_FALLBACK} unavailable: ${netlinkMissing}`);
+  }
 }
 
 export type FeatureListener = (status: FeatureStatus) => void;

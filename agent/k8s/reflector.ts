@@ -29,23 +29,15 @@
  * hook, then ObjectSerializer.deserialize and the pruner; an object either
  * rejects or fails to convert is treated as absent (removed from the cache,
  * with a delete change, if it was there) and logged once per version. It
- * never stops the list, the watch or any other object.
+ * never stops the list, the watch or any other object. The cache and that
+ * conversion are agent/k8s/reflector-cache.ts; one watch request is
+ * agent/k8s/watch-request.ts.
  */
-import type * as http from 'node:http';
-import { Watch, type KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
-// Not re-exported by the package index; used to give raw JSON the typed shape (Date timestamps etc.)
-// client-node's models have. The package has no "exports" map.
-import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
+import type { KubeConfig, KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
 import { listPage, type ListPageQuery } from './list-page.js';
-import { errorCode, serverHost, type ApiRequestObserver } from './api-requests.js';
-import { flatKey } from '../flat-key.js';
-
-export interface ReflectorLogger {
-  info(msg: string, fields?: Record<string, unknown>): void;
-  warn(msg: string, fields?: Record<string, unknown>): void;
-  error(msg: string, fields?: Record<string, unknown>): void;
-  debug(msg: string, fields?: Record<string, unknown>): void;
-}
+import type { ApiRequestObserver } from './api-requests.js';
+import { ReflectorCache, keyOf, type Rejection, type ReflectorHandlers, type ReflectorLogger, type Validator } from './reflector-cache.js';
+import { watchRequest, type WatchOutcome } from './watch-request.js';
 
 /**
  * How a watch ended: kpr_k8s_watch_ends_total{reason}. closed: the server ended it
@@ -65,19 +57,6 @@ export interface RelistInfo {
   /** Objects in the cache afterwards. */
   objects: number;
   resourceVersion: string;
-}
-
-export interface Rejection {
-  field: string;
-  reason: string;
-}
-
-export type Validator = (raw: unknown) => Rejection | undefined;
-
-export interface ReflectorHandlers<T> {
-  add(o: T): void;
-  update(o: T, old: T): void;
-  delete(o: T): void;
 }
 
 export interface ReflectorOptions<T extends KubernetesObject> {
@@ -126,33 +105,8 @@ export function compareResourceVersions(a: string | undefined, b: string | undef
   return x < y ? -1 : x > y ? 1 : 0;
 }
 
-export function keyOf(o: { metadata?: { namespace?: string; name?: string } } | undefined): string {
-  const ns = o?.metadata?.namespace;
-  const name = o?.metadata?.name ?? '';
-  return ns ? flatKey('/', ns, name) : name;
-}
-
-const MAX_LOGGED_CHARS = 200;
-
-function truncate(s: string): string {
-  return s.length > MAX_LOGGED_CHARS ? `${s.slice(0, MAX_LOGGED_CHARS)}…` : s;
-}
-
-/** Everything but the resourceVersion, to tell a relisted object that did not change. */
-function sameContent(a: KubernetesObject, b: KubernetesObject): boolean {
-  const strip = (o: KubernetesObject) => ({ ...o, metadata: { ...o.metadata, resourceVersion: undefined } });
-  return JSON.stringify(strip(a)) === JSON.stringify(strip(b));
-}
-
-type WatchOutcome =
-  | { kind: 'closed'; events: number; durationMs: number }
-  | { kind: 'relist'; reason: RelistReason; error?: string; status?: number }
-  | { kind: 'stopped' };
-
 export class Reflector<T extends KubernetesObject> {
-  private readonly cache = new Map<string, T>();
-  /** key -> resourceVersion of the rejected version last logged, so each version is logged once. */
-  private readonly rejected = new Map<string, string>();
+  private readonly cache: ReflectorCache<T>;
   private lastRv = '';
   private lastConfirmedMs: number | undefined;
   private hasSynced = false;
@@ -167,6 +121,7 @@ export class Reflector<T extends KubernetesObject> {
   constructor(private readonly o: ReflectorOptions<T>) {
     this.backoffMs = o.restartBackoffMs;
     this.now = o.now ?? Date.now;
+    this.cache = new ReflectorCache<T>({ ...o, stopped: () => this.stopped });
   }
 
   get synced(): boolean {
@@ -292,7 +247,7 @@ export class Reflector<T extends KubernetesObject> {
     const seenRejected = new Set<string>();
     const items: T[] = [];
     const accept = (raw: any): void => {
-      const t = this.convert(raw);
+      const t = this.cache.convert(raw);
       if (t.ok) items.push(t.obj);
       else seenRejected.add(t.key);
     };
@@ -304,7 +259,7 @@ export class Reflector<T extends KubernetesObject> {
     const listRv = list.metadata?.resourceVersion ?? '';
     // A list behind what the cache last saw: a new history; resourceVersions say nothing across it.
     const newHistory = reason === 'rv_backwards' || reason === 'stale_event' || (compareResourceVersions(listRv, this.lastRv) ?? 0) < 0;
-    const { added, updated, deleted } = this.replace(items, seenRejected, newHistory);
+    const { added, updated, deleted } = this.cache.replace(items, seenRejected, newHistory);
     this.lastRv = listRv;
     this.lastConfirmedMs = this.now();
     const info: RelistInfo = { reason, added, updated, deleted, objects: this.cache.size, resourceVersion: listRv };
@@ -355,132 +310,31 @@ export class Reflector<T extends KubernetesObject> {
     return { ...l, items: [] };
   }
 
-  /** Makes the cache the list: adds, updates (changed objects only) and the deletes the list implies. */
-  private replace(items: T[], rejectedKeys: Set<string>, newHistory: boolean): { added: number; updated: number; deleted: number } {
-    let added = 0;
-    let updated = 0;
-    let deleted = 0;
-    const listed = new Set<string>();
-    const adds: T[] = [];
-    const updates: Array<[T, T]> = [];
-    for (const obj of items) {
-      const key = keyOf(obj);
-      listed.add(key);
-      const old = this.cache.get(key);
-      if (!old) adds.push(obj);
-      else {
-        const sameRv = old.metadata?.resourceVersion !== undefined && old.metadata.resourceVersion === obj.metadata?.resourceVersion;
-        if (sameRv && !newHistory) continue;
-        if (sameContent(old, obj)) {
-          this.cache.set(key, obj); // only its resourceVersion moved: nothing to tell
-          continue;
-        }
-        updates.push([obj, old]);
-      }
-    }
-    // Deletes first: what left the cluster leaves the cache before anything new arrives.
-    for (const [key, old] of [...this.cache]) {
-      if (listed.has(key)) continue;
-      this.cache.delete(key);
-      deleted++;
-      this.safely('delete', () => this.o.handlers.delete(old));
-    }
-    for (const key of [...this.rejected.keys()]) if (!rejectedKeys.has(key)) this.rejected.delete(key);
-    for (const obj of adds) {
-      this.cache.set(keyOf(obj), obj);
-      added++;
-      this.safely('add', () => this.o.handlers.add(obj));
-    }
-    for (const [obj, old] of updates) {
-      this.cache.set(keyOf(obj), obj);
-      updated++;
-      this.safely('update', () => this.o.handlers.update(obj, old));
-    }
-    return { added, updated, deleted };
-  }
-
   // ---- watch -------------------------------------------------------------------------
 
   private watchOnce(): Promise<WatchOutcome> {
     if (this.stopped) return Promise.resolve({ kind: 'stopped' });
-    const started = this.now();
-    let events = 0;
-    let settled = false;
-    let ctl: AbortController | undefined;
-    let agent: http.Agent | undefined;
-    let progressTimer: NodeJS.Timeout | undefined;
-    return new Promise<WatchOutcome>((resolve) => {
-      const finish = (out: WatchOutcome): void => {
-        if (settled) return;
-        settled = true;
-        if (progressTimer) clearTimeout(progressTimer);
-        this.cut = undefined;
-        ctl?.abort();
-        agent?.destroy();
-        resolve(this.stopped ? { kind: 'stopped' } : out);
-      };
-      this.cut = () => finish({ kind: 'stopped' });
-      const lastProgress = (): number => this.lastConfirmedMs ?? started;
-      const armProgress = (): void => {
-        const wait = Math.max(0, lastProgress() + this.o.noProgressMs - this.now());
-        progressTimer = setTimeout(() => {
-          if (settled) return;
-          if (this.now() - lastProgress() >= this.o.noProgressMs) {
-            finish({ kind: 'relist', reason: 'no_progress', error: `no watch event or bookmark for ${this.o.noProgressMs} ms` });
-          } else armProgress();
-        }, wait);
-        progressTimer.unref?.();
-      };
-      armProgress();
-
-      // The watch's config: the real KubeConfig, except that we keep hold of the request's
-      // agent so a cut can also end a request still waiting for its response headers.
-      const kc = this.o.kubeConfig;
-      const watchConfig = Object.create(kc) as KubeConfig;
-      watchConfig.applyToFetchOptions = async (opts: http.RequestOptions) => {
-        const init = await kc.applyToFetchOptions(opts);
-        agent = init.agent as http.Agent | undefined;
-        if (settled) agent?.destroy();
-        return init;
-      };
-      // rest_client_requests_total: once per watch request, when its response headers (or its failure) arrive.
-      let answered = false;
-      const answer = (code: string): void => {
-        if (answered) return;
-        answered = true;
-        if (this.o.onApiRequest) this.observer(this.o.onApiRequest)({ method: 'GET', host: serverHost(kc.getCurrentCluster()?.server ?? ''), code });
-      };
-      const timeoutSeconds = this.o.watchTimeoutSeconds?.() ?? Math.floor(300 * (1 + Math.random()));
-      const query: Record<string, string | number | boolean | undefined> = {
-        resourceVersion: this.lastRv || undefined,
-        allowWatchBookmarks: true,
-        timeoutSeconds,
-        labelSelector: this.o.labelSelector,
-        fieldSelector: this.o.fieldSelector,
-      };
-      this.o.log.debug('k8s watch connecting', { kind: this.o.kind, resourceVersion: this.lastRv || undefined });
-      const onEvent = (type: string, obj: any): void => {
-        if (settled) return;
-        events++;
-        const out = this.handleEvent(type, obj);
-        if (out) finish(out);
-      };
-      const done = (err: any): void => {
-        // client-node's Watch calls done(error with statusCode) for a non-200 answer before watch() resolves,
-        // and done(error) without one when the request itself failed.
-        if (err) answer(errorCode(err));
-        if (err) finish({ kind: 'relist', reason: 'watch_error', error: String(err?.message ?? err), status: err?.statusCode ?? err?.code });
-        else finish({ kind: 'closed', events, durationMs: this.now() - started });
-      };
-      this.tell('onWatchStart', () => this.o.onWatchStart?.());
-      new Watch(watchConfig)
-        .watch(this.o.path, query, onEvent, done)
-        .then((c) => {
-          answer('200');
-          ctl = c;
-          if (settled) c.abort();
-        })
-        .catch((err: any) => done(err ?? new Error('watch failed')));
+    const timeoutSeconds = this.o.watchTimeoutSeconds?.() ?? Math.floor(300 * (1 + Math.random()));
+    const query: Record<string, string | number | boolean | undefined> = {
+      resourceVersion: this.lastRv || undefined,
+      allowWatchBookmarks: true,
+      timeoutSeconds,
+      labelSelector: this.o.labelSelector,
+      fieldSelector: this.o.fieldSelector,
+    };
+    this.o.log.debug('k8s watch connecting', { kind: this.o.kind, resourceVersion: this.lastRv || undefined });
+    this.tell('onWatchStart', () => this.o.onWatchStart?.());
+    return watchRequest({
+      kubeConfig: this.o.kubeConfig,
+      path: this.o.path,
+      query,
+      noProgressMs: this.o.noProgressMs,
+      now: this.now,
+      lastConfirmed: () => this.lastConfirmedMs,
+      onEvent: (type, obj) => this.handleEvent(type, obj),
+      observe: this.o.onApiRequest && this.observer(this.o.onApiRequest),
+      setCut: (cut) => void (this.cut = cut),
+      stopped: () => this.stopped,
     });
   }
 
@@ -504,98 +358,12 @@ export class Reflector<T extends KubernetesObject> {
       if ((compareResourceVersions(rv, cachedRv) ?? 0) < 0) {
         return { kind: 'relist', reason: 'stale_event', error: `${type} ${key} at resourceVersion ${rv}, cached at ${cachedRv}` };
       }
-      if (type === 'DELETED') this.deleted(key, obj);
-      else this.upsert(obj);
+      if (type === 'DELETED') this.cache.deleted(key, obj);
+      else this.cache.upsert(obj);
     }
     if (rv) this.lastRv = rv;
     this.lastConfirmedMs = this.now();
     this.backoffMs = this.o.restartBackoffMs;
     return undefined;
-  }
-
-  private upsert(raw: any): void {
-    const t = this.convert(raw);
-    if (!t.ok) {
-      // Treated as absent: a rejected new version of a cached object is its deletion.
-      const old = this.cache.get(t.key);
-      if (old) {
-        this.cache.delete(t.key);
-        this.safely('delete', () => this.o.handlers.delete(old));
-      }
-      return;
-    }
-    const key = keyOf(t.obj);
-    const old = this.cache.get(key);
-    if (old && old.metadata?.resourceVersion !== undefined && old.metadata.resourceVersion === t.obj.metadata?.resourceVersion) return;
-    this.cache.set(key, t.obj);
-    if (old) this.safely('update', () => this.o.handlers.update(t.obj, old));
-    else this.safely('add', () => this.o.handlers.add(t.obj));
-  }
-
-  private deleted(key: string, raw: any): void {
-    this.rejected.delete(key);
-    const old = this.cache.get(key);
-    if (!old) return;
-    this.cache.delete(key);
-    let last: T = old;
-    try {
-      last = this.toTyped(raw);
-    } catch {
-      // the cached state is the last one we can name
-    }
-    this.safely('delete', () => this.o.handlers.delete(last));
-  }
-
-  // ---- objects ------------------------------------------------------------------------
-
-  private toTyped(raw: any): T {
-    const model = raw && raw.constructor === Object ? (ObjectSerializer.deserialize(raw, this.o.typeName, '') as T) : (raw as T);
-    return this.o.prune(model);
-  }
-
-  /** Validates and types one raw object; a rejection is logged once per object version. */
-  private convert(raw: any): { ok: true; obj: T } | { ok: false; key: string } {
-    const key = keyOf(raw);
-    let rejection: Rejection | undefined;
-    if (raw === null || typeof raw !== 'object' || typeof raw.metadata?.name !== 'string' || raw.metadata.name === '') {
-      rejection = { field: 'metadata.name', reason: 'missing' };
-    } else {
-      try {
-        rejection = this.o.validate?.(raw);
-      } catch (e) {
-        rejection = { field: '?', reason: `validator failed: ${(e as Error)?.message ?? String(e)}` };
-      }
-    }
-    if (!rejection) {
-      try {
-        const obj = this.toTyped(raw);
-        this.rejected.delete(key);
-        return { ok: true, obj };
-      } catch (e) {
-        rejection = { field: '?', reason: (e as Error)?.message ?? String(e) };
-      }
-    }
-    const rv = String(raw?.metadata?.resourceVersion ?? '');
-    if (!this.rejected.has(key) || this.rejected.get(key) !== rv) {
-      this.rejected.set(key, rv);
-      this.o.log.warn('k8s object rejected; treated as absent', {
-        kind: this.o.kind,
-        object: truncate(key),
-        resourceVersion: truncate(rv),
-        field: truncate(String(rejection.field)),
-        reason: truncate(String(rejection.reason)),
-      });
-      this.o.onRejected?.(rejection);
-    }
-    return { ok: false, key };
-  }
-
-  private safely(verb: string, fn: () => void): void {
-    if (this.stopped) return;
-    try {
-      fn();
-    } catch (e) {
-      this.o.log.error('k8s event handler failed', { kind: this.o.kind, verb, error: String((e as Error)?.stack ?? e) });
-    }
   }
 }

@@ -14,7 +14,8 @@ import type { SyncReport } from '../sync-loop.js';
 import { parseBindAddress } from '../net/listen-address.js';
 import { listenWithRetry, type Listener } from './http-listen.js';
 import { instrumentMapErrors } from './instrument-maps.js';
-import { AgentMetrics, kprVersion } from './metrics.js';
+import { AgentMetrics } from './metrics.js';
+import { kprVersion } from './kpr-version.js';
 import { summarizeLimits, type LimitReport, type LimitSummary } from '../reconcile/limits.js';
 import { buildMetricsServer, type ConfigzBody } from './server.js';
 

@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { BatchWriter, BpfObject, DEFAULT_BPFFS_ROOT, isBpffs, setLibbpfLogger } from '../../native/index.js';
 import { batchWriterPath } from '../datapath/loader.js';
-import { KERNEL_FEATURES, formatFeature, type FeatureStatus, type KernelFeatures } from '../datapath/kernel-features.js';
+import { KERNEL_FEATURES, formatFeature, recordDatapathFallbacks, type FeatureStatus, type KernelFeatures } from '../datapath/kernel-features.js';
 import { probeKernelFeatures } from '../datapath/kernel-probes.js';
 import { NETNS_COOKIE_FALLBACK, NETNS_PROBE_OBJECT, netnsCookieBySocketProbe } from '../datapath/netns-cookie.js';
 import { probeSockDiagDestroy } from '../datapath/udp-terminator.js';
@@ -277,13 +277,13 @@ export function runPreflight(opts: PreflightOptions): PreflightReport {
         features.turnOff('netns-cookie-sockopt', `${NETNS_COOKIE_FALLBACK} failed: ${(err as Error).message}`);
       }
     }
-    // Where tcx is missing the agent's --tc-attach auto attaches the same programs as clsact/cls_bpf filters.
-    if (!features.present('tcx')) features.useFallback('tcx', 'clsact/cls_bpf', 'a clsact qdisc with a direct-action cls_bpf filter (--tc-attach auto)');
-    if (!features.present('bpf-sock-destroy')) {
-      const netlinkMissing = probeSockDiagDestroy();
-      if (netlinkMissing === null) features.useFallback('bpf-sock-destroy', 'netlink SOCK_DESTROY', 'sock_diag SOCK_DESTROY works here (--udp-termination auto)');
-      else features.turnOff('bpf-sock-destroy', `netlink SOCK_DESTROY unavailable: ${netlinkMissing}`);
-    }
+    // The fallbacks the agent would use with its defaults (--tc-attach auto, --udp-termination auto).
+    recordDatapathFallbacks(features, {
+      tcAttach: 'auto',
+      sockDestroyNetlink: probeSockDiagDestroy,
+      tcxDetail: 'a clsact qdisc with a direct-action cls_bpf filter (--tc-attach auto)',
+      sockDestroyDetail: 'sock_diag SOCK_DESTROY works here (--udp-termination auto)',
+    });
     for (const f of features.list()) {
       add({
         name: `feature:${f.feature}`,

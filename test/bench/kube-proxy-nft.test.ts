@@ -19,30 +19,19 @@ import {
   serviceChainCount,
   type NftOptions,
 } from '../../bench/kube-proxy-nft.js';
-import type { KpService } from '../../bench/kube-proxy-rules.js';
 import { fullRestore, fullRestoreChunks } from '../../bench/kube-proxy-rules.js';
 import { listChainsIn, nftIn, NftChanger, NotFinishedError } from '../../bench/nftables.js';
 import { makeScenario, MAX_SERVICES, serviceCIDRs } from '../../bench/scenario.js';
 import { makeNodePortScenario } from '../../bench/nodeport.js';
 import { requireRoot } from '../support/preflight.js';
+import { kpService } from './support/kp-service.js';
 import { inNs, Sandbox } from '../../sandbox/netns.js';
 
 const OPTS: NftOptions = { nodeIPs: ['198.18.0.1'], serviceCIDRs: ['198.19.0.0/16'] };
 /** The fixed chains: 8 base chains, 6 jump targets, mark-for-masquerade, reject-chain. */
 const FIXED_CHAINS = 16;
 
-function svc(name: string, n: number, extra: Partial<KpService> = {}): KpService {
-  return {
-    namespace: 'ns1',
-    name,
-    portName: 'p80',
-    clusterIP: '198.19.0.1',
-    port: 80,
-    protocol: 'TCP',
-    endpoints: Array.from({ length: n }, (_, i) => ({ ip: `198.18.128.${i + 1}`, port: 8080 })),
-    ...extra,
-  };
-}
+const svc = kpService;
 
 test('chain names are kube-proxy\'s: hash prefix from base32(sha256(name)), the names upstream documents', () => {
   // pkg/proxy/nftables/proxier.go documents these two for servicePortChainNameBase / servicePortEndpointChainNameBase.

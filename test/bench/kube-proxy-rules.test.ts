@@ -20,22 +20,13 @@ import {
 } from '../../bench/kube-proxy-rules.js';
 import { makeScenario } from '../../bench/scenario.js';
 import { requireRoot } from '../support/preflight.js';
+import { kpService } from './support/kp-service.js';
 import { Sandbox } from '../../sandbox/netns.js';
 import { natRuleCount, restoreIn } from '../../bench/iptables.js';
 import { makeNodePortScenario, NODEPORT_BASE, NP_ECHO_SERVICE } from '../../bench/nodeport.js';
 import { NP_POD_IP } from '../../bench/nodeport-topology.js';
 
-function svc(name: string, n: number): KpService {
-  return {
-    namespace: 'ns1',
-    name,
-    portName: 'p80',
-    clusterIP: '198.19.0.1',
-    port: 80,
-    protocol: 'TCP',
-    endpoints: Array.from({ length: n }, (_, i) => ({ ip: `198.18.128.${i + 1}`, port: 8080 })),
-  };
-}
+const svc = (name: string, n: number) => kpService(name, n);
 
 test('base32 matches RFC 4648 test vectors (Go base32.StdEncoding)', () => {
   const vectors: [string, string][] = [

@@ -2,8 +2,10 @@
  * Rules of the agent's import graph, read from the source files' import
  * lines (issue 19): the planner is pure and knows nothing of the kernel
  * layouts (no arrow agent/plan/ → agent/maps/), the flag parser nothing of
- * the metrics servers (none agent/config.ts → agent/metrics/), and agent/net
- * is a leaf (it imports no other kpr module).
+ * the metrics servers (none agent/config.ts → agent/metrics/), agent/net
+ * is a leaf (it imports no other kpr module), and the validation of watched
+ * objects (agent/k8s/validate.ts and agent/k8s/validate/) stays pure: it
+ * imports only itself, agent/net/ and client-node's models.
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -56,6 +58,13 @@ describe('the agent import graph', () => {
 
   it('has no arrow from agent/config.ts to agent/metrics/ (flags are parsed without the metrics servers)', () => {
     assert.deepEqual(arrows((f) => f === 'agent/config.ts', (t) => t.startsWith('agent/metrics/')), []);
+  });
+
+  it('agent/k8s/validate/ is pure: it imports only itself, agent/net/ and client-node\'s models (no I/O, no state)', () => {
+    const validation = (f: string) => f === 'agent/k8s/validate.ts' || f.startsWith('agent/k8s/validate/');
+    const allowed = (t: string) => validation(t) || t.startsWith('agent/net/') || t === '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
+    assert.ok(graph.get('agent/k8s/validate/service.ts')!.includes('agent/net/ip.ts'), 'the validation modules are read');
+    assert.deepEqual(arrows(validation, (t) => !allowed(t)), []);
   });
 
   it('agent/net/ imports no other kpr module', () => {

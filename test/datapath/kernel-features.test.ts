@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  KERNEL_FEATURE_NAMES, KernelFeatures, InjectedFeatureFailure, formatFeature, parseFeatureList, summarizeFeatures, type FeatureStatus,
+  KERNEL_FEATURE_NAMES, KernelFeatures, InjectedFeatureFailure, formatFeature, parseFeatureList, recordDatapathFallbacks, summarizeFeatures, type FeatureStatus,
 } from '../../agent/datapath/kernel-features.js';
 import { RetryingTask } from '../../agent/retrying-task.js';
 import { silentLogger } from '../../agent/log.js';
@@ -42,6 +42,32 @@ test('the one-line summary lists every feature in order; unprobed features are o
   assert.deepEqual(summary.split(' ').map((p) => p.split('=')[0]), [...KERNEL_FEATURE_NAMES]);
   assert.match(summary, /^netns-cookie-sockopt=off tcx=active bpf-sock-destroy=active /);
   assert.equal(features.status('batch-map-ops').required, true);
+});
+
+test('the datapath fallbacks, decided once for the agent and preflight: clsact filters unless --tc-attach tcx; netlink SOCK_DESTROY when it works, off with why when it does not, as probed when nothing is said', () => {
+  const absent = { tcx: { present: false, detail: 'no tcx' }, 'bpf-sock-destroy': { present: false, detail: 'no kfunc' } };
+  const states = (f: KernelFeatures) => [f.status('tcx').state, f.status('tcx').fallback, f.status('bpf-sock-destroy').state, f.status('bpf-sock-destroy').fallback];
+
+  const auto = new KernelFeatures({ ...allPresent, ...absent });
+  let asked = 0;
+  recordDatapathFallbacks(auto, { tcAttach: 'auto', sockDestroyNetlink: () => (asked++, null), tcxDetail: 'clsact here' });
+  assert.deepEqual(states(auto), ['fallback', 'clsact/cls_bpf', 'fallback', 'netlink SOCK_DESTROY']);
+  assert.match(auto.status('tcx').detail, /; clsact here$/);
+  assert.equal(asked, 1);
+
+  const tcxOnly = new KernelFeatures({ ...allPresent, ...absent });
+  recordDatapathFallbacks(tcxOnly, { tcAttach: 'tcx', sockDestroyNetlink: () => 'EOPNOTSUPP' });
+  assert.deepEqual(states(tcxOnly), ['off', undefined, 'off', undefined]);
+  assert.match(tcxOnly.status('bpf-sock-destroy').detail, /netlink SOCK_DESTROY unavailable: EOPNOTSUPP$/);
+
+  const silent = new KernelFeatures({ ...allPresent, ...absent });
+  recordDatapathFallbacks(silent, { tcAttach: 'tc', sockDestroyNetlink: () => undefined });
+  assert.deepEqual(states(silent), ['fallback', 'clsact/cls_bpf', 'off', undefined]);
+  assert.equal(silent.status('bpf-sock-destroy').detail, 'no kfunc; kernel 6.5+');
+
+  const present = new KernelFeatures(allPresent);
+  recordDatapathFallbacks(present, { tcAttach: 'auto', sockDestroyNetlink: () => assert.fail('not asked when bpf_sock_destroy is there') });
+  assert.deepEqual(states(present), ['active', undefined, 'active', undefined]);
 });
 
 test('environment lists: known names kept, unknown ones returned; KPR_FAIL_KERNEL_FEATURES makes use() throw', () => {

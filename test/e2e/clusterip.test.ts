@@ -7,12 +7,13 @@ import { scaled } from '../../sandbox/time-scale.js';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { BoxCluster, NODE_NAME, waitFor } from '../../sandbox/cluster.js';
+import { BoxCluster, waitFor } from '../../sandbox/cluster.js';
 import { listInterfaces, withNetns } from '../../native/index.js';
 import { withPinnedMaps } from '../support/pinned-maps.js';
 import { inNs, nsPath } from '../../sandbox/netns.js';
 import { cliBin } from '../support/paths.js';
 import { requireRoot } from '../support/preflight.js';
+import { endpointSlice, type SlicePort } from '../support/e2e-objects.js';
 import { anyIngressPrograms, assertAgentMode, kprIngressPrograms, tcModeCases, type TcMode } from '../support/tc-modes.js';
 
 const PODS = [
@@ -35,15 +36,8 @@ interface Ep {
   ready?: boolean;
 }
 
-function slice(name: string, svc: string, endpoints: Ep[], ports: Array<{ name: string; port: number; protocol?: string }>) {
-  return {
-    apiVersion: 'discovery.k8s.io/v1',
-    kind: 'EndpointSlice',
-    metadata: { name, namespace: 'e2e', labels: { 'kubernetes.io/service-name': svc } },
-    addressType: 'IPv4',
-    ports: ports.map((p) => ({ protocol: 'TCP', ...p })),
-    endpoints: endpoints.map((e) => ({ addresses: [e.ip], conditions: { ready: e.ready ?? true }, nodeName: NODE_NAME })),
-  };
+function slice(name: string, svc: string, endpoints: Ep[], ports: SlicePort[]) {
+  return endpointSlice('e2e', name, svc, endpoints.map((e) => ({ ip: e.ip, conditions: { ready: e.ready ?? true } })), ports);
 }
 
 const WEB_PORTS = [

@@ -11,15 +11,16 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BoxCluster, NODE_NAME, waitFor } from '../../sandbox/cluster.js';
+import { BoxCluster, waitFor } from '../../sandbox/cluster.js';
 import { nsPath } from '../../sandbox/netns.js';
 import { BpfMap } from '../../native/index.js';
 import { BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
 import { IPPROTO, MAP_NAMES, SCOPE, decodeConfig, encodeConfig } from '../../agent/maps/layout.js';
 import { mapPinPath } from '../../agent/datapath/pins.js';
-import { parseProm, valueOf } from '../metrics/prom-text.js';
 import { requireRoot } from '../support/preflight.js';
-import { withPinnedMaps as withPinnedMapsUnder } from '../support/pinned-maps.js';
+import { frontendBackendCount, withPinnedMaps as withPinnedMapsUnder } from '../support/pinned-maps.js';
+import { httpService, httpSlice } from '../support/e2e-objects.js';
+import { metricValue, metricsUrlOf } from '../support/agent-metrics.js';
 
 const PODS = [
   { name: 'web-a', ip: '198.18.0.10' },
@@ -28,25 +29,8 @@ const PODS = [
 ];
 const SYNC_PERIOD_MS = 3000;
 
-function service(name: string, clusterIP: string) {
-  return {
-    apiVersion: 'v1',
-    kind: 'Service',
-    metadata: { name, namespace: 'e2e' },
-    spec: { type: 'ClusterIP', clusterIP, clusterIPs: [clusterIP], ports: [{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' }] },
-  };
-}
-
-function slice(name: string, svc: string) {
-  return {
-    apiVersion: 'discovery.k8s.io/v1',
-    kind: 'EndpointSlice',
-    metadata: { name, namespace: 'e2e', labels: { 'kubernetes.io/service-name': svc } },
-    addressType: 'IPv4',
-    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-    endpoints: PODS.map((p) => ({ addresses: [p.ip], conditions: { ready: true }, nodeName: NODE_NAME })),
-  };
-}
+const service = (name: string, clusterIP: string) => httpService('e2e', name, clusterIP);
+const slice = (name: string, svc: string) => httpSlice('e2e', name, svc, PODS.map((p) => p.ip));
 
 describe('drift repair and node faults end to end', { timeout: scaled(180_000) }, () => {
   let box: BoxCluster;
@@ -67,16 +51,12 @@ describe('drift repair and node faults end to end', { timeout: scaled(180_000) }
     rmSync(netnsAlias, { force: true });
   };
 
-  async function metric(name: string, labels: Record<string, string> = {}): Promise<number> {
-    return valueOf(parseProm(await (await fetch(`${metricsUrl}/metrics`)).text()), name, labels) ?? 0;
-  }
+  const metric = (name: string, labels: Record<string, string> = {}) => metricValue(metricsUrl, name, labels);
 
   /** The kernel's maps through their pins, as any other process (bpftool) would change them. */
   const withPinnedMaps = <T>(fn: (m: BpfDatapathMaps) => T): T => withPinnedMapsUnder(box.sandbox.bpffsDir, fn);
 
-  function masterCount(addr: string): number | undefined {
-    return withPinnedMaps((m) => m.dumpServices().find(([k]) => k.addr === addr && k.port === 80 && k.slot === 0)?.[1].count);
-  }
+  const masterCount = (addr: string) => frontendBackendCount(box.sandbox.bpffsDir, addr);
 
   const alive = () => box.agent!.child.exitCode === null && box.agent!.child.signalCode === null;
 
@@ -89,7 +69,7 @@ describe('drift repair and node faults end to end', { timeout: scaled(180_000) }
     box.api.create(service('web', '198.19.0.10'));
     box.api.create(slice('web-1', 'web'));
     const agent = await box.startAgent(['--sync-period', `${SYNC_PERIOD_MS}ms`, '--netns', netnsAlias]);
-    metricsUrl = `http://${(await agent.waitForLog('metrics server listening')).address}`;
+    metricsUrl = await metricsUrlOf(agent);
   });
 
   after(async () => {

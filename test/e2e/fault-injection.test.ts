@@ -25,7 +25,8 @@ import { MAP_NAMES, SCOPE } from '../../agent/maps/layout.js';
 import { linkPinDir, mapPinDir, mapPinPath } from '../../agent/datapath/pins.js';
 import type { ClientReport } from '../../sandbox/client.js';
 import type { KubeObject } from '../../sandbox/apiserver-selectors.js';
-import { parseProm, valueOf } from '../metrics/prom-text.js';
+import { httpService, httpSlice } from '../support/e2e-objects.js';
+import { metricValue } from '../support/agent-metrics.js';
 import { requireRoot } from '../support/preflight.js';
 import { withPinnedMaps as withPinnedMapsUnder } from '../support/pinned-maps.js';
 
@@ -41,28 +42,11 @@ const NODE_CHECK_BOUND_MS = 5000;
 
 interface Ep { ip: string; ready: boolean; terminating?: boolean }
 
-function service(name: string, clusterIP: string, port = 80): KubeObject {
-  return {
-    apiVersion: 'v1',
-    kind: 'Service',
-    metadata: { name, namespace: 'e2e' },
-    spec: { type: 'ClusterIP', clusterIP, clusterIPs: [clusterIP], ports: [{ name: 'http', port, targetPort: 8080, protocol: 'TCP' }] },
-  };
-}
+const service = (name: string, clusterIP: string, port = 80): KubeObject => httpService('e2e', name, clusterIP, {}, port);
 
 function slice(name: string, svc: string, eps: Ep[]): KubeObject {
-  return {
-    apiVersion: 'discovery.k8s.io/v1',
-    kind: 'EndpointSlice',
-    metadata: { name, namespace: 'e2e', labels: { 'kubernetes.io/service-name': svc } },
-    addressType: 'IPv4',
-    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-    endpoints: eps.map((e) => ({
-      addresses: [e.ip],
-      conditions: { ready: e.ready, serving: e.ready || e.terminating === true, terminating: e.terminating === true },
-      nodeName: NODE_NAME,
-    })),
-  };
+  const conditions = (e: Ep) => ({ ready: e.ready, serving: e.ready || e.terminating === true, terminating: e.terminating === true });
+  return httpSlice('e2e', name, svc, eps.map((e) => ({ ip: e.ip, conditions: conditions(e) })));
 }
 
 /**
@@ -105,10 +89,7 @@ describe('fault injection end to end', { timeout: scaled(600_000) }, () => {
 
   const urlOf = async (agent: AgentProcess, what: 'metrics' | 'health') => `http://${(await agent.waitForLog(`${what} server listening`)).address}`;
 
-  async function metric(name: string, labels: Record<string, string> = {}): Promise<number> {
-    const text = await (await fetch(`${await urlOf(box.agent!, 'metrics')}/metrics`)).text();
-    return valueOf(parseProm(text), name, labels) ?? 0;
-  }
+  const metric = async (name: string, labels: Record<string, string> = {}) => metricValue(await urlOf(box.agent!, 'metrics'), name, labels);
 
   const withPinnedMaps = <T>(fn: (m: BpfDatapathMaps) => T): T => withPinnedMapsUnder(box.sandbox.bpffsDir, fn);
 

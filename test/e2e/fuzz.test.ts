@@ -41,12 +41,12 @@ import {
   goodService,
   goodSlice,
   namesField,
-  rng,
   warnsAbout,
   type FuzzCase,
   type Kind,
   type KubeObject,
 } from '../fuzz/hostile-objects.js';
+import { rng } from '../support/rng.js';
 
 const SEED = Number(process.env.KPR_FUZZ_SEED ?? 21);
 const OBJECTS = Math.max(60, Number(process.env.KPR_FUZZ_OBJECTS ?? 400));

@@ -21,6 +21,7 @@ import { linkPinPath, mapPinPath } from '../../agent/datapath/pins.js';
 import { CFG_FLAG, MAP_NAMES, decodeConfig } from '../../agent/maps/layout.js';
 import { KERNEL_FEATURE_NAMES } from '../../agent/datapath/kernel-features.js';
 import { requireRoot } from '../support/preflight.js';
+import { httpService, httpSlice } from '../support/e2e-objects.js';
 import { parseProm, valueOf, type Sample } from '../metrics/prom-text.js';
 
 const PODS = [
@@ -29,25 +30,8 @@ const PODS = [
 ];
 const CLUSTER_IP = '198.19.0.10';
 
-function service() {
-  return {
-    apiVersion: 'v1',
-    kind: 'Service',
-    metadata: { name: 'web', namespace: 'kf' },
-    spec: { type: 'ClusterIP', clusterIP: CLUSTER_IP, clusterIPs: [CLUSTER_IP], ports: [{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' }] },
-  };
-}
-
-function slice(ips: string[]) {
-  return {
-    apiVersion: 'discovery.k8s.io/v1',
-    kind: 'EndpointSlice',
-    metadata: { name: 'web-1', namespace: 'kf', labels: { 'kubernetes.io/service-name': 'web' } },
-    addressType: 'IPv4',
-    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-    endpoints: ips.map((ip) => ({ addresses: [ip], conditions: { ready: true }, nodeName: NODE_NAME })),
-  };
-}
+const service = () => httpService('kf', 'web', CLUSTER_IP);
+const slice = (ips: string[]) => httpSlice('kf', 'web-1', 'web', ips);
 
 /** SO_NETNS_COOKIE of a namespace, or undefined on a kernel without it. */
 function sockoptCookie(netns: string): bigint | undefined {
@@ -94,10 +78,12 @@ describe('kernel features: probed, reported, and their fallbacks used', { timeou
     await box?.close();
   });
 
-  test('SO_NETNS_COOKIE treated as absent: the sock_create fallback finds the node namespace cookie, service-mesh mode serves node processes', async () => {
-    const agent = await box.startAgent(['--socket-lb-host-only'], { KPR_DISABLE_KERNEL_FEATURES: 'netns-cookie-sockopt' });
+  test('SO_NETNS_COOKIE and bpf_sock_destroy treated as absent: the sock_create fallback finds the node namespace cookie, service-mesh mode serves node processes; UDP sockets go through netlink', async () => {
+    const agent = await box.startAgent(['--socket-lb-host-only'], { KPR_DISABLE_KERNEL_FEATURES: 'netns-cookie-sockopt,bpf-sock-destroy' });
     const line = await agent.waitForLog('kernel features');
     assert.match(String(line.summary), /netns-cookie-sockopt=fallback\(cgroup sock_create probe\)/);
+    // --udp-termination auto without bpf_sock_destroy: netlink SOCK_DESTROY, and the registry says so.
+    assert.match(String(line.summary), /bpf-sock-destroy=fallback\(netlink SOCK_DESTROY\)/);
     // One line holds every feature, each with the registry's words.
     assert.deepEqual((line.features as string[]).map((f) => f.split(':')[0]), [...KERNEL_FEATURE_NAMES]);
     // Without tcx the tc programs attach as clsact filters (--tc-attach auto), and the registry says so.
@@ -107,6 +93,7 @@ describe('kernel features: probed, reported, and their fallbacks used', { timeou
     const s = await scrape(metricsUrl);
     assert.equal(valueOf(s, 'kpr_kernel_feature', { feature: 'netns-cookie-sockopt', state: 'fallback', fallback: 'cgroup sock_create probe' }), 1);
     assert.equal(valueOf(s, 'kpr_kernel_feature', tcxSupported() ? { feature: 'tcx', state: 'active' } : { feature: 'tcx', state: 'fallback', fallback: 'clsact/cls_bpf' }), 1);
+    assert.equal(valueOf(s, 'kpr_kernel_feature', { feature: 'bpf-sock-destroy', state: 'fallback', fallback: 'netlink SOCK_DESTROY' }), 1);
     for (const f of KERNEL_FEATURE_NAMES) assert.equal(s.filter((x) => x.name === 'kpr_kernel_feature' && x.labels.feature === f).length, 1, f);
 
     // The cookie kpr_config holds is the node namespace's: the value SO_NETNS_COOKIE gives (where

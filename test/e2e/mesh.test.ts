@@ -10,9 +10,8 @@
 import { scaled } from '../../sandbox/time-scale.js';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { BpfMap } from '../../native/index.js';
-import { decodeCtKey, decodeCtVal, MAP_NAMES, CT_DIR, CT_FLAG, IPPROTO, type CtKey, type CtVal } from '../../agent/maps/layout.js';
-import { mapPinPath } from '../../agent/datapath/pins.js';
+import { CT_DIR, CT_FLAG, IPPROTO } from '../../agent/maps/layout.js';
+import { pinnedConntrack } from '../support/pinned-maps.js';
 import { POD_GATEWAY, TwoNodeCluster, UNDERLAY, type NodeName } from '../../sandbox/two-node.js';
 import type { ClientReport } from '../../sandbox/client.js';
 import { requireRoot } from '../support/preflight.js';
@@ -66,14 +65,7 @@ function meshSuite(tcCase: TcModeCase): void {
 describe(`service-mesh mode (--socket-lb-host-only) on two nodes [${tcCase.label}]`, { timeout: scaled(120_000) }, () => {
   let box: TwoNodeCluster;
 
-  function ctEntries(node: NodeName): Array<{ key: CtKey; val: CtVal }> {
-    const m = BpfMap.openPinned(mapPinPath(box.nodes[node].bpffsDir, MAP_NAMES.ct));
-    try {
-      return [...m.entries()].map(([k, v]) => ({ key: decodeCtKey(k), val: decodeCtVal(v) }));
-    } finally {
-      m.close();
-    }
-  }
+  const ctEntries = (node: NodeName) => pinnedConntrack(box.nodes[node].bpffsDir);
 
   /** ORIGINAL entries of flows from `src` to the frontend. */
   function flowsTo(node: NodeName, src: string, vip: string, port: number, proto: number) {

@@ -10,14 +10,15 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
-import { BpfMap, withNetns } from '../../native/index.js';
-import { decodeCtKey, decodeCtVal, MAP_NAMES, CT_DIR, CT_FLAG, IPPROTO, type CtKey, type CtVal } from '../../agent/maps/layout.js';
-import { mapPinPath } from '../../agent/datapath/pins.js';
+import { withNetns } from '../../native/index.js';
+import { CT_DIR, CT_FLAG, IPPROTO, type CtKey, type CtVal } from '../../agent/maps/layout.js';
+import { pinnedConntrack } from '../support/pinned-maps.js';
 import { inNs, nsPath } from '../../sandbox/netns.js';
 import { waitFor } from '../../sandbox/cluster.js';
 import { CLIENTS, NODE1_UPLINK, NODE1_UPLINK6, podIp6, TwoNodeCluster, UNDERLAY, UNDERLAY6, type NodeName } from '../../sandbox/two-node.js';
 import type { ClientReport } from '../../sandbox/client.js';
 import { requireRoot } from '../support/preflight.js';
+import { endpointSlice, type SlicePort } from '../support/e2e-objects.js';
 import { cliBin } from '../support/paths.js';
 import { assertAgentMode, kprIngressPrograms, tcModeCases, type TcModeCase } from '../support/tc-modes.js';
 
@@ -51,18 +52,11 @@ function service(name: string, type: 'ClusterIP' | 'NodePort' | 'LoadBalancer', 
   };
 }
 
-function slice(name: string, svc: string, podNames: string[], ports: Array<{ name: string; port: number; protocol?: string }>) {
-  return {
-    apiVersion: 'discovery.k8s.io/v1',
-    kind: 'EndpointSlice',
-    metadata: { name, namespace: 'e2e', labels: { 'kubernetes.io/service-name': svc } },
-    addressType: 'IPv4',
-    ports: ports.map((p) => ({ protocol: 'TCP', ...p })),
-    endpoints: podNames.map((n) => ({ addresses: [POD[n].ip], conditions: { ready: true }, nodeName: POD[n].node })),
-  };
+function slice(name: string, svc: string, podNames: string[], ports: SlicePort[]) {
+  return endpointSlice('e2e', name, svc, podNames.map((n) => ({ ip: POD[n].ip, node: POD[n].node })), ports);
 }
 
-function slice6(name: string, svc: string, podNames: string[], ports: Array<{ name: string; port: number; protocol?: string }>) {
+function slice6(name: string, svc: string, podNames: string[], ports: SlicePort[]) {
   const s = slice(name, svc, podNames, ports);
   return { ...s, addressType: 'IPv6', endpoints: podNames.map((n) => ({ addresses: [podIp6(POD[n].ip, POD[n].node)], conditions: { ready: true }, nodeName: POD[n].node })) };
 }
@@ -85,14 +79,7 @@ describe(`NodePort, LoadBalancer and externalIPs on two nodes [${tcCase.label}]`
 
   const ext = (target: string, mode: 'http' | 'udp' | 'once' | 'get' | 'loop' = 'http', extra: string[] = []) => box.external('client-a', mode, target, extra);
 
-  function ctEntries(node: NodeName): Array<{ key: CtKey; val: CtVal }> {
-    const m = BpfMap.openPinned(mapPinPath(box.nodes[node].bpffsDir, MAP_NAMES.ct));
-    try {
-      return [...m.entries()].map(([k, v]) => ({ key: decodeCtKey(k), val: decodeCtVal(v) }));
-    } finally {
-      m.close();
-    }
-  }
+  const ctEntries = (node: NodeName) => pinnedConntrack(box.nodes[node].bpffsDir);
 
   function assertServed(rep: ClientReport, what: string, n: number): void {
     assert.equal(rep.failed, 0, `${what}: ${JSON.stringify(rep.errors)}`);

@@ -20,9 +20,11 @@ import { BpfMap } from '../../native/index.js';
 import { mapPinPath } from '../../agent/datapath/pins.js';
 import { MAP_NAMES } from '../../agent/maps/layout.js';
 import { countEntries } from '../../agent/metrics/map-stats.js';
-import { NETWORK_PROGRAMMING_BUCKETS, kprVersion } from '../../agent/metrics/metrics.js';
+import { NETWORK_PROGRAMMING_BUCKETS } from '../../agent/metrics/buckets.js';
+import { kprVersion } from '../../agent/metrics/kpr-version.js';
 import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME } from '../../agent/k8s/labels.js';
 import { requireRoot } from '../support/preflight.js';
+import { httpService, httpSlice } from '../support/e2e-objects.js';
 import { parseProm, valueOf, type Sample } from '../metrics/prom-text.js';
 
 const PODS = [
@@ -61,25 +63,8 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs = 10
   }
 }
 
-function service(name: string, clusterIP: string) {
-  return {
-    apiVersion: 'v1',
-    kind: 'Service',
-    metadata: { name, namespace: 'obs' },
-    spec: { type: 'ClusterIP', clusterIP, clusterIPs: [clusterIP], ports: [{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' }] },
-  };
-}
-
-function slice(name: string, svc: string, ips: string[], annotations: Record<string, string> = {}) {
-  return {
-    apiVersion: 'discovery.k8s.io/v1',
-    kind: 'EndpointSlice',
-    metadata: { name, namespace: 'obs', labels: { 'kubernetes.io/service-name': svc }, annotations },
-    addressType: 'IPv4',
-    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-    endpoints: ips.map((ip) => ({ addresses: [ip], conditions: { ready: true }, nodeName: NODE_NAME })),
-  };
-}
+const service = (name: string, clusterIP: string) => httpService('obs', name, clusterIP);
+const slice = (name: string, svc: string, ips: string[], annotations: Record<string, string> = {}) => httpSlice('obs', name, svc, ips, annotations);
 
 function node(extra: { taints?: Array<{ key: string; effect: string }>; deletionTimestamp?: string } = {}) {
   return {

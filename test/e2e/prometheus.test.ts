@@ -17,6 +17,7 @@ import { repoRoot } from '../../sandbox/repo.js';
 import { scaled } from '../../sandbox/time-scale.js';
 import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME } from '../../agent/k8s/labels.js';
 import { requireRoot } from '../support/preflight.js';
+import { httpService, httpSlice } from '../support/e2e-objects.js';
 import { renderedRuleGroups, ruleFile, startPrometheus, type PrometheusServer, type PromResult, type RuleGroup } from '../support/prometheus.js';
 import { parseProm, valueOf } from '../metrics/prom-text.js';
 
@@ -40,25 +41,9 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs = sc
   }
 }
 
-function service(name: string, clusterIP: string, spec: Record<string, unknown> = {}) {
-  return {
-    apiVersion: 'v1',
-    kind: 'Service',
-    metadata: { name, namespace: 'prom' },
-    spec: { type: 'ClusterIP', clusterIP, clusterIPs: [clusterIP], ports: [{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' }], ...spec },
-  };
-}
+const service = (name: string, clusterIP: string, spec: Record<string, unknown> = {}) => httpService('prom', name, clusterIP, spec);
 
-function slice(name: string, svc: string, eps: Array<{ ip: string; node: string }>, annotations: Record<string, string> = {}) {
-  return {
-    apiVersion: 'discovery.k8s.io/v1',
-    kind: 'EndpointSlice',
-    metadata: { name, namespace: 'prom', labels: { 'kubernetes.io/service-name': svc }, annotations },
-    addressType: 'IPv4',
-    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-    endpoints: eps.map((e) => ({ addresses: [e.ip], conditions: { ready: true }, nodeName: e.node })),
-  };
-}
+const slice = (name: string, svc: string, eps: Array<{ ip: string; node: string }>, annotations: Record<string, string> = {}) => httpSlice('prom', name, svc, eps, annotations);
 
 const here = (ips: string[]) => ips.map((ip) => ({ ip, node: NODE_NAME }));
 

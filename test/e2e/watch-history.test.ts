@@ -11,8 +11,9 @@ import { scaled } from '../../sandbox/time-scale.js';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BoxCluster, NODE_NAME, waitFor } from '../../sandbox/cluster.js';
-import { withPinnedMaps } from '../support/pinned-maps.js';
-import { parseProm, valueOf } from '../metrics/prom-text.js';
+import { frontendBackendCount } from '../support/pinned-maps.js';
+import { httpService, httpSlice } from '../support/e2e-objects.js';
+import { metricValue, metricsUrlOf } from '../support/agent-metrics.js';
 import { requireRoot } from '../support/preflight.js';
 
 const PODS = [
@@ -21,38 +22,17 @@ const PODS = [
 ];
 const CONVERGE_BOUND_MS = 20_000;
 
-function service(name: string, clusterIP: string) {
-  return {
-    apiVersion: 'v1',
-    kind: 'Service',
-    metadata: { name, namespace: 'e2e' },
-    spec: { type: 'ClusterIP', clusterIP, clusterIPs: [clusterIP], ports: [{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' }] },
-  };
-}
-
-function slice(name: string, svc: string, pods: typeof PODS) {
-  return {
-    apiVersion: 'discovery.k8s.io/v1',
-    kind: 'EndpointSlice',
-    metadata: { name, namespace: 'e2e', labels: { 'kubernetes.io/service-name': svc } },
-    addressType: 'IPv4',
-    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-    endpoints: pods.map((p) => ({ addresses: [p.ip], conditions: { ready: true }, nodeName: NODE_NAME })),
-  };
-}
+const service = (name: string, clusterIP: string) => httpService('e2e', name, clusterIP);
+const slice = (name: string, svc: string, pods: typeof PODS) => httpSlice('e2e', name, svc, pods.map((p) => p.ip));
 
 describe('the API server comes back with another history', { timeout: scaled(180_000) }, () => {
   let box: BoxCluster;
   let metricsUrl: string;
 
-  async function relists(kind: string, reason: string): Promise<number> {
-    return valueOf(parseProm(await (await fetch(`${metricsUrl}/metrics`)).text()), 'kpr_k8s_relists_total', { kind, reason }) ?? 0;
-  }
+  const relists = (kind: string, reason: string) => metricValue(metricsUrl, 'kpr_k8s_relists_total', { kind, reason });
 
   /** Backends of a Service's frontend (port 80) in the pinned kpr_svc map; undefined when not programmed. */
-  function backendCount(addr: string): number | undefined {
-    return withPinnedMaps(box.sandbox.bpffsDir, (m) => m.dumpServices().find(([k]) => k.addr === addr && k.port === 80 && k.slot === 0)?.[1].count);
-  }
+  const backendCount = (addr: string) => frontendBackendCount(box.sandbox.bpffsDir, addr);
 
   async function servedBy(vip: string): Promise<string[]> {
     const rep = await box.client('http', `${vip}:80`, ['--count', '40']);
@@ -76,7 +56,7 @@ describe('the API server comes back with another history', { timeout: scaled(180
     // Enough writes that a low base really is below the agent's resourceVersions.
     for (let i = 0; i < 20; i++) box.api.apply({ ...service('gone', '198.19.0.11'), metadata: { name: 'gone', namespace: 'e2e', labels: { round: String(i) } } });
     const agent = await box.startAgent();
-    metricsUrl = `http://${(await agent.waitForLog('metrics server listening')).address}`;
+    metricsUrl = await metricsUrlOf(agent);
     assert.deepEqual(await servedBy('198.19.0.10'), ['web-a', 'web-b']);
     assert.deepEqual(await servedBy('198.19.0.11'), ['web-a']);
   });

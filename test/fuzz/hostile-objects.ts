@@ -13,6 +13,7 @@
  * port → ready endpoints' first addresses on the slice port of the same name)
  * without kpr's planner.
  */
+import { rng } from '../support/rng.js';
 
 export type Kind = 'Service' | 'EndpointSlice';
 export type Verdict = 'rejected' | 'accepted';
@@ -44,17 +45,6 @@ export interface FuzzCase {
 export const FUZZ_NAMESPACE = 'fuzz';
 export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
 
-/** mulberry32: small, fast, deterministic. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const pad = (i: number) => String(i).padStart(4, '0');
 

@@ -17,7 +17,8 @@ import { describe, it } from 'node:test';
 import YAML from 'yaml';
 import * as allModels from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
 import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
-import { MODELS, validateObject, type ValidatedKind } from '../../agent/k8s/validate.js';
+import { validateObject, type ValidatedKind } from '../../agent/k8s/validate.js';
+import { MODELS } from '../../agent/k8s/validate/decodable.js';
 import { repoRoot } from '../support/paths.js';
 
 type Json = any;

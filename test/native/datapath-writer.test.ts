@@ -11,11 +11,10 @@ import path from 'node:path';
 import { BATCH_WRITER_LIBRARY, BatchWriter } from '../../native/index.js';
 import { BpfDatapathMaps, QUEUE_MIN_ENTRIES } from '../../agent/maps/bpf-datapath-maps.js';
 import { Reconciler, type PlanSource } from '../../agent/reconcile/reconciler.js';
-import { svcKeyId } from '../../agent/reconcile/memory-datapath-maps.js';
 import { instrumentMapErrors } from '../../agent/metrics/instrument-maps.js';
 import type { PlanFrontend } from '../../agent/plan/types.js';
-import { liveViolations, programmed, type MapState } from '../reconcile/support/datapath-state.js';
-import { closeMapSet, repoRoot, requireBpf, standaloneMapSet } from './helpers.js';
+import { liveViolations, programmed } from '../reconcile/support/datapath-state.js';
+import { closeMapSet, kernelState, repoRoot, requireBpf, standaloneMapSet } from './helpers.js';
 
 const quiet = { info() {}, warn() {}, error() {} };
 let writer: BatchWriter;
@@ -57,16 +56,6 @@ function plans(n: number, per: number): Map<string, PlanFrontend[]> {
 
 function source(p: Map<string, PlanFrontend[]>): PlanSource {
   return { keys: () => p.keys(), get: (k) => p.get(k) };
-}
-
-function kernelState(d: BpfDatapathMaps): MapState {
-  return {
-    services: new Map(d.dumpServices().map(([k, v]) => [svcKeyId(k), [k, v]])),
-    backends: new Map(d.dumpBackends()),
-    vips: new Map(d.dumpVips()),
-    affinityMatches: new Map(),
-    svcMeta: new Map(d.dumpSvcMeta()),
-  };
 }
 
 test('a large sync writes the same entries through the writer thread as synchronously', () => {

@@ -8,7 +8,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
 import { BpfMap, BPF_MAP_TYPE, ensureBpffs, KprBpfError } from '../../native/index.js';
-import type { DatapathMapSet } from '../../agent/maps/bpf-datapath-maps.js';
+import type { BpfDatapathMaps, DatapathMapSet } from '../../agent/maps/bpf-datapath-maps.js';
+import { svcKeyId } from '../../agent/reconcile/memory-datapath-maps.js';
+import type { MapState } from '../reconcile/support/datapath-state.js';
 import { AFFINITY_MATCH_KEY, BACKEND, SRC_RANGE_KEY, SVC_KEY, SVC_META, SVC_VAL, VIP_KEY, VIP_VAL, decodeSvcKey, encodeSvcKey, encodeSvcVal } from '../../agent/maps/layout.js';
 
 /** dist/test/native/helpers.js -> repository root. */
@@ -87,4 +89,15 @@ export function standaloneMapSet(svcMax: number): Omit<DatapathMapSet, 'writer'>
 
 export function closeMapSet(m: Omit<DatapathMapSet, 'writer'>): void {
   for (const map of Object.values(m)) (map as BpfMap).close();
+}
+
+/** What the kernel maps hold, in the shape the reconciler tests' checks read (kpr_aff_match left empty). */
+export function kernelState(d: BpfDatapathMaps): MapState {
+  return {
+    services: new Map(d.dumpServices().map(([k, v]) => [svcKeyId(k), [k, v]])),
+    backends: new Map(d.dumpBackends()),
+    vips: new Map(d.dumpVips()),
+    affinityMatches: new Map(),
+    svcMeta: new Map(d.dumpSvcMeta()),
+  };
 }

@@ -9,10 +9,9 @@ import assert from 'node:assert/strict';
 import { BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
 import { instrumentMapErrors } from '../../agent/metrics/instrument-maps.js';
 import { Reconciler } from '../../agent/reconcile/reconciler.js';
-import { svcKeyId } from '../../agent/reconcile/memory-datapath-maps.js';
 import type { PlanFrontend } from '../../agent/plan/types.js';
-import { liveViolations, programmed, type MapState } from '../reconcile/support/datapath-state.js';
-import { closeMapSet, requireBpf, standaloneMapSet } from './helpers.js';
+import { liveViolations, programmed } from '../reconcile/support/datapath-state.js';
+import { closeMapSet, kernelState, requireBpf, standaloneMapSet } from './helpers.js';
 
 const quiet = { info() {}, warn() {}, error() {} };
 
@@ -30,16 +29,6 @@ function fe(service: string, address: string, backends: number, from: number): P
     trafficPolicy: 'Cluster',
     affinityTimeoutSeconds: 0,
     sourceRanges: [],
-  };
-}
-
-function kernelState(d: BpfDatapathMaps): MapState {
-  return {
-    services: new Map(d.dumpServices().map(([k, v]) => [svcKeyId(k), [k, v]])),
-    backends: new Map(d.dumpBackends()),
-    vips: new Map(d.dumpVips()),
-    affinityMatches: new Map(),
-    svcMeta: new Map(d.dumpSvcMeta()),
   };
 }
 

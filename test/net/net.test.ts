@@ -25,19 +25,11 @@ import {
   parseIPv4,
 } from '../../agent/net/ip.js';
 import { formatAddress, parseBindAddress } from '../../agent/net/listen-address.js';
+import { rng } from '../support/rng.js';
 import { decodeAddr, decodeSrcRangeKey, encodeAddr, encodeIPv4Num, encodeSrcRangeKey } from '../../agent/maps/layout.js';
 
 const NOT_ADDRESSES: unknown[] = ['', 'x', '1.2.3', '1.2.3.4.5', '1.2.3.256', '1..2.3', '1.2.3.', '.1.2.3', '1234.1.1.1', ' 1.2.3.4', '1.2.3.4 ', '1.2.3.-4', '1.2.3.4/32', ':', ':::', '1::2::3', '2001:db8::g', '12345::', '[::1]', 'fe80::1%eth0', '::ffff:1.2.3.4%0', undefined, null, 5, {}];
 
-/** A seeded generator (mulberry32), so a failure names a reproducible case. */
-function rng(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe('IPv4', () => {
   it('ipv4Canonical gives the u32 of a canonical dotted quad, and tells leading zeros from garbage', () => {

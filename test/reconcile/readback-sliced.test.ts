@@ -15,7 +15,8 @@ import { Reconciler, type ReadBackVerdict } from '../../agent/reconcile/reconcil
 import type { PlanFrontend } from '../../agent/plan/types.js';
 import { decodeSvcKey } from '../../agent/maps/layout.js';
 import { DRIFT_CASES, servedView, sortedDrift } from './support/drift-cases.js';
-import { SLICED, SMALL_MAP_DRIFT_CASES, World, filler, readBack, rng } from './support/readback-world.js';
+import { SLICED, SMALL_MAP_DRIFT_CASES, World, filler, readBack } from './support/readback-world.js';
+import { rng } from '../support/rng.js';
 import { quiet } from './support/reconcile-harness.js';
 import { strictViolations, copyState } from './support/datapath-state.js';
 

@@ -5,8 +5,8 @@
  */
 import { BpfMap } from '../../native/index.js';
 import { BpfDatapathMaps, type DatapathMapSet } from '../../agent/maps/bpf-datapath-maps.js';
-import { MAP_NAMES } from '../../agent/maps/layout.js';
-import { mapPinDir, mapPinPathsIn } from '../../agent/datapath/pins.js';
+import { MAP_NAMES, decodeCtKey, decodeCtVal, type CtKey, type CtVal } from '../../agent/maps/layout.js';
+import { mapPinDir, mapPinPath, mapPinPathsIn } from '../../agent/datapath/pins.js';
 
 /** Every map the reconciler writes, opened from the pins in `pinDir` (at this release's layout versions); close() closes them all. */
 export function openPinnedMapSet(pinDir: string): { set: Omit<DatapathMapSet, 'writer'>; close(): void } {
@@ -43,5 +43,20 @@ export function withPinnedMaps<T>(bpffsDir: string, fn: (m: BpfDatapathMaps) => 
     return fn(new BpfDatapathMaps(set));
   } finally {
     close();
+  }
+}
+
+/** Backends of the frontend addr:port (its master, slot 0, of any scope) in the pinned kpr_svc map; undefined when not programmed. */
+export function frontendBackendCount(bpffsDir: string, addr: string, port = 80): number | undefined {
+  return withPinnedMaps(bpffsDir, (m) => m.dumpServices().find(([k]) => k.addr === addr && k.port === port && k.slot === 0)?.[1].count);
+}
+
+/** Every kpr_ct entry pinned under `bpffsDir`, decoded. */
+export function pinnedConntrack(bpffsDir: string): Array<{ key: CtKey; val: CtVal }> {
+  const m = BpfMap.openPinned(mapPinPath(bpffsDir, MAP_NAMES.ct));
+  try {
+    return [...m.entries()].map(([k, v]) => ({ key: decodeCtKey(k), val: decodeCtVal(v) }));
+  } finally {
+    m.close();
   }
 }

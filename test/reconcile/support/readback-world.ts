@@ -39,18 +39,6 @@ export const SMALL_MAP_DRIFT_CASES: DriftCase[] = [
   },
 ];
 
-/** A small deterministic PRNG (mulberry32). */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** A filler ClusterIP Service: n pods (a distinct address range per generation, so each change is new backends and re-pointed slots). */
 export function filler(i: number, n: number, gen: number): PlanFrontend[] {
   return [

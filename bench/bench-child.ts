@@ -1,0 +1,111 @@
+/**
+ * The in-process benches' two sides of one measured run (bench/cold-sync.ts,
+ * bench/resync.ts): the harness starts a fresh node process with the agent's
+ * node flags and environment (bin/kpr-agent) at the priority of a program
+ * under test (bench/priority.ts), and reads the JSON line it prints last; the
+ * child loads the modules of the build it measures (its dist/, another
+ * build's with --base: the child code is always this build's) and sets up
+ * what the agent's sync writes to: standalone kernel maps with that build's
+ * layouts (nothing attached to anything) and its batch writer thread.
+ */
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { BpfMap, BatchWriter } from '../native/index.js';
+import { asUnderTest } from './priority.js';
+
+/** bin/kpr-agent's node flags. */
+const AGENT_NODE_FLAGS = ['--expose-gc', '--max-semi-space-size=2'];
+
+/** Runs `script` with `args` in a fresh node process; resolves with the last line it prints, parsed; rejects with its output when it fails. */
+export function runBenchChild<T>(what: string, script: string, args: string[], timeoutMs: number): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const child = asUnderTest(spawn(process.execPath, [...AGENT_NODE_FLAGS, script, ...args], { env: { ...process.env, MALLOC_ARENA_MAX: '1' }, stdio: ['ignore', 'pipe', 'pipe'] }));
+    let out = '';
+    let err = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      if (code !== 0) return reject(new Error(`${what} failed (${signal ?? `exit ${code}`}): ${err || out}`));
+      try {
+        resolve(JSON.parse(out.trim().split('\n').pop()!) as T);
+      } catch {
+        reject(new Error(`${what} printed no result: ${out}`));
+      }
+    });
+  });
+}
+
+/**
+ * The flags both benches take: --services/--endpoints (the scenario), --base
+ * (the other build's dist/, measured alternately with this one), and the
+ * child's --child/--dist (which build a child run measures).
+ */
+export function benchFlags(distRoot: string) {
+  return {
+    child: { type: 'boolean', default: false },
+    dist: { type: 'string', default: distRoot },
+    base: { type: 'string' },
+    services: { type: 'string', default: '10000' },
+    endpoints: { type: 'string', default: '10' },
+  } as const;
+}
+
+/** The builds a bench alternates, [name, dist/]: the base first when given, then this build. */
+export function buildArms(distRoot: string, base: string | undefined): Array<[string, string]> {
+  const arms: Array<[string, string]> = [['this build', distRoot]];
+  if (base) arms.unshift(['base', path.resolve(base)]);
+  return arms;
+}
+
+/** Imports a module of the build whose dist/ is `root` (`rel`: its path there, e.g. "agent/sync-loop.js"). */
+export function buildLoader(root: string): <T>(rel: string) => Promise<T> {
+  return <T>(rel: string) => import(pathToFileURL(path.join(root, rel)).href) as Promise<T>;
+}
+
+interface QuietLog {
+  info(): void;
+  warn(): void;
+  error(): void;
+  debug(): void;
+  child(): QuietLog;
+}
+
+/** A logger that says nothing (the agent's child() included). */
+export const quiet: QuietLog = { info() {}, warn() {}, error() {}, debug() {}, child: () => quiet };
+
+export interface StandaloneMaps {
+  /** The maps the reconciler writes, created (not pinned) with the measured build's layouts, at the agent's default sizes. */
+  set: { svc: BpfMap; backend: BpfMap; vip: BpfMap; affinityMatch: BpfMap; svcMeta: BpfMap; srcRange: BpfMap };
+  writer: BatchWriter;
+  /** Closes the writer and every map. */
+  close(): void;
+}
+
+/** The maps and the batch writer of the build whose dist/ is `root`, its native binding and layouts loaded by the caller. */
+export function standaloneMaps(root: string, native: typeof import('../native/index.js'), L: typeof import('../agent/maps/layout.js')): StandaloneMaps {
+  const writer = native.BatchWriter.open(path.join(root, '..', 'build', native.BATCH_WRITER_LIBRARY));
+  const M = native.BPF_MAP_TYPE;
+  const set = {
+    svc: native.BpfMap.create(M.HASH, L.SVC_KEY.size, L.SVC_VAL.size, 262144, 'kpr_svc'),
+    backend: native.BpfMap.create(M.HASH, 4, L.BACKEND.size, 262144, 'kpr_backend'),
+    vip: native.BpfMap.create(M.HASH, L.VIP_KEY.size, L.VIP_VAL.size, 65536, 'kpr_vip'),
+    affinityMatch: native.BpfMap.create(M.HASH, L.AFFINITY_MATCH_KEY.size, 1, 65536, 'kpr_aff_match'),
+    svcMeta: native.BpfMap.create(M.HASH, 4, L.SVC_META.size, 65536, 'kpr_svc_meta'),
+    srcRange: native.BpfMap.create(M.HASH, L.SRC_RANGE_KEY.size, 1, 16, 'kpr_src_range'),
+  };
+  return {
+    set,
+    writer,
+    close() {
+      writer.close();
+      for (const m of Object.values(set)) m.close();
+    },
+  };
+}
