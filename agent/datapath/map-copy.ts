@@ -3,14 +3,13 @@
  * the source's layout to the target's (agent/maps/layout-convert.ts), in
  * batches: what a live migration fills the new set with.
  */
+import { constants } from 'node:os';
 import { BPF_ANY, BPF_NOEXIST, KprBpfError, possibleCpus, type BpfMap } from '../../native/index.js';
 import { layoutConverter } from '../maps/layout-convert.js';
 import type { StructLayout } from '../maps/struct-codec.js';
 
 const CHUNK = 4096;
-const EEXIST = 17;
-const E2BIG = 7;
-const ENOSPC = 28;
+const { EEXIST, E2BIG, ENOSPC } = constants.errno;
 
 export interface Layouts {
   key: StructLayout;
