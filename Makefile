@@ -1,7 +1,7 @@
 # kpr — build, test, demo and benchmark. Every target installs what it needs.
 SHELL := /bin/bash
 .DELETE_ON_ERROR:
-.PHONY: all deps deps-system deps-node deps-node-prod bpf build test test-unit test-kernels demo bench clean chart-lint
+.PHONY: all deps deps-system deps-node deps-node-prod bpf bpf-fixtures build test test-unit test-kernels demo bench clean chart-lint
 
 BUILD_DIR   := build
 BPF_SRC     := $(wildcard bpf/*.bpf.c)
@@ -50,6 +50,19 @@ $(BUILD_DIR)/%.bpf.o: bpf/%.bpf.c $(BPF_HDR) $(VMLINUX_H) | deps-system
 
 bpf: $(BPF_OBJ)
 
+# Test fixture: the same programs against the map layouts of version 1
+# (test/fixtures/bpf-v1/kpr_types.h first on the include path), for the live
+# upgrade test (test/e2e/upgrade.test.ts). Not part of the image.
+FIXTURE_V1_DIR := $(BUILD_DIR)/fixtures/v1
+FIXTURE_V1_OBJ := $(patsubst bpf/%.bpf.c,$(FIXTURE_V1_DIR)/%.bpf.o,$(filter-out bpf/kpr_netns_probe.bpf.c,$(BPF_SRC)))
+BPF_CFLAGS_V1 := $(subst -I bpf/include,-I test/fixtures/bpf-v1 -I bpf/include,$(BPF_CFLAGS))
+
+$(FIXTURE_V1_DIR)/%.bpf.o: bpf/%.bpf.c $(BPF_HDR) test/fixtures/bpf-v1/kpr_types.h $(VMLINUX_H) | deps-system
+	@mkdir -p $(@D)
+	$(CLANG) $(BPF_CFLAGS_V1) -c $< -o $@
+
+bpf-fixtures: $(FIXTURE_V1_OBJ)
+
 $(BATCH_WRITER): native/batch_writer.c | deps-system
 	@mkdir -p $(BUILD_DIR)
 	$(CLANG) -O2 -g -Wall -Werror -fPIC -shared -o $@ $< -lbpf -lpthread
@@ -82,7 +95,7 @@ ESBUILD_FLAGS := --bundle --platform=node --format=esm --target=node22 --externa
 # a git checkout (a container build: .git is not in the context) pass GIT_COMMIT=... or it is "unknown".
 GIT_COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
 
-build: deps bpf $(BATCH_WRITER)
+build: deps bpf bpf-fixtures $(BATCH_WRITER)
 	npx tsc -p tsconfig.json
 	@if [ -n "$(GIT_COMMIT)" ]; then printf '{"commit":"%s"}\n' "$(GIT_COMMIT)" > dist/agent/build-info.json; else rm -f dist/agent/build-info.json; fi
 	node_modules/.bin/esbuild dist/agent/main.js $(ESBUILD_FLAGS) --outfile=$(AGENT_BUNDLE)

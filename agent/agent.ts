@@ -49,6 +49,8 @@ export class Agent {
   private features: KernelFeatures | undefined;
   /** Brings the node's tc datapath up (after the initial sync); retried until it succeeds. */
   private nodeDatapathTask: RetryingTask | undefined;
+  /** Ends a live map migration once the node datapath runs on the new set; retried on failure. */
+  private migrationTask: RetryingTask | undefined;
   /** Writes the node-wide settings for the Node object as last seen; retried on failure. */
   private nodeSettingsTask: RetryingTask | undefined;
   /** The node namespace's cookie once known (undefined: this kernel cannot tell; null: not resolved yet). */
@@ -76,14 +78,15 @@ export class Agent {
     if (probed.unknownNames.length) log.warn('unknown kernel feature names in the environment', { names: probed.unknownNames });
     obs.metrics.kernelFeatures(() => features.list());
     features.onChange((f) => log.warn('kernel feature changed', { feature: f.feature, state: f.state, fallback: f.fallback, text: formatFeature(f) }));
-    const sizes = computeMapSizes(cfg.mapSizeOptions, { totalMemoryBytes: os.totalmem(), cpus: os.availableParallelism(), possibleCpus: possibleCpus() });
+    const sizes = computeMapSizes({ ...cfg.mapSizeOptions, serviceCounters: cfg.serviceCounters }, { totalMemoryBytes: os.totalmem(), cpus: os.availableParallelism(), possibleCpus: possibleCpus() });
     log.info('BPF map sizes', { maps: describeMapSizes(sizes) });
     this.datapath = loadDatapath({ ...cfg, mapSizes: sizes.byMapName, loadUdpIterator: cfg.udpTermination !== 'netlink', onIncompatiblePin: () => obs.metrics.pinRestored('map', 'incompatible') }, log, features);
     const dp = this.datapath;
-    obs.mapSizes({ configured: sizes.byMapName, inUse: dp.mapSizes, mismatched: dp.sizeMismatches.map((m) => ({ map: m.name, pinned: m.pinned, requested: m.requested })) });
+    obs.mapSizes({ configured: sizes.byMapName, inUse: dp.mapSizes, migration: dp.migration ? { state: 'in progress', maps: dp.migration.reasons } : undefined });
     const pins = new PinKeeper(cfg.bpffsDir, log.child({ source: 'pins' }), (object, reason) => obs.metrics.pinRestored(object, reason));
     this.pins = pins;
-    for (const [key, name] of Object.entries(MAP_NAMES)) pins.keepMap(mapPinPath(cfg.bpffsDir, name), dp.maps[key as keyof typeof MAP_NAMES]);
+    // A migrating set is pinned in staging/ until it is promoted: the keeper holds the maps' pins from then.
+    if (!dp.migration) this.keepMapPins();
     for (const a of dp.attachments) pins.keepLink(a.linkPinPath);
     this.resolveNetnsCookie(); // before the features line, so it says which netns cookie source is in use
     // healthCheckNodePort servers (eTP=Local LoadBalancers), in the node's namespace, healthy as the proxy is.
@@ -112,7 +115,9 @@ export class Agent {
       srcRange: dp.maps.srcRange,
       writer: this.writer,
     });
-    const reconciler = new Reconciler(obs.instrument(maps), log.child({ source: 'reconciler' }), { capacities: testCapacities(maps.capacities(), cfg.testMapCapacities, log) });
+    // Frontend ids 1 .. n-1 index kpr_svc_stats and name kpr_svc_meta (n: map-sizes.ts frontendCapacity).
+    const maxRevNatId = dp.maps.svcMeta.maxEntries - 1;
+    const reconciler = new Reconciler(obs.instrument(maps), log.child({ source: 'reconciler' }), { capacities: testCapacities(maps.capacities(), cfg.testMapCapacities, log), maxRevNatId });
     obs.adopted(reconciler.adopt());
 
     const kc = loadKubeConfig({ kubeconfig: cfg.kubeconfig, serviceHost: cfg.k8sServiceHost, servicePort: cfg.k8sServicePort });
@@ -171,8 +176,8 @@ export class Agent {
     const report = loop.start();
     const cacheSyncedToMapsWrittenMs = performance.now() - syncedAt;
     initialDone = true;
-    if (dp.replacedPins.length > 0) {
-      // The new maps are filled: now the programs that use them replace the previous agent's.
+    if (dp.migration) {
+      // The new set is filled: now the programs that use it replace the previous agent's.
       for (const a of dp.attachSockPrograms()) pins.keepLink(a.linkPinPath);
     }
     const released = afterInitialSync();
@@ -208,10 +213,34 @@ export class Agent {
         nd.start(this.watch?.node());
         this.nodeDatapath = nd;
         obs.metrics.tcAttacher(() => nd.tcStatus());
+        // The tc programs run on the new set now too: the migration can end.
+        if (dp.migration) this.migrationTask?.run();
       },
       { log, onFailure },
     );
+    this.migrationTask = new RetryingTask('map-migration', () => this.finishMigration(), { log, onFailure });
     this.nodeDatapathTask.run();
+  }
+
+  /** The end of a live map migration (agent/datapath/migration.ts), once every program runs on the new set. */
+  private finishMigration(): void {
+    const dp = this.datapath;
+    const nd = this.nodeDatapath;
+    if (!dp?.migration || !nd) return;
+    const reasons = dp.migration.reasons;
+    const summary = dp.migration.finish((tc) => nd.swapTcObject(tc));
+    // KPR_CFG_F_MIGRATING off: written with the node settings (and what drift repair compares with).
+    nd.nodeChanged(this.watch?.node());
+    this.keepMapPins();
+    for (const a of dp.attachments) this.pins?.keepLink(a.linkPinPath);
+    this.obs?.mapSizes({ configured: dp.mapSizes, inUse: dp.mapSizes, migration: { state: 'done', maps: reasons } });
+    this.log.info('map migration done: the old maps are released', { maps: reasons, copied: summary.copied, ms: Math.round(summary.ms) });
+  }
+
+  /** The pin keeper holds every map's pin (re-pinned if removed or replaced). */
+  private keepMapPins(): void {
+    const dp = this.datapath!;
+    for (const [key, name] of Object.entries(MAP_NAMES)) this.pins?.keepMap(mapPinPath(this.cfg.bpffsDir, name), dp.maps[key as keyof typeof MAP_NAMES]);
   }
 
   /**
@@ -248,6 +277,7 @@ export class Agent {
   async stop(): Promise<void> {
     this.loop?.stop();
     this.nodeDatapathTask?.stop();
+    this.migrationTask?.stop();
     this.nodeSettingsTask?.stop();
     this.nodeDatapath?.stop();
     await this.serviceHealth?.close();

@@ -152,6 +152,8 @@ export const USAGE = `Usage: kpr-agent [flags]
   --udp-termination MODE   destroying connected UDP sockets of a removed backend: auto (bpf_sock_destroy on 6.5+,
                            else netlink sock_diag), bpf, netlink (default: auto)
   --map-size-services N    kpr_svc entries: a frontend plus one per backend of each frontend (default: 262144)
+  --map-size-frontends N   frontend ids (Service ports x addresses): kpr_svc_meta, kpr_svc_stats, kpr_vip
+                           (default: a quarter of --map-size-services)
   --map-size-backends N    kpr_backend entries, one per distinct backend; also kpr_aff_match (default: 262144)
   --map-size-revnat N      kpr_revnat entries, translated UDP sockets (LRU, default: 262144)
   --map-size-affinity N    kpr_affinity entries, ClientIP session affinity (LRU, default: 65536)
@@ -230,6 +232,7 @@ export const AGENT_FLAGS = {
   'udp-termination': { type: 'string', default: 'auto' },
   // ---- BPF map sizes (agent/datapath/map-sizes.ts)
   'map-size-services': { type: 'string' },
+  'map-size-frontends': { type: 'string' },
   'map-size-backends': { type: 'string' },
   'map-size-revnat': { type: 'string' },
   'map-size-affinity': { type: 'string' },

@@ -6,9 +6,8 @@
  * kpr_config to its flags, so each round checks afterwards that the bit
  * held (isOff) and is run again if it did not.
  */
-import path from 'node:path';
 import { BpfMap } from '../native/index.js';
-import { mapPinDir } from '../agent/datapath/pins.js';
+import { mapPinPath } from '../agent/datapath/pins.js';
 import { CFG_FLAG, MAP_NAMES, encodeConfig, decodeConfig } from '../agent/maps/layout.js';
 import { CONFIG_KEY } from '../agent/datapath/loader.js';
 
@@ -20,7 +19,7 @@ export interface CounterSwitch {
 }
 
 export function counterSwitch(bpffsDir: string): CounterSwitch {
-  const pin = path.join(mapPinDir(bpffsDir), MAP_NAMES.config);
+  const pin = mapPinPath(bpffsDir, MAP_NAMES.config);
   const withConfig = <T>(f: (m: BpfMap) => T): T => {
     const m = BpfMap.openPinned(pin);
     try {

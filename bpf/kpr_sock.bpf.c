@@ -132,7 +132,7 @@ static __always_inline int kpr_xlate_rev(struct bpf_sock_addr *ctx, struct kpr_d
 	rkey.cookie = bpf_get_socket_cookie(ctx);
 	kpr_addr_copy(rkey.addr, dst->addr);
 	rkey.port = dst->port;
-	rval = bpf_map_lookup_elem(&kpr_revnat, &rkey);
+	rval = kpr_revnat_lookup(&rkey);
 	if (!rval)
 		return -ENOENT;
 	kpr_addr_copy(dst->addr, rval->addr);

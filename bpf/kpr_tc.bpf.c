@@ -274,7 +274,7 @@ static __always_inline int kpr_pick_snat(const struct kpr_pkt *p, const struct k
 	rkey.dir = KPR_CT_DIR_REPLY;
 	for (i = 0; i < KPR_SNAT_PORT_TRIES; i++) {
 		rkey.dport = port;
-		if (!bpf_map_lookup_elem(&kpr_ct, &rkey)) {
+		if (!kpr_ct_lookup(&rkey, cfg)) {
 			fwd->nat_sport = port;
 			return 0;
 		}
@@ -384,9 +384,11 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	k.dir = KPR_CT_DIR_REPLY;
 	if (bpf_map_update_elem(&kpr_ct, &k, &rev, BPF_ANY))
 		return TC_ACT_SHOT;
+	kpr_ct_mirror(&k, &rev, cfg);
 	kpr_ct_key_of(&k, p, KPR_CT_DIR_ORIGINAL);
 	if (bpf_map_update_elem(&kpr_ct, &k, &fwd, BPF_ANY))
 		return TC_ACT_SHOT;
+	kpr_ct_mirror(&k, &fwd, cfg);
 
 	if (kpr_rewrite(skb, p, &fwd))
 		return TC_ACT_SHOT;
@@ -398,7 +400,7 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 }
 
 /* Deletes the REPLY entry that belongs to an ORIGINAL entry. */
-static __always_inline void kpr_ct_forget_reply(const struct kpr_ct_val *orig, __u8 proto)
+static __always_inline void kpr_ct_forget_reply(const struct kpr_ct_val *orig, __u8 proto, const struct kpr_config *cfg)
 {
 	struct kpr_ct_key k = {};
 
@@ -408,7 +410,7 @@ static __always_inline void kpr_ct_forget_reply(const struct kpr_ct_val *orig, _
 	k.dport = orig->nat_sport;
 	k.proto = proto;
 	k.dir = KPR_CT_DIR_REPLY;
-	bpf_map_delete_elem(&kpr_ct, &k);
+	kpr_ct_delete(&k, cfg);
 }
 
 /* True when the ORIGINAL entry's backend is still the one the service names. */
@@ -440,7 +442,7 @@ static __always_inline int kpr_tc(struct __sk_buff *skb, __u8 role)
 
 	/* A reply of a flow NATed here: show the client the address it called. */
 	kpr_ct_key_of(&k, &p, KPR_CT_DIR_REPLY);
-	ct = bpf_map_lookup_elem(&kpr_ct, &k);
+	ct = kpr_ct_lookup(&k, cfg);
 	if (ct && ct->expires_ns > now) {
 		kpr_ct_touch(ct, &p, cfg, now);
 		if (kpr_rewrite(skb, &p, ct))
@@ -451,7 +453,7 @@ static __always_inline int kpr_tc(struct __sk_buff *skb, __u8 role)
 
 	/* A packet of a flow already NATed: same backend, same rewrite. */
 	kpr_ct_key_of(&k, &p, KPR_CT_DIR_ORIGINAL);
-	ct = bpf_map_lookup_elem(&kpr_ct, &k);
+	ct = kpr_ct_lookup(&k, cfg);
 	/*
 	 * A SYN on a flow that already closed is a new connection reusing the
 	 * client port (conntrack does the same): balance it afresh. The closed
@@ -460,7 +462,7 @@ static __always_inline int kpr_tc(struct __sk_buff *skb, __u8 role)
 	 * TIME_WAIT connection on the backend.
 	 */
 	if (ct && (ct->flags & KPR_CT_F_CLOSING) && (p.tcp_flags & KPR_TCP_SYN)) {
-		kpr_ct_forget_reply(ct, p.proto);
+		kpr_ct_forget_reply(ct, p.proto, cfg);
 		ct = NULL;
 	}
 	if (ct && ct->expires_ns > now && kpr_ct_backend_live(ct)) {

@@ -1,8 +1,9 @@
 /**
  * BpfObject: a compiled BPF ELF object opened and loaded with libbpf's object
  * API. With `pinMapsDir`, every map gets the pin path `${pinMapsDir}/${name}`
- * before load, so libbpf reuses a compatible map already pinned there (the
- * agent adopts its maps across restarts) or pins the new one.
+ * (or its own from `pinPaths`) before load, so libbpf reuses a compatible map
+ * already pinned there (the agent adopts its maps across restarts) or pins
+ * the new one. `reuseMaps` hands a map an existing map's fd instead.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -20,8 +21,6 @@ const E = constants.errno;
 export interface BpfObjectOpenOptions {
   /** bpffs directory (must exist, see ensureBpffs) where maps are pinned / adopted. */
   pinMapsDir?: string;
-  /** Pin paths by map name, in place of `${pinMapsDir}/${name}` (with pinMapsDir; libbpf creates a missing parent directory). */
-  pinPaths?: Readonly<Record<string, string>>;
   /** Programs not to load (bpf_program__set_autoload false): their hook is missing from this kernel. */
   skipPrograms?: readonly string[];
   /**
@@ -30,19 +29,21 @@ export interface BpfObjectOpenOptions {
    * (the objects share one list). A pinned map is reused only at its size.
    */
   maxEntries?: Readonly<Record<string, number>>;
+  /**
+   * Pin path by map name, in place of `${pinMapsDir}/${name}`; null: the map
+   * is not pinned. Names of maps this object lacks are ignored.
+   */
+  pinPaths?: Readonly<Record<string, string | null>>;
+  /**
+   * Maps that are an existing map (its fd: bpf_map__reuse_fd) instead of a
+   * new one; never pinned. The kernel's definition replaces the object's, so
+   * the programs are verified against the real map. Names of maps this
+   * object lacks are ignored.
+   */
+  reuseMaps?: Readonly<Record<string, number>>;
 }
 
-/** A map pinned with another max_entries than asked, compatible otherwise. */
-export interface PinnedSizeMismatch {
-  name: string;
-  pin: string;
-  /** max_entries of the pinned map. */
-  pinned: number;
-  /** max_entries this object asks for. */
-  requested: number;
-}
-
-interface MapDef {
+export interface MapDef {
   name: string;
   type: number;
   keySize: number;
@@ -55,17 +56,19 @@ export class BpfObject {
   readonly path: string;
   readonly name: string;
   readonly pinMapsDir?: string;
-  readonly #pinPaths: Readonly<Record<string, string>>;
   #obj: NativePtr | null;
+  /** Each map by the name it is declared with (libbpf renames a reused map after the map it reuses). */
+  readonly #mapPtrs = new Map<string, NativePtr>();
+  /** Pin path of each pinned map. */
+  readonly #pinPaths = new Map<string, string>();
   #loaded = false;
   readonly #maps = new Map<string, BpfMap>();
   readonly #programs = new Map<string, BpfProgram>();
 
-  private constructor(obj: NativePtr, objPath: string, pinMapsDir: string | undefined, pinPaths: Readonly<Record<string, string>>) {
+  private constructor(obj: NativePtr, objPath: string, pinMapsDir: string | undefined) {
     this.#obj = obj;
     this.path = objPath;
     this.name = libbpf().bpf_object__name(obj);
-    this.#pinPaths = pinPaths;
     if (pinMapsDir !== undefined) this.pinMapsDir = pinMapsDir;
   }
 
@@ -77,20 +80,30 @@ export class BpfObject {
       const errno = koffi.errno() || E.EINVAL;
       throw new KprBpfError({ op: 'object open', path: objPath, errno, detail: hintFor(errno) });
     }
-    const self = new BpfObject(obj, objPath, opts.pinMapsDir, opts.pinPaths ?? {});
+    const self = new BpfObject(obj, objPath, opts.pinMapsDir);
     try {
-      if (opts.pinMapsDir !== undefined) {
-        for (const def of self.#mapDefs()) {
-          const map = lib.bpf_object__find_map_by_name(obj, def.name)!;
-          const ret = lib.bpf_map__set_pin_path(map, self.pinPathOf(def.name));
-          if (ret < 0) throw new KprBpfError({ op: 'map set pin path', map: def.name, errno: -ret });
-        }
+      for (let m = lib.bpf_object__next_map(obj, null); m; m = lib.bpf_object__next_map(obj, m)) self.#mapPtrs.set(lib.bpf_map__name(m), m);
+      const reuse = opts.reuseMaps ?? {};
+      for (const name of self.#mapPtrs.keys()) {
+        if (name in reuse) continue;
+        const given = opts.pinPaths?.[name];
+        const pin = given !== undefined ? given : opts.pinMapsDir !== undefined ? path.join(opts.pinMapsDir, name) : null;
+        if (pin === null) continue;
+        const ret = lib.bpf_map__set_pin_path(self.#mapPtrs.get(name)!, pin);
+        if (ret < 0) throw new KprBpfError({ op: 'map set pin path', map: name, errno: -ret });
+        self.#pinPaths.set(name, pin);
       }
       for (const [name, entries] of Object.entries(opts.maxEntries ?? {})) {
-        const map = lib.bpf_object__find_map_by_name(obj, name);
-        if (!map) continue;
+        const map = self.#mapPtrs.get(name);
+        if (!map || name in reuse) continue;
         const ret = lib.bpf_map__set_max_entries(map, entries);
         if (ret < 0) throw new KprBpfError({ op: 'map set max_entries', map: name, errno: -ret, detail: `max_entries ${entries}` });
+      }
+      for (const [name, fd] of Object.entries(reuse)) {
+        const map = self.#mapPtrs.get(name);
+        if (!map) continue;
+        const ret = lib.bpf_map__reuse_fd(map, fd);
+        if (ret < 0) throw new KprBpfError({ op: 'map reuse fd', map: name, errno: -ret, detail: `fd ${fd}` });
       }
       for (const name of opts.skipPrograms ?? []) {
         const prog = lib.bpf_object__find_program_by_name(obj, name);
@@ -113,14 +126,20 @@ export class BpfObject {
     return this.#obj === null;
   }
 
-  /** Where map `name` is (or will be) pinned; undefined without pinMapsDir. */
+  /** Where map `name` is (or will be) pinned. Throws for a map that is not pinned. */
   pinPathOf(name: string): string {
-    if (this.pinMapsDir === undefined) throw new Error(`bpf object ${this.path}: opened without pinMapsDir`);
-    return this.#pinPaths[name] ?? path.join(this.pinMapsDir, name);
+    const pin = this.#pinPaths.get(name);
+    if (pin === undefined) throw new Error(`bpf object ${this.path}: map ${name} is not pinned`);
+    return pin;
   }
 
   mapNames(): string[] {
     return this.#mapDefs().map((d) => d.name);
+  }
+
+  /** Each map's definition as it will be created (max_entries as set): type, key and value sizes, flags. */
+  mapDefs(): MapDef[] {
+    return this.#mapDefs();
   }
 
   programNames(): string[] {
@@ -145,7 +164,7 @@ export class BpfObject {
     const ret = libbpf().bpf_object__load(obj);
     if (ret < 0) {
       const errno = -ret;
-      const bad = this.pinMapsDir !== undefined ? this.#findIncompatiblePin(defs) : null;
+      const bad = this.#findIncompatiblePin(defs);
       this.close();
       if (bad) {
         throw new KprBpfError({
@@ -163,13 +182,13 @@ export class BpfObject {
     const cached = this.#maps.get(name);
     if (cached) return cached;
     const lib = libbpf();
-    const obj = this.#live('object map');
-    const m = lib.bpf_object__find_map_by_name(obj, name);
+    this.#live('object map');
+    const m = this.#mapPtrs.get(name);
     if (!m) throw new KprBpfError({ op: 'object map', map: name, errno: E.ENOENT, detail: `no map ${name} in ${this.path}` });
     if (!this.#loaded) throw new KprBpfError({ op: 'object map', map: name, errno: E.EINVAL, detail: 'object is not loaded' });
     const fd = lib.bpf_map__fd(m);
     if (fd < 0) throw new KprBpfError({ op: 'map fd', map: name, errno: -fd });
-    const map = new BpfMap(fd, false, { name: lib.bpf_map__name(m) });
+    const map = new BpfMap(fd, false, { name });
     this.#maps.set(name, map);
     return map;
   }
@@ -200,6 +219,7 @@ export class BpfObject {
     for (const p of this.#programs.values()) p._invalidate();
     this.#maps.clear();
     this.#programs.clear();
+    this.#mapPtrs.clear();
     libbpf().bpf_object__close(obj);
   }
 
@@ -210,11 +230,11 @@ export class BpfObject {
 
   #mapDefs(): MapDef[] {
     const lib = libbpf();
-    const obj = this.#live('object maps');
+    this.#live('object maps');
     const defs: MapDef[] = [];
-    for (let m = lib.bpf_object__next_map(obj, null); m; m = lib.bpf_object__next_map(obj, m)) {
+    for (const [name, m] of this.#mapPtrs) {
       defs.push({
-        name: lib.bpf_map__name(m),
+        name,
         type: lib.bpf_map__type(m),
         keySize: lib.bpf_map__key_size(m),
         valueSize: lib.bpf_map__value_size(m),
@@ -226,12 +246,10 @@ export class BpfObject {
   }
 
   /**
-   * Before load: the maps pinned under pinMapsDir that load would refuse to
-   * adopt (another type, key/value size, max_entries or flags, or not a map),
-   * with why. Empty without pinMapsDir.
+   * Before load: the pinned maps that load would refuse to adopt (another
+   * type, key/value size, max_entries or flags, or not a map), with why.
    */
   incompatiblePins(): Array<{ name: string; pin: string; why: string }> {
-    if (this.pinMapsDir === undefined) return [];
     const out: Array<{ name: string; pin: string; why: string }> = [];
     for (const def of this.#mapDefs()) {
       const bad = this.#findIncompatiblePin([def]);
@@ -240,38 +258,11 @@ export class BpfObject {
     return out;
   }
 
-  /**
-   * Before load: the maps pinned under pinMapsDir that match their
-   * definition in all but max_entries (load would refuse them: libbpf reuses
-   * a pin only at the size asked for). Empty without pinMapsDir.
-   */
-  pinnedSizeMismatches(): PinnedSizeMismatch[] {
-    if (this.pinMapsDir === undefined) return [];
-    const out: PinnedSizeMismatch[] = [];
-    for (const def of this.#mapDefs()) {
-      const pin = this.pinPathOf(def.name);
-      if (!fs.existsSync(pin)) continue;
-      let pinned: BpfMap;
-      try {
-        pinned = BpfMap.openPinned(pin);
-      } catch {
-        continue; // not a map: incompatiblePins() says so
-      }
-      try {
-        const same = pinned.type === def.type && pinned.keySize === def.keySize && pinned.valueSize === def.valueSize && pinned.flags === def.flags;
-        if (same && pinned.maxEntries !== def.maxEntries) out.push({ name: def.name, pin, pinned: pinned.maxEntries, requested: def.maxEntries });
-      } finally {
-        pinned.close();
-      }
-    }
-    return out;
-  }
-
   /** After a failed load: the first pinned map that does not match its definition. */
   #findIncompatiblePin(defs: MapDef[]): { name: string; pin: string; why: string } | null {
     for (const def of defs) {
-      const pin = this.pinPathOf(def.name);
-      if (!fs.existsSync(pin)) continue;
+      const pin = this.#pinPaths.get(def.name);
+      if (pin === undefined || !fs.existsSync(pin)) continue;
       let pinned: BpfMap;
       try {
         pinned = BpfMap.openPinned(pin);

@@ -2,7 +2,8 @@
  * BpfProgram: one program of a loaded BpfObject (owned by the object).
  */
 import { constants } from 'node:os';
-import { libbpf, type NativePtr } from './libbpf.js';
+import koffi from 'koffi';
+import { libbpf, libbpfTc, libc, type NativePtr } from './libbpf.js';
 import { KprBpfError } from './errors.js';
 
 const PROG_INFO_LEN = 16; // enough for { __u32 type; __u32 id; ... }
@@ -72,4 +73,40 @@ export function progIdByFd(fd: number, what: string): number {
   const ret = libbpf().bpf_obj_get_info_by_fd(fd, info, len);
   if (ret < 0) throw new KprBpfError({ op: 'program info', map: what, errno: -ret });
   return info.readUInt32LE(4);
+}
+
+// struct bpf_prog_info: nr_map_ids (u32) and map_ids (u64, a user pointer) after load_time and created_by_uid.
+const INFO_NR_MAP_IDS = 52;
+const INFO_MAP_IDS = 56;
+const INFO_WITH_MAP_IDS = 64;
+
+/**
+ * The ids of the maps the loaded program `progId` uses (its map references,
+ * as the verifier bound them); null when there is no such program any more.
+ */
+export function programMapIds(progId: number): number[] | null {
+  const fd = libbpfTc().bpf_prog_get_fd_by_id(progId);
+  if (fd === -constants.errno.ENOENT) return null;
+  if (fd < 0) throw new KprBpfError({ op: 'prog get fd by id', errno: -fd, detail: `id ${progId}` });
+  try {
+    for (let room = 16; ; room *= 4) {
+      const ids = koffi.alloc('uint32_t', room);
+      try {
+        const info = Buffer.alloc(INFO_WITH_MAP_IDS);
+        info.writeUInt32LE(room, INFO_NR_MAP_IDS);
+        info.writeBigUInt64LE(BigInt(koffi.address(ids)), INFO_MAP_IDS);
+        const len = Buffer.alloc(4);
+        len.writeUInt32LE(INFO_WITH_MAP_IDS, 0);
+        const ret = libbpf().bpf_obj_get_info_by_fd(fd, info, len);
+        if (ret < 0) throw new KprBpfError({ op: 'program info', errno: -ret, detail: `id ${progId}` });
+        const n = info.readUInt32LE(INFO_NR_MAP_IDS);
+        if (n > room) continue; // the kernel wrote `room` and says how many there are
+        return [...(koffi.decode(ids, koffi.array('uint32_t', room)) as Uint32Array).subarray(0, n)];
+      } finally {
+        koffi.free(ids);
+      }
+    }
+  } finally {
+    libc().close(fd);
+  }
 }

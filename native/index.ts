@@ -4,8 +4,8 @@
 export { KprBpfError, errnoName, type KprBpfErrorInit } from './errors.js';
 export { captureLibbpfMessages, setLibbpfLogger, silenceLibbpf, type LibbpfLogger, type LibbpfLogLevel } from './log.js';
 export { ensureBpffs, isBpffs, unmountBpffs, BPF_FS_MAGIC, DEFAULT_BPFFS_ROOT, type EnsureBpffsOptions } from './bpffs.js';
-export { BpfObject, type BpfObjectOpenOptions, type PinnedSizeMismatch } from './bpf-object.js';
-export { BpfProgram, BPF_ATTACH_TYPE, attachTypeName } from './bpf-program.js';
+export { BpfObject, type BpfObjectOpenOptions } from './bpf-object.js';
+export { BpfProgram, BPF_ATTACH_TYPE, attachTypeName, programMapIds } from './bpf-program.js';
 export { BpfMap, BPF_ANY, BPF_NOEXIST, BPF_EXIST, BPF_F_LOCK, BPF_MAP_TYPE, type DeleteBatchOptions } from './bpf-map.js';
 export { type BatchEntries } from './map-batch-read.js';
 export { mapTypeName, mapInfoByFd, type BpfMapInfo } from './map-info.js';

@@ -34,6 +34,8 @@ export interface LibbpfFns {
   bpf_map__set_max_entries(map: NativePtr, maxEntries: number): number;
   bpf_map__set_pin_path(map: NativePtr, path: string | null): number;
   bpf_map__is_pinned(map: NativePtr): boolean;
+  /** Before load: the map is `fd` (a dup of it) instead of a new one; libbpf takes the map's name and definition from the kernel's. */
+  bpf_map__reuse_fd(map: NativePtr, fd: number): number;
   bpf_map__map_flags(map: NativePtr): number;
 
   bpf_program__name(prog: NativePtr): string;
@@ -147,6 +149,7 @@ export function libbpf(): LibbpfFns {
     bpf_map__set_max_entries: f('int bpf_map__set_max_entries(bpf_map *map, uint32_t max_entries)'),
     bpf_map__set_pin_path: f('int bpf_map__set_pin_path(bpf_map *map, const char *path)'),
     bpf_map__is_pinned: f('bool bpf_map__is_pinned(const bpf_map *map)'),
+    bpf_map__reuse_fd: f('int bpf_map__reuse_fd(bpf_map *map, int fd)'),
     bpf_map__map_flags: f('uint32_t bpf_map__map_flags(const bpf_map *map)'),
 
     bpf_program__name: f('const char *bpf_program__name(const bpf_program *prog)'),

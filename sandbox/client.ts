@@ -9,41 +9,17 @@
  *   client.js once  --target IP:PORT
  *   client.js udploop --target IP:PORT --duration-ms D [--interval-ms I]  (one connected UDP socket, reconnecting on error)
  *   client.js get   --target IP:PORT [--path /p]   (one HTTP/1.0 GET; status, headers and body in `responses`)
+ *   client.js hold  [--echo IP:PORT] [--udp IP:PORT [--udp-new]] [--http IP:PORT] [--flows N]  (long-lived flows and churn: hold.ts)
  * --bind IP binds the client socket to a source address first.
  */
 import { scaled } from './time-scale.js';
 import net from 'node:net';
 import dgram from 'node:dgram';
 import { parseArgs } from 'node:util';
+import { bump, emptyReport, fail, record, splitTarget, type ClientReport } from './client-report.js';
+import { runHold } from './hold.js';
 
-export interface ClientReport {
-  ok: number;
-  failed: number;
-  byPod: Record<string, number>;
-  errors: Record<string, number>;
-  /** Peer addresses the application saw (getpeername / recvfrom). */
-  peers: Record<string, number>;
-  /** Client addresses the backends reported seeing. */
-  seenAs: Record<string, number>;
-  elapsedMs: number;
-  latenciesUs?: number[];
-  /** `get` mode: what the server answered. */
-  responses?: Array<{ status: number; headers: Record<string, string>; body: string }>;
-}
-
-function emptyReport(): ClientReport {
-  return { ok: 0, failed: 0, byPod: {}, errors: {}, peers: {}, seenAs: {}, elapsedMs: 0 };
-}
-
-function bump(rec: Record<string, number>, key: string): void {
-  rec[key] = (rec[key] ?? 0) + 1;
-}
-
-function splitTarget(target: string): { host: string; port: number } {
-  const i = target.lastIndexOf(':');
-  // "[2001:db8::1]:80" and "[::ffff:198.19.0.10]:80" carry IPv6 hosts in brackets.
-  return { host: target.slice(0, i).replace(/^\[(.*)\]$/, '$1'), port: Number(target.slice(i + 1)) };
-}
+export type { ClientReport } from './client-report.js';
 
 /** One HTTP/1.0 request on a fresh connection; resolves with the body and the peer the app saw. */
 function httpOnce(host: string, port: number, timeoutMs: number, path = '/'): Promise<{ body: string; peer: string; raw: string }> {
@@ -97,19 +73,6 @@ async function runGet(target: string, path: string, timeoutMs: number): Promise<
     fail(rep, err);
   }
   return rep;
-}
-
-function record(rep: ClientReport, body: string, peer: string): void {
-  const [pod, seenAs] = body.trim().split(' ');
-  rep.ok++;
-  bump(rep.byPod, pod);
-  bump(rep.peers, peer);
-  if (seenAs) bump(rep.seenAs, seenAs);
-}
-
-function fail(rep: ClientReport, err: unknown): void {
-  rep.failed++;
-  bump(rep.errors, (err as NodeJS.ErrnoException).code ?? String(err));
 }
 
 async function runHttp(target: string, count: number, timeoutMs: number): Promise<ClientReport> {
@@ -241,11 +204,16 @@ async function main(): Promise<void> {
       'timeout-ms': { type: 'string', default: '2000' },
       path: { type: 'string', default: '/' },
       bind: { type: 'string' },
+      echo: { type: 'string' },
+      udp: { type: 'string' },
+      'udp-new': { type: 'boolean', default: false },
+      http: { type: 'string' },
+      flows: { type: 'string', default: '2' },
     },
   });
   const mode = positionals[0];
-  const target = values.target;
-  if (!target) throw new Error('--target IP:PORT is required');
+  const target = values.target ?? '';
+  if (!target && mode !== 'hold') throw new Error('--target IP:PORT is required');
   // A slower CPU (the kernel-matrix VMs) waits longer before calling silence a drop.
   const timeoutMs = scaled(Number(values['timeout-ms']));
   bindAddress = values.bind;
@@ -269,6 +237,19 @@ async function main(): Promise<void> {
       break;
     case 'get':
       rep = await runGet(target, values.path!, timeoutMs);
+      break;
+    case 'hold':
+      rep = await runHold({
+        ...(values.echo ? { echo: values.echo } : {}),
+        ...(values.udp ? { udp: values.udp } : {}),
+        ...(values.http ? { http: values.http } : {}),
+        udpNew: values['udp-new']!,
+        flows: Number(values.flows),
+        intervalMs: Number(values['interval-ms']),
+        durationMs: Number(values['duration-ms']),
+        timeoutMs,
+        httpOnce,
+      });
       break;
     default:
       throw new Error(`unknown mode ${mode}`);

@@ -1,12 +1,14 @@
 /**
- * A pod's workload in the sandbox: an HTTP server and a UDP server that both
- * answer with the pod's name, so a client can tell which backend it reached.
- * Run inside the pod's namespace:
- *   node pod-server.js --name pod-a [--http-port 8080] [--udp-port 5353]
- * Prints "ready" once both sockets listen.
+ * A pod's workload in the sandbox: an HTTP server, a UDP server and a TCP
+ * line echo server that all answer with the pod's name, so a client can
+ * tell which backend it reached (the echo server keeps its connections, for
+ * long-lived flows). Run inside the pod's namespace:
+ *   node pod-server.js --name pod-a [--http-port 8080] [--udp-port 5353] [--echo-port 7070]
+ * Prints "ready" once every socket listens.
  */
 import http from 'node:http';
 import dgram from 'node:dgram';
+import net from 'node:net';
 import { parseArgs } from 'node:util';
 
 const { values } = parseArgs({
@@ -14,6 +16,7 @@ const { values } = parseArgs({
     name: { type: 'string' },
     'http-port': { type: 'string', default: '8080' },
     'udp-port': { type: 'string', default: '5353' },
+    'echo-port': { type: 'string', default: '7070' },
     // "::" with IPv6 enabled accepts IPv4 too (IPv4-mapped), so one socket serves both families.
     host: { type: 'string', default: '::' },
   },
@@ -36,15 +39,31 @@ udp.on('message', (_msg, rinfo) => {
   udp.send(`${name} ${plain(rinfo.address)}\n`, rinfo.port, rinfo.address);
 });
 
+/** Each line a client sends comes back as "<pod> <line>". */
+const echo = net.createServer((sock) => {
+  let buf = '';
+  sock.setEncoding('utf8');
+  sock.on('data', (d) => {
+    buf += d;
+    for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
+      sock.write(`${name} ${buf.slice(0, i)}\n`);
+      buf = buf.slice(i + 1);
+    }
+  });
+  sock.on('error', () => sock.destroy());
+});
+
 let listening = 0;
 const ready = () => {
-  if (++listening === 2) process.stdout.write('ready\n');
+  if (++listening === 3) process.stdout.write('ready\n');
 };
 server.listen(Number(values['http-port']), values.host, ready);
 udp.bind(Number(values['udp-port']), values.host, ready);
+echo.listen(Number(values['echo-port']), values.host, ready);
 
 const stop = () => {
   server.close();
+  echo.close();
   udp.close();
   process.exit(0);
 };

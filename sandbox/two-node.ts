@@ -358,7 +358,12 @@ export class TwoNodeCluster {
 
   /** Runs sandbox/client.js in any namespace of the box and returns its report. */
   client(ns: string, mode: ClientMode | 'get', target: string, opts: ClientOptions = {}): Promise<ClientReport> {
-    const child = this.spawnIn(ns, process.execPath, [path.join(distDir, 'client.js'), mode, '--target', target, ...(opts.extra ?? [])], {
+    return this.startClient(ns, mode, ['--target', target, ...(opts.extra ?? [])], opts).report;
+  }
+
+  /** Starts sandbox/client.js in any namespace of the box; `report` resolves when it exits (SIGTERM ends the loop modes). */
+  startClient<R extends ClientReport = ClientReport>(ns: string, mode: ClientMode, args: string[], opts: Omit<ClientOptions, 'extra'> = {}): { child: ChildProcess; report: Promise<R> } {
+    const child = this.spawnIn(ns, process.execPath, [path.join(distDir, 'client.js'), mode, ...args], {
       cgroupOf: opts.cgroupOf,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -366,10 +371,11 @@ export class TwoNodeCluster {
     let err = '';
     child.stdout?.on('data', (d) => (out += d));
     child.stderr?.on('data', (d) => (err += d));
-    return once(child, 'exit').then(([code]) => {
-      if (code !== 0) throw new Error(`client ${mode} ${target} in ${ns} exited ${code}: ${err}`);
-      return JSON.parse(out) as ClientReport;
+    const report = once(child, 'exit').then(([code]) => {
+      if (code !== 0) throw new Error(`client ${mode} ${args.join(' ')} in ${ns} exited ${code}: ${err}`);
+      return JSON.parse(out) as R;
     });
+    return { child, report };
   }
 
   /** A client on an external client namespace (no kpr cgroup: only tc can serve it). */

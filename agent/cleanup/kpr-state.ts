@@ -22,7 +22,7 @@ import { existsSync, lstatSync, readdirSync, rmdirSync, unlinkSync } from 'node:
 import path from 'node:path';
 import { detachPinnedLink, isBpffs, KPR_TC_FILTER, listInterfaces, withNetns } from '../../native/index.js';
 import { classicMode } from '../datapath/tc-hooks.js';
-import { linkPinDir } from '../datapath/pins.js';
+import { linkPinDir, mapPinDir, mapStagingDir } from '../datapath/pins.js';
 import type { CleanupItem, CleanupStep } from './types.js';
 
 /** Every file and directory below `dir` (files first per directory, then the directory), deepest first. */
@@ -83,7 +83,7 @@ function pinsStep(bpffsDir: string): CleanupStep {
   const links = new Set(walk(linkPinDir(bpffsDir)).files);
   const pins = files.filter((f) => !links.has(f));
   const items: CleanupItem[] = [
-    ...pins.map((p) => ({ kind: p.startsWith(path.join(bpffsDir, 'maps') + path.sep) ? 'bpf-map' : 'bpf-pin', what: p })),
+    ...pins.map((p) => ({ kind: [mapPinDir(bpffsDir), mapStagingDir(bpffsDir)].some((d) => p.startsWith(d + path.sep)) ? 'bpf-map' : 'bpf-pin', what: p })),
     ...dirs.map((d) => ({ kind: 'directory', what: d })),
   ];
   return {

@@ -2,8 +2,10 @@
  * `kpr map list`, `kpr map dump NAME` and `kpr stats`: the pinned maps as
  * they are, read directly (no agent needed), as a table or JSON.
  */
-import { BpfMap } from '../../native/index.js';
+import type { BatchEntries, BpfMap } from '../../native/index.js';
 import { MAP_NAMES } from '../maps/layout.js';
+import { layoutConverter } from '../maps/layout-convert.js';
+import { MAP_BY_NAME, layoutsAt, type MapSpec } from '../maps/registry.js';
 import { mapStats, pinnedMapNames, pinnedRingNames, type MapStats } from '../metrics/map-stats.js';
 import { readStats, statMetric } from '../metrics/datapath-stats.js';
 import { DECODERS, RING_ABOUT, knownMapNames, type Row } from './map-decoders.js';
@@ -40,12 +42,13 @@ export function mapList(bpffsDir: string, output: Output, netns?: string): strin
   const mapNames = pinnedNames(bpffsDir);
   if (mapNames.length === 0) throw noMaps(bpffsDir);
   const names = [...mapNames, ...pinnedNames(bpffsDir, pinnedRingNames)].sort();
-  const stats: Array<MapStats & { about?: string }> = [];
+  const stats: Array<MapStats & { about?: string; layoutVersion?: number }> = [];
   for (const name of names) {
-    const map = openPinnedMap(bpffsDir, name);
+    const { map, version } = openPinnedMap(bpffsDir, name, { anyVersion: true });
     try {
+      const current = MAP_BY_NAME.get(name)?.version ?? version;
       const about = DECODERS[name]?.about ?? RING_ABOUT[name];
-      stats.push({ ...mapStats(name, map), ...(about ? { about } : {}) });
+      stats.push({ ...mapStats(name, map), ...(version !== current ? { layoutVersion: version } : {}), ...(about ? { about } : {}) });
     } finally {
       map.close();
     }
@@ -55,7 +58,7 @@ export function mapList(bpffsDir: string, output: Output, netns?: string): strin
   return (
     table(
       ['NAME', 'TYPE', 'KEY', 'VALUE', 'ENTRIES', 'CAPACITY', 'CONTENT'],
-      stats.map((s) => [s.name, s.type, String(s.keySize), String(s.valueSize), s.entries === null ? '-' : String(s.entries), String(s.capacity), s.about ?? '']),
+      stats.map((s) => [s.name, s.type, String(s.keySize), String(s.valueSize), s.entries === null ? '-' : String(s.entries), String(s.capacity), `${s.layoutVersion !== undefined ? `(layout v${s.layoutVersion}) ` : ''}${s.about ?? ''}`]),
     ) + tcAttachmentSection(tc, table)
   );
 }
@@ -65,20 +68,43 @@ export interface DumpEntry {
   value: Row;
 }
 
-/** Every entry of map `name`, decoded. */
-export function dumpMap(map: BpfMap, name: string): DumpEntry[] {
+/** Every entry of map `name`, decoded; a map pinned at an older layout `version` is converted to this release's first. */
+export function dumpMap(map: BpfMap, name: string, version?: number): DumpEntry[] {
   const dec = DECODERS[name];
   if (!dec) throw new CliError(`no decoder for map "${name}"`);
-  const { count, keys, values } = map.lookupBatch();
-  const slot = map.perCpu ? map.valueStride / map.possibleCpus() : map.valueSize;
+  const spec = MAP_BY_NAME.get(name);
+  const older = spec !== undefined && version !== undefined && version !== spec.version;
+  const read = older ? convertEntries(map.lookupBatch(), spec, version, map) : { ...map.lookupBatch(), keySize: map.keySize, valueStride: map.valueStride };
+  const { count, keys, values, keySize, valueStride } = read;
+  const slot = map.perCpu ? valueStride / map.possibleCpus() : valueStride;
   const out: DumpEntry[] = [];
   for (let i = 0; i < count; i++) {
-    const raw = values.subarray(i * map.valueStride, (i + 1) * map.valueStride);
+    const raw = values.subarray(i * valueStride, (i + 1) * valueStride);
     if (dec.sparse && raw.every((b) => b === 0)) continue;
-    const key = dec.key(keys, i * map.keySize);
+    const key = dec.key(keys, i * keySize);
     out.push({ key, value: dec.value(raw, slot, key) });
   }
   return out.sort((a, b) => compareRows(a.key, b.key));
+}
+
+const round8 = (n: number) => Math.ceil(n / 8) * 8;
+
+/** Entries read at an older layout `version` of `spec`, in this release's layout (and its key size and value stride). */
+function convertEntries(read: BatchEntries, spec: MapSpec, version: number, map: BpfMap): BatchEntries & { keySize: number; valueStride: number } {
+  const from = layoutsAt(spec, version);
+  if (!from) throw new CliError(`${spec.name} is pinned at layout v${version}, which this kpr does not know (it reads v${spec.version} and the older ones it lists)`);
+  const k = layoutConverter(from.key, spec.key);
+  const v = layoutConverter(from.value, spec.value);
+  const cpus = map.perCpu ? map.possibleCpus() : 1;
+  const srcSlot = map.perCpu ? round8(map.valueSize) : map.valueSize;
+  const dstSlot = map.perCpu ? round8(spec.value.size) : spec.value.size;
+  const keys = Buffer.alloc(read.count * spec.key.size);
+  const values = Buffer.alloc(read.count * dstSlot * cpus);
+  for (let i = 0; i < read.count; i++) {
+    k(read.keys, i * map.keySize, keys, i * spec.key.size);
+    for (let c = 0; c < cpus; c++) v(read.values, i * map.valueStride + c * srcSlot, values, (i * cpus + c) * dstSlot);
+  }
+  return { count: read.count, keys, values, keySize: spec.key.size, valueStride: dstSlot * cpus };
 }
 
 /** Orders keys field by field (numbers numerically), for stable, readable dumps. */
@@ -106,10 +132,10 @@ export function mapDump(bpffsDir: string, name: string | undefined, output: Outp
     const pinned = pinnedNames(bpffsDir).filter((n) => !DECODERS[n]);
     throw new CliError(`unknown map "${name}"; known maps: ${knownMapNames().join(', ')}${pinned.length ? ` (also pinned, without a decoder: ${pinned.join(', ')})` : ''}`);
   }
-  const map = openPinnedMap(bpffsDir, name);
+  const { map, version } = openPinnedMap(bpffsDir, name, { anyVersion: true });
   let entries: DumpEntry[];
   try {
-    entries = dumpMap(map, name);
+    entries = dumpMap(map, name, version);
   } finally {
     map.close();
   }

@@ -4,7 +4,8 @@
  */
 import { statSync } from 'node:fs';
 import { BpfMap, KprBpfError } from '../../native/index.js';
-import { mapPinPath } from '../datapath/pins.js';
+import { MAP_BY_NAME } from '../maps/registry.js';
+import { mapPinPath, pinnedMapFiles } from '../datapath/pins.js';
 
 export class CliError extends Error {}
 
@@ -15,8 +16,46 @@ export function permissionError(pin: string, code: string | undefined): CliError
   return code === 'EACCES' || code === 'EPERM' ? new CliError(`cannot open ${pin}: ${code}; ${NEEDS_ROOT}`) : undefined;
 }
 
-export function openPinnedMap(bpffsDir: string, mapName: string): BpfMap {
-  const pin = mapPinPath(bpffsDir, mapName);
+/**
+ * Opens map `mapName` at this CLI's layout version. With `anyVersion` a pin
+ * of another version is opened too (its version is returned: the caller
+ * converts what it reads); without it such a pin is an error that says so.
+ */
+export function openPinnedMap(bpffsDir: string, mapName: string): BpfMap;
+export function openPinnedMap(bpffsDir: string, mapName: string, opts: { anyVersion: true }): { map: BpfMap; version: number };
+export function openPinnedMap(bpffsDir: string, mapName: string, opts?: { anyVersion: true }): BpfMap | { map: BpfMap; version: number } {
+  const current = MAP_BY_NAME.get(mapName)?.version ?? 1;
+  let pin = mapPinPath(bpffsDir, mapName);
+  let version = current;
+  const other = safeExists(pin) ? undefined : otherVersion(bpffsDir, mapName, current);
+  if (other) {
+    if (!opts?.anyVersion) throw new CliError(`${mapName} is pinned at layout v${other.version} (${other.path}), this kpr reads v${current}: the agent on this node is another release (kpr map dump ${mapName} converts it)`);
+    pin = other.path;
+    version = other.version;
+  }
+  const map = openPin(bpffsDir, pin);
+  return opts?.anyVersion ? { map, version } : map;
+}
+
+/** A pin of map `name` at another version than `current` (an unreadable directory: none; opening says why). */
+function otherVersion(bpffsDir: string, name: string, current: number): { version: number; path: string } | undefined {
+  try {
+    return pinnedMapFiles(bpffsDir).find((p) => p.name === name && p.version !== current);
+  } catch {
+    return undefined;
+  }
+}
+
+function safeExists(pin: string): boolean {
+  try {
+    statSync(pin);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function openPin(bpffsDir: string, pin: string): BpfMap {
   try {
     statSync(pin);
   } catch (err) {

@@ -61,7 +61,7 @@ export interface StatusReport {
 interface AgentMapSizes {
   configured: Record<string, number>;
   inUse: Record<string, number>;
-  mismatched: Array<{ map: string; pinned: number; requested: number }>;
+  migration?: { state: string; maps: Array<{ map: string; reason: string; detail: string }> };
 }
 
 async function agentHealth(address: string, timeoutMs: number): Promise<AgentHealth> {
@@ -104,7 +104,7 @@ function readMaps(bpffsDir: string): { maps: MapStats[]; error?: string } {
   if (names.length === 0) return { maps: [], error: `no pinned maps under ${bpffsDir}/maps` };
   const maps: MapStats[] = [];
   for (const name of names) {
-    const map = openPinnedMap(bpffsDir, name);
+    const { map } = openPinnedMap(bpffsDir, name, { anyVersion: true });
     try {
       maps.push(mapStats(name, map));
     } finally {
@@ -184,8 +184,9 @@ export function formatStatus(r: StatusReport, showConfig = false): string {
       ).trimEnd(),
     );
   }
-  for (const m of r.mapSizes?.mismatched ?? []) {
-    out.push(`map size  ${m.map} is pinned with ${m.pinned} entries, configured ${m.requested}: kept at ${m.pinned} until its pins are removed (docs/architecture.md, Pinned maps)`);
+  const mig = r.mapSizes?.migration;
+  if (mig) {
+    out.push(`migration ${mig.state} at this start: ${mig.maps.map((m) => `${m.map} ${m.detail}`).join(', ') || 'the set moved with the maps of another release'} (docs/architecture.md, Upgrades)`);
   }
   return out.join('\n') + '\n';
 }

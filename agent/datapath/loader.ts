@@ -4,20 +4,27 @@
  *  - kpr_tc.bpf.o: tc programs, attached per interface by TcAttacher;
  *  - kpr_sock_term.bpf.o: the UDP socket iterator (kernel 6.5+; optional:
  *    without it UdpTerminator uses netlink sock_diag).
- * Each object is opened with every map's pin path set, so a previous run's
- * maps are reused, contents and all, and programs are swapped into the
- * links a previous run left (no window without translation).
+ * What happens to the maps a previous run pinned is migration-plan.ts's
+ * decision: adopted as they are (each object opened with every map's pin
+ * path set, so they are reused, contents and all, and the programs are
+ * swapped into the links a previous run left: no window without
+ * translation), migrated live to a new set (migration.ts), or, when they
+ * are of a newer layout than this release knows, left alone: the agent
+ * refuses to start.
  */
-import { existsSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { BATCH_WRITER_LIBRARY, BpfIterator, BpfObject, cgroupId, DEFAULT_BPFFS_ROOT, detachPinnedLink, ensureBpffs, type BpfMap, type CgroupAttachment, type PinnedSizeMismatch } from '../../native/index.js';
+import { BATCH_WRITER_LIBRARY, BpfIterator, BpfMap, BpfObject, cgroupId, DEFAULT_BPFFS_ROOT, detachPinnedLink, ensureBpffs, type CgroupAttachment } from '../../native/index.js';
 import { MAP_NAMES, encodeConfig, mapCodecs, type KprConfig } from '../maps/layout.js';
-import { MAPS } from '../maps/registry.js';
+import { MAPS, MAP_BY_NAME } from '../maps/registry.js';
 import type { Logger } from '../log.js';
-import { linkPinPath, objectPins, ringPinDir } from './pins.js';
+import { isRing, linkPinPath, mapPinName, mapStagingDir, objectPins } from './pins.js';
 import { checkPinDirs } from './pin-dir-ownership.js';
 import type { KernelFeature, KernelFeatures } from './kernel-features.js';
 import { SOCK_TERM_OBJECT } from './kernel-probes.js';
+import { describeRefusal, planPins, type PinPlan, type WantedMap } from './migration-plan.js';
+import { liveMapIds, pinDirPath, scanMapPins } from './pin-scan.js';
+import { Migration, setMigratingFlag, type MigrationReasonLine, type MigrationSummary } from './migration.js';
 
 /** The cgroup socket programs, by name in bpf/kpr_sock.bpf.c. */
 export const SOCK_PROGRAMS = [
@@ -46,44 +53,54 @@ export interface DatapathOptions {
   cgroupPath: string;
   /** Load kpr_sock_term.bpf.o (default true; false when --udp-termination netlink will not use it). */
   loadUdpIterator?: boolean;
-  /** A pinned map load could not adopt (another type, key or value) was replaced by a new, empty one. */
+  /** A map pinned at one of kpr's names is not kpr's map (another type, key or value): the migration starts it empty. */
   onIncompatiblePin?: (map: string) => void;
-  /**
-   * max_entries by map name (agent/datapath/map-sizes.ts), instead of the
-   * compiled sizes. A map already pinned at another size keeps its pinned
-   * size (see pinnedSizes); the rest are created at these.
-   */
+  /** max_entries by map name (agent/datapath/map-sizes.ts), instead of the compiled sizes. */
   mapSizes?: Readonly<Record<string, number>>;
 }
 
-/** A map in use at another size than configured: its pin predates the setting (resizing a pinned map is not done yet). */
-export type MapSizeMismatch = Omit<PinnedSizeMismatch, 'pin'>;
+/** Pins of a layout version newer than this release knows: the agent does not start (a downgrade); nothing was touched. */
+export class PinLayoutRefusal extends Error {}
 
 export type DatapathMapSet = { [K in keyof typeof MAP_NAMES]: BpfMap };
 
+/** A migration the loader started, ended by finish() once every program runs on the new set. */
+export interface PendingMigration {
+  /** The maps that made the set migrate, and why. */
+  reasons: MigrationReasonLine[];
+  /**
+   * Copies the old state maps in, ends the read-through (KPR_CFG_F_MIGRATING
+   * off in kpr_config: the caller writes its node settings again), moves the
+   * pins into maps/, and swaps in programs that no longer hold the old maps:
+   * the socket programs here, the tc programs through `swapTc`. Call it once
+   * attachSockPrograms() ran and the tc programs were attached; again after
+   * a failure.
+   */
+  finish(swapTc: (tcObject: BpfObject) => void): MigrationSummary;
+}
+
 export interface Datapath {
+  /** Handles of their own (opened from the pins): they outlive the objects a migration replaces. */
   maps: DatapathMapSet;
+  /** The tc programs' object (replaced when a migration finishes). */
   tcObject: BpfObject;
   /** Undefined when the kernel cannot run it (before 6.5) or it was not asked for; see udpIteratorError. */
   udpIterator?: BpfIterator;
   /** Why udpIterator is missing. */
   udpIteratorError?: string;
-  /**
-   * The socket programs' cgroup links; empty until attachSockPrograms() when
-   * the load replaced an incompatible pin (see replacedPins).
-   */
+  /** The socket programs' cgroup links; empty until attachSockPrograms() while a migration waits for the initial sync. */
   attachments: CgroupAttachment[];
   /**
-   * Maps whose pin load could not adopt and replaced with a new, empty map.
-   * The socket programs are then not attached at load: the previous agent's
-   * programs (still attached, on the original maps) keep serving until the
-   * agent has filled the new maps and calls attachSockPrograms().
+   * Set while a migration is under way (migration.ts): the socket programs
+   * are not attached at load then, the previous agent's programs (on the old
+   * set) serving until the agent has filled the new set and calls
+   * attachSockPrograms(); cleared by its finish().
    */
-  replacedPins: string[];
-  /** max_entries each sized map was loaded with (configured, or its pin's where they differ). */
+  migration: PendingMigration | null;
+  /** max_entries of each sized map (the configured sizes: a map pinned at another size is migrated to it). */
   mapSizes: Record<string, number>;
-  /** Maps kept at their pinned size, which is not the configured one. */
-  sizeMismatches: MapSizeMismatch[];
+  /** Whether the programs read through to the old maps (KPR_CFG_F_MIGRATING, for the node settings). */
+  migrating(): boolean;
   /** Attaches (or swaps in) the socket programs on --cgroup-path; returns the links. */
   attachSockPrograms(): CgroupAttachment[];
   /**
@@ -96,6 +113,11 @@ export interface Datapath {
   close(): void;
 }
 
+/** A socket program that writes kpr_revnat (and kpr_affinity): connect and sendmsg; recvmsg and getpeername only read. */
+function isWriter(prog: string): boolean {
+  return /^kpr_(connect|sendmsg)/.test(prog);
+}
+
 function sibling(bpfObject: string, name: string): string {
   return path.join(path.dirname(bpfObject), name);
 }
@@ -105,58 +127,71 @@ export function batchWriterPath(bpfObject: string): string {
   return sibling(bpfObject, BATCH_WRITER_LIBRARY);
 }
 
+function datapathObjects(opts: DatapathOptions): string[] {
+  return [opts.bpfObject, sibling(opts.bpfObject, 'kpr_tc.bpf.o'), sibling(opts.bpfObject, SOCK_TERM_OBJECT)];
+}
+
+/** Every registry map as the objects define it at the configured sizes (unloaded objects, read and closed). */
+function wantedMaps(opts: DatapathOptions): WantedMap[] {
+  const out = new Map<string, WantedMap>();
+  for (const file of datapathObjects(opts)) {
+    if (!existsSync(file)) continue;
+    const obj = BpfObject.open(file, { maxEntries: opts.mapSizes ?? {} });
+    try {
+      for (const d of obj.mapDefs()) {
+        const spec = MAP_BY_NAME.get(d.name);
+        if (!spec || out.has(d.name)) continue;
+        const older = new Map(spec.older.map((o) => [o.version, { keySize: o.key.size, valueSize: o.value.size }]));
+        out.set(d.name, { ...d, version: spec.version, older });
+      }
+    } finally {
+      obj.close();
+    }
+  }
+  return [...out.values()];
+}
+
 /**
  * Loads and attaches everything. `features` (the probed registry) decides
  * what is tried: socket programs whose hook the kernel lacks are not loaded
  * (and a link a previous run pinned for them is detached); the UDP socket
- * iterator is loaded here, which is the probe of bpf_sock_destroy.
+ * iterator is loaded here, which is the probe of bpf_sock_destroy. Throws
+ * PinLayoutRefusal, touching nothing, when a map is pinned at a newer layout.
  */
 export function loadDatapath(opts: DatapathOptions, log: Logger, features: KernelFeatures): Datapath {
   ensureBpffs(opts.bpffsDir);
   // Before any pin is reused: the directories and pins must be root's (agent/datapath/pin-dir-ownership.ts).
   checkPinDirs(opts.bpffsDir, DEFAULT_BPFFS_ROOT, log);
-  const pins = objectPins(opts.bpffsDir);
-  const opened: BpfObject[] = [];
-  const requested = { ...opts.mapSizes };
-  let sized = pinnedSizes(opts, pins, requested);
-  const replacedPins = replaceIncompatiblePins(opts, pins, log, sized.sizes);
-  // Every pin went (another map was incompatible): every map is created at the configured size.
-  if (replacedPins.length > 0) sized = { sizes: requested, mismatches: [] };
-  for (const m of sized.mismatches) {
-    log.warn(`map ${m.name} is pinned with max_entries ${m.pinned}, configured ${m.requested}: kept at ${m.pinned} (a pinned map is not resized; remove the pins to apply the new size)`, { map: m.name, pinned: m.pinned, requested: m.requested });
+  const maxEntries = { ...opts.mapSizes };
+  const skipped = SOCK_PROGRAMS.filter((p) => {
+    const f = OPTIONAL_SOCK_PROGRAMS[p];
+    return f !== undefined && !features.present(f);
+  });
+  const plan = planPins(scanMapPins(opts.bpffsDir), wantedMaps(opts), liveMapIds(opts.bpffsDir, SOCK_PROGRAMS));
+  if (plan.mode === 'refuse') {
+    log.error('maps pinned by a newer kpr release; not starting', { maps: plan.newer });
+    throw new PinLayoutRefusal(describeRefusal(plan.newer, opts.bpffsDir));
   }
-  const maxEntries = sized.sizes;
-  const open = (file: string, skipPrograms: string[] = []) => {
-    const obj = BpfObject.open(file, { ...pins, skipPrograms, maxEntries });
+  removeLeftovers(plan, opts.bpffsDir, log);
+  dropIncompatibleRings(opts, log);
+  const migration = plan.mode === 'migrate' ? startMigration(plan, opts, log) : null;
+
+  const { pinPaths } = objectPins(opts.bpffsDir);
+  // A migrating set is staged; the rings stay where they are, old and new programs writing to them alike.
+  if (migration) for (const name of Object.keys(pinPaths)) if (!isRing(name)) pinPaths[name] = migration.stagedPin(name);
+  const opened: BpfObject[] = [];
+  const handles: BpfMap[] = [];
+  const open = (file: string, skipPrograms: string[] = [], withPrev = true) => {
+    const reuseMaps = migration && withPrev ? migration.prevMaps() : {};
+    const obj = BpfObject.open(file, { pinPaths, skipPrograms, maxEntries, reuseMaps });
     opened.push(obj);
     obj.load();
     return obj;
   };
   try {
-    const skipped = SOCK_PROGRAMS.filter((p) => {
-      const f = OPTIONAL_SOCK_PROGRAMS[p];
-      return f !== undefined && !features.present(f);
-    });
-    const sock = open(opts.bpfObject, skipped);
-    const tcObject = open(sibling(opts.bpfObject, 'kpr_tc.bpf.o'));
-    let udpIterator: BpfIterator | undefined;
-    let udpIteratorError: string | undefined;
-    if (!(opts.loadUdpIterator ?? true)) {
-      udpIteratorError = 'not loaded (--udp-termination netlink)';
-    } else if (features.probed('bpf-sock-destroy')) {
-      // Decided already (treated as absent through KPR_DISABLE_KERNEL_FEATURES).
-      udpIteratorError = features.status('bpf-sock-destroy').detail;
-    } else {
-      try {
-        const term = open(sibling(opts.bpfObject, SOCK_TERM_OBJECT));
-        udpIterator = BpfIterator.attach(term.program('kpr_sock_term'));
-        features.record('bpf-sock-destroy', { present: true, detail: `${SOCK_TERM_OBJECT} loads (bpf_sock_destroy resolved)` });
-      } catch (err) {
-        // Expected before 6.5 (no bpf_sock_destroy); UdpTerminator says what it uses instead.
-        udpIteratorError = (err as Error).message;
-        features.record('bpf-sock-destroy', { present: false, detail: `${SOCK_TERM_OBJECT} does not load: ${udpIteratorError}` });
-      }
-    }
+    let sock = open(opts.bpfObject, skipped);
+    let tcObject = open(sibling(opts.bpfObject, 'kpr_tc.bpf.o'));
+    const udp = loadUdpIterator(opts, features, (file) => open(file, [], false));
     for (const prog of skipped) {
       try {
         if (detachPinnedLink(linkPinPath(opts.bpffsDir, prog))) log.info('detached the pinned link of a socket program this kernel cannot run', { program: prog });
@@ -164,17 +199,35 @@ export function loadDatapath(opts: DatapathOptions, log: Logger, features: Kerne
         log.warn('could not detach a pinned link', { program: prog, error: (err as Error).message });
       }
     }
-    const attachable = SOCK_PROGRAMS.filter((p) => !skipped.includes(p));
+    const byName = new Map<string, BpfMap>();
+    for (const [name, pin] of Object.entries(pinPaths)) {
+      const m = BpfMap.openPinned(pin);
+      handles.push(m);
+      byName.set(name, m);
+    }
+    const maps = Object.fromEntries(Object.entries(MAP_NAMES).map(([k, name]) => [k, byName.get(name)!])) as DatapathMapSet;
+    if (migration) {
+      const copied = migration.copyOwnedMaps(byName);
+      setMigratingFlag(maps.config, true);
+      log.info('map migration: the new set is filled from the old one; the previous programs serve until the initial sync has written it', { copied });
+    }
+    // Readers of kpr_revnat first: swapped to the new set, they read through to the old map, while
+    // the writers not swapped yet still write there; the other order would hide new entries from old readers.
+    const attachable = SOCK_PROGRAMS.filter((p) => !skipped.includes(p)).sort((a, b) => Number(isWriter(a)) - Number(isWriter(b)));
+    let reading = migration !== null;
     const dp: Datapath = {
-      maps: Object.fromEntries(Object.entries(MAP_NAMES).map(([k, name]) => [k, sock.map(name)])) as DatapathMapSet,
+      maps,
       tcObject,
-      udpIterator,
-      ...(udpIteratorError !== undefined ? { udpIteratorError } : {}),
+      ...udp,
       attachments: [],
-      replacedPins,
-      mapSizes: { ...maxEntries },
-      sizeMismatches: sized.mismatches.map(({ name, pinned, requested: r }) => ({ name, pinned, requested: r })),
+      migration: null,
+      mapSizes: Object.fromEntries(Object.keys(opts.mapSizes ?? {}).map((n) => [n, byName.get(n)?.maxEntries ?? opts.mapSizes![n]!])),
+      migrating: () => reading,
       attachSockPrograms: () => {
+        if (migration) {
+          const copied = migration.beforeSwap(byName);
+          if (Object.keys(copied).length) log.info('map migration: the state maps are copied; the programs are swapped to the new set', { copied });
+        }
         dp.attachments = attachable.map((prog) => sock.attachCgroup(prog, opts.cgroupPath, linkPinPath(opts.bpffsDir, prog)));
         log.info('datapath attached', {
           cgroup: opts.cgroupPath,
@@ -201,83 +254,110 @@ export function loadDatapath(opts: DatapathOptions, log: Logger, features: Kerne
         return true;
       },
       close: () => {
-        udpIterator?.close();
+        dp.udpIterator?.close();
         for (const o of opened) o.close();
+        for (const m of handles) m.close();
+        migration?.close();
       },
     };
-    if (replacedPins.length === 0) dp.attachSockPrograms();
-    else log.warn('socket programs attached after the initial sync (a pinned map was replaced): the previous programs keep serving until then', { maps: replacedPins });
+    if (migration) {
+      dp.migration = {
+        reasons: migration.reasons,
+        finish: (swapTc) => {
+          const summary = migration.finish(byName, maps.config, () => {
+            reading = false;
+            // The programs once more, on the same (now promoted) maps, without the old ones.
+            Object.assign(pinPaths, objectPins(opts.bpffsDir).pinPaths);
+            const gen2 = [sock, tcObject];
+            const nextSock = open(opts.bpfObject, skipped, false);
+            const nextTc = open(sibling(opts.bpfObject, 'kpr_tc.bpf.o'), [], false);
+            sock = nextSock;
+            dp.attachSockPrograms();
+            swapTc(nextTc);
+            tcObject = nextTc;
+            dp.tcObject = nextTc;
+            for (const o of gen2) {
+              o.close();
+              opened.splice(opened.indexOf(o), 1);
+            }
+          });
+          dp.migration = null;
+          return summary;
+        },
+      };
+      log.warn('socket programs attached after the initial sync (the maps migrate to a new set): the previous programs keep serving until then', { maps: migration.reasons });
+    } else {
+      dp.attachSockPrograms();
+    }
     return dp;
   } catch (err) {
     for (const o of opened) o.close();
+    for (const m of handles) m.close();
+    migration?.close();
     throw err;
   }
 }
 
-/**
- * Something other than kpr's map at one of kpr's map pins (another type, key,
- * value, or the size of a map without a run-time size: pinned over kpr's, or
- * left by an incompatible version) would fail the
- * load. kpr's pin directory is kpr's: every map pin in it is removed, so
- * every map is created anew and filled at the initial sync. All of them, not
- * only the bad one: the programs still attached (the previous agent's) keep
- * serving on the complete set of previous maps they hold, and the new
- * programs, on the new set, replace them once it is filled (conntrack and
- * affinity state start empty). Returns the names of the incompatible pins.
- */
-function replaceIncompatiblePins(opts: DatapathOptions, pins: MapPins, log: Logger, maxEntries: Readonly<Record<string, number>>): string[] {
-  const bad: Array<{ name: string; pin: string; why: string }> = [];
-  for (const file of datapathObjects(opts)) {
-    if (!existsSync(file)) continue;
-    const obj = BpfObject.open(file, { ...pins, maxEntries });
-    try {
-      for (const b of obj.incompatiblePins()) if (!bad.some((x) => x.name === b.name)) bad.push(b);
-    } finally {
-      obj.close();
-    }
+/** The UDP socket iterator, when this kernel can run it and it was asked for. */
+function loadUdpIterator(opts: DatapathOptions, features: KernelFeatures, open: (file: string) => BpfObject): { udpIterator?: BpfIterator; udpIteratorError?: string } {
+  if (!(opts.loadUdpIterator ?? true)) return { udpIteratorError: 'not loaded (--udp-termination netlink)' };
+  // Decided already (treated as absent through KPR_DISABLE_KERNEL_FEATURES).
+  if (features.probed('bpf-sock-destroy')) return { udpIteratorError: features.status('bpf-sock-destroy').detail };
+  try {
+    const term = open(sibling(opts.bpfObject, SOCK_TERM_OBJECT));
+    const udpIterator = BpfIterator.attach(term.program('kpr_sock_term'));
+    features.record('bpf-sock-destroy', { present: true, detail: `${SOCK_TERM_OBJECT} loads (bpf_sock_destroy resolved)` });
+    return { udpIterator };
+  } catch (err) {
+    // Expected before 6.5 (no bpf_sock_destroy); UdpTerminator says what it uses instead.
+    const udpIteratorError = (err as Error).message;
+    features.record('bpf-sock-destroy', { present: false, detail: `${SOCK_TERM_OBJECT} does not load: ${udpIteratorError}` });
+    return { udpIteratorError };
   }
-  if (bad.length === 0) return [];
-  log.error('pinned maps are not the maps kpr defines; all of kpr\'s maps are created anew and filled at the initial sync, the previous programs serving on the previous maps until then', { maps: bad });
-  for (const dir of [pins.pinMapsDir, ringPinDir(opts.bpffsDir)]) {
-    if (existsSync(dir)) for (const file of readdirSync(dir)) rmSync(path.join(dir, file), { force: true });
-  }
-  for (const b of bad) opts.onIncompatiblePin?.(b.name);
-  return bad.map((b) => b.name);
-}
-
-/** Where the objects pin their maps (objectPins). */
-type MapPins = ReturnType<typeof objectPins>;
-
-function datapathObjects(opts: DatapathOptions): string[] {
-  return [opts.bpfObject, sibling(opts.bpfObject, 'kpr_tc.bpf.o'), sibling(opts.bpfObject, SOCK_TERM_OBJECT)];
 }
 
 /**
- * The sizes to load with: the configured ones, except where a map is already
- * pinned at another size and compatible otherwise. libbpf reuses a pin only
- * at the size asked for, and a pinned map cannot be resized in place, so
- * such a map keeps its pinned size (and its contents) until its pins are
- * removed; each is returned as a mismatch. Maps without a configured size
- * must match their compiled size (else replaceIncompatiblePins replaces them).
+ * A ring buffer pinned at kpr's name that the load would not reuse (another
+ * type or size): its pin goes, so a new ring is created; the programs still
+ * attached keep theirs while they run. Rings carry no state worth keeping.
  */
-export function pinnedSizes(opts: DatapathOptions, pins: MapPins, requested: Readonly<Record<string, number>>): { sizes: Record<string, number>; mismatches: PinnedSizeMismatch[] } {
-  const sizes = { ...requested };
-  const mismatches: PinnedSizeMismatch[] = [];
+function dropIncompatibleRings(opts: DatapathOptions, log: Logger): void {
+  const pinPaths = Object.fromEntries(Object.entries(objectPins(opts.bpffsDir).pinPaths).filter(([name]) => isRing(name)));
   for (const file of datapathObjects(opts)) {
     if (!existsSync(file)) continue;
-    const obj = BpfObject.open(file, { ...pins, maxEntries: requested });
+    const obj = BpfObject.open(file, { pinPaths });
     try {
-      for (const m of obj.pinnedSizeMismatches()) {
-        // Only the run-time sized maps: a fixed map (an array indexed by a constant, say) at another size is incompatible.
-        if (!(m.name in requested) || mismatches.some((x) => x.name === m.name)) continue;
-        mismatches.push(m);
-        sizes[m.name] = m.pinned;
+      for (const bad of obj.incompatiblePins()) {
+        log.error('pinned maps are not the maps kpr defines; a new ring buffer replaces this one', { maps: [{ name: bad.name, why: bad.why }] });
+        rmSync(bad.pin, { force: true });
+        opts.onIncompatiblePin?.(bad.name);
       }
     } finally {
       obj.close();
     }
   }
-  return { sizes, mismatches };
+}
+
+/** Pins the plan leaves behind: other versions of a map nothing uses, what an interrupted migration staged and will not be reused. */
+function removeLeftovers(plan: Exclude<PinPlan, { mode: 'refuse' }>, bpffsDir: string, log: Logger): void {
+  if (!plan.remove.length) return;
+  log.info('removing map pins nothing uses (other layout versions, or staged by a migration that did not finish)', { pins: plan.remove.map((r) => `${r.dir}/${r.file}`) });
+  for (const r of plan.remove) rmSync(path.join(pinDirPath(bpffsDir, r.dir), r.file), { force: true });
+}
+
+function startMigration(plan: Extract<PinPlan, { mode: 'migrate' }>, opts: DatapathOptions, log: Logger): Migration {
+  const foreign = plan.maps.filter((m) => m.reason === 'foreign');
+  if (foreign.length) {
+    log.error('pinned maps are not the maps kpr defines; they are left to the previous programs and the new set starts them empty', { maps: foreign.map((m) => ({ name: m.name, why: m.detail })) });
+    for (const m of foreign) opts.onIncompatiblePin?.(m.name);
+  }
+  mkdirSync(mapStagingDir(opts.bpffsDir), { recursive: true, mode: 0o700 });
+  const migration = new Migration(opts.bpffsDir, plan.maps, log);
+  log.warn('maps migrate to a new set (layout version, size, or not kpr\'s map); connections keep being served', {
+    maps: migration.reasons,
+    staged: plan.maps.filter((m) => m.reuseStaged).map((m) => mapPinName(m.name, MAP_BY_NAME.get(m.name)!.version)),
+  });
+  return migration;
 }
 
 /** Writes the node-wide datapath settings (kpr_config). */

@@ -18,13 +18,19 @@
  * kernel does that itself (every CPU's LRU list gets the same share), and a
  * pin must read back with the size asked for, or it is not reused.
  *
- * Not configurable: kpr_vip and kpr_svc_meta (sized to the u16 revNatId
- * space, they cannot fill), kpr_term (a scratch list of one UDP
- * termination run), kpr_config and kpr_stats (arrays).
+ * The frontend id space (--map-size-frontends) defaults to one id per
+ * FRONTEND_SVC_ENTRIES kpr_svc entries (a master and three backend slots),
+ * and the maps indexed or bounded by it take that size: kpr_svc_meta (a
+ * name per id), kpr_svc_stats (per-CPU counters per id: one slot when
+ * --service-counters=false, which never reads them) and kpr_vip (an address
+ * has at least one frontend), so none of them can fill before the ids run out.
+ *
+ * Not configurable: kpr_term (a scratch list of one UDP termination run),
+ * kpr_config and kpr_stats (arrays of fixed meaning).
  */
 import { MAPS, type MapId } from '../maps/registry.js';
 
-export type MapSizeSetting = 'services' | 'backends' | 'revnat' | 'affinity' | 'conntrack' | 'sourceRanges';
+export type MapSizeSetting = 'services' | 'frontends' | 'backends' | 'revnat' | 'affinity' | 'conntrack' | 'sourceRanges';
 
 export interface MapSizeSettingSpec {
   /** The agent flag (and --config key). */
@@ -37,6 +43,7 @@ export interface MapSizeSettingSpec {
 
 export const MAP_SIZE_SETTINGS: Readonly<Record<MapSizeSetting, MapSizeSettingSpec>> = {
   services: { flag: 'map-size-services', maps: ['svc'], what: 'kpr_svc: one entry per frontend plus one per backend of each frontend' },
+  frontends: { flag: 'map-size-frontends', maps: ['svcMeta', 'svcStats', 'vip'], what: 'frontend ids (Service ports × addresses): kpr_svc_meta, kpr_svc_stats, kpr_vip; default a quarter of --map-size-services' },
   backends: { flag: 'map-size-backends', maps: ['backend', 'affinityMatch'], what: 'kpr_backend (one per distinct backend) and kpr_aff_match' },
   revnat: { flag: 'map-size-revnat', maps: ['revnat'], what: 'kpr_revnat: one per translated UDP socket / connected flow (LRU)' },
   affinity: { flag: 'map-size-affinity', maps: ['affinity'], what: 'kpr_affinity: one per (client, Service) with sessionAffinity ClientIP (LRU)' },
@@ -62,6 +69,8 @@ const HTAB_ELEM_OVERHEAD = 48;
 export interface MapSizeOptions {
   /** --map-size-* values given. */
   explicit: Partial<Record<MapSizeSetting, number>>;
+  /** --service-counters (default true): false sizes kpr_svc_stats at one slot. */
+  serviceCounters?: boolean;
   /** --bpf-map-dynamic-size-ratio; 0 or undefined: off. */
   dynamicSizeRatio?: number;
   conntrackMaxPerCore: number;
@@ -77,11 +86,16 @@ export interface HostFacts {
   possibleCpus: number;
 }
 
-export type MapSizeSource = 'flag' | 'ratio' | 'conntrack' | 'default';
+export type MapSizeSource = 'flag' | 'ratio' | 'conntrack' | 'default' | 'services';
+
+/** kpr_svc entries per frontend id by default: a frontend with three backends (the default service map's 262,144 give 65,536 ids). */
+export const FRONTEND_SVC_ENTRIES = 4;
 
 export interface MapSizePlan {
   /** Entries of each setting (after LRU rounding). */
   settings: Record<MapSizeSetting, { entries: number; source: MapSizeSource }>;
+  /** Frontend ids (ids 1 .. frontends - 1 index kpr_svc_stats): --map-size-frontends, or a quarter of the service map's entries. */
+  frontends: number;
   /** max_entries by pinned map name, for the loader. */
   byMapName: Record<string, number>;
 }
@@ -139,6 +153,9 @@ export function computeMapSizes(opts: MapSizeOptions, host: HostFacts): MapSizeP
     if (given !== undefined) {
       entries = given;
       source = 'flag';
+    } else if (setting === 'frontends') {
+      entries = frontendCapacity(settings.services.entries);
+      source = 'services';
     } else {
       // The floor: kube-proxy's conntrack rule for kpr_ct, else the compiled size.
       const ct = setting === 'conntrack' ? conntrackMax(opts.conntrackMaxPerCore, opts.conntrackMin, host.cpus) : undefined;
@@ -161,7 +178,13 @@ export function computeMapSizes(opts: MapSizeOptions, host: HostFacts): MapSizeP
   for (const setting of MAP_SIZE_SETTING_NAMES) {
     for (const id of MAP_SIZE_SETTINGS[setting].maps) byMapName[MAPS[id].name] = settings[setting].entries;
   }
-  return { settings, byMapName };
+  if (opts.serviceCounters === false) byMapName[MAPS.svcStats.name] = 1;
+  return { settings, frontends: settings.frontends.entries, byMapName };
+}
+
+/** Frontend ids for a service map of `svcEntries`: one per FRONTEND_SVC_ENTRIES, at least 2 (id 0 is never used). */
+export function frontendCapacity(svcEntries: number): number {
+  return Math.max(2, Math.ceil(svcEntries / FRONTEND_SVC_ENTRIES));
 }
 
 function roundDownTo(n: number, multiple: number): number {
@@ -175,5 +198,6 @@ export function describeMapSizes(plan: MapSizePlan): Record<string, string> {
     const s = plan.settings[setting];
     for (const id of MAP_SIZE_SETTINGS[setting].maps) out[MAPS[id].name] = `${s.entries} (${s.source})`;
   }
+  if (plan.byMapName[MAPS.svcStats.name] !== plan.frontends) out[MAPS.svcStats.name] = `${plan.byMapName[MAPS.svcStats.name]} (--service-counters=false)`;
   return out;
 }

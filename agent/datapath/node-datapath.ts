@@ -7,6 +7,7 @@
 import path from 'node:path';
 import { isCanonicalIPv4, looksLikeIPv6 } from '../net/ip.js';
 import type { V1Node } from '@kubernetes/client-node';
+import type { BpfObject } from '../../native/index.js';
 import type { AgentConfig } from '../config.js';
 import type { Logger } from '../log.js';
 import { CFG_FLAG, MAP_NAMES, encodeConfig } from '../maps/layout.js';
@@ -69,6 +70,13 @@ export class NodeDatapath {
       attachMode: cfg.tcAttach,
       log,
     });
+  }
+
+  /** The tc programs of `tcObject` on every interface in place of the current ones (a finished map migration); the interfaces it failed on. */
+  swapTcObject(tcObject: BpfObject): string[] {
+    const failed = this.attacher.swapObject(tcObject);
+    this.keepTcxLinks(this.attacher.attachedInterfaces().map((a) => a.ifname));
+    return failed;
   }
 
   /** How the tc programs are attached on this node (tcx links or clsact filters). */
@@ -145,7 +153,7 @@ export class NodeDatapath {
       tcpTimeoutS: this.cfg.ctTcpTimeoutS,
       tcpClosingTimeoutS: this.cfg.ctTcpClosingTimeoutS,
       udpTimeoutS: this.cfg.ctUdpTimeoutS,
-      flags: (hostOnly ? CFG_FLAG.SOCK_HOST_ONLY : 0) | (this.cfg.serviceCounters ? 0 : CFG_FLAG.NO_SVC_STATS),
+      flags: (hostOnly ? CFG_FLAG.SOCK_HOST_ONLY : 0) | (this.cfg.serviceCounters ? 0 : CFG_FLAG.NO_SVC_STATS) | (this.dp.migrating() ? CFG_FLAG.MIGRATING : 0),
     };
     const text = JSON.stringify(config, (_k, v) => (typeof v === 'bigint' ? v.toString() : v));
     if (text === this.lastConfig) return;

@@ -15,7 +15,8 @@
  *    us, not writable by group or others. One that fails this is REPAIRED
  *    (chown to us, chmod 0700, a warning) when it is empty, and REFUSED when it
  *    holds anything, since someone else could have planted it;
- *  - every pin under maps/ and links/: owned by us, not writable by group or
+ *  - staging/ (a live migration's new set), the same, when it is there;
+ *  - every pin under maps/, links/ and staging/: owned by us, not writable by group or
  *    others, not a symlink; otherwise refused.
  * A refusal is a PinDirOwnershipError naming the path, its owner and mode; the
  * agent does not start.
@@ -23,7 +24,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../log.js';
-import { linkPinDir, mapPinDir, ringPinDir } from './pins.js';
+import { linkPinDir, mapPinDir, mapStagingDir, ringPinDir } from './pins.js';
 
 export class PinDirOwnershipError extends Error {}
 
@@ -128,7 +129,8 @@ function checkPinsUnder(dir: string, log: Logger, result: PinDirCheck): void {
 
 /**
  * Checks the bpffs mount `root`, every directory from it down to `bpffsDir`,
- * and bpffsDir's maps/, rings/ and links/ (created when missing) with their pins.
+ * and bpffsDir's maps/, rings/ and links/ (created when missing) and staging/
+ * (when there) with their pins.
  * `bpffsDir` must exist (ensureBpffs) and be inside `root`.
  */
 export function checkPinDirs(bpffsDir: string, root: string, log: Logger): PinDirCheck {
@@ -147,7 +149,9 @@ export function checkPinDirs(bpffsDir: string, root: string, log: Logger): PinDi
     dir = path.join(dir, part);
     checkDir(dir, log, result);
   }
-  for (const sub of [mapPinDir(abs), ringPinDir(abs), linkPinDir(abs)]) {
+  // staging/ (a migration's new set, agent/datapath/migration.ts) only when there is one.
+  const staging = mapStagingDir(abs);
+  for (const sub of [mapPinDir(abs), ringPinDir(abs), linkPinDir(abs), ...(fs.existsSync(staging) ? [staging] : [])]) {
     checkDir(sub, log, result);
     checkPinsUnder(sub, log, result);
   }

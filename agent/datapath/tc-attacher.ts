@@ -52,8 +52,11 @@ export class TcAttacher {
   private firstSync = true;
   private failures = 0;
   private readonly lastFailure = new Map<string, string>();
+  /** Where the programs come from (replaced by swapObject). */
+  private tcObject: BpfObject;
 
   constructor(private readonly opts: TcAttacherOptions) {
+    this.tcObject = opts.tcObject;
     const choice = this.inNodeNetns(() => chooseTcAttachMode(opts.attachMode ?? 'auto', opts.tcxAvailable));
     this.hooks = hookMode(choice.mode, opts.pinDir);
     this.other = hookMode(choice.mode === 'tcx' ? 'tc' : 'tcx', opts.pinDir);
@@ -92,7 +95,7 @@ export class TcAttacher {
         const cur = this.attached.get(ifname);
         if (cur && cur.ifindex === ifindex && cur.role === role) continue;
         try {
-          const a = this.hooks.attach(opts.tcObject.program(TC_PROGRAMS[role]), role, ifname);
+          const a = this.hooks.attach(this.tcObject.program(TC_PROGRAMS[role]), role, ifname);
           this.attached.set(ifname, { role, ifname, ifindex, progId: a.progId });
           fresh.push(ifname);
           this.lastFailure.delete(ifname);
@@ -130,6 +133,29 @@ export class TcAttacher {
       }
     });
     return fresh;
+  }
+
+  /**
+   * The programs of `tcObject` in place of the current ones on every attached
+   * interface (tcx link update, cls_bpf replace: no moment without a
+   * program), and from then on. A failure leaves that interface's program as
+   * it was (logged); returns the interfaces it failed on.
+   */
+  swapObject(tcObject: BpfObject): string[] {
+    this.tcObject = tcObject;
+    const failed: string[] = [];
+    this.inNodeNetns(() => {
+      for (const a of this.attached.values()) {
+        try {
+          const r = this.hooks.attach(tcObject.program(TC_PROGRAMS[a.role]), a.role, a.ifname);
+          a.progId = r.progId;
+        } catch (err) {
+          failed.push(a.ifname);
+          this.opts.log.warn('could not swap the tc program of an interface', { interface: a.ifname, role: a.role, mode: this.hooks.mode, error: (err as Error).message });
+        }
+      }
+    });
+    return failed;
   }
 
   /** An attached interface renamed to a name that still matches in the same role keeps its attachment. */

@@ -54,7 +54,7 @@ export class AddrCache {
 
 // The fast packers' offsets, from the registry.
 const { addr: K_ADDR, port: K_PORT, slot: K_SLOT, proto: K_PROTO, scope: K_SCOPE, pad: K_PAD } = MAPS.svc.key.at;
-const { backend_id: V_ID, count: V_COUNT, rev_nat_id: V_REVNAT, flags: V_FLAGS, pad: V_PAD } = MAPS.svc.value.at;
+const { backend_id: V_ID, count: V_COUNT, rev_nat_id: V_REVNAT, flags: V_FLAGS } = MAPS.svc.value.at;
 const { addr: B_ADDR, port: B_PORT, proto: B_PROTO, flags: B_FLAGS } = MAPS.backend.value.at;
 const META = MAPS.svcMeta.value;
 const M_NAME = META.at.name;
@@ -118,19 +118,16 @@ export function packSvcVal(v: SvcVal, b: Buffer, o: number): void {
   const count = v.count;
   const rn = v.revNatId;
   const flags = v.flags;
-  if (!(id >>> 0 === id && isU16(count) && isU16(rn) && isU16(flags))) {
+  if (!(id >>> 0 === id && isU16(count) && rn >>> 0 === rn && isU16(flags))) {
     svcCodecs.value.encode(v, b, o);
     return;
   }
   packId(id, b, o + V_ID);
   b[o + V_COUNT] = count & 0xff;
   b[o + V_COUNT + 1] = count >>> 8;
-  b[o + V_REVNAT] = rn & 0xff;
-  b[o + V_REVNAT + 1] = rn >>> 8;
   b[o + V_FLAGS] = flags & 0xff;
   b[o + V_FLAGS + 1] = flags >>> 8;
-  b[o + V_PAD] = 0;
-  b[o + V_PAD + 1] = 0;
+  packId(rn, b, o + V_REVNAT);
 }
 
 /** A slot's value (backend id, the rest 0) into zeroed bytes. */

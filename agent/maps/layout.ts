@@ -81,7 +81,7 @@ export const CT_DIR = { ORIGINAL: 0, REPLY: 1 } as const;
 /** Mirrors enum kpr_ct_flags. */
 export const CT_FLAG = { SNAT: 1 << 0, CLOSING: 1 << 1 } as const;
 /** Mirrors enum kpr_config_flags. */
-export const CFG_FLAG = { SOCK_HOST_ONLY: 1 << 0, NO_SVC_STATS: 1 << 1 } as const;
+export const CFG_FLAG = { SOCK_HOST_ONLY: 1 << 0, NO_SVC_STATS: 1 << 1, MIGRATING: 1 << 2 } as const;
 export const STAT_MAX = 32;
 /** Mirrors enum kpr_event_type (kpr_event.h). */
 export const EVENT_TYPE = {

@@ -7,6 +7,7 @@
  * no keys or values: their spec names the record they carry.
  */
 import { scalarLayout, structLayout, type StructLayout } from './struct-codec.js';
+import * as V1 from './layouts-v1.js';
 import type {
   AffinityKey,
   AffinityMatchKey,
@@ -41,9 +42,8 @@ export const SVC_KEY = structLayout<SvcKey>()('kpr_svc_key', [
 export const SVC_VAL = structLayout<SvcVal>()('kpr_svc_val', [
   { c: 'backend_id', kind: 'u32' },
   { c: 'count', kind: 'u16' },
-  { c: 'rev_nat_id', kind: 'u16' },
   { c: 'flags', kind: 'u16' },
-  { c: 'pad', kind: 'pad', size: 2 },
+  { c: 'rev_nat_id', kind: 'u32' },
 ]);
 
 export const BACKEND = structLayout<Backend>()('kpr_backend', [
@@ -68,14 +68,15 @@ export const REVNAT_KEY = structLayout<RevNatKey>()('kpr_revnat_key', [
 export const REVNAT_VAL = structLayout<RevNatVal>()('kpr_revnat_val', [
   { c: 'addr', kind: 'addr' },
   { c: 'port', kind: 'be16' },
-  { c: 'rev_nat_id', kind: 'u16' },
+  { c: 'pad', kind: 'pad', size: 2 },
+  { c: 'rev_nat_id', kind: 'u32' },
 ]);
 
 export const AFFINITY_KEY = structLayout<AffinityKey>()('kpr_affinity_key', [
   { c: 'netns_cookie', kind: 'u64' },
   { c: 'client', kind: 'addr' },
-  { c: 'rev_nat_id', kind: 'u16' },
-  { c: 'pad', kind: 'pad', size: 6 },
+  { c: 'rev_nat_id', kind: 'u32' },
+  { c: 'pad', kind: 'pad', size: 4 },
 ]);
 
 export const AFFINITY_VAL = structLayout<AffinityVal>()('kpr_affinity_val', [
@@ -86,16 +87,15 @@ export const AFFINITY_VAL = structLayout<AffinityVal>()('kpr_affinity_val', [
 
 export const AFFINITY_MATCH_KEY = structLayout<AffinityMatchKey>()('kpr_affinity_match_key', [
   { c: 'backend_id', kind: 'u32' },
-  { c: 'rev_nat_id', kind: 'u16' },
-  { c: 'pad', kind: 'pad', size: 2 },
+  { c: 'rev_nat_id', kind: 'u32' },
 ]);
 
 export const TERM_KEY = structLayout<TermKey>()('kpr_term_key', [
   { c: 'addr', kind: 'addr' },
   { c: 'port', kind: 'be16' },
-  { c: 'rev_nat_id', kind: 'u16' },
   { c: 'proto', kind: 'u8' },
-  { c: 'pad', kind: 'pad', size: 3 },
+  { c: 'pad', kind: 'pad', size: 1 },
+  { c: 'rev_nat_id', kind: 'u32' },
 ]);
 
 export const SVC_META = structLayout<SvcMeta>()('kpr_svc_meta', [
@@ -131,16 +131,16 @@ export const CT_VAL = structLayout<CtVal>()('kpr_ct_val', [
   { c: 'nat_dport', kind: 'be16' },
   { c: 'backend_id', kind: 'u32' },
   { c: 'expires_ns', kind: 'u64' },
-  { c: 'rev_nat_id', kind: 'u16' },
+  { c: 'pad0', kind: 'pad', size: 2 },
   { c: 'flags', kind: 'u8' },
-  { c: 'pad', kind: 'pad', size: 5 },
+  { c: 'pad1', kind: 'pad', size: 1 },
+  { c: 'rev_nat_id', kind: 'u32' },
 ]);
 
 /** The LPM key; its codec (layout.ts) reads and writes the members as a CIDR. */
 export const SRC_RANGE_KEY = structLayout<SrcRangeKey>()('kpr_src_range_key', [
   { c: 'prefixlen', kind: 'u32' },
-  { c: 'rev_nat_id', kind: 'u16' },
-  { c: 'pad', kind: 'pad', size: 2 },
+  { c: 'rev_nat_id', kind: 'u32' },
   { c: 'addr', kind: 'addr' },
 ]);
 
@@ -191,31 +191,60 @@ export const U64 = scalarLayout<bigint>('__u64', 'u64');
 /** libbpf's name of the map type (what `bpftool map` and BpfMap.typeName say). */
 export type MapTypeName = 'hash' | 'lru_hash' | 'lpm_trie' | 'array' | 'percpu_array' | 'ringbuf';
 
+/**
+ * What a live migration (agent/datapath/migration.ts) does with a map's
+ * entries when it builds the new set beside the old pins:
+ *  - plan: the agent's own content (and the programs' counters), copied
+ *    into the new map before the reconciler adopts it, so ids survive and
+ *    the initial sync writes only the difference;
+ *  - state: written by the programs as traffic flows (conntrack, reverse
+ *    NAT, affinity), copied after the programs are swapped (entries the new
+ *    programs made first are kept), the new programs reading through to the
+ *    old map on a miss until then (bpf/include/kpr_migrate.h);
+ *  - scratch: not copied (kpr_term: one UDP termination run's list).
+ */
+export type MigrateAs = 'plan' | 'state' | 'scratch';
+
+/** A layout an older release pinned a map with, which this agent reads (and converts member by member, by name). */
+export interface OlderLayout {
+  version: number;
+  key: StructLayout;
+  value: StructLayout;
+}
+
 export interface MapSpec<K = unknown, V = unknown, N extends string = string> {
-  /** The pinned name (the C variable). */
+  /** The map's name (the C variable); pinned as `name` (version 1) or `name@v<version>` (agent/datapath/pins.ts). */
   name: N;
   type: MapTypeName;
   /** max_entries in the compiled object. */
   maxEntries: number;
   key: StructLayout<K>;
   value: StructLayout<V>;
+  /** This release's layout version: raised whenever key or value change. */
+  version: number;
+  /** The older layouts an agent may find pinned, newest first. */
+  older: readonly OlderLayout[];
+  migrate: MigrateAs;
 }
 
-function mapSpec<const N extends string, K, V>(name: N, type: MapTypeName, maxEntries: number, key: StructLayout<K>, value: StructLayout<V>): MapSpec<K, V, N> {
-  return { name, type, maxEntries, key, value };
+function mapSpec<const N extends string, K, V>(
+  name: N, type: MapTypeName, maxEntries: number, key: StructLayout<K>, value: StructLayout<V>,
+  opts: { migrate?: MigrateAs; version?: number; older?: readonly OlderLayout[] } = {},
+): MapSpec<K, V, N> {
+  return { name, type, maxEntries, key, value, version: opts.version ?? 1, older: opts.older ?? [], migrate: opts.migrate ?? 'plan' };
 }
 
 export const MAPS = {
-  svc: mapSpec('kpr_svc', 'hash', 262144, SVC_KEY, SVC_VAL),
+  svc: mapSpec('kpr_svc', 'hash', 262144, SVC_KEY, SVC_VAL, { version: 2, older: [{ version: 1, key: SVC_KEY, value: V1.SVC_VAL_V1 }] }),
   backend: mapSpec('kpr_backend', 'hash', 262144, U32, BACKEND),
   vip: mapSpec('kpr_vip', 'hash', 65536, VIP_KEY, VIP_VAL),
-  revnat: mapSpec('kpr_revnat', 'lru_hash', 262144, REVNAT_KEY, REVNAT_VAL),
-  affinity: mapSpec('kpr_affinity', 'lru_hash', 65536, AFFINITY_KEY, AFFINITY_VAL),
-  affinityMatch: mapSpec('kpr_aff_match', 'hash', 262144, AFFINITY_MATCH_KEY, U8),
-  term: mapSpec('kpr_term', 'hash', 4096, TERM_KEY, U8),
+  revnat: mapSpec('kpr_revnat', 'lru_hash', 262144, REVNAT_KEY, REVNAT_VAL, { migrate: 'state', version: 2, older: [{ version: 1, key: REVNAT_KEY, value: V1.REVNAT_VAL_V1 }] }),
+  affinity: mapSpec('kpr_affinity', 'lru_hash', 65536, AFFINITY_KEY, AFFINITY_VAL, { migrate: 'state', version: 2, older: [{ version: 1, key: V1.AFFINITY_KEY_V1, value: AFFINITY_VAL }] }),
+  affinityMatch: mapSpec('kpr_aff_match', 'hash', 262144, AFFINITY_MATCH_KEY, U8, { version: 2, older: [{ version: 1, key: V1.AFFINITY_MATCH_KEY_V1, value: U8 }] }),
+  term: mapSpec('kpr_term', 'hash', 4096, TERM_KEY, U8, { migrate: 'scratch', version: 2, older: [{ version: 1, key: V1.TERM_KEY_V1, value: U8 }] }),
   svcMeta: mapSpec('kpr_svc_meta', 'hash', 65536, U32, SVC_META),
-  ct: mapSpec('kpr_ct', 'lru_hash', 262144, CT_KEY, CT_VAL),
-  srcRange: mapSpec('kpr_src_range', 'lpm_trie', 16384, SRC_RANGE_KEY, U8),
+  ct: mapSpec('kpr_ct', 'lru_hash', 262144, CT_KEY, CT_VAL, { migrate: 'state', version: 2, older: [{ version: 1, key: CT_KEY, value: V1.CT_VAL_V1 }] }),
+  srcRange: mapSpec('kpr_src_range', 'lpm_trie', 16384, SRC_RANGE_KEY, U8, { version: 2, older: [{ version: 1, key: V1.SRC_RANGE_KEY_V1, value: U8 }] }),
   config: mapSpec('kpr_config', 'array', 1, U32, CONFIG),
   stats: mapSpec('kpr_stats', 'percpu_array', 32, U32, U64),
   svcStats: mapSpec('kpr_svc_stats', 'percpu_array', 65536, U32, SVC_STAT),
@@ -256,3 +285,12 @@ export const MAP_NAMES = Object.fromEntries(Object.entries(ALL_MAPS).map(([id, m
 export const ALL_LAYOUTS: StructLayout[] = [
   ...new Set([...Object.values(MAPS).flatMap((m): StructLayout[] => [m.key, m.value]), ...Object.values(RINGS).map((r) => r.record as StructLayout)]),
 ].filter((l) => !l.scalar);
+
+/** Registry entries of the keyed maps by map name (the rings are never migrated: agent/datapath/pins.ts). */
+export const MAP_BY_NAME: ReadonlyMap<string, MapSpec & { id: MapId }> = new Map(Object.entries(MAPS).map(([id, m]) => [m.name, { ...(m as MapSpec), id: id as MapId }]));
+
+/** A map's key and value layouts at `version` (this release's or an older one it reads); undefined for a version it does not know. */
+export function layoutsAt(spec: MapSpec, version: number): { key: StructLayout; value: StructLayout } | undefined {
+  if (version === spec.version) return { key: spec.key, value: spec.value };
+  return spec.older.find((o) => o.version === version);
+}

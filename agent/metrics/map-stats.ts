@@ -5,9 +5,9 @@
  * costs one syscall per 4096 entries and a few hundred kilobytes, whatever
  * the map's capacity.
  */
-import { readdirSync } from 'node:fs';
 import { BpfMap, BPF_MAP_TYPE } from '../../native/index.js';
-import { mapPinDir, mapPinPath, ringPinDir } from '../datapath/pins.js';
+import { readdirSync } from 'node:fs';
+import { pinnedMapFiles, ringPinDir } from '../datapath/pins.js';
 
 const CHUNK = 4096;
 
@@ -36,30 +36,26 @@ export function mapStats(name: string, map: BpfMap): MapStats {
   return { name, type: map.typeName, keySize: map.keySize, valueSize: map.valueSize, entries: countEntries(map), capacity: map.maxEntries };
 }
 
-function namesIn(dir: string): string[] {
+/** Names of the maps pinned under a bpffs directory (maps/, whatever their layout version), sorted; [] when none. */
+export function pinnedMapNames(bpffsDir: string): string[] {
+  return pinnedMapFiles(bpffsDir).map((p) => p.name);
+}
+
+/** Names of the ring buffers pinned under a bpffs directory (rings/), sorted. */
+export function pinnedRingNames(bpffsDir: string): string[] {
   try {
-    return readdirSync(dir).sort();
+    return readdirSync(ringPinDir(bpffsDir)).sort();
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw err;
   }
 }
 
-/** Names of the maps pinned under a bpffs directory (maps/), sorted; [] when none. */
-export function pinnedMapNames(bpffsDir: string): string[] {
-  return namesIn(mapPinDir(bpffsDir));
-}
-
-/** Names of the ring buffers pinned under a bpffs directory (rings/), sorted. */
-export function pinnedRingNames(bpffsDir: string): string[] {
-  return namesIn(ringPinDir(bpffsDir));
-}
-
 /** Stats of every map pinned under `bpffsDir`, each opened and closed in turn. */
 export function pinnedMapStats(bpffsDir: string, open: (pin: string, name: string) => BpfMap = (pin) => BpfMap.openPinned(pin)): MapStats[] {
   const out: MapStats[] = [];
-  for (const name of pinnedMapNames(bpffsDir)) {
-    const map = open(mapPinPath(bpffsDir, name), name);
+  for (const { name, path: pin } of pinnedMapFiles(bpffsDir)) {
+    const map = open(pin, name);
     try {
       out.push(mapStats(name, map));
     } finally {

@@ -222,8 +222,8 @@ export class AgentMetrics {
     this.node.kernelFeatures(list);
   }
 
-  mapSizes(configured: Readonly<Record<string, number>>, mismatched: readonly string[]): void {
-    this.node.mapSizes(configured, mismatched);
+  mapSizes(configured: Readonly<Record<string, number>>): void {
+    this.node.mapSizes(configured);
   }
 
   udpTerminationMode(mode: 'bpf_sock_destroy' | 'netlink' | 'off'): void {

@@ -20,7 +20,7 @@ export class NodeDatapathMetrics {
   private readonly udpMode: Gauge<'mode'>;
   private tcSource: (() => TcAttachStatus) | undefined;
   private kernelFeatureList: () => FeatureStatus[] = () => [];
-  private mapSizeGauges: { configured: Gauge<string>; mismatch: Gauge<string> } | undefined;
+  private mapSizeGauge: Gauge<string> | undefined;
 
   constructor(private readonly registry: Registry) {
     const registers = [registry];
@@ -112,22 +112,15 @@ export class NodeDatapathMetrics {
   }
 
   /**
-   * The map sizes the agent was configured with (kpr_bpf_map_configured_capacity)
-   * and the maps kept at a pinned size other than that (kpr_bpf_map_size_mismatch);
-   * kpr_bpf_map_capacity says the size in use.
+   * The map sizes the agent was configured with (kpr_bpf_map_configured_capacity);
+   * kpr_bpf_map_capacity says the size in use (the same: a map pinned at
+   * another size is migrated to it at start).
    */
-  mapSizes(configured: Readonly<Record<string, number>>, mismatched: readonly string[]): void {
-    this.mapSizeGauges ??= {
-      configured: new Gauge({ name: 'kpr_bpf_map_configured_capacity', help: 'max_entries each run-time sized BPF map is configured with (--map-size-*, --bpf-map-dynamic-size-ratio, --conntrack-*).', labelNames: ['map'], registers: [this.registry] }),
-      mismatch: new Gauge({ name: 'kpr_bpf_map_size_mismatch', help: '1 for a map kept at its pinned max_entries, which is not the configured one (its pins predate the setting).', labelNames: ['map'], registers: [this.registry] }),
-    };
-    const g = this.mapSizeGauges;
-    g.configured.reset();
-    g.mismatch.reset();
-    for (const [map, n] of Object.entries(configured)) {
-      g.configured.set({ map }, n);
-      g.mismatch.set({ map }, mismatched.includes(map) ? 1 : 0);
-    }
+  mapSizes(configured: Readonly<Record<string, number>>): void {
+    this.mapSizeGauge ??= new Gauge({ name: 'kpr_bpf_map_configured_capacity', help: 'max_entries each run-time sized BPF map is configured with (--map-size-*, --bpf-map-dynamic-size-ratio, --conntrack-*).', labelNames: ['map'], registers: [this.registry] });
+    const g = this.mapSizeGauge;
+    g.reset();
+    for (const [map, n] of Object.entries(configured)) g.set({ map }, n);
   }
 
   udpTerminationMode(mode: 'bpf_sock_destroy' | 'netlink' | 'off'): void {

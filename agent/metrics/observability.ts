@@ -50,11 +50,12 @@ export interface ObservabilityOptions {
 /** Default bound of an unconfirmed k8s cache before /healthz says 503. */
 export const CACHE_STALE_AFTER_MS = 600_000;
 
-/** /healthz "mapSizes": max_entries by map name as configured and as in use; the maps where they differ. */
+/** /healthz "mapSizes": max_entries by map name as configured and as in use; the live map migration of this start, if any. */
 export interface MapSizeReport {
   configured: Record<string, number>;
   inUse: Record<string, number>;
-  mismatched: Array<{ map: string; pinned: number; requested: number }>;
+  /** The maps moved to a new set at this start (agent/datapath/migration.ts): why, and whether it is done. */
+  migration?: { state: 'in progress' | 'done'; maps: Array<{ map: string; reason: string; detail: string }> };
 }
 
 export interface ObservedChange {
@@ -145,10 +146,10 @@ export class Observability {
   /** The run-time map sizes, as loaded (/healthz "mapSizes", kpr status). */
   private mapSizeReport: MapSizeReport | undefined;
 
-  /** The datapath is loaded with these sizes: configured, in use, and the maps kept at a pinned size. */
+  /** The datapath is loaded with these sizes: configured, in use, and this start's map migration. */
   mapSizes(report: MapSizeReport): void {
     this.mapSizeReport = report;
-    this.metrics.mapSizes(report.configured, report.mismatched.map((m) => m.map));
+    this.metrics.mapSizes(report.configured);
   }
 
   /** The Services over a datapath limit, as the last sync left them (/healthz, kpr status). */

@@ -18,6 +18,9 @@ import { probeSockDiagDestroy } from '../datapath/udp-terminator.js';
 import { libbpf } from '../../native/libbpf.js';
 import { findCgroup2Mount } from '../cgroup.js';
 import { pinnedMapStats, type MapStats } from '../metrics/map-stats.js';
+import { MAP_BY_NAME } from '../maps/registry.js';
+import { scanMapPins } from '../datapath/pin-scan.js';
+import type { FoundPin } from '../datapath/migration-plan.js';
 
 export type Severity = 'required' | 'advisory';
 
@@ -237,13 +240,13 @@ export function runPreflight(opts: PreflightOptions): PreflightReport {
   }
   add({ name: 'bpf-object', severity: 'required', ok: loadOk, detail: loadDetail, fix: 'build it (make bpf) or pass --bpf-object; a verifier error means this kernel lacks a feature kpr uses; a map creation error (ENOMEM, E2BIG) means a --map-size-* too large for this node' });
 
-  // Map sizes: configured, and what the pins under --bpffs hold (a pin keeps its size: agent/datapath/loader.ts).
+  // Map sizes: configured, and what the pins under --bpffs hold (one at another size is migrated at start: agent/datapath/migration.ts).
   const mapSizes = mapSizeRows(opts.mapSizes ?? {}, opts.bpffsDir);
   const mismatched = mapSizes.filter((m) => m.pinned !== undefined && m.pinned !== m.configured);
   add({
     name: 'map-sizes',
     severity: 'advisory',
-    ok: mismatched.length === 0 && !mapSizes.pinError,
+    ok: !mapSizes.pinError,
     detail: [
       `configured: ${mapSizes.map((m) => `${m.map} ${m.configured}`).join(', ')}`,
       mapSizes.pinError
@@ -251,12 +254,15 @@ export function runPreflight(opts: PreflightOptions): PreflightReport {
         : mapSizes.some((m) => m.pinned !== undefined)
           ? `pinned: ${mapSizes.filter((m) => m.pinned !== undefined).map((m) => `${m.map} ${m.entries}/${m.pinned} (${((100 * m.entries!) / m.pinned!).toFixed(1)}%)`).join(', ')}`
           : `nothing pinned under ${dir} yet`,
-      ...mismatched.map((m) => `${m.map} is pinned with ${m.pinned} entries, not ${m.configured}: the agent keeps ${m.pinned}`),
+      ...(mismatched.length
+        ? [`pinned at another size: ${mismatched.map((m) => `${m.map} ${m.pinned}, not ${m.configured}`).join(', ')}: the agent migrates the maps to a new set of the configured sizes at start, live`]
+        : []),
     ].join('; '),
-    fix: mismatched.length
-      ? 'a pinned map is not resized: to apply the configured sizes, stop the agent and remove its pins (kpr cleanup; conntrack and affinity state start empty)'
-      : `the pinned maps under ${dir} cannot be read`,
+    fix: `the pinned maps under ${dir} cannot be read`,
   });
+
+  // Layout versions of the pins (agent/datapath/migration-plan.ts): older ones are migrated at start, a newer one stops the agent.
+  add(mapLayoutCheck(opts.bpffsDir));
 
   // Kernel features: the agent's probes, and the fallbacks it would use.
   let features: KernelFeatures | undefined;
@@ -329,6 +335,30 @@ export function runPreflight(opts: PreflightOptions): PreflightReport {
 }
 
 /** Each configured map with, when pinned under bpffsDir, its max_entries and entries. */
+function mapLayoutCheck(bpffsDir: string): CheckResult {
+  let found: FoundPin[];
+  try {
+    found = scanMapPins(bpffsDir).filter((p) => MAP_BY_NAME.has(p.name));
+  } catch (err) {
+    return { name: 'map-layouts', severity: 'required', ok: false, detail: `pins under ${bpffsDir}: ${(err as Error).message.split('\n')[0]}`, fix: 'run as root, with --bpffs the agent uses' };
+  }
+  const version = (p: FoundPin) => MAP_BY_NAME.get(p.name)!.version;
+  const newer = found.filter((p) => p.version > version(p));
+  const older = found.filter((p) => p.version < version(p));
+  const detail = [
+    found.length ? `${found.length} map pins under ${bpffsDir}` : `nothing pinned under ${bpffsDir} yet`,
+    ...older.map((p) => `${p.name} at layout v${p.version}: the agent migrates it to v${version(p)} at start, live`),
+    ...newer.map((p) => `${p.name} at layout v${p.version} (${p.dir}/${p.file}), newer than this release's v${version(p)}: the agent refuses to start`),
+  ].join('; ');
+  return {
+    name: 'map-layouts',
+    severity: 'required',
+    ok: newer.length === 0,
+    detail,
+    fix: 'a newer kpr release pinned these maps: run that release, or stop the agent and remove the pins (kpr cleanup; conntrack and affinity state are lost) to go back',
+  };
+}
+
 function mapSizeRows(configured: Readonly<Record<string, number>>, bpffsDir: string): Array<{ map: string; configured: number; pinned?: number; entries?: number }> & { pinError?: string } {
   let pinned: MapStats[] = [];
   let pinError: string | undefined;

@@ -6,8 +6,10 @@
  *   it holds at most MAX_SLOTS (65,535) backends; beyond that the first
  *   65,535 (the planner's order: sorted by address, port) are programmed and
  *   the Service is reported as truncated.
- * - rev_nat_ids: every frontend (address, port, protocol) owns a u16
- *   revNatId, so at most 65,535 frontends exist at once.
+ * - rev_nat_ids: every frontend (address, port, protocol) owns a revNatId
+ *   (a u32 in the maps since layout v2), and the id space is sized at run
+ *   time: --map-size-frontends, by default one id per four kpr_svc entries
+ *   (agent/datapath/map-sizes.ts; 65,535 by default).
  * - svc_map, backend_map, aff_match_map, src_range_map: the max_entries of
  *   kpr_svc, kpr_backend, kpr_aff_match and kpr_src_range.
  *
@@ -15,8 +17,8 @@
  * whole: none of its frontends is programmed (what it had is removed, so it
  * holds no room), every other Service is programmed as usual, and it is
  * retried as soon as a sync frees room of that kind. kpr_vip (one entry per
- * ClusterIP address) and kpr_svc_meta (one per revNatId) have 65,536
- * entries, more than there can be revNatIds: they cannot fill.
+ * service address) and kpr_svc_meta (one per revNatId) are sized with the id
+ * space, one more than there can be revNatIds: they cannot fill.
  */
 
 export type LimitName = 'backends_per_frontend' | 'rev_nat_ids' | 'svc_map' | 'backend_map' | 'aff_match_map' | 'src_range_map';
@@ -51,7 +53,7 @@ export interface LimitReport {
 
 const WHAT: Record<LimitName, string> = {
   backends_per_frontend: 'backends per frontend (u16 slot count)',
-  rev_nat_ids: 'revNatIds (u16: frontends in all)',
+  rev_nat_ids: 'frontend ids (frontends in all: --map-size-frontends)',
   svc_map: 'kpr_svc entries (max_entries)',
   backend_map: 'kpr_backend entries (max_entries)',
   aff_match_map: 'kpr_aff_match entries (max_entries)',

@@ -138,7 +138,7 @@ export interface UdpBackendLeft {
 
 /** Limits a test (or a dry run) sets; the maps' own capacities come from DatapathMaps.capacities(). */
 export interface ReconcilerOptions {
-  /** Highest revNatId (default 65,535: the u16). */
+  /** Highest revNatId (default 65,535: the compiled frontend id space; the agent passes its run-time one, agent/datapath/map-sizes.ts frontendCapacity). */
   maxRevNatId?: number;
   /** Overrides of the maps' capacities. */
   capacities?: Partial<MapCapacities>;

@@ -22,10 +22,8 @@ static __always_inline struct kpr_config *kpr_cfg(void)
 }
 
 /* The per-CPU counters of a frontend, or NULL when they are turned off. */
-static __always_inline struct kpr_svc_stat *kpr_svc_stat_of(const struct kpr_config *cfg, __u16 rev_nat_id)
+static __always_inline struct kpr_svc_stat *kpr_svc_stat_of(const struct kpr_config *cfg, __u32 id)
 {
-	__u32 id = rev_nat_id;
-
 	if (cfg && (cfg->flags & KPR_CFG_F_NO_SVC_STATS))
 		return NULL;
 	return bpf_map_lookup_elem(&kpr_svc_stats, &id);

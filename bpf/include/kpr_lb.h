@@ -21,6 +21,7 @@
 #include "kpr_maps.h"
 #include "kpr_addr.h"
 #include "kpr_common.h"
+#include "kpr_migrate.h"
 
 static __always_inline bool kpr_lb_svc_has_affinity(const struct kpr_svc_val *svc)
 {
@@ -95,7 +96,7 @@ kpr_lb_affinity_backend(const struct kpr_svc_val *svc, const struct kpr_affinity
 	struct kpr_affinity_val *aval;
 	struct kpr_backend *be;
 
-	aval = bpf_map_lookup_elem(&kpr_affinity, client);
+	aval = kpr_affinity_lookup(client);
 	if (!aval || now - aval->last_used_ns > timeout_ns)
 		return NULL;
 	mkey.backend_id = aval->backend_id;

@@ -11,6 +11,7 @@
 #include "kpr_types.h"
 #include "kpr_event.h"
 
+/* Compiled defaults: the agent sets the sizes at load (agent/datapath/map-sizes.ts). */
 #define KPR_SVC_MAP_MAX 262144
 #define KPR_BACKEND_MAP_MAX 262144
 #define KPR_REVNAT_MAP_MAX 262144
@@ -19,7 +20,7 @@
 #define KPR_TERM_MAP_MAX 4096
 #define KPR_CT_MAP_MAX 262144
 #define KPR_SRC_RANGE_MAP_MAX 16384
-/* Every rev_nat_id (a __u16): ids are allocated lowest first, so all are dense below the frontend count. */
+/* Every frontend id (rev_nat_id): ids are allocated lowest first, so all are dense below the frontend count. */
 #define KPR_SVC_STATS_MAX 65536
 /* Bytes; 104 per record (struct kpr_event and its 8-byte header): about 2,500 events between two reads. */
 #define KPR_EVENTS_RING_SIZE (256 * 1024)

@@ -37,9 +37,8 @@ struct kpr_svc_val {
 	/* slot > 0: id in the backend map; slot 0: affinity timeout in seconds */
 	__u32 backend_id;
 	__u16 count;      /* slot 0: number of backend slots */
-	__u16 rev_nat_id; /* slot 0: frontend id, for reverse NAT and affinity */
 	__u16 flags;      /* slot 0: KPR_SVC_F_* */
-	__u8 pad[2];
+	__u32 rev_nat_id; /* slot 0: frontend id, for reverse NAT and affinity */
 };
 
 /*
@@ -107,7 +106,8 @@ struct kpr_revnat_key {
 struct kpr_revnat_val {
 	__be32 addr[4];
 	__be16 port;
-	__u16 rev_nat_id;
+	__u8 pad[2];
+	__u32 rev_nat_id;
 };
 
 /*
@@ -118,8 +118,8 @@ struct kpr_revnat_val {
 struct kpr_affinity_key {
 	__u64 netns_cookie;
 	__be32 client[4];
-	__u16 rev_nat_id;
-	__u8 pad[6];
+	__u32 rev_nat_id;
+	__u8 pad[4];
 };
 
 struct kpr_affinity_val {
@@ -135,8 +135,7 @@ struct kpr_affinity_val {
  */
 struct kpr_affinity_match_key {
 	__u32 backend_id;
-	__u16 rev_nat_id;
-	__u8 pad[2];
+	__u32 rev_nat_id;
 };
 
 /*
@@ -148,9 +147,9 @@ struct kpr_affinity_match_key {
 struct kpr_term_key {
 	__be32 addr[4];
 	__be16 port;
-	__u16 rev_nat_id;
 	__u8 proto;
-	__u8 pad[3];
+	__u8 pad;
+	__u32 rev_nat_id;
 };
 
 /*
@@ -195,9 +194,10 @@ struct kpr_ct_val {
 	__be16 nat_dport;
 	__u32 backend_id;  /* ORIGINAL: the backend chosen, re-checked on use */
 	__u64 expires_ns;  /* bpf_ktime_get_ns() deadline; the agent sweeps expired ones */
-	__u16 rev_nat_id;
+	__u8 pad0[2];      /* layout v1's 16-bit rev_nat_id: flags stay where v1 had them (kpr_migrate.h) */
 	__u8 flags;        /* KPR_CT_F_* */
-	__u8 pad[5];
+	__u8 pad1;
+	__u32 rev_nat_id;
 };
 
 enum kpr_ct_dir {
@@ -213,13 +213,13 @@ enum kpr_ct_flags {
 /*
  * loadBalancerSourceRanges: an LPM trie keyed by frontend id then client
  * address, so one lookup answers "may this client call this frontend".
- * prefixlen counts the bits after itself: 32 for rev_nat_id and pad, plus
- * the address prefix (96 + n for an IPv4 /n, stored IPv4-mapped).
+ * prefixlen counts the bits after itself: 32 for rev_nat_id (layout v1: a
+ * 16-bit id and 16 bits of padding, the same 32), plus the address prefix
+ * (96 + n for an IPv4 /n, stored IPv4-mapped).
  */
 struct kpr_src_range_key {
 	__u32 prefixlen;
-	__u16 rev_nat_id;
-	__u8 pad[2];
+	__u32 rev_nat_id;
 	__be32 addr[4];
 };
 
@@ -239,6 +239,8 @@ enum kpr_config_flags {
 	KPR_CFG_F_SOCK_HOST_ONLY = 1 << 0,
 	/* No per-frontend counters (kpr_svc_stats): the agent's --service-counters=false. */
 	KPR_CFG_F_NO_SVC_STATS = 1 << 1,
+	/* A live migration is under way: a state-map miss reads the old map too (kpr_migrate.h). */
+	KPR_CFG_F_MIGRATING = 1 << 2,
 };
 
 /*

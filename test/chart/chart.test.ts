@@ -248,7 +248,7 @@ describe('charts/kpr with the real helm', () => {
   });
 
   test('map sizes: chart values become the agent\'s map sizes', () => {
-    const config = { 'map-size-services': 40000, 'map-size-backends': 20000, 'map-size-conntrack': 65536, 'conntrack-min': 1000, 'bpf-map-dynamic-size-ratio': 0.002 };
+    const config = { 'map-size-services': 40000, 'map-size-frontends': 12000, 'map-size-backends': 20000, 'map-size-conntrack': 65536, 'conntrack-min': 1000, 'bpf-map-dynamic-size-ratio': 0.002 };
     const rendered = renderedConfig(render({ config }));
     const dir = mkdtempSync(path.join(os.tmpdir(), 'kpr-chart-sizes-'));
     try {
@@ -257,6 +257,7 @@ describe('charts/kpr with the real helm', () => {
       const cfg = parseAgentArgs(['--config', file, '--cgroup-path', '/sys/fs/cgroup', '--node-name', 'n1'], {}) as AgentConfig;
       const plan = computeMapSizes(cfg.mapSizeOptions, { totalMemoryBytes: 2 ** 30, cpus: 2, possibleCpus: 2 });
       assert.equal(plan.byMapName.kpr_svc, 40000);
+      assert.equal(plan.byMapName.kpr_svc_meta, 12000);
       assert.equal(plan.byMapName.kpr_backend, 20000);
       assert.equal(plan.byMapName.kpr_aff_match, 20000);
       assert.equal(plan.byMapName.kpr_ct, 65536);

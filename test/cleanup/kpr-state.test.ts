@@ -72,7 +72,7 @@ describe(`kpr cleanup after an agent run [${tcCase.label}]`, { timeout: 120_000 
     }
     assert.deepEqual(tcAttached(), tcBefore, 'a dry run removes nothing');
     assert.match(r.out, /would remove: bpf links: bpf-link .*\/links\/kpr_connect4$/m);
-    assert.match(r.out, /would remove: bpffs pins: bpf-map .*\/maps\/kpr_svc4?$/m);
+    assert.match(r.out, /would remove: bpffs pins: bpf-map .*\/maps\/kpr_svc(@v\d+)?$/m);
     assert.match(r.out, new RegExp(`would remove: bpffs pins: directory ${box.sandbox.bpffsDir}$`, 'm'));
     assert.ok(existsSync(box.sandbox.bpffsDir));
     assert.deepEqual(attached(), before);

@@ -12,8 +12,11 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
-import { BpfMap, BpfObject, ensureBpffs, possibleCpus } from '../../native/index.js';
-import { mapPinDir, mapPinPath, objectPins } from '../../agent/datapath/pins.js';
+import { BpfMap, BpfObject, BPF_MAP_TYPE, ensureBpffs, possibleCpus } from '../../native/index.js';
+import { mapPinDir, mapPinName, mapPinPath, objectPins } from '../../agent/datapath/pins.js';
+import { MAPS } from '../../agent/maps/registry.js';
+import { SVC_VAL_V1 } from '../../agent/maps/layouts-v1.js';
+import { structCodec } from '../../agent/maps/struct-codec.js';
 import {
   BACKEND,
   BACKEND_ID_SIZE,
@@ -26,6 +29,8 @@ import {
   SVC_KEY,
   SVC_META,
   SVC_VAL,
+  decodeAddr,
+  encodeAddr,
   encodeBackend,
   encodeBackendId,
   encodeSvcKey,
@@ -121,7 +126,7 @@ describe('kpr CLI on pinned maps (10,000 services × 10 backends)', { timeout: 1
     mkdirSync(mapPinDir(dir), { recursive: true });
     const obj = BpfObject.open(bpfObjectPath, objectPins(dir));
     try {
-      obj.load(); // creates and pins every map of the real datapath
+      obj.load(); // creates and pins every map of the real datapath, as the agent names the pins
     } finally {
       obj.close();
     }
@@ -266,6 +271,33 @@ describe('kpr CLI on pinned maps (10,000 services × 10 backends)', { timeout: 1
     const r = await kpr('map', 'dump', 'kpr_nope', '--bpffs', dir);
     assert.equal(r.code, 2);
     assert.match(r.stderr, /unknown map "kpr_nope"; known maps: .*kpr_backend.*kpr_svc.*kpr_svc_meta/);
+  });
+
+  test('a map pinned at an older layout (a node still on the previous release): map dump converts it, map list names the layout, service list says why it cannot read it', async () => {
+    const old = ensureBpffs(path.join('/sys/fs/bpf', `kpr-test-cli-v1-${process.pid}-${randomBytes(4).toString('hex')}`));
+    try {
+      mkdirSync(mapPinDir(old), { recursive: true });
+      const m = BpfMap.create(BPF_MAP_TYPE.HASH, SVC_KEY.size, SVC_VAL_V1.size, 16, 'kpr_svc');
+      try {
+        const v1 = structCodec(SVC_VAL_V1, { encode: encodeAddr, decode: decodeAddr });
+        m.update(encodeSvcKey({ addr: '198.19.0.10', port: 80, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), v1.encode({ backendId: 0, count: 1, revNatId: 7, flags: SVC_FLAG.CLUSTER_IP }));
+        m.update(encodeSvcKey({ addr: '198.19.0.10', port: 80, slot: 1, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), v1.encode({ backendId: 3, count: 0, revNatId: 0, flags: 0 }));
+        m.pin(path.join(mapPinDir(old), mapPinName(MAP_NAMES.svc, 1)));
+      } finally {
+        m.close();
+      }
+      const dump = await kpr('map', 'dump', MAP_NAMES.svc, '--bpffs', old, '-o', 'json');
+      assert.equal(dump.code, 0, dump.stderr);
+      assert.deepEqual(JSON.parse(dump.stdout).map((e: { value: unknown }) => e.value), [{ count: 1, id: 7, flags: ['cluster-ip'] }, { backendId: 3 }]);
+      const list = await kpr('map', 'list', '--bpffs', old, '-o', 'json');
+      assert.equal(list.code, 0, list.stderr);
+      assert.deepEqual(JSON.parse(list.stdout).maps.map((x: { name: string; layoutVersion?: number }) => [x.name, x.layoutVersion]), [[MAP_NAMES.svc, 1]]);
+      const svc = await kpr('service', 'list', '--bpffs', old);
+      assert.equal(svc.code, 2);
+      assert.match(svc.stderr, new RegExp(`kpr_svc is pinned at layout v1 .*this kpr reads v${MAPS.svc.version}: the agent on this node is another release`));
+    } finally {
+      rmSync(old, { recursive: true, force: true });
+    }
   });
 
   test('nothing pinned, or no permission: a clear error, exit code 2', async () => {

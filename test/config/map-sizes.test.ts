@@ -28,7 +28,12 @@ test('defaults: the compiled sizes, kpr_ct from kube-proxy\'s conntrack rule', (
     // max(32768 x 4, 131072)
     kpr_ct: 131072,
     kpr_src_range: 16384,
+    // The frontend id space: a quarter of kpr_svc.
+    kpr_vip: 65536,
+    kpr_svc_meta: 65536,
+    kpr_svc_stats: 65536,
   });
+  assert.equal(plan.frontends, 65536);
   assert.equal(plan.settings.conntrack.source, 'conntrack');
   assert.equal(plan.settings.services.source, 'default');
   // 16 CPUs: 32768 x 16 is above the minimum.
@@ -36,9 +41,22 @@ test('defaults: the compiled sizes, kpr_ct from kube-proxy\'s conntrack rule', (
 });
 
 test('explicit flags win; kpr_aff_match follows --map-size-backends', () => {
-  const plan = computeMapSizes(opts(['--map-size-services', '1000', '--map-size-backends=500', '--map-size-conntrack', '4096', '--map-size-source-ranges', '64', '--map-size-revnat', '8192', '--map-size-affinity', '1024']), host);
-  assert.deepEqual(plan.byMapName, { kpr_svc: 1000, kpr_backend: 500, kpr_aff_match: 500, kpr_revnat: 8192, kpr_affinity: 1024, kpr_ct: 4096, kpr_src_range: 64 });
+  const plan = computeMapSizes(opts(['--map-size-services', '1000', '--map-size-backends=500', '--map-size-conntrack', '4096', '--map-size-source-ranges', '64', '--map-size-revnat', '8192', '--map-size-affinity', '1024', '--map-size-frontends', '300']), host);
+  assert.deepEqual(plan.byMapName, { kpr_svc: 1000, kpr_backend: 500, kpr_aff_match: 500, kpr_revnat: 8192, kpr_affinity: 1024, kpr_ct: 4096, kpr_src_range: 64, kpr_vip: 300, kpr_svc_meta: 300, kpr_svc_stats: 300 });
   for (const s of Object.values(plan.settings)) assert.equal(s.source, 'flag');
+  // Without --map-size-frontends: a quarter of --map-size-services.
+  const derived = computeMapSizes(opts(['--map-size-services', '1000']), host);
+  assert.deepEqual([derived.frontends, derived.settings.frontends.source, derived.byMapName.kpr_svc_meta], [250, 'services', 250]);
+});
+
+test('the frontend id space follows --map-size-services (100,000 Services x 10 endpoints: 275,000 ids); counters off keep one kpr_svc_stats slot', () => {
+  const big = computeMapSizes(opts(['--map-size-services', '1100000']), host);
+  assert.equal(big.frontends, 275000);
+  assert.equal(big.byMapName.kpr_svc_stats, 275000);
+  assert.equal(big.byMapName.kpr_svc_meta, 275000);
+  assert.equal(big.byMapName.kpr_vip, 275000);
+  assert.equal(computeMapSizes({ ...opts(['--map-size-services', '1100000']), serviceCounters: false }, host).byMapName.kpr_svc_stats, 1);
+  assert.equal(computeMapSizes(opts(['--map-size-services', '1']), host).frontends, 2, 'id 0 is never used: at least one id');
 });
 
 test('conntrack knobs: per-core x CPUs against the minimum; per-core 0 leaves the compiled size', () => {

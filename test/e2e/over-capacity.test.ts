@@ -34,6 +34,7 @@ const FITS = { key: 'cap/fits', ip: '198.19.0.10' };
 /** 20 Services of one frontend and 3 backends (4 kpr_svc entries each) against 40 entries, 2 of them taken by cap/fits. */
 const FILLERS = 20;
 const SVC_CAPACITY = 40;
+const FRONTEND_IDS = 64;
 const FITTING_FILLERS = Math.floor((SVC_CAPACITY - 2) / 4); // 9
 const OBSERVE_MS = 60_000;
 const SYNC_PERIOD = '10s';
@@ -88,7 +89,8 @@ describe('over capacity: the node serves what fits, says what it refused, and st
       box.api.create(svcObj(filler(i), `198.19.1.${i + 1}`));
       box.api.create(sliceObj(filler(i), fillerIps(i)));
     }
-    agent = await box.startAgent(['--sync-period', SYNC_PERIOD, '--map-size-services', String(SVC_CAPACITY)]);
+    // Frontend ids to spare: kpr_svc is the limit the Services run into (a quarter of 40 would bind first).
+    agent = await box.startAgent(['--sync-period', SYNC_PERIOD, '--map-size-services', String(SVC_CAPACITY), '--map-size-frontends', String(FRONTEND_IDS)]);
     healthAddr = String((await agent.waitForLog('health server listening')).address);
     metricsAddr = String((await agent.waitForLog('metrics server listening')).address);
   });
@@ -123,11 +125,11 @@ describe('over capacity: the node serves what fits, says what it refused, and st
     assert.equal(hz.status, 200, 'a node that serves what fits stays in rotation');
     const body = (await hz.json()) as {
       servicesOverLimit: { degraded: boolean; services: number; byLimit: Record<string, number>; listed: Array<{ service: string }> };
-      mapSizes: { configured: Record<string, number>; inUse: Record<string, number>; mismatched: unknown[] };
+      mapSizes: { configured: Record<string, number>; inUse: Record<string, number>; migration?: unknown };
     };
     assert.equal(body.mapSizes.configured.kpr_svc, SVC_CAPACITY);
     assert.equal(body.mapSizes.inUse.kpr_svc, SVC_CAPACITY);
-    assert.deepEqual(body.mapSizes.mismatched, []);
+    assert.equal(body.mapSizes.migration, undefined);
     assert.equal(body.servicesOverLimit.degraded, true);
     assert.equal(body.servicesOverLimit.services, overLimit);
     assert.deepEqual(body.servicesOverLimit.byLimit, { svc_map: overLimit });
@@ -137,7 +139,6 @@ describe('over capacity: the node serves what fits, says what it refused, and st
     // The kernel's map is that small: its real max_entries, and what the agent was configured with.
     assert.equal(valueOf(metrics, 'kpr_bpf_map_capacity', { map: 'kpr_svc' }), SVC_CAPACITY);
     assert.equal(valueOf(metrics, 'kpr_bpf_map_configured_capacity', { map: 'kpr_svc' }), SVC_CAPACITY);
-    assert.equal(valueOf(metrics, 'kpr_bpf_map_size_mismatch', { map: 'kpr_svc' }), 0);
     assert.equal(valueOf(metrics, 'kpr_bpf_map_entries', { map: 'kpr_svc' }), 2 + 4 * FITTING_FILLERS);
     const run = spawnSync(cliBin, ['status', '--healthz-address', healthAddr, '--bpffs', box.sandbox.bpffsDir], { encoding: 'utf8' });
     assert.equal(run.status, 1, `kpr status exits 1 on a degraded node: ${run.stderr}`);
@@ -196,35 +197,32 @@ describe('over capacity: the node serves what fits, says what it refused, and st
     assert.equal(agent.logs.slice(fromDelete).filter((l) => l.event === 'ServicesOverLimit').length, 1, 'one summary for the change');
   });
 
-  test('restarted with a larger --map-size-services: the pinned 40-entry kpr_svc is kept, said once, and admission still counts 40', async () => {
-    const before = withPinnedMaps(box.sandbox.bpffsDir, (m) => m.dumpServices().length);
-    const overBefore = agent.logs.filter((l) => l.msg === 'sync').at(-1)!.overLimit;
+  test('restarted with a larger --map-size-services: the maps migrate live to a new set at 80 entries, and Services refused against 40 are programmed', async () => {
+    const overBefore = Number(agent.logs.filter((l) => l.msg === 'sync').at(-1)!.overLimit);
+    const programmedBefore = programmedAddrs().size;
     await box.stopAgent();
-    agent = await box.startAgent(['--sync-period', SYNC_PERIOD, '--map-size-services', String(2 * SVC_CAPACITY)]);
+    agent = await box.startAgent(['--sync-period', SYNC_PERIOD, '--map-size-services', String(2 * SVC_CAPACITY), '--map-size-frontends', String(FRONTEND_IDS)]);
     healthAddr = String((await agent.waitForLog('health server listening')).address);
     metricsAddr = String((await agent.waitForLog('metrics server listening')).address);
-    const kept = agent.logs.filter((l) => typeof l.msg === 'string' && l.msg.startsWith('map kpr_svc is pinned with max_entries'));
-    assert.equal(kept.length, 1, 'one line naming the map');
-    assert.match(String(kept[0].msg), new RegExp(`^map kpr_svc is pinned with max_entries ${SVC_CAPACITY}, configured ${2 * SVC_CAPACITY}: kept at ${SVC_CAPACITY}`));
+    const started = agent.logs.find((l) => typeof l.msg === 'string' && l.msg.startsWith('maps migrate to a new set'));
+    assert.ok(started, 'the migration is logged');
     // pino level 40: warn.
-    assert.deepEqual([kept[0].level, kept[0].map, kept[0].pinned, kept[0].requested], [40, 'kpr_svc', SVC_CAPACITY, 2 * SVC_CAPACITY]);
-    assert.equal(agent.logs.filter((l) => typeof l.msg === 'string' && /is pinned with max_entries/.test(l.msg)).length, 1, 'no other map named');
-    // The same map, contents kept: adopted, nothing rewritten, the same Services refused against 40.
+    assert.deepEqual([started.level, started.maps], [40, [{ map: 'kpr_svc', reason: 'size', detail: `${SVC_CAPACITY} -> ${2 * SVC_CAPACITY} entries` }]]);
+    await agent.waitForLog('map migration done: the old maps are released', 10_000);
+    // The new set holds more Services: fewer refused.
     const initial = agent.logs.find((l) => l.msg === 'initial sync complete')!;
-    assert.equal(initial.written, 0);
-    assert.equal(initial.overLimit, overBefore);
-    assert.equal(withPinnedMaps(box.sandbox.bpffsDir, (m) => m.dumpServices().length), before);
-    const hz = (await (await fetch(`http://${healthAddr}/healthz`)).json()) as { mapSizes: { configured: Record<string, number>; inUse: Record<string, number>; mismatched: unknown[] } };
+    assert.ok(Number(initial.overLimit ?? 0) < overBefore, `over limit: ${String(initial.overLimit)} at 80 entries, ${overBefore} at 40`);
+    assert.ok(programmedAddrs().size > programmedBefore);
+    assert.equal(withPinnedMaps(box.sandbox.bpffsDir, (m) => m.capacities().svc), 2 * SVC_CAPACITY);
+    const hz = (await (await fetch(`http://${healthAddr}/healthz`)).json()) as { mapSizes: { configured: Record<string, number>; inUse: Record<string, number>; migration?: unknown } };
     assert.equal(hz.mapSizes.configured.kpr_svc, 2 * SVC_CAPACITY);
-    assert.equal(hz.mapSizes.inUse.kpr_svc, SVC_CAPACITY);
-    assert.deepEqual(hz.mapSizes.mismatched, [{ map: 'kpr_svc', pinned: SVC_CAPACITY, requested: 2 * SVC_CAPACITY }]);
+    assert.equal(hz.mapSizes.inUse.kpr_svc, 2 * SVC_CAPACITY);
+    assert.deepEqual(hz.mapSizes.migration, { state: 'done', maps: [{ map: 'kpr_svc', reason: 'size', detail: `${SVC_CAPACITY} -> ${2 * SVC_CAPACITY} entries` }] });
     const metrics = parseProm(await (await fetch(`http://${metricsAddr}/metrics`)).text());
-    assert.equal(valueOf(metrics, 'kpr_bpf_map_capacity', { map: 'kpr_svc' }), SVC_CAPACITY);
+    assert.equal(valueOf(metrics, 'kpr_bpf_map_capacity', { map: 'kpr_svc' }), 2 * SVC_CAPACITY);
     assert.equal(valueOf(metrics, 'kpr_bpf_map_configured_capacity', { map: 'kpr_svc' }), 2 * SVC_CAPACITY);
-    assert.equal(valueOf(metrics, 'kpr_bpf_map_size_mismatch', { map: 'kpr_svc' }), 1);
-    assert.equal(valueOf(metrics, 'kpr_bpf_map_size_mismatch', { map: 'kpr_ct' }), 0);
     const status = spawnSync(cliBin, ['status', '--healthz-address', healthAddr, '--bpffs', box.sandbox.bpffsDir], { encoding: 'utf8' }).stdout;
-    assert.match(status, new RegExp(`^kpr_svc\\s+hash\\s+\\d+\\s+${SVC_CAPACITY}\\s+[\\d.]+%\\s+${2 * SVC_CAPACITY}$`, 'm'));
-    assert.match(status, new RegExp(`^map size  kpr_svc is pinned with ${SVC_CAPACITY} entries, configured ${2 * SVC_CAPACITY}: kept at ${SVC_CAPACITY} until its pins are removed`, 'm'));
+    assert.match(status, new RegExp(`^kpr_svc\\s+hash\\s+\\d+\\s+${2 * SVC_CAPACITY}\\s+[\\d.]+%\\s+${2 * SVC_CAPACITY}$`, 'm'));
+    assert.match(status, new RegExp(`^migration done at this start: kpr_svc ${SVC_CAPACITY} -> ${2 * SVC_CAPACITY} entries`, 'm'));
   });
 });

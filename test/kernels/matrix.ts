@@ -31,6 +31,7 @@ export const KERNEL_SUITES = [
   'native/batch-writer.test.js',
   'native/bpf-map.test.js',
   'native/bpf-object.test.js',
+  'native/map-sizes.test.js',
   'native/bpffs-log.test.js',
   'native/datapath-writer.test.js',
   'native/drift-repair.test.js',
@@ -48,6 +49,7 @@ export const KERNEL_SUITES = [
   'e2e/kernel-features.test.js',
   'e2e/drift-and-faults.test.js',
   'e2e/monitor.test.js',
+  'e2e/upgrade.test.js',
 ];
 
 /** What a row of the matrix stands for, and the kernel features its tests lean on (names as agent/datapath/kernel-features.ts). */
@@ -60,6 +62,7 @@ export const ROWS: Record<string, { label: string; features: string[] }> = {
   'native/batch-writer.test.js': { label: 'batch writer thread', features: ['batch-map-ops'] },
   'native/bpf-map.test.js': { label: 'maps, batch ops', features: ['batch-map-ops', 'lru-hash'] },
   'native/bpf-object.test.js': { label: 'objects load (verifier)', features: [] },
+  'native/map-sizes.test.js': { label: 'map sizes, live migration, refused newer layouts', features: [] },
   'native/bpffs-log.test.js': { label: 'bpffs, libbpf log', features: [] },
   'native/datapath-writer.test.js': { label: 'reconciler over kernel maps', features: ['batch-map-ops'] },
   'native/drift-repair.test.js': { label: 'drift repair over kernel maps', features: [] },
@@ -78,6 +81,7 @@ export const ROWS: Record<string, { label: string; features: string[] }> = {
   'e2e/kernel-features.test.js': { label: 'kernel features, netns cookie, recovery e2e', features: ['netns-cookie-sockopt'] },
   'e2e/drift-and-faults.test.js': { label: 'drift repair and node faults e2e', features: [] },
   'e2e/monitor.test.js': { label: 'kpr monitor e2e', features: ['tcx'] },
+  'e2e/upgrade.test.js': { label: 'live map migration under load (size, v1 -> v2, newer refused) e2e', features: ['tcx'] },
 };
 
 /** One kernel feature as `kpr preflight -o json` reports it. */

@@ -5,9 +5,11 @@ import path from 'node:path';
 import { BpfMap, BpfObject, KprBpfError, setLibbpfLogger, type LibbpfLogLevel } from '../../native/index.js';
 import { bpffsTempDir, objPath, requireBpf, rmrf, svcKey, svcVal } from './helpers.js';
 import { SOCK_PROGRAMS } from '../../agent/datapath/loader.js';
+import { PREV_MAPS } from '../../agent/datapath/migration.js';
 import { BACKEND, MAP_NAMES, SVC_KEY, SVC_VAL } from '../../agent/maps/layout.js';
 
-const MAPS = Object.values(MAP_NAMES);
+/** The socket object's maps: the registry's and the read-through placeholders of a migration. */
+const MAPS = [...Object.values(MAP_NAMES), ...Object.values(PREV_MAPS)];
 const PROGS = [...SOCK_PROGRAMS];
 
 test('open + load with a pin dir pins every map as a file', () => {

@@ -21,6 +21,7 @@ import { rng } from '../support/rng.js';
 import { parseProm, valueOf } from '../metrics/prom-text.js';
 import { bpffsTempDir, objPath, requireBpf, rmrf } from './helpers.js';
 import { openPinnedMapSet } from '../support/pinned-maps.js';
+import { mapPinPathsIn } from '../../agent/datapath/pins.js';
 
 const quiet = { info() {}, warn() {}, error() {} };
 
@@ -29,7 +30,7 @@ before(() => requireBpf());
 /** The object's maps, pinned in a fresh directory and opened again by pin. */
 function pinnedMaps(): { maps: BpfDatapathMaps; set: Omit<DatapathMapSet, 'writer'>; close(): void } {
   const dir = bpffsTempDir();
-  const obj = BpfObject.open(objPath, { pinMapsDir: dir });
+  const obj = BpfObject.open(objPath, { pinPaths: mapPinPathsIn(dir) });
   obj.load();
   const pins = openPinnedMapSet(dir);
   return {

@@ -7,7 +7,8 @@ import { expectedAutoUdpTermination } from '../support/kernel.js';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import fs, { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { effectiveCapabilities, kernelVersion, mountTypeOf } from '../../agent/preflight/checks.js';
 import { KERNEL_FEATURE_NAMES, formatFeature } from '../../agent/datapath/kernel-features.js';
 import { currentNetnsCookie, tcxSupported } from '../../native/index.js';
@@ -15,7 +16,8 @@ import { findCgroup2Mount } from '../../agent/cgroup.js';
 import { bpfObjectPath, cliBin } from '../support/paths.js';
 import { requireRoot } from '../support/preflight.js';
 import { BpfObject, ensureBpffs } from '../../native/index.js';
-import { mapPinDir, objectPins } from '../../agent/datapath/pins.js';
+import { mapPinDir, mapPinPath, objectPins } from '../../agent/datapath/pins.js';
+import { MAPS } from '../../agent/maps/registry.js';
 import { bpffsTempDir, rmrf, svcKey, svcVal } from '../native/helpers.js';
 
 function preflight(...args: string[]) {
@@ -53,7 +55,7 @@ test('reports this machine\'s facts and passes (-o json)', () => {
   const bpffsMounted = readFileSync('/proc/mounts', 'utf8').split('\n').some((l) => l.split(' ')[1] === '/sys/fs/bpf' && l.split(' ')[2] === 'bpf');
   assert.equal(report.facts.bpffsMounted, bpffsMounted);
   const names = report.checks.map((c: { name: string }) => c.name);
-  assert.deepEqual(names, ['kernel', 'btf', 'cgroup2', 'capabilities', 'bpffs', 'libbpf', 'bpf-object', 'map-sizes', ...KERNEL_FEATURE_NAMES.map((f) => `feature:${f}`), 'batch-writer']);
+  assert.deepEqual(names, ['kernel', 'btf', 'cgroup2', 'capabilities', 'bpffs', 'libbpf', 'bpf-object', 'map-sizes', 'map-layouts', ...KERNEL_FEATURE_NAMES.map((f) => `feature:${f}`), 'batch-writer']);
   // Each feature row is the probe's answer, in the agent's words.
   for (const f of report.features) {
     const row = report.checks.find((c: { name: string }) => c.name === `feature:${f.feature}`);
@@ -126,7 +128,7 @@ test('a failing check exits non-zero and names what is missing', () => {
   assert.ok(cg.fix);
 });
 
-test('map sizes: the trial load uses the configured sizes; pins at another size are named with their fill', () => {
+test('map sizes: the trial load uses the configured sizes; pins at another size are named with their fill (the agent migrates them); a pin of a newer layout fails map-layouts', () => {
   requireRoot();
   const dir = bpffsTempDir();
   try {
@@ -140,15 +142,20 @@ test('map sizes: the trial load uses the configured sizes; pins at another size 
       obj.close();
     }
     const r = preflight('--bpffs', dir, '--bpf-object', bpfObjectPath, '--map-size-services', '80', '--map-size-backends', '1000', '--map-size-conntrack', '4096');
-    assert.equal(r.status, 0, r.out + r.err); // advisory
+    assert.equal(r.status, 0, r.out + r.err);
     assert.match(r.out, /^ok\s+bpf-object\s+.* maps load at the configured map sizes/m);
-    assert.match(r.out, /^warn\s+map-sizes\s+configured: kpr_svc 80, kpr_backend 1000, kpr_aff_match 1000, .*kpr_ct 4\d{3}, .*; pinned: .*kpr_svc 10\/40 \(25\.0%\).*; kpr_svc is pinned with 40 entries, not 80: the agent keeps 40/m);
-    assert.match(r.out, /→ a pinned map is not resized: to apply the configured sizes, stop the agent and remove its pins/);
+    assert.match(r.out, /^ok\s+map-sizes\s+configured: kpr_svc 80, .*kpr_backend 1000, kpr_aff_match 1000, .*kpr_ct 4\d{3}, .*; pinned: .*kpr_svc 10\/40 \(25\.0%\).*; pinned at another size: kpr_svc 40, not 80, .*: the agent migrates the maps to a new set of the configured sizes at start, live/m);
+    assert.match(r.out, /^ok\s+map-layouts\s+\d+ map pins under /m);
     const json = JSON.parse(preflight('-o', 'json', '--bpffs', dir, '--bpf-object', bpfObjectPath, '--map-size-services', '40', '--conntrack-max-per-core', '0').out);
     // kpr_ct at the compiled size (--conntrack-max-per-core 0) as pinned: every size matches.
     assert.deepEqual(json.mapSizes.find((m: { map: string }) => m.map === 'kpr_svc'), { map: 'kpr_svc', configured: 40, pinned: 40, entries: 10 });
     const row = json.checks.find((c: { name: string }) => c.name === 'map-sizes');
     assert.equal(row.ok, true, row.detail);
+    // A pin of a layout this release does not know yet: the agent would refuse to start.
+    fs.renameSync(mapPinPath(dir, 'kpr_ct'), path.join(mapPinDir(dir), `kpr_ct@v${MAPS.ct.version + 1}`));
+    const newer = preflight('--bpffs', dir, '--bpf-object', bpfObjectPath);
+    assert.equal(newer.status, 1, newer.out);
+    assert.match(newer.out, new RegExp(`^FAIL\\s+map-layouts\\s+.*kpr_ct at layout v${MAPS.ct.version + 1} \\(maps/kpr_ct@v${MAPS.ct.version + 1}\\), newer than this release's v${MAPS.ct.version}: the agent refuses to start`, 'm'));
     // A bad value is refused before anything runs.
     const bad = preflight('--map-size-conntrack', 'many');
     assert.equal(bad.status, 2, 'a usage error');

@@ -58,7 +58,7 @@ describe('Reconciler limits: revNatIds', () => {
     assert.deepEqual(limitsOf(res), ['b/big rev_nat_ids refused 7/5']);
     const skip = res.skipped.filter((s) => s.object === 'Service b/big');
     assert.equal(skip.length, 1);
-    assert.match(skip[0].reason, /not programmed: over the limit of 5 revNatIds .*needs 7 more, 4 free/);
+    assert.match(skip[0].reason, /not programmed: over the limit of 5 frontend ids .*needs 7 more, 4 free/);
     const errors = log.lines.filter((l) => l.level === 'error');
     assert.deepEqual(
       errors.map((l) => [l.msg, l.fields.service, l.fields.limit, l.fields.capacity, l.fields.needed]),

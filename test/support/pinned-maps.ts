@@ -3,17 +3,17 @@
  * node (bpftool, a second agent) would reach them: the tests read and change
  * what the kernel holds with this.
  */
-import path from 'node:path';
 import { BpfMap } from '../../native/index.js';
 import { BpfDatapathMaps, type DatapathMapSet } from '../../agent/maps/bpf-datapath-maps.js';
 import { MAP_NAMES, decodeCtKey, decodeCtVal, type CtKey, type CtVal } from '../../agent/maps/layout.js';
-import { mapPinDir, mapPinPath } from '../../agent/datapath/pins.js';
+import { mapPinDir, mapPinPath, mapPinPathsIn } from '../../agent/datapath/pins.js';
 
-/** Every map the reconciler writes, opened from the pins in `pinDir`; close() closes them all. */
+/** Every map the reconciler writes, opened from the pins in `pinDir` (at this release's layout versions); close() closes them all. */
 export function openPinnedMapSet(pinDir: string): { set: Omit<DatapathMapSet, 'writer'>; close(): void } {
   const opened: BpfMap[] = [];
+  const pins = mapPinPathsIn(pinDir);
   const open = (name: string) => {
-    const m = BpfMap.openPinned(path.join(pinDir, name));
+    const m = BpfMap.openPinned(pins[name]!);
     opened.push(m);
     return m;
   };
