@@ -39,10 +39,9 @@ RUN apt-get update \
 WORKDIR /opt/kpr
 COPY --from=build /src/package.json ./package.json
 COPY --from=build /src/node_modules ./node_modules
-# The agent runs from its bundle; the CLI (bin/kpr) from the compiled agent/ and native/ modules.
-COPY --from=build /src/dist/kpr-agent.mjs ./dist/kpr-agent.mjs
-COPY --from=build /src/dist/agent ./dist/agent
-COPY --from=build /src/dist/native ./dist/native
+# The agent (bin/kpr-agent) and the CLI (bin/kpr) run from their bundles; node_modules
+# is there for koffi (a native addon, outside the bundles). build-info.json: the commit.
+COPY --from=build /src/dist/kpr-agent.mjs /src/dist/kpr.mjs /src/dist/build-info.json ./dist/
 COPY --from=build /src/build/*.bpf.o /src/build/libkpr_batch_writer.so ./build/
 COPY --from=build /src/bin ./bin
 ENV PATH=/opt/kpr/bin:$PATH

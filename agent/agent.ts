@@ -209,6 +209,7 @@ export class Agent {
           onTimerError: (op) => obs.metrics.nodeDatapathFailed(op),
           pins,
           onCgroupReattached: () => obs.metrics.cgroupReattachedOnce(),
+          tcxAvailable: () => features.present('tcx'),
         });
         nd.start(this.watch?.node());
         this.nodeDatapath = nd;

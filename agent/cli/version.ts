@@ -22,8 +22,8 @@ export const VERSION_USAGE = `  version [--bpf-object PATH] [--metrics-address I
                           the CLI's version and git commit, the SHA-256 of each BPF object the agent loads, and
                           the running agent's version (its kpr_build_info), if its metrics server answers`;
 
-/** Where `make build` records the commit it built (the CLI runs from dist/agent, which the image copies). */
-export const BUILD_INFO_FILE = path.join('dist', 'agent', 'build-info.json');
+/** Where `make build` records the commit it built (beside the bundles, copied into the image). */
+export const BUILD_INFO_FILE = path.join('dist', 'build-info.json');
 
 export interface BpfObjectDigest {
   path: string;
@@ -42,7 +42,7 @@ export interface VersionReport {
   agent: { address: string; version?: string; nodeVersion?: string; error?: string };
 }
 
-/** The commit: dist/agent/build-info.json (written by make build), else `git rev-parse HEAD` in the installation, else unknown. */
+/** The commit: dist/build-info.json (written by make build; "unknown" when it built without git), else `git rev-parse HEAD` in the installation, else unknown. */
 export function buildCommit(root: string = findRepoRoot()): { commit: string; source: VersionReport['commitSource'] } {
   try {
     const info = JSON.parse(readFileSync(path.join(root, BUILD_INFO_FILE), 'utf8')) as { commit?: unknown };

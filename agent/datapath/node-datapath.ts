@@ -39,6 +39,12 @@ export interface NodeDatapathOptions {
   pins?: PinKeeper;
   /** The socket programs were attached to a re-created --cgroup-path. */
   onCgroupReattached?: () => void;
+  /**
+   * Whether tcx is there, as the kernel feature registry says (it honours
+   * KPR_DISABLE_KERNEL_FEATURES), so --tc-attach auto picks what the
+   * features line and kpr_kernel_feature report. Default: the kernel asked directly.
+   */
+  tcxAvailable?: () => boolean;
 }
 
 export class NodeDatapath {
@@ -68,6 +74,7 @@ export class NodeDatapath {
       externalInterfaces: cfg.externalInterfaces,
       podInterfaces: cfg.podInterfaces,
       attachMode: cfg.tcAttach,
+      ...(opts.tcxAvailable ? { tcxAvailable: opts.tcxAvailable } : {}),
       log,
     });
   }

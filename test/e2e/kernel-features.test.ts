@@ -16,7 +16,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { BoxCluster, NODE_NAME, waitFor } from '../../sandbox/cluster.js';
 import { nsPath } from '../../sandbox/netns.js';
-import { BpfMap, currentNetnsCookie, tcxSupported, withNetns } from '../../native/index.js';
+import { BpfMap, currentNetnsCookie, withNetns } from '../../native/index.js';
 import { linkPinPath, mapPinPath } from '../../agent/datapath/pins.js';
 import { CFG_FLAG, MAP_NAMES, decodeConfig } from '../../agent/maps/layout.js';
 import { KERNEL_FEATURE_NAMES } from '../../agent/datapath/kernel-features.js';
@@ -78,21 +78,24 @@ describe('kernel features: probed, reported, and their fallbacks used', { timeou
     await box?.close();
   });
 
-  test('SO_NETNS_COOKIE and bpf_sock_destroy treated as absent: the sock_create fallback finds the node namespace cookie, service-mesh mode serves node processes; UDP sockets go through netlink', async () => {
-    const agent = await box.startAgent(['--socket-lb-host-only'], { KPR_DISABLE_KERNEL_FEATURES: 'netns-cookie-sockopt,bpf-sock-destroy' });
+  test('SO_NETNS_COOKIE, bpf_sock_destroy and tcx treated as absent: the sock_create fallback finds the node namespace cookie, service-mesh mode serves node processes; UDP sockets go through netlink; the tc programs attach as clsact filters', async () => {
+    const agent = await box.startAgent(['--socket-lb-host-only'], { KPR_DISABLE_KERNEL_FEATURES: 'netns-cookie-sockopt,bpf-sock-destroy,tcx' });
     const line = await agent.waitForLog('kernel features');
     assert.match(String(line.summary), /netns-cookie-sockopt=fallback\(cgroup sock_create probe\)/);
     // --udp-termination auto without bpf_sock_destroy: netlink SOCK_DESTROY, and the registry says so.
     assert.match(String(line.summary), /bpf-sock-destroy=fallback\(netlink SOCK_DESTROY\)/);
     // One line holds every feature, each with the registry's words.
     assert.deepEqual((line.features as string[]).map((f) => f.split(':')[0]), [...KERNEL_FEATURE_NAMES]);
-    // Without tcx the tc programs attach as clsact filters (--tc-attach auto), and the registry says so.
-    assert.match(String(line.summary), tcxSupported() ? /tcx=active/ : /tcx=fallback\(clsact\/cls_bpf\)/);
+    // Without tcx the tc programs attach as clsact filters (--tc-attach auto), the registry says so,
+    // and the attacher does what the registry says (tcx disabled on a kernel that has it too).
+    assert.match(String(line.summary), /tcx=fallback\(clsact\/cls_bpf\)/);
+    const attach = await agent.waitForLog('tc attach mode');
+    assert.equal(attach.mode, 'tc', JSON.stringify(attach));
 
     const metricsUrl = `http://${(await agent.waitForLog('metrics server listening')).address}`;
     const s = await scrape(metricsUrl);
     assert.equal(valueOf(s, 'kpr_kernel_feature', { feature: 'netns-cookie-sockopt', state: 'fallback', fallback: 'cgroup sock_create probe' }), 1);
-    assert.equal(valueOf(s, 'kpr_kernel_feature', tcxSupported() ? { feature: 'tcx', state: 'active' } : { feature: 'tcx', state: 'fallback', fallback: 'clsact/cls_bpf' }), 1);
+    assert.equal(valueOf(s, 'kpr_kernel_feature', { feature: 'tcx', state: 'fallback', fallback: 'clsact/cls_bpf' }), 1);
     assert.equal(valueOf(s, 'kpr_kernel_feature', { feature: 'bpf-sock-destroy', state: 'fallback', fallback: 'netlink SOCK_DESTROY' }), 1);
     for (const f of KERNEL_FEATURE_NAMES) assert.equal(s.filter((x) => x.name === 'kpr_kernel_feature' && x.labels.feature === f).length, 1, f);
 

@@ -197,7 +197,7 @@ function guestScript(outDir: string, files: string[]): string {
   return [
     'set -u',
     `uname -r > ${o}/release`,
-    `node dist/agent/cli/main.js preflight -o json --bpf-object build/kpr_sock.bpf.o > ${o}/preflight.json 2> ${o}/preflight.err || true`,
+    `node dist/kpr.mjs preflight -o json --bpf-object build/kpr_sock.bpf.o > ${o}/preflight.json 2> ${o}/preflight.err || true`,
     `node --test --test-concurrency=1 --test-reporter=spec --test-reporter-destination=${o}/tests.txt ` +
       `--test-reporter=./dist/test/kernels/json-reporter.js --test-reporter-destination=${o}/tests.jsonl ${files.map((f) => `dist/test/${f}`).join(' ')}`,
     '',
