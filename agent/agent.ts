@@ -21,7 +21,7 @@ import { validateObject } from './k8s/validate.js';
 import { loadKubeConfig } from './k8s/kubeconfig.js';
 import { apiServerViaServiceIp, K8S_SERVICE_HOST_MESSAGE } from './preflight/api-server-route.js';
 import { memoryFields, type Logger } from './log.js';
-import { MemoryReleaser, collectYoungIfFilling } from './memory.js';
+import { afterInitialSync, collectYoungIfFilling } from './memory.js';
 import { FillWarning } from './reconcile/fill-warning.js';
 import { BpfDatapathMaps } from './maps/bpf-datapath-maps.js';
 import { UdpTerminator, type UdpTerminationMode } from './datapath/udp-terminator.js';
@@ -29,7 +29,7 @@ import { ServiceHealthServers } from './service-health/servers.js';
 import { Observability } from './metrics/observability.js';
 import { Reconciler } from './reconcile/reconciler.js';
 import type { MapCapacities } from './reconcile/limits.js';
-import { SyncLoop, type SyncReport } from './sync-loop.js';
+import { SyncLoop, type SyncReport } from './sync/sync-loop.js';
 
 export interface AgentHooks {
   onSync?: (report: SyncReport) => void;
@@ -135,7 +135,6 @@ export class Agent {
       onWatchEnd: (kind, reason) => obs.metrics.watchEnded(kind, reason),
       onRejected: (kind) => obs.metrics.objectRejected(kind),
     });
-    const memory = new MemoryReleaser();
     const fill = new FillWarning(log.child({ source: 'reconciler' }));
     const loop = new SyncLoop(this.watch, reconciler, {
       nodeName: cfg.nodeName,
@@ -153,15 +152,8 @@ export class Agent {
       onSync: (r) => {
         obs.synced(r);
         fill.observe(r.result.fill);
-        if (r.full && r.trigger !== 'initial' && r.result.ok) {
-          // Only after a resync that churned a lot (memory.ts): the GC would block the changes waiting behind it.
-          const released = memory.afterResync(r.result);
-          if (released) log.debug('memory released after a full sync', { ...released, ...memoryFields() });
-          else collectYoungIfFilling();
-        } else if (!r.full) {
-          // The maps are written: the scavenge the next change would otherwise run into, now.
-          collectYoungIfFilling();
-        }
+        // The maps are written: the scavenge the next change would otherwise run into, now. Never a full GC here (memory.ts).
+        if (r.trigger !== 'initial') collectYoungIfFilling();
         this.hooks.onSync?.(r);
       },
     });
@@ -188,7 +180,7 @@ export class Agent {
       // The new set is filled: now the programs that use it replace the previous agent's.
       for (const a of dp.attachSockPrograms()) pins.keepLink(a.linkPinPath);
     }
-    const released = memory.afterInitialSync();
+    const released = afterInitialSync();
     log.info('initial sync complete', {
       cacheSyncedToMapsWrittenMs: Number(cacheSyncedToMapsWrittenMs.toFixed(3)),
       ok: report.result.ok,

@@ -1,31 +1,36 @@
 /**
- * Returning memory after full syncs. Building the caches and programming
- * 10,000 Services leaves tens of MiB of garbage and free heap pages that V8
- * would only give back after seconds to minutes of idling, and each periodic
- * full sync (every Service re-planned) churns more. One full GC
- * (bin/kpr-agent runs node with --expose-gc for this alone) and a
- * malloc_trim return them at once, so the agent's RSS stays at its steady
- * state. It runs after the maps are written, so programming is never delayed;
- * it costs ~50 ms at 10,000 Services (40–270 ms on a loaded machine).
+ * Returning memory after the initial sync, and keeping scavenges out of the
+ * changes' syncs.
  *
- * Since the periodic resync runs sliced (a change's sync runs between two
- * slices of a few ms), that GC was the longest thing a change could wait
- * for during a resync. It cannot simply go: a steady-state resync at 10,000
- * Services leaves ~17 MiB of old-generation garbage (the desired state it
- * replaced), and without the GC the RSS grew by that much per resync until
- * V8's own major GC (153 → 280 MiB over 7 resyncs in bench/resync.ts);
- * letting V8 collect sooner (--heap-growing-percent=20) put its GCs inside
- * the slices instead (longest slice 74 ms, the resync 2.5× longer).
- * MemoryReleaser runs it after the initial sync, and after a resync only
- * when that resync wrote or freed RELEASE_CHANGED_ENTRIES or more entries
- * (a repaired drift, a cluster that changed a lot) or the heap in use grew
- * by RELEASE_GROWTH_BYTES since the last release: about every second
- * steady-state resync, the RSS between releases within that growth (a
- * relative threshold of 10% once let it creep ~10 MiB a sync).
+ * Building the caches and programming 10,000 Services leaves tens of MiB of
+ * garbage and free heap pages that V8 would only give back after seconds to
+ * minutes of idling. One full GC (bin/kpr-agent runs node with --expose-gc
+ * for this) and a malloc_trim return them at once, right after the initial
+ * sync, so the agent's RSS starts at its steady state (~50 ms at 10,000
+ * Services, before any change is waiting).
+ *
+ * Never after a periodic resync: a full GC there blocked the event loop for
+ * 50–220 ms, the longest thing a change made during a resync waited for.
+ * A resync used to leave ~14 MiB of old-generation garbage, from two
+ * sources, both removed:
+ * - V8's allocation-site pretenuring learnt from the initial sync, where
+ *   the planner's objects all live on as the desired state, to allocate
+ *   them straight in the old generation, so every re-plan's copies (equal
+ *   to what is kept: Claims.set keeps the old ones) became old garbage
+ *   instead of dying young: bin/kpr-agent turns it off
+ *   (--no-allocation-site-pretenuring);
+ * - a long-lived Map or Set whose table is old gets every new table in the
+ *   old generation, so clearing one per sync (400 syncs a resync) made old
+ *   garbage even when it was empty (reconcile/collections.ts).
+ * What is left, ~0.5 MiB a resync, V8 collects by itself, with incremental
+ * and concurrent marking; only, its default growth before it starts (up to
+ * 4× the live heap for a heap this size) let the RSS creep for hours.
+ * afterInitialSync lowers it to HEAP_GROWING_PERCENT once the initial sync
+ * is done (before, it would add major GCs to the cold sync):
+ * docs/performance.md has the figures.
  */
-import { getHeapSpaceStatistics } from 'node:v8';
+import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
 import { releaseFreeNativeMemory } from '../native/index.js';
-import type { SyncResult } from './reconcile/sync-types.js';
 
 type GcFunction = (options?: { type: 'minor' | 'major' }) => void;
 
@@ -41,51 +46,29 @@ export interface Released {
   fullGc: boolean;
 }
 
-/** One full GC (when node exposes it) and a malloc_trim (MemoryReleaser decides when). */
+/**
+ * How much the old generation grows past what a major GC left before V8
+ * starts the next one (incremental), once the initial sync is done: at
+ * 10,000 Services ~7 MiB, one V8 major GC every ~15–25 periodic resyncs.
+ */
+export const HEAP_GROWING_PERCENT = 10;
+
+/**
+ * After the initial sync: V8's heap growth lowered to HEAP_GROWING_PERCENT
+ * (it takes effect with the limit the release's GC computes), then the release.
+ */
+export function afterInitialSync(): Released {
+  setFlagsFromString(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`);
+  return releaseMemory();
+}
+
+/** One full GC (when node exposes it) and a malloc_trim. */
 export function releaseMemory(): Released {
   const started = performance.now();
   const gc = exposedGc();
   gc?.();
   releaseFreeNativeMemory();
   return { ms: Math.round((performance.now() - started) * 10) / 10, fullGc: gc !== undefined };
-}
-
-/** Map entries a resync wrote and deleted above which the full GC runs after it. */
-export const RELEASE_CHANGED_ENTRIES = 16384;
-/** Growth of the heap in use since the last release above which the full GC runs after a resync. */
-export const RELEASE_GROWTH_BYTES = 24 * 1024 * 1024;
-
-/** What a full sync changed, as its SyncResult counts it. */
-export type FullSyncChanges = Pick<SyncResult, 'servicesWritten' | 'servicesDeleted' | 'backendsWritten' | 'backendsDeleted' | 'auxWritten' | 'auxDeleted'> & { drift: readonly unknown[] };
-
-/** When the agent returns memory: after the initial sync, and after a resync that churned enough to matter. */
-export class MemoryReleaser {
-  /** process.memoryUsage().heapUsed right after the last release. */
-  private heapAfterRelease = 0;
-
-  constructor(private readonly heapUsed: () => number = () => process.memoryUsage().heapUsed) {}
-
-  /** After the initial sync: always. */
-  afterInitialSync(): Released {
-    return this.releaseNow();
-  }
-
-  /**
-   * After a later full sync (a resync): releases when it wrote or deleted
-   * RELEASE_CHANGED_ENTRIES or more, repaired drift, or the heap grew by
-   * RELEASE_GROWTH_BYTES since the last release; undefined when it did not.
-   */
-  afterResync(r: FullSyncChanges): Released | undefined {
-    const changed = r.servicesWritten + r.servicesDeleted + r.backendsWritten + r.backendsDeleted + r.auxWritten + r.auxDeleted;
-    if (changed < RELEASE_CHANGED_ENTRIES && r.drift.length === 0 && this.heapUsed() < this.heapAfterRelease + RELEASE_GROWTH_BYTES) return undefined;
-    return this.releaseNow();
-  }
-
-  private releaseNow(): Released {
-    const r = releaseMemory();
-    this.heapAfterRelease = this.heapUsed();
-    return r;
-  }
 }
 
 /**
@@ -100,9 +83,10 @@ export class MemoryReleaser {
 export const YOUNG_COLLECT_AT = 0.6;
 
 /**
- * After a sync has written the maps: a minor GC now, if the young generation
- * is filling, so the allocation of the next sync does not pay for one while
- * a change waits. Returns whether it collected (never without --expose-gc).
+ * After a sync has written the maps (an event sync, a resync): a minor GC
+ * now, if the young generation is filling, so the allocation of the next
+ * sync does not pay for one while a change waits. Returns whether it
+ * collected (never without --expose-gc).
  */
 export function collectYoungIfFilling(): boolean {
   const gc = exposedGc();

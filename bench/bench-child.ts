@@ -1,7 +1,7 @@
 /**
  * The in-process benches' two sides of one measured run (bench/cold-sync.ts,
- * bench/resync.ts): the harness starts a fresh node process with the agent's
- * node flags and environment (bin/kpr-agent) at the priority of a program
+ * bench/resync.ts): the harness starts a fresh node process with the node
+ * flags and environment of the measured build's agent (its bin/kpr-agent) at the priority of a program
  * under test (bench/priority.ts), and reads the JSON line it prints last; the
  * child loads the modules of the build it measures (its dist/, another
  * build's with --base: the child code is always this build's) and sets up
@@ -9,18 +9,39 @@
  * layouts (nothing attached to anything) and its batch writer thread.
  */
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { BpfMap, BatchWriter } from '../native/index.js';
 import { asUnderTest } from './priority.js';
 
-/** bin/kpr-agent's node flags. */
+/** bin/kpr-agent's node flags in builds whose script does not say them in the form agentNodeFlags reads. */
 const AGENT_NODE_FLAGS = ['--expose-gc', '--max-semi-space-size=2'];
 
-/** Runs `script` with `args` in a fresh node process; resolves with the last line it prints, parsed; rejects with its output when it fails. */
-export function runBenchChild<T>(what: string, script: string, args: string[], timeoutMs: number): Promise<T> {
+/**
+ * The node flags the build whose dist/ is `distRoot` runs its agent with
+ * (its bin/kpr-agent's `${KPR_NODE_FLAGS-…}` default): two builds compared
+ * side by side each get their own.
+ */
+export function agentNodeFlags(distRoot: string): string[] {
+  let script: string;
+  try {
+    script = readFileSync(path.join(distRoot, '..', 'bin', 'kpr-agent'), 'utf8');
+  } catch {
+    return AGENT_NODE_FLAGS;
+  }
+  const m = /\$\{KPR_NODE_FLAGS-([^}]*)\}/.exec(script);
+  return m ? m[1].split(/\s+/).filter(Boolean) : AGENT_NODE_FLAGS;
+}
+
+/**
+ * Runs `script` with `args` in a fresh node process with the node flags of
+ * the build whose dist/ is `root`; resolves with the last line it prints,
+ * parsed; rejects with its output when it fails.
+ */
+export function runBenchChild<T>(what: string, root: string, script: string, args: string[], timeoutMs: number): Promise<T> {
   return new Promise((resolve, reject) => {
-    const child = asUnderTest(spawn(process.execPath, [...AGENT_NODE_FLAGS, script, ...args], { env: { ...process.env, MALLOC_ARENA_MAX: '1' }, stdio: ['ignore', 'pipe', 'pipe'] }));
+    const child = asUnderTest(spawn(process.execPath, [...agentNodeFlags(root), script, ...args], { env: { ...process.env, MALLOC_ARENA_MAX: '1' }, stdio: ['ignore', 'pipe', 'pipe'] }));
     let out = '';
     let err = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
@@ -64,7 +85,7 @@ export function buildArms(distRoot: string, base: string | undefined): Array<[st
   return arms;
 }
 
-/** Imports a module of the build whose dist/ is `root` (`rel`: its path there, e.g. "agent/sync-loop.js"). */
+/** Imports a module of the build whose dist/ is `root` (`rel`: its path there, e.g. "agent/sync/sync-loop.js"). */
 export function buildLoader(root: string): <T>(rel: string) => Promise<T> {
   return <T>(rel: string) => import(pathToFileURL(path.join(root, rel)).href) as Promise<T>;
 }

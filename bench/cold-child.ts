@@ -1,7 +1,7 @@
 /**
  * One first sync in a fresh node process (bench/cold-sync.ts --child): what
  * the cold-path tools and `make bench` time, with V8's compilers cold and
- * the agent's node flags. The child runs at the priority of a program under
+ * the node flags of that build's bin/kpr-agent. The child runs at the priority of a program under
  * test (bench/priority.ts), whatever the harness's.
  */
 import path from 'node:path';
@@ -25,5 +25,5 @@ const CHILD_TIMEOUT_MS = 120_000;
 /** Runs `mode` on the build whose dist/ is `root`; rejects with the child's output when it fails. */
 export function runColdSyncChild(root: string, mode: ColdSyncMode, services: number, endpoints: number): Promise<ColdSyncChildResult> {
   const args = ['--child', '--dist', root, '--modes', mode, '--services', String(services), '--endpoints', String(endpoints)];
-  return runBenchChild(`cold-sync child (${mode}, ${root})`, script, args, CHILD_TIMEOUT_MS);
+  return runBenchChild(`cold-sync child (${mode}, ${root})`, root, script, args, CHILD_TIMEOUT_MS);
 }

@@ -44,7 +44,8 @@ async function child(root: string, mode: ColdSyncMode, services: number, endpoin
   const load = buildLoader(root);
   const sc = await load<typeof import('./scenario.js')>('bench/scenario.js');
   const prune = await load<typeof import('../agent/k8s/prune.js')>('agent/k8s/prune.js');
-  const { SyncLoop } = await load<typeof import('../agent/sync-loop.js')>('agent/sync-loop.js');
+  // agent/sync/sync-loop.js; agent/sync-loop.js in builds before the loop was split into modules.
+  const { SyncLoop } = await load<typeof import('../agent/sync/sync-loop.js')>('agent/sync/sync-loop.js').catch(() => load<typeof import('../agent/sync/sync-loop.js')>('agent/sync-loop.js'));
   const { Reconciler } = await load<typeof import('../agent/reconcile/reconciler.js')>('agent/reconcile/reconciler.js');
   const { planService } = await load<typeof import('../agent/plan/index.js')>('agent/plan/index.js');
   const { BpfDatapathMaps } = await load<typeof import('../agent/maps/bpf-datapath-maps.js')>('agent/maps/bpf-datapath-maps.js');

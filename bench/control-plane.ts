@@ -277,15 +277,26 @@ export interface ResyncSample {
   durationMs: number;
   /** Its read-back share: dumps of the maps, compared with the mirror. */
   readBackMs: number;
+  /** The longest slice of it, and (agents that log it) the longest the agent's event loop was held while it ran (its 1 ms probe). */
+  longestSliceMs?: number;
+  loopBlockMs?: number;
   /** API update → sync log seen, for each change made while the resync ran (the event loop is busy: it waits). */
   blockedApiToLogMs: number[];
 }
 
 /**
+ * How long after a resync's end a change still counts as made during it:
+ * agents before 2026-12 ran a full GC right after a resync (up to ~0.2 s),
+ * which a change made then waited for.
+ */
+const AFTER_RESYNC_MS = 300;
+
+/**
  * Waits for `count` periodic full resyncs (the agent's --sync-period timer),
  * flipping `target`'s endpoint every `paceMs` meanwhile (each change waits for
- * its sync), so some change lands while a resync runs; returns each resync and
- * what those changes waited, and the API → log times of the other changes.
+ * its sync), so some change lands while a resync runs (or within
+ * AFTER_RESYNC_MS of its end); returns each resync and what those changes
+ * waited, and the API → log times of the other changes (no resync running).
  */
 export async function periodicResyncs(
   api: BenchApiServer,
@@ -323,12 +334,13 @@ export async function periodicResyncs(
     const start = end - Number(rec.durationMs);
     const mine: number[] = [];
     changes.forEach((c, i) => {
-      if (c.at >= start - 1 && c.at <= end) {
+      if (c.at >= start - 1 && c.at <= end + AFTER_RESYNC_MS) {
         mine.push(c.apiToLogMs);
         blocked.add(i);
       }
     });
-    return { durationMs: Number(rec.durationMs), readBackMs: Number(rec.readBackMs), blockedApiToLogMs: mine };
+    const opt = (v: unknown) => (v === undefined ? undefined : Number(v));
+    return { durationMs: Number(rec.durationMs), readBackMs: Number(rec.readBackMs), longestSliceMs: opt(rec.longestSliceMs), loopBlockMs: opt(rec.loopBlockMs), blockedApiToLogMs: mine };
   });
   return { resyncs: out, otherApiToLogMs: changes.filter((_, i) => !blocked.has(i)).map((c) => c.apiToLogMs) };
 }

@@ -16,7 +16,7 @@ import { libbpf } from './libbpf.js';
 import { KprBpfError, hintFor } from './errors.js';
 import type { BatchWriter } from './batch-writer.js';
 import { ENOTSUPP, NO_FLAGS_OPTS, batchOpts } from './map-batch-opts.js';
-import { forEachBatch, lookupBatchAll, lookupBatchCursor, type BatchEntries, type BatchReadAccess } from './map-batch-read.js';
+import { forEachBatch, keyWalkCursor, lookupBatchAll, lookupBatchCursor, type BatchEntries, type BatchReadAccess } from './map-batch-read.js';
 import { mapInfoByFd, type BpfMapInfo } from './map-info.js';
 import { isPerCpuMapType, possibleCpus, valueStrideFor } from './per-cpu.js';
 
@@ -243,6 +243,15 @@ export class BpfMap {
    */
   lookupBatchCursor(batchEntries: number): { next(): BatchEntries | null } {
     return lookupBatchCursor(this, this.#access, batchEntries);
+  }
+
+  /**
+   * A resumable walk of the map by key, `batchEntries` records per next(),
+   * for map types with no batch lookup (the LPM trie); `restart` when the
+   * key it would resume from was deleted: native/map-batch-read.ts.
+   */
+  keyWalkCursor(batchEntries: number): { next(): (BatchEntries & { restart?: boolean }) | null } {
+    return keyWalkCursor(this, this.#access, batchEntries);
   }
 
   /**

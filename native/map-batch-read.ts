@@ -2,7 +2,7 @@
  * Reading a whole BPF map with bpf_map_lookup_batch: into one pair of
  * buffers (lookupBatchAll), in chunks through reused buffers (forEachBatch),
  * or resumably, one call at a time (lookupBatchCursor). A map type without
- * batch lookup is walked by key instead. BpfMap's lookupBatch, forEachBatch
+ * batch lookup is walked by key instead, resumably too (keyWalkCursor). BpfMap's lookupBatch, forEachBatch
  * and lookupBatchCursor are these (native/bpf-map.ts).
  */
 import { constants } from 'node:os';
@@ -223,4 +223,59 @@ function lookupAllByIteration(m: BatchReadMap): BatchEntries {
     vs.push(v);
   }
   return { count: ks.length, keys: Buffer.concat(ks), values: Buffer.concat(vs) };
+}
+
+/**
+ * A resumable walk of the map by key, for map types with no batch lookup
+ * (the LPM trie): each next() returns up to `batchEntries` records
+ * (bpf_map_get_next_key from the last key returned, a lookup of each),
+ * null once the walk is over. An LPM trie is walked in post-order of its
+ * keys' bit strings (trie_get_next_key in the kernel's
+ * kernel/bpf/lpm_trie.c), an order that inserting or deleting other keys
+ * does not change, so a key present throughout is returned exactly once,
+ * as long as the key the walk resumes from is still there. When it is not
+ * (deleted between two calls), the kernel would start again from the
+ * first key: next() returns { restart: true } instead, and the caller
+ * walks again from the start. The returned buffers are reused by the next call.
+ */
+export function keyWalkCursor(m: BatchReadMap, a: BatchReadAccess, batchEntries: number): { next(): (BatchEntries & { restart?: boolean }) | null } {
+  const lib = libbpf();
+  const ks = m.keySize;
+  const vs = m.valueStride;
+  const cap = Math.max(1, Math.floor(batchEntries));
+  const keys = Buffer.alloc(cap * ks);
+  const values = Buffer.alloc(cap * vs);
+  const value = Buffer.alloc(vs);
+  const lost = () => ({ count: 0, keys: keys.subarray(0, 0), values: values.subarray(0, 0), restart: true });
+  let prev: Buffer | null = null;
+  let done = false;
+  return {
+    next: () => {
+      if (done) return null;
+      const fd = a.live('map get next key');
+      if (prev) {
+        const ret = lib.bpf_map_lookup_elem(fd, prev, value);
+        if (ret === -E.ENOENT) return lost();
+        if (ret < 0) throw a.err('map lookup', ret);
+      }
+      let n = 0;
+      while (n < cap) {
+        const at = keys.subarray(n * ks, (n + 1) * ks);
+        const ret = lib.bpf_map_get_next_key(fd, prev, at);
+        if (ret === -E.ENOENT) {
+          done = true;
+          break;
+        }
+        if (ret < 0) throw a.err('map get next key', ret, n);
+        const got = lib.bpf_map_lookup_elem(fd, at, values.subarray(n * vs, (n + 1) * vs));
+        // Deleted between the two calls: the walk cannot resume from it.
+        if (got === -E.ENOENT) return lost();
+        if (got < 0) throw a.err('map lookup', got, n);
+        prev = at;
+        n++;
+      }
+      if (prev) prev = Buffer.from(prev); // the next call's keys overwrite the buffer it points into
+      return { count: n, keys: keys.subarray(0, n * ks), values: values.subarray(0, n * vs) };
+    },
+  };
 }

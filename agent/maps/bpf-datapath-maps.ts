@@ -275,6 +275,24 @@ export class BpfDatapathMaps extends TableDatapathMaps {
     return this.rawCursor(this.svcMetaMap, batchEntries);
   }
 
+  /** kpr_aff_match's records in resumable batches, undecoded. */
+  affinityMatchesRawCursor(batchEntries: number): { next(): { count: number; keys: Buffer; values: Buffer; valueStride: number } | null } {
+    return this.rawCursor(this.affMatchMap, batchEntries);
+  }
+
+  /** kpr_src_range's records in resumable batches, undecoded: an LPM trie has no batch lookup, so walked by key (BpfMap.keyWalkCursor). */
+  srcRangesRawCursor(batchEntries: number): { next(): { count: number; keys: Buffer; values: Buffer; valueStride: number; restart?: boolean } | null } {
+    const map = this.srcRangeMap;
+    const cursor = map.keyWalkCursor(batchEntries);
+    return {
+      next: () => {
+        this.flush();
+        const b = cursor.next();
+        return b && { ...b, valueStride: map.valueStride };
+      },
+    };
+  }
+
   private rawCursor(map: BpfMap, batchEntries: number): { next(): { count: number; keys: Buffer; values: Buffer; valueStride: number } | null } {
     const cursor = map.lookupBatchCursor(batchEntries);
     return {

@@ -10,7 +10,7 @@ import type { IPFamily } from '../net/ip.js';
 import { cacheHealth, type CacheHealth, type CacheState } from '../health/cache-health.js';
 import type { Logger } from '../log.js';
 import type { AdoptResult } from '../reconcile/reconciler.js';
-import type { SyncReport } from '../sync-loop.js';
+import type { SyncReport } from '../sync/sync-loop.js';
 import { parseBindAddress } from '../net/listen-address.js';
 import { listenWithRetry, type Listener } from './http-listen.js';
 import { instrumentMapErrors } from './instrument-maps.js';

@@ -8,6 +8,7 @@
 import type { DatapathMaps } from '../maps/datapath-maps.js';
 import { MAP_NAMES } from '../maps/layout.js';
 import type { Claims } from './claims.js';
+import { clearIfAny } from './collections.js';
 import { MAX_SLOTS, type BackendTuple, type DesiredFrontend } from './desired-frontend.js';
 import type { EntrySet, KernelMirror } from './kernel-mirror.js';
 import { UNKNOWN_CAPACITIES, describeLimit, limitFields, type LimitName, type LimitReport, type MapCapacities } from './limits.js';
@@ -51,8 +52,8 @@ export class Admission {
   readonly truncated = new Map<string, LimitReport>();
   /** limits(), as last built; undefined when `refused` or `truncated` changed since. */
   limitList: readonly LimitReport[] | undefined;
-  /** This pass: Service → whether it was admitted (decided at its first frontend diffed). */
-  readonly verdicts = new Map<string, boolean>();
+  /** This pass: Service → whether it was admitted (decided at its first frontend diffed); a new Map per pass (collections.ts). */
+  verdicts = new Map<string, boolean>();
   /** Services refused by this sync (reported in its `skipped`). */
   readonly refusedNow = new Set<string>();
   /** The maps' capacities, read at the start of each sync (lowered to what was learned below). */
@@ -81,7 +82,12 @@ export class Admission {
       if (l.declared !== declared[key] || l.own !== own[key]) this.learned.delete(key);
       else this.caps[key] = Math.min(declared[key], l.holds);
     }
-    this.refusedNow.clear();
+    clearIfAny(this.refusedNow);
+  }
+
+  /** At the start of each pass of a sync: no Service decided yet. */
+  beginPass(): void {
+    if (this.verdicts.size > 0) this.verdicts = new Map();
   }
 
   /** The refused Services the room a sync freed may now fit. */
@@ -89,6 +95,16 @@ export class Admission {
     const retry: string[] = [];
     for (const [service, r] of this.refused) if (this.free(r.limit as RoomLimit) > (r.free ?? 0)) retry.push(service);
     return retry;
+  }
+
+  /**
+   * A Service refused for want of room, with no more room of that kind now
+   * than when it was last refused (the freeing sync would have retried it):
+   * re-planning it again, unchanged, refuses it again.
+   */
+  refusedWithoutRoom(service: string): boolean {
+    const r = this.refused.get(service);
+    return r !== undefined && this.free(r.limit as RoomLimit) <= (r.free ?? 0);
   }
 
   /** What this sync refused, for its `skipped`. */

@@ -9,6 +9,7 @@
 import { BE_FLAG, IPPROTO, SCOPE, VIP_FLAG, type SvcMeta, type SvcVal } from '../maps/layout.js';
 import type { PlanBackend, SkippedObject } from '../plan/types.js';
 import type { Admission } from './admission.js';
+import { clearIfAny } from './collections.js';
 import { entrySetId, tupleIPv4, type BackendTuple, type DesiredFrontend, type FrontendBase } from './desired-frontend.js';
 import { sameMaster, sameMeta, type EntrySet, type KernelMirror } from './kernel-mirror.js';
 import type { UdpBackendLeft } from './sync-types.js';
@@ -242,8 +243,8 @@ export class MirrorDiff {
         if (this.m.kBackends.refs(id) === 0) this.m.unreferenced.add(id);
       });
     }
-    this.m.suspectRevNats.clear();
-    this.m.suspectVips.clear();
+    clearIfAny(this.m.suspectRevNats);
+    clearIfAny(this.m.suspectVips);
   }
 
   /** The backend id of one checked backend (and its tuple), allocating it (and queueing its write) if the kernel lacks it or holds other flags. */
@@ -287,6 +288,7 @@ export class MirrorDiff {
   /** Backends no slot names any more: deleted, their ids released once the batch is applied. */
   dropUnreferenced(w: Writes): void {
     const m = this.m;
+    if (m.unreferenced.size === 0) return;
     const unreferenced = [...m.unreferenced];
     if (unreferenced.length > 1) unreferenced.sort((a, b) => a - b);
     for (const id of unreferenced) {
@@ -297,7 +299,7 @@ export class MirrorDiff {
       }
       w.releaseBackendIds.push(id);
     }
-    m.unreferenced.clear();
+    clearIfAny(m.unreferenced);
   }
 
   // ------------------------------------------------------------------ UDP backends leaving

@@ -160,14 +160,19 @@ export class TouchedKeys {
 /**
  * One side of a sliced read-back (the kernel's batches, or the mirror's
  * entries), kept per record as its key id and its two record hashes, in
- * typed arrays (no object per record): the records whose keys were touched
- * before the window closed are only known at its end, and left out then (sum()).
+ * typed arrays (no object per record), and summed as they come: the records
+ * whose keys were touched before the window closed are only known at its
+ * end, and taken out of the sums then (untouchedSum, or subtractTouched a
+ * range at a time) — when no key was touched, at no cost.
  */
 export class RecordHashes implements RecordSink {
   private keyIds = new Float64Array(1024);
   private a = new Uint32Array(1024);
   private b = new Uint32Array(1024);
   length = 0;
+  /** The sums over every record so far. */
+  private sumA = 0;
+  private sumB = 0;
 
   /** Every record of a batch dump (`count` records of fixed sizes, values `valStride` apart). */
   addBatch(count: number, keys: Uint8Array, keyLen: number, vals: Uint8Array, valLen: number, valStride = valLen): void {
@@ -209,26 +214,54 @@ export class RecordHashes implements RecordSink {
     this.push(keyId, h1, h2);
   }
 
-  /** The fingerprint of every record whose key is not in `touched` (what Fingerprint would sum over them). */
-  sum(touched: TouchedKeys): Fingerprint {
-    let a = 0;
-    let b = 0;
-    let count = 0;
-    const check = touched.size > 0;
-    for (let i = 0, n = this.length; i < n; i++) {
-      if (check && touched.has(this.keyIds[i])) continue;
-      a = (a + this.a[i]) >>> 0;
-      b = (b + this.b[i]) >>> 0;
-      count++;
+  /**
+   * Forgets every record, keeping the arrays: one RecordHashes per map and
+   * side serves every read-back, so no resync allocates (and leaves for a
+   * major GC to free) megabytes of typed arrays.
+   */
+  clear(): void {
+    this.length = 0;
+    this.sumA = 0;
+    this.sumB = 0;
+  }
+
+  /** The sums over every record so far (a Fingerprint's). */
+  totals(): UntouchedSum {
+    return { a: this.sumA, b: this.sumB, count: this.length };
+  }
+
+  /**
+   * Takes the records in [from, to) whose keys are in `touched` out of
+   * `sum` (begun as totals()); returns where it stopped (`to`, or the end).
+   */
+  subtractTouched(touched: TouchedKeys, sum: UntouchedSum, from: number, to: number): number {
+    const end = Math.min(to, this.length);
+    if (touched.size === 0) return end;
+    for (let i = from; i < end; i++) {
+      if (!touched.has(this.keyIds[i])) continue;
+      sum.a = (sum.a - this.a[i]) >>> 0;
+      sum.b = (sum.b - this.b[i]) >>> 0;
+      sum.count--;
     }
-    return Fingerprint.of(a, b, count);
+    return end;
+  }
+
+  /** The fingerprint of every record whose key is not in `touched` (what Fingerprint would sum over them), in one go. */
+  untouchedSum(touched: TouchedKeys): Fingerprint {
+    const sum = this.totals();
+    this.subtractTouched(touched, sum, 0, this.length);
+    return Fingerprint.of(sum.a, sum.b, sum.count);
   }
 
   private push(keyId: number, h1: number, h2: number): void {
     const n = this.length++;
+    const a = mix1(h1);
+    const b = mix2(h2);
     this.keyIds[n] = keyId;
-    this.a[n] = mix1(h1);
-    this.b[n] = mix2(h2);
+    this.a[n] = a;
+    this.b[n] = b;
+    this.sumA = (this.sumA + a) >>> 0;
+    this.sumB = (this.sumB + b) >>> 0;
   }
 
   private reserve(more: number): void {
@@ -248,6 +281,13 @@ export class RecordHashes implements RecordSink {
   }
 }
 
+/** Sums of record hashes, and how many records (a Fingerprint's parts, while one is worked out). */
+export interface UntouchedSum {
+  a: number;
+  b: number;
+  count: number;
+}
+
 /** A batch dump's raw records, as the kernel returned them. */
 export interface RawDump {
   count: number;
@@ -255,6 +295,8 @@ export interface RawDump {
   values: Buffer;
   /** Bytes between two values (the value size, for every map this applies to). */
   valueStride: number;
+  /** A walk by key lost its place (the key it resumes from was deleted): nothing returned; the read-back of the map starts again. */
+  restart?: boolean;
 }
 
 /** DatapathMaps that can hand over raw dumps of the two large maps (BpfDatapathMaps). */
@@ -275,10 +317,14 @@ export interface RawCursor {
   next(): RawDump | null;
 }
 
-/** DatapathMaps that can dump kpr_svc, kpr_backend, kpr_vip and kpr_svc_meta in resumable batches (BpfDatapathMaps, MemoryDatapathMaps). */
+/** DatapathMaps that can dump kpr_svc, kpr_backend, kpr_vip, kpr_svc_meta (and kpr_aff_match) in resumable batches (BpfDatapathMaps, MemoryDatapathMaps). */
 export interface RawCursorMaps {
   servicesRawCursor(batchEntries: number): RawCursor;
   backendsRawCursor(batchEntries: number): RawCursor;
   vipsRawCursor(batchEntries: number): RawCursor;
   svcMetaRawCursor(batchEntries: number): RawCursor;
+  /** kpr_aff_match; without it that map is dumped and compared decoded in one step. */
+  affinityMatchesRawCursor?(batchEntries: number): RawCursor;
+  /** kpr_src_range (an LPM trie, walked by key: its next() may say `restart`); without it, one decoded step. */
+  srcRangesRawCursor?(batchEntries: number): RawCursor;
 }

@@ -309,6 +309,16 @@ export class MemoryDatapathMaps extends TableDatapathMaps {
     return bucketCursor(batchEntries, () => [...this.svcMeta].map(([id, m]): [string, [number, SvcMeta]] => [String(id), [id, m]]).values(), META, (e) => e);
   }
 
+  /** kpr_aff_match's records, raw, in resumable batches (as servicesRawCursor). */
+  affinityMatchesRawCursor(batchEntries: number): RawCursor {
+    return bucketCursor(batchEntries, () => this.affinityMatches.entries(), AFF, (k): [AffinityMatchKey, number] => [k, 1]);
+  }
+
+  /** kpr_src_range's records, raw, in resumable batches (as servicesRawCursor: a walk in a fixed order of keys, as the kernel's trie walk). */
+  srcRangesRawCursor(batchEntries: number): RawCursor {
+    return bucketCursor(batchEntries, () => this.srcRanges.entries(), RANGE, (k): [SrcRangeKey, number] => [k, 1]);
+  }
+
   private run<T>(method: MapMethod, entries: T[], apply: (e: T, call: number) => void): void {
     const call = ++this.callCount;
     const rec: MapCall = { call, method, entries: entries.length };
@@ -333,6 +343,8 @@ const SVC = mapCodecs(MAPS.svc);
 const BACKEND = mapCodecs(MAPS.backend);
 const VIP = mapCodecs(MAPS.vip);
 const META = mapCodecs(MAPS.svcMeta);
+const AFF = mapCodecs(MAPS.affinityMatch);
+const RANGE = mapCodecs(MAPS.srcRange);
 
 function bucketOf(id: string): number {
   let h = 0x811c9dc5;

@@ -6,7 +6,7 @@
  * compares them with the kernel's raw batches (fingerprint.ts).
  */
 import { AddrCache, packBackendRow, packId, packSlotVal, packSvcKeyColumns, packSvcVal } from '../maps/fast-pack.js';
-import { encodeSvcMeta, encodeVipKey, encodeVipVal, type SvcMeta } from '../maps/layout.js';
+import { encodeAffinityMatchKey, encodeSrcRangeKey, encodeSvcMeta, encodeVipKey, encodeVipVal, type SvcMeta } from '../maps/layout.js';
 import { MAPS } from '../maps/registry.js';
 import type { BackendTable } from './backend-table.js';
 import type { EntrySet } from './kernel-mirror.js';
@@ -27,8 +27,13 @@ if (SVC_KEY.at.addr + SVC_KEY.sizes.addr > SVC_HEAD || SVC_KEY.at.port + SVC_KEY
 export const SVC_RECORD = SVC_KEY.size + SVC_VAL.size;
 /** A kpr_backend record: the u32 id, then the value. */
 export const BACKEND_RECORD = MAPS.backend.key.size + MAPS.backend.value.size;
-/** The largest record of kpr_vip and kpr_svc_meta. */
-const AUX_RECORD = Math.max(MAPS.vip.key.size + MAPS.vip.value.size, MAPS.svcMeta.key.size + MAPS.svcMeta.value.size);
+/** The largest record of kpr_vip, kpr_svc_meta, kpr_aff_match and kpr_src_range. */
+const AUX_RECORD = Math.max(
+  MAPS.vip.key.size + MAPS.vip.value.size,
+  MAPS.svcMeta.key.size + MAPS.svcMeta.value.size,
+  MAPS.affinityMatch.key.size + MAPS.affinityMatch.value.size,
+  MAPS.srcRange.key.size + MAPS.srcRange.value.size,
+);
 
 export class MirrorRecords {
   private readonly svc = Buffer.alloc(SVC_RECORD);
@@ -76,6 +81,22 @@ export class MirrorRecords {
     const rec = this.aux;
     encodeVipKey(addr, rec, 0);
     encodeVipVal(flags >>> 0, rec, MAPS.vip.key.size);
+    return rec;
+  }
+
+  /** A kpr_aff_match record (the pair of a frontend's revNatId and a backend id; the value 1, as the writer puts it), in a reused buffer. */
+  affinityMatch(revNatId: number, backendId: number): Buffer {
+    const rec = this.aux;
+    encodeAffinityMatchKey({ revNatId, backendId }, rec, 0);
+    rec[MAPS.affinityMatch.key.size] = 1;
+    return rec;
+  }
+
+  /** A kpr_src_range record (a frontend's revNatId and an allowed CIDR; the value 1, as the writer puts it), in a reused buffer. */
+  srcRange(revNatId: number, cidr: string): Buffer {
+    const rec = this.aux;
+    encodeSrcRangeKey({ revNatId, cidr }, rec, 0);
+    rec[MAPS.srcRange.key.size] = 1;
     return rec;
   }
 

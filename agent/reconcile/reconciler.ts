@@ -10,7 +10,9 @@
  *   admission.ts      whether a Service fits the datapath's limits;
  *   diff.ts           desired against the mirror → the write batch;
  *   write-batch.ts    the batch's queues and their apply order (APPLY_ORDER);
- *   read-back.ts      whether the kernel still holds what the mirror says.
+ *   read-back.ts      whether the kernel still holds what the mirror says
+ *                     (read-back-window.ts: a map in steps);
+ *   sweep-scan.ts     what a full sync would remove, found in steps.
  *
  * A frontend (address, port, protocol) owns one revNatId, shared by its
  * EXTERNAL and (optional) INTERNAL entry sets. A sync diffs desired against
@@ -34,11 +36,12 @@
  * A sliced resync (the sync loop's periodic one) never clears the desired
  * state: it checks the maps one at a time (readBackMatches), on a
  * difference repairs in one step (repairDrift), re-plans the Services in
- * chunks as incremental syncs, and ends with a `sweep` sync: what only a full
- * sync did otherwise (frontends no Service claims removed, every orphan swept).
- *
- * How the read-back compares 210,000 entries while event syncs write
- * between its slices, and why that is exact: read-back.ts.
+ * chunks as incremental syncs, walks the mirror for what no Service claims
+ * and what nothing references (sweepScan, a batch at a time), and ends with
+ * a `sweep: 'scanned'` sync that removes it: what only a full sync did
+ * otherwise (sweep-scan.ts).
+ * * How the read-back compares 210,000 entries while event syncs write
+ * between its steps, and why that is exact: read-back.ts.
  */
 import type { DatapathMaps } from '../maps/datapath-maps.js';
 import type { PlanFrontend, SkippedObject } from '../plan/types.js';
@@ -49,6 +52,8 @@ import { MirrorDiff } from './diff.js';
 import { KernelMirror, type AdoptResult } from './kernel-mirror.js';
 import { isAssertedClaim, type ConflictCount } from './ownership.js';
 import { ReadBack } from './read-back.js';
+import { SweepScan } from './sweep-scan.js';
+import { clearIfAny } from './collections.js';
 import { addSyncResult, emptySyncResult, type PlanSource, type ReadBackVerdict, type ReconcileLogger, type ReconcilerOptions, type SyncOptions, type SyncResult } from './sync-types.js';
 import { FLUSH_ENTRIES, applyPhases, hasColumnWrites, newWrites, resetUpserts, type ApplyTarget, type Writes } from './write-batch.js';
 
@@ -67,6 +72,7 @@ export class Reconciler {
   private readonly admission: Admission;
   private readonly differ: MirrorDiff;
   private readonly readBackState: ReadBack;
+  private readonly scan: SweepScan;
   /** Frontends to re-diff on the next sync (after a failure or an inconsistent adopt). */
   private readonly dirty = new Set<string>();
   /** The mirror could not be rebuilt after a failure; the next sync must reload first. */
@@ -82,6 +88,7 @@ export class Reconciler {
     this.admission = new Admission(this.mirror, this.claims, logger, options.capacities);
     this.differ = new MirrorDiff(this.mirror, this.admission);
     this.readBackState = new ReadBack(maps, this.mirror, logger, options.readBackBatch);
+    this.scan = new SweepScan(this.mirror, this.claims, options.sweepScanBatch);
   }
 
   /** Number of master entries (frontends × scopes) the kernel holds, as far as the reconciler knows. */
@@ -110,14 +117,10 @@ export class Reconciler {
 
   /**
    * One step of a sliced read-back: whether kernel map `map` (one of
-   * READ_BACK_MAPS) holds exactly what the mirror says. kpr_svc,
-   * kpr_backend, kpr_vip and kpr_svc_meta, when the maps can dump them in
-   * resumable batches, are read back over several calls ('pending' until the last; syncs may run between
-   * them, see the top comment) and compared by fingerprint; when they can
-   * only dump raw, by fingerprint in this one call; the other maps are
-   * dumped and compared decoded in this one call. 'unreadable': the dump
-   * failed (logged; nothing changes, the next period reads again). With a
-   * stale mirror (re-read by the next sync anyway): 'match'.
+   * READ_BACK_MAPS) holds exactly what the mirror says; 'pending' until its
+   * last step, syncs running between them (read-back.ts). 'unreadable': the
+   * dump failed (logged; the next period reads again). With a stale mirror
+   * (re-read by the next sync anyway): 'match'.
    */
   readBackMatches(map: string): ReadBackVerdict {
     if (this.stale) {
@@ -133,15 +136,23 @@ export class Reconciler {
   }
 
   /**
+   * One step of a sliced resync's sweep: walks a batch of the mirror,
+   * marking what a full sync would remove (sweep-scan.ts); true once all of
+   * it was walked: then a sync with `sweep: 'scanned'` removes it.
+   */
+  sweepScan(): boolean {
+    return this.scan.step();
+  }
+
   /**
-  /**
-  /**
-  /**
-  /**
-  /**
-  /**
-  /**
-  /**
+   * Whether re-planning `service` in a resync can change nothing: it is
+   * refused for want of room and no room of that kind was made since (a
+   * sync that makes room retries it at once; Admission.retryable).
+   */
+  refusedWithoutRoom(service: string): boolean {
+    return this.admission.refusedWithoutRoom(service);
+  }
+
   /**
    * The rare path of a sliced read-back (readBackMatches found a map
    * differing), in one step: every map dumped, decoded and compared with the
@@ -191,7 +202,7 @@ export class Reconciler {
       return this.syncPasses(plans, opts);
     } finally {
       this.claims.ages = undefined;
-      this.claims.createdCache.clear();
+      clearIfAny(this.claims.createdCache);
     }
   }
 
@@ -216,11 +227,12 @@ export class Reconciler {
 
   /** One pass of sync(): the diff of `plans` (and of the frontends marked dirty), applied. */
   private syncPass(plans: PlanSource, opts: SyncOptions): SyncResult {
-    this.admission.verdicts.clear();
+    this.admission.beginPass();
     const result = emptySyncResult();
     const skipped = result.skipped;
     // ---- 0. drift: what the kernel holds against what this agent last wrote
     const sweep = opts.full || opts.sweep === true;
+    const scanned = !opts.full && opts.sweep === 'scanned';
     if (sweep && opts.readBack && !this.stale) this.readBackState.full(result, opts.readBack === 'decoded', this.dirty, this.differ.revNatHints);
     // ---- 1. update the desired state; collect the frontends it concerns
     const affected = new Set<string>(this.dirty);
@@ -238,6 +250,12 @@ export class Reconciler {
       const all = result.drift.length > 0;
       for (const s of this.mirror.kSets.values()) if (all || !this.claims.claimants.has(s.fk)) affected.add(s.fk);
       if (all) for (const fk of this.claims.claimants.keys()) affected.add(fk);
+      this.claims.adoptedUnclaimed.clear();
+      this.claims.haveFullDesired = true;
+    } else if (scanned) {
+      // sweepScan walked every frontend: what it found unclaimed goes (winner() decides again below); the orphans are the mirror's suspects.
+      for (const fk of this.scan.unclaimed) affected.add(fk);
+      this.scan.reset();
       this.claims.adoptedUnclaimed.clear();
       this.claims.haveFullDesired = true;
     }
@@ -321,18 +339,18 @@ export class Reconciler {
       this.logger.error('datapath sync failed; re-reading the maps, will retry', { error: message, frontends: affected.size + diffed.size });
       for (const fk of affected) this.dirty.add(fk);
       for (const fk of diffed) this.dirty.add(fk);
-      this.differ.revNatHints.clear();
+      clearIfAny(this.differ.revNatHints);
       if (this.reload()) this.admission.learnFullMap(err, this.maps);
       return this.finish(result, message);
     }
-    this.differ.revNatHints.clear();
+    clearIfAny(this.differ.revNatHints);
 
     // ---- 5. commit: ids freed by this sync become reusable only now, so no
     //         entry was ever re-pointed at a different backend or frontend mid-sync.
     for (const id of w.releaseRevNat) this.mirror.revNatIds.release(id);
     for (const id of w.releaseBackendIds) this.mirror.backendIds.release(id);
-    this.dirty.clear();
-    if (sweep) this.admission.forgetGone();
+    clearIfAny(this.dirty);
+    if (sweep || scanned) this.admission.forgetGone();
     return this.finish(result);
   }
 

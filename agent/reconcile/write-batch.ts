@@ -7,7 +7,7 @@
  * kpr_aff_match, so no reader ever sees a partial or empty backend set.
  */
 import type { BackendColumns, DatapathMaps } from '../maps/datapath-maps.js';
-import { MAP_NAMES, encodeBackendId, encodeSvcKey, encodeVipKey, type AffinityMatchKey, type Backend, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from '../maps/layout.js';
+import { MAP_NAMES, encodeAffinityMatchKey, encodeBackendId, encodeSrcRangeKey, encodeSvcKey, encodeVipKey, type AffinityMatchKey, type Backend, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from '../maps/layout.js';
 import { MAPS } from '../maps/registry.js';
 import type { BackendTable } from './backend-table.js';
 import type { FrontendBase } from './desired-frontend.js';
@@ -209,6 +209,8 @@ function phase<Q extends { length: number }>(
 const SVC_KEY_SIZE = MAPS.svc.key.size;
 const U32_SIZE = MAPS.backend.key.size;
 const VIP_KEY_SIZE = MAPS.vip.key.size;
+const AFF_KEY_SIZE = MAPS.affinityMatch.key.size;
+const RANGE_KEY_SIZE = MAPS.srcRange.key.size;
 
 function touchSvcColumns(t: TouchedKeys, sw: SvcWrites, k: Buffer): void {
   for (let i = 0; i < sw.length; i++) {
@@ -231,6 +233,20 @@ function touchIds(t: TouchedKeys, ids: ReadonlyArray<number | readonly [number, 
     const id = ids[i];
     encodeBackendId(typeof id === 'number' ? id : id[0], k, 0);
     t.add(k, 0, U32_SIZE);
+  }
+}
+
+function touchPairs(t: TouchedKeys, pairs: readonly AffinityMatchKey[], k: Buffer): void {
+  for (const p of pairs) {
+    encodeAffinityMatchKey(p, k, 0);
+    t.add(k, 0, AFF_KEY_SIZE);
+  }
+}
+
+function touchRanges(t: TouchedKeys, ranges: readonly SrcRangeKey[], k: Buffer): void {
+  for (const r of ranges) {
+    encodeSrcRangeKey(r, k, 0);
+    t.add(k, 0, RANGE_KEY_SIZE);
   }
 }
 
@@ -275,8 +291,8 @@ function writeBackends(t: ApplyTarget, bw: BackendWrites): void {
  */
 export const APPLY_ORDER: readonly Phase[] = [
   phase(1, MAP_NAMES.backend, 'write', 'backendsWritten', (w) => w.backendWrites, writeBackends, (k, q, s) => touchIds(k, q.ids, s, q.length)),
-  phase(2, MAP_NAMES.affinityMatch, 'write', 'auxWritten', (w) => w.affWrites, (t, q) => t.maps.updateAffinityMatches(q)),
-  phase(2, MAP_NAMES.srcRange, 'write', 'auxWritten', (w) => w.rangeWrites, (t, q) => t.maps.updateSrcRanges(q)),
+  phase(2, MAP_NAMES.affinityMatch, 'write', 'auxWritten', (w) => w.affWrites, (t, q) => t.maps.updateAffinityMatches(q), touchPairs),
+  phase(2, MAP_NAMES.srcRange, 'write', 'auxWritten', (w) => w.rangeWrites, (t, q) => t.maps.updateSrcRanges(q), touchRanges),
   phase(3, MAP_NAMES.svc, 'write', 'servicesWritten', (w) => w.slotWrites, writeServices, touchSvcColumns),
   phase(4, MAP_NAMES.svcMeta, 'write', 'auxWritten', (w) => w.metaWrites, (t, q) => t.maps.updateSvcMeta(q), touchIds),
   phase(5, MAP_NAMES.svc, 'write', 'servicesWritten', (w) => w.masterWrites, writeServices, touchSvcColumns),
@@ -290,15 +306,15 @@ export const APPLY_ORDER: readonly Phase[] = [
     touch: (k, w, s) => (touchSvcKeys(k, w.masterDeletes, s), touchSvcKeys(k, w.slotDeletes, s)),
     apply: (t, w) => t.maps.deleteServices(w.masterDeletes.length ? w.masterDeletes.concat(w.slotDeletes) : w.slotDeletes),
   },
-  phase(8, MAP_NAMES.affinityMatch, 'delete', 'auxDeleted', (w) => w.affDeletes, (t, q) => t.maps.deleteAffinityMatches(q)),
-  phase(8, MAP_NAMES.srcRange, 'delete', 'auxDeleted', (w) => w.rangeDeletes, (t, q) => t.maps.deleteSrcRanges(q)),
+  phase(8, MAP_NAMES.affinityMatch, 'delete', 'auxDeleted', (w) => w.affDeletes, (t, q) => t.maps.deleteAffinityMatches(q), touchPairs),
+  phase(8, MAP_NAMES.srcRange, 'delete', 'auxDeleted', (w) => w.rangeDeletes, (t, q) => t.maps.deleteSrcRanges(q), touchRanges),
   phase(9, MAP_NAMES.vip, 'delete', 'auxDeleted', (w) => w.vipDeletes, (t, q) => t.maps.deleteVips(q), touchVips),
   phase(10, MAP_NAMES.svcMeta, 'delete', 'auxDeleted', (w) => w.metaDeletes, (t, q) => t.maps.deleteSvcMeta(q), touchIds),
   phase(11, MAP_NAMES.backend, 'delete', 'backendsDeleted', (w) => w.backendDeletes, (t, q) => t.maps.deleteBackends(q), touchIds),
 ];
 
 /** A key's bytes, encoded to record it as touched. */
-const keyScratch = Buffer.alloc(SVC_KEY_SIZE);
+const keyScratch = Buffer.alloc(Math.max(SVC_KEY_SIZE, U32_SIZE, VIP_KEY_SIZE, AFF_KEY_SIZE, RANGE_KEY_SIZE));
 
 /** Applies the phases of `op` in APPLY_ORDER: the upserts (a round, or the last) or the deletes (once, at the end). */
 export function applyPhases(op: 'write' | 'delete', t: ApplyTarget, w: Writes): void {

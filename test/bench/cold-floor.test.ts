@@ -12,7 +12,7 @@ import { BATCH_WRITER_LIBRARY, BatchWriter, type BpfMap } from '../../native/ind
 import { BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
 import { BACKEND, SVC_KEY, SVC_META, SVC_VAL, VIP_KEY, VIP_VAL } from '../../agent/maps/layout.js';
 import { Reconciler } from '../../agent/reconcile/reconciler.js';
-import { SyncLoop } from '../../agent/sync-loop.js';
+import { SyncLoop } from '../../agent/sync/sync-loop.js';
 import { cachedScenario } from '../../bench/cached-scenario.js';
 import { floorSync } from '../../bench/cold-floor.js';
 import { NODE_NAME } from '../../bench/scenario.js';

@@ -12,7 +12,7 @@ import { describe, it } from 'node:test';
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { loggerTo, MAX_FIELD_CHARS, type Fields, type Logger } from '../../agent/log.js';
 import { OncePerVersion } from '../../agent/log-dedupe.js';
-import { SyncLoop, type ClusterSource, type SyncReport } from '../../agent/sync-loop.js';
+import { SyncLoop, type ClusterSource, type SyncReport } from '../../agent/sync/sync-loop.js';
 import { Reconciler } from '../../agent/reconcile/reconciler.js';
 import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
 import { ServiceHealthServers } from '../../agent/service-health/servers.js';

@@ -11,7 +11,7 @@ import { instrumentMapErrors } from '../../agent/metrics/instrument-maps.js';
 import { AgentMetrics } from '../../agent/metrics/metrics.js';
 import { NETWORK_PROGRAMMING_BUCKETS, REST_CLIENT_BUCKETS, SYNC_BUCKETS } from '../../agent/metrics/buckets.js';
 import { silentLogger } from '../../agent/log.js';
-import type { SyncReport } from '../../agent/sync-loop.js';
+import type { SyncReport } from '../../agent/sync/sync-loop.js';
 import type { SyncResult } from '../../agent/reconcile/reconciler.js';
 import { parseProm, valueOf } from './prom-text.js';
 

@@ -10,6 +10,7 @@ import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { BpfObject, type BpfMap } from '../../native/index.js';
 import { BpfDatapathMaps, type DatapathMapSet } from '../../agent/maps/bpf-datapath-maps.js';
+import { decodeSrcRangeKey, encodeSrcRangeKey } from '../../agent/maps/layout.js';
 import { Reconciler } from '../../agent/reconcile/reconciler.js';
 import { AgentMetrics } from '../../agent/metrics/metrics.js';
 import { silentLogger } from '../../agent/log.js';
@@ -148,6 +149,56 @@ test('kernel maps: lookupBatchCursor returns each untouched entry exactly once w
   }
 });
 
+/**
+ * The LPM trie's walk by key (kpr_src_range has no batch lookup): ranges no
+ * one touches come back once each while others are inserted and deleted
+ * between calls; when the key the walk would resume from is deleted, it says so.
+ */
+test('kernel maps: keyWalkCursor on an LPM trie returns each untouched key exactly once with writes between its calls, and asks for a restart when its resume key goes', () => {
+  const { maps, set, close } = pinnedMaps();
+  try {
+    const trie = set.srcRange as BpfMap;
+    const range = (rn: number, i: number) => ({ revNatId: rn, cidr: `198.${18 + (i & 1)}.${(i >> 8) & 255}.${i & 255}/32` });
+    const id = (k: Buffer) => {
+      const r = decodeSrcRangeKey(k);
+      return `${r.revNatId}|${r.cidr}`;
+    };
+    const stable = Array.from({ length: 600 }, (_, i) => range(7, i)); // never touched
+    const churn = Array.from({ length: 600 }, (_, i) => range(9, i));
+    maps.updateSrcRanges([...stable, ...churn]);
+    const seen = new Map<string, number>();
+    const cursor = trie.keyWalkCursor(32);
+    let calls = 0;
+    let fresh = 1000;
+    let last: Buffer | undefined;
+    for (let b = cursor.next(); b; b = cursor.next()) {
+      calls++;
+      assert.equal(b.restart, undefined, 'no restart while the resume key stays');
+      for (let i = 0; i < b.count; i++) {
+        const k = b.keys.subarray(i * trie.keySize, (i + 1) * trie.keySize);
+        seen.set(id(k), (seen.get(id(k)) ?? 0) + 1);
+        last = Buffer.from(k);
+      }
+      // Between calls: delete a range of the other revNatId that is not where the walk resumes, insert new ones.
+      const gone = churn[(calls * 7) % churn.length];
+      if (last && id(last) !== `${gone.revNatId}|${gone.cidr}`) maps.deleteSrcRanges([gone].filter((g) => trie.lookup(encodeSrcRangeKey(g))));
+      maps.updateSrcRanges([range(11, fresh++), range(5, fresh++)]);
+    }
+    assert.ok(calls > 20, `${calls} calls`);
+    for (const r of stable) assert.equal(seen.get(`${r.revNatId}|${r.cidr}`), 1, `untouched ${r.cidr}`);
+    for (const [k, n] of seen) assert.equal(n, 1, `${k} returned ${n} times`);
+
+    // The key the walk resumes from deleted: the next call asks for a restart.
+    const again = trie.keyWalkCursor(4);
+    const first = again.next()!;
+    assert.equal(first.count, 4);
+    trie.delete(Buffer.from(first.keys.subarray(3 * trie.keySize, 4 * trie.keySize)));
+    assert.equal(again.next()!.restart, true);
+  } finally {
+    close();
+  }
+});
+
 test('kernel maps: the sliced read-back with event syncs writing between its batches finds no false drift, and finds real drift', () => {
   const { maps, close } = pinnedMaps();
   try {
@@ -167,11 +218,13 @@ test('kernel maps: the sliced read-back with event syncs writing between its bat
     const port = DRIFT_CASES.find((c) => c.name === 'a backend port changed to 9999')!;
     const vip = SMALL_MAP_DRIFT_CASES.find((c) => c.name === "the kpr_vip entry's flags cleared")!;
     const meta = SMALL_MAP_DRIFT_CASES.find((c) => c.name === 'a kpr_svc_meta port name changed')!;
-    for (const c of [changed, port, vip, meta]) c.corrupt(maps);
+    const pair = SMALL_MAP_DRIFT_CASES.find((c) => c.name === 'a bogus kpr_aff_match pair inserted')!;
+    const range = DRIFT_CASES.find((c) => c.name === 'a source-range entry added')!;
+    for (const c of [changed, port, vip, meta, pair, range]) c.corrupt(maps);
     for (const map of SLICED) assert.equal(readBack(r, map, () => world.mutate(r)).verdict, 'drift', map);
     const repair = r.repairDrift();
     assert.equal(repair.ok, true, repair.error);
-    assert.deepEqual(sortedDrift(repair.drift), sortedDrift([...changed.drift, ...port.drift, ...vip.drift, ...meta.drift]));
+    assert.deepEqual(sortedDrift(repair.drift), sortedDrift([...changed.drift, ...port.drift, ...vip.drift, ...meta.drift, ...pair.drift, ...range.drift]));
     assert.deepEqual(liveViolations(kernelState(maps)), [], 'reader-safe after the repair');
     for (const map of SLICED) assert.equal(readBack(r, map, () => world.mutate(r)).verdict, 'match', `${map} after the repair`);
   } finally {

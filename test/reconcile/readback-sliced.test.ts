@@ -1,5 +1,5 @@
 /**
- * The sliced read-back of kpr_svc, kpr_backend, kpr_vip and kpr_svc_meta (Reconciler.readBackMatches
+ * The sliced read-back of every map the reconciler owns (Reconciler.readBackMatches
  * answering 'pending' until its last slice) with event syncs writing between
  * its batches, on the in-memory maps, whose raw cursors walk hash buckets as
  * the kernel's batch lookup does: inserts, deletes and changes of the keys
@@ -83,6 +83,8 @@ describe('sliced read-back with syncs between its batches (in-memory maps)', () 
   // (Not 'every kpr_svc_meta entry deleted': it deletes the fillers' names too, keys the event syncs touch.)
   const untouchedCases = [...DRIFT_CASES, ...SMALL_MAP_DRIFT_CASES].filter((d) => d.name !== 'every kpr_svc_meta entry deleted' && d.drift.every((x) => SLICED.includes(x.map)));
   assert.ok(untouchedCases.filter((d) => d.drift.some((x) => x.map === MAP_NAMES.vip || x.map === MAP_NAMES.svcMeta)).length >= 5);
+  assert.equal(untouchedCases.filter((d) => d.drift.some((x) => x.map === MAP_NAMES.affinityMatch)).length, 2);
+  assert.equal(untouchedCases.filter((d) => d.drift.some((x) => x.map === MAP_NAMES.srcRange)).length, 2);
   for (const c of untouchedCases) {
     it(`${c.name} (a key no sync touches): found by the sliced read-back with syncs between its batches, repaired within the resync`, () => {
       const maps = new MemoryDatapathMaps();

@@ -6,7 +6,7 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { SyncLoop } from '../../agent/sync-loop.js';
+import { SyncLoop, type SyncReport } from '../../agent/sync/sync-loop.js';
 import { FakeCluster } from './support/fake-cluster.js';
 import { Reconciler } from '../../agent/reconcile/reconciler.js';
 import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
@@ -89,5 +89,76 @@ describe('SyncLoop over capacity', () => {
     assert.equal(clear.length, 1);
     assert.equal(syncs.at(-1)!.over, 0);
     loop.stop();
+  });
+
+  it('a periodic resync does not re-plan Services refused for want of room while none is made; room made programs them at once; after a node change they are re-planned', async () => {
+    const cluster = new FakeCluster();
+    const maps = new MemoryDatapathMaps({ maxServices: 8 });
+    const log = recorder();
+    const reconciler = new Reconciler(maps, log);
+    /** The Services each resync re-planned (its chunks' syncs), by resync: `current` until its sweep begins. */
+    const replanned: string[][] = [];
+    let current: string[] | undefined;
+    const sync = reconciler.sync.bind(reconciler);
+    reconciler.sync = (plans, opts) => {
+      if (!opts.full && !opts.sweep && resyncing()) (current ??= []).push(...plans.keys());
+      return sync(plans, opts);
+    };
+    // A resync's chunks end where its sweep begins.
+    const sweepScan = reconciler.sweepScan.bind(reconciler);
+    reconciler.sweepScan = () => {
+      if (current) replanned.push(current);
+      current = undefined;
+      return sweepScan();
+    };
+    /** A resync is under way (the loop's own state): the incremental syncs now are its chunks (an event sync between two slices would count too; the resyncs checked below begin after the test's changes were synced). */
+    const resyncing = () => (loop as unknown as { resync?: unknown }).resync !== undefined;
+    const resyncs: SyncReport[] = [];
+    const loop = new SyncLoop(cluster, reconciler, {
+      nodeName: 'node-1',
+      syncPeriodMs: 30,
+      minSyncPeriodMs: 0,
+      resyncChunk: 1,
+      log,
+      onSync: (r) => {
+        if (r.full && r.trigger !== 'initial') resyncs.push(r);
+      },
+    });
+    const until = async (what: string, cond: () => boolean) => {
+      const deadline = Date.now() + 5000;
+      while (!cond()) {
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    };
+    for (let i = 0; i < 6; i++) add(cluster, i); // 2 entries each: 4 fit in 8, ns/s4 and ns/s5 are refused
+    assert.equal(loop.start().result.limits?.length, 2);
+    try {
+      await until('a resync', () => resyncs.length >= 1);
+      assert.deepEqual(replanned[0].sort(), ['ns/s0', 'ns/s1', 'ns/s2', 'ns/s3']);
+      assert.equal(resyncs[0].overLimitKept, 2);
+      assert.equal(resyncs[0].result.limits?.length, 2, 'still refused, still reported');
+      assert.equal(log.lines.filter((l) => l.msg === 'Service refused: over a datapath limit').length, 2, 'no new refusal line');
+
+      // Room made (a Service deleted): its own sync programs ns/s4 at once; ns/s5 is refused again there.
+      cluster.svcs.delete('ns/s1');
+      loop.serviceChanged('ns/s1');
+      await until('s4 programmed', () => maps.dumpServices().some(([k]) => k.addr === '198.19.0.5'));
+      const next = resyncs.length + 1; // the resync after the one under way, if any, begins after s4 is programmed
+      await until('a resync begun after that', () => resyncs.length > next);
+      assert.deepEqual(replanned[next].sort(), ['ns/s0', 'ns/s2', 'ns/s3', 'ns/s4']);
+      assert.equal(resyncs[next].overLimitKept, 1);
+
+      // The node changed: the next resync begun re-plans every Service, the refused one too (one under way may finish first).
+      const finished = resyncs.length;
+      loop.serviceChanged(null);
+      await until('two resyncs after the node change', () => resyncs.length >= finished + 2);
+      const i = replanned.findIndex((keys, j) => j >= finished && keys.includes('ns/s5'));
+      assert.ok(i >= 0, JSON.stringify(replanned.slice(finished)));
+      assert.deepEqual(replanned[i].sort(), ['ns/s0', 'ns/s2', 'ns/s3', 'ns/s4', 'ns/s5']);
+      assert.equal(resyncs[i].overLimitKept, 0);
+    } finally {
+      loop.stop();
+    }
   });
 });

@@ -7,7 +7,7 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { SyncLoop, type SyncReport } from '../../agent/sync-loop.js';
+import { SyncLoop, type SyncReport } from '../../agent/sync/sync-loop.js';
 import { FakeCluster } from './support/fake-cluster.js';
 import { READ_BACK_MAPS, Reconciler, type SyncResult } from '../../agent/reconcile/reconciler.js';
 import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
@@ -17,6 +17,8 @@ import { silentLogger } from '../../agent/log.js';
 import { ep, service, slice } from '../support/k8s-fixtures.js';
 import { copyState, replayViolations, strictViolations } from '../reconcile/support/datapath-state.js';
 import { DRIFT_CASES, driftPlans, servedView, sortedDrift } from '../reconcile/support/drift-cases.js';
+import { World } from '../reconcile/support/readback-world.js';
+import { rng } from '../support/rng.js';
 import { quiet } from '../reconcile/support/reconcile-harness.js';
 
 
@@ -67,6 +69,7 @@ function setup(c: FakeCluster, onChunk?: (n: number, maps: MemoryDatapathMaps) =
     syncPeriodMs: 40,
     minSyncPeriodMs: 0,
     resyncChunk: 1,
+    resyncSliceMs: 0,
     log: silentLogger,
     onSync: (r) => {
       reports.push(r);
@@ -213,7 +216,7 @@ function slicedResync(maps: MemoryDatapathMaps, r: Reconciler, p: Map<string, Pl
     return res;
   };
   for (const m of READ_BACK_MAPS) {
-    const v = r.readBackMatches(m);
+    const v = readBack(r, m);
     if (v === 'drift') {
       checked(() => r.repairDrift());
       break;
@@ -221,8 +224,17 @@ function slicedResync(maps: MemoryDatapathMaps, r: Reconciler, p: Map<string, Pl
   }
   const keys = [...new Set([...p.keys(), ...r.desiredServices()])].sort();
   for (const k of keys) checked(() => r.sync(new Map([[k, p.get(k) ?? []]]), { full: false }));
-  checked(() => r.sync(new Map(), { full: false, sweep: true }));
+  while (!r.sweepScan());
+  checked(() => r.sync(new Map(), { full: false, sweep: 'scanned' }));
   return out;
+}
+
+/** A map's read-back, step after step until it is decided. */
+function readBack(r: Reconciler, map: string): string {
+  let v: string;
+  do v = r.readBackMatches(map);
+  while (v === 'pending');
+  return v;
 }
 
 describe('sliced resync on the reconciler (in-memory maps)', () => {
@@ -230,7 +242,7 @@ describe('sliced resync on the reconciler (in-memory maps)', () => {
     const maps = new MemoryDatapathMaps();
     const r = new Reconciler(maps, quiet);
     assert.equal(r.sync(driftPlans(), { full: true }).ok, true);
-    for (const m of READ_BACK_MAPS) assert.equal(r.readBackMatches(m), 'match', m);
+    for (const m of READ_BACK_MAPS) assert.equal(readBack(r, m), 'match', m);
     const calls = maps.calls.length;
     slicedResync(maps, r, driftPlans());
     assert.equal(maps.calls.length, calls, 'no map write');
@@ -248,7 +260,7 @@ describe('sliced resync on the reconciler (in-memory maps)', () => {
       assert.deepEqual(sortedDrift(steps.flatMap((s) => s.drift)), sortedDrift(c.drift));
       assert.deepEqual(servedView(maps), want);
       assert.deepEqual(strictViolations(copyState(maps)), []);
-      for (const m of READ_BACK_MAPS) assert.equal(r.readBackMatches(m), 'match', `${m} after the repair`);
+      for (const m of READ_BACK_MAPS) assert.equal(readBack(r, m), 'match', `${m} after the repair`);
     });
   }
 
@@ -266,6 +278,37 @@ describe('sliced resync on the reconciler (in-memory maps)', () => {
     assert.equal([...maps.services.keys()].some((k) => k.includes('198.18.200.1')), false, 'the sweep removes it');
     assert.deepEqual(strictViolations(copyState(maps)), []);
   });
+  it('the sweep walked a batch at a time with event syncs between: an unclaimed frontend goes, one claimed before the last step stays', () => {
+    const maps = new MemoryDatapathMaps();
+    const world = new World(rng(5));
+    assert.equal(new Reconciler(maps, quiet).sync(world.plans(), { full: true }).ok, true);
+    // A new agent adopts the maps; only the fillers are claimed: e2e/lb and e2e/web are adopted, unclaimed.
+    const r = new Reconciler(maps, quiet, { sweepScanBatch: 1 });
+    r.adopt();
+    const fillersOnly = () => new Map([...world.plans()].filter(([k]) => k.startsWith('f/')));
+    assert.equal(r.sync(fillersOnly(), { full: false }).ok, true);
+    let steps = 0;
+    while (!r.sweepScan()) {
+      if (++steps % 3 === 0) world.mutate(r); // event syncs between the walk's batches
+      assert.ok(steps < 100_000);
+    }
+    assert.ok(steps > 50, `${steps} steps`);
+    // Claimed after the walk found it unclaimed, before the sweep's sync: it stays.
+    const web = driftPlans().get('e2e/web')!;
+    assert.equal(r.sync(new Map([['e2e/web', web]]), { full: false }).ok, true);
+    const before = copyState(maps);
+    const from = maps.ops.length;
+    const res = r.sync(new Map(), { full: false, sweep: 'scanned' });
+    assert.equal(res.ok, true, res.error);
+    assert.deepEqual(replayViolations(before, maps.ops.slice(from)), [], 'live invariant during the sweep');
+    assert.ok(res.servicesDeleted > 0, 'the LoadBalancer frontend removed');
+    const want = new MemoryDatapathMaps();
+    assert.equal(new Reconciler(want, quiet).sync(new Map([...fillersOnly(), ['e2e/web', web]]), { full: true }).ok, true);
+    assert.deepEqual(servedView(maps), servedView(want));
+    assert.deepEqual(strictViolations(copyState(maps)), []);
+    for (const m of READ_BACK_MAPS) assert.equal(readBack(r, m), 'match', m);
+  });
+
   it('a same-class claim keeps its owner (the oldest Service) through every slice of a resync', async () => {
     const c = new FakeCluster();
     const ext = '198.19.9.9';

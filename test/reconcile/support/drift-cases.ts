@@ -51,7 +51,7 @@ export function driftPlans(): Map<string, PlanFrontend[]> {
   ]);
 }
 
-function masterOf(m: DatapathMaps, addr: string, port: number, proto: number): [SvcKey, SvcVal] {
+export function masterOf(m: DatapathMaps, addr: string, port: number, proto: number): [SvcKey, SvcVal] {
   const e = m.dumpServices().find(([k]) => k.addr === addr && k.port === port && k.proto === proto && k.slot === 0 && k.scope === SCOPE.EXTERNAL);
   if (!e) throw new Error(`no master ${addr}:${port}/${proto}`);
   return e;
@@ -71,7 +71,8 @@ export interface DriftCase {
 }
 
 const WEB = ['198.19.0.10', 80, IPPROTO.TCP] as const;
-const LB = ['198.18.200.1', 80, IPPROTO.TCP] as const;
+/** driftPlans' LoadBalancer frontend (session affinity, a source range). */
+export const LB = ['198.18.200.1', 80, IPPROTO.TCP] as const;
 
 export const DRIFT_CASES: DriftCase[] = [
   {
@@ -131,7 +132,7 @@ export const DRIFT_CASES: DriftCase[] = [
   },
   {
     name: 'a source-range entry deleted',
-    corrupt: (m) => m.deleteSrcRanges(m.dumpSrcRanges()),
+    corrupt: (m) => m.deleteSrcRanges(m.dumpSrcRanges().filter((r) => r.revNatId === masterOf(m, ...LB)[1].revNatId)),
     drift: [{ map: 'kpr_src_range', kind: 'missing', entries: 1 }],
   },
   {
@@ -141,7 +142,7 @@ export const DRIFT_CASES: DriftCase[] = [
   },
   {
     name: 'an affinity pair deleted',
-    corrupt: (m) => m.deleteAffinityMatches(m.dumpAffinityMatches().slice(0, 1)),
+    corrupt: (m) => m.deleteAffinityMatches(m.dumpAffinityMatches().filter((a) => a.revNatId === masterOf(m, ...LB)[1].revNatId).slice(0, 1)),
     drift: [{ map: 'kpr_aff_match', kind: 'missing', entries: 1 }],
   },
 ];

@@ -7,12 +7,12 @@ import assert from 'node:assert/strict';
 import { MAP_NAMES } from '../../../agent/maps/layout.js';
 import type { Reconciler, ReadBackVerdict } from '../../../agent/reconcile/reconciler.js';
 import type { PlanFrontend } from '../../../agent/plan/types.js';
-import { driftPlans, type DriftCase } from './drift-cases.js';
+import { LB, driftPlans, masterOf, type DriftCase } from './drift-cases.js';
 
 /** The maps read back over several slices. */
-export const SLICED: readonly string[] = [MAP_NAMES.svc, MAP_NAMES.backend, MAP_NAMES.vip, MAP_NAMES.svcMeta];
+export const SLICED: readonly string[] = [MAP_NAMES.svc, MAP_NAMES.backend, MAP_NAMES.vip, MAP_NAMES.svcMeta, MAP_NAMES.affinityMatch, MAP_NAMES.srcRange];
 
-/** Drift of kpr_vip and kpr_svc_meta on keys no event sync of World touches (driftPlans' Services only), beyond DRIFT_CASES' deletions. */
+/** Drift of kpr_vip, kpr_svc_meta, kpr_aff_match and kpr_src_range on keys no event sync of World touches (driftPlans' Services only), beyond DRIFT_CASES'. */
 export const SMALL_MAP_DRIFT_CASES: DriftCase[] = [
   {
     name: "the kpr_vip entry's flags cleared",
@@ -37,9 +37,19 @@ export const SMALL_MAP_DRIFT_CASES: DriftCase[] = [
     corrupt: (m) => m.updateSvcMeta([[60000, { name: 'x/bogus', portName: '', type: 0, proto: 6 }]]),
     drift: [{ map: MAP_NAMES.svcMeta, kind: 'extra', entries: 1 }],
   },
+  {
+    name: 'a bogus kpr_aff_match pair inserted',
+    corrupt: (m) => m.updateAffinityMatches([{ revNatId: masterOf(m, ...LB)[1].revNatId, backendId: 77_777 }]),
+    drift: [{ map: MAP_NAMES.affinityMatch, kind: 'extra', entries: 1 }],
+  },
 ];
 
-/** A filler ClusterIP Service: n pods (a distinct address range per generation, so each change is new backends and re-pointed slots). */
+/**
+ * A filler ClusterIP Service: n pods (a distinct address range per
+ * generation, so each change is new backends and re-pointed slots); every
+ * other one with session affinity (its pairs in kpr_aff_match), every third
+ * with a source range that changes with the generation (kpr_src_range).
+ */
 export function filler(i: number, n: number, gen: number): PlanFrontend[] {
   return [
     {
@@ -51,8 +61,8 @@ export function filler(i: number, n: number, gen: number): PlanFrontend[] {
       protocol: 'TCP',
       backends: Array.from({ length: n }, (_, p) => ({ address: `198.18.${3 + (gen % 50)}.${i * 4 + p + 1}`, port: 8080 })),
       trafficPolicy: 'Cluster',
-      affinityTimeoutSeconds: 0,
-      sourceRanges: [],
+      affinityTimeoutSeconds: i % 2 ? 10800 : 0,
+      sourceRanges: i % 3 === 0 ? [`198.18.${100 + (gen % 50)}.0/24`, '198.18.99.0/24', `198.18.98.${(gen % 50) * 4}/30`] : [],
     },
   ];
 }

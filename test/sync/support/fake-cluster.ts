@@ -3,7 +3,7 @@
  * their slices from these maps, as it reads the watch layer's caches.
  */
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
-import type { ClusterSource } from '../../../agent/sync-loop.js';
+import type { ClusterSource } from '../../../agent/sync/sync-loop.js';
 
 export class FakeCluster implements ClusterSource {
   readonly svcs = new Map<string, V1Service>();
