@@ -10,7 +10,7 @@ import { mapCodecs } from '../maps/layout.js';
 import { MAPS, MAP_NAMES, type MapSpec } from '../maps/registry.js';
 import { CliError, openPinnedMap } from './pinned-maps.js';
 import { readFrontendCounts } from '../metrics/service-stats.js';
-import { formatServiceTable, joinTables, tablesFromBatch, type ServiceView } from './service-view.js';
+import { BackendBatch, formatServiceTable, joinTables, tablesFromBatch, type ServiceView } from './service-view.js';
 import { parseIP } from '../net/ip.js';
 import { parseEndpoint } from './trace.js';
 
@@ -41,12 +41,12 @@ function withMap<T>(bpffsDir: string, name: string, f: (m: BpfMap) => T): T {
 export function readServiceViews(bpffsDir: string): ServiceView[] {
   // kpr_svc is the biggest map (a master and one slot per backend): it is indexed from the raw batch.
   const svc = withMap(bpffsDir, MAP_NAMES.svc, (m) => m.lookupBatch());
-  const backends = withMap(bpffsDir, MAP_NAMES.backend, (m) => readAll(m, MAPS.backend));
+  const backends = withMap(bpffsDir, MAP_NAMES.backend, (m) => new BackendBatch(m.lookupBatch()));
   // Names are optional: maps pinned by an agent older than kpr_svc_meta have none.
   const meta = existsSync(mapPinPath(bpffsDir, MAP_NAMES.svcMeta))
     ? withMap(bpffsDir, MAP_NAMES.svcMeta, (m) => readAll(m, MAPS.svcMeta))
     : [];
-  const tables = tablesFromBatch(svc, new Map(backends), new Map(meta));
+  const tables = tablesFromBatch(svc, backends, new Map(meta));
   // Counters are optional too: maps pinned by an agent older than kpr_svc_stats have none.
   if (existsSync(mapPinPath(bpffsDir, MAP_NAMES.svcStats))) {
     const counts = withMap(bpffsDir, MAP_NAMES.svcStats, readFrontendCounts);
