@@ -55,8 +55,29 @@ export function readServiceViews(bpffsDir: string): ServiceView[] {
   return joinTables(tables);
 }
 
-function render(views: ServiceView[], output: string): string {
-  return output === 'json' ? JSON.stringify(views, null, 2) + '\n' : formatServiceTable(views);
+/** Views per chunk of `-o json`. */
+const JSON_CHUNK_VIEWS = 1000;
+
+/**
+ * `JSON.stringify(views, null, 2)` and a newline, in chunks of
+ * JSON_CHUNK_VIEWS views: at 100,000 Services × 10 the whole text is 120 MB,
+ * and making it one string (then one buffer to write) cost 0.6 s of CPU and
+ * 200 MB of RSS more than writing it a chunk at a time.
+ */
+export function* jsonChunks(views: readonly unknown[]): Generator<string> {
+  if (views.length === 0) {
+    yield '[]\n';
+    return;
+  }
+  for (let i = 0; i < views.length; i += JSON_CHUNK_VIEWS) {
+    // "[\n  {…},\n  {…}\n]" without its brackets, joined as the whole array's text joins its elements.
+    const inner = JSON.stringify(views.slice(i, i + JSON_CHUNK_VIEWS), null, 2).slice(2, -2);
+    yield (i === 0 ? '[\n' : ',\n') + inner + (i + JSON_CHUNK_VIEWS >= views.length ? '\n]\n' : '');
+  }
+}
+
+function render(views: ServiceView[], output: string): string | Iterable<string> {
+  return output === 'json' ? jsonChunks(views) : formatServiceTable(views);
 }
 
 /** The views on `frontend` ("198.19.0.10", "198.19.0.10:80", "[2001:db8::1]:53"); a malformed one is a usage error. */
@@ -65,14 +86,14 @@ export function filterFrontend(views: ServiceView[], frontend: string): ServiceV
   return views.filter((v) => parseIP(v.address)?.text === want.addr && (want.port === undefined || v.port === want.port));
 }
 
-export function serviceList(bpffsDir: string, output: string, frontend?: string): string {
+export function serviceList(bpffsDir: string, output: string, frontend?: string): string | Iterable<string> {
   // Checked before the maps are read: a typo is a usage error whatever is pinned.
   if (frontend !== undefined) parseEndpoint(frontend, '--frontend', true);
   const views = readServiceViews(bpffsDir);
   return render(frontend === undefined ? views : filterFrontend(views, frontend), output);
 }
 
-export function serviceGet(bpffsDir: string, name: string | undefined, output: string): string {
+export function serviceGet(bpffsDir: string, name: string | undefined, output: string): string | Iterable<string> {
   if (!name || !/^[^/]+\/[^/]+$/.test(name)) throw new CliError('usage: kpr service get NAMESPACE/NAME');
   const views = readServiceViews(bpffsDir).filter((v) => v.service === name);
   if (views.length === 0) throw new CliError(`service ${name} is not programmed on this node (no frontend in ${MAP_NAMES.svcMeta} names it)`);
