@@ -271,38 +271,44 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
     const targets = new Map<NodePortArm, { stack: NodePortStack; ip: string; port: number }>();
     targets.set('direct', { stack: plain, ip: NP_POD_IP, port: NP_ECHO_PORT });
 
+    // kube-proxy's two modes, each on a node of its own, each load bounded.
+    const kubeProxy: Array<{ mode: 'iptables' | 'nftables'; role: string; tool: string; load: (ns: string) => Promise<string> }> = [];
     if (cfg.withIptables) {
-      const stack = await createNodePortStack(sandbox, 'npi');
-      // In chunks: a 100,000-Service ruleset nears the longest JS string.
-      const chunks = [...fullRestoreChunks(services)];
-      log(`nodeport: iptables-restore of ${services.length} services into ${stack.nodeNs} (bounded at ${cfg.loadTimeoutMs / 1000} s)`);
-      try {
-        const loadMs = await restoreIn(stack.nodeNs, chunks, [], IPTABLES_RESTORE, cfg.loadTimeoutMs);
-        res.iptables = { loadMs: Math.round(loadMs), natRules: natRuleCount(stack.nodeNs), binary: IPTABLES_RESTORE };
-        log(`nodeport: iptables loaded in ${loadMs.toFixed(0)} ms (${res.iptables.natRules} nat rules)`);
-        targets.set('iptables', { stack, ip: NP_NODE_IP, port: nodePort });
-        targets.set('direct-via-iptables-node', { stack, ip: NP_POD_IP, port: NP_ECHO_PORT });
-      } catch (err) {
-        (res.notFinished ??= {}).iptables = loadFailure(err);
-        const msg = `nodeport iptables at ${cfg.services} services: ${res.notFinished.iptables}`;
-        log(`ERROR ${msg}`);
-        res.errors.push(msg);
-      }
+      kubeProxy.push({
+        mode: 'iptables',
+        role: 'npi',
+        tool: IPTABLES_RESTORE,
+        load: async (ns) => {
+          // In chunks: a 100,000-Service ruleset nears the longest JS string.
+          const loadMs = await restoreIn(ns, [...fullRestoreChunks(services)], [], IPTABLES_RESTORE, cfg.loadTimeoutMs);
+          res.iptables = { loadMs: Math.round(loadMs), natRules: natRuleCount(ns), binary: IPTABLES_RESTORE };
+          return `${loadMs.toFixed(0)} ms (${res.iptables.natRules} nat rules)`;
+        },
+      });
     }
-
     if (cfg.withNftables) {
-      const stack = await createNodePortStack(sandbox, 'npn');
-      const chunks = [...fullTransactionChunks(services, { nodeIPs: [NP_NODE_IP], serviceCIDRs: serviceCIDRs(services.length) })];
-      log(`nodeport: nft -f of ${services.length} services into ${stack.nodeNs} (bounded at ${cfg.loadTimeoutMs / 1000} s)`);
+      kubeProxy.push({
+        mode: 'nftables',
+        role: 'npn',
+        tool: `${NFT} -f`,
+        load: async (ns) => {
+          const chunks = [...fullTransactionChunks(services, { nodeIPs: [NP_NODE_IP], serviceCIDRs: serviceCIDRs(services.length) })];
+          const loadMs = await nftIn(ns, chunks, [], cfg.loadTimeoutMs);
+          res.nftables = { loadMs: Math.round(loadMs), chains: (await listChainsIn(ns)).chains, binary: NFT };
+          return `${loadMs.toFixed(0)} ms (${res.nftables.chains} chains)`;
+        },
+      });
+    }
+    for (const k of kubeProxy) {
+      const stack = await createNodePortStack(sandbox, k.role);
+      log(`nodeport: ${k.tool} of ${services.length} services into ${stack.nodeNs} (bounded at ${cfg.loadTimeoutMs / 1000} s)`);
       try {
-        const loadMs = await nftIn(stack.nodeNs, chunks, [], cfg.loadTimeoutMs);
-        res.nftables = { loadMs: Math.round(loadMs), chains: (await listChainsIn(stack.nodeNs)).chains, binary: NFT };
-        log(`nodeport: nftables loaded in ${loadMs.toFixed(0)} ms (${res.nftables.chains} chains)`);
-        targets.set('nftables', { stack, ip: NP_NODE_IP, port: nodePort });
-        targets.set('direct-via-nftables-node', { stack, ip: NP_POD_IP, port: NP_ECHO_PORT });
+        log(`nodeport: ${k.mode} loaded in ${await k.load(stack.nodeNs)}`);
+        targets.set(k.mode, { stack, ip: NP_NODE_IP, port: nodePort });
+        targets.set(`direct-via-${k.mode}-node`, { stack, ip: NP_POD_IP, port: NP_ECHO_PORT });
       } catch (err) {
-        (res.notFinished ??= {}).nftables = loadFailure(err);
-        const msg = `nodeport nftables at ${cfg.services} services: ${res.notFinished.nftables}`;
+        (res.notFinished ??= {})[k.mode] = loadFailure(err);
+        const msg = `nodeport ${k.mode} at ${cfg.services} services: ${res.notFinished[k.mode]}`;
         log(`ERROR ${msg}`);
         res.errors.push(msg);
       }

@@ -816,6 +816,12 @@ function nodePortRows(res: Results): string[][] {
       const [kv, iv, fv, xv] = [k && g(k), i && g(i), f && g(f), x && g(x)];
       return [metric, fmt(kv), fmt(iv), fmt(fv), fmt(xv), ...five(kv, iv, fv, xv)];
     };
+    const load = (mode: 'iptables' | 'nftables') => {
+      const done = d[mode] as { loadMs?: number } | undefined;
+      return done?.loadMs !== undefined ? fmtMs(done.loadMs) : (d.notFinished?.[mode] ?? '');
+    };
+    const kprSync = (d.kpr as { initialSyncMs?: number } | undefined)?.initialSyncMs;
+    rows.push([`  programming ${at} (kpr: cache synced → maps written; kube-proxy: the ruleset's load)`, kprSync !== undefined ? fmtMs(kprSync) : '', load('iptables'), load('nftables'), '', '', '', '', '', '']);
     rows.push(line(`NodePort conn p50 latency, ${at}`, (a) => a.p50_us, us));
     rows.push(line(`NodePort conn p99 latency, ${at}`, (a) => a.p99_us, us));
     rows.push(line(`NodePort conns/s, ${at}`, (a) => a.conns_per_sec, (v) => (v === undefined ? 'n/a' : `${v}`)));
