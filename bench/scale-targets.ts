@@ -119,6 +119,7 @@ export function renderTargets(services: number, results: TargetResult[]): string
     fmtLimit(r.limit, r.unit),
     r.pass === null ? 'not measured' : r.pass ? 'met' : `missed (${(r.value! / r.limit).toFixed(2)}× the limit)`,
   ]);
-  const met = results.filter((r) => r.pass).length;
-  return renderGrid(`kpr benchmark — targets at ${services.toLocaleString('en-US')} services (those set for ${t.scale.toLocaleString('en-US')}): ${met} of ${results.length} met`, ['target', 'measured', 'limit', 'result'], rows);
+  const count = (pass: boolean | null) => results.filter((r) => r.pass === pass).length;
+  const tally = `${count(true)} met, ${count(false)} missed${count(null) ? `, ${count(null)} not measured` : ''}`;
+  return renderGrid(`kpr benchmark — targets at ${services.toLocaleString('en-US')} services (those set for ${t.scale.toLocaleString('en-US')}): ${tally}`, ['target', 'measured', 'limit', 'result'], rows);
 }
