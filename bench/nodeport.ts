@@ -43,7 +43,7 @@ import { repoRoot } from '../sandbox/repo.js';
 import { startAgent, startApi, type Agent, type BenchApiServer } from './control-plane.js';
 import { connloadIn, monitorNote, withMonitorRound, type ConnResult } from './data-plane.js';
 import { IPTABLES_RESTORE, natRuleCount, restoreIn } from './iptables.js';
-import { fullRestoreChunks, type KpService } from './kube-proxy-rules.js';
+import { fullRestoreChunks } from './kube-proxy-rules.js';
 import { fullTransactionChunks } from './kube-proxy-nft.js';
 import { benchMapSizeArgs, needsOf } from './map-sizing.js';
 import { listChainsIn, NFT, nftIn, NotFinishedError } from './nftables.js';
@@ -56,64 +56,8 @@ import {
   NP_UPLINK,
   type NodePortStack,
 } from './nodeport-topology.js';
-import { BENCH_NAMESPACE, ECHO_CLUSTER_IP, endpointSliceObject, makeScenario, NODE_NAME, PORT_NAME, serviceCIDRs, serviceObject, SERVICE_PORT, type KubeObj } from './scenario.js';
-
-export const NODEPORT_BASE = 20000;
-/** Node ports NODEPORT_BASE..65535: NodePort Services beyond these are ClusterIP only. */
-export const MAX_NODE_PORTS = 65536 - NODEPORT_BASE;
-export const NP_ECHO_SERVICE = 'echo-np';
-
-export interface NodePortScenario {
-  services: KpService[];
-  echo: KpService;
-}
-
-/** `total` Services (≥ 1), the echo service among them; the first MAX_NODE_PORTS are NodePort Services. */
-export function makeNodePortScenario(total: number, endpointsPerService: number): NodePortScenario {
-  if (total < 1) throw new Error('the NodePort scenario needs at least the echo service');
-  const nodePorts = Math.min(total, MAX_NODE_PORTS);
-  const fakes = makeScenario(total - 1, endpointsPerService).services.slice(0, total - 1);
-  const echo: KpService = {
-    namespace: BENCH_NAMESPACE,
-    name: NP_ECHO_SERVICE,
-    portName: PORT_NAME,
-    clusterIP: ECHO_CLUSTER_IP,
-    port: SERVICE_PORT,
-    protocol: 'TCP',
-    endpoints: [{ ip: NP_POD_IP, port: NP_ECHO_PORT }],
-  };
-  const mid = Math.floor((nodePorts - 1) / 2);
-  const ordered = [...fakes.slice(0, mid), echo, ...fakes.slice(mid)];
-  const services = ordered.map((s, i) => (i < nodePorts ? { ...s, nodePort: NODEPORT_BASE + i } : s));
-  return { services, echo: services[mid] };
-}
-
-/** The Service (type NodePort, externalTrafficPolicy Cluster, where it has a node port) and its EndpointSlice. */
-export function nodePortObjects(svc: KpService): KubeObj[] {
-  const service = serviceObject(svc);
-  const slice = endpointSliceObject(svc);
-  for (const ep of slice.endpoints) ep.nodeName = ep.addresses[0] === NP_POD_IP ? NODE_NAME : 'node-2';
-  if (!svc.nodePort) return [service, slice];
-  service.spec.type = 'NodePort';
-  service.spec.externalTrafficPolicy = 'Cluster';
-  service.spec.ports[0].nodePort = svc.nodePort;
-  return [service, slice];
-}
-
-/** node-1, whose InternalIP is the uplink address: NodePorts answer there and kpr SNATs to it. */
-export function nodePortNodeObject(): KubeObj {
-  return {
-    apiVersion: 'v1',
-    kind: 'Node',
-    metadata: { name: NODE_NAME, labels: { 'kubernetes.io/hostname': NODE_NAME } },
-    status: {
-      addresses: [
-        { type: 'InternalIP', address: NP_NODE_IP },
-        { type: 'Hostname', address: NODE_NAME },
-      ],
-    },
-  };
-}
+import { BENCH_NAMESPACE, ECHO_CLUSTER_IP, serviceCIDRs, SERVICE_PORT } from './scenario.js';
+import { makeNodePortScenario, nodePortNodeObject, nodePortObjects, NP_ECHO_SERVICE } from './nodeport-scenario.js';
 
 /**
  * kpr-nocounters: the kpr node with its per-Service counters off (counter-switch.ts), in the same rounds;
@@ -194,7 +138,8 @@ function tcpCounters(stack: NodePortStack): TcpCounters {
   return { clientSynRetrans: c.TCPSynRetrans ?? NaN, podPawsTimewait: p.PAWSTimewait ?? NaN, podTimeWait: p.TW ?? NaN };
 }
 
-const cli = path.join(repoRoot, 'dist', 'agent', 'cli', 'main.js');
+/** The CLI as bin/kpr runs it (its bundle). */
+const cli = path.join(repoRoot, 'dist', 'kpr.mjs');
 
 function kprCli(args: string[]): string {
   return execFileSync(process.execPath, [cli, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000, maxBuffer: 1 << 28 });

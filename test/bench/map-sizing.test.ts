@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import { parseAgentArgs, type AgentConfig } from '../../agent/config.js';
 import { computeMapSizes } from '../../agent/datapath/map-sizes.js';
 import { benchMapSizeArgs, benchMapSizes, needsOf, scenarioNeeds, shortfall, type MapNeeds } from '../../bench/map-sizing.js';
-import { makeNodePortScenario, MAX_NODE_PORTS } from '../../bench/nodeport.js';
+import { makeNodePortScenario, MAX_NODE_PORTS } from '../../bench/nodeport-scenario.js';
 import { makeScenario } from '../../bench/scenario.js';
 
 /** The agent's map sizes (kpr_* → max_entries) for the bench's flags, on a 2-CPU host. */
