@@ -57,8 +57,8 @@
  *
  * Phases: (1) build the C helpers; (2) data plane with 1 Service (its own
  * sandbox and agent); (3) at N Services: iptables cold load(s), nftables cold
- * load(s) (bench/nftables.ts: kube-proxy's nftables mode, `nft -f`), then the cold
- * path's floor (bench/cold-floor.ts in fresh processes), then the kpr
+ * load(s) (bench/nftables.ts: kube-proxy's nftables mode, `nft -f`), a wait for the
+ * machine to go quiet after them (bench/settle.ts), then the cold path's floor (bench/cold-floor.ts in fresh processes), then the kpr
  * agent's initial sync, RSS, kpr endpoint changes interleaved with kube-proxy
  * partial syncs of both modes (kpr's changes also reported split by the agent's idle time
  * before them: back to back, or after a ≥ 50 ms pause such as an iptables
@@ -113,6 +113,7 @@ import {
   type Row,
 } from './report.js';
 import { timeServiceList, type ServiceListTiming } from './cli-timing.js';
+import { waitForQuiet, type Settled } from './settle.js';
 import { benchMapSizeArgs, needsOf, shortfall } from './map-sizing.js';
 import { clusterIpScaleCost, fmtLimit, nodePortScaleCost, renderTargets, scaleTargets, targetResults, type ScaleCost, type TargetResult } from './scale-targets.js';
 import { makeScenario, serviceCIDRs, ECHO_CLUSTER_IP, SERVICE_PORT } from './scenario.js';
@@ -293,6 +294,8 @@ interface Results {
   targets: TargetResult[];
   /** kube-proxy loads that ran out of their bound (--cold-timeout-ms). */
   notFinished: string[];
+  /** The wait for a quiet machine after kube-proxy's cold loads, before kpr's control plane is timed (bench/settle.ts). */
+  settledBeforeKpr?: Settled;
   /** kpr's connection cost (p50 over direct) at N Services over at 1 Service. */
   scaleCost?: { clusterIp: ScaleCost; nodePort: ScaleCost };
   errors: string[];
@@ -435,6 +438,9 @@ async function phaseAtScale(res: Results, withKpr: boolean): Promise<void> {
     const needs = needsOf(scenario.services);
     const sizeArgs = benchMapSizeArgs(needs);
     if (withKpr) {
+      const settled = await waitForQuiet();
+      res.settledBeforeKpr = { ...settled, idle: round(settled.idle, 3) };
+      log(`kpr: the machine ${settled.quiet ? 'quiet' : 'still busy'} after ${fmtMs(settled.waitedMs)} (${(settled.idle * 100).toFixed(0)}% idle)`);
       log(`kpr: the cold path's floor (bench/cold-floor.ts), ${FLOOR_RUNS} fresh processes`);
       for (let i = 0; i < FLOOR_RUNS; i++) coldFloorMs.push((await runColdSyncChild(path.join(repoRoot, 'dist'), 'floor', cfg.services, cfg.endpoints)).ms);
       log(`kpr: floor ${coldFloorMs.map((ms) => fmtMs(ms)).join(', ')}`);
