@@ -28,7 +28,8 @@ import { benchMapSizeArgs, needsOf, shortfall } from './map-sizing.js';
 import { makeScenario, serviceCIDRs } from './scenario.js';
 import { NODE_BRIDGE_IP } from '../sandbox/topology.js';
 import { AGENT_SYNC_PERIOD_MS, CLI_TIMEOUT_MS, cfg, coldFailure, FLOOR_RUNS, log, MiB, RESYNCS } from './run-config.js';
-import { rssPhases, type KprControl, type Results } from './run-results.js';
+import { boundedOut, rssPhases, type KprControl, type Results } from './run-results.js';
+import { waitForQuiet } from './settle.js';
 import { dataplanePhase } from './run-phases.js';
 
 export async function phaseAtScale(res: Results, withKpr: boolean): Promise<void> {
@@ -56,7 +57,7 @@ export async function phaseAtScale(res: Results, withKpr: boolean): Promise<void
       } catch (err) {
         res.controlPlane.iptables.notFinished = coldFailure(err);
         log(`iptables: ${res.controlPlane.iptables.notFinished}`);
-        res.errors.push(`iptables cold load at ${total} services: ${res.controlPlane.iptables.notFinished}`);
+        boundedOut(res, `iptables cold load at ${total} services: ${res.controlPlane.iptables.notFinished}`, err);
       }
     }
     let nftChanger: NftChanger | undefined;
@@ -72,7 +73,7 @@ export async function phaseAtScale(res: Results, withKpr: boolean): Promise<void
       } catch (err) {
         res.controlPlane.nftables.notFinished = coldFailure(err);
         log(`nftables: ${res.controlPlane.nftables.notFinished}`);
-        res.errors.push(`nftables cold load at ${total} services: ${res.controlPlane.nftables.notFinished}`);
+        boundedOut(res, `nftables cold load at ${total} services: ${res.controlPlane.nftables.notFinished}`, err);
       }
     }
 
@@ -116,7 +117,7 @@ export async function phaseAtScale(res: Results, withKpr: boolean): Promise<void
     const stepFailed = (what: string, err: unknown) => {
       const msg = `${what} partial sync ${err instanceof NotFinishedError ? `not finished within ${err.limitMs / 1000} s` : `failed: ${(err as Error).message}`}; its remaining changes skipped`;
       log(msg);
-      res.errors.push(msg);
+      boundedOut(res, msg, err);
     };
     const iptChanger = changer;
     const nftChangerAll = nftChanger;
@@ -126,6 +127,9 @@ export async function phaseAtScale(res: Results, withKpr: boolean): Promise<void
     const needs = needsOf(scenario.services);
     const sizeArgs = benchMapSizeArgs(needs);
     if (withKpr) {
+      const settled = await waitForQuiet();
+      res.settledBeforeKpr = { ...settled, idle: round(settled.idle, 3) };
+      log(`kpr: the machine ${settled.quiet ? 'quiet' : 'still busy'} after ${fmtMs(settled.waitedMs)} (${(settled.idle * 100).toFixed(0)}% idle)`);
       log(`kpr: the cold path's floor (bench/cold-floor.ts), ${FLOOR_RUNS} fresh processes`);
       for (let i = 0; i < FLOOR_RUNS; i++) coldFloorMs.push((await runColdSyncChild(path.join(repoRoot, 'dist'), 'floor', cfg.services, cfg.endpoints)).ms);
       log(`kpr: floor ${coldFloorMs.map((ms) => fmtMs(ms)).join(', ')}`);

@@ -58,5 +58,6 @@ export async function phaseNodePort(res: Results, services: number, withKpr: boo
     log,
   );
   res.errors.push(...p.errors);
+  for (const [mode, what] of Object.entries(p.notFinished ?? {})) res.notFinished.push(`nodeport ${mode} at ${services} services: ${what}`);
   res.dataPlaneNodePort.push(summarizeNodePort(p));
 }

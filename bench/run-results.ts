@@ -1,10 +1,11 @@
 /** What one `bench/run.ts` run measured (printed as JSON and written to build/bench-results.json). */
 import type { Agent, ChangeSamples, InitialSync, ResyncSample } from './control-plane.js';
 import type { IptablesCold } from './iptables.js';
-import type { NftablesCold } from './nftables.js';
+import { NotFinishedError, type NftablesCold } from './nftables.js';
 import { dist, type DataplaneSummary, type NodePortSummary } from './report.js';
 import type { ServiceListTiming } from './cli-timing.js';
 import type { ScaleCost, TargetResult } from './scale-targets.js';
+import type { Settled } from './settle.js';
 
 export interface KprControl {
   initial: InitialSync;
@@ -86,9 +87,22 @@ export interface Results {
   /** NodePort from an external client: kpr (tc) vs kube-proxy's iptables and nftables rules vs the pod IP directly. */
   dataPlaneNodePort: NodePortSummary[];
   targets: TargetResult[];
+  /** kube-proxy loads that ran out of their bound (--cold-timeout-ms). */
+  notFinished: string[];
+  /** The wait for a quiet machine after kube-proxy's cold loads, before kpr's control plane is timed (bench/settle.ts). */
+  settledBeforeKpr?: Settled;
   /** kpr's connection cost (p50 over direct) at N Services over at 1 Service. */
   scaleCost?: { clusterIp: ScaleCost; nodePort: ScaleCost };
   errors: string[];
+}
+
+/**
+ * A kube-proxy load that ran out of its bound is a figure ("not finished
+ * within N s", listed under the tables), not a failure of the run; any other
+ * error is one.
+ */
+export function boundedOut(res: Results, msg: string, err: unknown): void {
+  (err instanceof NotFinishedError ? res.notFinished : res.errors).push(msg);
 }
 
 /** The agent's own RSS readings at its start-up phases (its log lines), in MiB. */

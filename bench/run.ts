@@ -57,8 +57,8 @@
  *
  * Phases: (1) build the C helpers; (2) data plane with 1 Service (its own
  * sandbox and agent); (3) at N Services: iptables cold load(s), nftables cold
- * load(s) (bench/nftables.ts: kube-proxy's nftables mode, `nft -f`), then the cold
- * path's floor (bench/cold-floor.ts in fresh processes), then the kpr
+ * load(s) (bench/nftables.ts: kube-proxy's nftables mode, `nft -f`), a wait for the
+ * machine to go quiet after them (bench/settle.ts), then the cold path's floor (bench/cold-floor.ts in fresh processes), then the kpr
  * agent's initial sync, RSS, kpr endpoint changes interleaved with kube-proxy
  * partial syncs of both modes (kpr's changes also reported split by the agent's idle time
  * before them: back to back, or after a ≥ 50 ms pause such as an iptables
@@ -108,6 +108,7 @@ async function main(): Promise<void> {
     dataPlane: [],
     dataPlaneNodePort: [],
     targets: [],
+    notFinished: [],
     errors: [],
   };
   buildHelpers();
@@ -169,6 +170,7 @@ async function main(): Promise<void> {
       : []),
     renderTargets(cfg.services, res.targets),
     '',
+    ...(res.notFinished.length ? ['kube-proxy loads not finished within their bound:', ...res.notFinished.map((e) => '  ' + e), ''] : []),
     ...(res.errors.length ? ['errors:', ...res.errors.map((e) => '  ' + e.split('\n')[0]), ''] : []),
   ].join('\n');
   process.stdout.write(out + '\n');
