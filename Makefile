@@ -36,8 +36,10 @@ deps-system:
 
 deps-node: node_modules/.package-lock.json
 
+# A worktree whose node_modules is a link to another checkout's install never
+# reinstalls it: npm ci would empty the shared directory under the other checkout.
 node_modules/.package-lock.json: package.json package-lock.json
-	npm ci --no-audit --no-fund
+	@if [ -L node_modules ]; then echo "node_modules links to a shared install: not reinstalling it (run npm ci where it lives)"; else npm ci --no-audit --no-fund; fi
 	@touch $@
 
 $(VMLINUX_H): | deps-system

@@ -1,77 +1,14 @@
 /**
  * The sandbox API server's storage: objects per resource, one global
  * resourceVersion counter (like etcd's revision), a bounded event history for
- * watch resumption, and apiserver-like defaulting for Services.
+ * watch resumption, and apiserver-like defaulting for Services
+ * (apiserver-service-defaults.ts).
  */
 import { randomUUID } from 'node:crypto';
 import type { KubeObject } from './apiserver-selectors.js';
-
-export interface ResourceDef {
-  kind: string;
-  listKind: string;
-  plural: string;
-  /** '' for the core group. */
-  group: string;
-  version: string;
-  apiVersion: string;
-  namespaced: boolean;
-  shortNames?: string[];
-}
-
-export const RESOURCES: ResourceDef[] = [
-  { kind: 'Service', listKind: 'ServiceList', plural: 'services', group: '', version: 'v1', apiVersion: 'v1', namespaced: true, shortNames: ['svc'] },
-  {
-    kind: 'EndpointSlice',
-    listKind: 'EndpointSliceList',
-    plural: 'endpointslices',
-    group: 'discovery.k8s.io',
-    version: 'v1',
-    apiVersion: 'discovery.k8s.io/v1',
-    namespaced: true,
-  },
-  { kind: 'Node', listKind: 'NodeList', plural: 'nodes', group: '', version: 'v1', apiVersion: 'v1', namespaced: false, shortNames: ['no'] },
-  // For `kpr cleanup-nodes` (the chart's uninstall clean-up): stored and served, no controller behind them.
-  { kind: 'Pod', listKind: 'PodList', plural: 'pods', group: '', version: 'v1', apiVersion: 'v1', namespaced: true, shortNames: ['po'] },
-  { kind: 'DaemonSet', listKind: 'DaemonSetList', plural: 'daemonsets', group: 'apps', version: 'v1', apiVersion: 'apps/v1', namespaced: true, shortNames: ['ds'] },
-];
-
-/** Finds a resource by kind, plural or short name (case-insensitive). */
-export function resourceFor(kindOrPlural: string): ResourceDef | undefined {
-  const k = kindOrPlural.toLowerCase();
-  return RESOURCES.find((r) => r.kind.toLowerCase() === k || r.plural === k || (r.shortNames ?? []).includes(k));
-}
-
-export interface StatusObject {
-  kind: 'Status';
-  apiVersion: 'v1';
-  metadata: Record<string, never>;
-  status: 'Failure' | 'Success';
-  message: string;
-  reason: string;
-  details?: { name?: string; group?: string; kind?: string; uid?: string };
-  code: number;
-}
-
-/** An error that maps to a Kubernetes Status response. */
-export class ApiError extends Error {
-  constructor(
-    readonly code: number,
-    readonly reason: string,
-    message: string,
-    readonly details?: StatusObject['details'],
-  ) {
-    super(message);
-  }
-  toStatus(): StatusObject {
-    return statusObject(this.code, this.reason, this.message, this.details);
-  }
-}
-
-export function statusObject(code: number, reason: string, message: string, details?: StatusObject['details']): StatusObject {
-  const s: StatusObject = { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code };
-  if (details) s.details = details;
-  return s;
-}
+import { RESOURCES, type ResourceDef } from './apiserver-resources.js';
+import { ApiError, type StatusObject } from './apiserver-status.js';
+import { ServiceDefaults } from './apiserver-service-defaults.js';
 
 export type EventType = 'ADDED' | 'MODIFIED' | 'DELETED';
 
@@ -133,15 +70,11 @@ export class Store {
   /** Inside replaceHistory's edit: changes record and publish no event. */
   private silent = false;
   private readonly listeners = new Set<(ev: StoreEvent) => void>();
-  private readonly svcBase: number;
-  private readonly svcSize: number;
+  private readonly serviceDefaults: ServiceDefaults;
 
   constructor(private readonly opts: StoreOptions) {
     for (const r of RESOURCES) this.objects.set(r.plural, new Map());
-    const [ip, bits] = (opts.serviceCIDR ?? '198.19.0.0/16').split('/');
-    const o = ip.split('.').map(Number);
-    this.svcBase = ((o[0] << 24) | (o[1] << 16) | (o[2] << 8) | o[3]) >>> 0;
-    this.svcSize = 2 ** (32 - Number(bits));
+    this.serviceDefaults = new ServiceDefaults(opts.serviceCIDR, () => this.objects.get('services')!.values());
   }
 
   currentRv(): number {
@@ -271,7 +204,7 @@ export class Store {
     md.uid = randomUUID();
     md.creationTimestamp = nowTimestamp();
     md.generation = 1;
-    if (def.kind === 'Service') this.defaultService(obj, undefined);
+    if (def.kind === 'Service') this.serviceDefaults.apply(obj, undefined);
     md.resourceVersion = String(++this.rv);
     map.set(key, obj);
     this.record({ rv: this.rv, def, type: 'ADDED', object: clone(obj) });
@@ -311,7 +244,7 @@ export class Store {
     next.metadata!.creationTimestamp = old.metadata!.creationTimestamp;
     next.metadata!.resourceVersion = old.metadata!.resourceVersion;
     next.metadata!.generation = old.metadata!.generation;
-    if (def.kind === 'Service') this.defaultService(next, old);
+    if (def.kind === 'Service') this.serviceDefaults.apply(next, old);
     if (comparable(next) === comparable(old)) return clone(old); // no-op: no new resourceVersion, no event
     if (JSON.stringify(next.spec ?? null) !== JSON.stringify(old.spec ?? null)) next.metadata!.generation = (old.metadata!.generation ?? 1) + 1;
     next.metadata!.resourceVersion = String(++this.rv);
@@ -377,66 +310,5 @@ export class Store {
       delete md.namespace;
     }
     return obj;
-  }
-
-  /** Service defaulting and allocation, as the real apiserver's REST strategy does it. */
-  private defaultService(svc: KubeObject, old: KubeObject | undefined): void {
-    const spec = (svc.spec = svc.spec ?? {});
-    spec.type = spec.type ?? 'ClusterIP';
-    spec.sessionAffinity = spec.sessionAffinity ?? 'None';
-    // Anything but an array (a malformed object a test stores) is kept as it is, undefaulted.
-    if (spec.ports === undefined) spec.ports = [];
-    const ports: any[] = Array.isArray(spec.ports) ? spec.ports : [];
-    for (const p of ports) {
-      if (p === null || typeof p !== 'object') continue; // an entry that is not an object (test/e2e/fuzz.test.ts): stored as sent
-      p.protocol = p.protocol ?? 'TCP';
-      if (spec.type !== 'ExternalName') p.targetPort = p.targetPort ?? p.port;
-    }
-    if (spec.type === 'ExternalName') return;
-    spec.internalTrafficPolicy = spec.internalTrafficPolicy ?? 'Cluster';
-    if (spec.type === 'NodePort' || spec.type === 'LoadBalancer') spec.externalTrafficPolicy = spec.externalTrafficPolicy ?? 'Cluster';
-    // Allocated values the caller omitted are kept from the old object (patchAllocatedValues).
-    if (old && !spec.clusterIP && old.spec?.clusterIP) {
-      spec.clusterIP = old.spec.clusterIP;
-      spec.clusterIPs = old.spec.clusterIPs;
-    }
-    if (old && old.spec?.clusterIP && spec.clusterIP !== old.spec.clusterIP) {
-      throw new ApiError(422, 'Invalid', `Service "${svc.metadata?.name}" is invalid: spec.clusterIP: Invalid value: "${spec.clusterIP}": field is immutable`);
-    }
-    if (!spec.clusterIP && spec.clusterIPs?.length) spec.clusterIP = spec.clusterIPs[0];
-    if (!spec.clusterIP) spec.clusterIP = this.allocateClusterIP();
-    if (spec.clusterIP !== 'None') {
-      spec.clusterIPs = spec.clusterIPs?.length ? spec.clusterIPs : [spec.clusterIP];
-      spec.ipFamilies = spec.ipFamilies ?? [spec.clusterIP.includes(':') ? 'IPv6' : 'IPv4'];
-      spec.ipFamilyPolicy = spec.ipFamilyPolicy ?? 'SingleStack';
-    } else {
-      spec.clusterIPs = ['None'];
-    }
-    if (spec.type === 'NodePort' || spec.type === 'LoadBalancer') {
-      const oldPorts: any[] = Array.isArray(old?.spec?.ports) ? old!.spec.ports : [];
-      for (const p of ports) {
-        if (p.nodePort) continue;
-        const prev = oldPorts.find((q) => q.port === p.port && (q.protocol ?? 'TCP') === p.protocol && q.nodePort);
-        p.nodePort = prev ? prev.nodePort : this.allocateNodePort(ports);
-      }
-    }
-  }
-
-  private allocateClusterIP(): string {
-    const used = new Set<string>();
-    for (const s of this.objects.get('services')!.values()) if (s.spec?.clusterIP) used.add(s.spec.clusterIP);
-    for (let i = 10; i < this.svcSize - 1; i++) {
-      const n = (this.svcBase + i) >>> 0;
-      const ip = [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
-      if (!used.has(ip)) return ip;
-    }
-    throw new ApiError(500, 'InternalError', 'Internal error occurred: failed to allocate a serviceIP: range is full');
-  }
-
-  private allocateNodePort(current: any[]): number {
-    const used = new Set<number>(current.map((p) => p.nodePort).filter(Boolean));
-    for (const s of this.objects.get('services')!.values()) for (const p of Array.isArray(s.spec?.ports) ? s.spec.ports : []) if (p?.nodePort) used.add(p.nodePort);
-    for (let port = 30000; port <= 32767; port++) if (!used.has(port)) return port;
-    throw new ApiError(500, 'InternalError', 'Internal error occurred: failed to allocate a nodePort: range is full');
   }
 }

@@ -16,29 +16,38 @@
  * (401 Unauthorized otherwise, as kube-apiserver), for clients whose
  * credentials and CA are what is under test.
  *
+ * This module composes the server and runs it standalone; one job each in:
+ * apiserver-http.ts (the requests: authentication, verbs, Status errors),
+ * apiserver-routes.ts (paths and discovery), apiserver-list.ts (lists, paged),
+ * apiserver-watch.ts (watch streams), apiserver-store.ts (objects and their
+ * history; apiserver-service-defaults.ts), apiserver-selectors.ts,
+ * apiserver-request-faults.ts and apiserver-manifests.ts.
+ *
  * Standalone: node dist/sandbox/apiserver.js [--host H] [--port N]
  *   [--manifests PATH]... [--kubeconfig PATH] [--history-limit N] [--bookmark-interval-ms N]
  *   [--tls-cert-file PEM --tls-private-key-file PEM] [--token-file FILE]
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import YAML from 'yaml';
-import {
-  parseFieldSelector,
-  parseLabelSelector,
-  selectorMatches,
-  SelectorError,
-  type KubeObject,
-  type Selector,
-} from './apiserver-selectors.js';
-import { ApiError, RESOURCES, resourceFor, statusObject, Store, type ResourceDef, type StoreEvent } from './apiserver-store.js';
+import { requestListener } from './apiserver-http.js';
+import { ListPager } from './apiserver-list.js';
+import { loadManifests, type LoadManifestsResult } from './apiserver-manifests.js';
+import { RequestFaults } from './apiserver-request-faults.js';
+import { resourceFor, type ResourceDef } from './apiserver-resources.js';
+import type { KubeObject } from './apiserver-selectors.js';
+import { ApiError } from './apiserver-status.js';
+import { Store } from './apiserver-store.js';
+import { WatchStreams } from './apiserver-watch.js';
 
+// The types and the error callers of the server handle, from the module they start it from.
 export type { KubeObject } from './apiserver-selectors.js';
-export { ApiError } from './apiserver-store.js';
+export type { LoadManifestsResult } from './apiserver-manifests.js';
+export { ApiError } from './apiserver-status.js';
 
 export interface ApiServerOptions {
   /** Default 0 (a random free port). */
@@ -57,15 +66,6 @@ export interface ApiServerOptions {
   tls?: { cert: string | Buffer; key: string | Buffer };
   /** The one bearer token accepted; unset: no authentication. */
   bearerToken?: string;
-}
-
-export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
-
-export interface LoadManifestsResult {
-  /** Objects created or updated, as stored. */
-  objects: KubeObject[];
-  /** "Kind ns/name (file)" of documents of kinds this server does not serve. */
-  skipped: string[];
 }
 
 export interface ApiServer {
@@ -120,394 +120,16 @@ export interface ApiServer {
   loadManifests(paths: string | string[]): Promise<LoadManifestsResult>;
 }
 
-interface Route {
-  def: ResourceDef;
-  namespace?: string;
-  name?: string;
-  subresource?: 'status';
-  legacyWatch: boolean;
-}
-
-/** Parses /api/v1/... and /apis/GROUP/VERSION/... paths for the served resources. */
-function parseRoute(pathname: string): Route | ApiError | undefined {
-  const parts = pathname.split('/').filter((p) => p.length > 0).map(decodeURIComponent);
-  let group: string;
-  let version: string;
-  let rest: string[];
-  if (parts[0] === 'api' && parts.length >= 2) {
-    group = '';
-    version = parts[1];
-    rest = parts.slice(2);
-  } else if (parts[0] === 'apis' && parts.length >= 3) {
-    group = parts[1];
-    version = parts[2];
-    rest = parts.slice(3);
-  } else return undefined;
-  let legacyWatch = false;
-  if (rest[0] === 'watch') {
-    legacyWatch = true;
-    rest = rest.slice(1);
-  }
-  let namespace: string | undefined;
-  if (rest[0] === 'namespaces' && rest.length >= 3) {
-    namespace = rest[1];
-    rest = rest.slice(2);
-  }
-  const def = RESOURCES.find((r) => r.group === group && r.version === version && r.plural === rest[0]);
-  if (!def || rest.length > 3) return undefined;
-  if (namespace !== undefined && !def.namespaced) return undefined;
-  const name = rest[1];
-  let subresource: 'status' | undefined;
-  if (rest.length === 3) {
-    if (rest[2] !== 'status') return undefined;
-    subresource = 'status';
-  }
-  return { def, namespace, name, subresource, legacyWatch };
-}
-
-function stripForList(o: KubeObject): KubeObject {
-  const { kind: _k, apiVersion: _a, ...rest } = o;
-  return rest;
-}
-
-/** A list continue token, like the real server's: base64 of {"v":"meta.k8s.io/v1","rv":N,"start":"<key>"}. */
-function encodeContinue(rv: number, lastKey: string): string {
-  return Buffer.from(JSON.stringify({ v: 'meta.k8s.io/v1', rv, start: lastKey })).toString('base64url');
-}
-
-function decodeContinue(token: string): { rv: number; start: string } | undefined {
-  try {
-    const t = JSON.parse(Buffer.from(token, 'base64url').toString('utf8'));
-    if (t?.v !== 'meta.k8s.io/v1' || !Number.isInteger(t.rv) || t.rv < 0 || typeof t.start !== 'string' || t.start === '') return undefined;
-    return { rv: t.rv, start: t.start };
-  } catch {
-    return undefined;
-  }
-}
-
-/** RFC 7386 JSON merge patch. */
-function mergePatch(target: any, patch: any): any {
-  if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
-  const out = target !== null && typeof target === 'object' && !Array.isArray(target) ? { ...target } : {};
-  for (const [k, v] of Object.entries(patch)) {
-    if (v === null) delete out[k];
-    else out[k] = mergePatch(out[k], v);
-  }
-  return out;
-}
-
-interface Watcher {
-  def: ResourceDef;
-  sel: Selector;
-  res: ServerResponse;
-  bookmarks: boolean;
-  timer?: NodeJS.Timeout;
-  closed: boolean;
-}
-
-/** How one store event looks through a watcher's selector (real apiserver semantics), or null. */
-function translate(sel: Selector, ev: StoreEvent): [WatchEventType, KubeObject] | null {
-  const now = selectorMatches(sel, ev.object);
-  if (ev.type === 'ADDED') return now ? ['ADDED', ev.object] : null;
-  if (ev.type === 'DELETED') return now ? ['DELETED', ev.object] : null;
-  const before = selectorMatches(sel, ev.prev);
-  if (now && before) return ['MODIFIED', ev.object];
-  if (now) return ['ADDED', ev.object];
-  if (before) return ['DELETED', ev.object];
-  return null;
-}
-
-async function readBody(req: IncomingMessage): Promise<any> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const c of req) {
-    size += (c as Buffer).length;
-    if (size > 8 << 20) throw new ApiError(413, 'RequestEntityTooLarge', 'request entity too large');
-    chunks.push(c as Buffer);
-  }
-  const text = Buffer.concat(chunks).toString('utf8');
-  if (!text.trim()) throw new ApiError(400, 'BadRequest', 'empty request body');
-  const ct = String(req.headers['content-type'] ?? '');
-  try {
-    return ct.includes('yaml') ? YAML.parse(text) : JSON.parse(text);
-  } catch (e) {
-    throw new ApiError(400, 'BadRequest', `unable to decode the request body: ${(e as Error).message}`);
-  }
-}
-
-async function collectManifestFiles(p: string): Promise<string[]> {
-  const st = await fsp.stat(p);
-  if (!st.isDirectory()) return [p];
-  const out: string[] = [];
-  for (const e of (await fsp.readdir(p, { withFileTypes: true })).sort((a, b) => a.name.localeCompare(b.name))) {
-    const full = path.join(p, e.name);
-    if (e.isDirectory()) out.push(...(await collectManifestFiles(full)));
-    else if (/\.(ya?ml|json)$/i.test(e.name)) out.push(full);
-  }
-  return out;
-}
-
 export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiServer> {
   const host = opts.host ?? '127.0.0.1';
-  const bookmarkIntervalMs = opts.bookmarkIntervalMs ?? 1000;
   const store = new Store({ historyLimit: opts.historyLimit ?? 1000, serviceCIDR: opts.serviceCIDR });
-  const watchers = new Set<Watcher>();
-  let paused = false;
-  let held: Array<{ start: () => void; gone: boolean }> = [];
+  const watches = new WatchStreams(store, opts.bookmarkIntervalMs ?? 1000);
+  const lists = new ListPager(store);
+  const faults = new RequestFaults();
   let closing = false;
-  let faults: { count: number; code: number; match?: RegExp } | undefined;
+  let port = 0;
 
-  const send = (w: Watcher, type: WatchEventType, object: unknown): void => {
-    if (w.closed) return;
-    w.res.write(JSON.stringify({ type, object }) + '\n');
-  };
-  const endWatch = (w: Watcher): void => {
-    if (w.closed) return;
-    w.closed = true;
-    if (w.timer) clearTimeout(w.timer);
-    watchers.delete(w);
-    w.res.end();
-  };
-
-  store.subscribe((ev) => {
-    for (const w of watchers) {
-      if (w.def !== ev.def) continue;
-      const t = translate(w.sel, ev);
-      if (t) send(w, t[0], t[1]);
-    }
-  });
-
-  const bookmarkTimer =
-    bookmarkIntervalMs > 0
-      ? setInterval(() => {
-          const rv = String(store.currentRv());
-          for (const w of watchers) {
-            if (w.bookmarks) send(w, 'BOOKMARK', { kind: w.def.kind, apiVersion: w.def.apiVersion, metadata: { resourceVersion: rv } });
-          }
-        }, bookmarkIntervalMs)
-      : undefined;
-  bookmarkTimer?.unref();
-
-  const json = (res: ServerResponse, code: number, body: unknown): void => {
-    const text = JSON.stringify(body);
-    res.writeHead(code, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text), 'Cache-Control': 'no-cache, private' });
-    res.end(text);
-  };
-
-  /**
-   * Recent list snapshots (plural@rv -> sorted keys and states) for paginated lists, so
-   * that the pages of one list do not each rebuild and sort the whole collection.
-   */
-  const snapshots = new Map<string, { keys: string[]; objects: KubeObject[] }>();
-  const snapshotAt = (def: ResourceDef, rv: number): { keys: string[]; objects: KubeObject[] } => {
-    if (!store.canResumeFrom(rv)) return store.snapshotAt(def, rv); // throws 410 Expired
-    const id = `${def.plural}@${rv}`;
-    let snap = snapshots.get(id);
-    if (!snap) {
-      snap = store.snapshotAt(def, rv);
-      snapshots.set(id, snap);
-      while (snapshots.size > 8) snapshots.delete(snapshots.keys().next().value!);
-    }
-    return snap;
-  };
-
-  /**
-   * One page of a chunked list (limit/continue), like the real API server: every page
-   * comes from the snapshot at the first page's resourceVersion; the continue token
-   * carries that resourceVersion and the last key served; a token whose
-   * resourceVersion is compacted away gets 410 Expired.
-   */
-  const listPage = (def: ResourceDef, sel: Selector, limit: number, cont: string, q: URLSearchParams): unknown => {
-    let rv: number;
-    let after = '';
-    if (cont !== '') {
-      const rvParam = q.get('resourceVersion') ?? '';
-      if (rvParam !== '' && rvParam !== '0') throw new ApiError(400, 'BadRequest', 'specifying resource version is not allowed when using continue');
-      const tok = decodeContinue(cont);
-      if (!tok) throw new ApiError(400, 'BadRequest', `invalid continue token: ${cont}`);
-      rv = tok.rv;
-      after = tok.start;
-    } else rv = store.currentRv();
-    const snap = snapshotAt(def, rv);
-    // First key strictly after `after` (same order as the snapshot's sort).
-    let lo = 0;
-    if (after !== '') {
-      let hi = snap.keys.length;
-      while (lo < hi) {
-        const mid = (lo + hi) >>> 1;
-        if (snap.keys[mid].localeCompare(after) <= 0) lo = mid + 1;
-        else hi = mid;
-      }
-    }
-    const items: KubeObject[] = [];
-    let i = lo;
-    for (; i < snap.objects.length && (limit === 0 || items.length < limit); i++) {
-      const o = snap.objects[i];
-      if (selectorMatches(sel, o)) items.push(stripForList(o));
-    }
-    // Like the real server, a full page may end exactly at the last match: the next page is then empty.
-    const metadata: Record<string, unknown> = { resourceVersion: String(rv) };
-    if (i < snap.objects.length) metadata.continue = encodeContinue(rv, snap.keys[i - 1]);
-    return { kind: def.listKind, apiVersion: def.apiVersion, metadata, items };
-  };
-
-  const startWatch = (route: Route, q: URLSearchParams, sel: Selector, res: ServerResponse): void => {
-    const rvParam = q.get('resourceVersion') ?? '';
-    res.writeHead(200, { 'Content-Type': 'application/json', 'Cache-Control': 'no-cache, private', 'Transfer-Encoding': 'chunked' });
-    res.flushHeaders();
-    const w: Watcher = { def: route.def, sel, res, bookmarks: ['true', '1'].includes(q.get('allowWatchBookmarks') ?? ''), closed: false };
-    res.on('close', () => endWatch(w));
-    if (rvParam === '' || rvParam === '0') {
-      // "Get state and start at most recent": synthetic ADDED events for the current state.
-      for (const o of store.list(route.def)) if (selectorMatches(sel, o)) send(w, 'ADDED', o);
-    } else {
-      const rv = Number(rvParam);
-      if (!Number.isInteger(rv) || rv < 0) {
-        send(w, 'ERROR', statusObject(400, 'BadRequest', `invalid resource version: ${rvParam}`));
-        endWatch(w);
-        return;
-      }
-      if (!store.canResumeFrom(rv)) {
-        send(w, 'ERROR', statusObject(410, 'Expired', `too old resource version: ${rv} (${store.oldestAvailableRv()})`));
-        endWatch(w);
-        return;
-      }
-      for (const ev of store.eventsAfter(rv)) {
-        if (ev.def !== route.def) continue;
-        const t = translate(sel, ev);
-        if (t) send(w, t[0], t[1]);
-      }
-    }
-    const timeout = Number(q.get('timeoutSeconds') ?? '');
-    if (Number.isFinite(timeout) && timeout > 0) w.timer = setTimeout(() => endWatch(w), timeout * 1000);
-    watchers.add(w);
-  };
-
-  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const url = new URL(req.url ?? '/', 'http://localhost');
-    const method = (req.method ?? 'GET').toUpperCase();
-    const p = url.pathname.replace(/\/+$/, '') || '/';
-    if (p === '/healthz' || p === '/readyz' || p === '/livez') {
-      res.writeHead(200, { 'Content-Type': 'text/plain' });
-      res.end('ok');
-      return;
-    }
-    if (opts.bearerToken !== undefined && req.headers.authorization !== `Bearer ${opts.bearerToken}`) throw new ApiError(401, 'Unauthorized', 'Unauthorized');
-    if (p === '/version') return json(res, 200, { major: '1', minor: '31', gitVersion: 'v1.31.0-kpr-sandbox', platform: `${process.platform}/${process.arch}` });
-    if (p === '/api') return json(res, 200, { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [{ clientCIDR: '0.0.0.0/0', serverAddress: `${host}:${port}` }] });
-    if (p === '/apis') {
-      return json(res, 200, {
-        kind: 'APIGroupList',
-        apiVersion: 'v1',
-        groups: [...new Set(RESOURCES.map((r) => r.group).filter(Boolean))].map((name) => ({
-          name,
-          versions: [{ groupVersion: `${name}/v1`, version: 'v1' }],
-          preferredVersion: { groupVersion: `${name}/v1`, version: 'v1' },
-        })),
-      });
-    }
-    const gvMatch = /^\/(?:api\/(v1)|apis\/([^/]+)\/([^/]+))$/.exec(p);
-    if (gvMatch) {
-      const group = gvMatch[2] ?? '';
-      const version = gvMatch[1] ?? gvMatch[3];
-      const defs = RESOURCES.filter((r) => r.group === group && r.version === version);
-      if (defs.length > 0) {
-        return json(res, 200, {
-          kind: 'APIResourceList',
-          apiVersion: 'v1',
-          groupVersion: group ? `${group}/${version}` : version,
-          resources: defs.map((d) => ({
-            name: d.plural,
-            singularName: d.kind.toLowerCase(),
-            namespaced: d.namespaced,
-            kind: d.kind,
-            verbs: ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'],
-            shortNames: d.shortNames,
-          })),
-        });
-      }
-    }
-    if (faults && faults.count > 0 && (!faults.match || faults.match.test(`${method} ${req.url ?? ''}`))) {
-      faults.count--;
-      throw new ApiError(faults.code, faults.code === 503 ? 'ServiceUnavailable' : 'InternalError', 'injected failure');
-    }
-    const route = parseRoute(p);
-    if (!route) throw new ApiError(404, 'NotFound', 'the server could not find the requested resource');
-    if (route instanceof ApiError) throw route;
-    const { def } = route;
-    const q = url.searchParams;
-    const isWatch = route.legacyWatch || ['true', '1'].includes(q.get('watch') ?? '');
-
-    if (method === 'GET' && (isWatch || route.name === undefined)) {
-      if (route.subresource) throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
-      let sel: Selector;
-      try {
-        sel = { labels: parseLabelSelector(q.get('labelSelector')), fields: parseFieldSelector(q.get('fieldSelector')), namespace: route.namespace };
-      } catch (e) {
-        if (e instanceof SelectorError) throw new ApiError(400, 'BadRequest', e.message);
-        throw e;
-      }
-      if (route.name !== undefined) sel.fields.push({ op: 'eq', path: 'metadata.name', value: route.name });
-      if (isWatch) {
-        if (paused) {
-          const h = { start: () => void (!h.gone && startWatch(route, q, sel, res)), gone: false };
-          res.on('close', () => (h.gone = true));
-          held.push(h);
-          return;
-        }
-        return startWatch(route, q, sel, res);
-      }
-      const limit = Number(q.get('limit') ?? '');
-      const cont = q.get('continue') ?? '';
-      if (cont !== '' || (Number.isInteger(limit) && limit > 0)) return json(res, 200, listPage(def, sel, Number.isInteger(limit) && limit > 0 ? limit : 0, cont, q));
-      const items = store.list(def, route.namespace).filter((o) => selectorMatches(sel, o)).map(stripForList);
-      return json(res, 200, { kind: def.listKind, apiVersion: def.apiVersion, metadata: { resourceVersion: String(store.currentRv()) }, items });
-    }
-    if (def.namespaced && route.namespace === undefined && method !== 'GET') {
-      throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
-    }
-    switch (method) {
-      case 'GET':
-        return json(res, 200, store.get(def, route.namespace, route.name!));
-      case 'POST': {
-        if (route.name !== undefined) throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
-        const body = await readBody(req);
-        return json(res, 201, store.create(def, body, route.namespace));
-      }
-      case 'PUT': {
-        if (route.name === undefined) throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
-        const body = await readBody(req);
-        return json(res, 200, store.update(def, body, route.namespace, route.name, route.subresource));
-      }
-      case 'PATCH': {
-        if (route.name === undefined) throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
-        const ct = String(req.headers['content-type'] ?? '').split(';')[0].trim();
-        if (ct !== 'application/merge-patch+json' && ct !== 'application/strategic-merge-patch+json') {
-          throw new ApiError(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json`);
-        }
-        const patch = await readBody(req);
-        const current = store.get(def, route.namespace, route.name);
-        const next = mergePatch(current, patch);
-        // A resourceVersion in the patch is a precondition; otherwise the patch applies to the latest.
-        if (!patch?.metadata?.resourceVersion) next.metadata.resourceVersion = current.metadata!.resourceVersion;
-        return json(res, 200, store.update(def, next, route.namespace, route.name, route.subresource));
-      }
-      case 'DELETE':
-        if (route.name === undefined || route.subresource) throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
-        return json(res, 200, store.remove(def, route.namespace, route.name));
-      default:
-        throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
-    }
-  };
-
-  const serve = (req: IncomingMessage, res: ServerResponse): void => {
-    if (opts.onRequest) res.on('finish', () => opts.onRequest!({ method: req.method ?? '', url: req.url ?? '', status: res.statusCode }));
-    handle(req, res).catch((e: unknown) => {
-      const err = e instanceof ApiError ? e : new ApiError(500, 'InternalError', `Internal error occurred: ${(e as Error)?.message ?? String(e)}`);
-      if (res.headersSent) res.end();
-      else json(res, err.code, err.toStatus());
-    });
-  };
+  const serve = requestListener({ store, lists, watches, faults, bearerToken: opts.bearerToken, serverAddress: () => `${host}:${port}`, onRequest: opts.onRequest });
   const server: Server = opts.tls ? createHttpsServer({ cert: opts.tls.cert, key: opts.tls.key }, serve) : createServer(serve);
 
   await new Promise<void>((resolve, reject) => {
@@ -517,7 +139,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
       resolve();
     });
   });
-  const port = (server.address() as AddressInfo).port;
+  port = (server.address() as AddressInfo).port;
   const url = `${opts.tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
 
   const defOf = (obj: KubeObject): ResourceDef => {
@@ -538,9 +160,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     async close() {
       if (closing) return;
       closing = true;
-      if (bookmarkTimer) clearInterval(bookmarkTimer);
-      for (const w of [...watchers]) endWatch(w);
-      held = [];
+      watches.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
@@ -563,37 +183,17 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     resourceVersion: () => String(store.currentRv()),
     compactHistory: () => store.compact(),
     replaceHistory(o) {
-      for (const w of [...watchers]) {
-        if (o.closeWatches === 'clean') endWatch(w);
-        else {
-          w.closed = true;
-          if (w.timer) clearTimeout(w.timer);
-          watchers.delete(w);
-          w.res.destroy();
-        }
-      }
-      snapshots.clear();
+      watches.cut(o.closeWatches ?? 'reset');
+      lists.clear();
       store.replaceHistory(o.resourceVersionBase, o.edit);
     },
-    dropWatches() {
-      const n = watchers.size;
-      for (const w of [...watchers]) endWatch(w);
-      return n;
-    },
-    pauseWatches() {
-      paused = true;
-      for (const w of [...watchers]) endWatch(w);
-    },
-    resumeWatches() {
-      paused = false;
-      const pending = held;
-      held = [];
-      for (const h of pending) h.start();
-    },
-    watchCount: () => watchers.size,
-    heldWatchCount: () => held.filter((h) => !h.gone).length,
+    dropWatches: () => watches.drop(),
+    pauseWatches: () => watches.pause(),
+    resumeWatches: () => watches.resume(),
+    watchCount: () => watches.count,
+    heldWatchCount: () => watches.heldCount,
     failRequests(count, o = {}) {
-      faults = { count, code: o.code ?? 500, match: o.match };
+      faults.arm(count, o.code ?? 500, o.match);
     },
     async writeKubeconfig(file, o = {}) {
       const name = o.contextName ?? 'kpr-sandbox';
@@ -610,36 +210,11 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
       await fsp.writeFile(file, YAML.stringify(doc), { mode: 0o600 });
       return file;
     },
-    async loadManifests(paths) {
-      const result: LoadManifestsResult = { objects: [], skipped: [] };
-      const files: string[] = [];
-      for (const p of Array.isArray(paths) ? paths : [paths]) files.push(...(await collectManifestFiles(p)));
-      const applyDoc = (doc: any, file: string): void => {
-        if (doc === null || doc === undefined || typeof doc !== 'object') return;
-        if (typeof doc.kind === 'string' && doc.kind.endsWith('List') && Array.isArray(doc.items)) {
-          for (const item of doc.items) applyDoc(item, file);
-          return;
-        }
-        const def = typeof doc.kind === 'string' ? resourceFor(doc.kind) : undefined;
-        if (!def || def.kind !== doc.kind || (doc.apiVersion !== undefined && doc.apiVersion !== def.apiVersion)) {
-          const ns = doc.metadata?.namespace ? `${doc.metadata.namespace}/` : '';
-          result.skipped.push(`${doc.kind ?? '?'} ${ns}${doc.metadata?.name ?? '?'} (${file})`);
-          return;
-        }
-        result.objects.push(api.apply(doc));
-      };
-      for (const f of files) {
-        const text = await fsp.readFile(f, 'utf8');
-        for (const parsed of YAML.parseAllDocuments(text)) {
-          if (parsed.errors.length) throw parsed.errors[0];
-          applyDoc(parsed.toJS(), f);
-        }
-      }
-      return result;
-    },
+    loadManifests: (paths) => loadManifests(paths, (obj) => api.apply(obj)),
   };
   return api;
 }
+
 
 async function main(argv: string[]): Promise<void> {
   const opts: ApiServerOptions = { port: 0 };

@@ -8,9 +8,9 @@
 import { TableDatapathMaps, type DatapathTables, type MapTable, type TableName } from '../maps/datapath-maps.js';
 import { mapCodecs, type AffinityMatchKey, type Backend, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from '../maps/layout.js';
 import { MAPS, MAP_NAMES } from '../maps/registry.js';
-import type { Codec } from '../maps/struct-codec.js';
-import type { RawCursor, RawDump } from './fingerprint.js';
+import type { RawCursor } from './fingerprint.js';
 import type { MapCapacities } from './limits.js';
+import { bucketCursor } from './memory-raw-cursor.js';
 import { parseIP } from '../net/ip.js';
 
 export type MapMethod = `update${TableName}` | `delete${TableName}`;
@@ -281,15 +281,7 @@ export class MemoryDatapathMaps extends TableDatapathMaps {
     for (const [id, m] of extra.svcMeta ?? []) this.svcMeta.set(id, { ...m });
   }
 
-  /**
-   * kpr_svc's records, raw, in resumable batches as the kernel's hash-map
-   * batch lookup returns them: entries sit in RAW_BUCKETS buckets by a hash
-   * of their key; each batch copies whole buckets from where the last one
-   * stopped (at least one bucket, however large), so an entry no one touches
-   * during the walk is returned exactly once, and one inserted or deleted
-   * between batches is seen or not depending on whether its bucket was
-   * already visited.
-   */
+  /** kpr_svc's records, raw, in resumable batches as the kernel's hash-map batch lookup returns them (memory-raw-cursor.ts). */
   servicesRawCursor(batchEntries: number): RawCursor {
     return bucketCursor(batchEntries, () => this.services.entries(), SVC, ([k, v]) => [k, v]);
   }
@@ -335,9 +327,6 @@ export class MemoryDatapathMaps extends TableDatapathMaps {
   }
 }
 
-/** Buckets of the raw cursors' hash-table model (a BPF hash map's n_buckets, fixed). */
-export const RAW_BUCKETS = 1024;
-
 /** The registry's codecs of the maps the raw cursors encode. */
 const SVC = mapCodecs(MAPS.svc);
 const BACKEND = mapCodecs(MAPS.backend);
@@ -345,51 +334,6 @@ const VIP = mapCodecs(MAPS.vip);
 const META = mapCodecs(MAPS.svcMeta);
 const AFF = mapCodecs(MAPS.affinityMatch);
 const RANGE = mapCodecs(MAPS.srcRange);
-
-function bucketOf(id: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193);
-  return (h >>> 0) % RAW_BUCKETS;
-}
-
-/** A batch cursor over entries identified by string, bucketed by bucketOf (see servicesRawCursor), each encoded as its map's key and value. */
-function bucketCursor<T, K, V>(
-  batchEntries: number,
-  entries: () => Iterable<[string, T]>,
-  codecs: { key: Codec<K>; value: Codec<V> },
-  record: (e: T) => [K, V],
-): RawCursor {
-  const keySize = codecs.key.size;
-  const valSize = codecs.value.size;
-  let bucket = 0;
-  return {
-    next(): RawDump | null {
-      if (bucket >= RAW_BUCKETS) return null;
-      const byBucket = new Map<number, T[]>();
-      for (const [id, e] of entries()) {
-        const b = bucketOf(id);
-        if (b < bucket) continue;
-        const list = byBucket.get(b);
-        if (list) list.push(e);
-        else byBucket.set(b, [e]);
-      }
-      const taken: T[] = [];
-      for (; bucket < RAW_BUCKETS; bucket++) {
-        const list = byBucket.get(bucket) ?? [];
-        if (taken.length > 0 && taken.length + list.length > batchEntries) break;
-        taken.push(...list);
-      }
-      const keys = Buffer.alloc(taken.length * keySize);
-      const values = Buffer.alloc(taken.length * valSize);
-      for (let i = 0; i < taken.length; i++) {
-        const [k, v] = record(taken[i]);
-        codecs.key.encode(k, keys, i * keySize);
-        codecs.value.encode(v, values, i * valSize);
-      }
-      return { count: taken.length, keys, values, valueStride: valSize };
-    },
-  };
-}
 
 /** Rejects what the real codec could not encode, so a bad key fails here as it would for real. */
 function checkSvcKey(k: SvcKey): void {

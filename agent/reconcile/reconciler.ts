@@ -12,7 +12,8 @@
  *   write-batch.ts    the batch's queues and their apply order (APPLY_ORDER);
  *   read-back.ts      whether the kernel still holds what the mirror says
  *                     (read-back-window.ts: a map in steps);
- *   sweep-scan.ts     what a full sync would remove, found in steps.
+ *   sweep-scan.ts     what a full sync would remove, found in steps;
+ *   sync-scope.ts     which frontends a sync re-diffs, by its kind.
  *
  * A frontend (address, port, protocol) owns one revNatId, shared by its
  * EXTERNAL and (optional) INTERNAL entry sets. A sync diffs desired against
@@ -53,6 +54,7 @@ import { KernelMirror, type AdoptResult } from './kernel-mirror.js';
 import { isAssertedClaim, type ConflictCount } from './ownership.js';
 import { ReadBack } from './read-back.js';
 import { SweepScan } from './sweep-scan.js';
+import { SyncScope, syncKind } from './sync-scope.js';
 import { clearIfAny } from './collections.js';
 import { addSyncResult, emptySyncResult, type PlanSource, type ReadBackVerdict, type ReconcileLogger, type ReconcilerOptions, type SyncOptions, type SyncResult } from './sync-types.js';
 import { FLUSH_ENTRIES, applyPhases, hasColumnWrites, newWrites, resetUpserts, type ApplyTarget, type Writes } from './write-batch.js';
@@ -73,6 +75,7 @@ export class Reconciler {
   private readonly differ: MirrorDiff;
   private readonly readBackState: ReadBack;
   private readonly scan: SweepScan;
+  private readonly scope: SyncScope;
   /** Frontends to re-diff on the next sync (after a failure or an inconsistent adopt). */
   private readonly dirty = new Set<string>();
   /** The mirror could not be rebuilt after a failure; the next sync must reload first. */
@@ -89,6 +92,7 @@ export class Reconciler {
     this.differ = new MirrorDiff(this.mirror, this.admission);
     this.readBackState = new ReadBack(maps, this.mirror, logger, options.readBackBatch);
     this.scan = new SweepScan(this.mirror, this.claims, options.sweepScanBatch);
+    this.scope = new SyncScope(this.mirror, this.claims, this.scan);
   }
 
   /** Number of master entries (frontends × scopes) the kernel holds, as far as the reconciler knows. */
@@ -172,10 +176,7 @@ export class Reconciler {
    */
   adopt(): AdoptResult {
     const result = this.mirror.load(KernelMirror.read(this.maps), this.dirty);
-    this.claims.clear();
-    this.claims.haveFullDesired = false;
-    this.claims.adoptedUnclaimed.clear();
-    for (const s of this.mirror.kSets.values()) this.claims.adoptedUnclaimed.add(s.fk);
+    this.scope.adopted();
     this.logger.info('adopted datapath maps', {
       frontends: result.frontends,
       backends: result.backends,
@@ -231,34 +232,13 @@ export class Reconciler {
     const result = emptySyncResult();
     const skipped = result.skipped;
     // ---- 0. drift: what the kernel holds against what this agent last wrote
-    const sweep = opts.full || opts.sweep === true;
-    const scanned = !opts.full && opts.sweep === 'scanned';
+    const kind = syncKind(opts);
+    const { sweep, scanned } = kind;
     if (sweep && opts.readBack && !this.stale) this.readBackState.full(result, opts.readBack === 'decoded', this.dirty, this.differ.revNatHints);
-    // ---- 1. update the desired state; collect the frontends it concerns
-    const affected = new Set<string>(this.dirty);
+    // ---- 1. update the desired state; collect the frontends it concerns (sync-scope.ts)
+    const affected = this.scope.affected(opts, kind, this.dirty, result.drift.length > 0);
     // Keys are strings: sort()'s default order (UTF-16 code units) is the key order, with no comparator call per comparison.
     const services = [...plans.keys()].sort();
-    if (opts.full) {
-      for (const s of this.mirror.kSets.values()) affected.add(s.fk);
-      for (const fk of this.claims.claimants.keys()) affected.add(fk);
-      this.claims.clear();
-      this.claims.adoptedUnclaimed.clear();
-      this.claims.haveFullDesired = true;
-    } else if (sweep) {
-      // The desired state stays: only what no Service claims goes, and after
-      // a repaired drift (the mirror rebuilt from the kernel) everything is re-diffed.
-      const all = result.drift.length > 0;
-      for (const s of this.mirror.kSets.values()) if (all || !this.claims.claimants.has(s.fk)) affected.add(s.fk);
-      if (all) for (const fk of this.claims.claimants.keys()) affected.add(fk);
-      this.claims.adoptedUnclaimed.clear();
-      this.claims.haveFullDesired = true;
-    } else if (scanned) {
-      // sweepScan walked every frontend: what it found unclaimed goes (winner() decides again below); the orphans are the mirror's suspects.
-      for (const fk of this.scan.unclaimed) affected.add(fk);
-      this.scan.reset();
-      this.claims.adoptedUnclaimed.clear();
-      this.claims.haveFullDesired = true;
-    }
     const w = newWrites();
     const touchedVips = new Set<string>();
     // A ClusterIP or NodePort frontend only this Service claims is diffed as
@@ -298,9 +278,7 @@ export class Reconciler {
           for (const fk of affected) this.dirty.add(fk);
           return this.finish(result, 'datapath maps could not be read back after an earlier failure');
         }
-        for (const fk of this.dirty) affected.add(fk); // the reload may have marked more
-        if (opts.full) for (const s of this.mirror.kSets.values()) affected.add(s.fk);
-        else if (sweep) for (const s of this.mirror.kSets.values()) if (!this.claims.claimants.has(s.fk)) affected.add(s.fk);
+        this.scope.widenAfterReload(affected, opts, kind, this.dirty); // the reload may have marked more
       }
 
       // ---- 2. diff each remaining concerned frontend against the mirror, updating the mirror

@@ -87,7 +87,9 @@ describe(`service-mesh mode (--socket-lb-host-only) on two nodes [${tcCase.label
     box.api.create(slice('mesh-1', 'mesh', BACKENDS));
     box.api.create(service('self', SELF_IP));
     box.api.create(slice('self-1', 'self', ['web-1a']));
-    await box.startAgents([...tcCase.args, '--socket-lb-host-only', '--ct-udp-timeout', '2s', '--ct-sweep-interval', '500ms']);
+    // Closed TCP flows stay 10 min (not the default 10 s): the per-connection conntrack check reads them
+    // after all 60 connections, which take longer than 10 s in a QEMU guest (41 of 60 were left once).
+    await box.startAgents([...tcCase.args, '--socket-lb-host-only', '--ct-udp-timeout', '2s', '--ct-tcp-closing-timeout', '10m', '--ct-sweep-interval', '500ms']);
     for (const node of ['node-1', 'node-2'] as NodeName[]) assertAgentMode(box.agents.get(node)!.logs, tcCase.mode, node);
   });
 

@@ -1,0 +1,39 @@
+/**
+ * The resources the sandbox API server serves: kind, list kind, plural, group
+ * and version of each, as its routes, discovery documents and store name them.
+ */
+
+export interface ResourceDef {
+  kind: string;
+  listKind: string;
+  plural: string;
+  /** '' for the core group. */
+  group: string;
+  version: string;
+  apiVersion: string;
+  namespaced: boolean;
+  shortNames?: string[];
+}
+
+export const RESOURCES: ResourceDef[] = [
+  { kind: 'Service', listKind: 'ServiceList', plural: 'services', group: '', version: 'v1', apiVersion: 'v1', namespaced: true, shortNames: ['svc'] },
+  {
+    kind: 'EndpointSlice',
+    listKind: 'EndpointSliceList',
+    plural: 'endpointslices',
+    group: 'discovery.k8s.io',
+    version: 'v1',
+    apiVersion: 'discovery.k8s.io/v1',
+    namespaced: true,
+  },
+  { kind: 'Node', listKind: 'NodeList', plural: 'nodes', group: '', version: 'v1', apiVersion: 'v1', namespaced: false, shortNames: ['no'] },
+  // For `kpr cleanup-nodes` (the chart's uninstall clean-up): stored and served, no controller behind them.
+  { kind: 'Pod', listKind: 'PodList', plural: 'pods', group: '', version: 'v1', apiVersion: 'v1', namespaced: true, shortNames: ['po'] },
+  { kind: 'DaemonSet', listKind: 'DaemonSetList', plural: 'daemonsets', group: 'apps', version: 'v1', apiVersion: 'apps/v1', namespaced: true, shortNames: ['ds'] },
+];
+
+/** Finds a resource by kind, plural or short name (case-insensitive). */
+export function resourceFor(kindOrPlural: string): ResourceDef | undefined {
+  const k = kindOrPlural.toLowerCase();
+  return RESOURCES.find((r) => r.kind.toLowerCase() === k || r.plural === k || (r.shortNames ?? []).includes(k));
+}
