@@ -126,8 +126,11 @@ test-unit: build
 demo: build
 	node dist/sandbox/demo.js
 
+# Flags of bench/run.ts through BENCH_ARGS, e.g. make bench BENCH_ARGS="--services 100000 --cold-timeout-ms 120000"
+# (make takes no --flags of its own for a target; each flag also has a KPR_BENCH_* variable).
+BENCH_ARGS ?=
 bench: build
-	node dist/bench/run.js
+	node dist/bench/run.js $(BENCH_ARGS)
 
 clean:
 	rm -rf $(BUILD_DIR) dist

@@ -14,6 +14,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { BpfMap, BatchWriter } from '../native/index.js';
 import { asUnderTest } from './priority.js';
+import type { BenchMapSizes } from './map-sizing.js';
 
 /** bin/kpr-agent's node flags in builds whose script does not say them in the form agentNodeFlags reads. */
 const AGENT_NODE_FLAGS = ['--expose-gc', '--max-semi-space-size=2'];
@@ -109,16 +110,21 @@ export interface StandaloneMaps {
   close(): void;
 }
 
-/** The maps and the batch writer of the build whose dist/ is `root`, its native binding and layouts loaded by the caller. */
-export function standaloneMaps(root: string, native: typeof import('../native/index.js'), L: typeof import('../agent/maps/layout.js')): StandaloneMaps {
+/**
+ * The maps and the batch writer of the build whose dist/ is `root`, its
+ * native binding and layouts loaded by the caller, sized as the agent runs
+ * for the scenario (bench/map-sizing.ts: the defaults at 10,000
+ * Services).
+ */
+export function standaloneMaps(root: string, native: typeof import('../native/index.js'), L: typeof import('../agent/maps/layout.js'), sizes: BenchMapSizes): StandaloneMaps {
   const writer = native.BatchWriter.open(path.join(root, '..', 'build', native.BATCH_WRITER_LIBRARY));
   const M = native.BPF_MAP_TYPE;
   const set = {
-    svc: native.BpfMap.create(M.HASH, L.SVC_KEY.size, L.SVC_VAL.size, 262144, 'kpr_svc'),
-    backend: native.BpfMap.create(M.HASH, 4, L.BACKEND.size, 262144, 'kpr_backend'),
-    vip: native.BpfMap.create(M.HASH, L.VIP_KEY.size, L.VIP_VAL.size, 65536, 'kpr_vip'),
-    affinityMatch: native.BpfMap.create(M.HASH, L.AFFINITY_MATCH_KEY.size, 1, 65536, 'kpr_aff_match'),
-    svcMeta: native.BpfMap.create(M.HASH, 4, L.SVC_META.size, 65536, 'kpr_svc_meta'),
+    svc: native.BpfMap.create(M.HASH, L.SVC_KEY.size, L.SVC_VAL.size, sizes.services, 'kpr_svc'),
+    backend: native.BpfMap.create(M.HASH, 4, L.BACKEND.size, sizes.backends, 'kpr_backend'),
+    vip: native.BpfMap.create(M.HASH, L.VIP_KEY.size, L.VIP_VAL.size, sizes.frontends, 'kpr_vip'),
+    affinityMatch: native.BpfMap.create(M.HASH, L.AFFINITY_MATCH_KEY.size, 1, sizes.backends, 'kpr_aff_match'),
+    svcMeta: native.BpfMap.create(M.HASH, 4, L.SVC_META.size, sizes.frontends, 'kpr_svc_meta'),
     srcRange: native.BpfMap.create(M.HASH, L.SRC_RANGE_KEY.size, 1, 16, 'kpr_src_range'),
   };
   return {

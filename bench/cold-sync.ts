@@ -33,6 +33,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { benchFlags, buildArms, buildLoader, quiet, standaloneMaps } from './bench-child.js';
 import { cachedScenario } from './cached-scenario.js';
+import { benchMapSizes, scenarioNeeds } from './map-sizing.js';
 import { COLD_SYNC_MODES, runColdSyncChild, type ColdSyncChildResult, type ColdSyncMode } from './cold-child.js';
 import { floorSync } from './cold-floor.js';
 import { median, renderGrid, round } from './report.js';
@@ -57,10 +58,11 @@ async function child(root: string, mode: ColdSyncMode, services: number, endpoin
   const source = cachedScenario(services, endpoints, prune);
   const node = source.node();
 
-  const maps = standaloneMaps(root, native, L);
+  const sizes = benchMapSizes(scenarioNeeds(services, endpoints));
+  const maps = standaloneMaps(root, native, L, sizes);
   const { set, writer } = maps;
   try {
-    const reconciler = new Reconciler(new BpfDatapathMaps({ ...set, writer }), quiet);
+    const reconciler = new Reconciler(new BpfDatapathMaps({ ...set, writer }), quiet, { maxRevNatId: sizes.frontends - 1 });
     reconciler.adopt();
     const ctx = { nodeName: sc.NODE_NAME, node };
     const keys = [...source.serviceKeys()].sort();

@@ -23,12 +23,15 @@
  * measure the pod IP directly through the kpr node, the iptables node and the
  * nftables node (what a node's datapath costs traffic that is not a service's).
  *
- * The workload: `services` NodePort Services (externalTrafficPolicy=Cluster)
- * with `endpoints` fake endpoints each, and the echo Service, whose only
- * endpoint is the real pod, placed in the middle of the list (kube-proxy walks
- * its KUBE-NODEPORTS chain in order; every NodePort connection walks all of
- * KUBE-SERVICES' cluster-IP rules first regardless). Node ports are
- * 20000 + the service's index.
+ * The workload: `services` Services with `endpoints` fake endpoints each, the
+ * first MAX_NODE_PORTS of them NodePort Services (externalTrafficPolicy=Cluster)
+ * and any further ones ClusterIP only, and the echo Service, whose only
+ * endpoint is the real pod, placed in the middle of the NodePort ones
+ * (kube-proxy walks its KUBE-NODEPORTS chain in order; every NodePort
+ * connection walks all of KUBE-SERVICES' cluster-IP rules first regardless).
+ * Node ports are 20000 + the service's index. The agents get the map sizes
+ * the workload needs (bench/map-sizing.ts); each kube-proxy load is bounded
+ * (`loadTimeoutMs`), one that runs out is reported and its arm left out.
  */
 import { counterSwitch, withCountersOff } from './counter-switch.js';
 import { execFileSync } from 'node:child_process';
@@ -40,9 +43,10 @@ import { repoRoot } from '../sandbox/repo.js';
 import { startAgent, startApi, type Agent, type BenchApiServer } from './control-plane.js';
 import { connloadIn, monitorNote, withMonitorRound, type ConnResult } from './data-plane.js';
 import { IPTABLES_RESTORE, natRuleCount, restoreIn } from './iptables.js';
-import { fullRestore, type KpService } from './kube-proxy-rules.js';
+import { fullRestoreChunks } from './kube-proxy-rules.js';
 import { fullTransactionChunks } from './kube-proxy-nft.js';
-import { listChainsIn, NFT, nftIn } from './nftables.js';
+import { benchMapSizeArgs, needsOf } from './map-sizing.js';
+import { listChainsIn, NFT, nftIn, NotFinishedError } from './nftables.js';
 import {
   createNodePortStack,
   NP_ECHO_PORT,
@@ -52,61 +56,8 @@ import {
   NP_UPLINK,
   type NodePortStack,
 } from './nodeport-topology.js';
-import { BENCH_NAMESPACE, ECHO_CLUSTER_IP, endpointSliceObject, makeScenario, NODE_NAME, PORT_NAME, serviceCIDRs, serviceObject, SERVICE_PORT, type KubeObj } from './scenario.js';
-
-export const NODEPORT_BASE = 20000;
-export const NP_ECHO_SERVICE = 'echo-np';
-
-export interface NodePortScenario {
-  services: KpService[];
-  echo: KpService;
-}
-
-/** `total` NodePort services (≥ 1), the echo service among them. */
-export function makeNodePortScenario(total: number, endpointsPerService: number): NodePortScenario {
-  if (total < 1) throw new Error('the NodePort scenario needs at least the echo service');
-  if (NODEPORT_BASE + total > 65536) throw new Error(`at most ${65536 - NODEPORT_BASE} NodePort services (node ports ${NODEPORT_BASE}..65535)`);
-  const fakes = makeScenario(total - 1, endpointsPerService).services.slice(0, total - 1);
-  const echo: KpService = {
-    namespace: BENCH_NAMESPACE,
-    name: NP_ECHO_SERVICE,
-    portName: PORT_NAME,
-    clusterIP: ECHO_CLUSTER_IP,
-    port: SERVICE_PORT,
-    protocol: 'TCP',
-    endpoints: [{ ip: NP_POD_IP, port: NP_ECHO_PORT }],
-  };
-  const mid = Math.floor(fakes.length / 2);
-  const ordered = [...fakes.slice(0, mid), echo, ...fakes.slice(mid)];
-  const services = ordered.map((s, i) => ({ ...s, nodePort: NODEPORT_BASE + i }));
-  return { services, echo: services[mid] };
-}
-
-/** The Service (type NodePort, externalTrafficPolicy Cluster) and its EndpointSlice. */
-export function nodePortObjects(svc: KpService): KubeObj[] {
-  const service = serviceObject(svc);
-  service.spec.type = 'NodePort';
-  service.spec.externalTrafficPolicy = 'Cluster';
-  service.spec.ports[0].nodePort = svc.nodePort;
-  const slice = endpointSliceObject(svc);
-  for (const ep of slice.endpoints) ep.nodeName = ep.addresses[0] === NP_POD_IP ? NODE_NAME : 'node-2';
-  return [service, slice];
-}
-
-/** node-1, whose InternalIP is the uplink address: NodePorts answer there and kpr SNATs to it. */
-export function nodePortNodeObject(): KubeObj {
-  return {
-    apiVersion: 'v1',
-    kind: 'Node',
-    metadata: { name: NODE_NAME, labels: { 'kubernetes.io/hostname': NODE_NAME } },
-    status: {
-      addresses: [
-        { type: 'InternalIP', address: NP_NODE_IP },
-        { type: 'Hostname', address: NODE_NAME },
-      ],
-    },
-  };
-}
+import { BENCH_NAMESPACE, ECHO_CLUSTER_IP, serviceCIDRs, SERVICE_PORT } from './scenario.js';
+import { makeNodePortScenario, nodePortNodeObject, nodePortObjects, NP_ECHO_SERVICE } from './nodeport-scenario.js';
 
 /**
  * kpr-nocounters: the kpr node with its per-Service counters off (counter-switch.ts), in the same rounds;
@@ -124,6 +75,8 @@ export interface NodePortConfig {
   conns: number;
   limitMs: number;
   agentTimeoutMs: number;
+  /** Bound on each kube-proxy ruleset load (iptables-restore, nft -f). */
+  loadTimeoutMs: number;
   logLevel: string;
   withKpr: boolean;
   withIptables: boolean;
@@ -151,6 +104,8 @@ export interface NodePortPhase {
   kprTc?: { tcAttachMode?: string; initialSyncMs: number; stats?: unknown };
   iptables?: { loadMs: number; natRules: number; binary: string };
   nftables?: { loadMs: number; chains: number; binary: string };
+  /** A kube-proxy load that ran out of loadTimeoutMs (or failed): "not finished within N s". */
+  notFinished?: Partial<Record<'iptables' | 'nftables', string>>;
   /**
    * TCP counters of each stack over the measured rounds (its NodePort arm and
    * its direct reference together): the client's SYN retransmissions and the
@@ -183,10 +138,16 @@ function tcpCounters(stack: NodePortStack): TcpCounters {
   return { clientSynRetrans: c.TCPSynRetrans ?? NaN, podPawsTimewait: p.PAWSTimewait ?? NaN, podTimeWait: p.TW ?? NaN };
 }
 
-const cli = path.join(repoRoot, 'dist', 'agent', 'cli', 'main.js');
+/** The CLI as bin/kpr runs it (its bundle). */
+const cli = path.join(repoRoot, 'dist', 'kpr.mjs');
 
 function kprCli(args: string[]): string {
-  return execFileSync(process.execPath, [cli, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 30_000, maxBuffer: 1 << 28 });
+  return execFileSync(process.execPath, [cli, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000, maxBuffer: 1 << 28 });
+}
+
+/** What to report for a kube-proxy load that did not complete. */
+function loadFailure(err: unknown): string {
+  return err instanceof NotFinishedError ? `not finished within ${(err.limitMs / 1000).toFixed(0)} s` : `failed: ${(err as Error).message.split('\n')[0]}`;
 }
 
 function kprStats(bpffs: string): unknown {
@@ -255,40 +216,60 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
     const targets = new Map<NodePortArm, { stack: NodePortStack; ip: string; port: number }>();
     targets.set('direct', { stack: plain, ip: NP_POD_IP, port: NP_ECHO_PORT });
 
+    // kube-proxy's two modes, each on a node of its own, each load bounded.
+    const kubeProxy: Array<{ mode: 'iptables' | 'nftables'; role: string; tool: string; load: (ns: string) => Promise<string> }> = [];
     if (cfg.withIptables) {
-      const stack = await createNodePortStack(sandbox, 'npi');
-      const text = fullRestore(services);
-      log(`nodeport: iptables-restore of ${services.length} NodePort services into ${stack.nodeNs}`);
-      const loadMs = await restoreIn(stack.nodeNs, text);
-      res.iptables = { loadMs: Math.round(loadMs), natRules: natRuleCount(stack.nodeNs), binary: IPTABLES_RESTORE };
-      log(`nodeport: iptables loaded in ${loadMs.toFixed(0)} ms (${res.iptables.natRules} nat rules)`);
-      targets.set('iptables', { stack, ip: NP_NODE_IP, port: nodePort });
-      targets.set('direct-via-iptables-node', { stack, ip: NP_POD_IP, port: NP_ECHO_PORT });
+      kubeProxy.push({
+        mode: 'iptables',
+        role: 'npi',
+        tool: IPTABLES_RESTORE,
+        load: async (ns) => {
+          // In chunks: a 100,000-Service ruleset nears the longest JS string.
+          const loadMs = await restoreIn(ns, [...fullRestoreChunks(services)], [], IPTABLES_RESTORE, cfg.loadTimeoutMs);
+          res.iptables = { loadMs: Math.round(loadMs), natRules: natRuleCount(ns), binary: IPTABLES_RESTORE };
+          return `${loadMs.toFixed(0)} ms (${res.iptables.natRules} nat rules)`;
+        },
+      });
     }
-
     if (cfg.withNftables) {
-      const stack = await createNodePortStack(sandbox, 'npn');
-      const chunks = [...fullTransactionChunks(services, { nodeIPs: [NP_NODE_IP], serviceCIDRs: serviceCIDRs(services.length) })];
-      log(`nodeport: nft -f of ${services.length} NodePort services into ${stack.nodeNs}`);
+      kubeProxy.push({
+        mode: 'nftables',
+        role: 'npn',
+        tool: `${NFT} -f`,
+        load: async (ns) => {
+          const chunks = [...fullTransactionChunks(services, { nodeIPs: [NP_NODE_IP], serviceCIDRs: serviceCIDRs(services.length) })];
+          const loadMs = await nftIn(ns, chunks, [], cfg.loadTimeoutMs);
+          res.nftables = { loadMs: Math.round(loadMs), chains: (await listChainsIn(ns)).chains, binary: NFT };
+          return `${loadMs.toFixed(0)} ms (${res.nftables.chains} chains)`;
+        },
+      });
+    }
+    for (const k of kubeProxy) {
+      const stack = await createNodePortStack(sandbox, k.role);
+      log(`nodeport: ${k.tool} of ${services.length} services into ${stack.nodeNs} (bounded at ${cfg.loadTimeoutMs / 1000} s)`);
       try {
-        const loadMs = await nftIn(stack.nodeNs, chunks, [], 300_000);
-        res.nftables = { loadMs: Math.round(loadMs), chains: (await listChainsIn(stack.nodeNs)).chains, binary: NFT };
-        log(`nodeport: nftables loaded in ${loadMs.toFixed(0)} ms (${res.nftables.chains} chains)`);
-        targets.set('nftables', { stack, ip: NP_NODE_IP, port: nodePort });
-        targets.set('direct-via-nftables-node', { stack, ip: NP_POD_IP, port: NP_ECHO_PORT });
+        log(`nodeport: ${k.mode} loaded in ${await k.load(stack.nodeNs)}`);
+        targets.set(k.mode, { stack, ip: NP_NODE_IP, port: nodePort });
+        targets.set(`direct-via-${k.mode}-node`, { stack, ip: NP_POD_IP, port: NP_ECHO_PORT });
       } catch (err) {
-        const msg = `nodeport nftables at ${cfg.services} services: ${(err as Error).message}`;
-        log(`ERROR ${msg}`);
-        res.errors.push(msg);
+        // Running out of the bound is a figure (notFinished), any other failure an error.
+        (res.notFinished ??= {})[k.mode] = loadFailure(err);
+        const msg = `nodeport ${k.mode} at ${cfg.services} services: ${res.notFinished[k.mode]}`;
+        if (err instanceof NotFinishedError) log(`nodeport: ${k.mode}: ${res.notFinished[k.mode]}`);
+        else {
+          log(`ERROR ${msg}`);
+          res.errors.push(msg);
+        }
       }
     }
 
     // The kpr arms: the default attach mode, and (when that is tcx) --tc-attach tc beside it.
     const kprArms: Array<{ arm: KprArm; role: string; bpffs: string; args: string[] }> = [];
+    const sizeArgs = benchMapSizeArgs(needsOf(services));
     if (cfg.withKpr) {
-      kprArms.push({ arm: 'kpr', role: 'npk', bpffs: sandbox.bpffsDir, args: [] });
-      if ((cfg.withKprTc ?? true) && tcxSupported()) kprArms.push({ arm: 'kpr-tc', role: 'npc', bpffs: path.join(sandbox.bpffsDir, 'tc-agent'), args: ['--tc-attach', 'tc'] });
-      else log('nodeport: this kernel has no tcx, so the default agent already attaches with a clsact filter: no separate --tc-attach tc arm');
+      kprArms.push({ arm: 'kpr', role: 'npk', bpffs: sandbox.bpffsDir, args: sizeArgs });
+      if ((cfg.withKprTc ?? true) && tcxSupported()) kprArms.push({ arm: 'kpr-tc', role: 'npc', bpffs: path.join(sandbox.bpffsDir, 'tc-agent'), args: ['--tc-attach', 'tc', ...sizeArgs] });
+      else if (cfg.withKprTc ?? true) log('nodeport: this kernel has no tcx, so the default agent already attaches with a clsact filter: no separate --tc-attach tc arm');
     }
     for (const k of kprArms) {
       const stack = await createNodePortStack(sandbox, k.role);
@@ -296,7 +277,7 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
         const cg = childCgroup(sandbox, `${k.role}-agent`);
         agentCgs.push(cg);
         if (!api) {
-          log(`nodeport: loading ${services.length} NodePort Services into the API server`);
+          log(`nodeport: loading ${services.length} Services into the API server`);
           api = await startApi(services, nodePortNodeObject(), nodePortObjects);
         }
         mkdirSync(k.bpffs, { recursive: true });
@@ -317,9 +298,9 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
         const tcAttachMode = a.records.find((r) => r.msg === 'tc attach mode')?.mode as string | undefined;
         if (k.arm === 'kpr-tc' && tcAttachMode !== 'tc') throw new Error(`the --tc-attach tc agent attached in ${tcAttachMode} mode`);
         log(`nodeport: ${k.arm} agent synced (${started.initial.cacheSyncedToMapsWrittenMs} ms), tc attached to ${NP_UPLINK} and ${NP_POD_IF} (${tcAttachMode} mode)`);
-        // The whole list (not `service get`): an unprogrammed service shows as "no frontend", not a CLI error.
-        const all = JSON.parse(kprCli(['service', 'list', '--bpffs', k.bpffs, '-o', 'json'])) as Array<Record<string, any>>;
-        const views = all.filter((v) => v.service === `${BENCH_NAMESPACE}/${NP_ECHO_SERVICE}` || (v.address === NP_NODE_IP && v.port === nodePort));
+        // The frontends on the echo service's addresses (not `service get`): an unprogrammed one is "no frontend", not a CLI error.
+        const on = (frontend: string) => JSON.parse(kprCli(['service', 'list', '--bpffs', k.bpffs, '-o', 'json', '--frontend', frontend])) as Array<Record<string, any>>;
+        const views = [...on(`${ECHO_CLUSTER_IP}:${SERVICE_PORT}`), ...on(`${NP_NODE_IP}:${nodePort}`)];
         if (k.arm === 'kpr') res.kpr = { tcAttachMode, initialSyncMs: started.initial.cacheSyncedToMapsWrittenMs, frontends: views };
         else res.kprTc = { tcAttachMode, initialSyncMs: started.initial.cacheSyncedToMapsWrittenMs };
         const ours = views.find((v) => v.address === NP_NODE_IP && v.port === nodePort);
@@ -333,7 +314,7 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
           throw new Error(
             `kpr programmed no NodePort frontend ${NP_NODE_IP}:${nodePort} for ${BENCH_NAMESPACE}/${NP_ECHO_SERVICE}; ` +
               `its frontends: ${JSON.stringify(views.map((v) => `${v.type} ${v.address}:${v.port} ${v.scope}`))}; ` +
-              `all frontends: ${all.length}; initial sync: ${JSON.stringify(started.initial.record)}; ` +
+              `initial sync: ${JSON.stringify(started.initial.record)}; ` +
               `agent warnings: ${JSON.stringify(a.records.filter((r) => r.level === 'warn' || r.level === 'error').slice(0, 5))}`,
           );
         }

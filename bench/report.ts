@@ -146,6 +146,8 @@ export interface NodePortSummary {
   kprTc?: unknown;
   iptables?: unknown;
   nftables?: unknown;
+  /** A kube-proxy ruleset load that ran out of its bound (or failed), by mode. */
+  notFinished?: Partial<Record<'iptables' | 'nftables', string>>;
   tcp: Partial<Record<string, { clientSynRetrans: number; podPawsTimewait: number; podTimeWait: number }>>;
   errors: string[];
 }
@@ -170,6 +172,7 @@ export function summarizeNodePort(p: Omit<NodePortSummary, 'arms' | 'ratios'> & 
     kprTc: p.kprTc,
     iptables: p.iptables,
     nftables: p.nftables,
+    notFinished: p.notFinished,
     tcp: p.tcp,
     errors: p.errors,
   };

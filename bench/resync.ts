@@ -29,6 +29,7 @@ import { parseArgs } from 'node:util';
 import { benchFlags, buildArms, buildLoader, quiet, runBenchChild, standaloneMaps } from './bench-child.js';
 import { cachedScenario } from './cached-scenario.js';
 import { LoopProbe } from './loop-probe.js';
+import { benchMapSizes, scenarioNeeds } from './map-sizing.js';
 import { median, renderGrid, round } from './report.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -123,9 +124,10 @@ async function child(root: string, services: number, endpoints: number, policy: 
   const native = await load<typeof import('../native/index.js')>('native/index.js');
   const L = await load<typeof import('../agent/maps/layout.js')>('agent/maps/layout.js');
   const source = cachedScenario(services, endpoints, prune);
-  const maps = standaloneMaps(root, native, L);
+  const sizes = benchMapSizes(scenarioNeeds(services, endpoints));
+  const maps = standaloneMaps(root, native, L, sizes);
   const { set, writer } = maps;
-  const reconciler = new Reconciler(new BpfDatapathMaps({ ...set, writer }), quiet);
+  const reconciler = new Reconciler(new BpfDatapathMaps({ ...set, writer }), quiet, { maxRevNatId: sizes.frontends - 1 });
   reconciler.adopt();
   const target = [...source.serviceKeys()].sort()[0];
   const slices = source.endpointSlicesByKey(target);

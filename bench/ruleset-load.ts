@@ -1,8 +1,8 @@
 /**
  * What the iptables and nftables sides of the benchmark share: running a
  * rules tool inside a throwaway namespace of the run's sandbox, bounded in
- * time and fed its input with back-pressure, and the cold loads into fresh
- * namespaces.
+ * time and fed its input with back-pressure (timedRun also times the kpr
+ * CLI), and the cold loads into fresh namespaces.
  */
 import { spawn } from 'node:child_process';
 import { ip, nsPath, type Sandbox } from '../sandbox/netns.js';
@@ -21,17 +21,24 @@ export class NotFinishedError extends Error {
 export interface TimedRun {
   /** Fed to stdin (one string or chunks); none: stdin is closed. */
   input?: string | Iterable<string>;
-  /** Each chunk of stdout (otherwise ignored). */
+  /** Each chunk of stdout (otherwise ignored, or written to stdoutFd). */
   onStdout?: (chunk: string) => void;
+  /** A file descriptor stdout goes to. */
+  stdoutFd?: number;
   timeoutMs: number;
 }
 
 /** Runs `bin args` in namespace `ns`; resolves with its wall time in ms, rejects with NotFinishedError when it runs out of time. */
 export function timedRunIn(ns: string, bin: string, args: string[], opts: TimedRun): Promise<number> {
-  const what = `${bin} ${args.join(' ')} in ${ns}`;
+  return timedRun('nsenter', [`--net=${nsPath(ns)}`, bin, ...args], opts, `${bin} ${args.join(' ')} in ${ns}`);
+}
+
+/** Runs `bin args` at the priority of a program under test; resolves with its wall time in ms, rejects with NotFinishedError when it runs out of time. */
+export function timedRun(bin: string, args: string[], opts: TimedRun, what = `${bin} ${args.join(' ')}`): Promise<number> {
   return new Promise((resolve, reject) => {
     const t0 = process.hrtime.bigint();
-    const child = asUnderTest(spawn('nsenter', [`--net=${nsPath(ns)}`, bin, ...args], { stdio: [opts.input === undefined ? 'ignore' : 'pipe', opts.onStdout ? 'pipe' : 'ignore', 'pipe'] }));
+    const stdout = opts.onStdout ? 'pipe' : (opts.stdoutFd ?? 'ignore');
+    const child = asUnderTest(spawn(bin, args, { stdio: [opts.input === undefined ? 'ignore' : 'pipe', stdout, 'pipe'] }));
     let err = '';
     let timedOut = false;
     child.stderr!.on('data', (d) => {

@@ -49,7 +49,8 @@ ${VERSION_USAGE}
 ${COMMON_FLAGS}
 Every command answers --help with its own usage.`;
 
-function run(argv: string[]): string | Promise<string> {
+/** What a command prints: its text, or chunks of it (written as they come: stdout is synchronous for files and pipes on Linux), or a promise of it. */
+function run(argv: string[]): string | Iterable<string> | Promise<string> {
   // Node commands with flags of their own.
   if (argv[0] === 'cleanup' || argv[0] === 'cleanup-kube-proxy') return cleanupCommand(argv[0], argv.slice(1));
   if (argv[0] === 'cleanup-nodes') return cleanupNodesCommand(argv.slice(1));
@@ -103,6 +104,7 @@ function fail(err: unknown): never {
 try {
   const out = run(process.argv.slice(2));
   if (typeof out === 'string') process.stdout.write(out);
+  else if (Symbol.iterator in out) for (const chunk of out) process.stdout.write(chunk);
   else out.then((text) => process.stdout.write(text), fail);
 } catch (err) {
   fail(err);

@@ -10,15 +10,16 @@ import {
   IPPROTO,
   SCOPE,
   SVC_FLAG,
+  decodeAddr,
   encodeAddr,
   mapCodecs,
-  type Backend,
   type SvcKey,
   type SvcMeta,
   type SvcVal,
 } from '../maps/layout.js';
 import { MAPS } from '../maps/registry.js';
 import { fieldReader } from '../maps/struct-codec.js';
+import { KeyGroups, U32Index } from './batch-index.js';
 
 export interface ServiceView {
   /** "namespace/name" from kpr_svc_meta; absent when the map has no entry for the frontend id. */
@@ -102,13 +103,51 @@ export interface FrontendCounters {
   droppedSourceRange: number;
 }
 
+/** A raw batch of a map (what lookupBatch returns). */
+export interface RawBatch {
+  count: number;
+  keys: Buffer;
+  values: Buffer;
+}
+
+const BACKEND_VALUE_SIZE = MAPS.backend.value.size;
+const BACKEND_KEY = mapCodecs(MAPS.backend).key;
+const backendPortAt = fieldReader(MAPS.backend.value, 'port') as (buf: Buffer, off: number) => number;
+const BACKEND_ADDR = MAPS.backend.value.at.addr;
+const BACKEND_FLAGS = MAPS.backend.value.at.flags;
+
+/**
+ * kpr_backend's raw batch indexed by backend id; a record is decoded only
+ * into the slot entry that names it. At 1,000,000 backends, decoding them
+ * all into objects and a Map of them up front cost the CLI more (in
+ * allocation and GC) than the rest of the join.
+ */
+export class BackendBatch {
+  private readonly index: U32Index;
+
+  constructor(private readonly batch: RawBatch) {
+    this.index = new U32Index(batch.count, (r) => BACKEND_KEY.decode(batch.keys, r * BACKEND_KEY.size));
+  }
+
+  /** Slot entry of backend `id`: address "?" and port 0 when kpr_backend has no such id. */
+  slotEntry(id: number): ServiceView['backends'][number] {
+    const r = this.index.get(id);
+    if (r < 0) return { id, address: '?', port: 0 };
+    const off = r * BACKEND_VALUE_SIZE;
+    const v = this.batch.values;
+    const entry: ServiceView['backends'][number] = { id, address: decodeAddr(v, off + BACKEND_ADDR), port: backendPortAt(v, off) };
+    if (v[off + BACKEND_FLAGS]! & BE_FLAG.LOCAL) entry.local = true;
+    return entry;
+  }
+}
+
 /** The maps' content, indexed for the join. */
 export interface ServiceTables {
-  /** Slot-0 entries; `slotKey` identifies the frontend's slots in `slots`. */
-  masters: Array<{ key: SvcKey; val: SvcVal; slotKey: string }>;
-  /** slotKey → backend id by slot number. */
-  slots: Map<string, number[]>;
-  backends: Map<number, Backend>;
+  /** Slot-0 entries; a frontend's backend ids by slot are slotIds[base + slot - 1], slots 1..val.count. */
+  masters: Array<{ key: SvcKey; val: SvcVal; base: number }>;
+  /** Backend ids of every frontend's slots (0: the slot has no entry). */
+  slotIds: Uint32Array;
+  backends: BackendBatch;
   meta: Map<number, SvcMeta>;
   /** Non-zero counters by frontend id (empty when kpr_svc_stats is not pinned). */
   counters?: Map<number, FrontendCounters>;
@@ -121,75 +160,84 @@ const SLOT = MAPS.svc.key.at.slot;
 const SLOT_SIZE = MAPS.svc.key.sizes.slot;
 const slotOf = fieldReader(MAPS.svc.key, 'slot') as (buf: Buffer, off: number) => number;
 const backendIdOf = fieldReader(MAPS.svc.value, 'backend_id') as (buf: Buffer, off: number) => number;
-const keyBuf = Buffer.alloc(KEY_SIZE);
 
-/**
- * A frontend's identity in a service-map key: the key's bytes with the slot
- * zeroed, as a latin1 string (cheap to make and hash from a raw batch).
- */
-export function slotKeyOf(raw: Buffer, off: number): string {
-  for (let i = 0; i < KEY_SIZE; i++) keyBuf[i] = raw[off + i]; // a byte loop beats Buffer.copy at this size
-  keyBuf.fill(0, SLOT, SLOT + SLOT_SIZE);
-  return keyBuf.toString('latin1', 0, KEY_SIZE);
+/** Records of kpr_svc's batch that are masters (slot 0). */
+function masterRecords(svc: RawBatch): Int32Array {
+  let n = 0;
+  for (let i = 0; i < svc.count; i++) if (slotOf(svc.keys, i * KEY_SIZE) === 0) n++;
+  const out = new Int32Array(n);
+  for (let i = 0, j = 0; i < svc.count; i++) if (slotOf(svc.keys, i * KEY_SIZE) === 0) out[j++] = i;
+  return out;
+}
+
+/** Every slot's backend id at its frontend's place in slotIds (in a function of its own: V8 optimizes each such loop with its own feedback). */
+function fillSlots(svc: RawBatch, groups: KeyGroups, counts: Int32Array, bases: Int32Array, slotIds: Uint32Array): void {
+  for (let i = 0; i < svc.count; i++) {
+    const slot = slotOf(svc.keys, i * KEY_SIZE);
+    if (slot === 0) continue;
+    const m = groups.find(i);
+    // A slot without its master, or past its count: no frontend shows it.
+    if (m >= 0 && slot <= counts[m]!) slotIds[bases[m]! + slot - 1] = backendIdOf(svc.values, i * VALUE_SIZE);
+  }
 }
 
 /** Indexes raw batches of kpr_svc (what lookupBatch returns), decoding only the masters. */
-export function tablesFromBatch(
-  svc: { count: number; keys: Buffer; values: Buffer },
-  backends: Map<number, Backend>,
-  meta: Map<number, SvcMeta>,
-): ServiceTables {
-  const masters: ServiceTables['masters'] = [];
-  const slots = new Map<string, number[]>();
-  for (let i = 0; i < svc.count; i++) {
-    const off = i * KEY_SIZE;
-    const slot = slotOf(svc.keys, off);
-    const slotKey = slotKeyOf(svc.keys, off);
-    if (slot === 0) {
-      masters.push({ key: SVC.key.decode(svc.keys, off), val: SVC.value.decode(svc.values, i * VALUE_SIZE), slotKey });
-      continue;
-    }
-    let m = slots.get(slotKey);
-    if (!m) slots.set(slotKey, (m = []));
-    m[slot] = backendIdOf(svc.values, i * VALUE_SIZE);
+export function tablesFromBatch(svc: RawBatch, backends: BackendBatch, meta: Map<number, SvcMeta>): ServiceTables {
+  const records = masterRecords(svc);
+  const n = records.length;
+  // A frontend's entries share their key but for the slot.
+  const groups = new KeyGroups(svc.keys, KEY_SIZE, SLOT, SLOT_SIZE, n);
+  const masters: ServiceTables['masters'] = new Array(n);
+  const counts = new Int32Array(n);
+  const bases = new Int32Array(n);
+  let slotCount = 0;
+  for (let m = 0; m < n; m++) {
+    const r = records[m]!;
+    const val = SVC.value.decode(svc.values, r * VALUE_SIZE);
+    masters[m] = { key: SVC.key.decode(svc.keys, r * KEY_SIZE), val, base: slotCount };
+    counts[m] = val.count;
+    bases[m] = slotCount;
+    slotCount += val.count;
+    groups.add(r, m);
   }
-  return { masters, slots, backends, meta };
+  const slotIds = new Uint32Array(slotCount);
+  fillSlots(svc, groups, counts, bases, slotIds);
+  return { masters, slotIds, backends, meta };
 }
 
 /** Each frontend with its names and its backends in slot order, sorted by address, port, protocol, scope. */
 export function joinTables(t: ServiceTables): ServiceView[] {
-  const sortKeys = new Map<ServiceView, string>();
-  const views = t.masters.map(({ key: k, val: v, slotKey }): ServiceView => {
-    const mySlots = t.slots.get(slotKey);
-    const list: ServiceView['backends'] = [];
-    for (let slot = 1; slot <= v.count; slot++) {
-      const id = mySlots?.[slot] ?? 0;
-      const be = t.backends.get(id);
-      const entry: ServiceView['backends'][number] = { id, address: be?.addr ?? '?', port: be?.port ?? 0 };
-      if (be && be.flags & BE_FLAG.LOCAL) entry.local = true;
-      list.push(entry);
-    }
+  const n = t.masters.length;
+  const views: ServiceView[] = new Array(n);
+  const sortKeys: string[] = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const { key: k, val: v, base } = t.masters[i]!;
+    const list: ServiceView['backends'] = new Array(v.count);
+    for (let slot = 0; slot < v.count; slot++) list[slot] = t.backends.slotEntry(t.slotIds[base + slot]!);
     const m = t.meta.get(v.revNatId);
-    const view: ServiceView = {
-      ...(m ? { service: m.name, portName: m.portName, type: frontendTypeName(m.type) } : {}),
-      protocol: protoName(k.proto),
-      address: k.addr,
-      port: k.port,
-      scope: scopeName(k.scope),
-      id: v.revNatId,
-      flags: flagNames(v.flags),
-      ...(v.flags & SVC_FLAG.AFFINITY ? { affinityTimeoutSeconds: v.backendId } : {}),
-      ...(t.counters?.has(v.revNatId) ? { counters: t.counters.get(v.revNatId)! } : {}),
-      backends: list,
-    };
-    sortKeys.set(view, `${addrSortKey(k.addr)}|${String(k.port).padStart(5, '0')}|${String(k.proto).padStart(3, '0')}|${k.scope}`);
-    return view;
-  });
-  return views.sort((a, b) => {
-    const ka = sortKeys.get(a)!;
-    const kb = sortKeys.get(b)!;
-    return ka < kb ? -1 : ka > kb ? 1 : 0;
-  });
+    // Members assigned in the order the JSON output has always had.
+    const view = {} as ServiceView;
+    if (m) {
+      view.service = m.name;
+      view.portName = m.portName;
+      view.type = frontendTypeName(m.type);
+    }
+    view.protocol = protoName(k.proto);
+    view.address = k.addr;
+    view.port = k.port;
+    view.scope = scopeName(k.scope);
+    view.id = v.revNatId;
+    view.flags = flagNames(v.flags);
+    if (v.flags & SVC_FLAG.AFFINITY) view.affinityTimeoutSeconds = v.backendId;
+    const counters = t.counters?.get(v.revNatId);
+    if (counters) view.counters = counters;
+    view.backends = list;
+    views[i] = view;
+    sortKeys[i] = `${addrSortKey(k.addr)}|${String(k.port).padStart(5, '0')}|${String(k.proto).padStart(3, '0')}|${k.scope}`;
+  }
+  const order = Array.from({ length: n }, (_, i) => i);
+  order.sort((a, b) => (sortKeys[a]! < sortKeys[b]! ? -1 : sortKeys[a]! > sortKeys[b]! ? 1 : 0));
+  return order.map((i) => views[i]!);
 }
 
 const COUNTER_NAMES: Array<[keyof FrontendCounters, string]> = [

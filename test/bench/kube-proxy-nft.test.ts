@@ -22,7 +22,7 @@ import {
 import { fullRestore, fullRestoreChunks } from '../../bench/kube-proxy-rules.js';
 import { listChainsIn, nftIn, NftChanger, NotFinishedError } from '../../bench/nftables.js';
 import { makeScenario, MAX_SERVICES, serviceCIDRs } from '../../bench/scenario.js';
-import { makeNodePortScenario } from '../../bench/nodeport.js';
+import { makeNodePortScenario } from '../../bench/nodeport-scenario.js';
 import { requireRoot } from '../support/preflight.js';
 import { kpService } from './support/kp-service.js';
 import { inNs, Sandbox } from '../../sandbox/netns.js';

@@ -23,7 +23,7 @@ import { requireRoot } from '../support/preflight.js';
 import { kpService } from './support/kp-service.js';
 import { Sandbox } from '../../sandbox/netns.js';
 import { natRuleCount, restoreIn } from '../../bench/iptables.js';
-import { makeNodePortScenario, NODEPORT_BASE, NP_ECHO_SERVICE } from '../../bench/nodeport.js';
+import { makeNodePortScenario, NODEPORT_BASE, NP_ECHO_SERVICE } from '../../bench/nodeport-scenario.js';
 import { NP_POD_IP } from '../../bench/nodeport-topology.js';
 
 const svc = (name: string, n: number) => kpService(name, n);

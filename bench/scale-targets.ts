@@ -1,0 +1,125 @@
+/**
+ * The targets `make bench` checks, by scale, and the table that says which
+ * were met. At the default 10,000 Services × 10 endpoints (kpr issue 1):
+ * cold programming ≤ 0.2 s, one change p99 ≤ 1 ms, agent RSS ≤ 150 MiB, the
+ * ClusterIP connection at 10,000 Services within 5% of the pod IP direct.
+ * Above 10,000 the targets of 100,000 × 10 (issue 20): cold ≤ 4 s, one
+ * change p99 ≤ 1 ms, RSS ≤ 450 MiB, `kpr service list -o json` ≤ 6 s, and
+ * the ClusterIP and NodePort connections at N Services within 5% of their
+ * cost at 1 Service. A connection's cost is kpr's p50 latency over the pod
+ * IP's direct in the same alternating rounds, so the machine's swings
+ * between the two phases cancel out.
+ */
+import { fmtMs, renderGrid, round, type DataplaneSummary, type NodePortSummary } from './report.js';
+
+export interface ScaleTargets {
+  /** The scale these targets were set for. */
+  scale: number;
+  coldMs: number;
+  changeP99Ms: number;
+  rssMiB: number;
+  /** `kpr service list -o json`, wall time; none at 10,000. */
+  serviceListMs?: number;
+  /** ClusterIP p50 at N over the pod IP direct (10,000). */
+  clusterIpVsDirect?: number;
+  /** kpr's cost at N over its cost at 1 Service, ClusterIP and NodePort (100,000). */
+  atScaleVsOne?: number;
+}
+
+const TARGETS_10K: ScaleTargets = { scale: 10_000, coldMs: 200, changeP99Ms: 1, rssMiB: 150, clusterIpVsDirect: 1.05 };
+const TARGETS_100K: ScaleTargets = { scale: 100_000, coldMs: 4000, changeP99Ms: 1, rssMiB: 450, serviceListMs: 6000, atScaleVsOne: 1.05 };
+
+export function scaleTargets(services: number): ScaleTargets {
+  return services > TARGETS_10K.scale ? TARGETS_100K : TARGETS_10K;
+}
+
+/** kpr's cost (p50 over direct) at 1 Service and at N, and N over 1. */
+export interface ScaleCost {
+  services?: number;
+  one?: number;
+  atN?: number;
+  ratio?: number;
+}
+
+function scaleCost(byCount: Array<{ services: number; cost?: number | null }>): ScaleCost {
+  const one = byCount.find((d) => d.services === 1)?.cost ?? undefined;
+  const at = byCount.filter((d) => d.services > 1).sort((a, b) => b.services - a.services)[0];
+  const atN = at?.cost ?? undefined;
+  return { services: at?.services, one, atN, ratio: one !== undefined && atN !== undefined && one > 0 ? round(atN / one) : undefined };
+}
+
+export function clusterIpScaleCost(dataPlane: DataplaneSummary[]): ScaleCost {
+  return scaleCost(dataPlane.map((d) => ({ services: d.services, cost: d.costRatioP50 })));
+}
+
+export function nodePortScaleCost(nodePort: NodePortSummary[]): ScaleCost {
+  return scaleCost(nodePort.map((d) => ({ services: d.services, cost: d.ratios.kprDirect?.p50 })));
+}
+
+export interface TargetResult {
+  name: string;
+  value: number | null;
+  limit: number;
+  unit: 'ms' | 'MiB' | '×';
+  pass: boolean | null;
+}
+
+export interface MeasuredAgainstTargets {
+  services: number;
+  coldMs?: number;
+  changeP99Ms?: number;
+  rssMiB?: number;
+  serviceListMs?: number;
+  /** ClusterIP p50 over direct at N. */
+  clusterIpVsDirect?: number;
+  clusterIp: ScaleCost;
+  nodePort: ScaleCost;
+}
+
+/** Each target of the scale measured, with its figure and whether it was met (null: not measured). */
+export function targetResults(m: MeasuredAgainstTargets): TargetResult[] {
+  const t = scaleTargets(m.services);
+  const out: TargetResult[] = [];
+  const add = (name: string, value: number | undefined, limit: number | undefined, unit: TargetResult['unit']) => {
+    if (limit === undefined) return;
+    const v = value !== undefined && Number.isFinite(value) ? value : null;
+    out.push({ name, value: v, limit, unit, pass: v === null ? null : v <= limit });
+  };
+  const n = m.services.toLocaleString('en-US');
+  add('cold programming (cacheSyncedToMapsWrittenMs)', m.coldMs, t.coldMs, 'ms');
+  add('one endpoint change p99 (eventToMapsMs)', m.changeP99Ms, t.changeP99Ms, 'ms');
+  add('agent RSS (max of after-sync, after-changes)', m.rssMiB, t.rssMiB, 'MiB');
+  add('kpr service list -o json (median wall time)', m.serviceListMs, t.serviceListMs, 'ms');
+  add(`ClusterIP connection cost at ${n} services (p50 over direct)`, m.clusterIpVsDirect, t.clusterIpVsDirect, '×');
+  add(`ClusterIP connection cost at ${(m.clusterIp.services ?? m.services).toLocaleString('en-US')} services over at 1 (p50 over direct)`, m.clusterIp.ratio, t.atScaleVsOne, '×');
+  add(`NodePort connection cost at ${(m.nodePort.services ?? m.services).toLocaleString('en-US')} services over at 1 (p50 over direct)`, m.nodePort.ratio, t.atScaleVsOne, '×');
+  return out;
+}
+
+export function fmtTargetValue(v: number | null | undefined, unit: TargetResult['unit']): string {
+  if (v === null || v === undefined || !Number.isFinite(v)) return 'n/a';
+  if (unit === 'ms') return fmtMs(v);
+  if (unit === 'MiB') return `${v} MiB`;
+  return `${v.toFixed(3)}×`;
+}
+
+/** "≤ 0.2 s", "≤ 1 ms", "≤ 450 MiB", "≤ 1.05×". */
+export function fmtLimit(limit: number | undefined, unit: TargetResult['unit']): string {
+  if (limit === undefined) return '';
+  if (unit === 'ms') return limit >= 100 ? `≤ ${limit / 1000} s` : `≤ ${limit} ms`;
+  return unit === 'MiB' ? `≤ ${limit} MiB` : `≤ ${limit}×`;
+}
+
+/** The targets table: each target, its figure, met or missed (and by how much). */
+export function renderTargets(services: number, results: TargetResult[]): string {
+  const t = scaleTargets(services);
+  const rows = results.map((r) => [
+    r.name,
+    fmtTargetValue(r.value, r.unit),
+    fmtLimit(r.limit, r.unit),
+    r.pass === null ? 'not measured' : r.pass ? 'met' : `missed (${(r.value! / r.limit).toFixed(2)}× the limit)`,
+  ]);
+  const count = (pass: boolean | null) => results.filter((r) => r.pass === pass).length;
+  const tally = `${count(true)} met, ${count(false)} missed${count(null) ? `, ${count(null)} not measured` : ''}`;
+  return renderGrid(`kpr benchmark — targets at ${services.toLocaleString('en-US')} services (those set for ${t.scale.toLocaleString('en-US')}): ${tally}`, ['target', 'measured', 'limit', 'result'], rows);
+}
