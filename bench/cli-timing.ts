@@ -10,7 +10,7 @@ import { closeSync, mkdtempSync, openSync, readFileSync, statSync } from 'node:f
 import os from 'node:os';
 import path from 'node:path';
 import type { Sandbox } from '../sandbox/netns.js';
-import { repoRoot } from '../sandbox/repo.js';
+import { cliBin } from '../sandbox/repo.js';
 import { median, round } from './report.js';
 import { timedRun } from './ruleset-load.js';
 
@@ -23,13 +23,11 @@ export interface ServiceListTiming {
   frontends: number;
 }
 
-const KPR_CLI = path.join(repoRoot, 'bin', 'kpr');
-
 /** One run with stdout to `outFile`; resolves with the wall time in ms. */
 async function runOnce(args: string[], outFile: string, timeoutMs: number): Promise<number> {
   const fd = openSync(outFile, 'w');
   try {
-    return await timedRun(KPR_CLI, args, { stdoutFd: fd, timeoutMs }, `kpr ${args.join(' ')}`);
+    return await timedRun(cliBin, args, { stdoutFd: fd, timeoutMs }, `kpr ${args.join(' ')}`);
   } finally {
     closeSync(fd);
   }

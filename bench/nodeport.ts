@@ -39,14 +39,15 @@ import { existsSync, mkdirSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
 import { tcxSupported } from '../native/index.js';
 import { inNs, nsPath, Sandbox } from '../sandbox/netns.js';
-import { repoRoot } from '../sandbox/repo.js';
+import { cliBin } from '../sandbox/repo.js';
 import { startAgent, startApi, type Agent, type BenchApiServer } from './control-plane.js';
 import { connloadIn, monitorNote, withMonitorRound, type ConnResult } from './data-plane.js';
 import { IPTABLES_RESTORE, natRuleCount, restoreIn } from './iptables.js';
 import { fullRestoreChunks } from './kube-proxy-rules.js';
 import { fullTransactionChunks } from './kube-proxy-nft.js';
 import { benchMapSizeArgs, needsOf } from './map-sizing.js';
-import { listChainsIn, NFT, nftIn, NotFinishedError } from './nftables.js';
+import { listChainsIn, NFT, nftIn } from './nftables.js';
+import { loadFailure, NotFinishedError } from './ruleset-load.js';
 import {
   createNodePortStack,
   NP_ECHO_PORT,
@@ -138,16 +139,8 @@ function tcpCounters(stack: NodePortStack): TcpCounters {
   return { clientSynRetrans: c.TCPSynRetrans ?? NaN, podPawsTimewait: p.PAWSTimewait ?? NaN, podTimeWait: p.TW ?? NaN };
 }
 
-/** The CLI as bin/kpr runs it (its bundle). */
-const cli = path.join(repoRoot, 'dist', 'kpr.mjs');
-
 function kprCli(args: string[]): string {
-  return execFileSync(process.execPath, [cli, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000, maxBuffer: 1 << 28 });
-}
-
-/** What to report for a kube-proxy load that did not complete. */
-function loadFailure(err: unknown): string {
-  return err instanceof NotFinishedError ? `not finished within ${(err.limitMs / 1000).toFixed(0)} s` : `failed: ${(err as Error).message.split('\n')[0]}`;
+  return execFileSync(cliBin, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000, maxBuffer: 1 << 28 });
 }
 
 function kprStats(bpffs: string): unknown {

@@ -18,6 +18,11 @@ export class NotFinishedError extends Error {
   }
 }
 
+/** What to report for a load that did not complete: "not finished within X s", or the failure's first line. */
+export function loadFailure(err: unknown): string {
+  return err instanceof NotFinishedError ? `not finished within ${(err.limitMs / 1000).toFixed(0)} s` : `failed: ${(err as Error).message.split('\n')[0]}`;
+}
+
 export interface TimedRun {
   /** Fed to stdin (one string or chunks); none: stdin is closed. */
   input?: string | Iterable<string>;

@@ -27,7 +27,8 @@ import { timeServiceList } from './cli-timing.js';
 import { benchMapSizeArgs, needsOf, shortfall } from './map-sizing.js';
 import { makeScenario, serviceCIDRs } from './scenario.js';
 import { NODE_BRIDGE_IP } from '../sandbox/topology.js';
-import { AGENT_SYNC_PERIOD_MS, CLI_TIMEOUT_MS, cfg, coldFailure, FLOOR_RUNS, log, MiB, RESYNCS } from './run-config.js';
+import { AGENT_SYNC_PERIOD_MS, CLI_TIMEOUT_MS, cfg, FLOOR_RUNS, log, MiB, RESYNCS } from './run-config.js';
+import { loadFailure } from './ruleset-load.js';
 import { boundedOut, rssPhases, type KprControl, type Results } from './run-results.js';
 import { waitForQuiet } from './settle.js';
 import { dataplanePhase } from './run-phases.js';
@@ -55,7 +56,7 @@ export async function phaseAtScale(res: Results, withKpr: boolean): Promise<void
         changer = ipt.changer;
         res.controlPlane.iptables.cold = { ...ipt.cold, coldMs: ipt.cold.coldMs.map((v) => round(v)), medianMs: round(median(ipt.cold.coldMs)) };
       } catch (err) {
-        res.controlPlane.iptables.notFinished = coldFailure(err);
+        res.controlPlane.iptables.notFinished = loadFailure(err);
         log(`iptables: ${res.controlPlane.iptables.notFinished}`);
         boundedOut(res, `iptables cold load at ${total} services: ${res.controlPlane.iptables.notFinished}`, err);
       }
@@ -71,7 +72,7 @@ export async function phaseAtScale(res: Results, withKpr: boolean): Promise<void
         res.controlPlane.nftables.cold = { ...nft.cold, coldMs: nft.cold.coldMs.map((v) => round(v)), medianMs: round(median(nft.cold.coldMs)) };
         log(`nftables: ${nft.cold.chains} chains loaded (${(nft.cold.inputBytes / 1e6).toFixed(1)} MB, ${nft.cold.inputLines} lines of transaction)`);
       } catch (err) {
-        res.controlPlane.nftables.notFinished = coldFailure(err);
+        res.controlPlane.nftables.notFinished = loadFailure(err);
         log(`nftables: ${res.controlPlane.nftables.notFinished}`);
         boundedOut(res, `nftables cold load at ${total} services: ${res.controlPlane.nftables.notFinished}`, err);
       }

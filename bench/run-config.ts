@@ -1,6 +1,5 @@
 /** `bench/run.ts`'s flags (each also an env var), the targets of the scale, its log and constants. */
 import { parseArgs } from 'node:util';
-import { NotFinishedError } from './nftables.js';
 import { scaleTargets } from './scale-targets.js';
 
 const { values: flags } = parseArgs({
@@ -67,11 +66,6 @@ export const cfg = {
   logLevel: (flags['log-level'] as string | undefined) ?? process.env.KPR_BENCH_LOG_LEVEL ?? 'info',
   skip: new Set(((flags.skip as string | undefined) ?? process.env.KPR_BENCH_SKIP ?? '').split(',').map((s) => s.trim()).filter(Boolean)),
 };
-
-/** What to report for a cold load that did not complete: "not finished within X s", or the failure. */
-export function coldFailure(err: unknown): string {
-  return err instanceof NotFinishedError ? `not finished within ${(err.limitMs / 1000).toFixed(0)} s` : `failed: ${(err as Error).message.split('\n')[0]}`;
-}
 
 /** Fresh processes timing the cold path's floor before the agent starts. */
 export const FLOOR_RUNS = 3;
