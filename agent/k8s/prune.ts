@@ -8,17 +8,18 @@
  * needs (namespace, name, resourceVersion).
  *
  * What stays is also stored compactly, since 100,000 endpoints multiply every
- * byte: an endpoint's single address is held without its array
- * (CachedEndpoint), other arrays are copied to their exact length (the
+ * byte: an EndpointSlice's endpoints are packed into strings
+ * (CompactEndpointSlice, compact-slice.ts; endpoint objects only for a slice
+ * the packing cannot hold, each single address then held without its array
+ * in a CachedEndpoint), other arrays are copied to their exact length (the
  * deserializer builds them by push, which reserves 17 slots: ~150 bytes for
- * a one-element array), and
- * the endpoint conditions and node names, which repeat across the
- * cluster, are shared instances. Cached objects are never mutated (the plan is
- * pure), so sharing is safe; the shared conditions are frozen to keep it so.
+ * a one-element array), and the endpoint conditions, node names, namespaces
+ * and port lists, which repeat across the cluster, are shared instances.
+ * Cached objects are never mutated (the plan is pure), so sharing is safe;
+ * the shared conditions and port lists are frozen to keep it so.
  */
 import {
   V1Endpoint,
-  V1EndpointConditions,
   V1EndpointSlice,
   V1Node,
   V1NodeStatus,
@@ -29,13 +30,16 @@ import {
   V1ServiceStatus,
 } from '@kubernetes/client-node';
 import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME, KEPT_LABELS } from './labels.js';
+import { CachedEndpoint, CompactEndpointSlice, internConditions, packOf } from './compact-slice.js';
+
+export { CachedEndpoint, CompactEndpointSlice, internConditions } from './compact-slice.js';
 
 /** `node`: the Node keeps every label (its zone label feeds topology hints) and its deletionTimestamp. */
 function pruneMeta(md: V1ObjectMeta | undefined, node = false): V1ObjectMeta {
   const m = new V1ObjectMeta();
   // Always the same properties in the same order: one shared hidden class.
   m.name = md?.name;
-  m.namespace = md?.namespace;
+  m.namespace = internName(md?.namespace);
   m.resourceVersion = md?.resourceVersion;
   m.labels = node ? md?.labels : keptLabels(md?.labels);
   const t = md?.annotations?.[ANNOTATION_LAST_CHANGE_TRIGGER_TIME];
@@ -78,11 +82,13 @@ function compactSpec(spec: V1ServiceSpec): V1ServiceSpec {
   for (const k of SPEC_FIELDS) {
     const v = spec[k];
     if (v === undefined) continue;
-    if (k === 'ports' && Array.isArray(v)) o[k] = (v as V1ServicePort[]).map(compactPort);
+    if (k === 'ports' && Array.isArray(v)) o[k] = sharedList(servicePortLists, (v as V1ServicePort[]).map(compactPort));
     else if (k === 'ipFamilies' && Array.isArray(v)) o[k] = (v as string[]).map((f) => internName(f));
     else if (Array.isArray(v)) o[k] = v.slice();
     else o[k] = SPEC_WORDS.has(k) && typeof v === 'string' ? internName(v) : v;
   }
+  // clusterIP is clusterIPs[0] (the API server's rule): one string for both.
+  if (typeof out.clusterIP === 'string' && out.clusterIPs?.[0] === out.clusterIP) out.clusterIP = out.clusterIPs[0];
   return out;
 }
 
@@ -113,6 +119,27 @@ function exact<T>(a: T[] | undefined): T[] | undefined {
   return Array.isArray(a) ? a.slice() : a;
 }
 
+/**
+ * Port lists, shared between the objects that have equal ones (most
+ * Services of a cluster have one of a few: "http" 80 → 8080/TCP...), frozen
+ * since they are. Bounded like the names.
+ */
+const LIST_INTERN_MAX = 65536;
+const servicePortLists = new Map<string, readonly object[]>();
+const slicePortLists = new Map<string, readonly object[]>();
+
+function sharedList<T extends object>(lists: Map<string, readonly object[]>, list: T[] | undefined): T[] | undefined {
+  if (!Array.isArray(list)) return list;
+  const key = JSON.stringify(list);
+  const seen = lists.get(key);
+  if (seen !== undefined) return seen as T[];
+  if (lists.size >= LIST_INTERN_MAX) lists.clear();
+  // Frozen copies: the object given may be someone else's.
+  const shared = Object.freeze(list.map((p) => (p && typeof p === 'object' ? Object.freeze(Object.assign(Object.create(Object.getPrototypeOf(p)) as T, p)) : p)));
+  lists.set(key, shared);
+  return shared as T[];
+}
+
 /** Node names and enum-like words, shared; bounded so that churned names cannot pile up. */
 const NAME_INTERN_MAX = 65536;
 const names = new Map<string, string>();
@@ -124,68 +151,6 @@ export function internName(n: string | undefined): string | undefined {
   if (names.size >= NAME_INTERN_MAX) names.clear();
   names.set(n, n);
   return n;
-}
-
-/** One frozen V1EndpointConditions per (ready, serving, terminating), each true/false/absent. */
-const conditionsByCode = new Map<number, V1EndpointConditions>();
-
-function tri(v: unknown): number {
-  return v === true ? 1 : v === false ? 2 : 0;
-}
-
-export function internConditions(c: V1EndpointConditions | undefined): V1EndpointConditions | undefined {
-  if (!c || typeof c !== 'object') return c;
-  const { ready, serving, terminating } = c;
-  // Only booleans or absence are shared; anything odd is kept as sent (the plan reports it).
-  if ([ready, serving, terminating].some((v) => v !== undefined && typeof v !== 'boolean')) return c;
-  const code = tri(ready) * 9 + tri(serving) * 3 + tri(terminating);
-  let shared = conditionsByCode.get(code);
-  if (!shared) {
-    shared = new V1EndpointConditions();
-    if (ready !== undefined) shared.ready = ready;
-    if (serving !== undefined) shared.serving = serving;
-    if (terminating !== undefined) shared.terminating = terminating;
-    conditionsByCode.set(code, Object.freeze(shared));
-  }
-  return shared;
-}
-
-/**
- * A cached endpoint with one address (all but dual-address ones): the
- * address is held directly and `addresses` builds the one-element array when
- * read (the plan reads it once per sync of its Service). That saves the
- * array itself, 56 bytes, at each of 100,000 endpoints. JSON.stringify
- * still prints a V1Endpoint (toJSON); nothing spreads cached endpoints.
- */
-export class CachedEndpoint implements V1Endpoint {
-  readonly conditions: V1EndpointConditions | undefined;
-  readonly nodeName: string | undefined;
-  readonly hints: V1Endpoint['hints'];
-  readonly #address: string;
-
-  constructor(address: string, conditions: V1EndpointConditions | undefined, nodeName: string | undefined, hints: V1Endpoint['hints']) {
-    this.#address = address;
-    this.conditions = conditions;
-    this.nodeName = nodeName;
-    this.hints = hints;
-  }
-
-  get addresses(): string[] {
-    return [this.#address];
-  }
-
-  /** addresses[0] without building the array (the planner reads it for every endpoint of every sync). */
-  get firstAddress(): string {
-    return this.#address;
-  }
-
-  toJSON(): V1Endpoint {
-    const out: V1Endpoint = { addresses: this.addresses };
-    if (this.conditions !== undefined) out.conditions = this.conditions;
-    if (this.nodeName !== undefined) out.nodeName = this.nodeName;
-    if (this.hints !== undefined) out.hints = this.hints;
-    return out;
-  }
 }
 
 function pruneEndpoint(e: V1Endpoint): V1Endpoint {
@@ -203,11 +168,16 @@ function pruneEndpoint(e: V1Endpoint): V1Endpoint {
 }
 
 export function pruneEndpointSlice(s: V1EndpointSlice): V1EndpointSlice {
+  const metadata = pruneMeta(s.metadata);
+  const ports = sharedList(slicePortLists, s.ports);
+  const packed = Array.isArray(s.endpoints) ? packOf(s.endpoints, internName as (n: string) => string) : undefined;
+  if (packed) return new CompactEndpointSlice(metadata, internName(s.addressType) as string, ports, packed);
+  // Not packable (compact-slice.ts): endpoint objects, each as compact as it can be.
   const out = new V1EndpointSlice();
-  out.metadata = pruneMeta(s.metadata);
+  out.metadata = metadata;
   out.addressType = s.addressType;
   out.endpoints = Array.isArray(s.endpoints) ? s.endpoints.map(pruneEndpoint) : s.endpoints;
-  out.ports = exact(s.ports);
+  out.ports = ports;
   return out;
 }
 

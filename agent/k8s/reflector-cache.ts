@@ -59,9 +59,16 @@ function truncate(s: string): string {
   return s.length > MAX_LOGGED_CHARS ? `${s.slice(0, MAX_LOGGED_CHARS)}…` : s;
 }
 
-/** Everything but the resourceVersion, to tell a relisted object that did not change. */
+/**
+ * Everything but the resourceVersion, to tell a relisted object that did not
+ * change. A cached object may hold fields its properties do not show (a
+ * packed EndpointSlice's endpoints): its toJSON says what it holds.
+ */
 function sameContent(a: KubernetesObject, b: KubernetesObject): boolean {
-  const strip = (o: KubernetesObject) => ({ ...o, metadata: { ...o.metadata, resourceVersion: undefined } });
+  const strip = (o: KubernetesObject) => {
+    const plain = typeof (o as { toJSON?: unknown }).toJSON === 'function' ? (o as { toJSON(): KubernetesObject }).toJSON() : o;
+    return { ...plain, metadata: { ...plain.metadata, resourceVersion: undefined } };
+  };
   return JSON.stringify(strip(a)) === JSON.stringify(strip(b));
 }
 
