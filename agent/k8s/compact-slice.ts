@@ -146,7 +146,8 @@ export function packOf(endpoints: readonly V1Endpoint[], intern: (s: string) => 
   let packedCodes = '';
   // In chunks: one call with a slice's every code as arguments could overflow the stack.
   for (let i = 0; i < n; i += CODES_PER_CALL) packedCodes += String.fromCharCode(...codes.slice(i, i + CODES_PER_CALL));
-  return { addresses: addrs.join(SEPARATOR), codes: packedCodes, nodes, hints };
+  // nodes.slice(): exact length (push reserved 17 slots, 152 bytes, for the one or two nodes of most slices).
+  return { addresses: addrs.join(SEPARATOR), codes: packedCodes, nodes: nodes.slice(), hints };
 }
 
 export class CompactEndpointSlice implements V1EndpointSlice {

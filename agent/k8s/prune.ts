@@ -34,17 +34,24 @@ import { CachedEndpoint, CompactEndpointSlice, internConditions, packOf } from '
 
 export { CachedEndpoint, CompactEndpointSlice, internConditions } from './compact-slice.js';
 
-/** `node`: the Node keeps every label (its zone label feeds topology hints) and its deletionTimestamp. */
-function pruneMeta(md: V1ObjectMeta | undefined, node = false): V1ObjectMeta {
+interface KeptMeta {
+  /** The Node keeps every label (its zone label feeds topology hints) and its deletionTimestamp. */
+  node?: boolean;
+  /** A Service keeps its creationTimestamp: the oldest Service wins a same-class claim on a frontend (agent/reconcile/ownership.ts). */
+  created?: boolean;
+}
+
+function pruneMeta(md: V1ObjectMeta | undefined, keep: KeptMeta = {}): V1ObjectMeta {
   const m = new V1ObjectMeta();
   // Always the same properties in the same order: one shared hidden class.
   m.name = md?.name;
   m.namespace = internName(md?.namespace);
   m.resourceVersion = md?.resourceVersion;
-  m.labels = node ? md?.labels : keptLabels(md?.labels);
+  m.labels = keep.node ? md?.labels : keptLabels(md?.labels);
   const t = md?.annotations?.[ANNOTATION_LAST_CHANGE_TRIGGER_TIME];
   m.annotations = t === undefined ? undefined : { [ANNOTATION_LAST_CHANGE_TRIGGER_TIME]: t };
-  if (node && md?.deletionTimestamp) m.deletionTimestamp = md.deletionTimestamp;
+  if (keep.node && md?.deletionTimestamp) m.deletionTimestamp = md.deletionTimestamp;
+  if (keep.created && md?.creationTimestamp !== undefined) m.creationTimestamp = md.creationTimestamp;
   return m;
 }
 
@@ -104,7 +111,7 @@ function keptLabels(labels: Record<string, string> | undefined): Record<string, 
 
 export function pruneService(s: V1Service): V1Service {
   const out = new V1Service();
-  out.metadata = pruneMeta(s.metadata);
+  out.metadata = pruneMeta(s.metadata, { created: true });
   out.spec = s.spec && compactSpec(s.spec);
   const lb = s.status?.loadBalancer;
   if (lb) {
@@ -184,7 +191,7 @@ export function pruneEndpointSlice(s: V1EndpointSlice): V1EndpointSlice {
 /** One object: only the bulky parts go (managedFields, images, volumes). */
 export function pruneNode(n: V1Node): V1Node {
   const out = new V1Node();
-  out.metadata = pruneMeta(n.metadata, true);
+  out.metadata = pruneMeta(n.metadata, { node: true });
   out.spec = n.spec;
   if (n.status) {
     out.status = Object.assign(new V1NodeStatus(), n.status);

@@ -5,6 +5,7 @@ import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node
 import { CachedEndpoint, internConditions, pruneEndpointSlice, pruneNode, pruneService } from '../../agent/k8s/prune.js';
 import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME } from '../../agent/k8s/labels.js';
 import { planService } from '../../agent/plan/index.js';
+import { creationMs } from '../../agent/sync/service-plans.js';
 
 /** What the watch layer caches: the raw JSON typed by the deserializer, then pruned. */
 function typedSlice(raw: object): V1EndpointSlice {
@@ -114,6 +115,14 @@ describe('pruned, compact cache objects', () => {
     assert.equal(s.spec?.healthCheckNodePort, 32000);
     assert.equal(s.spec?.sessionAffinityConfig?.clientIP?.timeoutSeconds, 60);
     assert.ok(s.status?.loadBalancer);
+  });
+
+  test('a Service keeps its creationTimestamp (the oldest Service wins a same-class claim); a slice does not', () => {
+    const s = typedService({ ...rawService, metadata: { ...rawService.metadata, creationTimestamp: '2020-01-02T03:04:05Z' } });
+    assert.equal(creationMs(s), Date.parse('2020-01-02T03:04:05Z'));
+    assert.equal(creationMs(typedService(rawService)), undefined);
+    const slice = typedSlice({ ...rawSlice('a', true, 'node-1'), metadata: { ...rawSlice('a', true, 'node-1').metadata, creationTimestamp: '2020-01-02T03:04:05Z' } });
+    assert.equal(slice.metadata?.creationTimestamp, undefined);
   });
 
   test('the pruned objects plan exactly like the full ones', () => {

@@ -337,7 +337,9 @@ describe('ClusterWatch: paged lists and slim cached objects', () => {
       assert.equal(changes.filter((c) => c.type === 'add').length, 15);
 
       const s = cw.service('a', 's1')!;
-      assert.deepEqual(Object.keys(s.metadata!).filter((k) => (s.metadata as any)[k] !== undefined).sort(), ['name', 'namespace', 'resourceVersion']);
+      // creationTimestamp: the oldest Service wins a same-class claim on a frontend.
+      assert.deepEqual(Object.keys(s.metadata!).filter((k) => (s.metadata as any)[k] !== undefined).sort(), ['creationTimestamp', 'name', 'namespace', 'resourceVersion']);
+      assert.ok(s.metadata!.creationTimestamp instanceof Date);
       assert.equal(s.spec?.type, 'LoadBalancer');
       const e = cw.endpointSlicesFor('a', 's1')[0];
       assert.deepEqual(e.metadata?.annotations, { [TRIGGER]: '2024-01-01T00:00:01Z' });
