@@ -23,7 +23,7 @@ export const SERVICE_GET_USAGE = `  service get NS/NAME     the frontends of one
 /** Every entry of a registry map, decoded with its codecs. */
 function readAll<K, V>(map: BpfMap, spec: MapSpec<K, V>): Array<[K, V]> {
   const c = mapCodecs(spec);
-  const { count, keys, values } = map.lookupBatch();
+  const { count, keys, values } = readWhole(map);
   const out: Array<[K, V]> = new Array(count);
   for (let i = 0; i < count; i++) out[i] = [c.key.decode(keys, i * c.key.size), c.value.decode(values, i * c.value.size)];
   return out;
