@@ -68,7 +68,8 @@ export function readServiceViews(bpffsDir: string): ServiceView[] {
 
 /** `which` frontends of `t` (indexes into t.masters, in listing order) as JSON or the table. */
 function render(t: ServiceTables, which: ArrayLike<number>, output: string): string | Iterable<Uint8Array> {
-  return output === 'json' ? serviceJson(t, which) : formatServiceTable(joinTables(t, which));
+  // main.ts writes each chunk to stdout as it comes: once stdout holds none of it, its buffer can take the next.
+  return output === 'json' ? serviceJson(t, which, () => process.stdout.writableLength === 0) : formatServiceTable(joinTables(t, which));
 }
 
 /** Whether a frontend is on `frontend` ("198.19.0.10", "198.19.0.10:80", "[2001:db8::1]:53"); a malformed one is a usage error. */

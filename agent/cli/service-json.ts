@@ -62,11 +62,16 @@ class ChunkWriter {
     for (let x = n; digits-- > 0; x = Math.floor(x / 10)) buf[--p] = 48 + (x % 10);
   }
 
-  /** The chunk written so far; its bytes are overwritten by the next chunk. */
+  /** The chunk written so far; the next one overwrites it unless fresh() is called first. */
   take(): Buffer {
     const out = this.buf.subarray(0, this.pos);
     this.pos = 0;
     return out;
+  }
+
+  /** Writes the next chunk to a new buffer (the last one is still referenced). */
+  fresh(): void {
+    this.buf = Buffer.allocUnsafe(this.buf.length);
   }
 }
 
@@ -125,38 +130,75 @@ function writeBackends(w: ChunkWriter, t: ServiceTables, base: number, count: nu
   w.text('\n    ]');
 }
 
-/** `"flags": […]`'s value as JSON.stringify(…, null, 2) prints it at a frontend's depth, by flags word. */
-const flagsText = new Map<number, string>();
-function flagsJson(flags: number): string {
-  let s = flagsText.get(flags);
-  if (s === undefined) flagsText.set(flags, (s = JSON.stringify(flagNames(flags), null, 2).replace(/\n/g, '\n    ')));
-  return s;
+/** A member's text by the number it is made from (a type, protocol, scope or flags word): made once, copied as bytes. */
+function memo(make: (n: number) => string): (n: number) => Uint8Array {
+  const made = new Map<number, Uint8Array>();
+  return (n) => {
+    let b = made.get(n);
+    if (b === undefined) made.set(n, (b = new Uint8Array(Buffer.from(make(n), 'utf8'))));
+    return b;
+  };
 }
+
+/** Nested arrays and objects as JSON.stringify(…, null, 2) prints them as a member of a frontend. */
+const nested = (value: unknown) => JSON.stringify(value, null, 2).replace(/\n/g, '\n    ');
+const typeText = memo((type) => `    "type": ${JSON.stringify(frontendTypeName(type))},\n`);
+/** Up to the address's opening quote. */
+const protoText = memo((proto) => `    "protocol": ${JSON.stringify(protoName(proto))},\n    "address": "`);
+/** From the port to the id. */
+const scopeText = memo((scope) => `,\n    "scope": ${JSON.stringify(scopeName(scope))},\n    "id": `);
+const flagsText = memo((flags) => `,\n    "flags": ${nested(flagNames(flags))},\n`);
+const FE_OPEN = ascii('  {\n');
+const FE_PORT = ascii('",\n    "port": ');
+const FE_AFFINITY = ascii('    "affinityTimeoutSeconds": ');
+const FE_BACKENDS = ascii('    "backends": ');
+const FE_CLOSE = ascii('\n  }');
+/** Room for a frontend's fixed members: any flags word's names (7 and an unknown mask) fit with room to spare. */
+const FE_FIXED_MAX = 1024;
 
 /** Frontend `m` (an index into t.masters) as JSON.stringify(views, null, 2) prints an element of the array. */
 function writeFrontend(w: ChunkWriter, t: ServiceTables, m: number): void {
   const { key: k, val: v, base } = t.masters[m]!;
   const meta = t.meta.get(v.revNatId);
-  let head = '  {\n';
-  if (meta) head += `    "service": ${JSON.stringify(meta.name)},\n    "portName": ${JSON.stringify(meta.portName)},\n    "type": ${JSON.stringify(frontendTypeName(meta.type))},\n`;
-  head += `    "protocol": ${JSON.stringify(protoName(k.proto))},\n    "address": ${JSON.stringify(k.addr)},\n    "port": ${k.port},\n    "scope": ${JSON.stringify(scopeName(k.scope))},\n    "id": ${v.revNatId},\n    "flags": ${flagsJson(v.flags)},\n`;
-  if (v.flags & SVC_FLAG.AFFINITY) head += `    "affinityTimeoutSeconds": ${v.backendId},\n`;
+  w.ensure(FE_FIXED_MAX);
+  w.bytes(FE_OPEN);
+  if (meta) {
+    // Names come from the maps: any characters, escaped as JSON.stringify escapes them.
+    w.text(`    "service": ${JSON.stringify(meta.name)},\n    "portName": ${JSON.stringify(meta.portName)},\n`);
+    w.ensure(FE_FIXED_MAX);
+    w.bytes(typeText(meta.type));
+  }
+  w.bytes(protoText(k.proto));
+  w.pos += w.buf.write(k.addr, w.pos, 'latin1'); // decodeAddr's text: ASCII
+  w.bytes(FE_PORT);
+  w.uint(k.port);
+  w.bytes(scopeText(k.scope));
+  w.uint(v.revNatId);
+  w.bytes(flagsText(v.flags));
+  if (v.flags & SVC_FLAG.AFFINITY) {
+    w.bytes(FE_AFFINITY);
+    w.uint(v.backendId);
+    w.text(',\n');
+  }
   const counters = t.counters?.get(v.revNatId);
-  if (counters) head += `    "counters": ${JSON.stringify(counters, null, 2).replace(/\n/g, '\n    ')},\n`;
-  w.text(head + '    "backends": ');
+  if (counters) w.text(`    "counters": ${nested(counters)},\n`);
+  w.ensure(FE_FIXED_MAX);
+  w.bytes(FE_BACKENDS);
   writeBackends(w, t, base, v.count);
-  w.text('\n  }');
+  w.ensure(FE_CLOSE.length);
+  w.bytes(FE_CLOSE);
 }
 
 /**
  * The listing of frontends `which` (indexes into t.masters; default: all, in
- * their order), a chunk at a time. A chunk is valid until the next one is
- * asked for: its buffer is reused (main.ts writes each as it comes, and
- * stdout is synchronous for files, pipes and terminals on Linux). A new 2 MB
- * buffer per chunk made V8 count 200 MB of external memory and run a full
- * GC of the heap every few chunks.
+ * their order), a chunk at a time. Each chunk is a new buffer unless
+ * `reusable()`, asked when the consumer comes back for the next one, says
+ * the last is no longer referenced (the CLI: stdout holds nothing queued,
+ * process.stdout.writableLength 0). At 100,000 × 10 a new 2 MB buffer per
+ * chunk made V8 count 200 MB of external memory and run a full GC of the
+ * heap every few chunks; a pipe whose reader lags keeps a chunk queued.
  */
-export function* serviceJson(t: ServiceTables, which: ArrayLike<number> = t.order): Generator<Buffer> {
+export function* serviceJson(t: ServiceTables, which: ArrayLike<number> = t.order, reusable: () => boolean = () => false): Generator<Buffer> {
   if (which.length === 0) {
     yield Buffer.from('[]\n');
     return;
@@ -166,7 +208,10 @@ export function* serviceJson(t: ServiceTables, which: ArrayLike<number> = t.orde
   for (let i = 0; i < which.length; i++) {
     if (i > 0) w.text(',\n');
     writeFrontend(w, t, which[i]!);
-    if ((i + 1) % JSON_CHUNK_FRONTENDS === 0 && i + 1 < which.length) yield w.take();
+    if ((i + 1) % JSON_CHUNK_FRONTENDS === 0 && i + 1 < which.length) {
+      yield w.take();
+      if (!reusable()) w.fresh();
+    }
   }
   w.text('\n]\n');
   yield w.take();

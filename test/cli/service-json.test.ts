@@ -127,12 +127,8 @@ function scenario(n: number, seed: number, sparseIds: boolean) {
   return t;
 }
 
-/** The chunks' text, each copied as it comes (the writer reuses its buffer). */
-function text(chunks: Iterable<Uint8Array>): string {
-  const parts: Buffer[] = [];
-  for (const c of chunks) parts.push(Buffer.from(c));
-  return Buffer.concat(parts).toString('utf8');
-}
+/** The chunks' text. */
+const text = (chunks: Iterable<Uint8Array>) => Buffer.concat([...chunks]).toString('utf8');
 
 test('the JSON written from the batches is JSON.stringify(views, null, 2) and a newline, at every chunk boundary', () => {
   for (const n of [0, 1, 2, 40, 999, 1000, 1001, 2500]) {
@@ -140,6 +136,10 @@ test('the JSON written from the batches is JSON.stringify(views, null, 2) and a 
       const t = scenario(n, seed + n, sparse);
       const want = JSON.stringify(joinTables(t), null, 2) + '\n';
       assert.equal(text(serviceJson(t)), want, `${n} frontends, seed ${seed + n}, sparse ids ${sparse}`);
+      // A consumer done with each chunk before the next (the CLI's stdout): one buffer reused throughout.
+      const parts: Buffer[] = [];
+      for (const c of serviceJson(t, t.order, () => true)) parts.push(Buffer.from(c));
+      assert.equal(Buffer.concat(parts).toString('utf8'), want, `${n} frontends reusing the buffer`);
     }
   }
 });
