@@ -12,18 +12,16 @@
  * both CLIs (which first alternates), stdout to a file, as
  * bench/cli-timing.ts does; the two outputs must be the same bytes.
  */
-import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { BpfMap, BpfObject, ensureBpffs } from '../native/index.js';
-import { mapPinDir, mapPinPath, objectPins } from '../agent/datapath/pins.js';
-import { BACKEND, BACKEND_ID_SIZE, FE_TYPE, IPPROTO, MAP_NAMES, SCOPE, SVC_FLAG, SVC_KEY, SVC_META, SVC_VAL, encodeBackend, encodeBackendId, encodeSvcKey, encodeSvcMeta, encodeSvcVal } from '../agent/maps/layout.js';
 import { benchMapSizes, scenarioNeeds } from './map-sizing.js';
 import { median, round } from './report.js';
 import { timedRun } from './ruleset-load.js';
-import { bpfObjectPath, repoRoot } from '../sandbox/repo.js';
+import { repoRoot } from '../sandbox/repo.js';
+import { fillServiceMaps, pinDatapathMaps } from '../sandbox/service-maps.js';
 
 const { values: opts } = parseArgs({
   options: {
@@ -44,56 +42,10 @@ const rounds = Number(opts.rounds);
 const svcAddr = (i: number) => `198.${18 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
 const backendAddr = (n: number) => `${10 + (n >> 24)}.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
 
-function fill(bpffsDir: string): void {
-  const open = (name: string) => BpfMap.openPinned(mapPinPath(bpffsDir, name));
-  const svc = open(MAP_NAMES.svc);
-  const be = open(MAP_NAMES.backend);
-  const meta = open(MAP_NAMES.svcMeta);
-  try {
-    const nSvc = services * (endpoints + 1);
-    const sk = Buffer.alloc(nSvc * SVC_KEY.size);
-    const sv = Buffer.alloc(nSvc * SVC_VAL.size);
-    const nBe = services * endpoints;
-    const bk = Buffer.alloc(nBe * BACKEND_ID_SIZE);
-    const bv = Buffer.alloc(nBe * BACKEND.size);
-    const mk = Buffer.alloc(services * BACKEND_ID_SIZE);
-    const mv = Buffer.alloc(services * SVC_META.size);
-    let s = 0;
-    let b = 0;
-    for (let i = 0; i < services; i++) {
-      const base = { addr: svcAddr(i), port: 80, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL };
-      encodeSvcKey({ ...base, slot: 0 }, sk, s * SVC_KEY.size);
-      encodeSvcVal({ backendId: 0, count: endpoints, revNatId: i + 1, flags: SVC_FLAG.CLUSTER_IP }, sv, s++ * SVC_VAL.size);
-      for (let j = 0; j < endpoints; j++) {
-        const id = b + 1;
-        encodeSvcKey({ ...base, slot: j + 1 }, sk, s * SVC_KEY.size);
-        encodeSvcVal({ backendId: id, count: 0, revNatId: 0, flags: 0 }, sv, s++ * SVC_VAL.size);
-        encodeBackendId(id, bk, b * BACKEND_ID_SIZE);
-        encodeBackend({ addr: backendAddr(b), port: 8080, proto: IPPROTO.TCP, flags: 0 }, bv, b++ * BACKEND.size);
-      }
-      encodeBackendId(i + 1, mk, i * BACKEND_ID_SIZE);
-      encodeSvcMeta({ name: `bench-${i % 100}/svc-${i}`, portName: 'http', type: FE_TYPE.CLUSTER_IP, proto: IPPROTO.TCP }, mv, i * SVC_META.size);
-    }
-    be.updateBatch(bk, bv, nBe);
-    svc.updateBatch(sk, sv, nSvc);
-    meta.updateBatch(mk, mv, services);
-  } finally {
-    for (const m of [svc, be, meta]) m.close();
-  }
-}
-
 function pinMaps(dir: string): void {
-  ensureBpffs(dir);
-  mkdirSync(mapPinDir(dir), { recursive: true });
   const sizes = benchMapSizes(scenarioNeeds(services, endpoints));
-  const maxEntries = { kpr_svc: sizes.services, kpr_backend: sizes.backends, kpr_aff_match: sizes.backends, kpr_svc_meta: sizes.frontends, kpr_svc_stats: sizes.frontends, kpr_vip: sizes.frontends };
-  const obj = BpfObject.open(bpfObjectPath, { ...objectPins(dir), maxEntries });
-  try {
-    obj.load(); // creates and pins every map of the datapath, as the agent names the pins
-  } finally {
-    obj.close();
-  }
-  fill(dir);
+  pinDatapathMaps(dir, { kpr_svc: sizes.services, kpr_backend: sizes.backends, kpr_aff_match: sizes.backends, kpr_svc_meta: sizes.frontends, kpr_svc_stats: sizes.frontends, kpr_vip: sizes.frontends });
+  fillServiceMaps(dir, { services, backendsPerService: endpoints, svcAddr, backendAddr: (i, j) => backendAddr(i * endpoints + j), name: (i) => `bench-${i % 100}/svc-${i}` });
 }
 
 async function timeCli(kprMjs: string, dir: string, outFile: string): Promise<number> {
