@@ -265,6 +265,11 @@ export class Admission {
     }
   }
 
+  /** kpr_backend's capacity as admitted against (Infinity when unknown). */
+  get backendCapacity(): number {
+    return this.caps.backend;
+  }
+
   private capacity(limit: RoomLimit): number {
     switch (limit) {
       case 'rev_nat_ids':
