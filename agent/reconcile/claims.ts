@@ -6,9 +6,9 @@
  * that lost (kpr_frontend_conflicts, logged once).
  */
 import { FE_TYPE } from '../maps/layout.js';
-import type { PlanBackend, PlanFrontend, SkippedObject } from '../plan/types.js';
+import type { PlanFrontend, SkippedObject } from '../plan/types.js';
 import { OncePerVersion } from '../log-dedupe.js';
-import { frontendLabel, toDesiredFrontend, type BackendTuple, type DesiredFrontend } from './desired-frontend.js';
+import { frontendLabel, sameTuples, toDesiredFrontend, type BackendTuple, type DesiredFrontend } from './desired-frontend.js';
 import { ConflictLog, claimClass, conflictSkip, isAssertedClaim, outranks, type Claim, type ConflictCount, type ConflictLogger, type FrontendConflict } from './ownership.js';
 import type { PlanSource } from './sync-types.js';
 
@@ -292,8 +292,8 @@ function sameDesired(a: DesiredFrontend, b: DesiredFrontend): boolean {
     a.clusterIP === b.clusterIP &&
     a.truncatedFrom === b.truncatedFrom &&
     sameStrings(a.sourceRanges, b.sourceRanges) &&
-    sameBackends(a.backends, a.tuples, b.backends, b.tuples) &&
-    (a.internal === null ? b.internal === null : b.internal !== null && sameBackends(a.internal, a.internalTuples!, b.internal, b.internalTuples!))
+    sameBackends(a.tuples, a.locals, b.tuples, b.locals) &&
+    (a.internalTuples === null ? b.internalTuples === null : b.internalTuples !== null && sameBackends(a.internalTuples, a.internalLocals, b.internalTuples, b.internalLocals))
   );
 }
 
@@ -303,12 +303,7 @@ function sameStrings(a: readonly string[], b: readonly string[]): boolean {
   return true;
 }
 
-function sameBackends(a: readonly PlanBackend[], at: readonly BackendTuple[], b: readonly PlanBackend[], bt: readonly BackendTuple[]): boolean {
-  if (a.length !== b.length || at.length !== bt.length) return false;
-  for (let i = 0; i < a.length; i++) {
-    const x = a[i];
-    const y = b[i];
-    if (at[i] !== bt[i] || x.address !== y.address || x.port !== y.port || (x.local === true) !== (y.local === true)) return false;
-  }
-  return true;
+/** Same backends (tuples name address, port and protocol; an IPv6 address's text follows from its tuple) on this node or not alike. */
+function sameBackends(at: readonly BackendTuple[], al: readonly number[], bt: readonly BackendTuple[], bl: readonly number[]): boolean {
+  return sameTuples(at, bt) && al.length === bl.length && al.every((x, i) => x === bl[i]);
 }
