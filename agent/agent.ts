@@ -8,6 +8,7 @@ import { BatchWriter, possibleCpus, releaseFreeNativeMemory, setLibbpfLogger } f
 import { computeMapSizes, describeMapSizes } from './datapath/map-sizes.js';
 import type { AgentConfig } from './config.js';
 import { batchWriterPath, loadDatapath, type Datapath } from './datapath/loader.js';
+import { nativeStillExpiredDeleter } from './datapath/ct-sweeper.js';
 import { NodeDatapath } from './datapath/node-datapath.js';
 import { PinKeeper } from './datapath/pin-keeper.js';
 import { mapPinPath } from './datapath/pins.js';
@@ -210,6 +211,7 @@ export class Agent {
           pins,
           onCgroupReattached: () => obs.metrics.cgroupReattachedOnce(),
           tcxAvailable: () => features.present('tcx'),
+          ...(this.writer ? { ctSweepDeleter: nativeStillExpiredDeleter(this.writer) } : {}),
         });
         nd.start(this.watch?.node());
         this.nodeDatapath = nd;

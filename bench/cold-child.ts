@@ -13,6 +13,12 @@ export type ColdSyncMode = (typeof COLD_SYNC_MODES)[number];
 
 export interface ColdSyncChildResult {
   ms: number;
+  /**
+   * CPU time of the child's threads (the batch writer's included) during
+   * the sync, ms: on a machine shared with other work, wall time also
+   * counts the waits for a CPU, this does not.
+   */
+  cpuMs: number;
   /** Heap in use after the sync (no GC forced), MiB. */
   heapMiB: number;
   frontends: number;

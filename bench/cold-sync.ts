@@ -70,6 +70,7 @@ async function child(root: string, mode: ColdSyncMode, services: number, endpoin
     (globalThis as { gc?: () => void }).gc?.(); // the agent starts its sync on a heap of its own history: start each run alike
     let frontends = 0;
     let backends = 0;
+    const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     if (mode === 'plan') {
       for (const k of keys) frontends += planService(source.serviceByKey(k)!, source.endpointSlicesByKey(k), ctx).frontends.length;
@@ -87,7 +88,8 @@ async function child(root: string, mode: ColdSyncMode, services: number, endpoin
       ({ frontends, backends } = r);
     }
     const ms = performance.now() - t0;
-    return { ms, heapMiB: process.memoryUsage().heapUsed / 1048576, frontends, backends };
+    const cpu = process.cpuUsage(cpu0);
+    return { ms, cpuMs: (cpu.user + cpu.system) / 1000, heapMiB: process.memoryUsage().heapUsed / 1048576, frontends, backends };
   } finally {
     maps.close();
   }
@@ -118,7 +120,7 @@ async function main(): Promise<void> {
       for (const [arm, root] of arms) {
         const r = await runColdSyncChild(root, mode, services, endpoints);
         ((samples[mode] ??= {})[arm] ??= []).push(r);
-        process.stderr.write(`[cold-sync] ${mode} ${arm} run ${i + 1}/${runs}: ${round(r.ms, 1)} ms\n`);
+        process.stderr.write(`[cold-sync] ${mode} ${arm} run ${i + 1}/${runs}: ${round(r.ms, 1)} ms (CPU ${round(r.cpuMs, 1)} ms)\n`);
       }
     }
   }
@@ -126,21 +128,24 @@ async function main(): Promise<void> {
     const byArm = Object.fromEntries(
       arms.map(([arm]) => {
         const ms = samples[mode][arm].map((r) => r.ms);
-        return [arm, { medianMs: round(median(ms), 1), minMs: round(Math.min(...ms), 1), maxMs: round(Math.max(...ms), 1), heapMiB: round(median(samples[mode][arm].map((r) => r.heapMiB)), 1), runs: ms.map((x) => round(x, 1)) }];
+        const cpu = samples[mode][arm].map((r) => r.cpuMs);
+        return [arm, { medianMs: round(median(ms), 1), minMs: round(Math.min(...ms), 1), maxMs: round(Math.max(...ms), 1), medianCpuMs: round(median(cpu), 1), heapMiB: round(median(samples[mode][arm].map((r) => r.heapMiB)), 1), runs: ms.map((x) => round(x, 1)) }];
       }),
     );
     const pairwise = values.base ? samples[mode]['this build'].map((r, i) => r.ms / samples[mode].base[i].ms) : [];
+    const pairwiseCpu = values.base ? samples[mode]['this build'].map((r, i) => r.cpuMs / samples[mode].base[i].cpuMs) : [];
     // Each run of a mode beside the floor run of the same round and build.
     const floor = samples.floor;
     const overFloor = floor && mode !== 'floor' ? Object.fromEntries(arms.map(([arm]) => [arm, round(median(samples[mode][arm].map((r, i) => r.ms / floor[arm][i].ms)), 2)])) : undefined;
-    return { mode, arms: byArm, pairwiseRatioMedian: pairwise.length ? round(median(pairwise), 3) : undefined, overFloorMedian: overFloor };
+    return { mode, arms: byArm, pairwiseRatioMedian: pairwise.length ? round(median(pairwise), 3) : undefined, pairwiseCpuRatioMedian: pairwiseCpu.length ? round(median(pairwiseCpu), 3) : undefined, overFloorMedian: overFloor };
   });
-  const head = ['mode', 'build', 'median ms', 'min–max ms', 'heap after (MiB)', 'this / base (pairwise median)', '÷ floor (pairwise median)'];
+  const head = ['mode', 'build', 'median ms', 'min–max ms', 'CPU ms (median)', 'heap after (MiB)', 'this / base (pairwise median)', 'CPU this / base', '÷ floor (pairwise median)'];
   const rows = summary.flatMap((s) =>
     arms.map(([arm]) => {
       const a = s.arms[arm];
       const vsBase = arm === 'this build' && s.pairwiseRatioMedian !== undefined ? `${s.pairwiseRatioMedian}×` : '';
-      return [s.mode, arm, String(a.medianMs), `${a.minMs}–${a.maxMs}`, String(a.heapMiB), vsBase, s.overFloorMedian ? `${s.overFloorMedian[arm]}×` : ''];
+      const cpuVsBase = arm === 'this build' && s.pairwiseCpuRatioMedian !== undefined ? `${s.pairwiseCpuRatioMedian}×` : '';
+      return [s.mode, arm, String(a.medianMs), `${a.minMs}–${a.maxMs}`, String(a.medianCpuMs), String(a.heapMiB), vsBase, cpuVsBase, s.overFloorMedian ? `${s.overFloorMedian[arm]}×` : ''];
     }),
   );
   process.stdout.write(`${renderGrid(`kpr cold sync in-process (${services} Services × ${endpoints} endpoints, ${runs} fresh processes per build and mode)`, head, rows)}\n`);

@@ -1,16 +1,20 @@
 /**
  * The conntrack sweep's cost (agent/datapath/ct-sweeper.ts, every
  * --ct-sweep-interval): a real kpr_ct-shaped LRU hash map filled with N
- * flows, half of them expired, swept as the agent sweeps it (one batch read
- * of the whole map, one batch delete of the expired keys). Prints a table
- * and JSON: the sweep's wall time per size and per 100,000 entries, and
- * whether one sweep fits in the default 10 s interval many times over.
+ * flows, half of them expired, swept as the agent sweeps it (batch reads of
+ * 4,096 entries; each expired key looked up again and deleted if still
+ * expired, in C through the native library), and the same with a koffi call
+ * per syscall (no native library) and as one read of the whole map. Prints a
+ * table and JSON: the sweep's wall time per size and per 100,000 entries.
  *
  *   make build && node dist/bench/ct-sweep.js [--sizes 100000,262144,1000000] [--runs 3]
  */
 import { parseArgs } from 'node:util';
 import { BPF_MAP_TYPE, BpfMap } from '../native/index.js';
-import { sweepExpiredConntrack, sweepExpiredConntrackSliced } from '../agent/datapath/ct-sweeper.js';
+import path from 'node:path';
+import { deleteStillExpiredHere, nativeStillExpiredDeleter, sweepExpiredConntrack, sweepExpiredConntrackSliced } from '../agent/datapath/ct-sweeper.js';
+import { BATCH_WRITER_LIBRARY, BatchWriter } from '../native/index.js';
+import { repoRoot } from '../sandbox/repo.js';
 import { CT_DIR, IPPROTO, mapCodecs } from '../agent/maps/layout.js';
 import { MAPS } from '../agent/maps/registry.js';
 
@@ -48,17 +52,23 @@ interface Row {
   longestSliceMs: number;
   slices: number;
   slicedMsPer100k: number;
+  /** Sliced, each key's lookup and delete a koffi call (the agent without its native library). */
+  slicedKoffiMs: number;
 }
 const rows: Row[] = [];
+const writer = BatchWriter.open(path.join(repoRoot, 'build', BATCH_WRITER_LIBRARY));
+const native = nativeStillExpiredDeleter(writer);
+
 async function main(): Promise<void> {
   for (const n of sizes) {
     const whole: number[] = [];
     const sliced: number[] = [];
     const longest: number[] = [];
+    const slicedKoffi: number[] = [];
     let removed = 0;
     let slices = 0;
     for (let r = 0; r < runs; r++) {
-      for (const mode of ['whole', 'sliced'] as const) {
+      for (const mode of ['whole', 'sliced', 'slicedKoffi'] as const) {
         // Room for every flow: an LRU map at capacity would evict instead of holding them all.
         const map = BpfMap.create(BPF_MAP_TYPE.LRU_HASH, ct.key.size, ct.value.size, Math.ceil(n * 1.3), 'kpr_ct_bench');
         try {
@@ -66,10 +76,14 @@ async function main(): Promise<void> {
           fill(map, n, now);
           const t0 = performance.now();
           if (mode === 'whole') {
-            removed = sweepExpiredConntrack(map, now);
+            removed = sweepExpiredConntrack(map, now, native);
             whole.push(performance.now() - t0);
+          } else if (mode === 'slicedKoffi') {
+            const s = await sweepExpiredConntrackSliced(map, now, undefined, deleteStillExpiredHere);
+            slicedKoffi.push(performance.now() - t0);
+            if (s.removed !== removed) throw new Error(`sliced sweep (koffi) removed ${s.removed}, whole ${removed}`);
           } else {
-            const s = await sweepExpiredConntrackSliced(map, now);
+            const s = await sweepExpiredConntrackSliced(map, now, undefined, native);
             sliced.push(performance.now() - t0);
             longest.push(s.longestSliceMs);
             slices = s.slices;
@@ -80,13 +94,14 @@ async function main(): Promise<void> {
         }
       }
     }
-    rows.push({ entries: n, expired: removed, wholeMs: r1(median(whole)), slicedMs: r1(median(sliced)), longestSliceMs: r1(median(longest)), slices, slicedMsPer100k: r1((median(sliced) / n) * 100_000) });
+    rows.push({ entries: n, expired: removed, wholeMs: r1(median(whole)), slicedMs: r1(median(sliced)), longestSliceMs: r1(median(longest)), slices, slicedMsPer100k: r1((median(sliced) / n) * 100_000), slicedKoffiMs: r1(median(slicedKoffi)) });
   }
   console.log(`conntrack sweep (agent/datapath/ct-sweeper.ts), half of the flows expired; median of ${runs} runs, each mode on a fresh map`);
-  console.log('| entries | expired removed | whole map at once (the event loop blocked throughout) | sliced as the agent sweeps: total | per 100,000 entries | longest slice (longest block) | slices |');
-  console.log('| --- | --- | --- | --- | --- | --- | --- |');
-  for (const r of rows) console.log(`| ${r.entries.toLocaleString('en-US')} | ${r.expired.toLocaleString('en-US')} | ${r.wholeMs} ms | ${r.slicedMs} ms | ${r.slicedMsPer100k} ms | ${r.longestSliceMs} ms | ${r.slices} |`);
+  console.log('| entries | expired removed | whole map at once (the event loop blocked throughout) | sliced as the agent sweeps: total | per 100,000 entries | longest slice (longest block) | slices | sliced, a koffi call per syscall |');
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
+  for (const r of rows) console.log(`| ${r.entries.toLocaleString('en-US')} | ${r.expired.toLocaleString('en-US')} | ${r.wholeMs} ms | ${r.slicedMs} ms | ${r.slicedMsPer100k} ms | ${r.longestSliceMs} ms | ${r.slices} | ${r.slicedKoffiMs} ms |`);
   console.log(JSON.stringify({ runs, rows }, null, 2));
+  writer.close();
 }
 main().catch((err: unknown) => {
   process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);

@@ -399,18 +399,28 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	return kpr_forward(skb, &fwd, p->family, p->proto);
 }
 
-/* Deletes the REPLY entry that belongs to an ORIGINAL entry. */
-static __always_inline void kpr_ct_forget_reply(const struct kpr_ct_val *orig, __u8 proto, const struct kpr_config *cfg)
+/*
+ * Deletes the REPLY entry of the closed flow whose ORIGINAL entry is `orig`
+ * (`p`: a packet of that flow's client), but only while it is that flow's:
+ * after the closed flow's REPLY entry expired or was swept, its reply tuple
+ * (backend, SNAT address and port) may have gone to another client's flow,
+ * and deleting that would send the other flow's replies to the node's own
+ * stack, which resets them.
+ */
+static __always_inline void kpr_ct_forget_reply(const struct kpr_ct_val *orig, const struct kpr_pkt *p, const struct kpr_config *cfg)
 {
 	struct kpr_ct_key k = {};
+	struct kpr_ct_val *rev;
 
 	kpr_addr_copy(k.saddr, orig->nat_daddr);
 	kpr_addr_copy(k.daddr, orig->nat_saddr);
 	k.sport = orig->nat_dport;
 	k.dport = orig->nat_sport;
-	k.proto = proto;
+	k.proto = p->proto;
 	k.dir = KPR_CT_DIR_REPLY;
-	kpr_ct_delete(&k, cfg);
+	rev = kpr_ct_lookup(&k, cfg);
+	if (rev && kpr_addr_eq(rev->nat_daddr, p->saddr) && rev->nat_dport == p->sport)
+		kpr_ct_delete(&k, cfg);
 }
 
 /* True when the ORIGINAL entry's backend is still the one the service names. */
@@ -462,7 +472,7 @@ static __always_inline int kpr_tc(struct __sk_buff *skb, __u8 role)
 	 * TIME_WAIT connection on the backend.
 	 */
 	if (ct && (ct->flags & KPR_CT_F_CLOSING) && (p.tcp_flags & KPR_TCP_SYN)) {
-		kpr_ct_forget_reply(ct, p.proto, cfg);
+		kpr_ct_forget_reply(ct, &p, cfg);
 		ct = NULL;
 	}
 	if (ct && ct->expires_ns > now && kpr_ct_backend_live(ct)) {

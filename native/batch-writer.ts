@@ -21,6 +21,7 @@ interface WriterFns {
   kpr_writer_submit(w: NativePtr, seq: number, fd: number, keys: Buffer, keyBytes: number, values: Buffer, valueBytes: number, count: number, flags: number): number;
   kpr_writer_wait(w: NativePtr, out: Uint32Array): number;
   kpr_writer_free(w: NativePtr): void;
+  kpr_ct_delete_still_expired(fd: number, keys: Buffer, keySize: number, count: number, valueSize: number, expiresOffset: number, now: bigint): number | bigint;
 }
 
 const loaded = new Map<string, WriterFns>();
@@ -37,6 +38,9 @@ function load(libPath: string): WriterFns {
     ),
     kpr_writer_wait: lib.func('int kpr_writer_wait(kpr_writer *w, _Out_ uint32_t *out)'),
     kpr_writer_free: lib.func('void kpr_writer_free(kpr_writer *w)'),
+    kpr_ct_delete_still_expired: lib.func(
+      'int64_t kpr_ct_delete_still_expired(int fd, const void *keys, uint32_t key_size, uint32_t count, uint32_t value_size, uint32_t expires_off, uint64_t now)',
+    ),
   };
   loaded.set(libPath, fns);
   return fns;
@@ -108,6 +112,19 @@ export class BatchWriter {
       const skipped = pending.length - this.#out[0] - 1;
       throw pending[this.#out[0]].describe(ret, this.#out[1], skipped > 0 ? `${skipped} later batch(es) not written` : '');
     }
+  }
+
+  /**
+   * Of the `count` keys packed in `keys` (found expired by a batch read of
+   * `map`), deletes those still expired at `now` when looked up again (the
+   * conntrack sweep, agent/datapath/ct-sweeper.ts); on this thread, not the
+   * writer's. Returns how many were deleted.
+   */
+  deleteStillExpired(map: { fd: number; keySize: number; valueStride: number; name?: string }, keys: Buffer, count: number, expiresOffset: number, now: bigint): number {
+    if (count * map.keySize > keys.length) throw new RangeError(`${count} keys exceed their buffer`);
+    const ret = Number(this.#fns.kpr_ct_delete_still_expired(map.fd, keys, map.keySize, count, map.valueStride, expiresOffset, now));
+    if (ret < 0) throw new KprBpfError({ op: 'map delete', errno: -ret, ...(map.name ? { map: map.name } : {}), detail: 'conntrack sweep' });
+    return ret;
   }
 
   /** Runs what is queued (its outcome is lost: wait() first to see it) and ends the thread. */

@@ -251,3 +251,45 @@ void kpr_writer_free(struct kpr_writer *w)
 	pthread_mutex_destroy(&w->mu);
 	free(w);
 }
+
+/*
+ * The conntrack sweep's delete (agent/datapath/ct-sweeper.ts): of `count`
+ * keys a batch read found expired, deletes those whose value is still
+ * expired at `now` when looked up again right before the delete. A new flow
+ * may have taken such a key since the read (a client reusing its port), and
+ * a delete by key would remove it. Runs on the caller's thread: here only so
+ * the two syscalls per key cost no call through koffi each.
+ * Returns the number deleted, or -errno of the first failure other than a
+ * key already gone.
+ */
+#define KPR_SWEEP_VALUE_MAX 256
+
+int64_t kpr_ct_delete_still_expired(int fd, const void *keys, uint32_t key_size, uint32_t count,
+				    uint32_t value_size, uint32_t expires_off, uint64_t now)
+{
+	unsigned char value[KPR_SWEEP_VALUE_MAX];
+	int64_t deleted = 0;
+
+	if (value_size > sizeof(value) || expires_off + sizeof(uint64_t) > value_size)
+		return -EINVAL;
+	for (uint32_t i = 0; i < count; i++) {
+		const unsigned char *key = (const unsigned char *)keys + (size_t)i * key_size;
+		uint64_t expires;
+		int ret = bpf_map_lookup_elem(fd, key, value);
+
+		if (ret == -ENOENT)
+			continue;
+		if (ret < 0)
+			return ret;
+		memcpy(&expires, value + expires_off, sizeof(expires));
+		if (expires > now)
+			continue;
+		ret = bpf_map_delete_elem(fd, key);
+		if (ret == -ENOENT)
+			continue;
+		if (ret < 0)
+			return ret;
+		deleted++;
+	}
+	return deleted;
+}

@@ -219,10 +219,12 @@ export class BpfMap {
 
   /**
    * Reads every entry with bpf_map_lookup_batch (falls back to key iteration
-   * when the map type has no batch support).
+   * when the map type has no batch support). `room`: entries to make room
+   * for at first (more are read all the same): a reader that expects the
+   * map full passes maxEntries (native/map-batch-read.ts).
    */
-  lookupBatch(): BatchEntries {
-    return lookupBatchAll(this, this.#access);
+  lookupBatch(room?: number): BatchEntries {
+    return lookupBatchAll(this, this.#access, room);
   }
 
   /**

@@ -48,15 +48,21 @@ export interface BatchReadAccess {
 
 /**
  * Reads every entry with bpf_map_lookup_batch (falls back to key iteration
- * when the map type has no batch support).
+ * when the map type has no batch support), with room for `room` entries at
+ * first (LOOKUP_BATCH_INITIAL unless told).
  */
-export function lookupBatchAll(m: BatchReadMap, a: BatchReadAccess): BatchEntries {
+export function lookupBatchAll(m: BatchReadMap, a: BatchReadAccess, room = LOOKUP_BATCH_INITIAL): BatchEntries {
   const ks = m.keySize;
   const vs = m.valueStride;
-  // Sized for what the map holds, not for max_entries: growing by doubling costs
-  // one extra copy of the data, while a max_entries-sized buffer (20 MB for an
-  // empty 262,144-entry conntrack map, every sweep) churns the process's memory.
-  let cap = Math.max(1, Math.min(m.maxEntries, LOOKUP_BATCH_INITIAL));
+  // By default sized for what the map holds, not for max_entries: growing by
+  // doubling costs one extra copy of the data, while a max_entries-sized
+  // buffer (20 MB for an empty 262,144-entry conntrack map, every sweep)
+  // churns a long-lived process's memory. A one-shot reader of a map it
+  // expects large (the CLI's kpr service list: 1.1 M entries, ten doublings
+  // whose copies were 0.8 s of its CPU) asks for max_entries: the buffers
+  // come from allocUnsafe, whose pages the kernel never writes are never
+  // touched, so the room costs address space, not memory.
+  let cap = Math.max(1, Math.min(m.maxEntries, Math.floor(room)));
   let keys = Buffer.allocUnsafe(cap * ks);
   let values = Buffer.allocUnsafe(cap * vs);
   let total = 0;

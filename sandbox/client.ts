@@ -27,8 +27,10 @@ function httpOnce(host: string, port: number, timeoutMs: number, path = '/'): Pr
     const sock = net.connect({ host, port, ...(bindAddress ? { localAddress: bindAddress } : {}) });
     let body = '';
     let peer = '';
-    const timer = setTimeout(() => sock.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })), timeoutMs);
+    let localPort: number | undefined;
+    const timer = setTimeout(() => sock.destroy(Object.assign(new Error(localPort ? 'timeout' : 'timeout (not connected)'), { code: 'ETIMEDOUT' })), timeoutMs);
     sock.once('connect', () => {
+      localPort = sock.localPort;
       peer = `${sock.remoteAddress}:${sock.remotePort}`;
       sock.write(`GET ${path} HTTP/1.0\r\n\r\n`);
     });
@@ -36,7 +38,7 @@ function httpOnce(host: string, port: number, timeoutMs: number, path = '/'): Pr
     sock.on('data', (d) => (body += d));
     sock.once('error', (err) => {
       clearTimeout(timer);
-      reject(err);
+      reject(Object.assign(err, { localPort }));
     });
     sock.once('close', (hadError) => {
       clearTimeout(timer);

@@ -32,10 +32,15 @@ export interface HoldReport extends ClientReport {
 
 const examples: string[] = [];
 
-/** Counts a failure and keeps its message (the first few). */
+/**
+ * Counts a failure and keeps its message (the first few), with the time and
+ * the client's port: what a test needs to find the flow in the agent's log
+ * or a packet capture.
+ */
 function failed(rep: ClientReport, kind: HoldKind, err: unknown): void {
   fail(rep, err);
-  if (examples.length < 10) examples.push(`${kind}: ${(err as Error).message}`);
+  const port = (err as { localPort?: number }).localPort;
+  if (examples.length < 10) examples.push(`${new Date().toISOString()} ${kind}: ${(err as Error).message}${port ? ` (client port ${port})` : ''}`);
 }
 
 export interface HoldOptions {

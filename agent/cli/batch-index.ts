@@ -7,6 +7,9 @@
  * CPU time and most of its garbage.
  */
 
+/** U32Index uses a table indexed by the key when the largest key is below this many × the records (+ 65,536). */
+const DENSE_SLACK = 4;
+
 /** A power of two at least twice `count` (a load factor of at most one half). */
 function capacityFor(count: number): number {
   let cap = 16;
@@ -14,27 +17,47 @@ function capacityFor(count: number): number {
   return cap;
 }
 
-/** Record index by a u32 key (a backend id → its record in kpr_backend's batch). */
+/**
+ * Record index by a u32 key (a backend id → its record in kpr_backend's
+ * batch). The agent hands ids out lowest-free-first, so they are dense: a
+ * table indexed by the key itself (no hash, one memory access a lookup)
+ * when the largest key is at most DENSE_SLACK × the records; open
+ * addressing otherwise (a map written by something else).
+ */
 export class U32Index {
-  private readonly keys: Uint32Array;
+  /** Dense: record + 1 by key (0: none). */
+  private readonly direct?: Int32Array;
+  private readonly keys?: Uint32Array;
   /** Record index + 1 of each slot; 0: empty. */
-  private readonly records: Int32Array;
-  private readonly mask: number;
-  private readonly shift: number;
+  private readonly records?: Int32Array;
+  private readonly mask: number = 0;
+  private readonly shift: number = 0;
 
   constructor(count: number, keyOf: (record: number) => number) {
+    const all = new Uint32Array(count);
+    let max = 0;
+    for (let r = 0; r < count; r++) {
+      const key = keyOf(r) >>> 0;
+      all[r] = key;
+      if (key > max) max = key;
+    }
+    if (max < count * DENSE_SLACK + 65536) {
+      const direct = (this.direct = new Int32Array(max + 1));
+      for (let r = 0; r < count; r++) if (direct[all[r]!] === 0) direct[all[r]!] = r + 1; // a key twice: the first record stands
+      return;
+    }
     const cap = capacityFor(count);
-    this.keys = new Uint32Array(cap);
-    this.records = new Int32Array(cap);
+    const keys = (this.keys = new Uint32Array(cap));
+    const records = (this.records = new Int32Array(cap));
     this.mask = cap - 1;
     this.shift = 32 - Math.log2(cap);
     for (let r = 0; r < count; r++) {
-      const key = keyOf(r) >>> 0;
+      const key = all[r]!;
       let i = this.slot(key);
-      while (this.records[i] !== 0 && this.keys[i] !== key) i = (i + 1) & this.mask;
-      if (this.records[i] !== 0) continue; // a key twice: the first record stands
-      this.keys[i] = key;
-      this.records[i] = r + 1;
+      while (records[i] !== 0 && keys[i] !== key) i = (i + 1) & this.mask;
+      if (records[i] !== 0) continue; // a key twice: the first record stands
+      keys[i] = key;
+      records[i] = r + 1;
     }
   }
 
@@ -46,7 +69,11 @@ export class U32Index {
   /** The record of `key`, or -1. */
   get(key: number): number {
     const k = key >>> 0;
-    for (let i = this.slot(k); this.records[i] !== 0; i = (i + 1) & this.mask) if (this.keys[i] === k) return this.records[i]! - 1;
+    const direct = this.direct;
+    if (direct) return k < direct.length ? direct[k]! - 1 : -1;
+    const keys = this.keys!;
+    const records = this.records!;
+    for (let i = this.slot(k); records[i] !== 0; i = (i + 1) & this.mask) if (keys[i] === k) return records[i]! - 1;
     return -1;
   }
 }

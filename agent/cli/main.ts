@@ -50,7 +50,7 @@ ${COMMON_FLAGS}
 Every command answers --help with its own usage.`;
 
 /** What a command prints: its text, or chunks of it (written as they come: stdout is synchronous for files and pipes on Linux), or a promise of it. */
-function run(argv: string[]): string | Iterable<string> | Promise<string> {
+function run(argv: string[]): string | Iterable<string | Uint8Array> | Promise<string> {
   // Node commands with flags of their own.
   if (argv[0] === 'cleanup' || argv[0] === 'cleanup-kube-proxy') return cleanupCommand(argv[0], argv.slice(1));
   if (argv[0] === 'cleanup-nodes') return cleanupNodesCommand(argv.slice(1));

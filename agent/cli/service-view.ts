@@ -11,7 +11,6 @@ import {
   SCOPE,
   SVC_FLAG,
   decodeAddr,
-  encodeAddr,
   mapCodecs,
   type SvcKey,
   type SvcMeta,
@@ -83,17 +82,6 @@ export function flagNames(flags: number): string[] {
   return [...names];
 }
 
-/** Sort key of an address: IPv4 (mapped) before IPv6, numeric within a family. */
-const addrBuf = Buffer.alloc(16);
-function addrSortKey(addr: string): string {
-  try {
-    encodeAddr(addr, addrBuf, 0);
-    return addrBuf.toString('hex');
-  } catch {
-    return addr;
-  }
-}
-
 /** A frontend's counters as the CLI shows them (kpr_svc_stats summed over CPUs). */
 export interface FrontendCounters {
   balanced: number;
@@ -124,9 +112,19 @@ const BACKEND_FLAGS = MAPS.backend.value.at.flags;
  */
 export class BackendBatch {
   private readonly index: U32Index;
+  /** The records' values (kpr_backend's layout, VALUE_SIZE bytes each). */
+  readonly values: Buffer;
 
-  constructor(private readonly batch: RawBatch) {
+  constructor(batch: RawBatch) {
     this.index = new U32Index(batch.count, (r) => BACKEND_KEY.decode(batch.keys, r * BACKEND_KEY.size));
+    this.values = batch.values;
+  }
+
+  static readonly VALUE_SIZE = BACKEND_VALUE_SIZE;
+
+  /** The record of backend `id` in the batch, or -1. */
+  record(id: number): number {
+    return this.index.get(id);
   }
 
   /** Slot entry of backend `id`: address "?" and port 0 when kpr_backend has no such id. */
@@ -134,7 +132,7 @@ export class BackendBatch {
     const r = this.index.get(id);
     if (r < 0) return { id, address: '?', port: 0 };
     const off = r * BACKEND_VALUE_SIZE;
-    const v = this.batch.values;
+    const v = this.values;
     const entry: ServiceView['backends'][number] = { id, address: decodeAddr(v, off + BACKEND_ADDR), port: backendPortAt(v, off) };
     if (v[off + BACKEND_FLAGS]! & BE_FLAG.LOCAL) entry.local = true;
     return entry;
@@ -151,6 +149,8 @@ export interface ServiceTables {
   meta: Map<number, SvcMeta>;
   /** Non-zero counters by frontend id (empty when kpr_svc_stats is not pinned). */
   counters?: Map<number, FrontendCounters>;
+  /** Indexes into masters, in the order frontends are listed (frontendOrder). */
+  order: Int32Array;
 }
 
 const SVC = mapCodecs(MAPS.svc);
@@ -202,42 +202,71 @@ export function tablesFromBatch(svc: RawBatch, backends: BackendBatch, meta: Map
   }
   const slotIds = new Uint32Array(slotCount);
   fillSlots(svc, groups, counts, bases, slotIds);
-  return { masters, slotIds, backends, meta };
+  return { masters, slotIds, backends, meta, order: frontendOrder(svc, records) };
 }
 
-/** Each frontend with its names and its backends in slot order, sorted by address, port, protocol, scope. */
-export function joinTables(t: ServiceTables): ServiceView[] {
-  const n = t.masters.length;
-  const views: ServiceView[] = new Array(n);
-  const sortKeys: string[] = new Array(n);
-  for (let i = 0; i < n; i++) {
-    const { key: k, val: v, base } = t.masters[i]!;
-    const list: ServiceView['backends'] = new Array(v.count);
-    for (let slot = 0; slot < v.count; slot++) list[slot] = t.backends.slotEntry(t.slotIds[base + slot]!);
-    const m = t.meta.get(v.revNatId);
-    // Members assigned in the order the JSON output has always had.
-    const view = {} as ServiceView;
-    if (m) {
-      view.service = m.name;
-      view.portName = m.portName;
-      view.type = frontendTypeName(m.type);
-    }
-    view.protocol = protoName(k.proto);
-    view.address = k.addr;
-    view.port = k.port;
-    view.scope = scopeName(k.scope);
-    view.id = v.revNatId;
-    view.flags = flagNames(v.flags);
-    if (v.flags & SVC_FLAG.AFFINITY) view.affinityTimeoutSeconds = v.backendId;
-    const counters = t.counters?.get(v.revNatId);
-    if (counters) view.counters = counters;
-    view.backends = list;
-    views[i] = view;
-    sortKeys[i] = `${addrSortKey(k.addr)}|${String(k.port).padStart(5, '0')}|${String(k.proto).padStart(3, '0')}|${k.scope}`;
+const ADDR_AT = MAPS.svc.key.at.addr;
+const portOf = fieldReader(MAPS.svc.key, 'port') as (buf: Buffer, off: number) => number;
+const protoOf = fieldReader(MAPS.svc.key, 'proto') as (buf: Buffer, off: number) => number;
+const scopeOf = fieldReader(MAPS.svc.key, 'scope') as (buf: Buffer, off: number) => number;
+
+/**
+ * The masters sorted by address (its 16 bytes: IPv4-mapped before IPv6,
+ * numeric within a family), port, protocol, then scope as text (the order
+ * `kpr service list` has always printed), from the raw keys: a comparison
+ * is a few typed-array reads, not a string made per frontend.
+ */
+function frontendOrder(svc: RawBatch, records: Int32Array): Int32Array {
+  const n = records.length;
+  const addr = new Uint32Array(n * 4);
+  const portProto = new Uint32Array(n);
+  const scope = new Uint8Array(n);
+  for (let m = 0; m < n; m++) {
+    const off = records[m]! * KEY_SIZE;
+    for (let w = 0; w < 4; w++) addr[m * 4 + w] = svc.keys.readUInt32BE(off + ADDR_AT + w * 4);
+    portProto[m] = portOf(svc.keys, off) * 256 + protoOf(svc.keys, off);
+    scope[m] = scopeOf(svc.keys, off);
   }
-  const order = Array.from({ length: n }, (_, i) => i);
-  order.sort((a, b) => (sortKeys[a]! < sortKeys[b]! ? -1 : sortKeys[a]! > sortKeys[b]! ? 1 : 0));
-  return order.map((i) => views[i]!);
+  const order = new Int32Array(n);
+  for (let m = 0; m < n; m++) order[m] = m;
+  // Ties (two masters whose keys decode alike) keep the batch's order.
+  return order.sort((a, b) => {
+    for (let w = 0; w < 4; w++) if (addr[a * 4 + w] !== addr[b * 4 + w]) return addr[a * 4 + w]! - addr[b * 4 + w]!;
+    if (portProto[a] !== portProto[b]) return portProto[a]! - portProto[b]!;
+    if (scope[a] !== scope[b]) return String(scope[a]) < String(scope[b]) ? -1 : 1;
+    return a - b;
+  });
+}
+
+/** Frontend `m` of the tables (an index into masters) with its names and its backends in slot order. */
+export function frontendView(t: ServiceTables, m: number): ServiceView {
+  const { key: k, val: v, base } = t.masters[m]!;
+  const list: ServiceView['backends'] = new Array(v.count);
+  for (let slot = 0; slot < v.count; slot++) list[slot] = t.backends.slotEntry(t.slotIds[base + slot]!);
+  const meta = t.meta.get(v.revNatId);
+  // Members assigned in the order the JSON output has always had.
+  const view = {} as ServiceView;
+  if (meta) {
+    view.service = meta.name;
+    view.portName = meta.portName;
+    view.type = frontendTypeName(meta.type);
+  }
+  view.protocol = protoName(k.proto);
+  view.address = k.addr;
+  view.port = k.port;
+  view.scope = scopeName(k.scope);
+  view.id = v.revNatId;
+  view.flags = flagNames(v.flags);
+  if (v.flags & SVC_FLAG.AFFINITY) view.affinityTimeoutSeconds = v.backendId;
+  const counters = t.counters?.get(v.revNatId);
+  if (counters) view.counters = counters;
+  view.backends = list;
+  return view;
+}
+
+/** The frontends `which` (indexes into masters; default: all, in their order) as views. */
+export function joinTables(t: ServiceTables, which: ArrayLike<number> = t.order): ServiceView[] {
+  return Array.from(which, (m) => frontendView(t, m));
 }
 
 const COUNTER_NAMES: Array<[keyof FrontendCounters, string]> = [

@@ -5,17 +5,51 @@
  * the clock process.hrtime uses.
  *
  * The agent sweeps in slices (sweepExpiredConntrackSliced): a batch read of
- * SWEEP_SLICE_ENTRIES, the expired ones of it deleted, then the event loop
- * runs (a change's sync, a probe) before the next slice. One read of a whole
+ * SWEEP_SLICE_ENTRIES, the expired ones of it deleted SWEEP_DELETE_CHUNK at
+ * a time, the event loop running (a change's sync, a probe) between them. One read of a whole
  * 262,144-entry map is ~0.2–0.5 s of kernel time on 2 CPUs (bench/ct-sweep.ts),
  * which would otherwise hold every sync back that long each --ct-sweep-interval.
  * Deleting behind the cursor is safe: the batch cursor is a bucket index.
+ *
+ * An entry read as expired is looked up once more right before it is
+ * deleted, and left alone unless it is still expired: between the batch
+ * read and the delete, a new flow may have taken the same key (a client
+ * reusing its port, the same reply tuple given to another flow), and a
+ * delete by key would remove the new flow's entry, whose packets the node
+ * would then answer with a reset. The window left is one syscall long
+ * instead of a whole slice.
  */
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
-import type { BpfMap } from '../../native/index.js';
+import type { BatchWriter, BpfMap } from '../../native/index.js';
 import { CT_KEY, CT_VAL_EXPIRES_OFFSET } from '../maps/layout.js';
 
 export const SWEEP_SLICE_ENTRIES = 4096;
+/** Expired keys rechecked and deleted between two turns of the event loop. */
+export const SWEEP_DELETE_CHUNK = 256;
+
+/**
+ * Deletes, of `count` keys packed in `keys` (read as expired), those still
+ * expired at `now` when looked up again; returns how many went. The native
+ * one (BatchWriter.deleteStillExpired) makes the two syscalls per key in C.
+ */
+export type StillExpiredDeleter = (ct: BpfMap, keys: Buffer, count: number, now: bigint) => number;
+
+/** The same, through a koffi call per syscall: where the native library is not built. */
+export const deleteStillExpiredHere: StillExpiredDeleter = (ct, keys, count, now) => {
+  let removed = 0;
+  for (let i = 0; i < count; i++) {
+    const key = keys.subarray(i * CT_KEY.size, (i + 1) * CT_KEY.size);
+    const current = ct.lookup(key);
+    if (current === null || current.readBigUInt64LE(CT_VAL_EXPIRES_OFFSET) > now) continue;
+    if (ct.delete(key)) removed++;
+  }
+  return removed;
+};
+
+/** The native deleter, through the batch writer's library (its calls run on the caller's thread). */
+export function nativeStillExpiredDeleter(writer: BatchWriter): StillExpiredDeleter {
+  return (ct, keys, count, now) => writer.deleteStillExpired(ct, keys, count, CT_VAL_EXPIRES_OFFSET, now);
+}
 
 /** The expired keys of one batch, in a buffer of their own. */
 function expiredKeys(count: number, keys: Buffer, values: Buffer, valueStride: number, now: bigint): { keys: Buffer; count: number } {
@@ -28,11 +62,11 @@ function expiredKeys(count: number, keys: Buffer, values: Buffer, valueStride: n
   return { keys: doomed, count: expired.length };
 }
 
-/** The whole map in one read and one delete (tests, and the benchmark's reference). */
-export function sweepExpiredConntrack(ct: BpfMap, now: bigint = process.hrtime.bigint()): number {
+/** The whole map in one read (tests, and the benchmark's reference). */
+export function sweepExpiredConntrack(ct: BpfMap, now: bigint = process.hrtime.bigint(), deleter: StillExpiredDeleter = deleteStillExpiredHere): number {
   const { count, keys, values } = ct.lookupBatch();
   const d = expiredKeys(count, keys, values, ct.valueStride, now);
-  return d.count === 0 ? 0 : ct.deleteBatch(d.keys, d.count, { ignoreMissing: true });
+  return d.count === 0 ? 0 : deleter(ct, d.keys, d.count, now);
 }
 
 export interface SlicedSweep {
@@ -43,7 +77,12 @@ export interface SlicedSweep {
 }
 
 /** Slice by slice, yielding to the event loop between slices. */
-export async function sweepExpiredConntrackSliced(ct: BpfMap, now: bigint = process.hrtime.bigint(), sliceEntries = SWEEP_SLICE_ENTRIES): Promise<SlicedSweep> {
+export async function sweepExpiredConntrackSliced(
+  ct: BpfMap,
+  now: bigint = process.hrtime.bigint(),
+  sliceEntries = SWEEP_SLICE_ENTRIES,
+  deleter: StillExpiredDeleter = deleteStillExpiredHere,
+): Promise<SlicedSweep> {
   const cursor = ct.lookupBatchCursor(sliceEntries);
   const out: SlicedSweep = { removed: 0, slices: 0, longestSliceMs: 0 };
   for (;;) {
@@ -51,10 +90,17 @@ export async function sweepExpiredConntrackSliced(ct: BpfMap, now: bigint = proc
     const b = cursor.next();
     if (b === null) break;
     const d = expiredKeys(b.count, b.keys, b.values, ct.valueStride, now);
-    if (d.count > 0) out.removed += ct.deleteBatch(d.keys, d.count, { ignoreMissing: true });
-    out.slices++;
-    out.longestSliceMs = Math.max(out.longestSliceMs, performance.now() - t0);
-    await yieldToEventLoop();
+    // Two syscalls per expired key: deleted a chunk at a time, the event loop running between chunks.
+    let t = t0;
+    for (let from = 0; ; from += SWEEP_DELETE_CHUNK) {
+      const n = Math.min(SWEEP_DELETE_CHUNK, d.count - from);
+      if (n > 0) out.removed += deleter(ct, d.keys.subarray(from * CT_KEY.size), n, now);
+      out.slices++;
+      out.longestSliceMs = Math.max(out.longestSliceMs, performance.now() - t);
+      await yieldToEventLoop();
+      t = performance.now();
+      if (from + SWEEP_DELETE_CHUNK >= d.count) break;
+    }
   }
   return out;
 }

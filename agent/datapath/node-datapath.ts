@@ -12,7 +12,7 @@ import type { AgentConfig } from '../config.js';
 import type { Logger } from '../log.js';
 import { CFG_FLAG, MAP_NAMES, encodeConfig } from '../maps/layout.js';
 import type { DriftCount } from '../reconcile/reconciler.js';
-import { sweepExpiredConntrackSliced } from './ct-sweeper.js';
+import { sweepExpiredConntrackSliced, type StillExpiredDeleter } from './ct-sweeper.js';
 import { CONFIG_KEY, writeNodeConfig, type Datapath } from './loader.js';
 import { TcAttacher } from './tc-attacher.js';
 import { tcLinkPinDir } from './pins.js';
@@ -45,6 +45,8 @@ export interface NodeDatapathOptions {
    * features line and kpr_kernel_feature report. Default: the kernel asked directly.
    */
   tcxAvailable?: () => boolean;
+  /** How the conntrack sweep deletes what it found expired (the native library's when it is built). */
+  ctSweepDeleter?: StillExpiredDeleter;
 }
 
 export class NodeDatapath {
@@ -113,7 +115,7 @@ export class NodeDatapath {
     const sweep = setInterval(() => {
       if (sweeping) return;
       sweeping = true;
-      sweepExpiredConntrackSliced(this.dp.maps.ct)
+      sweepExpiredConntrackSliced(this.dp.maps.ct, undefined, undefined, this.opts.ctSweepDeleter)
         .then(
           (s) => {
             this.tick('conntrack_sweep', () => {});

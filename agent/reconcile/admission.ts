@@ -168,11 +168,11 @@ export class Admission {
 
   /** need([d], false) fits: the common case, checked without allocating. */
   private fitsBound(d: DesiredFrontend, w: Writes): boolean {
-    const ne = d.backends.length;
-    const ni = d.internal?.length ?? 0;
+    const ne = d.tuples.length;
+    const ni = d.internalTuples?.length ?? 0;
     return (
       this.free('rev_nat_ids') >= 1 &&
-      this.free('svc_map', w) >= ne + 1 + (d.internal ? ni + 1 : 0) &&
+      this.free('svc_map', w) >= ne + 1 + (d.internalTuples ? ni + 1 : 0) &&
       this.free('backend_map') >= ne + ni &&
       (d.affinityTimeout === 0 || this.free('aff_match_map', w) >= ne + ni) &&
       (d.sourceRanges.length === 0 || this.free('src_range_map', w) >= d.sourceRanges.length)
@@ -205,11 +205,11 @@ export class Admission {
     const n: Need = { rev_nat_ids: 0, svc_map: 0, backend_map: 0, aff_match_map: 0, src_range_map: 0 };
     let fresh: Set<BackendTuple> | null = null;
     for (const d of ds) {
-      const ne = d.backends.length;
-      const ni = d.internal?.length ?? 0;
+      const ne = d.tuples.length;
+      const ni = d.internalTuples?.length ?? 0;
       if (!exact) {
         n.rev_nat_ids++;
-        n.svc_map += ne + 1 + (d.internal ? ni + 1 : 0);
+        n.svc_map += ne + 1 + (d.internalTuples ? ni + 1 : 0);
         n.backend_map += ne + ni;
         if (d.affinityTimeout > 0) n.aff_match_map += ne + ni;
         n.src_range_map += d.sourceRanges.length;
@@ -217,9 +217,9 @@ export class Admission {
       }
       const rn = this.mirror.ownedRevNat(d.fk);
       if (rn === 0) n.rev_nat_ids++;
-      n.svc_map += missingEntries(this.mirror.kSets.get(d.extSid), ne) + (d.internal ? missingEntries(this.mirror.kSets.get(d.intSid), ni) : 0);
+      n.svc_map += missingEntries(this.mirror.kSets.get(d.extSid), ne) + (d.internalTuples ? missingEntries(this.mirror.kSets.get(d.intSid), ni) : 0);
       const pairs = d.affinityTimeout > 0 ? ((rn > 0 ? this.mirror.kAff.get(rn) : undefined) ?? new Set<number>()) : null;
-      const seen = pairs && d.internal ? new Set<BackendTuple>() : null;
+      const seen = pairs && d.internalTuples ? new Set<BackendTuple>() : null;
       const newTuples = (fresh ??= new Set());
       for (const tuples of d.internalTuples ? [d.tuples, d.internalTuples] : [d.tuples]) {
         for (const t of tuples) {
@@ -263,6 +263,11 @@ export class Admission {
       case 'src_range_map':
         return this.caps.srcRange - this.mirror.rangeKeys - (w ? w.rangeDeletes.length : 0);
     }
+  }
+
+  /** kpr_backend's capacity as admitted against (Infinity when unknown). */
+  get backendCapacity(): number {
+    return this.caps.backend;
   }
 
   private capacity(limit: RoomLimit): number {

@@ -60,6 +60,11 @@ export class BackendTable implements BackendColumns {
     return this.dense(id) ? id < this.kind.length && this.kind[id] !== NONE : this.far.has(id);
   }
 
+  /** Room for `n` tuples in the tuple index before it next grows (a large sync's estimate of what it will hold). */
+  reserve(n: number): void {
+    this.byTuple.reserve(n);
+  }
+
   /** The canonical id of a tuple, or -1. */
   idOf(tuple: BackendTuple): number {
     return this.byTuple.get(tuple);

@@ -6,9 +6,9 @@
  * that lost (kpr_frontend_conflicts, logged once).
  */
 import { FE_TYPE } from '../maps/layout.js';
-import type { PlanBackend, PlanFrontend, SkippedObject } from '../plan/types.js';
+import type { PlanFrontend, SkippedObject } from '../plan/types.js';
 import { OncePerVersion } from '../log-dedupe.js';
-import { frontendLabel, toDesiredFrontend, type BackendTuple, type DesiredFrontend } from './desired-frontend.js';
+import { frontendLabel, sameTuples, toDesiredFrontend, type BackendTuple, type DesiredFrontend } from './desired-frontend.js';
 import { ConflictLog, claimClass, conflictSkip, isAssertedClaim, outranks, type Claim, type ConflictCount, type ConflictLogger, type FrontendConflict } from './ownership.js';
 import type { PlanSource } from './sync-types.js';
 
@@ -17,8 +17,12 @@ export class Claims {
   readonly desired = new Map<string, DesiredFrontend[]>();
   /** frontendId → the Service(s) that want it (winner() decides between them); an array only on conflict. */
   readonly claimants = new Map<string, string | string[]>();
-  /** ClusterIP addresses of the desired frontends: address → Service → its ClusterIP frontends there. */
-  readonly clusterAddrs = new Map<string, Map<string, number>>();
+  /**
+   * ClusterIP addresses of the desired frontends: address → the Service
+   * with ClusterIP frontends there, a Set only when several (broken input):
+   * a Map per address was two objects per Service kept for good.
+   */
+  readonly clusterAddrs = new Map<string, string | Set<string>>();
   /** LoadBalancer and ExternalIP frontends claimed, per address (re-decided when the address becomes or stops being a ClusterIP). */
   readonly assertedByAddr = new Map<string, Set<string>>();
   /** frontendId → the claims on it that lost, as last decided. */
@@ -111,12 +115,12 @@ export class Claims {
   private indexAddress(d: DesiredFrontend, service: string, affected: Set<string>): void {
     const addr = d.base.addr;
     if (d.feType === FE_TYPE.CLUSTER_IP) {
-      let owners = this.clusterAddrs.get(addr);
-      if (!owners) {
-        this.clusterAddrs.set(addr, (owners = new Map()));
+      const owners = this.clusterAddrs.get(addr);
+      if (owners === undefined) {
+        this.clusterAddrs.set(addr, service);
         this.assertedAt(addr, affected); // they may no longer use the address
-      }
-      owners.set(service, (owners.get(service) ?? 0) + 1);
+      } else if (typeof owners !== 'string') owners.add(service);
+      else if (owners !== service) this.clusterAddrs.set(addr, new Set([owners, service]));
     } else if (isAssertedClaim(d.feType)) {
       let fks = this.assertedByAddr.get(addr);
       if (!fks) this.assertedByAddr.set(addr, (fks = new Set()));
@@ -124,19 +128,21 @@ export class Claims {
     }
   }
 
-  /** Undoes indexAddress (after unclaim()). */
+  /**
+   * Undoes indexAddress (after unclaim()). set() unindexes all of a
+   * Service's frontends at once, so its first ClusterIP frontend at an
+   * address takes the Service off it; the others find it gone.
+   */
   private unindexAddress(d: DesiredFrontend, service: string, affected: Set<string>): void {
     const addr = d.base.addr;
     if (d.feType === FE_TYPE.CLUSTER_IP) {
       const owners = this.clusterAddrs.get(addr);
-      if (!owners) return;
-      const n = (owners.get(service) ?? 0) - 1;
-      if (n > 0) owners.set(service, n);
-      else owners.delete(service);
-      if (owners.size === 0) {
-        this.clusterAddrs.delete(addr);
-        this.assertedAt(addr, affected); // the address is free for them again
-      }
+      if (owners === undefined) return;
+      if (typeof owners === 'string') {
+        if (owners !== service) return;
+      } else if (!owners.delete(service) || owners.size > 0) return;
+      this.clusterAddrs.delete(addr);
+      this.assertedAt(addr, affected); // the address is free for them again
     } else if (isAssertedClaim(d.feType) && !this.claimants.has(d.fk)) {
       const fks = this.assertedByAddr.get(addr);
       fks?.delete(d.fk);
@@ -211,9 +217,10 @@ export class Claims {
   /** The Service (lowest key) whose ClusterIP is `addr`, other than `service`; undefined when none. */
   private clusterIPOwner(addr: string, service: string): string | undefined {
     const owners = this.clusterAddrs.get(addr);
-    if (!owners) return undefined;
+    if (owners === undefined) return undefined;
+    if (typeof owners === 'string') return owners !== service ? owners : undefined;
     let first: string | undefined;
-    for (const s of owners.keys()) if (s !== service && (first === undefined || s < first)) first = s;
+    for (const s of owners) if (s !== service && (first === undefined || s < first)) first = s;
     return first;
   }
 
@@ -285,8 +292,8 @@ function sameDesired(a: DesiredFrontend, b: DesiredFrontend): boolean {
     a.clusterIP === b.clusterIP &&
     a.truncatedFrom === b.truncatedFrom &&
     sameStrings(a.sourceRanges, b.sourceRanges) &&
-    sameBackends(a.backends, a.tuples, b.backends, b.tuples) &&
-    (a.internal === null ? b.internal === null : b.internal !== null && sameBackends(a.internal, a.internalTuples!, b.internal, b.internalTuples!))
+    sameBackends(a.tuples, a.locals, b.tuples, b.locals) &&
+    (a.internalTuples === null ? b.internalTuples === null : b.internalTuples !== null && sameBackends(a.internalTuples, a.internalLocals, b.internalTuples, b.internalLocals))
   );
 }
 
@@ -296,12 +303,7 @@ function sameStrings(a: readonly string[], b: readonly string[]): boolean {
   return true;
 }
 
-function sameBackends(a: readonly PlanBackend[], at: readonly BackendTuple[], b: readonly PlanBackend[], bt: readonly BackendTuple[]): boolean {
-  if (a.length !== b.length || at.length !== bt.length) return false;
-  for (let i = 0; i < a.length; i++) {
-    const x = a[i];
-    const y = b[i];
-    if (at[i] !== bt[i] || x.address !== y.address || x.port !== y.port || (x.local === true) !== (y.local === true)) return false;
-  }
-  return true;
+/** Same backends (tuples name address, port and protocol; an IPv6 address's text follows from its tuple) on this node or not alike. */
+function sameBackends(at: readonly BackendTuple[], al: readonly number[], bt: readonly BackendTuple[], bl: readonly number[]): boolean {
+  return sameTuples(at, bt) && al.length === bl.length && al.every((x, i) => x === bl[i]);
 }

@@ -4,7 +4,7 @@
  * never writes a half-understood entry.
  */
 import { ipv4Canonical, IPV4_INVALID, networkText, parseCIDR, parseIP } from '../net/ip.js';
-import { frontendKey, sameBackends, type PlanBackend, type PlanFrontend, type SkippedObject } from '../plan/types.js';
+import { frontendKey, type PlanBackend, type PlanFrontend, type SkippedObject } from '../plan/types.js';
 import { BE_FLAG, FE_TYPE, IPPROTO, SCOPE, SVC_FLAG, type Backend } from '../maps/layout.js';
 import { flatKey } from '../flat-key.js';
 
@@ -43,18 +43,21 @@ export interface DesiredFrontend {
   /** Affinity timeout in seconds (master.backendId); 0 without affinity. */
   affinityTimeout: number;
   /**
-   * EXTERNAL scope: slot i+1 = backends[i], of protocol base.proto. The
-   * plan's own list when it is valid (the usual case), else a checked copy:
-   * every address canonical and of the frontend's family, every port valid,
-   * no tuple twice.
+   * EXTERNAL scope: slot i+1 = the backend of tuples[i] (backendTupleKey,
+   * of protocol base.proto): the plan's valid backends, each once, in plan
+   * order. Kept as tuples, not as the plan's backend objects: those then die
+   * young (a cold sync at 100,000 Services × 10 endpoints otherwise kept a
+   * million of them, each copied twice by the scavenger).
    */
-  backends: readonly PlanBackend[];
-  /** backendTupleKey of each of `backends`, computed once (every diff of the frontend reads them). */
   tuples: readonly BackendTuple[];
-  /** INTERNAL scope set, only when it differs from `backends`. */
-  internal: readonly PlanBackend[] | null;
-  /** backendTupleKey of each of `internal`. */
+  /** Which of `tuples` are on this node (BE_FLAG.LOCAL), by index, ascending. */
+  locals: readonly number[];
+  /** The canonical address text of each of `tuples` when they are not IPv4 (an IPv4 tuple holds its address); null for IPv4. */
+  texts: readonly string[] | null;
+  /** INTERNAL scope set, only when it differs from `tuples`: its tuples, locals and texts as above. */
   internalTuples: readonly BackendTuple[] | null;
+  internalLocals: readonly number[];
+  internalTexts: readonly string[] | null;
   /** A ClusterIP frontend: its address refuses unknown ports (kpr_vip). */
   clusterIP: boolean;
   /** loadBalancerSourceRanges in canonical CIDR form, sorted; empty = everyone. */
@@ -92,6 +95,12 @@ export function backendTupleKey(addrKey: number | string, port: number, proto: n
 /** The IPv4 address (u32) of a numeric backendTupleKey; -1 for anything else. */
 export function tupleIPv4(tuple: BackendTuple): number {
   return typeof tuple === 'number' ? Math.floor(tuple / 131072) : -1;
+}
+
+/** The port of a backendTupleKey. */
+export function tuplePort(tuple: BackendTuple): number {
+  if (typeof tuple === 'number') return Math.floor(tuple / 2) % 65536;
+  return Number(tuple.slice(tuple.lastIndexOf(':') + 1, tuple.lastIndexOf('/')));
 }
 
 /** backendTupleKey of a backend-map value; null if it is not a well-formed TCP/UDP backend this agent writes. */
@@ -147,14 +156,13 @@ export function toDesiredFrontend(service: string, f: PlanFrontend, skipped: Ski
   const timeout = Number.isInteger(f.affinityTimeoutSeconds) && f.affinityTimeoutSeconds > 0 ? f.affinityTimeoutSeconds : 0;
   const proto = IPPROTO[f.protocol];
   const base: FrontendBase = { addr: v4 ? f.address : ip!.text, port: f.port, proto };
-  const tuples: BackendTuple[] = [];
-  let backends = desiredBackends(f.backends, family, proto, service, f, skipped, tuples);
-  let internalTuples: BackendTuple[] | null = f.internalBackends ? [] : null;
-  let internal = f.internalBackends ? desiredBackends(f.internalBackends, family, proto, service, f, skipped, internalTuples!) : null;
-  const truncatedFrom = Math.max(backends.length, internal?.length ?? 0) > MAX_SLOTS ? Math.max(backends.length, internal?.length ?? 0) : 0;
-  if (backends.length > MAX_SLOTS) backends = withinSlots(backends, tuples, service, f, skipped);
-  if (internal && internal.length > MAX_SLOTS) internal = withinSlots(internal, internalTuples!, service, f, skipped);
-  if (internal && sameBackends(internal, backends)) internal = internalTuples = null;
+  const ext = desiredBackends(f.backends, family, proto, service, f, skipped);
+  let int = f.internalBackends ? desiredBackends(f.internalBackends, family, proto, service, f, skipped) : null;
+  const longest = Math.max(ext.tuples.length, int?.tuples.length ?? 0);
+  const truncatedFrom = longest > MAX_SLOTS ? longest : 0;
+  if (ext.tuples.length > MAX_SLOTS) withinSlots(ext, service, f, skipped);
+  if (int && int.tuples.length > MAX_SLOTS) withinSlots(int, service, f, skipped);
+  if (int && sameTuples(int.tuples, ext.tuples)) int = null;
   let sourceRanges: readonly string[] = NO_RANGES;
   if (f.sourceRanges.length > 0) {
     const ranges: string[] = [];
@@ -182,28 +190,47 @@ export function toDesiredFrontend(service: string, f: PlanFrontend, skipped: Ski
     base,
     flags: flagsWithTimeout(f, timeout),
     affinityTimeout: timeout,
-    backends,
-    tuples,
-    internal,
-    internalTuples,
+    tuples: ext.tuples,
+    locals: ext.locals,
+    texts: ext.texts,
+    internalTuples: int?.tuples ?? null,
+    internalLocals: int?.locals ?? NO_LOCALS,
+    internalTexts: int?.texts ?? null,
     clusterIP: f.type === 'ClusterIP',
     sourceRanges,
     truncatedFrom,
   };
 }
 
+/** One scope's checked backends, as a desired frontend keeps them. */
+interface ScopeBackends {
+  tuples: BackendTuple[];
+  locals: readonly number[];
+  texts: string[] | null;
+}
+
 /**
- * The first MAX_SLOTS of `backends` (longer than that; `tuples` cut alike):
- * the planner sorts by address and port, so the same backends are kept from
+ * Cuts `b` (longer than MAX_SLOTS) to its first MAX_SLOTS backends: the
+ * planner sorts by address and port, so the same backends are kept from
  * sync to sync. Reported in `skipped`.
  */
-function withinSlots(backends: readonly PlanBackend[], tuples: BackendTuple[], service: string, f: PlanFrontend, skipped: SkippedObject[]): readonly PlanBackend[] {
-  refuse(service, f, `${backends.length} backends, over the limit of ${MAX_SLOTS} per frontend (u16 slot count): only the first ${MAX_SLOTS} are programmed`, skipped);
-  tuples.length = MAX_SLOTS;
-  return backends.slice(0, MAX_SLOTS);
+function withinSlots(b: ScopeBackends, service: string, f: PlanFrontend, skipped: SkippedObject[]): void {
+  refuse(service, f, `${b.tuples.length} backends, over the limit of ${MAX_SLOTS} per frontend (u16 slot count): only the first ${MAX_SLOTS} are programmed`, skipped);
+  b.tuples.length = MAX_SLOTS;
+  if (b.texts) b.texts.length = MAX_SLOTS;
+  if (b.locals.length > 0 && b.locals[b.locals.length - 1] >= MAX_SLOTS) b.locals = b.locals.filter((i) => i < MAX_SLOTS);
+}
+
+/** Whether two scopes hold the same backends (tuples name address, port and protocol). */
+export function sameTuples(a: readonly BackendTuple[], b: readonly BackendTuple[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 const NO_RANGES: readonly string[] = Object.freeze([]);
+/** `locals` of a scope with no backend on this node (the usual case), shared. */
+const NO_LOCALS: readonly number[] = Object.freeze([]);
 
 /** Reports a part of frontend `f` of `service` that cannot be programmed (the message names it as the plan did); null. */
 function refuse(service: string, f: PlanFrontend, reason: string, skipped: SkippedObject[]): null {
@@ -212,21 +239,16 @@ function refuse(service: string, f: PlanFrontend, reason: string, skipped: Skipp
 }
 
 /**
- * The backends of `list` the datapath can use: the list itself when every
- * one is valid and they come sorted and unique (what the planner emits);
- * otherwise a copy without the invalid ones (reported) and repeats, with
- * every address in canonical form. Their tuples go to `tuples`, in order.
+ * The backends of `list` the datapath can use, in order: the invalid ones
+ * left out (reported) and repeats, each address in canonical form. A sorted,
+ * unique list of canonical IPv4 backends (what the planner emits) is checked
+ * without a Set.
  */
-function desiredBackends(
-  list: readonly PlanBackend[],
-  family: 'IPv4' | 'IPv6',
-  proto: number,
-  service: string,
-  f: PlanFrontend,
-  skipped: SkippedObject[],
-  tuples: BackendTuple[],
-): readonly PlanBackend[] {
-  let out: PlanBackend[] | null = null;
+function desiredBackends(list: readonly PlanBackend[], family: 'IPv4' | 'IPv6', proto: number, service: string, f: PlanFrontend, skipped: SkippedObject[]): ScopeBackends {
+  const tuples: BackendTuple[] = new Array(list.length);
+  let n = 0;
+  let locals: number[] | null = null;
+  const texts: string[] | null = family === 'IPv4' ? null : [];
   let seen: Set<BackendTuple> | null = null;
   let last = -1;
   for (let i = 0; i < list.length; i++) {
@@ -234,26 +256,25 @@ function desiredBackends(
     const num = family === 'IPv4' ? ipv4Canonical(b.address) : IPV4_INVALID;
     const bip = num < 0 ? parseIP(b.address) : null;
     const valid = (num >= 0 || (bip !== null && bip.family === family)) && validPort(b.port);
-    const tuple = valid ? backendTupleKey(num >= 0 ? num : bip!.key, b.port, proto)! : null;
-    // Kept as it is while every backend so far is canonical IPv4, valid and in increasing order.
-    if (out === null && valid && num >= 0 && typeof tuple === 'number' && tuple > last) {
-      last = tuple;
-      tuples.push(tuple);
-      continue;
-    }
-    if (out === null) {
-      out = list.slice(0, i) as PlanBackend[];
-      seen = new Set(tuples);
-    }
     if (!valid) {
       refuse(service, f, `invalid backend ${JSON.stringify(`${b.address}:${b.port}`)}`, skipped);
       continue;
     }
-    if (seen!.has(tuple!)) continue;
-    seen!.add(tuple!);
-    tuples.push(tuple!);
-    const text = num >= 0 ? b.address : bip!.text;
-    out.push(text === b.address ? b : b.local ? { address: text, port: b.port, local: true } : { address: text, port: b.port });
+    const tuple = backendTupleKey(num >= 0 ? num : bip!.key, b.port, proto)!;
+    // No Set while every backend so far is IPv4 in increasing order: none can repeat.
+    if (seen === null && typeof tuple === 'number' && tuple > last) last = tuple;
+    else {
+      if (seen === null) {
+        seen = new Set();
+        for (let j = 0; j < n; j++) seen.add(tuples[j]);
+      }
+      if (seen.has(tuple)) continue;
+      seen.add(tuple);
+    }
+    if (b.local) (locals ??= []).push(n);
+    if (texts !== null) texts.push(bip!.text);
+    tuples[n++] = tuple;
   }
-  return out ?? list;
+  if (n < tuples.length) tuples.length = n;
+  return { tuples, locals: locals ?? NO_LOCALS, texts };
 }

@@ -7,10 +7,10 @@
  * frontend, reported by the next sync that succeeds (udpBackendsLeft).
  */
 import { BE_FLAG, IPPROTO, SCOPE, VIP_FLAG, type SvcMeta, type SvcVal } from '../maps/layout.js';
-import type { PlanBackend, SkippedObject } from '../plan/types.js';
+import type { SkippedObject } from '../plan/types.js';
 import type { Admission } from './admission.js';
 import { clearIfAny } from './collections.js';
-import { entrySetId, tupleIPv4, type BackendTuple, type DesiredFrontend, type FrontendBase } from './desired-frontend.js';
+import { entrySetId, tupleIPv4, tuplePort, type BackendTuple, type DesiredFrontend, type FrontendBase } from './desired-frontend.js';
 import { sameMaster, sameMeta, type EntrySet, type KernelMirror } from './kernel-mirror.js';
 import type { UdpBackendLeft } from './sync-types.js';
 import { svcKey, type BackendWrites, type Writes } from './write-batch.js';
@@ -85,8 +85,8 @@ export class MirrorDiff {
     }
 
     // Backend ids of both sets, so the affinity pairs can be written before any slot names them.
-    const ext = this.backendsFor(want.backends, want.tuples, want.base.proto, w);
-    const int = want.internal ? this.backendsFor(want.internal, want.internalTuples!, want.base.proto, w) : null;
+    const ext = this.backendsFor(want.tuples, want.locals, want.texts, want.base.proto, w);
+    const int = want.internalTuples ? this.backendsFor(want.internalTuples, want.internalLocals, want.internalTexts, want.base.proto, w) : null;
     if (want.affinityTimeout > 0) this.diffAffinity(revNatId, int ? ext.concat(int) : ext, w);
     else this.diffAffinity(revNatId, NO_IDS, w);
     this.diffRanges(revNatId, want.sourceRanges, w);
@@ -104,10 +104,16 @@ export class MirrorDiff {
     else if (!want.clusterIP && counted !== undefined) this.vipUnref(fk, touchedVips);
   }
 
-  /** Backend ids of `backends` (a desired frontend's checked list) in order, allocating (and queueing writes of) what the kernel lacks. */
-  backendsFor(backends: readonly PlanBackend[], tuples: readonly BackendTuple[], proto: number, w: Writes): number[] {
-    const ids = new Array<number>(backends.length);
-    for (let i = 0; i < backends.length; i++) ids[i] = this.backendFor(backends[i], tuples[i], proto, w.backendWrites);
+  /** Backend ids of one scope of a desired frontend (its tuples, locals and texts) in order, allocating (and queueing writes of) what the kernel lacks. */
+  backendsFor(tuples: readonly BackendTuple[], locals: readonly number[], texts: readonly string[] | null, proto: number, w: Writes): number[] {
+    const n = tuples.length;
+    const ids = new Array<number>(n);
+    let l = 0; // the next of `locals` (ascending)
+    for (let i = 0; i < n; i++) {
+      const local = l < locals.length && locals[l] === i;
+      if (local) l++;
+      ids[i] = this.backendFor(tuples[i], local, texts === null ? '' : texts[i], proto, w.backendWrites);
+    }
     return ids;
   }
 
@@ -228,28 +234,42 @@ export class MirrorDiff {
    * suspects the last read of the maps found, or (full sync) everything.
    */
   sweepOrphans(w: Writes, touchedVips: Set<string>, full: boolean): void {
-    const revNats = full ? new Set([...this.m.kAff.keys(), ...this.m.kRanges.keys(), ...this.m.kMeta.keys()]) : this.m.suspectRevNats;
-    for (const rn of revNats) {
-      if (this.m.revNatOwner.has(rn)) continue;
-      this.diffAffinity(rn, [], w);
-      this.diffRanges(rn, [], w);
-      if (this.m.kMeta.delete(rn)) w.metaDeletes.push(rn);
-    }
-    for (const addr of this.m.suspectVips) touchedVips.add(addr);
+    const m = this.m;
     if (full) {
-      for (const addr of this.m.kVips.keys()) touchedVips.add(addr);
-      for (const addr of this.m.vipRefs.keys()) touchedVips.add(addr);
-      this.m.kBackends.forEachId((id) => {
-        if (this.m.kBackends.refs(id) === 0) this.m.unreferenced.add(id);
+      // Each map walked in turn (a revNatId's pairs, ranges and name all go at its first visit; Maps
+      // iterate safely past deleted entries), not merged into one Set: at 100,000 frontends that was
+      // an array and a Set of 100,000 ids.
+      for (const rn of m.kAff.keys()) this.dropOrphanRevNat(rn, w);
+      for (const rn of m.kRanges.keys()) this.dropOrphanRevNat(rn, w);
+      for (const rn of m.kMeta.keys()) this.dropOrphanRevNat(rn, w);
+    } else for (const rn of m.suspectRevNats) this.dropOrphanRevNat(rn, w);
+    for (const addr of m.suspectVips) touchedVips.add(addr);
+    if (full) {
+      for (const addr of m.kVips.keys()) touchedVips.add(addr);
+      for (const addr of m.vipRefs.keys()) touchedVips.add(addr);
+      m.kBackends.forEachId((id) => {
+        if (m.kBackends.refs(id) === 0) m.unreferenced.add(id);
       });
     }
     clearIfAny(this.m.suspectRevNats);
     clearIfAny(this.m.suspectVips);
   }
 
-  /** The backend id of one checked backend (and its tuple), allocating it (and queueing its write) if the kernel lacks it or holds other flags. */
-  backendFor(b: PlanBackend, tuple: BackendTuple, proto: number, writes: BackendWrites): number {
-    const flags = b.local ? BE_FLAG.LOCAL : 0;
+  /** Affinity pairs, source ranges and name of `rn` when no frontend owns it. */
+  private dropOrphanRevNat(rn: number, w: Writes): void {
+    if (this.m.revNatOwner.has(rn)) return;
+    this.diffAffinity(rn, [], w);
+    this.diffRanges(rn, [], w);
+    if (this.m.kMeta.delete(rn)) w.metaDeletes.push(rn);
+  }
+
+  /**
+   * The backend id of one checked backend (its tuple, whether it is on this
+   * node, its address text unless IPv4), allocating it (and queueing its
+   * write) if the kernel lacks it or holds other flags.
+   */
+  backendFor(tuple: BackendTuple, local: boolean, text: string, proto: number, writes: BackendWrites): number {
+    const flags = local ? BE_FLAG.LOCAL : 0;
     const rows = this.m.kBackends;
     const known = rows.idOf(tuple);
     if (known >= 0) {
@@ -263,7 +283,7 @@ export class MirrorDiff {
     const id = this.m.backendIds.allocate();
     if (id === undefined) throw new Error('backend id space exhausted'); // 2^32 - 1 backends: not reachable
     // A numeric tuple is an IPv4 backend: its address is the tuple's top 32 bits.
-    rows.insert(id, tupleIPv4(tuple), b.address, b.port, proto, flags, tuple);
+    rows.insert(id, tupleIPv4(tuple), text, tuplePort(tuple), proto, flags, tuple);
     writes.push(id);
     return id;
   }

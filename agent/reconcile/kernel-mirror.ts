@@ -187,6 +187,7 @@ export class KernelMirror {
       orphanAuxEntries: 0,
     };
 
+    this.kBackends.reserve(backends.length);
     for (const [id, b] of [...backends].sort((x, y) => x[0] - y[0])) {
       // A tuple of null: not something this agent writes (never reused, deleted once unreferenced).
       const tuple = backendValueKey(b);

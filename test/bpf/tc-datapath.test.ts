@@ -11,6 +11,9 @@ import {
   CT_DIR,
   CT_KEY,
   CT_VAL,
+  CT_VAL_EXPIRES_OFFSET,
+  CT_FLAG,
+  codecOf,
   IPPROTO,
   SCOPE,
   STAT,
@@ -189,6 +192,51 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     arp.writeUInt16BE(0x0806, 12);
     assert.equal(testRun(obj.program('kpr_tc_ext'), arp).retval, TC_ACT_OK);
     assert.equal(stat(STAT.TC_PASS_MALFORMED), malformed0, 'non-IP traffic is simply not ours');
+  });
+
+  test('a client port reused after the closed flow expired: the new connection is answered through the reverse translation', () => {
+    frontend(NODE_V4, 30082, IPPROTO.TCP, 9, SVC_FLAG.NODE_PORT, [[3, '198.18.20.10', 8080]]);
+    const fromClient = (flags: number) => run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport: 43700, dport: 30082, proto: 'TCP', tcpFlags: flags }));
+    const fromPod = (flags: number) => run('kpr_tc_pod', buildPacket({ src: '198.18.20.10', dst: NODE_V4, sport: 8080, dport: 43700, proto: 'TCP', tcpFlags: flags }));
+    const connect = () => {
+      const syn = fromClient(TCP_SYN).parsed!;
+      assert.deepEqual([syn.src, syn.sport, syn.dst, syn.dport], [NODE_V4, 43700, '198.18.20.10', 8080]);
+      const synAck = fromPod(TCP_SYN | TCP_ACK).parsed!;
+      assert.deepEqual([synAck.src, synAck.sport, synAck.dst, synAck.dport], [NODE_V4, 30082, CLIENT, 43700], 'the SYN-ACK reaches the client as the NodePort');
+    };
+    connect();
+    // The pod closes first (an HTTP/1.0 server), then the client.
+    fromPod(TCP_FIN | TCP_ACK);
+    fromClient(TCP_FIN | TCP_ACK);
+    fromPod(TCP_ACK);
+    // Both entries expire (the closing timeout passed) but nothing swept them yet.
+    const { count, keys, values } = ct.lookupBatch();
+    assert.equal(count, 2);
+    for (let i = 0; i < count; i++) {
+      const v = Buffer.from(values.subarray(i * CT_VAL.size, (i + 1) * CT_VAL.size));
+      v.writeBigUInt64LE(1n, CT_VAL_EXPIRES_OFFSET);
+      ct.update(keys.subarray(i * CT_KEY.size, (i + 1) * CT_KEY.size), v);
+    }
+    connect();
+  });
+
+  test('a SYN reusing a closed flow\'s client port leaves the reply entry alone once that reply tuple went to another client\'s flow', () => {
+    frontend(NODE_V4, 30083, IPPROTO.TCP, 10, SVC_FLAG.NODE_PORT, [[4, '198.18.20.10', 8080]]);
+    const OTHER = '198.18.100.3';
+    const syn = (src: string, sport: number) => run('kpr_tc_ext', buildPacket({ src, dst: NODE_V4, sport, dport: 30083, proto: 'TCP', tcpFlags: TCP_SYN })).parsed!;
+    // A flow of CLIENT, SNATed to the node's port 43800, closed: its ORIGINAL entry remains, its REPLY entry is gone (swept).
+    const ctKey = codecOf(CT_KEY);
+    const ctVal = codecOf(CT_VAL);
+    ct.update(
+      ctKey.encode({ saddr: CLIENT, daddr: NODE_V4, sport: 41000, dport: 30083, proto: IPPROTO.TCP, dir: CT_DIR.ORIGINAL }),
+      ctVal.encode({ natSaddr: NODE_V4, natDaddr: '198.18.20.10', natSport: 43800, natDport: 8080, backendId: 4, expiresNs: 1n, revNatId: 10, flags: CT_FLAG.SNAT | CT_FLAG.CLOSING }),
+    );
+    // Another client's connection takes the free reply tuple: its own port 43800 as the SNAT port.
+    assert.equal(syn(OTHER, 43800).sport, 43800);
+    // CLIENT reuses its port 41000: a new flow, which must not delete the other client's reply entry.
+    syn(CLIENT, 41000);
+    const synAck = run('kpr_tc_pod', buildPacket({ src: '198.18.20.10', dst: NODE_V4, sport: 8080, dport: 43800, proto: 'TCP', tcpFlags: TCP_SYN | TCP_ACK })).parsed!;
+    assert.deepEqual([synAck.dst, synAck.dport], [OTHER, 43800], 'the other client\'s connection is still answered');
   });
 
   test('ClientIP affinity on the tc path: one client keeps its backend across connections; a backend that leaves breaks it', () => {

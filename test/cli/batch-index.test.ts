@@ -17,6 +17,15 @@ test('U32Index: each key finds its record, absent keys -1, a duplicate key keeps
   assert.equal(new U32Index(0, () => 0).get(0), -1);
 });
 
+test('U32Index over dense ids (a table indexed by the id): each id finds its record, absent and larger ids -1, a duplicate keeps its first record', () => {
+  // Ids as the agent hands them out (lowest free first), some freed, one twice, in a scrambled order.
+  const ids = Array.from({ length: 20_000 }, (_, i) => ((i * 7919) % 20_000) + 1).filter((id) => id % 97 !== 0);
+  const withDup = [...ids, ids[5]!];
+  const index = new U32Index(withDup.length, (r) => withDup[r]!);
+  ids.forEach((id, r) => assert.equal(index.get(id), r, `id ${id}`));
+  for (const id of [0, 97, 970, 20_001, 1 << 20, 0xffffffff]) assert.equal(index.get(id), -1, `id ${id}`);
+});
+
 /** Records of 6 bytes: 4 bytes of identity, then a 2-byte field to ignore, little-endian. */
 function records(list: Array<[number, number]>, pad = 0): Buffer {
   const buf = Buffer.alloc(pad + list.length * 6);

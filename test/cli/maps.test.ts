@@ -12,32 +12,24 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
-import { BpfMap, BpfObject, BPF_MAP_TYPE, ensureBpffs, possibleCpus } from '../../native/index.js';
-import { mapPinDir, mapPinName, mapPinPath, objectPins } from '../../agent/datapath/pins.js';
+import { BpfMap, BPF_MAP_TYPE, ensureBpffs, possibleCpus } from '../../native/index.js';
+import { mapPinDir, mapPinName, mapPinPath } from '../../agent/datapath/pins.js';
 import { MAPS } from '../../agent/maps/registry.js';
 import { SVC_VAL_V1 } from '../../agent/maps/layouts-v1.js';
 import { structCodec } from '../../agent/maps/struct-codec.js';
 import {
-  BACKEND,
-  BACKEND_ID_SIZE,
-  FE_TYPE,
   IPPROTO,
   MAP_NAMES,
   SCOPE,
   STAT,
   SVC_FLAG,
   SVC_KEY,
-  SVC_META,
-  SVC_VAL,
   decodeAddr,
   encodeAddr,
-  encodeBackend,
-  encodeBackendId,
   encodeSvcKey,
-  encodeSvcMeta,
-  encodeSvcVal,
 } from '../../agent/maps/layout.js';
-import { bpfObjectPath, cliBin } from '../support/paths.js';
+import { cliBin } from '../support/paths.js';
+import { fillServiceMaps, pinDatapathMaps } from '../../sandbox/service-maps.js';
 import { requireRoot } from '../support/preflight.js';
 
 const run = promisify(execFile);
@@ -61,45 +53,11 @@ const backendAddr = (i: number, j: number) => `10.${(i >> 8) & 0xff}.${i & 0xff}
 const svcName = (i: number) => `ns-${i % 50}/svc-${i}`;
 
 function fill(bpffsDir: string): void {
-  const open = (name: string) => BpfMap.openPinned(mapPinPath(bpffsDir, name));
-  const svc = open(MAP_NAMES.svc);
-  const be = open(MAP_NAMES.backend);
-  const meta = open(MAP_NAMES.svcMeta);
-  const stats = open(MAP_NAMES.stats);
+  // Service 0 has session affinity (timeout 10800 s in slot 0's backend_id).
+  fillServiceMaps(bpffsDir, { services: SERVICES, backendsPerService: BACKENDS_PER_SERVICE, svcAddr, backendAddr, name: svcName, affinity: (i) => (i === 0 ? 10800 : 0) });
+  // Datapath counters: CONNECT_XLATE = cpu+1 on each CPU, NO_BACKEND = 7 on CPU 0.
+  const stats = BpfMap.openPinned(mapPinPath(bpffsDir, MAP_NAMES.stats));
   try {
-    const nSvc = SERVICES * (BACKENDS_PER_SERVICE + 1);
-    const sk = Buffer.alloc(nSvc * SVC_KEY.size);
-    const sv = Buffer.alloc(nSvc * SVC_VAL.size);
-    const nBe = SERVICES * BACKENDS_PER_SERVICE;
-    const bk = Buffer.alloc(nBe * BACKEND_ID_SIZE);
-    const bv = Buffer.alloc(nBe * BACKEND.size);
-    const mk = Buffer.alloc(SERVICES * BACKEND_ID_SIZE);
-    const mv = Buffer.alloc(SERVICES * SVC_META.size);
-    let s = 0;
-    let b = 0;
-    for (let i = 0; i < SERVICES; i++) {
-      const base = { addr: svcAddr(i), port: 80, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL };
-      // Service 0 has session affinity (timeout 10800 s in slot 0's backend_id).
-      const flags = SVC_FLAG.CLUSTER_IP | (i === 0 ? SVC_FLAG.AFFINITY : 0);
-      encodeSvcKey({ ...base, slot: 0 }, sk, s * SVC_KEY.size);
-      encodeSvcVal({ backendId: i === 0 ? 10800 : 0, count: BACKENDS_PER_SERVICE, revNatId: i + 1, flags }, sv, s * SVC_VAL.size);
-      s++;
-      for (let j = 0; j < BACKENDS_PER_SERVICE; j++) {
-        const id = i * BACKENDS_PER_SERVICE + j + 1;
-        encodeSvcKey({ ...base, slot: j + 1 }, sk, s * SVC_KEY.size);
-        encodeSvcVal({ backendId: id, count: 0, revNatId: 0, flags: 0 }, sv, s * SVC_VAL.size);
-        s++;
-        encodeBackendId(id, bk, b * BACKEND_ID_SIZE);
-        encodeBackend({ addr: backendAddr(i, j), port: 8080, proto: IPPROTO.TCP, flags: 0 }, bv, b * BACKEND.size);
-        b++;
-      }
-      encodeBackendId(i + 1, mk, i * BACKEND_ID_SIZE);
-      encodeSvcMeta({ name: svcName(i), portName: 'http', type: FE_TYPE.CLUSTER_IP, proto: IPPROTO.TCP }, mv, i * SVC_META.size);
-    }
-    be.updateBatch(bk, bv, nBe);
-    svc.updateBatch(sk, sv, nSvc);
-    meta.updateBatch(mk, mv, SERVICES);
-    // Datapath counters: CONNECT_XLATE = cpu+1 on each CPU, NO_BACKEND = 7 on CPU 0.
     const cpus = possibleCpus();
     const slot = stats.valueStride / cpus;
     const key = Buffer.alloc(4);
@@ -112,7 +70,7 @@ function fill(bpffsDir: string): void {
     key.writeUInt32LE(STAT.NO_BACKEND);
     stats.update(key, v);
   } finally {
-    for (const m of [svc, be, meta, stats]) m.close();
+    stats.close();
   }
 }
 
@@ -122,14 +80,7 @@ describe('kpr CLI on pinned maps (10,000 services × 10 backends)', { timeout: 1
   before(() => {
     requireRoot();
     dir = path.join('/sys/fs/bpf', `kpr-test-cli-${process.pid}-${randomBytes(4).toString('hex')}`);
-    ensureBpffs(dir);
-    mkdirSync(mapPinDir(dir), { recursive: true });
-    const obj = BpfObject.open(bpfObjectPath, objectPins(dir));
-    try {
-      obj.load(); // creates and pins every map of the real datapath, as the agent names the pins
-    } finally {
-      obj.close();
-    }
+    pinDatapathMaps(dir); // every map of the real datapath, pinned as the agent names the pins
     fill(dir);
   });
 

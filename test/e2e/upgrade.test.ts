@@ -110,6 +110,14 @@ function upgradeSuite(tcCase: TcModeCase): void {
       }
     }
 
+    /** The agent's steps of a migration with their times: a failure's example carries its time, to be placed among them. */
+    function timeline(): string[] {
+      const steps = /migrat|attached|swap|initial sync complete|agent (started|stopping)/;
+      return (box.agents.get('node-1')?.logs ?? [])
+        .filter((l) => steps.test(String(l.msg)))
+        .map((l) => `${new Date(Number(l.time)).toISOString()} ${String(l.msg)}${l.interface ? ` (${String(l.interface)})` : ''}`);
+    }
+
     /** Every kind of traffic ran and none failed; long-lived flows kept their pod and replies came from the service. */
     function assertUnharmed(reports: Record<string, HoldReport>, what: string): void {
       const stats = counters();
@@ -117,7 +125,7 @@ function upgradeSuite(tcCase: TcModeCase): void {
         const at = `${what}, ${where}`;
         const kinds = Object.entries(rep.kinds).map(([k, r]) => `${k}=${r.ok}/${r.ok + r.failed}`).join(' ');
         console.log(`migration=${what.replace(/ /g, '-')} via=${where} exchanges=${rep.ok + rep.failed} failed=${rep.failed} ${kinds}`);
-        assert.equal(rep.failed, 0, `${at}: ${JSON.stringify({ errors: rep.errors, examples: rep.examples, datapath: stats })}`);
+        assert.equal(rep.failed, 0, `${at}: ${JSON.stringify({ errors: rep.errors, examples: rep.examples, datapath: stats, agent: rep.failed ? timeline() : undefined })}`);
         for (const kind of ['echo', 'udp', 'udpNew', 'http'] as const) assert.ok((rep.kinds[kind]?.ok ?? 0) > 0, `${at}: no ${kind} exchange served: ${JSON.stringify(rep.kinds)}`);
         assert.deepEqual(Object.keys(rep.byPod).sort(), PODS.map((p) => p.name), `${at}: both backends served`);
       }

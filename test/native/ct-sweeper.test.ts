@@ -1,15 +1,18 @@
 /**
  * The conntrack sweep (agent/datapath/ct-sweeper.ts) on a real kpr_ct-shaped
  * LRU hash map: every expired flow goes, every live one stays, whole-map and
- * sliced alike, and the sliced sweep lets the event loop run between slices.
+ * sliced alike, and the sliced sweep lets the event loop run between slices;
+ * an entry a new flow took since the sweep read it is never deleted.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { BPF_MAP_TYPE, BpfMap } from '../../native/index.js';
-import { sweepExpiredConntrack, sweepExpiredConntrackSliced } from '../../agent/datapath/ct-sweeper.js';
+import path from 'node:path';
+import { BATCH_WRITER_LIBRARY, BPF_MAP_TYPE, BatchWriter, BpfMap } from '../../native/index.js';
+import { deleteStillExpiredHere, nativeStillExpiredDeleter, sweepExpiredConntrack, sweepExpiredConntrackSliced, type StillExpiredDeleter } from '../../agent/datapath/ct-sweeper.js';
 import { CT_DIR, IPPROTO, mapCodecs } from '../../agent/maps/layout.js';
 import { MAPS } from '../../agent/maps/registry.js';
 import { requireRoot } from '../support/preflight.js';
+import { repoRoot } from '../support/paths.js';
 
 const ct = mapCodecs(MAPS.ct);
 
@@ -56,3 +59,60 @@ test('whole-map and sliced sweeps remove exactly the expired flows', async () =>
     sliced.close();
   }
 });
+
+const writerLib = path.join(repoRoot, 'build', BATCH_WRITER_LIBRARY);
+const deleters: Array<[string, () => { deleter: StillExpiredDeleter; close(): void }]> = [
+  ['a koffi call per syscall', () => ({ deleter: deleteStillExpiredHere, close: () => {} })],
+  [
+    'the native library (C)',
+    () => {
+      const writer = BatchWriter.open(writerLib);
+      return { deleter: nativeStillExpiredDeleter(writer), close: () => writer.close() };
+    },
+  ],
+];
+
+for (const [how, open] of deleters) {
+  test(`an expired entry replaced by a new flow after the sweep read it (a client reusing its port) is not deleted [${how}]`, async () => {
+    requireRoot();
+    const now = process.hrtime.bigint();
+    const map = filled(30, now);
+    const { deleter, close } = open();
+    try {
+      const expiredKeys = [...map.entries()].filter(([, v]) => ct.value.decode(v).expiresNs <= now).map(([k]) => k);
+      const reused = expiredKeys[0]!;
+      const fresh = Buffer.from(map.lookup(reused)!);
+      fresh.writeBigUInt64LE(now + 60_000_000_000n, MAPS.ct.value.at.expires_ns);
+      // The map as the agent holds it, except that each batch the sweep reads is followed, before
+      // anything else, by the datapath's write of a new flow under an expired key of that batch.
+      const racing = new Proxy(map, {
+        get(target, prop) {
+          if (prop !== 'lookupBatchCursor') {
+            const v = Reflect.get(target, prop, target);
+            return typeof v === 'function' ? v.bind(target) : v;
+          }
+          return (n: number) => {
+            const cursor = target.lookupBatchCursor(n);
+            return {
+              next() {
+                const b = cursor.next();
+                if (b !== null) target.update(reused, fresh);
+                return b;
+              },
+            };
+          };
+        },
+      }) as BpfMap;
+      const s = await sweepExpiredConntrackSliced(racing, now, 8, deleter);
+      assert.equal(s.removed, expiredKeys.length - 1, 'every other expired flow went');
+      const left = map.lookup(reused);
+      assert.ok(left, 'the new flow\'s entry is still there');
+      assert.equal(ct.value.decode(left).expiresNs, now + 60_000_000_000n);
+      assert.equal(sweepExpiredConntrack(map, now, deleter), 0, 'the whole-map sweep leaves it too');
+      assert.ok(map.lookup(reused));
+    } finally {
+      close();
+      map.close();
+    }
+  });
+}
