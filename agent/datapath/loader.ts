@@ -224,10 +224,6 @@ export function loadDatapath(opts: DatapathOptions, log: Logger, features: Kerne
       mapSizes: Object.fromEntries(Object.keys(opts.mapSizes ?? {}).map((n) => [n, byName.get(n)?.maxEntries ?? opts.mapSizes![n]!])),
       migrating: () => reading,
       attachSockPrograms: () => {
-        if (migration) {
-          const copied = migration.beforeSwap(byName);
-          if (Object.keys(copied).length) log.info('map migration: the state maps are copied; the programs are swapped to the new set', { copied });
-        }
         dp.attachments = attachable.map((prog) => sock.attachCgroup(prog, opts.cgroupPath, linkPinPath(opts.bpffsDir, prog)));
         log.info('datapath attached', {
           cgroup: opts.cgroupPath,

@@ -11,19 +11,22 @@
  *     maps as their *_prev maps. The previous programs keep serving on the
  *     complete old set meanwhile;
  *  2. the initial sync brings the new set to the plan (nothing reads it yet);
- *  3. beforeSwap(): the old state maps (conntrack, reverse NAT, affinity)
- *     are copied into the new ones in batches (nothing writes them yet);
- *     then the socket programs (bpf_link_update on kpr's cgroup links) and
+ *  3. the socket programs (bpf_link_update on kpr's cgroup links), then
  *     the tc programs (tcx link update / cls_bpf replace) are swapped to the
- *     new set, in the same turn of the event loop; a state-map miss reads
- *     through to the old map;
- *  4. finish(): the entries the old programs made after that copy (the old
- *     maps are read again; keys copied before are skipped) are copied one by
- *     one, never over an entry the new programs made since the swap; the
- *     read-through ends; the staged pins move into maps/
- *     (rename: atomic per pin) and the old pins go; the programs are loaded
- *     once more without the old maps and swapped in again, so the old maps
- *     are freed (same maps, no window).
+ *     new set. The state maps (conntrack, reverse NAT, affinity) are not
+ *     copied here: a state-map miss reads through to the old map, whose
+ *     entries stay the freshest until the old programs are gone. A copy
+ *     made here would go stale as the old programs kept rewriting its keys
+ *     (a client reusing the port of a closed flow between the copy and the
+ *     tc swap), and the new programs, finding the stale copy, would never
+ *     read through to the fresh entry;
+ *  4. finish(), once every program runs on the new set: every entry of the
+ *     old state maps is copied one by one, never over an entry the new
+ *     programs made since the swap (those are the fresher: a new flow's
+ *     entries go to both maps); the read-through ends; the staged pins move
+ *     into maps/ (rename: atomic per pin) and the old pins go; the programs
+ *     are loaded once more without the old maps and swapped in again, so
+ *     the old maps are freed (same maps, no window).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -75,8 +78,6 @@ export class Migration {
   private readonly old = new Map<string, OldMap>();
   private readonly startedAt = performance.now();
   private stateCopied: Record<string, CopyResult> | undefined;
-  /** Per state map, the old keys beforeSwap() copied. */
-  private readonly copiedBefore = new Map<string, Set<string>>();
   private promoted = false;
 
   constructor(
@@ -119,20 +120,6 @@ export class Migration {
     return this.copy(maps, (spec) => spec.migrate === 'plan' && fresh.has(spec.name), 'all');
   }
 
-  /** Step 3, right before the programs are swapped: the state maps in bulk (new maps only: a reused staged one may already be written by programs). */
-  beforeSwap(maps: ReadonlyMap<string, BpfMap>): Record<string, CopyResult> {
-    if (this.stateCopied) return {}; // finished: the programs swapped in now are the last ones
-    const fresh = new Set(this.plan.filter((m) => !m.reuseStaged).map((m) => m.name));
-    const out: Record<string, CopyResult> = {};
-    for (const name of this.old.keys()) {
-      if (this.copiedBefore.has(name) || !fresh.has(name)) continue;
-      const keys = new Set<string>();
-      Object.assign(out, this.copy(maps, (spec) => spec.migrate === 'state' && spec.name === name, 'all', keys));
-      if (name in out) this.copiedBefore.set(name, keys);
-    }
-    return out;
-  }
-
   /**
    * Step 4, once the socket and tc programs run on the new set. `swapPrograms`
    * loads the programs again without the old maps and swaps them in (the
@@ -140,7 +127,6 @@ export class Migration {
    */
   finish(maps: ReadonlyMap<string, BpfMap>, config: BpfMap, swapPrograms: () => void): MigrationSummary {
     this.stateCopied ??= this.copy(maps, (spec) => spec.migrate === 'state', 'missing');
-    this.copiedBefore.clear();
     setMigratingFlag(config, false);
     if (!this.promoted) {
       this.promote();
@@ -151,15 +137,14 @@ export class Migration {
     return { copied: this.stateCopied, ms: performance.now() - this.startedAt };
   }
 
-  private copy(maps: ReadonlyMap<string, BpfMap>, which: (spec: MapSpec) => boolean, mode: CopyMode, record?: Set<string>): Record<string, CopyResult> {
+  private copy(maps: ReadonlyMap<string, BpfMap>, which: (spec: MapSpec) => boolean, mode: CopyMode): Record<string, CopyResult> {
     const out: Record<string, CopyResult> = {};
     for (const [name, o] of this.old) {
       if (!which(o.spec)) continue;
       const target = maps.get(name);
       if (!target) continue;
       const from = layoutsAt(o.spec, o.version)!;
-      const skip = mode === 'missing' ? this.copiedBefore.get(name) : undefined;
-      const r = copyMapEntries(o.map, from, target, { key: o.spec.key, value: o.spec.value }, mode, { ...(skip ? { skip } : {}), ...(record ? { record } : {}) });
+      const r = copyMapEntries(o.map, from, target, { key: o.spec.key, value: o.spec.value }, mode);
       out[name] = r;
       if (r.dropped > 0) {
         this.log.warn('map migration: entries did not fit the new map', { map: name, entries: r.entries, dropped: r.dropped, maxEntries: target.maxEntries });

@@ -182,9 +182,8 @@ function upgradeSuite(tcCase: TcModeCase): void {
       assert.notEqual(after.ct.id, before.ct.id);
       assert.equal(fs.existsSync(mapStagingDir(bpffs())), false, 'staging/ is gone');
       // The flows the old programs tracked moved with them: 3 TCP and 3 UDP NodePort flows at least, 2 entries each.
-      const bulk = agent.logs.find((l) => l.msg === 'map migration: the state maps are copied; the programs are swapped to the new set');
-      const ct = (bulk?.copied as Record<string, { copied: number }> | undefined)?.[MAPS.ct.name];
-      assert.ok(ct && ct.copied >= 12, `the NodePort flows' conntrack entries were copied: ${JSON.stringify(bulk)}`);
+      const ct = (done.copied as Record<string, { copied: number }> | undefined)?.[MAPS.ct.name];
+      assert.ok(ct && ct.copied >= 12, `the NodePort flows' conntrack entries were copied: ${JSON.stringify(done.copied)}`);
       // A restart with the same sizes adopts the set: no migration.
       await box.stopAgent('node-1');
       const again = await startAgent(['--map-size-conntrack', '65536', '--map-size-services', '131072']);
@@ -222,9 +221,8 @@ function upgradeSuite(tcCase: TcModeCase): void {
         assert.ok(fs.existsSync(mapPinPath(bpffs(), m.name)), `${m.name} pinned at v${m.version}`);
         assert.equal(fs.existsSync(path.join(mapPinDir(bpffs()), m.name)), false, `${m.name}'s v1 pin is gone`);
       }
-      const bulk = agent.logs.find((l) => l.msg === 'map migration: the state maps are copied; the programs are swapped to the new set');
-      const ct = (bulk?.copied as Record<string, { copied: number }> | undefined)?.[MAPS.ct.name];
-      assert.ok(ct && ct.copied >= 12, `the NodePort flows' conntrack entries were copied: ${JSON.stringify(bulk)}`);
+      const ct = (done.copied as Record<string, { copied: number }> | undefined)?.[MAPS.ct.name];
+      assert.ok(ct && ct.copied >= 12, `the NodePort flows' conntrack entries were copied: ${JSON.stringify(done.copied)}`);
     });
 
     test('(c) pins of a newer layout: the agent refuses with the map and both versions named, exits non-zero, and the datapath keeps serving', async () => {
