@@ -20,17 +20,9 @@ export interface Layouts {
  * - all: every entry is written, in batches (nothing writes the target yet);
  * - missing: entries the target already has are kept (the new programs made
  *   them after the swap: they are newer than the source's). The kernel's
- *   batch update takes no BPF_NOEXIST, so these go one at a time: callers
- *   keep them few (`skip`).
+ *   batch update takes no BPF_NOEXIST, so these go one at a time.
  */
 export type CopyMode = 'all' | 'missing';
-
-export interface CopyOptions {
-  /** Source keys (their bytes as latin1 text) not to copy: copied already. */
-  skip?: ReadonlySet<string>;
-  /** Collects the source keys copied. */
-  record?: Set<string>;
-}
 
 export interface CopyResult {
   /** Entries read from the source. */
@@ -44,7 +36,7 @@ export interface CopyResult {
 
 const round8 = (n: number) => Math.ceil(n / 8) * 8;
 
-export function copyMapEntries(src: BpfMap, from: Layouts, dst: BpfMap, to: Layouts, mode: CopyMode, opts: CopyOptions = {}): CopyResult {
+export function copyMapEntries(src: BpfMap, from: Layouts, dst: BpfMap, to: Layouts, mode: CopyMode): CopyResult {
   const keyConv = layoutConverter(from.key, to.key);
   const valConv = layoutConverter(from.value, to.value);
   const cpus = src.perCpu ? possibleCpus() : 1;
@@ -65,14 +57,6 @@ export function copyMapEntries(src: BpfMap, from: Layouts, dst: BpfMap, to: Layo
     if (values.length < count * dst.valueStride) values = Buffer.alloc(count * dst.valueStride);
     let n = 0;
     for (let i = 0; i < count; i++) {
-      if (opts.skip || opts.record) {
-        const text = sk.toString('latin1', i * src.keySize, (i + 1) * src.keySize);
-        if (opts.skip?.has(text)) {
-          res.entries--;
-          continue;
-        }
-        opts.record?.add(text);
-      }
       keyConv(sk, i * src.keySize, keys, n * dst.keySize);
       if (isArray && keys.readUInt32LE(n * dst.keySize) >= dst.maxEntries) {
         res.dropped++;
