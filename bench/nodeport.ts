@@ -16,6 +16,11 @@
  *    clsact qdisc with a cls_bpf filter, the mode of kernels before 6.6)
  *    beside the default (tcx links where the kernel has them), on a stack of
  *    its own, so the two attach modes are measured side by side;
+ *  - kpr-one (at N > 1): the default agent again, on a stack of its own,
+ *    served by a second API server that holds only the echo Service (the
+ *    1-Service scenario): kpr at N and kpr at 1 Service in the same rounds,
+ *    so their ratio (issue 20's NodePort target) does not carry the
+ *    machine's swings between two phases run minutes apart;
  *  - direct: the pod IP, routed through a node with neither.
  * Each path has its own identical client–node–pod stack
  * (bench/nodeport-topology.ts), so kpr's tc programs never see the iptables
@@ -34,40 +39,33 @@
  * (`loadTimeoutMs`), one that runs out is reported and its arm left out.
  */
 import { counterSwitch, withCountersOff } from './counter-switch.js';
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
 import { tcxSupported } from '../native/index.js';
-import { inNs, nsPath, Sandbox } from '../sandbox/netns.js';
-import { cliBin } from '../sandbox/repo.js';
-import { startAgent, startApi, type Agent, type BenchApiServer } from './control-plane.js';
+import { inNs, Sandbox } from '../sandbox/netns.js';
+import { startApi, type BenchApiServer } from './control-plane.js';
 import { connloadIn, monitorNote, withMonitorRound, type ConnResult } from './data-plane.js';
 import { IPTABLES_RESTORE, natRuleCount, restoreIn } from './iptables.js';
-import { fullRestoreChunks } from './kube-proxy-rules.js';
+import { fullRestoreChunks, type KpService } from './kube-proxy-rules.js';
 import { fullTransactionChunks } from './kube-proxy-nft.js';
 import { benchMapSizeArgs, needsOf } from './map-sizing.js';
 import { listChainsIn, NFT, nftIn } from './nftables.js';
 import { loadFailure, NotFinishedError } from './ruleset-load.js';
-import {
-  createNodePortStack,
-  NP_ECHO_PORT,
-  NP_NODE_IP,
-  NP_POD_IF,
-  NP_POD_IP,
-  NP_UPLINK,
-  type NodePortStack,
-} from './nodeport-topology.js';
-import { BENCH_NAMESPACE, ECHO_CLUSTER_IP, serviceCIDRs, SERVICE_PORT } from './scenario.js';
-import { makeNodePortScenario, nodePortNodeObject, nodePortObjects, NP_ECHO_SERVICE } from './nodeport-scenario.js';
+import { KprNodes, kprStats, type KprNode } from './nodeport-kpr.js';
+import { createNodePortStack, NP_ECHO_PORT, NP_NODE_IP, NP_POD_IP, type NodePortStack } from './nodeport-topology.js';
+import { serviceCIDRs } from './scenario.js';
+import { makeNodePortScenario, nodePortNodeObject, nodePortObjects } from './nodeport-scenario.js';
 
 /**
  * kpr-nocounters: the kpr node with its per-Service counters off (counter-switch.ts), in the same rounds;
  * kpr-monitor: with kpr monitor on and a reader draining (monitor-reader.ts).
  */
-export type NodePortArm = 'kpr' | 'kpr-nocounters' | 'kpr-monitor' | 'kpr-tc' | 'iptables' | 'nftables' | 'direct' | 'direct-via-kpr-node' | 'direct-via-iptables-node' | 'direct-via-nftables-node';
+export type NodePortArm = 'kpr' | 'kpr-one' | 'kpr-nocounters' | 'kpr-monitor' | 'kpr-tc' | 'iptables' | 'nftables' | 'direct' | 'direct-via-kpr-node' | 'direct-via-iptables-node' | 'direct-via-nftables-node';
 
-/** The agents of the kpr arms: the default tc attach mode, and the classic one forced beside it (when the default is tcx). */
-type KprArm = 'kpr' | 'kpr-tc';
+/** The agents of the kpr arms: the default tc attach mode, the same at 1 Service, and the classic mode forced beside it (when the default is tcx). */
+type KprArm = 'kpr' | 'kpr-one' | 'kpr-tc';
+
+/** The stacks whose TCP counters are read over the rounds. */
+type CountedStack = 'kpr' | 'kpr-one' | 'kpr-tc' | 'iptables' | 'nftables' | 'direct';
 
 export interface NodePortConfig {
   services: number;
@@ -85,6 +83,8 @@ export interface NodePortConfig {
   withNftables?: boolean;
   /** Also measure the agent with --tc-attach tc (arm kpr-tc) beside the default. Default: true. */
   withKprTc?: boolean;
+  /** At services > 1, also measure an agent served only the echo Service (arm kpr-one) in the same rounds. Default: true. */
+  withKprOne?: boolean;
 }
 
 export interface NodePortPhase {
@@ -103,6 +103,8 @@ export interface NodePortPhase {
   };
   /** The same for the agent forced to --tc-attach tc (arm kpr-tc). */
   kprTc?: { tcAttachMode?: string; initialSyncMs: number; stats?: unknown };
+  /** The same for the agent served the 1-Service scenario (arm kpr-one), and its echo Service's node port. */
+  kprOne?: { tcAttachMode?: string; initialSyncMs: number; nodePort: number; stats?: unknown };
   iptables?: { loadMs: number; natRules: number; binary: string };
   nftables?: { loadMs: number; chains: number; binary: string };
   /** A kube-proxy load that ran out of loadTimeoutMs (or failed): "not finished within N s". */
@@ -114,7 +116,7 @@ export interface NodePortPhase {
    * 4-tuple, as the pod sees it, is still in TIME_WAIT there), which explain
    * tail latency.
    */
-  tcp: Partial<Record<'kpr' | 'kpr-tc' | 'iptables' | 'nftables' | 'direct', TcpCounters>>;
+  tcp: Partial<Record<CountedStack, TcpCounters>>;
   errors: string[];
 }
 
@@ -139,49 +141,6 @@ function tcpCounters(stack: NodePortStack): TcpCounters {
   return { clientSynRetrans: c.TCPSynRetrans ?? NaN, podPawsTimewait: p.PAWSTimewait ?? NaN, podTimeWait: p.TW ?? NaN };
 }
 
-function kprCli(args: string[]): string {
-  return execFileSync(cliBin, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000, maxBuffer: 1 << 28 });
-}
-
-function kprStats(bpffs: string): unknown {
-  try {
-    return JSON.parse(kprCli(['stats', '--bpffs', bpffs, '-o', 'json']));
-  } catch (err) {
-    return `kpr stats failed: ${(err as Error).message.split('\n')[0]}`;
-  }
-}
-
-// The agent's cgroup is a child of the run's; it must go before the run's can.
-const childCgroups = new Set<string>();
-let exitHook = false;
-
-function removeCgroupDir(cg: string): void {
-  for (let i = 0; i < 40 && existsSync(cg); i++) {
-    try {
-      rmdirSync(cg);
-    } catch {
-      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
-    }
-  }
-}
-
-function childCgroup(sandbox: Sandbox, name: string): string {
-  const cg = path.join(sandbox.cgroupPath, name);
-  mkdirSync(cg);
-  childCgroups.add(cg);
-  if (!exitHook) {
-    exitHook = true;
-    // Interrupted runs: the sandbox's own hook could not remove the run cgroup while this child existed.
-    process.on('exit', () => {
-      for (const c of childCgroups) {
-        removeCgroupDir(c);
-        removeCgroupDir(path.dirname(c));
-      }
-    });
-  }
-  return cg;
-}
-
 /** Waits until `count` sequential connections all succeed, or throws with the last result. */
 async function waitReachable(sandbox: Sandbox, ns: string, ip: string, port: number, what: string, timeoutMs = 10_000): Promise<void> {
   const end = Date.now() + timeoutMs;
@@ -200,10 +159,8 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
   const nodePort = echo.nodePort!;
   const res: NodePortPhase = { services: cfg.services, nodePort, rounds: {}, tcp: {}, errors: [] };
   const sandbox = new Sandbox();
-  let api: BenchApiServer | undefined;
-  let agent: Agent | undefined;
-  const agents: Agent[] = [];
-  const agentCgs: string[] = [];
+  const apis: BenchApiServer[] = [];
+  const kprNodes = new KprNodes(sandbox, cfg.logLevel, cfg.agentTimeoutMs, log);
   try {
     const plain = await createNodePortStack(sandbox, 'np');
     const targets = new Map<NodePortArm, { stack: NodePortStack; ip: string; port: number }>();
@@ -256,65 +213,43 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
       }
     }
 
-    // The kpr arms: the default attach mode, and (when that is tcx) --tc-attach tc beside it.
-    const kprArms: Array<{ arm: KprArm; role: string; bpffs: string; args: string[] }> = [];
+    // The kpr arms: the default attach mode, the same at 1 Service (at N > 1), and (when the default is tcx) --tc-attach tc beside it.
+    const kprArms: Array<{ arm: KprArm; role: string; bpffs: string; args: string[]; scenario: KpService[]; nodePort: number }> = [];
     const sizeArgs = benchMapSizeArgs(needsOf(services));
     if (cfg.withKpr) {
-      kprArms.push({ arm: 'kpr', role: 'npk', bpffs: sandbox.bpffsDir, args: sizeArgs });
-      if ((cfg.withKprTc ?? true) && tcxSupported()) kprArms.push({ arm: 'kpr-tc', role: 'npc', bpffs: path.join(sandbox.bpffsDir, 'tc-agent'), args: ['--tc-attach', 'tc', ...sizeArgs] });
+      kprArms.push({ arm: 'kpr', role: 'npk', bpffs: sandbox.bpffsDir, args: sizeArgs, scenario: services, nodePort });
+      if (cfg.services > 1 && (cfg.withKprOne ?? true)) {
+        // The echo Service alone (its own node port), map sizes for it as the agent of the phase at 1 Service has.
+        const single = makeNodePortScenario(1, cfg.endpoints);
+        const args = benchMapSizeArgs(needsOf(single.services));
+        kprArms.push({ arm: 'kpr-one', role: 'npo', bpffs: path.join(sandbox.bpffsDir, 'one-agent'), args, scenario: single.services, nodePort: single.echo.nodePort! });
+      }
+      if ((cfg.withKprTc ?? true) && tcxSupported()) {
+        kprArms.push({ arm: 'kpr-tc', role: 'npc', bpffs: path.join(sandbox.bpffsDir, 'tc-agent'), args: ['--tc-attach', 'tc', ...sizeArgs], scenario: services, nodePort });
+      }
       else if (cfg.withKprTc ?? true) log('nodeport: this kernel has no tcx, so the default agent already attaches with a clsact filter: no separate --tc-attach tc arm');
     }
+    const kprNode = new Map<KprArm, KprNode>();
+    const apiOf = new Map<KpService[], BenchApiServer>();
     for (const k of kprArms) {
       const stack = await createNodePortStack(sandbox, k.role);
       try {
-        const cg = childCgroup(sandbox, `${k.role}-agent`);
-        agentCgs.push(cg);
+        let api = apiOf.get(k.scenario);
         if (!api) {
-          log(`nodeport: loading ${services.length} Services into the API server`);
-          api = await startApi(services, nodePortNodeObject(), nodePortObjects);
+          log(`nodeport: loading ${k.scenario.length} Service(s) into ${apis.length ? 'a second' : 'the'} API server`);
+          api = await startApi(k.scenario, nodePortNodeObject(), nodePortObjects);
+          apis.push(api);
+          apiOf.set(k.scenario, api);
         }
-        mkdirSync(k.bpffs, { recursive: true });
-        const started = await startAgent(sandbox, api, cfg.logLevel, cfg.agentTimeoutMs, {
-          cgroupPath: cg,
-          bpffsDir: k.bpffs,
-          extraArgs: ['--netns', nsPath(stack.nodeNs), '--external-interfaces', NP_UPLINK, '--pod-interfaces', NP_POD_IF, ...k.args],
-        });
-        const a = started.agent;
-        agents.push(a);
-        if (k.arm === 'kpr') agent = a;
-        for (const ifname of [NP_UPLINK, NP_POD_IF]) {
-          await a.waitLog((r) => r.msg === 'tc program attached' && r.interface === ifname, 20_000, `waiting for tc on ${ifname}`);
-        }
-        await a.waitLog((r) => r.msg === 'node datapath settings' && r.snatV4 === NP_NODE_IP, 20_000, `waiting for the SNAT address ${NP_NODE_IP}`);
-        const stray = a.records.filter((r) => r.msg === 'tc program attached' && r.interface !== NP_UPLINK && r.interface !== NP_POD_IF);
-        if (stray.length) throw new Error(`the agent attached to interfaces it was not given: ${JSON.stringify(stray)}`);
-        const tcAttachMode = a.records.find((r) => r.msg === 'tc attach mode')?.mode as string | undefined;
-        if (k.arm === 'kpr-tc' && tcAttachMode !== 'tc') throw new Error(`the --tc-attach tc agent attached in ${tcAttachMode} mode`);
-        log(`nodeport: ${k.arm} agent synced (${started.initial.cacheSyncedToMapsWrittenMs} ms), tc attached to ${NP_UPLINK} and ${NP_POD_IF} (${tcAttachMode} mode)`);
-        // The frontends on the echo service's addresses (not `service get`): an unprogrammed one is "no frontend", not a CLI error.
-        const on = (frontend: string) => JSON.parse(kprCli(['service', 'list', '--bpffs', k.bpffs, '-o', 'json', '--frontend', frontend])) as Array<Record<string, any>>;
-        const views = [...on(`${ECHO_CLUSTER_IP}:${SERVICE_PORT}`), ...on(`${NP_NODE_IP}:${nodePort}`)];
-        if (k.arm === 'kpr') res.kpr = { tcAttachMode, initialSyncMs: started.initial.cacheSyncedToMapsWrittenMs, frontends: views };
-        else res.kprTc = { tcAttachMode, initialSyncMs: started.initial.cacheSyncedToMapsWrittenMs };
-        const ours = views.find((v) => v.address === NP_NODE_IP && v.port === nodePort);
-        if (ours && ours.type !== 'NodePort' && !ours.flags?.includes('node-port')) {
-          throw new Error(`kpr's frontend ${NP_NODE_IP}:${nodePort} is not a NodePort frontend: ${JSON.stringify(ours)}`);
-        }
-        if (ours && ours.service !== `${BENCH_NAMESPACE}/${NP_ECHO_SERVICE}`) {
-          log(`nodeport: note: \`kpr service list\` shows the NodePort frontend without its service name/type (kpr_svc_meta): ${JSON.stringify({ service: ours.service, type: ours.type, flags: ours.flags })}`);
-        }
-        if (!ours) {
-          throw new Error(
-            `kpr programmed no NodePort frontend ${NP_NODE_IP}:${nodePort} for ${BENCH_NAMESPACE}/${NP_ECHO_SERVICE}; ` +
-              `its frontends: ${JSON.stringify(views.map((v) => `${v.type} ${v.address}:${v.port} ${v.scope}`))}; ` +
-              `initial sync: ${JSON.stringify(started.initial.record)}; ` +
-              `agent warnings: ${JSON.stringify(a.records.filter((r) => r.level === 'warn' || r.level === 'error').slice(0, 5))}`,
-          );
-        }
-        if (!ours.backends?.some((b: any) => b.address === NP_POD_IP && b.port === NP_ECHO_PORT)) {
-          throw new Error(`kpr's NodePort frontend has not the pod as its backend: ${JSON.stringify(ours)}`);
-        }
-        targets.set(k.arm, { stack, ip: NP_NODE_IP, port: nodePort });
+        // kpr-one must attach as kpr does: only the Service count may differ between them.
+        const expectMode = k.arm === 'kpr-tc' ? 'tc' : k.arm === 'kpr-one' ? kprNode.get('kpr')?.tcAttachMode : undefined;
+        const node = await kprNodes.start({ ...k, stack, api, expectMode });
+        kprNode.set(k.arm, node);
+        const info = { tcAttachMode: node.tcAttachMode, initialSyncMs: node.initialSyncMs };
+        if (k.arm === 'kpr') res.kpr = { ...info, frontends: node.frontends };
+        else if (k.arm === 'kpr-one') res.kprOne = { ...info, nodePort: k.nodePort };
+        else res.kprTc = info;
+        targets.set(k.arm, { stack, ip: NP_NODE_IP, port: k.nodePort });
         if (k.arm === 'kpr') targets.set('direct-via-kpr-node', { stack, ip: NP_POD_IP, port: NP_ECHO_PORT });
       } catch (err) {
         const msg = `nodeport ${k.arm} at ${cfg.services} services: ${(err as Error).message}`;
@@ -328,7 +263,8 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
       try {
         await waitReachable(sandbox, t.stack.clientNs, t.ip, t.port, arm);
       } catch (err) {
-        const extra = arm === 'kpr' ? `; kpr stats: ${JSON.stringify(kprStats(sandbox.bpffsDir))}; agent log tail:\n${agent?.lastLines(10)}` : arm === 'kpr-tc' ? `; agent log tail:\n${agents.at(-1)?.lastLines(10)}` : '';
+        const node = kprNode.get(arm as KprArm);
+        const extra = node ? `; kpr stats: ${JSON.stringify(kprStats(node.bpffs))}; agent log tail:\n${node.agent.lastLines(10)}` : '';
         const msg = `nodeport ${arm} at ${cfg.services} services: ${(err as Error).message}${extra}`;
         log(`ERROR ${msg}`);
         res.errors.push(msg);
@@ -339,10 +275,11 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
     if (targets.has('kpr')) targets.set('kpr-nocounters', targets.get('kpr')!);
     if (targets.has('kpr')) targets.set('kpr-monitor', targets.get('kpr')!);
     const counters = counterSwitch(sandbox.bpffsDir);
-    const order: NodePortArm[] = ['kpr', 'kpr-nocounters', 'kpr-monitor', 'kpr-tc', 'iptables', 'nftables', 'direct', 'direct-via-kpr-node', 'direct-via-iptables-node', 'direct-via-nftables-node'];
+    // kpr-one next to kpr: the two runs of the target's ratio are adjacent in every round.
+    const order: NodePortArm[] = ['kpr', 'kpr-one', 'kpr-nocounters', 'kpr-monitor', 'kpr-tc', 'iptables', 'nftables', 'direct', 'direct-via-kpr-node', 'direct-via-iptables-node', 'direct-via-nftables-node'];
     const arms = order.filter((a) => targets.has(a));
-    const stacks = new Map<'kpr' | 'kpr-tc' | 'iptables' | 'nftables' | 'direct', NodePortStack>();
-    for (const k of ['kpr', 'kpr-tc', 'iptables', 'nftables', 'direct'] as const) if (targets.has(k)) stacks.set(k, targets.get(k)!.stack);
+    const stacks = new Map<CountedStack, NodePortStack>();
+    for (const k of ['kpr', 'kpr-one', 'kpr-tc', 'iptables', 'nftables', 'direct'] as const) if (targets.has(k)) stacks.set(k, targets.get(k)!.stack);
     const before = new Map([...stacks].map(([k, st]) => [k, tcpCounters(st)]));
     for (const a of arms) res.rounds[a] = [];
     log(`nodeport at ${cfg.services} services (node port ${nodePort}): ${cfg.rounds} rounds × ${cfg.conns} connections per arm: ${arms.join(', ')}`);
@@ -364,16 +301,14 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
       res.tcp[k] = { clientSynRetrans: a.clientSynRetrans - b.clientSynRetrans, podPawsTimewait: a.podPawsTimewait - b.podPawsTimewait, podTimeWait: a.podTimeWait - b.podTimeWait };
     }
     log(`nodeport: TCP counters over the rounds: ${JSON.stringify(res.tcp)}`);
-    if (res.kpr) res.kpr.stats = kprStats(sandbox.bpffsDir);
-    if (res.kprTc) res.kprTc.stats = kprStats(path.join(sandbox.bpffsDir, 'tc-agent'));
+    for (const [arm, info] of [['kpr', res.kpr], ['kpr-one', res.kprOne], ['kpr-tc', res.kprTc]] as const) {
+      const node = kprNode.get(arm);
+      if (info && node) info.stats = kprStats(node.bpffs);
+    }
     return res;
   } finally {
-    for (const a of agents) await a.stop().catch(() => {});
-    await api?.close().catch(() => {});
-    for (const cg of agentCgs) {
-      removeCgroupDir(cg);
-      if (!existsSync(cg)) childCgroups.delete(cg);
-    }
+    await kprNodes.stopAll();
+    for (const api of apis) await api.close().catch(() => {});
     await sandbox.teardown();
   }
 }

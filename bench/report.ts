@@ -140,10 +140,24 @@ export interface NodePortSummary {
   services: number;
   nodePort: number;
   arms: Record<string, ArmSummary>;
-  /** kprTcKpr: the agent with --tc-attach tc (clsact filter) over the default (tcx link where the kernel has it). */
-  ratios: { kprDirect?: RatioSet; iptablesDirect?: RatioSet; kprIptables?: RatioSet; nftablesDirect?: RatioSet; kprNftables?: RatioSet; kprTcKpr?: RatioSet; countersOnOff?: RatioSet; monitorOnOff?: RatioSet & MonitorCounts };
+  /**
+   * kprTcKpr: the agent with --tc-attach tc (clsact filter) over the default (tcx link where the kernel has it).
+   * kprAtNOverOne: kpr at these `services` over the agent served the echo Service alone (arm kpr-one), same rounds.
+   */
+  ratios: {
+    kprDirect?: RatioSet;
+    iptablesDirect?: RatioSet;
+    kprIptables?: RatioSet;
+    nftablesDirect?: RatioSet;
+    kprNftables?: RatioSet;
+    kprTcKpr?: RatioSet;
+    kprAtNOverOne?: RatioSet;
+    countersOnOff?: RatioSet;
+    monitorOnOff?: RatioSet & MonitorCounts;
+  };
   kpr?: unknown;
   kprTc?: unknown;
+  kprOne?: unknown;
   iptables?: unknown;
   nftables?: unknown;
   /** A kube-proxy ruleset load that ran out of its bound (or failed), by mode. */
@@ -165,11 +179,13 @@ export function summarizeNodePort(p: Omit<NodePortSummary, 'arms' | 'ratios'> & 
       nftablesDirect: ratioSet(arms.nftables, arms.direct),
       kprNftables: ratioSet(arms.kpr, arms.nftables),
       kprTcKpr: ratioSet(arms['kpr-tc'], arms.kpr),
+      kprAtNOverOne: ratioSet(arms.kpr, arms['kpr-one']),
       countersOnOff: ratioSet(arms.kpr, arms['kpr-nocounters']),
       monitorOnOff: monitorCost(arms['kpr-monitor'], arms.kpr),
     },
     kpr: p.kpr,
     kprTc: p.kprTc,
+    kprOne: p.kprOne,
     iptables: p.iptables,
     nftables: p.nftables,
     notFinished: p.notFinished,

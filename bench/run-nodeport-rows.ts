@@ -54,6 +54,23 @@ export function nodePortRows(res: Results): string[][] {
     rows.push([`  pod IP direct through that node, p50, ${at}`, us(vk?.p50_us), us(vi?.p50_us), us(vf?.p50_us), us(x?.p50_us), ...five(vk?.p50_us, vi?.p50_us, vf?.p50_us, x?.p50_us)]);
     const tc = (t?: { clientSynRetrans: number; podPawsTimewait: number }) => (t ? `${t.clientSynRetrans} / ${t.podPawsTimewait}` : 'n/a');
     rows.push([`  client SYN retransmits / pod PAWS-rejected SYNs, ${at}`, tc(d.tcp.kpr), tc(d.tcp.iptables), tc(d.tcp.nftables), tc(d.tcp.direct), '', '', '', '', '']);
+    const single = d.arms['kpr-one'];
+    const n1 = d.ratios.kprAtNOverOne;
+    if (k && single && n1) {
+      // Same rounds, each agent on its own identical node: the kpr column at N Services, the direct column the agent served the echo Service alone.
+      rows.push([
+        `  kpr at N over kpr at 1 Service, same rounds: p50 / p99 (paired mean ${pm(n1)}), ${at}`,
+        `${us(k.p50_us)} / ${us(k.p99_us)}`,
+        '',
+        '',
+        `at 1 svc: ${us(single.p50_us)} / ${us(single.p99_us)}`,
+        `${fmtRatio(k.p50_us, single.p50_us)} / ${fmtRatio(k.p99_us, single.p99_us)}`,
+        '',
+        '',
+        '',
+        '',
+      ]);
+    }
     const off = d.arms['kpr-nocounters'];
     if (k && off) {
       // Same node, same rounds: the kpr column with its per-Service counters on, the direct column with them off.

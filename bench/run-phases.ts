@@ -37,7 +37,7 @@ export async function phaseOneService(res: Results, withKpr: boolean): Promise<v
   }
 }
 
-/** NodePort data plane at `services` NodePort Services (a sandbox of its own). */
+/** NodePort data plane at `services` NodePort Services (a sandbox of its own; above 1, with the agent at 1 Service beside kpr). */
 export async function phaseNodePort(res: Results, services: number, withKpr: boolean): Promise<void> {
   log(`nodeport: phase at ${services} service(s)`);
   const p = await nodePortPhase(
@@ -54,6 +54,7 @@ export async function phaseNodePort(res: Results, services: number, withKpr: boo
       withIptables: !cfg.skip.has('iptables'),
       withNftables: !cfg.skip.has('nftables'),
       withKprTc: !cfg.skip.has('kpr-tc'),
+      withKprOne: !cfg.skip.has('kpr-one'),
     },
     log,
   );

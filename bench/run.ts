@@ -37,8 +37,11 @@
  *   --cli-runs N          `kpr service list -o json` runs timed at N services, after the initial sync
  *                                                                [KPR_BENCH_CLI_RUNS=3]
  *   --log-level L         the agent's --log-level                 [KPR_BENCH_LOG_LEVEL=info]
- *   --skip LIST           comma list of: iptables, nftables, agent, dataplane, controlplane, nodeport, kpr-tc, resync [KPR_BENCH_SKIP=]
+ *   --skip LIST           comma list of: iptables, nftables, agent, dataplane, controlplane, nodeport, kpr-tc, kpr-one,
+ *                         resync [KPR_BENCH_SKIP=]
  *                         (kpr-tc: the NodePort arm with the agent forced to --tc-attach tc, beside the default tcx;
+ *                         kpr-one: the NodePort arm, in the phase at N, of an agent served the echo Service alone,
+ *                         which the NodePort N-over-1 target is measured against in the same rounds;
  *                         resync: do not wait for the agent's periodic full resyncs after the changes)
  *                         (iptables, nftables and agent also drop those arms of the NodePort benchmark;
  *                         controlplane skips phase 3 below, ClusterIP data plane at N included)
@@ -68,7 +71,8 @@
  * through NodeIP:nodePort served by kpr's tc programs (the real agent with
  * --netns), through kube-proxy's NodePort rules (iptables-restore in an
  * identical, separate node namespace), through its nftables-mode rules (nft -f
- * in another), and the pod IP directly.
+ * in another), and the pod IP directly; at N, also through a second agent
+ * served the echo Service alone, kpr at 1 Service in the same rounds.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
