@@ -126,6 +126,9 @@ export function standaloneMaps(root: string, native: typeof import('../native/in
     affinityMatch: native.BpfMap.create(M.HASH, L.AFFINITY_MATCH_KEY.size, 1, sizes.backends, 'kpr_aff_match'),
     svcMeta: native.BpfMap.create(M.HASH, 4, L.SVC_META.size, sizes.frontends, 'kpr_svc_meta'),
     srcRange: native.BpfMap.create(M.HASH, L.SRC_RANGE_KEY.size, 1, 16, 'kpr_src_range'),
+    // The per-frontend counters, whose slots a frontend's first name zeroes (the agent's maps have them;
+    // builds before layout.ts exported SVC_STAT run without).
+    ...('SVC_STAT' in L ? { svcStats: native.BpfMap.create(M.PERCPU_ARRAY, 4, L.SVC_STAT.size, sizes.frontends, 'kpr_svc_stats') } : {}),
   };
   return {
     set,

@@ -27,6 +27,7 @@ export {
   AFFINITY_MATCH_KEY,
   TERM_KEY,
   SVC_META,
+  SVC_STAT,
   CT_KEY,
   CT_VAL,
   SRC_RANGE_KEY,

@@ -8,7 +8,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { BATCH_WRITER_LIBRARY, BatchWriter } from '../../native/index.js';
+import { BATCH_WRITER_LIBRARY, BatchWriter, BpfMap, BPF_MAP_TYPE, possibleCpus } from '../../native/index.js';
+import { SVC_STAT, type Backend } from '../../agent/maps/layout.js';
 import { BpfDatapathMaps, QUEUE_MIN_ENTRIES } from '../../agent/maps/bpf-datapath-maps.js';
 import { Reconciler, type PlanSource } from '../../agent/reconcile/reconciler.js';
 import { instrumentMapErrors } from '../../agent/metrics/instrument-maps.js';
@@ -120,5 +121,45 @@ test('a queued batch that fails fails the sync: nothing after it is written, the
     assert.equal(writer.pending, 0);
   } finally {
     closeMapSet(small);
+  }
+});
+
+test("a frontend's counters restart behind its name in the writer's queue: the names do not wait for the writes queued before them", () => {
+  const set = standaloneMapSet(65536);
+  const cpus = possibleCpus();
+  const stats = BpfMap.create(BPF_MAP_TYPE.PERCPU_ARRAY, 4, SVC_STAT.size, 64, 'kpr_svc_stats');
+  try {
+    // Counts left in slots 1–3 by a previous owner of those ids.
+    const key = (id: number) => {
+      const k = Buffer.alloc(4);
+      k.writeUInt32LE(id);
+      return k;
+    };
+    const counted = Buffer.alloc(stats.valueStride, 0x11);
+    for (const id of [1, 2, 3]) stats.update(key(id), counted);
+    const d = new BpfDatapathMaps({ ...set, svcStats: stats, writer });
+    // A cold sync's backends, queued on the writer's thread: ~50,000, tens of ms of kernel work, so
+    // they are still queued when the names come microseconds later.
+    const backends: Array<[number, Backend]> = Array.from({ length: 48 * QUEUE_MIN_ENTRIES }, (_, i) => [i + 1, { addr: `198.${18 + (i >> 16)}.${(i >> 8) & 0xff}.${i & 0xff}`, port: 8080, proto: 6, flags: 0 }]);
+    d.updateBackends(backends);
+    assert.ok(writer.pending > 0, 'the backends are queued');
+    // New names for ids 1 and 2: their counters restart; id 3 keeps its owner's counts.
+    d.updateSvcMeta([
+      [1, { name: 'ns/a', portName: 'http', type: 1, proto: 6 }],
+      [2, { name: 'ns/b', portName: 'http', type: 1, proto: 6 }],
+    ]);
+    assert.ok(writer.pending > 0, 'naming a frontend did not wait for the queued backends');
+    d.flush();
+    assert.equal(writer.pending, 0);
+    const zero = Buffer.alloc(stats.valueStride);
+    assert.deepEqual(stats.lookup(key(1)), zero, 'id 1: counters restart on every CPU');
+    assert.deepEqual(stats.lookup(key(2)), zero, 'id 2: counters restart');
+    assert.deepEqual(stats.lookup(key(3)), counted, 'id 3 not renamed: its counts stay');
+    assert.equal(stats.valueStride, cpus * 40, 'one 40-byte kpr_svc_stat per possible CPU');
+    assert.equal(d.dumpBackends().length, backends.length, 'the queued backends reached the kernel');
+    assert.deepEqual(d.dumpSvcMeta().map(([id, m]) => [id, m.name]).sort(), [[1, 'ns/a'], [2, 'ns/b']]);
+  } finally {
+    stats.close();
+    closeMapSet(set);
   }
 });
