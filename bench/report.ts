@@ -125,14 +125,25 @@ export interface RatioSet {
   connsPerSec: number | null;
   /** Median over rounds of the paired per-round mean-latency ratio (the two runs of a round are adjacent in time). */
   pairedMean: number | null;
+  /** Median over rounds of the paired per-round p50 ratio: the round-to-round drift of the machine cancels in each pair. */
+  pairedP50: number | null;
 }
 
 function ratioSet(a: ArmSummary | undefined, b: ArmSummary | undefined): RatioSet | undefined {
   if (!a || !b) return undefined;
   const q = (x: number, y: number) => (Number.isFinite(x) && Number.isFinite(y) && y > 0 ? round(x / y) : null);
   const n = Math.min(a.rounds.length, b.rounds.length);
-  const paired = Array.from({ length: n }, (_, i) => a.rounds[i].mean_us / b.rounds[i].mean_us).filter(Number.isFinite);
-  return { p50: q(a.p50_us, b.p50_us), p99: q(a.p99_us, b.p99_us), connsPerSec: q(a.conns_per_sec, b.conns_per_sec), pairedMean: paired.length ? round(median(paired)) : null };
+  const paired = (of: (r: ConnResult) => number) => {
+    const per = Array.from({ length: n }, (_, i) => of(a.rounds[i]) / of(b.rounds[i])).filter(Number.isFinite);
+    return per.length ? round(median(per)) : null;
+  };
+  return {
+    p50: q(a.p50_us, b.p50_us),
+    p99: q(a.p99_us, b.p99_us),
+    connsPerSec: q(a.conns_per_sec, b.conns_per_sec),
+    pairedMean: paired((r) => r.mean_us),
+    pairedP50: paired((r) => r.p50_us),
+  };
 }
 
 /** The NodePort data plane at one service count: kpr, iptables, nftables and direct arms, and their ratios. */

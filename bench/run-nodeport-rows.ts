@@ -59,7 +59,7 @@ export function nodePortRows(res: Results): string[][] {
     if (k && single && n1) {
       // Same rounds, each agent on its own identical node: the kpr column at N Services, the direct column the agent served the echo Service alone.
       rows.push([
-        `  kpr at N over kpr at 1 Service, same rounds: p50 / p99 (paired mean ${pm(n1)}), ${at}`,
+        `  kpr at N over kpr at 1 Service, same rounds: p50 / p99 (paired per round: p50 ${n1.pairedP50 ?? 'n/a'}×, mean ${pm(n1)}), ${at}`,
         `${us(k.p50_us)} / ${us(k.p99_us)}`,
         '',
         '',

@@ -43,7 +43,7 @@ export interface ScaleCost {
   one?: number;
   /** kpr's p50 over direct in the phase at N. */
   atN?: number;
-  /** N over 1 as the target checks it: `sameRounds.p50` where measured, else atN / one. */
+  /** N over 1 as the target checks it: `sameRounds.pairedP50` where measured, else atN / one. */
   ratio?: number;
   /** Which figure `ratio` is: kpr at N over kpr at 1 Service in the same rounds, or atN / one across the two phases. */
   basis?: 'same-rounds' | 'cross-phase';
@@ -59,6 +59,8 @@ export interface SameRoundsCost {
   kprP50AtOne: number;
   /** kprP50AtN / kprP50AtOne. */
   p50: number;
+  /** Median over rounds of each round's kpr p50 over kpr-one's: the target's figure (pairs cancel the drift between rounds). */
+  pairedP50: number | null;
   /** Median over rounds of the per-round mean-latency ratio. */
   pairedMean: number | null;
 }
@@ -83,12 +85,13 @@ export function nodePortScaleCost(nodePort: NodePortSummary[]): ScaleCost {
   const [kpr, one] = [atN?.arms.kpr, atN?.arms['kpr-one']];
   const withCross = { ...cross, crossPhaseRatio: cross.ratio };
   if (same?.p50 == null || !kpr || !one) return withCross;
-  return { ...withCross, ratio: same.p50, basis: 'same-rounds', sameRounds: { kprP50AtN: kpr.p50_us, kprP50AtOne: one.p50_us, p50: same.p50, pairedMean: same.pairedMean } };
+  const sameRounds = { kprP50AtN: kpr.p50_us, kprP50AtOne: one.p50_us, p50: same.p50, pairedP50: same.pairedP50 ?? null, pairedMean: same.pairedMean };
+  return { ...withCross, ratio: sameRounds.pairedP50 ?? same.p50, basis: 'same-rounds', sameRounds };
 }
 
 /** How the target table names the figure of an N-over-1 target. */
 export function scaleCostBasis(c: ScaleCost): string {
-  return c.basis === 'same-rounds' ? 'kpr p50 over kpr at 1 Service, same rounds' : 'p50 over direct, the phases at 1 and at N';
+  return c.basis === 'same-rounds' ? 'kpr p50 over kpr at 1 Service, same rounds, paired per round' : 'p50 over direct, the phases at 1 and at N';
 }
 
 export interface TargetResult {

@@ -33,6 +33,24 @@ test('kprAtNOverOne: medians over rounds of kpr and kpr-one, and the per-round p
   assert.equal(r.connsPerSec, 0.947); // 9000 / 9500
   // Per round 1.222, 1, 0.95: their median, not the medians' ratio (110 / 100).
   assert.equal(r.pairedMean, 1);
+  // p50 per round 100/95 = 1.053, 120/100 = 1.2, 90/100 = 0.9: their median.
+  assert.equal(r.pairedP50, 1.053);
+});
+
+test('the NodePort target is the per-round paired p50 ratio: a drift both arms share between rounds cancels in it, not in the ratio of the medians', () => {
+  // The rounds of the recorded 100,000-Service run (5 December 2026, 18:44 UTC): p50 µs of kpr and of kpr-one.
+  const kprP50 = [77.6, 69.2, 70, 70.1, 71.9, 67.3, 64.9];
+  const oneP50 = [76.6, 68.4, 68.4, 66.6, 63.8, 65.2, 63.5];
+  const atN = phase(100_000, {
+    kpr: kprP50.map((p) => round(p, p)),
+    'kpr-one': oneP50.map((p) => round(p, p)),
+    direct: direct(kprP50.map(() => 60)),
+  });
+  const c = nodePortScaleCost([atN]);
+  assert.equal(c.basis, 'same-rounds');
+  assert.equal(c.sameRounds!.p50, 1.051, 'median 70 over median 66.6');
+  assert.equal(c.sameRounds!.pairedP50, 1.023, 'per round 1.013, 1.012, 1.023, 1.053, 1.127, 1.032, 1.022: their median');
+  assert.equal(c.ratio, 1.023);
 });
 
 test('kprAtNOverOne is absent without a kpr-one arm (the phase at 1 Service, or --skip kpr-one)', () => {
@@ -47,7 +65,7 @@ test('the NodePort target takes the same-rounds figure of the phase at N where t
   const c = nodePortScaleCost([atOne, atN]);
   assert.equal(c.basis, 'same-rounds');
   assert.equal(c.ratio, 1.02);
-  assert.deepEqual(c.sameRounds, { kprP50AtN: 102, kprP50AtOne: 100, p50: 1.02, pairedMean: 1.02 });
+  assert.deepEqual(c.sameRounds, { kprP50AtN: 102, kprP50AtOne: 100, p50: 1.02, pairedP50: 1.02, pairedMean: 1.02 });
   assert.equal(c.services, 2000);
   assert.equal(c.one, 1.1);
   assert.equal(c.atN, 1.275);
