@@ -231,15 +231,21 @@ static __always_inline __u64 kpr_timeout_ns(const struct kpr_config *cfg, __u8 p
 	return (__u64)s * NSEC_PER_SEC;
 }
 
-static __always_inline void kpr_ct_key_of(struct kpr_ct_key *k, const struct kpr_pkt *p, __u8 dir)
+static __always_inline void kpr_ct_key_set(struct kpr_ct_key *k, const __be32 *saddr, const __be32 *daddr,
+					   __be16 sport, __be16 dport, __u8 proto, __u8 dir)
 {
 	__builtin_memset(k, 0, sizeof(*k));
-	kpr_addr_copy(k->saddr, p->saddr);
-	kpr_addr_copy(k->daddr, p->daddr);
-	k->sport = p->sport;
-	k->dport = p->dport;
-	k->proto = p->proto;
+	kpr_addr_copy(k->saddr, saddr);
+	kpr_addr_copy(k->daddr, daddr);
+	k->sport = sport;
+	k->dport = dport;
+	k->proto = proto;
 	k->dir = dir;
+}
+
+static __always_inline void kpr_ct_key_of(struct kpr_ct_key *k, const struct kpr_pkt *p, __u8 dir)
+{
+	kpr_ct_key_set(k, p->saddr, p->daddr, p->sport, p->dport, p->proto, dir);
 }
 
 /* Refreshes an entry's deadline; FIN/RST move a TCP flow to the short timeout. */
@@ -253,13 +259,7 @@ static __always_inline void kpr_ct_touch(struct kpr_ct_val *ct, const struct kpr
 /* The REPLY key of the flow whose ORIGINAL value is `orig`: the backend answering the source the flow left with. */
 static __always_inline void kpr_ct_reply_key_of(struct kpr_ct_key *k, const struct kpr_ct_val *orig, __u8 proto)
 {
-	__builtin_memset(k, 0, sizeof(*k));
-	kpr_addr_copy(k->saddr, orig->nat_daddr);
-	kpr_addr_copy(k->daddr, orig->nat_saddr);
-	k->sport = orig->nat_dport;
-	k->dport = orig->nat_sport;
-	k->proto = proto;
-	k->dir = KPR_CT_DIR_REPLY;
+	kpr_ct_key_set(k, orig->nat_daddr, orig->nat_saddr, orig->nat_dport, orig->nat_sport, proto, KPR_CT_DIR_REPLY);
 }
 
 /* The REPLY value of the flow `p` (a client packet) opened with ORIGINAL value `orig`: show the client the address it called. */
