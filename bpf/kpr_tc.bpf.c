@@ -231,15 +231,21 @@ static __always_inline __u64 kpr_timeout_ns(const struct kpr_config *cfg, __u8 p
 	return (__u64)s * NSEC_PER_SEC;
 }
 
-static __always_inline void kpr_ct_key_of(struct kpr_ct_key *k, const struct kpr_pkt *p, __u8 dir)
+static __always_inline void kpr_ct_key_set(struct kpr_ct_key *k, const __be32 *saddr, const __be32 *daddr,
+					   __be16 sport, __be16 dport, __u8 proto, __u8 dir)
 {
 	__builtin_memset(k, 0, sizeof(*k));
-	kpr_addr_copy(k->saddr, p->saddr);
-	kpr_addr_copy(k->daddr, p->daddr);
-	k->sport = p->sport;
-	k->dport = p->dport;
-	k->proto = p->proto;
+	kpr_addr_copy(k->saddr, saddr);
+	kpr_addr_copy(k->daddr, daddr);
+	k->sport = sport;
+	k->dport = dport;
+	k->proto = proto;
 	k->dir = dir;
+}
+
+static __always_inline void kpr_ct_key_of(struct kpr_ct_key *k, const struct kpr_pkt *p, __u8 dir)
+{
+	kpr_ct_key_set(k, p->saddr, p->daddr, p->sport, p->dport, p->proto, dir);
 }
 
 /* Refreshes an entry's deadline; FIN/RST move a TCP flow to the short timeout. */
@@ -248,6 +254,25 @@ static __always_inline void kpr_ct_touch(struct kpr_ct_val *ct, const struct kpr
 	if (p->tcp_flags & (KPR_TCP_FIN | KPR_TCP_RST))
 		ct->flags |= KPR_CT_F_CLOSING;
 	ct->expires_ns = now + kpr_timeout_ns(cfg, p->proto, ct->flags);
+}
+
+/* The REPLY key of the flow whose ORIGINAL value is `orig`: the backend answering the source the flow left with. */
+static __always_inline void kpr_ct_reply_key_of(struct kpr_ct_key *k, const struct kpr_ct_val *orig, __u8 proto)
+{
+	kpr_ct_key_set(k, orig->nat_daddr, orig->nat_saddr, orig->nat_dport, orig->nat_sport, proto, KPR_CT_DIR_REPLY);
+}
+
+/* The REPLY value of the flow `p` (a client packet) opened with ORIGINAL value `orig`: show the client the address it called. */
+static __always_inline void kpr_ct_reply_val_of(struct kpr_ct_val *rev, const struct kpr_pkt *p, const struct kpr_ct_val *orig)
+{
+	__builtin_memset(rev, 0, sizeof(*rev));
+	kpr_addr_copy(rev->nat_saddr, p->daddr);
+	rev->nat_sport = p->dport;
+	kpr_addr_copy(rev->nat_daddr, p->saddr);
+	rev->nat_dport = p->sport;
+	rev->rev_nat_id = orig->rev_nat_id;
+	rev->flags = orig->flags;
+	rev->expires_ns = orig->expires_ns;
 }
 
 /*
@@ -288,7 +313,7 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 					const struct kpr_config *cfg, __u64 now)
 {
 	struct kpr_affinity_key client = {};
-	struct kpr_ct_val fwd = {}, rev = {};
+	struct kpr_ct_val fwd = {}, rev;
 	struct kpr_ct_key k;
 	struct kpr_svc_key key;
 	struct kpr_svc_val *svc;
@@ -366,22 +391,8 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	fwd.rev_nat_id = svc->rev_nat_id;
 	kpr_ct_touch(&fwd, p, cfg, now);
 
-	/* The reply comes from the backend to whatever source the flow left with. */
-	kpr_addr_copy(rev.nat_saddr, p->daddr);
-	rev.nat_sport = p->dport;
-	kpr_addr_copy(rev.nat_daddr, p->saddr);
-	rev.nat_dport = p->sport;
-	rev.rev_nat_id = svc->rev_nat_id;
-	rev.flags = fwd.flags;
-	rev.expires_ns = fwd.expires_ns;
-
-	__builtin_memset(&k, 0, sizeof(k));
-	kpr_addr_copy(k.saddr, be->addr);
-	kpr_addr_copy(k.daddr, fwd.nat_saddr);
-	k.sport = be->port;
-	k.dport = fwd.nat_sport;
-	k.proto = p->proto;
-	k.dir = KPR_CT_DIR_REPLY;
+	kpr_ct_reply_val_of(&rev, p, &fwd);
+	kpr_ct_reply_key_of(&k, &fwd, p->proto);
 	if (bpf_map_update_elem(&kpr_ct, &k, &rev, BPF_ANY))
 		return TC_ACT_SHOT;
 	kpr_ct_mirror(&k, &rev, cfg);
@@ -409,18 +420,46 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
  */
 static __always_inline void kpr_ct_forget_reply(const struct kpr_ct_val *orig, const struct kpr_pkt *p, const struct kpr_config *cfg)
 {
-	struct kpr_ct_key k = {};
+	struct kpr_ct_key k;
 	struct kpr_ct_val *rev;
 
-	kpr_addr_copy(k.saddr, orig->nat_daddr);
-	kpr_addr_copy(k.daddr, orig->nat_saddr);
-	k.sport = orig->nat_dport;
-	k.dport = orig->nat_sport;
-	k.proto = p->proto;
-	k.dir = KPR_CT_DIR_REPLY;
+	kpr_ct_reply_key_of(&k, orig, p->proto);
 	rev = kpr_ct_lookup(&k, cfg);
 	if (rev && kpr_addr_eq(rev->nat_daddr, p->saddr) && rev->nat_dport == p->sport)
 		kpr_ct_delete(&k, cfg);
+}
+
+/*
+ * Puts back the REPLY entry of the live flow whose ORIGINAL entry is `orig`
+ * (`p`: a packet of that flow's client) when it is gone. kpr_ct is an LRU
+ * map, which evicts one entry at a time, not one flow, and the two entries
+ * of a flow are written, refreshed and swept apart: a flow can lose its REPLY
+ * entry while its ORIGINAL entry lives on. Its client's packets still reach
+ * the backend, but every answer then misses, goes up the node's own stack
+ * and is reset, retransmission after retransmission, until the client gives
+ * up. The client's next packet rebuilds the entry from what it still has.
+ * A live entry on the tuple is left alone even when it names another client:
+ * with this flow's entry gone, the tuple looked free to kpr_pick_snat, and
+ * the flow that took it is the one that gets its replies now.
+ * Called last on the packet's path: in a full LRU map the update may recycle
+ * the element `orig` points to.
+ */
+static __always_inline void kpr_ct_restore_reply(const struct kpr_ct_val *orig, const struct kpr_pkt *p,
+						 const struct kpr_config *cfg, __u64 now)
+{
+	struct kpr_ct_key k;
+	struct kpr_ct_val rev;
+	struct kpr_ct_val *cur;
+
+	kpr_ct_reply_key_of(&k, orig, p->proto);
+	cur = kpr_ct_lookup(&k, cfg);
+	if (cur && cur->expires_ns > now)
+		return;
+	kpr_ct_reply_val_of(&rev, p, orig);
+	if (bpf_map_update_elem(&kpr_ct, &k, &rev, BPF_ANY))
+		return;
+	kpr_ct_mirror(&k, &rev, cfg);
+	kpr_count(KPR_STAT_TC_CT_REPLY_RESTORED);
 }
 
 /* True when the ORIGINAL entry's backend is still the one the service names. */
@@ -476,11 +515,15 @@ static __always_inline int kpr_tc(struct __sk_buff *skb, __u8 role)
 		ct = NULL;
 	}
 	if (ct && ct->expires_ns > now && kpr_ct_backend_live(ct)) {
+		int verdict;
+
 		kpr_ct_touch(ct, &p, cfg, now);
 		if (kpr_rewrite(skb, &p, ct))
 			return TC_ACT_SHOT;
 		kpr_count(KPR_STAT_TC_FWD);
-		return kpr_forward(skb, ct, p.family, p.proto);
+		verdict = kpr_forward(skb, ct, p.family, p.proto);
+		kpr_ct_restore_reply(ct, &p, cfg, now);
+		return verdict;
 	}
 
 	return kpr_new_flow(skb, &p, role, cfg, now);

@@ -76,6 +76,7 @@ export const STAT = {
   TC_PASS_MALFORMED: 15,
   TC_CT_LOST: 16,
   MONITOR_LOST: 17,
+  TC_CT_REPLY_RESTORED: 18,
 } as const;
 /** Mirrors enum kpr_ct_dir. */
 export const CT_DIR = { ORIGINAL: 0, REPLY: 1 } as const;

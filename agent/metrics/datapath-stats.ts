@@ -11,7 +11,7 @@ const statIndex = mapCodecs(MAPS.stats).key;
 
 export interface StatMetric {
   /** Prometheus metric name (without the kpr_datapath_ prefix and _total suffix). */
-  metric: 'translations' | 'refusals' | 'backend_missing' | 'drops' | 'tc_packets' | 'affinity_hits' | 'sockets_destroyed' | 'conntrack_lost_flows' | 'monitor_events_lost' | 'other';
+  metric: 'translations' | 'refusals' | 'backend_missing' | 'drops' | 'tc_packets' | 'affinity_hits' | 'sockets_destroyed' | 'conntrack_lost_flows' | 'conntrack_reply_restored' | 'monitor_events_lost' | 'other';
   /** The label of this slot, if the metric has one. */
   label?: { name: 'path' | 'reason' | 'action' | 'stat'; value: string };
 }
@@ -28,6 +28,7 @@ export const STAT_METRICS: Partial<Record<keyof typeof STAT, StatMetric>> = {
   UNKNOWN_PORT: { metric: 'refusals', label: { name: 'reason', value: 'unknown_port' } },
   AFFINITY_HIT: { metric: 'affinity_hits' },
   TC_CT_LOST: { metric: 'conntrack_lost_flows' },
+  TC_CT_REPLY_RESTORED: { metric: 'conntrack_reply_restored' },
   MONITOR_LOST: { metric: 'monitor_events_lost' },
   SOCK_DESTROYED: { metric: 'sockets_destroyed' },
   TC_DNAT: { metric: 'tc_packets', label: { name: 'action', value: 'dnat' } },
@@ -49,6 +50,8 @@ export const STAT_METRIC_HELP: Record<StatMetric['metric'], string> = {
   affinity_hits: 'Backend choices (socket hooks: connections and unconnected UDP sends; tc: new flows) that reused the backend session affinity remembered.',
   sockets_destroyed: 'Connected UDP sockets destroyed because their backend left the service.',
   conntrack_lost_flows: 'TCP packets without SYN to a frontend that kpr_ct holds no flow for (evicted from the full LRU map, or expired while idle): balanced afresh, so the flow may be reset. Rising: raise --map-size-conntrack (or --conntrack-*).',
+  conntrack_reply_restored:
+    'tc path: REPLY entries of live flows put back from the ORIGINAL entry on a client packet, because kpr_ct had lost them (the LRU map evicts single entries, not flows) or they had expired while only the client sent; without them the replies would reach the node stack and be reset. Rising with conntrack_lost_flows: raise --map-size-conntrack.',
   monitor_events_lost:
     'Datapath events kpr monitor did not see: recorded while it ran, but its ring buffer (kpr_events) was full, the reader behind. The decisions themselves are unaffected.',
   other: 'Datapath counters without a metric of their own yet, by enum kpr_stat name.',

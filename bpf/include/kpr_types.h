@@ -284,6 +284,13 @@ enum kpr_stat {
 	KPR_STAT_TC_CT_LOST = 16,
 	/* kpr monitor was on but its ring buffer (kpr_events) was full: the event was not recorded. */
 	KPR_STAT_MONITOR_LOST = 17,
+	/*
+	 * A live flow's REPLY entry put back from its ORIGINAL entry on a client
+	 * packet: it had been evicted (the LRU map evicts entries, not flows) or
+	 * had expired while only the client sent. Without it the backend's
+	 * answers would miss conntrack and be reset by the node's stack.
+	 */
+	KPR_STAT_TC_CT_REPLY_RESTORED = 18,
 	KPR_STAT_MAX = 32,
 };
 

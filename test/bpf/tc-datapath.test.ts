@@ -304,6 +304,92 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     assert.equal(stat(STAT.TC_CT_LOST) - lost0, 1n, 'not a frontend: not counted');
   });
 
+  describe('a flow whose REPLY entry is gone while its ORIGINAL entry lives (LRU eviction of one direction)', () => {
+    const BACKEND = '198.18.20.10';
+    const OTHER = '198.18.100.3';
+    const stat = (i: number) => sumPerCpuU64(obj.map('kpr_stats').lookup(encodeBackendId(i))!);
+    const ctKey = codecOf(CT_KEY);
+    const fromClient = (src: string, sport: number, dport: number, flags: number) => run('kpr_tc_ext', buildPacket({ src, dst: NODE_V4, sport, dport, proto: 'TCP', tcpFlags: flags })).parsed!;
+    const fromBackend = (dport: number, flags: number) => run('kpr_tc_pod', buildPacket({ src: BACKEND, dst: NODE_V4, sport: 8080, dport, proto: 'TCP', tcpFlags: flags })).parsed!;
+    const replyKey = (snatPort: number) => ctKey.encode({ saddr: BACKEND, daddr: NODE_V4, sport: 8080, dport: snatPort, proto: IPPROTO.TCP, dir: CT_DIR.REPLY });
+    const entry = (key: Buffer) => {
+      const v = ct.lookup(key);
+      return v ? decodeCtVal(v) : undefined;
+    };
+    const original = (src: string, sport: number, dport: number) =>
+      entry(ctKey.encode({ saddr: src, daddr: NODE_V4, sport, dport, proto: IPPROTO.TCP, dir: CT_DIR.ORIGINAL }))!;
+
+    test('the client\'s next packet puts back the entry new_flow wrote, counted once, and the backend\'s answer is reverse-NATed again', () => {
+      frontend(NODE_V4, 30084, IPPROTO.TCP, 12, SVC_FLAG.NODE_PORT, [[5, BACKEND, 8080]]);
+      const restored0 = stat(STAT.TC_CT_REPLY_RESTORED);
+      assert.equal(fromClient(CLIENT, 43900, 30084, TCP_SYN).sport, 43900, 'the client port is the SNAT port');
+      const written = entry(replyKey(43900))!;
+      assert.deepEqual([written.natSaddr, written.natSport, written.natDaddr, written.natDport], [NODE_V4, 30084, CLIENT, 43900]);
+      fromBackend(43900, TCP_SYN | TCP_ACK);
+      fromClient(CLIENT, 43900, 30084, TCP_ACK);
+      assert.equal(stat(STAT.TC_CT_REPLY_RESTORED), restored0, 'nothing to restore while both entries live');
+      ct.delete(replyKey(43900));
+
+      const data = fromClient(CLIENT, 43900, 30084, TCP_ACK);
+      assert.deepEqual([data.src, data.sport, data.dst, data.dport], [NODE_V4, 43900, BACKEND, 8080], 'the packet still follows its flow');
+      const restored = entry(replyKey(43900));
+      assert.ok(restored, 'the REPLY entry is back');
+      assert.deepEqual({ ...restored, expiresNs: 0n }, { ...written, expiresNs: 0n }, 'as new_flow wrote it');
+      assert.equal(restored.expiresNs, original(CLIENT, 43900, 30084).expiresNs, 'with the deadline the flow just got');
+      assert.equal(stat(STAT.TC_CT_REPLY_RESTORED) - restored0, 1n);
+      fromClient(CLIENT, 43900, 30084, TCP_ACK);
+      assert.equal(stat(STAT.TC_CT_REPLY_RESTORED) - restored0, 1n, 'restored once, not per packet');
+
+      const answer = fromBackend(43900, TCP_ACK);
+      assert.deepEqual([answer.src, answer.sport, answer.dst, answer.dport], [NODE_V4, 30084, CLIENT, 43900], 'the client sees the address it called');
+      assert.ok(answer.ipChecksumOk && answer.l4ChecksumOk);
+    });
+
+    test('a REPLY tuple another client\'s live flow took meanwhile stays that flow\'s; the first flow gets it back once it is free', () => {
+      frontend(NODE_V4, 30085, IPPROTO.TCP, 13, SVC_FLAG.NODE_PORT, [[6, BACKEND, 8080]]);
+      const restored0 = stat(STAT.TC_CT_REPLY_RESTORED);
+      fromClient(CLIENT, 44000, 30085, TCP_SYN);
+      ct.delete(replyKey(44000));
+      // With CLIENT's entry gone the tuple looks free: OTHER's new flow leaves on the same SNAT port.
+      assert.equal(fromClient(OTHER, 44000, 30085, TCP_SYN).sport, 44000);
+      const others = entry(replyKey(44000))!;
+      assert.deepEqual([others.natDaddr, others.natDport], [OTHER, 44000]);
+
+      fromClient(CLIENT, 44000, 30085, TCP_SYN); // CLIENT retransmits its SYN
+      assert.deepEqual(entry(replyKey(44000)), others, 'the other client\'s live entry is not overwritten');
+      assert.equal(stat(STAT.TC_CT_REPLY_RESTORED), restored0);
+      const synAck = fromBackend(44000, TCP_SYN | TCP_ACK);
+      assert.deepEqual([synAck.dst, synAck.dport], [OTHER, 44000], 'the other client\'s connection is still answered');
+
+      // OTHER's flow ends and its REPLY entry expires: the tuple is free, CLIENT's next packet takes it back.
+      const v = Buffer.from(ct.lookup(replyKey(44000))!);
+      v.writeBigUInt64LE(1n, CT_VAL_EXPIRES_OFFSET);
+      ct.update(replyKey(44000), v);
+      fromClient(CLIENT, 44000, 30085, TCP_SYN);
+      assert.equal(stat(STAT.TC_CT_REPLY_RESTORED) - restored0, 1n);
+      const back = fromBackend(44000, TCP_SYN | TCP_ACK);
+      assert.deepEqual([back.src, back.sport, back.dst, back.dport], [NODE_V4, 30085, CLIENT, 44000]);
+    });
+
+    test('a new connection whose REPLY entry was lost right after the SYN: the retransmitted SYN restores it and the SYN-ACK reaches the client', () => {
+      frontend(NODE_V4, 30086, IPPROTO.TCP, 14, SVC_FLAG.NODE_PORT, [[7, BACKEND, 8080]]);
+      const restored0 = stat(STAT.TC_CT_REPLY_RESTORED);
+      const dnat0 = stat(STAT.TC_DNAT);
+      fromClient(CLIENT, 44100, 30086, TCP_SYN);
+      ct.delete(replyKey(44100));
+      const lost = fromBackend(44100, TCP_SYN | TCP_ACK);
+      assert.deepEqual([lost.src, lost.dst, lost.dport], [BACKEND, NODE_V4, 44100], 'without its entry the SYN-ACK goes up the node\'s stack untranslated');
+
+      const retransmitted = fromClient(CLIENT, 44100, 30086, TCP_SYN);
+      assert.deepEqual([retransmitted.src, retransmitted.sport, retransmitted.dst, retransmitted.dport], [NODE_V4, 44100, BACKEND, 8080]);
+      assert.equal(stat(STAT.TC_DNAT) - dnat0, 1n, 'the same flow, not a new translation');
+      assert.equal(stat(STAT.TC_CT_REPLY_RESTORED) - restored0, 1n);
+      const synAck = fromBackend(44100, TCP_SYN | TCP_ACK);
+      assert.deepEqual([synAck.src, synAck.sport, synAck.dst, synAck.dport], [NODE_V4, 30086, CLIENT, 44100]);
+      assert.ok(synAck.ipChecksumOk && synAck.l4ChecksumOk);
+    });
+  });
+
   test('two clients with the same source port get distinct SNAT ports towards one backend', () => {
     frontend(NODE_V4, 30080, IPPROTO.TCP, 7, SVC_FLAG.NODE_PORT, [[1, '198.18.20.10', 8080]]);
     const a = run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport: 45000, dport: 30080, proto: 'TCP' })).parsed!;

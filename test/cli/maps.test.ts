@@ -210,6 +210,7 @@ describe('kpr CLI on pinned maps (10,000 services × 10 backends)', { timeout: 1
     assert.deepEqual(rows.find((x) => x.stat === 'connect_xlate'), { stat: 'connect_xlate', metric: 'kpr_datapath_translations_total', labels: { path: 'connect' }, value: expectConnect });
     assert.deepEqual(rows.find((x) => x.stat === 'no_backend'), { stat: 'no_backend', metric: 'kpr_datapath_refusals_total', labels: { reason: 'no_backend' }, value: 7 });
     assert.equal(rows.find((x) => x.stat === 'sendmsg_xlate')!.value, 0);
+    assert.deepEqual(rows.find((x) => x.stat === 'tc_ct_reply_restored'), { stat: 'tc_ct_reply_restored', metric: 'kpr_datapath_conntrack_reply_restored_total', labels: {}, value: 0 });
     const dump = JSON.parse((await kpr('map', 'dump', 'kpr_stats', '--bpffs', dir, '-o', 'json')).stdout) as Array<{ key: any; value: any }>;
     const connect = dump.find((e) => e.key.stat === 'connect_xlate')!;
     assert.equal(connect.value.total, String(expectConnect));
