@@ -40,6 +40,9 @@ struct kpr_job {
 	uint32_t seq;
 	int fd;
 	uint32_t count;
+	/* Bytes of one key and of one value (all CPUs' for a per-CPU map): for the one-at-a-time fallback. */
+	uint32_t key_size;
+	uint32_t value_size;
 	uint64_t elem_flags;
 	/* One mapping: the keys, then the values. */
 	void *data;
@@ -114,6 +117,29 @@ static void drop_spares(struct kpr_writer *w)
 	}
 }
 
+/* Kernel-internal ENOTSUPP: what the bpf() syscall answers for a map type without batch operations. */
+#define KPR_ENOTSUPP 524
+
+/*
+ * Not every kernel batch-updates every map type (5.10's per-CPU arrays, a
+ * devmap anywhere) and those answer before writing any element: the job is
+ * then written one element at a time, as BpfMap.updateBatch does for a
+ * synchronous caller. `*n`: elements written.
+ */
+static int update_one_at_a_time(const struct kpr_job *j, __u32 *n)
+{
+	for (uint32_t i = 0; i < j->count; i++) {
+		int ret = bpf_map_update_elem(j->fd, (const char *)j->keys + (size_t)i * j->key_size,
+					      (const char *)j->values + (size_t)i * j->value_size, j->elem_flags);
+		if (ret < 0) {
+			*n = i;
+			return ret;
+		}
+	}
+	*n = j->count;
+	return 0;
+}
+
 static void *writer_main(void *arg)
 {
 	struct kpr_writer *w = arg;
@@ -140,6 +166,8 @@ static void *writer_main(void *arg)
 		LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = j->elem_flags);
 		__u32 n = j->count;
 		int ret = bpf_map_update_batch(j->fd, j->keys, j->values, &n, &opts);
+		if ((ret == -KPR_ENOTSUPP || ret == -EOPNOTSUPP) && j->count > 0)
+			ret = update_one_at_a_time(j, &n);
 
 		pthread_mutex_lock(&w->mu);
 		w->running = 0;
@@ -203,6 +231,8 @@ int kpr_writer_submit(struct kpr_writer *w, uint32_t seq, int fd, const void *ke
 	j->seq = seq;
 	j->fd = fd;
 	j->count = count;
+	j->key_size = count ? key_bytes / count : 0;
+	j->value_size = count ? value_bytes / count : 0;
 	j->elem_flags = elem_flags;
 
 	pthread_mutex_lock(&w->mu);

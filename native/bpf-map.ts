@@ -36,6 +36,7 @@ export const BPF_MAP_TYPE = {
   PERCPU_ARRAY: 6,
   LRU_HASH: 9,
   LRU_PERCPU_HASH: 10,
+  DEVMAP: 14,
   RINGBUF: 27,
 } as const;
 

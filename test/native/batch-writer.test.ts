@@ -91,6 +91,45 @@ test('a failed batch is thrown by wait() with its map and progress, and later ba
   }
 });
 
+test('a map type the kernel cannot batch-update (a devmap; 5.10: per-CPU arrays) is written one element at a time, in order, and its failure reported at its element', () => {
+  // Devmap: key an index, value an ifindex (1: loopback, which every namespace has; 0x7fffffff: none).
+  const dev = BpfMap.create(BPF_MAP_TYPE.DEVMAP, 4, 4, 16, 'kpr_wr_devmap');
+  const after = BpfMap.create(BPF_MAP_TYPE.HASH, 4, 4, 100, 'kpr_wr_after_dev');
+  const entries = (ifindexes: number[]) => {
+    const keys = Buffer.alloc(ifindexes.length * 4);
+    const values = Buffer.alloc(ifindexes.length * 4);
+    ifindexes.forEach((ifindex, i) => {
+      keys.writeUInt32LE(i, i * 4);
+      values.writeUInt32LE(ifindex, i * 4);
+    });
+    return { keys, values };
+  };
+  try {
+    const ok = entries([1, 1, 1]);
+    dev.queueUpdateBatch(writer, ok.keys, ok.values, 3);
+    const next = batch(0, 4);
+    after.queueUpdateBatch(writer, next.keys, next.values, 4);
+    writer.wait();
+    for (const i of [0, 1, 2]) assert.equal(valueOf(dev, i), 1, `devmap slot ${i}`);
+    assert.equal(after.lookupBatch().count, 4, 'the job after it ran');
+
+    const bad = entries([1, 1, 0x7fffffff, 1]); // no such interface at the third element
+    dev.queueUpdateBatch(writer, bad.keys, bad.values, 4);
+    assert.throws(
+      () => writer.wait(),
+      (err: unknown) => {
+        assert.ok(err instanceof KprBpfError);
+        assert.equal(err.map, 'kpr_wr_devmap');
+        assert.equal(err.processed, 2, 'the elements before the failing one were written');
+        return true;
+      },
+    );
+  } finally {
+    dev.close();
+    after.close();
+  }
+});
+
 test('update flags reach the kernel (the batch call accepts only BPF_F_LOCK: anything else is EINVAL)', () => {
   const map = BpfMap.create(BPF_MAP_TYPE.HASH, 4, 4, 100, 'kpr_wr_flags');
   try {
