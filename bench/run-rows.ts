@@ -229,13 +229,14 @@ export function buildRows(res: Results): { control: Row[]; data: Row[] } {
     if (c.services === undefined) continue;
     const at = `${what} cost at ${c.services.toLocaleString('en-US')} svc over at 1 svc`;
     const s = c.sameRounds;
-    if (s) {
+    if (s && c.ratio !== undefined) {
+      // c.ratio is the target's figure: the paired per-round ratio (nodePortScaleCost).
       data.push({
         metric: `${at}, same rounds (kpr p50 at N over kpr at 1 Service, paired per round, median of the rounds; ratio of the medians ${s.p50}×, paired mean ${s.pairedMean ?? 'n/a'}×)`,
         kpr: `${s.kprP50AtN} µs vs ${s.kprP50AtOne} µs`,
         other: '',
-        ratio: `${(s.pairedP50 ?? s.p50).toFixed(3)}×`,
-        ...target(s.pairedP50 ?? s.p50),
+        ratio: `${c.ratio.toFixed(3)}×`,
+        ...target(c.ratio),
       });
     }
     // The figure across the two phases: the target's where there is no same-rounds one, kept for reference beside it.
