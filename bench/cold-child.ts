@@ -21,6 +21,14 @@ export interface ColdSyncChildResult {
   cpuMs: number;
   /** Heap in use after the sync (no GC forced), MiB. */
   heapMiB: number;
+  /**
+   * Pages the child faulted in during the sync: on a VM whose host backs a
+   * page only at its first touch (this machine: ~12 µs a page) these are
+   * what a cold sync pays beyond its CPU work.
+   */
+  minorFaults: number;
+  /** Node free memory taken during the sync, MiB (the kernel's allocations included; other processes add noise). */
+  freshMiB: number;
   frontends: number;
   backends: number;
 }

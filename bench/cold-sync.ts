@@ -27,7 +27,7 @@
  * Prints a table and JSON (stdout, and build/cold-sync-results.json).
  * Needs root (CAP_BPF) for the maps; a failure to create them is an error.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -40,6 +40,12 @@ import { median, renderGrid, round } from './report.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const distRoot = path.resolve(here, '..');
+
+/** The node's free memory, KiB: what the sync takes from it counts the kernel's allocations too (the maps' elements, page tables). */
+function memFreeKiB(): number {
+  const m = /^MemFree:\s+(\d+) kB/m.exec(readFileSync('/proc/meminfo', 'utf8'));
+  return m ? Number(m[1]) : Number.NaN;
+}
 
 async function child(root: string, mode: ColdSyncMode, services: number, endpoints: number): Promise<ColdSyncChildResult> {
   const load = buildLoader(root);
@@ -71,6 +77,8 @@ async function child(root: string, mode: ColdSyncMode, services: number, endpoin
     let frontends = 0;
     let backends = 0;
     const cpu0 = process.cpuUsage();
+    const faults0 = process.resourceUsage().minorPageFault;
+    const free0 = memFreeKiB();
     const t0 = performance.now();
     if (mode === 'plan') {
       for (const k of keys) frontends += planService(source.serviceByKey(k)!, source.endpointSlicesByKey(k), ctx).frontends.length;
@@ -89,7 +97,9 @@ async function child(root: string, mode: ColdSyncMode, services: number, endpoin
     }
     const ms = performance.now() - t0;
     const cpu = process.cpuUsage(cpu0);
-    return { ms, cpuMs: (cpu.user + cpu.system) / 1000, heapMiB: process.memoryUsage().heapUsed / 1048576, frontends, backends };
+    const freshMiB = (free0 - memFreeKiB()) / 1024;
+    const minorFaults = process.resourceUsage().minorPageFault - faults0;
+    return { ms, cpuMs: (cpu.user + cpu.system) / 1000, heapMiB: process.memoryUsage().heapUsed / 1048576, minorFaults, freshMiB, frontends, backends };
   } finally {
     maps.close();
   }
@@ -120,7 +130,7 @@ async function main(): Promise<void> {
       for (const [arm, root] of arms) {
         const r = await runColdSyncChild(root, mode, services, endpoints);
         ((samples[mode] ??= {})[arm] ??= []).push(r);
-        process.stderr.write(`[cold-sync] ${mode} ${arm} run ${i + 1}/${runs}: ${round(r.ms, 1)} ms (CPU ${round(r.cpuMs, 1)} ms)\n`);
+        process.stderr.write(`[cold-sync] ${mode} ${arm} run ${i + 1}/${runs}: ${round(r.ms, 1)} ms (CPU ${round(r.cpuMs, 1)} ms, ${r.minorFaults} minor faults, node free memory -${round(r.freshMiB, 1)} MiB)\n`);
       }
     }
   }

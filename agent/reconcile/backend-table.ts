@@ -60,9 +60,17 @@ export class BackendTable implements BackendColumns {
     return this.dense(id) ? id < this.kind.length && this.kind[id] !== NONE : this.far.has(id);
   }
 
-  /** Room for `n` tuples in the tuple index before it next grows (a large sync's estimate of what it will hold). */
+  /**
+   * Room for `n` rows (ids below n, as the id allocator hands them out
+   * lowest first) and `n` tuples in the tuple index before either next grows
+   * (a large sync's estimate of what it will hold). The columns grow to `n`
+   * exactly, not by doubling: a doubling series from 1,024 rows to a million
+   * touches twice the memory it ends with, all of it fresh.
+   */
   reserve(n: number): void {
     this.byTuple.reserve(n);
+    const rows = Math.min(Math.ceil(n), DENSE_LIMIT);
+    if (rows > this.kind.length) this.resize(rows);
   }
 
   /** The canonical id of a tuple, or -1. */
@@ -226,6 +234,10 @@ export class BackendTable implements BackendColumns {
   private grow(id: number): void {
     let cap = this.kind.length;
     while (cap <= id) cap *= 2;
+    this.resize(cap);
+  }
+
+  private resize(cap: number): void {
     const widen = <T extends Uint8Array | Uint16Array | Uint32Array | Int32Array>(old: T, make: (n: number) => T): T => {
       const next = make(cap);
       next.set(old);

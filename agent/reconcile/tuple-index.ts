@@ -9,6 +9,15 @@
  */
 const EMPTY = -1;
 const DELETED = -2;
+/**
+ * Most a table is filled (keys and DELETED) before it is rebuilt larger.
+ * Linear probing stays short up to here (~2 probes for a hit, ~6 for a
+ * miss), and a million tuples fit 2^21 slots (24 MiB) instead of the 2^22
+ * (48 MiB) a half-full limit took: every page of a new table is fresh
+ * memory, which on a VM whose host backs a page at its first touch costs
+ * ~12 µs (docs/performance.md).
+ */
+const MAX_LOAD = 0.7;
 
 function isTupleNumber(k: number | string): k is number {
   return typeof k === 'number' && Number.isSafeInteger(k) && k >= 0;
@@ -23,9 +32,22 @@ export class TupleIndex {
   private used = 0;
   /** Slots holding a key or DELETED (probe chains). */
   private occupied = 0;
+  /**
+   * The last numeric key get() missed, and the slot add() would put it in
+   * (the first DELETED or EMPTY slot of its probe), until the table next
+   * changes: a full sync looks up every new backend's tuple before adding
+   * it, and the add then needs no probe of its own.
+   */
+  private missKey = -1;
+  private missSlot = 0;
 
   get size(): number {
     return this.used + this.other.size;
+  }
+
+  /** Slots of the numeric table (its memory: 12 bytes a slot). */
+  get slots(): number {
+    return this.mask + 1;
   }
 
   private static hash(k: number): number {
@@ -37,14 +59,20 @@ export class TupleIndex {
     return (h ^ (h >>> 16)) >>> 0;
   }
 
-  /** Slot holding k, or -1. */
+  /** Slot holding k, or -1 (remembering where k would go: missKey, missSlot). */
   private find(k: number): number {
     const mask = this.mask;
     const keys = this.keys;
+    let free = -1;
     for (let i = TupleIndex.hash(k) & mask; ; i = (i + 1) & mask) {
       const x = keys[i];
       if (x === k) return i;
-      if (x === EMPTY) return -1;
+      if (x === EMPTY) {
+        this.missKey = k;
+        this.missSlot = free < 0 ? i : free;
+        return -1;
+      }
+      if (x === DELETED && free < 0) free = i;
     }
   }
 
@@ -62,20 +90,23 @@ export class TupleIndex {
       this.other.set(k, id);
       return true;
     }
-    if (this.find(k) >= 0) return false;
+    if (k !== this.missKey && this.find(k) >= 0) return false;
     this.insertAbsent(k, id);
     return true;
   }
 
+  /** Puts absent k in the slot its miss found (find() ran on this table for k just before). */
   private insertAbsent(k: number, id: number): void {
-    if ((this.occupied + 1) * 2 > this.mask + 1) this.rehash((this.used + 1) * 4); // a quarter full: room to grow before the next rebuild
-    const mask = this.mask;
-    let i = TupleIndex.hash(k) & mask;
-    while (this.keys[i] >= 0) i = (i + 1) & mask;
+    if (this.occupied + 1 > (this.mask + 1) * MAX_LOAD) {
+      this.rehash(((this.used + 1) * 2) / MAX_LOAD); // room to double before the next rebuild
+      this.find(k);
+    }
+    const i = this.missSlot;
     if (this.keys[i] === EMPTY) this.occupied++;
     this.keys[i] = k;
     this.vals[i] = id;
     this.used++;
+    this.missKey = -1;
   }
 
   delete(k: number | string): boolean {
@@ -84,6 +115,7 @@ export class TupleIndex {
     if (i < 0) return false;
     this.keys[i] = DELETED;
     this.used--;
+    this.missKey = -1;
     return true;
   }
 
@@ -94,6 +126,7 @@ export class TupleIndex {
     this.mask = 1023;
     this.used = 0;
     this.occupied = 0;
+    this.missKey = -1;
   }
 
   /**
@@ -103,7 +136,7 @@ export class TupleIndex {
    * than the lookups and inserts of the keys themselves.
    */
   reserve(n: number): void {
-    if (n * 2 > this.mask + 1) this.rehash(n * 2);
+    if (n > (this.mask + 1) * MAX_LOAD) this.rehash(n / MAX_LOAD);
   }
 
   /** Rebuilds the table (dropping deleted slots) with at least `slots` slots. */
@@ -116,6 +149,7 @@ export class TupleIndex {
     this.mask = cap - 1;
     this.used = 0;
     this.occupied = 0;
+    this.missKey = -1;
     for (let i = 0; i < keys.length; i++) {
       const k = keys[i];
       if (k < 0) continue;

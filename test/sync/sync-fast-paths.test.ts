@@ -52,6 +52,52 @@ describe('TupleIndex', () => {
     assert.equal(t.size, m.size);
     assert.equal(t.get(12345), -1);
   });
+
+  it('adds a tuple in the slot its lookup found, never in the slot of another key looked up last', () => {
+    const t = new TupleIndex();
+    const m = new Map<number, number>();
+    const r = rng(11);
+    // Few distinct keys, many deletes: probe chains full of DELETED slots, where a stale remembered slot would land a key twice.
+    const key = () => (3323101184 + Math.floor(r() * 400)) * 65536 + 80;
+    for (let i = 0; i < 40000; i++) {
+      const k = key();
+      const other = key();
+      const op = r();
+      if (op < 0.4) {
+        t.get(k); // the lookup a sync makes before it adds
+        assert.equal(t.add(k, i), !m.has(k));
+        if (!m.has(k)) m.set(k, i);
+      } else if (op < 0.6) {
+        t.get(other); // a lookup of another key just before the add
+        assert.equal(t.add(k, i), !m.has(k));
+        if (!m.has(k)) m.set(k, i);
+      } else if (op < 0.9) assert.equal(t.delete(k), m.delete(k));
+      else assert.equal(t.get(k), m.get(k) ?? -1);
+    }
+    for (const [k, v] of m) assert.equal(t.get(k), v);
+    assert.equal(t.size, m.size);
+  });
+
+  it('holds a million tuples in 2^21 slots once reserved for a quarter more, without rebuilding', () => {
+    const t = new TupleIndex();
+    t.reserve(1_250_000);
+    assert.equal(t.slots, 2 ** 21);
+    for (let i = 0; i < 1_000_000; i++) {
+      const k = (3323101184 + i) * 65536 + 80;
+      assert.equal(t.get(k), -1);
+      t.add(k, i);
+    }
+    assert.equal(t.slots, 2 ** 21, 'the table was rebuilt');
+    assert.equal(t.size, 1_000_000);
+    for (let i = 0; i < 1_000_000; i += 997) assert.equal(t.get((3323101184 + i) * 65536 + 80), i);
+  });
+
+  it('grows past its load limit keeping every tuple', () => {
+    const t = new TupleIndex();
+    for (let i = 0; i < 5000; i++) t.add((3323101184 + i) * 65536 + 443, i);
+    assert.ok(t.slots >= 5000 / 0.7, `${t.slots} slots for 5,000 tuples`);
+    for (let i = 0; i < 5000; i++) assert.equal(t.get((3323101184 + i) * 65536 + 443), i);
+  });
 });
 
 describe('BackendTable', () => {
@@ -75,6 +121,9 @@ describe('BackendTable', () => {
       return { addr: '10.9.9.9', port, proto: 132, flags: 0 }; // not written by this agent: no tuple
     };
     for (let i = 0; i < 60000; i++) {
+      // A large sync's reservation, mid-way: rows and tuples held before it stay as they were.
+      if (i === 20000) t.reserve(9000);
+      if (i === 40000) t.reserve(2500.5);
       const k = id();
       const op = r();
       if (op < 0.4) {
