@@ -7,9 +7,10 @@
  * Service's NodePort frontend programmed with the pod as its backend.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, rmdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { nsPath, type Sandbox } from '../sandbox/netns.js';
+import { childCgroup, removeCgroupDir } from './agent-cgroup.js';
 import { cliBin } from '../sandbox/repo.js';
 import { startAgent, type Agent, type BenchApiServer } from './control-plane.js';
 import { NP_ECHO_PORT, NP_NODE_IP, NP_POD_IF, NP_POD_IP, NP_UPLINK, type NodePortStack } from './nodeport-topology.js';
@@ -26,37 +27,6 @@ export function kprStats(bpffs: string): unknown {
   } catch (err) {
     return `kpr stats failed: ${(err as Error).message.split('\n')[0]}`;
   }
-}
-
-// An agent's cgroup is a child of the run's; it must go before the run's can.
-const childCgroups = new Set<string>();
-let exitHook = false;
-
-function removeCgroupDir(cg: string): void {
-  for (let i = 0; i < 40 && existsSync(cg); i++) {
-    try {
-      rmdirSync(cg);
-    } catch {
-      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
-    }
-  }
-}
-
-function childCgroup(sandbox: Sandbox, name: string): string {
-  const cg = path.join(sandbox.cgroupPath, name);
-  mkdirSync(cg);
-  childCgroups.add(cg);
-  if (!exitHook) {
-    exitHook = true;
-    // Interrupted runs: the sandbox's own hook could not remove the run cgroup while this child existed.
-    process.on('exit', () => {
-      for (const c of childCgroups) {
-        removeCgroupDir(c);
-        removeCgroupDir(path.dirname(c));
-      }
-    });
-  }
-  return cg;
 }
 
 export interface KprNodeSpec {
@@ -145,9 +115,6 @@ export class KprNodes {
 
   async stopAll(): Promise<void> {
     for (const a of this.agents) await a.stop().catch(() => {});
-    for (const cg of this.cgroups) {
-      removeCgroupDir(cg);
-      if (!existsSync(cg)) childCgroups.delete(cg);
-    }
+    for (const cg of this.cgroups) removeCgroupDir(cg);
   }
 }

@@ -9,6 +9,8 @@ import type { Settled } from './settle.js';
 
 export interface KprControl {
   initial: InitialSync;
+  /** cacheSyncedToMapsWrittenMs of every cold start (COLD_RUNS), the kept agent's last. */
+  coldRunsMs: number[];
   serviceList?: ServiceListTiming;
   changes?: ChangeSamples;
   rssAfterChangesKiB?: number;
@@ -20,7 +22,10 @@ export interface Results {
   config: Record<string, unknown>;
   controlPlane: {
     kpr?: {
+      /** The median of coldRunsMs. */
       coldMs: number;
+      /** Each cold start's initial sync (cache synced → maps written), in order; the last is the agent measured after. */
+      coldRunsMs: number[];
       /** bench/cold-floor.ts: the same kernel entries with no Kubernetes semantics, each run a fresh process. */
       coldFloor: { runsMs: number[]; medianMs: number };
       spawnToSyncedMs: number;
