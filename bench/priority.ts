@@ -34,10 +34,10 @@ function threadIds(): number[] {
   }
 }
 
-/** setpriority on one thread; false when it has exited meanwhile. */
-function setThreadPriority(tid: number, nice: number): boolean {
+/** Runs `op` on a thread or process; false when it has exited meanwhile (ESRCH), any other error thrown. */
+function unlessExited(op: () => void): boolean {
   try {
-    os.setPriority(tid, nice);
+    op();
     return true;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
@@ -49,19 +49,14 @@ function setThreadPriority(tid: number, nice: number): boolean {
 export function deprioritizeHarness(): () => void {
   const before = new Map<number, number>();
   for (const tid of threadIds()) {
-    let nice: number;
-    try {
-      nice = os.getPriority(tid);
-    } catch {
-      continue; // exited between the listing and now
-    }
-    if (setThreadPriority(tid, HARNESS_NICE)) before.set(tid, nice);
+    let nice = 0;
+    if (unlessExited(() => (nice = os.getPriority(tid))) && unlessExited(() => os.setPriority(tid, HARNESS_NICE))) before.set(tid, nice);
   }
   let restored = false;
   return () => {
     if (restored) return;
     restored = true;
-    for (const [tid, nice] of before) setThreadPriority(tid, nice);
+    for (const [tid, nice] of before) unlessExited(() => os.setPriority(tid, nice));
   };
 }
 
@@ -72,11 +67,8 @@ export function deprioritizeHarness(): () => void {
  */
 export function asUnderTest<T extends ChildProcess>(child: T): T {
   if (child.pid !== undefined && os.getPriority() !== UNDER_TEST_NICE) {
-    try {
-      os.setPriority(child.pid, UNDER_TEST_NICE);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
-    }
+    const pid = child.pid;
+    unlessExited(() => os.setPriority(pid, UNDER_TEST_NICE));
   }
   return child;
 }
