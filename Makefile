@@ -1,9 +1,13 @@
 # kpr — build, test, demo and benchmark. Every target installs what it needs.
 SHELL := /bin/bash
 .DELETE_ON_ERROR:
-.PHONY: all deps deps-system deps-node deps-node-prod bpf bpf-fixtures build test test-unit test-kernels demo bench clean chart-lint
+# The arm64 sysroot is an intermediate of build/arch/arm64; keep it (mmdebstrap takes a minute).
+.SECONDARY:
+.PHONY: all deps deps-system deps-node deps-node-prod deps-image node-lts image test-image bpf bpf-fixtures build test test-unit test-kernels demo bench clean chart-lint
 
 BUILD_DIR   := build
+comma := ,
+space := $(empty) $(empty)
 BPF_SRC     := $(wildcard bpf/*.bpf.c)
 BPF_OBJ     := $(patsubst bpf/%.bpf.c,$(BUILD_DIR)/%.bpf.o,$(BPF_SRC))
 BPF_HDR     := $(wildcard bpf/include/*.h)
@@ -19,12 +23,30 @@ BPF_CFLAGS  := -O2 -g -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) -I $(BUI
 # Kernel types for programs that read kernel structs (iterators); generated, never committed.
 VMLINUX_H   := $(BUILD_DIR)/vmlinux.h
 # Debian packages the build, tests, demo and benchmarks use.
-APT_PKGS    := clang llvm libbpf-dev libbpf1 bpftool libc6-dev linux-libc-dev iproute2 iptables nftables util-linux procps prometheus
-TEST_FILES   = $(shell find dist/test -name '*.test.js' | sort)
+APT_PKGS    := openssl clang llvm libbpf-dev libbpf1 bpftool libc6-dev linux-libc-dev iproute2 iptables nftables util-linux procps prometheus
+# make test: every test but those of the built image (test/image-e2e/, make test-image).
+TEST_FILES   = $(shell find dist/test -path dist/test/image-e2e -prune -o -name '*.test.js' -print | sort)
+
+# One Node everywhere: every recipe (npm, tsc, the tests, the benches, the
+# kernel legs' guests, the sandbox agents they spawn) runs the Node LTS of
+# tools/node.env, installed from the npm registry into build/node, whatever
+# Node the machine has. The image ships the same binary.
+include tools/node.env
+NODE_DIR    := $(BUILD_DIR)/node
+NODE        := $(NODE_DIR)/bin/node
+HOST_NODE_ARCH := $(shell echo $(MACHINE) | sed -e 's/x86_64/x64/' -e 's/aarch64/arm64/')
+export PATH := $(CURDIR)/$(NODE_DIR)/bin:$(PATH)
 
 all: build
 
-deps: deps-system deps-node
+deps: deps-system node-lts deps-node
+
+node-lts: $(NODE)
+
+$(NODE): tools/node.env tools/fetch-node.sh | deps-system
+	tools/fetch-node.sh $(HOST_NODE_ARCH) $(NODE_DIR)
+	@touch $(NODE)
+	@test "$$($(NODE) -p process.version)" = "v$(KPR_NODE_VERSION)"
 
 # Installs only what is missing, so a prepared machine pays nothing.
 deps-system:
@@ -38,7 +60,7 @@ deps-node: node_modules/.package-lock.json
 
 # A worktree whose node_modules is a link to another checkout's install never
 # reinstalls it: npm ci would empty the shared directory under the other checkout.
-node_modules/.package-lock.json: package.json package-lock.json
+node_modules/.package-lock.json: package.json package-lock.json | $(NODE)
 	@if [ -L node_modules ]; then echo "node_modules links to a shared install: not reinstalling it (run npm ci where it lives)"; else npm ci --no-audit --no-fund; fi
 	@touch $@
 
@@ -93,7 +115,7 @@ AGENT_BUNDLE := dist/kpr-agent.mjs
 CLI_BUNDLE   := dist/kpr.mjs
 # whatwg-url (node-fetch's fallback URL class, never used on Node) is replaced
 # by agent/bundle/whatwg-url.ts: its tr46 table cost ~3.5 MiB of the agent's RSS.
-ESBUILD_FLAGS := --bundle --platform=node --format=esm --target=node22 --external:koffi --log-level=warning --minify-whitespace --minify-syntax \
+ESBUILD_FLAGS := --bundle --platform=node --format=esm --target=node24 --external:koffi --log-level=warning --minify-whitespace --minify-syntax \
 	--alias:whatwg-url=./dist/agent/bundle/whatwg-url.js \
 	--banner:js="import { createRequire as __kprCreateRequire } from 'node:module'; const require = __kprCreateRequire(import.meta.url);"
 
@@ -102,10 +124,10 @@ ESBUILD_FLAGS := --bundle --platform=node --format=esm --target=node22 --externa
 GIT_COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
 
 build: deps bpf bpf-fixtures $(BATCH_WRITER)
-	npx tsc -p tsconfig.json
+	node node_modules/typescript/bin/tsc -p tsconfig.json
 	@printf '{"commit":"%s"}\n' "$(or $(GIT_COMMIT),unknown)" > dist/build-info.json
-	node_modules/.bin/esbuild dist/agent/main.js $(ESBUILD_FLAGS) --outfile=$(AGENT_BUNDLE)
-	node_modules/.bin/esbuild dist/agent/cli/main.js $(ESBUILD_FLAGS) --outfile=$(CLI_BUNDLE)
+	node_modules/.bin/esbuild dist/agent/main.js $(ESBUILD_FLAGS) --outfile=$(AGENT_BUNDLE) --metafile=$(AGENT_BUNDLE:.mjs=.meta.json)
+	node_modules/.bin/esbuild dist/agent/cli/main.js $(ESBUILD_FLAGS) --outfile=$(CLI_BUNDLE) --metafile=$(CLI_BUNDLE:.mjs=.meta.json)
 
 test: build
 	node --test --test-concurrency=1 $(TEST_FILES)
@@ -122,6 +144,54 @@ test-kernels: build
 UNIT_TEST_DIRS := plan reconcile maps sync net k8s config log codebase datapath kernels
 test-unit: build
 	node --test $(shell find $(addprefix dist/test/,$(UNIT_TEST_DIRS)) -name '*.test.js' | sort)
+
+# The image (docs/install.md, *The image*): a Debian bookworm root filesystem
+# from Debian's packages (mmdebstrap), the Node LTS of tools/node.env from the
+# npm registry, and the build outputs, written as OCI archives for amd64 and
+# arm64 with an SPDX SBOM (image/build.ts). No registry and no Docker engine.
+# The arm64 build outputs are cross-built against an arm64 sysroot of Debian's
+# own -dev packages (clang for the BPF objects and, with lld, the batch writer).
+IMAGE_ARCHES ?= amd64 arm64
+IMAGE_DIR    := $(BUILD_DIR)/image
+IMAGE_APT_PKGS := mmdebstrap lld skopeo qemu-user-static
+HOST_DEB_ARCH := $(shell dpkg --print-architecture 2>/dev/null)
+deps-image:
+	@missing=""; for p in $(IMAGE_APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "kpr: installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+# Per-architecture build outputs: the host's are build/*.bpf.o and the batch
+# writer; another architecture's go to build/arch/ARCH.
+CROSS_ARCHES := $(filter-out $(HOST_DEB_ARCH),$(IMAGE_ARCHES))
+GNU_TRIPLET_arm64 := aarch64-linux-gnu
+GNU_TRIPLET_amd64 := x86_64-linux-gnu
+BPF_ARCH_arm64 := arm64
+BPF_ARCH_amd64 := x86
+SYSROOT = $(BUILD_DIR)/sysroot/$(1)
+$(BUILD_DIR)/sysroot/%/.ready: | deps-system deps-image
+	rm -rf $(@D); mkdir -p $(dir $(@D))
+	mmdebstrap --quiet --variant=extract --arch=$* --include=libc6-dev,libbpf-dev,linux-libc-dev,libgcc-12-dev bookworm $(CURDIR)/$(@D)
+	@touch $@
+$(BUILD_DIR)/arch/%/.ready: $(BPF_SRC) $(BPF_HDR) $(VMLINUX_H) native/batch_writer.c $(BUILD_DIR)/sysroot/%/.ready
+	@mkdir -p $(@D)
+	for src in $(BPF_SRC); do \
+	  $(CLANG) -O2 -g -Wall -Werror -target bpf -D__TARGET_ARCH_$(BPF_ARCH_$*) -I $(BUILD_DIR) -I bpf/include -I $(call SYSROOT,$*)/usr/include/$(GNU_TRIPLET_$*) \
+	    -c $$src -o $(@D)/$$(basename $$src .c).o || exit 1; \
+	done
+	$(CLANG) --target=$(GNU_TRIPLET_$*) --sysroot=$(call SYSROOT,$*) -fuse-ld=lld -O2 -g -Wall -Werror -fPIC -shared -o $(@D)/libkpr_batch_writer.so native/batch_writer.c -lbpf -lpthread
+	@touch $@
+
+image: build deps-image $(foreach a,$(CROSS_ARCHES),$(BUILD_DIR)/arch/$(a)/.ready)
+	node dist/image/build.js --arches $(subst $(space),$(comma),$(IMAGE_ARCHES)) --out $(IMAGE_DIR)
+
+# The image as users meet it (test/image-e2e/): the archives as a user unpacks
+# them (skopeo reads each, `kpr version` and the agent's start-up checks run in
+# the root filesystem: the host's architecture in a chroot, the other under
+# qemu-user; the SBOM lists what is inside).
+test-image: image
+	node --test --test-concurrency=1 dist/test/image-e2e/archive.test.js
 
 demo: build
 	node dist/sandbox/demo.js

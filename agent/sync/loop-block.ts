@@ -5,12 +5,12 @@
  * after the one before means the loop was busy for about d − 1 ms: a slice,
  * a change's sync, a GC pause, whatever ran.
  */
-import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+import { monitorEventLoopDelay, type ELDHistogram } from 'node:perf_hooks';
 
 const RESOLUTION_MS = 1;
 
 export class LoopBlockProbe {
-  private histogram: IntervalHistogram | undefined;
+  private histogram: ELDHistogram | undefined;
   private on = false;
 
   start(): void {

@@ -25,7 +25,8 @@ done
 ip link set lo up
 hostname kpr-vm
 # Emulated CPUs are several times slower: the sandbox waits that much longer.
-export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root KPR_IN_VM=1 KPR_TEST_TIME_SCALE=6
+# The checkout's Node LTS (build/node, Makefile) first: the guests run what the host's tests run.
+export PATH=$work/build/node/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root KPR_IN_VM=1 KPR_TEST_TIME_SCALE=6
 ulimit -l unlimited
 echo "kpr guest: kernel $(uname -r), running: $(cat "$out/cmd")"
 cd "$work"
