@@ -175,7 +175,6 @@ describe('charts/kpr with the real helm', () => {
     assert.equal(one(objs, 'Service').spec.ports[0].targetPort, 10249);
     assert.equal(one(objs, 'DaemonSet').spec.template.spec.containers[0].ports, undefined);
     assert.equal(one(objs, 'ServiceMonitor').spec.endpoints[0].port, 'metrics');
-    assert.equal(one(objs, 'ServiceMonitor').spec.jobLabel, undefined, 'job: the Service name unless metrics.serviceMonitor.job is set');
     const dash = objs.find((o) => o.metadata.name.endsWith('-dashboard'))!;
     const dashboard = JSON.parse(dash.data['kpr.json']);
     const panels = dashboard.panels as Array<{ targets: Array<{ expr: string }> }>;
@@ -186,15 +185,50 @@ describe('charts/kpr with the real helm', () => {
     assert.doesNotMatch(exprs + JSON.stringify(dashboard.templating), /\bnode\b/);
     for (const p of panels) for (const t of p.targets) assert.match(t.expr, /\{job=~"\$job", instance=~"\$instance"/, t.expr);
 
-    // The drop-in setting: job="kube-proxy", as kubernetes-mixin's KubeProxyDown and Proxy dashboard select.
-    const asKubeProxy = render({ config: { 'metrics-bind-address': '0.0.0.0:10249' }, metrics: { serviceMonitor: { enabled: true, job: 'kube-proxy' } } });
-    const sm = one(asKubeProxy, 'ServiceMonitor');
+    // By default job="kube-proxy", as kubernetes-mixin's KubeProxyDown and Proxy dashboard select
+    // (what Prometheus makes of it: test/chart/kube-proxy-monitoring.test.ts).
+    const sm = one(objs, 'ServiceMonitor');
     assert.equal(sm.spec.jobLabel, 'jobLabel');
-    assert.equal((one(asKubeProxy, 'Service').metadata as { labels?: Record<string, string> }).labels?.[sm.spec.jobLabel], 'kube-proxy');
+    assert.equal((one(objs, 'Service').metadata as { labels?: Record<string, string> }).labels?.[sm.spec.jobLabel], 'kube-proxy');
+    // job "": prometheus-operator's default, the Service's name.
+    const operatorJob = render({ metrics: { serviceMonitor: { enabled: true, job: '' } } });
+    assert.equal(one(operatorJob, 'ServiceMonitor').spec.jobLabel, undefined);
+    assert.equal((one(operatorJob, 'Service').metadata as { labels?: Record<string, string> }).labels?.jobLabel, undefined);
     // Metrics on loopback cannot be scraped through a Service.
-    const bad = helm('template', 'kpr', CHART, '--set', 'metrics.service.enabled=true');
+    const bad = helm('template', 'kpr', CHART, '--set', 'metrics.service.enabled=true', '--set', 'config.metrics-bind-address=127.0.0.1:10249');
     assert.notEqual(bad.status, 0);
     assert.match(bad.stderr, /metrics-bind-address/);
+  });
+
+  test('metrics on every node address by default; the PodMonitor keeps the agent container, at its pod IP and the metrics port, as job kube-proxy', () => {
+    assert.equal(renderedConfig(render())['metrics-bind-address'], '0.0.0.0:10249');
+    const objs = render({ config: { 'metrics-bind-address': '[::]:19249' }, metrics: { podMonitor: { enabled: true, interval: '15s', labels: { release: 'prom' } } }, prometheusRule: { enabled: true } });
+    const pm = one(objs, 'PodMonitor');
+    const ds = one(objs, 'DaemonSet');
+    assert.equal(pm.apiVersion, 'monitoring.coreos.com/v1');
+    assert.equal((pm.metadata.labels ?? {}).release, 'prom');
+    assert.deepEqual(pm.spec.selector.matchLabels, ds.spec.selector.matchLabels);
+    assert.deepEqual(objs.filter((o) => o.kind === 'Service' || o.kind === 'ServiceMonitor'), [], 'no Service needed');
+    const [ep] = pm.spec.podMetricsEndpoints;
+    assert.equal(ep.interval, '15s');
+    assert.equal(ep.port, undefined, 'the pod declares no ports');
+    const r = ep.relabelings as Array<Record<string, any>>;
+    assert.deepEqual(r[0], { sourceLabels: ['__meta_kubernetes_pod_container_name'], regex: ds.spec.template.spec.containers[0].name, action: 'keep' });
+    assert.deepEqual(r.filter((x) => x.targetLabel === '__address__').map((x) => x.replacement), ['${1}:19249', '[${1}]:19249']);
+    assert.deepEqual(r.at(-1), { targetLabel: 'job', replacement: 'kube-proxy' });
+    assert.match(one(objs, 'PrometheusRule').spec.groups[0].rules[0].expr, /^up\{job="kube-proxy"\} == 0$/);
+    // job "": no relabelling, prometheus-operator's "<namespace>/<name>", which the alerts then select.
+    const operatorJob = render({ metrics: { podMonitor: { enabled: true, job: '' } }, prometheusRule: { enabled: true } });
+    assert.equal((one(operatorJob, 'PodMonitor').spec.podMetricsEndpoints[0].relabelings as Array<{ targetLabel?: string }>).some((x) => x.targetLabel === 'job'), false);
+    assert.match(one(operatorJob, 'PrometheusRule').spec.groups[0].rules[0].expr, /^up\{job="kube-system\/kpr"\} == 0$/);
+  });
+
+  test('NOTES of a migration without a monitor say KubeProxyDown will fire', () => {
+    const notes = (...set: string[]) => helm('install', 'kpr', CHART, '--dry-run=client', '--namespace', 'kube-system', '--set', 'k8sServiceHost=198.18.0.2', ...set.flatMap((x) => ['--set', x])).stdout.split('NOTES:')[1];
+    assert.match(notes('migration.enabled=true'), /KubeProxyDown fires once the last one has moved[\s\S]*metrics\.podMonitor\.enabled=true/);
+    assert.doesNotMatch(notes('migration.enabled=true', 'metrics.podMonitor.enabled=true'), /KubeProxyDown/);
+    assert.doesNotMatch(notes('migration.enabled=true', 'metrics.serviceMonitor.enabled=true'), /KubeProxyDown/);
+    assert.doesNotMatch(notes(), /KubeProxyDown/);
   });
 
   test('the PrometheusRule (off by default): kpr\'s alerts, Services over a datapath limit among them', () => {
@@ -205,7 +239,7 @@ describe('charts/kpr with the real helm', () => {
     assert.equal((rule.metadata as { labels?: Record<string, string> }).labels?.release, 'prom');
     const alert = rule.spec.groups.flatMap((g: { rules: Array<Record<string, any>> }) => g.rules).find((r: Record<string, any>) => r.alert === 'KprServicesOverLimit');
     assert.ok(alert, 'the KprServicesOverLimit alert');
-    assert.match(alert.expr, /^max by \(job, instance, namespace, pod, node, limit\) \(kpr_services_over_limit\{job="kpr-metrics"\}\) > 0$/);
+    assert.match(alert.expr, /^max by \(job, instance, namespace, pod, node, limit\) \(kpr_services_over_limit\{job="kube-proxy"\}\) > 0$/);
     assert.equal(alert.for, '2m');
     assert.equal(alert.labels.severity, 'warning');
     // Prometheus templates survive helm's: the annotations still hold {{ $labels.instance }} and {{ $value }}.

@@ -25,15 +25,15 @@ function inTempDir<T>(fn: (dir: string) => T): T {
 }
 
 describe("the chart's alerts with the real promtool", () => {
-  test('promtool check rules accepts the rendered rules, with the default job and as kube-proxy', () => {
-    for (const set of [[], ['metrics.serviceMonitor.job=kube-proxy'], ['prometheusRule.job=node-proxies', 'prometheusRule.cacheAgeSeconds=900']]) {
+  test("promtool check rules accepts the rendered rules, with the default job (kube-proxy), prometheus-operator's and another", () => {
+    for (const set of [[], ['metrics.serviceMonitor.job='], ['prometheusRule.job=node-proxies', 'prometheusRule.cacheAgeSeconds=900']]) {
       inTempDir((dir) => {
         const groups = renderedRuleGroups(set);
         writeFileSync(path.join(dir, 'rules.yaml'), ruleFile(groups));
         const r = promtool(['check', 'rules', 'rules.yaml'], dir);
         assert.equal(r.status, 0, `${set.join(',')}: ${r.stdout}${r.stderr}`);
         assert.match(r.stdout, /SUCCESS: 8 rules found/);
-        const job = set.length === 0 ? 'kpr-metrics' : set[0].split('=')[1];
+        const job = set.length === 0 ? 'kube-proxy' : set[0].split('=')[1] || 'kpr-metrics';
         for (const rule of groups.flatMap((g) => g.rules)) assert.match(rule.expr, new RegExp(`job="${job}"`), `${rule.alert} selects its job`);
       });
     }

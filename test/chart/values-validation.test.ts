@@ -107,8 +107,8 @@ describe('charts/kpr closes what the schema let through', () => {
     accepted({ config: { 'metrics-bind-address': null } });
   });
 
-  test('metrics Service or ServiceMonitor with a loopback, unset or disabled metrics address is refused', () => {
-    for (const metrics of [{ service: { enabled: true } }, { serviceMonitor: { enabled: true } }]) {
+  test('metrics Service, ServiceMonitor or PodMonitor with a loopback, unset or disabled metrics address is refused', () => {
+    for (const metrics of [{ service: { enabled: true } }, { serviceMonitor: { enabled: true } }, { podMonitor: { enabled: true } }]) {
       for (const bad of ['127.0.0.1:10249', '127.9.9.9:10249', '[::1]:10249', '[0:0:0:0:0:0:0:1]:10249', '[::0001]:10249', '[::ffff:127.0.0.1]:10249', null, '']) {
         refused({ metrics, config: { 'metrics-bind-address': bad } }, /metrics-bind-address/);
       }
@@ -116,6 +116,15 @@ describe('charts/kpr closes what the schema let through', () => {
     }
     // Loopback stays fine while nothing scrapes through a Service.
     accepted({ config: { 'metrics-bind-address': '[::1]:10249' } });
+    // The chart's default address serves every monitor.
+    accepted({ metrics: { podMonitor: { enabled: true } } });
+  });
+
+  test('a PodMonitor and a ServiceMonitor at once are refused (every series twice)', () => {
+    refused({ metrics: { podMonitor: { enabled: true }, serviceMonitor: { enabled: true } } }, /serviceMonitor/);
+    accepted({ metrics: { podMonitor: { enabled: true }, serviceMonitor: { enabled: false }, service: { enabled: true } } });
+    refused({ metrics: { podMonitor: { enabled: true, bogus: 1 } } }, /bogus/);
+    refused({ metrics: { podMonitor: { enabled: true, interval: '30' } } }, /interval/);
   });
 
   test('serviceMonitor.interval and the alert durations are Prometheus durations', () => {

@@ -1,8 +1,10 @@
 /**
  * kpr in a real Prometheus: Debian's prometheus server (127.0.0.1, a free
  * port, a temporary directory, stopped in `after`) scrapes the sandbox
- * agent every second as job "kube-proxy", with the chart's alerting rules
- * (rendered by the real helm) loaded. Service and EndpointSlice changes are
+ * agent every second with the scrape config prometheus-operator makes of the
+ * chart's PodMonitor (rendered by the real helm with the agent's metrics port;
+ * test/support/prometheus-operator.ts), whose relabelling gives its series
+ * job "kube-proxy", with the chart's alerting rules (rendered likewise) loaded. Service and EndpointSlice changes are
  * driven through the embedded API server; Prometheus' HTTP API then answers
  * kube-proxy's sync-latency and network-programming SLI queries, every
  * dashboard panel's expression and every alert's, with data wherever the
@@ -19,6 +21,8 @@ import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME } from '../../agent/k8s/labels.js';
 import { requireRoot } from '../support/preflight.js';
 import { httpService, httpSlice } from '../support/e2e-objects.js';
 import { renderedRuleGroups, ruleFile, startPrometheus, type PrometheusServer, type PromResult, type RuleGroup } from '../support/prometheus.js';
+import { podMonitorScrapeConfig } from '../support/prometheus-operator.js';
+import { one, render } from '../chart/render.js';
 import { parseProm, valueOf } from '../metrics/prom-text.js';
 
 const JOB = 'kube-proxy';
@@ -97,8 +101,13 @@ describe('kpr scraped by a real Prometheus', { timeout: scaled(240_000) }, () =>
     box.api.create(slice('elsewhere-1', 'elsewhere', [{ ip: '198.18.0.50', node: 'another-node' }]));
     const agent = await box.startAgent(['--sync-period', '1s']);
     metricsAddress = (await agent.waitForLog('metrics server listening')).address as string;
-    groups = renderedRuleGroups([`metrics.serviceMonitor.job=${JOB}`]);
-    prom = await startPrometheus({ job: JOB, targets: [metricsAddress], scrapeIntervalSeconds: 1, rules: ruleFile(groups) });
+    groups = renderedRuleGroups(['metrics.podMonitor.enabled=true']);
+    // The chart's PodMonitor with its defaults, but for the agent's port (the sandbox's is a free one), as the
+    // operator turns it into a scrape config; the agent's pod is on 127.0.0.1 (its metrics address).
+    const [host, port] = [metricsAddress.slice(0, metricsAddress.lastIndexOf(':')), metricsAddress.slice(metricsAddress.lastIndexOf(':') + 1)];
+    const chart = render({ k8sServiceHost: '198.18.0.2', config: { 'metrics-bind-address': `0.0.0.0:${port}` }, metrics: { podMonitor: { enabled: true } } });
+    const scrape = podMonitorScrapeConfig(one(chart, 'PodMonitor'), one(chart, 'DaemonSet'), [{ name: 'kpr-sandbox', node: NODE_NAME, ip: host }]);
+    prom = await startPrometheus({ job: JOB, targets: [], scrapeConfigs: [{ ...scrape, scrape_interval: '1s' }], scrapeIntervalSeconds: 1, rules: ruleFile(groups) });
   });
 
   after(async () => {
@@ -111,6 +120,12 @@ describe('kpr scraped by a real Prometheus', { timeout: scaled(240_000) }, () =>
 
   test('Service changes show up in kube-proxy\'s sync and network programming SLIs', async () => {
     await until('Prometheus to scrape the agent', async () => (await vector(`up{job="${JOB}"} == 1`)).length === 1);
+    // kubernetes-mixin's KubeProxyDown is quiet: the PodMonitor's relabelling named the agent's series job="kube-proxy".
+    assert.deepEqual(await vector(`absent(up{job="kube-proxy"} == 1)`), []);
+    const [up] = await vector(`up{job="kube-proxy"}`);
+    assert.equal(up.metric.instance, metricsAddress);
+    assert.equal(up.metric.node, NODE_NAME);
+    assert.equal(up.metric.container, 'agent');
     const programmedBefore = await agentMetric('kubeproxy_network_programming_duration_seconds_count');
     const sets = [[PODS[0].ip], PODS.map((p) => p.ip), [PODS[1].ip], PODS.map((p) => p.ip)];
     for (const ips of sets) {

@@ -79,6 +79,8 @@ export interface PrometheusOptions {
   job: string;
   /** host:port targets scraped at /metrics. */
   targets: string[];
+  /** More scrape configs, as prometheus.yml takes them (e.g. prometheus-operator.ts's), after the job's. */
+  scrapeConfigs?: unknown[];
   scrapeIntervalSeconds?: number;
   /** Rule file contents (ruleFile()); evaluated at the scrape interval. */
   rules?: string;
@@ -90,7 +92,7 @@ export async function startPrometheus(o: PrometheusOptions): Promise<PrometheusS
   const interval = `${o.scrapeIntervalSeconds ?? 1}s`;
   const config: Record<string, unknown> = {
     global: { scrape_interval: interval, evaluation_interval: interval, scrape_timeout: interval },
-    scrape_configs: [{ job_name: o.job, static_configs: [{ targets: o.targets }] }],
+    scrape_configs: [...(o.targets.length ? [{ job_name: o.job, static_configs: [{ targets: o.targets }] }] : []), ...(o.scrapeConfigs ?? [])],
   };
   if (o.rules !== undefined) {
     writeFileSync(path.join(dir, 'rules.yaml'), o.rules);
