@@ -23,7 +23,7 @@ BPF_CFLAGS  := -O2 -g -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) -I $(BUI
 # Kernel types for programs that read kernel structs (iterators); generated, never committed.
 VMLINUX_H   := $(BUILD_DIR)/vmlinux.h
 # Debian packages the build, tests, demo and benchmarks use.
-APT_PKGS    := openssl clang llvm libbpf-dev libbpf1 bpftool libc6-dev linux-libc-dev iproute2 iptables nftables util-linux procps prometheus
+APT_PKGS    := openssl clang llvm libbpf-dev libbpf1 bpftool libc6-dev linux-libc-dev iproute2 iptables nftables ipset util-linux procps prometheus
 # make test: every test but those of the built image (test/image-e2e/, make test-image).
 TEST_FILES   = $(shell find dist/test -path dist/test/image-e2e -prune -o -name '*.test.js' -print | sort)
 

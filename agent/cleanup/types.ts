@@ -10,31 +10,46 @@ export interface CleanupItem {
   what: string;
 }
 
+/** Something a step found and leaves in place, with why (another owner's chain, a set still in use, …). */
+export interface KeptItem extends CleanupItem {
+  reason: string;
+}
+
 export interface CleanupStep {
   /** Short name of the step, e.g. "iptables-nft (IPv4)". */
   name: string;
   items: CleanupItem[];
   /** A note to show even when there is nothing to remove ("ipvsadm is not installed: IPVS not checked"). */
   note?: string;
+  /** What the step leaves, and why; listed by the dry run and the real run alike. */
+  kept?: KeptItem[];
+  /** The step could not even be planned (a tool failed): nothing of it is removed. */
+  error?: string;
   /** Removes the items. Only called when items is non-empty and not a dry run. */
   apply(): void;
 }
 
 export interface CleanupReport {
   dryRun: boolean;
-  steps: Array<{ name: string; note?: string; items: CleanupItem[]; error?: string }>;
+  steps: Array<{ name: string; note?: string; items: CleanupItem[]; kept: KeptItem[]; error?: string }>;
   /** Items removed (or, in a dry run, that would be). */
   total: number;
+  /** Items kept. */
+  kept: number;
   ok: boolean;
 }
 
 /** Runs (or, with dryRun, only lists) the steps; one failing step does not stop the others. */
 export function runCleanup(steps: CleanupStep[], dryRun: boolean): CleanupReport {
-  const report: CleanupReport = { dryRun, steps: [], total: 0, ok: true };
+  const report: CleanupReport = { dryRun, steps: [], total: 0, kept: 0, ok: true };
   for (const step of steps) {
-    const entry: CleanupReport['steps'][number] = { name: step.name, items: step.items };
+    const entry: CleanupReport['steps'][number] = { name: step.name, items: step.items, kept: step.kept ?? [] };
     if (step.note) entry.note = step.note;
-    if (!dryRun && step.items.length > 0) {
+    report.kept += entry.kept.length;
+    if (step.error) {
+      entry.error = step.error;
+      report.ok = false;
+    } else if (!dryRun && step.items.length > 0) {
       try {
         step.apply();
       } catch (err) {
@@ -50,13 +65,16 @@ export function runCleanup(steps: CleanupStep[], dryRun: boolean): CleanupReport
 
 export function formatCleanupReport(report: CleanupReport): string {
   const verb = report.dryRun ? 'would remove' : 'removed';
+  const keepVerb = report.dryRun ? 'would keep' : 'kept';
   const out: string[] = [];
   for (const s of report.steps) {
     if (s.note) out.push(`${s.name}: ${s.note}`);
     for (const item of s.items) out.push(`${s.error ? 'FAILED to remove' : verb}: ${s.name}: ${item.kind} ${item.what}`);
+    for (const item of s.kept) out.push(`${keepVerb}: ${s.name}: ${item.kind} ${item.what}: ${item.reason}`);
     if (s.error) out.push(`${s.name}: error: ${s.error}`);
   }
-  if (report.total === 0 && report.ok) out.push('nothing to remove');
-  else out.push(`${report.dryRun ? 'would remove' : 'removed'} ${report.total} item(s)${report.ok ? '' : '; some steps failed (see above)'}`);
+  const keptNote = report.kept > 0 ? `; ${report.kept} ${report.dryRun ? 'would be kept' : 'kept'} (see above)` : '';
+  if (report.total === 0 && report.ok) out.push(`nothing to remove${keptNote}`);
+  else out.push(`${verb} ${report.total} item(s)${keptNote}${report.ok ? '' : '; some steps failed (see above)'}`);
   return out.join('\n') + '\n';
 }

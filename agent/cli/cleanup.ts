@@ -13,10 +13,12 @@ const KPR_CLEANUP_USAGE = `  cleanup [--bpffs PATH] [--netns PATH] [--dry-run]
                           remove everything kpr put on this node: detach and unpin its links, remove its clsact
                           filters (kpr's handle/priority only; the qdisc stays), unpin its maps, remove its bpffs
                           directory (stop the agent first); --netns as the agent's`;
-const KUBE_PROXY_CLEANUP_USAGE = `  cleanup-kube-proxy [--dry-run] [--ipvs-flush]
-                          remove kube-proxy's leftovers in this network namespace: KUBE-* iptables chains and the
-                          jumps to them (iptables-nft and -legacy, IPv4/IPv6), nftables tables ip/ip6 kube-proxy,
-                          IPVS virtual servers on kube-ipvs0 (all with --ipvs-flush), kube-ipvs0, KUBE-* ipsets`;
+const KUBE_PROXY_CLEANUP_USAGE = `  cleanup-kube-proxy [--dry-run] [--ipvs-flush] [-o table|json]
+                          remove kube-proxy's leftovers in this network namespace, by kube-proxy's own names:
+                          its iptables chains and its jumps to them from the built-in chains (iptables-nft and
+                          -legacy, IPv4/IPv6), nftables tables ip/ip6 kube-proxy, IPVS virtual servers on kube-ipvs0
+                          (all with --ipvs-flush), kube-ipvs0, the IPVS mode's ipsets; lists what it keeps and why
+                          (kubelet's and kube-router's chains, other tables and sets)`;
 export const CLEANUP_USAGE = `${KPR_CLEANUP_USAGE}\n${KUBE_PROXY_CLEANUP_USAGE}`;
 
 export function cleanupCommand(command: 'cleanup' | 'cleanup-kube-proxy', argv: string[]): string {

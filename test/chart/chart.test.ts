@@ -15,6 +15,7 @@ import { computeMapSizes } from '../../agent/datapath/map-sizes.js';
 import { configFileArgs } from '../../agent/config-file.js';
 import { helm, helmVersion } from './helm.js';
 import { CHART, one, render, type K8sObject } from './render.js';
+import { repoRoot } from '../../sandbox/repo.js';
 
 const schema = JSON.parse(readFileSync(path.join(CHART, 'values.schema.json'), 'utf8'));
 const defaults = YAML.parse(readFileSync(path.join(CHART, 'values.yaml'), 'utf8')) as Record<string, any>;
@@ -105,6 +106,21 @@ describe('charts/kpr with the real helm', () => {
     assert.equal(agent.volumeMounts.find((m: { mountPath: string }) => m.mountPath === '/etc/kpr').name, 'config');
     // Off by default: metrics Service, ServiceMonitor, dashboard, clean-up hook.
     assert.deepEqual(objs.map((o) => o.kind).sort(), ['ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'DaemonSet', 'ServiceAccount']);
+  });
+
+  test("the node's xtables lock is mounted as kube-proxy's DaemonSet mounts it (kpr cleanup-kube-proxy runs in the agent container)", () => {
+    const pod = one(render({ k8sServiceHost: '198.18.0.2' }), 'DaemonSet').spec.template.spec;
+    const agent = pod.containers.find((c: { name: string }) => c.name === 'agent');
+    const kubeProxy = YAML.parse(readFileSync(path.join(repoRoot, 'test/fixtures/kube-proxy/kubeadm-daemonset.yaml'), 'utf8')).spec.template.spec;
+    const lockMount = (c: { volumeMounts: Array<{ name: string; mountPath: string; readOnly?: boolean }> }) => c.volumeMounts.find((m) => m.mountPath === '/run/xtables.lock');
+    const volume = (spec: { volumes: Array<{ name: string }> }, name: string) => spec.volumes.find((v) => v.name === name) as { hostPath?: unknown } | undefined;
+    const ours = lockMount(agent);
+    assert.ok(ours, 'the agent container mounts /run/xtables.lock');
+    assert.notEqual(ours.readOnly, true, 'iptables opens the lock for flock; it must be writable');
+    assert.equal(agent.securityContext.readOnlyRootFilesystem, true, 'the root stays read-only: the mount is what makes the lock openable');
+    const theirs = lockMount(kubeProxy.containers[0])!;
+    assert.deepEqual(volume(pod, ours.name)?.hostPath, volume(kubeProxy, theirs.name)?.hostPath);
+    assert.deepEqual(volume(pod, ours.name)?.hostPath, { path: '/run/xtables.lock', type: 'FileOrCreate' });
   });
 
   test('privileged mode mounts bpffs Bidirectionally, without the init container', () => {
