@@ -85,7 +85,15 @@ $(FIXTURE_V1_DIR)/%.bpf.o: bpf/%.bpf.c $(BPF_HDR) test/fixtures/bpf-v1/kpr_types
 	@mkdir -p $(@D)
 	$(CLANG) $(BPF_CFLAGS_V1) -c $< -o $@
 
-bpf-fixtures: $(FIXTURE_V1_OBJ)
+# Test fixture: another program for the same tc hook as kpr's, which counts
+# what kpr passes on to it (test/native/tc-chain.test.ts). Not part of the image.
+FIXTURE_CHAIN_OBJ := $(BUILD_DIR)/fixtures/tc_counter.bpf.o
+
+$(FIXTURE_CHAIN_OBJ): test/fixtures/bpf-chain/tc_counter.bpf.c | deps-system
+	@mkdir -p $(@D)
+	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+bpf-fixtures: $(FIXTURE_V1_OBJ) $(FIXTURE_CHAIN_OBJ)
 
 $(BATCH_WRITER): native/batch_writer.c | deps-system
 	@mkdir -p $(BUILD_DIR)

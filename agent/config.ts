@@ -136,7 +136,7 @@ export const USAGE = `Usage: kpr-agent [flags]
   --metrics-bind-address A metrics server IP:port, /metrics (default: 127.0.0.1:10249; empty disables)
   --netns PATH             network namespace whose interfaces are the node's (default: the agent's own)
   --external-interfaces L  interface patterns where outside traffic arrives, e.g. "eth0,ens*" (default: eth*,ens*,enp*,eno*,bond*)
-  --pod-interfaces L       interface patterns facing local pods, e.g. "veth*,cni0" (default: veth*,lxc*,cali*,cni*,eni*)
+  --pod-interfaces L       interface patterns facing local pods, e.g. "veth*,cni0" (default: veth*,lxc*,cali*,cni*,eni*,vlan*)
   --node-port-addresses L  CIDRs or "primary" for the Node's InternalIPs (default: every node address)
   --external-ip-cidrs L    only program spec.externalIPs inside these CIDRs, e.g. "203.0.113.0/24,2001:db8:1::/48"
                            (default: every externalIP; see CVE-2020-8554 in docs/architecture.md)
@@ -218,7 +218,7 @@ export const AGENT_FLAGS = {
   'metrics-bind-address': { type: 'string', default: '127.0.0.1:10249' },
   netns: { type: 'string' },
   'external-interfaces': { type: 'string', default: 'eth*,ens*,enp*,eno*,bond*' },
-  'pod-interfaces': { type: 'string', default: 'veth*,lxc*,cali*,cni*,eni*' },
+  'pod-interfaces': { type: 'string', default: 'veth*,lxc*,cali*,cni*,eni*,vlan*' },
   'node-port-addresses': { type: 'string', default: '' },
   'external-ip-cidrs': { type: 'string', default: '' },
   'socket-lb-host-only': { type: 'boolean', default: false },

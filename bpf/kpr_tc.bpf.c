@@ -19,6 +19,11 @@
  * never meets the stack's martian-source checks or netfilter. Anything we do
  * not fully parse (fragments, IPv4 options beyond the header length we read,
  * IPv6 extension headers, truncated headers) is passed untouched.
+ *
+ * Other programs on the same hook (a CNI's, a network policy agent's, a
+ * user's): a packet that is not kpr's gets KPR_TC_PASS, so the next program
+ * runs; a packet kpr translated or dropped ends the chain at kpr
+ * (docs/architecture.md, *Other tc programs on the same interface*).
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -45,6 +50,16 @@
 #define KPR_SNAT_PORT_MIN 61000
 #define KPR_SNAT_PORT_SPAN 4535
 #define KPR_SNAT_PORT_TRIES 8
+
+/*
+ * The verdict for a packet kpr leaves alone: TC_ACT_UNSPEC (-1), which is
+ * TCX_NEXT for a tcx program and "continue with the next filter" for a
+ * cls_bpf filter in direct-action mode. The next program on the hook runs;
+ * with none left the packet goes on into the stack, as with TC_ACT_OK.
+ * TC_ACT_OK would end the chain: the programs after kpr (and, with tcx, every
+ * classic clsact filter on the interface) would never see the packet.
+ */
+#define KPR_TC_PASS TC_ACT_UNSPEC
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -215,6 +230,7 @@ static __always_inline int kpr_forward(struct __sk_buff *skb, const struct kpr_c
 	}
 	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH)
 		return bpf_redirect_neigh(fib.ifindex, NULL, 0, 0);
+	/* Translated, so kpr's: the chain ends here, as it does for a redirect. */
 	return TC_ACT_OK;
 }
 
@@ -328,7 +344,7 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	kpr_lb_svc_key_init(&key, p->daddr, p->dport, p->proto);
 	svc = kpr_lb_lookup_service(&key, role == KPR_ROLE_POD);
 	if (!svc)
-		return TC_ACT_OK;
+		return KPR_TC_PASS;
 	if (p->proto == IPPROTO_TCP && !(p->tcp_flags & KPR_TCP_SYN)) {
 		kpr_count(KPR_STAT_TC_CT_LOST);
 		ev_flags |= KPR_EVF_CT_LOST;
@@ -359,7 +375,7 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	if (!be) {
 		kpr_count(KPR_STAT_BACKEND_MISSING);
 		kpr_emit(skb, hook, KPR_EV_BACKEND_MISSING, ev_flags, &key, svc, NULL, backend_id, p->saddr, p->sport, p->family);
-		return TC_ACT_OK;
+		return KPR_TC_PASS; /* untranslated: goes on as if kpr were not there */
 	}
 
 	/*
@@ -483,9 +499,9 @@ static __always_inline int kpr_tc(struct __sk_buff *skb, __u8 role)
 		break;
 	case KPR_MALFORMED:
 		kpr_count(KPR_STAT_TC_PASS_MALFORMED);
-		return TC_ACT_OK;
+		return KPR_TC_PASS;
 	default:
-		return TC_ACT_OK;
+		return KPR_TC_PASS;
 	}
 	now = bpf_ktime_get_ns();
 

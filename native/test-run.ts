@@ -23,7 +23,7 @@ function testRunFn() {
     ctx_out: 'void *',
     ctx_size_in: 'uint32_t',
     ctx_size_out: 'uint32_t',
-    retval: 'uint32_t',
+    retval: 'int32_t', // the kernel's __u32, read signed: TC_ACT_UNSPEC is -1
     repeat: 'int',
     duration: 'uint32_t',
     flags: 'uint32_t',
@@ -36,7 +36,7 @@ function testRunFn() {
 }
 
 export interface TestRunResult {
-  /** The program's return value (TC_ACT_*, XDP_*, ...). */
+  /** The program's return value (TC_ACT_*, XDP_*, ...), signed: TC_ACT_UNSPEC is -1. */
   retval: number;
   /** The packet after the program ran. */
   data: Buffer;

@@ -23,7 +23,7 @@ export const STAT_METRICS: Partial<Record<keyof typeof STAT, StatMetric>> = {
   RECVMSG_XLATE: { metric: 'translations', label: { name: 'path', value: 'recvmsg' } },
   GETPEERNAME_XLATE: { metric: 'translations', label: { name: 'path', value: 'getpeername' } },
   NO_BACKEND: { metric: 'refusals', label: { name: 'reason', value: 'no_backend' } },
-  // Not a refusal: kpr_sock.bpf.c returns -ENOENT (SYS_PROCEED, the call goes on untranslated), kpr_tc.bpf.c TC_ACT_OK.
+  // Not a refusal: kpr_sock.bpf.c returns -ENOENT (SYS_PROCEED, the call goes on untranslated), kpr_tc.bpf.c TC_ACT_UNSPEC (the packet goes on untranslated).
   BACKEND_MISSING: { metric: 'backend_missing' },
   UNKNOWN_PORT: { metric: 'refusals', label: { name: 'reason', value: 'unknown_port' } },
   AFFINITY_HIT: { metric: 'affinity_hits' },

@@ -32,6 +32,7 @@ import {
 import { TCP_ACK, TCP_FIN, TCP_SYN, buildPacket, parsePacket } from '../support/packets.js';
 import { loadTcObject, writeFrontend, type TcObject } from '../support/tc-object.js';
 
+const TC_ACT_UNSPEC = -1; // "not mine": the next program on the hook runs (TCX_NEXT for tcx)
 const TC_ACT_OK = 0;
 const TC_ACT_SHOT = 2;
 const TC_ACT_REDIRECT = 7;
@@ -149,7 +150,7 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     assert.equal(run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport: 43000, dport: 30099, proto: 'TCP' })).verdict, TC_ACT_SHOT);
     const other = buildPacket({ src: CLIENT, dst: NODE_V4, sport: 43000, dport: 22, proto: 'TCP' });
     const r = run('kpr_tc_ext', other);
-    assert.equal(r.verdict, TC_ACT_OK);
+    assert.equal(r.verdict, TC_ACT_UNSPEC, 'not a frontend: passed on to the next program, not TC_ACT_OK (which ends the chain)');
     assert.deepEqual(r.out, other);
   });
 
@@ -167,7 +168,7 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     arp.writeUInt16BE(0x0806, 12);
     for (const [name, pkt] of Object.entries({ truncated, fragment, icmp, badIhl, arp })) {
       const r = testRun(obj.program('kpr_tc_ext'), pkt);
-      assert.equal(r.retval, TC_ACT_OK, name);
+      assert.equal(r.retval, TC_ACT_UNSPEC, name);
       assert.deepEqual(r.data, pkt, `${name} is not rewritten`);
     }
     assert.equal(ctEntries().length, 0, 'no conntrack state for packets we did not handle');
@@ -190,7 +191,7 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     assert.equal(stat(STAT.TC_DNAT) - dnat0, 2n, 'the new connection got a fresh translation');
     const arp = Buffer.from(pkt(TCP_SYN));
     arp.writeUInt16BE(0x0806, 12);
-    assert.equal(testRun(obj.program('kpr_tc_ext'), arp).retval, TC_ACT_OK);
+    assert.equal(testRun(obj.program('kpr_tc_ext'), arp).retval, TC_ACT_UNSPEC);
     assert.equal(stat(STAT.TC_PASS_MALFORMED), malformed0, 'non-IP traffic is simply not ours');
   });
 

@@ -5,8 +5,10 @@
  * nodeSelectorTerm matches (terms are ORed; a term is the AND of its
  * requirements; an empty term matches nothing). In and Gt/Lt need the label;
  * NotIn and DoesNotExist hold when it is absent. matchFields knows
- * metadata.name. Taints are not modelled: kube-proxy's and kpr's DaemonSets
- * both tolerate every taint.
+ * metadata.name. A node's NoSchedule and NoExecute taints must each be
+ * tolerated (a toleration matches by effect, key, and value unless its
+ * operator is Exists; an empty key with Exists matches every taint);
+ * PreferNoSchedule never keeps a pod out.
  */
 
 export interface NodeSelectorRequirement {
@@ -20,14 +22,35 @@ export interface NodeSelectorTerm {
   matchFields?: NodeSelectorRequirement[];
 }
 
+export interface Toleration {
+  key?: string;
+  operator?: 'Exists' | 'Equal';
+  value?: string;
+  effect?: string;
+}
+
+export interface Taint {
+  key: string;
+  value?: string;
+  effect: 'NoSchedule' | 'PreferNoSchedule' | 'NoExecute';
+}
+
 export interface PodPlacement {
   nodeSelector?: Record<string, string>;
+  tolerations?: Toleration[];
   affinity?: { nodeAffinity?: { requiredDuringSchedulingIgnoredDuringExecution?: { nodeSelectorTerms?: NodeSelectorTerm[] } } };
 }
 
 export interface NodeModel {
   name: string;
   labels: Record<string, string>;
+  taints?: Taint[];
+}
+
+function tolerates(t: Toleration, taint: Taint): boolean {
+  if (t.effect && t.effect !== taint.effect) return false;
+  if (t.operator === 'Exists') return !t.key || t.key === taint.key;
+  return t.key === taint.key && (t.value ?? '') === (taint.value ?? '');
 }
 
 function requirementHolds(r: NodeSelectorRequirement, value: string | undefined): boolean {
@@ -67,6 +90,9 @@ function termMatches(term: NodeSelectorTerm, node: NodeModel): boolean {
 /** Whether a pod with this placement may run on `node`. */
 export function podFitsNode(spec: PodPlacement, node: NodeModel): boolean {
   for (const [k, v] of Object.entries(spec.nodeSelector ?? {})) if (node.labels[k] !== v) return false;
+  for (const taint of node.taints ?? []) {
+    if (taint.effect !== 'PreferNoSchedule' && !(spec.tolerations ?? []).some((t) => tolerates(t, taint))) return false;
+  }
   const terms = spec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms;
   if (terms === undefined) return true;
   return terms.some((t) => termMatches(t, node));
