@@ -50,11 +50,11 @@ const MIRRORS = [
 ];
 /**
  * What the root filesystem holds besides what these depend on: libbpf for the
- * agent; libstdc++ for Node; iproute2, iptables and nftables for `kpr cleanup-kube-proxy` (and an
+ * agent; libstdc++ for Node; iproute2, iptables, nftables, ipset and ipvsadm for `kpr cleanup-kube-proxy` (and an
  * operator's `kubectl exec`); dash, coreutils and util-linux for the chart's
  * init container (sh, stat, mount); base-passwd for /etc/passwd.
  */
-const DEBIAN_PACKAGES = ['base-files', 'base-passwd', 'dash', 'coreutils', 'util-linux', 'mount', 'libbpf1', 'libstdc++6', 'iproute2', 'iptables', 'nftables', 'netbase', 'tzdata'];
+const DEBIAN_PACKAGES = ['base-files', 'base-passwd', 'dash', 'coreutils', 'util-linux', 'mount', 'libbpf1', 'libstdc++6', 'iproute2', 'iptables', 'nftables', 'ipset', 'ipvsadm', 'netbase'];
 /** The alternatives iptables' maintainer script would set up: the nft back end, Debian's default. */
 const IPTABLES_ALTERNATIVES = ['iptables', 'iptables-save', 'iptables-restore', 'ip6tables', 'ip6tables-save', 'ip6tables-restore'];
 const NODE_ARCH: Record<ImageArch, string> = { amd64: 'x64', arm64: 'arm64' };
