@@ -46,7 +46,8 @@ export function conntrackSysctlsCommand(argv: string[], warn: (line: string) => 
   }
   if (parsed.help) return `Usage: kpr${CONNTRACK_SYSCTLS_USAGE.slice(1)}\n`;
   for (const u of parsed.unknown) warn(`kpr: warning: ${u.file}: ${UNKNOWN_KUBE_PROXY_FIELDS_MESSAGE}: ${u.fields.join(', ')}\n`);
-  const steps = planConntrackSysctls(parsed.settings, readConntrackFacts(os.availableParallelism()));
+  // The machine's online CPUs, as kube-proxy counts them (its CPU topology from sysfs), whatever the container's CPU limit.
+  const steps = planConntrackSysctls(parsed.settings, readConntrackFacts(Math.max(1, os.cpus().length)));
   const results: StepResult[] = parsed.dryRun ? steps.map((step) => ({ step, ok: true })) : applyConntrackSteps(steps);
   const failed = results.filter((r) => !r.ok);
   let out = table([['SYSCTL', 'NOW', 'WANT', 'ACTION', 'WHY'], ...results.map((r) => row(r, parsed.dryRun))]);
