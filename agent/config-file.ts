@@ -9,7 +9,14 @@
  * The file may instead be kube-proxy's own config, a KubeProxyConfiguration
  * (agent/config/kube-proxy-config.ts): its fields become the kpr flags of the
  * same meaning, and the fields that do not apply to kpr are returned as
- * `ignored` for the agent to name in one log line.
+ * `ignored` for the agent to name in one log line; fields v1alpha1 does not
+ * have are returned as `unknown` (lenient decoding, as kube-proxy's).
+ *
+ * `--config` may be given more than once, e.g. kube-proxy's file (from
+ * kube-proxy's own command line) and kpr's (the chart's): every
+ * KubeProxyConfiguration comes first, then every kpr file, each kind in
+ * command-line order, so a key set in a kpr file wins over kube-proxy's file
+ * and the command line wins over both.
  *
  * The file must be a regular file of at most 1 MiB, one YAML document nested at
  * most CONFIG_YAML_LIMITS.maxDepth deep with at most maxAliasCount alias
@@ -37,6 +44,23 @@ export interface ConfigFileContents {
   args: string[];
   /** Set KubeProxyConfiguration fields kpr has no use for ("mode", "iptables.masqueradeAll"); empty for a kpr file. */
   ignored: string[];
+  /** KubeProxyConfiguration fields v1alpha1 does not have, decoded leniently; empty for a kpr file. */
+  unknown: string[];
+  /** Set only for a KubeProxyConfiguration: its `mode` (undefined when unset) and its `conntrack` section. */
+  kubeProxy?: { proxyMode?: string; conntrack: Record<string, unknown> };
+}
+
+/** Several config files (repeated `--config`): kube-proxy's first, then kpr's (see the top of this file). */
+export interface ConfigFilesContents {
+  /** The files' argv tokens, in precedence order (later wins). */
+  args: string[];
+  ignored: string[];
+  /** Per KubeProxyConfiguration with fields v1alpha1 does not have: the file and those fields. */
+  unknown: Array<{ file: string; fields: string[] }>;
+  /** The `mode` of the last KubeProxyConfiguration that sets one. */
+  proxyMode?: string;
+  /** Each file in precedence order, with its contents (kpr conntrack-sysctls tells the sources apart). */
+  files: Array<{ file: string; contents: ConfigFileContents }>;
 }
 
 /**
@@ -58,11 +82,12 @@ export function configFileContents(text: string, flags: FlagTable, source = 'con
   }
   if (docs.length > 1) throw new ConfigFileError(`${source}: expected one YAML document, found ${docs.length}`);
   const doc = docs[0];
-  if (doc === undefined || doc === null) return { args: [], ignored: [] };
+  if (doc === undefined || doc === null) return { args: [], ignored: [], unknown: [] };
   if (typeof doc !== 'object' || Array.isArray(doc)) throw new ConfigFileError(`${source}: expected a mapping of flag names to values`);
   if (isKubeProxyConfiguration(doc as Record<string, unknown>)) {
     try {
-      return kubeProxyConfigArgs(doc as Record<string, unknown>, source, (flag) => Object.hasOwn(flags, flag.replace(/^--/, '')));
+      const kp = kubeProxyConfigArgs(doc as Record<string, unknown>, source, (flag) => Object.hasOwn(flags, flag.replace(/^--/, '')));
+      return { args: kp.args, ignored: kp.ignored, unknown: kp.unknown, kubeProxy: { ...(kp.proxyMode === undefined ? {} : { proxyMode: kp.proxyMode }), conntrack: kp.conntrack } };
     } catch (err) {
       throw err instanceof KubeProxyConfigError ? new ConfigFileError(err.message) : err;
     }
@@ -87,7 +112,7 @@ export function configFileContents(text: string, flags: FlagTable, source = 'con
       }
     }
   }
-  return { args, ignored: [] };
+  return { args, ignored: [], unknown: [] };
 }
 
 /** The config file at `file`, read within the limits above; errors name the file. */
@@ -101,16 +126,38 @@ export function readConfigFile(file: string, flags: FlagTable, readFile: (p: str
   return configFileContents(text, flags, file);
 }
 
-/**
- * argv with the file named by `--config` expanded in front of it (`args`),
- * and the kube-proxy settings of the file kpr ignores. Without `--config`,
- * argv comes back unchanged.
- */
-export function expandConfigFile(argv: string[], flags: FlagTable, readFile?: (p: string) => string): ConfigFileContents {
-  if (!flags.config) throw new Error('expandConfigFile: the flag table has no "config" flag');
+/** The config files in `files` (command-line order), read and put in precedence order: KubeProxyConfigurations, then kpr files. */
+export function readConfigFiles(files: readonly string[], flags: FlagTable, readFile?: (p: string) => string): ConfigFilesContents {
+  const read = files.map((file) => ({ file, contents: readConfigFile(file, flags, readFile) }));
+  const ordered = [...read.filter((f) => f.contents.kubeProxy), ...read.filter((f) => !f.contents.kubeProxy)];
+  let proxyMode: string | undefined;
+  for (const f of ordered) proxyMode = f.contents.kubeProxy?.proxyMode ?? proxyMode;
+  return {
+    args: ordered.flatMap((f) => f.contents.args),
+    ignored: ordered.flatMap((f) => f.contents.ignored),
+    unknown: ordered.filter((f) => f.contents.unknown.length).map((f) => ({ file: f.file, fields: f.contents.unknown })),
+    ...(proxyMode === undefined ? {} : { proxyMode }),
+    files: ordered,
+  };
+}
+
+/** The files of every `--config` in argv, in command-line order (the flag table's `config` is `multiple`). */
+export function configFilesOf(argv: string[], flags: FlagTable): string[] {
+  if (!flags.config) throw new Error('configFilesOf: the flag table has no "config" flag');
   const { values } = parseArgs({ args: argv, options: flags, strict: true, allowPositionals: false });
-  const file = values.config;
-  if (typeof file !== 'string') return { args: argv, ignored: [] };
-  const contents = readConfigFile(file, flags, readFile);
-  return { args: [...contents.args, ...argv], ignored: contents.ignored };
+  const v = values.config;
+  return v === undefined ? [] : Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : typeof v === 'string' ? [v] : [];
+}
+
+/**
+ * argv with the files named by `--config` expanded in front of it (`args`),
+ * and what the files say besides (the kube-proxy settings kpr ignores,
+ * unknown fields, kube-proxy's mode). Without `--config`, argv comes back
+ * unchanged.
+ */
+export function expandConfigFile(argv: string[], flags: FlagTable, readFile?: (p: string) => string): ConfigFilesContents {
+  const files = configFilesOf(argv, flags);
+  if (files.length === 0) return { args: argv, ignored: [], unknown: [], files: [] };
+  const contents = readConfigFiles(files, flags, readFile);
+  return { ...contents, args: [...contents.args, ...argv] };
 }

@@ -6,7 +6,7 @@ import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { expandConfigFile, type FlagTable } from './config-file.js';
 import { checkK8sServiceHost } from './config/k8s-service-host.js';
-import { kubeProxyNodePortAddresses } from './config/kube-proxy-config.js';
+import { kubeProxyNodePortAddresses, nodePortAddressesForMode, type UnknownConfigFields } from './config/kube-proxy-config.js';
 import { translateKubeProxyFlags } from './config/kube-proxy-flags.js';
 import { parseDuration } from './duration.js';
 import { findCgroup2Mount } from './cgroup.js';
@@ -76,6 +76,8 @@ export interface AgentConfig {
    * "iptables.masqueradeAll"). The agent names them in one info line.
    */
   ignoredKubeProxySettings: string[];
+  /** Per KubeProxyConfiguration file: its fields v1alpha1 does not have, decoded leniently (one warning line each). */
+  unknownKubeProxyFields: UnknownConfigFields[];
 }
 
 export { parseDuration };
@@ -121,7 +123,8 @@ export const DEFAULT_BPFFS_DIR = '/sys/fs/bpf/kpr';
 
 export const USAGE = `Usage: kpr-agent [flags]
   --config PATH            YAML file of flag values (keys are flag names), or kube-proxy's own config file
-                           (a KubeProxyConfiguration, e.g. kubeadm's config.conf); flags given here override it
+                           (a KubeProxyConfiguration, e.g. kubeadm's config.conf); flags given here override it.
+                           Twice: kube-proxy's file and kpr's; kpr's keys win over kube-proxy's fields
   --kubeconfig PATH        kubeconfig file (default: in-cluster config, then ~/.kube/config)
   --k8s-service-host HOST  API server host, instead of the kubernetes Service ClusterIP (needed in-cluster without kube-proxy)
   --k8s-service-port PORT  API server port to go with --k8s-service-host
@@ -137,7 +140,8 @@ export const USAGE = `Usage: kpr-agent [flags]
   --netns PATH             network namespace whose interfaces are the node's (default: the agent's own)
   --external-interfaces L  interface patterns where outside traffic arrives, e.g. "eth0,ens*" (default: eth*,ens*,enp*,eno*,bond*)
   --pod-interfaces L       interface patterns facing local pods, e.g. "veth*,cni0" (default: veth*,lxc*,cali*,cni*,eni*,vlan*)
-  --node-port-addresses L  CIDRs or "primary" for the Node's InternalIPs (default: every node address)
+  --node-port-addresses L  CIDRs or "primary" for the Node's InternalIPs (default: every node address; "primary"
+                           when kube-proxy's mode, --proxy-mode or the config's mode, is nftables)
   --external-ip-cidrs L    only program spec.externalIPs inside these CIDRs, e.g. "203.0.113.0/24,2001:db8:1::/48"
                            (default: every externalIP; see CVE-2020-8554 in docs/architecture.md)
   --socket-lb-host-only    service-mesh mode: socket hooks serve only host processes; pod traffic is balanced by tc
@@ -204,7 +208,7 @@ function seconds(text: string, flag: string): number {
  * also a config-file key.
  */
 export const AGENT_FLAGS = {
-  config: { type: 'string' },
+  config: { type: 'string', multiple: true },
   kubeconfig: { type: 'string' },
   'k8s-service-host': { type: 'string' },
   'k8s-service-port': { type: 'string' },
@@ -300,7 +304,7 @@ export function parseAgentArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     netns: values.netns || undefined,
     externalInterfaces: list(values['external-interfaces']),
     podInterfaces: list(values['pod-interfaces']),
-    nodePortAddresses: kubeProxyNodePortAddresses(list(values['node-port-addresses']), '--node-port-addresses'),
+    nodePortAddresses: nodePortAddressesForMode(kubeProxyNodePortAddresses(list(values['node-port-addresses']), '--node-port-addresses'), fromKubeProxy.proxyMode ?? expanded.proxyMode),
     externalIPCidrs: cidrList(values['external-ip-cidrs'], '--external-ip-cidrs'),
     socketLbHostOnly: values['socket-lb-host-only'] ?? false,
     sourceRangesAllExternal: values['source-ranges-all-external'] ?? false,
@@ -314,5 +318,6 @@ export function parseAgentArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     mapSizeOptions: mapSizeOptions(values),
     ...(env[TEST_MAP_CAPACITIES_ENV] ? { testMapCapacities: parseTestMapCapacities(env[TEST_MAP_CAPACITIES_ENV]) } : {}),
     ignoredKubeProxySettings: [...fromKubeProxy.ignored, ...expanded.ignored],
+    unknownKubeProxyFields: expanded.unknown,
   };
 }

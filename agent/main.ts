@@ -1,7 +1,7 @@
 /** Entry point of bin/kpr-agent. */
 import { Agent } from './agent.js';
 import { parseAgentArgs, USAGE } from './config.js';
-import { logIgnoredKubeProxySettings } from './config/kube-proxy-config.js';
+import { logIgnoredKubeProxySettings, logUnknownKubeProxyFields } from './config/kube-proxy-config.js';
 import { createLogger } from './log.js';
 
 async function main(): Promise<void> {
@@ -17,6 +17,7 @@ async function main(): Promise<void> {
     return;
   }
   const log = createLogger(cfg.logLevel, { node: cfg.nodeName });
+  logUnknownKubeProxyFields(cfg.unknownKubeProxyFields, log);
   logIgnoredKubeProxySettings(cfg.ignoredKubeProxySettings, log);
   const agent = new Agent(cfg, log);
   let stopping = false;

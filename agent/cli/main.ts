@@ -8,6 +8,7 @@ import { CLEANUP_USAGE, cleanupCommand } from './cleanup.js';
 import { CLEANUP_NODES_USAGE, cleanupNodesCommand } from './cleanup-nodes.js';
 import { PREFLIGHT_USAGE, preflightCommand } from './preflight.js';
 import { PLAN_USAGE, planCommand } from './plan.js';
+import { CONNTRACK_SYSCTLS_USAGE, conntrackSysctlsCommand } from './conntrack-sysctls.js';
 import { STATUS_USAGE, statusCommand } from './status.js';
 import { TRACE_USAGE, traceCommand } from './trace.js';
 import { MONITOR_USAGE, monitorCommand } from './monitor.js';
@@ -45,6 +46,7 @@ ${PREFLIGHT_USAGE}
 ${PLAN_USAGE}
 ${CLEANUP_USAGE}
 ${CLEANUP_NODES_USAGE}
+${CONNTRACK_SYSCTLS_USAGE}
 ${VERSION_USAGE}
 ${COMMON_FLAGS}
 Every command answers --help with its own usage.`;
@@ -56,6 +58,7 @@ function run(argv: string[]): string | Iterable<string | Uint8Array> | Promise<s
   if (argv[0] === 'cleanup-nodes') return cleanupNodesCommand(argv.slice(1));
   if (argv[0] === 'preflight') return preflightCommand(argv.slice(1));
   if (argv[0] === 'plan') return planCommand(argv.slice(1));
+  if (argv[0] === 'conntrack-sysctls') return conntrackSysctlsCommand(argv.slice(1));
   if (argv[0] === 'status') return statusCommand(argv.slice(1));
   if (argv[0] === 'trace') return traceCommand(argv.slice(1));
   if (argv[0] === 'monitor') return monitorCommand(argv.slice(1));

@@ -12,17 +12,19 @@ import { loadManifests, type Manifest } from './manifests.js';
 import { parseCIDR } from '../net/ip.js';
 import { CliError } from './pinned-maps.js';
 import { AGENT_FLAGS } from '../config.js';
-import { readConfigFile } from '../config-file.js';
-import { kubeProxyNodePortAddresses } from '../config/kube-proxy-config.js';
+import { readConfigFiles } from '../config-file.js';
+import { kubeProxyNodePortAddresses, nodePortAddressesForMode, UNKNOWN_KUBE_PROXY_FIELDS_MESSAGE } from '../config/kube-proxy-config.js';
 import { translateKubeProxyFlags } from '../config/kube-proxy-flags.js';
 
 export const PLAN_USAGE = `  plan --node NAME -f PATH [-f PATH …] [-o table|json] [--config PATH] [--node-port-addresses CIDR|primary[,…]]
                           [--source-ranges-all-external] [--external-ip-cidrs CIDR[,…]]
                           what the agent would program on node NAME, from Service,
                           EndpointSlice and Node manifests (files or directories);
-                          --config reads the agent's config file (kpr's or a KubeProxyConfiguration)
-                          for node-name, node-port-addresses, external-ip-cidrs and
-                          source-ranges-all-external; flags override it. --node-name and kube-proxy's
+                          --config reads the agent's config file (kpr's or a KubeProxyConfiguration;
+                          twice: both, kpr's keys winning) for node-name, node-port-addresses,
+                          external-ip-cidrs and source-ranges-all-external; flags override it. A
+                          KubeProxyConfiguration's mode (or --proxy-mode) nftables makes NodePorts default
+                          to the primary addresses, as kube-proxy's nftables mode. --node-name and kube-proxy's
                           --hostname-override/--nodeport-addresses are accepted too`;
 
 /** One frontend as `kpr plan -o json` prints it (fixed field order; datapath hints left out). */
@@ -173,7 +175,7 @@ const PLAN_FLAGS = {
   'node-name': { type: 'string' },
   file: { type: 'string', short: 'f', multiple: true },
   output: { type: 'string', short: 'o', default: 'table' },
-  config: { type: 'string' },
+  config: { type: 'string', multiple: true },
   'node-port-addresses': { type: 'string', multiple: true },
   'source-ranges-all-external': { type: 'boolean' },
   /** The spelling `kpr plan` had before it took the agent's; kept as an alias. */
@@ -184,16 +186,21 @@ const PLAN_FLAGS = {
 
 const commaList = (values: readonly string[] | undefined) => values?.flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
 
-/** The settings `kpr plan` shares with the agent, from the agent's --config file (kpr's own format or a KubeProxyConfiguration). */
-function agentFileSettings(file: string) {
+/** The settings `kpr plan` shares with the agent, from the agent's --config files (kpr's own format or a KubeProxyConfiguration). */
+function agentFileSettings(files: string[], warn: (line: string) => void) {
   let values: Record<string, string | boolean | Array<string | boolean> | undefined>;
+  let proxyMode: string | undefined;
   try {
-    ({ values } = parseArgs({ args: readConfigFile(file, AGENT_FLAGS).args, options: AGENT_FLAGS, strict: true, allowPositionals: false }));
+    const contents = readConfigFiles(files, AGENT_FLAGS);
+    for (const u of contents.unknown) warn(`kpr: warning: ${u.file}: ${UNKNOWN_KUBE_PROXY_FIELDS_MESSAGE}: ${u.fields.join(', ')}\n`);
+    proxyMode = contents.proxyMode;
+    ({ values } = parseArgs({ args: contents.args, options: AGENT_FLAGS, strict: true, allowPositionals: false }));
   } catch (err) {
     throw new CliError(`plan: ${(err as Error).message}`);
   }
   const str = (k: string) => (typeof values[k] === 'string' ? (values[k] as string) : undefined);
   return {
+    proxyMode,
     nodeName: str('node-name'),
     nodePortAddresses: commaList(str('node-port-addresses') === undefined ? undefined : [str('node-port-addresses')!]),
     externalIPCidrs: commaList(str('external-ip-cidrs') === undefined ? undefined : [str('external-ip-cidrs')!]),
@@ -201,27 +208,30 @@ function agentFileSettings(file: string) {
   };
 }
 
-export function planCommand(argv: string[]): string {
+/** `kpr plan`: the plan as text; warnings (a config file's unknown kube-proxy fields) go to `warn`, stderr by default. */
+export function planCommand(argv: string[], warn: (line: string) => void = (line) => process.stderr.write(line)): string {
   const planFlag = (name: string) => {
     const type = Object.hasOwn(PLAN_FLAGS, name) ? (PLAN_FLAGS as Record<string, { type: string }>)[name].type : undefined;
     return type === 'string' ? 'value' : type === 'boolean' ? 'boolean' : undefined;
   };
   let translated: string[];
+  let flagMode: string | undefined;
   try {
-    translated = translateKubeProxyFlags(argv, planFlag).argv;
+    ({ argv: translated, proxyMode: flagMode } = translateKubeProxyFlags(argv, planFlag));
   } catch (err) {
     throw new CliError(`plan: ${(err as Error).message}`);
   }
   const { values } = parseArgs({ args: translated, allowPositionals: false, options: PLAN_FLAGS });
   if (values.help) return `Usage: kpr${PLAN_USAGE.slice(1)}\n`;
-  const file = values.config === undefined ? undefined : agentFileSettings(values.config);
+  const file = values.config === undefined ? undefined : agentFileSettings(values.config, warn);
   const nodeName = values.node ?? values['node-name'] ?? file?.nodeName;
   if (!nodeName) throw new CliError('plan: --node NAME is required');
   if (!values.file?.length) throw new CliError('plan: at least one -f PATH is required');
   if (values.output !== 'table' && values.output !== 'json') throw new CliError(`unknown output format "${values.output}" (table or json)`);
   let nodePortAddresses: string[] | undefined;
   try {
-    nodePortAddresses = kubeProxyNodePortAddresses(commaList(values['node-port-addresses']) ?? file?.nodePortAddresses ?? [], 'plan: --node-port-addresses');
+    const given = kubeProxyNodePortAddresses(commaList(values['node-port-addresses']) ?? file?.nodePortAddresses ?? [], 'plan: --node-port-addresses');
+    nodePortAddresses = nodePortAddressesForMode(given, flagMode ?? file?.proxyMode);
   } catch (err) {
     throw new CliError((err as Error).message);
   }

@@ -6,8 +6,11 @@
  * the table README's "kube-proxy's config file" section shows); a field that
  * does not apply to kpr (iptables/IPVS/nftables/Windows tuning, kernel
  * sysctls, klog, feature gates) is accepted and, when set, named in one info
- * line; a field that is not in v1alpha1 is an error naming its path, as is a
- * value of the wrong type.
+ * line. A field that is not in v1alpha1 is decoded leniently, as kube-proxy
+ * does for v1alpha1 ("Using lenient decoding as strict decoding failed",
+ * cmd/kube-proxy/app/options.go): it is ignored and its path returned in
+ * `unknown`, for the agent's one warning line. A value of the wrong type for
+ * a known field stays an error naming its path.
  *
  * As kube-proxy's defaulting does, an empty, zero or null value means "the
  * default", and the default is kpr's (e.g. healthzBindAddress "" is
@@ -73,7 +76,7 @@ export const KUBE_PROXY_CONFIG_FIELDS: Record<string, Field> = {
   bindAddressHardFail: { type: 'bool', ignored: 'kpr always retries a busy port every 5 s (bindAddressHardFail: false)' },
   enableProfiling: { type: 'bool', ignored: 'no /debug/pprof' },
   showHiddenMetricsForVersion: { type: 'string', ignored: "kube-proxy's metrics" },
-  mode: { type: 'string', ignored: 'kpr is its own mode (eBPF); picks which section\'s syncPeriod is read' },
+  mode: { type: 'string', ignored: "kpr is its own mode (eBPF); it picks which section's syncPeriod is read, and nftables makes nodePortAddresses default to primary" },
   iptables: {
     fields: {
       masqueradeBit: { type: 'int', ignored: PROXY_RULES },
@@ -145,6 +148,12 @@ export interface KubeProxyConfigArgs {
   args: string[];
   /** Paths of set fields kpr ignores ("mode", "iptables.masqueradeAll", "featureGates"), in file order. */
   ignored: string[];
+  /** Paths of fields v1alpha1 does not have ("conntrack.tcpTimeout"), decoded leniently (ignored), in file order. */
+  unknown: string[];
+  /** The file's `mode`, when set ("nftables"): it picks kube-proxy's per-mode defaults (nodePortAddressesForMode). */
+  proxyMode?: string;
+  /** The file's `conntrack` section as written (type-checked; unknown fields left out): kpr conntrack-sysctls reads it. */
+  conntrack: Record<string, unknown>;
 }
 
 /** True when a --config document is a KubeProxyConfiguration (its apiVersion or kind says so). */
@@ -165,6 +174,17 @@ export function kubeProxyNodePortAddresses(values: readonly string[], where: str
     else out.push(v);
   }
   return out;
+}
+
+/**
+ * kube-proxy's per-mode default of nodePortAddresses: with none given, the
+ * nftables mode serves NodePorts on the node's primary addresses only
+ * (`primary`); iptables, IPVS and an unset mode on every address (empty).
+ * `mode` is kube-proxy's (`--proxy-mode` or the config file's `mode`).
+ */
+export function nodePortAddressesForMode(addresses: readonly string[], mode: string | undefined): string[] {
+  if (addresses.length === 0 && mode === 'nftables') return ['primary'];
+  return [...addresses];
 }
 
 /** "0.0.0.0" → "0.0.0.0:10256", "::" → "[::]:10256"; one with a port stays (proxyutil.AppendPortIfNeeded). */
@@ -238,6 +258,8 @@ export function kubeProxyConfigArgs(doc: Record<string, unknown>, source: string
   const mode = typeof doc.mode === 'string' && (doc.mode === 'ipvs' || doc.mode === 'nftables') ? doc.mode : 'iptables';
   const args: string[] = [];
   const ignored: string[] = [];
+  const unknown: string[] = [];
+  let conntrack: Record<string, unknown> = {};
 
   const leaf = (path: string, spec: Leaf, value: unknown) => {
     if (!typeOk(spec.type, value)) throw fail(`${path}: expected ${TYPE_NAMES[spec.type]}, not ${JSON.stringify(value)}`);
@@ -277,18 +299,23 @@ export function kubeProxyConfigArgs(doc: Record<string, unknown>, source: string
       const path = prefix + key;
       if (!prefix && (key === 'apiVersion' || key === 'kind')) continue;
       const spec = Object.hasOwn(fields, key) ? fields[key] : undefined;
-      if (!spec) throw fail(`unknown field "${path}" (not in ${KUBE_PROXY_CONFIG_API_VERSION} ${KUBE_PROXY_CONFIG_KIND})`);
+      if (!spec) {
+        unknown.push(path); // kube-proxy's lenient decoding of v1alpha1: an unknown field is dropped
+        continue;
+      }
       if (isSection(spec)) {
         if (value === null) continue;
         if (!isRecord(value)) throw fail(`${path}: expected a mapping, not ${JSON.stringify(value)}`);
         walk(value, spec.fields, `${path}.`);
+        if (path === 'conntrack') conntrack = Object.fromEntries(Object.entries(value).filter(([k]) => Object.hasOwn(spec.fields, k)));
       } else {
         leaf(path, spec, value);
       }
     }
   };
   walk(doc, KUBE_PROXY_CONFIG_FIELDS, '');
-  return { args, ignored };
+  const proxyMode = typeof doc.mode === 'string' && doc.mode !== '' ? doc.mode : undefined;
+  return { args, ignored, unknown, ...(proxyMode === undefined ? {} : { proxyMode }), conntrack };
 }
 
 /** Every leaf of KUBE_PROXY_CONFIG_FIELDS as [path, leaf] (README's table; tests). */
@@ -310,4 +337,18 @@ export const IGNORED_KUBE_PROXY_SETTINGS_MESSAGE = 'kube-proxy settings that do 
 /** Logs the ignored kube-proxy flags and config fields (AgentConfig.ignoredKubeProxySettings) in one info line, if any. */
 export function logIgnoredKubeProxySettings(settings: readonly string[], log: { info(msg: string, fields?: Record<string, unknown>): void }): void {
   if (settings.length) log.info(IGNORED_KUBE_PROXY_SETTINGS_MESSAGE, { settings: settings.join(', ') });
+}
+
+/** The message of the warning line naming a kube-proxy config file's fields that v1alpha1 does not have. */
+export const UNKNOWN_KUBE_PROXY_FIELDS_MESSAGE = `kube-proxy config fields not in ${KUBE_PROXY_CONFIG_API_VERSION}, ignored (lenient decoding, as kube-proxy)`;
+
+/** A config file's fields that its kind does not have, decoded leniently. */
+export interface UnknownConfigFields {
+  file: string;
+  fields: string[];
+}
+
+/** One warning line per file with unknown kube-proxy config fields (AgentConfig.unknownKubeProxyFields). */
+export function logUnknownKubeProxyFields(files: readonly UnknownConfigFields[], log: { warn(msg: string, fields?: Record<string, unknown>): void }): void {
+  for (const f of files) if (f.fields.length) log.warn(UNKNOWN_KUBE_PROXY_FIELDS_MESSAGE, { file: f.file, fields: f.fields.join(', ') });
 }

@@ -82,6 +82,8 @@ export interface TranslatedFlags {
   argv: string[];
   /** The ignored kube-proxy flags, as "--name", in order, each once. */
   ignored: string[];
+  /** The value of the last --proxy-mode (ignored, but it picks kube-proxy's per-mode defaults). */
+  proxyMode?: string;
 }
 
 /**
@@ -94,6 +96,7 @@ export interface TranslatedFlags {
 export function translateKubeProxyFlags(argv: readonly string[], kprFlag: (name: string) => 'value' | 'boolean' | undefined): TranslatedFlags {
   const out: string[] = [];
   const ignored: string[] = [];
+  let proxyMode: string | undefined;
   // Repeated --nodeport-addresses (a pflag string slice) add up; kpr's flag keeps the last, so they are joined
   // into the first one's place.
   let nodePorts: { at: number; values: string[] } | undefined;
@@ -128,6 +131,7 @@ export function translateKubeProxyFlags(argv: readonly string[], kprFlag: (name:
     if (alias === undefined) {
       if (value !== undefined && value !== 'true' && value !== 'false' && ignoredBool) throw new Error(`--${name} (a kube-proxy flag) is true or false, not "${value}"`);
       if (!ignored.includes(`--${name}`)) ignored.push(`--${name}`);
+      if (name === 'proxy-mode') proxyMode = value;
     } else if (name === 'nodeport-addresses') {
       if (nodePorts) nodePorts.values.push(value!);
       else {
@@ -139,5 +143,5 @@ export function translateKubeProxyFlags(argv: readonly string[], kprFlag: (name:
     }
   }
   if (nodePorts) out[nodePorts.at] = `--${KUBE_PROXY_FLAG_ALIASES['nodeport-addresses']}=${nodePorts.values.join(',')}`;
-  return { argv: out, ignored };
+  return { argv: out, ignored, ...(proxyMode ? { proxyMode } : {}) };
 }

@@ -13,6 +13,8 @@ import YAML from 'yaml';
 import { AGENT_FLAGS, parseAgentArgs, type AgentConfig } from '../../agent/config.js';
 import { computeMapSizes } from '../../agent/datapath/map-sizes.js';
 import { configFileArgs } from '../../agent/config-file.js';
+import { conntrackSysctlsArgs } from '../../agent/config/conntrack-sysctl-settings.js';
+import { repoRoot } from '../support/paths.js';
 import { helm, helmVersion } from './helm.js';
 import { CHART, one, render, type K8sObject } from './render.js';
 import { repoRoot } from '../../sandbox/repo.js';
@@ -450,8 +452,79 @@ describe('charts/kpr with the real helm', () => {
     assert.equal(render({}).filter((o) => o.kind === 'Job').length, 0, 'off by default');
   });
 
+  test("kubeProxyConfigMap: kube-proxy's ConfigMap mounted where kube-proxy had it and its command line first; config.conf's settings reach the agent, set config values win; conntrack-sysctls runs with the same arguments", () => {
+    const kubeadmDs = YAML.parse(readFileSync(path.join(repoRoot, 'test', 'fixtures', 'kube-proxy', 'kubeadm-daemonset.yaml'), 'utf8')) as K8sObject;
+    const kubeadmPod = kubeadmDs.spec.template.spec;
+    const kubeProxyArgs: string[] = kubeadmPod.containers[0].command.slice(1);
+    const objs = render({ kubeProxyConfigMap: { enabled: true }, config: { 'sync-period': '45s' } });
+    const pod = one(objs, 'DaemonSet').spec.template.spec;
+    const agent = pod.containers.find((c: { name: string }) => c.name === 'agent');
+    // kube-proxy's own command line, as kubeadm's DaemonSet runs it, then kpr's config file.
+    assert.deepEqual(defaults.kubeProxyConfigMap.args, kubeProxyArgs);
+    assert.deepEqual(agent.args, [...kubeProxyArgs, '--config=/etc/kpr/config.yaml']);
+    // The whole ConfigMap (config.conf and kubeconfig.conf) at kubeadm's mount path; no kubeconfigFromConfigMap volume.
+    const kubeProxyMount = kubeadmPod.containers[0].volumeMounts.find((m: { name: string }) => m.name === 'kube-proxy');
+    assert.deepEqual(pod.volumes.find((v: { name: string }) => v.name === 'kube-proxy'), { name: 'kube-proxy', configMap: { name: 'kube-proxy' } });
+    assert.deepEqual(agent.volumeMounts.find((m: { name: string }) => m.name === 'kube-proxy'), { name: 'kube-proxy', mountPath: kubeProxyMount.mountPath, readOnly: true });
+    assert.equal(pod.volumes.find((v: { name: string }) => v.name === 'api-server-kubeconfig'), undefined);
+    // Only set keys in kpr's file: config.conf's syncPeriod etc. are not shadowed by chart defaults.
+    const rendered = renderedConfig(objs);
+    for (const k of ['min-sync-period', 'metrics-bind-address', 'log-level', 'node-port-addresses', 'ct-tcp-timeout']) assert.equal(rendered[k], undefined, k);
+    assert.equal(rendered['sync-period'], '45s');
+
+    // The agent with these very arguments, the paths pointing at kubeadm's ConfigMap (with operator settings) and the rendered file.
+    const configMap = YAML.parse(readFileSync(path.join(repoRoot, 'test', 'fixtures', 'kube-proxy', 'kubeadm-configmap.yaml'), 'utf8'));
+    const configConf = (configMap.data['config.conf'] as string)
+      .replace('metricsBindAddress: ""', 'metricsBindAddress: 0.0.0.0:10249')
+      .replace('nodePortAddresses: null', 'nodePortAddresses: [198.18.0.0/15]')
+      .replace(/(iptables:[\s\S]*?)minSyncPeriod: 0s\n(\s+)syncPeriod: 0s/, '$1minSyncPeriod: 2s\n$2syncPeriod: 1m0s')
+      .replace('maxPerCore: null', 'maxPerCore: 65536')
+      .replace('tcpCloseWaitTimeout: null', 'tcpCloseWaitTimeout: 20m0s')
+      .concat('\nnewKubeProxyField: 1\n');
+    assert.match(configConf, /minSyncPeriod: 2s\n\s+syncPeriod: 1m0s/);
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'kpr-chart-kp-'));
+    try {
+      writeFileSync(path.join(dir, 'config.conf'), configConf);
+      writeFileSync(path.join(dir, 'config.yaml'), one(objs, 'ConfigMap', 'kpr-config').data['config.yaml']);
+      const local = (args: string[]) => args.map((a) => a.replace('/var/lib/kube-proxy/', `${dir}/`).replace('/etc/kpr/', `${dir}/`).replace('$(NODE_NAME)', 'node-7'));
+      const cfg = parseAgentArgs(local(agent.args), {}) as AgentConfig;
+      assert.equal(cfg.nodeName, 'node-7', '--hostname-override');
+      assert.equal(cfg.kubeconfig, '/var/lib/kube-proxy/kubeconfig.conf', "config.conf's clientConnection.kubeconfig");
+      assert.equal(cfg.metricsBindAddress, '0.0.0.0:10249', "config.conf's metricsBindAddress");
+      assert.deepEqual(cfg.nodePortAddresses, ['198.18.0.0/15']);
+      assert.equal(cfg.minSyncPeriodMs, 2000, "config.conf's iptables.minSyncPeriod");
+      assert.equal(cfg.syncPeriodMs, 45_000, 'a set config value wins over config.conf');
+      assert.equal(cfg.healthzBindAddress, '0.0.0.0:10256', "the chart's health port (the probes')");
+      assert.deepEqual(cfg.unknownKubeProxyFields, [{ file: path.join(dir, 'config.conf'), fields: ['newKubeProxyField'] }]);
+      // The init container: kpr conntrack-sysctls, the agent's arguments, the same mounts, privileged.
+      const init = pod.initContainers.find((c: { name: string }) => c.name === 'conntrack-sysctls');
+      assert.deepEqual(init.command, ['/opt/kpr/bin/kpr', 'conntrack-sysctls']);
+      assert.deepEqual(init.args, agent.args);
+      assert.equal(init.securityContext.privileged, true);
+      assert.deepEqual(init.volumeMounts.map((m: { mountPath: string }) => m.mountPath), ['/etc/kpr', '/var/lib/kube-proxy']);
+      assert.deepEqual(init.env, agent.env.filter((e: { name: string }) => e.name === 'NODE_NAME'), '$(NODE_NAME) expands there too');
+      const sysctls = conntrackSysctlsArgs(local(init.args)).settings;
+      assert.deepEqual([sysctls.maxPerCore.value, sysctls.min.value, sysctls.tcpCloseWaitTimeoutS.value, sysctls.tcpEstablishedTimeoutS.value], [65536, 131072, 1200, 86400]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+
+    // conntrackSysctls: null follows kubeProxyConfigMap; true/false force it.
+    const inits = (values: Record<string, unknown>) => (one(render(values), 'DaemonSet').spec.template.spec.initContainers ?? []).map((c: { name: string }) => c.name);
+    assert.deepEqual(inits({}), ['mount-bpffs']);
+    assert.deepEqual(inits({ kubeProxyConfigMap: { enabled: true }, conntrackSysctls: { enabled: false } }), ['mount-bpffs']);
+    assert.deepEqual(inits({ conntrackSysctls: { enabled: true }, mountBpffs: { enabled: false } }), ['conntrack-sysctls']);
+    assert.deepEqual(one(render({ conntrackSysctls: { enabled: true }, k8sServiceHost: '198.18.0.2' }), 'DaemonSet').spec.template.spec.initContainers[1].args, ['--config=/etc/kpr/config.yaml', '--k8s-service-host=198.18.0.2', '--k8s-service-port=6443']);
+    // The uninstall hook's Job reaches the API server through kube-proxy's kubeconfig.conf.
+    const job = one(render({ kubeProxyConfigMap: { enabled: true }, cleanupOnUninstall: { enabled: true } }), 'Job').spec.template.spec;
+    assert.equal(job.containers[0].args.at(-1), '--kubeconfig=/var/lib/kube-proxy/kubeconfig.conf');
+    assert.equal(job.volumes.find((v: { name: string }) => v.name === 'kube-proxy').configMap.name, 'kube-proxy');
+    const lint = helm('lint', '--strict', CHART, '--kube-version', '1.29.0', '--set', 'kubeProxyConfigMap.enabled=true,cleanupOnUninstall.enabled=true');
+    assert.equal(lint.status, 0, lint.stdout + lint.stderr);
+  });
+
   test('NOTES point only at sections that exist', () => {
-    for (const set of ['migration.enabled=false', 'migration.enabled=true', 'kubeconfigFromConfigMap.enabled=true']) {
+    for (const set of ['migration.enabled=false', 'migration.enabled=true', 'kubeconfigFromConfigMap.enabled=true', 'kubeProxyConfigMap.enabled=true']) {
       const r = helm('install', 'kpr', CHART, '--dry-run=client', '--namespace', 'kube-system', '--set', set);
       assert.equal(r.status, 0, r.stderr);
       const notes = r.stdout.slice(r.stdout.indexOf('NOTES:'));
@@ -470,5 +543,7 @@ describe('charts/kpr with the real helm', () => {
     assert.match(r.stdout, /WARNING: k8sServiceHost is not set/);
     const set = helm('install', 'kpr', CHART, '--dry-run=client', '--namespace', 'kube-system', '--set', 'k8sServiceHost=198.18.0.2');
     assert.doesNotMatch(set.stdout, /WARNING: k8sServiceHost/);
+    const kubeProxy = helm('install', 'kpr', CHART, '--dry-run=client', '--namespace', 'kube-system', '--set', 'kubeProxyConfigMap.enabled=true');
+    assert.doesNotMatch(kubeProxy.stdout, /WARNING: k8sServiceHost/, "config.conf's kubeconfig is the way in");
   });
 });

@@ -205,12 +205,20 @@ test("docs/install.md's migration and roll back: every node, a new one too, has 
       if (section.startsWith('## Migrating')) {
         // The end of the migration: kube-proxy gone, kpr everywhere without any label logic.
         assert.equal(cluster.kubeProxyDs, undefined);
-        assert.deepEqual([...cluster.configMaps.keys()], ['kpr-kubeconfig']);
+        assert.deepEqual([...cluster.configMaps.keys()], ['kpr-kube-proxy']);
         assert.equal(cluster.kprDs!.spec.template.spec.affinity, undefined, 'no label logic left');
         for (const n of cluster.nodes) assert.equal(n.labels['kpr.io/proxy'], undefined);
-        const kubeconfig = cluster.kprDs!.spec.template.spec.volumes.find((v: { name: string }) => v.name === 'api-server-kubeconfig');
-        assert.equal(kubeconfig.configMap.name, 'kpr-kubeconfig');
-        assert.equal(cluster.configMaps.get('kpr-kubeconfig')!.data['kubeconfig.conf'], fixture('kubeadm-configmap.yaml').data['kubeconfig.conf'], "the copy is kubeadm's kubeconfig.conf");
+        const pod = cluster.kprDs!.spec.template.spec;
+        assert.equal(pod.volumes.find((v: { name: string }) => v.name === 'kube-proxy').configMap.name, 'kpr-kube-proxy');
+        // kube-proxy's command line, reading the copy, on the agent and on the conntrack sysctls' init container.
+        const kubeadmArgs: string[] = fixture('kubeadm-daemonset.yaml').spec.template.spec.containers[0].command.slice(1);
+        for (const c of [...pod.containers, ...pod.initContainers].filter((x: { name: string }) => x.name === 'agent' || x.name === 'conntrack-sysctls')) {
+          assert.deepEqual(c.args.slice(0, 2), kubeadmArgs, c.name);
+        }
+        assert.equal(pod.initContainers.filter((x: { name: string }) => x.name === 'conntrack-sysctls').length, 1);
+        for (const key of ['config.conf', 'kubeconfig.conf']) {
+          assert.equal(cluster.configMaps.get('kpr-kube-proxy')!.data[key], fixture('kubeadm-configmap.yaml').data[key], `the copy is kubeadm's ${key}`);
+        }
       }
     }
     // The end of the roll back: kubeadm's kube-proxy as it was, kpr gone.
@@ -223,7 +231,7 @@ test("docs/install.md's migration and roll back: every node, a new one too, has 
     // The one gap, named in the docs: the default for new nodes moves in two commands.
     assert.deepEqual(gaps, [
       'node-new nothing after: kubectl -n kube-system delete ds kube-proxy',
-      'node-new nothing after: helm upgrade kpr charts/kpr --namespace kube-system -f values-kubeadm.yaml --set kubeconfigFromConfigMap.name=kpr-kubeconfig --set migration.enabled=true',
+      'node-new nothing after: helm upgrade kpr charts/kpr --namespace kube-system -f values-kubeadm.yaml --set kubeProxyConfigMap.name=kpr-kube-proxy --set migration.enabled=true',
     ]);
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -176,6 +176,13 @@ describe('charts/kpr closes what the schema let through', () => {
       [{ kubeconfigFromConfigMap: { enabled: true }, config: { kubeconfig: '/etc/kubeconfig' } }, /kubeconfig/],
       [{ kubeconfigFromConfigMap: { name: 'Kube_Proxy' } }, /name/],
       [{ kubeconfigFromConfigMap: { path: '/x' } }, /path/],
+      [{ kubeProxyConfigMap: { enabled: true }, kubeconfigFromConfigMap: { enabled: true } }, /kubeconfigFromConfigMap/],
+      [{ kubeProxyConfigMap: { name: 'Kube_Proxy' } }, /name/],
+      [{ kubeProxyConfigMap: { args: '--config=/var/lib/kube-proxy/config.conf' } }, /args/],
+      [{ kubeProxyConfigMap: { args: [''] } }, /args/],
+      [{ kubeProxyConfigMap: { key: 'config.conf' } }, /key/],
+      [{ conntrackSysctls: { enabled: 'auto' } }, /enabled/],
+      [{ conntrackSysctls: { maxPerCore: 1 } }, /maxPerCore/],
     ];
     for (const [values, names] of cases) refused(values, names);
   });
@@ -183,6 +190,7 @@ describe('charts/kpr closes what the schema let through', () => {
   test('good values of every new setting are accepted', () => {
     accepted({
       kubeconfigFromConfigMap: { enabled: true, name: 'kpr-kubeconfig', key: 'kubeconfig.conf' },
+      conntrackSysctls: { enabled: true },
       dnsPolicy: 'ClusterFirstWithHostNet',
       appArmor: { unconfined: true, mode: 'annotation' },
       updateStrategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: '10%' } },
@@ -197,6 +205,7 @@ describe('charts/kpr closes what the schema let through', () => {
       config: { 'healthz-bind-address': '[::]:10256', 'metrics-bind-address': '0.0.0.0:10249' },
       metrics: { service: { enabled: true }, serviceMonitor: { enabled: true, interval: '1m' } },
     });
+    accepted({ kubeProxyConfigMap: { enabled: true, name: 'kpr-kube-proxy', args: ['--config=/var/lib/kube-proxy/config.conf', '--v=2'] }, k8sServiceHost: '198.18.0.2', conntrackSysctls: { enabled: null } });
     accepted({ updateStrategy: { type: 'OnDelete' } });
     accepted({ updateStrategy: { type: 'OnDelete', rollingUpdate: null } });
   });

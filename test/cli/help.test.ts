@@ -37,7 +37,7 @@ test('kpr --help lists every command, and each answers --help and -h with its ow
   assert.equal(top.code, 0, top.stderr);
   const commands = listedCommands(top.stdout);
   assert.deepEqual([...commands].sort(), [
-    'cleanup', 'cleanup-kube-proxy', 'cleanup-nodes', 'map dump', 'map list', 'monitor', 'plan', 'preflight', 'service get', 'service list', 'stats', 'status', 'trace', 'version',
+    'cleanup', 'cleanup-kube-proxy', 'cleanup-nodes', 'conntrack-sysctls', 'map dump', 'map list', 'monitor', 'plan', 'preflight', 'service get', 'service list', 'stats', 'status', 'trace', 'version',
   ]);
   for (const command of commands) {
     for (const flag of ['--help', '-h']) {

@@ -8,11 +8,12 @@
  */
 import assert from 'node:assert/strict';
 import { execFile, execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { promisify } from 'node:util';
+import YAML from 'yaml';
 import { cliBin, repoRoot } from '../support/paths.js';
 
 const run = promisify(execFile);
@@ -274,8 +275,26 @@ describe("kpr plan: the agent's settings, under the agent's names and from the a
     const p = await plan('--config', config, '--hostname-override', 'node-1');
     assert.equal(p.node, 'node-1');
     assert.deepEqual(p.frontends.filter((f) => f.type === 'NodePort').map((f) => f.address), ['198.51.100.10']);
-    const bad = await kpr('plan', '-f', manifests, '--config', write('bad.conf', 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nconntrack:\n  tcpEstablishedTimout: 1h\n'));
+    const bad = await kpr('plan', '-f', manifests, '--config', write('bad.conf', 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nconntrack:\n  tcpEstablishedTimeout: 1\n'));
     assert.notEqual(bad.code, 0);
-    assert.match(bad.stderr, /unknown field "conntrack\.tcpEstablishedTimout"/);
+    assert.match(bad.stderr, /conntrack\.tcpEstablishedTimeout: expected a duration string/);
+  });
+
+  it("--config: kubeadm's real config.conf with a field v1alpha1 lacks plans (exit 0) and warns on stderr naming it", async () => {
+    const cm = YAML.parse(readFileSync(path.join(repoRoot, 'test', 'fixtures', 'kube-proxy', 'kubeadm-configmap.yaml'), 'utf8'));
+    const config = write('newer.conf', `${cm.data['config.conf']}\nnewKubeProxyField: true\n`.replace('conntrack:\n', 'conntrack:\n  tcpSynTimeout: 1m\n'));
+    const r = await kpr('plan', '-f', manifests, '-o', 'json', '--config', config, '--hostname-override=node-1');
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(JSON.parse(r.stdout).node, 'node-1');
+    assert.equal(r.stderr, `kpr: warning: ${config}: kube-proxy config fields not in kubeproxy.config.k8s.io/v1alpha1, ignored (lenient decoding, as kube-proxy): conntrack.tcpSynTimeout, newKubeProxyField\n`);
+  });
+
+  it("--config with mode nftables and no nodePortAddresses: NodePorts on the primary (InternalIP) addresses only, not the ExternalIP, as kube-proxy's nftables mode", async () => {
+    const nodePorts = (p: { frontends: Frontend[] }) => p.frontends.filter((f) => f.type === 'NodePort').map((f) => f.address);
+    const doc = (mode: string) => write(`${mode || 'unset'}.conf`, `apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: "${mode}"\nnodePortAddresses: null\n`);
+    assert.deepEqual(nodePorts(await plan('--config', doc('nftables'), '--node', 'node-1')), ['192.168.1.10']);
+    for (const mode of ['iptables', 'ipvs', '']) assert.deepEqual(nodePorts(await plan('--config', doc(mode), '--node', 'node-1')), ['192.168.1.10', '198.51.100.10'], mode || 'unset');
+    assert.deepEqual(nodePorts(await plan('--config', doc('nftables'), '--node', 'node-1', '--node-port-addresses', '198.51.100.0/24')), ['198.51.100.10'], 'given addresses stay');
+    assert.deepEqual(nodePorts(await plan('--node', 'node-1', '--proxy-mode', 'nftables')), ['192.168.1.10'], "kube-proxy's --proxy-mode");
   });
 });

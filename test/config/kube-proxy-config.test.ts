@@ -3,8 +3,11 @@
  * (test/fixtures/kube-proxy/kubeadm-configmap.yaml) with kubeadm's
  * DaemonSet flags starts the agent with kpr's defaults; every field kpr maps
  * reaches its setting; the fields that do not apply are named in one info
- * line; unknown fields and wrong types are errors naming their path; and
- * kube-proxy's flag spellings work on the agent.
+ * line; fields v1alpha1 does not have are decoded leniently, as kube-proxy
+ * does (named in one warning line, the agent starts), while wrong types
+ * are errors naming their path; `mode: nftables` makes NodePorts default to
+ * the primary addresses; kube-proxy's file and kpr's are read together, kpr's
+ * keys winning; and kube-proxy's flag spellings work on the agent.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -14,7 +17,7 @@ import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import YAML from 'yaml';
 import { AGENT_FLAGS, parseAgentArgs, type AgentConfig } from '../../agent/config.js';
-import { IGNORED_KUBE_PROXY_SETTINGS_MESSAGE, kubeProxyConfigLeaves, logIgnoredKubeProxySettings, mapsToFlag } from '../../agent/config/kube-proxy-config.js';
+import { IGNORED_KUBE_PROXY_SETTINGS_MESSAGE, kubeProxyConfigLeaves, logIgnoredKubeProxySettings, logUnknownKubeProxyFields, mapsToFlag, UNKNOWN_KUBE_PROXY_FIELDS_MESSAGE } from '../../agent/config/kube-proxy-config.js';
 import { loadKubeConfig } from '../../agent/k8s/kubeconfig.js';
 import { translateKubeProxyFlags } from '../../agent/config/kube-proxy-flags.js';
 import { loggerTo } from '../../agent/log.js';
@@ -104,14 +107,36 @@ test('nodePortAddresses keywords: "all" is every address, "localhost" (not serve
   });
 });
 
-test('an unknown field is an error naming its path and the file; so is a value of the wrong type', () => {
+test("a field v1alpha1 does not have is decoded leniently, as kube-proxy does: the agent starts, one warning line names the fields", () => {
+  // kubeadm's ConfigMap as a newer kube-proxy writes it, with fields this v1alpha1 does not have, at the top and in a section.
+  const text = `${configMap.data['config.conf']}\nnewTopLevelField: {a: 1}\n`.replace('conntrack:\n', 'conntrack:\n  tcpSynTimeout: 1m\n');
+  withConfig(text, (file) => {
+    const cfg = agent([`--config=${file}`, '--hostname-override=node-1']);
+    assert.equal(cfg.nodeName, 'node-1');
+    assert.equal(cfg.kubeconfig, '/var/lib/kube-proxy/kubeconfig.conf', 'the known fields still apply');
+    assert.deepEqual(cfg.unknownKubeProxyFields, [{ file, fields: ['conntrack.tcpSynTimeout', 'newTopLevelField'] }]);
+    assert.deepEqual(cfg.ignoredKubeProxySettings, ['bindAddress', 'clusterCIDR'], 'unknown fields are not among the ignored ones');
+    const stream = new PassThrough();
+    const lines: string[] = [];
+    stream.on('data', (b: Buffer) => lines.push(...b.toString().split('\n').filter(Boolean)));
+    const log = loggerTo(stream, 'info');
+    logUnknownKubeProxyFields(cfg.unknownKubeProxyFields, log);
+    logUnknownKubeProxyFields(agent([]).unknownKubeProxyFields, log);
+    assert.equal(lines.length, 1);
+    const line = JSON.parse(lines[0]);
+    assert.deepEqual([line.level, line.msg, line.file, line.fields], [40, UNKNOWN_KUBE_PROXY_FIELDS_MESSAGE, file, 'conntrack.tcpSynTimeout, newTopLevelField']);
+  });
+  withConfig(kubeProxyDoc('hostnameOverrid: n1\n'), (file) => {
+    assert.deepEqual(agent(['--config', file]).unknownKubeProxyFields, [{ file, fields: ['hostnameOverrid'] }], 'a typo is named, not applied');
+  });
+});
+
+test('a value of the wrong type for a known field stays an error naming its path and the file', () => {
   const cases: Array<[string, RegExp]> = [
-    ['hostnameOverrid: n1\n', /unknown field "hostnameOverrid" \(not in kubeproxy\.config\.k8s\.io\/v1alpha1 KubeProxyConfiguration\)/],
-    ['conntrack:\n  tcpEstablishedTimout: 1h\n', /unknown field "conntrack\.tcpEstablishedTimout"/],
     ['iptables:\n  syncPeriod: 30\n', /iptables\.syncPeriod: expected a duration string such as 30s or 24h0m0s, not 30/],
     ['iptables:\n  syncPeriod: 1d\n', /iptables\.syncPeriod: time: unknown unit "d" in duration "1d"/],
     ['conntrack:\n  udpTimeout: -5s\n', /conntrack\.udpTimeout: "-5s" is negative/],
-    ['conntrack:\n  maxPerCore: lots\n', /conntrack\.maxPerCore: expected an integer, not "lots"/],
+    ['conntrack:\n  maxPerCore: lots\n  tcpSynTimeout: 1m\n', /conntrack\.maxPerCore: expected an integer, not "lots"/],
     ['nodePortAddresses: 10.0.0.0/8\n', /nodePortAddresses: expected a list of strings/],
     ['featureGates:\n  Foo: "yes"\n', /featureGates: expected a mapping of names to true\/false/],
     ['ipvs: fast\n', /ipvs: expected a mapping, not "fast"/],
@@ -123,6 +148,31 @@ test('an unknown field is an error naming its path and the file; so is a value o
   }
   withConfig('apiVersion: kubeproxy.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n', (file) => {
     assert.throws(() => agent(['--config', file]), /apiVersion "kubeproxy\.config\.k8s\.io\/v1beta1" is not supported \(kpr reads kubeproxy\.config\.k8s\.io\/v1alpha1\)/);
+  });
+});
+
+test("mode nftables: NodePorts default to the primary addresses, as kube-proxy's nftables mode; iptables, ipvs and unset keep every address", () => {
+  withConfig(kubeProxyDoc('mode: nftables\n'), (file) => {
+    assert.deepEqual(agent(['--config', file]).nodePortAddresses, ['primary']);
+    assert.deepEqual(agent(['--config', file, '--node-port-addresses', '10.0.0.0/8']).nodePortAddresses, ['10.0.0.0/8'], 'given addresses stay');
+    assert.deepEqual(agent(['--config', file, '--proxy-mode', 'iptables']).nodePortAddresses, [], 'the command line mode wins');
+  });
+  withConfig(kubeProxyDoc('mode: nftables\nnodePortAddresses: [all]\n'), (file) => assert.deepEqual(agent(['--config', file]).nodePortAddresses, ['0.0.0.0/0', '::/0']));
+  for (const mode of ['iptables', 'ipvs', '""']) {
+    withConfig(kubeProxyDoc(`mode: ${mode}\n`), (file) => assert.deepEqual(agent(['--config', file]).nodePortAddresses, [], mode));
+  }
+  assert.deepEqual(agent(['--proxy-mode=nftables']).nodePortAddresses, ['primary'], "kube-proxy's --proxy-mode flag");
+});
+
+test("kube-proxy's config file and kpr's together (--config twice, either order): kpr's keys win, the command line wins over both", () => {
+  const kubeProxy = kubeProxyDoc('hostnameOverride: from-kube-proxy\nmetricsBindAddress: 0.0.0.0:10249\niptables:\n  syncPeriod: 1m\n  minSyncPeriod: 2s\n');
+  withDir({ 'config.conf': kubeProxy, 'kpr.yaml': 'sync-period: 45s\nhealthz-bind-address: 0.0.0.0:10256\n' }, (dir) => {
+    const kp = path.join(dir, 'config.conf');
+    const kpr = path.join(dir, 'kpr.yaml');
+    for (const order of [[kp, kpr], [kpr, kp]]) {
+      const cfg = agent([...order.map((f) => `--config=${f}`), '--min-sync-period=3s']);
+      assert.deepEqual([cfg.nodeName, cfg.metricsBindAddress, cfg.syncPeriodMs, cfg.minSyncPeriodMs, cfg.healthzBindAddress], ['from-kube-proxy', '0.0.0.0:10249', 45_000, 3000, '0.0.0.0:10256']);
+    }
   });
 });
 

@@ -9,7 +9,11 @@
  * of its own where that directory holds the CA and the token, as in a pod.
  * A client on the node then reaches a ClusterIP the agent programmed from
  * that API server; a wrong token gets the API server's 401, and the agent
- * says so.
+ * says so. And kube-proxy's whole ConfigMap as the chart's kubeProxyConfigMap
+ * mounts it: kubeadm's config.conf, with a field its v1alpha1 does not have,
+ * at /var/lib/kube-proxy beside kubeconfig.conf, and kube-proxy's command
+ * line: the agent warns once naming the field, takes the kubeconfig from
+ * config.conf and serves the ClusterIP.
  */
 import { scaled } from '../../sandbox/time-scale.js';
 import { after, before, describe, test } from 'node:test';
@@ -24,12 +28,15 @@ import { addPod, createNode, runClient, waitForLine, type NodeTopology } from '.
 import { trackAgentLogs, type AgentProcess } from '../../sandbox/agent-logs.js';
 import { agentBin, repoRoot } from '../../sandbox/repo.js';
 import { requireRoot } from '../support/preflight.js';
+import { UNKNOWN_KUBE_PROXY_FIELDS_MESSAGE } from '../../agent/config/kube-proxy-config.js';
 
 const ENDPOINT_IP = '198.18.0.2';
 const NODE = 'node-1';
 const SA_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 const configMap = YAML.parse(readFileSync(path.join(repoRoot, 'test', 'fixtures', 'kube-proxy', 'kubeadm-configmap.yaml'), 'utf8'));
 const KUBECONFIG_CONF: string = configMap.data['kubeconfig.conf'];
+/** kubeadm's config.conf as a newer kube-proxy might have it: one field more than this v1alpha1. */
+const CONFIG_CONF = `${configMap.data['config.conf']}\nnewKubeProxyField: {enabled: true}\n`;
 
 /** A CA and a server certificate for the endpoint IP, with openssl. */
 function makeCertificates(dir: string): void {
@@ -75,6 +82,7 @@ describe("kubeadm's kube-proxy kubeconfig.conf as the agent's kubeconfig", { tim
     writeFileSync(path.join(dir, 'wrong-token'), 'not-the-token');
     writeFileSync(path.join(dir, 'manifests.yaml'), MANIFESTS.map((m) => YAML.stringify(m)).join('---\n'));
     writeFileSync(path.join(dir, 'kubeconfig.conf'), KUBECONFIG_CONF);
+    writeFileSync(path.join(dir, 'config.conf'), CONFIG_CONF);
     const api = sandbox.spawnIn(topo.nodeNs, process.execPath, [
       path.join(repoRoot, 'dist', 'sandbox', 'apiserver.js'),
       '--host', ENDPOINT_IP, '--port', '6443',
@@ -92,12 +100,16 @@ describe("kubeadm's kube-proxy kubeconfig.conf as the agent's kubeconfig", { tim
   /**
    * The real agent in the node's network namespace and the run's cgroup, with
    * `tokenFile` (of dir) as the service account token in a private /run.
+   * With `kubeProxyConfigMap`, kube-proxy's ConfigMap (config.conf and
+   * kubeconfig.conf) is at /var/lib/kube-proxy (a private tmpfs /var/lib)
+   * and the agent gets kubeadm's kube-proxy command line instead of
+   * --kubeconfig and --node-name.
    */
-  function startAgent(tokenFile: string): AgentProcess {
-    const inPod = `mount -t tmpfs -o mode=0755 tmpfs /run && mkdir -p ${SA_DIR} && cp "$0/ca.crt" ${SA_DIR}/ca.crt && cp "$0/${tokenFile}" ${SA_DIR}/token && exec "$@"`;
+  function startAgent(tokenFile: string, kubeProxyConfigMap = false): AgentProcess {
+    const configMapDir = kubeProxyConfigMap ? ` && mount -t tmpfs -o mode=0755 tmpfs /var/lib && mkdir -p /var/lib/kube-proxy && cp "$0/config.conf" "$0/kubeconfig.conf" /var/lib/kube-proxy/` : '';
+    const inPod = `mount -t tmpfs -o mode=0755 tmpfs /run && mkdir -p ${SA_DIR} && cp "$0/ca.crt" ${SA_DIR}/ca.crt && cp "$0/${tokenFile}" ${SA_DIR}/token${configMapDir} && exec "$@"`;
     const agentArgs = [
-      '--kubeconfig', path.join(dir, 'kubeconfig.conf'),
-      '--node-name', NODE,
+      ...(kubeProxyConfigMap ? ['--config=/var/lib/kube-proxy/config.conf', `--hostname-override=${NODE}`] : ['--kubeconfig', path.join(dir, 'kubeconfig.conf'), '--node-name', NODE]),
       '--cgroup-path', sandbox.cgroupPath,
       '--bpffs', sandbox.bpffsDir,
       '--external-interfaces', '',
@@ -141,6 +153,21 @@ describe("kubeadm's kube-proxy kubeconfig.conf as the agent's kubeconfig", { tim
       const rep = await runClient(sandbox, topo, 'http', '198.19.0.10:80', ['--count', '20']);
       assert.equal(rep.failed, 0, JSON.stringify(rep.errors));
       assert.deepEqual(rep.byPod, { 'web-a': 20 });
+    } finally {
+      await stop(agent);
+    }
+  });
+
+  test("kube-proxy's ConfigMap and command line as they are, config.conf with a field v1alpha1 lacks: one warning naming it, the agent syncs and serves", async () => {
+    const agent = startAgent('token', true);
+    try {
+      await agent.waitForLog('initial sync complete', 30_000);
+      const warnings = agent.logs.filter((l) => l.msg === UNKNOWN_KUBE_PROXY_FIELDS_MESSAGE);
+      assert.equal(warnings.length, 1, JSON.stringify(warnings));
+      assert.deepEqual([warnings[0].level, warnings[0].file, warnings[0].fields], [40, '/var/lib/kube-proxy/config.conf', 'newKubeProxyField']);
+      const rep = await runClient(sandbox, topo, 'http', '198.19.0.10:80', ['--count', '10']);
+      assert.equal(rep.failed, 0, JSON.stringify(rep.errors));
+      assert.deepEqual(rep.byPod, { 'web-a': 10 });
     } finally {
       await stop(agent);
     }

@@ -90,6 +90,11 @@ readOnlyRootFilesystem: true
 - name: api-server-kubeconfig
   mountPath: /var/lib/kube-proxy
   readOnly: true
+{{- else if .Values.kubeProxyConfigMap.enabled }}
+# kube-proxy's ConfigMap where kube-proxy had it: its command line and config.conf name these paths.
+- name: kube-proxy
+  mountPath: /var/lib/kube-proxy
+  readOnly: true
 {{- end }}
 {{- end -}}
 
@@ -101,7 +106,34 @@ readOnlyRootFilesystem: true
     items:
       - key: {{ .Values.kubeconfigFromConfigMap.key }}
         path: {{ .Values.kubeconfigFromConfigMap.key }}
+{{- else if .Values.kubeProxyConfigMap.enabled }}
+- name: kube-proxy
+  configMap:
+    name: {{ .Values.kubeProxyConfigMap.name }}
 {{- end }}
+{{- end -}}
+
+{{/* The agent's command line (also kpr conntrack-sysctls'): kube-proxy's (kubeProxyConfigMap), kpr's config file, the API server, extraArgs. One arg per line. */}}
+{{- define "kpr.agentArgs" -}}
+{{- if .Values.kubeProxyConfigMap.enabled }}
+{{- range .Values.kubeProxyConfigMap.args }}
+- {{ . | quote }}
+{{- end }}
+{{- end }}
+- --config=/etc/kpr/config.yaml
+{{- with include "kpr.apiServerArgs" . | trim }}
+{{ . }}
+{{- end }}
+{{- range .Values.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* Whether the conntrack-sysctls init container runs: conntrackSysctls.enabled, or when null, kubeProxyConfigMap.enabled. */}}
+{{- define "kpr.conntrackSysctls" -}}
+{{- $on := .Values.conntrackSysctls.enabled -}}
+{{- if kindIs "invalid" $on }}{{ $on = .Values.kubeProxyConfigMap.enabled }}{{ end -}}
+{{- if $on }}true{{ end -}}
 {{- end -}}
 
 {{/* AppArmor unconfined through the pod's securityContext field (Kubernetes 1.30+) rather than annotations. */}}
