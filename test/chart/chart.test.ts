@@ -17,7 +17,6 @@ import { conntrackSysctlsArgs } from '../../agent/config/conntrack-sysctl-settin
 import { repoRoot } from '../support/paths.js';
 import { helm, helmVersion } from './helm.js';
 import { CHART, one, render, type K8sObject } from './render.js';
-import { repoRoot } from '../../sandbox/repo.js';
 
 const schema = JSON.parse(readFileSync(path.join(CHART, 'values.schema.json'), 'utf8'));
 const defaults = YAML.parse(readFileSync(path.join(CHART, 'values.yaml'), 'utf8')) as Record<string, any>;

@@ -69,8 +69,10 @@ function inImage(rootfs: string, arch: string, argv: string[]): { status: number
     fs.chmodSync(path.join(rootfs, 'tmp/qemu-static'), 0o755);
     command = ['/tmp/qemu-static', ...argv];
   }
-  const script = 'set -e; for d in proc sys dev; do mount --rbind "/$d" "$0/$d"; mount --make-rslave "$0/$d"; done; exec chroot "$0" /usr/bin/env -i PATH=/opt/kpr/bin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"';
-  const r = spawnSync('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', script, rootfs, ...command], { encoding: 'utf8', timeout: 300_000 });
+  const script = 'set -e; for d in proc sys dev; do mount --rbind "/$d" "$0/$d"; mount --make-rslave "$0/$d"; done; exec chroot "$0" "$@"';
+  // The image's PATH, and nothing else of this process's environment.
+  const env = { PATH: '/opt/kpr/bin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' };
+  const r = spawnSync('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', script, rootfs, ...command], { encoding: 'utf8', timeout: 300_000, env });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -123,10 +125,11 @@ for (const [arch, s] of Object.entries(summary.arches)) {
       for (const f of ['usr/local/bin/node', 'opt/kpr/build/libkpr_batch_writer.so', `opt/kpr/node_modules/koffi/build/koffi/${triplet}/koffi.node`, 'usr/sbin/xtables-nft-multi']) {
         assert.equal(elfMachine(path.join(rootfs, f)), ELF_MACHINE[arch], `${f} is built for ${arch}`);
       }
-      for (const absent of ['usr/bin/npm', 'usr/local/bin/npm', 'usr/bin/gcc', 'usr/bin/clang', 'usr/bin/apt-get', 'opt/kpr/test', 'opt/kpr/sandbox', 'opt/kpr/bench', 'opt/kpr/agent', 'usr/share/man', 'var/lib/apt/lists/partial']) {
+      for (const absent of ['usr/bin/npm', 'usr/local/bin/npm', 'usr/bin/gcc', 'usr/bin/clang', 'usr/bin/apt-get', 'opt/kpr/test', 'opt/kpr/sandbox', 'opt/kpr/bench', 'opt/kpr/agent', 'var/lib/apt/lists/partial']) {
         assert.ok(!fs.existsSync(path.join(rootfs, absent)), `${absent} is not in the image`);
       }
-      assert.match(fs.readFileSync(path.join(rootfs, 'etc/passwd'), 'utf8'), /^root:x:0:0:/);
+      for (const empty of ['usr/share/man', 'usr/share/locale', 'var/cache', 'var/lib/apt']) assert.deepEqual(fs.readdirSync(path.join(rootfs, empty)), [], `${empty} is empty`);
+      assert.match(fs.readFileSync(path.join(rootfs, 'etc/passwd'), 'utf8'), /^root:[x*]:0:0:/);
       assert.equal(fs.readlinkSync(path.join(rootfs, 'etc/alternatives/iptables')), '/usr/sbin/iptables-nft');
     });
 
