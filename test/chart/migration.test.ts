@@ -25,82 +25,10 @@ import { repoRoot } from '../../sandbox/repo.js';
 import { startApiServer, type ApiServer } from '../../sandbox/apiserver.js';
 import { helmIn, kubectlAt } from './helm.js';
 import { CHART, type K8sObject } from './render.js';
+import { commandsFrom, docs, platformsValues, shellWords } from './doc-commands.js';
 import { podFitsNode, type NodeModel } from '../support/node-placement.js';
 
-const docs = (file: string) => readFileSync(path.join(repoRoot, 'docs', file), 'utf8');
 const fixture = (file: string) => YAML.parse(readFileSync(path.join(repoRoot, 'test', 'fixtures', 'kube-proxy', file), 'utf8')) as K8sObject;
-
-/** The words of one shell command line as sh splits them (quotes, backslashes, a trailing comment). */
-export function shellWords(line: string): string[] {
-  const words: string[] = [];
-  let word: string | undefined;
-  for (let i = 0; i < line.length; i++) {
-    const c = line[i];
-    if (c === "'") {
-      const end = line.indexOf("'", i + 1);
-      if (end < 0) throw new Error(`unclosed ' in: ${line}`);
-      word = (word ?? '') + line.slice(i + 1, end);
-      i = end;
-    } else if (c === '"') {
-      word ??= '';
-      for (i++; line[i] !== '"'; i++) {
-        if (i >= line.length) throw new Error(`unclosed " in: ${line}`);
-        if (line[i] === '\\' && '"\\$`'.includes(line[i + 1])) i++;
-        word += line[i];
-      }
-    } else if (c === '\\') {
-      word = (word ?? '') + line[++i];
-    } else if (/\s/.test(c)) {
-      if (word !== undefined) words.push(word);
-      word = undefined;
-    } else if (c === '#' && word === undefined) {
-      break;
-    } else {
-      word = (word ?? '') + c;
-    }
-  }
-  if (word !== undefined) words.push(word);
-  return words;
-}
-
-/** The commands of the ```sh blocks from `heading` to the end of the page, continuation lines joined. */
-function commandsFrom(page: string, heading: string): Array<{ section: string; block: number; line: string }> {
-  const start = page.indexOf(`\n${heading}\n`);
-  assert.ok(start >= 0, `no section ${heading}`);
-  const out: Array<{ section: string; block: number; line: string }> = [];
-  let section = heading;
-  let block = 0;
-  let inSh = false;
-  let pending = '';
-  for (const raw of page.slice(start + 1).split('\n')) {
-    const t = raw.trim();
-    if (!inSh && t.startsWith('## ')) section = t;
-    if (t === '```sh') {
-      inSh = true;
-      block++;
-      continue;
-    }
-    if (inSh && t === '```') {
-      inSh = false;
-      continue;
-    }
-    if (!inSh || t === '') continue;
-    if (t.endsWith('\\')) {
-      pending += t.slice(0, -1) + ' ';
-      continue;
-    }
-    out.push({ section, block, line: pending + t });
-    pending = '';
-  }
-  return out;
-}
-
-/** The ```yaml block of docs/platforms.md that starts with `# <name>`. */
-function platformsValues(name: string): string {
-  const m = new RegExp('```yaml\\n# ' + name.replace('.', '\\.') + '\\n([\\s\\S]*?)```').exec(docs('platforms.md'));
-  assert.ok(m, `docs/platforms.md has no ${name} block`);
-  return m[1];
-}
 
 type Proxy = 'kube-proxy' | 'kpr';
 
