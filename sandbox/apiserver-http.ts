@@ -7,6 +7,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import YAML from 'yaml';
 import type { ListPager } from './apiserver-list.js';
+import { OPENAPI_V2_PROTOBUF, openApiDocument } from './apiserver-openapi.js';
+import { jsonPatch, mergePatch } from './apiserver-patch.js';
+import { decodeProtobufObject } from './apiserver-protobuf.js';
 import type { RequestFaults } from './apiserver-request-faults.js';
 import { discoveryDocument, parseRoute } from './apiserver-routes.js';
 import { parseFieldSelector, parseLabelSelector, SelectorError, type Selector } from './apiserver-selectors.js';
@@ -27,17 +30,6 @@ export interface RequestContext {
   onRequest?: (info: { method: string; url: string; status: number }) => void;
 }
 
-/** RFC 7386 JSON merge patch. */
-function mergePatch(target: any, patch: any): any {
-  if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
-  const out = target !== null && typeof target === 'object' && !Array.isArray(target) ? { ...target } : {};
-  for (const [k, v] of Object.entries(patch)) {
-    if (v === null) delete out[k];
-    else out[k] = mergePatch(out[k], v);
-  }
-  return out;
-}
-
 async function readBody(req: IncomingMessage): Promise<any> {
   const chunks: Buffer[] = [];
   let size = 0;
@@ -46,9 +38,13 @@ async function readBody(req: IncomingMessage): Promise<any> {
     if (size > 8 << 20) throw new ApiError(413, 'RequestEntityTooLarge', 'request entity too large');
     chunks.push(c as Buffer);
   }
+  const ct = String(req.headers['content-type'] ?? '');
+  if (ct.startsWith('application/vnd.kubernetes.protobuf')) return decodeProtobufObject(Buffer.concat(chunks));
   const text = Buffer.concat(chunks).toString('utf8');
   if (!text.trim()) throw new ApiError(400, 'BadRequest', 'empty request body');
-  const ct = String(req.headers['content-type'] ?? '');
+  if (ct.includes('cbor')) {
+    throw new ApiError(415, 'UnsupportedMediaType', 'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf');
+  }
   try {
     return ct.includes('yaml') ? YAML.parse(text) : JSON.parse(text);
   } catch (e) {
@@ -72,7 +68,12 @@ async function handle(ctx: RequestContext, req: IncomingMessage, res: ServerResp
     return;
   }
   if (ctx.bearerToken !== undefined && req.headers.authorization !== `Bearer ${ctx.bearerToken}`) throw new ApiError(401, 'Unauthorized', 'Unauthorized');
-  const discovery = discoveryDocument(p, ctx.serverAddress());
+  if (p === '/openapi/v2') {
+    res.writeHead(200, { 'Content-Type': 'application/com.github.proto-openapi.spec.v2.v1.0+protobuf', 'Content-Length': OPENAPI_V2_PROTOBUF.length });
+    res.end(OPENAPI_V2_PROTOBUF);
+    return;
+  }
+  const discovery = discoveryDocument(p, ctx.serverAddress()) ?? openApiDocument(p);
   if (discovery !== undefined) return json(res, 200, discovery);
   const injected = ctx.faults.take(`${method} ${req.url ?? ''}`);
   if (injected) throw injected;
@@ -115,14 +116,17 @@ async function handle(ctx: RequestContext, req: IncomingMessage, res: ServerResp
     case 'PATCH': {
       if (route.name === undefined) throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
       const ct = String(req.headers['content-type'] ?? '').split(';')[0].trim();
-      if (ct !== 'application/merge-patch+json' && ct !== 'application/strategic-merge-patch+json') {
-        throw new ApiError(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json`);
+      if (ct !== 'application/merge-patch+json' && ct !== 'application/strategic-merge-patch+json' && ct !== 'application/json-patch+json') {
+        throw new ApiError(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json`);
       }
       const patch = await readBody(req);
       const current = ctx.store.get(def, route.namespace, route.name);
-      const next = mergePatch(current, patch);
-      // A resourceVersion in the patch is a precondition; otherwise the patch applies to the latest.
-      if (!patch?.metadata?.resourceVersion) next.metadata.resourceVersion = current.metadata!.resourceVersion;
+      const next = ct === 'application/json-patch+json' ? jsonPatch(current, patch) : mergePatch(current, patch);
+      if (next === null || typeof next !== 'object' || Array.isArray(next) || next.metadata === null || typeof next.metadata !== 'object') {
+        throw new ApiError(422, 'Invalid', 'the patched object is not a Kubernetes object');
+      }
+      // A resourceVersion set by the patch is a precondition; otherwise the patch applies to the latest.
+      if (next.metadata.resourceVersion === current.metadata!.resourceVersion || !next.metadata.resourceVersion) next.metadata.resourceVersion = current.metadata!.resourceVersion;
       return json(res, 200, ctx.store.update(def, next, route.namespace, route.name, route.subresource));
     }
     case 'DELETE':

@@ -192,18 +192,19 @@ export class Store {
       if (md.generateName) md.name = `${md.generateName}${randomSuffix(5)}`;
       else throw new ApiError(422, 'Invalid', `${def.kind} "" is invalid: metadata.name: Required value: name or generateName is required`, { kind: def.plural, group: def.group || undefined });
     }
+    // kube-apiserver's storage refuses this before it looks for the key, with a plain error: 500, no reason.
+    if (md.resourceVersion) throw new ApiError(500, '', 'resourceVersion should not be set on objects to be created');
     const map = this.objects.get(def.plural)!;
     const key = objectKey(md.namespace, md.name);
     if (map.has(key)) {
       throw new ApiError(409, 'AlreadyExists', `${def.plural}${def.group ? '.' + def.group : ''} "${md.name}" already exists`, this.details(def, md.name));
     }
-    if (md.resourceVersion) {
-      throw new ApiError(400, 'BadRequest', 'resourceVersion should not be set on objects to be created', this.details(def, md.name));
-    }
+    // The server's own fields: set here whatever the request said (a DaemonSet's status too, as its create strategy does).
     delete md.deletionTimestamp;
     md.uid = randomUUID();
     md.creationTimestamp = nowTimestamp();
     md.generation = 1;
+    if (def.kind === 'DaemonSet') delete obj.status;
     if (def.kind === 'Service') this.serviceDefaults.apply(obj, undefined);
     md.resourceVersion = String(++this.rv);
     map.set(key, obj);

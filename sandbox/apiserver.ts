@@ -3,7 +3,8 @@
  *
  * It speaks the real list/watch protocol (JSON over plain HTTP) for core/v1
  * Services, discovery.k8s.io/v1 EndpointSlices and core/v1 Nodes (and stores
- * Pods and apps/v1 DaemonSets, with no controller behind them), so the agent
+ * Pods, ConfigMaps and apps/v1 DaemonSets, with no controller behind them;
+ * enough of OpenAPI, patches and protobuf bodies for the real kubectl), so the agent
  * talks to it through the very same client-node code path it uses against a
  * real cluster. Semantics follow kube-apiserver where they matter to a watcher:
  * a global resourceVersion, selector filtering (including MODIFIED events that
@@ -18,7 +19,8 @@
  *
  * This module composes the server and runs it standalone; one job each in:
  * apiserver-http.ts (the requests: authentication, verbs, Status errors),
- * apiserver-routes.ts (paths and discovery), apiserver-list.ts (lists, paged),
+ * apiserver-routes.ts (paths and discovery), apiserver-openapi.ts,
+ * apiserver-patch.ts, apiserver-protobuf.ts, apiserver-list.ts (lists, paged),
  * apiserver-watch.ts (watch streams), apiserver-store.ts (objects and their
  * history; apiserver-service-defaults.ts), apiserver-selectors.ts,
  * apiserver-request-faults.ts and apiserver-manifests.ts.

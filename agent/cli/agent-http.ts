@@ -3,7 +3,7 @@
  * one GET with a timeout, and the Prometheus text format parsed into samples.
  */
 import { parseBindAddress } from '../net/listen-address.js';
-import { CliError } from './pinned-maps.js';
+import { UsageError } from './errors.js';
 import { parseDuration } from '../duration.js';
 
 export interface AgentAnswer {
@@ -19,9 +19,9 @@ export function agentUrl(address: string, flag: string): string {
   try {
     parsed = parseBindAddress(address, flag);
   } catch (err) {
-    throw new CliError((err as Error).message);
+    throw new UsageError((err as Error).message);
   }
-  if (!parsed) throw new CliError(`${flag} is empty`);
+  if (!parsed) throw new UsageError(`${flag} is empty`);
   const host = parsed.host === '0.0.0.0' ? '127.0.0.1' : parsed.host === '::' ? '::1' : parsed.host;
   return `http://${host.includes(':') ? `[${host}]` : host}:${parsed.port}`;
 }
@@ -30,15 +30,15 @@ export function agentUrl(address: string, flag: string): string {
 export const DEFAULT_AGENT_TIMEOUT = '5s';
 export const DEFAULT_AGENT_TIMEOUT_MS = parseDuration(DEFAULT_AGENT_TIMEOUT);
 
-/** --timeout for a command that asks the agent: a positive duration (`5s`, `1m30s`, `30`), else a CliError. */
+/** --timeout for a command that asks the agent: a positive duration (`5s`, `1m30s`, `30`), else a UsageError. */
 export function agentTimeoutMs(text: string): number {
   let ms: number;
   try {
     ms = parseDuration(text, '--timeout');
   } catch (err) {
-    throw new CliError((err as Error).message);
+    throw new UsageError((err as Error).message);
   }
-  if (!(ms > 0)) throw new CliError(`--timeout must be more than 0 (got ${text})`);
+  if (!(ms > 0)) throw new UsageError(`--timeout must be more than 0 (got ${text})`);
   return ms;
 }
 

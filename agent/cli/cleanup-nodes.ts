@@ -15,7 +15,6 @@
  * --k8s-service-host): the kubernetes ClusterIP stops being translated on a
  * node as soon as that node is cleaned.
  */
-import { parseArgs } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { loadKubeConfig } from '../k8s/kubeconfig.js';
 import { answerMessage, restRequest } from '../k8s/rest.js';
@@ -23,14 +22,9 @@ import { parseDuration } from '../duration.js';
 import { parseYamlDocuments } from '../bounded-yaml.js';
 import { CONFIG_YAML_LIMITS } from '../config-file.js';
 import { readRegularFile } from '../bounded-read.js';
-import { CliError } from './pinned-maps.js';
-
-export const CLEANUP_NODES_USAGE = `  cleanup-nodes --namespace NS --agent-daemonset NAME --agent-selector SELECTOR --cleanup-daemonset FILE
-                [--timeout 240s] [--poll-interval 2s] [--kubeconfig PATH | --k8s-service-host HOST [--k8s-service-port PORT]]
-                          the chart's uninstall clean-up (a pre-delete hook Job): delete the agent DaemonSet and wait
-                          until its pods are gone, create the clean-up DaemonSet of FILE (its pods run kpr cleanup)
-                          and wait until every pod is ready, then delete it; exit 1 naming the nodes not done when
-                          --timeout runs out`;
+import { CliError, UsageError } from './errors.js';
+import { parseCommand } from './command-spec.js';
+import { commandSpec } from './commands.js';
 
 interface KubeObject {
   apiVersion?: string;
@@ -141,26 +135,10 @@ async function pollUntil(deadline: number, pollMs: number, log: (line: string) =
 }
 
 export async function cleanupNodesCommand(argv: string[], log: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<string> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      namespace: { type: 'string' },
-      'agent-daemonset': { type: 'string' },
-      'agent-selector': { type: 'string' },
-      'cleanup-daemonset': { type: 'string' },
-      timeout: { type: 'string', default: '240s' },
-      'poll-interval': { type: 'string', default: '2s' },
-      kubeconfig: { type: 'string' },
-      'k8s-service-host': { type: 'string' },
-      'k8s-service-port': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
-  if (values.help) return `Usage: kpr\n${CLEANUP_NODES_USAGE}\n`;
-  if (positionals.length > 0) throw new CliError(`cleanup-nodes: unexpected argument "${positionals[0]}"`);
+  // Every flag of cleanup-nodes takes a value.
+  const values = parseCommand(commandSpec('cleanup-nodes'), argv).values as Record<string, string | undefined>;
   for (const flag of ['namespace', 'agent-daemonset', 'agent-selector', 'cleanup-daemonset'] as const) {
-    if (!values[flag]) throw new CliError(`cleanup-nodes needs --${flag}`);
+    if (!values[flag]) throw new UsageError(`cleanup-nodes needs --${flag}`, 'cleanup-nodes');
   }
   const namespace = values.namespace!;
   const agentName = values['agent-daemonset']!;
@@ -170,7 +148,7 @@ export async function cleanupNodesCommand(argv: string[], log: (line: string) =>
     timeoutMs = parseDuration(values.timeout!, '--timeout');
     pollMs = parseDuration(values['poll-interval']!, '--poll-interval');
   } catch (err) {
-    throw new CliError((err as Error).message);
+    throw new UsageError((err as Error).message, 'cleanup-nodes');
   }
   const manifest = readDaemonSetManifest(values['cleanup-daemonset']!, namespace);
   const cleanupName = manifest.metadata!.name!;

@@ -11,18 +11,9 @@ import { conntrackSysctlsArgs, ConntrackSettingsError } from '../config/conntrac
 import { UNKNOWN_KUBE_PROXY_FIELDS_MESSAGE } from '../config/kube-proxy-config.js';
 import { planConntrackSysctls, type SysctlStep } from '../conntrack-sysctls/plan.js';
 import { applyConntrackSteps, readConntrackFacts, type StepResult } from '../conntrack-sysctls/proc-sys.js';
-import { CliError } from './pinned-maps.js';
-
-export const CONNTRACK_SYSCTLS_USAGE = `  conntrack-sysctls [--dry-run] [AGENT FLAGS…]
-                          set the node's netfilter conntrack sysctls as kube-proxy did at start, from the
-                          agent's flags and --config files (kube-proxy's included): nf_conntrack_max =
-                          max(conntrack.maxPerCore x CPUs, conntrack.min), only raised, only from the
-                          host's network namespace (then the nf_conntrack hashsize to a quarter of it);
-                          nf_conntrack_tcp_timeout_established, _close_wait, nf_conntrack_udp_timeout,
-                          _udp_timeout_stream (0: left as is) and nf_conntrack_tcp_be_liberal (true: 1).
-                          kube-proxy's defaults: 32768 per core, min 131072, established 24h, close_wait
-                          1h, the rest left as is. Also kube-proxy's --conntrack-* flags. --dry-run lists
-                          what it would write and why; a write the kernel refuses is reported, not fatal`;
+import { HelpRequest, UsageError } from './errors.js';
+import { commandUsage, parseError } from './command-spec.js';
+import { commandSpec } from './commands.js';
 
 function row(r: StepResult, dryRun: boolean): string[] {
   const s: SysctlStep = r.step;
@@ -41,10 +32,11 @@ export function conntrackSysctlsCommand(argv: string[], warn: (line: string) => 
   try {
     parsed = conntrackSysctlsArgs(argv);
   } catch (err) {
-    if (err instanceof ConntrackSettingsError) throw new CliError(`conntrack-sysctls: ${err.message}`);
+    if (err instanceof ConntrackSettingsError) throw new UsageError(`conntrack-sysctls: ${err.message}`, 'conntrack-sysctls');
+    throw parseError(err as NodeJS.ErrnoException, 'conntrack-sysctls') ?? err;
     throw err;
   }
-  if (parsed.help) return `Usage: kpr${CONNTRACK_SYSCTLS_USAGE.slice(1)}\n`;
+  if (parsed.help) throw new HelpRequest(commandUsage(commandSpec('conntrack-sysctls')));
   for (const u of parsed.unknown) warn(`kpr: warning: ${u.file}: ${UNKNOWN_KUBE_PROXY_FIELDS_MESSAGE}: ${u.fields.join(', ')}\n`);
   // The machine's online CPUs, as kube-proxy counts them (its CPU topology from sysfs), whatever the container's CPU limit.
   const steps = planConntrackSysctls(parsed.settings, readConntrackFacts(Math.max(1, os.cpus().length)));

@@ -1,107 +1,114 @@
-/** Entry point of bin/kpr: inspect the pinned datapath without the agent (and the chart's uninstall clean-up). */
-import { parseArgs } from 'node:util';
-import { DEFAULT_BPFFS_DIR } from '../config.js';
-import { CliError } from './pinned-maps.js';
+/**
+ * Entry point of bin/kpr: inspect the pinned datapath without the agent (and
+ * the chart's uninstall clean-up). The commands, their flags and texts are the
+ * registry's (commands.ts); this module finds the command, runs it and turns
+ * its end into an exit status: 0 success (and --help, help), 1 a problem
+ * found, 2 a usage error.
+ */
+import { EXIT_PROBLEM, EXIT_USAGE, HelpRequest, UsageError } from './errors.js';
+import { COMMANDS, commandSpec } from './commands.js';
+import { commandManual, EXIT_STATUS, parseCommand, wrap, type CommandSpec } from './command-spec.js';
 import { mapDump, mapList, statsCommand, type Output } from './map-commands.js';
-import { SERVICE_GET_USAGE, SERVICE_LIST_USAGE, serviceGet, serviceList } from './service-commands.js';
-import { CLEANUP_USAGE, cleanupCommand } from './cleanup.js';
-import { CLEANUP_NODES_USAGE, cleanupNodesCommand } from './cleanup-nodes.js';
-import { PREFLIGHT_USAGE, preflightCommand } from './preflight.js';
-import { PLAN_USAGE, planCommand } from './plan.js';
-import { CONNTRACK_SYSCTLS_USAGE, conntrackSysctlsCommand } from './conntrack-sysctls.js';
-import { STATUS_USAGE, statusCommand } from './status.js';
-import { TRACE_USAGE, traceCommand } from './trace.js';
-import { MONITOR_USAGE, monitorCommand } from './monitor.js';
-import { VERSION_USAGE, versionCommand } from './version.js';
-
-const MAP_LIST_USAGE = `  map list                every pinned map: type, entries, capacity; kpr's tc attachments (tcx link or clsact filter)`;
-const MAP_DUMP_USAGE = `  map dump NAME           the decoded entries of a map (kpr_svc, kpr_backend, kpr_stats, ...)`;
-const STATS_USAGE = `  stats                   datapath counters, summed over CPUs; kpr's tc attachments`;
-const COMMON_FLAGS = `Flags:
-  --bpffs PATH            kpr's bpffs directory (default ${DEFAULT_BPFFS_DIR})
-  --netns PATH            network namespace whose interfaces are the node's, as the agent's --netns (default: own)
-  -o, --output FORMAT     table (default) or json
-  -h, --help`;
-
-/** The usage of the map-reading commands parsed here, by command. */
-const MAP_COMMAND_USAGE: Record<string, string> = {
-  'service list': SERVICE_LIST_USAGE,
-  'service get': SERVICE_GET_USAGE,
-  'map list': MAP_LIST_USAGE,
-  'map dump': MAP_DUMP_USAGE,
-  stats: STATS_USAGE,
-};
-
-const USAGE = `Usage: kpr <command> [flags]
-Commands:
-${STATUS_USAGE}
-${SERVICE_LIST_USAGE}
-${SERVICE_GET_USAGE}
-${MAP_LIST_USAGE}
-${MAP_DUMP_USAGE}
-${STATS_USAGE}
-${TRACE_USAGE}
-${MONITOR_USAGE}
-${PREFLIGHT_USAGE}
-${PLAN_USAGE}
-${CLEANUP_USAGE}
-${CLEANUP_NODES_USAGE}
-${CONNTRACK_SYSCTLS_USAGE}
-${VERSION_USAGE}
-${COMMON_FLAGS}
-Every command answers --help with its own usage.`;
+import { serviceGet, serviceList } from './service-commands.js';
+import { cleanupCommand } from './cleanup.js';
+import { cleanupNodesCommand } from './cleanup-nodes.js';
+import { preflightCommand } from './preflight.js';
+import { planCommand } from './plan.js';
+import { statusCommand } from './status.js';
+import { traceCommand } from './trace.js';
+import { monitorCommand } from './monitor.js';
+import { versionCommand } from './version.js';
+import { conntrackSysctlsCommand } from './conntrack-sysctls.js';
 
 /** What a command prints: its text, or chunks of it (written as they come: stdout is synchronous for files and pipes on Linux), or a promise of it. */
-function run(argv: string[]): string | Iterable<string | Uint8Array> | Promise<string> {
-  // Node commands with flags of their own.
-  if (argv[0] === 'cleanup' || argv[0] === 'cleanup-kube-proxy') return cleanupCommand(argv[0], argv.slice(1));
-  if (argv[0] === 'cleanup-nodes') return cleanupNodesCommand(argv.slice(1));
-  if (argv[0] === 'preflight') return preflightCommand(argv.slice(1));
-  if (argv[0] === 'plan') return planCommand(argv.slice(1));
-  if (argv[0] === 'conntrack-sysctls') return conntrackSysctlsCommand(argv.slice(1));
-  if (argv[0] === 'status') return statusCommand(argv.slice(1));
-  if (argv[0] === 'trace') return traceCommand(argv.slice(1));
-  if (argv[0] === 'monitor') return monitorCommand(argv.slice(1));
-  if (argv[0] === 'version') return versionCommand(argv.slice(1));
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      bpffs: { type: 'string', default: DEFAULT_BPFFS_DIR },
-      netns: { type: 'string' },
-      frontend: { type: 'string' },
-      output: { type: 'string', short: 'o', default: 'table' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
-  if (positionals.length === 0) return USAGE + '\n';
-  if (values.help) {
-    const usage = MAP_COMMAND_USAGE[positionals.slice(0, 2).join(' ')] ?? MAP_COMMAND_USAGE[positionals[0]];
-    return usage ? `Usage: kpr\n${usage}\n${COMMON_FLAGS}\n` : USAGE + '\n';
+type CommandOutput = string | Iterable<string | Uint8Array> | Promise<string>;
+
+/** The map-reading commands' common flags, parsed. */
+function mapFlags(name: string, argv: string[]) {
+  const { values, positionals } = parseCommand(commandSpec(name), argv);
+  return { bpffs: values.bpffs as string, output: values.output as Output, netns: (values.netns as string | undefined) || undefined, frontend: values.frontend as string | undefined, arg: positionals[0] };
+}
+
+/** Each command's code, by its name in the registry. */
+const RUN: Record<string, (argv: string[]) => CommandOutput> = {
+  status: statusCommand,
+  'service list': (argv) => {
+    const f = mapFlags('service list', argv);
+    return serviceList(f.bpffs, f.output, f.frontend);
+  },
+  'service get': (argv) => {
+    const f = mapFlags('service get', argv);
+    return serviceGet(f.bpffs, f.arg, f.output);
+  },
+  'map list': (argv) => {
+    const f = mapFlags('map list', argv);
+    return mapList(f.bpffs, f.output, f.netns);
+  },
+  'map dump': (argv) => {
+    const f = mapFlags('map dump', argv);
+    return mapDump(f.bpffs, f.arg, f.output);
+  },
+  stats: (argv) => {
+    const f = mapFlags('stats', argv);
+    return statsCommand(f.bpffs, f.output, f.netns);
+  },
+  trace: (argv) => traceCommand(argv),
+  monitor: monitorCommand,
+  preflight: preflightCommand,
+  plan: planCommand,
+  cleanup: (argv) => cleanupCommand('cleanup', argv),
+  'cleanup-kube-proxy': (argv) => cleanupCommand('cleanup-kube-proxy', argv),
+  'cleanup-nodes': (argv) => cleanupNodesCommand(argv),
+  'conntrack-sysctls': (argv) => conntrackSysctlsCommand(argv),
+  version: versionCommand,
+};
+
+/** `kpr --help`: every command with its summary. */
+export function usage(): string {
+  const rows: Array<[string, string]> = [...COMMANDS.map((c): [string, string] => [c.args ? `${c.name} ${c.args.synopsis}` : c.name, c.summary]), ['help [COMMAND]', 'this list, or the manual of COMMAND']];
+  const col = Math.max(...rows.map(([n]) => n.length)) + 3;
+  const out = ['Usage: kpr COMMAND [flags]', "Inspect kpr's datapath on this node, plan from manifests, clean up.", '', 'Commands:'];
+  for (const [name, summary] of rows) {
+    const text = wrap(summary, 110, ' '.repeat(col + 2));
+    out.push(`  ${name.padEnd(col)}${text[0].trimStart()}`, ...text.slice(1));
   }
-  if (!['table', 'json'].includes(values.output!)) throw new CliError(`unknown output format "${values.output}" (table or json)`);
-  const command = positionals.join(' ');
-  const [verb, sub, arg] = positionals;
-  const bpffs = values.bpffs!;
-  const output = values.output as Output;
-  if (verb === 'service' && sub === 'get' && positionals.length <= 3) return serviceGet(bpffs, arg, output);
-  if (verb === 'map' && sub === 'dump' && positionals.length <= 3) return mapDump(bpffs, arg, output);
-  if (values.frontend !== undefined && command !== 'service list') throw new CliError('--frontend belongs to service list');
-  switch (command) {
-    case 'service list':
-      return serviceList(bpffs, output, values.frontend);
-    case 'map list':
-      return mapList(bpffs, output, values.netns || undefined);
-    case 'stats':
-      return statsCommand(bpffs, output, values.netns || undefined);
-    default:
-      throw new CliError(`unknown command "${command}"\n${USAGE}`);
+  out.push('', "`kpr COMMAND --help` lists a command's flags; `kpr help COMMAND` prints its manual.");
+  out.push(`Exit status: ${EXIT_STATUS.map(([code, what]) => `${code} ${what}`).join('; ')}.`);
+  return out.join('\n') + '\n';
+}
+
+/** The command `words` start with, and the words after its name. */
+function resolve(words: string[]): { spec: CommandSpec; rest: string[] } {
+  for (const n of [2, 1]) {
+    const spec = COMMANDS.find((c) => c.name === words.slice(0, n).join(' '));
+    if (spec && words.length >= n) return { spec, rest: words.slice(n) };
   }
+  const group = COMMANDS.filter((c) => c.name.startsWith(`${words[0]} `));
+  if (group.length) throw new UsageError(`"${words[0]}" needs a subcommand: ${group.map((c) => c.name).join(', ')}`);
+  throw new UsageError(`unknown command "${words[0]}" (kpr --help lists them)`);
+}
+
+function run(argv: string[]): CommandOutput {
+  if (argv.length === 0) throw new UsageError(`no command\n${usage()}`);
+  if (argv.length === 1 && (argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help')) return usage();
+  if (argv[0] === 'help') {
+    const { spec, rest } = resolve(argv.slice(1));
+    if (rest.length) throw new UsageError(`help: unexpected argument "${rest[0]}"`);
+    return commandManual(spec);
+  }
+  const { spec, rest } = resolve(argv);
+  return RUN[spec.name](rest);
 }
 
 function fail(err: unknown): never {
+  if (err instanceof HelpRequest) {
+    process.stdout.write(err.text);
+    process.exit(0);
+  }
+  const usageError = err instanceof UsageError || ((err as NodeJS.ErrnoException)?.code ?? '').startsWith('ERR_PARSE_ARGS_');
   process.stderr.write(`kpr: ${(err as Error).message}\n`);
-  process.exit(err instanceof CliError ? 2 : 1);
+  if (err instanceof UsageError && err.command) process.stderr.write(`See 'kpr ${err.command} --help'.\n`);
+  process.exit(usageError ? EXIT_USAGE : EXIT_PROBLEM);
 }
 
 try {

@@ -9,7 +9,7 @@ import { MAP_BY_NAME, layoutsAt, type MapSpec } from '../maps/registry.js';
 import { mapStats, pinnedMapNames, pinnedRingNames, type MapStats } from '../metrics/map-stats.js';
 import { readStats, statMetric } from '../metrics/datapath-stats.js';
 import { DECODERS, RING_ABOUT, knownMapNames, type Row } from './map-decoders.js';
-import { CliError, openPinnedMap, permissionError } from './pinned-maps.js';
+import { CliError, UsageError, openPinnedMap, permissionError } from './pinned-maps.js';
 import { tcAttachmentReport, tcAttachmentSection } from './tc-attachments.js';
 
 export type Output = 'table' | 'json';
@@ -126,11 +126,11 @@ function cell(v: unknown): string {
 }
 
 export function mapDump(bpffsDir: string, name: string | undefined, output: Output): string {
-  if (!name) throw new CliError(`usage: kpr map dump NAME (one of ${knownMapNames().join(', ')})`);
-  if (RING_ABOUT[name]) throw new CliError(`${name} is a ring buffer: its records are read once, as they come, by \`kpr monitor\``);
+  if (!name) throw new UsageError(`map dump: NAME expected (one of ${knownMapNames().join(', ')})`);
+  if (RING_ABOUT[name]) throw new UsageError(`${name} is a ring buffer: its records are read once, as they come, by \`kpr monitor\``);
   if (!DECODERS[name]) {
     const pinned = pinnedNames(bpffsDir).filter((n) => !DECODERS[n]);
-    throw new CliError(`unknown map "${name}"; known maps: ${knownMapNames().join(', ')}${pinned.length ? ` (also pinned, without a decoder: ${pinned.join(', ')})` : ''}`);
+    throw new UsageError(`unknown map "${name}"; known maps: ${knownMapNames().join(', ')}${pinned.length ? ` (also pinned, without a decoder: ${pinned.join(', ')})` : ''}`);
   }
   const { map, version } = openPinnedMap(bpffsDir, name, { anyVersion: true });
   let entries: DumpEntry[];

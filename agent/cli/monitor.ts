@@ -7,37 +7,19 @@
  */
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { RingBuffer, type BpfMap } from '../../native/index.js';
-import { DEFAULT_BPFFS_DIR } from '../config.js';
 import { mapPinPath } from '../datapath/pins.js';
 import { parseDuration } from '../duration.js';
 import { MAP_NAMES, STAT, decodeEvent, mapCodecs, type SvcMeta } from '../maps/layout.js';
 import { MAPS } from '../maps/registry.js';
 import { readStat } from '../metrics/datapath-stats.js';
 import { CliError, openPinnedMap } from './pinned-maps.js';
+import { UsageError } from './errors.js';
+import { parseCommand } from './command-spec.js';
+import { commandSpec } from './commands.js';
 import { MONITOR_RENEW_MS, MonitorSwitch } from './monitor-switch.js';
-import { EVENT_FLAG_NAMES, EVENT_TABLE_HEADER, EVENT_TYPE_NAMES, VERDICTS, describeEvent, eventMatches, formatEventRow, parseEventTypes, wallClock, type EventFilter, type FrontendNames } from './monitor-events.js';
+import { EVENT_TABLE_HEADER, describeEvent, eventMatches, formatEventRow, parseEventTypes, wallClock, type EventFilter, type FrontendNames } from './monitor-events.js';
 import { parseEndpoint } from './trace.js';
-
-export const MONITOR_USAGE = `  monitor [--count N] [--duration D] [--frontend VIP[:PORT]] [--type LIST]
-                          a live stream of the datapath's decisions (translations, refusals, drops), on while it runs`;
-
-const MONITOR_HELP = `Usage: kpr monitor [flags]
-Turns this node's datapath events on while it runs and prints one line (or JSON object) per decision:
-each new connection or datagram on the socket path, each new flow on the tc path (packets of known
-flows and replies make none).
-  --count N              stop after N events (of those the filters keep)
-  --duration D           stop after D (30s, 5m, ...)
-  --frontend VIP[:PORT]  only events for this frontend address (and port); [v6]:port for IPv6
-  --type LIST            only these, comma separated: event types (${EVENT_TYPE_NAMES.join(', ')}),
-                         verdicts (${VERDICTS.join(', ')}) or flags (${EVENT_FLAG_NAMES.join(', ')})
-  --bpffs PATH           kpr's bpffs directory (default ${DEFAULT_BPFFS_DIR})
-  -o, --output FORMAT    table (default) or json (one object per line)
-It stops on --count, --duration, SIGINT or SIGTERM and turns the events off. Killed, it leaves them on
-for at most 5 s (its lease). A node has one event stream: two monitors at once each get part of it.
-Events the ring had no room for are counted (kpr_datapath_monitor_events_lost_total) and reported at exit.
-`;
 
 /**
  * How often the ring is read. The programs submit without a wakeup
@@ -74,7 +56,7 @@ function frontendNames(meta: BpfMap | undefined): FrontendNames {
 function parseCount(text: string | undefined): number {
   if (text === undefined) return Infinity;
   const n = Number(text);
-  if (!/^\d+$/.test(text) || n < 1) throw new CliError(`invalid --count "${text}" (a whole number ≥ 1)`);
+  if (!/^\d+$/.test(text) || n < 1) throw new UsageError(`invalid --count "${text}" (a whole number ≥ 1)`);
   return n;
 }
 
@@ -106,37 +88,23 @@ interface MonitorOptions {
   filter: EventFilter;
 }
 
-/** The flags, checked; a string is the help text. */
-function parseMonitorArgs(argv: string[]): MonitorOptions | string {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      count: { type: 'string' },
-      duration: { type: 'string' },
-      frontend: { type: 'string' },
-      type: { type: 'string' },
-      bpffs: { type: 'string', default: DEFAULT_BPFFS_DIR },
-      output: { type: 'string', short: 'o', default: 'table' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
-  if (values.help) return MONITOR_HELP;
-  if (positionals.length) throw new CliError(`unexpected argument "${positionals[0]}"\n${MONITOR_HELP}`);
-  if (!['table', 'json'].includes(values.output!)) throw new CliError(`unknown output format "${values.output}" (table or json)`);
+/** The flags, checked. */
+function parseMonitorArgs(argv: string[]): MonitorOptions {
+  const { values: v } = parseCommand(commandSpec('monitor'), argv);
+  const values = v as Record<string, string | undefined>;
   const opts: MonitorOptions = { bpffs: values.bpffs!, json: values.output === 'json', count: parseCount(values.count), filter: {} };
   if (values.duration !== undefined) {
     try {
       opts.durationMs = parseDuration(values.duration, '--duration');
     } catch (err) {
-      throw new CliError((err as Error).message);
+      throw new UsageError((err as Error).message, 'monitor');
     }
-    if (opts.durationMs <= 0) throw new CliError(`invalid --duration "${values.duration}" (more than 0)`);
+    if (opts.durationMs <= 0) throw new UsageError(`invalid --duration "${values.duration}" (more than 0)`);
   }
   if (values.frontend !== undefined) opts.filter.frontend = parseEndpoint(values.frontend, '--frontend', true);
   if (values.type !== undefined) {
     const { types, unknown } = parseEventTypes(values.type);
-    if (unknown.length || types.size === 0) throw new CliError(`invalid --type "${values.type}": ${unknown.length ? `unknown ${unknown.join(', ')}` : 'empty'} (see kpr monitor --help)`);
+    if (unknown.length || types.size === 0) throw new UsageError(`invalid --type "${values.type}": ${unknown.length ? `unknown ${unknown.join(', ')}` : 'empty'} (see kpr monitor --help)`);
     opts.filter.types = types;
   }
   return opts;
@@ -169,7 +137,6 @@ class Napper {
 
 export async function monitorCommand(argv: string[], io: MonitorIo = { out: process.stdout, err: process.stderr, signals: process }): Promise<string> {
   const opts = parseMonitorArgs(argv);
-  if (typeof opts === 'string') return opts;
   const maps = openMonitorMaps(opts.bpffs);
   const sw = new MonitorSwitch(maps.monitor);
   const lostBefore = maps.stats ? readStat(maps.stats, STAT.MONITOR_LOST) : 0n;

@@ -6,8 +6,10 @@ import { statSync } from 'node:fs';
 import { BpfMap, KprBpfError } from '../../native/index.js';
 import { MAP_BY_NAME } from '../maps/registry.js';
 import { mapPinPath, pinnedMapFiles } from '../datapath/pins.js';
+import { CliError } from './errors.js';
 
-export class CliError extends Error {}
+/** The CLI's errors, where most commands import them from. */
+export { CliError, UsageError } from './errors.js';
 
 const NEEDS_ROOT = 'reading BPF maps needs root (CAP_BPF and CAP_SYS_ADMIN)';
 

@@ -3,29 +3,20 @@
  * without a cluster, root or BPF. Runs the agent's own planner
  * (planDataplane), so what it prints is what the reconciler would be given.
  */
-import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { parseArgs } from 'node:util';
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { planDataplane } from '../plan/plan-dataplane.js';
 import { LABEL_SERVICE_NAME } from '../k8s/labels.js';
 import type { PlanBackend, PlanFrontend, SkippedObject } from '../plan/types.js';
 import { loadManifests, type Manifest } from './manifests.js';
 import { parseCIDR } from '../net/ip.js';
-import { CliError } from './pinned-maps.js';
+import { CliError, UsageError } from './errors.js';
+import { flagKind, parseCommand } from './command-spec.js';
+import { commandSpec } from './commands.js';
 import { AGENT_FLAGS } from '../config.js';
 import { readConfigFiles } from '../config-file.js';
 import { kubeProxyNodePortAddresses, nodePortAddressesForMode, UNKNOWN_KUBE_PROXY_FIELDS_MESSAGE } from '../config/kube-proxy-config.js';
 import { translateKubeProxyFlags } from '../config/kube-proxy-flags.js';
-
-export const PLAN_USAGE = `  plan --node NAME -f PATH [-f PATH …] [-o table|json] [--config PATH] [--node-port-addresses CIDR|primary[,…]]
-                          [--source-ranges-all-external] [--external-ip-cidrs CIDR[,…]]
-                          what the agent would program on node NAME, from Service,
-                          EndpointSlice and Node manifests (files or directories);
-                          --config reads the agent's config file (kpr's or a KubeProxyConfiguration;
-                          twice: both, kpr's keys winning) for node-name, node-port-addresses,
-                          external-ip-cidrs and source-ranges-all-external; flags override it. A
-                          KubeProxyConfiguration's mode (or --proxy-mode) nftables makes NodePorts default
-                          to the primary addresses, as kube-proxy's nftables mode. --node-name and kube-proxy's
-                          --hostname-override/--nodeport-addresses are accepted too`;
 
 /** One frontend as `kpr plan -o json` prints it (fixed field order; datapath hints left out). */
 interface FrontendJson {
@@ -169,21 +160,6 @@ export function formatPlanTable(p: PlanJson): string {
   return out;
 }
 
-/** `kpr plan`'s flags: the agent's names for the settings it shares with the agent. */
-const PLAN_FLAGS = {
-  node: { type: 'string' },
-  'node-name': { type: 'string' },
-  file: { type: 'string', short: 'f', multiple: true },
-  output: { type: 'string', short: 'o', default: 'table' },
-  config: { type: 'string', multiple: true },
-  'node-port-addresses': { type: 'string', multiple: true },
-  'source-ranges-all-external': { type: 'boolean' },
-  /** The spelling `kpr plan` had before it took the agent's; kept as an alias. */
-  'source-ranges-for-all-external': { type: 'boolean' },
-  'external-ip-cidrs': { type: 'string', multiple: true },
-  help: { type: 'boolean', short: 'h' },
-} satisfies NonNullable<ParseArgsConfig['options']>;
-
 const commaList = (values: readonly string[] | undefined) => values?.flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
 
 /** The settings `kpr plan` shares with the agent, from the agent's --config files (kpr's own format or a KubeProxyConfiguration). */
@@ -210,33 +186,31 @@ function agentFileSettings(files: string[], warn: (line: string) => void) {
 
 /** `kpr plan`: the plan as text; warnings (a config file's unknown kube-proxy fields) go to `warn`, stderr by default. */
 export function planCommand(argv: string[], warn: (line: string) => void = (line) => process.stderr.write(line)): string {
-  const planFlag = (name: string) => {
-    const type = Object.hasOwn(PLAN_FLAGS, name) ? (PLAN_FLAGS as Record<string, { type: string }>)[name].type : undefined;
-    return type === 'string' ? 'value' : type === 'boolean' ? 'boolean' : undefined;
-  };
+  const spec = commandSpec('plan');
   let translated: string[];
   let flagMode: string | undefined;
   try {
-    ({ argv: translated, proxyMode: flagMode } = translateKubeProxyFlags(argv, planFlag));
+    ({ argv: translated, proxyMode: flagMode } = translateKubeProxyFlags(argv, (name) => flagKind(spec, name)));
   } catch (err) {
-    throw new CliError(`plan: ${(err as Error).message}`);
+    throw new UsageError(`plan: ${(err as Error).message}`, 'plan');
   }
-  const { values } = parseArgs({ args: translated, allowPositionals: false, options: PLAN_FLAGS });
-  if (values.help) return `Usage: kpr${PLAN_USAGE.slice(1)}\n`;
+  const values = parseCommand(spec, translated).values as {
+    node?: string; 'node-name'?: string; file?: string[]; output: string; config?: string[]; 'node-port-addresses'?: string[];
+    'source-ranges-all-external'?: boolean; 'source-ranges-for-all-external'?: boolean; 'external-ip-cidrs'?: string[];
+  };
   const file = values.config === undefined ? undefined : agentFileSettings(values.config, warn);
   const nodeName = values.node ?? values['node-name'] ?? file?.nodeName;
-  if (!nodeName) throw new CliError('plan: --node NAME is required');
-  if (!values.file?.length) throw new CliError('plan: at least one -f PATH is required');
-  if (values.output !== 'table' && values.output !== 'json') throw new CliError(`unknown output format "${values.output}" (table or json)`);
+  if (!nodeName) throw new UsageError('plan: --node NAME is required', 'plan');
+  if (!values.file?.length) throw new UsageError('plan: at least one -f PATH is required', 'plan');
   let nodePortAddresses: string[] | undefined;
   try {
     const given = kubeProxyNodePortAddresses(commaList(values['node-port-addresses']) ?? file?.nodePortAddresses ?? [], 'plan: --node-port-addresses');
     nodePortAddresses = nodePortAddressesForMode(given, flagMode ?? file?.proxyMode);
   } catch (err) {
-    throw new CliError((err as Error).message);
+    throw new UsageError((err as Error).message, 'plan');
   }
   const externalIPCidrs = commaList(values['external-ip-cidrs']) ?? file?.externalIPCidrs;
-  for (const c of externalIPCidrs ?? []) if (!parseCIDR(c)) throw new CliError(`plan: invalid --external-ip-cidrs entry "${c}" (a CIDR such as 203.0.113.0/24 or 2001:db8::/64)`);
+  for (const c of externalIPCidrs ?? []) if (!parseCIDR(c)) throw new UsageError(`plan: invalid --external-ip-cidrs entry "${c}" (a CIDR such as 203.0.113.0/24 or 2001:db8::/64)`);
   const p = planJson({
     nodeName,
     files: values.file,

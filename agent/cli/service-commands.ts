@@ -8,17 +8,12 @@ import type { BpfMap } from '../../native/index.js';
 import { mapPinPath } from '../datapath/pins.js';
 import { mapCodecs } from '../maps/layout.js';
 import { MAPS, MAP_NAMES, type MapSpec } from '../maps/registry.js';
-import { CliError, openPinnedMap } from './pinned-maps.js';
+import { CliError, UsageError, openPinnedMap } from './pinned-maps.js';
 import { readFrontendCounts } from '../metrics/service-stats.js';
 import { BackendBatch, formatServiceTable, joinTables, tablesFromBatch, type RawBatch, type ServiceTables, type ServiceView } from './service-view.js';
 import { serviceJson } from './service-json.js';
 import { parseIP } from '../net/ip.js';
 import { parseEndpoint } from './trace.js';
-
-export const SERVICE_LIST_USAGE = `  service list [--frontend VIP[:PORT]]
-                          every frontend with its names and backends (ipvsadm -Ln style); --frontend: only the
-                          frontends on that address (and port; IPv6 as [addr]:port)`;
-export const SERVICE_GET_USAGE = `  service get NS/NAME     the frontends of one Service`;
 
 /** Every entry of a registry map, decoded with its codecs. */
 function readAll<K, V>(map: BpfMap, spec: MapSpec<K, V>): Array<[K, V]> {
@@ -98,7 +93,7 @@ export function serviceList(bpffsDir: string, output: string, frontend?: string)
 }
 
 export function serviceGet(bpffsDir: string, name: string | undefined, output: string): string | Iterable<Uint8Array> {
-  if (!name || !/^[^/]+\/[^/]+$/.test(name)) throw new CliError('usage: kpr service get NAMESPACE/NAME');
+  if (!name || !/^[^/]+\/[^/]+$/.test(name)) throw new UsageError('service get: NAMESPACE/NAME expected', 'service get');
   const t = readServiceTables(bpffsDir);
   const which = Array.from(t.order).filter((m) => t.meta.get(t.masters[m]!.val.revNatId)?.name === name);
   if (which.length === 0) throw new CliError(`service ${name} is not programmed on this node (no frontend in ${MAP_NAMES.svcMeta} names it)`);

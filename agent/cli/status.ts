@@ -9,22 +9,14 @@
  * loopback; the maps are read from bpffs as `kpr map list` reads them, with
  * or without the agent.
  */
-import { parseArgs } from 'node:util';
-import { DEFAULT_BPFFS_DIR } from '../config.js';
-import { DEFAULT_AGENT_TIMEOUT, DEFAULT_AGENT_TIMEOUT_MS, agentTimeoutMs, agentUrl, fetchAgentText, parsePromText } from './agent-http.js';
+import { DEFAULT_AGENT_TIMEOUT_MS, agentTimeoutMs, agentUrl, fetchAgentText, parsePromText } from './agent-http.js';
 import { formatMetricsSummary, summarizeMetrics, type MetricsSummary } from './agent-metrics-summary.js';
 import { formatByLimit, type LimitSummary } from '../reconcile/limits.js';
 import { mapStats, pinnedMapNames, type MapStats } from '../metrics/map-stats.js';
 import { table } from './map-commands.js';
-import { CliError, openPinnedMap } from './pinned-maps.js';
-
-export const STATUS_USAGE = `  status                  the node: the agent's /healthz (healthy; Services over a datapath limit, so not
-                          served here), last sync and sync results, API server and watch state, kernel features,
-                          the agent's effective config (/configz) and the fill of every pinned map
-                          [--healthz-address IP:PORT (default 127.0.0.1:10256)] [--metrics-address IP:PORT
-                          (default 127.0.0.1:10249)] [--timeout DURATION (default 5s)] [--show-config] [--bpffs PATH]
-                          [-o table|json];
-                          exits 1 when the agent does not answer 200 or leaves a Service unserved`;
+import { openPinnedMap } from './pinned-maps.js';
+import { parseCommand } from './command-spec.js';
+import { commandSpec } from './commands.js';
 
 /** What the agent's metrics server told: the summary of /metrics and /configz, or why not. */
 interface AgentMetricsView {
@@ -197,24 +189,9 @@ export function statusExitCode(r: StatusReport): number {
 }
 
 export async function statusCommand(argv: string[]): Promise<string> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      bpffs: { type: 'string', default: DEFAULT_BPFFS_DIR },
-      'healthz-address': { type: 'string', default: '127.0.0.1:10256' },
-      'metrics-address': { type: 'string', default: '127.0.0.1:10249' },
-      'show-config': { type: 'boolean', default: false },
-      timeout: { type: 'string', default: DEFAULT_AGENT_TIMEOUT },
-      output: { type: 'string', short: 'o', default: 'table' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
-  if (values.help) return `Usage: kpr status [flags]\n${STATUS_USAGE}\n`;
-  if (positionals.length > 0) throw new CliError(`kpr status takes no arguments (got ${positionals.join(' ')})`);
-  if (!['table', 'json'].includes(values.output!)) throw new CliError(`unknown output format "${values.output}" (table or json)`);
-  const r = await statusReport(values.bpffs!, values['healthz-address']!, values['metrics-address']!, undefined, agentTimeoutMs(values.timeout!));
+  const { values } = parseCommand(commandSpec('status'), argv);
+  const r = await statusReport(values.bpffs as string, values['healthz-address'] as string, values['metrics-address'] as string, undefined, agentTimeoutMs(values.timeout as string));
   // Scriptable like a probe: 0 only when the agent answered 200 and serves every Service.
   if (statusExitCode(r) !== 0) process.exitCode = statusExitCode(r);
-  return values.output === 'json' ? JSON.stringify(r, null, 2) + '\n' : formatStatus(r, values['show-config']);
+  return values.output === 'json' ? JSON.stringify(r, null, 2) + '\n' : formatStatus(r, values['show-config'] === true);
 }

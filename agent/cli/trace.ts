@@ -4,33 +4,17 @@
  * prints what the datapath does with one flow (trace-model.ts).
  */
 import os from 'node:os';
-import { parseArgs } from 'node:util';
 import { existsSync } from 'node:fs';
 import type { BpfMap } from '../../native/index.js';
-import { DEFAULT_BPFFS_DIR } from '../config.js';
 import { mapPinPath } from '../datapath/pins.js';
 import { CT_DIR, encodeSrcRangeKey, mapCodecs, type AffinityKey, type AffinityVal, type CtKey, type CtVal } from '../maps/layout.js';
 import { MAPS, type MapId, type MapSpec } from '../maps/registry.js';
 import { parseIP } from '../net/ip.js';
-import { CliError, openPinnedMap } from './pinned-maps.js';
+import { openPinnedMap } from './pinned-maps.js';
+import { UsageError } from './errors.js';
+import { parseCommand } from './command-spec.js';
+import { commandSpec } from './commands.js';
 import { formatTrace, traceFlow, type TraceMaps, type TracePath, type TraceRole } from './trace-model.js';
-
-export const TRACE_USAGE = `  trace --to ADDR:PORT [--from IP[:PORT]] [--proto tcp|udp] [--path socket|tc] [--role ext|pod] [--node NAME]
-                          what the datapath does with one flow, step by step (frontend, source ranges,
-                          backends, affinity, conntrack) and what a new connection would get`;
-
-const TRACE_HELP = `Usage: kpr trace --to ADDR:PORT [flags]
-Reads this node's pinned maps and prints, step by step, what kpr's datapath does with one flow.
-  --to ADDR:PORT        the address called ([v6]:port for IPv6)
-  --from IP[:PORT]      the client; required on the tc path. With a port, its conntrack entry decides
-  --proto tcp|udp       default tcp
-  --path socket|tc      socket: a process or pod on this node connects (cgroup hooks);
-                        tc: a packet arrives on a node interface. Default: tc with --from, socket without
-  --role ext|pod        tc path: from the network (ext, default) or from a pod of this node (pod)
-  --node NAME           the node to trace; kpr trace reads only the maps of the node it runs on
-  --bpffs PATH          kpr's bpffs directory (default ${DEFAULT_BPFFS_DIR})
-  -o, --output FORMAT   table (default) or json
-`;
 
 /** "198.19.0.10:80", "[2001:db8::1]:53", or without a port when `portOptional`. */
 export function parseEndpoint(text: string, flag: string, portOptional: boolean): { addr: string; port?: number } {
@@ -41,7 +25,7 @@ export function parseEndpoint(text: string, flag: string, portOptional: boolean)
   // A bare IPv6 address (no brackets) has no port.
   const bareV6 = m !== null && m[2] === undefined && m[3] === undefined && ip?.family === 'IPv6';
   if (!ip || (port !== undefined && (port < 1 || port > 65535)) || (port === undefined && !portOptional) || (bareV6 && !portOptional)) {
-    throw new CliError(`invalid ${flag} "${text}" (${portOptional ? 'IP or IP:PORT' : 'IP:PORT'}, IPv6 as [addr]:port)`);
+    throw new UsageError(`invalid ${flag} "${text}" (${portOptional ? 'IP or IP:PORT' : 'IP:PORT'}, IPv6 as [addr]:port)`);
   }
   return port === undefined ? { addr: ip.text } : { addr: ip.text, port };
 }
@@ -134,37 +118,21 @@ function thisNode(env: NodeJS.ProcessEnv): string {
 }
 
 export function traceCommand(argv: string[], env: NodeJS.ProcessEnv = process.env, nowNs: bigint = process.hrtime.bigint()): string {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      to: { type: 'string' },
-      from: { type: 'string' },
-      proto: { type: 'string', default: 'tcp' },
-      path: { type: 'string' },
-      role: { type: 'string', default: 'ext' },
-      node: { type: 'string' },
-      bpffs: { type: 'string', default: DEFAULT_BPFFS_DIR },
-      output: { type: 'string', short: 'o', default: 'table' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
-  if (values.help) return TRACE_HELP;
-  if (positionals.length) throw new CliError(`unexpected argument "${positionals[0]}"\n${TRACE_HELP}`);
-  if (!values.to) throw new CliError(`--to ADDR:PORT is required\n${TRACE_HELP}`);
+  const { values: v } = parseCommand(commandSpec('trace'), argv);
+  const values = v as Record<string, string | undefined>;
+  if (!values.to) throw new UsageError('trace: --to ADDR:PORT is required', 'trace');
   const to = parseEndpoint(values.to, '--to', false) as { addr: string; port: number };
   const from = values.from === undefined ? undefined : parseEndpoint(values.from, '--from', true);
   const proto = values.proto!.toUpperCase();
-  if (proto !== 'TCP' && proto !== 'UDP') throw new CliError(`invalid --proto "${values.proto}" (tcp or udp)`);
+  if (proto !== 'TCP' && proto !== 'UDP') throw new UsageError(`invalid --proto "${values.proto}" (tcp or udp)`, 'trace');
   const path = (values.path ?? (from ? 'tc' : 'socket')) as TracePath;
-  if (path !== 'socket' && path !== 'tc') throw new CliError(`invalid --path "${values.path}" (socket or tc)`);
+  if (path !== 'socket' && path !== 'tc') throw new UsageError(`invalid --path "${values.path}" (socket or tc)`, 'trace');
   const role = values.role as TraceRole;
-  if (role !== 'ext' && role !== 'pod') throw new CliError(`invalid --role "${values.role}" (ext or pod)`);
-  if (path === 'tc' && !from) throw new CliError('--path tc needs --from IP[:PORT]: the tc path decides by the client address');
-  if (from && (from.addr.includes(':') !== to.addr.includes(':'))) throw new CliError(`--from ${from.addr} and --to ${to.addr} are of different address families`);
-  if (!['table', 'json'].includes(values.output!)) throw new CliError(`unknown output format "${values.output}" (table or json)`);
+  if (role !== 'ext' && role !== 'pod') throw new UsageError(`invalid --role "${values.role}" (ext or pod)`, 'trace');
+  if (path === 'tc' && !from) throw new UsageError('--path tc needs --from IP[:PORT]: the tc path decides by the client address', 'trace');
+  if (from && (from.addr.includes(':') !== to.addr.includes(':'))) throw new UsageError(`--from ${from.addr} and --to ${to.addr} are of different address families`, 'trace');
   if (values.node !== undefined && values.node !== thisNode(env)) {
-    throw new CliError(`kpr trace reads the maps of the node it runs on (${thisNode(env)}), not ${values.node}: run it there (e.g. kubectl exec into the kpr pod on ${values.node})`);
+    throw new UsageError(`kpr trace reads the maps of the node it runs on (${thisNode(env)}), not ${values.node}: run it there (e.g. kubectl exec into the kpr pod on ${values.node})`);
   }
   const maps = new PinnedTraceMaps(values.bpffs!);
   try {

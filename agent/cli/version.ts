@@ -9,18 +9,14 @@ import { createHash } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { SOCK_TERM_OBJECT } from '../datapath/kernel-probes.js';
 import { NETNS_PROBE_OBJECT } from '../datapath/netns-cookie.js';
 import { kprVersion } from '../metrics/kpr-version.js';
 import { findRepoRoot, defaultBpfObject } from '../paths.js';
 import { table } from './map-commands.js';
-import { CliError } from './pinned-maps.js';
-import { DEFAULT_AGENT_TIMEOUT, DEFAULT_AGENT_TIMEOUT_MS, agentTimeoutMs, fetchAgentText, parsePromText } from './agent-http.js';
-
-export const VERSION_USAGE = `  version [--bpf-object PATH] [--metrics-address IP:PORT (default 127.0.0.1:10249)] [--timeout DURATION (default 5s)] [-o table|json]
-                          the CLI's version and git commit, the SHA-256 of each BPF object the agent loads, and
-                          the running agent's version (its kpr_build_info), if its metrics server answers`;
+import { parseCommand } from './command-spec.js';
+import { commandSpec } from './commands.js';
+import { DEFAULT_AGENT_TIMEOUT_MS, agentTimeoutMs, fetchAgentText, parsePromText } from './agent-http.js';
 
 /** Where `make build` records the commit it built (beside the bundles, copied into the image). */
 export const BUILD_INFO_FILE = path.join('dist', 'build-info.json');
@@ -109,20 +105,7 @@ export function formatVersion(r: VersionReport): string {
 }
 
 export async function versionCommand(argv: string[]): Promise<string> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      'bpf-object': { type: 'string' },
-      'metrics-address': { type: 'string', default: '127.0.0.1:10249' },
-      timeout: { type: 'string', default: DEFAULT_AGENT_TIMEOUT },
-      output: { type: 'string', short: 'o', default: 'table' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
-  if (values.help) return `Usage: kpr\n${VERSION_USAGE}\n`;
-  if (positionals.length > 0) throw new CliError(`kpr version takes no arguments (got ${positionals.join(' ')})`);
-  if (!['table', 'json'].includes(values.output!)) throw new CliError(`unknown output format "${values.output}" (table or json)`);
-  const r = await versionReport(values['bpf-object'] ?? defaultBpfObject(), values['metrics-address']!, agentTimeoutMs(values.timeout!));
+  const { values } = parseCommand(commandSpec('version'), argv);
+  const r = await versionReport((values['bpf-object'] as string | undefined) ?? defaultBpfObject(), values['metrics-address'] as string, agentTimeoutMs(values.timeout as string));
   return values.output === 'json' ? JSON.stringify(r, null, 2) + '\n' : formatVersion(r);
 }

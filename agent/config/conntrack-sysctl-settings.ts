@@ -126,6 +126,11 @@ export interface ConntrackSysctlsArgs {
  * the seven settings, each with its source. Bad values are errors naming
  * the flag or field.
  */
+/** Node's own parse errors (an unknown flag, a missing value) go on as they are: the CLI words them as usage errors. */
+function rethrowParseArgsError(err: unknown): void {
+  if (((err as NodeJS.ErrnoException).code ?? '').startsWith('ERR_PARSE_ARGS_')) throw err;
+}
+
 export function conntrackSysctlsArgs(argv: readonly string[], readFile?: (p: string) => string): ConntrackSysctlsArgs {
   const table = CONNTRACK_SYSCTLS_FLAGS;
   const kind = (name: string) => {
@@ -136,12 +141,14 @@ export function conntrackSysctlsArgs(argv: readonly string[], readFile?: (p: str
   try {
     cmdline = translateKubeProxyFlags(normalizeBeLiberal(argv), kind).argv;
   } catch (err) {
+    rethrowParseArgsError(err);
     throw new ConntrackSettingsError((err as Error).message);
   }
   let files;
   try {
     files = readConfigFiles(configFilesOf(cmdline, table), AGENT_FLAGS, readFile);
   } catch (err) {
+    rethrowParseArgsError(err);
     throw new ConntrackSettingsError((err as Error).message);
   }
   // Tokens in precedence order, each with its source.
@@ -166,6 +173,7 @@ export function conntrackSysctlsArgs(argv: readonly string[], readFile?: (p: str
   try {
     parsed = parseArgs({ args: tokens, options: table, strict: true, allowPositionals: false, tokens: true });
   } catch (err) {
+    rethrowParseArgsError(err);
     throw new ConntrackSettingsError((err as Error).message);
   }
   const last = new Map<string, { value: string; from: string }>();

@@ -74,8 +74,89 @@ describe('sandbox apiserver: CRUD over HTTP', () => {
     assert.equal(p.status, 200);
     assert.equal(p.body.metadata.labels.tier, 'front');
     assert.equal(p.body.spec.ports[0].port, 81);
-    const j = await request(api.url, 'PATCH', `${SVC}/web`, [{ op: 'remove', path: '/spec' }], 'application/json-patch+json');
-    assert.equal(j.status, 415);
+    const a = await request(api.url, 'PATCH', `${SVC}/web`, { metadata: {} }, 'application/apply-patch+yaml');
+    assert.equal(a.status, 415);
+  });
+
+  test('JSON patch (RFC 6902): operations in order; one that cannot apply 422, a patch that is not a list 400', async () => {
+    const path = `${SVC}/web`;
+    const p = await request(api.url, 'PATCH', path, [
+      { op: 'test', path: '/metadata/labels/tier', value: 'front' },
+      { op: 'add', path: '/metadata/labels/a~1b', value: 'x' },
+      { op: 'replace', path: '/spec/ports/0/port', value: 82 },
+      { op: 'copy', from: '/metadata/labels/tier', path: '/metadata/annotations' },
+      { op: 'remove', path: '/metadata/annotations' },
+      { op: 'move', from: '/metadata/labels/tier', path: '/metadata/labels/role' },
+    ], 'application/json-patch+json');
+    assert.equal(p.status, 200, JSON.stringify(p.body));
+    assert.deepEqual(p.body.metadata.labels, { 'a/b': 'x', role: 'front' });
+    assert.equal(p.body.spec.ports[0].port, 82);
+    assert.equal(p.body.metadata.annotations, undefined);
+    const before = (await request(api.url, 'GET', path)).body;
+    for (const bad of [[{ op: 'remove', path: '/spec/nope' }], [{ op: 'test', path: '/spec/ports/0/port', value: 1 }], [{ op: 'add', path: '/spec/ports/9', value: {} }]]) {
+      const r = await request(api.url, 'PATCH', path, bad, 'application/json-patch+json');
+      assert.equal(r.status, 422, JSON.stringify(bad));
+      assert.equal(r.body.reason, 'Invalid');
+    }
+    assert.equal((await request(api.url, 'PATCH', path, { op: 'remove' }, 'application/json-patch+json')).status, 400);
+    assert.equal((await request(api.url, 'GET', path)).body.metadata.resourceVersion, before.metadata.resourceVersion, 'a failed patch changes nothing');
+    // Back as the next tests expect it.
+    const back = await request(api.url, 'PATCH', path, [{ op: 'replace', path: '/spec/ports/0/port', value: 81 }, { op: 'replace', path: '/metadata/labels', value: { tier: 'front' } }], 'application/json-patch+json');
+    assert.equal(back.status, 200);
+  });
+
+  test("metadata.resourceVersion on create: 500 with kube-apiserver's storage error, before AlreadyExists; the server's fields are its own", async () => {
+    const ds = { apiVersion: 'apps/v1', kind: 'DaemonSet', metadata: { name: 'copy', resourceVersion: '421', uid: 'u-1', creationTimestamp: '2020-01-01T00:00:00Z', generation: 7 }, spec: {}, status: { numberReady: 3 } };
+    const DS = '/apis/apps/v1/namespaces/default/daemonsets';
+    const r = await request(api.url, 'POST', DS, ds);
+    assert.equal(r.status, 500);
+    assert.deepEqual({ ...r.body, metadata: undefined }, { kind: 'Status', apiVersion: 'v1', metadata: undefined, status: 'Failure', message: 'resourceVersion should not be set on objects to be created', reason: '', code: 500 });
+    delete (ds.metadata as { resourceVersion?: string }).resourceVersion;
+    const c = await request(api.url, 'POST', DS, ds);
+    assert.equal(c.status, 201);
+    assert.notEqual(c.body.metadata.uid, 'u-1');
+    assert.notEqual(c.body.metadata.creationTimestamp, '2020-01-01T00:00:00Z');
+    assert.equal(c.body.metadata.generation, 1);
+    assert.equal(c.body.status, undefined, "a DaemonSet's status is not taken from a create");
+    assert.equal((await request(api.url, 'POST', DS, { ...ds, metadata: { ...ds.metadata, resourceVersion: '1' } })).status, 500, 'the resourceVersion is refused first');
+    assert.equal((await request(api.url, 'POST', DS, ds)).status, 409);
+    assert.equal((await request(api.url, 'DELETE', `${DS}/copy`)).status, 200);
+  });
+
+  test('ConfigMaps: JSON, and protobuf as kubectl create configmap sends it', async () => {
+    const CM = '/api/v1/namespaces/kube-system/configmaps';
+    const j = await request(api.url, 'POST', CM, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'j' }, data: { a: '1' } });
+    assert.equal(j.status, 201);
+    assert.equal(j.body.metadata.namespace, 'kube-system');
+    // "k8s\0", runtime.Unknown{typeMeta{v1, ConfigMap}, raw: ConfigMap{metadata{name p, namespace kube-system, selfLink ""}, data{k: v}}}.
+    const ld = (num: number, bytes: Buffer) => Buffer.concat([Buffer.from([(num << 3) | 2, bytes.length]), bytes]);
+    const s = (t: string) => Buffer.from(t);
+    const raw = Buffer.concat([ld(1, Buffer.concat([ld(1, s('p')), ld(3, s('kube-system')), ld(4, s(''))])), ld(2, Buffer.concat([ld(1, s('kubeconfig.conf')), ld(2, s('apiVersion: v1'))]))]);
+    const body = Buffer.concat([s('k8s\0'), ld(1, Buffer.concat([ld(1, s('v1')), ld(2, s('ConfigMap'))])), ld(2, raw)]);
+    const res = await fetch(api.url + CM, { method: 'POST', headers: { 'content-type': 'application/vnd.kubernetes.protobuf' }, body });
+    assert.equal(res.status, 201);
+    const p = (await request(api.url, 'GET', `${CM}/p`)).body;
+    assert.deepEqual(p.data, { 'kubeconfig.conf': 'apiVersion: v1' });
+    assert.equal(p.metadata.selfLink, undefined, 'an empty scalar is unset');
+    const other = Buffer.concat([s('k8s\0'), ld(1, Buffer.concat([ld(1, s('v1')), ld(2, s('Secret'))])), ld(2, Buffer.alloc(0))]);
+    assert.equal((await fetch(api.url + CM, { method: 'POST', headers: { 'content-type': 'application/vnd.kubernetes.protobuf' }, body: other })).status, 415);
+    assert.deepEqual((await request(api.url, 'GET', CM)).body.items.map((i: { metadata: { name: string } }) => i.metadata.name), ['j', 'p']);
+    assert.equal((await request(api.url, 'DELETE', `${CM}/j`)).status, 200);
+    assert.equal((await request(api.url, 'DELETE', `${CM}/p`)).status, 200);
+  });
+
+  test("OpenAPI: the v3 documents list each kind's PATCH with fieldValidation (kubectl validates through the server); v2 is an empty protobuf document", async () => {
+    const index = (await request(api.url, 'GET', '/openapi/v3')).body;
+    assert.deepEqual(Object.keys(index.paths).sort(), ['api/v1', 'apis/apps/v1', 'apis/discovery.k8s.io/v1']);
+    const apps = (await request(api.url, 'GET', index.paths['apis/apps/v1'].serverRelativeURL)).body;
+    const op = apps.paths['/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}'].patch;
+    assert.deepEqual(op['x-kubernetes-group-version-kind'], { group: 'apps', version: 'v1', kind: 'DaemonSet' });
+    assert.ok(op.parameters.some((p: { name: string }) => p.name === 'fieldValidation'));
+    const core = (await request(api.url, 'GET', '/openapi/v3/api/v1')).body;
+    assert.ok(core.paths['/api/v1/nodes/{name}'] && core.paths['/api/v1/namespaces/{namespace}/configmaps/{name}']);
+    const v2 = await fetch(`${api.url}/openapi/v2`);
+    assert.equal(v2.status, 200);
+    assert.deepEqual([...Buffer.from(await v2.arrayBuffer())], [0x0a, 3, ...Buffer.from('2.0')]);
   });
 
   test('delete 200 returns the object, then 404', async () => {
@@ -97,7 +178,7 @@ describe('sandbox apiserver: CRUD over HTTP', () => {
     const l = await request(api.url, 'GET', '/apis/discovery.k8s.io/v1/endpointslices');
     assert.equal(l.body.kind, 'EndpointSliceList');
     assert.deepEqual(l.body.items.map((i: any) => i.metadata.name), ['web-1']);
-    assert.equal((await request(api.url, 'GET', '/api/v1/namespaces/default/configmaps')).status, 404);
+    assert.equal((await request(api.url, 'GET', '/api/v1/namespaces/default/secrets')).status, 404);
     // Pods and apps/v1 DaemonSets are stored too (kpr cleanup-nodes' test), apps in the group list.
     const ds = await request(api.url, 'POST', '/apis/apps/v1/namespaces/default/daemonsets', { apiVersion: 'apps/v1', kind: 'DaemonSet', metadata: { name: 'ds' }, spec: {} });
     assert.equal(ds.status, 201);

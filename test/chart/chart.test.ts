@@ -468,7 +468,9 @@ describe('charts/kpr with the real helm', () => {
     assert.equal(pod.volumes.find((v: { name: string }) => v.name === 'api-server-kubeconfig'), undefined);
     // Only set keys in kpr's file: config.conf's syncPeriod etc. are not shadowed by chart defaults.
     const rendered = renderedConfig(objs);
-    for (const k of ['min-sync-period', 'metrics-bind-address', 'log-level', 'node-port-addresses', 'ct-tcp-timeout']) assert.equal(rendered[k], undefined, k);
+    for (const k of ['min-sync-period', 'log-level', 'node-port-addresses', 'ct-tcp-timeout']) assert.equal(rendered[k], undefined, k);
+    // The one default that is set: metrics where Prometheus scraped kube-proxy (the monitors need it), over config.conf's.
+    assert.equal(rendered['metrics-bind-address'], '0.0.0.0:10249');
     assert.equal(rendered['sync-period'], '45s');
 
     // The agent with these very arguments, the paths pointing at kubeadm's ConfigMap (with operator settings) and the rendered file.
@@ -489,7 +491,7 @@ describe('charts/kpr with the real helm', () => {
       const cfg = parseAgentArgs(local(agent.args), {}) as AgentConfig;
       assert.equal(cfg.nodeName, 'node-7', '--hostname-override');
       assert.equal(cfg.kubeconfig, '/var/lib/kube-proxy/kubeconfig.conf', "config.conf's clientConnection.kubeconfig");
-      assert.equal(cfg.metricsBindAddress, '0.0.0.0:10249', "config.conf's metricsBindAddress");
+      assert.equal(cfg.metricsBindAddress, '0.0.0.0:10249', "the chart's metrics-bind-address");
       assert.deepEqual(cfg.nodePortAddresses, ['198.18.0.0/15']);
       assert.equal(cfg.minSyncPeriodMs, 2000, "config.conf's iptables.minSyncPeriod");
       assert.equal(cfg.syncPeriodMs, 45_000, 'a set config value wins over config.conf');

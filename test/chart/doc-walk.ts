@@ -1,8 +1,8 @@
 /**
- * The commands of a documented walk, read from the docs as an operator
- * would copy them: the ```sh blocks under a heading, sh's word splitting,
- * and the values files of docs/platforms.md. The migration tests
- * (migration.test.ts, migration-platforms.test.ts) run what this returns.
+ * The commands the docs give, read as an operator would copy them: the
+ * ```sh blocks of a page or under a heading, sh's word splitting, and the
+ * values files of docs/platforms.md. The migration tests and doc-helm.test.ts
+ * run what this returns.
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -55,17 +55,17 @@ export interface DocCommand {
 }
 
 /**
- * The commands of the ```sh blocks from `heading` on, continuation lines
- * joined: to the end of the page, or with `within` to the next heading of
- * the same or a higher level. A block's leading comment-only line is its
- * note, not a command.
+ * The commands of the ```sh blocks from `heading` (default: the top of the
+ * page) on, continuation lines joined: to the end of the page, or with
+ * `within` to the next heading of the same or a higher level. A block's
+ * leading comment-only line is its note, not a command.
  */
-export function commandsFrom(page: string, heading: string, opts: { within?: boolean } = {}): DocCommand[] {
-  const start = page.indexOf(`\n${heading}\n`);
-  assert.ok(start >= 0, `no section ${heading}`);
-  const level = /^#+/.exec(heading)![0].length;
+export function commandsFrom(page: string, heading?: string, opts: { within?: boolean } = {}): DocCommand[] {
+  const start = heading === undefined ? -1 : page.indexOf(`\n${heading}\n`);
+  if (heading !== undefined) assert.ok(start >= 0, `no section ${heading}`);
+  const level = heading === undefined ? 0 : /^#+/.exec(heading)![0].length;
   const out: DocCommand[] = [];
-  let section = heading;
+  let section = heading ?? '';
   let block = 0;
   let note: string | undefined;
   let inSh = false;

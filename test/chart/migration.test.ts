@@ -1,14 +1,15 @@
 /**
  * docs/install.md's migration from kube-proxy to kpr and its roll back, the
  * commands as written there, on a kubeadm cluster's objects: kubeadm's real
- * kube-proxy DaemonSet and ConfigMap (test/fixtures/kube-proxy/), two nodes
- * and, after every command, a node that has just joined. kubectl commands
- * that change objects run with the real kubectl on them (`--local`,
- * `--dry-run=client`); helm install/upgrade render charts/kpr with the real
- * helm and the same arguments (values-kubeadm.yaml is docs/platforms.md's);
- * get/create/delete act on the objects as the API server would. After each
- * command a node-affinity evaluator (test/support/node-placement.ts) says
- * which of the two DaemonSets every node gets: exactly one, always, but for
+ * kube-proxy DaemonSet and ConfigMap (test/fixtures/kube-proxy/) and two nodes
+ * in the sandbox API server, every kubectl command (pipes and `>` included)
+ * run with the real kubectl against it, so a command the API server refuses
+ * fails here; helm install/upgrade render charts/kpr with the real helm and
+ * the same arguments (values-kubeadm.yaml is docs/platforms.md's). The
+ * commands about pods (rollout, drain, exec, debug) are left out: no kubelet
+ * runs them. After each command a node-affinity evaluator
+ * (test/support/node-placement.ts) says which of the two DaemonSets every
+ * node, and a node that has just joined, gets: exactly one, always, but for
  * the one case the docs name — a node registering between the two commands
  * that move the default for new nodes from one DaemonSet to the other gets
  * neither until the second lands. Also checked at every step: the ConfigMap
@@ -21,7 +22,8 @@ import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
 import { repoRoot } from '../../sandbox/repo.js';
-import { helmIn, kubectlIn } from './helm.js';
+import { startApiServer, type ApiServer } from '../../sandbox/apiserver.js';
+import { helmIn, kubectlAt } from './helm.js';
 import { CHART, type K8sObject } from './render.js';
 import { podFitsNode, type NodeModel } from '../support/node-placement.js';
 import { commandsFrom, docs, platformsValues, shellWords } from './doc-walk.js';
@@ -30,14 +32,57 @@ const fixture = (file: string) => YAML.parse(readFileSync(path.join(repoRoot, 't
 
 type Proxy = 'kube-proxy' | 'kpr';
 
-/** A kubeadm cluster's objects as the commands change them. */
-class Cluster {
-  kubeProxyDs: K8sObject | undefined = fixture('kubeadm-daemonset.yaml');
-  configMaps = new Map<string, K8sObject>([['kube-proxy', fixture('kubeadm-configmap.yaml')]]);
-  kprDs: K8sObject | undefined;
-  nodes: NodeModel[] = ['node-1', 'node-2'].map((name) => ({ name, labels: { 'kubernetes.io/os': 'linux', 'kubernetes.io/hostname': name } }));
+const NS = 'kube-system';
 
-  constructor(readonly dir: string) {}
+/** kubeadm's object as kubeadm sends it to the API server: without the fields the server set on the fixture. */
+function asCreated(obj: K8sObject): K8sObject {
+  const { resourceVersion: _rv, uid: _uid, ...metadata } = obj.metadata as K8sObject['metadata'] & { resourceVersion?: string; uid?: string };
+  return { ...structuredClone(obj), metadata };
+}
+
+/** Whether a kubectl command line (its words after `kubectl`) only reads: get, or a change computed locally. */
+function readsOnly(args: string[]): boolean {
+  const verb = args.find((a, i) => !a.startsWith('-') && !(i > 0 && ['-n', '--namespace'].includes(args[i - 1])));
+  return verb === 'get' || args.includes('--local') || args.includes('--dry-run=client');
+}
+
+/**
+ * A kubeadm cluster's objects in the sandbox API server, which every kubectl
+ * command of the docs acts on with the real kubectl; the kpr DaemonSet is the
+ * chart as helm renders it for the documented install/upgrade.
+ */
+class Cluster {
+  kubeProxyDs: K8sObject | undefined;
+  configMaps = new Map<string, K8sObject>();
+  kprDs: K8sObject | undefined;
+  nodes: NodeModel[] = [];
+
+  private constructor(
+    readonly dir: string,
+    readonly api: ApiServer,
+    readonly kubeconfig: string,
+  ) {}
+
+  static async start(dir: string): Promise<Cluster> {
+    const api = await startApiServer({ bookmarkIntervalMs: 0 });
+    const cluster = new Cluster(dir, api, await api.writeKubeconfig(path.join(dir, 'kubeconfig')));
+    api.create(asCreated(fixture('kubeadm-daemonset.yaml')));
+    api.create(asCreated(fixture('kubeadm-configmap.yaml')));
+    for (const name of ['node-1', 'node-2']) api.create({ apiVersion: 'v1', kind: 'Node', metadata: { name, labels: { 'kubernetes.io/os': 'linux', 'kubernetes.io/hostname': name } } });
+    cluster.refresh();
+    return cluster;
+  }
+
+  close(): Promise<void> {
+    return this.api.close();
+  }
+
+  /** The objects as the API server has them now. */
+  private refresh(): void {
+    this.kubeProxyDs = this.api.get('DaemonSet', NS, 'kube-proxy') as K8sObject | undefined;
+    this.configMaps = new Map(this.api.list('ConfigMap', NS).map((c) => [c.metadata!.name!, c as K8sObject]));
+    this.nodes = this.api.list('Node').map((n) => ({ name: n.metadata!.name!, labels: n.metadata!.labels ?? {} }));
+  }
 
   /** Which DaemonSets a pod would run on `node` for. */
   proxiesOn(node: NodeModel): Proxy[] {
@@ -60,19 +105,6 @@ class Cluster {
     return out;
   }
 
-  private kubectl(...args: string[]): string {
-    const r = kubectlIn(this.dir, ...args);
-    assert.equal(r.status, 0, `kubectl ${args.join(' ')}: ${r.stderr}`);
-    return r.stdout;
-  }
-
-  /** `object` through `kubectl <verb> --local -f` with the command's own flags. */
-  private kubectlLocal(object: K8sObject, args: string[]): K8sObject {
-    const file = path.join(this.dir, `.object-${object.metadata.name}.json`);
-    writeFileSync(file, JSON.stringify(object));
-    return JSON.parse(this.kubectl(...args, '--local', '-f', file, '-o', 'json'));
-  }
-
   private helm(args: string[]): void {
     const r = helmIn(this.dir, 'template', ...args.map((a) => (a === 'charts/kpr' ? CHART : a)));
     assert.equal(r.status, 0, `helm template ${args.join(' ')}: ${r.stderr}`);
@@ -81,97 +113,52 @@ class Cluster {
     assert.ok(this.kprDs);
   }
 
-  /** Runs one documented command; returns false for one that changes nothing a DaemonSet is scheduled by. */
-  run(line: string, node: string): boolean {
+  /** A kubectl pipeline (`a | b > file`) with the real kubectl against the API server; stdout of the last to the file. */
+  private async kubectl(line: string, words: string[]): Promise<boolean> {
+    const redirect = words.indexOf('>');
+    const stages: string[][] = [[]];
+    for (const w of redirect >= 0 ? words.slice(0, redirect) : words) {
+      if (w === '|') stages.push([]);
+      else stages[stages.length - 1].push(w);
+    }
+    let text = '';
+    for (const stage of stages) {
+      assert.equal(stage[0], 'kubectl', `a command this test does not know: ${line}`);
+      const r = await kubectlAt(this.dir, this.kubeconfig, stage.slice(1), text);
+      assert.equal(r.status, 0, `${stage.join(' ')}: ${r.stderr}`);
+      text = r.stdout;
+    }
+    if (redirect >= 0) writeFileSync(path.join(this.dir, words[redirect + 1]), text);
+    this.refresh();
+    return !stages.every((s) => readsOnly(s.slice(1)));
+  }
+
+  /** Runs one documented command; returns false for one that changes nothing. */
+  async run(line: string, node: string): Promise<boolean> {
     if (/^POD=\$\(kubectl /.test(line)) return false;
     const w = shellWords(line.replaceAll('NODE', node));
-    const ns = w[1] === '-n' ? w.splice(1, 2)[1] : undefined;
-    const [tool, verb] = w;
-    const is = (...prefix: string[]) => prefix.every((p, i) => w[i] === p);
+    const args = w[1] === '-n' ? w.slice(3) : w.slice(1);
+    const [tool, verb] = [w[0], args[0]];
+    // Commands about pods, which no kubelet here runs.
     if (tool === 'kubectl' && ['rollout', 'drain', 'uncordon', 'exec', 'debug'].includes(verb)) return false;
     if (tool === 'helm' && (verb === 'install' || verb === 'upgrade')) {
       assert.equal(verb === 'upgrade', this.kprDs !== undefined, `${verb} with kpr ${this.kprDs ? '' : 'not '}installed`);
       this.helm(w.slice(2));
       return true;
     }
-    if (is('helm', 'uninstall', 'kpr')) {
+    if (tool === 'helm' && verb === 'uninstall' && w[2] === 'kpr') {
       this.kprDs = undefined;
       return true;
     }
-    assert.equal(tool, 'kubectl', `a command this test does not know: ${line}`);
-    if (is('kubectl', 'patch', 'ds', 'kube-proxy')) {
-      assert.equal(ns, 'kube-system');
-      this.kubeProxyDs = this.kubectlLocal(this.kubeProxyDs!, ['patch', ...w.slice(4)]);
-      return true;
-    }
-    if (is('kubectl', 'label', 'node') || is('kubectl', 'label', 'nodes', '--all')) {
-      const targets = w[2] === 'node' ? this.nodes.filter((n) => n.name === w[3]) : this.nodes;
-      assert.equal(targets.length, w[2] === 'node' ? 1 : this.nodes.length, line);
-      const rest = w.slice(w[2] === 'node' ? 4 : 4);
-      for (const n of targets) {
-        const out = this.kubectlLocal({ apiVersion: 'v1', kind: 'Node', metadata: { name: n.name, labels: n.labels } }, ['label', ...rest]);
-        n.labels = out.metadata.labels ?? {};
-      }
-      return true;
-    }
-    const redirect = w.indexOf('>');
-    if (is('kubectl', 'get') && redirect > 0) {
-      assert.equal(ns, 'kube-system');
-      const kinds = w[2].split(',');
-      const objs = kinds.map((k) => (k === 'ds' ? this.kubeProxyDs : this.configMaps.get(w[3]))).filter((o): o is K8sObject => o !== undefined && o.metadata.name === w[3]);
-      assert.equal(objs.length, kinds.length, `${line}: not every object exists`);
-      const output = w.slice(4, redirect);
-      const text =
-        kinds.length > 1
-          ? YAML.stringify({ apiVersion: 'v1', kind: 'List', items: objs })
-          : this.kubectl('patch', '--local', '-f', this.write(objs[0]), '--type', 'merge', '-p', '{}', ...output);
-      writeFileSync(path.join(this.dir, w[redirect + 1]), text);
-      return false;
-    }
-    if (is('kubectl', 'create', 'configmap')) {
-      const cm = JSON.parse(this.kubectl('-n', ns ?? 'default', ...w.slice(1), '--dry-run=client', '-o', 'json')) as K8sObject;
-      assert.ok(!this.configMaps.has(cm.metadata.name), `ConfigMap ${cm.metadata.name} exists`);
-      this.configMaps.set(cm.metadata.name, cm);
-      return true;
-    }
-    if (is('kubectl', 'create', '-f')) {
-      const doc = YAML.parse(readFileSync(path.join(this.dir, w[3]), 'utf8')) as K8sObject;
-      for (const obj of doc.kind === 'List' ? (doc.items as K8sObject[]) : [doc]) {
-        if (obj.kind === 'DaemonSet') {
-          assert.equal(this.kubeProxyDs, undefined, 'the DaemonSet exists');
-          this.kubeProxyDs = obj;
-        } else {
-          assert.equal(obj.kind, 'ConfigMap');
-          assert.ok(!this.configMaps.has(obj.metadata.name), `ConfigMap ${obj.metadata.name} exists`);
-          this.configMaps.set(obj.metadata.name, obj);
-        }
-      }
-      return true;
-    }
-    if (is('kubectl', 'delete', 'ds', 'kube-proxy')) {
-      assert.ok(this.kubeProxyDs, 'no kube-proxy DaemonSet to delete');
-      this.kubeProxyDs = undefined;
-      return true;
-    }
-    if (is('kubectl', 'delete', 'cm')) {
-      assert.ok(this.configMaps.delete(w[3]), `no ConfigMap ${w[3]} to delete`);
-      return true;
-    }
-    throw new Error(`a command this test does not know: ${line}`);
-  }
-
-  private write(obj: K8sObject): string {
-    const file = path.join(this.dir, `.get-${obj.metadata.name}.json`);
-    writeFileSync(file, JSON.stringify(obj));
-    return file;
+    return this.kubectl(line, w);
   }
 }
 
-test("docs/install.md's migration and roll back: every node, a new one too, has exactly one Service proxy after every command", () => {
+test("docs/install.md's migration and roll back: every node, a new one too, has exactly one Service proxy after every command", async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'kpr-migration-'));
+  const cluster = await Cluster.start(dir);
   try {
     writeFileSync(path.join(dir, 'values-kubeadm.yaml'), platformsValues('values-kubeadm.yaml'));
-    const cluster = new Cluster(dir);
     const commands = commandsFrom(docs('install.md'), '## Migrating a running cluster, node by node');
     const perNode = (section: string) => new Set(commands.filter((c) => c.section === section && c.line.includes('NODE')).map((c) => c.block));
     const migrationPerNode = perNode('## Migrating a running cluster, node by node');
@@ -193,14 +180,14 @@ test("docs/install.md's migration and roll back: every node, a new one too, has 
     check('(kubeadm as installed)');
     // The migration moves node-1 by the per-node block; node-2 stands for a node that joined
     // during the migration and is moved by the finish. The roll back moves both back one by one.
-    const runBlock = (section: string, block: number, node: string) => {
-      for (const c of commands.filter((x) => x.section === section && x.block === block)) if (cluster.run(c.line, node)) check(c.line.replaceAll('NODE', node));
+    const runBlock = async (section: string, block: number, node: string) => {
+      for (const c of commands.filter((x) => x.section === section && x.block === block)) if (await cluster.run(c.line, node)) check(c.line.replaceAll('NODE', node));
     };
     for (const section of ['## Migrating a running cluster, node by node', '## Rolling back']) {
       const blocks = [...new Set(commands.filter((c) => c.section === section).map((c) => c.block))];
       for (const b of blocks) {
         const nodes = migrationPerNode.has(b) ? ['node-1'] : rollbackPerNode.has(b) ? ['node-1', 'node-2'] : ['NODE'];
-        for (const n of nodes) runBlock(section, b, n);
+        for (const n of nodes) await runBlock(section, b, n);
       }
       if (section.startsWith('## Migrating')) {
         // The end of the migration: kube-proxy gone, kpr everywhere without any label logic.
@@ -234,6 +221,7 @@ test("docs/install.md's migration and roll back: every node, a new one too, has 
       'node-new nothing after: helm upgrade kpr charts/kpr --namespace kube-system -f values-kubeadm.yaml --set kubeProxyConfigMap.name=kpr-kube-proxy --set migration.enabled=true',
     ]);
   } finally {
+    await cluster.close();
     rmSync(dir, { recursive: true, force: true });
   }
 });
@@ -241,4 +229,38 @@ test("docs/install.md's migration and roll back: every node, a new one too, has 
 test('shellWords splits as sh does', () => {
   assert.deepEqual(shellWords(`kubectl patch -p '{"a":"b c"}' x\\ y "q\\"r" # comment`), ['kubectl', 'patch', '-p', '{"a":"b c"}', 'x y', 'q"r']);
   assert.deepEqual(shellWords(`get -o jsonpath='{.data.kubeconfig\\.conf}' > f`), ['get', '-o', 'jsonpath={.data.kubeconfig\\.conf}', '>', 'f']);
+});
+
+test("the roll back's copy is `kubectl get -o yaml` as is: kubectl create leaves out the resourceVersion that the API server refuses on create", async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'kpr-migration-'));
+  const api = await startApiServer({ bookmarkIntervalMs: 0 });
+  try {
+    const kubeconfig = await api.writeKubeconfig(path.join(dir, 'kubeconfig'));
+    const kubectl = async (...args: string[]) => {
+      const r = await kubectlAt(dir, kubeconfig, args);
+      assert.equal(r.status, 0, `kubectl ${args.join(' ')}: ${r.stderr}`);
+      return r.stdout;
+    };
+    const ds = api.create(asCreated(fixture('kubeadm-daemonset.yaml')));
+    api.create(asCreated(fixture('kubeadm-configmap.yaml')));
+    writeFileSync(path.join(dir, 'kube-proxy-backup.yaml'), await kubectl('-n', NS, 'get', 'ds,cm', 'kube-proxy', '-o', 'yaml'));
+    const copy = YAML.parse(readFileSync(path.join(dir, 'kube-proxy-backup.yaml'), 'utf8')) as { kind: string; items: K8sObject[] };
+    assert.equal(copy.kind, 'List');
+    assert.deepEqual(copy.items.map((o) => [o.kind, typeof (o.metadata as { resourceVersion?: string }).resourceVersion]), [['DaemonSet', 'string'], ['ConfigMap', 'string']]);
+    await kubectl('-n', NS, 'delete', 'ds', 'kube-proxy');
+    await kubectl('-n', NS, 'delete', 'cm', 'kube-proxy');
+    // The copy as it is, sent by a client that keeps its resourceVersion: refused, as kube-apiserver's storage does.
+    const raw = await fetch(`${api.url}/apis/apps/v1/namespaces/${NS}/daemonsets`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(copy.items[0]) });
+    assert.equal(raw.status, 500);
+    assert.equal(((await raw.json()) as { message: string }).message, 'resourceVersion should not be set on objects to be created');
+    // kubectl create clears it before it sends the object: both are back, as new objects.
+    await kubectl('create', '-f', 'kube-proxy-backup.yaml');
+    const restored = api.get('DaemonSet', NS, 'kube-proxy')!;
+    assert.deepEqual(restored.spec, ds.spec);
+    assert.notEqual(restored.metadata!.uid, ds.metadata!.uid);
+    assert.deepEqual(api.get('ConfigMap', NS, 'kube-proxy')!.data, fixture('kubeadm-configmap.yaml').data);
+  } finally {
+    await api.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -135,11 +135,11 @@ describe('kpr CLI on pinned maps (10,000 services × 10 backends)', { timeout: 1
     assert.equal(views[0].address, svcAddr(1253));
     assert.equal(views[0].backends.length, BACKENDS_PER_SERVICE);
     const missing = await kpr('service', 'get', 'ns-3/nope', '--bpffs', dir);
-    assert.equal(missing.code, 2);
+    assert.equal(missing.code, 1, 'ran, found nothing');
     assert.match(missing.stderr, /service ns-3\/nope is not programmed/);
     const bad = await kpr('service', 'get', 'no-slash', '--bpffs', dir);
-    assert.equal(bad.code, 2);
-    assert.match(bad.stderr, /usage: kpr service get NAMESPACE\/NAME/);
+    assert.equal(bad.code, 2, 'a usage error');
+    assert.match(bad.stderr, /service get: NAMESPACE\/NAME expected/);
   });
 
   test('map list: every pinned map with its type, entries and capacity as the kernel reports them', async () => {
@@ -245,24 +245,24 @@ describe('kpr CLI on pinned maps (10,000 services × 10 backends)', { timeout: 1
       assert.equal(list.code, 0, list.stderr);
       assert.deepEqual(JSON.parse(list.stdout).maps.map((x: { name: string; layoutVersion?: number }) => [x.name, x.layoutVersion]), [[MAP_NAMES.svc, 1]]);
       const svc = await kpr('service', 'list', '--bpffs', old);
-      assert.equal(svc.code, 2);
+      assert.equal(svc.code, 1);
       assert.match(svc.stderr, new RegExp(`kpr_svc is pinned at layout v1 .*this kpr reads v${MAPS.svc.version}: the agent on this node is another release`));
     } finally {
       rmSync(old, { recursive: true, force: true });
     }
   });
 
-  test('nothing pinned, or no permission: a clear error, exit code 2', async () => {
+  test('nothing pinned, or no permission: a clear error, exit code 1', async () => {
     const empty = `/sys/fs/bpf/kpr-test-none-${process.pid}`;
     for (const args of [['map', 'list'], ['service', 'list'], ['stats'], ['map', 'dump', 'kpr_svc']]) {
       const r = await kpr(...args, '--bpffs', empty);
-      assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+      assert.equal(r.code, 1, `${args.join(' ')}: ${r.stderr}`);
       assert.match(r.stderr, /is the kpr agent running on this node with --bpffs/, args.join(' '));
     }
     // Without privileges (uid/gid nobody, no capabilities), opening a pin is refused.
     const r = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', '--inh-caps=-all', cliBin, 'service', 'list', '--bpffs', dir], { encoding: 'utf8' });
     assert.equal(r.error, undefined, 'setpriv (util-linux) runs');
-    assert.equal(r.status, 2, r.stderr);
+    assert.equal(r.status, 1, r.stderr);
     assert.match(r.stderr, /needs root|EACCES|EPERM/);
   });
 });
