@@ -4,7 +4,7 @@
  * endpoints: 110,012 kpr_svc entries, 100,001 backends) the compiled sizes
  * hold it and the agent runs as deployed, with no --map-size-* flag; at
  * 100,000 × 10 (1.1 M kpr_svc entries, 1 M backends) it gets the flags an
- * operator would give it (README, *Map sizes*).
+ * operator would give it (docs/configuration.md, *Map sizes*).
  */
 import { frontendCapacity } from '../agent/datapath/map-sizes.js';
 import { MAPS } from '../agent/maps/registry.js';

@@ -73,7 +73,7 @@ export const FLOOR_RUNS = 3;
  * Cold starts of the agent whose initial syncs give kpr's cold figure (their
  * median): on this shared VM a spell of 10–20 s in which the same CPU work
  * takes ~1.4× as long (measured on an idle machine) falls on one start in a few, and one start was one
- * draw of it (docs/performance.md, *100,000 Services*). The last start is
+ * draw of it (docs/performance.md, *How `make bench` measures*). The last start is
  * the agent the rest of the phase measures; the others each get a cgroup
  * and bpffs directory of their own, removed before the next.
  */

@@ -3,7 +3,7 @@
  * `kubeproxy.config.k8s.io/v1alpha1` KubeProxyConfiguration, what kubeadm
  * stores in the kube-proxy ConfigMap (key `config.conf`). Each field kpr has
  * a meaning for becomes the kpr flag of that meaning (KUBE_PROXY_CONFIG_FIELDS,
- * the table README's "kube-proxy's config file" section shows); a field that
+ * the table of docs/configuration.md, "kube-proxy's flags and config file", shows); a field that
  * does not apply to kpr (iptables/IPVS/nftables/Windows tuning, kernel
  * sysctls, klog, feature gates) is accepted and, when set, named in one info
  * line. A field that is not in v1alpha1 is decoded leniently, as kube-proxy
@@ -33,7 +33,7 @@ interface Leaf {
   type: ValueType;
   /** The kpr flag (`--name`) this field sets; with `ignored` too, only when the agent has that flag. */
   flag?: string;
-  /** Why kpr ignores it (README's table); with `flag`, while the agent has no such flag. */
+  /** Why kpr ignores it (docs/configuration.md's table); with `flag`, while the agent has no such flag. */
   ignored?: string;
   /** Only for sync periods: the proxy mode whose section is read (kube-proxy's conversion picks by mode). */
   mode?: 'iptables' | 'ipvs' | 'nftables';
@@ -318,7 +318,7 @@ export function kubeProxyConfigArgs(doc: Record<string, unknown>, source: string
   return { args, ignored, unknown, ...(proxyMode === undefined ? {} : { proxyMode }), conntrack };
 }
 
-/** Every leaf of KUBE_PROXY_CONFIG_FIELDS as [path, leaf] (README's table; tests). */
+/** Every leaf of KUBE_PROXY_CONFIG_FIELDS as [path, leaf] (docs/configuration.md's table; tests). */
 export function kubeProxyConfigLeaves(): Array<[string, Leaf]> {
   const out: Array<[string, Leaf]> = [];
   const walk = (fields: Record<string, Field>, prefix: string) => {

@@ -4,7 +4,7 @@
  * synced within syncBoundMs of the agent's start, or when a synced cache has
  * not been confirmed against the API server (a successful list, any watch
  * event or bookmark) for longer than staleBoundMs. kube-proxy's /healthz has
- * no such rule; see README, Health.
+ * no such rule; see docs/metrics.md, Health.
  */
 
 /** One informer's cache (ClusterWatch.cacheStatus() fits). */

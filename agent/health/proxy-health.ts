@@ -122,7 +122,7 @@ function bodyOf(h: ProxyHealthSnapshot, nodeOk: boolean | undefined, ok: boolean
  * last sync left them, in the field "servicesOverLimit" after it. It never
  * changes the status: a node that serves every Service that fits stays in
  * load-balancer rotation, as kube-proxy's does when some rules cannot be
- * programmed for one Service (README, Health).
+ * programmed for one Service (docs/metrics.md, Health).
  *
  * `mapSizes` (kpr's addition): the BPF map sizes configured and in use, in
  * the field "mapSizes" last; it never changes the status either.

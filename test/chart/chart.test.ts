@@ -133,20 +133,20 @@ describe('charts/kpr with the real helm', () => {
     assert.equal(pod.initContainers, undefined);
   });
 
-  test('every agent flag is a chart setting (values.yaml, schema, README) and every setting is an agent flag', () => {
+  test('every agent flag is a chart setting (values.yaml, schema, charts/kpr/README.md) and every setting is an agent flag', () => {
     const readme = readFileSync(path.join(CHART, 'README.md'), 'utf8');
     const schemaKeys = Object.keys(schema.properties.config.properties).sort();
     const flagKeys = Object.keys(AGENT_FLAGS).filter((k) => !NOT_IN_CONFIG.has(k)).sort();
     for (const k of flagKeys) {
-      assert.ok(schemaKeys.includes(k), `agent flag --${k} is missing from charts/kpr: add it to values.yaml (config), values.schema.json and README.md`);
+      assert.ok(schemaKeys.includes(k), `agent flag --${k} is missing from charts/kpr: add it to values.yaml (config), values.schema.json and charts/kpr/README.md`);
     }
     assert.deepEqual(schemaKeys, flagKeys, 'values.schema.json config keys are the agent flags');
     assert.deepEqual(Object.keys(defaults.config).sort(), flagKeys, 'values.yaml lists every config key');
-    for (const k of flagKeys) assert.match(readme, new RegExp(`\`config\\.${k}\``), `README.md documents config.${k}`);
+    for (const k of flagKeys) assert.match(readme, new RegExp(`\`config\\.${k}\``), `charts/kpr/README.md documents config.${k}`);
     for (const k of ['k8sServiceHost', 'k8sServicePort']) assert.match(readme, new RegExp(`\`${k}\``));
   });
 
-  test('README.md documents every value of values.yaml', () => {
+  test('charts/kpr/README.md documents every value of values.yaml', () => {
     const readme = readFileSync(path.join(CHART, 'README.md'), 'utf8');
     const lines = readme.split('\n').filter((l) => l.startsWith('| `'));
     const leaves = (obj: Record<string, unknown>, prefix: string): string[] =>

@@ -217,11 +217,11 @@ test("kube-proxy's flag spellings: aliases of kpr's flags, ignored ones dropped 
   assert.throws(() => agent(['--no-such-flag']), /Unknown option '--no-such-flag'/);
 });
 
-test("README's kube-proxy config table lists every v1alpha1 field with what kpr does with it", () => {
-  const readme = readFileSync(path.join(repoRoot, 'README.md'), 'utf8');
+test("docs/configuration.md's kube-proxy config table lists every v1alpha1 field with what kpr does with it", () => {
+  const readme = readFileSync(path.join(repoRoot, 'docs', 'configuration.md'), 'utf8');
   for (const [field, leaf] of kubeProxyConfigLeaves()) {
     const row = readme.split('\n').find((l) => l.startsWith('| ') && l.split('|')[1].split(',').map((c) => c.trim()).includes(`\`${field}\``));
-    assert.ok(row, `README has a row for ${field}`);
+    assert.ok(row, `docs/configuration.md has a row for ${field}`);
     // A field whose flag the agent has maps to it (conntrack.maxPerCore/min: once the agent has --conntrack-max-per-core/--conntrack-min).
     if (mapsToFlag(leaf, (f) => Object.hasOwn(AGENT_FLAGS, f.slice(2)))) assert.ok(row.includes(`\`${leaf.flag}\``), `${field} → ${leaf.flag}: ${row}`);
     else assert.match(row, /ignored/, `${field} is ignored`);

@@ -146,10 +146,10 @@ describe('kpr monitor on a running agent', { timeout: scaled(120_000) }, () => {
       extBy[POD_BY_IP[e.backend!.address]] = (extBy[POD_BY_IP[e.backend!.address]] ?? 0) + 1;
     }
     assert.deepEqual(extBy, ext.byPod);
-    console.log(JSON.stringify(tc[0])); // the README's example
+    console.log(JSON.stringify(tc[0])); // docs/cli.md's example (kpr monitor)
   });
 
-  test('the table: one row per decision, as the README shows it', async () => {
+  test('the table: one row per decision, as docs/cli.md shows it', async () => {
     const mon = await startMonitor(['--count', '4']);
     await inNode('http', `${WEB}:80`, ['--count', '1']);
     await inNode('once', `${EMPTY}:80`, ['--timeout-ms', '2000']);

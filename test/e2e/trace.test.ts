@@ -122,7 +122,7 @@ describe('kpr trace on the real maps of a running agent', { timeout: scaled(120_
     assert.equal(hit.verdict.action, 'continues');
     assert.equal(hit.verdict.backend, backend);
     assert.match(hit.verdict.summary, /NodePort e2e\/sticky:http/);
-    // The table forms, as the README shows them.
+    // The table forms, as docs/cli.md (kpr trace) shows them.
     console.log(traceTable(['--from', CLIENT_A, '--to', `${NODE1_UPLINK}:30123`]));
     console.log(traceTable(['--from', `${CLIENT_A}:${flow.clientPort}`, '--to', `${NODE1_UPLINK}:30123`]));
     console.log(traceTable(['--from', CLIENT_A, '--to', '198.19.200.22:80']));
