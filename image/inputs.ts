@@ -37,7 +37,9 @@ export function readNodeEnv(text: string): NodeEnv {
 export function bundledNpmPackages(inputs: string[]): string[] {
   const dirs = new Set<string>();
   for (const input of inputs) {
-    const m = /^(.*node_modules\/(?:@[^/]+\/)?[^/]+)\//.exec(input);
+    // From the first node_modules/ on: a checkout whose node_modules is a link elsewhere has ../other/node_modules/… inputs.
+    const at = input.indexOf('node_modules/');
+    const m = at < 0 ? null : /^(.*node_modules\/(?:@[^/]+\/)?[^/]+)\//.exec(input.slice(at));
     if (m) dirs.add(m[1]);
   }
   return [...dirs].sort();

@@ -147,7 +147,8 @@ test('bundled npm packages: the package directories of esbuild\'s inputs, scoped
     'node_modules/fastify/fastify.js',
     'node_modules/@kubernetes/client-node/dist/index.js',
     'node_modules/a/node_modules/b/index.js',
-  ]), ['node_modules/@kubernetes/client-node', 'node_modules/a/node_modules/b', 'node_modules/fastify']);
+    '../other-checkout/node_modules/pino/pino.js',
+  ]), ['node_modules/@kubernetes/client-node', 'node_modules/a/node_modules/b', 'node_modules/fastify', 'node_modules/pino']);
 });
 
 test('the entrypoint runs node with bin/kpr-agent\'s flags: one place for them', () => {
