@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DELETE_ON_ERROR:
 # The arm64 sysroot is an intermediate of build/arch/arm64; keep it (mmdebstrap takes a minute).
 .SECONDARY:
-.PHONY: all deps deps-system deps-node deps-node-prod deps-image node-lts image test-image bpf bpf-fixtures build test test-unit test-kernels demo bench clean chart-lint
+.PHONY: all deps deps-system deps-node deps-node-prod deps-image deps-image-test node-lts image test-image bpf bpf-fixtures build test test-unit test-kernels demo bench clean chart-lint
 
 BUILD_DIR   := build
 comma := ,
@@ -197,9 +197,22 @@ image: build deps-image $(foreach a,$(CROSS_ARCHES),$(BUILD_DIR)/arch/$(a)/.read
 # The image as users meet it (test/image-e2e/): the archives as a user unpacks
 # them (skopeo reads each, `kpr version` and the agent's start-up checks run in
 # the root filesystem: the host's architecture in a chroot, the other under
-# qemu-user; the SBOM lists what is inside).
-test-image: image
+# qemu-user; the SBOM lists what is inside). Then the chart's pod from the
+# image (test/image-e2e/run.ts, chart-pod.test.ts): helm renders the chart
+# here, podman loads the archive into a store under build/image-test, and one
+# QEMU guest (test/kernels/vm.sh, Debian's 6.1 kernel, no bpffs at boot) runs
+# the pod with podman and crun, step by step (about 10 minutes).
+IMAGE_TEST_PKGS := podman crun conmon openssl
+deps-image-test:
+	@missing=""; for p in $(IMAGE_TEST_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "kpr: installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+test-image: image deps-image-test
 	node --test --test-concurrency=1 dist/test/image-e2e/archive.test.js
+	node dist/test/image-e2e/run.js
 
 demo: build
 	node dist/sandbox/demo.js

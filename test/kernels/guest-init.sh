@@ -9,7 +9,8 @@ mount -t devtmpfs devtmpfs /dev
 mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /dev/shm
-mount -t bpf bpffs /sys/fs/bpf
+# kpr.bpffs=0 (KPR_VM_BPFFS=0): no bpffs, as on a node that does not mount it at boot.
+[ "$(arg kpr.bpffs)" = 0 ] || mount -t bpf bpffs /sys/fs/bpf
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
 mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
 ver="$(arg kpr.ver)"; mods="$(arg kpr.mods)"; out="$(arg kpr.out)"; work="$(arg kpr.work)"

@@ -5,7 +5,8 @@
 #   test/kernels/vm.sh fetch SERIES          # 5.10 | 6.1 | 6.12: download + unpack
 #   test/kernels/vm.sh run SERIES OUTDIR CMD  # boot, run CMD (bash -c), power off
 #
-# Inside the guest: tmpfs on /tmp /run /var/tmp /root, bpffs, cgroup2 at
+# Inside the guest: tmpfs on /tmp /run /var/tmp /root, bpffs (unless
+# KPR_VM_BPFFS=0: a node whose /sys/fs/bpf is not mounted), cgroup2 at
 # /sys/fs/cgroup, lo up, and a modprobe that loads the guest kernel's own
 # modules. OUTDIR (host path) is shared read-write at the same path, and the
 # checkout (KPR_VM_WORKDIR, default the repo) read-only with cache=loose: the
@@ -131,7 +132,7 @@ run() {
   local work="${KPR_VM_WORKDIR:-$REPO}"
   printf '%s\n' "$*" > "$out/cmd"
   # The guest's modprobe: the guest kernel's own modules from the shared tree.
-  local cmdline="console=ttyS0 panic=-1 quiet loglevel=3 kpr.ver=$ver kpr.mods=$dir/mods kpr.out=$out kpr.work=$work kpr.init=$HERE/guest-init.sh"
+  local cmdline="console=ttyS0 panic=-1 quiet loglevel=3 kpr.ver=$ver kpr.mods=$dir/mods kpr.out=$out kpr.work=$work kpr.init=$HERE/guest-init.sh kpr.bpffs=${KPR_VM_BPFFS:-1}"
   set +e
   timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 -accel tcg -cpu max -smp "$SMP" -m "$MEM" \
     -nographic -no-reboot -monitor none -serial stdio \
