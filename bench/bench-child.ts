@@ -14,6 +14,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { BpfMap, BatchWriter } from '../native/index.js';
 import { asUnderTest } from './priority.js';
+import { agentNodeFlagsOf } from '../image/inputs.js';
 import type { BenchMapSizes } from './map-sizing.js';
 
 /** bin/kpr-agent's node flags in builds whose script does not say them in the form agentNodeFlags reads. */
@@ -31,8 +32,11 @@ export function agentNodeFlags(distRoot: string): string[] {
   } catch {
     return AGENT_NODE_FLAGS;
   }
-  const m = /\$\{KPR_NODE_FLAGS-([^}]*)\}/.exec(script);
-  return m ? m[1].split(/\s+/).filter(Boolean) : AGENT_NODE_FLAGS;
+  try {
+    return agentNodeFlagsOf(script);
+  } catch {
+    return AGENT_NODE_FLAGS;
+  }
 }
 
 /**

@@ -37,7 +37,7 @@ import {
   type ImageMeta,
 } from './oci.js';
 import { spdxDocument, type NpmPackage } from './sbom.js';
-import { bundledNpmPackages, readNodeEnv } from './inputs.js';
+import { agentNodeFlagsOf, bundledNpmPackages, readNodeEnv, type NodeEnv } from './inputs.js';
 
 const root = findRepoRoot();
 const IMAGE_NAME = 'localhost/kpr';
@@ -79,13 +79,6 @@ function archOutputs(arch: ImageArch): string {
     if (!fs.existsSync(path.join(dir, f))) throw new Error(`${path.join(dir, f)} is missing: run \`make image\` (it builds every architecture's outputs)`);
   }
   return dir;
-}
-
-/** The node flags bin/kpr-agent runs the agent with (its `${KPR_NODE_FLAGS-…}` default): the image's entrypoint runs node with the same. */
-export function agentNodeFlagsOf(script: string): string[] {
-  const m = /\$\{KPR_NODE_FLAGS-([^}]*)\}/.exec(script);
-  if (!m) throw new Error('bin/kpr-agent does not name its node flags as ${KPR_NODE_FLAGS-…}');
-  return m[1].split(/\s+/).filter(Boolean);
 }
 
 function copy(src: string, dst: string, mode?: number): void {
@@ -240,7 +233,14 @@ interface ArchResult {
   layerBytes: number;
 }
 
-function buildArch(arch: ImageArch, meta: ImageMeta, epoch: number, outDir: string, layout: Layout): ArchResult {
+/** What every architecture's image shares: read once per build. */
+interface SharedInputs {
+  nodeEnv: NodeEnv;
+  npm: NpmPackage[];
+  agentNodeFlags: string[];
+}
+
+function buildArch(arch: ImageArch, meta: ImageMeta, epoch: number, outDir: string, layout: Layout, shared: SharedInputs): ArchResult {
   const work = path.join(outDir, 'work', arch);
   const rootfs = path.join(work, 'rootfs');
   fs.mkdirSync(work, { recursive: true });
@@ -250,8 +250,7 @@ function buildArch(arch: ImageArch, meta: ImageMeta, epoch: number, outDir: stri
   const nodeDir = path.join(work, 'node');
   run(path.join(root, 'tools/fetch-node.sh'), [NODE_ARCH[arch], nodeDir]);
   addKpr(rootfs, arch, nodeDir, meta.version);
-  const nodeEnv = readNodeEnv(fs.readFileSync(path.join(root, 'tools/node.env'), 'utf8'));
-  const npm = npmPackages();
+  const { nodeEnv, npm } = shared;
   const sbom = spdxDocument({
     imageName: meta.name, version: meta.version, revision: meta.revision, arch, created: meta.created, distro: DISTRO, debs, npm,
     node: { version: nodeEnv.version, integrity: nodeEnv.integrity[NODE_ARCH[arch]], npmPackage: `node-linux-${NODE_ARCH[arch]}` },
@@ -268,10 +267,9 @@ function buildArch(arch: ImageArch, meta: ImageMeta, epoch: number, outDir: stri
   gzip(tarFile, `${tarFile}.gz`);
   fs.rmSync(tarFile);
   const layer = layout.addFile(MEDIA_TYPE.layerGzip, `${tarFile}.gz`);
-  const flags = agentNodeFlagsOf(fs.readFileSync(path.join(root, 'bin/kpr-agent'), 'utf8'));
   const config = layout.addJson(MEDIA_TYPE.config, imageConfig(meta, arch, {
     // Not a shell: node itself is PID 1 and gets the runtime's signals.
-    entrypoint: ['/usr/local/bin/node', ...flags, '/opt/kpr/dist/kpr-agent.mjs'],
+    entrypoint: ['/usr/local/bin/node', ...shared.agentNodeFlags, '/opt/kpr/dist/kpr-agent.mjs'],
     env: [ENV_PATH, 'MALLOC_ARENA_MAX=1'],
     workingDir: '/opt/kpr',
     user: '0:0',
@@ -303,7 +301,12 @@ function main(): void {
   const meta: ImageMeta = { name: IMAGE_NAME, version, revision, source, created: new Date(epoch * 1000) };
 
   const layout = new Layout(path.join(outDir, 'oci'));
-  const results = arches.map((a) => buildArch(a, meta, epoch, outDir, layout));
+  const shared: SharedInputs = {
+    nodeEnv: readNodeEnv(fs.readFileSync(path.join(root, 'tools/node.env'), 'utf8')),
+    npm: npmPackages(),
+    agentNodeFlags: agentNodeFlagsOf(fs.readFileSync(path.join(root, 'bin/kpr-agent'), 'utf8')),
+  };
+  const results = arches.map((a) => buildArch(a, meta, epoch, outDir, layout, shared));
   const index = layout.addJson(MEDIA_TYPE.index, imageIndex(results.map((r) => r.manifest), { 'org.opencontainers.image.version': meta.version, 'org.opencontainers.image.revision': meta.revision }));
   layout.setIndex([{ ...index, annotations: refAnnotations(meta) }]);
   const multi = path.join(outDir, `kpr-${meta.version}.oci.tar`);

@@ -1,7 +1,9 @@
 /**
  * What the image builder reads from the repository, parsed: tools/node.env
- * (the Node LTS pinned for the tests and the image) and esbuild's metafile
- * inputs (which npm packages' code is inside the bundles). Pure.
+ * (the Node LTS pinned for the tests and the image), esbuild's metafile
+ * inputs (which npm packages' code is inside the bundles) and bin/kpr-agent's
+ * node flags (the image's entrypoint; the benches start the agent with them
+ * too). Pure.
  */
 
 export interface NodeEnv {
@@ -43,4 +45,11 @@ export function bundledNpmPackages(inputs: string[]): string[] {
     if (m) dirs.add(m[1]);
   }
   return [...dirs].sort();
+}
+
+/** The node flags bin/kpr-agent runs the agent with (its `${KPR_NODE_FLAGS-…}` default): the image's entrypoint runs node with the same. */
+export function agentNodeFlagsOf(script: string): string[] {
+  const m = /\$\{KPR_NODE_FLAGS-([^}]*)\}/.exec(script);
+  if (!m) throw new Error('bin/kpr-agent does not name its node flags as ${KPR_NODE_FLAGS-…}');
+  return m[1].split(/\s+/).filter(Boolean);
 }

@@ -13,8 +13,7 @@ import path from 'node:path';
 import { canonicalJson, describeBlob, imageConfig, imageIndex, imageManifest, refAnnotations, MEDIA_TYPE, type ImageMeta } from '../../image/oci.js';
 import { debPackage, debPurl, dpkgStatus, parseControl } from '../../image/debian.js';
 import { spdxDocument } from '../../image/sbom.js';
-import { bundledNpmPackages, readNodeEnv } from '../../image/inputs.js';
-import { agentNodeFlagsOf } from '../../image/build.js';
+import { agentNodeFlagsOf, bundledNpmPackages, readNodeEnv } from '../../image/inputs.js';
 import { repoRoot } from '../support/paths.js';
 
 const meta: ImageMeta = { name: 'localhost/kpr', version: '0.1.0', revision: 'abc123', source: 'https://example.invalid/kpr', created: new Date(1_700_000_000_000) };
