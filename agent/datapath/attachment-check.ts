@@ -6,14 +6,18 @@
  * attachment while the pin and the link object stay (`bpftool link detach`,
  * BPF_LINK_DETACH, 5.9+): the link then names no cgroup, and re-using it is
  * impossible, so the repair unpins it and pins a new link (native/attach.ts
- * attachCgroup). The tc side of the same check is TcAttacher.verify().
+ * attachCgroup). A link of kpr's that runs another agent's program (a
+ * second agent on the same pins swapped its program in, as during a rolling
+ * update) is in place, not missing: repairing it would make two agents
+ * swap the link back and forth. The tc side of the same check is
+ * TcAttacher.verify().
  *
  * Run by the node datapath at every interface rescan (every 2 s) and at
  * every periodic resync; what it finds feeds kpr_attachments_repaired_total
  * and /healthz's "attachments" (agent/health/attachment-health.ts).
  */
 import { existsSync } from 'node:fs';
-import { queryCgroupPrograms, type CgroupAttachment } from '../../native/index.js';
+import { cgroupId, pinnedLinkInfo, queryCgroupPrograms, type CgroupAttachment, type LinkInfo } from '../../native/index.js';
 
 /** Where an attachment lives: the socket programs' cgroup, a tcx link, a clsact filter. */
 export type AttachHook = 'cgroup' | 'tcx' | 'tc';
@@ -53,6 +57,22 @@ export interface SockAttachments {
   reattach(program: string): CgroupAttachment;
 }
 
+function linkAt(pin: string): LinkInfo | null {
+  try {
+    return pinnedLinkInfo(pin);
+  } catch {
+    return null; // not a link (pin_check puts the agent's own back)
+  }
+}
+
+function currentCgroupId(path: string): bigint | undefined {
+  try {
+    return cgroupId(path);
+  } catch {
+    return undefined;
+  }
+}
+
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 /** Checks every socket program's attachment on the cgroup and repairs what is missing. */
@@ -83,7 +103,14 @@ export function checkCgroupAttachments(s: SockAttachments): CgroupCheck {
       continue;
     }
     if (ids.includes(a.progId)) continue;
-    const found = `program ${a.progId} is not attached to the cgroup (link ${a.linkId} detached or replaced)`;
+    const link = linkAt(a.linkPinPath);
+    // Another agent on these pins (a rolling update) swapped its program into kpr's link: in place, not missing.
+    if (link && link.cgroupId !== 0n && link.cgroupId === currentCgroupId(s.cgroupPath) && ids.includes(link.progId)) continue;
+    const found = !link
+      ? `program ${a.progId} is not attached to the cgroup (no link pinned at ${a.linkPinPath})`
+      : link.cgroupId === 0n
+        ? `program ${a.progId} is not attached to the cgroup: link ${link.id} is detached`
+        : `program ${a.progId} is not attached to the cgroup (link ${link.id} runs program ${link.progId} on cgroup id ${link.cgroupId})`;
     try {
       const attachment = s.reattach(a.program);
       out.repaired.push({ ...ref(a), found, attachment });

@@ -129,7 +129,8 @@ export function tcxMode(pinDir: string): TcHookMode {
     },
     missing(role, ifname, ifindex, progId) {
       // bpf_prog_query(BPF_TCX_INGRESS): the programs the hook runs now.
-      if (queryTcxProgramsByIndex(ifindex, TCX.INGRESS, ifname).includes(progId)) return null;
+      const running = queryTcxProgramsByIndex(ifindex, TCX.INGRESS, ifname);
+      if (running.includes(progId)) return null;
       const pin = path.join(pinDir, tcxPinName(role, ifname));
       let link: ReturnType<typeof pinnedTcxLinkInfo> = null;
       try {
@@ -137,6 +138,8 @@ export function tcxMode(pinDir: string): TcHookMode {
       } catch {
         link = null;
       }
+      // Another agent on these pins swapped its program into kpr's link (a rolling update): in place.
+      if (link && link.ifindex === ifindex && running.includes(link.progId)) return null;
       if (!link) return `program ${progId} is not on the tcx ingress hook (no link pinned at ${pin})`;
       if (link.ifindex === 0) return `program ${progId} is not on the tcx ingress hook: link ${link.id} is detached`;
       return `program ${progId} is not on the tcx ingress hook (link ${link.id} runs program ${link.progId} on ifindex ${link.ifindex})`;
@@ -180,6 +183,8 @@ export function classicMode(): TcHookMode {
       // bpf_tc_query at kpr's handle/priority: the filter's program, or none (filter or clsact qdisc deleted).
       const id = queryTcFilterByIndex(ifindex, undefined, KPR_TC_FILTER, ifname);
       if (id === progId) return null;
+      // Another agent replaced the program of kpr's filter with its own (a rolling update): in place.
+      if (id !== null && roleOfProgram(id) !== undefined) return null;
       return id === null ? `kpr's clsact filter is gone (filter or qdisc deleted)` : `kpr's clsact filter runs program ${id}, not ${progId}`;
     },
   };
