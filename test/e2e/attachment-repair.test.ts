@@ -20,7 +20,7 @@ import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdirSync, readdirSync, rmdirSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { BoxCluster, waitFor } from '../../sandbox/cluster.js';
+import { BoxCluster, NODE_NAME, waitFor } from '../../sandbox/cluster.js';
 import { inNs, nsPath } from '../../sandbox/netns.js';
 import { repoRoot } from '../../sandbox/repo.js';
 import type { ClientReport } from '../../sandbox/client.js';
@@ -63,7 +63,8 @@ async function until<T>(what: string, check: () => Promise<T | undefined | false
   }
 }
 
-for (const tcCase of tcModeCases()) attachmentSuite(tcCase, tcCase === tcModeCases()[0]);
+// The cgroup cases do not depend on the tc mode: they run in the first suite only.
+tcModeCases().forEach((tcCase, i) => attachmentSuite(tcCase, i === 0));
 
 function attachmentSuite(tcCase: TcModeCase, withCgroupCases: boolean): void {
   describe(`attachment repair end to end [${tcCase.label}]`, { timeout: scaled(120_000) }, () => {
@@ -96,8 +97,12 @@ function attachmentSuite(tcCase: TcModeCase, withCgroupCases: boolean): void {
     before(async () => {
       requireRoot();
       box = await BoxCluster.create({ pods: PODS });
-      // The caller pod reaches service addresses through the node, where tc translates them.
+      // The caller pod reaches service addresses through the node, where tc translates them and
+      // forwards (a FIB lookup the node namespace answers only when it forwards).
       inNs(box.topo.pods.get('caller')!.ns, 'ip', 'route', 'add', '198.19.0.0/16', 'via', '198.18.0.1');
+      inNs(box.topo.nodeNs, 'sysctl', '-qw', 'net.ipv4.ip_forward=1');
+      // The Node object: /healthz answers 503 for a node the API server does not know, like kube-proxy.
+      box.api.create({ apiVersion: 'v1', kind: 'Node', metadata: { name: NODE_NAME }, status: { addresses: [{ type: 'InternalIP', address: '198.18.0.1' }] } });
       box.api.create(httpService('attach', 'web', VIP));
       box.api.create(httpSlice('attach', 'web-1', 'web', PODS.filter((p) => BACKENDS.includes(p.name)).map((p) => p.ip)));
       const agent = await box.startAgent(['--sync-period', SYNC_PERIOD, ...tcCase.args]);
