@@ -49,6 +49,7 @@ export const KERNEL_SUITES = [
   'e2e/observability.test.js',
   'e2e/kernel-features.test.js',
   'e2e/drift-and-faults.test.js',
+  'e2e/attachment-repair.test.js',
   'e2e/monitor.test.js',
   'e2e/upgrade.test.js',
 ];
@@ -82,6 +83,7 @@ export const ROWS: Record<string, { label: string; features: string[] }> = {
   'e2e/observability.test.js': { label: 'observability e2e', features: [] },
   'e2e/kernel-features.test.js': { label: 'kernel features, netns cookie, recovery e2e', features: ['netns-cookie-sockopt'] },
   'e2e/drift-and-faults.test.js': { label: 'drift repair and node faults e2e', features: [] },
+  'e2e/attachment-repair.test.js': { label: 'detached cgroup links and tc attachments repaired, /healthz e2e', features: ['tcx'] },
   'e2e/monitor.test.js': { label: 'kpr monitor e2e', features: ['tcx'] },
   'e2e/upgrade.test.js': { label: 'live map migration under load (size, v1 -> v2, newer refused) e2e', features: ['tcx'] },
 };
