@@ -126,9 +126,10 @@ export class NodeDatapath {
     // Each rescan also checks the node's other attachments: the socket programs'
     // cgroup (removed and created again) and kpr's pins (removed, replaced, bpffs gone).
     const rescan = setInterval(() => {
-      this.tick('interface_rescan', () => this.keepTcxLinks(this.attacher.sync()));
+      const rescanned = this.tick('interface_rescan', () => this.keepTcxLinks(this.attacher.sync()));
       this.tick('cgroup_check', () => this.checkCgroup());
-      this.tick('attachment_check', () => this.checkAttachments('probe'));
+      // The tc side needs the node namespace, as the rescan does: when that failed, it says why.
+      this.tick('attachment_check', () => this.checkAttachments('probe', rescanned));
       const pins = this.opts.pins;
       if (pins) this.tick('pin_check', () => pins.check());
     }, INTERFACE_RESCAN_MS);
@@ -189,7 +190,7 @@ export class NodeDatapath {
     } catch {
       /* the cgroup is gone: the attachment check reports it */
     }
-    this.tick('attachment_check', () => this.checkAttachments(trigger));
+    this.tick('attachment_check', () => this.checkAttachments(trigger, !this.failing.has('interface_rescan')));
   }
 
   /**
@@ -198,8 +199,10 @@ export class NodeDatapath {
    * attachment-check.ts, TcAttacher.verify) and attaches again what is not.
    * Each repair is counted and logged; what cannot be repaired is logged once
    * per distinct set and reported by attachmentStatus() until it is.
+   * `withTc` false: the tc attachments are not asked about this time (the
+   * interface rescan failed: the node namespace is out of reach).
    */
-  checkAttachments(trigger: 'probe' | 'resync'): AttachmentStatus {
+  checkAttachments(trigger: 'probe' | 'resync', withTc = true): AttachmentStatus {
     const cg = checkCgroupAttachments({
       cgroupPath: this.cfg.cgroupPath,
       attachments: () => this.dp.attachments,
@@ -209,9 +212,9 @@ export class NodeDatapath {
     const repaired: AttachmentRepaired[] = cg.repaired.map(({ attachment: _a, ...r }) => r);
     let tcError: unknown;
     try {
-      const tc = this.attacher.verify();
-      repaired.push(...tc.repaired);
-      if (tc.renewed.length) this.keepTcxLinks(tc.renewed);
+      const tc = withTc ? this.attacher.verify() : undefined;
+      if (tc) repaired.push(...tc.repaired);
+      if (tc?.renewed.length) this.keepTcxLinks(tc.renewed);
     } catch (err) {
       tcError = err;
     }
@@ -279,7 +282,7 @@ export class NodeDatapath {
    * retried at the next tick; the first run that succeeds again says so.
    * Nothing a timer throws may end the agent.
    */
-  private tick(op: TimerOp, run: () => void): void {
+  private tick(op: TimerOp, run: () => void): boolean {
     try {
       run();
     } catch (err) {
@@ -289,9 +292,10 @@ export class NodeDatapath {
         this.failing.set(op, message);
         this.log.error('node datapath timer failed; retrying every tick', { op, error: message });
       }
-      return;
+      return false;
     }
     if (this.failing.delete(op)) this.log.info('node datapath timer recovered', { op });
+    return true;
   }
 
   stop(): void {
