@@ -182,7 +182,9 @@ export class NodeDatapath {
   /**
    * The attachment check of a periodic resync: a cgroup created anew is
    * handled first as the rescan does (kpr_cgroup_reattached_total), then
-   * every attachment is checked. Never throws (a failure is the timer's: logged once, counted).
+   * every attachment is checked. Never throws: a failure is left to the
+   * rescan's own check (the timer logs and counts it, and its recovery), so
+   * the order of what the log says does not depend on which ran first.
    */
   checkAttachmentsAtResync(trigger: 'probe' | 'resync' = 'resync'): void {
     try {
@@ -190,7 +192,11 @@ export class NodeDatapath {
     } catch {
       /* the cgroup is gone: the attachment check reports it */
     }
-    this.tick('attachment_check', () => this.checkAttachments(trigger, !this.failing.has('interface_rescan')));
+    try {
+      this.checkAttachments(trigger, !this.failing.has('interface_rescan'));
+    } catch (err) {
+      this.log.debug('attachment check failed; the next rescan retries it', { trigger, error: (err as Error).message });
+    }
   }
 
   /**
