@@ -24,6 +24,7 @@ import { BoxCluster, NODE_NAME, waitFor } from '../../sandbox/cluster.js';
 import { inNs, nsPath } from '../../sandbox/netns.js';
 import { repoRoot } from '../../sandbox/repo.js';
 import type { ClientReport } from '../../sandbox/client.js';
+import type { ClientRun } from '../../sandbox/topology.js';
 import { detachLinkKeepPin, detachTcFilter, listInterfaces, withNetns } from '../../native/index.js';
 import { linkPinDir, tcLinkPinDir } from '../../agent/datapath/pins.js';
 import { requireRoot } from '../support/preflight.js';
@@ -80,15 +81,37 @@ function attachmentSuite(tcCase: TcModeCase, withCgroupCases: boolean): void {
     const logsFrom = (from: number, msg: string) => box.agent!.logs.slice(from).filter((l) => l.msg === msg);
 
     /** A client in the caller pod's namespace and outside the run's cgroup: only tc translates its traffic. */
-    const podClient = async (mode: 'http' | 'once', extra: string[]): Promise<ClientReport> => {
+    const startPodClient = (mode: 'http' | 'loop', extra: string[]): ClientRun => {
       const child = box.sandbox.spawnIn(box.topo.pods.get('caller')!.ns, process.execPath, [path.join(repoRoot, 'dist', 'sandbox', 'client.js'), mode, '--target', `${VIP}:80`, ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
       let out = '';
       let err = '';
       child.stdout!.on('data', (d) => (out += d));
       child.stderr!.on('data', (d) => (err += d));
-      const [code] = await once(child, 'exit');
-      if (code !== 0) throw new Error(`pod client exited ${code}: ${err}`);
-      return JSON.parse(out) as ClientReport;
+      const report = once(child, 'exit').then(([code]) => {
+        if (code !== 0) throw new Error(`pod client exited ${code}: ${err}`);
+        return JSON.parse(out) as ClientReport;
+      });
+      return { child, report };
+    };
+    const podClient = (mode: 'http', extra: string[]) => startPodClient(mode, extra).report;
+
+    /**
+     * A connect loop (one HTTP request per connection, each failure counted) running while
+     * `breakIt` breaks an attachment, until the repair is logged: it sees the failures and the
+     * recovery. `running` is the datapath counter that moves once the loop is served.
+     */
+    const loopAcross = async (run: ClientRun, running: [string, Record<string, string>], breakIt: () => void, repaired: () => boolean) => {
+      const base = await metric(...running);
+      await until('the loop client to be served', async () => (await metric(...running)) >= base + 3, 10_000, 50);
+      const brokenAt = performance.now();
+      breakIt();
+      await until('the repair', async () => repaired(), REPAIR_BOUND_MS, 20);
+      const repairedMs = performance.now() - brokenAt;
+      // Served again: the loop's counter moves after the repair.
+      const after = await metric(...running);
+      await until('the loop client to be served again', async () => (await metric(...running)) >= after + 3, 5000, 50);
+      run.child.kill('SIGTERM');
+      return { rep: await run.report, repairedMs };
     };
 
     const status = () =>
@@ -141,17 +164,18 @@ function attachmentSuite(tcCase: TcModeCase, withCgroupCases: boolean): void {
         const before = await metric('kpr_attachments_repaired_total', { hook: 'cgroup' });
         const pins = readdirSync(linkPinDir(box.sandbox.bpffsDir)).map((f) => path.join(linkPinDir(box.sandbox.bpffsDir), f)).filter((p) => statSync(p).isFile());
         assert.ok(pins.length >= 6, pins.join(' '));
-        const detachedAt = performance.now();
-        for (const pin of pins) detachLinkKeepPin(pin);
-        for (const pin of pins) assert.ok(existsSync(pin), `${pin} stays`);
-        // Untranslated, the ClusterIP has no route in the node namespace: the connection fails at once.
-        const broken = await box.client('once', `${VIP}:80`, ['--timeout-ms', '1000']);
-        // (Unless the probe repaired it before the client ran: then the failure is not observable.)
-        const brokenSeen = logsFrom(from, 'attachment missing; attached again').length === 0;
-        if (brokenSeen) assert.equal(broken.failed, 1, `the detach broke the node clients: ${JSON.stringify(broken)}`);
-
-        await until('every cgroup link attached again', async () => logsFrom(from, 'attachment missing; attached again').filter((l) => l.hook === 'cgroup').length >= pins.length, REPAIR_BOUND_MS, 20);
-        const repairedMs = performance.now() - detachedAt;
+        const { rep: loop, repairedMs } = await loopAcross(
+          box.startClient('loop', `${VIP}:80`, ['--duration-ms', '60000', '--timeout-ms', '1000']),
+          ['kpr_datapath_translations_total', { path: 'connect' }],
+          () => {
+            for (const pin of pins) detachLinkKeepPin(pin);
+            for (const pin of pins) assert.ok(existsSync(pin), `${pin} stays`);
+          },
+          () => logsFrom(from, 'attachment missing; attached again').filter((l) => l.hook === 'cgroup').length >= pins.length,
+        );
+        // Untranslated, the ClusterIP has no route in the node namespace: connections failed until the repair.
+        assert.ok(loop.failed >= 1, `the detach broke the node clients: ${JSON.stringify(loop)}`);
+        assert.ok(loop.ok >= 6, JSON.stringify(loop));
         assert.ok(repairedMs <= scaled(REPAIR_BOUND_MS), `repaired ${repairedMs.toFixed(0)} ms after the detach`);
         const lines = logsFrom(from, 'attachment missing; attached again');
         assert.equal(lines.length, pins.length, 'one line per repair, no more');
@@ -164,7 +188,7 @@ function attachmentSuite(tcCase: TcModeCase, withCgroupCases: boolean): void {
         assert.equal(hz.status, 200, JSON.stringify(hz.body));
         assert.equal(hz.body.attachments.repaired.cgroup, before + pins.length);
         assert.equal(hz.body.attachments.healthy, true);
-        console.log(`fault=cgroup-links-detached links=${pins.length} brokenSeen=${brokenSeen} repairMs=${repairedMs.toFixed(0)}`);
+        console.log(`fault=cgroup-links-detached links=${pins.length} connections=${loop.ok + loop.failed} failed=${loop.failed} repairMs=${repairedMs.toFixed(0)}`);
       });
     }
 
@@ -174,22 +198,24 @@ function attachmentSuite(tcCase: TcModeCase, withCgroupCases: boolean): void {
       const node = nsPath(box.topo.nodeNs);
       const podIfs = withNetns(node, () => listInterfaces()).map((i) => i.name).filter((n) => n.startsWith('v'));
       assert.equal(podIfs.length, PODS.length, podIfs.join(' '));
-      const detachedAt = performance.now();
-      if (tcCase.mode === 'tcx') {
-        const dir = tcLinkPinDir(box.sandbox.bpffsDir);
-        for (const f of readdirSync(dir)) detachLinkKeepPin(path.join(dir, f));
-      } else {
-        withNetns(node, () => {
-          for (const ifname of podIfs) assert.equal(detachTcFilter(ifname), true, ifname);
-        });
-      }
-      // Untranslated, the ClusterIP goes to the node, which has no route for it: no answer.
-      const broken = await podClient('once', ['--timeout-ms', '1000']);
-      const brokenSeen = logsFrom(from, 'attachment missing; attached again').length === 0;
-      if (brokenSeen) assert.equal(broken.failed, 1, `the detach broke the pod clients: ${JSON.stringify(broken)}`);
-
-      await until('every tc attachment made again', async () => logsFrom(from, 'attachment missing; attached again').filter((l) => l.hook === tcCase.mode).length >= podIfs.length, REPAIR_BOUND_MS, 20);
-      const repairedMs = performance.now() - detachedAt;
+      const { rep: loop, repairedMs } = await loopAcross(
+        startPodClient('loop', ['--duration-ms', '60000', '--timeout-ms', '500']),
+        ['kpr_datapath_tc_packets_total', { action: 'dnat' }],
+        () => {
+          if (tcCase.mode === 'tcx') {
+            const dir = tcLinkPinDir(box.sandbox.bpffsDir);
+            for (const f of readdirSync(dir)) detachLinkKeepPin(path.join(dir, f));
+          } else {
+            withNetns(node, () => {
+              for (const ifname of podIfs) assert.equal(detachTcFilter(ifname), true, ifname);
+            });
+          }
+        },
+        () => logsFrom(from, 'attachment missing; attached again').filter((l) => l.hook === tcCase.mode).length >= podIfs.length,
+      );
+      // Untranslated, the ClusterIP goes to the node, which has no route for it: no answer until the repair.
+      assert.ok(loop.failed >= 1, `the detach broke the pod clients: ${JSON.stringify(loop)}`);
+      assert.ok(loop.ok >= 6, JSON.stringify(loop));
       assert.ok(repairedMs <= scaled(REPAIR_BOUND_MS), `repaired ${repairedMs.toFixed(0)} ms after the detach`);
       const lines = logsFrom(from, 'attachment missing; attached again');
       assert.deepEqual(lines.map((l) => l.target).sort(), [...podIfs].sort());
@@ -203,7 +229,7 @@ function attachmentSuite(tcCase: TcModeCase, withCgroupCases: boolean): void {
       assert.equal(hz.status, 200, JSON.stringify(hz.body));
       assert.equal(hz.body.attachments.repaired[tcCase.mode], before + podIfs.length);
       assert.equal(hz.body.attachments.attached[tcCase.mode], podIfs.length);
-      console.log(`fault=${tcCase.mode}-detached interfaces=${podIfs.length} brokenSeen=${brokenSeen} repairMs=${repairedMs.toFixed(0)}`);
+      console.log(`fault=${tcCase.mode}-detached interfaces=${podIfs.length} connections=${loop.ok + loop.failed} failed=${loop.failed} repairMs=${repairedMs.toFixed(0)}`);
     });
 
     if (withCgroupCases) {
