@@ -144,7 +144,11 @@ export class Agent {
       plan: { nodePortAddresses: cfg.nodePortAddresses, sourceRangesForAllExternal: cfg.sourceRangesAllExternal, externalIPCidrs: cfg.externalIPCidrs },
       log,
       // kpr_config is the node datapath's: the periodic read-back repairs it too.
-      repairNodeDrift: () => this.nodeDatapath?.repairConfig() ?? [],
+      // Attachments too: each periodic resync checks them against the kernel and attaches again what is missing.
+      repairNodeDrift: () => {
+        this.nodeDatapath?.checkAttachmentsAtResync();
+        return this.nodeDatapath?.repairConfig() ?? [];
+      },
       // Connected UDP sockets still pointing at a backend that left are destroyed so their owners reconnect.
       onUdpBackendsRemoved: (left) => udpTerminator.terminate(left),
       onHealthChecks: (targets) => {
@@ -210,12 +214,16 @@ export class Agent {
           onTimerError: (op) => obs.metrics.nodeDatapathFailed(op),
           pins,
           onCgroupReattached: () => obs.metrics.cgroupReattachedOnce(),
+          onAttachmentRepaired: (hook) => obs.metrics.attachmentRepaired(hook),
           tcxAvailable: () => features.present('tcx'),
           ...(this.writer ? { ctSweepDeleter: nativeStillExpiredDeleter(this.writer) } : {}),
         });
         nd.start(this.watch?.node());
         this.nodeDatapath = nd;
         obs.metrics.tcAttacher(() => nd.tcStatus());
+        // The first check at once: /healthz says "attachments" from here on.
+        nd.checkAttachmentsAtResync('probe');
+        obs.attachments(() => nd.attachmentStatus());
         // The tc programs run on the new set now too: the migration can end.
         if (dp.migration) this.migrationTask?.run();
       },

@@ -26,6 +26,8 @@ export interface CgroupAttachment {
   linkPinPath: string;
   linkId: number;
   progId: number;
+  /** The program's cgroup attach type (BPF_CGROUP_INET4_CONNECT...), what bpf_prog_query asks the cgroup about. */
+  attachType: number;
   /** True when an existing pinned link was reused and its program swapped. */
   replaced: boolean;
 }
@@ -114,7 +116,7 @@ export function attachCgroup(prog: BpfProgram, cgroupPath: string, linkPinPath: 
   const progId = prog.id;
   const cgId = cgroupId(cgroupPath);
   const result = (linkId: number, replaced: boolean): CgroupAttachment => ({
-    program: prog.name, cgroupPath, cgroupId: cgId, linkPinPath, linkId, progId, replaced,
+    program: prog.name, cgroupPath, cgroupId: cgId, linkPinPath, linkId, progId, attachType: prog.expectedAttachType, replaced,
   });
 
   if (fs.existsSync(linkPinPath)) {
@@ -211,6 +213,24 @@ export function detachPinnedLink(linkPinPath: string): boolean {
     lib.bpf_link__destroy(link);
   }
   return true;
+}
+
+/**
+ * Detaches the link pinned at `linkPinPath` from its hook and leaves the pin
+ * and the link object in place, as `bpftool link detach` does (libbpf's
+ * bpf_link_detach, kernel 5.9+): the link then reports no target (cgroup
+ * id 0, ifindex 0) and its program runs nowhere. Tests use it to break an
+ * attachment the way an operator could; the agent repairs such links.
+ */
+export function detachLinkKeepPin(linkPinPath: string): void {
+  const lib = libbpf();
+  const link = openLink(linkPinPath);
+  try {
+    const ret = lib.bpf_link__detach(link);
+    if (ret < 0) throw new KprBpfError({ op: 'link detach', path: linkPinPath, errno: -ret, detail: hintFor(-ret) });
+  } finally {
+    lib.bpf_link__destroy(link);
+  }
 }
 
 /** Ids of the programs attached to a cgroup for one attach type (bpf_prog_query). */

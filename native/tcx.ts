@@ -120,13 +120,21 @@ export function listInterfaces(): Array<{ name: string; index: number }> {
 export function queryTcxPrograms(ifname: string, direction: TcxDirection): number[] {
   const ifindex = libc().if_nametoindex(ifname);
   if (!ifindex) throw new KprBpfError({ op: 'query tcx', errno: E.ENODEV, detail: `no interface ${ifname}` });
+  return queryTcxProgramsByIndex(ifindex, direction, ifname);
+}
+
+/**
+ * queryTcxPrograms by interface index (current namespace): bpf_prog_query
+ * with BPF_TCX_INGRESS/EGRESS. At most 64 ids (the kernel's limit per tcx hook).
+ */
+export function queryTcxProgramsByIndex(ifindex: number, direction: TcxDirection, what = `ifindex ${ifindex}`): number[] {
   const cap = 64;
   const flags = Buffer.alloc(4);
   const ids = Buffer.alloc(cap * 4);
   const cnt = Buffer.alloc(4);
   cnt.writeUInt32LE(cap, 0);
   const ret = libbpf().bpf_prog_query(ifindex, direction, 0, flags, ids, cnt);
-  if (ret < 0) throw new KprBpfError({ op: 'query tcx', errno: -ret, detail: ifname });
+  if (ret < 0) throw new KprBpfError({ op: 'query tcx', errno: -ret, detail: what });
   const n = cnt.readUInt32LE(0);
   return Array.from({ length: Math.min(n, cap) }, (_, i) => ids.readUInt32LE(i * 4));
 }

@@ -1,7 +1,7 @@
 /**
  * `kpr status`: the node as the agent on it sees it, in one answer: the
  * agent's /healthz (healthy, and whether Services over a datapath limit are
- * left unserved: which, by limit), from its /metrics the last sync and the
+ * left unserved: which, by limit; whether every attachment is in place), from its /metrics the last sync and the
  * sync results, the API server and watch state and the kernel features in
  * effect, its effective configuration (/configz), and the fill of the pinned
  * maps. The agent's parts need its health server (--healthz-address) and
@@ -12,6 +12,7 @@
 import { DEFAULT_AGENT_TIMEOUT_MS, agentTimeoutMs, agentUrl, fetchAgentText, parsePromText } from './agent-http.js';
 import { formatMetricsSummary, summarizeMetrics, type MetricsSummary } from './agent-metrics-summary.js';
 import { formatByLimit, type LimitSummary } from '../reconcile/limits.js';
+import type { AttachmentHealth } from '../health/attachment-health.js';
 import { mapStats, pinnedMapNames, type MapStats } from '../metrics/map-stats.js';
 import { table } from './map-commands.js';
 import { openPinnedMap } from './pinned-maps.js';
@@ -43,6 +44,8 @@ export interface StatusReport {
   servicesOverLimit?: LimitSummary;
   /** The agent's run-time map sizes (/healthz "mapSizes"), when it says. */
   mapSizes?: AgentMapSizes;
+  /** The agent's attachment check (/healthz "attachments"), when it says. */
+  attachments?: AttachmentHealth;
   /** The agent's metrics server: sync, API server, watch and kernel state; its config. */
   metrics: AgentMetricsView;
   maps: MapStats[];
@@ -114,7 +117,11 @@ export async function statusReport(bpffsDir: string, healthzAddress: string, met
   const { maps, error } = readMaps(bpffsDir);
   const over = agent.body?.servicesOverLimit as LimitSummary | undefined;
   const sizes = agent.body?.mapSizes as AgentMapSizes | undefined;
-  return { agent, ...(over ? { degraded: over.degraded, servicesOverLimit: over } : {}), ...(sizes ? { mapSizes: sizes } : {}), metrics, maps, ...(error ? { mapsError: error } : {}) };
+  const attachments = agent.body?.attachments as AttachmentHealth | undefined;
+  return {
+    agent, ...(over ? { degraded: over.degraded, servicesOverLimit: over } : {}), ...(sizes ? { mapSizes: sizes } : {}), ...(attachments ? { attachments } : {}),
+    metrics, maps, ...(error ? { mapsError: error } : {}),
+  };
 }
 
 /** The /configz settings worth a line each; --show-config prints them all. */
@@ -145,11 +152,27 @@ function agentLine(a: AgentHealth): string {
   if (a.body.nodeEligible === false) why.push('node not eligible (unknown, being deleted, or to be deleted by the autoscaler)');
   const caches = a.body.k8sCaches as { healthy?: boolean; reason?: string } | undefined;
   if (caches?.healthy === false) why.push(caches.reason ?? 'k8s caches');
+  const attachments = a.body.attachments as { healthy?: boolean } | undefined;
+  if (attachments?.healthy === false) why.push('an attachment is missing');
   return `agent     ${a.address}: /healthz ${a.status}, ${healthy}${why.length ? ` (${why.join('; ')})` : ''}`;
 }
 
+const byHook = (counts: Partial<Record<string, number>>) => Object.entries(counts).map(([hook, n]) => `${hook} ${n ?? 0}`).join(', ');
+
+/** The "attach" line: kpr's attachments as the agent last checked them (every 2 s), and the missing ones, one a line. */
+function attachLines(r: StatusReport): string[] {
+  const a = r.attachments;
+  if (!a) return r.agent.body ? ['attach    not known (the agent has not checked its attachments yet, or does not report them)'] : [];
+  const repaired = Object.values(a.repaired).some((n) => (n ?? 0) > 0) ? `; repaired since start: ${byHook(a.repaired)}` : '';
+  if (a.healthy) return [`attach    every attachment in place (${byHook(a.attached)}; checked ${a.checkedSecondsAgo}s ago)${repaired}`];
+  return [
+    `attach    MISSING: ${a.missing.length} attachment${a.missing.length > 1 ? 's' : ''} not in place and not attached again (${byHook(a.attached)} in place${repaired})`,
+    ...a.missing.map((m) => `  ${m.program} on ${m.hook} ${m.target}: ${m.found}; ${m.error}`),
+  ];
+}
+
 export function formatStatus(r: StatusReport, showConfig = false): string {
-  const out: string[] = [agentLine(r.agent), ...metricsLines(r.metrics, showConfig)];
+  const out: string[] = [agentLine(r.agent), ...metricsLines(r.metrics, showConfig), ...attachLines(r)];
   const o = r.servicesOverLimit;
   if (!o) {
     if (r.agent.body) out.push('datapath  not known (the agent has not synced yet, or does not report limits)');
@@ -183,9 +206,9 @@ export function formatStatus(r: StatusReport, showConfig = false): string {
   return out.join('\n') + '\n';
 }
 
-/** 0: the agent answered 200 and no Service is over a limit; 1: it did not answer, is unhealthy, or is degraded. */
+/** 0: the agent answered 200, no Service is over a limit and no attachment is missing; 1: it did not answer, is unhealthy, or is degraded. */
 export function statusExitCode(r: StatusReport): number {
-  return r.agent.status === 200 && r.degraded !== true ? 0 : 1;
+  return r.agent.status === 200 && r.degraded !== true && r.attachments?.healthy !== false ? 0 : 1;
 }
 
 export async function statusCommand(argv: string[]): Promise<string> {

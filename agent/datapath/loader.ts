@@ -104,6 +104,13 @@ export interface Datapath {
   /** Attaches (or swaps in) the socket programs on --cgroup-path; returns the links. */
   attachSockPrograms(): CgroupAttachment[];
   /**
+   * Attaches one socket program again through its pinned link (a link
+   * detached behind the agent is unpinned and a new one pinned; see
+   * attachment-check.ts); returns the attachment, which replaces the old one
+   * in `attachments`.
+   */
+  reattachSockProgram(program: string): CgroupAttachment;
+  /**
    * Whether --cgroup-path is a newer cgroup than the one the programs are
    * attached to (rmdir'd and created again): then they are attached to it
    * (true). Throws while the path is gone.
@@ -231,6 +238,11 @@ export function loadDatapath(opts: DatapathOptions, log: Logger, features: Kerne
           programs: dp.attachments.map((a) => ({ program: a.program, link: a.linkId, replaced: a.replaced })),
         });
         return dp.attachments;
+      },
+      reattachSockProgram: (program) => {
+        const a = sock.attachCgroup(program, opts.cgroupPath, linkPinPath(opts.bpffsDir, program));
+        dp.attachments = dp.attachments.map((x) => (x.program === program ? a : x));
+        return a;
       },
       reattachIfCgroupRecreated: () => {
         if (!existsSync(opts.cgroupPath)) {

@@ -18,6 +18,7 @@ import { TcAttacher } from './tc-attacher.js';
 import { tcLinkPinDir } from './pins.js';
 import type { PinKeeper } from './pin-keeper.js';
 import { tcxPinName } from './tc-hooks.js';
+import { checkCgroupAttachments, type AttachHook, type AttachmentMissing, type AttachmentRepaired } from './attachment-check.js';
 
 const INTERFACE_RESCAN_MS = 2000;
 
@@ -28,7 +29,20 @@ export function snatAddresses(node: V1Node | undefined): { v4: string; v6: strin
   return { v4: ordered.find((a) => isCanonicalIPv4(a)) ?? '', v6: ordered.find((a) => looksLikeIPv6(a)) ?? '' };
 }
 
-export type TimerOp = 'interface_rescan' | 'conntrack_sweep' | 'cgroup_check' | 'pin_check';
+export type TimerOp = 'interface_rescan' | 'conntrack_sweep' | 'cgroup_check' | 'pin_check' | 'attachment_check';
+
+/** What the last attachment check found (agent/health/attachment-health.ts reads it for /healthz). */
+export interface AttachmentStatus {
+  checkedAt: Date;
+  /** The rescan's probe (every 2 s) or a periodic resync. */
+  trigger: 'probe' | 'resync';
+  /** Attachments in place after the check, by hook. */
+  attached: Partial<Record<AttachHook, number>>;
+  /** Attachments repaired since the agent started, by hook. */
+  repaired: Partial<Record<AttachHook, number>>;
+  /** Found missing and not attached again: the node does not serve what they carry. */
+  missing: AttachmentMissing[];
+}
 
 export interface NodeDatapathOptions {
   /** The node namespace's netns cookie; undefined when this kernel cannot tell it (service-mesh mode degrades). */
@@ -39,6 +53,8 @@ export interface NodeDatapathOptions {
   pins?: PinKeeper;
   /** The socket programs were attached to a re-created --cgroup-path. */
   onCgroupReattached?: () => void;
+  /** An attachment found missing (detached behind the agent) was attached again; for kpr_attachments_repaired_total. */
+  onAttachmentRepaired?: (hook: AttachHook) => void;
   /**
    * Whether tcx is there, as the kernel feature registry says (it honours
    * KPR_DISABLE_KERNEL_FEATURES), so --tc-attach auto picks what the
@@ -58,6 +74,11 @@ export class NodeDatapath {
   private written: Buffer | undefined;
   /** Per timer, the message of the error it is failing with (logged once per distinct error). */
   private readonly failing = new Map<TimerOp, string>();
+  /** The last attachment check's result (undefined before the first). */
+  private attachmentState: AttachmentStatus | undefined;
+  private readonly repairedByHook: Partial<Record<AttachHook, number>> = {};
+  /** The missing attachments last logged (each distinct set logged once). */
+  private missingLogged = '[]';
 
   constructor(
     private readonly dp: Datapath,
@@ -105,8 +126,10 @@ export class NodeDatapath {
     // Each rescan also checks the node's other attachments: the socket programs'
     // cgroup (removed and created again) and kpr's pins (removed, replaced, bpffs gone).
     const rescan = setInterval(() => {
-      this.tick('interface_rescan', () => this.keepTcxLinks(this.attacher.sync()));
+      const rescanned = this.tick('interface_rescan', () => this.keepTcxLinks(this.attacher.sync()));
       this.tick('cgroup_check', () => this.checkCgroup());
+      // The tc side needs the node namespace, as the rescan does: when that failed, it says why.
+      this.tick('attachment_check', () => this.checkAttachments('probe', rescanned));
       const pins = this.opts.pins;
       if (pins) this.tick('pin_check', () => pins.check());
     }, INTERFACE_RESCAN_MS);
@@ -151,6 +174,80 @@ export class NodeDatapath {
     this.log.warn('socket programs attached to the re-created cgroup', { cgroup: this.cfg.cgroupPath, links: this.dp.attachments.map((a) => a.linkId) });
   }
 
+  /** The last attachment check (/healthz "attachments", kpr status); undefined before the first. */
+  attachmentStatus(): AttachmentStatus | undefined {
+    return this.attachmentState;
+  }
+
+  /**
+   * The attachment check of a periodic resync: a cgroup created anew is
+   * handled first as the rescan does (kpr_cgroup_reattached_total), then
+   * every attachment is checked. Never throws: a failure is left to the
+   * rescan's own check (the timer logs and counts it, and its recovery), so
+   * the order of what the log says does not depend on which ran first.
+   */
+  checkAttachmentsAtResync(trigger: 'probe' | 'resync' = 'resync'): void {
+    try {
+      this.checkCgroup();
+    } catch {
+      /* the cgroup is gone: the attachment check reports it */
+    }
+    try {
+      this.checkAttachments(trigger, !this.failing.has('interface_rescan'));
+    } catch (err) {
+      this.log.debug('attachment check failed; the next rescan retries it', { trigger, error: (err as Error).message });
+    }
+  }
+
+  /**
+   * Asks the kernel whether every attachment kpr owns is in place (the
+   * socket programs on the cgroup, the tc programs on each interface:
+   * attachment-check.ts, TcAttacher.verify) and attaches again what is not.
+   * Each repair is counted and logged; what cannot be repaired is logged once
+   * per distinct set and reported by attachmentStatus() until it is.
+   * `withTc` false: the tc attachments are not asked about this time (the
+   * interface rescan failed: the node namespace is out of reach).
+   */
+  checkAttachments(trigger: 'probe' | 'resync', withTc = true): AttachmentStatus {
+    const cg = checkCgroupAttachments({
+      cgroupPath: this.cfg.cgroupPath,
+      attachments: () => this.dp.attachments,
+      reattach: (program) => this.dp.reattachSockProgram(program),
+    });
+    for (const r of cg.repaired) this.opts.pins?.keepLink(r.attachment.linkPinPath);
+    const repaired: AttachmentRepaired[] = cg.repaired.map(({ attachment: _a, ...r }) => r);
+    let tcError: unknown;
+    try {
+      const tc = withTc ? this.attacher.verify() : undefined;
+      if (tc) repaired.push(...tc.repaired);
+      if (tc?.renewed.length) this.keepTcxLinks(tc.renewed);
+    } catch (err) {
+      tcError = err;
+    }
+    for (const r of repaired) {
+      this.repairedByHook[r.hook] = (this.repairedByHook[r.hook] ?? 0) + 1;
+      this.opts.onAttachmentRepaired?.(r.hook);
+      this.log.warn('attachment missing; attached again', { ...r, trigger });
+    }
+    const missing = [...cg.missing, ...this.attacher.missing()];
+    const status: AttachmentStatus = {
+      checkedAt: new Date(),
+      trigger,
+      attached: { cgroup: cg.checked - cg.missing.length, [this.attacher.mode()]: this.attacher.attachedInterfaces().length },
+      repaired: { ...this.repairedByHook },
+      missing,
+    };
+    this.attachmentState = status;
+    const key = JSON.stringify(missing.map((m) => [m.hook, m.target, m.program, m.error]));
+    if (key !== this.missingLogged) {
+      if (missing.length) this.log.error('attachments missing and not attached again; retried every 2 s, /healthz is 503 meanwhile', { missing, trigger });
+      else this.log.info('every attachment in place again', { trigger });
+      this.missingLogged = key;
+    }
+    if (tcError !== undefined) throw tcError;
+    return status;
+  }
+
   /** Re-derives the node-wide settings; writes them only when they changed. */
   nodeChanged(node: V1Node | undefined): void {
     const snat = snatAddresses(node);
@@ -191,7 +288,7 @@ export class NodeDatapath {
    * retried at the next tick; the first run that succeeds again says so.
    * Nothing a timer throws may end the agent.
    */
-  private tick(op: TimerOp, run: () => void): void {
+  private tick(op: TimerOp, run: () => void): boolean {
     try {
       run();
     } catch (err) {
@@ -201,9 +298,10 @@ export class NodeDatapath {
         this.failing.set(op, message);
         this.log.error('node datapath timer failed; retrying every tick', { op, error: message });
       }
-      return;
+      return false;
     }
     if (this.failing.delete(op)) this.log.info('node datapath timer recovered', { op });
+    return true;
   }
 
   stop(): void {

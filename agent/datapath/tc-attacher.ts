@@ -16,6 +16,7 @@
 import { listInterfaces, withNetns, type BpfObject } from '../../native/index.js';
 import type { Logger } from '../log.js';
 import { selectInterfaces, type InterfaceRole } from './interfaces.js';
+import type { AttachmentMissing, AttachmentRepaired } from './attachment-check.js';
 import {
   chooseTcAttachMode, hookMode, MODE_LABEL, TC_PROGRAMS, type TcAttachMode, type TcAttachSetting, type TcAttachmentSeen, type TcHookMode,
 } from './tc-hooks.js';
@@ -54,6 +55,14 @@ export class TcAttacher {
   private readonly lastFailure = new Map<string, string>();
   /** Where the programs come from (replaced by swapObject). */
   private tcObject: BpfObject;
+  /**
+   * Attachments verify() found missing and could not attach again, by
+   * interface: reported (attachment health) until a rescan attaches the
+   * interface again, or it goes or stops matching.
+   */
+  private readonly broken = new Map<string, AttachmentMissing>();
+  /** Broken attachments a rescan attached again, reported by the next verify(). */
+  private readonly mended: AttachmentRepaired[] = [];
 
   constructor(private readonly opts: TcAttacherOptions) {
     this.tcObject = opts.tcObject;
@@ -90,6 +99,7 @@ export class TcAttacher {
       const wanted = new Map<string, InterfaceRole>([...sel.external.map((n) => [n, 'external'] as const), ...sel.pod.map((n) => [n, 'pod'] as const)]);
 
       this.followRenames(wanted, indexOf);
+      for (const ifname of this.broken.keys()) if (!wanted.has(ifname)) this.broken.delete(ifname);
       for (const [ifname, role] of wanted) {
         const ifindex = indexOf.get(ifname)!;
         const cur = this.attached.get(ifname);
@@ -99,6 +109,11 @@ export class TcAttacher {
           this.attached.set(ifname, { role, ifname, ifindex, progId: a.progId });
           fresh.push(ifname);
           this.lastFailure.delete(ifname);
+          const was = this.broken.get(ifname);
+          if (was) {
+            this.broken.delete(ifname);
+            this.mended.push({ hook: was.hook, target: ifname, program: TC_PROGRAMS[role], found: was.found });
+          }
           opts.log.info('tc program attached', { interface: ifname, role, program: TC_PROGRAMS[role], mode: this.hooks.mode, progId: a.progId, replaced: a.replaced });
         } catch (err) {
           this.attached.delete(ifname);
@@ -107,6 +122,8 @@ export class TcAttacher {
           // Retried every rescan: the same failure is a warning once, then debug.
           const level = this.lastFailure.get(ifname) === error ? 'debug' : 'warn';
           this.lastFailure.set(ifname, error);
+          const was = this.broken.get(ifname);
+          if (was) was.error = error;
           opts.log[level]('could not attach tc program', { interface: ifname, role, mode: this.hooks.mode, error });
         }
       }
@@ -133,6 +150,48 @@ export class TcAttacher {
       }
     });
     return fresh;
+  }
+
+  /**
+   * Asks the kernel whether each attachment this attacher made is still
+   * there (tcx: bpf_prog_query on the interface's tcx ingress; tc:
+   * bpf_tc_query of kpr's filter) and attaches again where it is not (a
+   * tcx link detached behind the agent is replaced by a new pinned link; a
+   * deleted filter or clsact qdisc is created again). Interfaces gone or
+   * re-created are sync()'s business and skipped. `renewed`: the interfaces
+   * whose tcx link is new (for the pin keeper).
+   */
+  verify(): { checked: number; repaired: AttachmentRepaired[]; renewed: string[] } {
+    let checked = 0;
+    const repaired: AttachmentRepaired[] = this.mended.splice(0);
+    const renewed: string[] = repaired.map((r) => r.target);
+    this.inNodeNetns(() => {
+      const indexOf = new Map(listInterfaces().map((i) => [i.name, i.index]));
+      for (const [ifname, a] of [...this.attached]) {
+        if (indexOf.get(ifname) !== a.ifindex) continue;
+        checked++;
+        const program = TC_PROGRAMS[a.role];
+        const found = this.hooks.missing(a.role, ifname, a.ifindex, a.progId);
+        if (found === null) continue;
+        try {
+          const r = this.hooks.attach(this.tcObject.program(program), a.role, ifname);
+          a.progId = r.progId;
+          repaired.push({ hook: this.hooks.mode, target: ifname, program, found });
+          renewed.push(ifname);
+        } catch (err) {
+          // Forgotten: every rescan tries to attach it again, and the health reports it until one succeeds.
+          this.attached.delete(ifname);
+          this.failures++;
+          this.broken.set(ifname, { hook: this.hooks.mode, target: ifname, program, found, error: (err as Error).message });
+        }
+      }
+    });
+    return { checked, repaired, renewed };
+  }
+
+  /** Attachments found missing that could not be attached again (yet). */
+  missing(): AttachmentMissing[] {
+    return [...this.broken.values()].map((m) => ({ ...m }));
   }
 
   /**

@@ -15,7 +15,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import {
-  attachTcFilter, attachTcx, detachPinnedLink, detachTcFilterByIndex, pinnedTcxLinkInfo, progNameById, queryTcFilterByIndex, tcxSupported, TCX,
+  attachTcFilter, attachTcx, detachPinnedLink, detachTcFilterByIndex, pinnedTcxLinkInfo, progNameById, queryTcFilterByIndex, queryTcxProgramsByIndex, tcxSupported, TCX,
   KPR_TC_FILTER, type BpfProgram,
 } from '../../native/index.js';
 import type { InterfaceRole } from './interfaces.js';
@@ -53,6 +53,12 @@ export interface TcHookMode {
   list(interfaces: Array<{ name: string; index: number }>): TcAttachmentSeen[];
   /** Removes one attachment `list` returned. */
   remove(seen: TcAttachmentSeen): void;
+  /**
+   * Whether program `progId` still runs at the ingress of the interface with
+   * this index, as the kernel says (a cheap query, no change): null when it
+   * does, else what was found instead (for the log line of the repair).
+   */
+  missing(role: InterfaceRole, ifname: string, ifindex: number, progId: number): string | null;
 }
 
 /** The mode to use and why (logged at start). */
@@ -121,6 +127,23 @@ export function tcxMode(pinDir: string): TcHookMode {
     remove(seen) {
       if (seen.pin) dropPin(seen.pin);
     },
+    missing(role, ifname, ifindex, progId) {
+      // bpf_prog_query(BPF_TCX_INGRESS): the programs the hook runs now.
+      const running = queryTcxProgramsByIndex(ifindex, TCX.INGRESS, ifname);
+      if (running.includes(progId)) return null;
+      const pin = path.join(pinDir, tcxPinName(role, ifname));
+      let link: ReturnType<typeof pinnedTcxLinkInfo> = null;
+      try {
+        link = pinnedTcxLinkInfo(pin);
+      } catch {
+        link = null;
+      }
+      // Another agent on these pins swapped its program into kpr's link (a rolling update): in place.
+      if (link && link.ifindex === ifindex && running.includes(link.progId)) return null;
+      if (!link) return `program ${progId} is not on the tcx ingress hook (no link pinned at ${pin})`;
+      if (link.ifindex === 0) return `program ${progId} is not on the tcx ingress hook: link ${link.id} is detached`;
+      return `program ${progId} is not on the tcx ingress hook (link ${link.id} runs program ${link.progId} on ifindex ${link.ifindex})`;
+    },
   };
 }
 
@@ -155,6 +178,14 @@ export function classicMode(): TcHookMode {
     },
     remove(seen) {
       detachTcFilterByIndex(seen.ifindex, undefined, KPR_TC_FILTER, seen.ifname);
+    },
+    missing(_role, ifname, ifindex, progId) {
+      // bpf_tc_query at kpr's handle/priority: the filter's program, or none (filter or clsact qdisc deleted).
+      const id = queryTcFilterByIndex(ifindex, undefined, KPR_TC_FILTER, ifname);
+      if (id === progId) return null;
+      // Another agent replaced the program of kpr's filter with its own (a rolling update): in place.
+      if (id !== null && roleOfProgram(id) !== undefined) return null;
+      return id === null ? `kpr's clsact filter is gone (filter or qdisc deleted)` : `kpr's clsact filter runs program ${id}, not ${progId}`;
     },
   };
 }

@@ -6,6 +6,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { guardedFastify, NODE_LISTENER_LIMITS, type ShedHandler } from '../http-guard.js';
 import type { CacheHealth } from './cache-health.js';
+import { withAttachments, type AttachmentHealth } from './attachment-health.js';
 import { healthzResponse, livezResponse, type HealthResponse, type NodeLike, type ProxyHealthState } from './proxy-health.js';
 
 export interface HealthServerOptions {
@@ -18,6 +19,8 @@ export interface HealthServerOptions {
   overLimit?: () => Record<string, unknown> | undefined;
   /** kpr's run-time BPF map sizes for /healthz's body (agent/metrics/observability.ts MapSizeReport); never changes the status. */
   mapSizes?: () => Record<string, unknown> | undefined;
+  /** kpr's attachment verdict (agent/health/attachment-health.ts): 503 when one is missing; /livez ignores it. */
+  attachments?: (now: Date) => AttachmentHealth | undefined;
   /** Called for every answer, for kubeproxy_proxy_{healthz,livez}_total. */
   onServed?: (path: 'healthz' | 'livez', code: number) => void;
   /** Called when the connection cap closes an idle connection or refuses one. */
@@ -56,7 +59,7 @@ export function buildHealthServer(opts: HealthServerOptions): FastifyInstance {
   goNotFound(app);
   // app.all: every method fastify routes (GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH, ...) gets the same answer.
   app.all('/healthz', (_req, reply) => {
-    const r = healthzResponse(opts.state, opts.node(), opts.caches, opts.overLimit, opts.mapSizes);
+    const r = withAttachments(healthzResponse(opts.state, opts.node(), opts.caches, opts.overLimit, opts.mapSizes), opts.attachments?.(new Date()));
     opts.onServed?.('healthz', r.statusCode);
     return send(reply, r);
   });

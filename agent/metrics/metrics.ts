@@ -218,6 +218,10 @@ export class AgentMetrics {
     this.node.cgroupReattachedOnce();
   }
 
+  attachmentRepaired(hook: 'cgroup' | 'tcx' | 'tc'): void {
+    this.node.attachmentRepaired(hook);
+  }
+
   kernelFeatures(list: () => FeatureStatus[]): void {
     this.node.kernelFeatures(list);
   }

@@ -1,6 +1,6 @@
 /**
  * The metrics of the node's datapath as the agent keeps it: its timers'
- * failures, pins put back, the cgroup re-attached, tc attachments, UDP socket
+ * failures, pins put back, the cgroup re-attached, attachments repaired, tc attachments, UDP socket
  * termination, the kernel features probed at start and the map sizes.
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
@@ -16,6 +16,7 @@ export class NodeDatapathMetrics {
   private readonly nodeErrors: Counter<'op'>;
   private readonly pinsRestored: Counter<'object' | 'reason'>;
   private readonly cgroupReattached: Counter;
+  private readonly attachmentsRepaired: Counter<'hook'>;
   private readonly udpDestroyed: Counter<'mechanism'>;
   private readonly udpMode: Gauge<'mode'>;
   private tcSource: (() => TcAttachStatus) | undefined;
@@ -26,7 +27,7 @@ export class NodeDatapathMetrics {
     const registers = [registry];
     this.nodeErrors = new Counter({
       name: 'kpr_node_datapath_errors_total',
-      help: 'Failed runs of the node datapath timers (interface_rescan, conntrack_sweep, cgroup_check, pin_check), e.g. while the node network namespace, the socket programs\' cgroup or the bpffs is gone; retried at the next tick.',
+      help: 'Failed runs of the node datapath timers (interface_rescan, conntrack_sweep, cgroup_check, pin_check, attachment_check), e.g. while the node network namespace, the socket programs\' cgroup or the bpffs is gone; retried at the next tick.',
       labelNames: ['op'],
       registers,
     });
@@ -41,6 +42,13 @@ export class NodeDatapathMetrics {
       help: 'Times the socket programs were attached to --cgroup-path again because the cgroup was removed and created anew.',
       registers,
     });
+    this.attachmentsRepaired = new Counter({
+      name: 'kpr_attachments_repaired_total',
+      help: 'kpr attachments found missing by the attachment check (every 2 s and at each periodic resync) and attached again, by hook (cgroup: a socket program on --cgroup-path; tcx: a tcx link; tc: a clsact filter), e.g. a pinned link detached with bpftool link detach.',
+      labelNames: ['hook'],
+      registers,
+    });
+    for (const hook of ['cgroup', 'tcx', 'tc']) this.attachmentsRepaired.inc({ hook }, 0);
     const tc = () => this.tcSource?.();
     new Gauge({
       name: 'kpr_tc_attached_interfaces',
@@ -93,7 +101,7 @@ export class NodeDatapathMetrics {
     this.tcSource = source;
   }
 
-  /** A node datapath timer failed (op: interface_rescan, conntrack_sweep, cgroup_check, pin_check). */
+  /** A node datapath timer failed (op: interface_rescan, conntrack_sweep, cgroup_check, pin_check, attachment_check). */
   nodeDatapathFailed(op: string): void {
     this.nodeErrors.inc({ op });
   }
@@ -104,6 +112,11 @@ export class NodeDatapathMetrics {
 
   cgroupReattachedOnce(): void {
     this.cgroupReattached.inc();
+  }
+
+  /** An attachment found missing was attached again. */
+  attachmentRepaired(hook: 'cgroup' | 'tcx' | 'tc'): void {
+    this.attachmentsRepaired.inc({ hook });
   }
 
   /** Where kpr_kernel_feature reads the features at scrape time. */

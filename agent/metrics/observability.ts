@@ -8,6 +8,7 @@ import { buildHealthServer } from '../health/server.js';
 import { ProxyHealthState, type NodeLike } from '../health/proxy-health.js';
 import type { IPFamily } from '../net/ip.js';
 import { cacheHealth, type CacheHealth, type CacheState } from '../health/cache-health.js';
+import { attachmentHealth, type AttachmentStateLike } from '../health/attachment-health.js';
 import type { Logger } from '../log.js';
 import type { AdoptResult } from '../reconcile/reconciler.js';
 import type { SyncReport } from '../sync/sync-loop.js';
@@ -107,6 +108,7 @@ export class Observability {
           caches: this.opts.caches ? (now) => this.cacheHealth(now)! : undefined,
           overLimit: () => this.limitSummary() as Record<string, unknown> | undefined,
           mapSizes: () => this.mapSizeReport as Record<string, unknown> | undefined,
+          attachments: (now) => attachmentHealth(this.attachmentSource?.(), now),
           onServed: (p, code) => this.metrics.healthServed(p, code), onShed: (kind) => this.metrics.connectionShed('healthz', kind) });
       this.listeners.push(listenWithRetry(build, healthz, 'health server', log));
     }
@@ -141,6 +143,14 @@ export class Observability {
   changed(change: ObservedChange, queued: boolean): void {
     this.metrics.changeQueued({ kind: change.kind, key: change.key, annotations: change.resource?.metadata?.annotations }, queued);
     if (queued) for (const f of HEALTH_FAMILIES) this.health.queuedUpdate(f);
+  }
+
+  /** The node datapath's last attachment check (/healthz "attachments", kpr status). */
+  private attachmentSource: (() => AttachmentStateLike | undefined) | undefined;
+
+  /** Where /healthz reads the attachment check from (the node datapath, once it runs). */
+  attachments(source: () => AttachmentStateLike | undefined): void {
+    this.attachmentSource = source;
   }
 
   /** The run-time map sizes, as loaded (/healthz "mapSizes", kpr status). */

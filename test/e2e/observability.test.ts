@@ -190,6 +190,7 @@ describe('observability end to end', { timeout: scaled(180_000) }, () => {
     assert.match(table.stdout, /^apiserver requests by code: .*200 \d+/m);
     assert.match(table.stdout, /^watch     caches confirmed: .*Service \d+\.\d+s/m);
     assert.match(table.stdout, /^kernel    \S+ (active|fallback|off)/m);
+    assert.match(table.stdout, /^attach    every attachment in place \(cgroup \d+, tcx? \d+; checked [\d.]+s ago\)$/m);
     assert.match(table.stdout, new RegExp(`^config    nodeName=${NODE_NAME} bpffsDir=${box.sandbox.bpffsDir} `, 'm'));
     const all = await kpr(...args, '--show-config');
     assert.match(all.stdout, /^config    every setting in effect \(\/configz\):$/m);
@@ -280,7 +281,7 @@ describe('observability end to end', { timeout: scaled(180_000) }, () => {
     assert.equal(hz.status, 200, JSON.stringify(hz.body));
     assert.equal(hz.headers.get('content-type'), 'application/json');
     assert.equal(hz.headers.get('x-content-type-options'), 'nosniff');
-    assert.deepEqual(Object.keys(hz.body), ['lastUpdated', 'currentTime', 'nodeEligible', 'healthy', 'status', 'k8sCaches', 'servicesOverLimit', 'mapSizes']);
+    assert.deepEqual(Object.keys(hz.body), ['lastUpdated', 'currentTime', 'nodeEligible', 'healthy', 'status', 'k8sCaches', 'servicesOverLimit', 'mapSizes', 'attachments']);
     assert.deepEqual(Object.keys(hz.body.status), ['IPv4', 'IPv6']);
     // kpr's additions, last: the k8s caches synced and recently confirmed; every Service within the datapath limits.
     assert.equal(hz.body.k8sCaches.healthy, true, JSON.stringify(hz.body.k8sCaches));
@@ -288,6 +289,8 @@ describe('observability end to end', { timeout: scaled(180_000) }, () => {
     // The map sizes: default, as configured; no migration at this start.
     assert.equal(hz.body.mapSizes.configured.kpr_svc, 262144);
     assert.deepEqual(hz.body.mapSizes.inUse, hz.body.mapSizes.configured);
+    // Every attachment in place (agent/health/attachment-health.ts; test/e2e/attachment-repair.test.ts breaks them).
+    assert.equal(hz.body.attachments.healthy, true, JSON.stringify(hz.body.attachments));
     assert.equal(hz.body.mapSizes.migration, undefined);
     assert.deepEqual(Object.keys(hz.body.k8sCaches.caches).sort(), ['EndpointSlice', 'Node', 'Service']);
     assert.equal(hz.body.lastUpdated, hz.body.currentTime, 'healthy: lastUpdated is the current time');

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import {
-  BPF_ATTACH_TYPE, BpfObject, KprBpfError, cgroupId, detachPinnedLink, pinnedLinkInfo, queryCgroupPrograms,
+  BPF_ATTACH_TYPE, BpfObject, KprBpfError, cgroupId, detachLinkKeepPin, detachPinnedLink, pinnedLinkInfo, queryCgroupPrograms,
 } from '../../native/index.js';
 import { bpffsTempDir, cgroup2Mount, objPath, requireBpf, rmrf, unique } from './helpers.js';
 
@@ -65,6 +65,43 @@ test('cgroup attach through a pinned link survives close and is swapped on re-at
     assert.equal(detachPinnedLink(linkPin), false);
   } finally {
     obj?.close();
+    try {
+      detachPinnedLink(linkPin);
+    } finally {
+      fs.rmdirSync(cg);
+      rmrf(pinDir);
+    }
+  }
+});
+
+test('a pinned cgroup link detached behind the agent (bpftool link detach): the pin stays, the link names no cgroup, the query shows nothing; attaching again makes a new link', () => {
+  requireBpf();
+  const cg = path.join(cgroup2Mount(), unique());
+  const pinDir = bpffsTempDir();
+  const linkPin = path.join(pinDir, 'link_connect4');
+  fs.mkdirSync(cg);
+  const obj = BpfObject.open(objPath, { pinMapsDir: pinDir });
+  try {
+    obj.load();
+    const first = obj.attachCgroup('kpr_connect4', cg, linkPin);
+    assert.equal(first.attachType, CONNECT4);
+    assert.deepEqual(queryCgroupPrograms(cg, CONNECT4), [first.progId]);
+
+    detachLinkKeepPin(linkPin);
+    assert.ok(fs.existsSync(linkPin), 'the pin stays');
+    const info = pinnedLinkInfo(linkPin)!;
+    assert.equal(info.id, first.linkId, 'the same link object');
+    assert.equal(info.cgroupId, 0n, 'a detached cgroup link names no cgroup (5.9+)');
+    assert.deepEqual(queryCgroupPrograms(cg, CONNECT4), [], 'the program runs nowhere');
+
+    // What the agent's repair does: the dead link is unpinned and a new one attached and pinned.
+    const again = obj.attachCgroup('kpr_connect4', cg, linkPin);
+    assert.equal(again.replaced, false, 'a new link, not the detached one');
+    assert.notEqual(again.linkId, first.linkId);
+    assert.deepEqual(queryCgroupPrograms(cg, CONNECT4), [first.progId]);
+    assert.equal(pinnedLinkInfo(linkPin)!.cgroupId, cgroupId(cg));
+  } finally {
+    obj.close();
     try {
       detachPinnedLink(linkPin);
     } finally {

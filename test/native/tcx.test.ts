@@ -2,7 +2,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { BpfObject, attachTcx, currentNetnsCookie, detachPinnedLink, ensureBpffs, listInterfaces, queryTcxPrograms, tcxSupported, TCX, withNetns } from '../../native/index.js';
+import {
+  BpfObject, attachTcx, currentNetnsCookie, detachLinkKeepPin, detachPinnedLink, ensureBpffs, ifIndex, listInterfaces, pinnedTcxLinkInfo, queryTcxPrograms, queryTcxProgramsByIndex, tcxSupported, TCX, withNetns,
+} from '../../native/index.js';
 import { kernelMajorMinor } from '../support/kernel.js';
 import { Sandbox, inNs, nsPath } from '../../sandbox/netns.js';
 import { repoRoot } from '../support/paths.js';
@@ -41,6 +43,18 @@ test('tcx: attach through a pinned link inside a namespace, swap the program on 
     const listed = withNetns(nsPath(ns), () => listInterfaces());
     assert.deepEqual(listed.map((i) => i.name).sort(), ['kprA', 'kprB', 'kprC', 'kprD', 'lo']);
     assert.equal(listed.find((i) => i.name === 'kprC')?.index, 60000);
+    // Detached behind the agent (bpftool link detach): the pin and the link stay, the link names no
+    // interface and the hook runs nothing; attaching again replaces the dead link with a new one.
+    const linkId = pinnedTcxLinkInfo(pin)!.id;
+    detachLinkKeepPin(pin);
+    assert.ok(fs.existsSync(pin));
+    assert.deepEqual({ ...pinnedTcxLinkInfo(pin)!, progId: 0 }, { id: linkId, progId: 0, ifindex: 0, attachType: TCX.INGRESS });
+    const kprA = withNetns(nsPath(ns), () => ifIndex('kprA'));
+    assert.deepEqual(withNetns(nsPath(ns), () => queryTcxProgramsByIndex(kprA, TCX.INGRESS)), []);
+    const third = withNetns(nsPath(ns), () => attachTcx(obj.program('kpr_tc_pod'), 'kprA', TCX.INGRESS, pin));
+    assert.equal(third.replaced, false, 'a new link');
+    assert.notEqual(pinnedTcxLinkInfo(pin)!.id, linkId);
+    assert.deepEqual(withNetns(nsPath(ns), () => queryTcxProgramsByIndex(kprA, TCX.INGRESS)), [obj.program('kpr_tc_pod').id]);
     const inner = withNetns(nsPath(ns), () => currentNetnsCookie());
     assert.notEqual(inner, currentNetnsCookie());
     assert.equal(detachPinnedLink(pin), true);
