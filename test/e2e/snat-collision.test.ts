@@ -137,8 +137,12 @@ describe('SNAT ports cannot collide with the node\'s own connections (rule 37)',
 
   const sysctl = (name: string) => withNetns(nsPath(node1().ns), () => readFileSync(`/proc/sys/net/ipv4/${name}`, 'utf8').trim());
 
+  /** The host's own value, which nothing here may change. */
+  let hostReserved: string;
+
   before(async () => {
     requireRoot();
+    hostReserved = readFileSync('/proc/sys/net/ipv4/ip_local_reserved_ports', 'utf8');
     box = await TwoNodeCluster.create({ pods: [BACKEND] });
     // Only inside node-1's namespace: a reservation the agent must keep.
     withNetns(nsPath(node1().ns), () => writeFileSync('/proc/sys/net/ipv4/ip_local_reserved_ports', `${FOREIGN_RESERVED}\n`));
@@ -215,5 +219,6 @@ describe('SNAT ports cannot collide with the node\'s own connections (rule 37)',
     const r = spawnSync(cliBin, ['cleanup', '--bpffs', node1().bpffsDir, '--netns', nsPath(node1().ns)], { encoding: 'utf8' });
     assert.equal(r.status, 0, r.stderr);
     assert.equal(sysctl('ip_local_reserved_ports'), FOREIGN_RESERVED);
+    assert.equal(readFileSync('/proc/sys/net/ipv4/ip_local_reserved_ports', 'utf8'), hostReserved, 'the host\'s own namespace is untouched');
   });
 });
