@@ -153,7 +153,10 @@ describe('SNAT ports cannot collide with the node\'s own connections (rule 37)',
       spec: { type: 'NodePort', clusterIP: CLUSTER_IP, clusterIPs: [CLUSTER_IP], ports: [{ name: 'echo', protocol: 'TCP', port: ECHO_PORT, targetPort: ECHO_PORT, nodePort: NODE_PORT }] },
     });
     box.api.create(endpointSlice('e2e', 'snat-1', 'snat', [{ ip: BACKEND.ip, node: BACKEND.node }], [{ name: 'echo', port: ECHO_PORT }]));
-    const agent = await box.startAgent('node-1', ['--metrics-bind-address', '127.0.0.1:0', '--healthz-bind-address', '127.0.0.1:0']);
+    // A long closing timeout: a reset flow's ORIGINAL entry must outlive the (slow, under QEMU) start of the
+    // client that reuses its port, or the sweep removes it and its REPLY entry, which the client's RST does
+    // not shorten, stays behind holding the SNAT port (the skip would then be kpr_ct's, not the listener's).
+    const agent = await box.startAgent('node-1', ['--metrics-bind-address', '127.0.0.1:0', '--healthz-bind-address', '127.0.0.1:0', '--ct-tcp-closing-timeout', '300s']);
     metricsUrl = await metricsUrlOf(agent);
   });
 
