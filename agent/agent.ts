@@ -27,6 +27,7 @@ import { FillWarning } from './reconcile/fill-warning.js';
 import { BpfDatapathMaps } from './maps/bpf-datapath-maps.js';
 import { UdpTerminator, type UdpTerminationMode } from './datapath/udp-terminator.js';
 import { ServiceHealthServers } from './service-health/servers.js';
+import { reserveSnatPortsAtStart } from './snat-ports/at-start.js';
 import { Observability } from './metrics/observability.js';
 import { Reconciler } from './reconcile/reconciler.js';
 import type { MapCapacities } from './reconcile/limits.js';
@@ -217,6 +218,7 @@ export class Agent {
           onAttachmentRepaired: (hook) => obs.metrics.attachmentRepaired(hook),
           tcxAvailable: () => features.present('tcx'),
           ...(this.writer ? { ctSweepDeleter: nativeStillExpiredDeleter(this.writer) } : {}),
+          reserveSnatPorts: (ownedBefore) => reserveSnatPortsAtStart({ netns: cfg.netns, ownedBefore, log: tcLog }),
         });
         nd.start(this.watch?.node());
         this.nodeDatapath = nd;

@@ -44,12 +44,10 @@
 #include "kpr_common.h"
 #include "kpr_lb.h"
 #include "kpr_monitor.h"
+#include "kpr_snat.h"
 
 #define IP_MF 0x2000
 #define IP_OFFSET 0x1fff
-#define KPR_SNAT_PORT_MIN 61000
-#define KPR_SNAT_PORT_SPAN 4535
-#define KPR_SNAT_PORT_TRIES 8
 
 /*
  * The verdict for a packet kpr leaves alone: TC_ACT_UNSPEC (-1), which is
@@ -292,36 +290,20 @@ static __always_inline void kpr_ct_reply_val_of(struct kpr_ct_val *rev, const st
 }
 
 /*
- * Chooses the source a new flow leaves with: the node address and a port
- * whose reply tuple is free, so two clients using the same port cannot
- * collide on one backend.
+ * Chooses the source a new flow leaves with: the node address and a port of
+ * kpr's SNAT range that neither the node's sockets nor another kpr flow
+ * hold towards the backend (kpr_snat.h).
  */
-static __always_inline int kpr_pick_snat(const struct kpr_pkt *p, const struct kpr_backend *be,
+static __always_inline int kpr_pick_snat(struct __sk_buff *skb, const struct kpr_pkt *p, const struct kpr_backend *be,
 					 const struct kpr_config *cfg, struct kpr_ct_val *fwd)
 {
-	struct kpr_ct_key rkey = {};
-	__be16 port = p->sport;
-	int i;
-
 	if (!cfg)
 		return -1;
 	kpr_addr_copy(fwd->nat_saddr, p->family == AF_INET ? cfg->snat_v4 : cfg->snat_v6);
 	if (kpr_addr_is_zero(fwd->nat_saddr))
 		return -1;
-	kpr_addr_copy(rkey.saddr, be->addr);
-	kpr_addr_copy(rkey.daddr, fwd->nat_saddr);
-	rkey.sport = be->port;
-	rkey.proto = p->proto;
-	rkey.dir = KPR_CT_DIR_REPLY;
-	for (i = 0; i < KPR_SNAT_PORT_TRIES; i++) {
-		rkey.dport = port;
-		if (!kpr_ct_lookup(&rkey, cfg)) {
-			fwd->nat_sport = port;
-			return 0;
-		}
-		port = bpf_htons(KPR_SNAT_PORT_MIN + bpf_get_prandom_u32() % KPR_SNAT_PORT_SPAN);
-	}
-	return -1;
+	fwd->nat_sport = kpr_snat_pick_port(skb, cfg, p->family, p->proto, p->saddr, p->sport, be->addr, be->port, fwd->nat_saddr);
+	return fwd->nat_sport ? 0 : -1;
 }
 
 /* A new flow to a frontend: choose, record both directions, rewrite, forward. Each outcome is one kpr monitor event. */
@@ -392,7 +374,7 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	kpr_addr_copy(fwd.nat_daddr, be->addr);
 	fwd.nat_dport = be->port;
 	if (snat) {
-		if (kpr_pick_snat(p, be, cfg, &fwd)) {
+		if (kpr_pick_snat(skb, p, be, cfg, &fwd)) {
 			kpr_count(KPR_STAT_TC_DROP_NO_SNAT_PORT);
 			kpr_emit(skb, hook, KPR_EV_NO_SNAT_PORT, ev_flags, &key, svc, be, backend_id, p->saddr, p->sport, p->family);
 			return TC_ACT_SHOT;
@@ -522,9 +504,10 @@ static __always_inline int kpr_tc(struct __sk_buff *skb, __u8 role)
 	/*
 	 * A SYN on a flow that already closed is a new connection reusing the
 	 * client port (conntrack does the same): balance it afresh. The closed
-	 * flow's reply entry goes first, so the new flow can keep the client's
-	 * port as its SNAT port instead of a random one that may collide with a
-	 * TIME_WAIT connection on the backend.
+	 * flow's reply entry goes first, so the new flow can get the same SNAT
+	 * port (the first candidate hashes the client's address and port)
+	 * instead of another that may collide with a TIME_WAIT connection on
+	 * the backend.
 	 */
 	if (ct && (ct->flags & KPR_CT_F_CLOSING) && (p.tcp_flags & KPR_TCP_SYN)) {
 		kpr_ct_forget_reply(ct, &p, cfg);

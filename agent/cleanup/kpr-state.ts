@@ -12,7 +12,11 @@
  *     nothing else. The clsact qdisc stays: kpr cannot tell whether it made
  *     it or whether anything else uses it, and an empty clsact qdisc costs
  *     nothing;
- *  3. every other pin under <bpffs> (maps, anything a later version pins):
+ *  3. kpr's SNAT port range (61000-65535) taken out of the node's
+ *     net.ipv4.ip_local_reserved_ports, in the node's network namespace,
+ *     when the pinned kpr_config says the agent added it (a range someone
+ *     else reserved stays, and so does every other reserved port);
+ *  4. every other pin under <bpffs> (maps, anything a later version pins):
  *     unlinked, then the directories, deepest first, and <bpffs> itself.
  *
  * The agent must not be running (it would re-create its pins). Idempotent: a
@@ -20,9 +24,13 @@
  */
 import { existsSync, lstatSync, readdirSync, rmdirSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
-import { detachPinnedLink, isBpffs, KPR_TC_FILTER, listInterfaces, withNetns } from '../../native/index.js';
+import { BpfMap, detachPinnedLink, isBpffs, KPR_TC_FILTER, listInterfaces, withNetns } from '../../native/index.js';
 import { classicMode } from '../datapath/tc-hooks.js';
-import { linkPinDir, mapPinDir, mapStagingDir } from '../datapath/pins.js';
+import { linkPinDir, mapPinDir, mapPinPath, mapStagingDir } from '../datapath/pins.js';
+import { CFG_FLAG, MAP_NAMES, mapCodecs } from '../maps/layout.js';
+import { MAPS } from '../maps/registry.js';
+import { applySnatPortsRelease, planSnatPortsRelease, SNAT_RANGE } from '../snat-ports/proc-sys.js';
+import { covers, parsePortList } from '../snat-ports/port-list.js';
 import type { CleanupItem, CleanupStep } from './types.js';
 
 /** Every file and directory below `dir` (files first per directory, then the directory), deepest first. */
@@ -78,6 +86,39 @@ function tcFiltersStep(netns: string | undefined): CleanupStep {
   };
 }
 
+/** Whether the pinned kpr_config says the agent reserved the SNAT port range (false when there is no such pin). */
+function snatPortsOwned(bpffsDir: string): boolean {
+  const pin = mapPinPath(bpffsDir, MAP_NAMES.config);
+  if (!existsSync(pin)) return false;
+  const m = BpfMap.openPinned(pin);
+  try {
+    const v = m.lookup(mapCodecs(MAPS.config).key.encode(0));
+    return v !== null && (v.readUInt32LE(MAPS.config.value.at.flags) & CFG_FLAG.SNAT_PORTS_RESERVED) !== 0;
+  } finally {
+    m.close();
+  }
+}
+
+function snatPortsStep(bpffsDir: string, netns: string | undefined): CleanupStep {
+  const name = 'SNAT port reservation';
+  const owned = snatPortsOwned(bpffsDir);
+  const plan = planSnatPortsRelease({ netns, owned });
+  if (plan.error) return { name, items: [], error: `cannot read the node's reserved ports: ${plan.error}`, apply: () => undefined };
+  const text = plan.text;
+  const range = `${SNAT_RANGE.lo}-${SNAT_RANGE.hi}`;
+  const reservedByOthers = !owned && plan.before !== undefined && covers(parsePortList(plan.before), SNAT_RANGE);
+  return {
+    name,
+    items: text === undefined ? [] : [{ kind: 'sysctl', what: `net.ipv4.ip_local_reserved_ports: "${plan.before}" becomes "${text}" (kpr's SNAT range ${range} released)` }],
+    ...(reservedByOthers ? { kept: [{ kind: 'sysctl', what: `net.ipv4.ip_local_reserved_ports ${range}`, reason: 'reserved before kpr started (or by the chart\'s init container): not kpr\'s to release' }] } : {}),
+    apply: () => {
+      if (text === undefined) return;
+      const error = applySnatPortsRelease(text, { netns });
+      if (error) throw new Error(error);
+    },
+  };
+}
+
 function pinsStep(bpffsDir: string): CleanupStep {
   const { files, dirs } = walk(bpffsDir);
   const links = new Set(walk(linkPinDir(bpffsDir)).files);
@@ -113,5 +154,5 @@ export function checkBpffsDir(bpffsDir: string): string {
 
 export function kprCleanupSteps(bpffsDir: string, opts: { netns?: string } = {}): CleanupStep[] {
   bpffsDir = checkBpffsDir(bpffsDir);
-  return [linksStep(bpffsDir), tcFiltersStep(opts.netns), pinsStep(bpffsDir)];
+  return [linksStep(bpffsDir), tcFiltersStep(opts.netns), snatPortsStep(bpffsDir, opts.netns), pinsStep(bpffsDir)];
 }

@@ -11,6 +11,7 @@ import type { BpfObject } from '../../native/index.js';
 import type { AgentConfig } from '../config.js';
 import type { Logger } from '../log.js';
 import { CFG_FLAG, MAP_NAMES, encodeConfig } from '../maps/layout.js';
+import { MAPS } from '../maps/registry.js';
 import type { DriftCount } from '../reconcile/reconciler.js';
 import { sweepExpiredConntrackSliced, type StillExpiredDeleter } from './ct-sweeper.js';
 import { CONFIG_KEY, writeNodeConfig, type Datapath } from './loader.js';
@@ -63,6 +64,12 @@ export interface NodeDatapathOptions {
   tcxAvailable?: () => boolean;
   /** How the conntrack sweep deletes what it found expired (the native library's when it is built). */
   ctSweepDeleter?: StillExpiredDeleter;
+  /**
+   * Reserves kpr's SNAT port range on the node at start (agent/snat-ports);
+   * told whether the pinned kpr_config says an earlier agent owned the
+   * reservation, returns whether this one does (kept in kpr_config for `kpr cleanup`).
+   */
+  reserveSnatPorts?: (ownedBefore: boolean) => boolean;
 }
 
 export class NodeDatapath {
@@ -79,6 +86,8 @@ export class NodeDatapath {
   private readonly repairedByHook: Partial<Record<AttachHook, number>> = {};
   /** The missing attachments last logged (each distinct set logged once). */
   private missingLogged = '[]';
+  /** kpr added its SNAT range to the node's reserved ports (CFG_FLAG.SNAT_PORTS_RESERVED). */
+  private snatPortsOwned = false;
 
   constructor(
     private readonly dp: Datapath,
@@ -120,6 +129,12 @@ export class NodeDatapath {
   }
 
   start(node: V1Node | undefined): void {
+    if (this.opts.reserveSnatPorts) {
+      // Read before nodeChanged writes kpr_config: what the previous agent left there.
+      const have = this.dp.maps.config.lookup(CONFIG_KEY);
+      const before = have ? have.readUInt32LE(MAPS.config.value.at.flags) : 0;
+      this.snatPortsOwned = this.opts.reserveSnatPorts((before & CFG_FLAG.SNAT_PORTS_RESERVED) !== 0);
+    }
     this.nodeChanged(node);
     this.attacher.sync();
     this.keepTcxLinks();
@@ -259,7 +274,7 @@ export class NodeDatapath {
       tcpTimeoutS: this.cfg.ctTcpTimeoutS,
       tcpClosingTimeoutS: this.cfg.ctTcpClosingTimeoutS,
       udpTimeoutS: this.cfg.ctUdpTimeoutS,
-      flags: (hostOnly ? CFG_FLAG.SOCK_HOST_ONLY : 0) | (this.cfg.serviceCounters ? 0 : CFG_FLAG.NO_SVC_STATS) | (this.dp.migrating() ? CFG_FLAG.MIGRATING : 0),
+      flags: (hostOnly ? CFG_FLAG.SOCK_HOST_ONLY : 0) | (this.cfg.serviceCounters ? 0 : CFG_FLAG.NO_SVC_STATS) | (this.dp.migrating() ? CFG_FLAG.MIGRATING : 0) | (this.snatPortsOwned ? CFG_FLAG.SNAT_PORTS_RESERVED : 0),
     };
     const text = JSON.stringify(config, (_k, v) => (typeof v === 'bigint' ? v.toString() : v));
     if (text === this.lastConfig) return;

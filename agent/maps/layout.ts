@@ -77,14 +77,19 @@ export const STAT = {
   TC_CT_LOST: 16,
   MONITOR_LOST: 17,
   TC_CT_REPLY_RESTORED: 18,
+  TC_SNAT_SKIP_NODE_SOCKET: 21,
+  TC_SNAT_SKIP_CONNTRACK: 22,
+  TC_SNAT_EXHAUSTED: 23,
 } as const;
 /** Mirrors enum kpr_ct_dir. */
 export const CT_DIR = { ORIGINAL: 0, REPLY: 1 } as const;
 /** Mirrors enum kpr_ct_flags. */
 export const CT_FLAG = { SNAT: 1 << 0, CLOSING: 1 << 1 } as const;
 /** Mirrors enum kpr_config_flags. */
-export const CFG_FLAG = { SOCK_HOST_ONLY: 1 << 0, NO_SVC_STATS: 1 << 1, MIGRATING: 1 << 2 } as const;
+export const CFG_FLAG = { SOCK_HOST_ONLY: 1 << 0, NO_SVC_STATS: 1 << 1, MIGRATING: 1 << 2, SNAT_PORTS_RESERVED: 1 << 4 } as const;
 export const STAT_MAX = 32;
+/** Mirrors enum kpr_snat_ports: the source ports the tc path SNATs to (docs/semantics.md, rule 37). */
+export const SNAT_PORT_RANGE = { min: 61000, max: 65535 } as const;
 /** Mirrors enum kpr_event_type (kpr_event.h). */
 export const EVENT_TYPE = {
   TRANSLATED: 1,

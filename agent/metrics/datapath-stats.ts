@@ -11,7 +11,7 @@ const statIndex = mapCodecs(MAPS.stats).key;
 
 export interface StatMetric {
   /** Prometheus metric name (without the kpr_datapath_ prefix and _total suffix). */
-  metric: 'translations' | 'refusals' | 'backend_missing' | 'drops' | 'tc_packets' | 'affinity_hits' | 'sockets_destroyed' | 'conntrack_lost_flows' | 'conntrack_reply_restored' | 'monitor_events_lost' | 'other';
+  metric: 'translations' | 'refusals' | 'backend_missing' | 'drops' | 'tc_packets' | 'affinity_hits' | 'sockets_destroyed' | 'conntrack_lost_flows' | 'conntrack_reply_restored' | 'snat_port_skips' | 'snat_ports_exhausted' | 'monitor_events_lost' | 'other';
   /** The label of this slot, if the metric has one. */
   label?: { name: 'path' | 'reason' | 'action' | 'stat'; value: string };
 }
@@ -38,6 +38,9 @@ export const STAT_METRICS: Partial<Record<keyof typeof STAT, StatMetric>> = {
   TC_DROP_NO_BACKEND: { metric: 'drops', label: { name: 'reason', value: 'no_backend' } },
   TC_DROP_SOURCE_RANGE: { metric: 'drops', label: { name: 'reason', value: 'source_range' } },
   TC_DROP_NO_SNAT_PORT: { metric: 'drops', label: { name: 'reason', value: 'no_snat_port' } },
+  TC_SNAT_SKIP_NODE_SOCKET: { metric: 'snat_port_skips', label: { name: 'reason', value: 'node_socket' } },
+  TC_SNAT_SKIP_CONNTRACK: { metric: 'snat_port_skips', label: { name: 'reason', value: 'conntrack' } },
+  TC_SNAT_EXHAUSTED: { metric: 'snat_ports_exhausted' },
 };
 
 export const STAT_METRIC_HELP: Record<StatMetric['metric'], string> = {
@@ -52,6 +55,10 @@ export const STAT_METRIC_HELP: Record<StatMetric['metric'], string> = {
   conntrack_lost_flows: 'TCP packets without SYN to a frontend that kpr_ct holds no flow for (evicted from the full LRU map, or expired while idle): balanced afresh, so the flow may be reset. Rising: raise --map-size-conntrack (or --conntrack-*).',
   conntrack_reply_restored:
     'tc path: REPLY entries of live flows put back from the ORIGINAL entry on a client packet, because kpr_ct had lost them (the LRU map evicts single entries, not flows) or they had expired while only the client sent; without them the replies would reach the node stack and be reset. Rising with conntrack_lost_flows: raise --map-size-conntrack.',
+  snat_port_skips:
+    'tc path: SNAT port candidates skipped for a new flow, by what held the port towards the backend: node_socket (a socket of the node: a collision with the node\'s own connection avoided), conntrack (another kpr flow).',
+  snat_ports_exhausted:
+    'tc path: new flows to SNAT for which every SNAT port candidate was taken: dropped (drops_total{reason="no_snat_port"}); the client\'s retransmission tries fresh candidates. Rising: too many flows from outside to one backend through this node, or ports of kpr\'s range held by the node.',
   monitor_events_lost:
     'Datapath events kpr monitor did not see: recorded while it ran, but its ring buffer (kpr_events) was full, the reader behind. The decisions themselves are unaffected.',
   other: 'Datapath counters without a metric of their own yet, by enum kpr_stat name.',

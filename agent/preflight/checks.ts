@@ -19,6 +19,8 @@ import { libbpf } from '../../native/libbpf.js';
 import { findCgroup2Mount } from '../cgroup.js';
 import { pinnedMapStats, type MapStats } from '../metrics/map-stats.js';
 import { MAP_BY_NAME } from '../maps/registry.js';
+import { snatPortsCheck } from '../snat-ports/check.js';
+import { readSnatPortFacts, SNAT_RANGE } from '../snat-ports/proc-sys.js';
 import { scanMapPins } from '../datapath/pin-scan.js';
 import type { FoundPin } from '../datapath/migration-plan.js';
 
@@ -41,6 +43,8 @@ export interface PreflightOptions {
   bpfObject: string;
   /** max_entries by map name, as the agent would load them (agent/datapath/map-sizes.ts); the trial load uses them. */
   mapSizes?: Readonly<Record<string, number>>;
+  /** The node's network namespace (a path) for the snat-ports row; default: this process's. */
+  netns?: string;
   /** Facts, injectable for tests. */
   procRoot?: string;
   kernelRelease?: string;
@@ -311,6 +315,8 @@ export function runPreflight(opts: PreflightOptions): PreflightReport {
     writerDetail = `${(err as Error).message.split('\n')[0]}; large map batches will be written synchronously (slower full syncs)`;
   }
   add({ name: 'batch-writer', severity: 'advisory', ok: writerOk, detail: writerDetail, fix: 'build it (make build) next to the BPF objects; it needs libbpf.so.1' });
+
+  add(snatPortsCheck(readSnatPortFacts({ netns: opts.netns }), SNAT_RANGE));
 
   for (const c of checks) if (c.ok) delete c.fix;
   const list = features?.list() ?? [];

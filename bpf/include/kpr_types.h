@@ -243,6 +243,24 @@ enum kpr_config_flags {
 	KPR_CFG_F_NO_SVC_STATS = 1 << 1,
 	/* A live migration is under way: a state-map miss reads the old map too (kpr_migrate.h). */
 	KPR_CFG_F_MIGRATING = 1 << 2,
+	/*
+	 * The agent added the SNAT port range (enum kpr_snat_ports) to the node's
+	 * net.ipv4.ip_local_reserved_ports, so `kpr cleanup` takes it out again.
+	 * No program reads it: the pinned map is where it outlives the agent.
+	 */
+	KPR_CFG_F_SNAT_PORTS_RESERVED = 1 << 4,
+};
+
+/*
+ * The source ports the tc path SNATs to (kpr_snat.h; docs/semantics.md,
+ * rule 37), both ends included. The agent reserves them from the node's
+ * ephemeral ports (net.ipv4.ip_local_reserved_ports), so the node's own
+ * connections never pick one: 61000 is just above Linux's default
+ * ip_local_port_range (32768-60999).
+ */
+enum kpr_snat_ports {
+	KPR_SNAT_PORT_MIN = 61000,
+	KPR_SNAT_PORT_MAX = 65535,
 };
 
 /*
@@ -293,6 +311,15 @@ enum kpr_stat {
 	 * answers would miss conntrack and be reset by the node's stack.
 	 */
 	KPR_STAT_TC_CT_REPLY_RESTORED = 18,
+	/*
+	 * SNAT port candidates skipped (kpr_snat.h), each once: a socket of the
+	 * node holds the port towards the backend (a collision avoided), or
+	 * another kpr flow does; and new flows for which every candidate was
+	 * taken (they are dropped, and counted in KPR_STAT_TC_DROP_NO_SNAT_PORT too).
+	 */
+	KPR_STAT_TC_SNAT_SKIP_NODE_SOCKET = 21,
+	KPR_STAT_TC_SNAT_SKIP_CONNTRACK = 22,
+	KPR_STAT_TC_SNAT_EXHAUSTED = 23,
 	KPR_STAT_MAX = 32,
 };
 

@@ -14,7 +14,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BE_FLAG, CFG_FLAG, CT_DIR, CT_FLAG, EVENT_FLAG, EVENT_HOOK, EVENT_TYPE, FE_TYPE, STAT, STAT_MAX, SCOPE, SVC_FLAG, VIP_FLAG } from '../../agent/maps/layout.js';
+import { BE_FLAG, CFG_FLAG, CT_DIR, CT_FLAG, EVENT_FLAG, EVENT_HOOK, EVENT_TYPE, FE_TYPE, STAT, STAT_MAX, SCOPE, SNAT_PORT_RANGE, SVC_FLAG, VIP_FLAG } from '../../agent/maps/layout.js';
 import { MAP_BY_NAME, MAP_NAMES, MAPS, RINGS } from '../../agent/maps/registry.js';
 import { PREV_MAPS } from '../../agent/datapath/migration.js';
 import type { FieldKind, StructLayout } from '../../agent/maps/struct-codec.js';
@@ -205,4 +205,5 @@ test('enum and flag constants match kpr_types.h', () => {
   expect(EVENT_HOOK, 'KPR_HOOK_');
   expect(EVENT_FLAG, 'KPR_EVF_');
   assert.equal(constants.get('KPR_STAT_MAX'), STAT_MAX);
+  assert.deepEqual([constants.get('KPR_SNAT_PORT_MIN'), constants.get('KPR_SNAT_PORT_MAX')], [SNAT_PORT_RANGE.min, SNAT_PORT_RANGE.max], 'enum kpr_snat_ports');
 });

@@ -5,7 +5,9 @@
  */
 import { after, before, beforeEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { sumPerCpuU64, testRun, type BpfMap, type BpfObject } from '../../native/index.js';
+import { once } from 'node:events';
+import { sumPerCpuU64, testRun, withNetns, type BpfMap, type BpfObject } from '../../native/index.js';
+import { nsPath, Sandbox } from '../../sandbox/netns.js';
 import {
   CONFIG,
   CT_DIR,
@@ -16,6 +18,7 @@ import {
   codecOf,
   IPPROTO,
   SCOPE,
+  SNAT_PORT_RANGE,
   STAT,
   SVC_FLAG,
   decodeAffinityKey,
@@ -31,6 +34,7 @@ import {
 } from '../../agent/maps/layout.js';
 import { TCP_ACK, TCP_FIN, TCP_SYN, buildPacket, parsePacket } from '../support/packets.js';
 import { loadTcObject, writeFrontend, type TcObject } from '../support/tc-object.js';
+import { clientPortHashingTo, firstSnatPort } from '../support/snat-port.js';
 
 const TC_ACT_UNSPEC = -1; // "not mine": the next program on the hook runs (TCX_NEXT for tcx)
 const TC_ACT_OK = 0;
@@ -45,6 +49,14 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
   let svc: BpfMap, backend: BpfMap, ct: BpfMap, srcRange: BpfMap;
 
   let tc: TcObject;
+  /**
+   * The node the programs run for: BPF_PROG_TEST_RUN runs a packet in the
+   * caller's network namespace, where kpr_snat.h looks up the node's
+   * sockets. A namespace of the test's own: the host's sockets stay out of
+   * it, and the test's sockets out of the host.
+   */
+  let sandbox: Sandbox;
+  let nodeNs: string;
 
   function frontend(addr: string, port: number, proto: number, revNatId: number, flags: number, backends: Array<[number, string, number]>) {
     writeFrontend(tc, { addr, port, proto, revNatId, flags }, backends);
@@ -58,11 +70,13 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
   }
 
   function run(program: 'kpr_tc_ext' | 'kpr_tc_pod', pkt: Buffer) {
-    const r = testRun(obj.program(program), pkt);
+    const r = withNetns(nsPath(nodeNs), () => testRun(obj.program(program), pkt));
     return { verdict: r.retval, out: r.data, parsed: r.data.length >= 34 ? parsePacket(r.data) : undefined };
   }
 
   before(() => {
+    sandbox = new Sandbox();
+    nodeNs = sandbox.addNamespace('node');
     tc = loadTcObject('kpr-tc-test');
     ({ obj, svc, backend } = tc);
     ct = obj.map('kpr_ct');
@@ -74,7 +88,10 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     assert.equal(CONFIG.size, obj.map('kpr_config').valueSize);
   });
 
-  after(() => tc?.close());
+  after(async () => {
+    tc?.close();
+    await sandbox?.teardown();
+  });
 
   beforeEach(() => {
     for (const m of [svc, backend, ct, srcRange, obj.map('kpr_affinity'), obj.map('kpr_aff_match')]) {
@@ -87,7 +104,8 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     const syn = run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport: 40000, dport: 30080, proto: 'TCP', tcpFlags: TCP_SYN }));
     assert.ok([TC_ACT_OK, TC_ACT_REDIRECT].includes(syn.verdict), `verdict ${syn.verdict}`);
     const p = syn.parsed!;
-    assert.deepEqual([p.src, p.sport, p.dst, p.dport], [NODE_V4, 40000, '198.18.20.10', 8080]);
+    const snat = firstSnatPort(CLIENT, 40000);
+    assert.deepEqual([p.src, p.sport, p.dst, p.dport], [NODE_V4, snat, '198.18.20.10', 8080], 'SNAT to a port of kpr\'s range: the first candidate, hashed from the client');
     assert.ok(p.ipChecksumOk, 'IPv4 header checksum');
     assert.ok(p.l4ChecksumOk, 'TCP checksum');
     assert.equal(p.payload.toString(), 'kpr');
@@ -97,10 +115,10 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     const orig = entries.find((e) => e.key.dir === CT_DIR.ORIGINAL)!;
     const reply = entries.find((e) => e.key.dir === CT_DIR.REPLY)!;
     assert.deepEqual([orig.key.saddr, orig.key.sport, orig.key.daddr, orig.key.dport], [CLIENT, 40000, NODE_V4, 30080]);
-    assert.deepEqual([reply.key.saddr, reply.key.sport, reply.key.daddr, reply.key.dport], ['198.18.20.10', 8080, NODE_V4, 40000]);
+    assert.deepEqual([reply.key.saddr, reply.key.sport, reply.key.daddr, reply.key.dport], ['198.18.20.10', 8080, NODE_V4, snat]);
     assert.equal(orig.val.revNatId, 7);
 
-    const back = run('kpr_tc_ext', buildPacket({ src: '198.18.20.10', dst: NODE_V4, sport: 8080, dport: 40000, proto: 'TCP', tcpFlags: TCP_SYN | TCP_ACK }));
+    const back = run('kpr_tc_ext', buildPacket({ src: '198.18.20.10', dst: NODE_V4, sport: 8080, dport: snat, proto: 'TCP', tcpFlags: TCP_SYN | TCP_ACK }));
     const r = back.parsed!;
     assert.deepEqual([r.src, r.sport, r.dst, r.dport], [NODE_V4, 30080, CLIENT, 40000], 'the client sees the address it called');
     assert.ok(r.ipChecksumOk && r.l4ChecksumOk);
@@ -187,7 +205,7 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     run('kpr_tc_ext', pkt(TCP_ACK | TCP_FIN));
     const again = run('kpr_tc_ext', pkt(TCP_SYN)).parsed!;
     assert.equal(again.dst, '198.18.20.10');
-    assert.equal(again.sport, 46000, 'the closed flow made room: the client port is kept as the SNAT port');
+    assert.equal(again.sport, firstSnatPort(CLIENT, 46000), 'the closed flow made room: the new connection leaves with the same SNAT port (the first candidate)');
     assert.equal(stat(STAT.TC_DNAT) - dnat0, 2n, 'the new connection got a fresh translation');
     const arp = Buffer.from(pkt(TCP_SYN));
     arp.writeUInt16BE(0x0806, 12);
@@ -198,10 +216,11 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
   test('a client port reused after the closed flow expired: the new connection is answered through the reverse translation', () => {
     frontend(NODE_V4, 30082, IPPROTO.TCP, 9, SVC_FLAG.NODE_PORT, [[3, '198.18.20.10', 8080]]);
     const fromClient = (flags: number) => run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport: 43700, dport: 30082, proto: 'TCP', tcpFlags: flags }));
-    const fromPod = (flags: number) => run('kpr_tc_pod', buildPacket({ src: '198.18.20.10', dst: NODE_V4, sport: 8080, dport: 43700, proto: 'TCP', tcpFlags: flags }));
+    const snat = firstSnatPort(CLIENT, 43700);
+    const fromPod = (flags: number) => run('kpr_tc_pod', buildPacket({ src: '198.18.20.10', dst: NODE_V4, sport: 8080, dport: snat, proto: 'TCP', tcpFlags: flags }));
     const connect = () => {
       const syn = fromClient(TCP_SYN).parsed!;
-      assert.deepEqual([syn.src, syn.sport, syn.dst, syn.dport], [NODE_V4, 43700, '198.18.20.10', 8080]);
+      assert.deepEqual([syn.src, syn.sport, syn.dst, syn.dport], [NODE_V4, snat, '198.18.20.10', 8080]);
       const synAck = fromPod(TCP_SYN | TCP_ACK).parsed!;
       assert.deepEqual([synAck.src, synAck.sport, synAck.dst, synAck.dport], [NODE_V4, 30082, CLIENT, 43700], 'the SYN-ACK reaches the client as the NodePort');
     };
@@ -225,19 +244,21 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     frontend(NODE_V4, 30083, IPPROTO.TCP, 10, SVC_FLAG.NODE_PORT, [[4, '198.18.20.10', 8080]]);
     const OTHER = '198.18.100.3';
     const syn = (src: string, sport: number) => run('kpr_tc_ext', buildPacket({ src, dst: NODE_V4, sport, dport: 30083, proto: 'TCP', tcpFlags: TCP_SYN })).parsed!;
-    // A flow of CLIENT, SNATed to the node's port 43800, closed: its ORIGINAL entry remains, its REPLY entry is gone (swept).
+    // A flow of CLIENT, SNATed to the node's port `snat`, closed: its ORIGINAL entry remains, its REPLY entry is gone (swept).
     const ctKey = codecOf(CT_KEY);
     const ctVal = codecOf(CT_VAL);
+    const otherPort = 43800;
+    const snat = firstSnatPort(OTHER, otherPort);
     ct.update(
       ctKey.encode({ saddr: CLIENT, daddr: NODE_V4, sport: 41000, dport: 30083, proto: IPPROTO.TCP, dir: CT_DIR.ORIGINAL }),
-      ctVal.encode({ natSaddr: NODE_V4, natDaddr: '198.18.20.10', natSport: 43800, natDport: 8080, backendId: 4, expiresNs: 1n, revNatId: 10, flags: CT_FLAG.SNAT | CT_FLAG.CLOSING }),
+      ctVal.encode({ natSaddr: NODE_V4, natDaddr: '198.18.20.10', natSport: snat, natDport: 8080, backendId: 4, expiresNs: 1n, revNatId: 10, flags: CT_FLAG.SNAT | CT_FLAG.CLOSING }),
     );
-    // Another client's connection takes the free reply tuple: its own port 43800 as the SNAT port.
-    assert.equal(syn(OTHER, 43800).sport, 43800);
+    // Another client's connection takes the free reply tuple: its first candidate is that port.
+    assert.equal(syn(OTHER, otherPort).sport, snat);
     // CLIENT reuses its port 41000: a new flow, which must not delete the other client's reply entry.
     syn(CLIENT, 41000);
-    const synAck = run('kpr_tc_pod', buildPacket({ src: '198.18.20.10', dst: NODE_V4, sport: 8080, dport: 43800, proto: 'TCP', tcpFlags: TCP_SYN | TCP_ACK })).parsed!;
-    assert.deepEqual([synAck.dst, synAck.dport], [OTHER, 43800], 'the other client\'s connection is still answered');
+    const synAck = run('kpr_tc_pod', buildPacket({ src: '198.18.20.10', dst: NODE_V4, sport: 8080, dport: snat, proto: 'TCP', tcpFlags: TCP_SYN | TCP_ACK })).parsed!;
+    assert.deepEqual([synAck.dst, synAck.dport], [OTHER, otherPort], 'the other client\'s connection is still answered');
   });
 
   test('ClientIP affinity on the tc path: one client keeps its backend across connections; a backend that leaves breaks it', () => {
@@ -323,17 +344,18 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     test('the client\'s next packet puts back the entry new_flow wrote, counted once, and the backend\'s answer is reverse-NATed again', () => {
       frontend(NODE_V4, 30084, IPPROTO.TCP, 12, SVC_FLAG.NODE_PORT, [[5, BACKEND, 8080]]);
       const restored0 = stat(STAT.TC_CT_REPLY_RESTORED);
-      assert.equal(fromClient(CLIENT, 43900, 30084, TCP_SYN).sport, 43900, 'the client port is the SNAT port');
-      const written = entry(replyKey(43900))!;
+      const snat = firstSnatPort(CLIENT, 43900);
+      assert.equal(fromClient(CLIENT, 43900, 30084, TCP_SYN).sport, snat, 'the first candidate is the SNAT port');
+      const written = entry(replyKey(snat))!;
       assert.deepEqual([written.natSaddr, written.natSport, written.natDaddr, written.natDport], [NODE_V4, 30084, CLIENT, 43900]);
-      fromBackend(43900, TCP_SYN | TCP_ACK);
+      fromBackend(snat, TCP_SYN | TCP_ACK);
       fromClient(CLIENT, 43900, 30084, TCP_ACK);
       assert.equal(stat(STAT.TC_CT_REPLY_RESTORED), restored0, 'nothing to restore while both entries live');
-      ct.delete(replyKey(43900));
+      ct.delete(replyKey(snat));
 
       const data = fromClient(CLIENT, 43900, 30084, TCP_ACK);
-      assert.deepEqual([data.src, data.sport, data.dst, data.dport], [NODE_V4, 43900, BACKEND, 8080], 'the packet still follows its flow');
-      const restored = entry(replyKey(43900));
+      assert.deepEqual([data.src, data.sport, data.dst, data.dport], [NODE_V4, snat, BACKEND, 8080], 'the packet still follows its flow');
+      const restored = entry(replyKey(snat));
       assert.ok(restored, 'the REPLY entry is back');
       assert.deepEqual({ ...restored, expiresNs: 0n }, { ...written, expiresNs: 0n }, 'as new_flow wrote it');
       assert.equal(restored.expiresNs, original(CLIENT, 43900, 30084).expiresNs, 'with the deadline the flow just got');
@@ -341,7 +363,7 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
       fromClient(CLIENT, 43900, 30084, TCP_ACK);
       assert.equal(stat(STAT.TC_CT_REPLY_RESTORED) - restored0, 1n, 'restored once, not per packet');
 
-      const answer = fromBackend(43900, TCP_ACK);
+      const answer = fromBackend(snat, TCP_ACK);
       assert.deepEqual([answer.src, answer.sport, answer.dst, answer.dport], [NODE_V4, 30084, CLIENT, 43900], 'the client sees the address it called');
       assert.ok(answer.ipChecksumOk && answer.l4ChecksumOk);
     });
@@ -349,26 +371,28 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     test('a REPLY tuple another client\'s live flow took meanwhile stays that flow\'s; the first flow gets it back once it is free', () => {
       frontend(NODE_V4, 30085, IPPROTO.TCP, 13, SVC_FLAG.NODE_PORT, [[6, BACKEND, 8080]]);
       const restored0 = stat(STAT.TC_CT_REPLY_RESTORED);
+      const snat = firstSnatPort(CLIENT, 44000);
+      const otherPort = clientPortHashingTo(OTHER, snat);
       fromClient(CLIENT, 44000, 30085, TCP_SYN);
-      ct.delete(replyKey(44000));
+      ct.delete(replyKey(snat));
       // With CLIENT's entry gone the tuple looks free: OTHER's new flow leaves on the same SNAT port.
-      assert.equal(fromClient(OTHER, 44000, 30085, TCP_SYN).sport, 44000);
-      const others = entry(replyKey(44000))!;
-      assert.deepEqual([others.natDaddr, others.natDport], [OTHER, 44000]);
+      assert.equal(fromClient(OTHER, otherPort, 30085, TCP_SYN).sport, snat);
+      const others = entry(replyKey(snat))!;
+      assert.deepEqual([others.natDaddr, others.natDport], [OTHER, otherPort]);
 
       fromClient(CLIENT, 44000, 30085, TCP_SYN); // CLIENT retransmits its SYN
-      assert.deepEqual(entry(replyKey(44000)), others, 'the other client\'s live entry is not overwritten');
+      assert.deepEqual(entry(replyKey(snat)), others, 'the other client\'s live entry is not overwritten');
       assert.equal(stat(STAT.TC_CT_REPLY_RESTORED), restored0);
-      const synAck = fromBackend(44000, TCP_SYN | TCP_ACK);
-      assert.deepEqual([synAck.dst, synAck.dport], [OTHER, 44000], 'the other client\'s connection is still answered');
+      const synAck = fromBackend(snat, TCP_SYN | TCP_ACK);
+      assert.deepEqual([synAck.dst, synAck.dport], [OTHER, otherPort], 'the other client\'s connection is still answered');
 
       // OTHER's flow ends and its REPLY entry expires: the tuple is free, CLIENT's next packet takes it back.
-      const v = Buffer.from(ct.lookup(replyKey(44000))!);
+      const v = Buffer.from(ct.lookup(replyKey(snat))!);
       v.writeBigUInt64LE(1n, CT_VAL_EXPIRES_OFFSET);
-      ct.update(replyKey(44000), v);
+      ct.update(replyKey(snat), v);
       fromClient(CLIENT, 44000, 30085, TCP_SYN);
       assert.equal(stat(STAT.TC_CT_REPLY_RESTORED) - restored0, 1n);
-      const back = fromBackend(44000, TCP_SYN | TCP_ACK);
+      const back = fromBackend(snat, TCP_SYN | TCP_ACK);
       assert.deepEqual([back.src, back.sport, back.dst, back.dport], [NODE_V4, 30085, CLIENT, 44000]);
     });
 
@@ -376,16 +400,17 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
       frontend(NODE_V4, 30086, IPPROTO.TCP, 14, SVC_FLAG.NODE_PORT, [[7, BACKEND, 8080]]);
       const restored0 = stat(STAT.TC_CT_REPLY_RESTORED);
       const dnat0 = stat(STAT.TC_DNAT);
+      const snat = firstSnatPort(CLIENT, 44100);
       fromClient(CLIENT, 44100, 30086, TCP_SYN);
-      ct.delete(replyKey(44100));
-      const lost = fromBackend(44100, TCP_SYN | TCP_ACK);
-      assert.deepEqual([lost.src, lost.dst, lost.dport], [BACKEND, NODE_V4, 44100], 'without its entry the SYN-ACK goes up the node\'s stack untranslated');
+      ct.delete(replyKey(snat));
+      const lost = fromBackend(snat, TCP_SYN | TCP_ACK);
+      assert.deepEqual([lost.src, lost.dst, lost.dport], [BACKEND, NODE_V4, snat], 'without its entry the SYN-ACK goes up the node\'s stack untranslated');
 
       const retransmitted = fromClient(CLIENT, 44100, 30086, TCP_SYN);
-      assert.deepEqual([retransmitted.src, retransmitted.sport, retransmitted.dst, retransmitted.dport], [NODE_V4, 44100, BACKEND, 8080]);
+      assert.deepEqual([retransmitted.src, retransmitted.sport, retransmitted.dst, retransmitted.dport], [NODE_V4, snat, BACKEND, 8080]);
       assert.equal(stat(STAT.TC_DNAT) - dnat0, 1n, 'the same flow, not a new translation');
       assert.equal(stat(STAT.TC_CT_REPLY_RESTORED) - restored0, 1n);
-      const synAck = fromBackend(44100, TCP_SYN | TCP_ACK);
+      const synAck = fromBackend(snat, TCP_SYN | TCP_ACK);
       assert.deepEqual([synAck.src, synAck.sport, synAck.dst, synAck.dport], [NODE_V4, 30086, CLIENT, 44100]);
       assert.ok(synAck.ipChecksumOk && synAck.l4ChecksumOk);
     });
@@ -399,5 +424,72 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     assert.equal(b.src, NODE_V4);
     assert.notEqual(a.sport, b.sport);
     assert.ok(a.l4ChecksumOk && b.l4ChecksumOk);
+  });
+
+  describe('SNAT ports (kpr_snat.h; docs/semantics.md, rule 37)', () => {
+    const BACKEND = '198.18.20.10';
+    const stat = (i: number) => sumPerCpuU64(obj.map('kpr_stats').lookup(encodeBackendId(i))!);
+    const inRange = (port: number) => port >= SNAT_PORT_RANGE.min && port <= SNAT_PORT_RANGE.max;
+    const ctKey = codecOf(CT_KEY);
+    const ctVal = codecOf(CT_VAL);
+
+    /** A socket of the node (the test's namespace) holding `port`: a TCP listener or a bound UDP socket. */
+    async function nodeSocket(proto: 'tcp' | 'udp', port: number) {
+      const js = proto === 'tcp'
+        ? `require('node:net').createServer().listen(${port}, () => console.log('ready'))`
+        : `require('node:dgram').createSocket('udp4').bind(${port}, () => console.log('ready'))`;
+      const child = sandbox.spawnIn(nodeNs, process.execPath, ['-e', js], { stdio: ['ignore', 'pipe', 'inherit'] });
+      await once(child.stdout!, 'data');
+      return { close: async () => { child.kill('SIGKILL'); await once(child, 'exit'); } };
+    }
+
+    for (const proto of ['tcp', 'udp'] as const) {
+      test(`${proto.toUpperCase()}: the first candidate is the client's hash, in kpr's range; a port a node socket holds is skipped and counted`, async () => {
+        const ipProto = proto === 'tcp' ? IPPROTO.TCP : IPPROTO.UDP;
+        frontend(NODE_V4, 30070, ipProto, 40, SVC_FLAG.NODE_PORT, [[40, BACKEND, 8080]]);
+        const send = () => run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport: 45500, dport: 30070, proto: proto === 'tcp' ? 'TCP' : 'UDP', tcpFlags: TCP_SYN })).parsed!;
+        const first = firstSnatPort(CLIENT, 45500);
+        assert.ok(inRange(first), `first candidate ${first}`);
+        const free = send();
+        assert.deepEqual([free.src, free.sport, free.dst, free.dport], [NODE_V4, first, BACKEND, 8080], 'nothing holds the first candidate: the flow leaves with it');
+
+        for (const k of [...ct.keys()]) ct.delete(k);
+        const sock = await nodeSocket(proto, first);
+        try {
+          const skipped0 = stat(STAT.TC_SNAT_SKIP_NODE_SOCKET);
+          const held = send();
+          assert.equal(held.src, NODE_V4);
+          assert.notEqual(held.sport, first, 'the port the node\'s socket holds is skipped');
+          assert.ok(inRange(held.sport), `the next candidate ${held.sport} is in kpr's range too`);
+          assert.ok(held.l4ChecksumOk);
+          assert.equal(stat(STAT.TC_SNAT_SKIP_NODE_SOCKET) - skipped0, 1n, 'one collision avoided, counted');
+        } finally {
+          await sock.close();
+        }
+      });
+    }
+
+    test('a port another kpr flow holds towards the backend is skipped and counted; with every port of the range taken the flow is dropped, counted as exhausted', () => {
+      frontend(NODE_V4, 30071, IPPROTO.TCP, 41, SVC_FLAG.NODE_PORT, [[41, BACKEND, 8080]]);
+      const send = (sport: number) => run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport, dport: 30071, proto: 'TCP', tcpFlags: TCP_SYN }));
+      const replyKey = (port: number) => ctKey.encode({ saddr: BACKEND, daddr: NODE_V4, sport: 8080, dport: port, proto: IPPROTO.TCP, dir: CT_DIR.REPLY });
+      const otherFlow = (port: number) => ctVal.encode({ natSaddr: NODE_V4, natSport: 30071, natDaddr: '198.18.100.9', natDport: port, backendId: 0, expiresNs: 1n << 62n, revNatId: 41, flags: CT_FLAG.SNAT });
+      const first = firstSnatPort(CLIENT, 45600);
+      ct.update(replyKey(first), otherFlow(first));
+      const skipped0 = stat(STAT.TC_SNAT_SKIP_CONNTRACK);
+      const p = send(45600).parsed!;
+      assert.notEqual(p.sport, first);
+      assert.ok(inRange(p.sport));
+      assert.equal(stat(STAT.TC_SNAT_SKIP_CONNTRACK) - skipped0, 1n);
+
+      for (const k of [...ct.keys()]) ct.delete(k);
+      for (let port = SNAT_PORT_RANGE.min; port <= SNAT_PORT_RANGE.max; port++) ct.update(replyKey(port), otherFlow(port));
+      const [exhausted0, dropped0, skippedAll0] = [stat(STAT.TC_SNAT_EXHAUSTED), stat(STAT.TC_DROP_NO_SNAT_PORT), stat(STAT.TC_SNAT_SKIP_CONNTRACK)];
+      assert.equal(send(45601).verdict, TC_ACT_SHOT, 'no free port: dropped, never sent with one that may collide');
+      assert.equal(stat(STAT.TC_SNAT_EXHAUSTED) - exhausted0, 1n);
+      assert.equal(stat(STAT.TC_DROP_NO_SNAT_PORT) - dropped0, 1n);
+      assert.ok(stat(STAT.TC_SNAT_SKIP_CONNTRACK) - skippedAll0 >= 2n, 'every candidate tried was skipped');
+      assert.equal([...ct.keys()].length, SNAT_PORT_RANGE.max - SNAT_PORT_RANGE.min + 1, 'and no conntrack entry written for it');
+    });
   });
 });

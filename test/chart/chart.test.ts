@@ -515,6 +515,12 @@ describe('charts/kpr with the real helm', () => {
     assert.deepEqual(inits({}), ['mount-bpffs']);
     assert.deepEqual(inits({ kubeProxyConfigMap: { enabled: true }, conntrackSysctls: { enabled: false } }), ['mount-bpffs']);
     assert.deepEqual(inits({ conntrackSysctls: { enabled: true }, mountBpffs: { enabled: false } }), ['conntrack-sysctls']);
+    // snatPorts.initContainer: kpr's SNAT range merged into the reserved ports, privileged, last before the agent.
+    assert.deepEqual(inits({ snatPorts: { initContainer: true } }), ['mount-bpffs', 'snat-ports']);
+    assert.deepEqual(inits({ snatPorts: { initContainer: true }, mountBpffs: { enabled: false } }), ['snat-ports']);
+    const snatInit = one(render({ snatPorts: { initContainer: true } }), 'DaemonSet').spec.template.spec.initContainers[1];
+    assert.equal(snatInit.securityContext.privileged, true);
+    assert.match(snatInit.command.join(' '), /ip_local_reserved_ports.*\$\{r:\+\$r,\}61000-65535/);
     assert.deepEqual(one(render({ conntrackSysctls: { enabled: true }, k8sServiceHost: '198.18.0.2' }), 'DaemonSet').spec.template.spec.initContainers[1].args, ['--config=/etc/kpr/config.yaml', '--k8s-service-host=198.18.0.2', '--k8s-service-port=6443']);
     // The uninstall hook's Job reaches the API server through kube-proxy's kubeconfig.conf.
     const job = one(render({ kubeProxyConfigMap: { enabled: true }, cleanupOnUninstall: { enabled: true } }), 'Job').spec.template.spec;

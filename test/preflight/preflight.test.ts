@@ -55,7 +55,7 @@ test('reports this machine\'s facts and passes (-o json)', () => {
   const bpffsMounted = readFileSync('/proc/mounts', 'utf8').split('\n').some((l) => l.split(' ')[1] === '/sys/fs/bpf' && l.split(' ')[2] === 'bpf');
   assert.equal(report.facts.bpffsMounted, bpffsMounted);
   const names = report.checks.map((c: { name: string }) => c.name);
-  assert.deepEqual(names, ['kernel', 'btf', 'cgroup2', 'capabilities', 'bpffs', 'libbpf', 'bpf-object', 'map-sizes', 'map-layouts', ...KERNEL_FEATURE_NAMES.map((f) => `feature:${f}`), 'batch-writer']);
+  assert.deepEqual(names, ['kernel', 'btf', 'cgroup2', 'capabilities', 'bpffs', 'libbpf', 'bpf-object', 'map-sizes', 'map-layouts', ...KERNEL_FEATURE_NAMES.map((f) => `feature:${f}`), 'batch-writer', 'snat-ports']);
   // Each feature row is the probe's answer, in the agent's words.
   for (const f of report.features) {
     const row = report.checks.find((c: { name: string }) => c.name === `feature:${f.feature}`);
