@@ -157,6 +157,8 @@ interface BatchStep {
   timeoutMs?: number;
   path?: string;
   message?: string;
+  /** udp: the source port (as `nc -u -p`). */
+  srcPort?: number;
   /** sleep: how long. */
   ms?: number;
 }
@@ -173,10 +175,11 @@ async function runBatch(steps: BatchStep[], defaultTimeoutMs: number): Promise<C
       await new Promise((resolve) => setTimeout(resolve, scaled(s.ms ?? 0)));
       r = emptyReport();
     } else if (s.mode === 'udp') {
-      const saved = udpMessage;
-      udpMessage = s.message ?? saved;
+      const [savedMessage, savedPort] = [udpMessage, srcPort];
+      udpMessage = s.message ?? savedMessage;
+      srcPort = s.srcPort ?? savedPort;
       r = await runUdp(s.target!, s.count ?? 1, false, timeoutMs);
-      udpMessage = saved;
+      [udpMessage, srcPort] = [savedMessage, savedPort];
     } else if (s.mode === 'get') r = await runGet(s.target!, s.path ?? '/', timeoutMs);
     else r = await runHttp(s.target!, s.mode === 'once' ? 1 : (s.count ?? 1), timeoutMs);
     r.elapsedMs = Number(process.hrtime.bigint() - started) / 1e6;

@@ -105,6 +105,7 @@ export interface BatchStep {
   timeoutMs?: number;
   path?: string;
   message?: string;
+  srcPort?: number;
   ms?: number;
 }
 
@@ -293,6 +294,22 @@ export class ConformanceBox {
   nodeIp(node: NodeName): string {
     return UNDERLAY[node];
   }
+}
+
+/**
+ * DialFromContainer / DialFromNode: requests from `who` to `target` until every one of `pods`
+ * answered (and only they); `tries` requests per round.
+ */
+export async function dialAll(c: ConformanceBox, who: Who, proto: 'http' | 'udp', target: string, pods: string[], timeoutMs = 15_000): Promise<void> {
+  const seen = new Set<string>();
+  await eventually(`${JSON.stringify(who)} → ${target} (${proto}) reaches ${pods.join(', ')}`, async () => {
+    const [rep] = await c.batch(who, [{ mode: proto, target, count: 4 * pods.length, timeoutMs: FAIL_TIMEOUT_MS }]);
+    for (const p of Object.keys(rep.byPod)) {
+      assert.ok(pods.includes(p), `${target}: ${p} answered, not one of ${pods.join(', ')}`);
+      seen.add(p);
+    }
+    return pods.every((p) => seen.has(p));
+  }, timeoutMs);
 }
 
 /** The batch step of one request as the client's flags describe it (--count, --timeout-ms, --path, --message). */

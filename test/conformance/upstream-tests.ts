@@ -25,12 +25,12 @@ export interface UpstreamTest {
   /** The upstream ginkgo It() text. */
   name: string;
   status: ConformanceStatus;
-  /** Required for `difference` and `n/a`: what differs, or whose job it is. */
+  /** Required for `difference` and `n/a`: what differs, or whose job it is; a `todo` may say what is missing. */
   note?: string;
 }
 
 const API = 'checks the API server (validation, allocation or the resource lifecycle), not the proxy; the sandbox API server is not under test';
-const SCTP = 'SCTP: kpr does not translate SCTP (its socket hooks and tc path serve TCP and UDP; an SCTP Service is reported as skipped, docs/limits.md)';
+const SCTP = 'kpr does not serve SCTP yet: its socket hooks and tc path translate TCP and UDP; an SCTP port is reported as not supported (docs/semantics.md rule 7). A gap, not someone else\'s job';
 const CLOUD = 'needs a cloud load balancer (a provider\'s LB that sends traffic to the nodes); kpr serves what reaches the node, covered by the NodePort/LoadBalancer rows';
 
 const t = (file: UpstreamFile, name: string, status: ConformanceStatus, note?: string): UpstreamTest => ({ file, name, status, ...(note ? { note } : {}) });
@@ -93,13 +93,13 @@ export const UPSTREAM_TESTS: UpstreamTest[] = [
   t('networking.go', 'should check kube-proxy urls', 'difference', 'the agent serves both URLs in its own network namespace, which in the sandbox is the root namespace shared by two agents: the test reads the bound ports from the agent log instead of 10256/10249. /proxyMode answers "kpr"'),
   t('networking.go', 'should function for pod-Service: http', 'pass'),
   t('networking.go', 'should function for pod-Service: udp', 'pass'),
-  t('networking.go', 'should function for pod-Service: sctp', 'n/a', SCTP),
+  t('networking.go', 'should function for pod-Service: sctp', 'todo', SCTP),
   t('networking.go', 'should function for node-Service: http', 'pass'),
   t('networking.go', 'should function for node-Service: udp', 'pass'),
-  t('networking.go', 'should function for node-Service: sctp', 'n/a', SCTP),
+  t('networking.go', 'should function for node-Service: sctp', 'todo', SCTP),
   t('networking.go', 'should function for endpoint-Service: http', 'pass'),
   t('networking.go', 'should function for endpoint-Service: udp', 'pass'),
-  t('networking.go', 'should function for endpoint-Service: sctp', 'n/a', SCTP),
+  t('networking.go', 'should function for endpoint-Service: sctp', 'todo', SCTP),
   t('networking.go', 'should function for multiple endpoint-Services with same selector', 'pass'),
   t('networking.go', 'should update endpoints: http', 'pass'),
   t('networking.go', 'should update endpoints: udp', 'pass'),
@@ -161,7 +161,7 @@ export const UPSTREAM_TESTS: UpstreamTest[] = [
   t('dual_stack.go', 'should create service with ipv6,v4 cluster ip', 'n/a', API),
   t('dual_stack.go', 'should function for pod-Service: http', 'todo'),
   t('dual_stack.go', 'should function for pod-Service: udp', 'todo'),
-  t('dual_stack.go', 'should function for pod-Service: sctp', 'n/a', SCTP),
+  t('dual_stack.go', 'should function for pod-Service: sctp', 'todo', SCTP),
   t('dual_stack.go', 'should function for node-Service: http', 'todo'),
   t('dual_stack.go', 'should function for node-Service: udp', 'todo'),
   t('dual_stack.go', 'should function for endpoint-Service: http', 'todo'),
