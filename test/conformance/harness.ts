@@ -79,6 +79,9 @@ export interface PodSpec {
 
 export interface EndpointSpec {
   pod: string;
+  /** The zone the controller copies from the pod's node, and the zone hint it writes (trafficDistribution PreferClose/PreferSameZone). */
+  zone?: string;
+  hintZone?: string;
   /** Default { ready: true, serving: true, terminating: false }. */
   conditions?: { ready: boolean; serving: boolean; terminating: boolean };
 }
@@ -187,7 +190,10 @@ export class ConformanceBox {
       ports: ports.map((p) => ({ protocol: 'TCP', ...p })),
       endpoints: endpoints.map((e) => {
         const pod = this.pod(e.pod);
-        return { addresses: [pod.ip], conditions: e.conditions ?? READY, nodeName: pod.node, targetRef: { kind: 'Pod', namespace: NS, name: pod.name } };
+        return {
+          addresses: [pod.ip], conditions: e.conditions ?? READY, nodeName: pod.node, targetRef: { kind: 'Pod', namespace: NS, name: pod.name },
+          ...(e.zone ? { zone: e.zone } : {}), ...(e.hintZone ? { hints: { forZones: [{ name: e.hintZone }] } } : {}),
+        };
       }),
     };
     this.box.api.apply(obj);

@@ -124,10 +124,10 @@ export const UPSTREAM_TESTS: UpstreamTest[] = [
   t('kube_proxy.go', 'should set TCP CLOSE_WAIT timeout [Privileged]', 'todo'),
 
   // ---------------------------------------------------------------- traffic_distribution.go ("[sig-network] Traffic Distribution")
-  t('traffic_distribution.go', 'should route traffic to an endpoint in the same zone when using PreferClose', 'todo'),
-  t('traffic_distribution.go', 'should route traffic correctly between pods on multiple nodes when using PreferClose', 'todo'),
-  t('traffic_distribution.go', 'should route traffic to an endpoint in the same zone when using PreferSameZone', 'todo'),
-  t('traffic_distribution.go', 'should route traffic correctly between pods on multiple nodes when using PreferSameZone', 'todo'),
+  t('traffic_distribution.go', 'should route traffic to an endpoint in the same zone when using PreferClose', 'difference', 'two zones (the sandbox has two nodes, one per zone) instead of three: the clients with an endpoint in their zone reach only it; upstream\'s third client, in a zone with no endpoint, is not there'),
+  t('traffic_distribution.go', 'should route traffic correctly between pods on multiple nodes when using PreferClose', 'todo', 'needs three zones of two nodes each; the sandbox has two nodes'),
+  t('traffic_distribution.go', 'should route traffic to an endpoint in the same zone when using PreferSameZone', 'difference', 'two zones (the sandbox has two nodes, one per zone) instead of three: the clients with an endpoint in their zone reach only it; upstream\'s third client, in a zone with no endpoint, is not there'),
+  t('traffic_distribution.go', 'should route traffic correctly between pods on multiple nodes when using PreferSameZone', 'todo', 'needs three zones of two nodes each; the sandbox has two nodes'),
 
   // ---------------------------------------------------------------- loadbalancer.go ("[sig-network] LoadBalancers", "LoadBalancers ESIPP"; [Feature:LoadBalancer])
   t('loadbalancer.go', 'should be able to change the type and ports of a TCP service', 'n/a', CLOUD),
