@@ -19,6 +19,7 @@
 #include "kpr_common.h"
 #include "kpr_lb.h"
 #include "kpr_monitor.h"
+#include "kpr_refuse.h"
 
 #define SYS_REJECT 0
 #define SYS_PROCEED 1
@@ -144,7 +145,7 @@ static __always_inline int kpr_xlate_rev(struct bpf_sock_addr *ctx, struct kpr_d
 static __always_inline int kpr_verdict(int err)
 {
 	/* A vanished backend is a race with the agent, not a refusal. */
-	return err == -EHOSTUNREACH ? SYS_REJECT : SYS_PROCEED;
+	return err == -EHOSTUNREACH ? kpr_sock_refuse() : SYS_PROCEED;
 }
 
 /* ---------------------------------------------------------------- IPv4 */

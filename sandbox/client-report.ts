@@ -12,6 +12,8 @@ export interface ClientReport {
   latenciesUs?: number[];
   /** `get` mode: what the server answered. */
   responses?: Array<{ status: number; headers: Record<string, string>; body: string }>;
+  /** `batch` mode: one report per step, in order. */
+  steps?: ClientReport[];
 }
 
 export function emptyReport(): ClientReport {

@@ -10,12 +10,14 @@
  *   client.js udploop --target IP:PORT --duration-ms D [--interval-ms I]  (one connected UDP socket, reconnecting on error)
  *   client.js get   --target IP:PORT [--path /p]   (one HTTP/1.0 GET; status, headers and body in `responses`)
  *   client.js hold  [--echo IP:PORT] [--udp IP:PORT [--udp-new]] [--http IP:PORT] [--flows N]  (long-lived flows and churn: hold.ts)
- * --bind IP binds the client socket to a source address first.
+ * --bind IP binds the client socket to a source address first; --src-port P (udp) to a
+ * source port too, as `nc -u -p P` does; --message M (udp) sends M instead of "who".
  */
 import { scaled } from './time-scale.js';
 import net from 'node:net';
 import dgram from 'node:dgram';
 import { parseArgs } from 'node:util';
+import { createInterface } from 'node:readline';
 import { bump, emptyReport, fail, record, splitTarget, type ClientReport } from './client-report.js';
 import { runHold } from './hold.js';
 
@@ -49,6 +51,10 @@ function httpOnce(host: string, port: number, timeoutMs: number, path = '/'): Pr
 
 /** Source address for client sockets (--bind); undefined = the kernel's choice. */
 let bindAddress: string | undefined;
+/** Source port for UDP sockets (--src-port); 0 = the kernel's choice. */
+let srcPort = 0;
+/** What a UDP request carries (--message). */
+let udpMessage = 'who';
 
 /** Splits a raw HTTP/1.x response into status, lower-cased headers and body. */
 function parseResponse(raw: string): { status: number; headers: Record<string, string>; body: string } {
@@ -97,7 +103,7 @@ async function runUdp(target: string, count: number, connected: boolean, timeout
   for (let i = 0; i < count; i++) {
     const sock = dgram.createSocket(net.isIPv6(host) ? 'udp6' : 'udp4');
     try {
-      if (bindAddress) await new Promise<void>((resolve) => sock.bind({ address: bindAddress, port: 0 }, resolve));
+      if (bindAddress || srcPort) await new Promise<void>((resolve) => sock.bind({ ...(bindAddress ? { address: bindAddress } : {}), port: srcPort }, resolve));
       const reply = await new Promise<{ body: string; peer: string }>((resolve, reject) => {
         const timer = setTimeout(() => reject(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })), timeoutMs);
         sock.once('message', (msg, rinfo) => {
@@ -110,8 +116,8 @@ async function runUdp(target: string, count: number, connected: boolean, timeout
         });
         const send = () =>
           connected
-            ? sock.send('who', (err) => err && reject(err))
-            : sock.send('who', port, host, (err) => err && reject(err));
+            ? sock.send(udpMessage, (err) => err && reject(err))
+            : sock.send(udpMessage, port, host, (err) => err && reject(err));
         if (connected) sock.connect(port, host, send);
         else send();
       });
@@ -141,6 +147,59 @@ async function runLoop(target: string, durationMs: number, timeoutMs: number): P
     }
   }
   return rep;
+}
+
+/** One step of a batch: what one invocation of the other modes would do. */
+interface BatchStep {
+  mode: 'http' | 'udp' | 'once' | 'get' | 'sleep';
+  target?: string;
+  count?: number;
+  timeoutMs?: number;
+  path?: string;
+  message?: string;
+  /** udp: the source port (as `nc -u -p`). */
+  srcPort?: number;
+  /** sleep: how long. */
+  ms?: number;
+}
+
+/** Runs the steps in order in this one process (starting a client costs more than most requests). */
+async function runBatch(steps: BatchStep[], defaultTimeoutMs: number): Promise<ClientReport> {
+  const rep = emptyReport();
+  rep.steps = [];
+  for (const s of steps) {
+    const timeoutMs = s.timeoutMs !== undefined ? scaled(s.timeoutMs) : defaultTimeoutMs;
+    const started = process.hrtime.bigint();
+    let r: ClientReport;
+    if (s.mode === 'sleep') {
+      await new Promise((resolve) => setTimeout(resolve, scaled(s.ms ?? 0)));
+      r = emptyReport();
+    } else if (s.mode === 'udp') {
+      const [savedMessage, savedPort] = [udpMessage, srcPort];
+      udpMessage = s.message ?? savedMessage;
+      srcPort = s.srcPort ?? savedPort;
+      r = await runUdp(s.target!, s.count ?? 1, false, timeoutMs);
+      [udpMessage, srcPort] = [savedMessage, savedPort];
+    } else if (s.mode === 'get') r = await runGet(s.target!, s.path ?? '/', timeoutMs);
+    else r = await runHttp(s.target!, s.mode === 'once' ? 1 : (s.count ?? 1), timeoutMs);
+    r.elapsedMs = Number(process.hrtime.bigint() - started) / 1e6;
+    rep.ok += r.ok;
+    rep.failed += r.failed;
+    rep.steps.push(r);
+  }
+  return rep;
+}
+
+/** `serve`: one batch per stdin line, one JSON report per stdout line, until stdin ends. */
+async function runServe(defaultTimeoutMs: number): Promise<void> {
+  const lines = createInterface({ input: process.stdin });
+  for await (const line of lines) {
+    if (!line.trim()) continue;
+    const started = process.hrtime.bigint();
+    const rep = await runBatch(JSON.parse(line) as BatchStep[], defaultTimeoutMs);
+    rep.elapsedMs = Number(process.hrtime.bigint() - started) / 1e6;
+    process.stdout.write(JSON.stringify(rep) + '\n');
+  }
 }
 
 /**
@@ -206,6 +265,9 @@ async function main(): Promise<void> {
       'timeout-ms': { type: 'string', default: '2000' },
       path: { type: 'string', default: '/' },
       bind: { type: 'string' },
+      'src-port': { type: 'string', default: '0' },
+      message: { type: 'string', default: 'who' },
+      plan: { type: 'string', default: '[]' },
       echo: { type: 'string' },
       udp: { type: 'string' },
       'udp-new': { type: 'boolean', default: false },
@@ -215,10 +277,16 @@ async function main(): Promise<void> {
   });
   const mode = positionals[0];
   const target = values.target ?? '';
-  if (!target && mode !== 'hold') throw new Error('--target IP:PORT is required');
+  if (mode === 'serve') {
+    await runServe(scaled(Number(values['timeout-ms'])));
+    return;
+  }
+  if (!target && mode !== 'hold' && mode !== 'batch') throw new Error('--target IP:PORT is required');
   // A slower CPU (the kernel-matrix VMs) waits longer before calling silence a drop.
   const timeoutMs = scaled(Number(values['timeout-ms']));
   bindAddress = values.bind;
+  srcPort = Number(values['src-port']);
+  udpMessage = values.message!;
   const started = process.hrtime.bigint();
   let rep: ClientReport;
   switch (mode) {
@@ -239,6 +307,9 @@ async function main(): Promise<void> {
       break;
     case 'get':
       rep = await runGet(target, values.path!, timeoutMs);
+      break;
+    case 'batch':
+      rep = await runBatch(JSON.parse(values.plan!) as BatchStep[], timeoutMs);
       break;
     case 'hold':
       rep = await runHold({

@@ -2,7 +2,9 @@
  * A pod's workload in the sandbox: an HTTP server, a UDP server and a TCP
  * line echo server that all answer with the pod's name, so a client can
  * tell which backend it reached (the echo server keeps its connections, for
- * long-lived flows). Run inside the pod's namespace:
+ * long-lived flows). As agnhost netexec does, GET /echo?msg=M and a UDP
+ * datagram "echo M" answer M itself (large-request checks). Run inside the
+ * pod's namespace:
  *   node pod-server.js --name pod-a [--http-port 8080] [--udp-port 5353] [--echo-port 7070]
  * Prints "ready" once every socket listens.
  */
@@ -27,6 +29,11 @@ const name = values.name ?? 'pod';
 const plain = (a: string | undefined) => (a ?? '').replace(/^::ffff:/, '');
 
 const server = http.createServer((req, res) => {
+  if (req.url?.startsWith('/echo?')) {
+    res.writeHead(200, { 'content-type': 'text/plain', connection: 'close' });
+    res.end(new URL(req.url, 'http://pod').searchParams.get('msg') ?? '');
+    return;
+  }
   // The client address lets tests check what the backend saw (SNAT or not).
   const body = `${name} ${plain(req.socket.remoteAddress)}\n`;
   res.writeHead(200, { 'content-type': 'text/plain', connection: 'close' });
@@ -35,7 +42,11 @@ const server = http.createServer((req, res) => {
 server.keepAliveTimeout = 0;
 
 const udp = dgram.createSocket({ type: values.host!.includes(':') ? 'udp6' : 'udp4', ipv6Only: false });
-udp.on('message', (_msg, rinfo) => {
+udp.on('message', (msg, rinfo) => {
+  if (msg.subarray(0, 5).toString() === 'echo ') {
+    udp.send(msg.subarray(5), rinfo.port, rinfo.address);
+    return;
+  }
   udp.send(`${name} ${plain(rinfo.address)}\n`, rinfo.port, rinfo.address);
 });
 

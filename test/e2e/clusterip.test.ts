@@ -15,6 +15,10 @@ import { cliBin } from '../support/paths.js';
 import { requireRoot } from '../support/preflight.js';
 import { endpointSlice, type SlicePort } from '../support/e2e-objects.js';
 import { anyIngressPrograms, assertAgentMode, kprIngressPrograms, tcModeCases, type TcMode } from '../support/tc-modes.js';
+import { expectedRefusal } from '../support/kernel.js';
+
+/** What a socket-hook refusal gives the caller on this kernel (docs/semantics.md rule 23). */
+const REFUSED = expectedRefusal();
 
 const PODS = [
   { name: 'web-a', ip: '198.18.0.10' },
@@ -113,10 +117,10 @@ describe('ClusterIP end to end', { timeout: scaled(180_000) }, () => {
     box.api.create(service('empty', '198.19.0.20', [{ name: 'http', port: 80, targetPort: 8080 }, { name: 'dns', port: 53, targetPort: 5353, protocol: 'UDP' }]));
     await waitFor('the empty service to be programmed', () => masterCount('198.19.0.20', 80) === 0);
     const tcp = await box.client('once', '198.19.0.20:80', ['--timeout-ms', '3000']);
-    assert.deepEqual(tcp.errors, { EPERM: 1 });
+    assert.deepEqual(tcp.errors, { [REFUSED]: 1 });
     assert.ok(tcp.elapsedMs < scaled(1000), `refused after ${tcp.elapsedMs} ms`);
     const udp = await box.client('udp', '198.19.0.20:53', ['--count', '1', '--timeout-ms', '3000']);
-    assert.deepEqual(udp.errors, { EPERM: 1 });
+    assert.deepEqual(udp.errors, { [REFUSED]: 1 });
     assert.ok(udp.elapsedMs < scaled(1000), `refused after ${udp.elapsedMs} ms`);
   });
 

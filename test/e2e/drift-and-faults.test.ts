@@ -21,6 +21,10 @@ import { requireRoot } from '../support/preflight.js';
 import { frontendBackendCount, withPinnedMaps as withPinnedMapsUnder } from '../support/pinned-maps.js';
 import { httpService, httpSlice } from '../support/e2e-objects.js';
 import { metricValue, metricsUrlOf } from '../support/agent-metrics.js';
+import { expectedRefusal } from '../support/kernel.js';
+
+/** What a socket-hook refusal gives the caller on this kernel (docs/semantics.md rule 23). */
+const REFUSED = expectedRefusal();
 
 const PODS = [
   { name: 'web-a', ip: '198.18.0.10' },
@@ -105,7 +109,7 @@ describe('drift repair and node faults end to end', { timeout: scaled(180_000) }
     // The master is gone: a new connection is refused at once (the address still refuses unknown ports).
     const broken = await box.client('once', '198.19.0.10:80', ['--timeout-ms', '1000']);
     const stillBroken = box.agent!.logs.slice(from).every((l) => l.msg !== 'drift repaired');
-    if (stillBroken) assert.deepEqual(broken.errors, { EPERM: 1 }, `the corruption broke the service: ${JSON.stringify(broken)}`);
+    if (stillBroken) assert.deepEqual(broken.errors, { [REFUSED]: 1 }, `the corruption broke the service: ${JSON.stringify(broken)}`);
 
     const line = await box.agent!.waitForLog('drift repaired', SYNC_PERIOD_MS + 3000, from);
     const repairedMs = performance.now() - corruptedAt;

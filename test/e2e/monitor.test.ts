@@ -23,6 +23,10 @@ import { CLIENTS, NODE1_UPLINK, TwoNodeCluster, type NodeName } from '../../sand
 import { requireRoot } from '../support/preflight.js';
 import { cliBin } from '../support/paths.js';
 import { e2eService as service, e2eSlice as slice } from '../support/e2e-objects.js';
+import { expectedRefusal } from '../support/kernel.js';
+
+/** What a socket-hook refusal gives the caller on this kernel (docs/semantics.md rule 23). */
+const REFUSED = expectedRefusal();
 
 const PODS = [
   { name: 'web-1a', ip: '198.18.10.10', node: 'node-1' as NodeName },
@@ -101,9 +105,9 @@ describe('kpr monitor on a running agent', { timeout: scaled(120_000) }, () => {
     const web = await inNode('http', `${WEB}:80`, ['--count', '3']);
     assert.equal(web.ok, 3, JSON.stringify(web.errors));
     const refused = await inNode('once', `${EMPTY}:80`, ['--timeout-ms', '2000']);
-    assert.deepEqual(refused.errors, { EPERM: 1 });
+    assert.deepEqual(refused.errors, { [REFUSED]: 1 });
     const unknownPort = await inNode('once', `${WEB}:81`, ['--timeout-ms', '2000']);
-    assert.deepEqual(unknownPort.errors, { EPERM: 1 });
+    assert.deepEqual(unknownPort.errors, { [REFUSED]: 1 });
     const ext = await box.external('client-a', 'http', `${NODE1_UPLINK}:${NODE_PORT}`, ['--count', '2']);
     assert.equal(ext.ok, 2, JSON.stringify(ext.errors));
 

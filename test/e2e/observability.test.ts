@@ -26,6 +26,10 @@ import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME } from '../../agent/k8s/labels.js';
 import { requireRoot } from '../support/preflight.js';
 import { httpService, httpSlice } from '../support/e2e-objects.js';
 import { parseProm, valueOf, type Sample } from '../metrics/prom-text.js';
+import { expectedRefusal } from '../support/kernel.js';
+
+/** What a socket-hook refusal gives the caller on this kernel (docs/semantics.md rule 23). */
+const REFUSED = expectedRefusal();
 
 const PODS = [
   { name: 'obs-a', ip: '198.18.0.10' },
@@ -270,7 +274,7 @@ describe('observability end to end', { timeout: scaled(180_000) }, () => {
     const rep = await box.client('http', '198.19.0.10:80', ['--count', '40']);
     assert.equal(rep.ok, 40, JSON.stringify(rep.errors));
     const refused = await box.client('once', '198.19.0.20:80', ['--timeout-ms', '2000']);
-    assert.deepEqual(refused.errors, { EPERM: 1 });
+    assert.deepEqual(refused.errors, { [REFUSED]: 1 });
     const s = await scrape();
     assert.ok((valueOf(s, 'kpr_datapath_translations_total', { path: 'connect' }) ?? 0) >= connectBefore + 40);
     assert.equal(valueOf(s, 'kpr_datapath_refusals_total', { reason: 'no_backend' }), refusedBefore + 1);

@@ -17,6 +17,10 @@ import { parseProm, valueOf } from '../metrics/prom-text.js';
 import type { ServiceView } from '../../agent/cli/service-view.js';
 import { cliBin } from '../support/paths.js';
 import { e2eService as service, e2eSlice } from '../support/e2e-objects.js';
+import { expectedRefusal } from '../support/kernel.js';
+
+/** What a socket-hook refusal gives the caller on this kernel (docs/semantics.md rule 23). */
+const REFUSED = expectedRefusal();
 
 const PODS = [
   { name: 'web-1a', ip: '198.18.10.10', node: 'node-1' as NodeName },
@@ -144,7 +148,7 @@ describe('kpr trace on the real maps of a running agent', { timeout: scaled(120_
   test('per-Service counters: what the clients above met is counted per Service port, on /metrics and in kpr service list', async () => {
     // A socket-path refusal too: a process of the node (in its cgroup) calls the Service without endpoints.
     const refusedRep = await box.client(box.nodes['node-1'].ns, 'once', '198.19.0.21:80', { cgroupOf: 'node-1', extra: ['--timeout-ms', '2000'] });
-    assert.deepEqual(refusedRep.errors, { EPERM: 1 });
+    assert.deepEqual(refusedRep.errors, { [REFUSED]: 1 });
     const served = await box.client(box.nodes['node-1'].ns, 'http', '198.19.0.20:80', { cgroupOf: 'node-1', extra: ['--count', '5'] });
     assert.equal(served.ok, 5);
 

@@ -13,3 +13,12 @@ export function expectedAutoUdpTermination(release = os.release()): UdpTerminati
   const [major, minor] = kernelMajorMinor(release);
   return major > 6 || (major === 6 && minor >= 5) ? 'bpf_sock_destroy' : 'netlink';
 }
+
+/**
+ * The errno a socket hook refusal gives the caller here: ECONNREFUSED where
+ * the kernel has bpf_set_retval (5.18, bpf/include/kpr_refuse.h), EPERM before.
+ */
+export function expectedRefusal(release = os.release()): 'ECONNREFUSED' | 'EPERM' {
+  const [major, minor] = kernelMajorMinor(release);
+  return major > 5 || (major === 5 && minor >= 18) ? 'ECONNREFUSED' : 'EPERM';
+}

@@ -1,0 +1,181 @@
+/**
+ * Every Kubernetes sig-network e2e test (kubernetes/kubernetes
+ * test/e2e/network/*.go) that concerns the Service proxy, and what kpr's
+ * conformance suite (test/conformance/*.test.ts) says about it:
+ *  - `pass`: a test of the same name asserts what the upstream test asserts,
+ *    observed the way it observes it, and passes;
+ *  - `difference`: the same, but kpr differs in a way the note states (and
+ *    docs/semantics.md or docs/limits.md documents);
+ *  - `n/a`: the upstream test checks something that is not the proxy's job
+ *    (the note says whose), or needs something no proxy provides;
+ *  - `todo`: not written yet (a node:test todo, so the gap shows in every run).
+ * docs/conformance.md is generated from this list (table.ts) and a codebase
+ * test keeps them equal. Names are upstream's It() text, byte for byte (ginkgo
+ * labels such as [Slow] added with f.WithSlow() are not part of it), as of
+ * kubernetes/kubernetes master in 2026.
+ */
+
+export type ConformanceStatus = 'pass' | 'difference' | 'n/a' | 'todo';
+
+export const UPSTREAM_FILES = ['service.go', 'networking.go', 'conntrack.go', 'kube_proxy.go', 'traffic_distribution.go', 'loadbalancer.go', 'dual_stack.go'] as const;
+export type UpstreamFile = (typeof UPSTREAM_FILES)[number];
+
+export interface UpstreamTest {
+  file: UpstreamFile;
+  /** The upstream ginkgo It() text. */
+  name: string;
+  status: ConformanceStatus;
+  /** Required for `difference` and `n/a`: what differs, or whose job it is; a `todo` may say what is missing. */
+  note?: string;
+}
+
+const API = 'checks the API server (validation, allocation or the resource lifecycle), not the proxy; the sandbox API server is not under test';
+const SCTP = 'kpr does not serve SCTP yet: its socket hooks and tc path translate TCP and UDP; an SCTP port is reported as not supported (docs/semantics.md rule 7). A gap, not someone else\'s job';
+const CLOUD = 'needs a cloud load balancer (a provider\'s LB that sends traffic to the nodes); kpr serves what reaches the node, covered by the NodePort/LoadBalancer rows';
+
+const t = (file: UpstreamFile, name: string, status: ConformanceStatus, note?: string): UpstreamTest => ({ file, name, status, ...(note ? { note } : {}) });
+
+export const UPSTREAM_TESTS: UpstreamTest[] = [
+  // ---------------------------------------------------------------- service.go ("[sig-network] Services")
+  t('service.go', 'should provide secure master service', 'n/a', API),
+  t('service.go', 'should serve a basic endpoint from pods', 'pass'),
+  t('service.go', 'should serve multiport endpoints from pods', 'pass'),
+  t('service.go', 'should be updated after adding or deleting ports ', 'pass'),
+  t('service.go', 'should preserve source pod IP for traffic thru service cluster IP [LinuxOnly]', 'pass'),
+  t('service.go', 'should allow pods to hairpin back to themselves through services', 'pass'),
+  t('service.go', 'should be able to up and down services', 'pass'),
+  t('service.go', 'should work after the service has been recreated', 'pass'),
+  t('service.go', 'should work after restarting kube-proxy', 'pass', 'the agent process is killed and started again (SIGKILL), as deleting the kube-proxy pod does'),
+  t('service.go', 'should work after restarting apiserver', 'todo'),
+  t('service.go', 'should be able to create a functioning NodePort service', 'pass'),
+  t('service.go', 'should be possible to connect to a service via ExternalIP when the external IP is not assigned to a node', 'pass', 'the external IP is 198.19.201.250 instead of 203.0.113.250: the sandbox uses 198.18.0.0/15 only'),
+  t('service.go', 'should be able to update service type to NodePort listening on same port number but different protocols', 'pass'),
+  t('service.go', 'should be able to change the type from ExternalName to ClusterIP', 'pass'),
+  t('service.go', 'should be able to change the type from ExternalName to NodePort', 'pass'),
+  t('service.go', 'should be able to change the type from ClusterIP to ExternalName', 'difference', 'upstream reaches the ExternalName through cluster DNS (a CNAME); the sandbox has no DNS, so the test asserts the proxy\'s part: the old ClusterIP and its port stop being served'),
+  t('service.go', 'should be able to change the type from NodePort to ExternalName', 'difference', 'as ClusterIP to ExternalName: the DNS half is not the proxy\'s; the test asserts the ClusterIP and the NodePort stop being served and nothing listens on the NodePort'),
+  t('service.go', 'should prevent NodePort collisions', 'n/a', API),
+  t('service.go', 'should check NodePort out-of-range', 'n/a', API),
+  t('service.go', 'should release NodePorts on delete', 'pass'),
+  t('service.go', 'should create endpoints for unready pods', 'pass', 'no endpoint controller in the sandbox: the test writes the EndpointSlices the controller writes for each step (ready = publishNotReadyAddresses || pod ready)'),
+  t('service.go', 'should be able to connect to terminating and unready endpoints if PublishNotReadyAddresses is true', 'pass'),
+  t('service.go', 'should not be able to connect to terminating and unready endpoints if PublishNotReadyAddresses is false', 'pass'),
+  t('service.go', 'should have session affinity work for service with type clusterIP [LinuxOnly]', 'pass'),
+  t('service.go', 'should have session affinity timeout work for service with type clusterIP [LinuxOnly]', 'pass', 'timeoutSeconds is 2 instead of 125 (the suite\'s time budget); what is asserted is the same'),
+  t('service.go', 'should be able to switch session affinity for service with type clusterIP [LinuxOnly]', 'pass'),
+  t('service.go', 'should have session affinity work for NodePort service [LinuxOnly]', 'pass'),
+  t('service.go', 'should have session affinity timeout work for NodePort service [LinuxOnly]', 'pass', 'timeoutSeconds is 2 instead of 125 (the suite\'s time budget)'),
+  t('service.go', 'should be able to switch session affinity for NodePort service [LinuxOnly]', 'pass'),
+  t('service.go', 'should implement service.kubernetes.io/service-proxy-name', 'pass'),
+  t('service.go', 'should implement service.kubernetes.io/headless', 'pass'),
+  t('service.go', 'should be rejected when no endpoints exist', 'difference', 'the caller gets ECONNREFUSED at once, as upstream expects, on Linux 5.18 and later (bpf_set_retval); before 5.18 the socket hook refuses with EPERM, which contains no "REFUSED" (docs/semantics.md rule 23)'),
+  t('service.go', 'should be rejected for evicted pods (no endpoints exist)', 'difference', 'as "should be rejected when no endpoints exist": ECONNREFUSED from 5.18, EPERM before'),
+  t('service.go', 'should respect internalTrafficPolicy=Local Pod to Pod', 'pass'),
+  t('service.go', 'should respect internalTrafficPolicy=Local Pod (hostNetwork: true) to Pod', 'pass'),
+  t('service.go', 'should respect internalTrafficPolicy=Local Pod and Node, to Pod (hostNetwork: true)', 'pass'),
+  t('service.go', 'should fail health check node port if there are only terminating endpoints', 'pass'),
+  t('service.go', 'should fallback to terminating endpoints when there are no ready endpoints with internalTrafficPolicy=Cluster', 'pass'),
+  t('service.go', 'should fallback to local terminating endpoints when there are no ready endpoints with internalTrafficPolicy=Local', 'pass'),
+  t('service.go', 'should fallback to terminating endpoints when there are no ready endpoints with externallTrafficPolicy=Cluster', 'pass'),
+  t('service.go', 'should fallback to local terminating endpoints when there are no ready endpoints with externalTrafficPolicy=Local', 'pass'),
+  t('service.go', 'should find a service from listing all namespaces', 'n/a', API),
+  t('service.go', 'should test the lifecycle of an Endpoint', 'n/a', API),
+  t('service.go', 'should complete a service status lifecycle', 'n/a', API),
+  t('service.go', 'should delete a collection of services', 'n/a', API),
+  t('service.go', 'should serve endpoints on same port and different protocols', 'pass'),
+  t('service.go', 'should serve endpoints on same port and different protocol for internal traffic on Type LoadBalancer ', 'pass'),
+  t('service.go', 'should allow creating a basic SCTP service with pod and endpoints [LinuxOnly]', 'n/a', 'checks the EndpointSlices of an SCTP Service and that sctp.ko stays unloaded; no traffic. kpr never opens an SCTP socket, so it loads no module'),
+
+  // ---------------------------------------------------------------- networking.go ("[sig-network] Networking")
+  t('networking.go', 'should provide Internet connection for containers', 'n/a', 'pod egress to the Internet (CNI, node routing), not Services'),
+  t('networking.go', 'should provider Internet connection for containers using DNS', 'n/a', 'pod egress and DNS, not Services'),
+  t('networking.go', 'should provide unchanging, static URL paths for kubernetes api services', 'n/a', API),
+  t('networking.go', 'should check kube-proxy urls', 'difference', 'the agent serves both URLs in its own network namespace, which in the sandbox is the root namespace shared by two agents: the test reads the bound ports from the agent log instead of 10256/10249. /proxyMode answers "kpr"'),
+  t('networking.go', 'should function for pod-Service: http', 'pass'),
+  t('networking.go', 'should function for pod-Service: udp', 'pass'),
+  t('networking.go', 'should function for pod-Service: sctp', 'todo', SCTP),
+  t('networking.go', 'should function for node-Service: http', 'pass'),
+  t('networking.go', 'should function for node-Service: udp', 'pass'),
+  t('networking.go', 'should function for node-Service: sctp', 'todo', SCTP),
+  t('networking.go', 'should function for endpoint-Service: http', 'pass'),
+  t('networking.go', 'should function for endpoint-Service: udp', 'pass'),
+  t('networking.go', 'should function for endpoint-Service: sctp', 'todo', SCTP),
+  t('networking.go', 'should function for multiple endpoint-Services with same selector', 'pass'),
+  t('networking.go', 'should update endpoints: http', 'pass'),
+  t('networking.go', 'should update endpoints: udp', 'pass'),
+  t('networking.go', 'should update nodePort: http', 'pass'),
+  t('networking.go', 'should support basic nodePort: udp functionality', 'pass'),
+  t('networking.go', 'should update nodePort: udp', 'pass'),
+  t('networking.go', 'should function for client IP based session affinity: http [LinuxOnly]', 'pass'),
+  t('networking.go', 'should function for client IP based session affinity: udp [LinuxOnly]', 'pass'),
+  t('networking.go', 'should be able to handle large requests: http', 'pass'),
+  t('networking.go', 'should be able to handle large requests: udp', 'pass'),
+  t('networking.go', 'should function for service endpoints using hostNetwork', 'todo'),
+  t('networking.go', 'should recreate its iptables rules if they are deleted', 'n/a', 'kpr installs no iptables rules (a test asserts it adds none); its analogue, the agent repairing maps changed underneath it, is test/e2e/drift-and-faults.test.ts'),
+  t('networking.go', 'should allow creating a Pod with an SCTP HostPort [LinuxOnly]', 'n/a', 'hostPort is the CNI portmap plugin\'s, not the Service proxy\'s'),
+
+  // ---------------------------------------------------------------- conntrack.go ("[sig-network] Conntrack")
+  t('conntrack.go', 'should be able to preserve UDP traffic when server pod cycles for a NodePort service', 'pass'),
+  t('conntrack.go', 'should be able to preserve UDP traffic when server pod cycles for a ClusterIP service', 'pass'),
+  t('conntrack.go', 'should be able to preserve UDP traffic when initial unready endpoints get ready', 'pass'),
+  t('conntrack.go', 'proxy implementation should not be vulnerable to the invalid conntrack state bug [Privileged]', 'todo'),
+
+  // ---------------------------------------------------------------- kube_proxy.go ("[sig-network] KubeProxy")
+  t('kube_proxy.go', 'should set TCP CLOSE_WAIT timeout [Privileged]', 'todo'),
+
+  // ---------------------------------------------------------------- traffic_distribution.go ("[sig-network] Traffic Distribution")
+  t('traffic_distribution.go', 'should route traffic to an endpoint in the same zone when using PreferClose', 'difference', 'two zones (the sandbox has two nodes, one per zone) instead of three: the clients with an endpoint in their zone reach only it; upstream\'s third client, in a zone with no endpoint, is not there'),
+  t('traffic_distribution.go', 'should route traffic correctly between pods on multiple nodes when using PreferClose', 'todo', 'needs three zones of two nodes each; the sandbox has two nodes'),
+  t('traffic_distribution.go', 'should route traffic to an endpoint in the same zone when using PreferSameZone', 'difference', 'two zones (the sandbox has two nodes, one per zone) instead of three: the clients with an endpoint in their zone reach only it; upstream\'s third client, in a zone with no endpoint, is not there'),
+  t('traffic_distribution.go', 'should route traffic correctly between pods on multiple nodes when using PreferSameZone', 'todo', 'needs three zones of two nodes each; the sandbox has two nodes'),
+
+  // ---------------------------------------------------------------- loadbalancer.go ("[sig-network] LoadBalancers", "LoadBalancers ESIPP"; [Feature:LoadBalancer])
+  t('loadbalancer.go', 'should be able to change the type and ports of a TCP service', 'n/a', CLOUD),
+  t('loadbalancer.go', 'should be able to change the type and ports of a UDP service', 'n/a', CLOUD),
+  t('loadbalancer.go', 'should only allow access from service loadbalancer source ranges', 'n/a', CLOUD),
+  t('loadbalancer.go', 'should have session affinity work for LoadBalancer service with ESIPP on', 'n/a', CLOUD),
+  t('loadbalancer.go', 'should be able to switch session affinity for LoadBalancer service with ESIPP on', 'n/a', CLOUD),
+  t('loadbalancer.go', 'should have session affinity work for LoadBalancer service with ESIPP off', 'n/a', CLOUD),
+  t('loadbalancer.go', 'should be able to switch session affinity for LoadBalancer service with ESIPP off', 'n/a', CLOUD),
+  t('loadbalancer.go', 'should handle load balancer cleanup finalizer for service', 'n/a', API),
+  t('loadbalancer.go', 'should be able to create LoadBalancer Service without NodePort and change it', 'n/a', CLOUD),
+  t('loadbalancer.go', 'should be able to preserve UDP traffic when server pod cycles for a LoadBalancer service on different nodes', 'n/a', CLOUD),
+  t('loadbalancer.go', 'should be able to preserve UDP traffic when server pod cycles for a LoadBalancer service on the same nodes', 'n/a', CLOUD),
+  t('loadbalancer.go', 'should not have connectivity disruption during rolling update with externalTrafficPolicy=Cluster', 'n/a', CLOUD),
+  t('loadbalancer.go', 'should not have connectivity disruption during rolling update with externalTrafficPolicy=Local', 'n/a', CLOUD),
+  t('loadbalancer.go', 'should work for type=LoadBalancer', 'n/a', CLOUD),
+  t('loadbalancer.go', 'should work for type=NodePort', 'todo'),
+  t('loadbalancer.go', 'should only target nodes with endpoints', 'n/a', CLOUD),
+  t('loadbalancer.go', 'should work from pods', 'n/a', CLOUD),
+  t('loadbalancer.go', 'should handle updates to ExternalTrafficPolicy field', 'n/a', CLOUD),
+
+  // ---------------------------------------------------------------- dual_stack.go ("[sig-network] [Feature:IPv6DualStack]")
+  t('dual_stack.go', 'should have ipv4 and ipv6 internal node ip', 'n/a', 'Node addresses (kubelet), not Services'),
+  t('dual_stack.go', 'should create pod, add ipv6 and ipv4 ip to pod ips', 'n/a', 'pod IPs (CNI, kubelet), not Services'),
+  t('dual_stack.go', 'should create pod, add ipv6 and ipv4 ip to host ips', 'n/a', 'pod host IPs (kubelet), not Services'),
+  t('dual_stack.go', 'should be able to reach pod on ipv4 and ipv6 ip', 'n/a', 'pod-to-pod reachability (CNI), no Service'),
+  t('dual_stack.go', 'should create a single stack service with cluster ip from primary service range', 'n/a', API),
+  t('dual_stack.go', 'should create service with ipv4 cluster ip', 'n/a', API),
+  t('dual_stack.go', 'should create service with ipv6 cluster ip', 'n/a', API),
+  t('dual_stack.go', 'should create service with ipv4,v6 cluster ip', 'n/a', API),
+  t('dual_stack.go', 'should create service with ipv6,v4 cluster ip', 'n/a', API),
+  t('dual_stack.go', 'should function for pod-Service: http', 'todo'),
+  t('dual_stack.go', 'should function for pod-Service: udp', 'todo'),
+  t('dual_stack.go', 'should function for pod-Service: sctp', 'todo', SCTP),
+  t('dual_stack.go', 'should function for node-Service: http', 'todo'),
+  t('dual_stack.go', 'should function for node-Service: udp', 'todo'),
+  t('dual_stack.go', 'should function for endpoint-Service: http', 'todo'),
+  t('dual_stack.go', 'should function for endpoint-Service: udp', 'todo'),
+  t('dual_stack.go', 'should update endpoints: http', 'todo'),
+  t('dual_stack.go', 'should update endpoints: udp', 'todo'),
+  t('dual_stack.go', 'should function for client IP based session affinity: http [LinuxOnly]', 'todo'),
+  t('dual_stack.go', 'should function for client IP based session affinity: udp [LinuxOnly]', 'todo'),
+  t('dual_stack.go', 'should be able to handle large requests: http', 'todo'),
+  t('dual_stack.go', 'should be able to handle large requests: udp', 'todo'),
+  t('dual_stack.go', 'should function for service endpoints using hostNetwork', 'todo'),
+];
+
+/** The entries of one upstream file. */
+export function upstreamTestsOf(file: UpstreamFile): UpstreamTest[] {
+  return UPSTREAM_TESTS.filter((e) => e.file === file);
+}
