@@ -1,4 +1,6 @@
 /** What every mode of the sandbox client (client.ts, hold.ts) reports, and the helpers that fill it. */
+import type { SlowBodyReport } from './slow-body.js';
+
 export interface ClientReport {
   ok: number;
   failed: number;
@@ -12,6 +14,8 @@ export interface ClientReport {
   latenciesUs?: number[];
   /** `get` mode: what the server answered. */
   responses?: Array<{ status: number; headers: Record<string, string>; body: string }>;
+  /** `slowbody` mode: the flood and its probes. */
+  slowBody?: SlowBodyReport;
 }
 
 export function emptyReport(): ClientReport {
