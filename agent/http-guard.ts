@@ -87,6 +87,8 @@ export function guardConnections(server: Server, limits: ListenerLimits, onShed?
   const sockets = new Set<Socket>();
   /** Requests in flight (answer not yet finished) per socket. */
   const inFlight = new Map<Socket, Set<IncomingMessage>>();
+  /** Sockets closed at the cap, already counted. */
+  const shedSockets = new WeakSet<Socket>();
   const stats = { evicted: 0, refused: 0, unreadBody: 0, open: () => sockets.size };
   const shed = (kind: ShedKind) => {
     if (kind === 'evicted') stats.evicted++;
@@ -112,6 +114,7 @@ export function guardConnections(server: Server, limits: ListenerLimits, onShed?
       if (s === sock) continue;
       const kind = evictable(s);
       if (!kind) continue;
+      shedSockets.add(s);
       s.destroy();
       sockets.delete(s);
       inFlight.delete(s);
@@ -130,8 +133,9 @@ export function guardConnections(server: Server, limits: ListenerLimits, onShed?
     reqs.add(req);
     // Node answers "Connection: close" and closes the socket once the answer is out; the unread rest of the body goes with it.
     if (announcesBody(req)) res.setHeader('Connection', 'close');
+    // Counted when the socket closes (the answer can go out before Node has parsed a body that came with the headers).
     res.once('finish', () => {
-      if (bodyPending(req)) shed('unread_body');
+      if (bodyPending(req)) sock.once('close', () => bodyPending(req) && !shedSockets.has(sock) && shed('unread_body'));
     });
     res.once('close', () => {
       inFlight.get(sock)?.delete(req);

@@ -9,7 +9,7 @@
  *   client.js once  --target IP:PORT
  *   client.js udploop --target IP:PORT --duration-ms D [--interval-ms I]  (one connected UDP socket, reconnecting on error)
  *   client.js get   --target IP:PORT [--path /p]   (one HTTP/1.0 GET; status, headers and body in `responses`)
- *   client.js slowbody --target IP:PORT --path /p --connections N --reopen-ms R --probe-path /q --count P --interval-ms I
+ *   client.js slowbody --target IP:PORT --path /p --connections N --opens-per-second R --probe-path /q --count P --interval-ms I
  *                  (a slow-body flood of N connections and P probes beside it: slow-body.ts; ok = probes answered 200)
  *   client.js hold  [--echo IP:PORT] [--udp IP:PORT [--udp-new]] [--http IP:PORT] [--flows N]  (long-lived flows and churn: hold.ts)
  * --bind IP binds the client socket to a source address first.
@@ -215,7 +215,7 @@ async function main(): Promise<void> {
       http: { type: 'string' },
       flows: { type: 'string', default: '2' },
       connections: { type: 'string', default: '256' },
-      'reopen-ms': { type: 'string', default: '200' },
+      'opens-per-second': { type: 'string', default: '64' },
       'probe-path': { type: 'string', default: '/healthz' },
     },
   });
@@ -249,7 +249,7 @@ async function main(): Promise<void> {
     case 'slowbody': {
       const { host, port } = splitTarget(target);
       const flood: SlowBodyReport = await slowBodyFlood({
-        host, port, path: values.path!, connections: Number(values.connections), reopenMs: Number(values['reopen-ms']),
+        host, port, path: values.path!, connections: Number(values.connections), opensPerSecond: Number(values['opens-per-second']),
         probePath: values['probe-path']!, probes: Number(values.count), intervalMs: Number(values['interval-ms']), timeoutMs,
       });
       rep = { ...emptyReport(), ok: flood.answered, failed: flood.probes - flood.answered, errors: flood.outcomes, slowBody: flood };

@@ -2,7 +2,9 @@
  * A slow-body flood with a prober beside it, as an attacker and a kubelet
  * would meet on one port: `connections` sockets each send `POST <path>` with
  * `Content-Length: 60000` and one body byte, then wait; a socket the server
- * closes is reopened `reopenMs` later. Meanwhile `probes` GETs of `probePath`,
+ * closes is reopened, at most `opensPerSecond` reopens a second (the
+ * attacker of issue 36 managed ~31/s: enough to hold every connection of a
+ * server that keeps a request open until its 10 s deadline). Meanwhile `probes` GETs of `probePath`,
  * one every `intervalMs`, each on a fresh connection and given `timeoutMs`
  * (a kubelet probe's timeout). Bounded in time: the flood stops after the
  * last probe. Used in-process (listeners on the test's loopback) and by the
@@ -16,7 +18,7 @@ export interface SlowBodyOptions {
   /** The flood's request path (e.g. /healthz). */
   path: string;
   connections: number;
-  reopenMs: number;
+  opensPerSecond: number;
   probePath: string;
   probes: number;
   intervalMs: number;
@@ -68,7 +70,14 @@ export async function slowBodyFlood(o: SlowBodyOptions): Promise<SlowBodyReport>
   const rep: SlowBodyReport = { probes: 0, answered: 0, outcomes: {}, floodOpened: 0, floodAnswered: 0, maxProbeMs: 0 };
   let running = true;
   const open = new Set<net.Socket>();
-  const timers = new Set<NodeJS.Timeout>();
+  /** Closed slots waiting for their reopen, and the reopen budget (a token bucket filled every tick). */
+  let waiting = 0;
+  let tokens = 0;
+  const TICK_MS = 50;
+  const refill = setInterval(() => {
+    tokens = Math.min(o.opensPerSecond, tokens + (o.opensPerSecond * TICK_MS) / 1000);
+    for (; waiting > 0 && tokens >= 1; waiting--, tokens--) slot();
+  }, TICK_MS);
   const slot = () => {
     if (!running) return;
     rep.floodOpened++;
@@ -82,12 +91,7 @@ export async function slowBodyFlood(o: SlowBodyOptions): Promise<SlowBodyReport>
     s.on('error', () => {});
     s.on('close', () => {
       open.delete(s);
-      if (!running) return;
-      const t = setTimeout(() => {
-        timers.delete(t);
-        slot();
-      }, o.reopenMs);
-      timers.add(t);
+      if (running) waiting++;
     });
   };
   // Open the flood in waves of 32, so it holds its connections before the first probe.
@@ -112,7 +116,7 @@ export async function slowBodyFlood(o: SlowBodyOptions): Promise<SlowBodyReport>
     }
   } finally {
     running = false;
-    for (const t of timers) clearTimeout(t);
+    clearInterval(refill);
     for (const s of open) s.destroy();
   }
   return rep;

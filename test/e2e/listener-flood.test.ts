@@ -42,9 +42,13 @@ function localLbSlice() {
   return { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', ...s };
 }
 
-/** The slow-body flood of issue 36: 41 probes, a kubelet's 1 s timeout each. */
+/**
+ * The slow-body flood of issue 36 (its attacker reopened ~31 connections a
+ * second; this one up to 64 per port): 41 probes, 2 s to answer each (a
+ * kubelet's default is 1 s, the chart's 5 s; this machine is shared).
+ */
 const PROBES = 41;
-const SLOW = { reopenMs: 1000, probes: PROBES, intervalMs: 250, timeoutMs: scaled(1000) };
+const SLOW = { opensPerSecond: 64, probes: PROBES, intervalMs: 250, timeoutMs: scaled(2000) };
 
 function webSlice(ips: string[]) {
   const s = slice('flood/web-1', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: ips.map((ip) => ep(ip, { ready: true, nodeName: NODE_NAME })) });
@@ -132,15 +136,15 @@ describe('a connection flood on the health and metrics ports', { timeout: scaled
       slowBodyFlood({ host: hh, port: hp, path: '/healthz', connections: 256, probePath: '/healthz', ...SLOW }),
       slowBodyFlood({ host: mh, port: mp, path: '/metrics', connections: 256, probePath: '/metrics', ...SLOW }),
       // The healthCheckNodePort server listens in the node namespace: the flood and its probes run there.
-      box.client('slowbody', `127.0.0.1:${HC_PORT}`, ['--path', '/healthz', '--connections', '32', '--reopen-ms', String(SLOW.reopenMs),
-        '--probe-path', '/healthz', '--count', String(PROBES), '--interval-ms', String(SLOW.intervalMs), '--timeout-ms', '1000']).then((r) => r.slowBody!),
+      box.client('slowbody', `127.0.0.1:${HC_PORT}`, ['--path', '/healthz', '--connections', '32', '--opens-per-second', String(SLOW.opensPerSecond),
+        '--probe-path', '/healthz', '--count', String(PROBES), '--interval-ms', String(SLOW.intervalMs), '--timeout-ms', '2000']).then((r) => r.slowBody!),
     ]);
     const say = (what: string, r: SlowBodyReport) => `${what}: ${r.answered}/${r.probes} probes answered (slowest ${r.maxProbeMs} ms; ${JSON.stringify(r.outcomes)}); flood opened ${r.floodOpened}, answered ${r.floodAnswered}`;
     const summary = [say('healthz', health), say('metrics', metrics), say('healthCheckNodePort', hcnp)].join('\n');
     console.log(summary);
     for (const r of [health, metrics, hcnp]) {
       assert.equal(r.probes, PROBES);
-      assert.ok(r.answered >= PROBES - 1, summary); // 41/41 measured; one late answer allowed on a loaded 2-CPU machine
+      assert.ok(r.answered >= PROBES - 1, summary); // 41/41 measured; one late answer allowed on a loaded machine
       assert.ok(r.floodOpened >= 32, summary);
     }
     assert.equal(agent.child.exitCode, null, 'the agent is alive');
