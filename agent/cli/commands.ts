@@ -150,9 +150,9 @@ The map sizes come from the same flags as the agent's, so run it with the agent'
   {
     name: 'plan',
     summary: 'what the agent would program on a node, from Service, EndpointSlice and Node manifests (no cluster, no root)',
-    description: `Runs the agent's own planner on manifests (files or directories of YAML or JSON) and prints the frontends it would program on node NAME, and every object it skipped with why.
+    description: `Runs the agent's own code on manifests (files or directories of YAML or JSON): its validation of each object, its planner, and its reconciler's first sync over maps in memory of the agent's sizes. Prints the frontends the agent would program on node NAME, and every object or frontend it would skip or refuse with why: invalid objects, a frontend another Service owns (ownership rules: an externalIP or LoadBalancer address that is another Service's ClusterIP, say), Services over a datapath limit.
 
---config reads the agent's config file (kpr's own or a KubeProxyConfiguration; given twice, both, kpr's keys winning) for node-name, node-port-addresses, external-ip-cidrs and source-ranges-all-external; flags override it. A KubeProxyConfiguration field kpr does not know is named in a warning and ignored, as kube-proxy's lenient decoding does. A KubeProxyConfiguration's mode (or --proxy-mode) nftables makes NodePorts default to the primary addresses, as kube-proxy's nftables mode. kube-proxy's --hostname-override, --nodeport-addresses and --proxy-mode are accepted too.`,
+--config reads the agent's config file (kpr's own or a KubeProxyConfiguration; given twice, both, kpr's keys winning) for node-name, node-port-addresses, external-ip-cidrs, source-ranges-all-external and the map sizes; flags override it. A KubeProxyConfiguration field kpr does not know is named in a warning and ignored, as kube-proxy's lenient decoding does. A KubeProxyConfiguration's mode (or --proxy-mode) nftables makes NodePorts default to the primary addresses, as kube-proxy's nftables mode. kube-proxy's --hostname-override, --nodeport-addresses and --proxy-mode are accepted too.`,
     flags: [
       { name: 'node', value: 'NAME', help: 'the node to plan for (required, or from --config)' },
       { name: 'node-name', value: 'NAME', help: 'as --node', alias: true },
@@ -162,6 +162,10 @@ The map sizes come from the same flags as the agent's, so run it with the agent'
       { name: 'source-ranges-all-external', help: "as the agent's: loadBalancerSourceRanges apply to every external address" },
       { name: 'source-ranges-for-all-external', help: 'as --source-ranges-all-external', alias: true },
       { name: 'external-ip-cidrs', value: 'CIDR[,...]', multiple: true, help: "as the agent's: the externalIPs served" },
+      { name: 'map-size-services', value: 'N', help: "as the agent's: kpr_svc entries (Services over a limit are listed as skipped)" },
+      { name: 'map-size-frontends', value: 'N', help: "as the agent's: frontend ids" },
+      { name: 'map-size-backends', value: 'N', help: "as the agent's: kpr_backend and kpr_aff_match entries" },
+      { name: 'map-size-source-ranges', value: 'N', help: "as the agent's: kpr_src_range entries" },
       OUTPUT,
     ],
     problem: 'a manifest or the config file cannot be read or parsed',

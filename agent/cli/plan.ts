@@ -1,8 +1,13 @@
 /**
  * `kpr plan`: what the agent would program on one node, from manifests,
- * without a cluster, root or BPF. Runs the agent's own planner
- * (planDataplane), so what it prints is what the reconciler would be given.
+ * without a cluster, root or BPF. Runs the agent's own code end to end: the
+ * validation of watched objects (an object that fails it is absent to the
+ * agent), the planner (planDataplane), and the reconciler's first sync over
+ * maps in memory of the agent's sizes (agent/reconcile/dry-run.ts), so
+ * frontends another Service owns (ownership rules) and Services over a
+ * limit are listed as skipped, as the agent refuses them.
  */
+import os from 'node:os';
 import { parseArgs } from 'node:util';
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { planDataplane } from '../plan/plan-dataplane.js';
@@ -18,6 +23,13 @@ import { AGENT_FLAGS } from '../config.js';
 import { readConfigFiles } from '../config-file.js';
 import { kubeProxyNodePortAddresses, nodePortAddressesForMode, UNKNOWN_KUBE_PROXY_FIELDS_MESSAGE } from '../config/kube-proxy-config.js';
 import { translateKubeProxyFlags } from '../config/kube-proxy-flags.js';
+import { mapSizeOptions } from '../config.js';
+import { MAP_SIZE_SETTINGS, computeMapSizes, type MapSizeSetting } from '../datapath/map-sizes.js';
+import { MAPS } from '../maps/registry.js';
+import { validateObject, type ValidatedKind } from '../k8s/validate.js';
+import { dryRunSync } from '../reconcile/dry-run.js';
+import type { MapCapacities } from '../reconcile/limits.js';
+import { creationMs } from '../sync/service-plans.js';
 
 /** One frontend as `kpr plan -o json` prints it (fixed field order; datapath hints left out). */
 interface FrontendJson {
@@ -60,6 +72,7 @@ function frontendJson(f: PlanFrontend): FrontendJson {
 }
 
 const NAMESPACED_DEFAULT = new Set(['Service', 'EndpointSlice']);
+const VALIDATED = new Set<unknown>(['Service', 'EndpointSlice', 'Node']);
 
 /** "KIND NAMESPACE/NAME" (kubectl's "default" namespace for Services and slices; cluster-scoped objects by name). */
 function objectName(m: Manifest): string {
@@ -88,6 +101,14 @@ export function classify(manifests: readonly Manifest[], nodeName: string, skipp
     }
     // kubectl's default namespace, so hand-written manifests plan as they would apply.
     const withNs = () => ({ ...o, metadata: { ...o.metadata, namespace: o.metadata.namespace || 'default' } });
+    // The agent's check of each watched object (agent/k8s/validate.ts): one that fails is absent to it.
+    if (VALIDATED.has(o.kind) && (o.kind !== 'Node' || o.metadata.name === nodeName)) {
+      const problem = validateObject(o.kind as ValidatedKind, o.kind === 'Node' ? o : withNs());
+      if (problem) {
+        skip(`invalid: ${problem.field}: ${problem.reason} (the agent ignores the object)`);
+        continue;
+      }
+    }
     switch (o.kind) {
       case 'Service':
         services.push(withNs() as V1Service);
@@ -119,7 +140,27 @@ export function classify(manifests: readonly Manifest[], nodeName: string, skipp
   return { services, slices: used, node };
 }
 
-export function planJson(opts: { nodeName: string; files: string[]; nodePortAddresses?: string[]; sourceRangesForAllExternal?: boolean; externalIPCidrs?: string[] }): PlanJson {
+/** The map sizes that decide what the agent admits (its --map-size-* flags), and the frontend id space they give. */
+export interface PlanMapSizes {
+  capacities: MapCapacities;
+  /** Frontend ids 1 .. maxRevNatId (the agent's: kpr_svc_meta's max_entries less one). */
+  maxRevNatId: number;
+}
+
+/** The map-size settings that bound what the agent admits (limits.ts); the flow-state maps' do not. */
+export const PLAN_MAP_SIZE_SETTINGS: readonly MapSizeSetting[] = ['services', 'frontends', 'backends', 'sourceRanges'];
+
+/** The agent's map sizes from its flag values (map-sizes.ts, as the agent computes them at start). */
+export function planMapSizes(values: Readonly<Record<string, unknown>>): PlanMapSizes {
+  const sizes = computeMapSizes(mapSizeOptions(values), { totalMemoryBytes: os.totalmem(), cpus: os.availableParallelism(), possibleCpus: 1 });
+  const at = (id: keyof typeof MAPS) => sizes.byMapName[MAPS[id].name]!;
+  return {
+    capacities: { svc: at('svc'), backend: at('backend'), affinityMatch: at('affinityMatch'), srcRange: at('srcRange') },
+    maxRevNatId: at('svcMeta') - 1,
+  };
+}
+
+export function planJson(opts: { nodeName: string; files: string[]; nodePortAddresses?: string[]; sourceRangesForAllExternal?: boolean; externalIPCidrs?: string[]; mapSizes?: PlanMapSizes }): PlanJson {
   const skipped: SkippedObject[] = [];
   const manifests = loadManifests(opts.files, skipped);
   const { services, slices, node } = classify(manifests, opts.nodeName, skipped);
@@ -132,7 +173,17 @@ export function planJson(opts: { nodeName: string; files: string[]; nodePortAddr
     sourceRangesForAllExternal: opts.sourceRangesForAllExternal,
     externalIPCidrs: opts.externalIPCidrs,
   });
-  return { node: opts.nodeName, frontends: plan.frontends.map(frontendJson), skipped: skipped.concat(plan.skipped) };
+  // What the agent's reconciler makes of the plan: ownership, limits, admission (dry-run.ts).
+  const plans = new Map<string, PlanFrontend[]>();
+  for (const f of plan.frontends) {
+    const mine = plans.get(f.service);
+    if (mine) mine.push(f);
+    else plans.set(f.service, [f]);
+  }
+  const byKey = new Map(services.map((s) => [`${s.metadata!.namespace}/${s.metadata!.name}`, s]));
+  const sizes = opts.mapSizes ?? planMapSizes({});
+  const run = dryRunSync({ plans, created: (k) => creationMs(byKey.get(k)), capacities: sizes.capacities, maxRevNatId: sizes.maxRevNatId });
+  return { node: opts.nodeName, frontends: run.programmed.map(frontendJson), skipped: skipped.concat(plan.skipped, run.skipped) };
 }
 
 /** Readable columns: one line per frontend, backends comma-separated; skipped objects after. */
@@ -176,8 +227,11 @@ function agentFileSettings(files: string[], warn: (line: string) => void) {
     throw new CliError(`plan: ${(err as Error).message}`);
   }
   const str = (k: string) => (typeof values[k] === 'string' ? (values[k] as string) : undefined);
+  const mapSizes: Record<string, string | undefined> = {};
+  for (const setting of PLAN_MAP_SIZE_SETTINGS) mapSizes[MAP_SIZE_SETTINGS[setting].flag] = str(MAP_SIZE_SETTINGS[setting].flag);
   return {
     proxyMode,
+    mapSizes,
     nodeName: str('node-name'),
     nodePortAddresses: commaList(str('node-port-addresses') === undefined ? undefined : [str('node-port-addresses')!]),
     externalIPCidrs: commaList(str('external-ip-cidrs') === undefined ? undefined : [str('external-ip-cidrs')!]),
@@ -198,7 +252,7 @@ export function planCommand(argv: string[], warn: (line: string) => void = (line
   const values = parseCommand(spec, translated).values as {
     node?: string; 'node-name'?: string; file?: string[]; output: string; config?: string[]; 'node-port-addresses'?: string[];
     'source-ranges-all-external'?: boolean; 'source-ranges-for-all-external'?: boolean; 'external-ip-cidrs'?: string[];
-  };
+  } & Record<string, unknown>;
   for (const flag of ['node-port-addresses', 'external-ip-cidrs'] as const) for (const v of values[flag] ?? []) rejectLeadingZeros(v, `--${flag}`, 'plan');
   const file = values.config === undefined ? undefined : agentFileSettings(values.config, warn);
   const nodeName = values.node ?? values['node-name'] ?? file?.nodeName;
@@ -213,8 +267,20 @@ export function planCommand(argv: string[], warn: (line: string) => void = (line
   }
   const externalIPCidrs = commaList(values['external-ip-cidrs']) ?? file?.externalIPCidrs;
   for (const c of externalIPCidrs ?? []) if (!parseCIDR(c)) throw new UsageError(`plan: invalid --external-ip-cidrs entry "${c}" (a CIDR such as 203.0.113.0/24 or 2001:db8::/64)`);
+  let mapSizes: PlanMapSizes;
+  try {
+    const given: Record<string, unknown> = { ...file?.mapSizes };
+    for (const setting of PLAN_MAP_SIZE_SETTINGS) {
+      const flag = MAP_SIZE_SETTINGS[setting].flag;
+      if (values[flag] !== undefined) given[flag] = values[flag];
+    }
+    mapSizes = planMapSizes(given);
+  } catch (err) {
+    throw new UsageError(`plan: ${(err as Error).message}`, 'plan');
+  }
   const p = planJson({
     nodeName,
+    mapSizes,
     files: values.file,
     nodePortAddresses: nodePortAddresses.length ? nodePortAddresses : undefined,
     externalIPCidrs,

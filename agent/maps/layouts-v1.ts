@@ -1,13 +1,14 @@
 /**
  * The layouts of version 1 (every release before the frontend id was
- * widened to 32 bits), of the structs version 2 changed. Pins of these maps
+ * widened to 32 bits; kpr_svc_meta's until its names were widened), of the
+ * structs version 2 changed. Pins of these maps
  * at version 1 are read, and converted member by member, when an agent
  * migrates a node (agent/datapath/migration.ts); the test fixture
  * test/fixtures/bpf-v1/kpr_types.h declares the same in C and
  * test/bpf/layout.test.ts checks the two against each other.
  */
 import { structLayout } from './struct-codec.js';
-import type { AffinityKey, AffinityMatchKey, CtVal, RevNatVal, SrcRangeKey, SvcVal, TermKey } from './layout.js';
+import type { AffinityKey, AffinityMatchKey, CtVal, RevNatVal, SrcRangeKey, SvcMeta, SvcVal, TermKey } from './layout.js';
 
 export const SVC_VAL_V1 = structLayout<SvcVal>()('kpr_svc_val', [
   { c: 'backend_id', kind: 'u32' },
@@ -61,4 +62,13 @@ export const SRC_RANGE_KEY_V1 = structLayout<SrcRangeKey>()('kpr_src_range_key',
   { c: 'rev_nat_id', kind: 'u16' },
   { c: 'pad', kind: 'pad', size: 2 },
   { c: 'addr', kind: 'addr' },
+]);
+
+/** 96 and 32 bytes: a 63-character namespace and Service name did not fit, and names cut alike read as one. */
+export const SVC_META_V1 = structLayout<SvcMeta>()('kpr_svc_meta', [
+  { c: 'name', kind: 'cstr', size: 96 },
+  { c: 'port_name', kind: 'cstr', size: 32 },
+  { c: 'type', kind: 'u8' },
+  { c: 'proto', kind: 'u8' },
+  { c: 'pad', kind: 'pad', size: 2 },
 ]);

@@ -99,8 +99,8 @@ export const TERM_KEY = structLayout<TermKey>()('kpr_term_key', [
 ]);
 
 export const SVC_META = structLayout<SvcMeta>()('kpr_svc_meta', [
-  { c: 'name', kind: 'cstr', size: 96 },
-  { c: 'port_name', kind: 'cstr', size: 32 },
+  { c: 'name', kind: 'cstr', size: 128 },
+  { c: 'port_name', kind: 'cstr', size: 64 },
   { c: 'type', kind: 'u8' },
   { c: 'proto', kind: 'u8' },
   { c: 'pad', kind: 'pad', size: 2 },
@@ -242,7 +242,7 @@ export const MAPS = {
   affinity: mapSpec('kpr_affinity', 'lru_hash', 65536, AFFINITY_KEY, AFFINITY_VAL, { migrate: 'state', version: 2, older: [{ version: 1, key: V1.AFFINITY_KEY_V1, value: AFFINITY_VAL }] }),
   affinityMatch: mapSpec('kpr_aff_match', 'hash', 262144, AFFINITY_MATCH_KEY, U8, { version: 2, older: [{ version: 1, key: V1.AFFINITY_MATCH_KEY_V1, value: U8 }] }),
   term: mapSpec('kpr_term', 'hash', 4096, TERM_KEY, U8, { migrate: 'scratch', version: 2, older: [{ version: 1, key: V1.TERM_KEY_V1, value: U8 }] }),
-  svcMeta: mapSpec('kpr_svc_meta', 'hash', 65536, U32, SVC_META),
+  svcMeta: mapSpec('kpr_svc_meta', 'hash', 65536, U32, SVC_META, { version: 2, older: [{ version: 1, key: U32, value: V1.SVC_META_V1 }] }),
   ct: mapSpec('kpr_ct', 'lru_hash', 262144, CT_KEY, CT_VAL, { migrate: 'state', version: 2, older: [{ version: 1, key: CT_KEY, value: V1.CT_VAL_V1 }] }),
   srcRange: mapSpec('kpr_src_range', 'lpm_trie', 16384, SRC_RANGE_KEY, U8, { version: 2, older: [{ version: 1, key: V1.SRC_RANGE_KEY_V1, value: U8 }] }),
   config: mapSpec('kpr_config', 'array', 1, U32, CONFIG),

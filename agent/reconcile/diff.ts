@@ -7,6 +7,7 @@
  * frontend, reported by the next sync that succeeds (udpBackendsLeft).
  */
 import { BE_FLAG, IPPROTO, SCOPE, VIP_FLAG, type SvcMeta, type SvcVal } from '../maps/layout.js';
+import { MAPS } from '../maps/registry.js';
 import type { SkippedObject } from '../plan/types.js';
 import type { Admission } from './admission.js';
 import { clearIfAny } from './collections.js';
@@ -18,9 +19,13 @@ import { svcKey, type BackendWrites, type Writes } from './write-batch.js';
 const SCOPES = [SCOPE.EXTERNAL, SCOPE.INTERNAL] as const;
 const NO_IDS: readonly number[] = [];
 const NO_TUPLES: ReadonlySet<BackendTuple> = new Set();
-/** kpr_svc_meta's name field holds 95 bytes of text, its port name 31. */
-const META_NAME_MAX = 95;
-const META_PORT_MAX = 31;
+/**
+ * kpr_svc_meta's name field holds 127 bytes of text, its port name 63:
+ * Kubernetes' longest "namespace/name" and port name whole, so cutting
+ * never happens to a name the API server accepted.
+ */
+const META_NAME_MAX = MAPS.svcMeta.value.sizes.name - 1;
+const META_PORT_MAX = MAPS.svcMeta.value.sizes.port_name - 1;
 
 /** Text as kpr_svc_meta stores it (cut to the field), so a dump compares equal to what was written. */
 function cut(text: string, max: number): string {

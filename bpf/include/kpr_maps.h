@@ -101,10 +101,20 @@ struct {
 	__type(value, struct kpr_config);
 } kpr_config SEC(".maps");
 
+/*
+ * kpr_svc_meta's elements are allocated on insert: memory follows the
+ * frontends that exist, not the id space (196 bytes a name since layout v2).
+ * Layout v1 preallocated; its test fixture says so.
+ */
+#ifndef KPR_SVC_META_MAP_FLAGS
+#define KPR_SVC_META_MAP_FLAGS BPF_F_NO_PREALLOC
+#endif
+
 /* rev_nat_id -> what it stands for (read by the CLI only). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, KPR_VIP_MAP_MAX);
+	__uint(map_flags, KPR_SVC_META_MAP_FLAGS);
 	__type(key, __u32);
 	__type(value, struct kpr_svc_meta);
 } kpr_svc_meta SEC(".maps");

@@ -154,11 +154,13 @@ struct kpr_term_key {
 
 /*
  * What a frontend id stands for, so `kpr` can name services from the kernel's
- * state alone. No program reads it; it is pinned with the other maps.
+ * state alone. No program reads it; it is pinned with the other maps. The
+ * fields hold Kubernetes' longest names whole (layout v2; v1 had 96 and 32
+ * bytes, and two Services whose names differ past those read as one).
  */
 struct kpr_svc_meta {
-	char name[96];      /* "namespace/name" */
-	char port_name[32];
+	char name[128];     /* "namespace/name": 63 + 1 + 63 bytes and the NUL */
+	char port_name[64]; /* a DNS label: 63 bytes and the NUL */
 	__u8 type;          /* KPR_FE_* */
 	__u8 proto;         /* IPPROTO_*; 0 from agents before it was added */
 	__u8 pad[2];

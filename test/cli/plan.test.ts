@@ -298,3 +298,75 @@ describe("kpr plan: the agent's settings, under the agent's names and from the a
     assert.deepEqual(nodePorts(await plan('--node', 'node-1', '--proxy-mode', 'nftables')), ['192.168.1.10'], "kube-proxy's --proxy-mode");
   });
 });
+
+describe("kpr plan: the agent's validation, ownership rules and limits (the reconciler's first sync, in memory)", () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'kpr-plan-admission-'));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+  const svc = (ns: string, name: string, clusterIP: string, spec: Record<string, unknown> = {}, created?: string) => ({
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name, namespace: ns, ...(created ? { creationTimestamp: created } : {}) },
+    spec: { clusterIP, clusterIPs: [clusterIP], ports: [{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' }], ...spec },
+  });
+  const slice = (ns: string, svcName: string, ips: string[]) => ({
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: { name: `${svcName}-1`.slice(-63), namespace: ns, labels: { 'kubernetes.io/service-name': svcName } },
+    addressType: 'IPv4',
+    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+    endpoints: ips.map((ip) => ({ addresses: [ip], conditions: { ready: true } })),
+  });
+  const write = (name: string, objs: object[]) => {
+    const p = path.join(dir, name);
+    writeFileSync(p, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objs }));
+    return p;
+  };
+  const plan = async (file: string, ...args: string[]) => {
+    const r = await kpr('plan', '--node', 'node-1', '-f', file, '-o', 'json', ...args);
+    assert.equal(r.code, 0, r.stderr);
+    return JSON.parse(r.stdout) as { frontends: Array<{ service: string; type: string; address: string; backends: unknown[] }>; skipped: Array<{ object: string; reason: string }> };
+  };
+  const rows = (p: Awaited<ReturnType<typeof plan>>) => p.frontends.map((f) => `${f.service} ${f.type} ${f.address}`);
+
+  it('an externalIP that is another Service\'s ClusterIP is skipped as the agent refuses it (CVE-2020-8554), the rest programmed', async () => {
+    const p = await plan(write('own.json', [svc('x', 'a', '198.19.0.10'), svc('x', 'b', '198.19.0.11', { externalIPs: ['198.19.0.10', '198.19.100.1'] })]));
+    assert.deepEqual(rows(p), ['x/a ClusterIP 198.19.0.10', 'x/b ClusterIP 198.19.0.11', 'x/b ExternalIP 198.19.100.1']);
+    assert.deepEqual(p.skipped, [{ object: 'Service x/b', reason: 'ExternalIP frontend 198.19.0.10:80/TCP is not programmed: its address is the ClusterIP of Service x/a, which owns the address on every port' }]);
+  });
+
+  it('two LoadBalancers on one address: the older owns it, by creationTimestamp, whatever the key order', async () => {
+    const lb = (name: string, ip: string, nodePort: number, created: string) => ({
+      ...svc('x', name, ip, { type: 'LoadBalancer', ports: [{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP', nodePort }] }, created),
+      status: { loadBalancer: { ingress: [{ ip: '198.19.200.1' }] } },
+    });
+    const p = await plan(write('lb.json', [lb('a-young', '198.19.0.20', 30020, '2026-02-01T00:00:00Z'), lb('b-old', '198.19.0.21', 30021, '2026-01-01T00:00:00Z')]));
+    assert.deepEqual(rows(p).filter((r) => r.includes('LoadBalancer')), ['x/b-old LoadBalancer 198.19.200.1']);
+    assert.ok(p.skipped.some((s) => s.object === 'Service x/a-young' && /LoadBalancer frontend 198\.19\.200\.1:80\/TCP/.test(s.reason)), JSON.stringify(p.skipped));
+  });
+
+  it('a Service over a limit is skipped with the agent\'s reason, at the agent\'s --map-size-* (and kept at the defaults)', async () => {
+    const ips = Array.from({ length: 30 }, (_, i) => `198.18.0.${i + 1}`);
+    const file = write('big.json', [svc('a', 'small', '198.19.0.30'), slice('a', 'small', ips.slice(0, 2)), svc('z', 'big', '198.19.0.31'), slice('z', 'big', ips)]);
+    const small = await plan(file, '--map-size-services', '20', '--map-size-frontends', '8');
+    assert.deepEqual(rows(small), ['a/small ClusterIP 198.19.0.30']);
+    assert.deepEqual(small.skipped, [{ object: 'Service z/big', reason: 'not programmed: over the limit of 20 kpr_svc entries (max_entries): needs 31 more, 17 free' }]);
+    assert.deepEqual(rows(await plan(file)), ['a/small ClusterIP 198.19.0.30', 'z/big ClusterIP 198.19.0.31']);
+    const bad = await kpr('plan', '--node', 'node-1', '-f', file, '--map-size-services', 'lots');
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /invalid --map-size-services "lots"/);
+  });
+
+  it('an object the agent\'s validation rejects is skipped as invalid, not planned', async () => {
+    const p = await plan(write('invalid.json', [svc('x', 'ok', '198.19.0.40'), svc('x', 'bad', '198.19.0.41', { externalIPs: ['198.19.0.400'] }), svc('x', 'Bad_Name', '198.19.0.42')]));
+    assert.deepEqual(rows(p), ['x/ok ClusterIP 198.19.0.40']);
+    assert.deepEqual(p.skipped.map((s) => s.object).sort(), ['Service x/Bad_Name', 'Service x/bad']);
+    assert.ok(p.skipped.every((s) => /^invalid: \S+: .* \(the agent ignores the object\)$/.test(s.reason)), JSON.stringify(p.skipped));
+  });
+
+  it('names at Kubernetes\' limits, differing only at the end, are two Services', async () => {
+    const ns = `ns-${'x'.repeat(60)}`;
+    const names = ['a', 'b'].map((c) => `web-${'x'.repeat(58)}${c}`);
+    const p = await plan(write('long.json', names.map((n, i) => svc(ns, n, `198.19.0.${50 + i}`))));
+    assert.deepEqual(rows(p), names.map((n, i) => `${ns}/${n} ClusterIP 198.19.0.${50 + i}`));
+  });
+});

@@ -36,6 +36,18 @@ describe('older layouts are read into the current one', () => {
     }
   });
 
+  it('kpr_svc_meta: v1\'s names (96 and 32 bytes) are copied whole into v2\'s 128 and 64', () => {
+    const v = { name: `${'n'.repeat(63)}/${'s'.repeat(31)}`, portName: 'p'.repeat(31), type: 3, proto: 17 };
+    const { bytes, decoded } = upgrade(V1.SVC_META_V1, MAPS.svcMeta.value, v);
+    assert.deepEqual(decoded, v);
+    assert.deepEqual(bytes, codecOf(MAPS.svcMeta.value).encode(v));
+    // v2 holds Kubernetes' longest names, v1 cut them to one.
+    const longest = { name: `${'n'.repeat(63)}/${'s'.repeat(63)}`, portName: 'p'.repeat(63), type: 0, proto: 6 };
+    assert.deepEqual(codecOf(MAPS.svcMeta.value).decode(codecOf(MAPS.svcMeta.value).encode(longest)), longest);
+    const cut = (last: string) => codecOf(V1.SVC_META_V1).decode(codecOf(V1.SVC_META_V1).encode({ ...longest, name: longest.name.slice(0, -1) + last })).name;
+    assert.equal(cut('a'), cut('b'));
+  });
+
   it('kpr_svc_val: the frontend id moves from a u16 at 6 to a u32 at 8, flags from 8 to 6', () => {
     const v: SvcVal = { backendId: 30, count: 3, revNatId: 65535, flags: 0x51 };
     const { bytes, decoded } = upgrade(V1.SVC_VAL_V1, MAPS.svc.value, v);

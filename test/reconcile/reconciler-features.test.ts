@@ -218,12 +218,14 @@ describe('Reconciler: kpr_svc_meta, flags, LOCAL backends, IPv6', () => {
     );
   });
 
-  it('a name longer than the field is stored cut and not rewritten by the next sync', () => {
+  it('a name at Kubernetes\' limits is stored whole; one longer than the field is stored cut and not rewritten by the next sync', () => {
     const { maps, r } = setup();
-    const long = `${'n'.repeat(63)}/${'s'.repeat(63)}`;
-    const p = plans(fe(long, '10.96.0.1', 80, []));
+    const longest = `${'n'.repeat(63)}/${'s'.repeat(63)}`;
+    const tooLong = `${'n'.repeat(100)}/${'s'.repeat(100)}`;
+    const p = plans(fe(longest, '10.96.0.1', 80, []), fe(tooLong, '10.96.0.2', 80, []));
     syncChecked(maps, r, p, true);
-    assert.equal(maps.svcMeta.get(1)!.name.length, 95);
+    const names = [...maps.svcMeta.values()].map((m) => m.name).sort();
+    assert.deepEqual(names, [longest, tooLong.slice(0, 127)]);
     assertNoOp(maps, r, p);
   });
 
