@@ -1,4 +1,6 @@
 /** What every mode of the sandbox client (client.ts, hold.ts) reports, and the helpers that fill it. */
+import type { SlowBodyReport } from './slow-body.js';
+
 export interface ClientReport {
   ok: number;
   failed: number;
@@ -14,6 +16,8 @@ export interface ClientReport {
   responses?: Array<{ status: number; headers: Record<string, string>; body: string }>;
   /** `batch` mode: one report per step, in order. */
   steps?: ClientReport[];
+  /** `slowbody` mode: the flood and its probes. */
+  slowBody?: SlowBodyReport;
 }
 
 export function emptyReport(): ClientReport {

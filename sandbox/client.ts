@@ -9,6 +9,8 @@
  *   client.js once  --target IP:PORT
  *   client.js udploop --target IP:PORT --duration-ms D [--interval-ms I]  (one connected UDP socket, reconnecting on error)
  *   client.js get   --target IP:PORT [--path /p]   (one HTTP/1.0 GET; status, headers and body in `responses`)
+ *   client.js slowbody --target IP:PORT --path /p --connections N --opens-per-second R --probe-path /q --count P --interval-ms I
+ *                  (a slow-body flood of N connections and P probes beside it: slow-body.ts; ok = probes answered 200)
  *   client.js hold  [--echo IP:PORT] [--udp IP:PORT [--udp-new]] [--http IP:PORT] [--flows N]  (long-lived flows and churn: hold.ts)
  * --bind IP binds the client socket to a source address first; --src-port P (udp) to a
  * source port too, as `nc -u -p P` does; --message M (udp) sends M instead of "who".
@@ -20,6 +22,7 @@ import { parseArgs } from 'node:util';
 import { createInterface } from 'node:readline';
 import { bump, emptyReport, fail, record, splitTarget, type ClientReport } from './client-report.js';
 import { runHold } from './hold.js';
+import { slowBodyFlood, type SlowBodyReport } from './slow-body.js';
 
 export type { ClientReport } from './client-report.js';
 
@@ -273,6 +276,9 @@ async function main(): Promise<void> {
       'udp-new': { type: 'boolean', default: false },
       http: { type: 'string' },
       flows: { type: 'string', default: '2' },
+      connections: { type: 'string', default: '256' },
+      'opens-per-second': { type: 'string', default: '64' },
+      'probe-path': { type: 'string', default: '/healthz' },
     },
   });
   const mode = positionals[0];
@@ -311,6 +317,15 @@ async function main(): Promise<void> {
     case 'batch':
       rep = await runBatch(JSON.parse(values.plan!) as BatchStep[], timeoutMs);
       break;
+    case 'slowbody': {
+      const { host, port } = splitTarget(target);
+      const flood: SlowBodyReport = await slowBodyFlood({
+        host, port, path: values.path!, connections: Number(values.connections), opensPerSecond: Number(values['opens-per-second']),
+        probePath: values['probe-path']!, probes: Number(values.count), intervalMs: Number(values['interval-ms']), timeoutMs,
+      });
+      rep = { ...emptyReport(), ok: flood.answered, failed: flood.probes - flood.answered, errors: flood.outcomes, slowBody: flood };
+      break;
+    }
     case 'hold':
       rep = await runHold({
         ...(values.echo ? { echo: values.echo } : {}),

@@ -81,7 +81,7 @@ export async function addPod(sandbox: Sandbox, topo: NodeTopology, name: string,
   return pod;
 }
 
-export type ClientMode = 'http' | 'udp' | 'loop' | 'once' | 'udploop' | 'get' | 'hold' | 'batch';
+export type ClientMode = 'http' | 'udp' | 'loop' | 'once' | 'udploop' | 'get' | 'hold' | 'batch' | 'slowbody';
 
 export interface ClientRun {
   child: ChildProcess;

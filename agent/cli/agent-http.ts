@@ -4,6 +4,7 @@
  */
 import { parseBindAddress } from '../net/listen-address.js';
 import { UsageError } from './errors.js';
+import { rejectLeadingZeros } from './address-args.js';
 import { parseDuration } from '../duration.js';
 
 export interface AgentAnswer {
@@ -15,6 +16,7 @@ export interface AgentAnswer {
 
 /** http://HOST:PORT for a bind address: a wildcard bind is asked on loopback. */
 export function agentUrl(address: string, flag: string): string {
+  rejectLeadingZeros(address, flag);
   let parsed: ReturnType<typeof parseBindAddress>;
   try {
     parsed = parseBindAddress(address, flag);

@@ -23,6 +23,7 @@ import { parseYamlDocuments } from '../bounded-yaml.js';
 import { CONFIG_YAML_LIMITS } from '../config-file.js';
 import { readRegularFile } from '../bounded-read.js';
 import { CliError, UsageError } from './errors.js';
+import { rejectLeadingZeros } from './address-args.js';
 import { parseCommand } from './command-spec.js';
 import { commandSpec } from './commands.js';
 
@@ -140,6 +141,7 @@ export async function cleanupNodesCommand(argv: string[], log: (line: string) =>
   for (const flag of ['namespace', 'agent-daemonset', 'agent-selector', 'cleanup-daemonset'] as const) {
     if (!values[flag]) throw new UsageError(`cleanup-nodes needs --${flag}`, 'cleanup-nodes');
   }
+  if (values['k8s-service-host'] !== undefined) rejectLeadingZeros(values['k8s-service-host'], '--k8s-service-host', 'cleanup-nodes');
   const namespace = values.namespace!;
   const agentName = values['agent-daemonset']!;
   let timeoutMs: number;

@@ -10,6 +10,7 @@ import { mapStats, pinnedMapNames, pinnedRingNames, type MapStats } from '../met
 import { readStats, statMetric } from '../metrics/datapath-stats.js';
 import { DECODERS, RING_ABOUT, knownMapNames, type Row } from './map-decoders.js';
 import { CliError, UsageError, openPinnedMap, permissionError } from './pinned-maps.js';
+import { describeLayout, type LayoutMismatch } from './map-layout.js';
 import { tcAttachmentReport, tcAttachmentSection } from './tc-attachments.js';
 
 export type Output = 'table' | 'json';
@@ -42,13 +43,15 @@ export function mapList(bpffsDir: string, output: Output, netns?: string): strin
   const mapNames = pinnedNames(bpffsDir);
   if (mapNames.length === 0) throw noMaps(bpffsDir);
   const names = [...mapNames, ...pinnedNames(bpffsDir, pinnedRingNames)].sort();
-  const stats: Array<MapStats & { about?: string; layoutVersion?: number }> = [];
+  const stats: Array<MapStats & { about?: string; layoutVersion?: number; foreign?: LayoutMismatch }> = [];
   for (const name of names) {
-    const { map, version } = openPinnedMap(bpffsDir, name, { anyVersion: true });
+    const { map, version, foreign } = openPinnedMap(bpffsDir, name, { anyVersion: true, foreign: 'report' });
     try {
       const current = MAP_BY_NAME.get(name)?.version ?? version;
       const about = DECODERS[name]?.about ?? RING_ABOUT[name];
-      stats.push({ ...mapStats(name, map), ...(version !== current ? { layoutVersion: version } : {}), ...(about ? { about } : {}) });
+      // A foreign map's entries are not counted: its layout says nothing of what it holds.
+      const s = foreign ? { name, type: map.typeName, keySize: map.keySize, valueSize: map.valueSize, entries: null, capacity: map.maxEntries } : mapStats(name, map);
+      stats.push({ ...s, ...(version !== current ? { layoutVersion: version } : {}), ...(foreign ? { foreign } : about ? { about } : {}) });
     } finally {
       map.close();
     }
@@ -58,7 +61,7 @@ export function mapList(bpffsDir: string, output: Output, netns?: string): strin
   return (
     table(
       ['NAME', 'TYPE', 'KEY', 'VALUE', 'ENTRIES', 'CAPACITY', 'CONTENT'],
-      stats.map((s) => [s.name, s.type, String(s.keySize), String(s.valueSize), s.entries === null ? '-' : String(s.entries), String(s.capacity), `${s.layoutVersion !== undefined ? `(layout v${s.layoutVersion}) ` : ''}${s.about ?? ''}`]),
+      stats.map((s) => [s.name, s.type, String(s.keySize), String(s.valueSize), s.entries === null ? '-' : String(s.entries), String(s.capacity), `${s.layoutVersion !== undefined ? `(layout v${s.layoutVersion}) ` : ''}${s.foreign ? `FOREIGN: not kpr's map (kpr's is ${describeLayout(s.foreign.expected)})` : (s.about ?? '')}`]),
     ) + tcAttachmentSection(tc, table)
   );
 }

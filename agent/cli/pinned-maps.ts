@@ -7,6 +7,7 @@ import { BpfMap, KprBpfError } from '../../native/index.js';
 import { MAP_BY_NAME } from '../maps/registry.js';
 import { mapPinPath, pinnedMapFiles } from '../datapath/pins.js';
 import { CliError } from './errors.js';
+import { foreignMapError, layoutMismatch, type LayoutMismatch } from './map-layout.js';
 
 /** The CLI's errors, where most commands import them from. */
 export { CliError, UsageError } from './errors.js';
@@ -22,10 +23,13 @@ export function permissionError(pin: string, code: string | undefined): CliError
  * Opens map `mapName` at this CLI's layout version. With `anyVersion` a pin
  * of another version is opened too (its version is returned: the caller
  * converts what it reads); without it such a pin is an error that says so.
+ * A map whose type, key or value size is not kpr's (a foreign map pinned
+ * under kpr's name) is an error naming both layouts, unless `foreign:
+ * 'report'` asks for it to be returned (`foreign`), as `kpr map list` does.
  */
 export function openPinnedMap(bpffsDir: string, mapName: string): BpfMap;
-export function openPinnedMap(bpffsDir: string, mapName: string, opts: { anyVersion: true }): { map: BpfMap; version: number };
-export function openPinnedMap(bpffsDir: string, mapName: string, opts?: { anyVersion: true }): BpfMap | { map: BpfMap; version: number } {
+export function openPinnedMap(bpffsDir: string, mapName: string, opts: { anyVersion: true; foreign?: 'error' | 'report' }): { map: BpfMap; version: number; foreign?: LayoutMismatch };
+export function openPinnedMap(bpffsDir: string, mapName: string, opts?: { anyVersion: true; foreign?: 'error' | 'report' }): BpfMap | { map: BpfMap; version: number; foreign?: LayoutMismatch } {
   const current = MAP_BY_NAME.get(mapName)?.version ?? 1;
   let pin = mapPinPath(bpffsDir, mapName);
   let version = current;
@@ -36,7 +40,12 @@ export function openPinnedMap(bpffsDir: string, mapName: string, opts?: { anyVer
     version = other.version;
   }
   const map = openPin(bpffsDir, pin);
-  return opts?.anyVersion ? { map, version } : map;
+  const foreign = layoutMismatch(mapName, map, version);
+  if (foreign && opts?.foreign !== 'report') {
+    map.close();
+    throw foreignMapError(mapName, pin, foreign);
+  }
+  return opts?.anyVersion ? { map, version, ...(foreign ? { foreign } : {}) } : map;
 }
 
 /** A pin of map `name` at another version than `current` (an unreadable directory: none; opening says why). */

@@ -15,6 +15,7 @@ import { LABEL_SERVICE_NAME } from '../k8s/labels.js';
 import type { PlanBackend, PlanFrontend, SkippedObject } from '../plan/types.js';
 import { loadManifests, type Manifest } from './manifests.js';
 import { parseCIDR } from '../net/ip.js';
+import { rejectLeadingZeros } from './address-args.js';
 import { CliError, UsageError } from './errors.js';
 import { flagKind, parseCommand } from './command-spec.js';
 import { commandSpec } from './commands.js';
@@ -252,6 +253,7 @@ export function planCommand(argv: string[], warn: (line: string) => void = (line
     node?: string; 'node-name'?: string; file?: string[]; output: string; config?: string[]; 'node-port-addresses'?: string[];
     'source-ranges-all-external'?: boolean; 'source-ranges-for-all-external'?: boolean; 'external-ip-cidrs'?: string[];
   } & Record<string, unknown>;
+  for (const flag of ['node-port-addresses', 'external-ip-cidrs'] as const) for (const v of values[flag] ?? []) rejectLeadingZeros(v, `--${flag}`, 'plan');
   const file = values.config === undefined ? undefined : agentFileSettings(values.config, warn);
   const nodeName = values.node ?? values['node-name'] ?? file?.nodeName;
   if (!nodeName) throw new UsageError('plan: --node NAME is required', 'plan');

@@ -99,9 +99,10 @@ function readMaps(bpffsDir: string): { maps: MapStats[]; error?: string } {
   if (names.length === 0) return { maps: [], error: `no pinned maps under ${bpffsDir}/maps` };
   const maps: MapStats[] = [];
   for (const name of names) {
-    const { map } = openPinnedMap(bpffsDir, name, { anyVersion: true });
+    const { map, foreign } = openPinnedMap(bpffsDir, name, { anyVersion: true, foreign: 'report' });
     try {
-      maps.push(mapStats(name, map));
+      // A foreign map (another layout pinned under kpr's name): listed with its type, entries not counted.
+      maps.push(foreign ? { name, type: `${map.typeName} (FOREIGN)`, keySize: map.keySize, valueSize: map.valueSize, entries: null, capacity: map.maxEntries } : mapStats(name, map));
     } finally {
       map.close();
     }

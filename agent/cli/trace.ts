@@ -12,12 +12,14 @@ import { MAPS, type MapId, type MapSpec } from '../maps/registry.js';
 import { parseIP } from '../net/ip.js';
 import { openPinnedMap } from './pinned-maps.js';
 import { UsageError } from './errors.js';
+import { rejectLeadingZeros } from './address-args.js';
 import { parseCommand } from './command-spec.js';
 import { commandSpec } from './commands.js';
 import { formatTrace, traceFlow, type TraceMaps, type TracePath, type TraceRole } from './trace-model.js';
 
 /** "198.19.0.10:80", "[2001:db8::1]:53", or without a port when `portOptional`. */
 export function parseEndpoint(text: string, flag: string, portOptional: boolean): { addr: string; port?: number } {
+  rejectLeadingZeros(text, flag);
   const m = /^(?:\[([^\]]+)\]|([^:[\]]+))(?::(\d{1,5}))?$/.exec(text) ?? /^([^[\]]*:[^[\]]*)$/.exec(text);
   const host = m?.[1] ?? m?.[2];
   const ip = host === undefined ? null : parseIP(host);

@@ -36,16 +36,6 @@ function send(reply: FastifyReply, r: HealthResponse): FastifyReply {
     .send(Buffer.from(JSON.stringify(r.body))); // a Buffer: fastify adds no charset to the Content-Type
 }
 
-/** Accepts and ignores any request body, so no method or content type changes the answer. */
-export function ignoreBodies(app: FastifyInstance): void {
-  app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', (_req, payload, done) => {
-    payload.on('error', (err) => done(err));
-    payload.on('end', () => done(null));
-    payload.resume();
-  });
-}
-
 /** Go's http.NotFound. */
 export function goNotFound(app: FastifyInstance): void {
   app.setNotFoundHandler((_req, reply) =>
@@ -55,7 +45,6 @@ export function goNotFound(app: FastifyInstance): void {
 
 export function buildHealthServer(opts: HealthServerOptions): FastifyInstance {
   const app = guardedFastify(NODE_LISTENER_LIMITS, opts.onShed);
-  ignoreBodies(app);
   goNotFound(app);
   // app.all: every method fastify routes (GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH, ...) gets the same answer.
   app.all('/healthz', (_req, reply) => {

@@ -17,6 +17,7 @@ import type { SyncReport } from '../sync/sync-loop.js';
 import type { Logger } from '../log.js';
 import type { FeatureStatus } from '../datapath/kernel-features.js';
 import type { ApiRequest } from '../k8s/api-requests.js';
+import type { ShedKind } from '../http-guard.js';
 import type { TrackedChange } from './change-tracker.js';
 import { K8sClientMetrics } from './k8s-client-metrics.js';
 import { kernelCollectors } from './kernel-collectors.js';
@@ -67,7 +68,7 @@ export class AgentMetrics {
     this.k8s = new K8sClientMetrics(this.registry, now);
     this.shed = new Counter({
       name: 'kpr_http_connections_shed_total',
-      help: 'Connections a health or metrics listener closed at its connection cap: evicted (the oldest idle one, to make room) or refused (every open one was busy).',
+      help: 'Connections a health or metrics listener shed: evicted (the oldest idle one, closed at the connection cap to make room), refused (at the cap with every open one busy), unread_body (closed while its request body was still arriving: after the answer, or at the cap).',
       labelNames: ['listener', 'kind'],
       registers,
     });
@@ -169,8 +170,8 @@ export class AgentMetrics {
     this.kubeProxy.healthServed(path, code);
   }
 
-  /** A listener at its connection cap closed its oldest idle connection, or refused a new one. */
-  connectionShed(listener: 'healthz' | 'metrics' | 'service-health', kind: 'evicted' | 'refused'): void {
+  /** A listener shed a connection (agent/http-guard.ts ShedKind). */
+  connectionShed(listener: 'healthz' | 'metrics' | 'service-health', kind: ShedKind): void {
     this.shed.inc({ listener, kind });
   }
 

@@ -7,7 +7,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { guardedFastify, NODE_LISTENER_LIMITS, type ShedHandler } from '../http-guard.js';
-import { goNotFound, ignoreBodies } from '../health/server.js';
+import { goNotFound } from '../health/server.js';
 
 export const PROXY_MODE = 'kpr';
 
@@ -24,7 +24,6 @@ export interface ConfigzBody {
 
 export function buildMetricsServer(metrics: MetricsSource, onShed?: ShedHandler, configz?: () => ConfigzBody): FastifyInstance {
   const app = guardedFastify(NODE_LISTENER_LIMITS, onShed);
-  ignoreBodies(app);
   goNotFound(app);
   app.get('/metrics', async (_req, reply) => reply.header('Content-Type', metrics.contentType).send(await metrics.text()));
   const plain = (text: string) => (_req: unknown, reply: import('fastify').FastifyReply) =>
