@@ -69,6 +69,9 @@ export class NodeDatapath {
     if (cfg.socketLbHostOnly && opts.hostNetnsCookie === undefined) {
       log.warn('service-mesh mode degraded: the node network namespace cookie is unknown on this kernel, so the socket hooks serve every caller (pods too)');
     }
+    if (cfg.masqueradePodTraffic && opts.hostNetnsCookie === undefined) {
+      log.warn('pod masquerade off: the node network namespace cookie is unknown on this kernel, so the socket hooks cannot tell pods from node processes; pods reach endpoints with their own address (docs/semantics.md, rules 35 and 36)');
+    }
     this.attacher = new TcAttacher({
       tcObject: dp.tcObject,
       pinDir: tcLinkPinDir(cfg.bpffsDir),
@@ -155,6 +158,7 @@ export class NodeDatapath {
   nodeChanged(node: V1Node | undefined): void {
     const snat = snatAddresses(node);
     const hostOnly = this.cfg.socketLbHostOnly && this.hostNetnsCookie !== undefined;
+    const masq = this.cfg.masqueradePodTraffic && this.hostNetnsCookie !== undefined;
     const config = {
       hostNetnsCookie: this.hostNetnsCookie ?? 0n,
       snatV4: snat.v4,
@@ -162,14 +166,14 @@ export class NodeDatapath {
       tcpTimeoutS: this.cfg.ctTcpTimeoutS,
       tcpClosingTimeoutS: this.cfg.ctTcpClosingTimeoutS,
       udpTimeoutS: this.cfg.ctUdpTimeoutS,
-      flags: (hostOnly ? CFG_FLAG.SOCK_HOST_ONLY : 0) | (this.cfg.serviceCounters ? 0 : CFG_FLAG.NO_SVC_STATS) | (this.dp.migrating() ? CFG_FLAG.MIGRATING : 0),
+      flags: (hostOnly ? CFG_FLAG.SOCK_HOST_ONLY : 0) | (this.cfg.serviceCounters ? 0 : CFG_FLAG.NO_SVC_STATS) | (this.dp.migrating() ? CFG_FLAG.MIGRATING : 0) | (masq ? CFG_FLAG.MASQ_POD : 0),
     };
     const text = JSON.stringify(config, (_k, v) => (typeof v === 'bigint' ? v.toString() : v));
     if (text === this.lastConfig) return;
     writeNodeConfig(this.dp.maps.config, config);
     this.written = encodeConfig(config);
     this.lastConfig = text;
-    this.log.info('node datapath settings', { snatV4: snat.v4 || null, snatV6: snat.v6 || null, socketLbHostOnly: this.cfg.socketLbHostOnly, socketHooksHostOnly: hostOnly });
+    this.log.info('node datapath settings', { snatV4: snat.v4 || null, snatV6: snat.v6 || null, socketLbHostOnly: this.cfg.socketLbHostOnly, socketHooksHostOnly: hostOnly, masqueradePodTraffic: masq });
   }
 
   /**

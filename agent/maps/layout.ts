@@ -50,6 +50,7 @@ export const SVC_FLAG = {
   AFFINITY: 1 << 4,
   LOCAL_ONLY: 1 << 5,
   SOURCE_RANGES: 1 << 6,
+  LOCAL_BACKEND: 1 << 7,
 } as const;
 /** Mirrors enum kpr_backend_flags. */
 export const BE_FLAG = { LOCAL: 1 << 0 } as const;
@@ -77,13 +78,15 @@ export const STAT = {
   TC_CT_LOST: 16,
   MONITOR_LOST: 17,
   TC_CT_REPLY_RESTORED: 18,
+  SOCK_MASQ_DIVERT: 24,
+  TC_MASQ_SNAT: 25,
 } as const;
 /** Mirrors enum kpr_ct_dir. */
 export const CT_DIR = { ORIGINAL: 0, REPLY: 1 } as const;
 /** Mirrors enum kpr_ct_flags. */
 export const CT_FLAG = { SNAT: 1 << 0, CLOSING: 1 << 1 } as const;
 /** Mirrors enum kpr_config_flags. */
-export const CFG_FLAG = { SOCK_HOST_ONLY: 1 << 0, NO_SVC_STATS: 1 << 1, MIGRATING: 1 << 2 } as const;
+export const CFG_FLAG = { SOCK_HOST_ONLY: 1 << 0, NO_SVC_STATS: 1 << 1, MIGRATING: 1 << 2, MASQ_POD: 1 << 3 } as const;
 export const STAT_MAX = 32;
 /** Mirrors enum kpr_event_type (kpr_event.h). */
 export const EVENT_TYPE = {
@@ -94,6 +97,7 @@ export const EVENT_TYPE = {
   SOURCE_RANGE: 5,
   BACKEND_MISSING: 6,
   NO_SNAT_PORT: 7,
+  MASQ_DIVERT: 10,
 } as const;
 /** Mirrors enum kpr_event_hook. */
 export const EVENT_HOOK = { CONNECT4: 1, CONNECT6: 2, SENDMSG4: 3, SENDMSG6: 4, TC_EXT: 5, TC_POD: 6 } as const;
