@@ -54,6 +54,8 @@ export class NodeDatapath {
   private readonly hostNetnsCookie: bigint | undefined;
   private timers: NodeJS.Timeout[] = [];
   private lastConfig = '';
+  /** The Node object the settings were last derived from (re-derived after each interface rescan). */
+  private lastNode: V1Node | undefined;
   /** The kpr_config value last written (what drift repair compares the map with). */
   private written: Buffer | undefined;
   /** Per timer, the message of the error it is failing with (logged once per distinct error). */
@@ -105,10 +107,15 @@ export class NodeDatapath {
     this.nodeChanged(node);
     this.attacher.sync();
     this.keepTcxLinks();
+    // Pod masquerade needs kpr_tc_pod on a pod interface: re-decided now that they are attached.
+    this.nodeChanged(node);
     // Each rescan also checks the node's other attachments: the socket programs'
     // cgroup (removed and created again) and kpr's pins (removed, replaced, bpffs gone).
     const rescan = setInterval(() => {
-      this.tick('interface_rescan', () => this.keepTcxLinks(this.attacher.sync()));
+      this.tick('interface_rescan', () => {
+        this.keepTcxLinks(this.attacher.sync());
+        this.nodeChanged(this.lastNode);
+      });
       this.tick('cgroup_check', () => this.checkCgroup());
       const pins = this.opts.pins;
       if (pins) this.tick('pin_check', () => pins.check());
@@ -156,9 +163,12 @@ export class NodeDatapath {
 
   /** Re-derives the node-wide settings; writes them only when they changed. */
   nodeChanged(node: V1Node | undefined): void {
+    this.lastNode = node;
     const snat = snatAddresses(node);
     const hostOnly = this.cfg.socketLbHostOnly && this.hostNetnsCookie !== undefined;
-    const masq = this.cfg.masqueradePodTraffic && this.hostNetnsCookie !== undefined;
+    // The socket hooks leave masqueraded pod connections to kpr_tc_pod: only once it runs on a pod
+    // interface, or they would leave the pod untranslated (rules 35 and 36 of docs/semantics.md).
+    const masq = this.cfg.masqueradePodTraffic && this.hostNetnsCookie !== undefined && this.attacher.attachedInterfaces().some((a) => a.role === 'pod');
     const config = {
       hostNetnsCookie: this.hostNetnsCookie ?? 0n,
       snatV4: snat.v4,
