@@ -9,8 +9,9 @@
  * address. With --masquerade-pod-traffic (the default) kpr's socket hooks
  * leave exactly those connections to the tc path, which SNATs them to the
  * node; with it false the socket path connects the pod straight to the
- * endpoint. Callers run below node-1's cgroup, so the socket hooks see them.
- * Topology: sandbox/two-node.ts.
+ * endpoint. node-1's agent runs with the default, node-2's with the flag
+ * false (no agent restart: two modes side by side). Callers run below their
+ * node's cgroup, so the socket hooks see them. Topology: sandbox/two-node.ts.
  */
 import { scaled } from '../../sandbox/time-scale.js';
 import { after, before, describe, test } from 'node:test';
@@ -32,9 +33,11 @@ const PODS = [
   { name: 'web-1a', ip: '198.18.10.10', node: 'node-1' as NodeName },
   { name: 'web-2a', ip: '198.18.20.10', node: 'node-2' as NodeName },
   { name: 'caller', ip: '198.18.10.20', node: 'node-1' as NodeName },
+  { name: 'caller-2', ip: '198.18.20.20', node: 'node-2' as NodeName },
 ];
 const POD = Object.fromEntries(PODS.map((p) => [p.name, p]));
 const N1 = UNDERLAY['node-1'];
+const N2 = UNDERLAY['node-2'];
 const NS = 'masq';
 const COUNT = 10;
 
@@ -44,6 +47,8 @@ const CIP = '198.19.0.32';
 const SELF = { clusterIP: '198.19.0.33', nodePort: 30093 };
 /** web-1a's second server, on a port no other pod serves (8081): a Service whose endpoint the caller cannot be. */
 const ALT = '198.19.0.34';
+/** web-2a's own Service, for hairpin on node-2. */
+const SELF2 = '198.19.0.35';
 
 function service(name: string, clusterIP: string, spec: Record<string, unknown>, status?: Record<string, unknown>) {
   return {
@@ -62,9 +67,9 @@ const slice = (svc: string, pods: string[], port = 8080, udp = false) =>
 describe('masquerade of pod traffic (rules 35 and 36 of docs/semantics.md) on two nodes', { timeout: scaled(120_000) }, () => {
   let box: TwoNodeCluster;
 
-  /** `count` HTTP requests from pod `from` (in node-1's cgroup) to `target`. */
+  /** `count` requests from pod `from` (in its node's cgroup) to `target`. */
   async function fromPod(from: string, target: string, mode: 'http' | 'udp' = 'http'): Promise<ClientReport> {
-    const rep = await box.client(box.pods.get(from)!.ns, mode, target, { cgroupOf: 'node-1', extra: ['--count', String(COUNT)] });
+    const rep = await box.client(box.pods.get(from)!.ns, mode, target, { cgroupOf: POD[from].node, extra: ['--count', String(COUNT)] });
     assert.equal(rep.failed, 0, `${from} → ${target}: ${JSON.stringify(rep.errors)}`);
     assert.equal(rep.ok, COUNT, `${from} → ${target}`);
     return rep;
@@ -88,8 +93,8 @@ describe('masquerade of pod traffic (rules 35 and 36 of docs/semantics.md) on tw
     }
   }
 
-  /** ORIGINAL conntrack entries on node-1 of flows from `src` to `dst`. */
-  const flows = (src: string, dst: string) => pinnedConntrack(box.nodes['node-1'].bpffsDir).filter((e) => e.key.dir === CT_DIR.ORIGINAL && e.key.saddr === src && e.key.daddr === dst);
+  /** ORIGINAL conntrack entries on `node` (default node-1) of flows from `src` to `dst`. */
+  const flows = (src: string, dst: string, node: NodeName = 'node-1') => pinnedConntrack(box.nodes[node].bpffsDir).filter((e) => e.key.dir === CT_DIR.ORIGINAL && e.key.saddr === src && e.key.daddr === dst);
 
   before(async () => {
     requireRoot();
@@ -107,16 +112,19 @@ describe('masquerade of pod traffic (rules 35 and 36 of docs/semantics.md) on tw
     api.create(slice('self', ['web-1a']));
     api.create(service('alt', ALT, { ports: [http(undefined, 8081)] }));
     api.create(slice('alt', ['web-1a'], 8081));
-    await box.startAgents(['--ct-tcp-closing-timeout', '10m']);
+    api.create(service('self-2', SELF2, { ports: [http()] }));
+    api.create(slice('self-2', ['web-2a']));
+    const args = ['--ct-tcp-closing-timeout', '10m'];
+    await Promise.all([box.startAgent('node-1', args), box.startAgent('node-2', [...args, '--masquerade-pod-traffic', 'false'])]);
   });
 
   after(async () => {
     await box?.close();
   });
 
-  describe('--masquerade-pod-traffic true (the default)', () => {
-    test('the agent sets KPR_CFG_F_MASQ_POD in kpr_config on both nodes', () => {
-      for (const node of ['node-1', 'node-2'] as NodeName[]) assert.equal(configFlags(node) & CFG_FLAG.MASQ_POD, CFG_FLAG.MASQ_POD, node);
+  describe('--masquerade-pod-traffic true (the default): node-1', () => {
+    test('the agent sets KPR_CFG_F_MASQ_POD in kpr_config', () => {
+      assert.equal(configFlags('node-1') & CFG_FLAG.MASQ_POD, CFG_FLAG.MASQ_POD);
     });
 
     test('a pod calling a NodePort, the load-balancer IP or an externalIP of an eTP=Cluster Service: the endpoints (local and remote) see the node address, the pod sees the address it called', async () => {
@@ -179,33 +187,27 @@ describe('masquerade of pod traffic (rules 35 and 36 of docs/semantics.md) on tw
     });
   });
 
-  describe('--masquerade-pod-traffic false: the socket path connects pods straight to the endpoint', () => {
-    before(async () => {
-      for (const node of ['node-1', 'node-2'] as NodeName[]) await box.stopAgent(node);
-      await box.startAgents(['--masquerade-pod-traffic', 'false']);
-    });
-
-    test('KPR_CFG_F_MASQ_POD is cleared on both nodes', () => {
-      for (const node of ['node-1', 'node-2'] as NodeName[]) assert.equal(configFlags(node) & CFG_FLAG.MASQ_POD, 0, node);
+  describe('--masquerade-pod-traffic false: node-2, the socket path connects pods straight to the endpoint', () => {
+    test('KPR_CFG_F_MASQ_POD is clear', () => {
+      assert.equal(configFlags('node-2') & CFG_FLAG.MASQ_POD, 0);
     });
 
     test('the NodePort, load-balancer IP and externalIP of an eTP=Cluster Service: the endpoint sees the pod address, and nothing enters conntrack', async () => {
-      const caller = POD['caller'].ip;
-      const diverted0 = stat('node-1', STAT.SOCK_MASQ_DIVERT);
-      for (const [addr, port] of [[N1, EXT.nodePort], [EXT.lb, 80], [EXT.externalIP, 80]] as const) {
-        const before = flows(caller, addr).filter((f) => f.key.dport === port).length;
-        const rep = await fromPod('caller', `${addr}:${port}`);
+      const caller = POD['caller-2'].ip;
+      for (const [addr, port] of [[N2, EXT.nodePort], [EXT.lb, 80], [EXT.externalIP, 80]] as const) {
+        const rep = await fromPod('caller-2', `${addr}:${port}`);
         assert.deepEqual(rep.seenAs, { [caller]: COUNT }, `${addr}:${port}`);
         assert.deepEqual(Object.keys(rep.peers), [`${addr}:${port}`], 'getpeername() rewritten by the socket hook');
-        assert.equal(flows(caller, addr).filter((f) => f.key.dport === port).length, before, `${addr}:${port}: no new conntrack entry`);
+        assert.deepEqual(flows(caller, addr, 'node-2'), [], `${addr}:${port}: no conntrack entry on node-2`);
       }
-      assert.equal(stat('node-1', STAT.SOCK_MASQ_DIVERT), diverted0, 'nothing diverted');
+      assert.equal(stat('node-2', STAT.SOCK_MASQ_DIVERT), 0n, 'nothing diverted');
+      assert.equal(stat('node-2', STAT.TC_MASQ_SNAT), 0n, 'nothing masqueraded');
     });
 
     test('hairpin through the ClusterIP: the pod reaches itself from its own address', async () => {
-      const rep = await fromPod('web-1a', `${SELF.clusterIP}:80`);
-      assert.deepEqual(rep.byPod, { 'web-1a': COUNT });
-      assert.deepEqual(rep.seenAs, { [POD['web-1a'].ip]: COUNT });
+      const rep = await fromPod('web-2a', `${SELF2}:80`);
+      assert.deepEqual(rep.byPod, { 'web-2a': COUNT });
+      assert.deepEqual(rep.seenAs, { [POD['web-2a'].ip]: COUNT });
     });
   });
 });
