@@ -64,5 +64,6 @@ const STAT_LABELS: Partial<Record<StatMetric['metric'], string>> = {
   refusals: 'reason',
   drops: 'reason',
   tc_packets: 'action',
+  masquerade: 'action',
   other: 'stat',
 };
