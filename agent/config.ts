@@ -53,6 +53,13 @@ export interface AgentConfig {
   sourceRangesAllExternal: boolean;
   /** Per-frontend datapath counters (kpr_svc_stats, kpr_service_*_total). */
   serviceCounters: boolean;
+  /**
+   * Pods' traffic is masqueraded where kube-proxy masquerades it (external
+   * addresses of eTP=Cluster Services, hairpin): KPR_CFG_F_MASQ_POD, rules 35
+   * and 36 of docs/semantics.md. false: the socket path connects pods straight
+   * to the endpoint, which sees the pod address.
+   */
+  masqueradePodTraffic: boolean;
   ctTcpTimeoutS: number;
   ctTcpClosingTimeoutS: number;
   ctUdpTimeoutS: number;
@@ -147,6 +154,9 @@ export const USAGE = `Usage: kpr-agent [flags]
   --socket-lb-host-only    service-mesh mode: socket hooks serve only host processes; pod traffic is balanced by tc
   --source-ranges-all-external  enforce loadBalancerSourceRanges on NodePorts and externalIPs too
   --service-counters B     true|false: per-Service datapath counters, kpr_service_*_total (default: true)
+  --masquerade-pod-traffic B  true|false: a pod's traffic to a NodePort, LoadBalancer IP or externalIP of an
+                           externalTrafficPolicy=Cluster Service, and hairpin traffic, reach the endpoint from a node
+                           address, as with kube-proxy (default: true; false: the endpoint sees the pod address)
   --ct-tcp-timeout DUR     conntrack timeout of established TCP flows on the tc path (default: 86400s, as kube-proxy)
   --ct-tcp-closing-timeout DUR  after FIN/RST (default: 10s)
   --ct-udp-timeout DUR     UDP flows (default: 30s)
@@ -228,6 +238,7 @@ export const AGENT_FLAGS = {
   'socket-lb-host-only': { type: 'boolean', default: false },
   'source-ranges-all-external': { type: 'boolean', default: false },
   'service-counters': { type: 'string', default: 'true' },
+  'masquerade-pod-traffic': { type: 'string', default: 'true' },
   'ct-tcp-timeout': { type: 'string', default: '86400s' },
   'ct-tcp-closing-timeout': { type: 'string', default: '10s' },
   'ct-udp-timeout': { type: 'string', default: '30s' },
@@ -309,6 +320,7 @@ export function parseAgentArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     socketLbHostOnly: values['socket-lb-host-only'] ?? false,
     sourceRangesAllExternal: values['source-ranges-all-external'] ?? false,
     serviceCounters: trueOrFalse(values['service-counters']!, '--service-counters'),
+    masqueradePodTraffic: trueOrFalse(values['masquerade-pod-traffic']!, '--masquerade-pod-traffic'),
     ctTcpTimeoutS: seconds(values['ct-tcp-timeout']!, '--ct-tcp-timeout'),
     ctTcpClosingTimeoutS: seconds(values['ct-tcp-closing-timeout']!, '--ct-tcp-closing-timeout'),
     ctUdpTimeoutS: seconds(values['ct-udp-timeout']!, '--ct-udp-timeout'),

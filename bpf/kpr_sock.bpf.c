@@ -21,6 +21,8 @@
 #include "kpr_monitor.h"
 #include "kpr_refuse.h"
 
+#include "kpr_masq.h"
+
 #define SYS_REJECT 0
 #define SYS_PROCEED 1
 
@@ -104,6 +106,12 @@ static __always_inline int kpr_xlate_fwd(struct bpf_sock_addr *ctx, struct kpr_d
 		kpr_count(KPR_STAT_BACKEND_MISSING);
 		kpr_emit(ctx, hook, KPR_EV_BACKEND_MISSING, ev_flags, &key, svc, NULL, backend_id, NULL, 0, 0);
 		return -ENOENT;
+	}
+	/* kube-proxy would masquerade this pod's traffic: tc translates it instead (kpr_masq.h). */
+	if (kpr_masq_sock_divert(ctx, cfg, svc, be)) {
+		kpr_count(KPR_STAT_SOCK_MASQ_DIVERT);
+		kpr_emit(ctx, hook, KPR_EV_MASQ_DIVERT, ev_flags, &key, svc, NULL, 0, NULL, 0, 0);
+		return 0;
 	}
 
 	rkey.cookie = bpf_get_socket_cookie(ctx);

@@ -46,6 +46,8 @@
 #include "kpr_monitor.h"
 #include "kpr_snat.h"
 
+#include "kpr_masq.h"
+
 #define IP_MF 0x2000
 #define IP_OFFSET 0x1fff
 
@@ -363,13 +365,13 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	/*
 	 * External traffic is SNATed to the node (kube-proxy masquerades it) unless
 	 * the frontend preserves the client address (externalTrafficPolicy=Local).
-	 * Pod traffic keeps its source, except a pod reaching itself (hairpin):
-	 * a packet from its own address would be dropped as martian.
+	 * Pod traffic keeps its source, except a pod reaching itself (hairpin)
+	 * and, with masquerade on, external addresses (kpr_masq.h).
 	 */
 	if (role == KPR_ROLE_EXT)
 		snat = !(svc->flags & KPR_SVC_F_LOCAL_ONLY);
 	else
-		snat = kpr_addr_eq(be->addr, p->saddr);
+		snat = kpr_masq_pod_snat(cfg, svc, be->addr, p->saddr);
 
 	kpr_addr_copy(fwd.nat_daddr, be->addr);
 	fwd.nat_dport = be->port;

@@ -28,7 +28,8 @@ function isSocketHook(hook: number): boolean {
 export function verdictOf(type: number, hook: number): Verdict {
   if (type === EVENT_TYPE.TRANSLATED) return 'translated';
   // A vanished backend is a race with the agent: the call or packet goes on untranslated.
-  if (type === EVENT_TYPE.BACKEND_MISSING) return 'passed';
+  // So does a pod connection left to the tc path for masquerade (its tc-pod event follows).
+  if (type === EVENT_TYPE.BACKEND_MISSING || type === EVENT_TYPE.MASQ_DIVERT) return 'passed';
   return isSocketHook(hook) ? 'refused' : 'dropped';
 }
 

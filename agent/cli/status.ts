@@ -126,7 +126,7 @@ export async function statusReport(bpffsDir: string, healthzAddress: string, met
 }
 
 /** The /configz settings worth a line each; --show-config prints them all. */
-const CONFIG_HEADLINE = ['nodeName', 'bpffsDir', 'cgroupPath', 'syncPeriodMs', 'externalInterfaces', 'podInterfaces', 'nodePortAddresses', 'tcAttach', 'socketLbHostOnly'];
+const CONFIG_HEADLINE = ['nodeName', 'bpffsDir', 'cgroupPath', 'syncPeriodMs', 'externalInterfaces', 'podInterfaces', 'nodePortAddresses', 'tcAttach', 'socketLbHostOnly', 'masqueradePodTraffic'];
 
 function configLines(m: AgentMetricsView, all: boolean): string[] {
   if (!m.config) return m.summary || m.configError !== undefined ? [`config    ${m.configError ?? 'not reported'}`] : [];

@@ -77,6 +77,8 @@ export class NodeDatapath {
   private readonly hostNetnsCookie: bigint | undefined;
   private timers: NodeJS.Timeout[] = [];
   private lastConfig = '';
+  /** The Node object the settings were last derived from (re-derived after each interface rescan). */
+  private lastNode: V1Node | undefined;
   /** The kpr_config value last written (what drift repair compares the map with). */
   private written: Buffer | undefined;
   /** Per timer, the message of the error it is failing with (logged once per distinct error). */
@@ -98,6 +100,9 @@ export class NodeDatapath {
     this.hostNetnsCookie = opts.hostNetnsCookie;
     if (cfg.socketLbHostOnly && opts.hostNetnsCookie === undefined) {
       log.warn('service-mesh mode degraded: the node network namespace cookie is unknown on this kernel, so the socket hooks serve every caller (pods too)');
+    }
+    if (cfg.masqueradePodTraffic && opts.hostNetnsCookie === undefined) {
+      log.warn('pod masquerade off: the node network namespace cookie is unknown on this kernel, so the socket hooks cannot tell pods from node processes; pods reach endpoints with their own address (docs/semantics.md, rules 35 and 36)');
     }
     this.attacher = new TcAttacher({
       tcObject: dp.tcObject,
@@ -138,10 +143,15 @@ export class NodeDatapath {
     this.nodeChanged(node);
     this.attacher.sync();
     this.keepTcxLinks();
+    // Pod masquerade needs kpr_tc_pod on a pod interface: re-decided now that they are attached.
+    this.nodeChanged(node);
     // Each rescan also checks the node's other attachments: the socket programs'
     // cgroup (removed and created again) and kpr's pins (removed, replaced, bpffs gone).
     const rescan = setInterval(() => {
-      const rescanned = this.tick('interface_rescan', () => this.keepTcxLinks(this.attacher.sync()));
+      const rescanned = this.tick('interface_rescan', () => {
+        this.keepTcxLinks(this.attacher.sync());
+        this.nodeChanged(this.lastNode);
+      });
       this.tick('cgroup_check', () => this.checkCgroup());
       // The tc side needs the node namespace, as the rescan does: when that failed, it says why.
       this.tick('attachment_check', () => this.checkAttachments('probe', rescanned));
@@ -265,8 +275,12 @@ export class NodeDatapath {
 
   /** Re-derives the node-wide settings; writes them only when they changed. */
   nodeChanged(node: V1Node | undefined): void {
+    this.lastNode = node;
     const snat = snatAddresses(node);
     const hostOnly = this.cfg.socketLbHostOnly && this.hostNetnsCookie !== undefined;
+    // The socket hooks leave masqueraded pod connections to kpr_tc_pod: only once it runs on a pod
+    // interface, or they would leave the pod untranslated (rules 35 and 36 of docs/semantics.md).
+    const masq = this.cfg.masqueradePodTraffic && this.hostNetnsCookie !== undefined && this.attacher.attachedInterfaces().some((a) => a.role === 'pod');
     const config = {
       hostNetnsCookie: this.hostNetnsCookie ?? 0n,
       snatV4: snat.v4,
@@ -274,14 +288,14 @@ export class NodeDatapath {
       tcpTimeoutS: this.cfg.ctTcpTimeoutS,
       tcpClosingTimeoutS: this.cfg.ctTcpClosingTimeoutS,
       udpTimeoutS: this.cfg.ctUdpTimeoutS,
-      flags: (hostOnly ? CFG_FLAG.SOCK_HOST_ONLY : 0) | (this.cfg.serviceCounters ? 0 : CFG_FLAG.NO_SVC_STATS) | (this.dp.migrating() ? CFG_FLAG.MIGRATING : 0) | (this.snatPortsOwned ? CFG_FLAG.SNAT_PORTS_RESERVED : 0),
+      flags: (hostOnly ? CFG_FLAG.SOCK_HOST_ONLY : 0) | (this.cfg.serviceCounters ? 0 : CFG_FLAG.NO_SVC_STATS) | (this.dp.migrating() ? CFG_FLAG.MIGRATING : 0) | (masq ? CFG_FLAG.MASQ_POD : 0) | (this.snatPortsOwned ? CFG_FLAG.SNAT_PORTS_RESERVED : 0),
     };
     const text = JSON.stringify(config, (_k, v) => (typeof v === 'bigint' ? v.toString() : v));
     if (text === this.lastConfig) return;
     writeNodeConfig(this.dp.maps.config, config);
     this.written = encodeConfig(config);
     this.lastConfig = text;
-    this.log.info('node datapath settings', { snatV4: snat.v4 || null, snatV6: snat.v6 || null, socketLbHostOnly: this.cfg.socketLbHostOnly, socketHooksHostOnly: hostOnly });
+    this.log.info('node datapath settings', { snatV4: snat.v4 || null, snatV6: snat.v6 || null, socketLbHostOnly: this.cfg.socketLbHostOnly, socketHooksHostOnly: hostOnly, masqueradePodTraffic: masq });
   }
 
   /**

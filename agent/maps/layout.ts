@@ -50,6 +50,7 @@ export const SVC_FLAG = {
   AFFINITY: 1 << 4,
   LOCAL_ONLY: 1 << 5,
   SOURCE_RANGES: 1 << 6,
+  LOCAL_BACKEND: 1 << 7,
 } as const;
 /** Mirrors enum kpr_backend_flags. */
 export const BE_FLAG = { LOCAL: 1 << 0 } as const;
@@ -80,13 +81,15 @@ export const STAT = {
   TC_SNAT_SKIP_NODE_SOCKET: 21,
   TC_SNAT_SKIP_CONNTRACK: 22,
   TC_SNAT_EXHAUSTED: 23,
+  SOCK_MASQ_DIVERT: 24,
+  TC_MASQ_SNAT: 25,
 } as const;
 /** Mirrors enum kpr_ct_dir. */
 export const CT_DIR = { ORIGINAL: 0, REPLY: 1 } as const;
 /** Mirrors enum kpr_ct_flags. */
 export const CT_FLAG = { SNAT: 1 << 0, CLOSING: 1 << 1 } as const;
 /** Mirrors enum kpr_config_flags. */
-export const CFG_FLAG = { SOCK_HOST_ONLY: 1 << 0, NO_SVC_STATS: 1 << 1, MIGRATING: 1 << 2, SNAT_PORTS_RESERVED: 1 << 4 } as const;
+export const CFG_FLAG = { SOCK_HOST_ONLY: 1 << 0, NO_SVC_STATS: 1 << 1, MIGRATING: 1 << 2, MASQ_POD: 1 << 3, SNAT_PORTS_RESERVED: 1 << 4 } as const;
 export const STAT_MAX = 32;
 /** Mirrors enum kpr_snat_ports: the source ports the tc path SNATs to (docs/semantics.md, rule 37). */
 export const SNAT_PORT_RANGE = { min: 61000, max: 65535 } as const;
@@ -99,6 +102,7 @@ export const EVENT_TYPE = {
   SOURCE_RANGE: 5,
   BACKEND_MISSING: 6,
   NO_SNAT_PORT: 7,
+  MASQ_DIVERT: 10,
 } as const;
 /** Mirrors enum kpr_event_hook. */
 export const EVENT_HOOK = { CONNECT4: 1, CONNECT6: 2, SENDMSG4: 3, SENDMSG6: 4, TC_EXT: 5, TC_POD: 6 } as const;

@@ -11,7 +11,7 @@ const statIndex = mapCodecs(MAPS.stats).key;
 
 export interface StatMetric {
   /** Prometheus metric name (without the kpr_datapath_ prefix and _total suffix). */
-  metric: 'translations' | 'refusals' | 'backend_missing' | 'drops' | 'tc_packets' | 'affinity_hits' | 'sockets_destroyed' | 'conntrack_lost_flows' | 'conntrack_reply_restored' | 'snat_port_skips' | 'snat_ports_exhausted' | 'monitor_events_lost' | 'other';
+  metric: 'translations' | 'refusals' | 'backend_missing' | 'drops' | 'tc_packets' | 'affinity_hits' | 'sockets_destroyed' | 'conntrack_lost_flows' | 'conntrack_reply_restored' | 'snat_port_skips' | 'snat_ports_exhausted' | 'monitor_events_lost' | 'masquerade' | 'other';
   /** The label of this slot, if the metric has one. */
   label?: { name: 'path' | 'reason' | 'action' | 'stat'; value: string };
 }
@@ -61,6 +61,8 @@ export const STAT_METRIC_HELP: Record<StatMetric['metric'], string> = {
     'tc path: new flows to SNAT for which every SNAT port candidate was taken: dropped (drops_total{reason="no_snat_port"}); the client\'s retransmission tries fresh candidates. Rising: too many flows from outside to one backend through this node, or ports of kpr\'s range held by the node.',
   monitor_events_lost:
     'Datapath events kpr monitor did not see: recorded while it ran, but its ring buffer (kpr_events) was full, the reader behind. The decisions themselves are unaffected.',
+  masquerade:
+    'Pod traffic masqueraded where kube-proxy masquerades it (--masquerade-pod-traffic): socket_divert, pod connections the socket hooks left untranslated for the tc path; tc_snat, new pod flows the tc path SNATed to the node (an external address of an eTP=Cluster Service, or hairpin).',
   other: 'Datapath counters without a metric of their own yet, by enum kpr_stat name.',
 };
 

@@ -65,5 +65,7 @@ const STAT_LABELS: Partial<Record<StatMetric['metric'], string>> = {
   drops: 'reason',
   tc_packets: 'action',
   snat_port_skips: 'reason',
+
+  masquerade: 'action',
   other: 'stat',
 };

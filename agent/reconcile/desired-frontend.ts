@@ -163,6 +163,9 @@ export function toDesiredFrontend(service: string, f: PlanFrontend, skipped: Ski
   if (ext.tuples.length > MAX_SLOTS) withinSlots(ext, service, f, skipped);
   if (int && int.tuples.length > MAX_SLOTS) withinSlots(int, service, f, skipped);
   if (int && sameTuples(int.tuples, ext.tuples)) int = null;
+  // A backend on this node in either scope: a pod calling the frontend may land on itself (hairpin,
+  // rule 36 of docs/semantics.md), so the socket hooks ask whether to leave it to tc (bpf/include/kpr_masq.h).
+  const localBackend = ext.locals.length > 0 || (int !== null && int.locals.length > 0) ? SVC_FLAG.LOCAL_BACKEND : 0;
   let sourceRanges: readonly string[] = NO_RANGES;
   if (f.sourceRanges.length > 0) {
     const ranges: string[] = [];
@@ -188,7 +191,7 @@ export function toDesiredFrontend(service: string, f: PlanFrontend, skipped: Ski
     feType: TYPE_FE[f.type],
     planAddress: f.address,
     base,
-    flags: flagsWithTimeout(f, timeout),
+    flags: flagsWithTimeout(f, timeout) | localBackend,
     affinityTimeout: timeout,
     tuples: ext.tuples,
     locals: ext.locals,

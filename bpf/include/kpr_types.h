@@ -60,6 +60,11 @@ enum kpr_svc_flags {
 	KPR_SVC_F_AFFINITY = 1 << 4,      /* backend_id of slot 0 holds the timeout */
 	KPR_SVC_F_LOCAL_ONLY = 1 << 5,    /* eTP=Local: tc keeps the client address (no SNAT) */
 	KPR_SVC_F_SOURCE_RANGES = 1 << 6, /* check kpr_src_range */
+	/*
+	 * One of the frontend's backends (either scope) runs on this node, so a
+	 * pod calling it may land on itself: hairpin, masqueraded (kpr_masq.h).
+	 */
+	KPR_SVC_F_LOCAL_BACKEND = 1 << 7,
 };
 
 struct kpr_backend {
@@ -244,6 +249,12 @@ enum kpr_config_flags {
 	/* A live migration is under way: a state-map miss reads the old map too (kpr_migrate.h). */
 	KPR_CFG_F_MIGRATING = 1 << 2,
 	/*
+	 * Pods' traffic is masqueraded where kube-proxy masquerades it: external
+	 * addresses of eTP=Cluster Services, and hairpin (kpr_masq.h). The agent's
+	 * --masquerade-pod-traffic; set only when host_netns_cookie is known.
+	 */
+	KPR_CFG_F_MASQ_POD = 1 << 3,
+	/*
 	 * The agent added the SNAT port range (enum kpr_snat_ports) to the node's
 	 * net.ipv4.ip_local_reserved_ports, so `kpr cleanup` takes it out again.
 	 * No program reads it: the pinned map is where it outlives the agent.
@@ -320,6 +331,10 @@ enum kpr_stat {
 	KPR_STAT_TC_SNAT_SKIP_NODE_SOCKET = 21,
 	KPR_STAT_TC_SNAT_SKIP_CONNTRACK = 22,
 	KPR_STAT_TC_SNAT_EXHAUSTED = 23,
+	/* Masquerade (kpr_masq.h): pod connections the socket hooks left untranslated for tc to DNAT and SNAT. */
+	KPR_STAT_SOCK_MASQ_DIVERT = 24,
+	/* Masquerade: new pod flows tc SNATed to the node (external address of an eTP=Cluster Service, or hairpin). */
+	KPR_STAT_TC_MASQ_SNAT = 25,
 	KPR_STAT_MAX = 32,
 };
 

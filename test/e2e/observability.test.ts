@@ -278,6 +278,8 @@ describe('observability end to end', { timeout: scaled(180_000) }, () => {
     const s = await scrape();
     assert.ok((valueOf(s, 'kpr_datapath_translations_total', { path: 'connect' }) ?? 0) >= connectBefore + 40);
     assert.equal(valueOf(s, 'kpr_datapath_refusals_total', { reason: 'no_backend' }), refusedBefore + 1);
+    // The node's own processes are never masqueraded by kpr (rule 35): both series exported, at 0.
+    for (const action of ['socket_divert', 'tc_snat']) assert.equal(valueOf(s, 'kpr_datapath_masquerade_total', { action }), 0, action);
   });
 
   test('/healthz follows the Node (unknown, tainted ToBeDeleted, being deleted); /livez ignores it', async () => {

@@ -47,6 +47,8 @@ export const KERNEL_SUITES = [
   'e2e/nodeport.test.js',
   'e2e/mesh.test.js',
   'e2e/snat-collision.test.js',
+
+  'e2e/masquerade.test.js',
   'e2e/observability.test.js',
   'e2e/kernel-features.test.js',
   'e2e/drift-and-faults.test.js',
@@ -83,6 +85,8 @@ export const ROWS: Record<string, { label: string; features: string[] }> = {
   'e2e/nodeport.test.js': { label: 'NodePort/LB/externalIPs e2e', features: ['tcx'] },
   'e2e/mesh.test.js': { label: 'service-mesh mode e2e', features: ['tcx', 'netns-cookie-sockopt'] },
   'e2e/snat-collision.test.js': { label: 'SNAT ports vs the node\'s own connections e2e', features: [] },
+
+  'e2e/masquerade.test.js': { label: 'pod masquerade and hairpin e2e', features: ['netns-cookie-sockopt'] },
   'e2e/observability.test.js': { label: 'observability e2e', features: [] },
   'e2e/kernel-features.test.js': { label: 'kernel features, netns cookie, recovery e2e', features: ['netns-cookie-sockopt'] },
   'e2e/drift-and-faults.test.js': { label: 'drift repair and node faults e2e', features: [] },

@@ -73,9 +73,10 @@ describe('Reconciler: scopes (eTP=Local short-circuit, rule 25 of docs/semantics
     const { maps, r } = setup();
     syncChecked(maps, r, plans(local()), true);
     assert.deepEqual(entrySets(maps), {
-      // eTP=Local: LOCAL_ONLY tells the tc path to keep the client address (and drop when empty).
-      '192.168.1.10:30080/EXTERNAL': { rn: 1, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.LOCAL_ONLY, timeout: 0, backends: ['10.0.0.1:80'] },
-      '192.168.1.10:30080/INTERNAL': { rn: 1, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.LOCAL_ONLY, timeout: 0, backends: ['10.0.0.1:80', '10.0.0.2:80'] },
+      // eTP=Local: LOCAL_ONLY tells the tc path to keep the client address (and drop when empty);
+      // LOCAL_BACKEND: a backend runs on this node (hairpin possible, rule 36).
+      '192.168.1.10:30080/EXTERNAL': { rn: 1, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.LOCAL_ONLY | SVC_FLAG.LOCAL_BACKEND, timeout: 0, backends: ['10.0.0.1:80'] },
+      '192.168.1.10:30080/INTERNAL': { rn: 1, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.LOCAL_ONLY | SVC_FLAG.LOCAL_BACKEND, timeout: 0, backends: ['10.0.0.1:80', '10.0.0.2:80'] },
     });
     assertNoOp(maps, r, plans(local()));
   });
@@ -245,14 +246,25 @@ describe('Reconciler: kpr_svc_meta, flags, LOCAL backends, IPv6', () => {
     assert.equal(sets['198.51.100.1:80/EXTERNAL'].flags, SVC_FLAG.EXTERNAL_IP);
   });
 
-  it('backends on this node carry LOCAL; a flag change rewrites the backend value only', () => {
+  it('backends on this node carry LOCAL, and their frontend LOCAL_BACKEND; losing the last local backend rewrites the backend value and the master only', () => {
     const { maps, r } = setup();
     syncChecked(maps, r, plans(fe('a/x', '10.96.0.1', 80, ['10.0.0.1:80*', '10.0.0.2:80'])), true);
     assert.deepEqual([...maps.backends.values()].map((b) => b.flags), [BE_FLAG.LOCAL, 0]);
+    assert.equal(entrySets(maps)['10.96.0.1:80/EXTERNAL'].flags, SVC_FLAG.CLUSTER_IP | SVC_FLAG.LOCAL_BACKEND);
     const from = maps.calls.length;
     syncChecked(maps, r, plans(fe('a/x', '10.96.0.1', 80, ['10.0.0.1:80', '10.0.0.2:80'])), true);
-    assert.deepEqual(methods(maps, from), ['updateBackends(1)']);
+    assert.deepEqual(methods(maps, from), ['updateBackends(1)', 'updateServices(1)']);
     assert.deepEqual([...maps.backends.values()].map((b) => b.flags), [0, 0]);
+    assert.equal(entrySets(maps)['10.96.0.1:80/EXTERNAL'].flags, SVC_FLAG.CLUSTER_IP);
+  });
+
+  it('LOCAL_BACKEND (rule 36 of docs/semantics.md): a local backend in the INTERNAL set alone (eTP=Local, none local) marks the frontend too', () => {
+    const { maps, r } = setup();
+    syncChecked(maps, r, plans(fe('a/x', '192.168.1.10', 30080, ['10.0.0.2:80'], { type: 'NodePort', trafficPolicy: 'Local', internal: ['10.0.0.1:80*', '10.0.0.2:80'] })), true);
+    const sets = entrySets(maps);
+    for (const scope of ['EXTERNAL', 'INTERNAL']) assert.equal(sets[`192.168.1.10:30080/${scope}`].flags & SVC_FLAG.LOCAL_BACKEND, SVC_FLAG.LOCAL_BACKEND, scope);
+    syncChecked(maps, r, plans(fe('a/x', '10.96.0.2', 80, ['10.0.0.2:80'])), true);
+    assert.equal(entrySets(maps)['10.96.0.2:80/EXTERNAL'].flags, SVC_FLAG.CLUSTER_IP, 'no local backend, no flag');
   });
 
   it('IPv6 frontends and backends (canonical text), one frontend per family', () => {
@@ -420,7 +432,8 @@ describe('Reconciler: loadBalancerSourceRanges (kpr_src_range)', () => {
       return methods(maps, from);
     };
     assert.deepEqual(step(base()), [], 'the same plan again');
-    assert.deepEqual(step(base({}, ['10.0.0.1:80', '10.0.0.2:80'])), ['updateBackends(1)'], 'a LOCAL flag');
+    // The backend's LOCAL flag, and the master's LOCAL_BACKEND with it (its only local backend left).
+    assert.deepEqual(step(base({}, ['10.0.0.1:80', '10.0.0.2:80'])), ['updateBackends(1)', 'updateServices(1)'], 'a LOCAL flag');
     assert.deepEqual(step(base({ portName: 'web' }, ['10.0.0.1:80', '10.0.0.2:80'])), ['updateSvcMeta(1)'], 'the port name');
     assert.deepEqual(maps.dumpSvcMeta().map(([, m]) => m.portName), ['web']);
     assert.ok(step(base({ portName: 'web', affinityTimeoutSeconds: 30 }, ['10.0.0.1:80', '10.0.0.2:80'])).includes('updateAffinityMatches(2)'), 'affinity');

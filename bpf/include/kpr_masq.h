@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Masquerade of pod traffic, where kube-proxy masquerades it (rules 35 and
+ * 36 of docs/semantics.md), with KPR_CFG_F_MASQ_POD on:
+ *  - a pod calling an external address (NodePort on a node address, load-
+ *    balancer IP, externalIP) of an externalTrafficPolicy=Cluster Service:
+ *    kube-proxy's KUBE-EXT chain marks it for masquerade, so the endpoint
+ *    sees a node address;
+ *  - a pod that lands on itself through a Service (hairpin): its KUBE-SEP
+ *    chain masquerades `-s <endpoint IP>`.
+ * The socket hooks cannot change a connection's source, so they leave such
+ * a pod connection untranslated: it leaves the pod for the service address
+ * and kpr_tc_pod (on the pod's interface, as in service-mesh mode) DNATs it
+ * and SNATs it to the node. Every other pod connection keeps the socket path.
+ */
+#ifndef __KPR_MASQ_H
+#define __KPR_MASQ_H
+
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <stdbool.h>
+#include <bpf/bpf_helpers.h>
+
+#include "kpr_types.h"
+#include "kpr_addr.h"
+#include "kpr_common.h"
+
+#define KPR_SVC_F_EXTERNAL_ADDR (KPR_SVC_F_NODE_PORT | KPR_SVC_F_EXTERNAL_IP | KPR_SVC_F_LOAD_BALANCER)
+
+/* kube-proxy's KUBE-EXT chain of an eTP=Cluster Service masquerades every caller. */
+static __always_inline bool kpr_masq_external(const struct kpr_svc_val *svc)
+{
+	return (svc->flags & KPR_SVC_F_EXTERNAL_ADDR) && !(svc->flags & KPR_SVC_F_LOCAL_ONLY);
+}
+
+/*
+ * Whether the caller's own network namespace has a socket bound to the
+ * backend's port on the wildcard address (a server: 0.0.0.0, or :: which
+ * takes IPv4 too): then the caller may be one of the backends and land on
+ * itself. Only the port is asked, never which backend was chosen, so the
+ * answer does not depend on the choice and the tc path's choice stays
+ * uniform. A false "yes" (the caller serves that port but is another
+ * backend, or none) only costs the tc path, which decides hairpin from the
+ * real source and backend. A server bound to its pod address alone is not
+ * seen: its hairpin connections keep the pod address (docs/semantics.md, rule 36).
+ */
+static __always_inline bool kpr_masq_caller_serves(struct bpf_sock_addr *ctx, const struct kpr_backend *be)
+{
+	struct bpf_sock_tuple t = {};
+	struct bpf_sock *sk;
+	__u32 len;
+
+	if (kpr_addr_is_v4(be->addr)) {
+		t.ipv4.dport = be->port;
+		len = sizeof(t.ipv4);
+	} else {
+		t.ipv6.dport = be->port;
+		len = sizeof(t.ipv6);
+	}
+	if (be->proto == IPPROTO_TCP)
+		sk = bpf_sk_lookup_tcp(ctx, &t, len, BPF_F_CURRENT_NETNS, 0);
+	else
+		sk = bpf_sk_lookup_udp(ctx, &t, len, BPF_F_CURRENT_NETNS, 0);
+	if (!sk)
+		return false;
+	bpf_sk_release(sk);
+	return true;
+}
+
+/*
+ * Socket hooks: true when this pod connection to `svc` must be left to the
+ * tc path (`be`, the backend the hook chose, only lends its port and family). Node processes (the node's netns cookie) are
+ * never diverted: their traffic already leaves with a node address, and it
+ * would not pass kpr_tc_pod.
+ */
+static __always_inline bool kpr_masq_sock_divert(struct bpf_sock_addr *ctx, const struct kpr_config *cfg,
+						 const struct kpr_svc_val *svc, const struct kpr_backend *be)
+{
+	if (!cfg || !(cfg->flags & KPR_CFG_F_MASQ_POD) || !cfg->host_netns_cookie)
+		return false;
+	if (!kpr_masq_external(svc) && !(svc->flags & KPR_SVC_F_LOCAL_BACKEND))
+		return false;
+	if (bpf_get_netns_cookie(ctx) == cfg->host_netns_cookie)
+		return false;
+	if (kpr_masq_external(svc))
+		return true;
+	return kpr_masq_caller_serves(ctx, be);
+}
+
+/*
+ * tc, a new flow from a pod: SNAT to the node for hairpin (always: a packet
+ * from its own address would be dropped as martian) and, with
+ * KPR_CFG_F_MASQ_POD, for an external address of an eTP=Cluster Service.
+ */
+static __always_inline bool kpr_masq_pod_snat(const struct kpr_config *cfg, const struct kpr_svc_val *svc,
+					      const __be32 *backend, const __be32 *client)
+{
+	bool snat = kpr_addr_eq(backend, client) ||
+		    (cfg && (cfg->flags & KPR_CFG_F_MASQ_POD) && kpr_masq_external(svc));
+
+	if (snat)
+		kpr_count(KPR_STAT_TC_MASQ_SNAT);
+	return snat;
+}
+
+#endif /* __KPR_MASQ_H */
