@@ -68,6 +68,11 @@ export interface ApiServerOptions {
   tls?: { cert: string | Buffer; key: string | Buffer };
   /** The one bearer token accepted; unset: no authentication. */
   bearerToken?: string;
+  /**
+   * Kinds this server does not serve (404 on their paths, absent from discovery), e.g.
+   * ['ServiceCIDR'] for a cluster older than Kubernetes 1.33. Default: every kind served.
+   */
+  unservedKinds?: string[];
 }
 
 export interface ApiServer {
@@ -131,7 +136,9 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
   let closing = false;
   let port = 0;
 
-  const serve = requestListener({ store, lists, watches, faults, bearerToken: opts.bearerToken, serverAddress: () => `${host}:${port}`, onRequest: opts.onRequest });
+  const unserved = new Set(opts.unservedKinds ?? []);
+  const served = (d: ResourceDef) => !unserved.has(d.kind);
+  const serve = requestListener({ store, lists, watches, faults, bearerToken: opts.bearerToken, serverAddress: () => `${host}:${port}`, onRequest: opts.onRequest, served });
   const server: Server = opts.tls ? createHttpsServer({ cert: opts.tls.cert, key: opts.tls.key }, serve) : createServer(serve);
 
   await new Promise<void>((resolve, reject) => {

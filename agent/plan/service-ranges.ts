@@ -52,14 +52,14 @@ export interface ServiceCidrObject {
 export function checkRangeList(values: readonly unknown[], source: string): ServiceRangesResult {
   const ranges: ServiceRange[] = [];
   const problems: ServiceRangeProblem[] = [];
-  values.forEach((v, i) => {
+  values.forEach((v) => {
     const value = typeof v === 'string' ? v : JSON.stringify(v) ?? String(v);
     const bad = (reason: string) => problems.push({ source, value, reason });
-    if (i >= 2) return bad('more than two CIDRs (at most one per IP family)');
     const c = parseCIDR(v);
     if (!c) return bad('not a CIDR');
     const net = networkText(c);
     if (net !== c.text) return bad(`host bits set (the range is ${net})`);
+    if (ranges.length >= 2) return bad('more than two CIDRs (at most one per IP family)');
     if (ranges.some((r) => r.family === c.family)) return bad(`a second ${c.family} CIDR (at most one per IP family)`);
     ranges.push({ cidr: net, family: c.family, source });
   });
