@@ -117,6 +117,8 @@ export interface ApiServer {
    * (default: every request) fail with a Status of `code` (default 500).
    */
   failRequests(count: number, opts?: { code?: number; match?: RegExp }): void;
+  /** Kinds served from now on: those named are not (404, absent from discovery), every other kind is. */
+  setUnservedKinds(kinds: string[]): void;
   /** Number of watch requests held by pauseWatches() whose client is still connected. */
   heldWatchCount(): number;
   /** Number of open watch streams. */
@@ -136,7 +138,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
   let closing = false;
   let port = 0;
 
-  const unserved = new Set(opts.unservedKinds ?? []);
+  let unserved = new Set(opts.unservedKinds ?? []);
   const served = (d: ResourceDef) => !unserved.has(d.kind);
   const serve = requestListener({ store, lists, watches, faults, bearerToken: opts.bearerToken, serverAddress: () => `${host}:${port}`, onRequest: opts.onRequest, served });
   const server: Server = opts.tls ? createHttpsServer({ cert: opts.tls.cert, key: opts.tls.key }, serve) : createServer(serve);
@@ -201,6 +203,9 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     resumeWatches: () => watches.resume(),
     watchCount: () => watches.count,
     heldWatchCount: () => watches.heldCount,
+    setUnservedKinds(kinds) {
+      unserved = new Set(kinds);
+    },
     failRequests(count, o = {}) {
       faults.arm(count, o.code ?? 500, o.match);
     },

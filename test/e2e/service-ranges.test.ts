@@ -13,7 +13,8 @@
  *    and show in /configz and `kpr status`; a bad flag entry is a log line
  *    and a metric;
  *  - an API server that does not serve ServiceCIDR (before 1.33): the agent
- *    starts all the same and uses the flag;
+ *    starts all the same and uses the flag, and follows the objects once the
+ *    kind is served;
  *  - a packet from an LB IP to that LB IP (a hairpinning cloud load
  *    balancer) passes loadBalancerSourceRanges when a range holds the node's
  *    IP, while an outsider is dropped.
@@ -143,7 +144,7 @@ describe('service ranges: unallocated service addresses refused and dropped; the
     assert.equal(configz.serviceRanges.invalid.length, 1);
     assert.deepEqual(configz.config.serviceClusterIPRange, ['198.19.0.0/16', '198.19.0.1/8']);
     const health = (await agent.waitForLog('health server listening')).address;
-    const run = spawnSync(cliBin, ['status', '--bpffs', bpffs(), '--metrics-address', metrics.replace('http://', ''), '--healthz-address', String(health)], { encoding: 'utf8' });
+    const run = spawnSync(cliBin, ['status', '--bpffs', bpffs(), '--metrics-address', metrics.replace('http://', ''), '--healthz-address', String(health), '--timeout', '60s'], { encoding: 'utf8' });
     assert.match(run.stdout, /^ranges +198\.19\.0\.0\/16 \(flag\); ServiceCIDR API: served; 1 invalid entry left out/m, run.stdout + run.stderr);
     assert.match(run.stdout, /kpr_svc_cidr +lpm_trie +1 /);
   });
@@ -203,32 +204,32 @@ describe('service ranges: unallocated service addresses refused and dropped; the
     const strict = await box.external('client-b', 'http', `${STRICT_LB}:80`, ['--count', '2', '--bind', STRICT_LB, '--timeout-ms', DROP_TIMEOUT_MS]);
     assertDropped(strict, 'from its LB IP to a Service whose ranges do not hold the node IP');
   });
-});
 
-describe('service ranges on an API server without ServiceCIDR (before Kubernetes 1.33)', { timeout: scaled(90_000) }, () => {
-  let box: TwoNodeCluster;
-
-  before(async () => {
-    requireRoot();
-    box = await TwoNodeCluster.create({ pods: PODS, unservedKinds: ['ServiceCIDR'] });
-    box.api.create(service('web', 'ClusterIP', WEB));
-    box.api.create(slice('web', ['198.18.10.10']));
-    await box.startAgent('node-1', ['--service-cluster-ip-range', '198.19.0.0/16', '--metrics-bind-address', '127.0.0.1:0']);
-  });
-
-  after(async () => {
-    await box?.close();
-  });
-
-  test('the agent starts, says so once, and uses the flag: the ClusterIP is served, an unallocated address refused', async () => {
+  test('an API server that does not serve ServiceCIDR (before 1.33): the agent starts, says so once and uses the flag; once the kind is served it follows the objects', async () => {
+    box.api.setUnservedKinds(['ServiceCIDR']);
+    // Stored, but not served: the agent must not see it.
+    box.api.create(serviceCidr('kubernetes', [EXTRA_RANGE]));
+    await box.stopAgent('node-1');
+    process.env.KPR_TEST_SERVICE_CIDR_RETRY_MS = '500';
+    try {
+      await box.startAgent('node-1', ['--service-cluster-ip-range', '198.19.0.0/16', '--metrics-bind-address', '127.0.0.1:0', '--healthz-bind-address', '127.0.0.1:0']);
+    } finally {
+      delete process.env.KPR_TEST_SERVICE_CIDR_RETRY_MS;
+    }
     const agent = box.agents.get('node-1')!;
     await agent.waitForLog((l) => typeof l.msg === 'string' && l.msg.startsWith('the API server does not serve ServiceCIDR'));
-    assert.deepEqual(pinnedRanges(box.nodes['node-1'].bpffsDir), ['198.19.0.0/16']);
-    const inNode = (target: string) => box.client(box.nodes['node-1'].ns, 'once', target, { cgroupOf: 'node-1', extra: ['--timeout-ms', '2000'] });
-    assert.equal((await inNode(`${WEB}:80`)).ok, 1);
-    assert.deepEqual((await inNode(`${UNALLOCATED}:80`)).errors, { EPERM: 1 });
-    assert.equal(agent.logs.filter((l) => l.msg === 'k8s informer failed; restarting' && l.kind === 'ServiceCIDR').length, 0, 'the 404 is no warning');
-    const configz = (await (await fetch(`${await metricsUrlOf(agent)}/configz`)).json()) as { serviceRanges: { serviceCIDRApi: string } };
+    await waitFor('the flag\'s range in the map', () => pinnedRanges(bpffs()).join() === '198.19.0.0/16');
+    assert.equal((await inNode('once', `${WEB}:80`, ['--timeout-ms', '2000'])).ok, 1);
+    assert.deepEqual((await inNode('once', `${UNALLOCATED}:80`, ['--timeout-ms', '2000'])).errors, { EPERM: 1 });
+    const configz = (await (await fetch(`${await metricsUrlOf(agent)}/configz`)).json()) as { serviceRanges: { serviceCIDRApi: string; ranges: Array<{ source: string }> } };
     assert.equal(configz.serviceRanges.serviceCIDRApi, 'not_served');
+    assert.deepEqual(configz.serviceRanges.ranges.map((r) => r.source), ['flag']);
+
+    // The cluster is upgraded: the kind is served now, and the agent, still asking, follows the object.
+    box.api.setUnservedKinds([]);
+    await waitFor('the ServiceCIDR object\'s range in the map', () => pinnedRanges(bpffs()).join() === EXTRA_RANGE, 15_000);
+    await agent.waitForLog('ServiceCIDR is served now: service ranges come from the ServiceCIDR objects');
+    const warned = agent.logs.filter((l) => (l.level === 40 || l.level === 'warn') && (l.kind === 'ServiceCIDR' || String(l.msg).includes('ServiceCIDR')));
+    assert.deepEqual(warned, [], 'an unserved kind is no warning, retry after retry');
   });
 });
