@@ -50,6 +50,7 @@ export const KERNEL_SUITES = [
   'e2e/kernel-features.test.js',
   'e2e/drift-and-faults.test.js',
   'e2e/monitor.test.js',
+  'e2e/service-ranges.test.js',
   'e2e/upgrade.test.js',
 ];
 
@@ -83,6 +84,7 @@ export const ROWS: Record<string, { label: string; features: string[] }> = {
   'e2e/kernel-features.test.js': { label: 'kernel features, netns cookie, recovery e2e', features: ['netns-cookie-sockopt'] },
   'e2e/drift-and-faults.test.js': { label: 'drift repair and node faults e2e', features: [] },
   'e2e/monitor.test.js': { label: 'kpr monitor e2e', features: ['tcx'] },
+  'e2e/service-ranges.test.js': { label: 'service ranges (unallocated refused/dropped), implicit LB source-range allow e2e', features: ['tcx'] },
   'e2e/upgrade.test.js': { label: 'live map migration under load (size, v1 -> v2, newer refused) e2e', features: ['tcx'] },
 };
 
