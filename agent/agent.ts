@@ -32,6 +32,7 @@ import { Observability } from './metrics/observability.js';
 import { Reconciler } from './reconcile/reconciler.js';
 import type { MapCapacities } from './reconcile/limits.js';
 import { SyncLoop, type SyncReport } from './sync/sync-loop.js';
+import { ServiceRanges } from './service-ranges.js';
 
 export interface AgentHooks {
   onSync?: (report: SyncReport) => void;
@@ -57,6 +58,8 @@ export class Agent {
   private nodeSettingsTask: RetryingTask | undefined;
   /** The node namespace's cookie once known (undefined: this kernel cannot tell; null: not resolved yet). */
   private hostNetnsCookie: bigint | undefined | null = null;
+  /** The service ranges (ServiceCIDR objects or --service-cluster-ip-range) in kpr_svc_cidr. */
+  private serviceRanges: ServiceRanges | undefined;
 
   constructor(
     private readonly cfg: AgentConfig,
@@ -70,7 +73,7 @@ export class Agent {
     setLibbpfLogger((level, msg) => libbpfLog[level === 'warn' ? 'warn' : 'debug'](msg.trimEnd()));
 
     const { healthzBindAddress, metricsBindAddress } = cfg;
-    const obs = new Observability({ bpffsDir: cfg.bpffsDir, syncPeriodMs: cfg.syncPeriodMs, healthzBindAddress, metricsBindAddress, log, node: () => this.watch?.node(), caches: () => this.watch?.cacheStatus(), config: cfg });
+    const obs = new Observability({ bpffsDir: cfg.bpffsDir, syncPeriodMs: cfg.syncPeriodMs, healthzBindAddress, metricsBindAddress, log, node: () => this.watch?.node(), caches: () => this.watch?.cacheStatus(), config: cfg, serviceRanges: () => this.serviceRanges?.report() });
     this.obs = obs;
     obs.start();
 
@@ -146,9 +149,10 @@ export class Agent {
       log,
       // kpr_config is the node datapath's: the periodic read-back repairs it too.
       // Attachments too: each periodic resync checks them against the kernel and attaches again what is missing.
+      // kpr_svc_cidr, the service ranges' map, is repaired with kpr_config.
       repairNodeDrift: () => {
         this.nodeDatapath?.checkAttachmentsAtResync();
-        return this.nodeDatapath?.repairConfig() ?? [];
+        return [...(this.nodeDatapath?.repairConfig() ?? []), ...(this.serviceRanges?.repair() ?? [])];
       },
       // Connected UDP sockets still pointing at a backend that left are destroyed so their owners reconnect.
       onUdpBackendsRemoved: (left) => udpTerminator.terminate(left),
@@ -171,6 +175,20 @@ export class Agent {
       if (c.kind === 'Node') this.nodeSettingsTask?.run();
       if (initialDone) loop.serviceChanged(c.kind === 'Node' ? null : c.key);
     });
+
+    // Service ranges: the flag's at once, the ServiceCIDR objects' as they are listed; never waited for (the kind is optional).
+    this.serviceRanges = new ServiceRanges({
+      flag: cfg.serviceClusterIPRange,
+      map: dp.maps.svcCidr,
+      kubeConfig: kc,
+      log: log.child({ source: 'service-ranges' }),
+      onProblem: (source) => obs.metrics.serviceRangeError(source),
+      onWriteFailed: () => obs.metrics.mapOperationFailed(MAP_NAMES.svcCidr, 'update'),
+      onRanges: (ranges) => obs.metrics.serviceRanges(ranges),
+      onApiRequest: (r) => obs.metrics.apiRequest(r),
+      ...(process.env.KPR_TEST_SERVICE_CIDR_RETRY_MS ? { maxRetryMs: Number(process.env.KPR_TEST_SERVICE_CIDR_RETRY_MS) } : {}),
+    });
+    this.serviceRanges.start();
 
     releaseFreeNativeMemory(); // what loading the BPF objects freed
     log.info('waiting for the k8s caches', { server: kc.getCurrentCluster()?.server, ...memoryFields() });
@@ -289,6 +307,7 @@ export class Agent {
 
   async stop(): Promise<void> {
     this.loop?.stop();
+    await this.serviceRanges?.stop();
     this.nodeDatapathTask?.stop();
     this.migrationTask?.stop();
     this.nodeSettingsTask?.stop();

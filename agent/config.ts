@@ -51,6 +51,12 @@ export interface AgentConfig {
   externalIPCidrs: string[];
   /** Apply loadBalancerSourceRanges to NodePorts and externalIPs as well. */
   sourceRangesAllExternal: boolean;
+  /**
+   * --service-cluster-ip-range's entries, as given: the service ranges where
+   * the API serves no ServiceCIDR. Checked by agent/plan/service-ranges.ts
+   * at run time (a bad entry is logged, counted and left out; never fatal).
+   */
+  serviceClusterIPRange: string[];
   /** Per-frontend datapath counters (kpr_svc_stats, kpr_service_*_total). */
   serviceCounters: boolean;
   /**
@@ -151,6 +157,9 @@ export const USAGE = `Usage: kpr-agent [flags]
                            when kube-proxy's mode, --proxy-mode or the config's mode, is nftables)
   --external-ip-cidrs L    only program spec.externalIPs inside these CIDRs, e.g. "203.0.113.0/24,2001:db8:1::/48"
                            (default: every externalIP; see CVE-2020-8554 in docs/architecture.md)
+  --service-cluster-ip-range L  the cluster's service ranges, as kube-apiserver's flag, e.g. "198.18.0.0/16,2001:db8::/108"
+                           (at most one per family); used where the API serves no ServiceCIDR objects. Unallocated
+                           addresses of a range are refused (socket hooks) and dropped (tc) (default: none)
   --socket-lb-host-only    service-mesh mode: socket hooks serve only host processes; pod traffic is balanced by tc
   --source-ranges-all-external  enforce loadBalancerSourceRanges on NodePorts and externalIPs too
   --service-counters B     true|false: per-Service datapath counters, kpr_service_*_total (default: true)
@@ -235,6 +244,7 @@ export const AGENT_FLAGS = {
   'pod-interfaces': { type: 'string', default: 'veth*,lxc*,cali*,cni*,eni*,vlan*' },
   'node-port-addresses': { type: 'string', default: '' },
   'external-ip-cidrs': { type: 'string', default: '' },
+  'service-cluster-ip-range': { type: 'string', default: '' },
   'socket-lb-host-only': { type: 'boolean', default: false },
   'source-ranges-all-external': { type: 'boolean', default: false },
   'service-counters': { type: 'string', default: 'true' },
@@ -319,6 +329,7 @@ export function parseAgentArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     externalIPCidrs: cidrList(values['external-ip-cidrs'], '--external-ip-cidrs'),
     socketLbHostOnly: values['socket-lb-host-only'] ?? false,
     sourceRangesAllExternal: values['source-ranges-all-external'] ?? false,
+    serviceClusterIPRange: list(values['service-cluster-ip-range']),
     serviceCounters: trueOrFalse(values['service-counters']!, '--service-counters'),
     masqueradePodTraffic: trueOrFalse(values['masquerade-pod-traffic']!, '--masquerade-pod-traffic'),
     ctTcpTimeoutS: seconds(values['ct-tcp-timeout']!, '--ct-tcp-timeout'),

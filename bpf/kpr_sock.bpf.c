@@ -20,8 +20,8 @@
 #include "kpr_lb.h"
 #include "kpr_monitor.h"
 #include "kpr_refuse.h"
-
 #include "kpr_masq.h"
+#include "kpr_svc_cidr.h"
 
 #define SYS_REJECT 0
 #define SYS_PROCEED 1
@@ -53,7 +53,8 @@ static __always_inline bool kpr_sock_skip(struct bpf_sock_addr *ctx, const struc
 /*
  * Translates *dst if it is a service frontend. Returns 0 when translated or
  * not a service, -EHOSTUNREACH when the caller must be refused at once (no
- * backend, or a service address on a port no Service defines), -ENOENT when
+ * backend, a service address on a port no Service defines, or an unallocated
+ * address of a service range), -ENOENT when
  * a slot or backend vanished underneath us. Each outcome is one kpr monitor
  * event (`hook`: which program asks).
  */
@@ -86,6 +87,8 @@ static __always_inline int kpr_xlate_fwd(struct bpf_sock_addr *ctx, struct kpr_d
 			kpr_emit(ctx, hook, KPR_EV_UNKNOWN_PORT, 0, &key, NULL, NULL, 0, NULL, 0, 0);
 			return -EHOSTUNREACH;
 		}
+		if (!vip && kpr_svc_cidr_refuse_sock(ctx, &key, hook))
+			return -EHOSTUNREACH;
 		return 0;
 	}
 	stat = kpr_svc_stat_of(cfg, svc->rev_nat_id);

@@ -45,8 +45,8 @@
 #include "kpr_lb.h"
 #include "kpr_monitor.h"
 #include "kpr_snat.h"
-
 #include "kpr_masq.h"
+#include "kpr_svc_cidr.h"
 
 #define IP_MF 0x2000
 #define IP_OFFSET 0x1fff
@@ -327,8 +327,11 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	/* Pods are in-cluster callers: they get the INTERNAL set when one exists. */
 	kpr_lb_svc_key_init(&key, p->daddr, p->dport, p->proto);
 	svc = kpr_lb_lookup_service(&key, role == KPR_ROLE_POD);
-	if (!svc)
+	if (!svc) {
+		if (kpr_svc_cidr_drop_tc(skb, &key, hook, p->saddr, p->sport, p->family))
+			return TC_ACT_SHOT;
 		return KPR_TC_PASS;
+	}
 	if (p->proto == IPPROTO_TCP && !(p->tcp_flags & KPR_TCP_SYN)) {
 		kpr_count(KPR_STAT_TC_CT_LOST);
 		ev_flags |= KPR_EVF_CT_LOST;

@@ -12,6 +12,7 @@ import { jsonPatch, mergePatch } from './apiserver-patch.js';
 import { decodeProtobufObject } from './apiserver-protobuf.js';
 import type { RequestFaults } from './apiserver-request-faults.js';
 import { discoveryDocument, parseRoute } from './apiserver-routes.js';
+import { SERVE_ALL, type Served } from './apiserver-resources.js';
 import { parseFieldSelector, parseLabelSelector, SelectorError, type Selector } from './apiserver-selectors.js';
 import { ApiError } from './apiserver-status.js';
 import type { Store } from './apiserver-store.js';
@@ -28,6 +29,8 @@ export interface RequestContext {
   serverAddress(): string;
   /** Called for each HTTP request (method, url, status). */
   onRequest?: (info: { method: string; url: string; status: number }) => void;
+  /** The resources served (default all): the others are unknown paths, absent from discovery. */
+  served?: Served;
 }
 
 async function readBody(req: IncomingMessage): Promise<any> {
@@ -73,12 +76,13 @@ async function handle(ctx: RequestContext, req: IncomingMessage, res: ServerResp
     res.end(OPENAPI_V2_PROTOBUF);
     return;
   }
-  const discovery = discoveryDocument(p, ctx.serverAddress()) ?? openApiDocument(p);
+  const served = ctx.served ?? SERVE_ALL;
+  const discovery = discoveryDocument(p, ctx.serverAddress(), served) ?? openApiDocument(p, served);
   if (discovery !== undefined) return json(res, 200, discovery);
   const injected = ctx.faults.take(`${method} ${req.url ?? ''}`);
   if (injected) throw injected;
   const route = parseRoute(p);
-  if (!route) throw new ApiError(404, 'NotFound', 'the server could not find the requested resource');
+  if (!route || (!(route instanceof ApiError) && !served(route.def))) throw new ApiError(404, 'NotFound', 'the server could not find the requested resource');
   if (route instanceof ApiError) throw route;
   const { def } = route;
   const q = url.searchParams;

@@ -8,7 +8,7 @@
  * and fail ("failed to download openapi"). No schemas: the server accepts
  * the parameter and does not check fields (unknown ones are kept).
  */
-import { RESOURCES, type ResourceDef } from './apiserver-resources.js';
+import { RESOURCES, SERVE_ALL, type ResourceDef, type Served } from './apiserver-resources.js';
 
 const gvPath = (d: ResourceDef) => (d.group ? `apis/${d.group}/${d.version}` : `api/${d.version}`);
 
@@ -25,15 +25,15 @@ function objectPath(d: ResourceDef): string {
 export const OPENAPI_V2_PROTOBUF = Buffer.from([0x0a, 0x03, ...Buffer.from('2.0')]);
 
 /** The document at `p` (/openapi/v3, /openapi/v3/api/v1, /openapi/v3/apis/GROUP/VERSION), or undefined. */
-export function openApiDocument(p: string): unknown {
+export function openApiDocument(p: string, served: Served = SERVE_ALL): unknown {
   if (p === '/openapi/v3') {
     const paths: Record<string, { serverRelativeURL: string }> = {};
-    for (const d of RESOURCES) paths[gvPath(d)] = { serverRelativeURL: `/openapi/v3/${gvPath(d)}` };
+    for (const d of RESOURCES.filter(served)) paths[gvPath(d)] = { serverRelativeURL: `/openapi/v3/${gvPath(d)}` };
     return { paths };
   }
   if (!p.startsWith('/openapi/v3/')) return undefined;
   const gv = p.slice('/openapi/v3/'.length);
-  const defs = RESOURCES.filter((d) => gvPath(d) === gv);
+  const defs = RESOURCES.filter((d) => gvPath(d) === gv && served(d));
   if (defs.length === 0) return undefined;
   const paths: Record<string, unknown> = {};
   for (const d of defs) {

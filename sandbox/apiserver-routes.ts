@@ -3,7 +3,7 @@
  * the legacy /watch/ prefix, namespaced or not, the status subresource) parsed into the
  * resource they name, and the discovery documents client-node reads before it lists.
  */
-import { RESOURCES, type ResourceDef } from './apiserver-resources.js';
+import { RESOURCES, SERVE_ALL, type ResourceDef, type Served } from './apiserver-resources.js';
 import type { ApiError } from './apiserver-status.js';
 
 export interface Route {
@@ -55,14 +55,14 @@ export function parseRoute(pathname: string): Route | ApiError | undefined {
  * The discovery document at path `p` (/version, /api, /apis, /api/v1, /apis/GROUP/VERSION), or
  * undefined. `serverAddress` ("host:port") is what /api advertises.
  */
-export function discoveryDocument(p: string, serverAddress: string): unknown {
+export function discoveryDocument(p: string, serverAddress: string, served: Served = SERVE_ALL): unknown {
   if (p === '/version') return { major: '1', minor: '31', gitVersion: 'v1.31.0-kpr-sandbox', platform: `${process.platform}/${process.arch}` };
   if (p === '/api') return { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [{ clientCIDR: '0.0.0.0/0', serverAddress }] };
   if (p === '/apis') {
     return {
       kind: 'APIGroupList',
       apiVersion: 'v1',
-      groups: [...new Set(RESOURCES.map((r) => r.group).filter(Boolean))].map((name) => ({
+      groups: [...new Set(RESOURCES.filter(served).map((r) => r.group).filter(Boolean))].map((name) => ({
         name,
         versions: [{ groupVersion: `${name}/v1`, version: 'v1' }],
         preferredVersion: { groupVersion: `${name}/v1`, version: 'v1' },
@@ -73,7 +73,7 @@ export function discoveryDocument(p: string, serverAddress: string): unknown {
   if (!gvMatch) return undefined;
   const group = gvMatch[2] ?? '';
   const version = gvMatch[1] ?? gvMatch[3];
-  const defs = RESOURCES.filter((r) => r.group === group && r.version === version);
+  const defs = RESOURCES.filter((r) => r.group === group && r.version === version && served(r));
   if (defs.length === 0) return undefined;
   return {
     kind: 'APIResourceList',

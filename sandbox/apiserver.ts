@@ -68,6 +68,11 @@ export interface ApiServerOptions {
   tls?: { cert: string | Buffer; key: string | Buffer };
   /** The one bearer token accepted; unset: no authentication. */
   bearerToken?: string;
+  /**
+   * Kinds this server does not serve (404 on their paths, absent from discovery), e.g.
+   * ['ServiceCIDR'] for a cluster older than Kubernetes 1.33. Default: every kind served.
+   */
+  unservedKinds?: string[];
 }
 
 export interface ApiServer {
@@ -112,6 +117,8 @@ export interface ApiServer {
    * (default: every request) fail with a Status of `code` (default 500).
    */
   failRequests(count: number, opts?: { code?: number; match?: RegExp }): void;
+  /** Kinds served from now on: those named are not (404, absent from discovery), every other kind is. */
+  setUnservedKinds(kinds: string[]): void;
   /** Number of watch requests held by pauseWatches() whose client is still connected. */
   heldWatchCount(): number;
   /** Number of open watch streams. */
@@ -131,7 +138,9 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
   let closing = false;
   let port = 0;
 
-  const serve = requestListener({ store, lists, watches, faults, bearerToken: opts.bearerToken, serverAddress: () => `${host}:${port}`, onRequest: opts.onRequest });
+  let unserved = new Set(opts.unservedKinds ?? []);
+  const served = (d: ResourceDef) => !unserved.has(d.kind);
+  const serve = requestListener({ store, lists, watches, faults, bearerToken: opts.bearerToken, serverAddress: () => `${host}:${port}`, onRequest: opts.onRequest, served });
   const server: Server = opts.tls ? createHttpsServer({ cert: opts.tls.cert, key: opts.tls.key }, serve) : createServer(serve);
 
   await new Promise<void>((resolve, reject) => {
@@ -194,6 +203,9 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     resumeWatches: () => watches.resume(),
     watchCount: () => watches.count,
     heldWatchCount: () => watches.heldCount,
+    setUnservedKinds(kinds) {
+      unserved = new Set(kinds);
+    },
     failRequests(count, o = {}) {
       faults.arm(count, o.code ?? 500, o.match);
     },

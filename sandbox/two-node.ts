@@ -196,7 +196,8 @@ export class TwoNodeCluster {
   }
 
   /** Builds the namespaces, routes, pods and API server (with both Node objects); agents are started separately. */
-  static async create(opts: { pods?: Array<{ name: string; ip: string; node: NodeName }>; ipv6?: boolean } = {}): Promise<TwoNodeCluster> {
+  /** `unservedKinds`: kinds the API server does not serve (e.g. ['ServiceCIDR']: a cluster older than 1.33). */
+  static async create(opts: { pods?: Array<{ name: string; ip: string; node: NodeName }>; ipv6?: boolean; unservedKinds?: string[] } = {}): Promise<TwoNodeCluster> {
     const v6 = opts.ipv6 ?? false;
     const sandbox = new Sandbox();
     installExitHook();
@@ -255,7 +256,7 @@ export class TwoNodeCluster {
         }
       }
 
-      api = await startApiServer({ serviceCIDR: SERVICE_CIDR });
+      api = await startApiServer({ serviceCIDR: SERVICE_CIDR, ...(opts.unservedKinds ? { unservedKinds: opts.unservedKinds } : {}) });
       for (const name of NODE_NAMES) api.create(nodeObject(name, v6));
       const dir = sandbox.own(mkdtempSync(path.join(os.tmpdir(), `${sandbox.runId}-`)));
       const kubeconfig = await api.writeKubeconfig(path.join(dir, 'kubeconfig'));

@@ -107,6 +107,10 @@ const ROWS: { [I in MapId]: Rows<KeyOf<I>, ValueOf<I>> } = {
     about: 'loadBalancerSourceRanges: (frontend id, CIDR) allowed',
     key: (k) => ({ id: k.revNatId, cidr: k.cidr }),
   },
+  svcCidr: {
+    about: 'service ranges (ServiceCIDR objects or --service-cluster-ip-range): their unallocated addresses are refused/dropped',
+    key: (k) => ({ cidr: k.cidr }),
+  },
   config: {
     about: 'node-wide datapath settings',
     key: (index) => ({ index }),

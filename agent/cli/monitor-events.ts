@@ -69,7 +69,7 @@ export function wallClock(nowMs: number = Date.now(), nowNs: bigint = process.hr
 
 export function describeEvent(e: KprEvent, names: FrontendNames, wallMs: (tsNs: bigint) => number): MonitorEvent {
   const socket = isSocketHook(e.hook);
-  const hasFrontend = e.type !== EVENT_TYPE.UNKNOWN_PORT;
+  const hasFrontend = e.type !== EVENT_TYPE.UNKNOWN_PORT && e.type !== EVENT_TYPE.UNALLOCATED;
   const meta = hasFrontend ? names(e.frontendId) : undefined;
   // A backend-missing event names the id of a backend the maps no longer hold: its address is unknown ("").
   const hasBackend = e.backendId !== 0 || e.backend !== '::';

@@ -138,10 +138,28 @@ function configLines(m: AgentMetricsView, all: boolean): string[] {
   return [`config    ${shown.join(' ')} (all of it: --show-config or -o json)`];
 }
 
+/** /configz "serviceRanges" (agent/service-ranges.ts ServiceRangesReport), as far as the line needs it. */
+interface RangesView {
+  ranges?: Array<{ cidr?: string; source?: string }>;
+  serviceCIDRApi?: string;
+  invalid?: unknown[];
+}
+
+/** The `ranges` line: the service ranges in force and where they come from (rule 33 of docs/semantics.md). */
+export function rangesLine(config: Record<string, unknown> | undefined): string[] {
+  const r = config?.serviceRanges as RangesView | undefined;
+  if (!r || typeof r !== 'object') return [];
+  const list = Array.isArray(r.ranges) ? r.ranges : [];
+  const shown = list.length ? list.map((x) => `${x.cidr} (${x.source})`).join(', ') : 'none (unallocated service addresses are not refused)';
+  const api = r.serviceCIDRApi ? `; ServiceCIDR API: ${r.serviceCIDRApi.replace('_', ' ')}` : '';
+  const bad = Array.isArray(r.invalid) && r.invalid.length ? `; ${r.invalid.length} invalid entr${r.invalid.length === 1 ? 'y' : 'ies'} left out (the agent's log names each)` : '';
+  return [`ranges    ${shown}${api}${bad}`];
+}
+
 function metricsLines(m: AgentMetricsView, showConfig: boolean): string[] {
   // No metrics server, no /configz: one line says so.
   if (!m.summary) return [`metrics   ${m.address}: ${m.error}; is the kpr agent running with --metrics-bind-address ${m.address}?`];
-  return [...formatMetricsSummary(m.summary), ...configLines(m, showConfig)];
+  return [...formatMetricsSummary(m.summary), ...rangesLine(m.config), ...configLines(m, showConfig)];
 }
 
 function agentLine(a: AgentHealth): string {

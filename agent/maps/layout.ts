@@ -31,6 +31,7 @@ export {
   CT_KEY,
   CT_VAL,
   SRC_RANGE_KEY,
+  SVC_CIDR_KEY,
   CONFIG,
   MONITOR,
   EVENT,
@@ -78,6 +79,8 @@ export const STAT = {
   TC_CT_LOST: 16,
   MONITOR_LOST: 17,
   TC_CT_REPLY_RESTORED: 18,
+  UNALLOCATED_REFUSED: 19,
+  TC_DROP_UNALLOCATED: 20,
   TC_SNAT_SKIP_NODE_SOCKET: 21,
   TC_SNAT_SKIP_CONNTRACK: 22,
   TC_SNAT_EXHAUSTED: 23,
@@ -102,6 +105,7 @@ export const EVENT_TYPE = {
   SOURCE_RANGE: 5,
   BACKEND_MISSING: 6,
   NO_SNAT_PORT: 7,
+  UNALLOCATED: 8,
   MASQ_DIVERT: 10,
 } as const;
 /** Mirrors enum kpr_event_hook. */
@@ -355,6 +359,39 @@ export function decodeSrcRangeKey(buf: Buffer, off = 0): SrcRangeKey {
 }
 
 codecs.set(R.SRC_RANGE_KEY, { size: R.SRC_RANGE_KEY.size, encode: encodeSrcRangeKey, decode: decodeSrcRangeKey } as Codec<unknown>);
+
+// ---------------------------------------------------------------- service ranges
+
+/** A key of kpr_svc_cidr: one service range. */
+export interface SvcCidrKey {
+  /** Canonical "198.18.0.0/15" or "2001:db8::/108". */
+  cidr: string;
+}
+
+/** kpr_svc_cidr_key's members as stored. */
+interface SvcCidrKeyBytes {
+  prefixlen: number;
+  addr: string;
+}
+
+const svcCidrKeyBytes = structCodec(R.SVC_CIDR_KEY as StructLayout as StructLayout<SvcCidrKeyBytes>, ADDR);
+
+/** The LPM key of a service range: IPv4 as a /96+n of its IPv4-mapped form. */
+export function encodeSvcCidrKey(k: SvcCidrKey, buf: Buffer = Buffer.alloc(R.SVC_CIDR_KEY.size), off = 0): Buffer {
+  const [addr, lenText] = k.cidr.split('/');
+  const v4 = isCanonicalIPv4(addr);
+  const max = v4 ? 32 : 128;
+  const len = lenText === undefined ? max : Number(lenText);
+  if (!Number.isInteger(len) || len < 0 || len > max) throw new RangeError(`invalid CIDR ${k.cidr}`);
+  return svcCidrKeyBytes.encode({ prefixlen: (v4 ? 96 : 0) + len, addr }, buf, off);
+}
+
+export function decodeSvcCidrKey(buf: Buffer, off = 0): SvcCidrKey {
+  const { prefixlen, addr }: SvcCidrKeyBytes = svcCidrKeyBytes.decode(buf, off);
+  return { cidr: `${addr}/${isCanonicalIPv4(addr) ? prefixlen - 96 : prefixlen}` };
+}
+
+codecs.set(R.SVC_CIDR_KEY, { size: R.SVC_CIDR_KEY.size, encode: encodeSvcCidrKey, decode: decodeSvcCidrKey } as Codec<unknown>);
 
 // ---------------------------------------------------------------- node configuration
 

@@ -21,6 +21,7 @@ import type {
   RevNatKey,
   RevNatVal,
   SrcRangeKey,
+  SvcCidrKey,
   SvcKey,
   SvcMeta,
   SvcStat,
@@ -144,6 +145,12 @@ export const SRC_RANGE_KEY = structLayout<SrcRangeKey>()('kpr_src_range_key', [
   { c: 'addr', kind: 'addr' },
 ]);
 
+/** The service-range LPM key; its codec (layout.ts) reads and writes it as a CIDR. */
+export const SVC_CIDR_KEY = structLayout<SvcCidrKey>()('kpr_svc_cidr_key', [
+  { c: 'prefixlen', kind: 'u32' },
+  { c: 'addr', kind: 'addr' },
+]);
+
 export const CONFIG = structLayout<KprConfig>()('kpr_config', [
   { c: 'host_netns_cookie', kind: 'u64' },
   { c: 'snat_v4', kind: 'addrOrEmpty' },
@@ -245,6 +252,7 @@ export const MAPS = {
   svcMeta: mapSpec('kpr_svc_meta', 'hash', 65536, U32, SVC_META, { version: 2, older: [{ version: 1, key: U32, value: V1.SVC_META_V1 }] }),
   ct: mapSpec('kpr_ct', 'lru_hash', 262144, CT_KEY, CT_VAL, { migrate: 'state', version: 2, older: [{ version: 1, key: CT_KEY, value: V1.CT_VAL_V1 }] }),
   srcRange: mapSpec('kpr_src_range', 'lpm_trie', 16384, SRC_RANGE_KEY, U8, { version: 2, older: [{ version: 1, key: V1.SRC_RANGE_KEY_V1, value: U8 }] }),
+  svcCidr: mapSpec('kpr_svc_cidr', 'lpm_trie', 256, SVC_CIDR_KEY, U8),
   config: mapSpec('kpr_config', 'array', 1, U32, CONFIG),
   stats: mapSpec('kpr_stats', 'percpu_array', 32, U32, U64),
   svcStats: mapSpec('kpr_svc_stats', 'percpu_array', 65536, U32, SVC_STAT),

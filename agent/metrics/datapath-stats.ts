@@ -26,6 +26,7 @@ export const STAT_METRICS: Partial<Record<keyof typeof STAT, StatMetric>> = {
   // Not a refusal: kpr_sock.bpf.c returns -ENOENT (SYS_PROCEED, the call goes on untranslated), kpr_tc.bpf.c TC_ACT_UNSPEC (the packet goes on untranslated).
   BACKEND_MISSING: { metric: 'backend_missing' },
   UNKNOWN_PORT: { metric: 'refusals', label: { name: 'reason', value: 'unknown_port' } },
+  UNALLOCATED_REFUSED: { metric: 'refusals', label: { name: 'reason', value: 'unallocated' } },
   AFFINITY_HIT: { metric: 'affinity_hits' },
   TC_CT_LOST: { metric: 'conntrack_lost_flows' },
   TC_CT_REPLY_RESTORED: { metric: 'conntrack_reply_restored' },
@@ -38,6 +39,7 @@ export const STAT_METRICS: Partial<Record<keyof typeof STAT, StatMetric>> = {
   TC_DROP_NO_BACKEND: { metric: 'drops', label: { name: 'reason', value: 'no_backend' } },
   TC_DROP_SOURCE_RANGE: { metric: 'drops', label: { name: 'reason', value: 'source_range' } },
   TC_DROP_NO_SNAT_PORT: { metric: 'drops', label: { name: 'reason', value: 'no_snat_port' } },
+  TC_DROP_UNALLOCATED: { metric: 'drops', label: { name: 'reason', value: 'unallocated' } },
   TC_SNAT_SKIP_NODE_SOCKET: { metric: 'snat_port_skips', label: { name: 'reason', value: 'node_socket' } },
   TC_SNAT_SKIP_CONNTRACK: { metric: 'snat_port_skips', label: { name: 'reason', value: 'conntrack' } },
   TC_SNAT_EXHAUSTED: { metric: 'snat_ports_exhausted' },
@@ -45,10 +47,10 @@ export const STAT_METRICS: Partial<Record<keyof typeof STAT, StatMetric>> = {
 
 export const STAT_METRIC_HELP: Record<StatMetric['metric'], string> = {
   translations: 'Socket-level service translations by hook (connect: TCP and connected UDP; sendmsg: unconnected UDP; recvmsg/getpeername: reverse translations).',
-  refusals: 'Socket calls to a service address refused with EPERM, by reason (no_backend: the frontend has no backend; unknown_port: a service address on a port no Service defines).',
+  refusals: 'Socket calls to a service address refused with EPERM, by reason (no_backend: the frontend has no backend; unknown_port: a service address on a port no Service defines; unallocated: an address of a service range that no Service holds).',
   backend_missing:
     'Service connections (socket hooks) and new tc flows whose chosen backend was not in the maps (a race with the agent rewriting the Service): let through untranslated, to the service address, not refused.',
-  drops: 'Packets dropped on the tc path, by reason.',
+  drops: 'Packets dropped on the tc path, by reason (no_backend, source_range, no_snat_port; unallocated: a new flow to an address of a service range that no Service holds).',
   tc_packets: 'Packets handled on the tc path, by action.',
   affinity_hits: 'Backend choices (socket hooks: connections and unconnected UDP sends; tc: new flows) that reused the backend session affinity remembered.',
   sockets_destroyed: 'Connected UDP sockets destroyed because their backend left the service.',

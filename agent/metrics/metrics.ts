@@ -55,6 +55,8 @@ export class AgentMetrics {
   private readonly driftRepaired: Counter<'map' | 'kind'>;
   private readonly taskFailures: Counter<'task'>;
   private readonly conflicts: Gauge<'type' | 'rule'>;
+  private readonly rangeErrors: Counter<'source'>;
+  private readonly ranges: Gauge<'source'>;
 
   constructor(private readonly opts: AgentMetricsOptions) {
     const now = opts.now ?? (() => new Date());
@@ -115,6 +117,22 @@ export class AgentMetrics {
       labelNames: ['type', 'rule'],
       registers,
     });
+    this.rangeErrors = new Counter({
+      name: 'kpr_service_range_errors_total',
+      help: 'Service ranges left out because they are invalid (not a CIDR, host bits set, more than one per IP family), by source (flag: --service-cluster-ip-range; ServiceCIDR: an object\'s spec.cidrs); each distinct entry once, with a log line.',
+      labelNames: ['source'],
+      registers,
+    });
+    this.ranges = new Gauge({
+      name: 'kpr_service_ranges',
+      help: 'Service ranges in kpr_svc_cidr (their unallocated addresses are refused and dropped), by source: flag (--service-cluster-ip-range) or ServiceCIDR.',
+      labelNames: ['source'],
+      registers,
+    });
+    for (const source of ['flag', 'ServiceCIDR']) {
+      this.rangeErrors.inc({ source }, 0);
+      this.ranges.set({ source }, 0);
+    }
     new Gauge({ name: 'kpr_build_info', help: 'kpr version and the Node.js running it; always 1.', labelNames: ['version', 'node_version'], registers }).set(
       { version: kprVersion(), node_version: process.version },
       1,
@@ -191,6 +209,18 @@ export class AgentMetrics {
 
   watchEnded(kind: string, reason: string): void {
     this.k8s.watchEnded(kind, reason);
+  }
+
+  /** A service range left out (agent/service-ranges.ts), once per distinct entry. */
+  serviceRangeError(source: 'flag' | 'ServiceCIDR'): void {
+    this.rangeErrors.inc({ source });
+  }
+
+  /** The service ranges now in kpr_svc_cidr. */
+  serviceRanges(ranges: ReadonlyArray<{ source: string }>): void {
+    const flag = ranges.filter((r) => r.source === 'flag').length;
+    this.ranges.set({ source: 'flag' }, flag);
+    this.ranges.set({ source: 'ServiceCIDR' }, ranges.length - flag);
   }
 
   objectRejected(kind: string): void {

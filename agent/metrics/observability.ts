@@ -46,6 +46,8 @@ export interface ObservabilityOptions {
   cacheStaleAfterMs?: number;
   /** The effective configuration /configz shows on the metrics server (the agent's AgentConfig). */
   config?: object;
+  /** The service ranges in force, for /configz (agent/service-ranges.ts); undefined until known. */
+  serviceRanges?: () => unknown;
 }
 
 /** Default bound of an unconfirmed k8s cache before /healthz says 503. */
@@ -114,7 +116,13 @@ export class Observability {
     }
     const metrics = parseBindAddress(this.opts.metricsBindAddress, '--metrics-bind-address');
     const config = this.opts.config;
-    const configz = config ? (): ConfigzBody => ({ version: kprVersion(), config: config as Record<string, unknown> }) : undefined;
+    const ranges = this.opts.serviceRanges;
+    const configz = config
+      ? (): ConfigzBody => {
+          const serviceRanges = ranges?.();
+          return { version: kprVersion(), config: config as Record<string, unknown>, ...(serviceRanges !== undefined ? { serviceRanges } : {}) };
+        }
+      : undefined;
     if (metrics) this.listeners.push(listenWithRetry(() => buildMetricsServer(this.metrics, (kind) => this.metrics.connectionShed('metrics', kind), configz), metrics, 'metrics server', log));
   }
 

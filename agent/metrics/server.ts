@@ -20,6 +20,8 @@ export interface MetricsSource {
 export interface ConfigzBody {
   version: string;
   config: Record<string, unknown>;
+  /** The service ranges in force, each with its source (agent/service-ranges.ts). */
+  serviceRanges?: unknown;
 }
 
 export function buildMetricsServer(metrics: MetricsSource, onShed?: ShedHandler, configz?: () => ConfigzBody): FastifyInstance {

@@ -15,6 +15,7 @@ import { endpointsByServicePort, portId, type Endpoint } from './endpoint-slices
 import { LABEL_TOPOLOGY_ZONE } from '../k8s/labels.js';
 import { nodePortAddresses, parseNodePortAddresses } from './node-addresses.js';
 import { withAllowedExternalIPs } from './external-ips.js';
+import { primaryNodeIP, withImplicitLbAllow } from './source-ranges.js';
 import { readServiceInfo, type FamilyInfo, type ServiceInfo, type ServicePortInfo } from './service-info.js';
 import { namespacedKey } from '../flat-key.js';
 import { frontendKey, sameBackends, type FrontendType, type NoLocalEndpoints, type PlanBackend, type PlanFrontend, type ServicePlan, type SkippedObject } from './types.js';
@@ -155,7 +156,9 @@ function portFrontends(
   const external = externalLocal ? local : cluster;
   const internal = externalLocal && !sameBackends(cluster, external) ? cluster : undefined;
   const drop = externalLocal && cat.hasAny && external.length === 0;
-  const ranges = ctx.sourceRangesForAllExternal ? fam.sourceRanges : [];
+  // The LB IPs themselves are allowed when a range holds the node's IP (rule 34 of docs/semantics.md).
+  const lbRanges = fam.sourceRanges.length ? withImplicitLbAllow(fam.sourceRanges, fam.loadBalancerIPs, primaryNodeIP(ctx.node, fam.family)) : fam.sourceRanges;
+  const ranges = ctx.sourceRangesForAllExternal ? lbRanges : [];
   const ext = (type: FrontendType, address: string, port: number, sourceRanges: string[]): PlanFrontend => {
     const f = newFrontend(info, sp, type, address, port, external, externalLocal, sourceRanges);
     if (internal) f.internalBackends = internal;
@@ -167,7 +170,7 @@ function portFrontends(
   const closedLB = info.sourceRangesUnreadable;
   const closedOther = closedLB && ctx.sourceRangesForAllExternal === true;
   if (sp.nodePort && !closedOther) for (const a of nodeAddrs) out.push(ext('NodePort', a, sp.nodePort, ranges));
-  if (!closedLB) for (const a of fam.loadBalancerIPs) out.push(ext('LoadBalancer', a, sp.port, fam.sourceRanges));
+  if (!closedLB) for (const a of fam.loadBalancerIPs) out.push(ext('LoadBalancer', a, sp.port, lbRanges));
   if (!closedOther) for (const a of fam.externalIPs) out.push(ext('ExternalIP', a, sp.port, ranges));
   return out;
 }

@@ -57,6 +57,7 @@ enum kpr_event_type {
 	KPR_EV_SOURCE_RANGE = 5,      /* tc: client outside loadBalancerSourceRanges: dropped */
 	KPR_EV_BACKEND_MISSING = 6,   /* the chosen slot or backend vanished (agent mid-write): passed untranslated */
 	KPR_EV_NO_SNAT_PORT = 7,      /* tc: no free SNAT port towards the backend: dropped */
+	KPR_EV_UNALLOCATED = 8,       /* an address of a service range no Service holds: socket refused, tc dropped */
 	KPR_EV_MASQ_DIVERT = 10,      /* socket: a pod's connection left untranslated, for tc to masquerade (kpr_masq.h) */
 };
 

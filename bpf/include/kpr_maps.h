@@ -20,6 +20,8 @@
 #define KPR_TERM_MAP_MAX 4096
 #define KPR_CT_MAP_MAX 262144
 #define KPR_SRC_RANGE_MAP_MAX 16384
+/* ServiceCIDR allows two CIDRs per object; a cluster has a handful of objects. */
+#define KPR_SVC_CIDR_MAP_MAX 256
 /* Every frontend id (rev_nat_id): ids are allocated lowest first, so all are dense below the frontend count. */
 #define KPR_SVC_STATS_MAX 65536
 /* Bytes; 104 per record (struct kpr_event and its 8-byte header): about 2,500 events between two reads. */
@@ -93,6 +95,15 @@ struct {
 	__type(key, struct kpr_src_range_key);
 	__type(value, __u8);
 } kpr_src_range SEC(".maps");
+
+/* The service ranges (struct kpr_svc_cidr_key); read through kpr_svc_cidr.h. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, KPR_SVC_CIDR_MAP_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct kpr_svc_cidr_key);
+	__type(value, __u8);
+} kpr_svc_cidr SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -230,6 +230,18 @@ struct kpr_src_range_key {
 	__be32 addr[4];
 };
 
+/*
+ * The cluster's service ranges (ServiceCIDR objects, or --service-cluster-ip-range
+ * where the API has none): an LPM trie of addresses alone, IPv4 stored
+ * IPv4-mapped, so prefixlen is 96 + n for an IPv4 /n and n for an IPv6 /n.
+ * An address inside a range that no Service holds is "unallocated"
+ * (kpr_svc_cidr.h).
+ */
+struct kpr_svc_cidr_key {
+	__u32 prefixlen;
+	__be32 addr[4];
+};
+
 /* Node-wide settings the agent writes once at start (one-entry array). */
 struct kpr_config {
 	__u64 host_netns_cookie; /* the node's own network namespace */
@@ -322,6 +334,10 @@ enum kpr_stat {
 	 * answers would miss conntrack and be reset by the node's stack.
 	 */
 	KPR_STAT_TC_CT_REPLY_RESTORED = 18,
+	/* Socket path: a connect/sendmsg to an unallocated address of a service range, refused (kpr_svc_cidr.h). */
+	KPR_STAT_UNALLOCATED_REFUSED = 19,
+	/* tc path: a new flow to an unallocated address of a service range, dropped (kpr_svc_cidr.h). */
+	KPR_STAT_TC_DROP_UNALLOCATED = 20,
 	/*
 	 * SNAT port candidates skipped (kpr_snat.h), each once: a socket of the
 	 * node holds the port towards the backend (a collision avoided), or

@@ -147,7 +147,7 @@ describe('sandbox apiserver: CRUD over HTTP', () => {
 
   test("OpenAPI: the v3 documents list each kind's PATCH with fieldValidation (kubectl validates through the server); v2 is an empty protobuf document", async () => {
     const index = (await request(api.url, 'GET', '/openapi/v3')).body;
-    assert.deepEqual(Object.keys(index.paths).sort(), ['api/v1', 'apis/apps/v1', 'apis/discovery.k8s.io/v1']);
+    assert.deepEqual(Object.keys(index.paths).sort(), ['api/v1', 'apis/apps/v1', 'apis/discovery.k8s.io/v1', 'apis/networking.k8s.io/v1']);
     const apps = (await request(api.url, 'GET', index.paths['apis/apps/v1'].serverRelativeURL)).body;
     const op = apps.paths['/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}'].patch;
     assert.deepEqual(op['x-kubernetes-group-version-kind'], { group: 'apps', version: 'v1', kind: 'DaemonSet' });
@@ -184,7 +184,42 @@ describe('sandbox apiserver: CRUD over HTTP', () => {
     assert.equal(ds.status, 201);
     assert.equal((await request(api.url, 'DELETE', '/apis/apps/v1/namespaces/default/daemonsets/ds')).status, 200);
     assert.equal((await request(api.url, 'GET', '/api/v1/namespaces/default/pods')).body.kind, 'PodList');
-    assert.deepEqual((await request(api.url, 'GET', '/apis')).body.groups.map((g: { name: string }) => g.name).sort(), ['apps', 'discovery.k8s.io']);
+    assert.deepEqual((await request(api.url, 'GET', '/apis')).body.groups.map((g: { name: string }) => g.name).sort(), ['apps', 'discovery.k8s.io', 'networking.k8s.io']);
+  });
+});
+
+describe('sandbox apiserver: ServiceCIDR, served or not (a cluster before Kubernetes 1.33)', () => {
+  let api: ApiServer;
+  const PATH = '/apis/networking.k8s.io/v1/servicecidrs';
+  const sc = (name: string, cidrs: string[]) => ({ apiVersion: 'networking.k8s.io/v1', kind: 'ServiceCIDR', metadata: { name }, spec: { cidrs } });
+  before(async () => {
+    api = await startApiServer({ bookmarkIntervalMs: 0, unservedKinds: ['ServiceCIDR'] });
+  });
+  after(() => api.close());
+
+  test('unserved: 404 on its paths, absent from discovery; then served: list and watch as any kind', async () => {
+    assert.equal((await request(api.url, 'GET', PATH)).status, 404);
+    assert.equal((await request(api.url, 'POST', PATH, sc('kubernetes', ['198.19.0.0/16']))).status, 404);
+    assert.equal((await request(api.url, 'GET', '/apis/networking.k8s.io/v1')).status, 404);
+    assert.ok(!(await request(api.url, 'GET', '/apis')).body.groups.some((g: { name: string }) => g.name === 'networking.k8s.io'));
+
+    api.setUnservedKinds([]);
+    const c = await request(api.url, 'POST', PATH, sc('kubernetes', ['198.19.0.0/16']));
+    assert.equal(c.status, 201);
+    assert.equal(c.body.metadata.namespace, undefined, 'cluster-scoped');
+    const l = await request(api.url, 'GET', PATH);
+    assert.equal(l.body.kind, 'ServiceCIDRList');
+    assert.deepEqual(l.body.items.map((i: any) => [i.metadata.name, i.spec.cidrs]), [['kubernetes', ['198.19.0.0/16']]]);
+    const w = await openWatch(api.url, `${PATH}?watch=1&resourceVersion=${l.body.metadata.resourceVersion}`);
+    try {
+      api.create(sc('extra', ['198.18.240.0/20']));
+      const ev = await w.waitFor((e) => e.type === 'ADDED');
+      assert.deepEqual([ev.type, ev.object.kind, ev.object.metadata.name], ['ADDED', 'ServiceCIDR', 'extra']);
+    } finally {
+      w.close();
+    }
+    const resources = (await request(api.url, 'GET', '/apis/networking.k8s.io/v1')).body.resources.map((r: { name: string }) => r.name);
+    assert.deepEqual(resources, ['servicecidrs']);
   });
 });
 

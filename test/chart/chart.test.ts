@@ -59,7 +59,7 @@ describe('charts/kpr with the real helm', () => {
     assert.equal(lint3.status, 0, lint3.stdout + lint3.stderr);
   });
 
-  test('RBAC is exactly get/list/watch on services, nodes and endpointslices', () => {
+  test('RBAC is exactly get/list/watch on services, nodes, endpointslices and servicecidrs', () => {
     const objs = render();
     const role = one(objs, 'ClusterRole');
     const grants = new Set<string>();
@@ -68,7 +68,7 @@ describe('charts/kpr with the real helm', () => {
       for (const res of rule.resources) assert.notEqual(res, '*');
       for (const g of rule.apiGroups) for (const r of rule.resources) for (const v of rule.verbs) grants.add(`${g || 'core'}/${r}:${v}`);
     }
-    const want = ['core/services', 'core/nodes', 'discovery.k8s.io/endpointslices'].flatMap((r) => ['get', 'list', 'watch'].map((v) => `${r}:${v}`));
+    const want = ['core/services', 'core/nodes', 'discovery.k8s.io/endpointslices', 'networking.k8s.io/servicecidrs'].flatMap((r) => ['get', 'list', 'watch'].map((v) => `${r}:${v}`));
     assert.deepEqual([...grants].sort(), want.sort());
     const binding = one(objs, 'ClusterRoleBinding');
     assert.equal(binding.roleRef.name, role.metadata.name);
