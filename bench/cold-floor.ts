@@ -143,6 +143,8 @@ export function floorSync(source: FloorSource, maps: FloorMaps, writer: BatchWri
     for (const sp of spec.ports) {
       const proto = sp.protocol === 'UDP' ? IPPROTO.UDP : IPPROTO.TCP;
       let n = 0;
+      // A backend on this node: the agent flags the frontend LOCAL_BACKEND (possible hairpin, kpr_masq.h).
+      let local = false;
       for (const slice of slices) {
         for (const p of slice.ports ?? []) {
           if (p.name !== sp.name || p.port === undefined) continue;
@@ -165,6 +167,7 @@ export function floorSync(source: FloorSource, maps: FloorMaps, writer: BatchWri
               backends.values[o + BE.proto] = proto;
               backends.values[o + BE.flags] = ep.nodeName === nodeName ? BE_FLAG.LOCAL : 0;
             }
+            if (ep.nodeName === nodeName) local = true;
             slotIds[n++] = id;
           }
         }
@@ -174,7 +177,7 @@ export function floorSync(source: FloorSource, maps: FloorMaps, writer: BatchWri
       metas.keys.writeUInt32LE(revNat, metas.n * metas.keySize);
       encodeSvcMeta({ name: key, portName: sp.name ?? '', type: FE_TYPE.CLUSTER_IP, proto: sp.protocol === 'UDP' ? IPPROTO.UDP : IPPROTO.TCP }, metas.values, metas.n++ * metas.valueSize);
       for (let s = 1; s <= n; s++) putSvc(cip, sp.port!, proto, s, slotIds[s - 1], 0, 0, 0);
-      putSvc(cip, sp.port!, proto, 0, 0, n, revNat, SVC_FLAG.CLUSTER_IP);
+      putSvc(cip, sp.port!, proto, 0, 0, n, revNat, SVC_FLAG.CLUSTER_IP | (local ? SVC_FLAG.LOCAL_BACKEND : 0));
       frontends++;
     }
     if (vips.full) flushAll();

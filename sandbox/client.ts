@@ -153,7 +153,7 @@ async function runLoop(target: string, durationMs: number, timeoutMs: number): P
 }
 
 /** One step of a batch: what one invocation of the other modes would do. */
-interface BatchStep {
+export interface BatchStep {
   mode: 'http' | 'udp' | 'once' | 'get' | 'sleep';
   target?: string;
   count?: number;

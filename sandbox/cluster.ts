@@ -115,13 +115,13 @@ export class BoxCluster {
   }
 }
 
-/** Polls until check() returns a truthy value, or fails with what it last saw. */
-export async function waitFor<T>(what: string, check: () => T | undefined | false, timeoutMs = 5000, intervalMs = 20): Promise<T> {
+/** Polls until check() returns (or resolves to) a truthy value, or fails with what it last saw. */
+export async function waitFor<T>(what: string, check: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 5000, intervalMs = 20): Promise<T> {
   const end = Date.now() + scaled(timeoutMs);
   let last: unknown;
   for (;;) {
     try {
-      const v = check();
+      const v = await check();
       if (v) return v;
       last = v;
     } catch (err) {

@@ -333,6 +333,19 @@ export interface SrcRangeKey {
   cidr: string;
 }
 
+/**
+ * A CIDR's address and its prefix length over the 128-bit address field of
+ * kpr's LPM keys, where IPv4 is stored IPv4-mapped: a /n of IPv4 is a /96+n.
+ */
+function lpmPrefix(cidr: string): { addr: string; mappedLen: number } {
+  const [addr, lenText] = cidr.split('/');
+  const v4 = isCanonicalIPv4(addr);
+  const max = v4 ? 32 : 128;
+  const len = lenText === undefined ? max : Number(lenText);
+  if (!Number.isInteger(len) || len < 0 || len > max) throw new RangeError(`invalid CIDR ${cidr}`);
+  return { addr, mappedLen: (v4 ? 96 : 0) + len };
+}
+
 /** kpr_src_range_key's members as stored. */
 interface SrcRangeKeyBytes {
   prefixlen: number;
@@ -344,12 +357,8 @@ const srcRangeKeyBytes = structCodec(R.SRC_RANGE_KEY as StructLayout as StructLa
 
 /** The LPM key of a range: prefixlen counts rev_nat_id + pad (32 bits) and the address prefix, IPv4 as a /96+n. */
 export function encodeSrcRangeKey(k: SrcRangeKey, buf: Buffer = Buffer.alloc(R.SRC_RANGE_KEY.size), off = 0): Buffer {
-  const [addr, lenText] = k.cidr.split('/');
-  const v4 = isCanonicalIPv4(addr);
-  const max = v4 ? 32 : 128;
-  const len = lenText === undefined ? max : Number(lenText);
-  if (!Number.isInteger(len) || len < 0 || len > max) throw new RangeError(`invalid CIDR ${k.cidr}`);
-  return srcRangeKeyBytes.encode({ prefixlen: 32 + (v4 ? 96 : 0) + len, revNatId: k.revNatId, addr }, buf, off);
+  const { addr, mappedLen } = lpmPrefix(k.cidr);
+  return srcRangeKeyBytes.encode({ prefixlen: 32 + mappedLen, revNatId: k.revNatId, addr }, buf, off);
 }
 
 export function decodeSrcRangeKey(buf: Buffer, off = 0): SrcRangeKey {
@@ -378,12 +387,8 @@ const svcCidrKeyBytes = structCodec(R.SVC_CIDR_KEY as StructLayout as StructLayo
 
 /** The LPM key of a service range: IPv4 as a /96+n of its IPv4-mapped form. */
 export function encodeSvcCidrKey(k: SvcCidrKey, buf: Buffer = Buffer.alloc(R.SVC_CIDR_KEY.size), off = 0): Buffer {
-  const [addr, lenText] = k.cidr.split('/');
-  const v4 = isCanonicalIPv4(addr);
-  const max = v4 ? 32 : 128;
-  const len = lenText === undefined ? max : Number(lenText);
-  if (!Number.isInteger(len) || len < 0 || len > max) throw new RangeError(`invalid CIDR ${k.cidr}`);
-  return svcCidrKeyBytes.encode({ prefixlen: (v4 ? 96 : 0) + len, addr }, buf, off);
+  const { addr, mappedLen } = lpmPrefix(k.cidr);
+  return svcCidrKeyBytes.encode({ prefixlen: mappedLen, addr }, buf, off);
 }
 
 export function decodeSvcCidrKey(buf: Buffer, off = 0): SvcCidrKey {

@@ -15,15 +15,14 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
-import { scaled } from '../../sandbox/time-scale.js';
 import { repoRoot } from '../../sandbox/repo.js';
 import { waitForLine } from '../../sandbox/topology.js';
+import { waitFor } from '../../sandbox/cluster.js';
 import { TwoNodeCluster, UNDERLAY, type NodeName } from '../../sandbox/two-node.js';
-import type { ClientReport } from '../../sandbox/client.js';
+import type { BatchStep, ClientReport } from '../../sandbox/client.js';
 import type { KubeObject } from '../../sandbox/apiserver.js';
 import { upstreamTestsOf, type UpstreamFile } from './upstream-tests.js';
 
@@ -55,20 +54,8 @@ export function registerUpstream(file: UpstreamFile, impls: Record<string, Upstr
 }
 
 /** Polls `check` until it returns something truthy; fails with `what` and the last value seen. */
-export async function eventually<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 15_000, intervalMs = 200): Promise<T> {
-  const end = Date.now() + scaled(timeoutMs);
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v) return v;
-      last = v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}; last: ${last instanceof Error ? last.message : JSON.stringify(last)}`);
-    await sleep(intervalMs);
-  }
+export function eventually<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 15_000, intervalMs = 200): Promise<T> {
+  return waitFor(what, check, timeoutMs, intervalMs);
 }
 
 export interface PodSpec {
@@ -100,17 +87,6 @@ export const UNREADY = { ready: false, serving: false, terminating: false };
 
 /** Where a client runs: a pod, or a node's namespace (a hostNetwork pod). */
 export type Who = { pod: string } | { node: NodeName };
-
-export interface BatchStep {
-  mode: 'http' | 'udp' | 'once' | 'get' | 'sleep';
-  target?: string;
-  count?: number;
-  timeoutMs?: number;
-  path?: string;
-  message?: string;
-  srcPort?: number;
-  ms?: number;
-}
 
 export interface Check {
   target: string;

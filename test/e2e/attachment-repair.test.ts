@@ -48,20 +48,8 @@ const REPAIR_BOUND_MS = 4500;
 const hostPort = (url: string) => url.replace(/^http:\/\//, '');
 
 /** Polls an async check until it returns a truthy value, or fails with what it last saw. */
-async function until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs: number, intervalMs = 100): Promise<T> {
-  const end = Date.now() + scaled(timeoutMs);
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v) return v;
-      last = v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}; last: ${last instanceof Error ? last.message : JSON.stringify(last)}`);
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
+function until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs: number, intervalMs = 100): Promise<T> {
+  return waitFor(what, check, timeoutMs, intervalMs);
 }
 
 // The cgroup cases do not depend on the tc mode: they run in the first suite only.
