@@ -43,11 +43,13 @@ export const STAT_METRICS: Partial<Record<keyof typeof STAT, StatMetric>> = {
   TC_SNAT_SKIP_NODE_SOCKET: { metric: 'snat_port_skips', label: { name: 'reason', value: 'node_socket' } },
   TC_SNAT_SKIP_CONNTRACK: { metric: 'snat_port_skips', label: { name: 'reason', value: 'conntrack' } },
   TC_SNAT_EXHAUSTED: { metric: 'snat_ports_exhausted' },
+  SOCK_MASQ_DIVERT: { metric: 'masquerade', label: { name: 'action', value: 'socket_divert' } },
+  TC_MASQ_SNAT: { metric: 'masquerade', label: { name: 'action', value: 'tc_snat' } },
 };
 
 export const STAT_METRIC_HELP: Record<StatMetric['metric'], string> = {
   translations: 'Socket-level service translations by hook (connect: TCP and connected UDP; sendmsg: unconnected UDP; recvmsg/getpeername: reverse translations).',
-  refusals: 'Socket calls to a service address refused with EPERM, by reason (no_backend: the frontend has no backend; unknown_port: a service address on a port no Service defines; unallocated: an address of a service range that no Service holds).',
+  refusals: 'Socket calls to a service address refused (ECONNREFUSED; EPERM before Linux 5.18), by reason (no_backend: the frontend has no backend; unknown_port: a service address on a port no Service defines; unallocated: an address of a service range that no Service holds).',
   backend_missing:
     'Service connections (socket hooks) and new tc flows whose chosen backend was not in the maps (a race with the agent rewriting the Service): let through untranslated, to the service address, not refused.',
   drops: 'Packets dropped on the tc path, by reason (no_backend, source_range, no_snat_port; unallocated: a new flow to an address of a service range that no Service holds).',
@@ -64,7 +66,7 @@ export const STAT_METRIC_HELP: Record<StatMetric['metric'], string> = {
   monitor_events_lost:
     'Datapath events kpr monitor did not see: recorded while it ran, but its ring buffer (kpr_events) was full, the reader behind. The decisions themselves are unaffected.',
   masquerade:
-    'Pod traffic masqueraded where kube-proxy masquerades it (--masquerade-pod-traffic): socket_divert, pod connections the socket hooks left untranslated for the tc path; tc_snat, new pod flows the tc path SNATed to the node (an external address of an eTP=Cluster Service, or hairpin).',
+    'Pod traffic masqueraded where kube-proxy masquerades it (--masquerade-pod-traffic): socket_divert, pod TCP connections the socket hooks left untranslated for the tc path; tc_snat, new pod flows the tc path SNATed to the node (an external address of an eTP=Cluster Service, or hairpin).',
   other: 'Datapath counters without a metric of their own yet, by enum kpr_stat name.',
 };
 

@@ -78,6 +78,13 @@ static __always_inline bool kpr_masq_sock_divert(struct bpf_sock_addr *ctx, cons
 {
 	if (!cfg || !(cfg->flags & KPR_CFG_F_MASQ_POD) || !cfg->host_netns_cookie)
 		return false;
+	/*
+	 * TCP only. The tc path does not reassemble IP fragments, so a UDP
+	 * datagram larger than the path MTU would be lost there, where the socket
+	 * path translates it whole: UDP keeps the pod address (rule 35).
+	 */
+	if (be->proto != IPPROTO_TCP)
+		return false;
 	if (!kpr_masq_external(svc) && !(svc->flags & KPR_SVC_F_LOCAL_BACKEND))
 		return false;
 	if (bpf_get_netns_cookie(ctx) == cfg->host_netns_cookie)

@@ -44,7 +44,7 @@
 #include "kpr_migrate.h"
 
 #define KPR_SNAT_PORT_SPAN (KPR_SNAT_PORT_MAX - KPR_SNAT_PORT_MIN + 1)
-#define KPR_SNAT_PORT_TRIES 4
+#define KPR_SNAT_PORT_TRIES 16
 
 /* A 32-bit mix of the client's address and port (murmur3's finaliser per word): the first candidate. */
 static __always_inline __u32 kpr_snat_hash(const __be32 *client, __be16 client_port)
