@@ -297,14 +297,14 @@ static __always_inline void kpr_ct_reply_val_of(struct kpr_ct_val *rev, const st
  * hold towards the backend (kpr_snat.h).
  */
 static __always_inline int kpr_pick_snat(struct __sk_buff *skb, const struct kpr_pkt *p, const struct kpr_backend *be,
-					 const struct kpr_config *cfg, struct kpr_ct_val *fwd)
+					 const struct kpr_config *cfg, struct kpr_ct_val *fwd, __u64 now)
 {
 	if (!cfg)
 		return -1;
 	kpr_addr_copy(fwd->nat_saddr, p->family == AF_INET ? cfg->snat_v4 : cfg->snat_v6);
 	if (kpr_addr_is_zero(fwd->nat_saddr))
 		return -1;
-	fwd->nat_sport = kpr_snat_pick_port(skb, cfg, p->family, p->proto, p->saddr, p->sport, be->addr, be->port, fwd->nat_saddr);
+	fwd->nat_sport = kpr_snat_pick_port(skb, cfg, p->family, p->proto, p->saddr, p->sport, be->addr, be->port, fwd->nat_saddr, now);
 	return fwd->nat_sport ? 0 : -1;
 }
 
@@ -379,7 +379,7 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	kpr_addr_copy(fwd.nat_daddr, be->addr);
 	fwd.nat_dport = be->port;
 	if (snat) {
-		if (kpr_pick_snat(skb, p, be, cfg, &fwd)) {
+		if (kpr_pick_snat(skb, p, be, cfg, &fwd, now)) {
 			kpr_count(KPR_STAT_TC_DROP_NO_SNAT_PORT);
 			kpr_emit(skb, hook, KPR_EV_NO_SNAT_PORT, ev_flags, &key, svc, be, backend_id, p->saddr, p->sport, p->family);
 			return TC_ACT_SHOT;

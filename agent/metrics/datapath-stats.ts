@@ -62,7 +62,7 @@ export const STAT_METRIC_HELP: Record<StatMetric['metric'], string> = {
   snat_port_skips:
     'tc path: SNAT port candidates skipped for a new flow, by what held the port towards the backend: node_socket (a socket of the node: a collision with the node\'s own connection avoided), conntrack (another kpr flow).',
   snat_ports_exhausted:
-    'tc path: new flows to SNAT for which every SNAT port candidate was taken: dropped (drops_total{reason="no_snat_port"}); the client\'s retransmission tries fresh candidates. Rising: too many flows from outside to one backend through this node, or ports of kpr\'s range held by the node.',
+    'tc path: new flows to SNAT for which every SNAT port candidate was taken: they keep the client\'s port if nothing holds it, else they are dropped (drops_total{reason="no_snat_port"}). Rising: too many flows from outside to one backend through this node, or ports of kpr\'s range held by the node.',
   monitor_events_lost:
     'Datapath events kpr monitor did not see: recorded while it ran, but its ring buffer (kpr_events) was full, the reader behind. The decisions themselves are unaffected.',
   masquerade:

@@ -25,7 +25,8 @@
  * it, about 7,000 processed instructions per try in kpr_tc_ext on 6.18
  * (kpr_tc_ext 59k with 4 tries, 91k with 8; kpr_tc_pod 92k and 141k; the
  * earlier kpr_ct-only picker took 32k and 52k).
- * All of them busy: the flow is dropped, counted and reported (kpr_tc.bpf.c:
+ * All of them busy: the client's own port, checked the same way (the last
+ * try, counted in KPR_STAT_TC_SNAT_EXHAUSTED); that busy too: the flow is dropped, counted and reported (kpr_tc.bpf.c:
  * KPR_STAT_TC_DROP_NO_SNAT_PORT, KPR_EV_NO_SNAT_PORT), never sent with a
  * port that may collide; the client's retransmission tries again.
  */
@@ -97,8 +98,9 @@ static __always_inline bool kpr_snat_node_holds(struct __sk_buff *skb, struct bp
 
 /* The candidate loop, for one family and protocol (constants: see kpr_snat_node_holds). */
 static __always_inline __be16 kpr_snat_probe(struct __sk_buff *skb, const struct kpr_config *cfg, struct kpr_ct_key *rkey,
-					     struct bpf_sock_tuple *tuple, __be16 first, const bool v4, const bool tcp)
+					     struct bpf_sock_tuple *tuple, __be16 first, __be16 overflow, __u64 now, const bool v4, const bool tcp)
 {
+	struct kpr_ct_val *held;
 	__be16 port = first;
 	int i;
 
@@ -116,7 +118,13 @@ static __always_inline __be16 kpr_snat_probe(struct __sk_buff *skb, const struct
 			tuple->ipv4.dport = port;
 		else
 			tuple->ipv6.dport = port;
-		if (kpr_ct_lookup(rkey, cfg)) {
+		/*
+		 * An expired entry the sweeper has not removed yet holds nothing:
+		 * its flow is over, and the new flow's entries replace it. Counting
+		 * it as taken filled the range with dead flows between sweeps.
+		 */
+		held = kpr_ct_lookup(rkey, cfg);
+		if (held && held->expires_ns > now) {
 			kpr_count(KPR_STAT_TC_SNAT_SKIP_CONNTRACK);
 			continue;
 		}
@@ -126,7 +134,23 @@ static __always_inline __be16 kpr_snat_probe(struct __sk_buff *skb, const struct
 		}
 		return port;
 	}
-	return 0;
+	/*
+	 * Every candidate of the range taken (a flood of new flows to one
+	 * backend: the range holds 4,536 at once): the client's own port, as
+	 * before kpr had a range, checked like the others. Only a node
+	 * connection that autobinds that very port to the same backend later
+	 * can collide with it.
+	 */
+	kpr_count(KPR_STAT_TC_SNAT_EXHAUSTED);
+	rkey->dport = overflow;
+	if (v4)
+		tuple->ipv4.dport = overflow;
+	else
+		tuple->ipv6.dport = overflow;
+	held = kpr_ct_lookup(rkey, cfg);
+	if ((held && held->expires_ns > now) || kpr_snat_node_holds(skb, tuple, v4, tcp))
+		return 0;
+	return overflow;
 }
 
 /*
@@ -138,7 +162,7 @@ static __always_inline __be16 kpr_snat_probe(struct __sk_buff *skb, const struct
  */
 static __always_inline __be16 kpr_snat_pick_port(struct __sk_buff *skb, const struct kpr_config *cfg, __u8 family, __u8 proto,
 						 const __be32 *client, __be16 client_port,
-						 const __be32 *be_addr, __be16 be_port, const __be32 *snat_addr)
+						 const __be32 *be_addr, __be16 be_port, const __be32 *snat_addr, __u64 now)
 {
 	struct bpf_sock_tuple tuple;
 	struct kpr_ct_key rkey;
@@ -156,17 +180,15 @@ static __always_inline __be16 kpr_snat_pick_port(struct __sk_buff *skb, const st
 		tuple.ipv4.saddr = be_addr[3];
 		tuple.ipv4.daddr = snat_addr[3];
 		tuple.ipv4.sport = be_port;
-		port = proto == IPPROTO_TCP ? kpr_snat_probe(skb, cfg, &rkey, &tuple, first, true, true)
-					    : kpr_snat_probe(skb, cfg, &rkey, &tuple, first, true, false);
+		port = proto == IPPROTO_TCP ? kpr_snat_probe(skb, cfg, &rkey, &tuple, first, client_port, now, true, true)
+					    : kpr_snat_probe(skb, cfg, &rkey, &tuple, first, client_port, now, true, false);
 	} else {
 		kpr_addr_copy(tuple.ipv6.saddr, be_addr);
 		kpr_addr_copy(tuple.ipv6.daddr, snat_addr);
 		tuple.ipv6.sport = be_port;
-		port = proto == IPPROTO_TCP ? kpr_snat_probe(skb, cfg, &rkey, &tuple, first, false, true)
-					    : kpr_snat_probe(skb, cfg, &rkey, &tuple, first, false, false);
+		port = proto == IPPROTO_TCP ? kpr_snat_probe(skb, cfg, &rkey, &tuple, first, client_port, now, false, true)
+					    : kpr_snat_probe(skb, cfg, &rkey, &tuple, first, client_port, now, false, false);
 	}
-	if (!port)
-		kpr_count(KPR_STAT_TC_SNAT_EXHAUSTED);
 	return port;
 }
 

@@ -342,7 +342,8 @@ enum kpr_stat {
 	 * SNAT port candidates skipped (kpr_snat.h), each once: a socket of the
 	 * node holds the port towards the backend (a collision avoided), or
 	 * another kpr flow does; and new flows for which every candidate was
-	 * taken (they are dropped, and counted in KPR_STAT_TC_DROP_NO_SNAT_PORT too).
+	 * taken (they keep the client's port if nothing holds it, else they are
+	 * dropped and counted in KPR_STAT_TC_DROP_NO_SNAT_PORT too).
 	 */
 	KPR_STAT_TC_SNAT_SKIP_NODE_SOCKET = 21,
 	KPR_STAT_TC_SNAT_SKIP_CONNTRACK = 22,

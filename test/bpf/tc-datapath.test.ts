@@ -469,7 +469,7 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
       });
     }
 
-    test('a port another kpr flow holds towards the backend is skipped and counted; with every port of the range taken the flow is dropped, counted as exhausted', () => {
+    test('a port another kpr flow holds towards the backend is skipped and counted; with every port of the range taken the flow keeps its client port, counted as exhausted, and is dropped when that is taken too', () => {
       frontend(NODE_V4, 30071, IPPROTO.TCP, 41, SVC_FLAG.NODE_PORT, [[41, BACKEND, 8080]]);
       const send = (sport: number) => run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport, dport: 30071, proto: 'TCP', tcpFlags: TCP_SYN }));
       const replyKey = (port: number) => ctKey.encode({ saddr: BACKEND, daddr: NODE_V4, sport: 8080, dport: port, proto: IPPROTO.TCP, dir: CT_DIR.REPLY });
@@ -485,11 +485,19 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
       for (const k of [...ct.keys()]) ct.delete(k);
       for (let port = SNAT_PORT_RANGE.min; port <= SNAT_PORT_RANGE.max; port++) ct.update(replyKey(port), otherFlow(port));
       const [exhausted0, dropped0, skippedAll0] = [stat(STAT.TC_SNAT_EXHAUSTED), stat(STAT.TC_DROP_NO_SNAT_PORT), stat(STAT.TC_SNAT_SKIP_CONNTRACK)];
-      assert.equal(send(45601).verdict, TC_ACT_SHOT, 'no free port: dropped, never sent with one that may collide');
+      const overflow = send(45601).parsed!;
+      assert.deepEqual([overflow.src, overflow.sport], [NODE_V4, 45601], 'the range full: the client\'s own port');
       assert.equal(stat(STAT.TC_SNAT_EXHAUSTED) - exhausted0, 1n);
-      assert.equal(stat(STAT.TC_DROP_NO_SNAT_PORT) - dropped0, 1n);
+      assert.equal(stat(STAT.TC_DROP_NO_SNAT_PORT) - dropped0, 0n);
       assert.ok(stat(STAT.TC_SNAT_SKIP_CONNTRACK) - skippedAll0 >= 2n, 'every candidate tried was skipped');
-      assert.equal([...ct.keys()].length, SNAT_PORT_RANGE.max - SNAT_PORT_RANGE.min + 1, 'and no conntrack entry written for it');
+      const full = SNAT_PORT_RANGE.max - SNAT_PORT_RANGE.min + 1;
+      assert.equal([...ct.keys()].length, full + 2, 'the overflowing flow\'s two entries');
+
+      ct.update(replyKey(45602), otherFlow(45602));
+      assert.equal(send(45602).verdict, TC_ACT_SHOT, 'the client\'s port taken too: dropped, never sent with a port that may collide');
+      assert.equal(stat(STAT.TC_SNAT_EXHAUSTED) - exhausted0, 2n);
+      assert.equal(stat(STAT.TC_DROP_NO_SNAT_PORT) - dropped0, 1n);
+      assert.equal([...ct.keys()].length, full + 3, 'and no conntrack entry written for it');
     });
   });
 });

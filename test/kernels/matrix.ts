@@ -54,9 +54,7 @@ export const KERNEL_SUITES = [
   'e2e/drift-and-faults.test.js',
   'e2e/attachment-repair.test.js',
   'e2e/monitor.test.js',
-  'e2e/service-ranges.test.js',
   'e2e/upgrade.test.js',
-  'e2e/long-names.test.js',
 ];
 
 /** What a row of the matrix stands for, and the kernel features its tests lean on (names as agent/datapath/kernel-features.ts). */
@@ -93,9 +91,7 @@ export const ROWS: Record<string, { label: string; features: string[] }> = {
   'e2e/drift-and-faults.test.js': { label: 'drift repair and node faults e2e', features: [] },
   'e2e/attachment-repair.test.js': { label: 'detached cgroup links and tc attachments repaired, /healthz e2e', features: ['tcx'] },
   'e2e/monitor.test.js': { label: 'kpr monitor e2e', features: ['tcx'] },
-  'e2e/service-ranges.test.js': { label: 'service ranges (unallocated refused/dropped), implicit LB source-range allow e2e', features: ['tcx'] },
   'e2e/upgrade.test.js': { label: 'live map migration under load (size, v1 -> v2, newer refused) e2e', features: ['tcx'] },
-  'e2e/long-names.test.js': { label: 'names at Kubernetes\' limits: service get, per-Service counters e2e', features: [] },
 };
 
 /** One kernel feature as `kpr preflight -o json` reports it. */
