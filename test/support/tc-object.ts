@@ -21,14 +21,22 @@ export interface TcObject {
 export function loadTcObject(runPrefix: string): TcObject {
   requireRoot();
   const dir = ensureBpffs(path.join('/sys/fs/bpf', newRunId(runPrefix)));
-  const obj = BpfObject.open(path.join(repoRoot, 'build', 'kpr_tc.bpf.o'), { pinMapsDir: dir });
-  obj.load();
+  let obj: BpfObject | undefined;
+  try {
+    obj = BpfObject.open(path.join(repoRoot, 'build', 'kpr_tc.bpf.o'), { pinMapsDir: dir });
+    obj.load();
+  } catch (err) {
+    // A missing or rejected object must not leave the run's pin directory behind.
+    obj?.close();
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
   return {
     obj,
     svc: obj.map('kpr_svc'),
     backend: obj.map('kpr_backend'),
     close: () => {
-      obj.close();
+      obj!.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };
