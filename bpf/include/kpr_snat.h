@@ -139,7 +139,9 @@ static __always_inline __be16 kpr_snat_probe(struct __sk_buff *skb, const struct
 	 * backend: the range holds 4,536 at once): the client's own port, as
 	 * before kpr had a range, checked like the others. Only a node
 	 * connection that autobinds that very port to the same backend later
-	 * can collide with it.
+	 * can collide with it. The check is written out again rather than
+	 * shared with the loop through a helper: that shape cost the verifier
+	 * 18-25% more (kpr_tc_ext 220k -> 260k processed instructions on 6.18).
 	 */
 	kpr_count(KPR_STAT_TC_SNAT_EXHAUSTED);
 	rkey->dport = overflow;
@@ -155,8 +157,9 @@ static __always_inline __be16 kpr_snat_probe(struct __sk_buff *skb, const struct
 
 /*
  * A free SNAT port (network order) for the flow of `client`:`client_port`
- * towards the backend be_addr:be_port, leaving as snat_addr; 0 when every
- * candidate is taken (counted in KPR_STAT_TC_SNAT_EXHAUSTED). Each skipped
+ * towards the backend be_addr:be_port, leaving as snat_addr: a port of the
+ * range, else the client's own (the range exhausted: KPR_STAT_TC_SNAT_EXHAUSTED);
+ * 0 when that is taken too. Each skipped
  * candidate counts once, by what held it: another kpr flow (the REPLY
  * tuple is in kpr_ct) or a node socket.
  */
