@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * Key/value layouts of every kpr map. This is the single C source of truth;
- * agent/maps/layout.ts mirrors it and test/bpf/layout.test.ts checks the mirror
- * against the BTF of the compiled objects, so the two cannot drift silently.
+ * agent/maps/registry.ts mirrors its structs (each map's key and value layout,
+ * from which the codecs of agent/maps/layout.ts are derived) and layout.ts its
+ * enums and flags; test/bpf/layout.test.ts checks both against the BTF and
+ * constants of the compiled objects, so the two sides cannot drift silently.
  * Padding is explicit: keys are hashed byte for byte, so stray padding would
  * make two logically equal keys different.
  *

@@ -3,7 +3,7 @@
  * externalIPs frontends, traffic policies (with the eTP=Local in-node
  * short-circuit), ClientIP affinity, source ranges, health checks,
  * dual-stack and topology from the Node. Each case names the kube-proxy
- * endpoint rule it checks (docs/architecture.md lists them).
+ * endpoint rule it checks (numbered in docs/semantics.md).
  *
  * want lists "TYPE addr:port/PROTO → [backends]" with, where set,
  * " in-node [..]" (internalBackends) and " drop" (dropWhenEmpty).

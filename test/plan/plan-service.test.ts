@@ -1,7 +1,7 @@
 /**
  * planService table test: one Service and its EndpointSlices → frontends.
- * Each case names the kube-proxy rule it checks (numbered as in kube-proxy's
- * endpoint rules; docs/architecture.md lists them).
+ * Each case names the kube-proxy rule it checks (numbered in
+ * docs/semantics.md).
  *
  * want.frontends lists "addr:port/PROTO portName → [ip:port, …]"; an empty
  * backend list means the frontend is kept and refuses traffic. want.skipped
