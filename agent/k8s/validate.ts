@@ -6,8 +6,8 @@
  *
  * The rules are the API server's own (pkg/apis/core/validation and
  * pkg/apis/discovery/validation) for every field kpr reads, so an object a
- * real API server stored always passes; docs/architecture.md ("Validation of
- * watched objects") lists them and where kpr deliberately checks less.
+ * real API server stored always passes; docs/validation.md lists them and
+ * where kpr deliberately checks less.
  * Fields the API server fills by defaulting (type, protocol,
  * sessionAffinity, the traffic policies…) may be absent: absent means the
  * default, as the planner reads it. Cross-field rules that only apply when an

@@ -1,7 +1,7 @@
 /**
  * validateObject (agent/k8s/validate.ts): every watched object checked on its
  * own, on raw JSON, with the API server's rules for the fields kpr reads
- * (docs/architecture.md, "Validation of watched objects").
+ * (docs/validation.md).
  *
  * Valid objects pass: what a real API server returns (defaulted fields,
  * managedFields, dual stack, load-balancer status, hints, a Node with images

@@ -3,8 +3,7 @@
  * objects decoded by client-node): anything security-relevant fails closed,
  * every bad piece is reported with its field, one bad endpoint costs only
  * itself, a malformed list costs one report, keys cannot collide and
- * duplicate objects give no duplicate frontends (docs/architecture.md,
- * "Validation of watched objects").
+ * duplicate objects give no duplicate frontends (docs/validation.md).
  *
  * want lists "TYPE addr:port/PROTO → [backends]"; skipped lists substrings
  * of the reasons, in order, and must match the skipped list's length.
