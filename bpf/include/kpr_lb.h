@@ -19,6 +19,9 @@
 #ifndef __KPR_LB_H
 #define __KPR_LB_H
 
+#include <linux/bpf.h>
+#include <stdbool.h>
+
 #include "kpr_maps.h"
 #include "kpr_addr.h"
 #include "kpr_common.h"

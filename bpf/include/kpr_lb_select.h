@@ -17,6 +17,7 @@
 #ifndef __KPR_LB_SELECT_H
 #define __KPR_LB_SELECT_H
 
+#include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
 #include "kpr_types.h"
