@@ -53,6 +53,19 @@ export const SVC_FLAG = {
   SOURCE_RANGES: 1 << 6,
   LOCAL_BACKEND: 1 << 7,
 } as const;
+/**
+ * Mirrors enum kpr_svc_alg: how a new connection picks a backend when
+ * affinity does not (bpf/include/kpr_lb_select.h). It lives in bits 12-15
+ * of slot 0's flags (KPR_SVC_ALG_SHIFT, KPR_SVC_ALG_MASK), spare bits, so
+ * kpr_svc_val keeps its layout; svcAlgFlags() puts it there.
+ */
+export const SVC_ALG = { RANDOM: 0 } as const;
+export const SVC_ALG_SHIFT = 12;
+export const SVC_ALG_MASK = 0xf;
+/** The flags bits that carry algorithm `alg` (an SVC_ALG value). */
+export const svcAlgFlags = (alg: number): number => (alg & SVC_ALG_MASK) << SVC_ALG_SHIFT;
+/** The SVC_ALG value of slot 0's flags. */
+export const svcAlgOf = (flags: number): number => (flags >> SVC_ALG_SHIFT) & SVC_ALG_MASK;
 /** Mirrors enum kpr_backend_flags. */
 export const BE_FLAG = { LOCAL: 1 << 0 } as const;
 /** Mirrors enum kpr_vip_flags. */
@@ -181,7 +194,10 @@ export const { encode: encodeSvcKey, decode: decodeSvcKey } = codecOf(R.SVC_KEY)
 // ---------------------------------------------------------------- kpr_svc_val
 
 export interface SvcVal {
-  /** Slot > 0: the backend id. Slot 0: the affinity timeout in seconds (0 without affinity). */
+  /**
+   * Slot > 0: the backend id. Slot 0: the affinity timeout in seconds (0
+   * without affinity), C's affinity_timeout_s: the same u32, a union there.
+   */
   backendId: number;
   count: number;
   revNatId: number;

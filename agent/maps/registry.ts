@@ -41,6 +41,7 @@ export const SVC_KEY = structLayout<SvcKey>()('kpr_svc_key', [
 ]);
 
 export const SVC_VAL = structLayout<SvcVal>()('kpr_svc_val', [
+  // A union in C: backend_id (slot > 0) or affinity_timeout_s (slot 0).
   { c: 'backend_id', kind: 'u32' },
   { c: 'count', kind: 'u16' },
   { c: 'flags', kind: 'u16' },

@@ -5,7 +5,7 @@
  */
 import { ipv4Canonical, IPV4_INVALID, networkText, parseCIDR, parseIP } from '../net/ip.js';
 import { frontendKey, type PlanBackend, type PlanFrontend, type SkippedObject } from '../plan/types.js';
-import { BE_FLAG, FE_TYPE, IPPROTO, SCOPE, SVC_FLAG, type Backend } from '../maps/layout.js';
+import { BE_FLAG, FE_TYPE, IPPROTO, SCOPE, SVC_ALG, SVC_FLAG, svcAlgFlags, type Backend } from '../maps/layout.js';
 import { flatKey } from '../flat-key.js';
 
 /**
@@ -128,7 +128,7 @@ const TYPE_FE = {
   ExternalIP: FE_TYPE.EXTERNAL_IP,
 } as const;
 
-/** The SVC_FLAG bits of planned frontend `f` with affinity timeout `timeout` (0: none). */
+/** The SVC_FLAG bits (and SVC_ALG) of planned frontend `f` with affinity timeout `timeout` (0: none). */
 function flagsWithTimeout(f: PlanFrontend, timeout: number): number {
   let flags: number = TYPE_FLAG[f.type];
   if (timeout > 0) flags |= SVC_FLAG.AFFINITY;
@@ -137,6 +137,8 @@ function flagsWithTimeout(f: PlanFrontend, timeout: number): number {
   if (f.type !== 'ClusterIP' && f.trafficPolicy === 'Local') flags |= SVC_FLAG.LOCAL_ONLY;
   if (f.dropWhenEmpty) flags |= SVC_FLAG.LOCAL_ONLY;
   if (f.sourceRanges.length > 0) flags |= SVC_FLAG.SOURCE_RANGES;
+  // The backend selection algorithm: random for every frontend (the only one yet).
+  flags |= svcAlgFlags(SVC_ALG.RANDOM);
   return flags;
 }
 

@@ -3,7 +3,8 @@
  * The one load-balancing pipeline every kpr program runs, in three steps:
  *
  *   kpr_lb_lookup_service  frontend (address, port, protocol) -> master entry
- *   kpr_lb_select_backend  master entry -> backend, ClientIP affinity first
+ *   kpr_lb_select_backend  master entry -> backend, ClientIP affinity first,
+ *                          then the frontend's algorithm (kpr_lb_select.h)
  *   translate              the caller's: the socket hooks rewrite the
  *                          destination and record reverse NAT
  *                          (kpr_sock.bpf.c), the tc path records conntrack
@@ -18,10 +19,14 @@
 #ifndef __KPR_LB_H
 #define __KPR_LB_H
 
+#include <linux/bpf.h>
+#include <stdbool.h>
+
 #include "kpr_maps.h"
 #include "kpr_addr.h"
 #include "kpr_common.h"
 #include "kpr_migrate.h"
+#include "kpr_lb_select.h"
 
 static __always_inline bool kpr_lb_svc_has_affinity(const struct kpr_svc_val *svc)
 {
@@ -71,18 +76,6 @@ static __always_inline bool kpr_lb_source_allowed(const struct kpr_svc_val *svc,
 	return bpf_map_lookup_elem(&kpr_src_range, &k) != NULL;
 }
 
-static __always_inline struct kpr_backend *kpr_lb_backend_by_slot(struct kpr_svc_key *key, __u16 slot, __u32 *backend_id)
-{
-	struct kpr_svc_val *val;
-
-	key->slot = slot;
-	val = bpf_map_lookup_elem(&kpr_svc, key);
-	if (!val)
-		return NULL;
-	*backend_id = val->backend_id;
-	return bpf_map_lookup_elem(&kpr_backend, backend_id);
-}
-
 /*
  * The client's affinity backend, if its entry is younger than the
  * frontend's timeout and the backend still serves the frontend (kpr_aff_match);
@@ -91,7 +84,7 @@ static __always_inline struct kpr_backend *kpr_lb_backend_by_slot(struct kpr_svc
 static __always_inline struct kpr_backend *
 kpr_lb_affinity_backend(const struct kpr_svc_val *svc, const struct kpr_affinity_key *client, __u64 now, __u32 *backend_id)
 {
-	__u64 timeout_ns = (__u64)svc->backend_id * NSEC_PER_SEC; /* slot 0: the timeout */
+	__u64 timeout_ns = (__u64)svc->affinity_timeout_s * NSEC_PER_SEC;
 	struct kpr_affinity_match_key mkey = {};
 	struct kpr_affinity_val *aval;
 	struct kpr_backend *be;
@@ -116,9 +109,9 @@ kpr_lb_affinity_backend(const struct kpr_svc_val *svc, const struct kpr_affinity
  * kpr_lb_lookup_service. *client names the caller for ClientIP affinity
  * (network namespace cookie or client address, see struct kpr_affinity_key);
  * it is read only when the frontend has affinity, and then now must be
- * bpf_ktime_get_ns(). Without a usable affinity entry the choice is uniform
- * at random over slots 1..count, as kube-proxy's statistic-mode rules, and
- * with affinity it is remembered. Either way the entry's last use becomes
+ * bpf_ktime_get_ns(). Without a usable affinity entry the frontend's
+ * algorithm chooses (kpr_lb_select.h: random today), and with affinity the
+ * choice is remembered. Either way the entry's last use becomes
  * now: the timeout runs from the client's last new connection, as
  * kube-proxy's `recent --set` in the nat table (docs/architecture.md).
  * svc->count must be > 0. An affinity hit sets KPR_EVF_AFFINITY in *ev_flags.
@@ -139,7 +132,7 @@ kpr_lb_select_backend(struct kpr_svc_key *key, const struct kpr_svc_val *svc, st
 			return be;
 		}
 	}
-	be = kpr_lb_backend_by_slot(key, (bpf_get_prandom_u32() % svc->count) + 1, backend_id);
+	be = kpr_lb_select(key, svc, backend_id);
 	if (be && kpr_lb_svc_has_affinity(svc)) {
 		aval.last_used_ns = now;
 		aval.backend_id = *backend_id;

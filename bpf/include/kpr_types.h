@@ -35,11 +35,23 @@ struct kpr_svc_key {
 	__u8 pad[2];
 };
 
+/*
+ * Slot 0 is the frontend's header, slots 1..count its backends: the same 12
+ * bytes read two ways. The first word is a union, so neither reading borrows
+ * the other's name (slot 0 once kept the affinity timeout in backend_id);
+ * count, flags and rev_nat_id are the header's only. The selection algorithm
+ * (enum kpr_svc_alg) lives in the spare top bits of flags rather than in a
+ * field of its own: the value's layout is what pinned maps of a running
+ * agent hold (live upgrades read it in place) and what test/bpf/layout.test.ts
+ * compares with agent/maps/registry.ts. Read it with kpr_svc_algorithm().
+ */
 struct kpr_svc_val {
-	/* slot > 0: id in the backend map; slot 0: affinity timeout in seconds */
-	__u32 backend_id;
+	union {
+		__u32 backend_id;         /* slot > 0: id in the backend map */
+		__u32 affinity_timeout_s; /* slot 0: ClientIP affinity timeout (with KPR_SVC_F_AFFINITY) */
+	};
 	__u16 count;      /* slot 0: number of backend slots */
-	__u16 flags;      /* slot 0: KPR_SVC_F_* */
+	__u16 flags;      /* slot 0: KPR_SVC_F_* in bits 0-11, the kpr_svc_alg in bits 12-15 */
 	__u32 rev_nat_id; /* slot 0: frontend id, for reverse NAT and affinity */
 };
 
@@ -59,7 +71,7 @@ enum kpr_svc_flags {
 	KPR_SVC_F_NODE_PORT = 1 << 1,
 	KPR_SVC_F_EXTERNAL_IP = 1 << 2,
 	KPR_SVC_F_LOAD_BALANCER = 1 << 3,
-	KPR_SVC_F_AFFINITY = 1 << 4,      /* backend_id of slot 0 holds the timeout */
+	KPR_SVC_F_AFFINITY = 1 << 4,      /* ClientIP affinity: slot 0's affinity_timeout_s */
 	KPR_SVC_F_LOCAL_ONLY = 1 << 5,    /* eTP=Local: tc keeps the client address (no SNAT) */
 	KPR_SVC_F_SOURCE_RANGES = 1 << 6, /* check kpr_src_range */
 	/*
@@ -68,6 +80,19 @@ enum kpr_svc_flags {
 	 */
 	KPR_SVC_F_LOCAL_BACKEND = 1 << 7,
 };
+
+/*
+ * How a new connection picks one of the frontend's backends, when affinity
+ * does not decide (kpr_lb_select.h). Bits 12-15 of slot 0's flags; the
+ * agent writes it for every frontend (agent/maps/layout.ts, SVC_ALG).
+ * A value this build does not know selects at random, like RANDOM.
+ */
+enum kpr_svc_alg {
+	KPR_SVC_ALG_RANDOM = 0, /* uniform over slots 1..count, as kube-proxy's statistic-mode rules */
+};
+
+#define KPR_SVC_ALG_SHIFT 12
+#define KPR_SVC_ALG_MASK 0xf
 
 struct kpr_backend {
 	__be32 addr[4];

@@ -14,7 +14,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BE_FLAG, CFG_FLAG, CT_DIR, CT_FLAG, EVENT_FLAG, EVENT_HOOK, EVENT_TYPE, FE_TYPE, STAT, STAT_MAX, SCOPE, SNAT_PORT_RANGE, SVC_FLAG, VIP_FLAG } from '../../agent/maps/layout.js';
+import { BE_FLAG, CFG_FLAG, CT_DIR, CT_FLAG, EVENT_FLAG, EVENT_HOOK, EVENT_TYPE, FE_TYPE, STAT, STAT_MAX, SCOPE, SNAT_PORT_RANGE, SVC_ALG, SVC_ALG_MASK, SVC_ALG_SHIFT, SVC_FLAG, VIP_FLAG } from '../../agent/maps/layout.js';
 import { MAP_BY_NAME, MAP_NAMES, MAPS, RINGS } from '../../agent/maps/registry.js';
 import { PREV_MAPS } from '../../agent/datapath/migration.js';
 import type { FieldKind, StructLayout } from '../../agent/maps/struct-codec.js';
@@ -62,6 +62,22 @@ function sizeOf(btf: Map<number, BtfType>, id: number): number {
 /** The C typedef a member of this kind is declared with (array members: any). */
 const TYPEDEF: Partial<Record<FieldKind, string>> = { u8: '__u8', u16: '__u16', be16: '__be16', u32: '__u32', u64: '__u64' };
 
+type BtfMember = NonNullable<BtfType['members']>[number];
+
+/**
+ * The member the registry names for a struct member: itself, or for an
+ * anonymous union (kpr_svc_val's first word: backend_id or
+ * affinity_timeout_s) its first member, at the union's offset. Every member
+ * of such a union must fill it, so that each is a whole reading of the same
+ * bytes and the registry's one field covers them all.
+ */
+function readingOf(btf: Map<number, BtfType>, m: BtfMember, struct: string): BtfMember {
+  const t = type(btf, m.type_id);
+  if ((m.name !== '' && m.name !== '(anon)') || t.kind !== 'UNION') return m; // bpftool names it (anon)
+  for (const u of t.members!) assert.equal(sizeOf(btf, u.type_id), t.size, `${struct}: union member ${u.name} fills the union`);
+  return { ...t.members![0], bits_offset: m.bits_offset };
+}
+
 /** A registry layout against the BTF type a map's key or value points to. */
 function checkLayout(btf: Map<number, BtfType>, layout: StructLayout, id: number, what: string): void {
   const t = type(btf, id);
@@ -71,9 +87,10 @@ function checkLayout(btf: Map<number, BtfType>, layout: StructLayout, id: number
     return;
   }
   assert.deepEqual([t.kind, t.name], ['STRUCT', layout.cName], `${what} is struct ${layout.cName}`);
-  const btfFields = t.members!.map((m) => ({ c: m.name, offset: m.bits_offset / 8, size: sizeOf(btf, m.type_id) }));
+  const members = t.members!.map((m) => readingOf(btf, m, layout.cName));
+  const btfFields = members.map((m) => ({ c: m.name, offset: m.bits_offset / 8, size: sizeOf(btf, m.type_id) }));
   assert.deepEqual(layout.fields, btfFields, `members of struct ${layout.cName}`);
-  t.members!.forEach((m, i) => {
+  members.forEach((m, i) => {
     const want = TYPEDEF[layout.placed[i].kind];
     if (want) assert.equal(type(btf, m.type_id).name, want, `${layout.cName}.${m.name} is a ${want}`);
   });
@@ -195,6 +212,12 @@ test('enum and flag constants match kpr_types.h', () => {
   expect(STAT, 'KPR_STAT_');
   expect(SCOPE, 'KPR_SCOPE_');
   expect(SVC_FLAG, 'KPR_SVC_F_');
+  expect(SVC_ALG, 'KPR_SVC_ALG_');
+  const define = (name: string) => Number(new RegExp(`^#define ${name} (\\S+)$`, 'm').exec(header)?.[1]);
+  assert.equal(define('KPR_SVC_ALG_SHIFT'), SVC_ALG_SHIFT, 'KPR_SVC_ALG_SHIFT');
+  assert.equal(define('KPR_SVC_ALG_MASK'), SVC_ALG_MASK, 'KPR_SVC_ALG_MASK');
+  // The algorithm's bits are spare bits of the flags: no KPR_SVC_F_* may use them.
+  for (const bit of Object.values(SVC_FLAG)) assert.equal(bit & (SVC_ALG_MASK << SVC_ALG_SHIFT), 0, `flag ${bit} clear of the algorithm bits`);
   expect(BE_FLAG, 'KPR_BE_F_');
   expect(VIP_FLAG, 'KPR_VIP_F_');
   expect(FE_TYPE, 'KPR_FE_');

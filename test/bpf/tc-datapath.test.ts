@@ -20,7 +20,10 @@ import {
   SCOPE,
   SNAT_PORT_RANGE,
   STAT,
+  SVC_ALG,
+  SVC_ALG_MASK,
   SVC_FLAG,
+  svcAlgFlags,
   decodeAffinityKey,
   decodeAffinityVal,
   decodeCtKey,
@@ -161,6 +164,20 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     assert.equal(ok.parsed!.dst, '198.18.20.12');
     const denied = run('kpr_tc_ext', buildPacket({ src: '198.18.101.2', dst: '198.19.200.1', sport: 42000, dport: 80, proto: 'TCP' }));
     assert.equal(denied.verdict, TC_ACT_SHOT);
+  });
+
+  test('the selection algorithm of slot 0 (bits 12-15 of its flags): RANDOM spreads new flows; one this build does not know selects at random too, and the other flags still hold', () => {
+    for (const [port, alg, id] of [[30110, SVC_ALG.RANDOM, 20], [30111, SVC_ALG_MASK, 22]] as const) {
+      frontend(NODE_V4, port, IPPROTO.TCP, id, SVC_FLAG.NODE_PORT | SVC_FLAG.LOCAL_ONLY | svcAlgFlags(alg), [[id, '198.18.20.30', 8080], [id + 1, '198.18.20.31', 8080]]);
+      const seen = new Set<string>();
+      for (let i = 0; i < 32; i++) {
+        const p = run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport: 44000 + i, dport: port, proto: 'TCP', tcpFlags: TCP_SYN })).parsed!;
+        assert.deepEqual([p.src, p.sport], [CLIENT, 44000 + i], `algorithm ${alg}: LOCAL_ONLY still read (no SNAT)`);
+        seen.add(p.dst);
+      }
+      // Uniform over two backends: all 32 flows on one has a chance of 2^-31.
+      assert.deepEqual([...seen].sort(), ['198.18.20.30', '198.18.20.31'], `algorithm ${alg}: both backends chosen`);
+    }
   });
 
   test('a frontend without backends drops; traffic to anything else passes untouched', () => {
