@@ -30,7 +30,7 @@ import { ServiceHealthServers } from './service-health/servers.js';
 import { reserveSnatPortsAtStart } from './snat-ports/at-start.js';
 import { Observability } from './metrics/observability.js';
 import { Reconciler } from './reconcile/reconciler.js';
-import type { MapCapacities } from './reconcile/limits.js';
+import type { MapCapacities } from './maps/capacities.js';
 import { SyncLoop, type SyncReport } from './sync/sync-loop.js';
 import { ServiceRanges } from './service-ranges.js';
 

@@ -15,7 +15,8 @@ import { defaultBpfObject } from './paths.js';
 import { parseCIDR } from './net/ip.js';
 import { parseBindAddress } from './net/listen-address.js';
 import { TC_ATTACH_SETTINGS, type TcAttachSetting } from './datapath/tc-hooks.js';
-import type { MapCapacities } from './reconcile/limits.js';
+import type { MapCapacities } from './maps/capacities.js';
+import type { UdpTerminationSetting } from './datapath/udp-terminator.js';
 import { CONNTRACK_MAX_PER_CORE_DEFAULT, CONNTRACK_MIN_DEFAULT, MAP_SIZE_SETTINGS, MAP_SIZE_SETTING_NAMES, parseMapSize, parseSizeRatio, type MapSizeOptions } from './datapath/map-sizes.js';
 
 export interface AgentConfig {
@@ -129,8 +130,7 @@ export function mapSizeOptions(values: Readonly<Record<string, unknown>>): MapSi
 }
 
 /** --udp-termination values. */
-export const UDP_TERMINATION_SETTINGS = ['auto', 'bpf', 'netlink'] as const;
-export type UdpTerminationSetting = (typeof UDP_TERMINATION_SETTINGS)[number];
+export const UDP_TERMINATION_SETTINGS = ['auto', 'bpf', 'netlink'] as const satisfies readonly UdpTerminationSetting[];
 
 export const DEFAULT_BPFFS_DIR = '/sys/fs/bpf/kpr';
 

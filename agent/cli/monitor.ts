@@ -12,7 +12,7 @@ import { mapPinPath } from '../datapath/pins.js';
 import { parseDuration } from '../duration.js';
 import { MAP_NAMES, STAT, decodeEvent, mapCodecs, type SvcMeta } from '../maps/layout.js';
 import { MAPS } from '../maps/registry.js';
-import { readStat } from '../metrics/datapath-stats.js';
+import { readStat } from '../datapath/datapath-stats.js';
 import { CliError, openPinnedMap } from './pinned-maps.js';
 import { UsageError } from './errors.js';
 import { parseCommand } from './command-spec.js';

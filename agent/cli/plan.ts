@@ -28,7 +28,7 @@ import { MAP_SIZE_SETTINGS, computeMapSizes, type MapSizeSetting } from '../data
 import { MAPS } from '../maps/registry.js';
 import { validateObject, type ValidatedKind } from '../k8s/validate.js';
 import { dryRunSync } from '../reconcile/dry-run.js';
-import type { MapCapacities } from '../reconcile/limits.js';
+import type { MapCapacities } from '../maps/capacities.js';
 import { creationMs } from '../sync/service-plans.js';
 
 /** One frontend as `kpr plan -o json` prints it (fixed field order; datapath hints left out). */

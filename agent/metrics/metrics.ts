@@ -13,7 +13,7 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { AdoptResult } from '../reconcile/reconciler.js';
 import { LIMIT_NAMES } from '../reconcile/limits.js';
-import type { SyncReport } from '../sync/sync-loop.js';
+import type { SyncReport } from '../sync/sync-report.js';
 import type { Logger } from '../log.js';
 import type { FeatureStatus } from '../datapath/kernel-features.js';
 import type { ApiRequest } from '../k8s/api-requests.js';

@@ -11,7 +11,7 @@ import { cacheHealth, type CacheHealth, type CacheState } from '../health/cache-
 import { attachmentHealth, type AttachmentStateLike } from '../health/attachment-health.js';
 import type { Logger } from '../log.js';
 import type { AdoptResult } from '../reconcile/reconciler.js';
-import type { SyncReport } from '../sync/sync-loop.js';
+import type { SyncReport } from '../sync/sync-report.js';
 import { parseBindAddress } from '../net/listen-address.js';
 import { listenWithRetry, type Listener } from './http-listen.js';
 import { instrumentMapErrors } from './instrument-maps.js';

@@ -20,7 +20,7 @@ import os, { constants } from 'node:os';
 import { expectedAutoUdpTermination } from '../support/kernel.js';
 import { BpfIterator, BpfObject, ensureBpffs, withNetns } from '../../native/index.js';
 import { MAP_NAMES, STAT, encodeRevNatKey, encodeRevNatVal } from '../../agent/maps/layout.js';
-import { readStat } from '../../agent/metrics/datapath-stats.js';
+import { readStat } from '../../agent/datapath/datapath-stats.js';
 import { UdpTerminator, chooseUdpTermination, type UdpTerminationSetting } from '../../agent/datapath/udp-terminator.js';
 import { silentLogger } from '../../agent/log.js';
 import { Sandbox, inNs, nsPath } from '../../sandbox/netns.js';
