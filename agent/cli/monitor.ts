@@ -9,7 +9,7 @@ import { once } from 'node:events';
 import { existsSync } from 'node:fs';
 import { RingBuffer, type BpfMap } from '../../native/index.js';
 import { mapPinPath } from '../datapath/pins.js';
-import { parseDuration } from '../duration.js';
+import { parseDuration } from '../config/duration.js';
 import { MAP_NAMES, STAT, decodeEvent, mapCodecs, type SvcMeta } from '../maps/layout.js';
 import { MAPS } from '../maps/registry.js';
 import { readStat } from '../datapath/datapath-stats.js';

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { isCanonicalIPv4, looksLikeIPv6 } from '../net/ip.js';
 import type { V1Node } from '@kubernetes/client-node';
 import type { BpfObject } from '../../native/index.js';
-import type { Logger } from '../log.js';
+import type { Logger } from '../log/log.js';
 import { CFG_FLAG, MAP_NAMES, encodeConfig } from '../maps/layout.js';
 import { MAPS } from '../maps/registry.js';
 import type { DriftCount } from '../maps/drift.js';
@@ -22,7 +22,7 @@ import { checkCgroupAttachments, type AttachHook, type AttachmentMissing, type A
 
 const INTERFACE_RESCAN_MS = 2000;
 
-/** The agent's settings this module reads (AgentConfig's members of the same names, agent/config.ts). */
+/** The agent's settings this module reads (AgentConfig's members of the same names, agent/config/agent-config.ts). */
 export interface NodeDatapathSettings {
   cgroupPath: string;
   bpffsDir: string;

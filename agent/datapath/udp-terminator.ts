@@ -17,7 +17,7 @@ import path from 'node:path';
 import { SockDiagError, withNetns, withSockDiag, type BpfIterator, type BpfMap } from '../../native/index.js';
 import { IPPROTO, STAT, TERM_KEY, encodeTermKey, type TermKey } from '../maps/layout.js';
 import { addToStat, readStat } from './datapath-stats.js';
-import type { Logger } from '../log.js';
+import type { Logger } from '../log/log.js';
 import { destroyInNamespace, sockDiagTargets, type UdpBackendLeft } from './udp-sock-diag.js';
 
 export type { UdpBackendLeft } from './udp-sock-diag.js';

@@ -22,7 +22,7 @@ import { BpfIterator, BpfObject, ensureBpffs, withNetns } from '../../native/ind
 import { MAP_NAMES, STAT, encodeRevNatKey, encodeRevNatVal } from '../../agent/maps/layout.js';
 import { readStat } from '../../agent/datapath/datapath-stats.js';
 import { UdpTerminator, chooseUdpTermination, type UdpTerminationSetting } from '../../agent/datapath/udp-terminator.js';
-import { silentLogger } from '../../agent/log.js';
+import { silentLogger } from '../../agent/log/log.js';
 import { Sandbox, inNs, nsPath } from '../../sandbox/netns.js';
 import { libcSockets } from '../support/libc-udp.js';
 import { repoRoot } from '../support/paths.js';

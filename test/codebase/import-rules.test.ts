@@ -2,7 +2,7 @@
  * Rules of the agent's import graph, read from the source files' import
  * lines (issue 19): the planner is pure and knows nothing of the kernel
  * layouts (no arrow agent/plan/ → agent/maps/), the flag parser nothing of
- * the metrics servers (none agent/config.ts → agent/metrics/), agent/net
+ * the metrics servers (none agent/config/agent-config.ts → agent/metrics/), agent/net
  * is a leaf (it imports no other kpr module), and the validation of watched
  * objects (agent/k8s/validate.ts and agent/k8s/validate/) stays pure: it
  * imports only itself, agent/net/ and client-node's models.
@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { findRepoRoot } from '../../agent/paths.js';
+import { findRepoRoot } from '../../agent/runtime/paths.js';
 
 const root = findRepoRoot();
 const agentDir = path.join(root, 'agent');
@@ -46,7 +46,7 @@ function arrows(from: (file: string) => boolean, to: (target: string) => boolean
 describe('the agent import graph', () => {
   it('is read from every source file (the reader sees multi-line, type-only and re-exports)', () => {
     assert.ok(graph.size > 50, `${graph.size} files`);
-    assert.ok(graph.get('agent/config.ts')!.includes('agent/net/listen-address.ts'));
+    assert.ok(graph.get('agent/config/agent-config.ts')!.includes('agent/net/listen-address.ts'));
     assert.ok(graph.get('agent/maps/bpf-datapath-maps.ts')!.includes('agent/maps/layout.ts'), 'a multi-line import');
     assert.ok(graph.get('agent/plan/index.ts')!.includes('agent/plan/categorize-endpoints.ts'), 'a re-export');
     assert.ok(graph.get('agent/health/proxy-health.ts')!.includes('agent/net/ip.ts'), 'a type-only import');
@@ -56,8 +56,8 @@ describe('the agent import graph', () => {
     assert.deepEqual(arrows((f) => f.startsWith('agent/plan/'), (t) => t.startsWith('agent/maps/')), []);
   });
 
-  it('has no arrow from agent/config.ts to agent/metrics/ (flags are parsed without the metrics servers)', () => {
-    assert.deepEqual(arrows((f) => f === 'agent/config.ts', (t) => t.startsWith('agent/metrics/')), []);
+  it('has no arrow from agent/config/agent-config.ts to agent/metrics/ (flags are parsed without the metrics servers)', () => {
+    assert.deepEqual(arrows((f) => f === 'agent/config/agent-config.ts', (t) => t.startsWith('agent/metrics/')), []);
   });
 
   it('agent/k8s/validate/ is pure: it imports only itself, agent/net/ and client-node\'s models (no I/O, no state)', () => {

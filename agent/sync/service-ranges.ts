@@ -9,12 +9,12 @@
  * throws into the agent.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
-import type { ApiRequestObserver } from './k8s/api-requests.js';
-import { ServiceCidrWatch, type ServiceCidrAvailability } from './k8s/service-cidrs.js';
-import { effectiveServiceRanges, type ServiceRange, type ServiceRangeProblem } from './plan/service-ranges.js';
-import { ServiceRangesMap, type SvcCidrMap } from './datapath/service-ranges-map.js';
-import type { DriftCount } from './maps/drift.js';
-import type { Logger } from './log.js';
+import type { ApiRequestObserver } from '../k8s/api-requests.js';
+import { ServiceCidrWatch, type ServiceCidrAvailability } from '../k8s/service-cidrs.js';
+import { effectiveServiceRanges, type ServiceRange, type ServiceRangeProblem } from '../plan/service-ranges.js';
+import { ServiceRangesMap, type SvcCidrMap } from '../datapath/service-ranges-map.js';
+import type { DriftCount } from '../maps/drift.js';
+import type { Logger } from '../log/log.js';
 
 export interface ServiceRangesOptions {
   /** --service-cluster-ip-range's entries. */
