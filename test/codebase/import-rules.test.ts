@@ -7,12 +7,13 @@
  * devDependency), which resolves every import as tsc does; the same order is
  * written out in docs/contributing.md (*Layers*), checked against LAYERS here.
  *
- * Within the layers: the planner is pure and knows nothing of the kernel
- * layouts (no arrow agent/plan/ → agent/maps/), agent/net is a leaf (it
- * imports no other kpr module), and the validation of watched objects
- * (agent/k8s/validate.ts and agent/k8s/validate/) stays pure: it imports
- * only itself, agent/net/ and client-node's models (read from the import
- * lines, which name the npm modules madge leaves out).
+ * Within the layers: the planner and the backend selection tables are pure
+ * and know nothing of the kernel layouts (no arrow agent/plan/ or agent/lb/
+ * → agent/maps/), agent/net is a leaf (it imports no other kpr module), and
+ * the validation of watched objects (agent/k8s/validate.ts and
+ * agent/k8s/validate/) stays pure: it imports only itself, agent/net/ and
+ * client-node's models (read from the import lines, which name the npm
+ * modules madge leaves out).
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -35,7 +36,7 @@ const LAYERS: ReadonlyArray<{ layer: string; holds: readonly string[] }> = [
   { layer: 'maps', holds: ['agent/maps/'] },
   { layer: 'datapath', holds: ['agent/datapath/', 'agent/snat-ports/'] },
   { layer: 'config', holds: ['agent/config/'] },
-  { layer: 'k8s/plan', holds: ['agent/k8s/', 'agent/plan/'] },
+  { layer: 'k8s/plan/lb', holds: ['agent/k8s/', 'agent/plan/', 'agent/lb/'] },
   { layer: 'reconcile', holds: ['agent/reconcile/'] },
   { layer: 'sync', holds: ['agent/sync/'] },
   { layer: 'metrics/health', holds: ['agent/metrics/', 'agent/health/', 'agent/service-health/'] },
@@ -134,7 +135,7 @@ describe('the agent import graph', () => {
     assert.deepEqual(holds.filter((h, i) => holds.some((o, j) => j !== i && (o === h || (o.endsWith('/') && h.startsWith(o))))), [], 'a path in two layers');
   });
 
-  it('has no arrow to a later layer (net → base → maps → datapath → config → k8s/plan → reconcile → sync → metrics/health → agent/cli)', () => {
+  it('has no arrow to a later layer (net → base → maps → datapath → config → k8s/plan/lb → reconcile → sync → metrics/health → agent/cli)', () => {
     assert.deepEqual(upwardArrows(graph), []);
   });
 
@@ -172,8 +173,8 @@ describe('the agent import graph', () => {
     assert.deepEqual(stated, LAYERS.map((l) => ({ layer: l.layer, holds: [...l.holds] })));
   });
 
-  it('has no arrow from agent/plan/ to agent/maps/ (the planner does not know the kernel layouts)', () => {
-    assert.deepEqual(arrows((f) => f.startsWith('agent/plan/'), (t) => t.startsWith('agent/maps/')), []);
+  it('has no arrow from agent/plan/ or agent/lb/ to agent/maps/ (the planner and the selection tables do not know the kernel layouts)', () => {
+    assert.deepEqual(arrows((f) => f.startsWith('agent/plan/') || f.startsWith('agent/lb/'), (t) => t.startsWith('agent/maps/')), []);
   });
 
   it('has no arrow from agent/config/ to agent/metrics/ (flags are parsed without the metrics servers)', () => {
