@@ -6,7 +6,7 @@
 import os from 'node:os';
 import { BatchWriter, possibleCpus, releaseFreeNativeMemory, setLibbpfLogger } from '../native/index.js';
 import { computeMapSizes, describeMapSizes } from './datapath/map-sizes.js';
-import type { AgentConfig } from './config.js';
+import type { AgentConfig } from './config/agent-config.js';
 import { batchWriterPath, loadDatapath, type Datapath } from './datapath/loader.js';
 import { nativeStillExpiredDeleter } from './datapath/ct-sweeper.js';
 import { NodeDatapath } from './datapath/node-datapath.js';
@@ -16,13 +16,13 @@ import { MAP_NAMES } from './maps/layout.js';
 import { formatFeature, recordDatapathFallbacks, summarizeFeatures, type KernelFeatures } from './datapath/kernel-features.js';
 import { probeKernelFeatures } from './datapath/kernel-probes.js';
 import { nodeNetnsCookie } from './datapath/netns-cookie.js';
-import { RetryingTask } from './retrying-task.js';
+import { RetryingTask } from './runtime/retrying-task.js';
 import { ClusterWatch } from './k8s/watchers.js';
 import { validateObject } from './k8s/validate.js';
 import { loadKubeConfig } from './k8s/kubeconfig.js';
 import { apiServerViaServiceIp, K8S_SERVICE_HOST_MESSAGE } from './preflight/api-server-route.js';
-import { memoryFields, type Logger } from './log.js';
-import { afterInitialSync, collectYoungIfFilling } from './memory.js';
+import { memoryFields, type Logger } from './log/log.js';
+import { afterInitialSync, collectYoungIfFilling } from './runtime/memory.js';
 import { FillWarning } from './reconcile/fill-warning.js';
 import { BpfDatapathMaps } from './maps/bpf-datapath-maps.js';
 import { UdpTerminator, type UdpTerminationMode } from './datapath/udp-terminator.js';
@@ -30,9 +30,9 @@ import { ServiceHealthServers } from './service-health/servers.js';
 import { reserveSnatPortsAtStart } from './snat-ports/at-start.js';
 import { Observability } from './metrics/observability.js';
 import { Reconciler } from './reconcile/reconciler.js';
-import type { MapCapacities } from './reconcile/limits.js';
+import type { MapCapacities } from './maps/capacities.js';
 import { SyncLoop, type SyncReport } from './sync/sync-loop.js';
-import { ServiceRanges } from './service-ranges.js';
+import { ServiceRanges } from './sync/service-ranges.js';
 
 export interface AgentHooks {
   onSync?: (report: SyncReport) => void;
@@ -162,7 +162,7 @@ export class Agent {
       onSync: (r) => {
         obs.synced(r);
         fill.observe(r.result.fill);
-        // The maps are written: the scavenge the next change would otherwise run into, now. Never a full GC here (memory.ts).
+        // The maps are written: the scavenge the next change would otherwise run into, now. Never a full GC here (runtime/memory.ts).
         if (r.trigger !== 'initial') collectYoungIfFilling();
         this.hooks.onSync?.(r);
       },
@@ -325,7 +325,7 @@ export class Agent {
   }
 }
 
-/** The test knob's capacities (config.ts testMapCapacities), where below the maps' own; logged, as no production node sets them. */
+/** The test knob's capacities (config/agent-config.ts testMapCapacities), where below the maps' own; logged, as no production node sets them. */
 function testCapacities(maps: MapCapacities, test: Partial<MapCapacities> | undefined, log: Logger): Partial<MapCapacities> | undefined {
   if (!test) return undefined;
   const out: Partial<MapCapacities> = {};

@@ -1,8 +1,8 @@
 /** Entry point of bin/kpr-agent. */
 import { Agent } from './agent.js';
-import { parseAgentArgs, USAGE } from './config.js';
+import { parseAgentArgs, USAGE } from './config/agent-config.js';
 import { logIgnoredKubeProxySettings, logUnknownKubeProxyFields } from './config/kube-proxy-config.js';
-import { createLogger } from './log.js';
+import { createLogger } from './log/log.js';
 
 async function main(): Promise<void> {
   let cfg;

@@ -8,7 +8,7 @@
 import { BpfMap, RingBuffer } from '../native/index.js';
 import { mapPinPath } from '../agent/datapath/pins.js';
 import { MAP_NAMES, STAT } from '../agent/maps/layout.js';
-import { readStat } from '../agent/metrics/datapath-stats.js';
+import { readStat } from '../agent/datapath/datapath-stats.js';
 import { MONITOR_RENEW_MS, MonitorSwitch } from '../agent/cli/monitor-switch.js';
 import { MONITOR_POLL_MS } from '../agent/cli/monitor.js';
 

@@ -107,12 +107,14 @@ async function child(root: string, services: number, endpoints: number, policy: 
   // What the measured build's agent does after a sync: a build with MemoryReleaser (before this one) a full GC after a resync
   // that churned a lot or left the heap 24 MiB above the last release; after every other sync but the initial one, a scavenge if the young generation fills.
   type Released = { ms: number; fullGc: boolean };
-  const memory = await load<{
+  type MemoryModule = {
     releaseMemory(): Released;
     afterInitialSync?(): Released;
     collectYoungIfFilling?(): boolean;
     MemoryReleaser?: new () => { afterInitialSync(): Released; afterResync(r: unknown): Released | undefined };
-  }>('agent/memory.js');
+  };
+  // agent/runtime/memory.js; agent/memory.js in builds before the loose top-level modules went into folders.
+  const memory = await load<MemoryModule>('agent/runtime/memory.js').catch(() => load<MemoryModule>('agent/memory.js'));
   const releaser = memory.MemoryReleaser ? new memory.MemoryReleaser() : undefined;
   const afterResync = (r: unknown): Released | undefined => {
     const released = policy === 'never' ? undefined : releaser?.afterResync(r);

@@ -19,7 +19,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { findRepoRoot } from '../agent/paths.js';
+import { findRepoRoot } from '../agent/runtime/paths.js';
 import { debPackage, dpkgStatus, parseControl, type DebPackage } from './debian.js';
 import {
   IMAGE_ARCHES,

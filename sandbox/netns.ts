@@ -9,7 +9,7 @@ import { execFileSync, spawn, type ChildProcess, type SpawnOptions } from 'node:
 import { existsSync, mkdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { findCgroup2Mount } from '../agent/cgroup.js';
+import { findCgroup2Mount } from '../agent/runtime/cgroup.js';
 
 export function newRunId(prefix = 'kpr'): string {
   return `${prefix}${process.pid.toString(36)}${randomBytes(2).toString('hex')}`;

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { findRepoRoot, defaultBpfObject } from '../agent/paths.js';
+import { findRepoRoot, defaultBpfObject } from '../agent/runtime/paths.js';
 
 export const repoRoot = findRepoRoot();
 export const bpfObjectPath = defaultBpfObject();

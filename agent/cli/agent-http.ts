@@ -5,7 +5,7 @@
 import { parseBindAddress } from '../net/listen-address.js';
 import { UsageError } from './errors.js';
 import { rejectLeadingZeros } from './address-args.js';
-import { parseDuration } from '../duration.js';
+import { parseDuration } from '../config/duration.js';
 
 export interface AgentAnswer {
   /** HTTP status; undefined when nothing came back (then `error` says why). */

@@ -18,10 +18,10 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import { loadKubeConfig } from '../k8s/kubeconfig.js';
 import { answerMessage, restRequest } from '../k8s/rest.js';
-import { parseDuration } from '../duration.js';
-import { parseYamlDocuments } from '../bounded-yaml.js';
-import { CONFIG_YAML_LIMITS } from '../config-file.js';
-import { readRegularFile } from '../bounded-read.js';
+import { parseDuration } from '../config/duration.js';
+import { parseYamlDocuments } from '../input/bounded-yaml.js';
+import { CONFIG_YAML_LIMITS } from '../config/config-file.js';
+import { readRegularFile } from '../input/bounded-read.js';
 import { CliError, UsageError } from './errors.js';
 import { rejectLeadingZeros } from './address-args.js';
 import { parseCommand } from './command-spec.js';

@@ -5,7 +5,7 @@
  * commands are made (command-spec.ts). A new command is one entry here and
  * one line in main.ts's dispatch.
  */
-import { AGENT_FLAGS, DEFAULT_BPFFS_DIR } from '../config.js';
+import { AGENT_FLAGS, DEFAULT_BPFFS_DIR } from '../config/agent-config.js';
 import { DEFAULT_AGENT_TIMEOUT } from './agent-http.js';
 import type { CommandSpec, FlagSpec } from './command-spec.js';
 import { EVENT_FLAG_NAMES, EVENT_TYPE_NAMES, VERDICTS } from './monitor-events.js';

@@ -12,8 +12,8 @@
  */
 import { readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { InputFileError, readRegularFile } from '../bounded-read.js';
-import { parseYamlDocuments, YamlInputError, type YamlLimits } from '../bounded-yaml.js';
+import { InputFileError, readRegularFile } from '../input/bounded-read.js';
+import { parseYamlDocuments, YamlInputError, type YamlLimits } from '../input/bounded-yaml.js';
 import { CliError } from './pinned-maps.js';
 import type { SkippedObject } from '../plan/types.js';
 

@@ -7,7 +7,7 @@ import { MAP_NAMES } from '../maps/layout.js';
 import { layoutConverter } from '../maps/layout-convert.js';
 import { MAP_BY_NAME, layoutsAt, type MapSpec } from '../maps/registry.js';
 import { mapStats, pinnedMapNames, pinnedRingNames, type MapStats } from '../metrics/map-stats.js';
-import { readStats, statMetric } from '../metrics/datapath-stats.js';
+import { readStats, statMetric } from '../datapath/datapath-stats.js';
 import { DECODERS, RING_ABOUT, knownMapNames, type Row } from './map-decoders.js';
 import { CliError, UsageError, openPinnedMap, permissionError } from './pinned-maps.js';
 import { describeLayout, type LayoutMismatch } from './map-layout.js';

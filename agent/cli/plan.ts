@@ -19,16 +19,16 @@ import { rejectLeadingZeros } from './address-args.js';
 import { CliError, UsageError } from './errors.js';
 import { flagKind, parseCommand } from './command-spec.js';
 import { commandSpec } from './commands.js';
-import { AGENT_FLAGS } from '../config.js';
-import { readConfigFiles } from '../config-file.js';
+import { AGENT_FLAGS } from '../config/agent-config.js';
+import { readConfigFiles } from '../config/config-file.js';
 import { kubeProxyNodePortAddresses, nodePortAddressesForMode, UNKNOWN_KUBE_PROXY_FIELDS_MESSAGE } from '../config/kube-proxy-config.js';
 import { translateKubeProxyFlags } from '../config/kube-proxy-flags.js';
-import { mapSizeOptions } from '../config.js';
+import { mapSizeOptions } from '../config/agent-config.js';
 import { MAP_SIZE_SETTINGS, computeMapSizes, type MapSizeSetting } from '../datapath/map-sizes.js';
 import { MAPS } from '../maps/registry.js';
 import { validateObject, type ValidatedKind } from '../k8s/validate.js';
 import { dryRunSync } from '../reconcile/dry-run.js';
-import type { MapCapacities } from '../reconcile/limits.js';
+import type { MapCapacities } from '../maps/capacities.js';
 import { creationMs } from '../sync/service-plans.js';
 
 /** One frontend as `kpr plan -o json` prints it (fixed field order; datapath hints left out). */

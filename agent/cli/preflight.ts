@@ -1,9 +1,9 @@
 /** `kpr preflight`: checks this node has what kpr needs; exits 1 when a required check fails. */
 import os from 'node:os';
 import { possibleCpus } from '../../native/index.js';
-import { mapSizeOptions } from '../config.js';
+import { mapSizeOptions } from '../config/agent-config.js';
 import { computeMapSizes } from '../datapath/map-sizes.js';
-import { defaultBpfObject } from '../paths.js';
+import { defaultBpfObject } from '../runtime/paths.js';
 import { formatPreflight, runPreflight } from '../preflight/checks.js';
 import { UsageError } from './errors.js';
 import { parseCommand } from './command-spec.js';

@@ -138,7 +138,7 @@ function configLines(m: AgentMetricsView, all: boolean): string[] {
   return [`config    ${shown.join(' ')} (all of it: --show-config or -o json)`];
 }
 
-/** /configz "serviceRanges" (agent/service-ranges.ts ServiceRangesReport), as far as the line needs it. */
+/** /configz "serviceRanges" (agent/sync/service-ranges.ts ServiceRangesReport), as far as the line needs it. */
 interface RangesView {
   ranges?: Array<{ cidr?: string; source?: string }>;
   serviceCIDRApi?: string;

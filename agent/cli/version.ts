@@ -12,7 +12,7 @@ import path from 'node:path';
 import { SOCK_TERM_OBJECT } from '../datapath/kernel-probes.js';
 import { NETNS_PROBE_OBJECT } from '../datapath/netns-cookie.js';
 import { kprVersion } from '../metrics/kpr-version.js';
-import { findRepoRoot, defaultBpfObject } from '../paths.js';
+import { findRepoRoot, defaultBpfObject } from '../runtime/paths.js';
 import { table } from './map-commands.js';
 import { parseCommand } from './command-spec.js';
 import { commandSpec } from './commands.js';

@@ -24,9 +24,9 @@
  * Every value carries where it came from, for `--dry-run`'s "why".
  */
 import { parseArgs } from 'node:util';
-import { AGENT_FLAGS } from '../config.js';
-import { configFilesOf, readConfigFiles, type FlagTable } from '../config-file.js';
-import { parseDuration } from '../duration.js';
+import { AGENT_FLAGS } from './agent-config.js';
+import { configFilesOf, readConfigFiles, type FlagTable } from './config-file.js';
+import { parseDuration } from './duration.js';
 import { translateKubeProxyFlags } from './kube-proxy-flags.js';
 
 /** One setting's value and where it came from ("kube-proxy's default", "FILE: conntrack.min", "--conntrack-min"). */

@@ -16,7 +16,7 @@
  * default", and the default is kpr's (e.g. healthzBindAddress "" is
  * 0.0.0.0:10256, syncPeriod 0s is 30s).
  */
-import { DurationError, parseGoDuration } from '../duration.js';
+import { DurationError, parseGoDuration } from './duration.js';
 
 export const KUBE_PROXY_CONFIG_GROUP = 'kubeproxy.config.k8s.io';
 export const KUBE_PROXY_CONFIG_API_VERSION = `${KUBE_PROXY_CONFIG_GROUP}/v1alpha1`;

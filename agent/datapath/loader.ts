@@ -17,7 +17,7 @@ import path from 'node:path';
 import { BATCH_WRITER_LIBRARY, BpfIterator, BpfMap, BpfObject, cgroupId, DEFAULT_BPFFS_ROOT, detachPinnedLink, ensureBpffs, type CgroupAttachment } from '../../native/index.js';
 import { MAP_NAMES, encodeConfig, mapCodecs, type KprConfig } from '../maps/layout.js';
 import { MAPS, MAP_BY_NAME } from '../maps/registry.js';
-import type { Logger } from '../log.js';
+import type { Logger } from '../log/log.js';
 import { isRing, linkPinPath, mapPinName, mapStagingDir, objectPins } from './pins.js';
 import { checkPinDirs } from './pin-dir-ownership.js';
 import type { KernelFeature, KernelFeatures } from './kernel-features.js';

@@ -33,7 +33,7 @@ import path from 'node:path';
 import { BpfMap, BpfObject } from '../../native/index.js';
 import { CFG_FLAG, mapCodecs } from '../maps/layout.js';
 import { MAP_BY_NAME, MAPS, layoutsAt, type MapSpec } from '../maps/registry.js';
-import type { Logger } from '../log.js';
+import type { Logger } from '../log/log.js';
 import { copyMapEntries, type CopyMode, type CopyResult } from './map-copy.js';
 import type { MapMigration, MigrationReason } from './migration-plan.js';
 import { pinDirPath } from './pin-scan.js';

@@ -8,20 +8,36 @@ import path from 'node:path';
 import { isCanonicalIPv4, looksLikeIPv6 } from '../net/ip.js';
 import type { V1Node } from '@kubernetes/client-node';
 import type { BpfObject } from '../../native/index.js';
-import type { AgentConfig } from '../config.js';
-import type { Logger } from '../log.js';
+import type { Logger } from '../log/log.js';
 import { CFG_FLAG, MAP_NAMES, encodeConfig } from '../maps/layout.js';
 import { MAPS } from '../maps/registry.js';
-import type { DriftCount } from '../reconcile/reconciler.js';
+import type { DriftCount } from '../maps/drift.js';
 import { sweepExpiredConntrackSliced, type StillExpiredDeleter } from './ct-sweeper.js';
 import { CONFIG_KEY, writeNodeConfig, type Datapath } from './loader.js';
 import { TcAttacher } from './tc-attacher.js';
 import { tcLinkPinDir } from './pins.js';
 import type { PinKeeper } from './pin-keeper.js';
-import { tcxPinName } from './tc-hooks.js';
+import { tcxPinName, type TcAttachSetting } from './tc-hooks.js';
 import { checkCgroupAttachments, type AttachHook, type AttachmentMissing, type AttachmentRepaired } from './attachment-check.js';
 
 const INTERFACE_RESCAN_MS = 2000;
+
+/** The agent's settings this module reads (AgentConfig's members of the same names, agent/config/agent-config.ts). */
+export interface NodeDatapathSettings {
+  cgroupPath: string;
+  bpffsDir: string;
+  netns?: string;
+  externalInterfaces: string[];
+  podInterfaces: string[];
+  socketLbHostOnly: boolean;
+  serviceCounters: boolean;
+  masqueradePodTraffic: boolean;
+  ctTcpTimeoutS: number;
+  ctTcpClosingTimeoutS: number;
+  ctUdpTimeoutS: number;
+  ctSweepIntervalMs: number;
+  tcAttach: TcAttachSetting;
+}
 
 /** The node's SNAT source per family: its first InternalIP, else its first ExternalIP. */
 export function snatAddresses(node: V1Node | undefined): { v4: string; v6: string } {
@@ -93,7 +109,7 @@ export class NodeDatapath {
 
   constructor(
     private readonly dp: Datapath,
-    private readonly cfg: AgentConfig,
+    private readonly cfg: NodeDatapathSettings,
     private readonly log: Logger,
     private readonly opts: NodeDatapathOptions,
   ) {

@@ -23,7 +23,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Logger } from '../log.js';
+import type { Logger } from '../log/log.js';
 import { linkPinDir, mapPinDir, mapStagingDir, ringPinDir } from './pins.js';
 
 export class PinDirOwnershipError extends Error {}

@@ -13,7 +13,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { BpfMap, DEFAULT_BPFFS_ROOT, HeldBpfObject, bpfObjectOfFd, isBpffs, pinnedObjectAt } from '../../native/index.js';
-import type { Logger } from '../log.js';
+import type { Logger } from '../log/log.js';
 import { checkPinDirs } from './pin-dir-ownership.js';
 
 export type PinnedKind = 'map' | 'link';

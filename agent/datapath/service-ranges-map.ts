@@ -11,8 +11,7 @@
 import type { BpfMap } from '../../native/index.js';
 import { MAP_NAMES, mapCodecs } from '../maps/layout.js';
 import { MAPS } from '../maps/registry.js';
-import type { DriftCount } from '../reconcile/sync-types.js';
-import type { ServiceRange } from '../plan/service-ranges.js';
+import type { DriftCount } from '../maps/drift.js';
 
 const codecs = mapCodecs(MAPS.svcCidr);
 const PRESENT = codecs.value.encode(1);
@@ -20,19 +19,20 @@ const PRESENT = codecs.value.encode(1);
 /** The map operations used (BpfMap's), so the caller may hand any pinned map over. */
 export type SvcCidrMap = Pick<BpfMap, 'keys' | 'lookup' | 'update' | 'delete'>;
 
-export class ServiceRangesMap {
+/** R: a service range (agent/plan/service-ranges.ts's ServiceRange); the map reads its CIDR only. */
+export class ServiceRangesMap<R extends { readonly cidr: string } = { readonly cidr: string }> {
   private wanted = new Set<string>();
-  private ranges: ServiceRange[] = [];
+  private ranges: R[] = [];
 
   constructor(private readonly map: SvcCidrMap) {}
 
   /** The ranges last written (what /configz and `kpr status` show). */
-  current(): readonly ServiceRange[] {
+  current(): readonly R[] {
     return this.ranges;
   }
 
   /** Makes the map hold exactly `ranges`; returns what it changed (empty when nothing). */
-  set(ranges: readonly ServiceRange[]): DriftCount[] {
+  set(ranges: readonly R[]): DriftCount[] {
     this.ranges = [...ranges];
     this.wanted = new Set(ranges.map((r) => r.cidr));
     return this.converge();

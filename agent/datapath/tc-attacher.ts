@@ -14,7 +14,7 @@
  * (tc-hooks.ts); the mode is chosen once, at construction.
  */
 import { listInterfaces, withNetns, type BpfObject } from '../../native/index.js';
-import type { Logger } from '../log.js';
+import type { Logger } from '../log/log.js';
 import { selectInterfaces, type InterfaceRole } from './interfaces.js';
 import type { AttachmentMissing, AttachmentRepaired } from './attachment-check.js';
 import {

@@ -16,14 +16,15 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { SockDiagError, withNetns, withSockDiag, type BpfIterator, type BpfMap } from '../../native/index.js';
 import { IPPROTO, STAT, TERM_KEY, encodeTermKey, type TermKey } from '../maps/layout.js';
-import { addToStat, readStat } from '../metrics/datapath-stats.js';
-import type { Logger } from '../log.js';
-import type { UdpTerminationSetting } from '../config.js';
+import { addToStat, readStat } from './datapath-stats.js';
+import type { Logger } from '../log/log.js';
 import { destroyInNamespace, sockDiagTargets, type UdpBackendLeft } from './udp-sock-diag.js';
 
 export type { UdpBackendLeft } from './udp-sock-diag.js';
 
-export type { UdpTerminationSetting } from '../config.js';
+/** --udp-termination: auto (bpf_sock_destroy, else netlink sock_diag), bpf, netlink. */
+export type UdpTerminationSetting = 'auto' | 'bpf' | 'netlink';
+
 /** The mechanism in use. */
 export type UdpTerminationMode = 'bpf_sock_destroy' | 'netlink' | 'off';
 

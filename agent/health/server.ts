@@ -4,7 +4,7 @@
  * every other path is a plain 404, as Go's ServeMux gives.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { guardedFastify, NODE_LISTENER_LIMITS, type ShedHandler } from '../http-guard.js';
+import { guardedFastify, NODE_LISTENER_LIMITS, type ShedHandler } from '../http/http-guard.js';
 import type { CacheHealth } from './cache-health.js';
 import { withAttachments, type AttachmentHealth } from './attachment-health.js';
 import { healthzResponse, livezResponse, type HealthResponse, type NodeLike, type ProxyHealthState } from './proxy-health.js';

@@ -13,9 +13,9 @@ import path from 'node:path';
 import { KubeConfig, type Cluster, type User } from '@kubernetes/client-node';
 import { looksLikeIPv6 } from '../net/ip.js';
 import { checkK8sServiceHost } from '../config/k8s-service-host.js';
-import { parseYamlDocuments } from '../bounded-yaml.js';
-import { CONFIG_YAML_LIMITS } from '../config-file.js';
-import { readRegularFile } from '../bounded-read.js';
+import { parseYamlDocuments } from '../input/bounded-yaml.js';
+import { CONFIG_YAML_LIMITS } from '../config/config-file.js';
+import { readRegularFile } from '../input/bounded-read.js';
 
 export interface LoadKubeConfigOptions {
   /** Path of a kubeconfig file; wins over in-cluster and default discovery. */

@@ -11,7 +11,7 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 // Not re-exported by the package index; used to give raw JSON the typed shape (Date timestamps etc.)
 // client-node's models have. The package has no "exports" map.
 import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
-import { flatKey } from '../flat-key.js';
+import { flatKey } from '../runtime/flat-key.js';
 
 export interface ReflectorLogger {
   info(msg: string, fields?: Record<string, unknown>): void;

@@ -37,7 +37,9 @@ import type { KubeConfig, KubernetesListObject, KubernetesObject } from '@kubern
 import { listPage, type ListPageQuery } from './list-page.js';
 import type { ApiRequestObserver } from './api-requests.js';
 import { ReflectorCache, keyOf, type Rejection, type ReflectorHandlers, type ReflectorLogger, type Validator } from './reflector-cache.js';
-import { watchRequest, type WatchOutcome } from './watch-request.js';
+import { watchRequest, type RelistReason, type WatchOutcome } from './watch-request.js';
+
+export type { RelistReason } from './watch-request.js';
 
 /**
  * How a watch ended: kpr_k8s_watch_ends_total{reason}. closed: the server ended it
@@ -45,9 +47,6 @@ import { watchRequest, type WatchOutcome } from './watch-request.js';
  * second with nothing received (relists); the others are the relist reasons.
  */
 export type WatchEndReason = 'closed' | 'closed_at_once' | Exclude<RelistReason, 'initial'>;
-
-/** Why a reflector listed: kpr_k8s_relists_total{reason}. */
-export type RelistReason = 'initial' | 'expired' | 'watch_error' | 'stale_event' | 'rv_backwards' | 'no_progress';
 
 export interface RelistInfo {
   reason: RelistReason;

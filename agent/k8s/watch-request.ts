@@ -9,7 +9,9 @@
 import type * as http from 'node:http';
 import { Watch, type KubeConfig } from '@kubernetes/client-node';
 import { errorCode, serverHost, type ApiRequestObserver } from './api-requests.js';
-import type { RelistReason } from './reflector.js';
+
+/** Why a reflector listed: kpr_k8s_relists_total{reason}. 'initial': its first list; the others end a watch request (WatchOutcome). */
+export type RelistReason = 'initial' | 'expired' | 'watch_error' | 'stale_event' | 'rv_backwards' | 'no_progress';
 
 export type WatchOutcome =
   | { kind: 'closed'; events: number; durationMs: number }

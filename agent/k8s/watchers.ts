@@ -23,7 +23,7 @@ import {
   type KubernetesObject,
 } from '@kubernetes/client-node';
 import { pruneEndpointSlice, pruneNode, pruneService } from './prune.js';
-import { flatKey, namespacedKey } from '../flat-key.js';
+import { flatKey, namespacedKey } from '../runtime/flat-key.js';
 import { Reflector, type RelistInfo, type RelistReason, type WatchEndReason } from './reflector.js';
 import type { ApiRequestObserver } from './api-requests.js';
 import { LABEL_HEADLESS, LABEL_SERVICE_NAME, LABEL_SERVICE_PROXY_NAME } from './labels.js';

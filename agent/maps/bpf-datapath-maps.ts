@@ -6,7 +6,7 @@
  */
 import type { BatchWriter, BpfMap } from '../../native/index.js';
 import { TableDatapathMaps, type BackendColumns, type DatapathTables, type KeyValueTable, type MapTable } from './datapath-maps.js';
-import type { MapCapacities } from '../reconcile/limits.js';
+import type { MapCapacities } from './capacities.js';
 import { MAPS, type MapSpec } from './registry.js';
 import { mapCodecs, type SvcMeta, type SvcVal } from './layout.js';
 import { AddrCache, packBackend, packBackendRow, packId, packSlotVal, packSvcKey, packSvcKeyColumns, packSvcMeta, packSvcVal } from './fast-pack.js';

@@ -1,9 +1,9 @@
 /**
  * TypeScript mirror of bpf/include/kpr_types.h: the constants, the value
- * types, and one codec per C struct, derived from the struct's layout in
- * registry.ts (test/bpf/layout.test.ts compares the layouts with the BTF of
- * the compiled objects, so a change on either side that is not made on the
- * other fails the tests).
+ * types (map-types.ts, re-exported here), and one codec per C struct,
+ * derived from the struct's layout in registry.ts (test/bpf/layout.test.ts
+ * compares the layouts with the BTF of the compiled objects, so a change on
+ * either side that is not made on the other fails the tests).
  *
  * Addresses are strings in TypeScript ("198.19.0.10", "2001:db8::1") and 16
  * bytes in the maps, IPv4 stored IPv4-mapped (::ffff:a.b.c.d).
@@ -12,8 +12,29 @@ import { formatIPv4, formatIPv6, ipv4Canonical, ipv6Groups, isCanonicalIPv4 } fr
 import * as R from './registry.js';
 import type { MapSpec } from './registry.js';
 import { structCodec, type AddrCodec, type Codec, type StructLayout } from './struct-codec.js';
+import type { SrcRangeKey, SvcCidrKey } from './map-types.js';
 
 export type { FieldLayout, StructLayout } from './struct-codec.js';
+export type {
+  AffinityKey,
+  AffinityMatchKey,
+  AffinityVal,
+  Backend,
+  CtKey,
+  CtVal,
+  KprConfig,
+  KprEvent,
+  KprMonitor,
+  RevNatKey,
+  RevNatVal,
+  SrcRangeKey,
+  SvcCidrKey,
+  SvcKey,
+  SvcMeta,
+  SvcStat,
+  SvcVal,
+  TermKey,
+} from './map-types.js';
 export {
   SVC_KEY,
   SVC_VAL,
@@ -181,39 +202,13 @@ export function mapCodecs<K, V>(spec: MapSpec<K, V>): { key: Codec<K>; value: Co
 
 // ---------------------------------------------------------------- kpr_svc_key
 
-export interface SvcKey {
-  addr: string;
-  port: number;
-  slot: number;
-  proto: number;
-  scope: number;
-}
-
 export const { encode: encodeSvcKey, decode: decodeSvcKey } = codecOf(R.SVC_KEY);
 
 // ---------------------------------------------------------------- kpr_svc_val
 
-export interface SvcVal {
-  /**
-   * Slot > 0: the backend id. Slot 0: the affinity timeout in seconds (0
-   * without affinity), C's affinity_timeout_s: the same u32, a union there.
-   */
-  backendId: number;
-  count: number;
-  revNatId: number;
-  flags: number;
-}
-
 export const { encode: encodeSvcVal, decode: decodeSvcVal } = codecOf(R.SVC_VAL);
 
 // ---------------------------------------------------------------- backend map
-
-export interface Backend {
-  addr: string;
-  port: number;
-  proto: number;
-  flags: number;
-}
 
 /** Key of the backend map: a bare __u32 id. */
 export const BACKEND_ID_SIZE = R.U32.size;
@@ -230,57 +225,20 @@ export const { encode: encodeVipVal, decode: decodeVipVal } = codecOf(R.VIP_VAL)
 
 // ---------------------------------------------------------------- reverse NAT
 
-export interface RevNatKey {
-  cookie: bigint;
-  addr: string;
-  port: number;
-}
-
 /** The key the socket hooks write for a socket they translated (UDP socket termination looks sockets up by it). */
 export const { encode: encodeRevNatKey, decode: decodeRevNatKey } = codecOf(R.REVNAT_KEY);
-
-export interface RevNatVal {
-  addr: string;
-  port: number;
-  revNatId: number;
-}
 
 export const { encode: encodeRevNatVal, decode: decodeRevNatVal } = codecOf(R.REVNAT_VAL);
 
 // ---------------------------------------------------------------- affinity
 
-export interface AffinityKey {
-  netnsCookie: bigint;
-  /** The client address on the tc path; "::" on the socket path. */
-  client: string;
-  revNatId: number;
-}
-
 export const decodeAffinityKey = codecOf(R.AFFINITY_KEY).decode;
 
-export interface AffinityVal {
-  lastUsedNs: bigint;
-  backendId: number;
-}
-
 export const decodeAffinityVal = codecOf(R.AFFINITY_VAL).decode;
-
-export interface AffinityMatchKey {
-  backendId: number;
-  revNatId: number;
-}
 
 export const { encode: encodeAffinityMatchKey, decode: decodeAffinityMatchKey } = codecOf(R.AFFINITY_MATCH_KEY);
 
 // ---------------------------------------------------------------- UDP socket termination
-
-export interface TermKey {
-  addr: string;
-  port: number;
-  /** The frontend the backend left. */
-  revNatId: number;
-  proto: number;
-}
 
 export const { encode: encodeTermKey, decode: decodeTermKey } = codecOf(R.TERM_KEY);
 
@@ -289,52 +247,12 @@ export const { encode: encodeTermKey, decode: decodeTermKey } = codecOf(R.TERM_K
 /** Mirrors enum kpr_frontend_type. */
 export const FE_TYPE = { CLUSTER_IP: 0, NODE_PORT: 1, LOAD_BALANCER: 2, EXTERNAL_IP: 3 } as const;
 
-export interface SvcMeta {
-  /** "namespace/name". */
-  name: string;
-  portName: string;
-  type: number;
-  /** IPPROTO value of the frontend (0 in entries written before the field existed). */
-  proto: number;
-}
-
 /** Names longer than their fields are cut (never unterminated). */
 export const { encode: encodeSvcMeta, decode: decodeSvcMeta } = codecOf(R.SVC_META);
 
-// ---------------------------------------------------------------- per-frontend counters
-
-/** struct kpr_svc_stat: one CPU's counters of a frontend (kpr_svc_stats, indexed by rev_nat_id). */
-export interface SvcStat {
-  balanced: bigint;
-  refused: bigint;
-  droppedNoEndpoint: bigint;
-  droppedNoLocalEndpoint: bigint;
-  droppedSourceRange: bigint;
-}
-
 // ---------------------------------------------------------------- conntrack (tc path)
 
-export interface CtKey {
-  saddr: string;
-  daddr: string;
-  sport: number;
-  dport: number;
-  proto: number;
-  dir: number;
-}
-
 export const decodeCtKey = codecOf(R.CT_KEY).decode;
-
-export interface CtVal {
-  natSaddr: string;
-  natDaddr: string;
-  natSport: number;
-  natDport: number;
-  backendId: number;
-  expiresNs: bigint;
-  revNatId: number;
-  flags: number;
-}
 
 export const decodeCtVal = codecOf(R.CT_VAL).decode;
 
@@ -342,12 +260,6 @@ export const decodeCtVal = codecOf(R.CT_VAL).decode;
 export const CT_VAL_EXPIRES_OFFSET = R.CT_VAL.at.expires_ns;
 
 // ---------------------------------------------------------------- source ranges
-
-export interface SrcRangeKey {
-  revNatId: number;
-  /** "198.18.0.0/15" or "2001:db8::/32". */
-  cidr: string;
-}
 
 /**
  * A CIDR's address and its prefix length over the 128-bit address field of
@@ -387,12 +299,6 @@ codecs.set(R.SRC_RANGE_KEY, { size: R.SRC_RANGE_KEY.size, encode: encodeSrcRange
 
 // ---------------------------------------------------------------- service ranges
 
-/** A key of kpr_svc_cidr: one service range. */
-export interface SvcCidrKey {
-  /** Canonical "198.18.0.0/15" or "2001:db8::/108". */
-  cidr: string;
-}
-
 /** kpr_svc_cidr_key's members as stored. */
 interface SvcCidrKeyBytes {
   prefixlen: number;
@@ -416,49 +322,10 @@ codecs.set(R.SVC_CIDR_KEY, { size: R.SVC_CIDR_KEY.size, encode: encodeSvcCidrKey
 
 // ---------------------------------------------------------------- node configuration
 
-export interface KprConfig {
-  hostNetnsCookie: bigint;
-  /** Node address for SNAT of IPv4 flows ("" when the node has none). */
-  snatV4: string;
-  snatV6: string;
-  tcpTimeoutS: number;
-  tcpClosingTimeoutS: number;
-  udpTimeoutS: number;
-  flags: number;
-}
-
 export const { encode: encodeConfig, decode: decodeConfig } = codecOf(R.CONFIG);
 
 // ---------------------------------------------------------------- kpr monitor
 
-/** struct kpr_monitor: events are emitted while bpf_ktime_get_ns() < untilNs (0: off). */
-export interface KprMonitor {
-  untilNs: bigint;
-}
-
 export const { encode: encodeMonitor, decode: decodeMonitor } = codecOf(R.MONITOR);
-
-/** struct kpr_event, one record of kpr_events. */
-export interface KprEvent {
-  tsNs: bigint;
-  cookie: bigint;
-  netnsCookie: bigint;
-  /** "::" on the socket path. */
-  client: string;
-  frontend: string;
-  /** "::" when no backend was chosen. */
-  backend: string;
-  clientPort: number;
-  frontendPort: number;
-  backendPort: number;
-  type: number;
-  hook: number;
-  frontendId: number;
-  backendId: number;
-  proto: number;
-  family: number;
-  scope: number;
-  flags: number;
-}
 
 export const { encode: encodeEvent, decode: decodeEvent } = codecOf(R.EVENT);

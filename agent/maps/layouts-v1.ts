@@ -8,7 +8,7 @@
  * test/bpf/layout.test.ts checks the two against each other.
  */
 import { structLayout } from './struct-codec.js';
-import type { AffinityKey, AffinityMatchKey, CtVal, RevNatVal, SrcRangeKey, SvcMeta, SvcVal, TermKey } from './layout.js';
+import type { AffinityKey, AffinityMatchKey, CtVal, RevNatVal, SrcRangeKey, SvcMeta, SvcVal, TermKey } from './map-types.js';
 
 export const SVC_VAL_V1 = structLayout<SvcVal>()('kpr_svc_val', [
   { c: 'backend_id', kind: 'u32' },

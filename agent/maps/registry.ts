@@ -27,7 +27,7 @@ import type {
   SvcStat,
   SvcVal,
   TermKey,
-} from './layout.js';
+} from './map-types.js';
 
 // ---------------------------------------------------------------- structs (kpr_types.h)
 

@@ -4,7 +4,7 @@
  * The addresses are net/listen-address.ts's.
  */
 import type { FastifyInstance } from 'fastify';
-import type { Logger } from '../log.js';
+import type { Logger } from '../log/log.js';
 import { formatAddress, type BindAddress } from '../net/listen-address.js';
 
 const RETRY_MS = 5000;

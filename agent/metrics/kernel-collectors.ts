@@ -7,8 +7,8 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import { BpfMap } from '../../native/index.js';
 import { mapPinPath } from '../datapath/pins.js';
 import { MAP_NAMES } from '../maps/layout.js';
-import type { Logger } from '../log.js';
-import { STAT_METRIC_HELP, readStats, statMetric, type StatMetric } from './datapath-stats.js';
+import type { Logger } from '../log/log.js';
+import { STAT_METRIC_HELP, readStats, statMetric, type StatMetric } from '../datapath/datapath-stats.js';
 import { pinnedMapStats } from './map-stats.js';
 
 /** Registers the metrics; the function returned reads the maps into them. */

@@ -1,7 +1,7 @@
 /** kpr's version: package.json's, as kpr_build_info and `kpr version` report it. */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { findRepoRoot } from '../paths.js';
+import { findRepoRoot } from '../runtime/paths.js';
 
 export function kprVersion(): string {
   try {

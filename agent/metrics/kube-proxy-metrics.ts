@@ -4,7 +4,7 @@
  * programming latency, queued changes, the last sync, /healthz and /livez.
  */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import type { SyncReport } from '../sync/sync-loop.js';
+import type { SyncReport } from '../sync/sync-report.js';
 import { NETWORK_PROGRAMMING_BUCKETS, SYNC_BUCKETS } from './buckets.js';
 import { ChangeTracker, type TrackedChange } from './change-tracker.js';
 

@@ -13,11 +13,11 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { AdoptResult } from '../reconcile/reconciler.js';
 import { LIMIT_NAMES } from '../reconcile/limits.js';
-import type { SyncReport } from '../sync/sync-loop.js';
-import type { Logger } from '../log.js';
+import type { SyncReport } from '../sync/sync-report.js';
+import type { Logger } from '../log/log.js';
 import type { FeatureStatus } from '../datapath/kernel-features.js';
 import type { ApiRequest } from '../k8s/api-requests.js';
-import type { ShedKind } from '../http-guard.js';
+import type { ShedKind } from '../http/http-guard.js';
 import type { TrackedChange } from './change-tracker.js';
 import { K8sClientMetrics } from './k8s-client-metrics.js';
 import { kernelCollectors } from './kernel-collectors.js';
@@ -188,7 +188,7 @@ export class AgentMetrics {
     this.kubeProxy.healthServed(path, code);
   }
 
-  /** A listener shed a connection (agent/http-guard.ts ShedKind). */
+  /** A listener shed a connection (agent/http/http-guard.ts ShedKind). */
   connectionShed(listener: 'healthz' | 'metrics' | 'service-health', kind: ShedKind): void {
     this.shed.inc({ listener, kind });
   }
@@ -211,7 +211,7 @@ export class AgentMetrics {
     this.k8s.watchEnded(kind, reason);
   }
 
-  /** A service range left out (agent/service-ranges.ts), once per distinct entry. */
+  /** A service range left out (agent/sync/service-ranges.ts), once per distinct entry. */
   serviceRangeError(source: 'flag' | 'ServiceCIDR'): void {
     this.rangeErrors.inc({ source });
   }

@@ -9,9 +9,9 @@ import { ProxyHealthState, type NodeLike } from '../health/proxy-health.js';
 import type { IPFamily } from '../net/ip.js';
 import { cacheHealth, type CacheHealth, type CacheState } from '../health/cache-health.js';
 import { attachmentHealth, type AttachmentStateLike } from '../health/attachment-health.js';
-import type { Logger } from '../log.js';
+import type { Logger } from '../log/log.js';
 import type { AdoptResult } from '../reconcile/reconciler.js';
-import type { SyncReport } from '../sync/sync-loop.js';
+import type { SyncReport } from '../sync/sync-report.js';
 import { parseBindAddress } from '../net/listen-address.js';
 import { listenWithRetry, type Listener } from './http-listen.js';
 import { instrumentMapErrors } from './instrument-maps.js';
@@ -46,7 +46,7 @@ export interface ObservabilityOptions {
   cacheStaleAfterMs?: number;
   /** The effective configuration /configz shows on the metrics server (the agent's AgentConfig). */
   config?: object;
-  /** The service ranges in force, for /configz (agent/service-ranges.ts); undefined until known. */
+  /** The service ranges in force, for /configz (agent/sync/service-ranges.ts); undefined until known. */
   serviceRanges?: () => unknown;
 }
 

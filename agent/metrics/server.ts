@@ -6,7 +6,7 @@
  * resolved at start).
  */
 import type { FastifyInstance } from 'fastify';
-import { guardedFastify, NODE_LISTENER_LIMITS, type ShedHandler } from '../http-guard.js';
+import { guardedFastify, NODE_LISTENER_LIMITS, type ShedHandler } from '../http/http-guard.js';
 import { goNotFound } from '../health/server.js';
 
 export const PROXY_MODE = 'kpr';
@@ -20,7 +20,7 @@ export interface MetricsSource {
 export interface ConfigzBody {
   version: string;
   config: Record<string, unknown>;
-  /** The service ranges in force, each with its source (agent/service-ranges.ts). */
+  /** The service ranges in force, each with its source (agent/sync/service-ranges.ts). */
   serviceRanges?: unknown;
 }
 

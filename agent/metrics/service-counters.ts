@@ -9,7 +9,7 @@ import { Counter, type Registry } from 'prom-client';
 import { BpfMap } from '../../native/index.js';
 import { mapPinPath } from '../datapath/pins.js';
 import { MAP_NAMES } from '../maps/layout.js';
-import type { Logger } from '../log.js';
+import type { Logger } from '../log/log.js';
 import { countsByServicePort, readFrontendCounts, readFrontendNames } from './service-stats.js';
 
 /** Service ports with series of their own (each has up to 1 + 1 + 3 series). */

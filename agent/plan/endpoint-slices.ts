@@ -8,7 +8,7 @@ import { compareAddrKeys, ipv4Canonical, IPV4_INVALID, IPV4_NONCANONICAL, parseI
 import { LABEL_SERVICE_NAME } from '../k8s/labels.js';
 import type { Protocol, SkippedObject } from './types.js';
 import { quote } from './service-info.js';
-import { namespacedKey } from '../flat-key.js';
+import { namespacedKey } from '../runtime/flat-key.js';
 
 /** Per slice, at most this many bad endpoints are reported one by one; the rest in one line. */
 const MAX_ENDPOINT_REPORTS = 8;

@@ -17,7 +17,7 @@ import { nodePortAddresses, parseNodePortAddresses } from './node-addresses.js';
 import { withAllowedExternalIPs } from './external-ips.js';
 import { primaryNodeIP, withImplicitLbAllow } from './source-ranges.js';
 import { readServiceInfo, type FamilyInfo, type ServiceInfo, type ServicePortInfo } from './service-info.js';
-import { namespacedKey } from '../flat-key.js';
+import { namespacedKey } from '../runtime/flat-key.js';
 import { frontendKey, sameBackends, type FrontendType, type NoLocalEndpoints, type PlanBackend, type PlanFrontend, type ServicePlan, type SkippedObject } from './types.js';
 
 export interface PlanContext {

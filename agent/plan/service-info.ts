@@ -10,7 +10,7 @@ import type { V1Service, V1ServicePort } from '@kubernetes/client-node';
 import { ipv4Canonical, parseCIDR, parseIP, type IPFamily } from '../net/ip.js';
 import { LABEL_SERVICE_PROXY_NAME } from '../k8s/labels.js';
 import type { Protocol, SkippedObject } from './types.js';
-import { namespacedKey } from '../flat-key.js';
+import { namespacedKey } from '../runtime/flat-key.js';
 
 /** v1.DefaultClientIPServiceAffinitySeconds (rule 10 of docs/semantics.md). */
 export const DEFAULT_AFFINITY_SECONDS = 10800;

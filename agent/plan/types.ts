@@ -5,7 +5,7 @@
  * `kpr plan -o json` prints, so the CLI needs no second model; the few
  * fields it leaves out (datapath hints) say so.
  */
-import { flatKey } from '../flat-key.js';
+import { flatKey } from '../runtime/flat-key.js';
 
 export type Protocol = 'TCP' | 'UDP' | 'SCTP';
 export type FrontendType = 'ClusterIP' | 'NodePort' | 'LoadBalancer' | 'ExternalIP';

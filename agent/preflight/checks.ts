@@ -16,7 +16,7 @@ import { probeKernelFeatures } from '../datapath/kernel-probes.js';
 import { NETNS_COOKIE_FALLBACK, NETNS_PROBE_OBJECT, netnsCookieBySocketProbe } from '../datapath/netns-cookie.js';
 import { probeSockDiagDestroy } from '../datapath/udp-terminator.js';
 import { libbpf } from '../../native/libbpf.js';
-import { findCgroup2Mount } from '../cgroup.js';
+import { findCgroup2Mount } from '../runtime/cgroup.js';
 import { pinnedMapStats, type MapStats } from '../metrics/map-stats.js';
 import { MAP_BY_NAME } from '../maps/registry.js';
 import { snatPortsCheck } from '../snat-ports/check.js';

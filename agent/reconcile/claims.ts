@@ -7,7 +7,7 @@
  */
 import { FE_TYPE } from '../maps/layout.js';
 import type { PlanFrontend, SkippedObject } from '../plan/types.js';
-import { OncePerVersion } from '../log-dedupe.js';
+import { OncePerVersion } from '../log/log-dedupe.js';
 import { frontendLabel, sameTuples, toDesiredFrontend, type BackendTuple, type DesiredFrontend } from './desired-frontend.js';
 import { ConflictLog, claimClass, conflictSkip, isAssertedClaim, outranks, type Claim, type ConflictCount, type ConflictLogger, type FrontendConflict } from './ownership.js';
 import type { PlanSource } from './sync-types.js';

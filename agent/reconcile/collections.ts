@@ -6,7 +6,7 @@
  * makes a new old-generation table, even of an empty one, and the one it
  * drops is old garbage. A resync runs ~400 syncs, each clearing a few: that
  * was ~1.1 MiB of old garbage per resync at 10,000 Services, which only a
- * major GC returns (agent/memory.ts).
+ * major GC returns (agent/runtime/memory.ts).
  */
 
 /** Empties `c` unless it is empty already (an empty one's clear() would still make a new table). */

@@ -6,7 +6,7 @@
 import { ipv4Canonical, IPV4_INVALID, networkText, parseCIDR, parseIP } from '../net/ip.js';
 import { frontendKey, type PlanBackend, type PlanFrontend, type SkippedObject } from '../plan/types.js';
 import { BE_FLAG, FE_TYPE, IPPROTO, SCOPE, SVC_ALG, SVC_FLAG, svcAlgFlags, type Backend } from '../maps/layout.js';
-import { flatKey } from '../flat-key.js';
+import { flatKey } from '../runtime/flat-key.js';
 
 /**
  * Most backend slots one frontend can have: slot and count are u16. A

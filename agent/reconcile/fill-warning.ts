@@ -6,7 +6,7 @@
  * sync). kpr_bpf_map_entries / kpr_bpf_map_capacity and the chart's
  * KprMapFillHigh alert say the same to monitoring.
  */
-import type { Logger } from '../log.js';
+import type { Logger } from '../log/log.js';
 import type { MapFill } from './sync-types.js';
 
 export const WARN_RATIO = 0.9;

@@ -20,19 +20,15 @@
  * service address) and kpr_svc_meta (one per revNatId) are sized with the id
  * space, one more than there can be revNatIds: they cannot fill.
  */
+import type { MapCapacities } from '../maps/capacities.js';
 
 export type LimitName = 'backends_per_frontend' | 'rev_nat_ids' | 'svc_map' | 'backend_map' | 'aff_match_map' | 'src_range_map';
 
 /** Every limit, in the order a Service is checked against them. */
 export const LIMIT_NAMES: readonly LimitName[] = ['backends_per_frontend', 'rev_nat_ids', 'svc_map', 'backend_map', 'aff_match_map', 'src_range_map'];
 
-/** Capacities (max_entries) of the maps a Service's entries go to; Infinity where unknown. */
-export interface MapCapacities {
-  svc: number;
-  backend: number;
-  affinityMatch: number;
-  srcRange: number;
-}
+/** Re-exported for the reconciler's modules, which take it from here. */
+export type { MapCapacities } from '../maps/capacities.js';
 
 export const UNKNOWN_CAPACITIES: Readonly<MapCapacities> = Object.freeze({ svc: Infinity, backend: Infinity, affinityMatch: Infinity, srcRange: Infinity });
 

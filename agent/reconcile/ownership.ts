@@ -22,7 +22,7 @@
  */
 import { FE_TYPE } from '../maps/layout.js';
 import type { SkippedObject } from '../plan/types.js';
-import type { OncePerVersion } from '../log-dedupe.js';
+import type { OncePerVersion } from '../log/log-dedupe.js';
 
 export type ClaimClass = 'ClusterIP' | 'NodePort' | 'LoadBalancer' | 'ExternalIP';
 

@@ -2,6 +2,7 @@
  * The reconciler's public types: what a sync is given (plans, options) and
  * what it returns (SyncResult), its logger, and the read-back's verdicts.
  */
+import type { DriftCount } from '../maps/drift.js';
 import { MAP_NAMES } from '../maps/layout.js';
 import type { PlanFrontend, SkippedObject } from '../plan/types.js';
 import type { LimitReport, MapCapacities } from './limits.js';
@@ -78,15 +79,7 @@ export const READ_BACK_BATCH = 1024;
 /** What one call of readBackMatches found; 'pending': the read-back of that map goes on at the next call. */
 export type ReadBackVerdict = 'match' | 'drift' | 'unreadable' | 'pending';
 
-/** How an entry of a map differs from what the agent last wrote. */
-export type DriftKind = 'missing' | 'changed' | 'extra';
-
-/** Entries of one map found to differ in one way. */
-export interface DriftCount {
-  map: string;
-  kind: DriftKind;
-  entries: number;
-}
+export type { DriftCount, DriftKind } from '../maps/drift.js';
 
 export interface SyncResult {
   /** false when a map write failed; the caller should retry later (a full sync is not required). */

@@ -6,9 +6,9 @@
  * Servers listen in the node's network namespace on every address.
  */
 import type { FastifyInstance } from 'fastify';
-import { guardedFastify, SERVICE_HEALTH_LIMITS, type ShedHandler } from '../http-guard.js';
+import { guardedFastify, SERVICE_HEALTH_LIMITS, type ShedHandler } from '../http/http-guard.js';
 import { withNetns } from '../../native/index.js';
-import type { Logger } from '../log.js';
+import type { Logger } from '../log/log.js';
 import { serviceHealthAnswer } from './body.js';
 
 export interface ServiceHealthTarget {

@@ -6,7 +6,7 @@
  * the node's sockets hold when it picks one, and with Linux's default
  * ip_local_port_range (32768-60999) the node never autobinds in kpr's range.
  */
-import type { Logger } from '../log.js';
+import type { Logger } from '../log/log.js';
 import { readSnatPortFacts, reserveSnatPorts, SNAT_RANGE, type SnatPortsOptions } from './proc-sys.js';
 import { formatPortList, overlap } from './port-list.js';
 

@@ -9,8 +9,8 @@
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { planService, type NoLocalEndpoints, type PlanContext, type PlanFrontend, type ServiceHealthCheck, type SkippedObject } from '../plan/index.js';
 import type { PlanSource } from '../reconcile/reconciler.js';
-import type { Logger } from '../log.js';
-import { OncePerVersion } from '../log-dedupe.js';
+import type { Logger } from '../log/log.js';
+import { OncePerVersion } from '../log/log-dedupe.js';
 
 /** Reasons of one skipped object printed in its log line; the rest are counted. */
 const REASONS_PER_LINE = 10;

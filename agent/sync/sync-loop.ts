@@ -9,7 +9,7 @@
  * next slice. The resync logs and reports once, at its end, with totals.
  */
 import { type DriftCount, type Reconciler, type SyncResult, type UdpBackendLeft } from '../reconcile/reconciler.js';
-import type { Logger } from '../log.js';
+import type { Logger } from '../log/log.js';
 import type { PlanContext } from '../plan/index.js';
 import { Resync, RESYNC_CHUNK, RESYNC_SLICE_MS, type ResyncHost } from './resync.js';
 import { LoopBlockProbe } from './loop-block.js';

@@ -5,7 +5,7 @@
  */
 import type { NoLocalEndpoints } from '../plan/index.js';
 import type { SyncResult } from '../reconcile/reconciler.js';
-import type { Logger } from '../log.js';
+import type { Logger } from '../log/log.js';
 import { formatByLimit, summarizeLimits, type LimitReport } from '../reconcile/limits.js';
 
 /** Services named in the over-limit summary line; the rest are counted (each has its own line, logged when it was refused). */

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseAgentArgs, type AgentConfig } from '../../agent/config.js';
+import { parseAgentArgs, type AgentConfig } from '../../agent/config/agent-config.js';
 import { computeMapSizes } from '../../agent/datapath/map-sizes.js';
 import { benchMapSizeArgs, benchMapSizes, needsOf, scenarioNeeds, shortfall, type MapNeeds } from '../../bench/map-sizing.js';
 import { makeNodePortScenario, MAX_NODE_PORTS } from '../../bench/nodeport-scenario.js';

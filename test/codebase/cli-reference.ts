@@ -7,7 +7,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { findRepoRoot } from '../../agent/paths.js';
+import { findRepoRoot } from '../../agent/runtime/paths.js';
 import { COMMANDS } from '../../agent/cli/commands.js';
 import type { FlagSpec } from '../../agent/cli/command-spec.js';
 

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { findRepoRoot } from '../../agent/paths.js';
+import { findRepoRoot } from '../../agent/runtime/paths.js';
 import { CONFORMANCE_DOC, renderConformanceDoc } from '../conformance/table.js';
 import { UPSTREAM_FILES, UPSTREAM_TESTS } from '../conformance/upstream-tests.js';
 

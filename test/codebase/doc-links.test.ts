@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { findRepoRoot } from '../../agent/paths.js';
+import { findRepoRoot } from '../../agent/runtime/paths.js';
 
 const root = findRepoRoot();
 const docPages = readdirSync(path.join(root, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`);

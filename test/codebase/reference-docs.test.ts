@@ -1,6 +1,6 @@
 /**
  * The operator's reference pages say what the code does, item by item:
- * - every flag `kpr-agent --help` prints (agent/config.ts USAGE) has a row
+ * - every flag `kpr-agent --help` prints (agent/config/agent-config.ts USAGE) has a row
  *   of docs/configuration.md's flag table, and every flag the agent parses
  *   (AGENT_FLAGS) is in its --help;
  * - every metric the agent exports (the registry of AgentMetrics after a
@@ -15,11 +15,11 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { findRepoRoot } from '../../agent/paths.js';
-import { AGENT_FLAGS, USAGE } from '../../agent/config.js';
+import { findRepoRoot } from '../../agent/runtime/paths.js';
+import { AGENT_FLAGS, USAGE } from '../../agent/config/agent-config.js';
 import { COMMANDS } from '../../agent/cli/commands.js';
 import { AgentMetrics } from '../../agent/metrics/metrics.js';
-import { createLogger } from '../../agent/log.js';
+import { createLogger } from '../../agent/log/log.js';
 import { buildHealthServer } from '../../agent/health/server.js';
 import { buildMetricsServer } from '../../agent/metrics/server.js';
 import { ProxyHealthState } from '../../agent/health/proxy-health.js';
@@ -55,7 +55,7 @@ describe('docs/configuration.md: every flag of kpr-agent --help', () => {
 
   it('--help lists every flag the agent parses', () => {
     const missing = Object.keys(AGENT_FLAGS).filter((name) => !listed.includes(name.length === 1 ? `-${name}` : `--${name}`));
-    assert.deepEqual(missing, [], 'flags the agent parses but --help does not list (agent/config.ts USAGE)');
+    assert.deepEqual(missing, [], 'flags the agent parses but --help does not list (agent/config/agent-config.ts USAGE)');
     assert.ok(listed.length >= 40, `--help parsed into ${listed.length} flags; the parser of this test no longer reads it`);
   });
 

@@ -11,8 +11,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { AGENT_FLAGS, parseAgentArgs, type AgentConfig } from '../../agent/config.js';
-import { configFileArgs } from '../../agent/config-file.js';
+import { AGENT_FLAGS, parseAgentArgs, type AgentConfig } from '../../agent/config/agent-config.js';
+import { configFileArgs } from '../../agent/config/config-file.js';
 
 function withFile(text: string, fn: (file: string) => void): void {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'kpr-config-'));
@@ -162,7 +162,7 @@ test('repeated keys and several documents are errors; comments, anchors, quotes 
 });
 
 test('a boolean in the config file is a string flag\'s true/false (service-counters: false)', async () => {
-  const { parseAgentArgs } = await import('../../agent/config.js');
+  const { parseAgentArgs } = await import('../../agent/config/agent-config.js');
   const { mkdtempSync, writeFileSync, rmSync } = await import('node:fs');
   const os = await import('node:os');
   const path = await import('node:path');

@@ -1,5 +1,5 @@
 /**
- * agent/duration.ts against Go's time.ParseDuration: the accept and reject
+ * agent/config/duration.ts against Go's time.ParseDuration: the accept and reject
  * tables of Go's own tests (src/time/time_test.go, parseDurationTests and
  * parseDurationErrorTests, the inputs a JavaScript string can hold), in
  * nanoseconds; then kpr's parseDuration (bare seconds, no negatives, the
@@ -10,8 +10,8 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { parseDuration, parseGoDuration } from '../../agent/duration.js';
-import { parseAgentArgs, type AgentConfig } from '../../agent/config.js';
+import { parseDuration, parseGoDuration } from '../../agent/config/duration.js';
+import { parseAgentArgs, type AgentConfig } from '../../agent/config/agent-config.js';
 
 const ns = 1n;
 const us = 1000n * ns;

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { parseAgentArgs, type AgentConfig } from '../../agent/config.js';
+import { parseAgentArgs, type AgentConfig } from '../../agent/config/agent-config.js';
 
 const BASE = ['--cgroup-path', '/sys/fs/cgroup'];
 

@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseAgentArgs, type AgentConfig } from '../../agent/config.js';
+import { parseAgentArgs, type AgentConfig } from '../../agent/config/agent-config.js';
 import { selectInterfaces } from '../../agent/datapath/interfaces.js';
 
 const defaults = () => parseAgentArgs(['--cgroup-path', '/sys/fs/cgroup', '--node-name', 'n1'], {}) as AgentConfig;

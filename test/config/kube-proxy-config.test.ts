@@ -16,11 +16,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import YAML from 'yaml';
-import { AGENT_FLAGS, parseAgentArgs, type AgentConfig } from '../../agent/config.js';
+import { AGENT_FLAGS, parseAgentArgs, type AgentConfig } from '../../agent/config/agent-config.js';
 import { IGNORED_KUBE_PROXY_SETTINGS_MESSAGE, kubeProxyConfigLeaves, logIgnoredKubeProxySettings, logUnknownKubeProxyFields, mapsToFlag, UNKNOWN_KUBE_PROXY_FIELDS_MESSAGE } from '../../agent/config/kube-proxy-config.js';
 import { loadKubeConfig } from '../../agent/k8s/kubeconfig.js';
 import { translateKubeProxyFlags } from '../../agent/config/kube-proxy-flags.js';
-import { loggerTo } from '../../agent/log.js';
+import { loggerTo } from '../../agent/log/log.js';
 import { repoRoot } from '../support/paths.js';
 
 const BASE = ['--cgroup-path', '/sys/fs/cgroup'];

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { parseAgentArgs, type AgentConfig } from '../../agent/config.js';
+import { parseAgentArgs, type AgentConfig } from '../../agent/config/agent-config.js';
 import { computeMapSizes, entryBytes, DYNAMIC_MAX, MAP_SIZE_MAX, type HostFacts, type MapSizeOptions } from '../../agent/datapath/map-sizes.js';
 
 const args = ['--cgroup-path', '/sys/fs/cgroup', '--node-name', 'n1'];

@@ -1,10 +1,10 @@
 /**
- * The KPR_TEST_MAP_CAPACITIES test knob (agent/config.ts): parsed from the
+ * The KPR_TEST_MAP_CAPACITIES test knob (agent/config/agent-config.ts): parsed from the
  * environment, absent by default, a typo refused with the keys it knows.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseAgentArgs, type AgentConfig } from '../../agent/config.js';
+import { parseAgentArgs, type AgentConfig } from '../../agent/config/agent-config.js';
 
 const args = ['--cgroup-path', '/sys/fs/cgroup', '--node-name', 'n1'];
 

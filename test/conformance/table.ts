@@ -6,7 +6,7 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { findRepoRoot } from '../../agent/paths.js';
+import { findRepoRoot } from '../../agent/runtime/paths.js';
 import { UPSTREAM_FILES, UPSTREAM_TESTS, type ConformanceStatus, type UpstreamTest } from './upstream-tests.js';
 
 export const CONFORMANCE_DOC = 'docs/conformance.md';

@@ -8,8 +8,8 @@ import assert from 'node:assert/strict';
 import {
   KERNEL_FEATURE_NAMES, KernelFeatures, InjectedFeatureFailure, formatFeature, parseFeatureList, recordDatapathFallbacks, summarizeFeatures, type FeatureStatus,
 } from '../../agent/datapath/kernel-features.js';
-import { RetryingTask } from '../../agent/retrying-task.js';
-import { silentLogger } from '../../agent/log.js';
+import { RetryingTask } from '../../agent/runtime/retrying-task.js';
+import { silentLogger } from '../../agent/log/log.js';
 
 const allPresent = Object.fromEntries(KERNEL_FEATURE_NAMES.map((f) => [f, { present: true, detail: 'probed' }]));
 

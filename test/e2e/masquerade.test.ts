@@ -19,7 +19,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { BpfMap } from '../../native/index.js';
 import { CFG_FLAG, CT_DIR, CT_FLAG, MAP_NAMES, STAT, decodeConfig } from '../../agent/maps/layout.js';
-import { readStat } from '../../agent/metrics/datapath-stats.js';
+import { readStat } from '../../agent/datapath/datapath-stats.js';
 import { mapPinPath } from '../../agent/datapath/pins.js';
 import { pinnedConntrack } from '../support/pinned-maps.js';
 import { TwoNodeCluster, UNDERLAY, type NodeName } from '../../sandbox/two-node.js';

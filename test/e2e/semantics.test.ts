@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { BoxCluster, NODE_NAME, waitFor } from '../../sandbox/cluster.js';
 import { BpfMap } from '../../native/index.js';
 import { MAP_NAMES, REVNAT_KEY, STAT, SVC_KEY, decodeRevNatKey, decodeSvcKey, decodeSvcVal, SVC_VAL } from '../../agent/maps/layout.js';
-import { readStat } from '../../agent/metrics/datapath-stats.js';
+import { readStat } from '../../agent/datapath/datapath-stats.js';
 import type { UdpTerminationMode } from '../../agent/datapath/udp-terminator.js';
 import { expectedAutoUdpTermination, expectedRefusal } from '../support/kernel.js';
 import { parseProm, valueOf } from '../metrics/prom-text.js';

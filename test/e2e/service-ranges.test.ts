@@ -25,7 +25,7 @@ import { spawnSync } from 'node:child_process';
 import { BpfMap } from '../../native/index.js';
 import { mapPinPath } from '../../agent/datapath/pins.js';
 import { MAP_NAMES, STAT, decodeSvcCidrKey } from '../../agent/maps/layout.js';
-import { readStat } from '../../agent/metrics/datapath-stats.js';
+import { readStat } from '../../agent/datapath/datapath-stats.js';
 import { scaled } from '../../sandbox/time-scale.js';
 import { inNs } from '../../sandbox/netns.js';
 import { waitFor } from '../../sandbox/cluster.js';

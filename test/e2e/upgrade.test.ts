@@ -24,7 +24,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { BpfMap } from '../../native/index.js';
 import { MAPS } from '../../agent/maps/registry.js';
-import { readStats } from '../../agent/metrics/datapath-stats.js';
+import { readStats } from '../../agent/datapath/datapath-stats.js';
 import { mapPinDir, mapPinPath, mapStagingDir } from '../../agent/datapath/pins.js';
 import { EXTERNAL_INTERFACES, NODE1_UPLINK, POD_INTERFACES, TwoNodeCluster, type AgentProcess } from '../../sandbox/two-node.js';
 import { nsPath } from '../../sandbox/netns.js';

@@ -10,7 +10,7 @@ import { cacheHealth, type CacheState } from '../../agent/health/cache-health.js
 import { ProxyHealthState, healthzResponse } from '../../agent/health/proxy-health.js';
 import { buildHealthServer } from '../../agent/health/server.js';
 import { listenWithRetry, type Listener } from '../../agent/metrics/http-listen.js';
-import type { Logger } from '../../agent/log.js';
+import type { Logger } from '../../agent/log/log.js';
 
 const T0 = Date.parse('2024-05-01T10:00:00Z');
 const at = (ms: number) => new Date(T0 + ms);

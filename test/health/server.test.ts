@@ -10,7 +10,7 @@ import { buildHealthServer } from '../../agent/health/server.js';
 import { ProxyHealthState, type NodeLike } from '../../agent/health/proxy-health.js';
 import { listenWithRetry, type Listener } from '../../agent/metrics/http-listen.js';
 import { buildMetricsServer } from '../../agent/metrics/server.js';
-import type { Logger } from '../../agent/log.js';
+import type { Logger } from '../../agent/log/log.js';
 
 function recordingLogger(): Logger & { lines: Array<{ level: string; msg: string; fields?: Record<string, unknown> }> } {
   const lines: Array<{ level: string; msg: string; fields?: Record<string, unknown> }> = [];

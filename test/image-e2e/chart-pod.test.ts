@@ -34,7 +34,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
-import { AGENT_FLAGS } from '../../agent/config.js';
+import { AGENT_FLAGS } from '../../agent/config/agent-config.js';
 import { MAPS } from '../../agent/maps/registry.js';
 import { mapPinDir } from '../../agent/datapath/pins.js';
 import type { HoldReport } from '../../sandbox/hold.js';

@@ -1,7 +1,7 @@
 /**
- * Logs that cannot flood: every line is bounded (agent/log.ts), and a
+ * Logs that cannot flood: every line is bounded (agent/log/log.ts), and a
  * warning about an object is logged once per version of what is wrong with
- * it (agent/log-dedupe.ts) — for the planner's skipped input, a
+ * it (agent/log/log-dedupe.ts) — for the planner's skipped input, a
  * healthCheckNodePort that cannot be opened, and frontend conflicts. Each
  * case is one of the floods seen before: 1,000 ipFamilies entries (999
  * lines), healthCheckNodePort 70000 (a line per sync), 100 VIP conflicts
@@ -10,8 +10,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
-import { loggerTo, MAX_FIELD_CHARS, type Fields, type Logger } from '../../agent/log.js';
-import { OncePerVersion } from '../../agent/log-dedupe.js';
+import { loggerTo, MAX_FIELD_CHARS, type Fields, type Logger } from '../../agent/log/log.js';
+import { OncePerVersion } from '../../agent/log/log-dedupe.js';
 import { SyncLoop, type ClusterSource, type SyncReport } from '../../agent/sync/sync-loop.js';
 import { Reconciler } from '../../agent/reconcile/reconciler.js';
 import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
@@ -81,7 +81,7 @@ function loop(cluster: FakeCluster, log: Logger, plan: ConstructorParameters<typ
 const skipLines = (lines: Array<{ msg: string; fields: Fields }>, object?: string) =>
   lines.filter((l) => l.msg === 'skipped invalid or unsupported input' && (object === undefined || l.fields.object === object));
 
-describe('bounded log lines (agent/log.ts)', () => {
+describe('bounded log lines (agent/log/log.ts)', () => {
   it('a 100 KB field value gives a line under 2 KB, cut with a marker', () => {
     const { lines, log } = pinoLines();
     log.warn('skipped invalid or unsupported input', { object: 'Service a/b', reason: `invalid annotation ${'x'.repeat(100_000)}` });
@@ -123,7 +123,7 @@ describe('bounded log lines (agent/log.ts)', () => {
   });
 });
 
-describe('once per object version (agent/log-dedupe.ts)', () => {
+describe('once per object version (agent/log/log-dedupe.ts)', () => {
   it('new versions are reported, repeats are not; forgetting or evicting reports again', () => {
     const d = new OncePerVersion(3);
     assert.equal(d.isNew('a', 'v1'), true);

@@ -10,7 +10,7 @@ import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME } from '../../agent/k8s/labels.js';
 import { instrumentMapErrors } from '../../agent/metrics/instrument-maps.js';
 import { AgentMetrics } from '../../agent/metrics/metrics.js';
 import { NETWORK_PROGRAMMING_BUCKETS, REST_CLIENT_BUCKETS, SYNC_BUCKETS } from '../../agent/metrics/buckets.js';
-import { silentLogger } from '../../agent/log.js';
+import { silentLogger } from '../../agent/log/log.js';
 import type { SyncReport } from '../../agent/sync/sync-loop.js';
 import type { SyncResult } from '../../agent/reconcile/reconciler.js';
 import { parseProm, valueOf } from './prom-text.js';

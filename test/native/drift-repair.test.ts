@@ -13,7 +13,7 @@ import { BpfDatapathMaps, type DatapathMapSet } from '../../agent/maps/bpf-datap
 import { decodeSrcRangeKey, encodeSrcRangeKey } from '../../agent/maps/layout.js';
 import { Reconciler } from '../../agent/reconcile/reconciler.js';
 import { AgentMetrics } from '../../agent/metrics/metrics.js';
-import { silentLogger } from '../../agent/log.js';
+import { silentLogger } from '../../agent/log/log.js';
 import { liveViolations } from '../reconcile/support/datapath-state.js';
 import { DRIFT_CASES, driftPlans, servedView, sortedDrift } from '../reconcile/support/drift-cases.js';
 import { SLICED, SMALL_MAP_DRIFT_CASES, World, readBack } from '../reconcile/support/readback-world.js';

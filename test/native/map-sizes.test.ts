@@ -20,7 +20,7 @@ import { probeKernelFeatures } from '../../agent/datapath/kernel-probes.js';
 import { mapPinDir, mapPinPath, mapStagingDir } from '../../agent/datapath/pins.js';
 import { CT_KEY, CT_VAL, MAP_NAMES } from '../../agent/maps/layout.js';
 import { MAPS, type MapId } from '../../agent/maps/registry.js';
-import type { Logger } from '../../agent/log.js';
+import type { Logger } from '../../agent/log/log.js';
 import { bpffsTempDir, cgroup2Mount, objPath, requireBpf, rmrf, svcKey, svcVal, unique } from './helpers.js';
 
 type Line = { level: string; msg: string; fields?: Record<string, unknown> };

@@ -16,7 +16,7 @@ import { checkPinDirs, PinDirOwnershipError } from '../../agent/datapath/pin-dir
 import { loadDatapath } from '../../agent/datapath/loader.js';
 import { PinKeeper } from '../../agent/datapath/pin-keeper.js';
 import type { KernelFeatures } from '../../agent/datapath/kernel-features.js';
-import type { Logger } from '../../agent/log.js';
+import type { Logger } from '../../agent/log/log.js';
 import { bpffsTempDir, requireBpf, rmrf } from './helpers.js';
 
 const NOBODY = 65534;

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { BpfObject, ensureBpffs, withNetns } from '../../native/index.js';
 import { TcAttacher } from '../../agent/datapath/tc-attacher.js';
-import type { Fields, Logger } from '../../agent/log.js';
+import type { Fields, Logger } from '../../agent/log/log.js';
 import { Sandbox, inNs, nsPath } from '../../sandbox/netns.js';
 import { repoRoot } from '../support/paths.js';
 import { requireRoot } from '../support/preflight.js';

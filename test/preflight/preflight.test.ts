@@ -12,7 +12,7 @@ import path from 'node:path';
 import { effectiveCapabilities, kernelVersion, mountTypeOf } from '../../agent/preflight/checks.js';
 import { KERNEL_FEATURE_NAMES, formatFeature } from '../../agent/datapath/kernel-features.js';
 import { currentNetnsCookie, tcxSupported } from '../../native/index.js';
-import { findCgroup2Mount } from '../../agent/cgroup.js';
+import { findCgroup2Mount } from '../../agent/runtime/cgroup.js';
 import { bpfObjectPath, cliBin } from '../support/paths.js';
 import { requireRoot } from '../support/preflight.js';
 import { BpfObject, ensureBpffs } from '../../native/index.js';

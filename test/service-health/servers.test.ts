@@ -8,7 +8,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { ServiceHealthServers } from '../../agent/service-health/servers.js';
 import { serviceHealthAnswer } from '../../agent/service-health/body.js';
-import { silentLogger } from '../../agent/log.js';
+import { silentLogger } from '../../agent/log/log.js';
 import { Sandbox, nsPath } from '../../sandbox/netns.js';
 import { requireRoot } from '../support/preflight.js';
 

@@ -19,7 +19,7 @@ import { linkPinPath, mapPinName, mapPinPath, tcLinkPinDir } from '../../agent/d
 import { TcAttacher } from '../../agent/datapath/tc-attacher.js';
 import type { TcAttachSetting } from '../../agent/datapath/tc-hooks.js';
 import { SOCK_PROGRAMS } from '../../agent/datapath/loader.js';
-import type { Logger } from '../../agent/log.js';
+import type { Logger } from '../../agent/log/log.js';
 import { repoRoot } from './paths.js';
 
 export const FIXTURE_V1_DIR = path.join(repoRoot, 'build', 'fixtures', 'v1');

@@ -13,7 +13,7 @@ import { READ_BACK_MAPS, Reconciler, type SyncResult } from '../../agent/reconci
 import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
 import { IPPROTO, SCOPE } from '../../agent/maps/layout.js';
 import type { PlanFrontend } from '../../agent/plan/types.js';
-import { silentLogger } from '../../agent/log.js';
+import { silentLogger } from '../../agent/log/log.js';
 import { ep, service, slice } from '../support/k8s-fixtures.js';
 import { copyState, replayViolations, strictViolations } from '../reconcile/support/datapath-state.js';
 import { DRIFT_CASES, driftPlans, servedView, sortedDrift } from '../reconcile/support/drift-cases.js';

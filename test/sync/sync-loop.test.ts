@@ -9,7 +9,7 @@ import { SyncLoop } from '../../agent/sync/sync-loop.js';
 import { FakeCluster } from './support/fake-cluster.js';
 import { Reconciler } from '../../agent/reconcile/reconciler.js';
 import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
-import { silentLogger } from '../../agent/log.js';
+import { silentLogger } from '../../agent/log/log.js';
 import { ep, service, slice } from '../support/k8s-fixtures.js';
 
 

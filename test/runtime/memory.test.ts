@@ -2,11 +2,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { HEAP_GROWING_PERCENT, releaseMemory } from '../../agent/memory.js';
+import { HEAP_GROWING_PERCENT, releaseMemory } from '../../agent/runtime/memory.js';
 
-const memoryModule = JSON.stringify(fileURLToPath(new URL('../../agent/memory.js', import.meta.url)));
+const memoryModule = JSON.stringify(fileURLToPath(new URL('../../agent/runtime/memory.js', import.meta.url)));
 
-/** Runs `script` (an ES module; `memory` names agent/memory.js) in a child node with `flags`: the test runner's own heap and flags must not decide the outcome; its last line, parsed. */
+/** Runs `script` (an ES module; `memory` names agent/runtime/memory.js) in a child node with `flags`: the test runner's own heap and flags must not decide the outcome; its last line, parsed. */
 function inChild(flags: string[], script: string): Record<string, unknown> {
   const out = execFileSync(process.execPath, [...flags, '--input-type=module', '-e', `const memory = ${memoryModule};\n${script}`], { encoding: 'utf8' });
   return JSON.parse(out.trim().split('\n').pop()!) as Record<string, unknown>;

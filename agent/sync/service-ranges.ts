@@ -9,12 +9,12 @@
  * throws into the agent.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
-import type { ApiRequestObserver } from './k8s/api-requests.js';
-import { ServiceCidrWatch, type ServiceCidrAvailability } from './k8s/service-cidrs.js';
-import { effectiveServiceRanges, type ServiceRange, type ServiceRangeProblem } from './plan/service-ranges.js';
-import { ServiceRangesMap, type SvcCidrMap } from './datapath/service-ranges-map.js';
-import type { DriftCount } from './reconcile/sync-types.js';
-import type { Logger } from './log.js';
+import type { ApiRequestObserver } from '../k8s/api-requests.js';
+import { ServiceCidrWatch, type ServiceCidrAvailability } from '../k8s/service-cidrs.js';
+import { effectiveServiceRanges, type ServiceRange, type ServiceRangeProblem } from '../plan/service-ranges.js';
+import { ServiceRangesMap, type SvcCidrMap } from '../datapath/service-ranges-map.js';
+import type { DriftCount } from '../maps/drift.js';
+import type { Logger } from '../log/log.js';
 
 export interface ServiceRangesOptions {
   /** --service-cluster-ip-range's entries. */
@@ -43,7 +43,7 @@ export interface ServiceRangesReport {
 }
 
 export class ServiceRanges {
-  private readonly writer: ServiceRangesMap;
+  private readonly writer: ServiceRangesMap<ServiceRange>;
   private readonly watch: ServiceCidrWatch;
   private readonly seenProblems = new Set<string>();
   private problems: ServiceRangeProblem[] = [];
@@ -51,7 +51,7 @@ export class ServiceRanges {
   private writeFailing = false;
 
   constructor(private readonly o: ServiceRangesOptions) {
-    this.writer = new ServiceRangesMap(o.map);
+    this.writer = new ServiceRangesMap<ServiceRange>(o.map);
     this.watch = new ServiceCidrWatch({
       kubeConfig: o.kubeConfig,
       logger: o.log,

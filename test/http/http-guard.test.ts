@@ -1,5 +1,5 @@
 /**
- * The listener guard (agent/http-guard.ts) on real sockets: a flood of idle
+ * The listener guard (agent/http/http-guard.ts) on real sockets: a flood of idle
  * connections cannot hold more than the cap, the oldest idle one makes room
  * for a new request, idle and slow (slowloris) connections are closed on
  * their deadlines, and a newcomer is refused only when every socket is busy;
@@ -9,7 +9,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { guardedFastify, type ListenerLimits } from '../../agent/http-guard.js';
+import { guardedFastify, type ListenerLimits } from '../../agent/http/http-guard.js';
 
 const LIMITS: ListenerLimits = { maxConnections: 5, idleTimeoutMs: 400, headersTimeoutMs: 600, requestTimeoutMs: 2000, keepAliveTimeoutMs: 300 };
 

@@ -5,18 +5,19 @@
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { expandConfigFile, type FlagTable } from './config-file.js';
-import { checkK8sServiceHost } from './config/k8s-service-host.js';
-import { kubeProxyNodePortAddresses, nodePortAddressesForMode, type UnknownConfigFields } from './config/kube-proxy-config.js';
-import { translateKubeProxyFlags } from './config/kube-proxy-flags.js';
+import { checkK8sServiceHost } from './k8s-service-host.js';
+import { kubeProxyNodePortAddresses, nodePortAddressesForMode, type UnknownConfigFields } from './kube-proxy-config.js';
+import { translateKubeProxyFlags } from './kube-proxy-flags.js';
 import { parseDuration } from './duration.js';
-import { findCgroup2Mount } from './cgroup.js';
-import { levelFromVerbosity, type LogLevel } from './log.js';
-import { defaultBpfObject } from './paths.js';
-import { parseCIDR } from './net/ip.js';
-import { parseBindAddress } from './net/listen-address.js';
-import { TC_ATTACH_SETTINGS, type TcAttachSetting } from './datapath/tc-hooks.js';
-import type { MapCapacities } from './reconcile/limits.js';
-import { CONNTRACK_MAX_PER_CORE_DEFAULT, CONNTRACK_MIN_DEFAULT, MAP_SIZE_SETTINGS, MAP_SIZE_SETTING_NAMES, parseMapSize, parseSizeRatio, type MapSizeOptions } from './datapath/map-sizes.js';
+import { findCgroup2Mount } from '../runtime/cgroup.js';
+import { levelFromVerbosity, type LogLevel } from '../log/log.js';
+import { defaultBpfObject } from '../runtime/paths.js';
+import { parseCIDR } from '../net/ip.js';
+import { parseBindAddress } from '../net/listen-address.js';
+import { TC_ATTACH_SETTINGS, type TcAttachSetting } from '../datapath/tc-hooks.js';
+import type { MapCapacities } from '../maps/capacities.js';
+import type { UdpTerminationSetting } from '../datapath/udp-terminator.js';
+import { CONNTRACK_MAX_PER_CORE_DEFAULT, CONNTRACK_MIN_DEFAULT, MAP_SIZE_SETTINGS, MAP_SIZE_SETTING_NAMES, parseMapSize, parseSizeRatio, type MapSizeOptions } from '../datapath/map-sizes.js';
 
 export interface AgentConfig {
   kubeconfig?: string;
@@ -129,8 +130,7 @@ export function mapSizeOptions(values: Readonly<Record<string, unknown>>): MapSi
 }
 
 /** --udp-termination values. */
-export const UDP_TERMINATION_SETTINGS = ['auto', 'bpf', 'netlink'] as const;
-export type UdpTerminationSetting = (typeof UDP_TERMINATION_SETTINGS)[number];
+export const UDP_TERMINATION_SETTINGS = ['auto', 'bpf', 'netlink'] as const satisfies readonly UdpTerminationSetting[];
 
 export const DEFAULT_BPFFS_DIR = '/sys/fs/bpf/kpr';
 
@@ -223,7 +223,7 @@ function seconds(text: string, flag: string): number {
 
 /**
  * The agent's flags (node:util parseArgs options). `--config` files are read
- * against this same table (agent/config-file.ts), so every flag added here is
+ * against this same table (agent/config/config-file.ts), so every flag added here is
  * also a config-file key.
  */
 export const AGENT_FLAGS = {

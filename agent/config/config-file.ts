@@ -20,12 +20,12 @@
  *
  * The file must be a regular file of at most 1 MiB, one YAML document nested at
  * most CONFIG_YAML_LIMITS.maxDepth deep with at most maxAliasCount alias
- * expansions (agent/bounded-read.ts, agent/bounded-yaml.ts).
+ * expansions (agent/input/bounded-read.ts, agent/input/bounded-yaml.ts).
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { InputFileError, readRegularFile } from './bounded-read.js';
-import { parseYamlDocuments, YamlInputError, type YamlLimits } from './bounded-yaml.js';
-import { isKubeProxyConfiguration, kubeProxyConfigArgs, KubeProxyConfigError } from './config/kube-proxy-config.js';
+import { InputFileError, readRegularFile } from '../input/bounded-read.js';
+import { parseYamlDocuments, YamlInputError, type YamlLimits } from '../input/bounded-yaml.js';
+import { isKubeProxyConfiguration, kubeProxyConfigArgs, KubeProxyConfigError } from './kube-proxy-config.js';
 
 export type FlagTable = NonNullable<ParseArgsConfig['options']>;
 

@@ -30,7 +30,7 @@
  * docs/performance.md has the figures.
  */
 import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
-import { releaseFreeNativeMemory } from '../native/index.js';
+import { releaseFreeNativeMemory } from '../../native/index.js';
 
 type GcFunction = (options?: { type: 'minor' | 'major' }) => void;
 

@@ -4,7 +4,7 @@
  * work retried with capped exponential backoff. Nothing here ever throws
  * into its caller, so no such failure can end the agent.
  */
-import type { Logger } from './log.js';
+import type { Logger } from '../log/log.js';
 
 export const TASK_RETRY_MIN_MS = 500;
 export const TASK_RETRY_MAX_MS = 30_000;
