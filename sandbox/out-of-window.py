@@ -8,8 +8,8 @@ sandbox's pod namespaces.
 
 The server accepts one connection, reads "hello", answers "ok", then sends
 the client, from a raw socket, three TCP segments of that connection whose
-sequence number is a million bytes behind the window (what a spurious
-retransmission looks like): netfilter conntrack calls them INVALID. A proxy
+sequence number is a gigabyte past the window (as a segment that overtook
+its predecessors by far would be): netfilter conntrack calls them INVALID. A proxy
 that rewrote the connection's addresses in a NAT table and lets INVALID
 packets through un-rewritten makes the client's kernel see a segment of no
 connection it knows and answer with a RST, which resets the server's socket.
@@ -86,7 +86,9 @@ def server(port):
             break
     conn.sendall(b"ok\n")
     server_next = (server_next + 3) & 0xFFFFFFFF
-    stale = (server_next - 1_000_000) & 0xFFFFFFFF
+    # A gigabyte ahead: past the end of any window conntrack allows (a segment behind the window, an old
+    # retransmission, is only ignored by conntrack since Linux 6.1, not marked INVALID).
+    stale = (server_next + 1_000_000_000) & 0xFFFFFFFF
     for i in range(3):
         raw.sendto(segment(local, caddr, port, cport, (stale + 5 * i) & 0xFFFFFFFF, client_next, ACK | PSH, b"boom\n"), (caddr, 0))
     say("bad packets sent")

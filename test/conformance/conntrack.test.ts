@@ -105,6 +105,8 @@ const tests: Record<string, UpstreamImpl> = {
     await clientOut.next(/^connected$/, 'client');
     await serverOut.next(/^connection established 198\.18\.10\.50:/, 'boom-server');
     await serverOut.next(/^bad packets sent$/, 'boom-server');
+    // upstream: "boom-server pod did not send any bad packet to the client" fails the test; here the client's node saw them, INVALID.
+    await eventually('node-1\'s conntrack sees the out-of-window segments as INVALID', async () => c.invalidPackets('node-1') >= 3);
     client.stdin!.write('go\n');
     const reply = await clientOut.next(/^(reply|ERROR)/, 'client');
     const rst = await serverOut.next(/RST/, 'boom-server');

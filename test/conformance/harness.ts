@@ -281,7 +281,16 @@ export class ConformanceBox {
     const ns = this.box.nodes[node].ns;
     inNs(ns, 'nft', 'add', 'table', 'inet', 'e2e_cni');
     inNs(ns, 'nft', 'add', 'chain', 'inet', 'e2e_cni', 'forward', '{ type filter hook forward priority 0; policy accept; }');
+    inNs(ns, 'nft', 'add', 'rule', 'inet', 'e2e_cni', 'forward', 'ct', 'state', 'invalid', 'counter');
     inNs(ns, 'nft', 'add', 'rule', 'inet', 'e2e_cni', 'forward', 'ct', 'state', 'established,related', 'counter', 'accept');
+  }
+
+  /** Forwarded packets conntrack called INVALID on a node, since trackConnections (they pass: no rule drops them). */
+  invalidPackets(node: NodeName): number {
+    const chain = inNs(this.box.nodes[node].ns, 'nft', 'list', 'chain', 'inet', 'e2e_cni', 'forward');
+    const m = /ct state invalid counter packets (\d+)/.exec(chain);
+    assert.ok(m, chain);
+    return Number(m[1]);
   }
 
   /** The node's InternalIP (its underlay address). */
