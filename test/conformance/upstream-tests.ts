@@ -33,6 +33,7 @@ const API = 'checks the API server (validation, allocation or the resource lifec
 const SCTP = 'kpr does not serve SCTP yet: its socket hooks and tc path translate TCP and UDP; an SCTP port is reported as not supported (docs/semantics.md rule 7). A gap, not someone else\'s job';
 const CLOUD = 'needs a cloud load balancer (a provider\'s LB that sends traffic to the nodes); kpr serves what reaches the node, covered by the NodePort/LoadBalancer rows';
 
+const SAME_ZONE = 'upstream\'s three zones of one node each, over two nodes in two steps, the zones being the Node objects\' labels: node-1 in zone-a and node-2 in zone-b, each with a server and a client (each client reaches only its zone\'s server), then node-2 in zone-c, with no endpoint (its client, upstream\'s third one, reaches both servers). Not covered: the three clients at once, and the zone-b server on a zone-b node in the second step (its pod runs on node-2, then in zone-c)';
 const MULTI_ZONE = 'upstream\'s three zones of two nodes each, over two nodes in two steps, the zones being the Node objects\' labels (changed between them): zone-1 with both nodes (a client and a server on each: both clients reach both servers, never the zone-2 endpoint), then node-1 in zone-2 (its client reaches only zone-2\'s endpoint, on node-2) and node-2 in zone-3 (no endpoint there: its client reaches all three). Not covered: all three zones at once, and endpoints on a node of their own zone in every step (the zone-2 endpoint\'s pod runs on node-2 in step 1, the zone-1 ones on nodes of other zones in step 2)';
 
 const t = (file: UpstreamFile, name: string, status: ConformanceStatus, note?: string): UpstreamTest => ({ file, name, status, ...(note ? { note } : {}) });
@@ -126,9 +127,9 @@ export const UPSTREAM_TESTS: UpstreamTest[] = [
   t('kube_proxy.go', 'should set TCP CLOSE_WAIT timeout [Privileged]', 'difference', 'kpr\'s agent changes no conntrack sysctl: the 1h CLOSE_WAIT timeout is set by the chart\'s conntrack-sysctls init container (`kpr conntrack-sysctls`, on by default only with kubeProxyConfigMap.enabled; conntrackSysctls.enabled otherwise), which the test runs in the node\'s namespace with the agent\'s arguments, as the chart does. The sandbox node tracks connections through one nftables ct rule standing for the CNI\'s; the entry is read from /proc/net/nf_conntrack instead of conntrack -L, and the server listens on the node (upstream: a hostPort)'),
 
   // ---------------------------------------------------------------- traffic_distribution.go ("[sig-network] Traffic Distribution")
-  t('traffic_distribution.go', 'should route traffic to an endpoint in the same zone when using PreferClose', 'difference', 'two zones (the sandbox has two nodes, one per zone) instead of three: the clients with an endpoint in their zone reach only it; upstream\'s third client, in a zone with no endpoint, is not there'),
+  t('traffic_distribution.go', 'should route traffic to an endpoint in the same zone when using PreferClose', 'difference', SAME_ZONE),
   t('traffic_distribution.go', 'should route traffic correctly between pods on multiple nodes when using PreferClose', 'difference', MULTI_ZONE),
-  t('traffic_distribution.go', 'should route traffic to an endpoint in the same zone when using PreferSameZone', 'difference', 'two zones (the sandbox has two nodes, one per zone) instead of three: the clients with an endpoint in their zone reach only it; upstream\'s third client, in a zone with no endpoint, is not there'),
+  t('traffic_distribution.go', 'should route traffic to an endpoint in the same zone when using PreferSameZone', 'difference', SAME_ZONE),
   t('traffic_distribution.go', 'should route traffic correctly between pods on multiple nodes when using PreferSameZone', 'difference', MULTI_ZONE),
 
   // ---------------------------------------------------------------- loadbalancer.go ("[sig-network] LoadBalancers", "LoadBalancers ESIPP"; [Feature:LoadBalancer])
