@@ -5,8 +5,11 @@
  * first node sends UDP to the Service from one fixed source port (12345),
  * each try from a new socket (`nc -u -p 12345`), while the backend pods on
  * the second node are replaced; the client must get answers from the new
- * backend within the poll window. Topology: sandbox/two-node.ts;
- * conventions: harness.ts.
+ * backend within the poll window. The invalid-conntrack-state test has a
+ * long-lived TCP connection through a Service receive segments past its
+ * window from the backend (sandbox/out-of-window.py, upstream's boom-server)
+ * with netfilter conntrack in use on the nodes (the CNI's part); the client
+ * must not reset it. Topology: sandbox/two-node.ts; conventions: harness.ts.
  */
 import assert from 'node:assert/strict';
 import { spawnSync, type ChildProcess } from 'node:child_process';
