@@ -81,6 +81,15 @@ export interface ApiServer {
   readonly host: string;
   /** Ends every watch stream and held request, then stops listening. */
   close(): Promise<void>;
+  /**
+   * Fault injection: the server process stops (restartApiserver's first half). Every connection
+   * is destroyed mid-stream (watches broken, as when kube-apiserver dies) and the port stops
+   * listening (connection refused); the objects, their resourceVersions and the watch history
+   * are kept, as etcd keeps them across an API server restart.
+   */
+  stop(): Promise<void>;
+  /** The stopped server listens again on the same address; resourceVersions continue from where they were. */
+  start(): Promise<void>;
   /** Creates an object (kind/apiVersion pick the resource); throws ApiError (409 AlreadyExists, 422...). */
   create(obj: KubeObject): KubeObject;
   /** Replaces an object; a set metadata.resourceVersion must match (409 Conflict). Throws 404 when missing. */
@@ -143,14 +152,20 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
   const serve = requestListener({ store, lists, watches, faults, bearerToken: opts.bearerToken, serverAddress: () => `${host}:${port}`, onRequest: opts.onRequest, served });
   const server: Server = opts.tls ? createHttpsServer({ cert: opts.tls.cert, key: opts.tls.key }, serve) : createServer(serve);
 
-  await new Promise<void>((resolve, reject) => {
+  const listen = (p: number) => new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(opts.port ?? 0, host, () => {
+    server.listen(p, host, () => {
       server.off('error', reject);
       resolve();
     });
   });
+  const stopListening = () => new Promise<void>((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections();
+  });
+  await listen(opts.port ?? 0);
   port = (server.address() as AddressInfo).port;
+  let stopped = false;
   const url = `${opts.tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
 
   const defOf = (obj: KubeObject): ResourceDef => {
@@ -172,10 +187,19 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
       if (closing) return;
       closing = true;
       watches.close();
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
+      if (!stopped) await stopListening();
+    },
+    async stop() {
+      if (stopped || closing) return;
+      stopped = true;
+      watches.cut('reset');
+      lists.clear();
+      await stopListening();
+    },
+    async start() {
+      if (!stopped || closing) return;
+      await listen(port);
+      stopped = false;
     },
     create: (obj) => store.create(defOf(obj), obj),
     update: (obj) => store.update(defOf(obj), obj),

@@ -438,6 +438,32 @@ describe('sandbox apiserver: watch protocol', () => {
     }
   });
 
+  test('stop() and start(): watches broken and the port refused while stopped; same address, objects and resourceVersions after', async () => {
+    const srv = await startApiServer({ bookmarkIntervalMs: 0 });
+    try {
+      const before = srv.create(svc('kept'));
+      const rv = srv.resourceVersion();
+      const w = await openWatch(srv.url, `/api/v1/services?watch=true&resourceVersion=${rv}`);
+      await srv.stop();
+      await w.ended;
+      assert.equal(w.events.length, 0);
+      await assert.rejects(request(srv.url, 'GET', `${SVC}/kept`), (err: Error) => (err.cause as NodeJS.ErrnoException | undefined)?.code === 'ECONNREFUSED');
+      await srv.start();
+      const g = await request(srv.url, 'GET', `${SVC}/kept`);
+      assert.equal(g.status, 200);
+      assert.equal(g.body.metadata.resourceVersion, before.metadata!.resourceVersion);
+      // A watch resumes from the last resourceVersion seen before the restart; new objects continue the sequence.
+      const resumed = await openWatch(srv.url, `/api/v1/services?watch=true&resourceVersion=${rv}`);
+      const created = await request(srv.url, 'POST', SVC, svc('after'));
+      assert.ok(Number(created.body.metadata.resourceVersion) > Number(rv));
+      assert.deepEqual((await resumed.waitForCount(1)).map((e) => `${e.type} ${e.object.metadata.name}`), ['ADDED after']);
+      assert.notEqual(created.body.spec.clusterIP, before.spec.clusterIP);
+      resumed.close();
+    } finally {
+      await srv.close();
+    }
+  });
+
   test('close() ends open watch streams', async () => {
     const other = await startApiServer({ bookmarkIntervalMs: 10 });
     const w = await openWatch(other.url, '/api/v1/nodes?watch=true&allowWatchBookmarks=true');

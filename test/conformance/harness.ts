@@ -19,6 +19,7 @@ import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { repoRoot } from '../../sandbox/repo.js';
+import { inNs } from '../../sandbox/netns.js';
 import { waitForLine } from '../../sandbox/topology.js';
 import { waitFor } from '../../sandbox/cluster.js';
 import { TwoNodeCluster, UNDERLAY, type NodeName } from '../../sandbox/two-node.js';
@@ -270,6 +271,26 @@ export class ConformanceBox {
       if (ch.want === null) assertNotServed(rep, what);
       else assert.deepEqual(rep.byPod, { [ch.want]: 1 }, `${what}: ${JSON.stringify(rep.errors)}`);
     });
+  }
+
+  /**
+   * Netfilter conntrack in use in a node's namespace, as a CNI's rules put it on a real node (any ct
+   * expression in a hook registers it; a sandbox node has no other rule): forwarded traffic is tracked.
+   */
+  trackConnections(node: NodeName): void {
+    const ns = this.box.nodes[node].ns;
+    inNs(ns, 'nft', 'add', 'table', 'inet', 'e2e_cni');
+    inNs(ns, 'nft', 'add', 'chain', 'inet', 'e2e_cni', 'forward', '{ type filter hook forward priority 0; policy accept; }');
+    inNs(ns, 'nft', 'add', 'rule', 'inet', 'e2e_cni', 'forward', 'ct', 'state', 'invalid', 'counter');
+    inNs(ns, 'nft', 'add', 'rule', 'inet', 'e2e_cni', 'forward', 'ct', 'state', 'established,related', 'counter', 'accept');
+  }
+
+  /** Forwarded packets conntrack called INVALID on a node, since trackConnections (they pass: no rule drops them). */
+  invalidPackets(node: NodeName): number {
+    const chain = inNs(this.box.nodes[node].ns, 'nft', 'list', 'chain', 'inet', 'e2e_cni', 'forward');
+    const m = /ct state invalid counter packets (\d+)/.exec(chain);
+    assert.ok(m, chain);
+    return Number(m[1]);
   }
 
   /** The node's InternalIP (its underlay address). */

@@ -248,6 +248,29 @@ const tests: Record<string, UpstreamImpl> = {
     await up(clusterIP(s2), 80, ['web-1c', 'web-2a', 'web-2b']);
   },
 
+  // service.go: "should work after restarting apiserver" [Disruptive] — a Service up before and after the API server
+  // restarts (every watch broken, the port refused meanwhile, etcd's state and resourceVersions kept); one created
+  // after the restart gets its own VIP and is up too (the agents' watches came back).
+  'should work after restarting apiserver': async () => {
+    const s1 = c.createService('restart-apiserver-1', { ports: [HTTP], selector: { name: 'restart-apiserver-1' } });
+    c.setEndpoints('restart-apiserver-1', ep('web-1a', 'web-1b', 'web-2a'));
+    await up(clusterIP(s1), 80, ['web-1a', 'web-1b', 'web-2a']);
+    const rv = Number(c.box.api.resourceVersion());
+    assert.ok(c.box.api.watchCount() > 0, 'the agents watch the API server');
+    await c.box.api.stop();
+    assert.equal(c.box.api.watchCount(), 0, 'every watch is broken');
+    // While it is down the proxy keeps what it has.
+    await up(clusterIP(s1), 80, ['web-1a', 'web-1b', 'web-2a']);
+    await c.box.api.start();
+    await up(clusterIP(s1), 80, ['web-1a', 'web-1b', 'web-2a']);
+    const s2 = c.createService('restart-apiserver-2', { ports: [HTTP], selector: { name: 'restart-apiserver-2' } });
+    c.setEndpoints('restart-apiserver-2', ep('web-1c', 'web-2b'));
+    assert.ok(Number(s2.metadata!.resourceVersion) > rv, 'resourceVersions continue after the restart');
+    assert.notEqual(clusterIP(s1), clusterIP(s2), 'VIPs conflict');
+    await up(clusterIP(s1), 80, ['web-1a', 'web-1b', 'web-2a']);
+    await up(clusterIP(s2), 80, ['web-1c', 'web-2b']);
+  },
+
   // service.go: "should be able to create a functioning NodePort service" [Conformance]
   'should be able to create a functioning NodePort service': async () => {
     const svc = c.createService('nodeport-test', { type: 'NodePort', ports: [HTTP], selector: { name: 'nodeport-test' } });
