@@ -15,15 +15,6 @@ import { UNKNOWN_CAPACITIES, describeLimit, limitFields, type LimitName, type Li
 import type { MapFill, ReconcileLogger } from './sync-types.js';
 import type { Writes } from './write-batch.js';
 
-/** What `capacities()` a DatapathMaps may have (BpfDatapathMaps and MemoryDatapathMaps do): the maps' max_entries. */
-interface CapacityMaps {
-  capacities(): Partial<MapCapacities>;
-}
-
-function hasCapacities(m: DatapathMaps): m is DatapathMaps & CapacityMaps {
-  return typeof (m as Partial<CapacityMaps>).capacities === 'function';
-}
-
 /** The limits a Service is admitted against, in check order, and what it needs of each beyond what the kernel holds. */
 export type RoomLimit = Exclude<LimitName, 'backends_per_frontend'>;
 const ROOM_LIMITS: readonly RoomLimit[] = ['rev_nat_ids', 'svc_map', 'backend_map', 'aff_match_map', 'src_range_map'];
@@ -74,7 +65,7 @@ export class Admission {
 
   /** At the start of a sync: the maps' capacities read (lowered to what was learned below them). */
   begin(maps: DatapathMaps): void {
-    const own: MapCapacities = { ...UNKNOWN_CAPACITIES, ...(hasCapacities(maps) ? maps.capacities() : {}) };
+    const own: MapCapacities = { ...UNKNOWN_CAPACITIES, ...maps.capacities() };
     const declared: MapCapacities = { ...own, ...this.overrides };
     this.caps = { ...declared };
     for (const [key, l] of this.learned) {
@@ -299,7 +290,7 @@ export class Admission {
     if (key === undefined) return;
     const holds = this.held(key);
     if (!(holds < this.caps[key])) return;
-    const own = { ...UNKNOWN_CAPACITIES, ...(hasCapacities(maps) ? maps.capacities() : {}) }[key];
+    const own = { ...UNKNOWN_CAPACITIES, ...maps.capacities() }[key];
     this.learned.set(key, { holds, declared: { [key]: own, ...this.overrides }[key] ?? own, own });
     this.logger.error('datapath map full below its capacity: Services are admitted against what it holds', {
       map: String(e.map),

@@ -10,7 +10,7 @@
 import { FE_TYPE, SCOPE, type SvcMeta } from '../maps/layout.js';
 import type { FrontendType, PlanFrontend, SkippedObject } from '../plan/types.js';
 import type { LimitReport, MapCapacities } from './limits.js';
-import { MemoryDatapathMaps, svcKeyId } from './memory-datapath-maps.js';
+import { MemoryDatapathMaps, svcKeyId } from '../maps/memory-datapath-maps.js';
 import { Reconciler } from './reconciler.js';
 import type { ReconcileLogger } from './sync-types.js';
 

@@ -6,10 +6,10 @@
  * One table says, per map, its record sizes, its kernel cursor and how its
  * mirror side is walked (slicedMaps()).
  */
-import type { DatapathMaps } from '../maps/datapath-maps.js';
+import type { DatapathMaps, RawCursor, RawDump } from '../maps/datapath-maps.js';
 import { MAP_NAMES, type SvcMeta } from '../maps/layout.js';
 import { MAPS } from '../maps/registry.js';
-import { EMPTY_STATE, Fingerprint, RecordHashes, TouchedKeys, type RawCursor, type RawCursorMaps, type RawDump, type RecordSink, type UntouchedSum } from './fingerprint.js';
+import { EMPTY_STATE, Fingerprint, RecordHashes, TouchedKeys, type RecordSink, type UntouchedSum } from './fingerprint.js';
 import type { EntrySet, KernelMirror } from './kernel-mirror.js';
 import { SVC_HEAD, type MirrorRecords } from './mirror-records.js';
 import type { ReadBackVerdict } from './sync-types.js';
@@ -65,20 +65,13 @@ interface ReadBackWindow {
 interface SlicedMap {
   keySize: number;
   valSize: number;
-  cursor(m: RawCursorMaps, batch: number): RawCursor;
+  cursor(m: DatapathMaps, batch: number): RawCursor;
   /** Hashes about `budget` more of the mirror's records into w.mirror (at least one); whether all are. */
   hashMirror(w: ReadBackWindow, budget: number): boolean;
   /** Bytes the decoded compare ignores, zeroed in a kernel batch before it is hashed (so raw and decoded agree). */
   normalise?(d: RawDump): void;
 }
 
-
-export function hasRawCursors(m: DatapathMaps): m is DatapathMaps & RawCursorMaps {
-  const r = m as Partial<RawCursorMaps>;
-  return (
-    typeof r.servicesRawCursor === 'function' && typeof r.backendsRawCursor === 'function' && typeof r.vipsRawCursor === 'function' && typeof r.svcMetaRawCursor === 'function'
-  );
-}
 
 /**
  * A kpr_svc_meta batch as the decoded compare sees it: the bytes after each
@@ -114,7 +107,7 @@ export class SlicedReadBack {
   private readonly sides = new Map<string, { kernel: RecordHashes; mirror: RecordHashes }>();
 
   constructor(
-    private readonly maps: DatapathMaps & RawCursorMaps,
+    private readonly maps: DatapathMaps,
     private readonly mirror: KernelMirror,
     private readonly records: MirrorRecords,
     private readonly batch: number,
@@ -135,14 +128,11 @@ export class SlicedReadBack {
     this.window = undefined;
   }
 
-  /** Whether `map` is read back in steps here (every map but those the maps have no cursor for). */
-  covers(map: string): boolean {
-    return this.slicedMaps().has(map);
-  }
-
-  /** One step of `map`'s read-back ('pending' until its last). Throws if a dump fails (the caller ends the window). */
+  /** One step of `map`'s read-back ('pending' until its last). Throws if a dump fails (the caller ends the window) or `map` is not one the reconciler owns. */
   step(map: string): ReadBackVerdict {
-    return this.slice(map, this.slicedMaps().get(map)!);
+    const how = this.slicedMaps().get(map);
+    if (!how) throw new Error(`not a map the reconciler owns: ${map}`);
+    return this.slice(map, how);
   }
 
   /**
@@ -215,7 +205,7 @@ export class SlicedReadBack {
     return kernel.a === mirror.a && kernel.b === mirror.b && kernel.count === mirror.count ? 'match' : 'drift';
   }
 
-  /** The maps read back in slices (every map but kpr_src_range; kpr_aff_match when the maps have its cursor), each read and hashed its way. */
+  /** The maps read back in slices (every map the reconciler owns), each read and hashed its way. */
   private slicedMaps(): Map<string, SlicedMap> {
     if (this.sliced) return this.sliced;
     const mirror = this.mirror;
@@ -258,18 +248,14 @@ export class SlicedReadBack {
         },
       ],
     ]);
-    // The maps the mirror keeps as revNatId → a set of members (pairs, ranges): when the maps can walk them in batches.
-    const maps = this.maps as Partial<RawCursorMaps>;
-    const members = <T extends number | string>(spec: typeof AFF | typeof RANGE, cursor: ((batch: number) => RawCursor) | undefined, sets: Map<number, Set<T>>, record: (rn: number, m: T) => Buffer) => {
-      if (typeof cursor !== 'function') return;
+    // The maps the mirror keeps as revNatId → a set of members (pairs, ranges).
+    const members = <T extends number | string>(spec: typeof AFF | typeof RANGE, cursor: (m: DatapathMaps, batch: number) => RawCursor, sets: Map<number, Set<T>>, record: (rn: number, m: T) => Buffer): SlicedMap => {
       const keySize = spec.key.size;
       const valSize = spec.value.size;
-      return { keySize, valSize, cursor: (_: RawCursorMaps, b: number) => cursor.call(maps, b), hashMirror: (w: ReadBackWindow, budget: number) => this.hashMirrorMembers(w, budget, sets, record, keySize, valSize) };
+      return { keySize, valSize, cursor, hashMirror: (w: ReadBackWindow, budget: number) => this.hashMirrorMembers(w, budget, sets, record, keySize, valSize) };
     };
-    const aff = members(AFF, maps.affinityMatchesRawCursor, mirror.kAff, (rn, id) => records.affinityMatch(rn, id));
-    const ranges = members(RANGE, maps.srcRangesRawCursor, mirror.kRanges, (rn, cidr) => records.srcRange(rn, cidr));
-    if (aff) this.sliced.set(MAP_NAMES.affinityMatch, aff);
-    if (ranges) this.sliced.set(MAP_NAMES.srcRange, ranges);
+    this.sliced.set(MAP_NAMES.affinityMatch, members(AFF, (m, b) => m.affinityMatchesRawCursor(b), mirror.kAff, (rn, id) => records.affinityMatch(rn, id)));
+    this.sliced.set(MAP_NAMES.srcRange, members(RANGE, (m, b) => m.srcRangesRawCursor(b), mirror.kRanges, (rn, cidr) => records.srcRange(rn, cidr)));
     return this.sliced;
   }
 

@@ -30,28 +30,22 @@
  * leads to the decoded compare and repair in one step (repairDrift, the rare path).
  */
 import type { DatapathMaps } from '../maps/datapath-maps.js';
-import { MAP_NAMES } from '../maps/layout.js';
 import { MAPS } from '../maps/registry.js';
-import { EMPTY_STATE, Fingerprint, type RawDumpMaps, type TouchedKeys } from './fingerprint.js';
+import { EMPTY_STATE, Fingerprint, type TouchedKeys } from './fingerprint.js';
 import { compareWithKernel } from './drift-compare.js';
 import { KernelMirror, type KernelContents } from './kernel-mirror.js';
 import { MirrorRecords } from './mirror-records.js';
-import { SlicedReadBack, hasRawCursors, hashEntrySet } from './read-back-window.js';
+import { SlicedReadBack, hashEntrySet } from './read-back-window.js';
 import { READ_BACK_BATCH, type ReadBackVerdict, type ReconcileLogger, type SyncResult } from './sync-types.js';
 
 const SVC_KEY_SIZE = MAPS.svc.key.size;
 const SVC_VAL_SIZE = MAPS.svc.value.size;
 const ID_SIZE = MAPS.backend.key.size;
 const BACKEND_SIZE = MAPS.backend.value.size;
-export function hasRawDumps(m: DatapathMaps): m is DatapathMaps & RawDumpMaps {
-  const r = m as Partial<RawDumpMaps>;
-  return typeof r.dumpServicesRaw === 'function' && typeof r.dumpBackendsRaw === 'function';
-}
-
 export class ReadBack {
   private readonly records = new MirrorRecords();
-  /** The read-back in steps, when the maps can dump in resumable batches. */
-  private readonly sliced: SlicedReadBack | undefined;
+  /** The read-back in steps. */
+  private readonly sliced: SlicedReadBack;
 
   constructor(
     private readonly maps: DatapathMaps,
@@ -59,44 +53,28 @@ export class ReadBack {
     private readonly logger: ReconcileLogger,
     batch: number = READ_BACK_BATCH,
   ) {
-    if (hasRawCursors(maps)) this.sliced = new SlicedReadBack(maps, mirror, this.records, batch);
+    this.sliced = new SlicedReadBack(maps, mirror, this.records, batch);
   }
 
   /** The keys of `map` to record as touched: those of an open read-back window's map (read-back-window.ts). */
   touched(map: string): TouchedKeys | undefined {
-    return this.sliced?.touched(map);
+    return this.sliced.touched(map);
   }
 
   /** Ends a sliced read-back left unfinished: keys are no longer recorded. */
   end(): void {
-    this.sliced?.end();
+    this.sliced.end();
   }
 
   /** Sliced read-back: one step of map `map` (Reconciler.readBackMatches); 'unreadable' (logged) if a dump fails. */
   step(map: string): ReadBackVerdict {
     try {
-      return this.stepOrThrow(map);
+      return this.sliced.step(map);
     } catch (err) {
-      this.sliced?.end();
+      this.sliced.end();
       this.logger.warn('cannot read the maps back for drift repair', { map, error: err instanceof Error ? err.message : String(err) });
       return 'unreadable';
     }
-  }
-
-  private stepOrThrow(map: string): ReadBackVerdict {
-    const m = this.maps;
-    if (this.sliced?.covers(map)) return this.sliced.step(map);
-    if (hasRawDumps(m) && map === MAP_NAMES.svc) return this.svcMapMatches(m) ? 'match' : 'drift';
-    if (hasRawDumps(m) && map === MAP_NAMES.backend) return this.backendMapMatches(m) ? 'match' : 'drift';
-    const k: KernelContents = { services: [], backends: [], vips: [], affs: [], metas: [], ranges: [] };
-    if (map === MAP_NAMES.svc) k.services = m.dumpServices();
-    else if (map === MAP_NAMES.backend) k.backends = m.dumpBackends();
-    else if (map === MAP_NAMES.vip) k.vips = m.dumpVips();
-    else if (map === MAP_NAMES.svcMeta) k.metas = m.dumpSvcMeta();
-    else if (map === MAP_NAMES.affinityMatch) k.affs = m.dumpAffinityMatches();
-    else if (map === MAP_NAMES.srcRange) k.ranges = m.dumpSrcRanges();
-    else throw new Error(`not a map the reconciler owns: ${map}`);
-    return compareWithKernel(this.mirror, k, true, map).length === 0 ? 'match' : 'drift';
   }
 
   /**
@@ -112,7 +90,7 @@ export class ReadBack {
     let kernel: KernelContents;
     try {
       // The common case, no drift, decodes nothing of the two large maps.
-      if (!decoded && this.matchesRaw() === true) {
+      if (!decoded && this.matchesRaw()) {
         result.readBackMs = performance.now() - started;
         return;
       }
@@ -137,16 +115,15 @@ export class ReadBack {
   /**
    * A full sync's read-back, the common case (no drift) decoding nothing of
    * the two large maps: whether every map holds exactly the mirror's
-   * entries; undefined when the maps cannot dump raw. Throws if a dump fails.
+   * entries. Throws if a dump fails.
    */
-  matchesRaw(): boolean | undefined {
+  matchesRaw(): boolean {
     const m = this.maps;
-    if (!hasRawDumps(m)) return undefined;
     return this.svcMapMatches(m) && this.backendMapMatches(m) && this.smallMapsMatch();
   }
 
   /** Whether kpr_svc holds exactly the mirror's entries, by fingerprint of the raw records. */
-  private svcMapMatches(m: RawDumpMaps): boolean {
+  private svcMapMatches(m: DatapathMaps): boolean {
     const svc = m.dumpServicesRaw();
     const kernel = new Fingerprint();
     kernel.addBatch(svc.count, svc.keys, SVC_KEY_SIZE, svc.values, SVC_VAL_SIZE, svc.valueStride);
@@ -156,7 +133,7 @@ export class ReadBack {
   }
 
   /** Whether kpr_backend holds exactly the mirror's rows, by fingerprint of the raw records. */
-  private backendMapMatches(m: RawDumpMaps): boolean {
+  private backendMapMatches(m: DatapathMaps): boolean {
     const be = m.dumpBackendsRaw();
     const kernel = new Fingerprint();
     kernel.addBatch(be.count, be.keys, ID_SIZE, be.values, BACKEND_SIZE, be.valueStride);

@@ -57,11 +57,10 @@ import { SweepScan } from './sweep-scan.js';
 import { SyncScope, syncKind } from './sync-scope.js';
 import { clearIfAny } from './collections.js';
 import { addSyncResult, emptySyncResult, type PlanSource, type ReadBackVerdict, type ReconcileLogger, type ReconcilerOptions, type SyncOptions, type SyncResult } from './sync-types.js';
-import { FLUSH_ENTRIES, applyPhases, hasColumnWrites, newWrites, resetUpserts, type ApplyTarget, type Writes } from './write-batch.js';
+import { FLUSH_ENTRIES, applyPhases, newWrites, resetUpserts, type ApplyTarget, type Writes } from './write-batch.js';
 
 export * from './sync-types.js';
 export type { AdoptInconsistencies, AdoptResult } from './kernel-mirror.js';
-export type { ColumnWriteMaps } from './write-batch.js';
 
 /** A PlanSource with nothing in it: the retry pass re-diffs refused Services from the desired state. */
 const NO_PLANS: PlanSource = { keys: () => [], get: () => undefined };
@@ -314,7 +313,7 @@ export class Reconciler {
       // ---- 4. apply what is still queued, in the order that keeps the live datapath consistent
       this.apply('write', w, result);
       this.apply('delete', w, result);
-      this.maps.flush?.(); // queued writes reach the kernel (or fail) before the sync counts as done
+      this.maps.flush(); // queued writes reach the kernel (or fail) before the sync counts as done
       // The rows of deleted backends leave the mirror only now: a write queued
       // for one earlier in this sync was encoded from its row.
       for (const id of w.backendDeletes) this.mirror.kBackends.remove(id);
@@ -372,7 +371,7 @@ export class Reconciler {
   /** The writes (or the deletes) queued in `w`, in APPLY_ORDER. */
   private apply(op: 'write' | 'delete', w: Writes, result: SyncResult): void {
     const rb = this.readBackState;
-    const target: ApplyTarget = { maps: this.maps, columns: hasColumnWrites(this.maps) ? this.maps : null, rows: this.mirror.kBackends, touched: (map) => rb.touched(map), result };
+    const target: ApplyTarget = { maps: this.maps, rows: this.mirror.kBackends, touched: (map) => rb.touched(map), result };
     applyPhases(op, target, w);
   }
 

@@ -6,8 +6,8 @@
  * existing backends, and every backend an AFFINITY master names paired in
  * kpr_aff_match, so no reader ever sees a partial or empty backend set.
  */
-import type { BackendColumns, DatapathMaps } from '../maps/datapath-maps.js';
-import { MAP_NAMES, encodeAffinityMatchKey, encodeBackendId, encodeSrcRangeKey, encodeSvcKey, encodeVipKey, type AffinityMatchKey, type Backend, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from '../maps/layout.js';
+import type { DatapathMaps } from '../maps/datapath-maps.js';
+import { MAP_NAMES, encodeAffinityMatchKey, encodeBackendId, encodeSrcRangeKey, encodeSvcKey, encodeVipKey, type AffinityMatchKey, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from '../maps/layout.js';
 import { MAPS } from '../maps/registry.js';
 import type { BackendTable } from './backend-table.js';
 import type { FrontendBase } from './desired-frontend.js';
@@ -17,8 +17,7 @@ import type { SyncResult } from './sync-types.js';
 /**
  * Service-map writes kept by column (the frontend's key base, scope and
  * slot, the value), so a full sync builds no key object or pair per entry:
- * a DatapathMaps with updateServiceColumns encodes them straight into its
- * batch; any other gets entries() (the same entries, in the same order).
+ * updateServiceColumns encodes them straight into its batch.
  * The first `length` elements of the columns are the queue: a write round
  * resets it and the next one overwrites in place, so a full sync's rounds
  * do not each grow (and drop) arrays of thousands of elements.
@@ -42,22 +41,6 @@ export class SvcWrites {
   reset(): void {
     this.length = 0;
   }
-
-  entries(): Array<[SvcKey, SvcVal]> {
-    const n = this.length;
-    const out = new Array<[SvcKey, SvcVal]>(n);
-    for (let i = 0; i < n; i++) {
-      const ss = this.scopeSlots[i];
-      const v = this.vals[i];
-      out[i] = [svcKey(this.bases[i], Math.floor(ss / 0x10000), ss % 0x10000), typeof v === 'number' ? slotValue(v) : v];
-    }
-    return out;
-  }
-}
-
-/** The service-map value of a slot naming backend `id`. */
-function slotValue(id: number): SvcVal {
-  return { backendId: id, count: 0, revNatId: 0, flags: 0 };
 }
 
 /**
@@ -75,33 +58,6 @@ export class BackendWrites {
   reset(): void {
     this.length = 0;
   }
-
-  entries(rows: BackendTable): Array<[number, Backend]> {
-    const n = this.length;
-    const out = new Array<[number, Backend]>(n);
-    for (let i = 0; i < n; i++) out[i] = [this.ids[i], rows.backend(this.ids[i])];
-    return out;
-  }
-}
-
-/**
- * Optional batch writes by column (BpfDatapathMaps has them): the same
- * entries as updateServices/updateBackends with the same arrays zipped, in
- * the same order, with the same failure behaviour.
- */
-export interface ColumnWriteMaps {
-  /**
-   * Entry i: key (bases[i], scope = scopeSlots[i] >> 16, slot = scopeSlots[i] & 0xffff),
-   * value vals[i]; a number n as value stands for slotValue(n). `count`
-   * entries (default: all, and the columns must then be of one length).
-   */
-  updateServiceColumns(bases: readonly FrontendBase[], scopeSlots: readonly number[], vals: ReadonlyArray<SvcVal | number>, count?: number): void;
-  /** Entry i: ids[i] → the row of `rows` with that id, for the first `count` ids (default: all). */
-  updateBackendColumns(ids: readonly number[], rows: BackendColumns, count?: number): void;
-}
-export function hasColumnWrites(m: DatapathMaps): m is DatapathMaps & ColumnWriteMaps {
-  const c = m as Partial<ColumnWriteMaps>;
-  return typeof c.updateServiceColumns === 'function' && typeof c.updateBackendColumns === 'function';
 }
 
 /** Upserts queued beyond this many service/backend entries are written before the diff goes on (see Reconciler.flushUpserts). */
@@ -168,8 +124,6 @@ export function svcKey(base: FrontendBase, scope: number, slot: number): SvcKey 
 /** What applying a batch writes to and reads from. */
 export interface ApplyTarget {
   maps: DatapathMaps;
-  /** maps, when it takes column writes. */
-  columns: ColumnWriteMaps | null;
   /** The backend rows the queued backend ids are written from. */
   rows: BackendTable;
   /** The keys of `map` to record as touched (an open read-back window on it), or undefined. */
@@ -257,15 +211,13 @@ function touchVips(t: TouchedKeys, addrs: ReadonlyArray<string | readonly [strin
   }
 }
 
-/** One batch of service-map entries (slots or masters), by column when the maps take columns. */
+/** One batch of service-map entries (slots or masters), by column. */
 function writeServices(t: ApplyTarget, sw: SvcWrites): void {
-  if (t.columns) t.columns.updateServiceColumns(sw.bases, sw.scopeSlots, sw.vals, sw.length);
-  else t.maps.updateServices(sw.entries());
+  t.maps.updateServiceColumns(sw.bases, sw.scopeSlots, sw.vals, sw.length);
 }
 
 function writeBackends(t: ApplyTarget, bw: BackendWrites): void {
-  if (t.columns) t.columns.updateBackendColumns(bw.ids, t.rows, bw.length);
-  else t.maps.updateBackends(bw.entries(t.rows));
+  t.maps.updateBackendColumns(bw.ids, t.rows, bw.length);
 }
 
 /**

@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { PlanFrontend } from '../../agent/plan/types.js';
-import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
+import { MemoryDatapathMaps } from '../../agent/maps/memory-datapath-maps.js';
 import { Reconciler, type ReconcileLogger, type SyncResult } from '../../agent/reconcile/reconciler.js';
 import { MAX_SLOTS } from '../../agent/reconcile/desired-frontend.js';
 import { fe, plans, syncChecked, syncCheckedPerCall } from './support/reconcile-harness.js';
