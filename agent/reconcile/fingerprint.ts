@@ -2,7 +2,7 @@
  * An order-independent fingerprint of a map's entries, computed over the raw
  * key and value bytes: a periodic read-back compares the kernel's batch dump
  * with the mirror's entries encoded the same way, with no object per entry
- * on either side (decoding the 210,000 kpr_svc and kpr_backend entries of
+ * on either side (decoding the 210,000 slot and backend entries of
  * 10,000 Services × 10 took ~0.4 s; hashing the raw records ~20 ms). Only a
  * map whose fingerprint differs is decoded and compared entry by entry.
  *

@@ -5,11 +5,11 @@
  * side. A full sync's read-back dumps the two large maps whole (full); a
  * sliced resync reads each map back in slices (step).
  *
- * Every map the reconciler owns — kpr_svc, kpr_backend (210,000 entries at
- * 10,000 Services × 10), kpr_vip and kpr_svc_meta (10,000 each),
- * kpr_aff_match (one pair per backend of a frontend with session affinity:
- * up to 262,144) and kpr_src_range (up to 16,384 ranges) — is read back in
- * steps of READ_BACK_BATCH records, with event syncs writing between them
+ * Every map the reconciler owns (tables/index.ts) — the slots and the
+ * backends (210,000 entries each at 10,000 Services × 10), the service
+ * addresses and the frontends' names (10,000 each), the affinity pairs (one
+ * per backend of a frontend with session affinity: up to 262,144) and the
+ * source ranges (up to 16,384) — is read back in steps of READ_BACK_BATCH records, with event syncs writing between them
  * (a "read-back window"):
  * the kernel's map is dumped in resumable batches, then the
  * mirror's entries are hashed the same way, each record kept as its key id
@@ -30,18 +30,15 @@
  * leads to the decoded compare and repair in one step (repairDrift, the rare path).
  */
 import type { DatapathMaps } from '../maps/datapath-maps.js';
-import { MAPS } from '../maps/registry.js';
-import { EMPTY_STATE, Fingerprint, type TouchedKeys } from './fingerprint.js';
+import type { TouchedKeys } from './fingerprint.js';
 import { compareWithKernel } from './drift-compare.js';
 import { KernelMirror, type KernelContents } from './kernel-mirror.js';
 import { MirrorRecords } from './mirror-records.js';
-import { SlicedReadBack, hashEntrySet } from './read-back-window.js';
+import { SlicedReadBack } from './read-back-window.js';
+import { TABLES } from './tables/index.js';
+import type { MirrorSide } from './tables/table.js';
 import { READ_BACK_BATCH, type ReadBackVerdict, type ReconcileLogger, type SyncResult } from './sync-types.js';
 
-const SVC_KEY_SIZE = MAPS.svc.key.size;
-const SVC_VAL_SIZE = MAPS.svc.value.size;
-const ID_SIZE = MAPS.backend.key.size;
-const BACKEND_SIZE = MAPS.backend.value.size;
 export class ReadBack {
   private readonly records = new MirrorRecords();
   /** The read-back in steps. */
@@ -114,39 +111,11 @@ export class ReadBack {
 
   /**
    * A full sync's read-back, the common case (no drift) decoding nothing of
-   * the two large maps: whether every map holds exactly the mirror's
-   * entries. Throws if a dump fails.
+   * the two large maps (each table's own check: tables/): whether every map
+   * holds exactly the mirror's entries. Throws if a dump fails.
    */
   matchesRaw(): boolean {
-    const m = this.maps;
-    return this.svcMapMatches(m) && this.backendMapMatches(m) && this.smallMapsMatch();
-  }
-
-  /** Whether kpr_svc holds exactly the mirror's entries, by fingerprint of the raw records. */
-  private svcMapMatches(m: DatapathMaps): boolean {
-    const svc = m.dumpServicesRaw();
-    const kernel = new Fingerprint();
-    kernel.addBatch(svc.count, svc.keys, SVC_KEY_SIZE, svc.values, SVC_VAL_SIZE, svc.valueStride);
-    const mirror = new Fingerprint();
-    for (const f of this.mirror.kSets.values()) hashEntrySet(this.records, f, mirror);
-    return kernel.equals(mirror);
-  }
-
-  /** Whether kpr_backend holds exactly the mirror's rows, by fingerprint of the raw records. */
-  private backendMapMatches(m: DatapathMaps): boolean {
-    const be = m.dumpBackendsRaw();
-    const kernel = new Fingerprint();
-    kernel.addBatch(be.count, be.keys, ID_SIZE, be.values, BACKEND_SIZE, be.valueStride);
-    const mirror = new Fingerprint();
-    const rows = this.mirror.kBackends;
-    rows.forEachId((id) => mirror.addFrom(EMPTY_STATE, this.records.backendRow(rows, id), 0, ID_SIZE, BACKEND_SIZE));
-    return kernel.equals(mirror);
-  }
-
-  /** Whether the small maps (a few entries per frontend at most) hold exactly the mirror's, compared decoded. */
-  private smallMapsMatch(): boolean {
-    const m = this.maps;
-    const small: KernelContents = { services: [], backends: [], vips: m.dumpVips(), affs: m.dumpAffinityMatches(), metas: m.dumpSvcMeta(), ranges: m.dumpSrcRanges() };
-    return compareWithKernel(this.mirror, small, false).length === 0;
+    const side: MirrorSide = { mirror: this.mirror, records: this.records };
+    return TABLES.every((t) => t.matches(this.maps, side));
   }
 }

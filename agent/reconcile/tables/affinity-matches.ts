@@ -1,0 +1,48 @@
+/**
+ * kpr_aff_match, the (backend, revNatId) pairs of the frontends with
+ * session affinity: a backend an affinity entry names is used again only
+ * while it is paired here. Written at step 2 (before any slot of an
+ * AFFINITY master names the backend), deleted at step 8 (once no master
+ * with AFFINITY names it). The mirror keeps it as revNatId → backend ids.
+ */
+import { MAP_NAMES, encodeAffinityMatchKey, type AffinityMatchKey } from '../../maps/layout.js';
+import { MAPS } from '../../maps/registry.js';
+import type { TouchedKeys } from '../fingerprint.js';
+import type { KernelMirror } from '../kernel-mirror.js';
+import { compareKeySets, hashMembers, noDrift, phase, type DriftSink, type ReconcilerTable } from './table.js';
+
+const MAP = MAP_NAMES.affinityMatch;
+const KEY_SIZE = MAPS.affinityMatch.key.size;
+const VAL_SIZE = MAPS.affinityMatch.value.size;
+
+function touch(t: TouchedKeys, pairs: readonly AffinityMatchKey[], k: Buffer): void {
+  for (const p of pairs) {
+    encodeAffinityMatchKey(p, k, 0);
+    t.add(k, 0, KEY_SIZE);
+  }
+}
+
+const compare = (mirror: KernelMirror, kernel: readonly AffinityMatchKey[], add: DriftSink) =>
+  compareKeySets(
+    MAP,
+    mirror.kAff,
+    kernel.map((a): [number, number] => [a.revNatId, a.backendId]),
+    add,
+  );
+
+export const affinityMatchesTable: ReconcilerTable = {
+  map: MAP,
+  capacity: 'affinityMatch',
+  phases: [
+    phase(2, MAP, 'write', 'auxWritten', (w) => w.affWrites, (t, q) => t.maps.updateAffinityMatches(q), touch),
+    phase(8, MAP, 'delete', 'auxDeleted', (w) => w.affDeletes, (t, q) => t.maps.deleteAffinityMatches(q), touch),
+  ],
+  sliced: {
+    keySize: KEY_SIZE,
+    valSize: VAL_SIZE,
+    cursor: (m, b) => m.affinityMatchesRawCursor(b),
+    hashMirror: hashMembers((m) => m.kAff, KEY_SIZE, VAL_SIZE, (r, rn, id: number) => r.affinityMatch(rn, id)),
+  },
+  matches: (maps, side) => noDrift((add) => compare(side.mirror, maps.dumpAffinityMatches(), add)),
+  compare: (mirror, k, add) => compare(mirror, k.affs, add),
+};
