@@ -9,10 +9,9 @@
 import type { DatapathMaps } from '../maps/datapath-maps.js';
 import { RecordHashes, TouchedKeys } from './fingerprint.js';
 import type { KernelMirror } from './kernel-mirror.js';
-import type { MirrorRecords } from './mirror-records.js';
 import type { ReadBackVerdict } from './sync-types.js';
 import { tableOf } from './tables/index.js';
-import type { MirrorSide, ReadBackWindow, SlicedMap } from './tables/table.js';
+import type { ReadBackWindow, SlicedMap } from './tables/table.js';
 
 /** Records whose touched check one read-back step does, per record of its batch it could have read or hashed instead (a check is ~1/10 of a read and hash). */
 const SUM_STEPS_PER_BATCH = 8;
@@ -20,19 +19,14 @@ const SUM_STEPS_PER_BATCH = 8;
 export class SlicedReadBack {
   /** The sliced read-back of one map under way, if any. */
   private window: ReadBackWindow | undefined;
-  /** What the tables' mirror sides read. */
-  private readonly side: MirrorSide;
   /** Per map, the record hashes of its two sides, reused by every window on it (RecordHashes.clear). */
   private readonly sides = new Map<string, { kernel: RecordHashes; mirror: RecordHashes }>();
 
   constructor(
     private readonly maps: DatapathMaps,
     private readonly mirror: KernelMirror,
-    records: MirrorRecords,
     private readonly batch: number,
-  ) {
-    this.side = { mirror, records };
-  }
+  ) {}
 
   /**
    * The keys of `map` to record as touched: those of the open read-back
@@ -103,7 +97,7 @@ export class SlicedReadBack {
     }
     if (w.cursor) return 'pending';
     if (!w.mirrorDone) {
-      w.mirrorDone = how.hashMirror(this.side, w, batch - work);
+      w.mirrorDone = how.hashMirror(this.mirror, w, batch - work);
       if (!w.mirrorDone) return 'pending';
     }
     // Both sides summed as they came; the touched keys' records (the set final from here on) come out of the sums in steps too (210,000 records a side for the slots at 10,000 Services × 10).

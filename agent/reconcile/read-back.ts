@@ -1,7 +1,7 @@
 /**
  * The read-back: whether the kernel's maps hold what the mirror says,
  * compared by fingerprint of the raw records (fingerprint.ts, the mirror's
- * side encoded by mirror-records.ts) with no object per entry on either
+ * side encoded by each map's table: tables/) with no object per entry on either
  * side. A full sync's read-back dumps the two large maps whole (full); a
  * sliced resync reads each map back in slices (step).
  *
@@ -33,14 +33,11 @@ import type { DatapathMaps } from '../maps/datapath-maps.js';
 import type { TouchedKeys } from './fingerprint.js';
 import { compareWithKernel } from './drift-compare.js';
 import { KernelMirror, type KernelContents } from './kernel-mirror.js';
-import { MirrorRecords } from './mirror-records.js';
 import { SlicedReadBack } from './read-back-window.js';
 import { TABLES } from './tables/index.js';
-import type { MirrorSide } from './tables/table.js';
 import { READ_BACK_BATCH, type ReadBackVerdict, type ReconcileLogger, type SyncResult } from './sync-types.js';
 
 export class ReadBack {
-  private readonly records = new MirrorRecords();
   /** The read-back in steps. */
   private readonly sliced: SlicedReadBack;
 
@@ -50,7 +47,7 @@ export class ReadBack {
     private readonly logger: ReconcileLogger,
     batch: number = READ_BACK_BATCH,
   ) {
-    this.sliced = new SlicedReadBack(maps, mirror, this.records, batch);
+    this.sliced = new SlicedReadBack(maps, mirror, batch);
   }
 
   /** The keys of `map` to record as touched: those of an open read-back window's map (read-back-window.ts). */
@@ -115,7 +112,6 @@ export class ReadBack {
    * holds exactly the mirror's entries. Throws if a dump fails.
    */
   matchesRaw(): boolean {
-    const side: MirrorSide = { mirror: this.mirror, records: this.records };
-    return TABLES.every((t) => t.matches(this.maps, side));
+    return TABLES.every((t) => t.matches(this.maps, this.mirror));
   }
 }

@@ -14,6 +14,14 @@ import { compareKeySets, hashMembers, noDrift, phase, type DriftSink, type Recon
 const MAP = MAP_NAMES.affinityMatch;
 const KEY_SIZE = MAPS.affinityMatch.key.size;
 const VAL_SIZE = MAPS.affinityMatch.value.size;
+const rec = Buffer.alloc(KEY_SIZE + VAL_SIZE);
+
+/** A record (the pair of a frontend's revNatId and a backend id; the value 1, as the writer puts it), in a reused buffer. */
+export function affinityMatchRecord(revNatId: number, backendId: number): Buffer {
+  encodeAffinityMatchKey({ revNatId, backendId }, rec, 0);
+  rec[KEY_SIZE] = 1;
+  return rec;
+}
 
 function touch(t: TouchedKeys, pairs: readonly AffinityMatchKey[], k: Buffer): void {
   for (const p of pairs) {
@@ -41,8 +49,8 @@ export const affinityMatchesTable: ReconcilerTable = {
     keySize: KEY_SIZE,
     valSize: VAL_SIZE,
     cursor: (m, b) => m.affinityMatchesRawCursor(b),
-    hashMirror: hashMembers((m) => m.kAff, KEY_SIZE, VAL_SIZE, (r, rn, id: number) => r.affinityMatch(rn, id)),
+    hashMirror: hashMembers((m) => m.kAff, KEY_SIZE, VAL_SIZE, affinityMatchRecord),
   },
-  matches: (maps, side) => noDrift((add) => compare(side.mirror, maps.dumpAffinityMatches(), add)),
+  matches: (maps, mirror) => noDrift((add) => compare(mirror, maps.dumpAffinityMatches(), add)),
   compare: (mirror, k, add) => compare(mirror, k.affs, add),
 };

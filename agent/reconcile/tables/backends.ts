@@ -4,24 +4,38 @@
  * back by fingerprint of the raw records, the mirror's rows walked by dense id.
  */
 import type { DatapathMaps } from '../../maps/datapath-maps.js';
+import { packBackendRow, packId } from '../../maps/fast-pack.js';
 import { MAP_NAMES } from '../../maps/layout.js';
 import { MAPS } from '../../maps/registry.js';
+import type { BackendTable } from '../backend-table.js';
 import { EMPTY_STATE, Fingerprint } from '../fingerprint.js';
+import type { KernelMirror } from '../kernel-mirror.js';
 import type { ApplyTarget, BackendWrites } from '../write-batch.js';
-import { phase, touchU32, type MirrorSide, type ReadBackWindow, type ReconcilerTable } from './table.js';
+import { phase, touchU32, type ReadBackWindow, type ReconcilerTable } from './table.js';
 
 const MAP = MAP_NAMES.backend;
 const KEY_SIZE = MAPS.backend.key.size;
 const VAL_SIZE = MAPS.backend.value.size;
+
+/** A record: the u32 id, then the value. */
+export const BACKEND_RECORD = KEY_SIZE + VAL_SIZE;
+const rec = Buffer.alloc(BACKEND_RECORD);
+
+/** Backend `id`'s record (BACKEND_RECORD bytes of a reused buffer). */
+export function backendRecord(rows: BackendTable, id: number): Buffer {
+  packId(id, rec, 0);
+  packBackendRow(rows, id, rec, KEY_SIZE);
+  return rec;
+}
 
 function write(t: ApplyTarget, bw: BackendWrites): void {
   t.maps.updateBackendColumns(bw.ids, t.rows, bw.length);
 }
 
 /** Hashes the mirror's rows into w.mirror, by id, about `budget` ids of them; whether all are. */
-function hashMirror(side: MirrorSide, w: ReadBackWindow, budget: number): boolean {
-  const rows = side.mirror.kBackends;
-  const add = (id: number) => w.mirror.addFrom(EMPTY_STATE, side.records.backendRow(rows, id), 0, KEY_SIZE, VAL_SIZE);
+function hashMirror(mirror: KernelMirror, w: ReadBackWindow, budget: number): boolean {
+  const rows = mirror.kBackends;
+  const add = (id: number) => w.mirror.addFrom(EMPTY_STATE, backendRecord(rows, id), 0, KEY_SIZE, VAL_SIZE);
   // Dense ids by range (a row added meanwhile has a touched key, so where the range ends does not matter), then the few far ones at once.
   const end = Math.min(rows.denseEnd, w.nextId + Math.max(1, budget));
   rows.forEachDenseId(w.nextId, end, add);
@@ -39,13 +53,13 @@ export const backendsTable: ReconcilerTable = {
     phase(11, MAP, 'delete', 'backendsDeleted', (w) => w.backendDeletes, (t, q) => t.maps.deleteBackends(q), touchU32),
   ],
   sliced: { keySize: KEY_SIZE, valSize: VAL_SIZE, cursor: (m, b) => m.backendsRawCursor(b), hashMirror },
-  matches(maps: DatapathMaps, side: MirrorSide): boolean {
+  matches(maps: DatapathMaps, m: KernelMirror): boolean {
     const be = maps.dumpBackendsRaw();
     const kernel = new Fingerprint();
     kernel.addBatch(be.count, be.keys, KEY_SIZE, be.values, VAL_SIZE, be.valueStride);
     const mirror = new Fingerprint();
-    const rows = side.mirror.kBackends;
-    rows.forEachId((id) => mirror.addFrom(EMPTY_STATE, side.records.backendRow(rows, id), 0, KEY_SIZE, VAL_SIZE));
+    const rows = m.kBackends;
+    rows.forEachId((id) => mirror.addFrom(EMPTY_STATE, backendRecord(rows, id), 0, KEY_SIZE, VAL_SIZE));
     return kernel.equals(mirror);
   },
   compare(mirror, k, add) {

@@ -6,18 +6,56 @@
  * hashed once.
  */
 import type { DatapathMaps } from '../../maps/datapath-maps.js';
+import { AddrCache, packSlotVal, packSvcKeyColumns, packSvcVal } from '../../maps/fast-pack.js';
 import { MAP_NAMES, encodeSvcKey, type SvcKey } from '../../maps/layout.js';
 import { MAPS } from '../../maps/registry.js';
 import { entrySetId, frontendId } from '../desired-frontend.js';
 import { EMPTY_STATE, Fingerprint, type RecordSink, type TouchedKeys } from '../fingerprint.js';
-import { sameMaster, type EntrySet } from '../kernel-mirror.js';
-import { SVC_HEAD, type MirrorRecords } from '../mirror-records.js';
+import { sameMaster, type EntrySet, type KernelMirror } from '../kernel-mirror.js';
 import { svcKey, type ApplyTarget, type SvcWrites } from '../write-batch.js';
-import { phase, type MirrorSide, type ReadBackWindow, type ReconcilerTable } from './table.js';
+import { phase, type ReadBackWindow, type ReconcilerTable } from './table.js';
 
 const MAP = MAP_NAMES.svc;
-const KEY_SIZE = MAPS.svc.key.size;
+const KEY = MAPS.svc.key;
+const KEY_SIZE = KEY.size;
 const VAL_SIZE = MAPS.svc.value.size;
+
+/** The leading bytes of a key that every record of one entry set shares (address and port): hashed once per set. */
+export const SVC_HEAD = KEY.at.slot;
+if (KEY.at.addr + KEY.sizes.addr > SVC_HEAD || KEY.at.port + KEY.sizes.port > SVC_HEAD || KEY.at.proto < SVC_HEAD || KEY.at.scope < SVC_HEAD) {
+  throw new Error('kpr_svc_key: address and port must lead the key');
+}
+
+/** A record: key, then value. */
+export const SVC_RECORD = KEY_SIZE + VAL_SIZE;
+const rec = Buffer.alloc(SVC_RECORD);
+const addrs = new AddrCache();
+
+/**
+ * Each record of entry set `f` (its master, then its slots), as SVC_RECORD
+ * bytes of the buffer given to `each` (reused: read it there); `first` for
+ * the set's first record. Returns the number of records.
+ */
+export function svcRecords(f: EntrySet, each: (rec: Buffer, first: boolean) => void): number {
+  const ss = f.scope * 0x10000;
+  rec.fill(0);
+  let n = 0;
+  if (f.master) {
+    packSvcKeyColumns(addrs, f.base, ss, rec, 0);
+    packSvcVal(f.master, rec, KEY_SIZE);
+    each(rec, n++ === 0);
+    rec.fill(0, KEY_SIZE);
+  }
+  const slots = f.slots;
+  for (let s = 1; s < slots.length; s++) {
+    const id = slots[s];
+    if (id === undefined) continue;
+    packSvcKeyColumns(addrs, f.base, ss + s, rec, 0);
+    packSlotVal(id, rec, KEY_SIZE);
+    each(rec, n++ === 0);
+  }
+  return n;
+}
 
 function touchColumns(t: TouchedKeys, sw: SvcWrites, k: Buffer): void {
   for (let i = 0; i < sw.length; i++) {
@@ -40,22 +78,22 @@ function write(t: ApplyTarget, sw: SvcWrites): void {
 }
 
 /** Adds one entry set's records to `out`: address and port hashed once, then per record the rest of its key and its value. */
-export function hashEntrySet(records: MirrorRecords, f: EntrySet, out: RecordSink): number {
+function hashEntrySet(f: EntrySet, out: RecordSink): number {
   let state = EMPTY_STATE;
-  return records.svcSet(f, (rec, first) => {
+  return svcRecords(f, (rec, first) => {
     if (first) state = Fingerprint.prefix(rec, 0, SVC_HEAD);
     out.addFrom(state, rec, SVC_HEAD, KEY_SIZE - SVC_HEAD, VAL_SIZE);
   });
 }
 
 /** Hashes the mirror's entries into w.mirror, about `budget` of them (at least one entry set); whether all are. */
-function hashMirror(side: MirrorSide, w: ReadBackWindow, budget: number): boolean {
-  const sets = (w.iter ??= side.mirror.kSets.values()) as Iterator<EntrySet>;
+function hashMirror(mirror: KernelMirror, w: ReadBackWindow, budget: number): boolean {
+  const sets = (w.iter ??= mirror.kSets.values()) as Iterator<EntrySet>;
   let work = 0;
   do {
     const next = sets.next();
     if (next.done) return true;
-    work += hashEntrySet(side.records, next.value, w.mirror);
+    work += hashEntrySet(next.value, w.mirror);
   } while (work < budget);
   return false;
 }
@@ -77,12 +115,12 @@ export const servicesTable: ReconcilerTable = {
     },
   ],
   sliced: { keySize: KEY_SIZE, valSize: VAL_SIZE, cursor: (m, b) => m.servicesRawCursor(b), hashMirror },
-  matches(maps: DatapathMaps, side: MirrorSide): boolean {
+  matches(maps: DatapathMaps, m: KernelMirror): boolean {
     const svc = maps.dumpServicesRaw();
     const kernel = new Fingerprint();
     kernel.addBatch(svc.count, svc.keys, KEY_SIZE, svc.values, VAL_SIZE, svc.valueStride);
     const mirror = new Fingerprint();
-    for (const f of side.mirror.kSets.values()) hashEntrySet(side.records, f, mirror);
+    for (const f of m.kSets.values()) hashEntrySet(f, mirror);
     return kernel.equals(mirror);
   },
   compare(mirror, k, add) {

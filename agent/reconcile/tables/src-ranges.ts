@@ -14,6 +14,14 @@ import { compareKeySets, hashMembers, noDrift, phase, type DriftSink, type Recon
 const MAP = MAP_NAMES.srcRange;
 const KEY_SIZE = MAPS.srcRange.key.size;
 const VAL_SIZE = MAPS.srcRange.value.size;
+const rec = Buffer.alloc(KEY_SIZE + VAL_SIZE);
+
+/** A record (a frontend's revNatId and an allowed CIDR; the value 1, as the writer puts it), in a reused buffer. */
+export function srcRangeRecord(revNatId: number, cidr: string): Buffer {
+  encodeSrcRangeKey({ revNatId, cidr }, rec, 0);
+  rec[KEY_SIZE] = 1;
+  return rec;
+}
 
 function touch(t: TouchedKeys, ranges: readonly SrcRangeKey[], k: Buffer): void {
   for (const r of ranges) {
@@ -41,8 +49,8 @@ export const srcRangesTable: ReconcilerTable = {
     keySize: KEY_SIZE,
     valSize: VAL_SIZE,
     cursor: (m, b) => m.srcRangesRawCursor(b),
-    hashMirror: hashMembers((m) => m.kRanges, KEY_SIZE, VAL_SIZE, (r, rn, cidr: string) => r.srcRange(rn, cidr)),
+    hashMirror: hashMembers((m) => m.kRanges, KEY_SIZE, VAL_SIZE, srcRangeRecord),
   },
-  matches: (maps, side) => noDrift((add) => compare(side.mirror, maps.dumpSrcRanges(), add)),
+  matches: (maps, mirror) => noDrift((add) => compare(mirror, maps.dumpSrcRanges(), add)),
   compare: (mirror, k, add) => compare(mirror, k.ranges, add),
 };

@@ -5,7 +5,8 @@
  * fixed-size: metaOf cuts the names as the map stores them.
  */
 import type { RawDump } from '../../maps/datapath-maps.js';
-import { MAP_NAMES, type SvcMeta } from '../../maps/layout.js';
+import { packId } from '../../maps/fast-pack.js';
+import { MAP_NAMES, encodeSvcMeta, type SvcMeta } from '../../maps/layout.js';
 import { MAPS } from '../../maps/registry.js';
 import { sameMeta, type KernelMirror } from '../kernel-mirror.js';
 import { compareKeyValues, hashFromMap, noDrift, phase, touchU32, type DriftSink, type ReconcilerTable } from './table.js';
@@ -14,6 +15,14 @@ const MAP = MAP_NAMES.svcMeta;
 const KEY_SIZE = MAPS.svcMeta.key.size;
 const META = MAPS.svcMeta.value;
 const VAL_SIZE = META.size;
+const rec = Buffer.alloc(KEY_SIZE + VAL_SIZE);
+
+/** A record (revNatId → names), in a reused buffer. */
+export function svcMetaRecord(revNatId: number, meta: SvcMeta): Buffer {
+  packId(revNatId, rec, 0);
+  encodeSvcMeta(meta, rec, KEY_SIZE);
+  return rec;
+}
 
 /**
  * The name field holds 127 bytes of text, the port name 63: Kubernetes'
@@ -73,8 +82,8 @@ export const svcMetaTable: ReconcilerTable = {
     valSize: VAL_SIZE,
     cursor: (m, b) => m.svcMetaRawCursor(b),
     normalise,
-    hashMirror: hashFromMap((m) => m.kMeta, KEY_SIZE, VAL_SIZE, (r, rn: number, names: SvcMeta) => r.svcMeta(rn, names)),
+    hashMirror: hashFromMap((m) => m.kMeta, KEY_SIZE, VAL_SIZE, svcMetaRecord),
   },
-  matches: (maps, side) => noDrift((add) => compare(side.mirror, maps.dumpSvcMeta(), add)),
+  matches: (maps, mirror) => noDrift((add) => compare(mirror, maps.dumpSvcMeta(), add)),
   compare: (mirror, k, add) => compare(mirror, k.metas, add),
 };

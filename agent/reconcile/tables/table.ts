@@ -1,8 +1,10 @@
 /**
  * What the reconciler knows about one map it owns, in one place: a
  * ReconcilerTable. Each map (tables/<map>.ts) gives its steps in the apply
- * order, how its sliced read-back reads the kernel's side and hashes the
- * mirror's, how its decoded compare counts drift, and which capacity limits
+ * order, its records as the read-back hashes the mirror's side (the bytes
+ * a write puts in the kernel, from the fast packers BpfDatapathMaps writes
+ * with: maps/fast-pack.ts), how its sliced read-back reads the kernel's
+ * side, how its decoded compare counts drift, and which capacity limits
  * it. The phases of a sync iterate the table list (tables/index.ts); none of
  * them names a map. What a new map needs: docs/contributing.md, *Adding a
  * map the reconciler writes*.
@@ -13,7 +15,6 @@ import { U32 } from '../../maps/registry.js';
 import type { MapCapacities } from '../limits.js';
 import { EMPTY_STATE, type RecordHashes, type TouchedKeys, type UntouchedSum } from '../fingerprint.js';
 import type { KernelContents, KernelMirror } from '../kernel-mirror.js';
-import type { MirrorRecords } from '../mirror-records.js';
 import type { SyncResult } from '../sync-types.js';
 import type { ApplyTarget, Writes } from '../write-batch.js';
 
@@ -78,12 +79,6 @@ export interface ReadBackWindow {
   sums: { kernel: UntouchedSum; mirror: UntouchedSum; side: number; at: number } | null;
 }
 
-/** What a table's read-back reads the mirror's side from. */
-export interface MirrorSide {
-  mirror: KernelMirror;
-  records: MirrorRecords;
-}
-
 /**
  * How a map is read back in slices: its record sizes, its kernel cursor,
  * and how the mirror's side is hashed, resumably.
@@ -93,7 +88,7 @@ export interface SlicedMap {
   valSize: number;
   cursor(m: DatapathMaps, batch: number): RawCursor;
   /** Hashes about `budget` more of the mirror's records into w.mirror (at least one); whether all are. */
-  hashMirror(side: MirrorSide, w: ReadBackWindow, budget: number): boolean;
+  hashMirror(mirror: KernelMirror, w: ReadBackWindow, budget: number): boolean;
   /** Bytes the decoded compare ignores, zeroed in a kernel batch before it is hashed (so raw and decoded agree). */
   normalise?(d: RawDump): void;
 }
@@ -109,7 +104,7 @@ export interface ReconcilerTable {
   /** Its sliced read-back. */
   sliced: SlicedMap;
   /** A full sync's read-back: whether the map holds exactly the mirror's entries (a dump; throws if it fails). */
-  matches(maps: DatapathMaps, side: MirrorSide): boolean;
+  matches(maps: DatapathMaps, mirror: KernelMirror): boolean;
   /** The decoded compare: what `k` (a dump) holds of this map differently from the mirror. */
   compare(mirror: KernelMirror, k: KernelContents, add: DriftSink): void;
   /** The capacity (max_entries) that limits its entries, for those a Service can fill. */
@@ -117,23 +112,23 @@ export interface ReconcilerTable {
 }
 
 /** A read-back's hashMirror over a mirror Map, `record` giving each entry's bytes (key then value). */
-export function hashFromMap<K, V>(entries: (m: KernelMirror) => Map<K, V>, keySize: number, valSize: number, record: (r: MirrorRecords, k: K, v: V) => Buffer) {
-  return (side: MirrorSide, w: ReadBackWindow, budget: number): boolean => {
-    const it = (w.iter ??= entries(side.mirror).entries()) as Iterator<[K, V]>;
+export function hashFromMap<K, V>(entries: (m: KernelMirror) => Map<K, V>, keySize: number, valSize: number, record: (k: K, v: V) => Buffer) {
+  return (mirror: KernelMirror, w: ReadBackWindow, budget: number): boolean => {
+    const it = (w.iter ??= entries(mirror).entries()) as Iterator<[K, V]>;
     let work = 0;
     do {
       const next = it.next();
       if (next.done) return true;
-      w.mirror.addFrom(EMPTY_STATE, record(side.records, next.value[0], next.value[1]), 0, keySize, valSize);
+      w.mirror.addFrom(EMPTY_STATE, record(next.value[0], next.value[1]), 0, keySize, valSize);
     } while (++work < budget);
     return false;
   };
 }
 
 /** A read-back's hashMirror over a mirror kept as revNatId → a set of members (pairs, ranges). */
-export function hashMembers<T extends number | string>(sets: (m: KernelMirror) => Map<number, Set<T>>, keySize: number, valSize: number, record: (r: MirrorRecords, rn: number, member: T) => Buffer) {
-  return (side: MirrorSide, w: ReadBackWindow, budget: number): boolean => {
-    const byRevNat = (w.iter ??= sets(side.mirror).entries()) as Iterator<[number, Set<T>]>;
+export function hashMembers<T extends number | string>(sets: (m: KernelMirror) => Map<number, Set<T>>, keySize: number, valSize: number, record: (rn: number, member: T) => Buffer) {
+  return (mirror: KernelMirror, w: ReadBackWindow, budget: number): boolean => {
+    const byRevNat = (w.iter ??= sets(mirror).entries()) as Iterator<[number, Set<T>]>;
     let work = 0;
     for (;;) {
       if (!w.members) {
@@ -144,7 +139,7 @@ export function hashMembers<T extends number | string>(sets: (m: KernelMirror) =
       }
       const members = w.members as Iterator<T>;
       for (let m = members.next(); !m.done; m = members.next()) {
-        w.mirror.addFrom(EMPTY_STATE, record(side.records, w.membersOf, m.value), 0, keySize, valSize);
+        w.mirror.addFrom(EMPTY_STATE, record(w.membersOf, m.value), 0, keySize, valSize);
         if (++work >= budget) return false;
       }
       w.members = null;

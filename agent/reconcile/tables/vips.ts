@@ -4,7 +4,7 @@
  * Written at step 6, once a frontend answers on the address; deleted at
  * step 9, once its last ClusterIP frontend went.
  */
-import { MAP_NAMES, encodeVipKey } from '../../maps/layout.js';
+import { MAP_NAMES, encodeVipKey, encodeVipVal } from '../../maps/layout.js';
 import { MAPS } from '../../maps/registry.js';
 import type { TouchedKeys } from '../fingerprint.js';
 import type { KernelMirror } from '../kernel-mirror.js';
@@ -13,6 +13,14 @@ import { compareKeyValues, hashFromMap, noDrift, phase, type DriftSink, type Rec
 const MAP = MAP_NAMES.vip;
 const KEY_SIZE = MAPS.vip.key.size;
 const VAL_SIZE = MAPS.vip.value.size;
+const rec = Buffer.alloc(KEY_SIZE + VAL_SIZE);
+
+/** A record (address → flags), in a reused buffer. */
+export function vipRecord(addr: string, flags: number): Buffer {
+  encodeVipKey(addr, rec, 0);
+  encodeVipVal(flags >>> 0, rec, KEY_SIZE);
+  return rec;
+}
 
 function touch(t: TouchedKeys, addrs: ReadonlyArray<string | readonly [string, number]>, k: Buffer): void {
   for (const a of addrs) {
@@ -33,8 +41,8 @@ export const vipsTable: ReconcilerTable = {
     keySize: KEY_SIZE,
     valSize: VAL_SIZE,
     cursor: (m, b) => m.vipsRawCursor(b),
-    hashMirror: hashFromMap((m) => m.kVips, KEY_SIZE, VAL_SIZE, (r, addr: string, flags: number) => r.vip(addr, flags)),
+    hashMirror: hashFromMap((m) => m.kVips, KEY_SIZE, VAL_SIZE, vipRecord),
   },
-  matches: (maps, side) => noDrift((add) => compare(side.mirror, maps.dumpVips(), add)),
+  matches: (maps, mirror) => noDrift((add) => compare(mirror, maps.dumpVips(), add)),
   compare: (mirror, k, add) => compare(mirror, k.vips, add),
 };
