@@ -14,11 +14,14 @@ import { entrySetId, tupleIPv4, tuplePort, type BackendTuple, type DesiredFronte
 import { sameMaster, sameMeta, type EntrySet, type KernelMirror } from './kernel-mirror.js';
 import type { UdpBackendLeft } from './sync-types.js';
 import { randomTable } from '../lb/selection.js';
+import { diffAffinityMatches } from './tables/affinity-matches.js';
+import { diffSrcRanges } from './tables/src-ranges.js';
 import { metaOf } from './tables/svc-meta.js';
 import { svcKey, type BackendWrites, type Writes } from './write-batch.js';
 
 const SCOPES = [SCOPE.EXTERNAL, SCOPE.INTERNAL] as const;
 const NO_IDS: readonly number[] = [];
+const NO_RANGES: readonly string[] = [];
 const NO_TUPLES: ReadonlySet<BackendTuple> = new Set();
 /** A UDP backend noted leaving a frontend, until a sync that succeeds reports it. */
 interface UdpLeaver {
@@ -78,9 +81,9 @@ export class MirrorDiff {
     // Backend ids of both sets, so the affinity pairs can be written before any slot names them.
     const ext = this.backendsFor(want.tuples, want.locals, want.texts, want.base.proto, w);
     const int = want.internalTuples ? this.backendsFor(want.internalTuples, want.internalLocals, want.internalTexts, want.base.proto, w) : null;
-    if (want.affinityTimeout > 0) this.diffAffinity(revNatId, int ? ext.concat(int) : ext, w);
-    else this.diffAffinity(revNatId, NO_IDS, w);
-    this.diffRanges(revNatId, want.sourceRanges, w);
+    if (want.affinityTimeout > 0) diffAffinityMatches(this.m, revNatId, int ? ext.concat(int) : ext, w);
+    else diffAffinityMatches(this.m, revNatId, NO_IDS, w);
+    diffSrcRanges(this.m, revNatId, want.sourceRanges, w);
 
     if (udpBefore) this.noteUdpLeft(fk, udpRevNat, udpBefore, new Set(want.internalTuples ? want.tuples.concat(want.internalTuples) : want.tuples));
 
@@ -172,37 +175,13 @@ export class MirrorDiff {
     if (udpBefore) this.noteUdpLeft(fk, rn, udpBefore, NO_TUPLES);
     for (const scope of SCOPES) this.removeSet(fk, scope, w);
     if (rn > 0) {
-      this.diffAffinity(rn, [], w);
-      this.diffRanges(rn, [], w);
+      diffAffinityMatches(this.m, rn, NO_IDS, w);
+      diffSrcRanges(this.m, rn, NO_RANGES, w);
       if (this.m.kMeta.delete(rn)) w.metaDeletes.push(rn);
       this.m.revNatOwner.delete(rn);
       w.releaseRevNat.push(rn);
     }
     if (this.m.vipOf.has(fk)) this.vipUnref(fk, touchedVips);
-  }
-
-  /** Makes the affinity pairs (tables/affinity-matches.ts) hold exactly `ids` for `revNatId`: additions before the slots, removals after. */
-  diffAffinity(revNatId: number, ids: readonly number[], w: Writes): void {
-    const have = this.m.kAff.get(revNatId);
-    if (ids.length === 0 && !have) return;
-    const want = new Set(ids);
-    for (const id of want) if (!have?.has(id)) w.affWrites.push({ backendId: id, revNatId });
-    if (have) for (const id of have) if (!want.has(id)) w.affDeletes.push({ backendId: id, revNatId });
-    this.m.affPairs += want.size - (have?.size ?? 0);
-    if (want.size) this.m.kAff.set(revNatId, want);
-    else this.m.kAff.delete(revNatId);
-  }
-
-  /** Makes the source ranges (tables/src-ranges.ts) hold exactly `cidrs` for `revNatId`: additions before the masters, removals after. */
-  diffRanges(revNatId: number, cidrs: readonly string[], w: Writes): void {
-    const have = this.m.kRanges.get(revNatId);
-    if (cidrs.length === 0 && !have) return;
-    const want = new Set(cidrs);
-    for (const cidr of want) if (!have?.has(cidr)) w.rangeWrites.push({ revNatId, cidr });
-    if (have) for (const cidr of have) if (!want.has(cidr)) w.rangeDeletes.push({ revNatId, cidr });
-    this.m.rangeKeys += want.size - (have?.size ?? 0);
-    if (want.size) this.m.kRanges.set(revNatId, want);
-    else this.m.kRanges.delete(revNatId);
   }
 
   vipRef(fk: string, addr: string, touched: Set<string>): void {
@@ -250,8 +229,8 @@ export class MirrorDiff {
   /** Affinity pairs, source ranges and name of `rn` when no frontend owns it. */
   private dropOrphanRevNat(rn: number, w: Writes): void {
     if (this.m.revNatOwner.has(rn)) return;
-    this.diffAffinity(rn, [], w);
-    this.diffRanges(rn, [], w);
+    diffAffinityMatches(this.m, rn, NO_IDS, w);
+    diffSrcRanges(this.m, rn, NO_RANGES, w);
     if (this.m.kMeta.delete(rn)) w.metaDeletes.push(rn);
   }
 

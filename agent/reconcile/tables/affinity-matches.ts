@@ -9,6 +9,7 @@ import { MAP_NAMES, encodeAffinityMatchKey, type AffinityMatchKey } from '../../
 import { MAPS } from '../../maps/registry.js';
 import type { TouchedKeys } from '../fingerprint.js';
 import type { KernelMirror } from '../kernel-mirror.js';
+import type { Writes } from '../write-batch.js';
 import { compareKeySets, hashMembers, noDrift, phase, type DriftSink, type ReconcilerTable } from './table.js';
 
 const MAP = MAP_NAMES.affinityMatch;
@@ -28,6 +29,22 @@ function touch(t: TouchedKeys, pairs: readonly AffinityMatchKey[], k: Buffer): v
     encodeAffinityMatchKey(p, k, 0);
     t.add(k, 0, KEY_SIZE);
   }
+}
+
+/**
+ * The diff: makes the pairs of `revNatId` exactly `ids` in the mirror,
+ * queueing the additions (written before the slots) and the removals
+ * (deleted after them).
+ */
+export function diffAffinityMatches(m: KernelMirror, revNatId: number, ids: readonly number[], w: Writes): void {
+  const have = m.kAff.get(revNatId);
+  if (ids.length === 0 && !have) return;
+  const want = new Set(ids);
+  for (const id of want) if (!have?.has(id)) w.affWrites.push({ backendId: id, revNatId });
+  if (have) for (const id of have) if (!want.has(id)) w.affDeletes.push({ backendId: id, revNatId });
+  m.affPairs += want.size - (have?.size ?? 0);
+  if (want.size) m.kAff.set(revNatId, want);
+  else m.kAff.delete(revNatId);
 }
 
 const compare = (mirror: KernelMirror, kernel: readonly AffinityMatchKey[], add: DriftSink) =>

@@ -9,6 +9,7 @@ import { MAP_NAMES, encodeSrcRangeKey, type SrcRangeKey } from '../../maps/layou
 import { MAPS } from '../../maps/registry.js';
 import type { TouchedKeys } from '../fingerprint.js';
 import type { KernelMirror } from '../kernel-mirror.js';
+import type { Writes } from '../write-batch.js';
 import { compareKeySets, hashMembers, noDrift, phase, type DriftSink, type ReconcilerTable } from './table.js';
 
 const MAP = MAP_NAMES.srcRange;
@@ -28,6 +29,22 @@ function touch(t: TouchedKeys, ranges: readonly SrcRangeKey[], k: Buffer): void 
     encodeSrcRangeKey(r, k, 0);
     t.add(k, 0, KEY_SIZE);
   }
+}
+
+/**
+ * The diff: makes the ranges of `revNatId` exactly `cidrs` in the mirror,
+ * queueing the additions (written before the masters) and the removals
+ * (deleted after them).
+ */
+export function diffSrcRanges(m: KernelMirror, revNatId: number, cidrs: readonly string[], w: Writes): void {
+  const have = m.kRanges.get(revNatId);
+  if (cidrs.length === 0 && !have) return;
+  const want = new Set(cidrs);
+  for (const cidr of want) if (!have?.has(cidr)) w.rangeWrites.push({ revNatId, cidr });
+  if (have) for (const cidr of have) if (!want.has(cidr)) w.rangeDeletes.push({ revNatId, cidr });
+  m.rangeKeys += want.size - (have?.size ?? 0);
+  if (want.size) m.kRanges.set(revNatId, want);
+  else m.kRanges.delete(revNatId);
 }
 
 const compare = (mirror: KernelMirror, kernel: readonly SrcRangeKey[], add: DriftSink) =>
