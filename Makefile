@@ -149,7 +149,7 @@ test-kernels: build
 
 # The tests that need neither root nor the kernel: pure planning, the reconciler
 # over in-memory maps, codecs, the sync loop, config, the watch layer.
-UNIT_TEST_DIRS := plan reconcile maps sync net k8s config log http runtime codebase datapath kernels snat-ports
+UNIT_TEST_DIRS := plan lb reconcile maps sync net k8s config log http runtime codebase datapath kernels snat-ports
 test-unit: build
 	node --test $(shell find $(addprefix dist/test/,$(UNIT_TEST_DIRS)) -name '*.test.js' | sort)
 

@@ -5,7 +5,7 @@
  * each.
  */
 import type { BatchWriter, BpfMap } from '../../native/index.js';
-import { TableDatapathMaps, type BackendColumns, type DatapathTables, type KeyValueTable, type MapTable } from './datapath-maps.js';
+import { TableDatapathMaps, type BackendColumns, type DatapathMaps, type DatapathTables, type KeyValueTable, type MapTable, type RawCursor, type RawDump, type SvcKeyBase } from './datapath-maps.js';
 import type { MapCapacities } from './capacities.js';
 import { MAPS, type MapSpec } from './registry.js';
 import { mapCodecs, type SvcMeta, type SvcVal } from './layout.js';
@@ -185,7 +185,7 @@ export interface DatapathMapSet {
   writer?: BatchWriter;
 }
 
-export class BpfDatapathMaps extends TableDatapathMaps {
+export class BpfDatapathMaps extends TableDatapathMaps implements DatapathMaps {
   private readonly svcMap: BpfMap;
   private readonly backendMap: BpfMap;
   private readonly affMatchMap: BpfMap;
@@ -246,44 +246,44 @@ export class BpfDatapathMaps extends TableDatapathMaps {
   }
 
   /** kpr_svc's records as the kernel returned them, undecoded (drift read-back fingerprints them). */
-  dumpServicesRaw(): { count: number; keys: Buffer; values: Buffer; valueStride: number } {
+  dumpServicesRaw(): RawDump {
     this.flush();
     return { ...this.svcMap.lookupBatch(), valueStride: this.svcMap.valueStride };
   }
 
   /** kpr_backend's records, undecoded. */
-  dumpBackendsRaw(): { count: number; keys: Buffer; values: Buffer; valueStride: number } {
+  dumpBackendsRaw(): RawDump {
     this.flush();
     return { ...this.backendMap.lookupBatch(), valueStride: this.backendMap.valueStride };
   }
 
   /** kpr_svc's records in resumable batches of about `batchEntries`, undecoded (a sliced drift read-back fingerprints them). */
-  servicesRawCursor(batchEntries: number): { next(): { count: number; keys: Buffer; values: Buffer; valueStride: number } | null } {
+  servicesRawCursor(batchEntries: number): RawCursor {
     return this.rawCursor(this.svcMap, batchEntries);
   }
 
   /** kpr_backend's records in resumable batches, undecoded. */
-  backendsRawCursor(batchEntries: number): { next(): { count: number; keys: Buffer; values: Buffer; valueStride: number } | null } {
+  backendsRawCursor(batchEntries: number): RawCursor {
     return this.rawCursor(this.backendMap, batchEntries);
   }
 
   /** kpr_vip's records in resumable batches, undecoded. */
-  vipsRawCursor(batchEntries: number): { next(): { count: number; keys: Buffer; values: Buffer; valueStride: number } | null } {
+  vipsRawCursor(batchEntries: number): RawCursor {
     return this.rawCursor(this.vipMap, batchEntries);
   }
 
   /** kpr_svc_meta's records in resumable batches, undecoded. */
-  svcMetaRawCursor(batchEntries: number): { next(): { count: number; keys: Buffer; values: Buffer; valueStride: number } | null } {
+  svcMetaRawCursor(batchEntries: number): RawCursor {
     return this.rawCursor(this.svcMetaMap, batchEntries);
   }
 
   /** kpr_aff_match's records in resumable batches, undecoded. */
-  affinityMatchesRawCursor(batchEntries: number): { next(): { count: number; keys: Buffer; values: Buffer; valueStride: number } | null } {
+  affinityMatchesRawCursor(batchEntries: number): RawCursor {
     return this.rawCursor(this.affMatchMap, batchEntries);
   }
 
   /** kpr_src_range's records in resumable batches, undecoded: an LPM trie has no batch lookup, so walked by key (BpfMap.keyWalkCursor). */
-  srcRangesRawCursor(batchEntries: number): { next(): { count: number; keys: Buffer; values: Buffer; valueStride: number; restart?: boolean } | null } {
+  srcRangesRawCursor(batchEntries: number): RawCursor {
     const map = this.srcRangeMap;
     const cursor = map.keyWalkCursor(batchEntries);
     return {
@@ -295,7 +295,7 @@ export class BpfDatapathMaps extends TableDatapathMaps {
     };
   }
 
-  private rawCursor(map: BpfMap, batchEntries: number): { next(): { count: number; keys: Buffer; values: Buffer; valueStride: number } | null } {
+  private rawCursor(map: BpfMap, batchEntries: number): RawCursor {
     const cursor = map.lookupBatchCursor(batchEntries);
     return {
       next: () => {
@@ -307,12 +307,10 @@ export class BpfDatapathMaps extends TableDatapathMaps {
   }
 
   /**
-   * updateServices by column (the reconciler's fast path, no key objects):
-   * entry i is key (bases[i], scope scopeSlots[i] >> 16, slot scopeSlots[i] & 0xffff)
-   * → vals[i], where a number n stands for a slot value { backendId: n, count: 0,
-   * revNatId: 0, flags: 0 }, for the first `count` entries (default: all). Same bytes.
+   * updateServices by column (DatapathMaps.updateServiceColumns), encoded
+   * with the fast packers straight into reused buffers. Same bytes.
    */
-  updateServiceColumns(bases: readonly { addr: string; port: number; proto: number }[], scopeSlots: readonly number[], vals: ReadonlyArray<SvcVal | number>, count?: number): void {
+  updateServiceColumns(bases: readonly SvcKeyBase[], scopeSlots: readonly number[], vals: ReadonlyArray<SvcVal | number>, count?: number): void {
     const n = count ?? vals.length;
     if (n === 0) return;
     if (count === undefined ? bases.length !== n || scopeSlots.length !== n : bases.length < n || scopeSlots.length < n || vals.length < n) {

@@ -3,7 +3,7 @@
  * (test/maps/bpf-datapath-maps.test.ts checks them against the codecs), by
  * hand at the registry's offsets, with no bounds-checked call per member.
  * BpfDatapathMaps writes its batches with them; the reconciler's read-back
- * encodes its mirror with them (reconcile/mirror-records.ts), so what it
+ * encodes its mirror with them (reconcile/tables/), so what it
  * hashes is byte for byte what a write would have put in the kernel.
  */
 import type { BackendColumns } from './datapath-maps.js';

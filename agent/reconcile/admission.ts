@@ -6,37 +6,20 @@
  * learned when the kernel refused a write as full below them).
  */
 import type { DatapathMaps } from '../maps/datapath-maps.js';
-import { MAP_NAMES } from '../maps/layout.js';
 import type { Claims } from './claims.js';
 import { clearIfAny } from './collections.js';
-import { MAX_SLOTS, type BackendTuple, type DesiredFrontend } from './desired-frontend.js';
+import { MAX_SLOTS } from '../lb/selection.js';
+import type { BackendTuple, DesiredFrontend } from './desired-frontend.js';
 import type { EntrySet, KernelMirror } from './kernel-mirror.js';
 import { UNKNOWN_CAPACITIES, describeLimit, limitFields, type LimitName, type LimitReport, type MapCapacities } from './limits.js';
 import type { MapFill, ReconcileLogger } from './sync-types.js';
+import { CAPACITY_KEYS } from './tables/index.js';
 import type { Writes } from './write-batch.js';
-
-/** What `capacities()` a DatapathMaps may have (BpfDatapathMaps and MemoryDatapathMaps do): the maps' max_entries. */
-interface CapacityMaps {
-  capacities(): Partial<MapCapacities>;
-}
-
-function hasCapacities(m: DatapathMaps): m is DatapathMaps & CapacityMaps {
-  return typeof (m as Partial<CapacityMaps>).capacities === 'function';
-}
 
 /** The limits a Service is admitted against, in check order, and what it needs of each beyond what the kernel holds. */
 export type RoomLimit = Exclude<LimitName, 'backends_per_frontend'>;
 const ROOM_LIMITS: readonly RoomLimit[] = ['rev_nat_ids', 'svc_map', 'backend_map', 'aff_match_map', 'src_range_map'];
 type Need = Record<RoomLimit, number>;
-
-/** The capacity each map with a limit on its entries gives, by map name. */
-const CAPACITY_KEYS: Readonly<Record<string, keyof MapCapacities>> = {
-  [MAP_NAMES.svc]: 'svc',
-  [MAP_NAMES.backend]: 'backend',
-  [MAP_NAMES.affinityMatch]: 'affinityMatch',
-  [MAP_NAMES.srcRange]: 'srcRange',
-};
-
 
 /** Service-map entries an entry set lacks to hold a master and slots 1..n. */
 function missingEntries(f: EntrySet | undefined, n: number): number {
@@ -74,7 +57,7 @@ export class Admission {
 
   /** At the start of a sync: the maps' capacities read (lowered to what was learned below them). */
   begin(maps: DatapathMaps): void {
-    const own: MapCapacities = { ...UNKNOWN_CAPACITIES, ...(hasCapacities(maps) ? maps.capacities() : {}) };
+    const own: MapCapacities = { ...UNKNOWN_CAPACITIES, ...maps.capacities() };
     const declared: MapCapacities = { ...own, ...this.overrides };
     this.caps = { ...declared };
     for (const [key, l] of this.learned) {
@@ -265,7 +248,7 @@ export class Admission {
     }
   }
 
-  /** kpr_backend's capacity as admitted against (Infinity when unknown). */
+  /** The backend map's capacity as admitted against (Infinity when unknown). */
   get backendCapacity(): number {
     return this.caps.backend;
   }
@@ -295,11 +278,11 @@ export class Admission {
   learnFullMap(err: unknown, maps: DatapathMaps): void {
     const e = err as { code?: unknown; map?: unknown };
     if (e.code !== 'E2BIG' && e.code !== 'ENOSPC') return;
-    const key = CAPACITY_KEYS[String(e.map)];
+    const key = CAPACITY_KEYS.get(String(e.map));
     if (key === undefined) return;
     const holds = this.held(key);
     if (!(holds < this.caps[key])) return;
-    const own = { ...UNKNOWN_CAPACITIES, ...(hasCapacities(maps) ? maps.capacities() : {}) }[key];
+    const own = { ...UNKNOWN_CAPACITIES, ...maps.capacities() }[key];
     this.learned.set(key, { holds, declared: { [key]: own, ...this.overrides }[key] ?? own, own });
     this.logger.error('datapath map full below its capacity: Services are admitted against what it holds', {
       map: String(e.map),

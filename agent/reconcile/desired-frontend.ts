@@ -7,12 +7,7 @@ import { ipv4Canonical, IPV4_INVALID, networkText, parseCIDR, parseIP } from '..
 import { frontendKey, type PlanBackend, type PlanFrontend, type SkippedObject } from '../plan/types.js';
 import { BE_FLAG, FE_TYPE, IPPROTO, SCOPE, SVC_ALG, SVC_FLAG, svcAlgFlags, type Backend } from '../maps/layout.js';
 import { flatKey } from '../runtime/flat-key.js';
-
-/**
- * Most backend slots one frontend can have: slot and count are u16. A
- * frontend with more backends gets the first MAX_SLOTS, reported (limits.ts).
- */
-export const MAX_SLOTS = 0xffff;
+import { MAX_SLOTS } from '../lb/selection.js'; // a frontend with more backends gets the first MAX_SLOTS, reported (limits.ts)
 
 /** A service-map key without its slot and scope: one frontend. */
 export interface FrontendBase {
@@ -33,7 +28,7 @@ export interface DesiredFrontend {
   /** "namespace/name" of the Service that asked for it. */
   service: string;
   portName: string;
-  /** FE_TYPE value, for kpr_svc_meta. */
+  /** FE_TYPE value, for the frontend's names (tables/svc-meta.ts). */
   feType: number;
   /** The plan's address as written (messages name the frontend as the plan did: frontendLabel). */
   planAddress: string;
@@ -58,7 +53,7 @@ export interface DesiredFrontend {
   internalTuples: readonly BackendTuple[] | null;
   internalLocals: readonly number[];
   internalTexts: readonly string[] | null;
-  /** A ClusterIP frontend: its address refuses unknown ports (kpr_vip). */
+  /** A ClusterIP frontend: its address refuses unknown ports (tables/vips.ts). */
   clusterIP: boolean;
   /** loadBalancerSourceRanges in canonical CIDR form, sorted; empty = everyone. */
   sourceRanges: readonly string[];

@@ -7,33 +7,22 @@
  * frontend, reported by the next sync that succeeds (udpBackendsLeft).
  */
 import { BE_FLAG, IPPROTO, SCOPE, VIP_FLAG, type SvcMeta, type SvcVal } from '../maps/layout.js';
-import { MAPS } from '../maps/registry.js';
 import type { SkippedObject } from '../plan/types.js';
 import type { Admission } from './admission.js';
 import { clearIfAny } from './collections.js';
 import { entrySetId, tupleIPv4, tuplePort, type BackendTuple, type DesiredFrontend, type FrontendBase } from './desired-frontend.js';
 import { sameMaster, sameMeta, type EntrySet, type KernelMirror } from './kernel-mirror.js';
 import type { UdpBackendLeft } from './sync-types.js';
+import { randomTable } from '../lb/selection.js';
+import { diffAffinityMatches } from './tables/affinity-matches.js';
+import { diffSrcRanges } from './tables/src-ranges.js';
+import { metaOf } from './tables/svc-meta.js';
 import { svcKey, type BackendWrites, type Writes } from './write-batch.js';
 
 const SCOPES = [SCOPE.EXTERNAL, SCOPE.INTERNAL] as const;
 const NO_IDS: readonly number[] = [];
+const NO_RANGES: readonly string[] = [];
 const NO_TUPLES: ReadonlySet<BackendTuple> = new Set();
-/**
- * kpr_svc_meta's name field holds 127 bytes of text, its port name 63:
- * Kubernetes' longest "namespace/name" and port name whole, so cutting
- * never happens to a name the API server accepted.
- */
-const META_NAME_MAX = MAPS.svcMeta.value.sizes.name - 1;
-const META_PORT_MAX = MAPS.svcMeta.value.sizes.port_name - 1;
-
-/** Text as kpr_svc_meta stores it (cut to the field), so a dump compares equal to what was written. */
-function cut(text: string, max: number): string {
-  // A UTF-16 unit is at most 3 bytes of UTF-8, so a short text fits without measuring.
-  if (text.length * 3 <= max) return text;
-  return text.length <= max && Buffer.byteLength(text) <= max ? text : Buffer.from(text).subarray(0, max).toString('utf8').replace(/\uFFFD+$/, '');
-}
-
 /** A UDP backend noted leaving a frontend, until a sync that succeeds reports it. */
 interface UdpLeaver {
   fk: string;
@@ -83,7 +72,7 @@ export class MirrorDiff {
     }
 
     // Names first (no reader depends on them, the CLI does).
-    const meta: SvcMeta = { name: cut(want.service, META_NAME_MAX), portName: cut(want.portName, META_PORT_MAX), type: want.feType, proto: want.base.proto };
+    const meta: SvcMeta = metaOf(want.service, want.portName, want.feType, want.base.proto);
     if (!sameMeta(this.m.kMeta.get(revNatId), meta)) {
       w.metaWrites.push([revNatId, meta]);
       this.m.kMeta.set(revNatId, meta);
@@ -92,9 +81,9 @@ export class MirrorDiff {
     // Backend ids of both sets, so the affinity pairs can be written before any slot names them.
     const ext = this.backendsFor(want.tuples, want.locals, want.texts, want.base.proto, w);
     const int = want.internalTuples ? this.backendsFor(want.internalTuples, want.internalLocals, want.internalTexts, want.base.proto, w) : null;
-    if (want.affinityTimeout > 0) this.diffAffinity(revNatId, int ? ext.concat(int) : ext, w);
-    else this.diffAffinity(revNatId, NO_IDS, w);
-    this.diffRanges(revNatId, want.sourceRanges, w);
+    if (want.affinityTimeout > 0) diffAffinityMatches(this.m, revNatId, int ? ext.concat(int) : ext, w);
+    else diffAffinityMatches(this.m, revNatId, NO_IDS, w);
+    diffSrcRanges(this.m, revNatId, want.sourceRanges, w);
 
     if (udpBefore) this.noteUdpLeft(fk, udpRevNat, udpBefore, new Set(want.internalTuples ? want.tuples.concat(want.internalTuples) : want.tuples));
 
@@ -103,7 +92,7 @@ export class MirrorDiff {
     if (int) this.diffSet(intSet, want.intSid, fk, SCOPE.INTERNAL, want.base, int, master(int.length), w);
     else if (intSet) this.removeSet(fk, SCOPE.INTERNAL, w, want.intSid);
 
-    // kpr_vip: a ClusterIP address refuses unknown ports while one of its frontends is programmed.
+    // The service address (tables/vips.ts): a ClusterIP address refuses unknown ports while one of its frontends is programmed.
     const counted = this.m.vipOf.get(fk);
     if (want.clusterIP && counted === undefined) this.vipRef(fk, want.base.addr, touchedVips);
     else if (!want.clusterIP && counted !== undefined) this.vipUnref(fk, touchedVips);
@@ -125,13 +114,14 @@ export class MirrorDiff {
   /** Makes one entry set (`have`: the mirror's, if any) hold backends `ids` in slots 1..n and `master` in slot 0. */
   diffSet(have: EntrySet | undefined, sid: string, fk: string, scope: number, base: FrontendBase, ids: readonly number[], master: SvcVal, w: Writes): void {
     let f = have;
-    const n = ids.length;
+    // Which backend each slot names (agent/lb/): one slot per backend, in order.
+    const table = randomTable(ids.length);
+    const n = table.size;
     // Sized up front: an array grown slot by slot reserves 17 entries (≈ 150 bytes) at the first.
     if (!f) this.m.kSets.set(sid, (f = { fk, scope, base, master: null, slots: new Array<number>(n + 1), slotCount: 0 }));
 
-    for (let i = 0; i < n; i++) {
-      const id = ids[i];
-      const slot = i + 1;
+    for (let slot = 1; slot <= n; slot++) {
+      const id = ids[table.backendAt(slot)];
       const old = f.slots[slot];
       if (old === id) continue;
       w.slotWrites.push(f.base, scope, slot, id);
@@ -185,37 +175,13 @@ export class MirrorDiff {
     if (udpBefore) this.noteUdpLeft(fk, rn, udpBefore, NO_TUPLES);
     for (const scope of SCOPES) this.removeSet(fk, scope, w);
     if (rn > 0) {
-      this.diffAffinity(rn, [], w);
-      this.diffRanges(rn, [], w);
+      diffAffinityMatches(this.m, rn, NO_IDS, w);
+      diffSrcRanges(this.m, rn, NO_RANGES, w);
       if (this.m.kMeta.delete(rn)) w.metaDeletes.push(rn);
       this.m.revNatOwner.delete(rn);
       w.releaseRevNat.push(rn);
     }
     if (this.m.vipOf.has(fk)) this.vipUnref(fk, touchedVips);
-  }
-
-  /** Makes kpr_aff_match hold exactly `ids` for `revNatId`: additions before the slots, removals after. */
-  diffAffinity(revNatId: number, ids: readonly number[], w: Writes): void {
-    const have = this.m.kAff.get(revNatId);
-    if (ids.length === 0 && !have) return;
-    const want = new Set(ids);
-    for (const id of want) if (!have?.has(id)) w.affWrites.push({ backendId: id, revNatId });
-    if (have) for (const id of have) if (!want.has(id)) w.affDeletes.push({ backendId: id, revNatId });
-    this.m.affPairs += want.size - (have?.size ?? 0);
-    if (want.size) this.m.kAff.set(revNatId, want);
-    else this.m.kAff.delete(revNatId);
-  }
-
-  /** Makes kpr_src_range hold exactly `cidrs` for `revNatId`: additions before the masters, removals after. */
-  diffRanges(revNatId: number, cidrs: readonly string[], w: Writes): void {
-    const have = this.m.kRanges.get(revNatId);
-    if (cidrs.length === 0 && !have) return;
-    const want = new Set(cidrs);
-    for (const cidr of want) if (!have?.has(cidr)) w.rangeWrites.push({ revNatId, cidr });
-    if (have) for (const cidr of have) if (!want.has(cidr)) w.rangeDeletes.push({ revNatId, cidr });
-    this.m.rangeKeys += want.size - (have?.size ?? 0);
-    if (want.size) this.m.kRanges.set(revNatId, want);
-    else this.m.kRanges.delete(revNatId);
   }
 
   vipRef(fk: string, addr: string, touched: Set<string>): void {
@@ -263,8 +229,8 @@ export class MirrorDiff {
   /** Affinity pairs, source ranges and name of `rn` when no frontend owns it. */
   private dropOrphanRevNat(rn: number, w: Writes): void {
     if (this.m.revNatOwner.has(rn)) return;
-    this.diffAffinity(rn, [], w);
-    this.diffRanges(rn, [], w);
+    diffAffinityMatches(this.m, rn, NO_IDS, w);
+    diffSrcRanges(this.m, rn, NO_RANGES, w);
     if (this.m.kMeta.delete(rn)) w.metaDeletes.push(rn);
   }
 
@@ -295,7 +261,7 @@ export class MirrorDiff {
 
   // ------------------------------------------------------------------ the end of a pass
 
-  /** kpr_vip entries of the addresses touched: present while a ClusterIP frontend is programmed there, absent otherwise. */
+  /** Service-address entries (tables/vips.ts) of the addresses touched: present while a ClusterIP frontend is programmed there, absent otherwise. */
   settleVips(touchedVips: Set<string>, w: Writes): void {
     for (const addr of touchedVips) {
       const wanted = (this.m.vipRefs.get(addr) ?? 0) > 0;

@@ -3,14 +3,15 @@
  * rules, limits and admission, and the diff) over maps in memory of the
  * agent's sizes, and then what those maps hold, read back as the CLI reads
  * the kernel's: a frontend is programmed when its master entry exists and
- * kpr_svc_meta names its Service, port and type at that entry's frontend id.
+ * the names at that entry's frontend id (tables/svc-meta.ts) are its
+ * Service, port and type.
  * `kpr plan` prints this, so it says what the agent programs and refuses by
  * the agent's own code, not by a second implementation of its rules.
  */
 import { FE_TYPE, SCOPE, type SvcMeta } from '../maps/layout.js';
 import type { FrontendType, PlanFrontend, SkippedObject } from '../plan/types.js';
 import type { LimitReport, MapCapacities } from './limits.js';
-import { MemoryDatapathMaps, svcKeyId } from './memory-datapath-maps.js';
+import { MemoryDatapathMaps, svcKeyId } from '../maps/memory-datapath-maps.js';
 import { Reconciler } from './reconciler.js';
 import type { ReconcileLogger } from './sync-types.js';
 

@@ -2,7 +2,7 @@
  * An order-independent fingerprint of a map's entries, computed over the raw
  * key and value bytes: a periodic read-back compares the kernel's batch dump
  * with the mirror's entries encoded the same way, with no object per entry
- * on either side (decoding the 210,000 kpr_svc and kpr_backend entries of
+ * on either side (decoding the 210,000 slot and backend entries of
  * 10,000 Services × 10 took ~0.4 s; hashing the raw records ~20 ms). Only a
  * map whose fingerprint differs is decoded and compared entry by entry.
  *
@@ -286,45 +286,4 @@ export interface UntouchedSum {
   a: number;
   b: number;
   count: number;
-}
-
-/** A batch dump's raw records, as the kernel returned them. */
-export interface RawDump {
-  count: number;
-  keys: Buffer;
-  values: Buffer;
-  /** Bytes between two values (the value size, for every map this applies to). */
-  valueStride: number;
-  /** A walk by key lost its place (the key it resumes from was deleted): nothing returned; the read-back of the map starts again. */
-  restart?: boolean;
-}
-
-/** DatapathMaps that can hand over raw dumps of the two large maps (BpfDatapathMaps). */
-export interface RawDumpMaps {
-  dumpServicesRaw(): RawDump;
-  dumpBackendsRaw(): RawDump;
-}
-
-/**
- * A resumable dump of one map in batches (BPF_MAP_LOOKUP_BATCH's in/out
- * token): each next() returns the next records, at most about the batch
- * size asked for (a hash bucket comes whole), or null once the walk is over.
- * An entry no one writes or deletes meanwhile is returned exactly once; one
- * written or deleted between two calls may or may not be. A batch's buffers
- * may be reused by the next call.
- */
-export interface RawCursor {
-  next(): RawDump | null;
-}
-
-/** DatapathMaps that can dump kpr_svc, kpr_backend, kpr_vip, kpr_svc_meta (and kpr_aff_match) in resumable batches (BpfDatapathMaps, MemoryDatapathMaps). */
-export interface RawCursorMaps {
-  servicesRawCursor(batchEntries: number): RawCursor;
-  backendsRawCursor(batchEntries: number): RawCursor;
-  vipsRawCursor(batchEntries: number): RawCursor;
-  svcMetaRawCursor(batchEntries: number): RawCursor;
-  /** kpr_aff_match; without it that map is dumped and compared decoded in one step. */
-  affinityMatchesRawCursor?(batchEntries: number): RawCursor;
-  /** kpr_src_range (an LPM trie, walked by key: its next() may say `restart`); without it, one decoded step. */
-  srcRangesRawCursor?(batchEntries: number): RawCursor;
 }

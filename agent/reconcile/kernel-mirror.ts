@@ -40,7 +40,7 @@ export interface AdoptInconsistencies {
   duplicateBackends: number;
   /** Masters whose revNatId is 0 or already used by another frontend. */
   badRevNatIds: number;
-  /** kpr_aff_match, kpr_vip or kpr_svc_meta entries no frontend accounts for. */
+  /** Affinity-pair, service-address or name entries no frontend accounts for. */
   orphanAuxEntries: number;
 }
 
@@ -76,7 +76,7 @@ export class KernelMirror {
   readonly danglingRefs = new Map<number, number>();
   /** Master entries in the mirror. */
   masters = 0;
-  /** Slot entries in the mirror (kSets' slotCount summed), kpr_aff_match pairs (kAff) and kpr_src_range keys (kRanges). */
+  /** Slot entries in the mirror (kSets' slotCount summed), affinity pairs (kAff) and source-range keys (kRanges). */
   slotEntries = 0;
   affPairs = 0;
   rangeKeys = 0;
@@ -86,19 +86,19 @@ export class KernelMirror {
   readonly revNatOwner = new Map<number, string>();
   /** Backend ids that may have lost their last reference. */
   readonly unreferenced = new Set<number>();
-  /** kpr_aff_match: revNatId → backend ids paired with it. */
+  /** The affinity pairs (tables/affinity-matches.ts): revNatId → backend ids paired with it. */
   readonly kAff = new Map<number, Set<number>>();
-  /** kpr_src_range: revNatId → allowed CIDRs. */
+  /** The source ranges (tables/src-ranges.ts): revNatId → allowed CIDRs. */
   readonly kRanges = new Map<number, Set<string>>();
-  /** kpr_vip: address → flags. */
+  /** The service addresses (tables/vips.ts): address → flags. */
   readonly kVips = new Map<string, number>();
-  /** kpr_svc_meta: revNatId → names. */
+  /** The frontends' names (tables/svc-meta.ts): revNatId → names. */
   readonly kMeta = new Map<number, SvcMeta>();
-  /** ClusterIP frontends programmed, per address: kpr_vip's refcount. */
+  /** ClusterIP frontends programmed, per address: the service-address entry's refcount. */
   readonly vipRefs = new Map<string, number>();
   /** frontendId → the address it counts in vipRefs. */
   readonly vipOf = new Map<string, string>();
-  /** Found by the last read of the maps: addresses whose kpr_vip entry disagrees with vipRefs, revNatIds with pairs or names but no frontend. */
+  /** Found by the last read of the maps: addresses whose service-address entry disagrees with vipRefs, revNatIds with pairs or names but no frontend. */
   readonly suspectVips = new Set<string>();
   readonly suspectRevNats = new Set<number>();
 

@@ -1,15 +1,15 @@
 /**
  * The read-back: whether the kernel's maps hold what the mirror says,
  * compared by fingerprint of the raw records (fingerprint.ts, the mirror's
- * side encoded by mirror-records.ts) with no object per entry on either
+ * side encoded by each map's table: tables/) with no object per entry on either
  * side. A full sync's read-back dumps the two large maps whole (full); a
  * sliced resync reads each map back in slices (step).
  *
- * Every map the reconciler owns — kpr_svc, kpr_backend (210,000 entries at
- * 10,000 Services × 10), kpr_vip and kpr_svc_meta (10,000 each),
- * kpr_aff_match (one pair per backend of a frontend with session affinity:
- * up to 262,144) and kpr_src_range (up to 16,384 ranges) — is read back in
- * steps of READ_BACK_BATCH records, with event syncs writing between them
+ * Every map the reconciler owns (tables/index.ts) — the slots and the
+ * backends (210,000 entries each at 10,000 Services × 10), the service
+ * addresses and the frontends' names (10,000 each), the affinity pairs (one
+ * per backend of a frontend with session affinity: up to 262,144) and the
+ * source ranges (up to 16,384) — is read back in steps of READ_BACK_BATCH records, with event syncs writing between them
  * (a "read-back window"):
  * the kernel's map is dumped in resumable batches, then the
  * mirror's entries are hashed the same way, each record kept as its key id
@@ -30,28 +30,16 @@
  * leads to the decoded compare and repair in one step (repairDrift, the rare path).
  */
 import type { DatapathMaps } from '../maps/datapath-maps.js';
-import { MAP_NAMES } from '../maps/layout.js';
-import { MAPS } from '../maps/registry.js';
-import { EMPTY_STATE, Fingerprint, type RawDumpMaps, type TouchedKeys } from './fingerprint.js';
+import type { TouchedKeys } from './fingerprint.js';
 import { compareWithKernel } from './drift-compare.js';
 import { KernelMirror, type KernelContents } from './kernel-mirror.js';
-import { MirrorRecords } from './mirror-records.js';
-import { SlicedReadBack, hasRawCursors, hashEntrySet } from './read-back-window.js';
+import { SlicedReadBack } from './read-back-window.js';
+import { TABLES } from './tables/index.js';
 import { READ_BACK_BATCH, type ReadBackVerdict, type ReconcileLogger, type SyncResult } from './sync-types.js';
 
-const SVC_KEY_SIZE = MAPS.svc.key.size;
-const SVC_VAL_SIZE = MAPS.svc.value.size;
-const ID_SIZE = MAPS.backend.key.size;
-const BACKEND_SIZE = MAPS.backend.value.size;
-export function hasRawDumps(m: DatapathMaps): m is DatapathMaps & RawDumpMaps {
-  const r = m as Partial<RawDumpMaps>;
-  return typeof r.dumpServicesRaw === 'function' && typeof r.dumpBackendsRaw === 'function';
-}
-
 export class ReadBack {
-  private readonly records = new MirrorRecords();
-  /** The read-back in steps, when the maps can dump in resumable batches. */
-  private readonly sliced: SlicedReadBack | undefined;
+  /** The read-back in steps. */
+  private readonly sliced: SlicedReadBack;
 
   constructor(
     private readonly maps: DatapathMaps,
@@ -59,44 +47,28 @@ export class ReadBack {
     private readonly logger: ReconcileLogger,
     batch: number = READ_BACK_BATCH,
   ) {
-    if (hasRawCursors(maps)) this.sliced = new SlicedReadBack(maps, mirror, this.records, batch);
+    this.sliced = new SlicedReadBack(maps, mirror, batch);
   }
 
   /** The keys of `map` to record as touched: those of an open read-back window's map (read-back-window.ts). */
   touched(map: string): TouchedKeys | undefined {
-    return this.sliced?.touched(map);
+    return this.sliced.touched(map);
   }
 
   /** Ends a sliced read-back left unfinished: keys are no longer recorded. */
   end(): void {
-    this.sliced?.end();
+    this.sliced.end();
   }
 
   /** Sliced read-back: one step of map `map` (Reconciler.readBackMatches); 'unreadable' (logged) if a dump fails. */
   step(map: string): ReadBackVerdict {
     try {
-      return this.stepOrThrow(map);
+      return this.sliced.step(map);
     } catch (err) {
-      this.sliced?.end();
+      this.sliced.end();
       this.logger.warn('cannot read the maps back for drift repair', { map, error: err instanceof Error ? err.message : String(err) });
       return 'unreadable';
     }
-  }
-
-  private stepOrThrow(map: string): ReadBackVerdict {
-    const m = this.maps;
-    if (this.sliced?.covers(map)) return this.sliced.step(map);
-    if (hasRawDumps(m) && map === MAP_NAMES.svc) return this.svcMapMatches(m) ? 'match' : 'drift';
-    if (hasRawDumps(m) && map === MAP_NAMES.backend) return this.backendMapMatches(m) ? 'match' : 'drift';
-    const k: KernelContents = { services: [], backends: [], vips: [], affs: [], metas: [], ranges: [] };
-    if (map === MAP_NAMES.svc) k.services = m.dumpServices();
-    else if (map === MAP_NAMES.backend) k.backends = m.dumpBackends();
-    else if (map === MAP_NAMES.vip) k.vips = m.dumpVips();
-    else if (map === MAP_NAMES.svcMeta) k.metas = m.dumpSvcMeta();
-    else if (map === MAP_NAMES.affinityMatch) k.affs = m.dumpAffinityMatches();
-    else if (map === MAP_NAMES.srcRange) k.ranges = m.dumpSrcRanges();
-    else throw new Error(`not a map the reconciler owns: ${map}`);
-    return compareWithKernel(this.mirror, k, true, map).length === 0 ? 'match' : 'drift';
   }
 
   /**
@@ -112,7 +84,7 @@ export class ReadBack {
     let kernel: KernelContents;
     try {
       // The common case, no drift, decodes nothing of the two large maps.
-      if (!decoded && this.matchesRaw() === true) {
+      if (!decoded && this.matchesRaw()) {
         result.readBackMs = performance.now() - started;
         return;
       }
@@ -136,40 +108,10 @@ export class ReadBack {
 
   /**
    * A full sync's read-back, the common case (no drift) decoding nothing of
-   * the two large maps: whether every map holds exactly the mirror's
-   * entries; undefined when the maps cannot dump raw. Throws if a dump fails.
+   * the two large maps (each table's own check: tables/): whether every map
+   * holds exactly the mirror's entries. Throws if a dump fails.
    */
-  matchesRaw(): boolean | undefined {
-    const m = this.maps;
-    if (!hasRawDumps(m)) return undefined;
-    return this.svcMapMatches(m) && this.backendMapMatches(m) && this.smallMapsMatch();
-  }
-
-  /** Whether kpr_svc holds exactly the mirror's entries, by fingerprint of the raw records. */
-  private svcMapMatches(m: RawDumpMaps): boolean {
-    const svc = m.dumpServicesRaw();
-    const kernel = new Fingerprint();
-    kernel.addBatch(svc.count, svc.keys, SVC_KEY_SIZE, svc.values, SVC_VAL_SIZE, svc.valueStride);
-    const mirror = new Fingerprint();
-    for (const f of this.mirror.kSets.values()) hashEntrySet(this.records, f, mirror);
-    return kernel.equals(mirror);
-  }
-
-  /** Whether kpr_backend holds exactly the mirror's rows, by fingerprint of the raw records. */
-  private backendMapMatches(m: RawDumpMaps): boolean {
-    const be = m.dumpBackendsRaw();
-    const kernel = new Fingerprint();
-    kernel.addBatch(be.count, be.keys, ID_SIZE, be.values, BACKEND_SIZE, be.valueStride);
-    const mirror = new Fingerprint();
-    const rows = this.mirror.kBackends;
-    rows.forEachId((id) => mirror.addFrom(EMPTY_STATE, this.records.backendRow(rows, id), 0, ID_SIZE, BACKEND_SIZE));
-    return kernel.equals(mirror);
-  }
-
-  /** Whether the small maps (a few entries per frontend at most) hold exactly the mirror's, compared decoded. */
-  private smallMapsMatch(): boolean {
-    const m = this.maps;
-    const small: KernelContents = { services: [], backends: [], vips: m.dumpVips(), affs: m.dumpAffinityMatches(), metas: m.dumpSvcMeta(), ranges: m.dumpSrcRanges() };
-    return compareWithKernel(this.mirror, small, false).length === 0;
+  matchesRaw(): boolean {
+    return TABLES.every((t) => t.matches(this.maps, this.mirror));
   }
 }

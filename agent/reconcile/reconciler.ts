@@ -8,8 +8,12 @@
  *   claims.ts         the desired state: which Service claims which
  *                     frontend, and which claim wins;
  *   admission.ts      whether a Service fits the datapath's limits;
- *   diff.ts           desired against the mirror → the write batch;
- *   write-batch.ts    the batch's queues and their apply order (APPLY_ORDER);
+ *   diff.ts           desired against the mirror → the write batch
+ *                     (which backend each slot names: agent/lb/);
+ *   write-batch.ts    the batch's queues;
+ *   tables/           one module per map: its steps in the apply order
+ *                     (APPLY_ORDER, tables/index.ts), its read-back, its
+ *                     drift compare, its capacity;
  *   read-back.ts      whether the kernel still holds what the mirror says
  *                     (read-back-window.ts: a map in steps);
  *   sweep-scan.ts     what a full sync would remove, found in steps;
@@ -25,7 +29,7 @@
  *
  * Every prefix of that sequence (even a batch stopped part-way) leaves each
  * master's slots 1..count present and pointing at existing backends, and
- * every backend an AFFINITY master names paired in kpr_aff_match. If a call
+ * every backend an AFFINITY master names paired with it. If a call
  * throws, the mirror is rebuilt from a dump of the maps, so it matches what
  * the kernel really holds, and the frontends concerned are re-diffed on the
  * next sync.
@@ -57,11 +61,12 @@ import { SweepScan } from './sweep-scan.js';
 import { SyncScope, syncKind } from './sync-scope.js';
 import { clearIfAny } from './collections.js';
 import { addSyncResult, emptySyncResult, type PlanSource, type ReadBackVerdict, type ReconcileLogger, type ReconcilerOptions, type SyncOptions, type SyncResult } from './sync-types.js';
-import { FLUSH_ENTRIES, applyPhases, hasColumnWrites, newWrites, resetUpserts, type ApplyTarget, type Writes } from './write-batch.js';
+import { applyPhases } from './tables/index.js';
+import { FLUSH_ENTRIES, newWrites, resetUpserts, type ApplyTarget, type Writes } from './write-batch.js';
 
 export * from './sync-types.js';
+export { READ_BACK_MAPS } from './tables/index.js';
 export type { AdoptInconsistencies, AdoptResult } from './kernel-mirror.js';
-export type { ColumnWriteMaps } from './write-batch.js';
 
 /** A PlanSource with nothing in it: the retry pass re-diffs refused Services from the desired state. */
 const NO_PLANS: PlanSource = { keys: () => [], get: () => undefined };
@@ -314,7 +319,7 @@ export class Reconciler {
       // ---- 4. apply what is still queued, in the order that keeps the live datapath consistent
       this.apply('write', w, result);
       this.apply('delete', w, result);
-      this.maps.flush?.(); // queued writes reach the kernel (or fail) before the sync counts as done
+      this.maps.flush(); // queued writes reach the kernel (or fail) before the sync counts as done
       // The rows of deleted backends leave the mirror only now: a write queued
       // for one earlier in this sync was encoded from its row.
       for (const id of w.backendDeletes) this.mirror.kBackends.remove(id);
@@ -372,7 +377,7 @@ export class Reconciler {
   /** The writes (or the deletes) queued in `w`, in APPLY_ORDER. */
   private apply(op: 'write' | 'delete', w: Writes, result: SyncResult): void {
     const rb = this.readBackState;
-    const target: ApplyTarget = { maps: this.maps, columns: hasColumnWrites(this.maps) ? this.maps : null, rows: this.mirror.kBackends, touched: (map) => rb.touched(map), result };
+    const target: ApplyTarget = { maps: this.maps, rows: this.mirror.kBackends, touched: (map) => rb.touched(map), result };
     applyPhases(op, target, w);
   }
 

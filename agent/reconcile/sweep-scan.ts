@@ -2,7 +2,7 @@
  * The sweep of a sliced resync, found in slices: what a full sync removes
  * besides what its Services no longer want — frontends no Service claims,
  * pairs, ranges and names of revNatIds no frontend owns, service addresses
- * whose kpr_vip entry disagrees with the frontends on them, backends no slot
+ * whose service-address entry disagrees with the frontends on them, backends no slot
  * names. At 10,000 Services × 10 that is a walk of ~130,000 mirror entries
  * (9–16 ms in one step under load); here it is done a batch of entries per
  * call, with event syncs between the calls, and what it finds is only
@@ -34,7 +34,7 @@ export class SweepScan {
   readonly unclaimed = new Set<string>();
   private part = 0;
   private iter: Iterator<unknown> | null = null;
-  /** The revNatId maps of the 'revNats' part still to walk (kpr_aff_match's, kpr_src_range's, kpr_svc_meta's). */
+  /** The revNatId maps of the 'revNats' part still to walk (the affinity pairs', the source ranges', the names'). */
   private revNatMaps: Array<Map<number, unknown>> = [];
   private nextId = 0;
   private farDone = false;

@@ -3,7 +3,6 @@
  * what it returns (SyncResult), its logger, and the read-back's verdicts.
  */
 import type { DriftCount } from '../maps/drift.js';
-import { MAP_NAMES } from '../maps/layout.js';
 import type { PlanFrontend, SkippedObject } from '../plan/types.js';
 import type { LimitReport, MapCapacities } from './limits.js';
 
@@ -66,9 +65,6 @@ export interface SyncOptions {
   sweep?: boolean | 'scanned';
 }
 
-/** The maps a sliced read-back compares one at a time (readBackMatches), in its order. */
-export const READ_BACK_MAPS: readonly string[] = [MAP_NAMES.svc, MAP_NAMES.backend, MAP_NAMES.vip, MAP_NAMES.svcMeta, MAP_NAMES.affinityMatch, MAP_NAMES.srcRange];
-
 /**
  * Records per step of a sliced read-back (a kernel batch, or as many mirror
  * entries hashed): ~0.1–0.5 ms unloaded at 10,000 Services × 10 (the sync
@@ -91,9 +87,9 @@ export interface SyncResult {
   servicesDeleted: number;
   backendsWritten: number;
   backendsDeleted: number;
-  /** kpr_vip, kpr_aff_match and kpr_svc_meta entries written. */
+  /** Service-address, affinity-pair, source-range and name entries written. */
   auxWritten: number;
-  /** kpr_vip, kpr_aff_match and kpr_svc_meta entries deleted. */
+  /** Service-address, affinity-pair, source-range and name entries deleted. */
   auxDeleted: number;
   /** Master entries (one per frontend and scope) in the kernel after the sync. */
   frontends: number;

@@ -1,14 +1,14 @@
 /**
  * The write batch of one sync: the entries it writes and deletes, queued by
- * map, and the order they are applied in (APPLY_ORDER), which keeps the live
- * datapath consistent: every prefix of that order (even a batch stopped
- * part-way) leaves each master's slots 1..count present and pointing at
- * existing backends, and every backend an AFFINITY master names paired in
- * kpr_aff_match, so no reader ever sees a partial or empty backend set.
+ * kind. The tables (tables/) apply them in APPLY_ORDER (tables/index.ts),
+ * which keeps the live datapath consistent: every prefix of that order
+ * (even a batch stopped part-way) leaves each master's slots 1..count
+ * present and pointing at existing backends, and every backend an AFFINITY
+ * master names paired with it, so no reader ever sees a partial or empty
+ * backend set.
  */
-import type { BackendColumns, DatapathMaps } from '../maps/datapath-maps.js';
-import { MAP_NAMES, encodeAffinityMatchKey, encodeBackendId, encodeSrcRangeKey, encodeSvcKey, encodeVipKey, type AffinityMatchKey, type Backend, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from '../maps/layout.js';
-import { MAPS } from '../maps/registry.js';
+import type { DatapathMaps } from '../maps/datapath-maps.js';
+import type { AffinityMatchKey, SrcRangeKey, SvcKey, SvcMeta, SvcVal } from '../maps/layout.js';
 import type { BackendTable } from './backend-table.js';
 import type { FrontendBase } from './desired-frontend.js';
 import type { TouchedKeys } from './fingerprint.js';
@@ -17,8 +17,7 @@ import type { SyncResult } from './sync-types.js';
 /**
  * Service-map writes kept by column (the frontend's key base, scope and
  * slot, the value), so a full sync builds no key object or pair per entry:
- * a DatapathMaps with updateServiceColumns encodes them straight into its
- * batch; any other gets entries() (the same entries, in the same order).
+ * updateServiceColumns encodes them straight into its batch.
  * The first `length` elements of the columns are the queue: a write round
  * resets it and the next one overwrites in place, so a full sync's rounds
  * do not each grow (and drop) arrays of thousands of elements.
@@ -42,22 +41,6 @@ export class SvcWrites {
   reset(): void {
     this.length = 0;
   }
-
-  entries(): Array<[SvcKey, SvcVal]> {
-    const n = this.length;
-    const out = new Array<[SvcKey, SvcVal]>(n);
-    for (let i = 0; i < n; i++) {
-      const ss = this.scopeSlots[i];
-      const v = this.vals[i];
-      out[i] = [svcKey(this.bases[i], Math.floor(ss / 0x10000), ss % 0x10000), typeof v === 'number' ? slotValue(v) : v];
-    }
-    return out;
-  }
-}
-
-/** The service-map value of a slot naming backend `id`. */
-function slotValue(id: number): SvcVal {
-  return { backendId: id, count: 0, revNatId: 0, flags: 0 };
 }
 
 /**
@@ -75,33 +58,6 @@ export class BackendWrites {
   reset(): void {
     this.length = 0;
   }
-
-  entries(rows: BackendTable): Array<[number, Backend]> {
-    const n = this.length;
-    const out = new Array<[number, Backend]>(n);
-    for (let i = 0; i < n; i++) out[i] = [this.ids[i], rows.backend(this.ids[i])];
-    return out;
-  }
-}
-
-/**
- * Optional batch writes by column (BpfDatapathMaps has them): the same
- * entries as updateServices/updateBackends with the same arrays zipped, in
- * the same order, with the same failure behaviour.
- */
-export interface ColumnWriteMaps {
-  /**
-   * Entry i: key (bases[i], scope = scopeSlots[i] >> 16, slot = scopeSlots[i] & 0xffff),
-   * value vals[i]; a number n as value stands for slotValue(n). `count`
-   * entries (default: all, and the columns must then be of one length).
-   */
-  updateServiceColumns(bases: readonly FrontendBase[], scopeSlots: readonly number[], vals: ReadonlyArray<SvcVal | number>, count?: number): void;
-  /** Entry i: ids[i] → the row of `rows` with that id, for the first `count` ids (default: all). */
-  updateBackendColumns(ids: readonly number[], rows: BackendColumns, count?: number): void;
-}
-export function hasColumnWrites(m: DatapathMaps): m is DatapathMaps & ColumnWriteMaps {
-  const c = m as Partial<ColumnWriteMaps>;
-  return typeof c.updateServiceColumns === 'function' && typeof c.updateBackendColumns === 'function';
 }
 
 /** Upserts queued beyond this many service/backend entries are written before the diff goes on (see Reconciler.flushUpserts). */
@@ -168,165 +124,9 @@ export function svcKey(base: FrontendBase, scope: number, slot: number): SvcKey 
 /** What applying a batch writes to and reads from. */
 export interface ApplyTarget {
   maps: DatapathMaps;
-  /** maps, when it takes column writes. */
-  columns: ColumnWriteMaps | null;
   /** The backend rows the queued backend ids are written from. */
   rows: BackendTable;
   /** The keys of `map` to record as touched (an open read-back window on it), or undefined. */
   touched(map: string): TouchedKeys | undefined;
   result: SyncResult;
-}
-
-type Counter = 'servicesWritten' | 'servicesDeleted' | 'backendsWritten' | 'backendsDeleted' | 'auxWritten' | 'auxDeleted';
-
-/** One phase of a batch: one kind of entry, written or deleted, with one call. */
-interface Phase {
-  /** The step in APPLY_ORDER's comment. */
-  step: number;
-  map: string;
-  op: 'write' | 'delete';
-  /** Entries queued for it. */
-  size(w: Writes): number;
-  apply(t: ApplyTarget, w: Writes): void;
-  /** Records its keys as touched (their bytes encoded in `scratch`). */
-  touch?(keys: TouchedKeys, w: Writes, scratch: Buffer): void;
-  counter: Counter;
-}
-
-/** A phase whose entries are one queue of `w`. */
-function phase<Q extends { length: number }>(
-  step: number,
-  map: string,
-  op: 'write' | 'delete',
-  counter: Counter,
-  queue: (w: Writes) => Q,
-  apply: (t: ApplyTarget, q: Q) => void,
-  touch?: (keys: TouchedKeys, q: Q, scratch: Buffer) => void,
-): Phase {
-  return { step, map, op, counter, size: (w) => queue(w).length, apply: (t, w) => apply(t, queue(w)), touch: touch && ((k, w, s) => touch(k, queue(w), s)) };
-}
-
-const SVC_KEY_SIZE = MAPS.svc.key.size;
-const U32_SIZE = MAPS.backend.key.size;
-const VIP_KEY_SIZE = MAPS.vip.key.size;
-const AFF_KEY_SIZE = MAPS.affinityMatch.key.size;
-const RANGE_KEY_SIZE = MAPS.srcRange.key.size;
-
-function touchSvcColumns(t: TouchedKeys, sw: SvcWrites, k: Buffer): void {
-  for (let i = 0; i < sw.length; i++) {
-    const ss = sw.scopeSlots[i];
-    encodeSvcKey(svcKey(sw.bases[i], Math.floor(ss / 0x10000), ss % 0x10000), k, 0);
-    t.add(k, 0, SVC_KEY_SIZE);
-  }
-}
-
-function touchSvcKeys(t: TouchedKeys, keys: readonly SvcKey[], k: Buffer): void {
-  for (const key of keys) {
-    encodeSvcKey(key, k, 0);
-    t.add(k, 0, SVC_KEY_SIZE);
-  }
-}
-
-/** u32 keys: backend ids, revNatIds (kpr_svc_meta), of the first `count` of `ids` (default: all). */
-function touchIds(t: TouchedKeys, ids: ReadonlyArray<number | readonly [number, unknown]>, k: Buffer, count = ids.length): void {
-  for (let i = 0; i < count; i++) {
-    const id = ids[i];
-    encodeBackendId(typeof id === 'number' ? id : id[0], k, 0);
-    t.add(k, 0, U32_SIZE);
-  }
-}
-
-function touchPairs(t: TouchedKeys, pairs: readonly AffinityMatchKey[], k: Buffer): void {
-  for (const p of pairs) {
-    encodeAffinityMatchKey(p, k, 0);
-    t.add(k, 0, AFF_KEY_SIZE);
-  }
-}
-
-function touchRanges(t: TouchedKeys, ranges: readonly SrcRangeKey[], k: Buffer): void {
-  for (const r of ranges) {
-    encodeSrcRangeKey(r, k, 0);
-    t.add(k, 0, RANGE_KEY_SIZE);
-  }
-}
-
-function touchVips(t: TouchedKeys, addrs: ReadonlyArray<string | readonly [string, number]>, k: Buffer): void {
-  for (const a of addrs) {
-    encodeVipKey(typeof a === 'string' ? a : a[0], k, 0);
-    t.add(k, 0, VIP_KEY_SIZE);
-  }
-}
-
-/** One batch of service-map entries (slots or masters), by column when the maps take columns. */
-function writeServices(t: ApplyTarget, sw: SvcWrites): void {
-  if (t.columns) t.columns.updateServiceColumns(sw.bases, sw.scopeSlots, sw.vals, sw.length);
-  else t.maps.updateServices(sw.entries());
-}
-
-function writeBackends(t: ApplyTarget, bw: BackendWrites): void {
-  if (t.columns) t.columns.updateBackendColumns(bw.ids, t.rows, bw.length);
-  else t.maps.updateBackends(bw.entries(t.rows));
-}
-
-/**
- * The apply order, as one table: each kind before what names it, and
- * nothing deleted before what named it is gone.
- *
- *   1. backends (and LOCAL flag changes), before any slot names them;
- *   2. affinity-match pairs, before any slot of an AFFINITY master names them;
- *      source ranges, before a master with SOURCE_RANGES publishes;
- *   3. slots 1..n, before any count covers them;
- *   4. names of new revNatIds, before a master carries them;
- *   5. masters (count, revNatId, flags, affinity timeout);
- *   6. service addresses, once a frontend answers on them;
- *   7. masters of removed entry sets first, then slots beyond the new count
- *      and slots of removed sets (one call);
- *   8. pairs no master with AFFINITY names any more; ranges no master allows any more;
- *   9. addresses whose last ClusterIP frontend went;
- *  10. names of released revNatIds;
- *  11. backends no slot names any more.
- *
- * The writes (1–6) may go in rounds while the diff runs; the deletes (7–11)
- * all wait for the end of the sync.
- */
-export const APPLY_ORDER: readonly Phase[] = [
-  phase(1, MAP_NAMES.backend, 'write', 'backendsWritten', (w) => w.backendWrites, writeBackends, (k, q, s) => touchIds(k, q.ids, s, q.length)),
-  phase(2, MAP_NAMES.affinityMatch, 'write', 'auxWritten', (w) => w.affWrites, (t, q) => t.maps.updateAffinityMatches(q), touchPairs),
-  phase(2, MAP_NAMES.srcRange, 'write', 'auxWritten', (w) => w.rangeWrites, (t, q) => t.maps.updateSrcRanges(q), touchRanges),
-  phase(3, MAP_NAMES.svc, 'write', 'servicesWritten', (w) => w.slotWrites, writeServices, touchSvcColumns),
-  phase(4, MAP_NAMES.svcMeta, 'write', 'auxWritten', (w) => w.metaWrites, (t, q) => t.maps.updateSvcMeta(q), touchIds),
-  phase(5, MAP_NAMES.svc, 'write', 'servicesWritten', (w) => w.masterWrites, writeServices, touchSvcColumns),
-  phase(6, MAP_NAMES.vip, 'write', 'auxWritten', (w) => w.vipWrites, (t, q) => t.maps.updateVips(q), touchVips),
-  {
-    step: 7,
-    map: MAP_NAMES.svc,
-    op: 'delete',
-    counter: 'servicesDeleted',
-    size: (w) => w.masterDeletes.length + w.slotDeletes.length,
-    touch: (k, w, s) => (touchSvcKeys(k, w.masterDeletes, s), touchSvcKeys(k, w.slotDeletes, s)),
-    apply: (t, w) => t.maps.deleteServices(w.masterDeletes.length ? w.masterDeletes.concat(w.slotDeletes) : w.slotDeletes),
-  },
-  phase(8, MAP_NAMES.affinityMatch, 'delete', 'auxDeleted', (w) => w.affDeletes, (t, q) => t.maps.deleteAffinityMatches(q), touchPairs),
-  phase(8, MAP_NAMES.srcRange, 'delete', 'auxDeleted', (w) => w.rangeDeletes, (t, q) => t.maps.deleteSrcRanges(q), touchRanges),
-  phase(9, MAP_NAMES.vip, 'delete', 'auxDeleted', (w) => w.vipDeletes, (t, q) => t.maps.deleteVips(q), touchVips),
-  phase(10, MAP_NAMES.svcMeta, 'delete', 'auxDeleted', (w) => w.metaDeletes, (t, q) => t.maps.deleteSvcMeta(q), touchIds),
-  phase(11, MAP_NAMES.backend, 'delete', 'backendsDeleted', (w) => w.backendDeletes, (t, q) => t.maps.deleteBackends(q), touchIds),
-];
-
-/** A key's bytes, encoded to record it as touched. */
-const keyScratch = Buffer.alloc(Math.max(SVC_KEY_SIZE, U32_SIZE, VIP_KEY_SIZE, AFF_KEY_SIZE, RANGE_KEY_SIZE));
-
-/** Applies the phases of `op` in APPLY_ORDER: the upserts (a round, or the last) or the deletes (once, at the end). */
-export function applyPhases(op: 'write' | 'delete', t: ApplyTarget, w: Writes): void {
-  for (const p of APPLY_ORDER) {
-    if (p.op !== op) continue;
-    const n = p.size(w);
-    if (n === 0) continue;
-    if (p.touch) {
-      const keys = t.touched(p.map);
-      if (keys) p.touch(keys, w, keyScratch);
-    }
-    p.apply(t, w);
-    t.result[p.counter] += n;
-  }
 }

@@ -14,7 +14,7 @@ import { loggerTo, MAX_FIELD_CHARS, type Fields, type Logger } from '../../agent
 import { OncePerVersion } from '../../agent/log/log-dedupe.js';
 import { SyncLoop, type ClusterSource, type SyncReport } from '../../agent/sync/sync-loop.js';
 import { Reconciler } from '../../agent/reconcile/reconciler.js';
-import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
+import { MemoryDatapathMaps } from '../../agent/maps/memory-datapath-maps.js';
 import { ServiceHealthServers } from '../../agent/service-health/servers.js';
 import { service } from '../support/k8s-fixtures.js';
 

@@ -10,8 +10,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { MAP_NAMES, SVC_KEY } from '../../agent/maps/layout.js';
-import { MemoryDatapathMaps, svcKeyId } from '../../agent/reconcile/memory-datapath-maps.js';
-import { RAW_BUCKETS } from '../../agent/reconcile/memory-raw-cursor.js';
+import { MemoryDatapathMaps, svcKeyId } from '../../agent/maps/memory-datapath-maps.js';
+import { RAW_BUCKETS } from '../../agent/maps/memory-raw-cursor.js';
 import { Reconciler, type ReadBackVerdict } from '../../agent/reconcile/reconciler.js';
 import type { PlanFrontend } from '../../agent/plan/types.js';
 import { decodeSvcKey } from '../../agent/maps/layout.js';

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { PlanFrontend, Protocol } from '../../agent/plan/types.js';
 import { BE_FLAG, FE_TYPE, IPPROTO, SCOPE, SVC_FLAG, VIP_FLAG } from '../../agent/maps/layout.js';
-import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
+import { MemoryDatapathMaps } from '../../agent/maps/memory-datapath-maps.js';
 import { Reconciler } from '../../agent/reconcile/reconciler.js';
 import { quiet, plans, setup, syncChecked } from './support/reconcile-harness.js';
 

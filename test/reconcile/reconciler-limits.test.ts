@@ -10,9 +10,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { PlanFrontend } from '../../agent/plan/types.js';
-import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
+import { MemoryDatapathMaps } from '../../agent/maps/memory-datapath-maps.js';
 import { Reconciler, type ReconcileLogger, type SyncResult } from '../../agent/reconcile/reconciler.js';
-import { MAX_SLOTS } from '../../agent/reconcile/desired-frontend.js';
+import { MAX_SLOTS } from '../../agent/lb/selection.js';
 import { fe, plans, syncChecked, syncCheckedPerCall } from './support/reconcile-harness.js';
 import { copyState, programmed } from './support/datapath-state.js';
 

@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { FrontendType, PlanFrontend } from '../../agent/plan/types.js';
-import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
+import { MemoryDatapathMaps } from '../../agent/maps/memory-datapath-maps.js';
 import { Reconciler, type PlanSource, type ReconcileLogger } from '../../agent/reconcile/reconciler.js';
 import { CONFLICT_DETAIL_LINES } from '../../agent/reconcile/ownership.js';
 import { fe as frontend, plans, quiet, syncChecked } from './support/reconcile-harness.js';

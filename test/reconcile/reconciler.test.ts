@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { PlanFrontend, Protocol } from '../../agent/plan/types.js';
 import { IPPROTO, SCOPE, SVC_FLAG } from '../../agent/maps/layout.js';
-import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
+import { MemoryDatapathMaps } from '../../agent/maps/memory-datapath-maps.js';
 import { Reconciler } from '../../agent/reconcile/reconciler.js';
 import { fe, quiet, plans, setup, syncChecked, syncCheckedPerCall } from './support/reconcile-harness.js';
 import { copyState, programmed } from './support/datapath-state.js';

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { SyncLoop, type SyncReport } from '../../agent/sync/sync-loop.js';
 import { FakeCluster } from './support/fake-cluster.js';
 import { READ_BACK_MAPS, Reconciler, type SyncResult } from '../../agent/reconcile/reconciler.js';
-import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
+import { MemoryDatapathMaps } from '../../agent/maps/memory-datapath-maps.js';
 import { IPPROTO, SCOPE } from '../../agent/maps/layout.js';
 import type { PlanFrontend } from '../../agent/plan/types.js';
 import { silentLogger } from '../../agent/log/log.js';

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { SyncLoop } from '../../agent/sync/sync-loop.js';
 import { FakeCluster } from './support/fake-cluster.js';
 import { Reconciler } from '../../agent/reconcile/reconciler.js';
-import { MemoryDatapathMaps } from '../../agent/reconcile/memory-datapath-maps.js';
+import { MemoryDatapathMaps } from '../../agent/maps/memory-datapath-maps.js';
 import { silentLogger } from '../../agent/log/log.js';
 import { ep, service, slice } from '../support/k8s-fixtures.js';
 

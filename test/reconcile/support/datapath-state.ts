@@ -4,7 +4,7 @@
  * checks state what a BPF reader relies on.
  */
 import { SVC_FLAG, type AffinityMatchKey, type Backend, type SvcKey, type SvcMeta, type SvcVal } from '../../../agent/maps/layout.js';
-import { affKeyId, svcKeyId, type MapOp, type MemoryDatapathMaps } from '../../../agent/reconcile/memory-datapath-maps.js';
+import { affKeyId, svcKeyId, type MapOp, type MemoryDatapathMaps } from '../../../agent/maps/memory-datapath-maps.js';
 
 const PROTO_NAME: Record<number, string> = { 6: 'TCP', 17: 'UDP', 132: 'SCTP' };
 

@@ -1,7 +1,7 @@
 /** What every reconciler test needs: a quiet logger, plans by Service, and a sync that checks the live-reader invariants. */
 import assert from 'node:assert/strict';
 import type { PlanFrontend, Protocol } from '../../../agent/plan/types.js';
-import { MemoryDatapathMaps } from '../../../agent/reconcile/memory-datapath-maps.js';
+import { MemoryDatapathMaps } from '../../../agent/maps/memory-datapath-maps.js';
 import { Reconciler, type ReconcileLogger, type SyncResult } from '../../../agent/reconcile/reconciler.js';
 import { copyState, replayViolations, strictViolations } from './datapath-state.js';
 

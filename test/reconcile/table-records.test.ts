@@ -1,6 +1,6 @@
 /**
- * The read-back's encoder of the mirror (agent/reconcile/mirror-records.ts,
- * over the fast packers) writes exactly the registry codecs' bytes: what the
+ * The read-back's encoders of the mirror (each map's table in
+ * agent/reconcile/tables/, over the fast packers) write exactly the registry codecs' bytes: what the
  * read-back hashes is what a write of the same entry puts in the kernel.
  */
 import assert from 'node:assert/strict';
@@ -10,7 +10,10 @@ import { MAPS } from '../../agent/maps/registry.js';
 import { BackendTable } from '../../agent/reconcile/backend-table.js';
 import { backendTupleKey } from '../../agent/reconcile/desired-frontend.js';
 import type { EntrySet } from '../../agent/reconcile/kernel-mirror.js';
-import { BACKEND_RECORD, MirrorRecords, SVC_HEAD, SVC_RECORD } from '../../agent/reconcile/mirror-records.js';
+import { BACKEND_RECORD, backendRecord } from '../../agent/reconcile/tables/backends.js';
+import { SVC_HEAD, SVC_RECORD, svcRecords } from '../../agent/reconcile/tables/services.js';
+import { svcMetaRecord } from '../../agent/reconcile/tables/svc-meta.js';
+import { vipRecord } from '../../agent/reconcile/tables/vips.js';
 import { parseIP } from '../../agent/net/ip.js';
 
 const svc = mapCodecs(MAPS.svc);
@@ -30,11 +33,10 @@ describe('the mirror\'s records are the registry codecs\' bytes', () => {
     ];
     sets[2].slots[0x1ff] = 42; // a slot without master (adopted), numbered above 255
     sets[2].slotCount = 1;
-    const records = new MirrorRecords();
     for (const f of sets) {
       const got: Buffer[] = [];
       const firsts: boolean[] = [];
-      const n = records.svcSet(f, (rec, first) => (got.push(Buffer.from(rec)), firsts.push(first)));
+      const n = svcRecords(f, (rec, first) => (got.push(Buffer.from(rec)), firsts.push(first)));
       const want: Buffer[] = [];
       if (f.master) want.push(record(svc.key.encode({ ...f.base, slot: 0, scope: f.scope }), svc.value.encode(f.master)));
       f.slots.forEach((id, slot) => {
@@ -59,20 +61,18 @@ describe('the mirror\'s records are the registry codecs\' bytes', () => {
       const ip = parseIP(b.addr)!;
       rows.insert(b.id, ip.family === 'IPv4' ? (ip.key as number) : -1, b.addr, b.port, b.proto, b.flags, backendTupleKey(ip.key, b.port, b.proto));
     }
-    const records = new MirrorRecords();
     for (const b of backends) {
-      const got = Buffer.from(records.backendRow(rows, b.id));
+      const got = Buffer.from(backendRecord(rows, b.id));
       assert.equal(got.length, BACKEND_RECORD);
       assert.deepEqual(got, record(be.key.encode(b.id), be.value.encode({ addr: b.addr, port: b.port, proto: b.proto, flags: b.flags })));
     }
   });
 
   it('kpr_vip and kpr_svc_meta records', () => {
-    const records = new MirrorRecords();
-    const v = records.vip('198.18.0.10', 1);
+    const v = vipRecord('198.18.0.10', 1);
     assert.deepEqual(Buffer.from(v.subarray(0, vip.key.size + vip.value.size)), record(vip.key.encode('198.18.0.10'), vip.value.encode(1)));
     const names = { name: 'café/web', portName: 'http', type: 2, proto: 17 };
-    const m = records.svcMeta(0xbeef, names);
+    const m = svcMetaRecord(0xbeef, names);
     assert.deepEqual(Buffer.from(m.subarray(0, meta.key.size + meta.value.size)), record(meta.key.encode(0xbeef), meta.value.encode(names)));
   });
 });

@@ -5,11 +5,11 @@
  * from where the last one stopped (at least one bucket, however large), so an
  * entry no one touches during the walk is returned exactly once, and one
  * inserted or deleted between batches is seen or not depending on whether its
- * bucket was already visited. The sliced read-back (read-back-window.ts) is
- * tested against this model.
+ * bucket was already visited. The sliced read-back
+ * (reconcile/read-back-window.ts) is tested against this model.
  */
-import type { Codec } from '../maps/struct-codec.js';
-import type { RawCursor, RawDump } from './fingerprint.js';
+import type { Codec } from './struct-codec.js';
+import type { RawCursor, RawDump } from './datapath-maps.js';
 
 /** Buckets of the raw cursors' hash-table model (a BPF hash map's n_buckets, fixed). */
 export const RAW_BUCKETS = 1024;
@@ -57,4 +57,19 @@ export function bucketCursor<T, K, V>(
       return { count: taken.length, keys, values, valueStride: valSize };
     },
   };
+}
+
+/** Every entry of `entries` encoded as its map's records, in one batch (the in-memory maps' raw dumps). */
+export function rawDump<T, K, V>(entries: Iterable<T>, codecs: { key: Codec<K>; value: Codec<V> }, record: (e: T) => [K, V]): RawDump {
+  const list = [...entries];
+  const keySize = codecs.key.size;
+  const valSize = codecs.value.size;
+  const keys = Buffer.alloc(list.length * keySize);
+  const values = Buffer.alloc(list.length * valSize);
+  for (let i = 0; i < list.length; i++) {
+    const [k, v] = record(list[i]);
+    codecs.key.encode(k, keys, i * keySize);
+    codecs.value.encode(v, values, i * valSize);
+  }
+  return { count: list.length, keys, values, valueStride: valSize };
 }

@@ -1,16 +1,31 @@
 /**
- * DatapathMaps in memory, for tests and dry runs. Behaves like the kernel's
+ * DatapathMaps in memory, every method of it: `kpr plan`'s dry run
+ * (reconcile/dry-run.ts) and the reconciler's unit tests, which so run the
+ * reconciler's one write and read-back path (column writes, raw dumps and
+ * cursors, flush) as it runs over the BPF maps. Behaves like the kernel's
  * batch operations: entries are applied in array order and a failure stops
  * the batch part-way (what was applied stays applied). Every applied entry
  * is recorded in `ops`, so a test can replay the exact sequence a live BPF
- * reader would have seen.
+ * reader would have seen. A column write is logged as the updateServices or
+ * updateBackends call it stands for (same entries, same order).
  */
-import { TableDatapathMaps, type DatapathTables, type MapTable, type TableName } from '../maps/datapath-maps.js';
-import { mapCodecs, type AffinityMatchKey, type Backend, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from '../maps/layout.js';
-import { MAPS, MAP_NAMES } from '../maps/registry.js';
-import type { RawCursor } from './fingerprint.js';
-import type { MapCapacities } from './limits.js';
-import { bucketCursor } from './memory-raw-cursor.js';
+import {
+  TableDatapathMaps,
+  backendColumnEntries,
+  serviceColumnEntries,
+  type BackendColumns,
+  type DatapathMaps,
+  type DatapathTables,
+  type MapTable,
+  type RawCursor,
+  type RawDump,
+  type SvcKeyBase,
+  type TableName,
+} from './datapath-maps.js';
+import { mapCodecs, type AffinityMatchKey, type Backend, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from './layout.js';
+import { MAPS, MAP_NAMES } from './registry.js';
+import type { MapCapacities } from '../reconcile/limits.js';
+import { bucketCursor, rawDump } from './memory-raw-cursor.js';
 import { parseIP } from '../net/ip.js';
 
 export type MapMethod = `update${TableName}` | `delete${TableName}`;
@@ -130,7 +145,7 @@ class MemoryTable<E, K, I, S> implements MapTable<E, K> {
 
 const same = <T>(x: T): T => x;
 
-export class MemoryDatapathMaps extends TableDatapathMaps {
+export class MemoryDatapathMaps extends TableDatapathMaps implements DatapathMaps {
   readonly services = new Map<string, [SvcKey, SvcVal]>();
   readonly backends = new Map<number, Backend>();
   readonly vips = new Map<string, number>();
@@ -279,6 +294,31 @@ export class MemoryDatapathMaps extends TableDatapathMaps {
     for (const [a, f] of extra.vips ?? []) this.vips.set(a, f);
     for (const k of extra.affinityMatches ?? []) this.affinityMatches.set(affKeyId(k), { ...k });
     for (const [id, m] of extra.svcMeta ?? []) this.svcMeta.set(id, { ...m });
+  }
+
+  /** updateServices of the columns' entries (DatapathMaps.updateServiceColumns). */
+  updateServiceColumns(bases: readonly SvcKeyBase[], scopeSlots: readonly number[], vals: ReadonlyArray<SvcVal | number>, count?: number): void {
+    const entries = serviceColumnEntries(bases, scopeSlots, vals, count);
+    if (entries.length > 0) this.updateServices(entries);
+  }
+
+  /** updateBackends of the rows' entries (DatapathMaps.updateBackendColumns). */
+  updateBackendColumns(ids: readonly number[], rows: BackendColumns, count?: number): void {
+    const entries = backendColumnEntries(ids, rows, count);
+    if (entries.length > 0) this.updateBackends(entries);
+  }
+
+  /** Nothing is queued: every call has applied its entries when it returns. */
+  flush(): void {}
+
+  /** kpr_svc's records, raw, in one batch (encoded by the registry's codecs). */
+  dumpServicesRaw(): RawDump {
+    return rawDump(this.services.values(), SVC, (e) => e);
+  }
+
+  /** kpr_backend's records, raw, in one batch. */
+  dumpBackendsRaw(): RawDump {
+    return rawDump(this.backends.entries(), BACKEND, (e) => e);
   }
 
   /** kpr_svc's records, raw, in resumable batches as the kernel's hash-map batch lookup returns them (memory-raw-cursor.ts). */
