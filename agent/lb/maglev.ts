@@ -29,7 +29,8 @@
  * (`backends`), one byte when there are at most 256 backends, two bytes
  * otherwise (M ≤ 65521 < 2^16): 16 or 32 KiB at M=16381, where Cilium
  * stores a 4-byte backend id per slot (65.5 KB per Service). M comes from
- * agent/lb/prime.ts (auto: 1021 for up to 10 backends). MaglevTableCache
+ * agent/lb/prime.ts (auto: 1021 for up to 3 backends, 4093 for 7 to 13;
+ * never more than 64 KiB of entries). MaglevTableCache
  * shares one table between every frontend with the same backends, weights
  * and M (a Service's ClusterIP, NodePort, external and load-balancer
  * frontends of one port, and its other ports with the same endpoints).
@@ -38,7 +39,7 @@
  */
 import { ipv4Canonical, ipv6Groups, IPV4_INVALID, mappedIPv4, parseIPv4, formatIPv4, formatIPv6 } from '../net/ip.js';
 import { MAGLEV_SEED_OFFSET, MAGLEV_SEED_SKIP, murmur3, slotOf } from './maglev-hash.js';
-import { autoTableSize, checkPrimeSize, MAGLEV_DEFAULT_M, MAGLEV_DEFAULT_MIN_M, validateTableSize } from './prime.js';
+import { autoTableSize, checkPrimeSize, MAGLEV_DEFAULT_M, MAGLEV_DEFAULT_MIN_M, MAGLEV_MAX_M, validateTableSize } from './prime.js';
 
 /** A backend as the caller has it: an address of either family, a port, and an optional weight (default 1). */
 export interface MaglevBackendInput {
@@ -60,7 +61,7 @@ export interface MaglevBackend {
 /** How M is chosen (agent/lb/prime.ts). */
 export type MaglevSizing = { mode: 'fixed'; m: number } | { mode: 'auto'; minM: number; maxM: number };
 
-export const MAGLEV_DEFAULT_SIZING: MaglevSizing = { mode: 'auto', minM: MAGLEV_DEFAULT_MIN_M, maxM: MAGLEV_DEFAULT_M };
+export const MAGLEV_DEFAULT_SIZING: MaglevSizing = { mode: 'auto', minM: MAGLEV_DEFAULT_MIN_M, maxM: MAGLEV_MAX_M };
 /** Cilium's model, for comparison: every table at 16381. */
 export const MAGLEV_CILIUM_SIZING: MaglevSizing = { mode: 'fixed', m: MAGLEV_DEFAULT_M };
 
