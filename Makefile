@@ -149,7 +149,7 @@ test-kernels: build
 
 # The tests that need neither root nor the kernel: pure planning, the reconciler
 # over in-memory maps, codecs, the sync loop, config, the watch layer.
-UNIT_TEST_DIRS := plan reconcile maps sync net k8s config log codebase datapath kernels snat-ports
+UNIT_TEST_DIRS := plan lb reconcile maps sync net k8s config log codebase datapath kernels snat-ports
 test-unit: build
 	node --test $(shell find $(addprefix dist/test/,$(UNIT_TEST_DIRS)) -name '*.test.js' | sort)
 
@@ -220,8 +220,11 @@ demo: build
 # Flags of bench/run.ts through BENCH_ARGS, e.g. make bench BENCH_ARGS="--services 100000 --cold-timeout-ms 120000"
 # (make takes no --flags of its own for a target; each flag also has a KPR_BENCH_* variable).
 BENCH_ARGS ?=
+# Then the Maglev tables in-process (bench/maglev.ts: 10,000 and 100,000 Services), flags through MAGLEV_BENCH_ARGS.
+MAGLEV_BENCH_ARGS ?=
 bench: build
 	node dist/bench/run.js $(BENCH_ARGS)
+	node dist/bench/maglev.js $(MAGLEV_BENCH_ARGS)
 
 clean:
 	rm -rf $(BUILD_DIR) dist
