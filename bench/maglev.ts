@@ -25,7 +25,8 @@
  *  - random selection, kpr's only algorithm today: no table (the
  *    frontend's backend slots, which Maglev's entries index, exist either way).
  * Times are the main thread's wall time for the whole set (after a
- * warm-up), entries are the tables' bytes (what the datapath's map would
+ * warm-up) and the process's CPU time over it (the figure to read on a
+ * shared machine), entries are the tables' bytes (what the datapath's map would
  * hold, without the kernel's per-map overhead). One endpoint change: a
  * Service port's first endpoint removed or put back (its frontends release
  * their table and acquire the new one; the first acquire computes it),
@@ -117,8 +118,15 @@ interface ArmResult {
   entryBytes: number;
   bytesPerService: number;
   computeMs: number;
+  /** The process's CPU time over the same span (all threads: V8's GC helpers too). */
+  cpuMs: number;
   heapMiB?: number;
 }
+
+const cpuSince = (c0: NodeJS.CpuUsage): number => {
+  const d = process.cpuUsage(c0);
+  return (d.user + d.system) / 1000;
+};
 
 const heap = () => {
   gc();
@@ -128,16 +136,19 @@ const heap = () => {
 
 function runShared(name: string, ports: Port[], services: number, sizing: MaglevSizing): { res: ArmResult; cache: MaglevTableCache; refs: MaglevTableRef[][] } {
   const before = heap();
+  const c0 = process.cpuUsage();
   const t0 = performance.now();
   const cache = new MaglevTableCache(sizing);
   const refs = ports.map((p) => Array.from({ length: p.frontends }, () => cache.acquire(p.backends)));
   const computeMs = performance.now() - t0;
+  const cpuMs = cpuSince(c0);
   const heapMiB = (heap() - before) / 1048576;
   const frontends = ports.reduce((a, p) => a + p.frontends, 0);
-  return { res: { arm: name, services, frontends, tables: cache.tables, entryBytes: cache.bytes, bytesPerService: cache.bytes / services, computeMs, heapMiB }, cache, refs };
+  return { res: { arm: name, services, frontends, tables: cache.tables, entryBytes: cache.bytes, bytesPerService: cache.bytes / services, computeMs, cpuMs, heapMiB }, cache, refs };
 }
 
 function runPerFrontend(name: string, ports: Port[], services: number, sizing: MaglevSizing): ArmResult {
+  const c0 = process.cpuUsage();
   const t0 = performance.now();
   let bytes = 0;
   let tables = 0;
@@ -149,7 +160,8 @@ function runPerFrontend(name: string, ports: Port[], services: number, sizing: M
     }
   }
   const computeMs = performance.now() - t0;
-  return { arm: name, services, frontends: ports.reduce((a, p) => a + p.frontends, 0), tables, entryBytes: bytes, bytesPerService: bytes / services, computeMs };
+  const cpuMs = cpuSince(c0);
+  return { arm: name, services, frontends: ports.reduce((a, p) => a + p.frontends, 0), tables, entryBytes: bytes, bytesPerService: bytes / services, computeMs, cpuMs };
 }
 
 /** --changes endpoint flips over `pick`ed ports: each port's first endpoint removed, or put back if it is out. */
@@ -204,7 +216,7 @@ async function main(): Promise<void> {
       log(`${label}, one table per frontend`);
       arms.push(runPerFrontend(`kpr, ${label}, one table per frontend`, ports, services, sizing));
     }
-    arms.push({ arm: "Cilium's layout (16381 × 4 B per frontend), computed", services, frontends, tables: frontends, entryBytes: frontends * 16381 * 4, bytesPerService: (frontends * 16381 * 4) / services, computeMs: NaN });
+    arms.push({ arm: "Cilium's layout (16381 × 4 B per frontend), computed", services, frontends, tables: frontends, entryBytes: frontends * 16381 * 4, bytesPerService: (frontends * 16381 * 4) / services, computeMs: NaN, cpuMs: NaN });
   }
 
   const rows = arms.map((a) => [
@@ -213,13 +225,13 @@ async function main(): Promise<void> {
     `${a.tables.toLocaleString('en-US')} / ${a.frontends.toLocaleString('en-US')}`,
     `${MB(a.entryBytes)} MB`,
     `${KB(a.bytesPerService)} KB`,
-    Number.isNaN(a.computeMs) ? '' : `${(a.computeMs / 1000).toFixed(2)} s`,
+    Number.isNaN(a.computeMs) ? '' : `${(a.computeMs / 1000).toFixed(2)} s / ${(a.cpuMs / 1000).toFixed(2)} s`,
     a.heapMiB === undefined ? '' : `${a.heapMiB.toFixed(1)} MiB`,
   ]);
   for (const s of scales) rows.push(['random selection (today): no table beyond the backends\' slots', s.toLocaleString('en-US'), '0', '0 MB', '0 KB', '0 s', '']);
   for (const s of scales) rows.push(["Cilium's published figure (not measured)", s.toLocaleString('en-US'), '', `${MB(CILIUM_PUBLISHED.bytesPerService * s)} MB`, `${KB(CILIUM_PUBLISHED.bytesPerService)} KB`, '', '']);
   const out = [
-    renderGrid('Maglev tables: entries and computation (all Services)', ['arm', 'Services', 'tables / frontends', 'table entries', 'per Service', 'compute, all', 'agent heap'], rows),
+    renderGrid('Maglev tables: entries and computation (all Services)', ['arm', 'Services', 'tables / frontends', 'table entries', 'per Service', 'compute, all: wall / CPU', 'bench heap (tables held)'], rows),
     '',
     renderGrid(
       'Maglev: one endpoint change (release + acquire on every frontend of the port), ms',
@@ -233,7 +245,7 @@ async function main(): Promise<void> {
     meta: { date: new Date().toISOString(), host: os.hostname(), cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model, node: process.version },
     config: { scales, changes, fixedUpTo, seed: Number(values.seed) },
     ciliumPublished: CILIUM_PUBLISHED,
-    arms: arms.map((a) => ({ ...a, computeMs: round(a.computeMs), heapMiB: a.heapMiB === undefined ? undefined : round(a.heapMiB, 1), bytesPerService: round(a.bytesPerService, 1) })),
+    arms: arms.map((a) => ({ ...a, computeMs: round(a.computeMs), cpuMs: round(a.cpuMs), heapMiB: a.heapMiB === undefined ? undefined : round(a.heapMiB, 1), bytesPerService: round(a.bytesPerService, 1) })),
     changes: changeRows,
   };
   const json = JSON.stringify(res, null, 2);
