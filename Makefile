@@ -220,8 +220,11 @@ demo: build
 # Flags of bench/run.ts through BENCH_ARGS, e.g. make bench BENCH_ARGS="--services 100000 --cold-timeout-ms 120000"
 # (make takes no --flags of its own for a target; each flag also has a KPR_BENCH_* variable).
 BENCH_ARGS ?=
+# Then the Maglev tables in-process (bench/maglev.ts: 10,000 and 100,000 Services), flags through MAGLEV_BENCH_ARGS.
+MAGLEV_BENCH_ARGS ?=
 bench: build
 	node dist/bench/run.js $(BENCH_ARGS)
+	node dist/bench/maglev.js $(MAGLEV_BENCH_ARGS)
 
 clean:
 	rm -rf $(BUILD_DIR) dist
