@@ -11,7 +11,7 @@
  * methods (dumpServices, updateServices, deleteServices...) delegate to the
  * table of that name in TableDatapathMaps, which both implementations extend.
  */
-import type { MapCapacities } from '../reconcile/limits.js';
+import type { MapCapacities } from './capacities.js';
 import type { AffinityMatchKey, Backend, SrcRangeKey, SvcKey, SvcMeta, SvcVal } from './layout.js';
 
 /** One map in batches: `E` an entry as dumped and written, `K` what deletes it (the key). */

@@ -24,7 +24,7 @@ import {
 } from './datapath-maps.js';
 import { mapCodecs, type AffinityMatchKey, type Backend, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from './layout.js';
 import { MAPS, MAP_NAMES } from './registry.js';
-import type { MapCapacities } from '../reconcile/limits.js';
+import type { MapCapacities } from './capacities.js';
 import { bucketCursor, rawDump } from './memory-raw-cursor.js';
 import { parseIP } from '../net/ip.js';
 
