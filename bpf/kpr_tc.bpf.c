@@ -320,6 +320,7 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	struct kpr_svc_stat *stat;
 	struct kpr_backend *be;
 	__u32 backend_id = 0;
+	__u16 slot;
 	__u8 hook = role == KPR_ROLE_POD ? KPR_HOOK_TC_POD : KPR_HOOK_TC_EXT;
 	__u8 ev_flags = 0;
 	bool snat;
@@ -358,7 +359,15 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	}
 	/* Affinity by client address (netns cookie 0), as kube-proxy's ClientIP. */
 	kpr_addr_copy(client.client, p->saddr);
-	be = kpr_lb_select_backend(&key, svc, &client, now, &backend_id, &ev_flags);
+	be = kpr_lb_select_backend(&key, svc, &client, now, &backend_id, &ev_flags, &slot);
+	/*
+	 * A pod's flow to be SNATed must not go to the node itself (kpr_masq.h):
+	 * the socket hooks connect the pod to it straight when they choose it, so
+	 * the flows that reach tc choose among the other backends.
+	 */
+	if (be && role == KPR_ROLE_POD && svc->count > 1 && kpr_masq_backend_is_node(cfg, be) &&
+	    kpr_masq_pod_would_snat(cfg, svc, be->addr, p->saddr))
+		be = kpr_lb_select_other(&key, svc, &client, now, slot, &backend_id);
 	if (!be) {
 		kpr_count(KPR_STAT_BACKEND_MISSING);
 		kpr_emit(skb, hook, KPR_EV_BACKEND_MISSING, ev_flags, &key, svc, NULL, backend_id, p->saddr, p->sport, p->family);
