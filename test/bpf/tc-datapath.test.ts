@@ -9,6 +9,7 @@ import { once } from 'node:events';
 import { sumPerCpuU64, testRun, withNetns, type BpfMap, type BpfObject } from '../../native/index.js';
 import { nsPath, Sandbox } from '../../sandbox/netns.js';
 import {
+  CFG_FLAG,
   CONFIG,
   CT_DIR,
   CT_KEY,
@@ -125,6 +126,37 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
 
     const again = run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport: 40000, dport: 30080, proto: 'TCP', tcpFlags: TCP_ACK }));
     assert.equal(again.parsed!.dst, '198.18.20.10', 'later packets of the flow follow the same backend');
+  });
+
+  test('a pod\'s masqueraded flow never goes to the node itself (a hostNetwork endpoint): tc chooses among the other endpoints, each of them (rule 38)', () => {
+    const cfgMap = obj.map('kpr_config');
+    const withMasq = (flags: number) =>
+      cfgMap.update(Buffer.alloc(4), encodeConfig({ hostNetnsCookie: 1n, snatV4: NODE_V4, snatV6: NODE_V6, tcpTimeoutS: 300, tcpClosingTimeoutS: 10, udpTimeoutS: 30, flags }));
+    withMasq(CFG_FLAG.MASQ_POD);
+    try {
+      // Three endpoints: the node itself (hostNetwork, on its InternalIP) and two elsewhere.
+      frontend(NODE_V4, 30090, IPPROTO.TCP, 12, SVC_FLAG.NODE_PORT, [[20, NODE_V4, 10280], [21, '198.18.1.2', 10280], [22, '198.18.20.10', 8080]]);
+      const seen: Record<string, number> = {};
+      for (let i = 0; i < 60; i++) {
+        const { parsed } = run('kpr_tc_pod', buildPacket({ src: '198.18.10.50', dst: NODE_V4, sport: 41000 + i, dport: 30090, proto: 'TCP', tcpFlags: TCP_SYN }));
+        assert.equal(parsed!.src, NODE_V4, 'SNATed to the node (rule 35)');
+        seen[parsed!.dst] = (seen[parsed!.dst] ?? 0) + 1;
+      }
+      assert.equal(seen[NODE_V4], undefined, `never the node's own address: ${JSON.stringify(seen)}`);
+      assert.ok(seen['198.18.1.2'] > 0 && seen['198.18.20.10'] > 0, `both other endpoints chosen: ${JSON.stringify(seen)}`);
+      // Without masquerade the pod keeps its address, and the node's own server is an endpoint like the others.
+      withMasq(0);
+      const plain: Record<string, number> = {};
+      for (let i = 0; i < 60; i++) {
+        const { parsed } = run('kpr_tc_pod', buildPacket({ src: '198.18.10.50', dst: NODE_V4, sport: 42000 + i, dport: 30090, proto: 'TCP', tcpFlags: TCP_SYN }));
+        assert.equal(parsed!.src, '198.18.10.50');
+        plain[parsed!.dst] = (plain[parsed!.dst] ?? 0) + 1;
+      }
+      assert.ok(plain[NODE_V4] > 0, `the node's own address chosen too: ${JSON.stringify(plain)}`);
+    } finally {
+      withMasq(0);
+      cfgMap.update(Buffer.alloc(4), encodeConfig({ hostNetnsCookie: 0n, snatV4: NODE_V4, snatV6: NODE_V6, tcpTimeoutS: 300, tcpClosingTimeoutS: 10, udpTimeoutS: 30, flags: 0 }));
+    }
   });
 
   test('externalTrafficPolicy=Local keeps the client address (no SNAT)', () => {
