@@ -9,7 +9,9 @@
  *    socket hooks serve it exactly as they serve a pod;
  *  - a hostNetwork pod is a process in the node's namespace, below its cgroup;
  *  - there is no endpoint controller: a test writes the EndpointSlices the
- *    controller would write for its pods (ready / serving / terminating);
+ *    controller would write for its pods (ready / serving / terminating),
+ *    one per IP family of the Service (dual-stack boxes: `ipv6`), and for
+ *    hostNetwork pods (their addresses the node's);
  *  - Services are created through the sandbox API server, which defaults
  *    them and allocates ClusterIPs and node ports as the real one does.
  */

@@ -7,7 +7,9 @@
  * NodePort Service "node-port-service" (http 80 → 8080, udp 90 → 5353), a
  * ClientIP "session-affinity-service" on the same pods, the test container
  * client-1 and the host test container (node-1's namespace). Dial* = the
- * requests repeat until every endpoint answered (DialFromContainer).
+ * requests repeat until every endpoint answered (DialFromContainer). The
+ * hostNetwork endpoints test has its own NodePort Service over hostNetwork
+ * servers on both nodes (EndpointsUseHostNetwork).
  * Topology: sandbox/two-node.ts; conventions: harness.ts.
  */
 import assert from 'node:assert/strict';
