@@ -361,12 +361,14 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	kpr_addr_copy(client.client, p->saddr);
 	be = kpr_lb_select_backend(&key, svc, &client, now, &backend_id, &ev_flags, &slot);
 	/*
-	 * A pod's flow to be SNATed must not go to the node itself (kpr_masq.h):
-	 * the socket hooks connect the pod to it straight when they choose it, so
-	 * the flows that reach tc choose among the other backends.
+	 * tc cannot serve the node itself (a hostNetwork endpoint, kpr_masq.h):
+	 * the server's answers leave the node without passing a kpr program, so
+	 * they would not be translated back. While another backend exists, the
+	 * flow goes there. A pod the socket hooks serve reaches the node's server
+	 * on the socket path when they choose it, so over both paths the choice
+	 * stays uniform (rule 38 of docs/semantics.md).
 	 */
-	if (be && role == KPR_ROLE_POD && svc->count > 1 && kpr_masq_backend_is_node(cfg, be) &&
-	    kpr_masq_pod_would_snat(cfg, svc, be->addr, p->saddr))
+	if (be && svc->count > 1 && kpr_masq_backend_is_node(cfg, be))
 		be = kpr_lb_select_other(&key, svc, &client, now, slot, &backend_id);
 	if (!be) {
 		kpr_count(KPR_STAT_BACKEND_MISSING);

@@ -41,7 +41,9 @@ static __always_inline bool kpr_masq_external(const struct kpr_svc_val *svc)
  * pod flow SNATed to the node's own address and sent to that same address
  * would come in on a pod interface from a local address: IPv4 drops it as a
  * martian, and in IPv6 the server's answer stays in the node and is reset.
- * So such a backend is reached on the socket path, never through tc's SNAT.
+ * Unmasqueraded, the server's answers leave the node without passing a kpr
+ * program (kpr runs at ingress), so nothing translates them back. So such a
+ * backend is reached on the socket path only; tc chooses another.
  */
 static __always_inline bool kpr_masq_backend_is_node(const struct kpr_config *cfg, const struct kpr_backend *be)
 {
@@ -121,16 +123,11 @@ static __always_inline bool kpr_masq_sock_divert(struct bpf_sock_addr *ctx, cons
  * from its own address would be dropped as martian) and, with
  * KPR_CFG_F_MASQ_POD, for an external address of an eTP=Cluster Service.
  */
-static __always_inline bool kpr_masq_pod_would_snat(const struct kpr_config *cfg, const struct kpr_svc_val *svc,
-						    const __be32 *backend, const __be32 *client)
-{
-	return kpr_addr_eq(backend, client) || (cfg && (cfg->flags & KPR_CFG_F_MASQ_POD) && kpr_masq_external(svc));
-}
-
 static __always_inline bool kpr_masq_pod_snat(const struct kpr_config *cfg, const struct kpr_svc_val *svc,
 					      const __be32 *backend, const __be32 *client)
 {
-	bool snat = kpr_masq_pod_would_snat(cfg, svc, backend, client);
+	bool snat = kpr_addr_eq(backend, client) ||
+		    (cfg && (cfg->flags & KPR_CFG_F_MASQ_POD) && kpr_masq_external(svc));
 
 	if (snat)
 		kpr_count(KPR_STAT_TC_MASQ_SNAT);

@@ -31,7 +31,7 @@ export interface UpstreamTest {
 
 const API = 'checks the API server (validation, allocation or the resource lifecycle), not the proxy; the sandbox API server is not under test';
 const SCTP = 'kpr does not serve SCTP yet: its socket hooks and tc path translate TCP and UDP; an SCTP port is reported as not supported (docs/semantics.md rule 7). A gap, not someone else\'s job';
-const HOSTNET_ENDPOINTS = 'the test container and the host test container run on the first node, the one whose address the NodePort dials go to (upstream schedules them anywhere): from another node, a NodePort connection that chooses the dialed node\'s own hostNetwork server is not served (docs/semantics.md rule 38, a gap)';
+const HOSTNET_ENDPOINTS = 'the test container and the host test container run on the first node, the one whose address the NodePort dials go to (upstream schedules them anywhere): from another node, NodePort connections never reach the dialed node\'s own hostNetwork server, so not every endpoint would answer (docs/semantics.md rule 38, a gap)';
 const CLOUD = 'needs a cloud load balancer (a provider\'s LB that sends traffic to the nodes); kpr serves what reaches the node, covered by the NodePort/LoadBalancer rows';
 
 const t = (file: UpstreamFile, name: string, status: ConformanceStatus, note?: string): UpstreamTest => ({ file, name, status, ...(note ? { note } : {}) });
