@@ -70,6 +70,7 @@ static __always_inline int kpr_xlate_fwd(struct bpf_sock_addr *ctx, struct kpr_d
 	struct kpr_backend *be;
 	__u32 backend_id = 0;
 	__u64 now = 0;
+	__u16 slot;
 	__u8 ev_flags = 0;
 
 	if (kpr_sock_skip(ctx, cfg))
@@ -104,7 +105,7 @@ static __always_inline int kpr_xlate_fwd(struct bpf_sock_addr *ctx, struct kpr_d
 		client.netns_cookie = bpf_get_netns_cookie(ctx);
 		now = bpf_ktime_get_ns();
 	}
-	be = kpr_lb_select_backend(&key, svc, &client, now, &backend_id, &ev_flags);
+	be = kpr_lb_select_backend(&key, svc, &client, now, &backend_id, &ev_flags, &slot);
 	if (!be) {
 		kpr_count(KPR_STAT_BACKEND_MISSING);
 		kpr_emit(ctx, hook, KPR_EV_BACKEND_MISSING, ev_flags, &key, svc, NULL, backend_id, NULL, 0, 0);

@@ -77,6 +77,7 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	struct kpr_svc_stat *stat;
 	struct kpr_backend *be;
 	__u32 backend_id = 0;
+	__u16 slot;
 	__u8 hook = role == KPR_ROLE_POD ? KPR_HOOK_TC_POD : KPR_HOOK_TC_EXT;
 	__u8 ev_flags = 0;
 	bool snat;
@@ -115,7 +116,17 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	}
 	/* Affinity by client address (netns cookie 0), as kube-proxy's ClientIP. */
 	kpr_addr_copy(client.client, p->saddr);
-	be = kpr_lb_select_backend(&key, svc, &client, now, &backend_id, &ev_flags);
+	be = kpr_lb_select_backend(&key, svc, &client, now, &backend_id, &ev_flags, &slot);
+	/*
+	 * tc cannot serve the node itself (a hostNetwork endpoint, kpr_masq.h):
+	 * the server's answers leave the node without passing a kpr program, so
+	 * they would not be translated back. While another backend exists, the
+	 * flow goes there. A pod the socket hooks serve reaches the node's server
+	 * on the socket path when they choose it, so over both paths the choice
+	 * stays uniform (rule 38 of docs/semantics.md).
+	 */
+	if (be && svc->count > 1 && kpr_masq_backend_is_node(cfg, be))
+		be = kpr_lb_select_other(&key, svc, &client, now, slot, &backend_id);
 	if (!be) {
 		kpr_count(KPR_STAT_BACKEND_MISSING);
 		kpr_emit(skb, hook, KPR_EV_BACKEND_MISSING, ev_flags, &key, svc, NULL, backend_id, p->saddr, p->sport, p->family);

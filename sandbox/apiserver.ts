@@ -60,7 +60,7 @@ export interface ApiServerOptions {
   historyLimit?: number;
   /** Interval of BOOKMARK events on watches that allow them; 0 disables. Default 1000. */
   bookmarkIntervalMs?: number;
-  /** ClusterIP allocation range. Default 198.19.0.0/16. */
+  /** ClusterIP allocation ranges, as --service-cluster-ip-range takes them: "primary[,secondary]", one per IP family. Default 198.19.0.0/16. */
   serviceCIDR?: string;
   /** Called for each HTTP request (method, url, status) — handy for debugging clients. */
   onRequest?: (info: { method: string; url: string; status: number }) => void;

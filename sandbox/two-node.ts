@@ -22,8 +22,10 @@
  *
  * With `ipv6: true` every link also carries 2001:db8::/32 in the same shape
  * (underlay 2001:db8:1::1/::2, pods 2001:db8:10::N / 2001:db8:20::N, clients
- * 2001:db8:100::2 and 2001:db8:101::2, routes to 2001:db8::/32 only), and the
- * Node objects list the IPv6 underlay address as a second InternalIP.
+ * 2001:db8:100::2 and 2001:db8:101::2, routes to 2001:db8::/32 only), the
+ * Node objects list the IPv6 underlay address as a second InternalIP, and the
+ * API server allocates ClusterIPs from 2001:db8:19::/112 too (a dual-stack
+ * cluster: RequireDualStack / PreferDualStack Services get both families).
  */
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { once } from 'node:events';
@@ -41,6 +43,8 @@ export type NodeName = 'node-1' | 'node-2';
 export const NODE_NAMES: NodeName[] = ['node-1', 'node-2'];
 
 export const SERVICE_CIDR = '198.19.0.0/16';
+/** The secondary (IPv6) service range of ipv6 boxes: their API server is dual-stack, as a dual-stack cluster's is. */
+export const SERVICE_CIDR6 = '2001:db8:19::/112';
 export const UNDERLAY = { 'node-1': '198.18.1.1', 'node-2': '198.18.1.2' } as const;
 export const POD_SUBNET = { 'node-1': '198.18.10.0/24', 'node-2': '198.18.20.0/24' } as const;
 export const POD_GATEWAY = { 'node-1': '198.18.10.1', 'node-2': '198.18.20.1' } as const;
@@ -256,7 +260,7 @@ export class TwoNodeCluster {
         }
       }
 
-      api = await startApiServer({ serviceCIDR: SERVICE_CIDR, ...(opts.unservedKinds ? { unservedKinds: opts.unservedKinds } : {}) });
+      api = await startApiServer({ serviceCIDR: v6 ? `${SERVICE_CIDR},${SERVICE_CIDR6}` : SERVICE_CIDR, ...(opts.unservedKinds ? { unservedKinds: opts.unservedKinds } : {}) });
       for (const name of NODE_NAMES) api.create(nodeObject(name, v6));
       const dir = sandbox.own(mkdtempSync(path.join(os.tmpdir(), `${sandbox.runId}-`)));
       const kubeconfig = await api.writeKubeconfig(path.join(dir, 'kubeconfig'));

@@ -103,6 +103,19 @@ kpr_lb_affinity_backend(const struct kpr_svc_val *svc, const struct kpr_affinity
 	return be;
 }
 
+/* With affinity, the client's backend from now on (best effort: a full LRU evicts an idle client's entry). */
+static __always_inline void kpr_lb_remember(const struct kpr_svc_val *svc, struct kpr_affinity_key *client, __u64 now, __u32 backend_id)
+{
+	struct kpr_affinity_val aval = {};
+
+	if (!kpr_lb_svc_has_affinity(svc))
+		return;
+	client->rev_nat_id = svc->rev_nat_id;
+	aval.last_used_ns = now;
+	aval.backend_id = backend_id;
+	bpf_map_update_elem(&kpr_affinity, client, &aval, BPF_ANY);
+}
+
 /*
  * Chooses the backend for a new connection (a connect or datagram on the
  * socket path, a new flow on the tc path) to the frontend found by
@@ -115,14 +128,15 @@ kpr_lb_affinity_backend(const struct kpr_svc_val *svc, const struct kpr_affinity
  * now: the timeout runs from the client's last new connection, as
  * kube-proxy's `recent --set` in the nat table (docs/architecture.md).
  * svc->count must be > 0. An affinity hit sets KPR_EVF_AFFINITY in *ev_flags.
+ * *slot is the slot drawn, 0 for an affinity hit.
  */
 static __always_inline struct kpr_backend *
 kpr_lb_select_backend(struct kpr_svc_key *key, const struct kpr_svc_val *svc, struct kpr_affinity_key *client,
-		      __u64 now, __u32 *backend_id, __u8 *ev_flags)
+		      __u64 now, __u32 *backend_id, __u8 *ev_flags, __u16 *slot)
 {
-	struct kpr_affinity_val aval = {};
 	struct kpr_backend *be;
 
+	*slot = 0;
 	if (kpr_lb_svc_has_affinity(svc)) {
 		client->rev_nat_id = svc->rev_nat_id;
 		be = kpr_lb_affinity_backend(svc, client, now, backend_id);
@@ -132,13 +146,34 @@ kpr_lb_select_backend(struct kpr_svc_key *key, const struct kpr_svc_val *svc, st
 			return be;
 		}
 	}
-	be = kpr_lb_select(key, svc, backend_id);
-	if (be && kpr_lb_svc_has_affinity(svc)) {
-		aval.last_used_ns = now;
-		aval.backend_id = *backend_id;
-		/* Best effort: a full LRU evicts an idle client's entry. */
-		bpf_map_update_elem(&kpr_affinity, client, &aval, BPF_ANY);
-	}
+	be = kpr_lb_select(key, svc, backend_id, slot);
+	if (be)
+		kpr_lb_remember(svc, client, now, *backend_id);
+	return be;
+}
+
+/*
+ * A backend other than the one in slot `skip` (1..count; 0: unknown, an
+ * affinity hit), uniform over the other slots when `skip` is known, and
+ * remembered for affinity. svc->count must be > 1. Used only to keep a node
+ * from sending a flow to itself (docs/semantics.md rule 38): a redraw, so it
+ * is uniform whatever the frontend's algorithm.
+ */
+static __always_inline struct kpr_backend *
+kpr_lb_select_other(struct kpr_svc_key *key, const struct kpr_svc_val *svc, struct kpr_affinity_key *client,
+		    __u64 now, __u16 skip, __u32 *backend_id)
+{
+	struct kpr_backend *be;
+	__u16 slot;
+
+	if (skip == 0 || skip > svc->count)
+		skip = (bpf_get_prandom_u32() % svc->count) + 1;
+	slot = (bpf_get_prandom_u32() % (svc->count - 1)) + 1;
+	if (slot >= skip)
+		slot++;
+	be = kpr_lb_backend_by_slot(key, slot, backend_id);
+	if (be)
+		kpr_lb_remember(svc, client, now, *backend_id);
 	return be;
 }
 

@@ -44,22 +44,24 @@ static __always_inline struct kpr_backend *kpr_lb_backend_by_slot(struct kpr_svc
 
 /* KPR_SVC_ALG_RANDOM: uniform over slots 1..count, as kube-proxy's statistic-mode rules. */
 static __always_inline struct kpr_backend *kpr_lb_select_random(struct kpr_svc_key *key, const struct kpr_svc_val *svc,
-								__u32 *backend_id)
+								__u32 *backend_id, __u16 *slot)
 {
-	return kpr_lb_backend_by_slot(key, (bpf_get_prandom_u32() % svc->count) + 1, backend_id);
+	*slot = (bpf_get_prandom_u32() % svc->count) + 1;
+	return kpr_lb_backend_by_slot(key, *slot, backend_id);
 }
 
 /*
  * The backend for a new connection to the frontend whose slot 0 is *svc
- * (key: its key as kpr_lb_lookup_service left it; svc->count > 0).
+ * (key: its key as kpr_lb_lookup_service left it; svc->count > 0), and in
+ * *slot the slot it chose (kpr_lb_select_other redraws among the others).
  */
 static __always_inline struct kpr_backend *kpr_lb_select(struct kpr_svc_key *key, const struct kpr_svc_val *svc,
-							 __u32 *backend_id)
+							 __u32 *backend_id, __u16 *slot)
 {
 	switch (kpr_svc_algorithm(svc)) {
 	case KPR_SVC_ALG_RANDOM:
 	default:
-		return kpr_lb_select_random(key, svc, backend_id);
+		return kpr_lb_select_random(key, svc, backend_id, slot);
 	}
 }
 

@@ -34,6 +34,23 @@ static __always_inline bool kpr_masq_external(const struct kpr_svc_val *svc)
 }
 
 /*
+ * Whether `be` is this node itself: a hostNetwork endpoint on this node, whose
+ * address is the node's, the one tc SNATs pod traffic to. kube-proxy DNATs a
+ * pod's packet to it and the node delivers it locally, where nothing
+ * masquerades it (MASQUERADE is in POSTROUTING): the server sees the pod. A
+ * pod flow SNATed to the node's own address and sent to that same address
+ * would come in on a pod interface from a local address: IPv4 drops it as a
+ * martian, and in IPv6 the server's answer stays in the node and is reset.
+ * Unmasqueraded, the server's answers leave the node without passing a kpr
+ * program (kpr runs at ingress), so nothing translates them back. So such a
+ * backend is reached on the socket path only; tc chooses another.
+ */
+static __always_inline bool kpr_masq_backend_is_node(const struct kpr_config *cfg, const struct kpr_backend *be)
+{
+	return cfg && kpr_addr_eq(be->addr, kpr_addr_is_v4(be->addr) ? cfg->snat_v4 : cfg->snat_v6);
+}
+
+/*
  * Whether the caller's own network namespace has a socket bound to the
  * backend's port on the wildcard address (a server: 0.0.0.0, or :: which
  * takes IPv4 too): then the caller may be one of the backends and land on
@@ -69,7 +86,12 @@ static __always_inline bool kpr_masq_caller_serves(struct bpf_sock_addr *ctx, co
 
 /*
  * Socket hooks: true when this pod connection to `svc` must be left to the
- * tc path (`be`, the backend the hook chose, only lends its port and family). Node processes (the node's netns cookie) are
+ * tc path (`be`, the backend the hook chose, lends its port and family, and
+ * is asked one thing: whether it is the node itself, which the socket path
+ * connects the pod to straight, as kube-proxy delivers it: unmasqueraded).
+ * The choice stays uniform: a connection diverted here is one whose hook
+ * chose another backend, and tc then chooses among the others
+ * (kpr_lb_select_other). Node processes (the node's netns cookie) are
  * never diverted: their traffic already leaves with a node address, and it
  * would not pass kpr_tc_pod.
  */
@@ -86,6 +108,8 @@ static __always_inline bool kpr_masq_sock_divert(struct bpf_sock_addr *ctx, cons
 	if (be->proto != IPPROTO_TCP)
 		return false;
 	if (!kpr_masq_external(svc) && !(svc->flags & KPR_SVC_F_LOCAL_BACKEND))
+		return false;
+	if (kpr_masq_backend_is_node(cfg, be))
 		return false;
 	if (bpf_get_netns_cookie(ctx) == cfg->host_netns_cookie)
 		return false;

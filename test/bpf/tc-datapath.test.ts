@@ -9,6 +9,7 @@ import { once } from 'node:events';
 import { sumPerCpuU64, testRun, withNetns, type BpfMap, type BpfObject } from '../../native/index.js';
 import { nsPath, Sandbox } from '../../sandbox/netns.js';
 import {
+  CFG_FLAG,
   CONFIG,
   CT_DIR,
   CT_KEY,
@@ -128,6 +129,43 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
 
     const again = run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport: 40000, dport: 30080, proto: 'TCP', tcpFlags: TCP_ACK }));
     assert.equal(again.parsed!.dst, '198.18.20.10', 'later packets of the flow follow the same backend');
+  });
+
+  test('tc never sends a new flow to the node itself (a hostNetwork endpoint) while another endpoint exists: it chooses among the others, each of them (rule 38)', () => {
+    const cfgMap = obj.map('kpr_config');
+    const config = (flags: number, hostNetnsCookie: bigint) =>
+      cfgMap.update(Buffer.alloc(4), encodeConfig({ hostNetnsCookie, snatV4: NODE_V4, snatV6: NODE_V6, tcpTimeoutS: 300, tcpClosingTimeoutS: 10, udpTimeoutS: 30, flags }));
+    /** 60 new flows to NODE_V4:30090 through `program`; who they went to. */
+    const flows = (program: 'kpr_tc_ext' | 'kpr_tc_pod', src: string, firstPort: number, wantSrc: string) => {
+      const seen: Record<string, number> = {};
+      for (let i = 0; i < 60; i++) {
+        const { parsed } = run(program, buildPacket({ src, dst: NODE_V4, sport: firstPort + i, dport: 30090, proto: 'TCP', tcpFlags: TCP_SYN }));
+        assert.equal(parsed!.src, wantSrc);
+        seen[parsed!.dst] = (seen[parsed!.dst] ?? 0) + 1;
+      }
+      return seen;
+    };
+    try {
+      // Three endpoints: the node itself (hostNetwork, on its InternalIP) and two elsewhere.
+      frontend(NODE_V4, 30090, IPPROTO.TCP, 12, SVC_FLAG.NODE_PORT, [[20, NODE_V4, 10280], [21, '198.18.1.2', 10280], [22, '198.18.20.10', 8080]]);
+      const cases: Array<[string, 'kpr_tc_ext' | 'kpr_tc_pod', string, number, string, number]> = [
+        ['outside client', 'kpr_tc_ext', CLIENT, 0, NODE_V4, 41000],
+        ['pod, masquerade on (rule 35)', 'kpr_tc_pod', '198.18.10.50', CFG_FLAG.MASQ_POD, NODE_V4, 42000],
+        ['pod, masquerade off', 'kpr_tc_pod', '198.18.10.50', 0, '198.18.10.50', 43000],
+      ];
+      for (const [who, program, src, flags, wantSrc, firstPort] of cases) {
+        config(flags, 1n);
+        const seen = flows(program, src, firstPort, wantSrc);
+        assert.equal(seen[NODE_V4], undefined, `${who}: never the node's own address: ${JSON.stringify(seen)}`);
+        assert.ok(seen['198.18.1.2'] > 0 && seen['198.18.20.10'] > 0, `${who}: both other endpoints chosen: ${JSON.stringify(seen)}`);
+      }
+      // The node's own server as the only endpoint: nothing else to choose, the flow goes there.
+      for (const k of [...svc.keys()]) svc.delete(k);
+      frontend(NODE_V4, 30090, IPPROTO.TCP, 12, SVC_FLAG.NODE_PORT, [[20, NODE_V4, 10280]]);
+      assert.deepEqual(flows('kpr_tc_ext', CLIENT, 44000, NODE_V4), { [NODE_V4]: 60 });
+    } finally {
+      config(0, 0n);
+    }
   });
 
   test('externalTrafficPolicy=Local keeps the client address (no SNAT)', () => {

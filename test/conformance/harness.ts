@@ -9,7 +9,9 @@
  *    socket hooks serve it exactly as they serve a pod;
  *  - a hostNetwork pod is a process in the node's namespace, below its cgroup;
  *  - there is no endpoint controller: a test writes the EndpointSlices the
- *    controller would write for its pods (ready / serving / terminating);
+ *    controller would write for its pods (ready / serving / terminating),
+ *    one per IP family of the Service (dual-stack boxes: `ipv6`), and for
+ *    hostNetwork pods (their addresses the node's);
  *  - Services are created through the sandbox API server, which defaults
  *    them and allocates ClusterIPs and node ports as the real one does.
  */
@@ -22,7 +24,7 @@ import { repoRoot } from '../../sandbox/repo.js';
 import { inNs } from '../../sandbox/netns.js';
 import { waitForLine } from '../../sandbox/topology.js';
 import { waitFor } from '../../sandbox/cluster.js';
-import { TwoNodeCluster, UNDERLAY, type NodeName } from '../../sandbox/two-node.js';
+import { TwoNodeCluster, UNDERLAY, UNDERLAY6, type NodeName } from '../../sandbox/two-node.js';
 import type { BatchStep, ClientReport } from '../../sandbox/client.js';
 import type { KubeObject } from '../../sandbox/apiserver.js';
 import { upstreamTestsOf, type UpstreamFile } from './upstream-tests.js';
@@ -67,6 +69,8 @@ export interface PodSpec {
 
 export interface EndpointSpec {
   pod: string;
+  /** A hostNetwork pod (not in the box's pods) on this node: its addresses are the node's. */
+  hostNetworkOn?: NodeName;
   /** The zone the controller copies from the pod's node, and the zone hint it writes (trafficDistribution PreferClose/PreferSameZone). */
   zone?: string;
   hintZone?: string;
@@ -111,9 +115,12 @@ export class ConformanceBox {
     this.pods = new Map(pods.map((p) => [p.name, p]));
   }
 
-  /** The box with `pods`, and both agents started with `agentArgs` (their servers on loopback ports of their own). */
-  static async start(pods: PodSpec[], agentArgs: string[] = []): Promise<ConformanceBox> {
-    const box = await TwoNodeCluster.create({ pods });
+  /**
+   * The box with `pods`, and both agents started with `agentArgs` (their servers on loopback ports of their own).
+   * `ipv6`: a dual-stack box (sandbox/two-node.ts): every pod and node has an IPv6 address too, and the API server allocates IPv6 ClusterIPs.
+   */
+  static async start(pods: PodSpec[], agentArgs: string[] = [], opts: { ipv6?: boolean } = {}): Promise<ConformanceBox> {
+    const box = await TwoNodeCluster.create({ pods, ipv6: opts.ipv6 ?? false });
     const c = new ConformanceBox(box, pods);
     try {
       await box.startAgents(['--healthz-bind-address', '127.0.0.1:0', '--metrics-bind-address', '127.0.0.1:0', ...agentArgs]);
@@ -152,28 +159,48 @@ export class ConformanceBox {
   }
 
   /**
-   * Writes an IPv4 EndpointSlice of Service `svc` (`slice` names one of
-   * several): what the controller writes for these pods, the Service's
-   * labels included (the controller copies them, which is how the headless
-   * label reaches the slices the proxy filters on).
+   * Writes the EndpointSlices of Service `svc` (`slice` names one of several):
+   * what the controller writes for these pods, one slice per IP family of the
+   * Service (its spec.ipFamilies: `slice` for IPv4, `slice`-ipv6 for IPv6,
+   * each endpoint with its pod's address of that family), the Service's labels
+   * included (the controller copies them, which is how the headless label
+   * reaches the slices the proxy filters on).
    */
   setEndpoints(svc: string, endpoints: EndpointSpec[], ports: SlicePortSpec[] = [{ name: 'http', port: 8080 }], slice = `${svc}-slice`): void {
     const service = this.box.api.get('Service', NS, svc);
-    const obj: KubeObject = {
-      apiVersion: 'discovery.k8s.io/v1',
-      kind: 'EndpointSlice',
-      metadata: { name: slice, namespace: NS, labels: { ...(service?.metadata?.labels ?? {}), 'kubernetes.io/service-name': svc } },
-      addressType: 'IPv4',
-      ports: ports.map((p) => ({ protocol: 'TCP', ...p })),
-      endpoints: endpoints.map((e) => {
-        const pod = this.pod(e.pod);
-        return {
-          addresses: [pod.ip], conditions: e.conditions ?? READY, nodeName: pod.node, targetRef: { kind: 'Pod', namespace: NS, name: pod.name },
-          ...(e.zone ? { zone: e.zone } : {}), ...(e.hintZone ? { hints: { forZones: [{ name: e.hintZone }] } } : {}),
-        };
-      }),
-    };
-    this.box.api.apply(obj);
+    const families: Array<'IPv4' | 'IPv6'> = service?.spec?.ipFamilies ?? ['IPv4'];
+    for (const family of ['IPv4', 'IPv6'] as const) {
+      const name = family === 'IPv4' ? slice : `${slice}-ipv6`;
+      if (!families.includes(family)) {
+        if (family === 'IPv6' && this.box.api.get('EndpointSlice', NS, name)) this.box.api.remove('EndpointSlice', NS, name);
+        continue;
+      }
+      const obj: KubeObject = {
+        apiVersion: 'discovery.k8s.io/v1',
+        kind: 'EndpointSlice',
+        metadata: { name, namespace: NS, labels: { ...(service?.metadata?.labels ?? {}), 'kubernetes.io/service-name': svc } },
+        addressType: family,
+        ports: ports.map((p) => ({ protocol: 'TCP', ...p })),
+        endpoints: endpoints.map((e) => {
+          const { address, node } = this.endpointAddress(e, family);
+          return {
+            addresses: [address], conditions: e.conditions ?? READY, nodeName: node, targetRef: { kind: 'Pod', namespace: NS, name: e.pod },
+            ...(e.zone ? { zone: e.zone } : {}), ...(e.hintZone ? { hints: { forZones: [{ name: e.hintZone }] } } : {}),
+          };
+        }),
+      };
+      this.box.api.apply(obj);
+    }
+  }
+
+  /** An endpoint's address of one family: its pod's, or its node's for a hostNetwork pod. */
+  private endpointAddress(e: EndpointSpec, family: 'IPv4' | 'IPv6'): { address: string; node: NodeName } {
+    if (e.hostNetworkOn) return { address: family === 'IPv4' ? this.nodeIp(e.hostNetworkOn) : this.nodeIp6(e.hostNetworkOn), node: e.hostNetworkOn };
+    const pod = this.pod(e.pod);
+    if (family === 'IPv4') return { address: pod.ip, node: pod.node };
+    const ip6 = this.box.pods.get(e.pod)?.ip6;
+    assert.ok(ip6, `pod ${e.pod} has no IPv6 address (an ipv6 box gives every pod one)`);
+    return { address: ip6, node: pod.node };
   }
 
   /** The controller's label copy after a Service's labels changed. */
@@ -297,6 +324,19 @@ export class ConformanceBox {
   nodeIp(node: NodeName): string {
     return UNDERLAY[node];
   }
+
+  /** The node's IPv6 InternalIP (ipv6 boxes). */
+  nodeIp6(node: NodeName): string {
+    assert.ok(this.box.ipv6, 'an ipv6 box');
+    return UNDERLAY6[node];
+  }
+
+  /** A pod's IPv6 address (ipv6 boxes). */
+  podIp6(name: string): string {
+    const ip6 = this.box.pods.get(name)?.ip6;
+    assert.ok(ip6, `pod ${name} has an IPv6 address`);
+    return ip6;
+  }
 }
 
 /**
@@ -327,6 +367,11 @@ function stepOf(mode: 'http' | 'udp' | 'once' | 'get', target: string, extra: st
     else throw new Error(`client flag ${flag} is not a batch step field`);
   }
   return step;
+}
+
+/** "ip:port", with IPv6 addresses in brackets. */
+export function hostPortOf(ip: string, port: number): string {
+  return ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`;
 }
 
 /** Service fields the suites read back. */

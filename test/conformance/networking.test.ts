@@ -7,7 +7,9 @@
  * NodePort Service "node-port-service" (http 80 → 8080, udp 90 → 5353), a
  * ClientIP "session-affinity-service" on the same pods, the test container
  * client-1 and the host test container (node-1's namespace). Dial* = the
- * requests repeat until every endpoint answered (DialFromContainer).
+ * requests repeat until every endpoint answered (DialFromContainer). The
+ * hostNetwork endpoints test has its own NodePort Service over hostNetwork
+ * servers on both nodes (EndpointsUseHostNetwork).
  * Topology: sandbox/two-node.ts; conventions: harness.ts.
  */
 import assert from 'node:assert/strict';
@@ -141,6 +143,40 @@ const tests: Record<string, UpstreamImpl> = {
     const [rep] = await c.batch(TEST_CONTAINER, [{ mode: 'udp', target: at(cfg.clusterIP, 90), message: `echo ${message}` }]);
     assert.equal(rep.ok, 1, JSON.stringify(rep.errors));
     assert.deepEqual(rep.byPod, { [message]: 1 }, 'the echo is the message');
+  },
+
+  // networking.go: EndpointsUseHostNetwork — the endpoints are hostNetwork pods, one per node (their addresses the
+  // nodes', their hostnames the nodes' names), on their own NodePort Service; pod, node and large-request dials.
+  'should function for service endpoints using hostNetwork': async () => {
+    const HOST_HTTP = 10280; // the servers' http port; udp and echo the next two
+    const servers = await Promise.all([c.startHostServer('node-1', HOST_HTTP), c.startHostServer('node-2', HOST_HTTP)]);
+    try {
+      const svc = c.createService('host-network-service', { type: 'NodePort', selector: { app: 'host-network' }, ports: [
+        { name: 'http', port: 80, targetPort: HOST_HTTP, protocol: 'TCP' },
+        { name: 'udp', port: 90, targetPort: HOST_HTTP + 1, protocol: 'UDP' },
+      ] });
+      c.setEndpoints('host-network-service', [{ pod: 'netserver-0', hostNetworkOn: 'node-1' }, { pod: 'netserver-1', hostNetworkOn: 'node-2' }], [
+        { name: 'http', port: HOST_HTTP }, { name: 'udp', port: HOST_HTTP + 1, protocol: 'UDP' },
+      ]);
+      const hostnames = ['node-1', 'node-2'];
+      const [http, udp] = [at(clusterIP(svc), 80), at(clusterIP(svc), 90)];
+      const [httpNode, udpNode] = [at(nodeIP(), nodePortOf(svc, 0)), at(nodeIP(), nodePortOf(svc, 1))];
+      for (const who of [TEST_CONTAINER, HOST_TEST_CONTAINER]) {
+        await dialAll(c, who, 'http', http, hostnames);
+        await dialAll(c, who, 'http', httpNode, hostnames);
+        await dialAll(c, who, 'udp', udp, hostnames);
+        await dialAll(c, who, 'udp', udpNode, hostnames);
+      }
+      const message = '42'.repeat(1000);
+      const [h] = await c.batch(TEST_CONTAINER, [{ mode: 'get', target: http, path: `/echo?msg=${message}` }]);
+      assert.equal(h.responses?.[0]?.body, message, JSON.stringify(h.errors));
+      const udpMessage = 'n' + 'o'.repeat(1999);
+      const [u] = await c.batch(TEST_CONTAINER, [{ mode: 'udp', target: udp, message: `echo ${udpMessage}` }]);
+      assert.deepEqual(u.byPod, { [udpMessage]: 1 }, JSON.stringify(u.errors));
+    } finally {
+      c.deleteService('host-network-service');
+      for (const s of servers) s.kill('SIGKILL');
+    }
   },
 };
 
