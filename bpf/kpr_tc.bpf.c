@@ -81,10 +81,24 @@ struct kpr_pkt {
 	__u32 csum_off; /* offset of the L4 checksum */
 };
 
-#define KPR_NOT_OURS 1 /* not IP, or not TCP/UDP: nothing kpr translates */
-#define KPR_MALFORMED 2 /* claims to be IP TCP/UDP but cannot be parsed safely */
+/*
+ * SCTP's common header (RFC 9260 3.1). Parsed only so that a new SCTP flow to
+ * a frontend is dropped and counted (kpr_new_flow), never rewritten: the
+ * CRC32c covers the ports, and tc cannot tell a packet that carries its CRC
+ * from one whose CRC is still to be filled in (CHECKSUM_PARTIAL, as a pod's
+ * packets cross a veth), so no rewrite is correct for both.
+ */
+struct kpr_sctphdr {
+	__be16 source;
+	__be16 dest;
+	__be32 vtag;
+	__le32 checksum;
+};
 
-/* Returns 0 when the packet is TCP or UDP we can rewrite safely, KPR_NOT_OURS or KPR_MALFORMED otherwise. */
+#define KPR_NOT_OURS 1 /* not IP, or not TCP/UDP/SCTP: nothing kpr handles */
+#define KPR_MALFORMED 2 /* claims to be IP TCP/UDP/SCTP but cannot be parsed safely */
+
+/* Returns 0 when the packet is TCP, UDP or SCTP we can read safely, KPR_NOT_OURS or KPR_MALFORMED otherwise. */
 static __always_inline int kpr_parse(struct __sk_buff *skb, struct kpr_pkt *p)
 {
 	void *data = (void *)(long)skb->data;
@@ -140,6 +154,15 @@ static __always_inline int kpr_parse(struct __sk_buff *skb, struct kpr_pkt *p)
 		p->dport = udp->dest;
 		p->tcp_flags = 0;
 		p->csum_off = l4_off + offsetof(struct udphdr, check);
+	} else if (proto == IPPROTO_SCTP) {
+		struct kpr_sctphdr *sctp = data + l4_off;
+
+		if ((void *)(sctp + 1) > data_end)
+			return KPR_MALFORMED;
+		p->sport = sctp->source;
+		p->dport = sctp->dest;
+		p->tcp_flags = 0;
+		p->csum_off = l4_off + offsetof(struct kpr_sctphdr, checksum); /* never rewritten */
 	} else {
 		return KPR_NOT_OURS;
 	}
@@ -473,6 +496,27 @@ static __always_inline bool kpr_ct_backend_live(const struct kpr_ct_val *ct)
 	return be && kpr_addr_eq(be->addr, ct->nat_daddr) && be->port == ct->nat_dport;
 }
 
+/*
+ * An SCTP packet: dropped, counted and told when it is bound for a frontend,
+ * passed otherwise; never rewritten (see struct kpr_sctphdr). kpr makes no
+ * conntrack entry for SCTP, so this is the whole SCTP path. Pods are
+ * in-cluster callers, as in kpr_new_flow: the INTERNAL set counts for them.
+ */
+static __always_inline int kpr_sctp(struct __sk_buff *skb, const struct kpr_pkt *p, __u8 role)
+{
+	struct kpr_svc_key key;
+	struct kpr_svc_val *svc;
+	__u8 hook = role == KPR_ROLE_POD ? KPR_HOOK_TC_POD : KPR_HOOK_TC_EXT;
+
+	kpr_lb_svc_key_init(&key, p->daddr, p->dport, p->proto);
+	svc = kpr_lb_lookup_service(&key, role == KPR_ROLE_POD);
+	if (!svc)
+		return kpr_svc_cidr_drop_tc(skb, &key, hook, p->saddr, p->sport, p->family) ? TC_ACT_SHOT : KPR_TC_PASS;
+	kpr_count(KPR_STAT_TC_DROP_SCTP);
+	kpr_emit(skb, hook, KPR_EV_SCTP_UNSUPPORTED, 0, &key, svc, NULL, 0, p->saddr, p->sport, p->family);
+	return TC_ACT_SHOT;
+}
+
 static __always_inline int kpr_tc(struct __sk_buff *skb, __u8 role)
 {
 	struct kpr_config *cfg = kpr_cfg();
@@ -490,6 +534,8 @@ static __always_inline int kpr_tc(struct __sk_buff *skb, __u8 role)
 	default:
 		return KPR_TC_PASS;
 	}
+	if (p.proto == IPPROTO_SCTP)
+		return kpr_sctp(skb, &p, role);
 	now = bpf_ktime_get_ns();
 
 	/* A reply of a flow NATed here: show the client the address it called. */
