@@ -99,6 +99,14 @@ $(BATCH_WRITER): native/batch_writer.c | deps-system
 	@mkdir -p $(BUILD_DIR)
 	$(CLANG) -O2 -g -Wall -Werror -fPIC -shared -o $@ $< -lbpf -lpthread
 
+# The sandbox's SCTP tool (Node has no SCTP, nor raw sockets): INITs sent
+# through a raw socket, and a raw listener that reports them (test/conformance/sctp.ts).
+SCTP_PEER := $(BUILD_DIR)/kpr-sctp-peer
+
+$(SCTP_PEER): sandbox/sctp-peer.c | deps-system
+	@mkdir -p $(BUILD_DIR)
+	$(CLANG) -O2 -g -Wall -Werror -o $@ $<
+
 # After a build: drop the dev dependencies (the Dockerfile's runtime stage copies node_modules).
 deps-node-prod:
 	npm prune --omit=dev --no-audit --no-fund
@@ -131,7 +139,7 @@ ESBUILD_FLAGS := --bundle --platform=node --format=esm --target=node24 --externa
 # checkout (a container build: .git is not in the context) pass GIT_COMMIT=... or it is "unknown".
 GIT_COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
 
-build: deps bpf bpf-fixtures $(BATCH_WRITER)
+build: deps bpf bpf-fixtures $(BATCH_WRITER) $(SCTP_PEER)
 	node node_modules/typescript/bin/tsc -p tsconfig.json
 	@printf '{"commit":"%s"}\n' "$(or $(GIT_COMMIT),unknown)" > dist/build-info.json
 	node_modules/.bin/esbuild dist/agent/main.js $(ESBUILD_FLAGS) --outfile=$(AGENT_BUNDLE) --metafile=$(AGENT_BUNDLE:.mjs=.meta.json)

@@ -35,9 +35,17 @@ struct kpr_dst {
 	__u8 proto;
 };
 
+/*
+ * SCTP is translated like TCP wherever a hook sees it, but Linux runs none of
+ * the connect or sendmsg hooks for SCTP sockets: sctp_inet_connect and
+ * sctp_sendmsg call no cgroup program (true from 5.10 through 6.18; checked
+ * on 5.10 with a probe, docs/semantics.md rule 39). Only getpeername runs for
+ * them, and finds no translation to undo. SCTP to a service is the tc path's
+ * (kpr_tc.bpf.c, kpr_sctp: dropped and counted).
+ */
 static __always_inline bool kpr_proto_supported(__u32 proto)
 {
-	return proto == IPPROTO_TCP || proto == IPPROTO_UDP;
+	return proto == IPPROTO_TCP || proto == IPPROTO_UDP || proto == IPPROTO_SCTP;
 }
 
 /*

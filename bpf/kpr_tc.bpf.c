@@ -187,6 +187,27 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	return kpr_forward(skb, &fwd, p->family, p->proto);
 }
 
+/*
+ * An SCTP packet: dropped, counted and told when it is bound for a frontend,
+ * passed otherwise; never rewritten (see struct kpr_sctphdr in kpr_parse.h).
+ * kpr makes no conntrack entry for SCTP, so this is the whole SCTP path. Pods
+ * are in-cluster callers, as in kpr_new_flow: the INTERNAL set counts for them.
+ */
+static __always_inline int kpr_sctp(struct __sk_buff *skb, const struct kpr_pkt *p, __u8 role)
+{
+	struct kpr_svc_key key;
+	struct kpr_svc_val *svc;
+	__u8 hook = role == KPR_ROLE_POD ? KPR_HOOK_TC_POD : KPR_HOOK_TC_EXT;
+
+	kpr_lb_svc_key_init(&key, p->daddr, p->dport, p->proto);
+	svc = kpr_lb_lookup_service(&key, role == KPR_ROLE_POD);
+	if (!svc)
+		return kpr_svc_cidr_drop_tc(skb, &key, hook, p->saddr, p->sport, p->family) ? TC_ACT_SHOT : KPR_TC_PASS;
+	kpr_count(KPR_STAT_TC_DROP_SCTP);
+	kpr_emit(skb, hook, KPR_EV_SCTP_UNSUPPORTED, 0, &key, svc, NULL, 0, p->saddr, p->sport, p->family);
+	return TC_ACT_SHOT;
+}
+
 static __always_inline int kpr_tc(struct __sk_buff *skb, __u8 role)
 {
 	struct kpr_config *cfg = kpr_cfg();
@@ -204,6 +225,8 @@ static __always_inline int kpr_tc(struct __sk_buff *skb, __u8 role)
 	default:
 		return KPR_TC_PASS;
 	}
+	if (p.proto == IPPROTO_SCTP)
+		return kpr_sctp(skb, &p, role);
 	now = bpf_ktime_get_ns();
 
 	/* A reply of a flow NATed here: show the client the address it called. */

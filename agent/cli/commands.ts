@@ -98,7 +98,7 @@ The socket path is a process or pod of this node connecting (cgroup hooks); the 
     flags: [
       { name: 'to', value: 'ADDR:PORT', help: 'the address called, [v6]:port for IPv6 (required)' },
       { name: 'from', value: 'IP[:PORT]', help: 'the client; required on the tc path. With a port, its conntrack entry decides' },
-      { name: 'proto', value: 'PROTO', default: 'tcp', help: 'tcp or udp' },
+      { name: 'proto', value: 'PROTO', default: 'tcp', help: 'tcp, udp or sctp' },
       { name: 'path', value: 'PATH', help: 'socket or tc (default: tc with --from, socket without)' },
       { name: 'role', value: 'ROLE', default: 'ext', help: 'on the tc path: from the network (ext) or from a pod of this node (pod)' },
       { name: 'node', value: 'NAME', help: 'the node to trace: refused unless it is this one' },

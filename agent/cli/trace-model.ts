@@ -39,7 +39,7 @@ export type TraceRole = 'ext' | 'pod';
 
 export interface TraceQuery {
   to: { addr: string; port: number };
-  proto: 'TCP' | 'UDP';
+  proto: 'TCP' | 'UDP' | 'SCTP';
   path: TracePath;
   /** tc path: where the packet comes from (ext: the network; pod: a pod of this node). */
   role: TraceRole;
@@ -67,7 +67,7 @@ export interface TraceMaps {
 }
 
 export interface TraceStep {
-  step: 'conntrack' | 'frontend' | 'address' | 'source-ranges' | 'backends' | 'affinity' | 'nat' | 'mode';
+  step: 'conntrack' | 'frontend' | 'address' | 'source-ranges' | 'backends' | 'affinity' | 'nat' | 'mode' | 'sctp';
   /** One line a person reads. */
   result: string;
   /** The same in fields, for -o json. */
@@ -192,6 +192,16 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
     result: `${name}  id ${master.revNatId}  scope ${scopeName(scope)}${trace.frontend.flags.length ? `  [${trace.frontend.flags.join(',')}]` : ''}`,
     detail: { found: true, ...trace.frontend },
   });
+
+  // SCTP: programmed, never carried (rule 39 of docs/semantics.md).
+  if (q.proto === 'SCTP') {
+    if (q.path === 'socket') {
+      steps.push({ step: 'sctp', result: 'Linux runs no connect or sendmsg hook for SCTP sockets: kpr never sees the association', detail: { translated: false } });
+      return done('passed', `SCTP is not translated at the socket: the association goes to ${to} untranslated (docs/semantics.md rule 39)`);
+    }
+    steps.push({ step: 'sctp', result: 'kpr does not rewrite SCTP (its CRC32c covers the ports)', detail: { translated: false } });
+    return done('dropped', 'an SCTP packet to a frontend: dropped (kpr_datapath_drops_total{reason="sctp"}; docs/semantics.md rule 39)');
+  }
 
   // Source ranges: the tc path only.
   if (master.flags & SVC_FLAG.SOURCE_RANGES) {

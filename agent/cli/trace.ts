@@ -126,7 +126,7 @@ export function traceCommand(argv: string[], env: NodeJS.ProcessEnv = process.en
   const to = parseEndpoint(values.to, '--to', false) as { addr: string; port: number };
   const from = values.from === undefined ? undefined : parseEndpoint(values.from, '--from', true);
   const proto = values.proto!.toUpperCase();
-  if (proto !== 'TCP' && proto !== 'UDP') throw new UsageError(`invalid --proto "${values.proto}" (tcp or udp)`, 'trace');
+  if (proto !== 'TCP' && proto !== 'UDP' && proto !== 'SCTP') throw new UsageError(`invalid --proto "${values.proto}" (tcp, udp or sctp)`, 'trace');
   const path = (values.path ?? (from ? 'tc' : 'socket')) as TracePath;
   if (path !== 'socket' && path !== 'tc') throw new UsageError(`invalid --path "${values.path}" (socket or tc)`, 'trace');
   const role = values.role as TraceRole;

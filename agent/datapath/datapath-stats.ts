@@ -40,6 +40,7 @@ export const STAT_METRICS: Partial<Record<keyof typeof STAT, StatMetric>> = {
   TC_DROP_SOURCE_RANGE: { metric: 'drops', label: { name: 'reason', value: 'source_range' } },
   TC_DROP_NO_SNAT_PORT: { metric: 'drops', label: { name: 'reason', value: 'no_snat_port' } },
   TC_DROP_UNALLOCATED: { metric: 'drops', label: { name: 'reason', value: 'unallocated' } },
+  TC_DROP_SCTP: { metric: 'drops', label: { name: 'reason', value: 'sctp' } },
   TC_SNAT_SKIP_NODE_SOCKET: { metric: 'snat_port_skips', label: { name: 'reason', value: 'node_socket' } },
   TC_SNAT_SKIP_CONNTRACK: { metric: 'snat_port_skips', label: { name: 'reason', value: 'conntrack' } },
   TC_SNAT_EXHAUSTED: { metric: 'snat_ports_exhausted' },
@@ -52,7 +53,7 @@ export const STAT_METRIC_HELP: Record<StatMetric['metric'], string> = {
   refusals: 'Socket calls to a service address refused (ECONNREFUSED; EPERM before Linux 5.18), by reason (no_backend: the frontend has no backend; unknown_port: a service address on a port no Service defines; unallocated: an address of a service range that no Service holds).',
   backend_missing:
     'Service connections (socket hooks) and new tc flows whose chosen backend was not in the maps (a race with the agent rewriting the Service): let through untranslated, to the service address, not refused.',
-  drops: 'Packets dropped on the tc path, by reason (no_backend, source_range, no_snat_port; unallocated: a new flow to an address of a service range that no Service holds).',
+  drops: 'Packets dropped on the tc path, by reason (no_backend, source_range, no_snat_port; unallocated: a new flow to an address of a service range that no Service holds; sctp: an SCTP packet to a frontend, which kpr does not translate).',
   tc_packets: 'Packets handled on the tc path, by action.',
   affinity_hits: 'Backend choices (socket hooks: connections and unconnected UDP sends; tc: new flows) that reused the backend session affinity remembered.',
   sockets_destroyed: 'Connected UDP sockets destroyed because their backend left the service.',

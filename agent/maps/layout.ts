@@ -120,6 +120,7 @@ export const STAT = {
   TC_SNAT_EXHAUSTED: 23,
   SOCK_MASQ_DIVERT: 24,
   TC_MASQ_SNAT: 25,
+  TC_DROP_SCTP: 26,
 } as const;
 /** Mirrors enum kpr_ct_dir. */
 export const CT_DIR = { ORIGINAL: 0, REPLY: 1 } as const;
@@ -141,6 +142,7 @@ export const EVENT_TYPE = {
   NO_SNAT_PORT: 7,
   UNALLOCATED: 8,
   MASQ_DIVERT: 10,
+  SCTP_UNSUPPORTED: 11,
 } as const;
 /** Mirrors enum kpr_event_hook. */
 export const EVENT_HOOK = { CONNECT4: 1, CONNECT6: 2, SENDMSG4: 3, SENDMSG6: 4, TC_EXT: 5, TC_POD: 6 } as const;

@@ -252,8 +252,8 @@ function readPort(p: V1ServicePort | null | undefined, ports: ServicePortInfo[],
   if (!p || typeof p !== 'object') return `invalid port entry ${quote(p)}`;
   const portName = typeof p.name === 'string' ? p.name : '';
   const protoRaw = p.protocol || 'TCP'; // API default (rule 10 of docs/semantics.md)
-  if (protoRaw === 'SCTP') return `SCTP is not supported by kpr yet (${portLabel(portName, p.port, protoRaw)})`;
-  if (protoRaw !== 'TCP' && protoRaw !== 'UDP') return `unknown protocol ${quote(protoRaw)} (${portLabel(portName, p.port, protoRaw)})`;
+  // SCTP frontends are programmed like TCP ones; the datapath drops and counts their traffic (rule 39 of docs/semantics.md).
+  if (protoRaw !== 'TCP' && protoRaw !== 'UDP' && protoRaw !== 'SCTP') return `unknown protocol ${quote(protoRaw)} (${portLabel(portName, p.port, protoRaw)})`;
   if (!Number.isInteger(p.port) || p.port < 1 || p.port > 65535) return `invalid port ${quote(p.port)} (${portLabel(portName, p.port, protoRaw)})`;
   for (let i = 0; i < ports.length; i++) {
     if (ports[i].port === p.port && ports[i].protocol === protoRaw) return `duplicate port ${p.port}/${protoRaw} (${portLabel(portName, p.port, protoRaw)})`;

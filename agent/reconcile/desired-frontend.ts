@@ -63,7 +63,7 @@ export interface DesiredFrontend {
 
 /** frontendKey() of the plan a desired frontend came from, for messages (built only when one is written). */
 export function frontendLabel(d: DesiredFrontend): string {
-  return frontendKey({ address: d.planAddress, port: d.base.port, protocol: d.base.proto === IPPROTO.UDP ? 'UDP' : 'TCP' });
+  return frontendKey({ address: d.planAddress, port: d.base.port, protocol: d.base.proto === IPPROTO.UDP ? 'UDP' : d.base.proto === IPPROTO.SCTP ? 'SCTP' : 'TCP' });
 }
 
 /** Identity of a frontend in the service map (all of the key but slot and scope). */
@@ -76,29 +76,36 @@ export function entrySetId(fk: string, scope: number): string {
   return flatKey('#', fk, scope);
 }
 
+/** The protocol's index in a numeric backendTupleKey (2 bits). */
+function protoIndex(proto: number): number {
+  return proto === IPPROTO.TCP ? 0 : proto === IPPROTO.UDP ? 1 : proto === IPPROTO.SCTP ? 2 : -1;
+}
+
 /**
  * Identity of a backend: one id per distinct (address, port, protocol). For
- * IPv4 a number (49 bits: address, port, TCP/UDP) because it is looked up
- * once per backend per sync. null for what this agent never writes.
+ * IPv4 a number (50 bits: address, port, TCP/UDP/SCTP; exact below 2^53)
+ * because it is looked up once per backend per sync. null for what this
+ * agent never writes.
  */
 export function backendTupleKey(addrKey: number | string, port: number, proto: number): BackendTuple | null {
-  if (proto !== IPPROTO.TCP && proto !== IPPROTO.UDP) return null;
-  if (typeof addrKey === 'number') return (addrKey * 65536 + port) * 2 + (proto === IPPROTO.UDP ? 1 : 0);
+  const pi = protoIndex(proto);
+  if (pi < 0) return null;
+  if (typeof addrKey === 'number') return (addrKey * 65536 + port) * 4 + pi;
   return `${addrKey}:${port}/${proto}`;
 }
 
 /** The IPv4 address (u32) of a numeric backendTupleKey; -1 for anything else. */
 export function tupleIPv4(tuple: BackendTuple): number {
-  return typeof tuple === 'number' ? Math.floor(tuple / 131072) : -1;
+  return typeof tuple === 'number' ? Math.floor(tuple / 262144) : -1;
 }
 
 /** The port of a backendTupleKey. */
 export function tuplePort(tuple: BackendTuple): number {
-  if (typeof tuple === 'number') return Math.floor(tuple / 2) % 65536;
+  if (typeof tuple === 'number') return Math.floor(tuple / 4) % 65536;
   return Number(tuple.slice(tuple.lastIndexOf(':') + 1, tuple.lastIndexOf('/')));
 }
 
-/** backendTupleKey of a backend-map value; null if it is not a well-formed TCP/UDP backend this agent writes. */
+/** backendTupleKey of a backend-map value; null if it is not a well-formed TCP/UDP/SCTP backend this agent writes. */
 export function backendValueKey(b: Backend): BackendTuple | null {
   const ip = parseIP(b.addr);
   if (!ip || (b.flags & ~BE_FLAG.LOCAL) !== 0 || !validPort(b.port)) return null;
@@ -148,7 +155,8 @@ export function toDesiredFrontend(service: string, f: PlanFrontend, skipped: Ski
   const ip = v4 ? null : parseIP(f.address);
   if (!v4 && !ip) return refuse(service, f, `invalid address ${JSON.stringify(f.address)}`, skipped);
   if (!validPort(f.port)) return refuse(service, f, `invalid port ${JSON.stringify(f.port)}`, skipped);
-  if (f.protocol !== 'TCP' && f.protocol !== 'UDP') return refuse(service, f, `${f.protocol} is not supported by kpr yet`, skipped);
+  // SCTP is programmed too: the tc path drops and counts its traffic (rule 39 of docs/semantics.md).
+  if (f.protocol !== 'TCP' && f.protocol !== 'UDP' && f.protocol !== 'SCTP') return refuse(service, f, `unknown protocol ${JSON.stringify(f.protocol)}`, skipped);
   const family = v4 ? 'IPv4' : ip!.family;
   const timeout = Number.isInteger(f.affinityTimeoutSeconds) && f.affinityTimeoutSeconds > 0 ? f.affinityTimeoutSeconds : 0;
   const proto = IPPROTO[f.protocol];

@@ -8,7 +8,7 @@
  * `kpr plan` prints this, so it says what the agent programs and refuses by
  * the agent's own code, not by a second implementation of its rules.
  */
-import { FE_TYPE, SCOPE, type SvcMeta } from '../maps/layout.js';
+import { FE_TYPE, IPPROTO, SCOPE, type SvcMeta } from '../maps/layout.js';
 import type { FrontendType, PlanFrontend, SkippedObject } from '../plan/types.js';
 import type { LimitReport, MapCapacities } from './limits.js';
 import { MemoryDatapathMaps, svcKeyId } from '../maps/memory-datapath-maps.js';
@@ -35,7 +35,7 @@ export interface DryRunResult {
 }
 
 const FE_TYPE_OF: Record<FrontendType, number> = { ClusterIP: FE_TYPE.CLUSTER_IP, NodePort: FE_TYPE.NODE_PORT, LoadBalancer: FE_TYPE.LOAD_BALANCER, ExternalIP: FE_TYPE.EXTERNAL_IP };
-const PROTO: Record<string, number> = { TCP: 6, UDP: 17 };
+const PROTO: Record<string, number> = IPPROTO;
 
 const silent: ReconcileLogger = { info: () => {}, warn: () => {}, error: () => {} };
 

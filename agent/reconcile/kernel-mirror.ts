@@ -8,7 +8,7 @@
  * kernel really holds.
  */
 import type { DatapathMaps } from '../maps/datapath-maps.js';
-import { SCOPE, SVC_FLAG, VIP_FLAG, type AffinityMatchKey, type Backend, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from '../maps/layout.js';
+import { IPPROTO, SCOPE, SVC_FLAG, VIP_FLAG, type AffinityMatchKey, type Backend, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from '../maps/layout.js';
 import { parseIP } from '../net/ip.js';
 import { BackendTable } from './backend-table.js';
 import { backendValueKey, entrySetId, frontendId, type FrontendBase } from './desired-frontend.js';
@@ -110,8 +110,8 @@ export class KernelMirror {
   }
 
   /** The revNatId programmed for a frontend (its EXTERNAL master's), if any. */
-  revNatIdOf(address: string, port: number, protocol: 'TCP' | 'UDP'): number | undefined {
-    const proto = protocol === 'TCP' ? 6 : 17;
+  revNatIdOf(address: string, port: number, protocol: 'TCP' | 'UDP' | 'SCTP'): number | undefined {
+    const proto = IPPROTO[protocol];
     return this.kSets.get(entrySetId(frontendId({ addr: address, port, proto }), SCOPE.EXTERNAL))?.master?.revNatId;
   }
 

@@ -112,7 +112,7 @@ export class Reconciler {
   }
 
   /** The revNatId programmed for a frontend, if any. */
-  revNatIdOf(address: string, port: number, protocol: 'TCP' | 'UDP'): number | undefined {
+  revNatIdOf(address: string, port: number, protocol: 'TCP' | 'UDP' | 'SCTP'): number | undefined {
     return this.mirror.revNatIdOf(address, port, protocol);
   }
 

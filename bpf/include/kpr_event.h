@@ -42,7 +42,7 @@ struct kpr_event {
 	__u8 hook;            /* KPR_HOOK_* */
 	__u32 frontend_id;    /* rev_nat_id of the frontend (0 for KPR_EV_UNKNOWN_PORT) */
 	__u32 backend_id;     /* kpr_backend id, 0 when none was chosen */
-	__u8 proto;           /* IPPROTO_TCP / IPPROTO_UDP */
+	__u8 proto;           /* IPPROTO_TCP / IPPROTO_UDP / IPPROTO_SCTP */
 	__u8 family;          /* AF_INET / AF_INET6 of the socket or packet */
 	__u8 scope;           /* KPR_SCOPE_* of the entry set found */
 	__u8 flags;           /* KPR_EVF_* */
@@ -59,6 +59,7 @@ enum kpr_event_type {
 	KPR_EV_NO_SNAT_PORT = 7,      /* tc: no free SNAT port towards the backend: dropped */
 	KPR_EV_UNALLOCATED = 8,       /* an address of a service range no Service holds: socket refused, tc dropped */
 	KPR_EV_MASQ_DIVERT = 10,      /* socket: a pod's connection left untranslated, for tc to masquerade (kpr_masq.h) */
+	KPR_EV_SCTP_UNSUPPORTED = 11, /* tc: a new SCTP flow to a frontend: dropped (KPR_STAT_TC_DROP_SCTP) */
 };
 
 enum kpr_event_hook {

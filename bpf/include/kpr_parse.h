@@ -41,10 +41,25 @@ struct kpr_pkt {
 	__u32 csum_off; /* offset of the L4 checksum */
 };
 
-#define KPR_NOT_OURS 1 /* not IP, or not TCP/UDP: nothing kpr translates */
-#define KPR_MALFORMED 2 /* claims to be IP TCP/UDP but cannot be parsed safely */
+/*
+ * SCTP's common header (RFC 9260 3.1). Parsed only so that a new SCTP flow to
+ * a frontend is dropped and counted (kpr_sctp in kpr_tc.bpf.c), never
+ * rewritten: the CRC32c covers the ports, and tc cannot tell a packet that
+ * carries its CRC from one whose CRC is still to be filled in
+ * (CHECKSUM_PARTIAL, as a pod's packets cross a veth), so no rewrite is
+ * correct for both.
+ */
+struct kpr_sctphdr {
+	__be16 source;
+	__be16 dest;
+	__be32 vtag;
+	__le32 checksum;
+};
 
-/* Returns 0 when the packet is TCP or UDP we can rewrite safely, KPR_NOT_OURS or KPR_MALFORMED otherwise. */
+#define KPR_NOT_OURS 1 /* not IP, or not TCP/UDP/SCTP: nothing kpr handles */
+#define KPR_MALFORMED 2 /* claims to be IP TCP/UDP/SCTP but cannot be parsed safely */
+
+/* Returns 0 when the packet is TCP, UDP or SCTP we can read safely, KPR_NOT_OURS or KPR_MALFORMED otherwise. */
 static __always_inline int kpr_parse(struct __sk_buff *skb, struct kpr_pkt *p)
 {
 	void *data = (void *)(long)skb->data;
@@ -100,6 +115,15 @@ static __always_inline int kpr_parse(struct __sk_buff *skb, struct kpr_pkt *p)
 		p->dport = udp->dest;
 		p->tcp_flags = 0;
 		p->csum_off = l4_off + offsetof(struct udphdr, check);
+	} else if (proto == IPPROTO_SCTP) {
+		struct kpr_sctphdr *sctp = data + l4_off;
+
+		if ((void *)(sctp + 1) > data_end)
+			return KPR_MALFORMED;
+		p->sport = sctp->source;
+		p->dport = sctp->dest;
+		p->tcp_flags = 0;
+		p->csum_off = l4_off + offsetof(struct kpr_sctphdr, checksum); /* never rewritten */
 	} else {
 		return KPR_NOT_OURS;
 	}

@@ -30,7 +30,7 @@ struct kpr_svc_key {
 	__be32 addr[4];
 	__be16 port;
 	__u16 slot;
-	__u8 proto;   /* IPPROTO_TCP / IPPROTO_UDP */
+	__u8 proto;   /* IPPROTO_TCP / IPPROTO_UDP / IPPROTO_SCTP */
 	__u8 scope;   /* KPR_SCOPE_*: which callers this entry serves */
 	__u8 pad[2];
 };
@@ -379,6 +379,13 @@ enum kpr_stat {
 	KPR_STAT_SOCK_MASQ_DIVERT = 24,
 	/* Masquerade: new pod flows tc SNATed to the node (external address of an eTP=Cluster Service, or hairpin). */
 	KPR_STAT_TC_MASQ_SNAT = 25,
+	/*
+	 * tc path: a new SCTP flow to a frontend, dropped. SCTP's CRC32c covers
+	 * the ports, and tc cannot tell a packet whose CRC is still to be filled
+	 * in (CHECKSUM_PARTIAL, as a pod's packets cross a veth) from one that
+	 * carries it, so kpr does not rewrite SCTP (docs/semantics.md rule 39).
+	 */
+	KPR_STAT_TC_DROP_SCTP = 26,
 	KPR_STAT_MAX = 32,
 };
 

@@ -175,6 +175,21 @@ describe('kpr monitor events of the tc programs (BPF_PROG_TEST_RUN)', () => {
     assert.deepEqual([noPort.type, noPort.backend, noPort.backendId], [EVENT_TYPE.NO_SNAT_PORT, '198.18.20.10', 1]);
   });
 
+  test('SCTP to a frontend: one sctp-unsupported event per packet, naming client, frontend and protocol, no backend (rule 39 of docs/semantics.md)', () => {
+    frontend(NODE_V4, 30132, IPPROTO.SCTP, 21, SVC_FLAG.NODE_PORT, [[6, '198.18.20.10', 9132]]);
+    frontend('198.19.0.132', 132, IPPROTO.SCTP, 22, SVC_FLAG.CLUSTER_IP, [[7, '198.18.20.10', 9132]], SCOPE.INTERNAL);
+    const init = (src: string, sport: number, dst: string, dport: number) => buildPacket({ src, dst, sport, dport, proto: 'SCTP' });
+    const [ext, again] = events('kpr_tc_ext', init(CLIENT, 44000, NODE_V4, 30132), init(CLIENT, 44000, NODE_V4, 30132));
+    assert.deepEqual(
+      [ext.type, ext.hook, ext.proto, ext.frontendId, ext.frontend, ext.frontendPort, ext.client, ext.clientPort, ext.backendId, ext.backend],
+      [EVENT_TYPE.SCTP_UNSUPPORTED, EVENT_HOOK.TC_EXT, IPPROTO.SCTP, 21, NODE_V4, 30132, CLIENT, 44000, 0, '::'],
+    );
+    assert.equal(again.type, EVENT_TYPE.SCTP_UNSUPPORTED, 'no conntrack entry: the retransmission is dropped and told again');
+    const [pod] = events('kpr_tc_pod', init('198.18.10.5', 44001, '198.19.0.132', 132));
+    assert.deepEqual([pod.type, pod.hook, pod.scope, pod.frontendId], [EVENT_TYPE.SCTP_UNSUPPORTED, EVENT_HOOK.TC_POD, SCOPE.INTERNAL, 22]);
+    assert.deepEqual(events('kpr_tc_ext', init(CLIENT, 44002, NODE_V4, 30133)), [], 'SCTP to no frontend: no event');
+  });
+
   test('affinity and lost conntrack are flags of the decision; a backend missing from the maps is one event', () => {
     const backends: Array<[number, string, number]> = [[21, '198.18.20.21', 8080], [22, '198.18.20.22', 8080]];
     frontend(NODE_V4, 30090, IPPROTO.TCP, 30, SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY, backends);

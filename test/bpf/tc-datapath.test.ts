@@ -227,6 +227,41 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     assert.deepEqual(r.out, other);
   });
 
+  test('SCTP to a frontend (NodePort, ClusterIP from a pod, IPv6) is dropped and counted, never rewritten; SCTP to anything else and a truncated SCTP header pass unchanged (rule 39 of docs/semantics.md)', () => {
+    frontend(NODE_V4, 30132, IPPROTO.SCTP, 21, SVC_FLAG.NODE_PORT, [[1, '198.18.20.10', 9132]]);
+    frontend('198.19.0.132', 132, IPPROTO.SCTP, 22, SVC_FLAG.CLUSTER_IP, [[2, '198.18.20.10', 9132]]);
+    frontend(NODE_V6, 30132, IPPROTO.SCTP, 23, SVC_FLAG.NODE_PORT, [[3, '2001:db8:20::10', 9132]]);
+    const stat = (i: number) => sumPerCpuU64(obj.map('kpr_stats').lookup(encodeBackendId(i))!);
+    const drops0 = stat(STAT.TC_DROP_SCTP);
+    const dnat0 = stat(STAT.TC_DNAT);
+    const init = buildPacket({ src: CLIENT, dst: NODE_V4, sport: 45000, dport: 30132, proto: 'SCTP' });
+    assert.ok(parsePacket(init).l4ChecksumOk, 'the crafted INIT carries a valid CRC32c');
+    assert.equal(run('kpr_tc_ext', init).verdict, TC_ACT_SHOT, 'NodePort from the network');
+    assert.equal(run('kpr_tc_pod', buildPacket({ src: '198.18.30.5', dst: '198.19.0.132', sport: 45001, dport: 132, proto: 'SCTP' })).verdict, TC_ACT_SHOT, 'ClusterIP from a pod');
+    assert.equal(run('kpr_tc_ext', buildPacket({ src: '2001:db8:100::2', dst: NODE_V6, sport: 45002, dport: 30132, proto: 'SCTP' })).verdict, TC_ACT_SHOT, 'IPv6 NodePort');
+    assert.equal(stat(STAT.TC_DROP_SCTP) - drops0, 3n, 'each drop counted in kpr_datapath_drops_total{reason="sctp"}');
+    assert.equal(stat(STAT.TC_DNAT), dnat0, 'nothing translated');
+    assert.equal(ctEntries().length, 0, 'no conntrack entry for SCTP');
+
+    // The TCP frontend on the same port number is served as ever: the drop is SCTP's alone.
+    frontend(NODE_V4, 30132, IPPROTO.TCP, 24, SVC_FLAG.NODE_PORT, [[4, '198.18.20.10', 8132]]);
+    const tcp = run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport: 45003, dport: 30132, proto: 'TCP' }));
+    assert.ok([TC_ACT_OK, TC_ACT_REDIRECT].includes(tcp.verdict), `TCP verdict ${tcp.verdict}`);
+    assert.equal(tcp.parsed!.dst, '198.18.20.10');
+
+    const elsewhere = buildPacket({ src: CLIENT, dst: NODE_V4, sport: 45004, dport: 30133, proto: 'SCTP' });
+    const passed = run('kpr_tc_ext', elsewhere);
+    assert.equal(passed.verdict, TC_ACT_UNSPEC, 'SCTP to no frontend is not kpr\'s');
+    assert.deepEqual(passed.out, elsewhere, 'and is not rewritten');
+    const truncated = init.subarray(0, 14 + 20 + 8);
+    const malformed0 = stat(STAT.TC_PASS_MALFORMED);
+    const cut = run('kpr_tc_ext', truncated);
+    assert.equal(cut.verdict, TC_ACT_UNSPEC);
+    assert.deepEqual(cut.out, truncated);
+    assert.equal(stat(STAT.TC_PASS_MALFORMED) - malformed0, 1n, 'an SCTP header cut short is malformed');
+    assert.equal(stat(STAT.TC_DROP_SCTP) - drops0, 3n);
+  });
+
   test('malformed, truncated, fragmented and non-TCP/UDP packets are passed unchanged, never rewritten', () => {
     frontend(NODE_V4, 30080, IPPROTO.TCP, 7, SVC_FLAG.NODE_PORT, [[1, '198.18.20.10', 8080]]);
     const good = buildPacket({ src: CLIENT, dst: NODE_V4, sport: 44000, dport: 30080, proto: 'TCP' });

@@ -126,6 +126,26 @@ describe('kpr plan', () => {
     );
   });
 
+  it('an SCTP port is planned like a TCP one: ClusterIP and NodePort frontends, nothing skipped (rule 39 of docs/semantics.md)', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'kpr-plan-'));
+    after(() => rmSync(dir, { recursive: true, force: true }));
+    writeFileSync(path.join(dir, 'sctp.yaml'), [
+      'apiVersion: v1\nkind: Service\nmetadata: {name: sig, namespace: default}',
+      'spec: {type: NodePort, clusterIP: 198.19.0.40, ports: [{name: sctp, port: 2105, targetPort: 9132, protocol: SCTP, nodePort: 30105}]}',
+      '---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: sig-a, namespace: default, labels: {kubernetes.io/service-name: sig}}',
+      'addressType: IPv4\nports: [{name: sctp, port: 9132, protocol: SCTP}]\nendpoints: [{addresses: [198.18.10.10], conditions: {ready: true}}]',
+      '---\napiVersion: v1\nkind: Node\nmetadata: {name: node-1}\nstatus: {addresses: [{type: InternalIP, address: 198.18.1.1}]}\n',
+    ].join('\n'));
+    const r = await kpr('plan', '--node', 'node-1', '-f', dir, '-o', 'json');
+    assert.equal(r.code, 0, r.stderr);
+    const out = JSON.parse(r.stdout);
+    assert.deepEqual(out.frontends.map((f: { type: string; address: string; port: number; protocol: string; backends: unknown[] }) => [f.type, f.address, f.port, f.protocol, f.backends]), [
+      ['ClusterIP', '198.19.0.40', 2105, 'SCTP', [be('198.18.10.10', 9132)]],
+      ['NodePort', '198.18.1.1', 30105, 'SCTP', [be('198.18.10.10', 9132)]],
+    ]);
+    assert.deepEqual(out.skipped, []);
+  });
+
   it('--node is required', async () => {
     const r = await kpr('plan', '-f', fixtures);
     assert.notEqual(r.code, 0);

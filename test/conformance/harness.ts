@@ -81,7 +81,7 @@ export interface EndpointSpec {
 export interface SlicePortSpec {
   name: string;
   port: number;
-  protocol?: 'TCP' | 'UDP';
+  protocol?: 'TCP' | 'UDP' | 'SCTP';
 }
 
 export const READY = { ready: true, serving: true, terminating: false };

@@ -20,6 +20,7 @@ import {
   clusterIP, ConformanceBox, dialAll, eventually, FAIL_TIMEOUT_MS, nodePortOf, registerUpstream,
   type PodSpec, type UpstreamImpl, type Who,
 } from './harness.js';
+import { injectInits, InitSniffer, sctpDrops } from './sctp.js';
 
 const PODS: PodSpec[] = [
   { name: 'web-1a', ip: '198.18.10.10', node: 'node-1' },
@@ -77,6 +78,64 @@ async function updateNodePort(proto: 'http' | 'udp'): Promise<void> {
   });
 }
 
+/** The config's SCTP port (NetworkingTestConfig with EnableSCTP), on a Service of its own: 2105 → 9132 on the endpoint pods. */
+const SCTP_PORT = 2105;
+const SCTP_TARGET = 9132;
+let sctpSvc: { clusterIP: string; nodePort: number } | undefined;
+
+function sctpConfig(): { clusterIP: string; nodePort: number } {
+  if (!sctpSvc) {
+    const svc = c.createService('sctp-service', { type: 'NodePort', ports: [{ name: 'sctp', port: SCTP_PORT, targetPort: SCTP_TARGET, protocol: 'SCTP' }], selector: { app: 'netserver' } });
+    c.setEndpoints('sctp-service', EPS.map((pod) => ({ pod })), [{ name: 'sctp', port: SCTP_TARGET, protocol: 'SCTP' }]);
+    sctpSvc = { clusterIP: clusterIP(svc), nodePort: nodePortOf(svc, 0) };
+  }
+  return sctpSvc;
+}
+
+/**
+ * The Granular Checks' SCTP dials, where kpr differs (rule 39 of
+ * docs/semantics.md): upstream's associations to ClusterIP:2105 and to the
+ * node IP's NodePort reach every endpoint; kpr carries none. Each target
+ * gets three SCTP INITs from `who`; no endpoint pod may see one, while an
+ * INIT sent straight to each endpoint (the control: the network carries
+ * SCTP and the listeners hear it) does arrive. From a pod (the test
+ * container, an endpoint pod) every INIT to a frontend is dropped by
+ * kpr_tc_pod of the pod's node and counted in
+ * kpr_datapath_drops_total{reason="sctp"}; from a hostNetwork pod kpr never
+ * sees them (the kernel runs no socket hook for SCTP; tc is at ingress): the
+ * ClusterIP has no route there (ENETUNREACH, as an SCTP connect() gets), and
+ * what the node sends to its own NodePort stays in its own stack.
+ */
+async function sctpServiceAndNodePort(who: Who): Promise<void> {
+  const svc = sctpConfig();
+  const targets: Array<[string, number]> = [[svc.clusterIP, SCTP_PORT], [nodeIP(), svc.nodePort]];
+  // Programmed on node-1 once an INIT from a pod there to the ClusterIP is counted.
+  const probe = await sctpDrops(c, 'node-1');
+  await eventually('node-1 drops SCTP to the config\'s ClusterIP', async () => {
+    assert.equal((await injectInits(c, TEST_CONTAINER, svc.clusterIP, SCTP_PORT, 1)).sent, 1);
+    return (await sctpDrops(c, 'node-1')) > probe;
+  });
+  const sniffers = await Promise.all(EPS.map((pod) => InitSniffer.start(c, pod, SCTP_TARGET)));
+  try {
+    const before = await sctpDrops(c, 'node-1');
+    for (const [ip, port] of targets) {
+      const rep = await injectInits(c, who, ip, port, 3);
+      // Only the node has no route to a ClusterIP: a pod's default route leads to its node.
+      if ('pod' in who || ip !== svc.clusterIP) assert.equal(rep.sent, 3, `${ip}:${port}: ${JSON.stringify(rep.errors)}`);
+      else assert.equal(rep.sent + (rep.errors.ENETUNREACH ?? 0), 3, `${ip}:${port}: ${JSON.stringify(rep.errors)}`);
+    }
+    if ('pod' in who) {
+      await eventually(`6 INITs from ${who.pod} dropped and counted on node-1`, async () => (await sctpDrops(c, 'node-1')) - before >= 6);
+      assert.equal((await sctpDrops(c, 'node-1')) - before, 6, 'one drop per INIT');
+    }
+    for (const pod of EPS) assert.equal((await injectInits(c, who, c.pod(pod).ip, SCTP_TARGET, 1)).sent, 1, `straight to ${pod}`);
+    await eventually('the INITs sent straight to each endpoint arrive', async () => sniffers.every((s) => s.seen.length > 0));
+    for (const s of sniffers) assert.equal(s.seen.length, 1, `${s.pod} saw only the INIT sent to it, none through the Service: ${s.seen.join(', ')}`);
+  } finally {
+    for (const s of sniffers) s.stop();
+  }
+}
+
 /** GetEndpointsFromTestContainer with SessionAffinityChecks: exactly one endpoint answers. */
 async function affinity(proto: 'http' | 'udp'): Promise<void> {
   const target = at(cfg.affinityIP, proto === 'http' ? 80 : 90);
@@ -107,6 +166,9 @@ const tests: Record<string, UpstreamImpl> = {
   'should function for node-Service: udp': () => dialServiceAndNodePort(HOST_TEST_CONTAINER, 'udp'),
   'should function for endpoint-Service: http': () => dialServiceAndNodePort(ENDPOINT_CONTAINER, 'http'),
   'should function for endpoint-Service: udp': () => dialServiceAndNodePort(ENDPOINT_CONTAINER, 'udp'),
+  'should function for pod-Service: sctp': () => sctpServiceAndNodePort(TEST_CONTAINER),
+  'should function for node-Service: sctp': () => sctpServiceAndNodePort(HOST_TEST_CONTAINER),
+  'should function for endpoint-Service: sctp': () => sctpServiceAndNodePort(ENDPOINT_CONTAINER),
 
   // networking.go: a second NodePort Service on the same pods keeps working when the first is deleted.
   'should function for multiple endpoint-Services with same selector': async () => {

@@ -13,6 +13,7 @@ import { withPinnedMaps } from '../support/pinned-maps.js';
 import { inNs, nsPath } from '../../sandbox/netns.js';
 import { cliBin } from '../support/paths.js';
 import { requireRoot } from '../support/preflight.js';
+import { IPPROTO } from '../../agent/maps/layout.js';
 import { endpointSlice, type SlicePort } from '../support/e2e-objects.js';
 import { anyIngressPrograms, assertAgentMode, kprIngressPrograms, tcModeCases, type TcMode } from '../support/tc-modes.js';
 import { expectedRefusal } from '../support/kernel.js';
@@ -153,7 +154,10 @@ describe('ClusterIP end to end', { timeout: scaled(180_000) }, () => {
     box.api.create(slice('bad-ip-1', 'bad-ip', [{ ip: '300.1.2.3' }, { ip: PODS[1].ip }], [{ name: 'http', port: 8080 }]));
     box.api.create(slice('bad-ip-2', 'bad-ip', [{ ip: PODS[0].ip }], [{ name: 'http', port: 8080 }]));
     box.api.create(slice('noports-1', 'web', [{ ip: '198.18.0.99' }], []));
-    box.api.create(service('sctp', '198.19.0.51', [{ name: 's', port: 80, targetPort: 80, protocol: 'SCTP' }]));
+    const dup = service('dup', '198.19.0.51', [{ name: 'http', port: 80, targetPort: 8080 }]);
+    box.api.create({ ...dup, spec: { ...dup.spec, externalIPs: ['198.19.0.51'] } });
+    // An SCTP port is programmed like a TCP one (its traffic is the tc path's to drop: rule 39 of docs/semantics.md).
+    box.api.create(service('sctp', '198.19.0.52', [{ name: 's', port: 80, targetPort: 80, protocol: 'SCTP' }]));
     const rejected = await box.agent!.waitForLog('k8s object rejected; treated as absent', 5000, from);
     assert.equal(rejected.kind, 'EndpointSlice');
     assert.equal(rejected.object, 'e2e/bad-ip-1');
@@ -162,9 +166,11 @@ describe('ClusterIP end to end', { timeout: scaled(180_000) }, () => {
     await waitFor('bad-ip to be programmed with the valid slice\'s one endpoint', () => masterCount('198.19.0.50', 80) === 1);
     // The maps can be read before the agent's log line about them has come through the pipe: wait for the line.
     const reasons = () => box.agent!.logs.slice(from).filter((l) => l.msg === 'skipped invalid or unsupported input').map((l) => `${l.object}: ${l.reason}`);
-    await waitFor('the SCTP port to be reported', () => reasons().some((r) => r.startsWith('Service e2e/sctp') && /SCTP/.test(r))).catch((e: Error) => {
+    await waitFor('the duplicate externalIP frontend to be reported', () => reasons().some((r) => r.startsWith('Service e2e/dup') && /duplicates another frontend/.test(r))).catch((e: Error) => {
       throw new Error(`${e.message}; reported:\n${reasons().join('\n')}`);
     });
+    await waitFor('the SCTP frontend to be programmed', () => kernelState().services.some(([k]) => k.addr === '198.19.0.52' && k.port === 80 && k.proto === IPPROTO.SCTP && k.slot === 0));
+    assert.ok(!reasons().some((r) => r.startsWith('Service e2e/sctp')), `SCTP not reported as skipped: ${reasons().join('\n')}`);
     assert.equal(box.agent!.child.exitCode, null, 'the agent keeps running');
     // web's entries are unchanged: the port-less slice adds nothing.
     const webNow = kernelState().services.filter(([k]) => k.addr === '198.19.0.10');

@@ -341,9 +341,9 @@ describe('observability end to end', { timeout: scaled(180_000) }, () => {
     box.api.create(service('bad', '198.19.0.30'));
     box.api.create({ ...slice('bad-1', 'bad', ['198.18.0.300']) });
     // The watch layer rejects the slice (an address the API server would refuse); the planner skips the
-    // Service's unsupported port. Each is warned about once, however many resyncs follow.
-    const sctp = service('sctp-only', '198.19.0.31');
-    box.api.create({ ...sctp, spec: { ...sctp.spec, ports: [{ name: 's', port: 80, targetPort: 8080, protocol: 'SCTP' }] } });
+    // Service's externalIP frontend that duplicates its ClusterIP one. Each is warned about once, however many resyncs follow.
+    const dup = service('dup-only', '198.19.0.31');
+    box.api.create({ ...dup, spec: { ...dup.spec, externalIPs: ['198.19.0.31'] } });
     await agent.waitForLog('k8s object rejected; treated as absent', 10_000, from);
     await agent.waitForLog('skipped invalid or unsupported input', 10_000, from);
     await new Promise((r) => setTimeout(r, 5 * SYNC_PERIOD_MS));
@@ -353,7 +353,7 @@ describe('observability end to end', { timeout: scaled(180_000) }, () => {
     assert.equal(rejections.length, 1, JSON.stringify(rejections));
     assert.equal(rejections[0].level, 40, 'a warning');
     assert.equal(rejections[0].kind, 'EndpointSlice');
-    const skips = agent.logs.slice(from).filter((l) => l.msg === 'skipped invalid or unsupported input' && String(l.object).includes('sctp-only'));
+    const skips = agent.logs.slice(from).filter((l) => l.msg === 'skipped invalid or unsupported input' && String(l.object).includes('dup-only'));
     assert.equal(skips.length, 1, JSON.stringify(skips));
     assert.equal(skips[0].level, 40, 'a warning');
     // The per-sync info line carries counts and duration.

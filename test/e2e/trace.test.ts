@@ -135,7 +135,7 @@ describe('kpr trace on the real maps of a running agent', { timeout: scaled(120_
   test('bad input is a usage error naming the flag; another node is refused with what to do', () => {
     for (const [args, re] of [
       [['--to', '198.19.0.20'], /invalid --to "198.19.0.20"/],
-      [['--to', '198.19.0.20:80', '--proto', 'sctp'], /invalid --proto/],
+      [['--to', '198.19.0.20:80', '--proto', 'icmp'], /invalid --proto/],
       [['--to', '198.19.0.20:80', '--path', 'tc'], /--path tc needs --from/],
       [['--to', '198.19.0.20:80', '--node', 'some-other-node'], /reads the maps of the node it runs on .*run it there/],
     ] as Array<[string[], RegExp]>) {

@@ -158,9 +158,9 @@ describe('floods that no longer happen', () => {
     assert.equal(warned.length, 1, JSON.stringify(warned.map((w) => w.fields.reason)));
   });
 
-  it('1,000 reasons for one object (SCTP ports): one line with the first ten and a count, once', async () => {
+  it('1,000 reasons for one object (ports of an unknown protocol): one line with the first ten and a count, once', async () => {
     const cluster = new FakeCluster();
-    const ports = Array.from({ length: 1000 }, (_, i) => ({ name: `p${i}`, port: 1000 + i, protocol: 'SCTP' }));
+    const ports = Array.from({ length: 1000 }, (_, i) => ({ name: `p${i}`, port: 1000 + i, protocol: 'ICMP' }));
     cluster.svcs.set('a/many', service('a/many', { clusterIP: '10.96.0.11', ports }));
     const { lines, log } = recorder();
     const { loop: l, fullSync } = loop(cluster, log);
@@ -169,7 +169,7 @@ describe('floods that no longer happen', () => {
     l.stop();
     const warned = skipLines(lines, 'Service a/many');
     assert.equal(warned.length, 1);
-    assert.match(String(warned[0].fields.reason), /SCTP is not supported/);
+    assert.match(String(warned[0].fields.reason), /unknown protocol "ICMP"/);
     assert.equal((warned[0].fields.otherReasons as string[]).length, 9);
     assert.ok((warned[0].fields.reasonsNotShown as number) >= 990, String(warned[0].fields.reasonsNotShown));
   });
@@ -178,7 +178,7 @@ describe('floods that no longer happen', () => {
     const cluster = new FakeCluster();
     cluster.nodeObject = { metadata: { name: 'node-1' }, status: { addresses: [{ type: 'InternalIP', address: '198.18.0.1' }] } };
     for (let i = 0; i < 50; i++) cluster.svcs.set(`a/np-${i}`, service(`a/np-${i}`, { clusterIP: `10.96.0.${i + 1}`, type: 'NodePort', ports: [{ port: 80, protocol: 'TCP', nodePort: 30000 + i }] }));
-    cluster.svcs.set('a/bad', service('a/bad', { clusterIP: '10.96.1.1', ports: [{ port: 80, protocol: 'SCTP' }] }));
+    cluster.svcs.set('a/bad', service('a/bad', { clusterIP: '10.96.1.1', ports: [{ port: 80, protocol: 'ICMP' }] }));
     const { lines, log } = recorder();
     const { loop: l, fullSync } = loop(cluster, log, { nodePortAddresses: ['not-a-cidr', '198.18.0.0/15'] });
     l.start();
@@ -190,7 +190,7 @@ describe('floods that no longer happen', () => {
     assert.equal(skipLines(lines, 'Service a/bad').length, 2, 'its reason changed');
     cluster.svcs.set('a/bad', service('a/bad', { clusterIP: '10.96.1.1' }));
     await fullSync();
-    cluster.svcs.set('a/bad', service('a/bad', { clusterIP: '10.96.1.1', ports: [{ port: 80, protocol: 'SCTP' }] }));
+    cluster.svcs.set('a/bad', service('a/bad', { clusterIP: '10.96.1.1', ports: [{ port: 80, protocol: 'ICMP' }] }));
     for (let i = 0; i < 5; i++) await fullSync();
     l.stop();
     assert.equal(skipLines(lines, 'Service a/bad').length, 3, 'fixed, then broken again the first way: logged again');

@@ -181,12 +181,21 @@ const cases: Case[] = [
     ],
   },
   {
-    name: 'SCTP port of a NodePort Service is reported per port, the TCP one programmed',
+    name: 'SCTP port of a NodePort Service is programmed like the TCP one: ClusterIP and NodePort frontends (rule 39 of docs/semantics.md)',
     service: svc({ type: 'NodePort', ports: [{ name: 'http', port: 80, nodePort: 30080 }, { name: 's', port: 90, protocol: 'SCTP', nodePort: 30090 }] }),
-    slices: slices(remote('10.0.0.2')),
+    slices: [
+      slice('default/web-a', {
+        ports: [...http8080, { name: 's', port: 9090, protocol: 'SCTP' }],
+        endpoints: [remote('10.0.0.2')],
+      }),
+    ],
     ctx: { nodePortAddresses: ['primary'] },
-    want: ['ClusterIP 10.96.0.10:80/TCP → [10.0.0.2:8080]', 'NodePort 192.168.1.10:30080/TCP → [10.0.0.2:8080]'],
-    skipped: ['SCTP is not supported by kpr yet (port "s" 90/SCTP)'],
+    want: [
+      'ClusterIP 10.96.0.10:80/TCP → [10.0.0.2:8080]',
+      'NodePort 192.168.1.10:30080/TCP → [10.0.0.2:8080]',
+      'ClusterIP 10.96.0.10:90/SCTP → [10.0.0.2:9090]',
+      'NodePort 192.168.1.10:30090/SCTP → [10.0.0.2:9090]',
+    ],
   },
   {
     name: 'zone hints from the Node\'s zone label apply to the ClusterIP (rule 20 of docs/semantics.md)',

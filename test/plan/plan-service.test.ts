@@ -290,7 +290,7 @@ const cases: Case[] = [
     want: { frontends: {}, skipped: ['Service default/web: invalid clusterIP "300.1.1.1"'] },
   },
   {
-    name: 'SCTP port is skipped with a reason; the other ports still work',
+    name: 'SCTP port is programmed like a TCP one, nothing skipped (rule 39 of docs/semantics.md)',
     service: service(web, { ports: [http, { name: 'sctp', port: 9000, protocol: 'SCTP' }] }),
     slices: [
       slice('default/web-a', {
@@ -298,7 +298,7 @@ const cases: Case[] = [
         endpoints: [ep('10.0.0.1')],
       }),
     ],
-    want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.1:8080'] }, skipped: ['Service default/web: SCTP is not supported by kpr yet'] },
+    want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.1:8080'], '10.96.0.10:9000/SCTP sctp': ['10.0.0.1:9000'] }, skipped: [] },
   },
   {
     name: 'invalid port number and unknown protocol are skipped per port',

@@ -209,17 +209,18 @@ describe('Reconciler', () => {
     assert.deepEqual([...maps.services.values()].map(([k, v]) => [k.slot, v.count]), [[0, 0]]);
   });
 
-  it('frontends the datapath cannot serve are skipped with a reason, the rest programmed', () => {
+  it('frontends the datapath cannot serve are skipped with a reason, the rest programmed (SCTP too: rule 39 of docs/semantics.md)', () => {
     const { maps, r } = setup();
     const np = { ...fe('a/x', '10.96.0.1', 30080, ['10.0.0.1:80']), type: 'Magic' as unknown as 'NodePort' };
+    const icmp = fe('a/x', '10.96.0.1', 9001, ['10.0.0.1:9001'], 'ICMP' as unknown as 'TCP');
     const sctp = fe('a/x', '10.96.0.1', 9000, ['10.0.0.1:9000'], 'SCTP');
     const bad = fe('a/x', '10.96.0.300', 80, []);
     const badBackend = fe('a/x', '10.96.0.1', 81, ['10.0.0.1:0', '10.0.0.2:81']);
-    const res = syncChecked(maps, r, new Map([['a/x', [np, sctp, bad, badBackend]]]), true);
-    assert.deepEqual(programmed(copyState(maps)), { '10.96.0.1:81/TCP': ['10.0.0.2:81'] });
+    const res = syncChecked(maps, r, new Map([['a/x', [np, icmp, sctp, bad, badBackend]]]), true);
+    assert.deepEqual(programmed(copyState(maps)), { '10.96.0.1:81/TCP': ['10.0.0.2:81'], '10.96.0.1:9000/SCTP': ['10.0.0.1:9000'] });
     assert.equal(res.skipped.length, 4);
     assert.ok(res.skipped.every((s) => s.object === 'Service a/x'));
-    assert.match(res.skipped.map((s) => s.reason).join('\n'), /unknown type "Magic"[\s\S]*SCTP is not supported[\s\S]*invalid address[\s\S]*invalid backend/);
+    assert.match(res.skipped.map((s) => s.reason).join('\n'), /unknown type "Magic"[\s\S]*unknown protocol "ICMP"[\s\S]*invalid address[\s\S]*invalid backend/);
   });
 
   describe('frontend conflicts', () => {

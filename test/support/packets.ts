@@ -1,7 +1,7 @@
 /**
- * Builds and checks Ethernet/IPv4/IPv6 + TCP/UDP packets for BPF_PROG_TEST_RUN
- * tests, with real checksums, so a test can tell a correct rewrite from a
- * merely plausible one.
+ * Builds and checks Ethernet/IPv4/IPv6 + TCP/UDP/SCTP packets for
+ * BPF_PROG_TEST_RUN tests, with real checksums (SCTP: CRC32c), so a test can
+ * tell a correct rewrite from a merely plausible one.
  */
 import { isIPv4 } from 'node:net';
 import { encodeAddr } from '../../agent/maps/layout.js';
@@ -11,7 +11,7 @@ export interface PacketSpec {
   dst: string;
   sport: number;
   dport: number;
-  proto: 'TCP' | 'UDP';
+  proto: 'TCP' | 'UDP' | 'SCTP';
   /** TCP flags byte (default SYN). */
   tcpFlags?: number;
   payload?: Buffer;
@@ -49,6 +49,30 @@ function l4Checksum(src: Buffer, dst: Buffer, proto: number, segment: Buffer): n
   return ~fold(sum16(segment, sum16(pseudo))) & 0xffff;
 }
 
+const CRC32C_TABLE = (() => {
+  const t = new Uint32Array(256);
+  for (let i = 0; i < 256; i++) {
+    let c = i;
+    for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0x82f63b78 : c >>> 1;
+    t[i] = c >>> 0;
+  }
+  return t;
+})();
+
+/** CRC32c (Castagnoli) as SCTP computes it (RFC 9260 appendix B). */
+export function crc32c(buf: Buffer): number {
+  let c = 0xffffffff;
+  for (const b of buf) c = CRC32C_TABLE[(c ^ b) & 0xff] ^ (c >>> 8);
+  return (c ^ 0xffffffff) >>> 0;
+}
+
+/** The CRC32c of an SCTP packet, its checksum field (bytes 8..11, little-endian on the wire) taken as zero. */
+function sctpChecksum(l4: Buffer): number {
+  const copy = Buffer.from(l4);
+  copy.writeUInt32LE(0, 8);
+  return crc32c(copy);
+}
+
 function u16(n: number): Buffer {
   const b = Buffer.alloc(2);
   b.writeUInt16BE(n);
@@ -63,10 +87,23 @@ function u32(n: number): Buffer {
 
 export function buildPacket(p: PacketSpec): Buffer {
   const v4 = isIPv4(p.src);
-  const proto = p.proto === 'TCP' ? 6 : 17;
+  const proto = p.proto === 'TCP' ? 6 : p.proto === 'UDP' ? 17 : 132;
   const payload = p.payload ?? Buffer.from('kpr');
   let l4: Buffer;
-  if (p.proto === 'TCP') {
+  if (p.proto === 'SCTP') {
+    // Common header and one INIT chunk (RFC 9260 3.3.2): what opens an association.
+    l4 = Buffer.alloc(12 + 20);
+    l4.writeUInt16BE(p.sport, 0);
+    l4.writeUInt16BE(p.dport, 2);
+    l4[12] = 1; // INIT
+    l4.writeUInt16BE(20, 14);
+    l4.writeUInt32BE(0x6b707221, 16); // initiate tag
+    l4.writeUInt32BE(65536, 20); // a_rwnd
+    l4.writeUInt16BE(10, 24); // outbound streams
+    l4.writeUInt16BE(10, 26); // inbound streams
+    l4.writeUInt32BE(1, 28); // initial TSN
+    l4.writeUInt32LE(sctpChecksum(l4), 8);
+  } else if (p.proto === 'TCP') {
     l4 = Buffer.alloc(20 + payload.length);
     l4.writeUInt16BE(p.sport, 0);
     l4.writeUInt16BE(p.dport, 2);
@@ -85,7 +122,7 @@ export function buildPacket(p: PacketSpec): Buffer {
   const src = ipBytes(p.src);
   const dst = ipBytes(p.dst);
   const csumOff = p.proto === 'TCP' ? 16 : 6;
-  if (!(p.proto === 'UDP' && p.udpNoChecksum)) {
+  if (p.proto !== 'SCTP' && !(p.proto === 'UDP' && p.udpNoChecksum)) {
     const c = l4Checksum(src, dst, proto, l4);
     l4.writeUInt16BE(p.proto === 'UDP' && c === 0 ? 0xffff : c, csumOff);
   }
@@ -144,6 +181,21 @@ export function parsePacket(pkt: Buffer): ParsedPacket {
   const dst = v4 ? l3.subarray(16, 20) : l3.subarray(24, 40);
   const l4Len = v4 ? l3.readUInt16BE(2) - ihl : l3.readUInt16BE(4);
   const l4 = Buffer.from(l3.subarray(ihl, ihl + l4Len));
+  if (proto === 132) {
+    const whole = l4.length >= 12; // a truncated common header has no checksum to check
+    const stored = whole ? l4.readUInt32LE(8) : 0;
+    return {
+      src: addrText(Buffer.from(src)),
+      dst: addrText(Buffer.from(dst)),
+      sport: l4.readUInt16BE(0),
+      dport: l4.readUInt16BE(2),
+      proto,
+      ipChecksumOk: v4 ? fold(sum16(l3.subarray(0, ihl))) === 0xffff : true,
+      l4ChecksumOk: whole && stored === sctpChecksum(l4),
+      l4Checksum: stored,
+      payload: l4.subarray(12),
+    };
+  }
   const csumOff = proto === 6 ? 16 : 6;
   const stored = l4.readUInt16BE(csumOff);
   l4.writeUInt16BE(0, csumOff);

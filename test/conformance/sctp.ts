@@ -1,0 +1,82 @@
+/**
+ * SCTP in the conformance box (rule 39 of docs/semantics.md). Node has no
+ * SCTP, so build/kpr-sctp-peer (sandbox/sctp-peer.c, `make build`) does the
+ * wire work: `inject` sends SCTP INITs through a raw socket, which is what an
+ * SCTP connect() puts on the wire and, like an SCTP socket and unlike a TCP
+ * or UDP one, passes no cgroup sock_addr hook; `sniff` reports every INIT to
+ * a port that reaches a namespace. Raw sockets need no sctp.ko, so these
+ * tests run on a kernel without SCTP too (this machine's has none), and the
+ * agent under test never loads it.
+ */
+import assert from 'node:assert/strict';
+import type { ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { repoRoot } from '../../sandbox/repo.js';
+import type { NodeName } from '../../sandbox/two-node.js';
+import { metricsUrlOf, metricValue } from '../support/agent-metrics.js';
+import type { ConformanceBox, Who } from './harness.js';
+
+export const SCTP_PEER = path.join(repoRoot, 'build', 'kpr-sctp-peer');
+
+function peer(): string {
+  assert.ok(fs.existsSync(SCTP_PEER), `${SCTP_PEER} is missing: run make build (it compiles sandbox/sctp-peer.c)`);
+  return SCTP_PEER;
+}
+
+function nsOf(c: ConformanceBox, who: Who): { ns: string; node: NodeName } {
+  return 'pod' in who ? { ns: c.podNs(who.pod), node: c.pod(who.pod).node } : { ns: c.box.nodes[who.node].ns, node: who.node };
+}
+
+/** What became of `count` INITs: sent, or failed with an errno name (ENETUNREACH: no route). */
+export interface InjectReport {
+  sent: number;
+  errors: Record<string, number>;
+}
+
+/** `count` SCTP INITs from `who` (its namespace, below its node's cgroup) to ip:port. */
+export async function injectInits(c: ConformanceBox, who: Who, ip: string, port: number, count: number): Promise<InjectReport> {
+  const { ns, node } = nsOf(c, who);
+  const child = c.box.spawnIn(ns, peer(), ['inject', ip, String(port), String(count)], { cgroupOf: node, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (err += d));
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  assert.equal(code, 0, `kpr-sctp-peer inject from ${JSON.stringify(who)}: ${err}`);
+  const rep = JSON.parse(out) as InjectReport;
+  assert.equal(rep.sent + Object.values(rep.errors).reduce((a, b) => a + b, 0), count, out);
+  return rep;
+}
+
+/** The SCTP INITs to `port` that reached a pod: "SRC_IP:SRC_PORT" each. */
+export class InitSniffer {
+  readonly seen: string[] = [];
+  private constructor(readonly pod: string, private readonly child: ChildProcess) {}
+
+  static async start(c: ConformanceBox, pod: string, port: number): Promise<InitSniffer> {
+    const child = c.box.spawnIn(c.podNs(pod), peer(), ['sniff', String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const s = new InitSniffer(pod, child);
+    const lines = createInterface({ input: child.stdout! });
+    await new Promise<void>((resolve, reject) => {
+      child.once('exit', (code) => reject(new Error(`kpr-sctp-peer sniff in ${pod} exited ${code}`)));
+      lines.on('line', (l) => {
+        if (l === 'listening') resolve();
+        else if (l.startsWith('INIT ')) s.seen.push(l.slice(5));
+      });
+    });
+    return s;
+  }
+
+  stop(): void {
+    this.child.kill('SIGKILL');
+  }
+}
+
+/** kpr_datapath_drops_total{reason="sctp"} of the agent on `node`. */
+export async function sctpDrops(c: ConformanceBox, node: NodeName): Promise<number> {
+  const agent = c.box.agents.get(node);
+  assert.ok(agent, `agent on ${node}`);
+  return metricValue(await metricsUrlOf(agent), 'kpr_datapath_drops_total', { reason: 'sctp' });
+}
