@@ -32,7 +32,7 @@
  *       {"sent":N,"errors":{"ENETUNREACH":N}} (errors: sends that failed).
  *
  *   kpr-sctp-peer sniff PORT
- *       Prints "INIT SRC_IP:SRC_PORT" for every SCTP INIT to PORT that
+ *       Prints "INIT SRC_IP:SRC_PORT" for every SCTP INIT to PORT (IPv4 or IPv6) that
  *       reaches this network namespace (a raw socket sees each SCTP packet
  *       the namespace receives). Prints "listening" when ready; runs until
  *       killed.
@@ -44,6 +44,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -367,9 +368,21 @@ static int inject(const char *ip, int port, int count)
 	return 0;
 }
 
+/* One received SCTP packet (`l4`: its SCTP header): "INIT SRC:PORT" when it is an INIT to `port`. */
+static void sniff_report(const unsigned char *l4, size_t len, int port, const char *ip)
+{
+	if (len < 13 || l4[12] != 1)
+		return; /* not an INIT */
+	if (((l4[2] << 8) | l4[3]) != port)
+		return;
+	printf("INIT %s:%u\n", ip, (l4[0] << 8) | l4[1]);
+	fflush(stdout);
+}
+
 static int sniff(int port)
 {
 	int fd4 = socket(AF_INET, SOCK_RAW, IPPROTO_SCTP);
+	int fd6 = socket(AF_INET6, SOCK_RAW, IPPROTO_SCTP); /* -1 when the namespace has no IPv6: IPv4 only */
 
 	if (fd4 < 0) {
 		perror("kpr-sctp-peer: raw socket");
@@ -378,28 +391,49 @@ static int sniff(int port)
 	printf("listening\n");
 	fflush(stdout);
 	for (;;) {
+		struct pollfd pfd[2] = { { .fd = fd4, .events = POLLIN }, { .fd = fd6, .events = POLLIN } };
 		unsigned char buf[2048];
-		struct sockaddr_in from = {};
-		socklen_t flen = sizeof(from);
-		ssize_t n = recvfrom(fd4, buf, sizeof(buf), 0, (struct sockaddr *)&from, &flen);
-		size_t ihl;
-		char ip[INET_ADDRSTRLEN];
+		char ip[INET6_ADDRSTRLEN];
+		ssize_t n;
 
-		if (n < 0) {
+		if (poll(pfd, fd6 >= 0 ? 2 : 1, -1) < 0) {
 			if (errno == EINTR)
 				continue;
-			perror("kpr-sctp-peer: recvfrom");
+			perror("kpr-sctp-peer: poll");
 			return 1;
 		}
-		/* An IPv4 raw socket receives the IP header too. */
-		ihl = (buf[0] & 0xf) * 4;
-		if ((size_t)n < ihl + 13 || buf[ihl + 12] != 1)
-			continue; /* not an INIT */
-		if (((buf[ihl + 2] << 8) | buf[ihl + 3]) != port)
-			continue;
-		inet_ntop(AF_INET, &from.sin_addr, ip, sizeof(ip));
-		printf("INIT %s:%u\n", ip, (buf[ihl] << 8) | buf[ihl + 1]);
-		fflush(stdout);
+		if (pfd[0].revents & POLLIN) {
+			struct sockaddr_in from = {};
+			socklen_t flen = sizeof(from);
+			size_t ihl;
+
+			n = recvfrom(fd4, buf, sizeof(buf), 0, (struct sockaddr *)&from, &flen);
+			if (n < 0 && errno != EINTR) {
+				perror("kpr-sctp-peer: recvfrom");
+				return 1;
+			}
+			/* An IPv4 raw socket receives the IP header too. */
+			ihl = n > 0 ? (size_t)(buf[0] & 0xf) * 4 : 0;
+			if (n > 0 && (size_t)n > ihl) {
+				inet_ntop(AF_INET, &from.sin_addr, ip, sizeof(ip));
+				sniff_report(buf + ihl, (size_t)n - ihl, port, ip);
+			}
+		}
+		if (fd6 >= 0 && (pfd[1].revents & POLLIN)) {
+			struct sockaddr_in6 from = {};
+			socklen_t flen = sizeof(from);
+
+			/* An IPv6 raw socket receives from the SCTP header on. */
+			n = recvfrom(fd6, buf, sizeof(buf), 0, (struct sockaddr *)&from, &flen);
+			if (n < 0 && errno != EINTR) {
+				perror("kpr-sctp-peer: recvfrom");
+				return 1;
+			}
+			if (n > 0) {
+				inet_ntop(AF_INET6, &from.sin6_addr, ip, sizeof(ip));
+				sniff_report(buf, (size_t)n, port, ip);
+			}
+		}
 	}
 }
 

@@ -24,6 +24,7 @@ import {
   type PodSpec, type UpstreamImpl, type Who,
 } from './harness.js';
 import type { KubeObject } from '../../sandbox/apiserver.js';
+import { injectInits, InitSniffer, sctpDrops } from './sctp.js';
 
 const PODS: PodSpec[] = [
   { name: 'web-1a', ip: '198.18.10.10', node: 'node-1' },
@@ -101,9 +102,50 @@ async function largeUdp(clusterIP: string): Promise<void> {
   assert.deepEqual(rep.byPod, { [message]: 1 }, 'the echo is the message');
 }
 
+/** The SCTP Service of the config with EnableSCTP (ClusterSCTPPort 2105 → 2105 on the endpoints). */
+const SCTP_PORT = 2105;
+
+/**
+ * "should function for pod-Service: sctp" on the secondary family, where kpr
+ * differs (rule 39 of docs/semantics.md): upstream's associations to the
+ * IPv6 ClusterIP:2105 and the first node's IPv6 address at the NodePort
+ * reach every endpoint; kpr carries none. Three SCTP INITs from the test
+ * container to each; kpr_tc_pod of node-1 drops and counts all six, no
+ * endpoint sees one, and an INIT sent straight to each endpoint's IPv6
+ * address (the control) arrives.
+ */
+async function sctpSecondaryFamily(): Promise<void> {
+  const svc = createConfigService('sctp-service', {}, [{ name: 'sctp', port: SCTP_PORT, targetPort: SCTP_PORT, protocol: 'SCTP' }]);
+  c.setEndpoints('sctp-service', EPS.map((pod) => ({ pod })), [{ name: 'sctp', port: SCTP_PORT, protocol: 'SCTP' }]);
+  const ip6 = svc.spec.clusterIPs[1] as string;
+  const targets: Array<[string, number]> = [[ip6, SCTP_PORT], [secondaryNodeIP(), nodePortOf(svc, 0)]];
+  const sniffers = await Promise.all(EPS.map((pod) => InitSniffer.start(c, pod, SCTP_PORT)));
+  try {
+    const probe = await sctpDrops(c, 'node-1');
+    await eventually('node-1 drops SCTP to the Service\'s IPv6 ClusterIP', async () => {
+      assert.equal((await injectInits(c, TEST_CONTAINER, ip6, SCTP_PORT, 1)).sent, 1);
+      return (await sctpDrops(c, 'node-1')) > probe;
+    });
+    const before = await sctpDrops(c, 'node-1');
+    for (const [ip, port] of targets) {
+      const rep = await injectInits(c, TEST_CONTAINER, ip, port, 3);
+      assert.equal(rep.sent, 3, `${ip}:${port}: ${JSON.stringify(rep.errors)}`);
+    }
+    await eventually('6 INITs dropped and counted on node-1', async () => (await sctpDrops(c, 'node-1')) - before >= 6);
+    assert.equal((await sctpDrops(c, 'node-1')) - before, 6, 'one drop per INIT');
+    for (const pod of EPS) assert.equal((await injectInits(c, TEST_CONTAINER, c.podIp6(pod), SCTP_PORT, 1)).sent, 1, `straight to ${pod}`);
+    await eventually('the INITs sent straight to each endpoint arrive', async () => sniffers.every((sn) => sn.seen.length > 0));
+    for (const sn of sniffers) assert.equal(sn.seen.length, 1, `${sn.pod} saw only the INIT sent to it, none through the Service: ${sn.seen.join(', ')}`);
+  } finally {
+    for (const sn of sniffers) sn.stop();
+    c.deleteService('sctp-service');
+  }
+}
+
 const tests: Record<string, UpstreamImpl> = {
   'should function for pod-Service: http': () => dialServiceAndNodePort(TEST_CONTAINER, 'http'),
   'should function for pod-Service: udp': () => dialServiceAndNodePort(TEST_CONTAINER, 'udp'),
+  'should function for pod-Service: sctp': () => sctpSecondaryFamily(),
   'should function for node-Service: http': () => dialServiceAndNodePort(HOST_TEST_CONTAINER, 'http'),
   'should function for node-Service: udp': () => dialServiceAndNodePort(HOST_TEST_CONTAINER, 'udp'),
   'should function for endpoint-Service: http': () => dialServiceAndNodePort(ENDPOINT_CONTAINER, 'http'),

@@ -30,9 +30,9 @@ export interface UpstreamTest {
 }
 
 const API = 'checks the API server (validation, allocation or the resource lifecycle), not the proxy; the sandbox API server is not under test';
-const SCTP = 'kpr does not carry SCTP: Linux runs no socket hook for SCTP sockets, and the tc path drops SCTP to a frontend (kpr_datapath_drops_total{reason="sctp"}) because it cannot rewrite the CRC32c safely (docs/semantics.md rule 39). A gap, not someone else\'s job';
 const SCTP_DIFF = 'kpr does not carry SCTP (docs/semantics.md rule 39): the test sends SCTP INITs (through a raw socket: no sctp.ko needed) to ClusterIP:2105 and the node IP\'s NodePort and asserts no endpoint receives one, where upstream asserts every endpoint answers; an INIT sent straight to each endpoint arrives. From a pod each is dropped by kpr_tc_pod and counted in kpr_datapath_drops_total{reason="sctp"}; from the node kpr never sees them (no socket hook runs for SCTP)';
 const HOSTNET_ENDPOINTS = 'the test container and the host test container run on the first node, the one whose address the NodePort dials go to (upstream schedules them anywhere): from another node, NodePort connections never reach the dialed node\'s own hostNetwork server, so not every endpoint would answer (docs/semantics.md rule 38, a gap)';
+const SCTP_DIFF_V6 = 'kpr does not carry SCTP (docs/semantics.md rule 39): the test sends SCTP INITs (through a raw socket: no sctp.ko needed) from the test container to the Service\'s IPv6 ClusterIP:2105 and the first node\'s IPv6 address at the NodePort and asserts no endpoint receives one and node-1 drops and counts each (kpr_datapath_drops_total{reason="sctp"}), where upstream asserts every endpoint answers; an INIT sent straight to each endpoint\'s IPv6 address arrives';
 const CLOUD = 'needs a cloud load balancer (a provider\'s LB that sends traffic to the nodes); kpr serves what reaches the node, covered by the NodePort/LoadBalancer rows';
 
 const SAME_ZONE = 'upstream\'s three zones of one node each, over two nodes in two steps, the zones being the Node objects\' labels: node-1 in zone-a and node-2 in zone-b, each with a server and a client (each client reaches only its zone\'s server), then node-2 in zone-c, with no endpoint (its client, upstream\'s third one, reaches both servers). Not covered: the three clients at once, and the zone-b server on a zone-b node in the second step (its pod runs on node-2, then in zone-c)';
@@ -166,7 +166,7 @@ export const UPSTREAM_TESTS: UpstreamTest[] = [
   t('dual_stack.go', 'should create service with ipv6,v4 cluster ip', 'n/a', API),
   t('dual_stack.go', 'should function for pod-Service: http', 'pass'),
   t('dual_stack.go', 'should function for pod-Service: udp', 'pass'),
-  t('dual_stack.go', 'should function for pod-Service: sctp', 'todo', SCTP),
+  t('dual_stack.go', 'should function for pod-Service: sctp', 'difference', SCTP_DIFF_V6),
   t('dual_stack.go', 'should function for node-Service: http', 'pass'),
   t('dual_stack.go', 'should function for node-Service: udp', 'pass'),
   t('dual_stack.go', 'should function for endpoint-Service: http', 'pass'),
