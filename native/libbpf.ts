@@ -101,6 +101,7 @@ export interface LibcFns {
   vsnprintf(buf: Buffer, size: number, fmt: NativePtr, ap: NativePtr): number;
   close(fd: number): number;
   setns(fd: number, nstype: number): number;
+  sched_setaffinity(pid: number, size: number, mask: Buffer): number;
   if_nametoindex(name: string): number;
   if_nameindex(): NativePtr | null;
   if_freenameindex(ptr: NativePtr): void;
@@ -303,6 +304,7 @@ export function libc(): LibcFns {
     vsnprintf: lib.func('int vsnprintf(void *buf, size_t size, const void *fmt, void *ap)'),
     close: lib.func('int close(int fd)'),
     setns: lib.func('int setns(int fd, int nstype)'),
+    sched_setaffinity: lib.func('int sched_setaffinity(int pid, size_t cpusetsize, const void *mask)'),
     if_nametoindex: lib.func('unsigned int if_nametoindex(const char *ifname)'),
     if_nameindex: lib.func('void *if_nameindex(void)'),
     if_freenameindex: lib.func('void if_freenameindex(void *ptr)'),
