@@ -14,9 +14,10 @@
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
-import { sumPerCpuU64, type BpfMap } from '../../native/index.js';
+import { BATCH_WRITER_LIBRARY, BatchWriter, sumPerCpuU64, type BpfMap } from '../../native/index.js';
 import { CT_DIR, CT_KEY, IPPROTO, STAT, SVC_FLAG, codecOf, decodeCtVal, encodeConfig } from '../../agent/maps/layout.js';
-import { sweepExpiredConntrackSliced } from '../../agent/datapath/ct-sweeper.js';
+import { nativeStillExpiredDeleter, sweepExpiredConntrackSliced } from '../../agent/datapath/ct-sweeper.js';
+import { repoRoot } from './paths.js';
 import { loadTcObject, writeFrontend } from './tc-object.js';
 import type { StressJob, StressReport } from './ct-stress-worker.js';
 
@@ -97,8 +98,15 @@ export async function runFill(opts: { nsPath: string; capacity: number; maxEntri
     });
     let sweeping = opts.sweep ?? true;
     let swept = 0;
+    // The agent's sweep: its native deleter (the batch writer's library, built by make build).
+    const writer = BatchWriter.open(path.join(repoRoot, 'build', BATCH_WRITER_LIBRARY));
+    const deleter = nativeStillExpiredDeleter(writer);
     const sweeper = (async () => {
-      while (sweeping) swept += (await sweepExpiredConntrackSliced(ct, process.hrtime.bigint())).removed;
+      try {
+        while (sweeping) swept += (await sweepExpiredConntrackSliced(ct, process.hrtime.bigint(), undefined, deleter)).removed;
+      } finally {
+        writer.close();
+      }
     })();
     let reports: StressReport[];
     try {
