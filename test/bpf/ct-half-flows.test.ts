@@ -6,6 +6,10 @@
  * meanwhile; afterwards every live flow has both its kpr_ct entries, and no
  * backend answer missed conntrack. kpr_ct is sized as the agent sizes it
  * (computeMapSizes) for a small capacity, so a run takes seconds.
+ * Before 5.14 the sweep deletes by key (no BPF_MAP_LOOKUP_AND_DELETE_ELEM
+ * for hash maps): a client reusing its port within the syscall between the
+ * sweep's check and its delete may still lose an entry there, so on those
+ * kernels only flows lost whole (LRU eviction) are asserted.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,6 +19,7 @@ import { possibleCpus } from '../../native/index.js';
 import { nsPath, Sandbox } from '../../sandbox/netns.js';
 import { computeMapSizes } from '../../agent/datapath/map-sizes.js';
 import { requireRoot } from '../support/preflight.js';
+import { kernelMajorMinor } from '../support/kernel.js';
 import { runFill } from '../support/ct-stress.js';
 
 const CAPACITY = 1024;
@@ -57,6 +62,11 @@ describe('conntrack under load: no half-flow below capacity', { timeout: 120_000
       console.log(`ct-stress ${JSON.stringify(r)}`);
       assert.ok(r.flows > 0 && r.swept > 0, `the run opened flows and the sweeper deleted closed ones: ${JSON.stringify(r)}`);
       assert.equal(r.notTranslated, 0, `every SYN translated: ${JSON.stringify(r)}`);
+      const [major, minor] = kernelMajorMinor();
+      if (major < 5 || (major === 5 && minor < 14)) {
+        assert.equal(r.lostFlows, 0, `no flow evicted below capacity: ${JSON.stringify(r)}`);
+        return;
+      }
       const lost = { halfFlows: r.halfFlows, lostFlows: r.lostFlows, repliesMissed: r.repliesMissed, ctLost: r.ctLost };
       assert.deepEqual(lost, { halfFlows: 0, lostFlows: 0, repliesMissed: 0, ctLost: 0 }, JSON.stringify(r));
     });
