@@ -285,14 +285,24 @@ void kpr_writer_free(struct kpr_writer *w)
 /*
  * The conntrack sweep's delete (agent/datapath/ct-sweeper.ts): of `count`
  * keys a batch read found expired, deletes those whose value is still
- * expired at `now` when looked up again right before the delete. A new flow
- * may have taken such a key since the read (a client reusing its port), and
- * a delete by key would remove it. Runs on the caller's thread: here only so
- * the two syscalls per key cost no call through koffi each.
+ * expired at `now`. A new flow may have taken such a key since the read (a
+ * client reusing its port, a SNAT tuple given again), and a delete by key
+ * would remove it: the flow loses one of its two entries. The value is
+ * looked up again first (a live one is left alone), then taken out and
+ * checked in one call (BPF_MAP_LOOKUP_AND_DELETE_ELEM, hash maps since
+ * 5.14): a live value the datapath wrote between the two calls goes back
+ * unless the key has been written again since (BPF_NOEXIST), so the sweep
+ * never deletes a live flow's entry for good. Kernels before 5.14 answer
+ * ENOTSUPP: there the delete by key stays, with its window of one syscall.
+ * Runs on the caller's thread: here only so the syscalls per key cost no
+ * call through koffi each.
  * Returns the number deleted, or -errno of the first failure other than a
  * key already gone.
  */
 #define KPR_SWEEP_VALUE_MAX 256
+
+/* Once the kernel has answered that it cannot take out a hash map entry with its value. */
+static int kpr_no_lookup_and_delete;
 
 int64_t kpr_ct_delete_still_expired(int fd, const void *keys, uint32_t key_size, uint32_t count,
 				    uint32_t value_size, uint32_t expires_off, uint64_t now)
@@ -314,7 +324,22 @@ int64_t kpr_ct_delete_still_expired(int fd, const void *keys, uint32_t key_size,
 		memcpy(&expires, value + expires_off, sizeof(expires));
 		if (expires > now)
 			continue;
-		ret = bpf_map_delete_elem(fd, key);
+		ret = -KPR_ENOTSUPP;
+		if (!__atomic_load_n(&kpr_no_lookup_and_delete, __ATOMIC_RELAXED))
+			ret = bpf_map_lookup_and_delete_elem(fd, key, value);
+		if (ret == -KPR_ENOTSUPP || ret == -EOPNOTSUPP) {
+			__atomic_store_n(&kpr_no_lookup_and_delete, 1, __ATOMIC_RELAXED);
+			ret = bpf_map_delete_elem(fd, key);
+		} else if (ret == 0) {
+			memcpy(&expires, value + expires_off, sizeof(expires));
+			if (expires > now) {
+				/* A new flow's entry, written since the lookup: back in place. */
+				ret = bpf_map_update_elem(fd, key, value, BPF_NOEXIST);
+				if (ret < 0 && ret != -EEXIST)
+					return ret;
+				continue;
+			}
+		}
 		if (ret == -ENOENT)
 			continue;
 		if (ret < 0)

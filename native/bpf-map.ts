@@ -192,6 +192,22 @@ export class BpfMap {
   }
 
   /**
+   * Takes the key's value out in one call (BPF_MAP_LOOKUP_AND_DELETE_ELEM):
+   * null when the key was not there; 'unsupported' where the kernel cannot
+   * for this map type (hash maps: before 5.14).
+   */
+  lookupAndDelete(key: Buffer): Buffer | null | 'unsupported' {
+    const fd = this.#live('map lookup and delete');
+    this.#checkKey('map lookup and delete', key);
+    const value = Buffer.alloc(this.valueStride);
+    const ret = libbpf().bpf_map_lookup_and_delete_elem(fd, key, value);
+    if (ret === -E.ENOENT) return null;
+    if (ret === -ENOTSUPP || ret === -E.EOPNOTSUPP) return 'unsupported';
+    if (ret < 0) throw this.#err('map lookup and delete', ret);
+    return value;
+  }
+
+  /**
    * Iterates keys with bpf_map_get_next_key. If the map changes during the
    * walk, a hash map may restart from its first key (kernel semantics).
    */

@@ -23,7 +23,8 @@ export {
   attachTcFilter, detachTcFilter, detachTcFilterByIndex, ensureClsact, queryTcFilter, queryTcFilterByIndex, progNameById, BPF_TC, KPR_TC_FILTER,
   type BpfTcAttachPoint, type TcFilterAttachment, type TcFilterId,
 } from './tc-classic.js';
-export { testRun, type TestRunResult } from './test-run.js';
+export { testRun, testRunFd, type TestRunResult } from './test-run.js';
+export { pinThreadToCpu } from './affinity.js';
 export { RingBuffer, type RingRecordHandler } from './ring-buffer.js';
 export { releaseFreeNativeMemory } from './memory.js';
 export { BatchWriter, BATCH_WRITER_LIBRARY } from './batch-writer.js';

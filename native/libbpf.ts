@@ -72,6 +72,7 @@ export interface LibbpfFns {
   bpf_map_update_elem(fd: number, key: Buffer, value: Buffer, flags: bigint | number): number;
   bpf_map_lookup_elem(fd: number, key: Buffer, value: Buffer): number;
   bpf_map_delete_elem(fd: number, key: Buffer): number;
+  bpf_map_lookup_and_delete_elem(fd: number, key: Buffer, value: Buffer): number;
   bpf_map_get_next_key(fd: number, key: Buffer | null, next: Buffer): number;
   bpf_map_lookup_batch(
     fd: number, inBatch: Buffer | null, outBatch: Buffer, keys: Buffer, values: Buffer,
@@ -101,6 +102,7 @@ export interface LibcFns {
   vsnprintf(buf: Buffer, size: number, fmt: NativePtr, ap: NativePtr): number;
   close(fd: number): number;
   setns(fd: number, nstype: number): number;
+  sched_setaffinity(pid: number, size: number, mask: Buffer): number;
   if_nametoindex(name: string): number;
   if_nameindex(): NativePtr | null;
   if_freenameindex(ptr: NativePtr): void;
@@ -180,6 +182,7 @@ export function libbpf(): LibbpfFns {
     bpf_map_update_elem: f('int bpf_map_update_elem(int fd, const void *key, const void *value, uint64_t flags)'),
     bpf_map_lookup_elem: f('int bpf_map_lookup_elem(int fd, const void *key, void *value)'),
     bpf_map_delete_elem: f('int bpf_map_delete_elem(int fd, const void *key)'),
+    bpf_map_lookup_and_delete_elem: f('int bpf_map_lookup_and_delete_elem(int fd, const void *key, void *value)'),
     bpf_map_get_next_key: f('int bpf_map_get_next_key(int fd, const void *key, void *next_key)'),
     bpf_map_lookup_batch: f('int bpf_map_lookup_batch(int fd, void *in_batch, void *out_batch, void *keys, void *values, void *count, const void *opts)'),
     bpf_map_update_batch: f('int bpf_map_update_batch(int fd, const void *keys, const void *values, void *count, const void *opts)'),
@@ -303,6 +306,7 @@ export function libc(): LibcFns {
     vsnprintf: lib.func('int vsnprintf(void *buf, size_t size, const void *fmt, void *ap)'),
     close: lib.func('int close(int fd)'),
     setns: lib.func('int setns(int fd, int nstype)'),
+    sched_setaffinity: lib.func('int sched_setaffinity(int pid, size_t cpusetsize, const void *mask)'),
     if_nametoindex: lib.func('unsigned int if_nametoindex(const char *ifname)'),
     if_nameindex: lib.func('void *if_nameindex(void)'),
     if_freenameindex: lib.func('void if_freenameindex(void *ptr)'),

@@ -44,6 +44,14 @@ export interface TestRunResult {
 }
 
 export function testRun(prog: BpfProgram, packet: Buffer, opts: { repeat?: number } = {}): TestRunResult {
+  return testRunFd(prog.fd, prog.name, packet, opts);
+}
+
+/**
+ * The same by program fd: for a worker thread of the process that loaded the
+ * program (fds are the process's), which has no BpfProgram of its own.
+ */
+export function testRunFd(fd: number, name: string, packet: Buffer, opts: { repeat?: number } = {}): TestRunResult {
   const run = testRunFn();
   const out = Buffer.alloc(packet.length + 256);
   const o: Record<string, unknown> = {
@@ -63,7 +71,7 @@ export function testRun(prog: BpfProgram, packet: Buffer, opts: { repeat?: numbe
     cpu: 0,
     batch_size: 0,
   };
-  const rc = run(prog.fd, o);
-  if (rc < 0) throw new KprBpfError({ op: 'prog test run', map: prog.name, errno: -rc, detail: hintFor(-rc) });
+  const rc = run(fd, o);
+  if (rc < 0) throw new KprBpfError({ op: 'prog test run', map: name, errno: -rc, detail: hintFor(-rc) });
   return { retval: o.retval as number, data: out.subarray(0, o.data_size_out as number), durationNs: o.duration as number };
 }

@@ -15,12 +15,19 @@
  * deleted, and left alone unless it is still expired: between the batch
  * read and the delete, a new flow may have taken the same key (a client
  * reusing its port, the same reply tuple given to another flow), and a
- * delete by key would remove the new flow's entry, whose packets the node
- * would then answer with a reset. The window left is one syscall long
- * instead of a whole slice.
+ * delete by key would remove the new flow's entry: the flow keeps one of
+ * its two entries, and the node answers the packets the other would have
+ * matched with a reset. Even a syscall between the check and the delete is
+ * window enough under port reuse (test/bpf/ct-half-flows.test.ts saw it),
+ * so the delete takes the value out in the same call
+ * (BPF_MAP_LOOKUP_AND_DELETE_ELEM) and puts a live one back unless the key
+ * was written again meanwhile (BPF_NOEXIST): a new flow's entry is gone for
+ * two syscalls at most, never for good. Kernels before 5.14 cannot take out
+ * a hash map entry with its value: there the delete by key stays.
  */
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
-import type { BatchWriter, BpfMap } from '../../native/index.js';
+import { constants } from 'node:os';
+import { BPF_NOEXIST, KprBpfError, type BatchWriter, type BpfMap } from '../../native/index.js';
 import { CT_KEY, CT_VAL_EXPIRES_OFFSET } from '../maps/layout.js';
 
 export const SWEEP_SLICE_ENTRIES = 4096;
@@ -41,10 +48,28 @@ export const deleteStillExpiredHere: StillExpiredDeleter = (ct, keys, count, now
     const key = keys.subarray(i * CT_KEY.size, (i + 1) * CT_KEY.size);
     const current = ct.lookup(key);
     if (current === null || current.readBigUInt64LE(CT_VAL_EXPIRES_OFFSET) > now) continue;
-    if (ct.delete(key)) removed++;
+    const taken = lookupAndDeleteSupported ? ct.lookupAndDelete(key) : 'unsupported';
+    if (taken === 'unsupported') {
+      lookupAndDeleteSupported = false;
+      if (ct.delete(key)) removed++;
+    } else if (taken !== null) {
+      if (taken.readBigUInt64LE(CT_VAL_EXPIRES_OFFSET) <= now) removed++;
+      else putBack(ct, key, taken);
+    }
   }
   return removed;
 };
+
+let lookupAndDeleteSupported = true;
+
+/** A live entry taken out by mistake goes back, unless its key has been written again since. */
+function putBack(ct: BpfMap, key: Buffer, value: Buffer): void {
+  try {
+    ct.update(key, value, BPF_NOEXIST);
+  } catch (err) {
+    if (!(err instanceof KprBpfError && err.errno === constants.errno.EEXIST)) throw err;
+  }
+}
 
 /** The native deleter, through the batch writer's library (its calls run on the caller's thread). */
 export function nativeStillExpiredDeleter(writer: BatchWriter): StillExpiredDeleter {

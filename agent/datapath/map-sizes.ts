@@ -15,8 +15,21 @@
  *      leaves the limit alone);
  *   4. the size compiled into the objects (bpf/include/kpr_maps.h).
  * LRU hash maps are rounded up to a multiple of the possible CPUs: the
- * kernel does that itself (every CPU's LRU list gets the same share), and a
- * pin must read back with the size asked for, or it is not reused.
+ * kernel does that itself with BPF_F_NO_COMMON_LRU (every CPU's LRU list
+ * gets the same share), and a pin must read back with the size asked for, or
+ * it is not reused.
+ *
+ * kpr_ct's max_entries is its capacity (the conntrack setting) plus
+ * lruHeadroom(possible CPUs): the kernel's common LRU hands free elements
+ * to each CPU in batches of up to LRU_LOCAL_FREE_TARGET
+ * (kernel/bpf/bpf_lru_list.c: bpf_lru_list_pop_free_to_local), and a CPU
+ * whose batch runs dry while fewer than a batch are left on the global free
+ * list evicts live entries to make one, however many other CPUs hold unused.
+ * Without the headroom a map evicts from max_entries - CPUs x 128 on, one
+ * entry at a time, not one flow: half-flows below the capacity asked for
+ * (test/bpf/ct-half-flows.test.ts: 1,024 entries on 2 CPUs lost flows at
+ * 90%). With it, no entry is evicted while the entries in use stay within
+ * the capacity.
  *
  * The frontend id space (--map-size-frontends) defaults to one id per
  * FRONTEND_SVC_ENTRIES kpr_svc entries (a master and three backend slots),
@@ -63,6 +76,24 @@ export const DYNAMIC_MAX = 1 << 24;
 /** kube-proxy's defaults (--conntrack-max-per-core, --conntrack-min). */
 export const CONNTRACK_MAX_PER_CORE_DEFAULT = 32768;
 export const CONNTRACK_MIN_DEFAULT = 131072;
+/**
+ * The most free elements one CPU takes from an LRU map's global free list at
+ * a time (kernel/bpf/bpf_lru_list.c: LOCAL_FREE_TARGET; since 6.16 at most
+ * that, less for small maps).
+ */
+export const LRU_LOCAL_FREE_TARGET = 128;
+
+/**
+ * Elements kpr_ct holds beyond its capacity so that the LRU never evicts
+ * while no more than the capacity are in use: every other CPU may keep a
+ * batch of free elements, the CPU taking a batch needs a whole one on the
+ * global list, and an update of an existing key takes its new element
+ * before it frees the old one (one per CPU at a time).
+ */
+export function lruHeadroom(possibleCpus: number): number {
+  return Math.max(1, possibleCpus) * (LRU_LOCAL_FREE_TARGET + 1);
+}
+
 /** Kernel hash table element overhead per entry (struct htab_elem and alignment), for the ratio's estimate. */
 const HTAB_ELEM_OVERHEAD = 48;
 
@@ -92,7 +123,7 @@ export type MapSizeSource = 'flag' | 'ratio' | 'conntrack' | 'default' | 'servic
 export const FRONTEND_SVC_ENTRIES = 4;
 
 export interface MapSizePlan {
-  /** Entries of each setting (after LRU rounding). */
+  /** Entries of each setting (after LRU rounding): kpr_ct's is its capacity, byMapName adds lruHeadroom. */
   settings: Record<MapSizeSetting, { entries: number; source: MapSizeSource }>;
   /** Frontend ids (ids 1 .. frontends - 1 index kpr_svc_stats): --map-size-frontends, or a quarter of the service map's entries. */
   frontends: number;
@@ -178,6 +209,8 @@ export function computeMapSizes(opts: MapSizeOptions, host: HostFacts): MapSizeP
   for (const setting of MAP_SIZE_SETTING_NAMES) {
     for (const id of MAP_SIZE_SETTINGS[setting].maps) byMapName[MAPS[id].name] = settings[setting].entries;
   }
+  const ct = settings.conntrack.entries;
+  byMapName[MAPS.ct.name] = Math.min(roundUpTo(ct + lruHeadroom(host.possibleCpus), host.possibleCpus), roundDownTo(MAP_SIZE_MAX, host.possibleCpus));
   if (opts.serviceCounters === false) byMapName[MAPS.svcStats.name] = 1;
   return { settings, frontends: settings.frontends.entries, byMapName };
 }

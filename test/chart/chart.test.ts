@@ -311,7 +311,7 @@ describe('charts/kpr with the real helm', () => {
       assert.equal(plan.byMapName.kpr_svc_meta, 12000);
       assert.equal(plan.byMapName.kpr_backend, 20000);
       assert.equal(plan.byMapName.kpr_aff_match, 20000);
-      assert.equal(plan.byMapName.kpr_ct, 65536);
+      assert.equal(plan.settings.conntrack.entries, 65536, 'the conntrack capacity (kpr_ct adds the LRU headroom)');
       assert.equal(cfg.mapSizeOptions.dynamicSizeRatio, 0.002);
       assert.equal(cfg.mapSizeOptions.conntrackMin, 1000);
     } finally {

@@ -9,13 +9,15 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { parseAgentArgs, type AgentConfig } from '../../agent/config/agent-config.js';
-import { computeMapSizes, entryBytes, DYNAMIC_MAX, MAP_SIZE_MAX, type HostFacts, type MapSizeOptions } from '../../agent/datapath/map-sizes.js';
+import { computeMapSizes, entryBytes, lruHeadroom, DYNAMIC_MAX, MAP_SIZE_MAX, type HostFacts, type MapSizeOptions } from '../../agent/datapath/map-sizes.js';
 
 const args = ['--cgroup-path', '/sys/fs/cgroup', '--node-name', 'n1'];
 const opts = (extra: string[]) => (parseAgentArgs([...args, ...extra], {}) as AgentConfig).mapSizeOptions;
 /** 16 GiB, 4 CPUs (also possible). */
 const host: HostFacts = { totalMemoryBytes: 16 * 2 ** 30, cpus: 4, possibleCpus: 4 };
 const GiB = 2 ** 30;
+/** kpr_ct beyond its capacity on `host`: 4 CPUs x (128 + 1). */
+const CT_HEADROOM = 516;
 
 test('defaults: the compiled sizes, kpr_ct from kube-proxy\'s conntrack rule', () => {
   const plan = computeMapSizes(opts([]), host);
@@ -25,8 +27,8 @@ test('defaults: the compiled sizes, kpr_ct from kube-proxy\'s conntrack rule', (
     kpr_aff_match: 262144,
     kpr_revnat: 262144,
     kpr_affinity: 65536,
-    // max(32768 x 4, 131072)
-    kpr_ct: 131072,
+    // max(32768 x 4, 131072), plus the LRU headroom
+    kpr_ct: 131072 + CT_HEADROOM,
     kpr_src_range: 16384,
     // The frontend id space: a quarter of kpr_svc.
     kpr_vip: 65536,
@@ -35,14 +37,15 @@ test('defaults: the compiled sizes, kpr_ct from kube-proxy\'s conntrack rule', (
   });
   assert.equal(plan.frontends, 65536);
   assert.equal(plan.settings.conntrack.source, 'conntrack');
+  assert.equal(plan.settings.conntrack.entries, 131072, 'the capacity, without the headroom');
   assert.equal(plan.settings.services.source, 'default');
   // 16 CPUs: 32768 x 16 is above the minimum.
-  assert.equal(computeMapSizes(opts([]), { ...host, cpus: 16, possibleCpus: 16 }).byMapName.kpr_ct, 524288);
+  assert.equal(computeMapSizes(opts([]), { ...host, cpus: 16, possibleCpus: 16 }).byMapName.kpr_ct, 524288 + 16 * 129);
 });
 
 test('explicit flags win; kpr_aff_match follows --map-size-backends', () => {
   const plan = computeMapSizes(opts(['--map-size-services', '1000', '--map-size-backends=500', '--map-size-conntrack', '4096', '--map-size-source-ranges', '64', '--map-size-revnat', '8192', '--map-size-affinity', '1024', '--map-size-frontends', '300']), host);
-  assert.deepEqual(plan.byMapName, { kpr_svc: 1000, kpr_backend: 500, kpr_aff_match: 500, kpr_revnat: 8192, kpr_affinity: 1024, kpr_ct: 4096, kpr_src_range: 64, kpr_vip: 300, kpr_svc_meta: 300, kpr_svc_stats: 300 });
+  assert.deepEqual(plan.byMapName, { kpr_svc: 1000, kpr_backend: 500, kpr_aff_match: 500, kpr_revnat: 8192, kpr_affinity: 1024, kpr_ct: 4096 + CT_HEADROOM, kpr_src_range: 64, kpr_vip: 300, kpr_svc_meta: 300, kpr_svc_stats: 300 });
   for (const s of Object.values(plan.settings)) assert.equal(s.source, 'flag');
   // Without --map-size-frontends: a quarter of --map-size-services.
   const derived = computeMapSizes(opts(['--map-size-services', '1000']), host);
@@ -60,13 +63,13 @@ test('the frontend id space follows --map-size-services (100,000 Services x 10 e
 });
 
 test('conntrack knobs: per-core x CPUs against the minimum; per-core 0 leaves the compiled size', () => {
-  assert.equal(computeMapSizes(opts(['--conntrack-max-per-core', '100000']), host).byMapName.kpr_ct, 400000);
-  assert.equal(computeMapSizes(opts(['--conntrack-max-per-core', '1000', '--conntrack-min', '50000']), host).byMapName.kpr_ct, 50000);
+  assert.equal(computeMapSizes(opts(['--conntrack-max-per-core', '100000']), host).byMapName.kpr_ct, 400000 + CT_HEADROOM);
+  assert.equal(computeMapSizes(opts(['--conntrack-max-per-core', '1000', '--conntrack-min', '50000']), host).byMapName.kpr_ct, 50000 + CT_HEADROOM);
   const off = computeMapSizes(opts(['--conntrack-max-per-core', '0']), host);
-  assert.equal(off.byMapName.kpr_ct, 262144);
+  assert.equal(off.byMapName.kpr_ct, 262144 + CT_HEADROOM);
   assert.equal(off.settings.conntrack.source, 'default');
   // An explicit size overrides the knobs.
-  assert.equal(computeMapSizes(opts(['--conntrack-max-per-core', '100000', '--map-size-conntrack', '2048']), host).byMapName.kpr_ct, 2048);
+  assert.equal(computeMapSizes(opts(['--conntrack-max-per-core', '100000', '--map-size-conntrack', '2048']), host).byMapName.kpr_ct, 2048 + CT_HEADROOM);
 });
 
 test('memory ratio: a share of the budget for the flow-state maps, floored at their defaults, capped', () => {
@@ -74,7 +77,7 @@ test('memory ratio: a share of the budget for the flow-state maps, floored at th
   const plan = computeMapSizes(o, host);
   const budget = 16 * GiB * 0.01;
   const round4 = (n: number) => Math.ceil(n / 4) * 4;
-  assert.equal(plan.byMapName.kpr_ct, round4(Math.floor((budget * 0.6) / entryBytes('ct'))));
+  assert.equal(plan.byMapName.kpr_ct, round4(Math.floor((budget * 0.6) / entryBytes('ct'))) + CT_HEADROOM);
   assert.equal(plan.byMapName.kpr_revnat, round4(Math.floor((budget * 0.3) / entryBytes('revnat'))));
   assert.equal(plan.settings.conntrack.source, 'ratio');
   assert.ok(plan.byMapName.kpr_ct! > 131072);
@@ -82,19 +85,27 @@ test('memory ratio: a share of the budget for the flow-state maps, floored at th
   assert.equal(plan.byMapName.kpr_svc, 262144);
   // A small node: the ratio gives less than the floors, which stay.
   const small = computeMapSizes(opts(['--bpf-map-dynamic-size-ratio', '0.0025']), { totalMemoryBytes: 2 * GiB, cpus: 2, possibleCpus: 2 });
-  assert.equal(small.byMapName.kpr_ct, 131072);
+  assert.equal(small.byMapName.kpr_ct, 131072 + 2 * 129);
   assert.equal(small.settings.conntrack.source, 'conntrack');
   assert.equal(small.byMapName.kpr_affinity, 65536);
   // A huge node: capped.
   const huge = computeMapSizes(opts(['--bpf-map-dynamic-size-ratio', '1']), { totalMemoryBytes: 4096 * GiB, cpus: 4, possibleCpus: 4 });
-  assert.equal(huge.byMapName.kpr_ct, DYNAMIC_MAX);
+  assert.equal(huge.byMapName.kpr_ct, DYNAMIC_MAX + CT_HEADROOM);
   // An explicit size beats the ratio.
-  assert.equal(computeMapSizes(opts(['--bpf-map-dynamic-size-ratio', '0.01', '--map-size-conntrack', '1000']), host).byMapName.kpr_ct, 1000);
+  assert.equal(computeMapSizes(opts(['--bpf-map-dynamic-size-ratio', '0.01', '--map-size-conntrack', '1000']), host).byMapName.kpr_ct, 1000 + CT_HEADROOM);
+});
+
+test('kpr_ct: its capacity plus a batch of free LRU elements per possible CPU, so it never evicts below the capacity', () => {
+  assert.equal(lruHeadroom(4), CT_HEADROOM);
+  assert.equal(lruHeadroom(1), 129);
+  const plan = computeMapSizes(opts(['--map-size-conntrack', String(MAP_SIZE_MAX)]), host);
+  assert.equal(plan.byMapName.kpr_ct, MAP_SIZE_MAX, 'never beyond the largest size');
 });
 
 test('LRU maps are rounded up to a multiple of the possible CPUs, as the kernel stores them; hash maps are not', () => {
   const plan = computeMapSizes(opts(['--map-size-conntrack', '1001', '--map-size-revnat', '7', '--map-size-services', '1001']), { ...host, possibleCpus: 6 });
-  assert.equal(plan.byMapName.kpr_ct, 1002);
+  // 1001 + 6 x 129 = 1775, rounded up to 1776.
+  assert.equal(plan.byMapName.kpr_ct, 1776);
   assert.equal(plan.byMapName.kpr_revnat, 12);
   assert.equal(plan.byMapName.kpr_svc, 1001);
 });

@@ -2,7 +2,8 @@
  * The conntrack sweep (agent/datapath/ct-sweeper.ts) on a real kpr_ct-shaped
  * LRU hash map: every expired flow goes, every live one stays, whole-map and
  * sliced alike, and the sliced sweep lets the event loop run between slices;
- * an entry a new flow took since the sweep read it is never deleted.
+ * an entry a new flow took since the sweep read it is never deleted, not even
+ * one written between the last check and the delete.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -116,3 +117,34 @@ for (const [how, open] of deleters) {
     }
   });
 }
+
+test('an entry a new flow took between the sweep\'s last check and its delete goes back: the delete takes the value out and returns a live one [a koffi call per syscall]', () => {
+  requireRoot();
+  const now = process.hrtime.bigint();
+  const map = filled(30, now);
+  try {
+    const expiredKeys = [...map.entries()].filter(([, v]) => ct.value.decode(v).expiresNs <= now).map(([k]) => k);
+    const reused = expiredKeys[0]!;
+    const fresh = Buffer.from(map.lookup(reused)!);
+    fresh.writeBigUInt64LE(now + 60_000_000_000n, MAPS.ct.value.at.expires_ns);
+    // The datapath writes the new flow right after the sweep's check of that key found it expired.
+    const racing = new Proxy(map, {
+      get(target, prop) {
+        const v = Reflect.get(target, prop, target);
+        if (prop !== 'lookup') return typeof v === 'function' ? v.bind(target) : v;
+        return (key: Buffer) => {
+          const seen = target.lookup(key);
+          if (key.equals(reused)) target.update(reused, fresh);
+          return seen;
+        };
+      },
+    }) as BpfMap;
+    const keys = Buffer.concat(expiredKeys);
+    assert.equal(deleteStillExpiredHere(racing, keys, expiredKeys.length, now), expiredKeys.length - 1, 'every other expired flow went');
+    const left = map.lookup(reused);
+    assert.ok(left, 'the new flow\'s entry is back');
+    assert.equal(ct.value.decode(left).expiresNs, now + 60_000_000_000n);
+  } finally {
+    map.close();
+  }
+});

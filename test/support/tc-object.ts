@@ -18,12 +18,13 @@ export interface TcObject {
   close(): void;
 }
 
-export function loadTcObject(runPrefix: string): TcObject {
+/** `maxEntries`: map sizes by name set at load, as the agent sets them (agent/datapath/map-sizes.ts). */
+export function loadTcObject(runPrefix: string, maxEntries: Readonly<Record<string, number>> = {}): TcObject {
   requireRoot();
   const dir = ensureBpffs(path.join('/sys/fs/bpf', newRunId(runPrefix)));
   let obj: BpfObject | undefined;
   try {
-    obj = BpfObject.open(path.join(repoRoot, 'build', 'kpr_tc.bpf.o'), { pinMapsDir: dir });
+    obj = BpfObject.open(path.join(repoRoot, 'build', 'kpr_tc.bpf.o'), { pinMapsDir: dir, maxEntries });
     obj.load();
   } catch (err) {
     // A missing or rejected object must not leave the run's pin directory behind.
