@@ -55,13 +55,7 @@ export const KERNEL_SUITES = [
   'e2e/attachment-repair.test.js',
   'e2e/monitor.test.js',
   'e2e/upgrade.test.js',
-  'conformance/service.test.js',
-  'conformance/networking.test.js',
   'conformance/conntrack.test.js',
-  'conformance/kube-proxy.test.js',
-  'conformance/traffic-distribution.test.js',
-  'conformance/loadbalancer.test.js',
-  'conformance/dual-stack.test.js',
 ];
 
 /** What a row of the matrix stands for, and the kernel features its tests lean on (names as agent/datapath/kernel-features.ts). */
@@ -99,13 +93,7 @@ export const ROWS: Record<string, { label: string; features: string[] }> = {
   'e2e/attachment-repair.test.js': { label: 'detached cgroup links and tc attachments repaired, /healthz e2e', features: ['tcx'] },
   'e2e/monitor.test.js': { label: 'kpr monitor e2e', features: ['tcx'] },
   'e2e/upgrade.test.js': { label: 'live map migration under load (size, v1 -> v2, newer refused) e2e', features: ['tcx'] },
-  'conformance/service.test.js': { label: 'conformance: service.go (docs/conformance.md)', features: ['tcx', 'bpf-sock-destroy'] },
-  'conformance/networking.test.js': { label: 'conformance: networking.go', features: ['tcx'] },
   'conformance/conntrack.test.js': { label: 'conformance: conntrack.go', features: ['bpf-sock-destroy'] },
-  'conformance/kube-proxy.test.js': { label: 'conformance: kube_proxy.go', features: [] },
-  'conformance/traffic-distribution.test.js': { label: 'conformance: traffic_distribution.go', features: [] },
-  'conformance/loadbalancer.test.js': { label: 'conformance: loadbalancer.go', features: ['tcx'] },
-  'conformance/dual-stack.test.js': { label: 'conformance: dual_stack.go', features: ['tcx'] },
 };
 
 /** One kernel feature as `kpr preflight -o json` reports it. */
