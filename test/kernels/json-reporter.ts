@@ -28,7 +28,16 @@ function errorText(err: { message?: string; cause?: unknown } | undefined): stri
   return (cause ?? err.message ?? String(err)).slice(0, 2000);
 }
 
+/**
+ * node:test names as a test's file the module that called test(): for a
+ * test a shared helper registers (the conformance suites' registerUpstream
+ * in harness.js) that is the helper, not the suite. Each test file's tests
+ * finish before its top-level test or suite (nesting 0, called from the file
+ * itself), and the files run one at a time (--test-concurrency=1), so the
+ * records wait for the next top-level one and take its file.
+ */
 export default async function* jsonReporter(source: AsyncIterable<{ type: string; data: TestEventData }>): AsyncGenerator<string> {
+  let pending: TestRecord[] = [];
   for await (const event of source) {
     if (event.type !== 'test:pass' && event.type !== 'test:fail') continue;
     const d = event.data;
@@ -41,6 +50,13 @@ export default async function* jsonReporter(source: AsyncIterable<{ type: string
       ms: d.details?.duration_ms ?? 0,
     };
     if (event.type === 'test:fail') rec.error = errorText(d.details?.error);
+    if (rec.nesting > 0) {
+      pending.push(rec);
+      continue;
+    }
+    for (const p of pending) yield JSON.stringify({ ...p, file: rec.file || p.file }) + '\n';
+    pending = [];
     yield JSON.stringify(rec) + '\n';
   }
+  for (const p of pending) yield JSON.stringify(p) + '\n';
 }

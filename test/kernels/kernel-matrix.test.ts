@@ -56,3 +56,25 @@ test('the preflight feature list is read leniently; the table names every kernel
   assert.match(text, /\| tcx \| fallback: clsact \|/);
   assert.match(text, /- 6\.1: e2e\/mesh\.test\.js: hairpin/);
 });
+
+test('a test a shared helper registered is counted under the suite file whose top-level suite ran it (conformance: registerUpstream in harness.js)', async () => {
+  const { default: jsonReporter } = await import('./json-reporter.js');
+  const ev = (type: string, name: string, nesting: number, file: string, suite = false) => ({
+    type,
+    data: { name, nesting, file, details: { duration_ms: 1, ...(suite ? { type: 'suite' } : {}) } },
+  });
+  async function* events() {
+    yield ev('test:pass', 'should serve a basic endpoint from pods', 1, '/r/dist/test/conformance/harness.js');
+    yield ev('test:fail', 'should release NodePorts on delete', 1, '/r/dist/test/conformance/harness.js');
+    yield ev('test:pass', 'conformance: test/e2e/network/service.go', 0, '/r/dist/test/conformance/service.test.js', true);
+    yield ev('test:pass', 'a test of its own file', 0, '/r/dist/test/e2e/clusterip.test.js');
+  }
+  const records: TestRecord[] = [];
+  for await (const line of jsonReporter(events())) records.push(JSON.parse(line) as TestRecord);
+  assert.deepEqual(
+    records.map((r) => suiteOf(r.file)),
+    ['conformance/service.test.js', 'conformance/service.test.js', 'conformance/service.test.js', 'e2e/clusterip.test.js'],
+  );
+  const run: KernelRun = { kernel: '5.10', release: 'x', finished: true, seconds: 1, tests: records, features: [] };
+  assert.equal(cellText(cellFor(run, 'conformance/service.test.js')), 'FAIL 1/2');
+});
