@@ -29,14 +29,11 @@ export async function withMonitorOn<T>(bpffsDir: string, round: () => Promise<T>
   const ring = new RingBuffer(maps.events, () => void events++);
   const lost0 = readStat(maps.stats, STAT.MONITOR_LOST);
   const timers: NodeJS.Timeout[] = [];
-  let lost: number;
+  let lost = 0;
   let result: T;
   try {
     sw.renew();
-    timers.push(
-      setInterval(() => sw.renew(), MONITOR_RENEW_MS),
-      setInterval(() => ring.consume(), MONITOR_POLL_MS),
-    );
+    timers.push(setInterval(() => sw.renew(), MONITOR_RENEW_MS), setInterval(() => ring.consume(), MONITOR_POLL_MS));
     result = await round();
   } finally {
     for (const t of timers) clearInterval(t);

@@ -168,9 +168,7 @@ export class BpfObject {
       this.close();
       if (bad) {
         throw new KprBpfError({
-          op: 'object load',
-          map: bad.name,
-          errno,
+          op: 'object load', map: bad.name, errno,
           detail: `pinned map ${bad.pin} is incompatible with ${this.path} (${bad.why}); remove the pin to recreate the map`,
         });
       }

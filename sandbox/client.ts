@@ -117,7 +117,10 @@ async function runUdp(target: string, count: number, connected: boolean, timeout
           clearTimeout(timer);
           reject(err);
         });
-        const send = () => (connected ? sock.send(udpMessage, (err) => err && reject(err)) : sock.send(udpMessage, port, host, (err) => err && reject(err)));
+        const send = () =>
+          connected
+            ? sock.send(udpMessage, (err) => err && reject(err))
+            : sock.send(udpMessage, port, host, (err) => err && reject(err));
         if (connected) sock.connect(port, host, send);
         else send();
       });
@@ -317,15 +320,8 @@ async function main(): Promise<void> {
     case 'slowbody': {
       const { host, port } = splitTarget(target);
       const flood: SlowBodyReport = await slowBodyFlood({
-        host,
-        port,
-        path: values.path!,
-        connections: Number(values.connections),
-        opensPerSecond: Number(values['opens-per-second']),
-        probePath: values['probe-path']!,
-        probes: Number(values.count),
-        intervalMs: Number(values['interval-ms']),
-        timeoutMs,
+        host, port, path: values.path!, connections: Number(values.connections), opensPerSecond: Number(values['opens-per-second']),
+        probePath: values['probe-path']!, probes: Number(values.count), intervalMs: Number(values['interval-ms']), timeoutMs,
       });
       rep = { ...emptyReport(), ok: flood.answered, failed: flood.probes - flood.answered, errors: flood.outcomes, slowBody: flood };
       break;

@@ -115,12 +115,11 @@ export class Sandbox {
 
   async teardown(): Promise<void> {
     const waits = [...this.children].map(
-      (c) =>
-        new Promise<void>((resolve) => {
-          if (c.exitCode !== null || c.signalCode !== null) return resolve();
-          c.once('exit', () => resolve());
-          c.kill('SIGKILL');
-        }),
+      (c) => new Promise<void>((resolve) => {
+        if (c.exitCode !== null || c.signalCode !== null) return resolve();
+        c.once('exit', () => resolve());
+        c.kill('SIGKILL');
+      }),
     );
     await Promise.all(waits);
     this.teardownSync();

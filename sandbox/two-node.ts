@@ -190,14 +190,7 @@ export class TwoNodeCluster {
   readonly ipv6: boolean;
   private podSeq = 0;
 
-  private constructor(
-    sandbox: Sandbox,
-    api: ApiServer,
-    kubeconfig: string,
-    nodes: Record<NodeName, NodeHandle>,
-    clientNs: Record<ClientName, string>,
-    ipv6: boolean,
-  ) {
+  private constructor(sandbox: Sandbox, api: ApiServer, kubeconfig: string, nodes: Record<NodeName, NodeHandle>, clientNs: Record<ClientName, string>, ipv6: boolean) {
     this.ipv6 = ipv6;
     this.sandbox = sandbox;
     this.api = api;
@@ -208,9 +201,7 @@ export class TwoNodeCluster {
 
   /** Builds the namespaces, routes, pods and API server (with both Node objects); agents are started separately. */
   /** `unservedKinds`: kinds the API server does not serve (e.g. ['ServiceCIDR']: a cluster older than 1.33). */
-  static async create(
-    opts: { pods?: Array<{ name: string; ip: string; node: NodeName }>; ipv6?: boolean; unservedKinds?: string[] } = {},
-  ): Promise<TwoNodeCluster> {
+  static async create(opts: { pods?: Array<{ name: string; ip: string; node: NodeName }>; ipv6?: boolean; unservedKinds?: string[] } = {}): Promise<TwoNodeCluster> {
     const v6 = opts.ipv6 ?? false;
     const sandbox = new Sandbox();
     installExitHook();
@@ -269,10 +260,7 @@ export class TwoNodeCluster {
         }
       }
 
-      api = await startApiServer({
-        serviceCIDR: v6 ? `${SERVICE_CIDR},${SERVICE_CIDR6}` : SERVICE_CIDR,
-        ...(opts.unservedKinds ? { unservedKinds: opts.unservedKinds } : {}),
-      });
+      api = await startApiServer({ serviceCIDR: v6 ? `${SERVICE_CIDR},${SERVICE_CIDR6}` : SERVICE_CIDR, ...(opts.unservedKinds ? { unservedKinds: opts.unservedKinds } : {}) });
       for (const name of NODE_NAMES) api.create(nodeObject(name, v6));
       const dir = sandbox.own(mkdtempSync(path.join(os.tmpdir(), `${sandbox.runId}-`)));
       const kubeconfig = await api.writeKubeconfig(path.join(dir, 'kubeconfig'));
@@ -316,20 +304,13 @@ export class TwoNodeCluster {
   agentArgs(node: NodeName): string[] {
     const n = this.nodes[node];
     return [
-      '--kubeconfig',
-      this.kubeconfig,
-      '--node-name',
-      node,
-      '--netns',
-      nsPath(n.ns),
-      '--cgroup-path',
-      n.cgroup,
-      '--bpffs',
-      n.bpffsDir,
-      '--external-interfaces',
-      EXTERNAL_INTERFACES,
-      '--pod-interfaces',
-      POD_INTERFACES,
+      '--kubeconfig', this.kubeconfig,
+      '--node-name', node,
+      '--netns', nsPath(n.ns),
+      '--cgroup-path', n.cgroup,
+      '--bpffs', n.bpffsDir,
+      '--external-interfaces', EXTERNAL_INTERFACES,
+      '--pod-interfaces', POD_INTERFACES,
     ];
   }
 
@@ -386,12 +367,7 @@ export class TwoNodeCluster {
   }
 
   /** Starts sandbox/client.js in any namespace of the box; `report` resolves when it exits (SIGTERM ends the loop modes). */
-  startClient<R extends ClientReport = ClientReport>(
-    ns: string,
-    mode: ClientMode,
-    args: string[],
-    opts: Omit<ClientOptions, 'extra'> = {},
-  ): { child: ChildProcess; report: Promise<R> } {
+  startClient<R extends ClientReport = ClientReport>(ns: string, mode: ClientMode, args: string[], opts: Omit<ClientOptions, 'extra'> = {}): { child: ChildProcess; report: Promise<R> } {
     const child = this.spawnIn(ns, process.execPath, [path.join(distDir, 'client.js'), mode, ...args], {
       cgroupOf: opts.cgroupOf,
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -421,3 +397,4 @@ export class TwoNodeCluster {
     liveCgroups.delete(this.sandbox.cgroupPath);
   }
 }
+

@@ -4,7 +4,18 @@
  * (from kpr_svc_meta, keyed by the frontend id), flags, scope and backends in
  * slot order. Pure: it works on decoded entries, whoever read them.
  */
-import { BE_FLAG, FE_TYPE, IPPROTO, SCOPE, SVC_FLAG, decodeAddr, mapCodecs, type SvcKey, type SvcMeta, type SvcVal } from '../maps/layout.js';
+import {
+  BE_FLAG,
+  FE_TYPE,
+  IPPROTO,
+  SCOPE,
+  SVC_FLAG,
+  decodeAddr,
+  mapCodecs,
+  type SvcKey,
+  type SvcMeta,
+  type SvcVal,
+} from '../maps/layout.js';
 import { MAPS } from '../maps/registry.js';
 import { fieldReader } from '../maps/struct-codec.js';
 import { KeyGroups, U32Index } from './batch-index.js';
@@ -268,9 +279,7 @@ const COUNTER_NAMES: Array<[keyof FrontendCounters, string]> = [
 
 /** "balanced 12, dropped (source range) 3": the non-zero counters. */
 export function formatCounters(c: FrontendCounters): string {
-  return COUNTER_NAMES.filter(([k]) => c[k] !== 0)
-    .map(([k, label]) => `${label} ${c[k]}`)
-    .join(', ');
+  return COUNTER_NAMES.filter(([k]) => c[k] !== 0).map(([k, label]) => `${label} ${c[k]}`).join(', ');
 }
 
 function hostPort(address: string, port: number): string {

@@ -122,11 +122,7 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
   };
 
   if (q.path === 'socket' && cfg && cfg.flags & CFG_FLAG.SOCK_HOST_ONLY) {
-    steps.push({
-      step: 'mode',
-      result: "service-mesh mode: the socket hooks serve only the node's own processes; pods are served by the tc path",
-      detail: { sockHostOnly: true },
-    });
+    steps.push({ step: 'mode', result: 'service-mesh mode: the socket hooks serve only the node\'s own processes; pods are served by the tc path', detail: { sockHostOnly: true } });
   }
 
   // tc: an established flow keeps its backend before any lookup.
@@ -150,15 +146,8 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
     if (flows.length === 0) {
       steps.push({ step: 'conntrack', result: `no flow from ${hostPort(q.from.addr, q.from.port)} to ${to}: a packet is a new flow`, detail: { flows: [] } });
     } else {
-      const lines = shown.map(
-        (f) =>
-          `port ${f.clientPort} -> ${f.backend}${f.snat ? ` (as ${f.source})` : ''}, ${f.expiresInSeconds > 0 ? `expires in ${f.expiresInSeconds}s` : 'expired'}${f.closing ? ', closing' : ''}${f.backendLive ? '' : ', backend gone'}`,
-      );
-      steps.push({
-        step: 'conntrack',
-        result: `${flows.length} flow${flows.length === 1 ? '' : 's'} (${live.length} live): ${lines.join('; ')}${flows.length > shown.length ? '; …' : ''}`,
-        detail: { flows: shown, total: flows.length },
-      });
+      const lines = shown.map((f) => `port ${f.clientPort} -> ${f.backend}${f.snat ? ` (as ${f.source})` : ''}, ${f.expiresInSeconds > 0 ? `expires in ${f.expiresInSeconds}s` : 'expired'}${f.closing ? ', closing' : ''}${f.backendLive ? '' : ', backend gone'}`);
+      steps.push({ step: 'conntrack', result: `${flows.length} flow${flows.length === 1 ? '' : 's'} (${live.length} live): ${lines.join('; ')}${flows.length > shown.length ? '; …' : ''}`, detail: { flows: shown, total: flows.length } });
     }
     if (q.from.port !== undefined) {
       const f = flows[0];
@@ -166,9 +155,7 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
         const backend = hostPort(f.val.natDaddr, f.val.natDport);
         const closing = f.val.flags & CT_FLAG.CLOSING && q.proto === 'TCP' ? ' (a new SYN from this port is balanced afresh: the flow is closing)' : '';
         const fe = maps.meta(f.val.revNatId);
-        const of = fe
-          ? ` (${frontendTypeName(fe.type)} ${fe.name}${fe.portName ? `:${fe.portName}` : ''}, frontend id ${f.val.revNatId})`
-          : ` (frontend id ${f.val.revNatId})`;
+        const of = fe ? ` (${frontendTypeName(fe.type)} ${fe.name}${fe.portName ? `:${fe.portName}` : ''}, frontend id ${f.val.revNatId})` : ` (frontend id ${f.val.revNatId})`;
         return done('continues', `established flow${of}: packets go to ${backend} as before${closing}`, { backend });
       }
     }
@@ -185,24 +172,11 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
   if (!master) {
     const vip = maps.vipFlags(q.to.addr);
     if (vip !== undefined && q.path === 'socket' && vip & VIP_FLAG.REFUSE_UNKNOWN_PORT) {
-      steps.push({
-        step: 'address',
-        result: `${q.to.addr} is a Service address, but no Service defines ${q.proto} port ${q.to.port} on it`,
-        detail: { serviceAddress: true, refuseUnknownPort: true },
-      });
+      steps.push({ step: 'address', result: `${q.to.addr} is a Service address, but no Service defines ${q.proto} port ${q.to.port} on it`, detail: { serviceAddress: true, refuseUnknownPort: true } });
       return done('refused', 'a Service address on a port no Service defines: refused at once (the socket call fails with EPERM), as kube-proxy rejects it');
     }
-    steps.push({
-      step: 'frontend',
-      result: `no frontend ${q.proto} ${to}${vip !== undefined ? ` (${q.to.addr} is a Service address)` : ''}`,
-      detail: { found: false, serviceAddress: vip !== undefined },
-    });
-    return done(
-      'passed',
-      q.path === 'socket'
-        ? `not a Service frontend: the connection goes to ${to} untranslated`
-        : `not a Service frontend: the packet passes to the node's stack untranslated`,
-    );
+    steps.push({ step: 'frontend', result: `no frontend ${q.proto} ${to}${vip !== undefined ? ` (${q.to.addr} is a Service address)` : ''}`, detail: { found: false, serviceAddress: vip !== undefined } });
+    return done('passed', q.path === 'socket' ? `not a Service frontend: the connection goes to ${to} untranslated` : `not a Service frontend: the packet passes to the node's stack untranslated`);
   }
   const meta = maps.meta(master.revNatId);
   trace.frontend = {
@@ -222,11 +196,7 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
   // SCTP: programmed, never carried (rule 39 of docs/semantics.md).
   if (q.proto === 'SCTP') {
     if (q.path === 'socket') {
-      steps.push({
-        step: 'sctp',
-        result: 'Linux runs no connect or sendmsg hook for SCTP sockets: kpr never sees the association',
-        detail: { translated: false },
-      });
+      steps.push({ step: 'sctp', result: 'Linux runs no connect or sendmsg hook for SCTP sockets: kpr never sees the association', detail: { translated: false } });
       return done('passed', `SCTP is not translated at the socket: the association goes to ${to} untranslated (docs/semantics.md rule 39)`);
     }
     steps.push({ step: 'sctp', result: 'kpr does not rewrite SCTP (its CRC32c covers the ports)', detail: { translated: false } });
@@ -236,18 +206,10 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
   // Source ranges: the tc path only.
   if (master.flags & SVC_FLAG.SOURCE_RANGES) {
     if (q.path === 'socket') {
-      steps.push({
-        step: 'source-ranges',
-        result: 'loadBalancerSourceRanges are not applied to callers on the node (socket path)',
-        detail: { applied: false },
-      });
+      steps.push({ step: 'source-ranges', result: 'loadBalancerSourceRanges are not applied to callers on the node (socket path)', detail: { applied: false } });
     } else {
       const allowed = maps.sourceRangeAllows(master.revNatId, q.from!.addr);
-      steps.push({
-        step: 'source-ranges',
-        result: `${q.from!.addr} is ${allowed ? '' : 'not '}in the frontend's loadBalancerSourceRanges`,
-        detail: { applied: true, allowed },
-      });
+      steps.push({ step: 'source-ranges', result: `${q.from!.addr} is ${allowed ? '' : 'not '}in the frontend's loadBalancerSourceRanges`, detail: { applied: true, allowed } });
       if (!allowed) return done('dropped', `${q.from!.addr} is outside loadBalancerSourceRanges (kpr_datapath_drops_total{reason="source_range"})`);
     }
   } else {
@@ -294,37 +256,14 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
         : chosen
           ? `${q.from!.addr} -> ${hostPort(chosen.address, chosen.port)} (last used ${age}s ago, timeout ${master.backendId}s)`
           : `${q.from!.addr} had backend id ${val.backendId}, ${!fresh ? `expired (last used ${age}s ago, timeout ${master.backendId}s)` : 'which no longer serves the frontend'}: a new choice`;
-      steps.push({
-        step: 'affinity',
-        result,
-        detail: {
-          key: 'client address',
-          hit: chosen !== undefined,
-          entry: val ? { backendId: val.backendId, ageSeconds: age } : null,
-          timeoutSeconds: master.backendId,
-        },
-      });
+      steps.push({ step: 'affinity', result, detail: { key: 'client address', hit: chosen !== undefined, entry: val ? { backendId: val.backendId, ageSeconds: age } : null, timeoutSeconds: master.backendId } });
     } else {
       const entries = maps.affinityEntries(master.revNatId).filter((e) => e.key.netnsCookie !== 0n);
       const fresh = entries.filter((e) => q.nowNs - e.val.lastUsedNs <= timeoutNs);
       steps.push({
         step: 'affinity',
-        result: `per network namespace of the caller (timeout ${master.backendId}s): ${fresh.length} live entr${fresh.length === 1 ? 'y' : 'ies'}${
-          fresh.length
-            ? ': ' +
-              fresh
-                .slice(0, 10)
-                .map((e) => `netns ${e.key.netnsCookie} -> backend id ${e.val.backendId}`)
-                .join(', ')
-            : ''
-        }`,
-        detail: {
-          key: 'netns cookie',
-          timeoutSeconds: master.backendId,
-          entries: fresh
-            .slice(0, 100)
-            .map((e) => ({ netnsCookie: String(e.key.netnsCookie), backendId: e.val.backendId, ageSeconds: seconds(q.nowNs - e.val.lastUsedNs) })),
-        },
+        result: `per network namespace of the caller (timeout ${master.backendId}s): ${fresh.length} live entr${fresh.length === 1 ? 'y' : 'ies'}${fresh.length ? ': ' + fresh.slice(0, 10).map((e) => `netns ${e.key.netnsCookie} -> backend id ${e.val.backendId}`).join(', ') : ''}`,
+        detail: { key: 'netns cookie', timeoutSeconds: master.backendId, entries: fresh.slice(0, 100).map((e) => ({ netnsCookie: String(e.key.netnsCookie), backendId: e.val.backendId, ageSeconds: seconds(q.nowNs - e.val.lastUsedNs) })) },
       });
     }
   } else {
@@ -336,19 +275,14 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
     const snatV = q.to.addr.includes(':') ? cfg?.snatV6 : cfg?.snatV4;
     const snat = q.role === 'ext' ? !(master.flags & SVC_FLAG.LOCAL_ONLY) : undefined;
     const result =
-      snat === true
-        ? `source NATed to the node (${snatV || 'no SNAT address configured: the packet is dropped'}), as kube-proxy masquerades external traffic`
-        : snat === false
-          ? 'client address kept (externalTrafficPolicy Local)'
-          : 'client address kept (a pod reaching itself is NATed to the node: hairpin)';
+      snat === true ? `source NATed to the node (${snatV || 'no SNAT address configured: the packet is dropped'}), as kube-proxy masquerades external traffic`
+      : snat === false ? 'client address kept (externalTrafficPolicy Local)'
+      : 'client address kept (a pod reaching itself is NATed to the node: hairpin)';
     steps.push({ step: 'nat', result, detail: { snat: snat ?? 'hairpin-only', snatAddress: snatV || null } });
   }
 
   const all = backends.filter((b) => b.address !== '?').map((b) => hostPort(b.address, b.port));
-  if (chosen)
-    return done('translated', `affinity: a new connection goes to ${hostPort(chosen.address, chosen.port)}`, {
-      backend: hostPort(chosen.address, chosen.port),
-    });
+  if (chosen) return done('translated', `affinity: a new connection goes to ${hostPort(chosen.address, chosen.port)}`, { backend: hostPort(chosen.address, chosen.port) });
   const each = master.count === 1 ? '' : ` (each 1/${master.count})`;
   return done('translated', `a new connection goes to one of ${master.count} backend${master.count === 1 ? '' : 's'} at random${each}`, { backends: all });
 }

@@ -56,11 +56,7 @@ export interface MapSizeSettingSpec {
 
 export const MAP_SIZE_SETTINGS: Readonly<Record<MapSizeSetting, MapSizeSettingSpec>> = {
   services: { flag: 'map-size-services', maps: ['svc'], what: 'kpr_svc: one entry per frontend plus one per backend of each frontend' },
-  frontends: {
-    flag: 'map-size-frontends',
-    maps: ['svcMeta', 'svcStats', 'vip'],
-    what: 'frontend ids (Service ports × addresses): kpr_svc_meta, kpr_svc_stats, kpr_vip; default a quarter of --map-size-services',
-  },
+  frontends: { flag: 'map-size-frontends', maps: ['svcMeta', 'svcStats', 'vip'], what: 'frontend ids (Service ports × addresses): kpr_svc_meta, kpr_svc_stats, kpr_vip; default a quarter of --map-size-services' },
   backends: { flag: 'map-size-backends', maps: ['backend', 'affinityMatch'], what: 'kpr_backend (one per distinct backend) and kpr_aff_match' },
   revnat: { flag: 'map-size-revnat', maps: ['revnat'], what: 'kpr_revnat: one per translated UDP socket / connected flow (LRU)' },
   affinity: { flag: 'map-size-affinity', maps: ['affinity'], what: 'kpr_affinity: one per (client, Service) with sessionAffinity ClientIP (LRU)' },

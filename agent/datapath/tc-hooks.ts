@@ -15,18 +15,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import {
-  attachTcFilter,
-  attachTcx,
-  detachPinnedLink,
-  detachTcFilterByIndex,
-  pinnedTcxLinkInfo,
-  progNameById,
-  queryTcFilterByIndex,
-  queryTcxProgramsByIndex,
-  tcxSupported,
-  TCX,
-  KPR_TC_FILTER,
-  type BpfProgram,
+  attachTcFilter, attachTcx, detachPinnedLink, detachTcFilterByIndex, pinnedTcxLinkInfo, progNameById, queryTcFilterByIndex, queryTcxProgramsByIndex, tcxSupported, TCX,
+  KPR_TC_FILTER, type BpfProgram,
 } from '../../native/index.js';
 import type { InterfaceRole } from './interfaces.js';
 
@@ -72,13 +62,9 @@ export interface TcHookMode {
 }
 
 /** The mode to use and why (logged at start). */
-export function chooseTcAttachMode(
-  setting: TcAttachSetting,
-  tcxAvailable: () => boolean = tcxSupported,
-): { mode: TcAttachMode; reason: string; tcxAvailable: boolean } {
+export function chooseTcAttachMode(setting: TcAttachSetting, tcxAvailable: () => boolean = tcxSupported): { mode: TcAttachMode; reason: string; tcxAvailable: boolean } {
   const tcx = tcxAvailable();
-  if (setting === 'tcx')
-    return { mode: 'tcx', tcxAvailable: tcx, reason: tcx ? '--tc-attach tcx' : '--tc-attach tcx, but this kernel has no tcx (6.6+): attaching will fail' };
+  if (setting === 'tcx') return { mode: 'tcx', tcxAvailable: tcx, reason: tcx ? '--tc-attach tcx' : '--tc-attach tcx, but this kernel has no tcx (6.6+): attaching will fail' };
   if (setting === 'tc') return { mode: 'tc', tcxAvailable: tcx, reason: '--tc-attach tc' };
   return tcx
     ? { mode: 'tcx', tcxAvailable: tcx, reason: 'auto: the kernel has tcx links (6.6+)' }
@@ -127,7 +113,7 @@ export function tcxMode(pinDir: string): TcHookMode {
       for (const file of fs.readdirSync(pinDir).sort()) {
         const pin = path.join(pinDir, file);
         const parsed = parseTcxPin(file);
-        let info: ReturnType<typeof pinnedTcxLinkInfo>;
+        let info: ReturnType<typeof pinnedTcxLinkInfo> = null;
         try {
           info = pinnedTcxLinkInfo(pin);
         } catch {
@@ -146,7 +132,7 @@ export function tcxMode(pinDir: string): TcHookMode {
       const running = queryTcxProgramsByIndex(ifindex, TCX.INGRESS, ifname);
       if (running.includes(progId)) return null;
       const pin = path.join(pinDir, tcxPinName(role, ifname));
-      let link: ReturnType<typeof pinnedTcxLinkInfo>;
+      let link: ReturnType<typeof pinnedTcxLinkInfo> = null;
       try {
         link = pinnedTcxLinkInfo(pin);
       } catch {

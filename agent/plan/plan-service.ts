@@ -18,7 +18,7 @@ import { withAllowedExternalIPs } from './external-ips.js';
 import { primaryNodeIP, withImplicitLbAllow } from './source-ranges.js';
 import { readServiceInfo, type FamilyInfo, type ServiceInfo, type ServicePortInfo } from './service-info.js';
 import { namespacedKey } from '../runtime/flat-key.js';
-import { frontendKey, sameBackends, type FrontendType, type NoLocalEndpoints, type PlanBackend, type PlanFrontend, type ServicePlan } from './types.js';
+import { frontendKey, sameBackends, type FrontendType, type NoLocalEndpoints, type PlanBackend, type PlanFrontend, type ServicePlan, type SkippedObject } from './types.js';
 
 export interface PlanContext {
   /** This node's name: decides which endpoints are local. "" means none is. */
@@ -50,11 +50,7 @@ export function planService(service: V1Service, slices: readonly V1EndpointSlice
   } catch (err) {
     // Last line of defence: input the checks above did not foresee. One Service, never the whole plan.
     const key = namespacedKey(String(service?.metadata?.namespace ?? ''), String(service?.metadata?.name ?? ''));
-    return {
-      service: key,
-      frontends: [],
-      skipped: [{ object: `Service ${key}`, reason: `cannot be planned: ${err instanceof Error ? err.message : String(err)}` }],
-    };
+    return { service: key, frontends: [], skipped: [{ object: `Service ${key}`, reason: `cannot be planned: ${err instanceof Error ? err.message : String(err)}` }] };
   }
 }
 
@@ -89,10 +85,7 @@ function planServiceUnchecked(service: V1Service, slices: readonly V1EndpointSli
     const eps = endpointsByServicePort(key, slices, ctx.nodeName, fam.family, skipped);
     const nodeAddrs = hasNodePorts ? nodePortAddresses(ctx.node, fam.family, filter) : [];
     if (hasNodePorts && nodeAddrs.length === 0) {
-      skipped.push({
-        object: `Service ${key}`,
-        reason: `NodePorts: node ${JSON.stringify(ctx.nodeName)} has no ${fam.family} address to listen on${ctx.node ? '' : ' (no Node object)'}`,
-      });
+      skipped.push({ object: `Service ${key}`, reason: `NodePorts: node ${JSON.stringify(ctx.nodeName)} has no ${fam.family} address to listen on${ctx.node ? '' : ' (no Node object)'}` });
     }
     for (let pi = 0; pi < info.ports.length; pi++) {
       const sp = info.ports[pi];
@@ -154,9 +147,7 @@ function portFrontends(
   // ClusterIP: the internal policy's set. iTP=Local with no local endpoint
   // but endpoints elsewhere is a DROP in kube-proxy (rule 24 of docs/semantics.md); a socket hook
   // cannot drop a connect, so kpr refuses at once (docs/architecture.md).
-  const out: PlanFrontend[] = [
-    newFrontend(info, sp, 'ClusterIP', fam.clusterIP, sp.port, info.internalPolicyLocal ? local : cluster, info.internalPolicyLocal, []),
-  ];
+  const out: PlanFrontend[] = [newFrontend(info, sp, 'ClusterIP', fam.clusterIP, sp.port, info.internalPolicyLocal ? local : cluster, info.internalPolicyLocal, [])];
   if (!externallyAccessible) return out;
 
   // External frontends: the external policy's set for traffic from outside.

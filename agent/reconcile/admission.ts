@@ -115,6 +115,7 @@ export class Admission {
     for (const service of this.truncated.keys()) if (!desired.has(service) && this.truncated.delete(service)) this.limitList = undefined;
   }
 
+
   /**
    * Whether `want` may be diffed: its Service fits the room left (decided
    * once per pass, at its first frontend diffed, for every frontend it wins)
@@ -124,7 +125,7 @@ export class Admission {
    */
   admitted(want: DesiredFrontend, w: Writes): boolean {
     const service = want.service;
-    const ok = this.verdicts.get(service);
+    let ok = this.verdicts.get(service);
     if (ok === undefined) {
       const mine = this.claims.desired.get(service) ?? [want];
       const report = mine.length === 1 && this.fitsBound(want, w) ? null : this.overLimit(service, this.claims.winning(service, mine), w);
@@ -352,4 +353,5 @@ export class Admission {
     this.limitList = undefined;
     this.logger.error('Service truncated: over a datapath limit', { ...limitFields(r), reason: describeLimit(r) });
   }
+
 }

@@ -17,16 +17,8 @@ import { after, before, describe } from 'node:test';
 import { scaled } from '../../sandbox/time-scale.js';
 import { requireRoot } from '../support/preflight.js';
 import {
-  clusterIP,
-  ConformanceBox,
-  dialAll,
-  eventually,
-  FAIL_TIMEOUT_MS,
-  nodePortOf,
-  registerUpstream,
-  type PodSpec,
-  type UpstreamImpl,
-  type Who,
+  clusterIP, ConformanceBox, dialAll, eventually, FAIL_TIMEOUT_MS, nodePortOf, registerUpstream,
+  type PodSpec, type UpstreamImpl, type Who,
 } from './harness.js';
 import { injectInits, InitSniffer, sctpDrops } from './sctp.js';
 
@@ -40,10 +32,7 @@ const PORTS = [
   { name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' },
   { name: 'udp', port: 90, targetPort: 5353, protocol: 'UDP' },
 ];
-const SLICE_PORTS = [
-  { name: 'http', port: 8080 },
-  { name: 'udp', port: 5353, protocol: 'UDP' as const },
-];
+const SLICE_PORTS = [{ name: 'http', port: 8080 }, { name: 'udp', port: 5353, protocol: 'UDP' as const }];
 
 let c: ConformanceBox;
 /** The config's addresses: ClusterIP, node IP (the first node's), node ports. */
@@ -72,22 +61,14 @@ async function updateEndpoints(proto: 'http' | 'udp'): Promise<void> {
       return rep.ok === 10 && Object.keys(rep.byPod).join() === 'web-2a';
     });
   } finally {
-    c.setEndpoints(
-      'node-port-service',
-      EPS.map((pod) => ({ pod })),
-      SLICE_PORTS,
-    );
+    c.setEndpoints('node-port-service', EPS.map((pod) => ({ pod })), SLICE_PORTS);
   }
 }
 
 /** "update nodePort": the host container reaches every endpoint on the NodePort; once the Service is deleted, 10 tries reach none. */
 async function updateNodePort(proto: 'http' | 'udp'): Promise<void> {
   const svc = c.createService(`np-update-${proto}`, { type: 'NodePort', ports: PORTS, selector: { name: `np-update-${proto}` } });
-  c.setEndpoints(
-    `np-update-${proto}`,
-    EPS.map((pod) => ({ pod })),
-    SLICE_PORTS,
-  );
+  c.setEndpoints(`np-update-${proto}`, EPS.map((pod) => ({ pod })), SLICE_PORTS);
   const target = at(nodeIP(), nodePortOf(svc, proto === 'http' ? 0 : 1));
   await dialAll(c, HOST_TEST_CONTAINER, proto, target, EPS);
   c.deleteService(`np-update-${proto}`);
@@ -104,16 +85,8 @@ let sctpSvc: { clusterIP: string; nodePort: number } | undefined;
 
 function sctpConfig(): { clusterIP: string; nodePort: number } {
   if (!sctpSvc) {
-    const svc = c.createService('sctp-service', {
-      type: 'NodePort',
-      ports: [{ name: 'sctp', port: SCTP_PORT, targetPort: SCTP_TARGET, protocol: 'SCTP' }],
-      selector: { app: 'netserver' },
-    });
-    c.setEndpoints(
-      'sctp-service',
-      EPS.map((pod) => ({ pod })),
-      [{ name: 'sctp', port: SCTP_TARGET, protocol: 'SCTP' }],
-    );
+    const svc = c.createService('sctp-service', { type: 'NodePort', ports: [{ name: 'sctp', port: SCTP_PORT, targetPort: SCTP_TARGET, protocol: 'SCTP' }], selector: { app: 'netserver' } });
+    c.setEndpoints('sctp-service', EPS.map((pod) => ({ pod })), [{ name: 'sctp', port: SCTP_TARGET, protocol: 'SCTP' }]);
     sctpSvc = { clusterIP: clusterIP(svc), nodePort: nodePortOf(svc, 0) };
   }
   return sctpSvc;
@@ -135,13 +108,10 @@ function sctpConfig(): { clusterIP: string; nodePort: number } {
  */
 async function sctpServiceAndNodePort(who: Who): Promise<void> {
   const svc = sctpConfig();
-  const targets: Array<[string, number]> = [
-    [svc.clusterIP, SCTP_PORT],
-    [nodeIP(), svc.nodePort],
-  ];
+  const targets: Array<[string, number]> = [[svc.clusterIP, SCTP_PORT], [nodeIP(), svc.nodePort]];
   // Programmed on node-1 once an INIT from a pod there to the ClusterIP is counted.
   const probe = await sctpDrops(c, 'node-1');
-  await eventually("node-1 drops SCTP to the config's ClusterIP", async () => {
+  await eventually('node-1 drops SCTP to the config\'s ClusterIP', async () => {
     assert.equal((await injectInits(c, TEST_CONTAINER, svc.clusterIP, SCTP_PORT, 1)).sent, 1);
     return (await sctpDrops(c, 'node-1')) > probe;
   });
@@ -203,17 +173,9 @@ const tests: Record<string, UpstreamImpl> = {
   // networking.go: a second NodePort Service on the same pods keeps working when the first is deleted.
   'should function for multiple endpoint-Services with same selector': async () => {
     const first = c.createService('first-same-selector', { type: 'NodePort', ports: PORTS, selector: { app: 'netserver' } });
-    c.setEndpoints(
-      'first-same-selector',
-      EPS.map((pod) => ({ pod })),
-      SLICE_PORTS,
-    );
+    c.setEndpoints('first-same-selector', EPS.map((pod) => ({ pod })), SLICE_PORTS);
     const svc2 = c.createService('second-same-selector', { type: 'NodePort', ports: PORTS, selector: { app: 'netserver' } });
-    c.setEndpoints(
-      'second-same-selector',
-      EPS.map((pod) => ({ pod })),
-      SLICE_PORTS,
-    );
+    c.setEndpoints('second-same-selector', EPS.map((pod) => ({ pod })), SLICE_PORTS);
     await dialAll(c, ENDPOINT_CONTAINER, 'http', at(clusterIP(first), 80), EPS);
     await dialAll(c, ENDPOINT_CONTAINER, 'http', at(nodeIP(), nodePortOf(first)), EPS);
     await dialAll(c, ENDPOINT_CONTAINER, 'http', at(clusterIP(svc2), 80), EPS);
@@ -251,25 +213,13 @@ const tests: Record<string, UpstreamImpl> = {
     const HOST_HTTP = 10280; // the servers' http port; udp and echo the next two
     const servers = await Promise.all([c.startHostServer('node-1', HOST_HTTP), c.startHostServer('node-2', HOST_HTTP)]);
     try {
-      const svc = c.createService('host-network-service', {
-        type: 'NodePort',
-        selector: { app: 'host-network' },
-        ports: [
-          { name: 'http', port: 80, targetPort: HOST_HTTP, protocol: 'TCP' },
-          { name: 'udp', port: 90, targetPort: HOST_HTTP + 1, protocol: 'UDP' },
-        ],
-      });
-      c.setEndpoints(
-        'host-network-service',
-        [
-          { pod: 'netserver-0', hostNetworkOn: 'node-1' },
-          { pod: 'netserver-1', hostNetworkOn: 'node-2' },
-        ],
-        [
-          { name: 'http', port: HOST_HTTP },
-          { name: 'udp', port: HOST_HTTP + 1, protocol: 'UDP' },
-        ],
-      );
+      const svc = c.createService('host-network-service', { type: 'NodePort', selector: { app: 'host-network' }, ports: [
+        { name: 'http', port: 80, targetPort: HOST_HTTP, protocol: 'TCP' },
+        { name: 'udp', port: 90, targetPort: HOST_HTTP + 1, protocol: 'UDP' },
+      ] });
+      c.setEndpoints('host-network-service', [{ pod: 'netserver-0', hostNetworkOn: 'node-1' }, { pod: 'netserver-1', hostNetworkOn: 'node-2' }], [
+        { name: 'http', port: HOST_HTTP }, { name: 'udp', port: HOST_HTTP + 1, protocol: 'UDP' },
+      ]);
       const hostnames = ['node-1', 'node-2'];
       const [http, udp] = [at(clusterIP(svc), 80), at(clusterIP(svc), 90)];
       const [httpNode, udpNode] = [at(nodeIP(), nodePortOf(svc, 0)), at(nodeIP(), nodePortOf(svc, 1))];
@@ -297,26 +247,17 @@ describe('conformance: test/e2e/network/networking.go', { timeout: scaled(150_00
     requireRoot();
     c = await ConformanceBox.start(PODS);
     const svc = c.createService('node-port-service', { type: 'NodePort', ports: PORTS, selector: { app: 'netserver' } });
-    c.setEndpoints(
-      'node-port-service',
-      EPS.map((pod) => ({ pod })),
-      SLICE_PORTS,
-    );
+    c.setEndpoints('node-port-service', EPS.map((pod) => ({ pod })), SLICE_PORTS);
     const aff = c.createService('session-affinity-service', { type: 'NodePort', ports: PORTS, selector: { app: 'netserver' }, sessionAffinity: 'ClientIP' });
-    c.setEndpoints(
-      'session-affinity-service',
-      EPS.map((pod) => ({ pod })),
-      SLICE_PORTS,
-    );
+    c.setEndpoints('session-affinity-service', EPS.map((pod) => ({ pod })), SLICE_PORTS);
     Object.assign(cfg, { clusterIP: clusterIP(svc), httpNodePort: nodePortOf(svc, 0), udpNodePort: nodePortOf(svc, 1), affinityIP: clusterIP(aff) });
     // The config waits for its Service to be up before any test dials.
-    await eventually(
-      'node-port-service programmed',
-      async () => (await c.batch(TEST_CONTAINER, [{ mode: 'once', target: at(cfg.clusterIP, 80) }]))[0].ok === 1,
-    );
+    await eventually('node-port-service programmed', async () => (await c.batch(TEST_CONTAINER, [{ mode: 'once', target: at(cfg.clusterIP, 80) }]))[0].ok === 1);
   });
   after(async () => {
     await c?.close();
   });
   registerUpstream('networking.go', tests);
 });
+
+

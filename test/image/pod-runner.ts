@@ -152,10 +152,11 @@ export class RunningContainer {
   async stop(graceSeconds: number, timeoutMs = 300_000): Promise<number | null> {
     this.probes.stop();
     const end = Date.now() + timeoutMs;
+    let last = '';
     while (this.exitCode === undefined) {
       const r = await this.podman.run(['stop', '--time', String(graceSeconds), this.runtimeName], (graceSeconds + 180) * 1000);
       if (r.code === 0 || this.exitCode !== undefined) break;
-      const last = r.stderr.trim();
+      last = r.stderr.trim();
       if (Date.now() > end) throw new Error(`podman stop ${this.runtimeName}: ${last}`);
       await new Promise((res) => setTimeout(res, 1000));
     }
@@ -194,8 +195,7 @@ export class PodRun {
       const r = await this.podman.run(podmanRunArgs(c, this.runtimeName(c.name), ['--rm']), timeoutMs);
       const result = { name: c.name, ...r };
       this.initResults.push(result);
-      if (r.code !== 0)
-        throw new Error(`init container ${c.name} exited ${r.code}: the pod does not start. stdout: ${r.stdout.trim()} stderr: ${r.stderr.trim()}`);
+      if (r.code !== 0) throw new Error(`init container ${c.name} exited ${r.code}: the pod does not start. stdout: ${r.stdout.trim()} stderr: ${r.stderr.trim()}`);
     }
     return this.initResults;
   }
@@ -210,10 +210,7 @@ export class PodRun {
     const c = new RunningContainer(plan, runtimeName, this.podman, pidFile, child);
     this.containers.set(name, c);
     // The kubelet starts probing once the runtime reports the container started.
-    void c.pid().then(
-      () => c.probes.start(),
-      () => c.probes.notify(),
-    );
+    void c.pid().then(() => c.probes.start(), () => c.probes.notify());
     void c.exited.then(() => c.probes.notify());
     return c;
   }

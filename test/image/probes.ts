@@ -33,15 +33,7 @@ export async function probeOnce(p: ProbePlan, exec: ExecProbe | undefined): Prom
     return new Promise((resolve) => {
       const mod = a.scheme === 'HTTPS' ? https : http;
       const req = mod.get(
-        {
-          host: a.host,
-          port: a.port,
-          path: a.path,
-          headers: { 'User-Agent': 'kube-probe/1.34', Accept: '*/*', ...a.headers },
-          timeout: timeoutMs,
-          rejectUnauthorized: false,
-          agent: false,
-        },
+        { host: a.host, port: a.port, path: a.path, headers: { 'User-Agent': 'kube-probe/1.34', Accept: '*/*', ...a.headers }, timeout: timeoutMs, rejectUnauthorized: false, agent: false },
         (res) => {
           res.resume();
           const status = res.statusCode ?? 0;
@@ -184,9 +176,9 @@ export class ContainerProbes {
         }
       }
       this.notify();
-      this.schedule(() => void tick(), p.periodSeconds * 1000);
+      this.schedule(tick, p.periodSeconds * 1000);
     };
-    this.schedule(() => void tick(), p.initialDelaySeconds * 1000);
+    this.schedule(tick, p.initialDelaySeconds * 1000);
   }
 
   private schedule(fn: () => void, ms: number): void {

@@ -24,13 +24,7 @@ test('all leaves passing on active features is a pass; a fallback the row uses m
   const tests = [rec('e2e/nodeport.test.js', 'a', 'pass'), rec('e2e/nodeport.test.js', 'b', 'pass'), rec('e2e/nodeport.test.js', 'NodePort', 'pass', true, 0)];
   const plain = cellFor(run('6.12', tests, [{ name: 'tcx', state: 'active' }]), 'e2e/nodeport.test.js');
   assert.deepEqual([plain.status, plain.passed, plain.failed], ['pass', 2, 0]);
-  const old = cellFor(
-    run('6.1', tests, [
-      { name: 'tcx', state: 'fallback', fallback: 'clsact/cls_bpf' },
-      { name: 'bpf-sock-destroy', state: 'off' },
-    ]),
-    'e2e/nodeport.test.js',
-  );
+  const old = cellFor(run('6.1', tests, [{ name: 'tcx', state: 'fallback', fallback: 'clsact/cls_bpf' }, { name: 'bpf-sock-destroy', state: 'off' }]), 'e2e/nodeport.test.js');
   assert.equal(old.status, 'degraded');
   assert.equal(cellText(old), 'degraded 2/2 (tcx → clsact/cls_bpf)');
 });
@@ -44,14 +38,9 @@ test('one failing test fails the row; a suite that failed before any test ran co
 });
 
 test('the preflight feature list is read leniently; the table names every kernel and lists failures', () => {
-  assert.deepEqual(featuresOf({ features: [{ feature: 'tcx', state: 'fallback', fallback: 'clsact' }, { bogus: 1 }] }), [
-    { name: 'tcx', state: 'fallback', fallback: 'clsact', detail: undefined },
-  ]);
+  assert.deepEqual(featuresOf({ features: [{ feature: 'tcx', state: 'fallback', fallback: 'clsact' }, { bogus: 1 }] }), [{ name: 'tcx', state: 'fallback', fallback: 'clsact', detail: undefined }]);
   assert.deepEqual(featuresOf({ checks: [] }), []);
-  const text = formatMatrix(
-    [run('6.1', [rec('e2e/mesh.test.js', 'hairpin', 'fail')], [{ name: 'tcx', state: 'fallback', fallback: 'clsact' }])],
-    ['e2e/mesh.test.js'],
-  );
+  const text = formatMatrix([run('6.1', [rec('e2e/mesh.test.js', 'hairpin', 'fail')], [{ name: 'tcx', state: 'fallback', fallback: 'clsact' }])], ['e2e/mesh.test.js']);
   assert.match(text, /\| service-mesh mode e2e \(e2e\/mesh\) \| FAIL 0\/1 \(tcx → clsact\) \|/);
   assert.match(text, /\| tcx \| fallback: clsact \|/);
   assert.match(text, /- 6\.1: e2e\/mesh\.test\.js: hairpin/);

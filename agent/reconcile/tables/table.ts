@@ -126,12 +126,7 @@ export function hashFromMap<K, V>(entries: (m: KernelMirror) => Map<K, V>, keySi
 }
 
 /** A read-back's hashMirror over a mirror kept as revNatId → a set of members (pairs, ranges). */
-export function hashMembers<T extends number | string>(
-  sets: (m: KernelMirror) => Map<number, Set<T>>,
-  keySize: number,
-  valSize: number,
-  record: (rn: number, member: T) => Buffer,
-) {
+export function hashMembers<T extends number | string>(sets: (m: KernelMirror) => Map<number, Set<T>>, keySize: number, valSize: number, record: (rn: number, member: T) => Buffer) {
   return (mirror: KernelMirror, w: ReadBackWindow, budget: number): boolean => {
     const byRevNat = (w.iter ??= sets(mirror).entries()) as Iterator<[number, Set<T>]>;
     let work = 0;
@@ -160,10 +155,7 @@ export function compareKeyValues<K, V>(map: string, mirror: Map<K, V>, kernel: I
   for (const [k, v] of kernel) {
     const have = mirror.get(k);
     if (have === undefined) extra++;
-    else {
-      present++;
-      if (!same(have, v)) changed++;
-    }
+    else (present++, same(have, v) || changed++);
   }
   add(map, mirror.size - present, changed, extra);
 }

@@ -84,12 +84,7 @@ export const DRIFT_CASES: DriftCase[] = [
     name: 'a slot re-pointed at a UDP backend',
     corrupt: (m) => {
       const [k] = masterOf(m, ...WEB);
-      m.updateServices([
-        [
-          { ...k, slot: 2 },
-          { backendId: backendIdOf(m, PODS[1], 5353, IPPROTO.UDP), count: 0, revNatId: 0, flags: 0 },
-        ],
-      ]);
+      m.updateServices([[{ ...k, slot: 2 }, { backendId: backendIdOf(m, PODS[1], 5353, IPPROTO.UDP), count: 0, revNatId: 0, flags: 0 }]]);
     },
     drift: [{ map: 'kpr_svc', kind: 'changed', entries: 1 }],
   },
@@ -114,10 +109,7 @@ export const DRIFT_CASES: DriftCase[] = [
     corrupt: (m) => {
       const key: SvcKey = { addr: '198.19.0.99', port: 80, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL };
       m.updateServices([
-        [
-          { ...key, slot: 1 },
-          { backendId: backendIdOf(m, PODS[0], 8080, IPPROTO.TCP), count: 0, revNatId: 0, flags: 0 },
-        ],
+        [{ ...key, slot: 1 }, { backendId: backendIdOf(m, PODS[0], 8080, IPPROTO.TCP), count: 0, revNatId: 0, flags: 0 }],
         [key, { backendId: 0, count: 1, revNatId: 999, flags: 0 }],
       ]);
     },
@@ -150,13 +142,7 @@ export const DRIFT_CASES: DriftCase[] = [
   },
   {
     name: 'an affinity pair deleted',
-    corrupt: (m) =>
-      m.deleteAffinityMatches(
-        m
-          .dumpAffinityMatches()
-          .filter((a) => a.revNatId === masterOf(m, ...LB)[1].revNatId)
-          .slice(0, 1),
-      ),
+    corrupt: (m) => m.deleteAffinityMatches(m.dumpAffinityMatches().filter((a) => a.revNatId === masterOf(m, ...LB)[1].revNatId).slice(0, 1)),
     drift: [{ map: 'kpr_aff_match', kind: 'missing', entries: 1 }],
   },
 ];
@@ -189,14 +175,8 @@ export function servedView(m: DatapathMaps): unknown {
       timeout: v.backendId,
       backends: list,
       meta: meta.get(v.revNatId),
-      ranges: ranges
-        .filter((r) => r.revNatId === v.revNatId)
-        .map((r) => r.cidr)
-        .sort(),
-      affinity: affs
-        .filter((a) => a.revNatId === v.revNatId)
-        .map((a) => tuple(a.backendId))
-        .sort(),
+      ranges: ranges.filter((r) => r.revNatId === v.revNatId).map((r) => r.cidr).sort(),
+      affinity: affs.filter((a) => a.revNatId === v.revNatId).map((a) => tuple(a.backendId)).sort(),
     };
   }
   return {
