@@ -91,7 +91,8 @@ fetch() {
   [ -d "$modroot" ] || modroot="$dir/root/usr/lib/modules"
   local ver; ver="$(ls "$modroot" | head -1)"
   mkdir -p "$dir/mods/lib/modules"
-  ln -sfn "$modroot/$ver" "$dir/mods/lib/modules/$ver"
+  # Relative, so the cache still works when reached by another path (a worktree's symlink, a moved checkout).
+  ln -sfn "$(realpath --relative-to="$dir/mods/lib/modules" "$modroot/$ver")" "$dir/mods/lib/modules/$ver"
   depmod -b "$dir/mods" "$ver"
   echo "$ver" > "$dir/version"
   cp "$dir/root/boot/vmlinuz-$ver" "$dir/vmlinuz"
