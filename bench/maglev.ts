@@ -50,6 +50,7 @@ import vm from 'node:vm';
 import { MAGLEV_CILIUM_SIZING, MAGLEV_DEFAULT_SIZING, MaglevTableCache, maglevTable, type MaglevBackendInput, type MaglevSizing, type MaglevTableRef } from '../agent/lb/maglev.js';
 import { repoRoot } from '../sandbox/repo.js';
 import { dist, renderGrid, round, type Dist } from './report.js';
+import { rng } from '../test/support/rng.js';
 
 const { values } = parseArgs({
   options: {
@@ -69,18 +70,6 @@ const log = (s: string) => process.stderr.write(`maglev bench: ${s}\n`);
 
 /** Cilium's published figures (not measured): bytes per Service at M = 16381, and at 10,000 Services. */
 const CILIUM_PUBLISHED = { m: 16381, bytesPerService: 65_524, at10k: 655_240_000 };
-
-/** mulberry32: small, deterministic. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** A Service port: its backends and how many frontends carry them. */
 interface Port {
