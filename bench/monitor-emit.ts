@@ -18,29 +18,13 @@ import { RINGS } from '../agent/maps/registry.js';
 import { MonitorSwitch } from '../agent/cli/monitor-switch.js';
 import { newRunId } from '../sandbox/netns.js';
 import { repoRoot } from '../sandbox/repo.js';
+import { tcpSyn } from './tc-frames.js';
 
 const { values } = parseArgs({ options: { base: { type: 'string' }, rounds: { type: 'string', default: '30' }, repeat: { type: 'string', default: '2000' } } });
 const rounds = Number(values.rounds);
 const repeat = Number(values.repeat);
 const NODE = '198.18.1.1';
 const NODE_PORT = 30099;
-
-/** Ethernet + IPv4 + TCP SYN from 198.18.100.2:40000 to NODE:NODE_PORT (checksums do not matter to a drop). */
-function syn(): Buffer {
-  const b = Buffer.alloc(14 + 20 + 20);
-  b.writeUInt16BE(0x0800, 12);
-  b[14] = 0x45;
-  b.writeUInt16BE(40, 16);
-  b[22] = 64;
-  b[23] = IPPROTO.TCP;
-  Buffer.from([198, 18, 100, 2]).copy(b, 26);
-  Buffer.from(NODE.split('.').map(Number)).copy(b, 30);
-  b.writeUInt16BE(40000, 34);
-  b.writeUInt16BE(NODE_PORT, 36);
-  b[46] = 0x50;
-  b[47] = 0x02;
-  return b;
-}
 
 /** The object loaded on pins of its own, with the node's address and the NodePort without endpoints. */
 function load(file: string): { obj: BpfObject; close(): void } {
@@ -61,7 +45,7 @@ function load(file: string): { obj: BpfObject; close(): void } {
 
 function main(): void {
   if (process.getuid?.() !== 0) throw new Error('needs root (BPF)');
-  const pkt = syn();
+  const pkt = tcpSyn(NODE, NODE_PORT);
   const ours = load(path.join(repoRoot, 'build', 'kpr_tc.bpf.o'));
   const base = values.base ? load(values.base) : undefined;
   const sw = new MonitorSwitch(ours.obj.map('kpr_monitor'));

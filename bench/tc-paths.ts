@@ -21,6 +21,7 @@ import { BpfObject, ensureBpffs, testRun } from '../native/index.js';
 import { encodeConfig, encodeSvcKey, encodeSvcVal, IPPROTO, SCOPE, SVC_ALG, SVC_FLAG, svcAlgFlags } from '../agent/maps/layout.js';
 import { newRunId } from '../sandbox/netns.js';
 import { repoRoot } from '../sandbox/repo.js';
+import { tcpSyn } from './tc-frames.js';
 
 const { values } = parseArgs({ options: { base: { type: 'string' }, rounds: { type: 'string', default: '30' }, repeat: { type: 'string', default: '2000' } } });
 const rounds = Number(values.rounds);
@@ -29,23 +30,6 @@ const NODE = '198.18.1.1';
 const PORTS = { drop: 30099, select: 30100 } as const;
 type Path = keyof typeof PORTS;
 const MISSING_BACKEND_ID = 77;
-
-/** Ethernet + IPv4 + TCP SYN from 198.18.100.2:40000 to NODE:port (checksums do not matter: nothing is rewritten). */
-function syn(port: number): Buffer {
-  const b = Buffer.alloc(14 + 20 + 20);
-  b.writeUInt16BE(0x0800, 12);
-  b[14] = 0x45;
-  b.writeUInt16BE(40, 16);
-  b[22] = 64;
-  b[23] = IPPROTO.TCP;
-  Buffer.from([198, 18, 100, 2]).copy(b, 26);
-  Buffer.from(NODE.split('.').map(Number)).copy(b, 30);
-  b.writeUInt16BE(40000, 34);
-  b.writeUInt16BE(port, 36);
-  b[46] = 0x50;
-  b[47] = 0x02;
-  return b;
-}
 
 /** The object loaded on pins of its own, with the node's address and the two NodePorts. */
 function load(file: string): { obj: BpfObject; close(): void } {
@@ -79,7 +63,7 @@ function main(): void {
   const builds: Record<string, string> = { ours: path.join(repoRoot, 'build', 'kpr_tc.bpf.o'), ...(values.base ? { base: values.base } : {}) };
   const loaded = Object.fromEntries(Object.entries(builds).map(([arm, file]) => [arm, load(file)]));
   const ns: Record<string, Record<Path, number[]>> = Object.fromEntries(Object.keys(builds).map((arm) => [arm, { drop: [], select: [] }]));
-  const packets = { drop: syn(PORTS.drop), select: syn(PORTS.select) };
+  const packets = { drop: tcpSyn(NODE, PORTS.drop), select: tcpSyn(NODE, PORTS.select) };
   try {
     // Each packet takes the path it is meant to: the drop's verdict is TC_ACT_SHOT, the missing backend's KPR_TC_PASS.
     const want: Record<Path, number> = { drop: 2, select: -1 };
