@@ -20,7 +20,7 @@ import {
   clusterIP, ConformanceBox, dialAll, eventually, FAIL_TIMEOUT_MS, nodePortOf, registerUpstream,
   type PodSpec, type UpstreamImpl, type Who,
 } from './harness.js';
-import { injectInits, InitSniffer, sctpDrops } from './sctp.js';
+import { assertSctpNotCarried } from './sctp.js';
 
 const PODS: PodSpec[] = [
   { name: 'web-1a', ip: '198.18.10.10', node: 'node-1' },
@@ -108,32 +108,8 @@ function sctpConfig(): { clusterIP: string; nodePort: number } {
  */
 async function sctpServiceAndNodePort(who: Who): Promise<void> {
   const svc = sctpConfig();
-  const targets: Array<[string, number]> = [[svc.clusterIP, SCTP_PORT], [nodeIP(), svc.nodePort]];
-  // Programmed on node-1 once an INIT from a pod there to the ClusterIP is counted.
-  const probe = await sctpDrops(c, 'node-1');
-  await eventually('node-1 drops SCTP to the config\'s ClusterIP', async () => {
-    assert.equal((await injectInits(c, TEST_CONTAINER, svc.clusterIP, SCTP_PORT, 1)).sent, 1);
-    return (await sctpDrops(c, 'node-1')) > probe;
-  });
-  const sniffers = await Promise.all(EPS.map((pod) => InitSniffer.start(c, pod, SCTP_TARGET)));
-  try {
-    const before = await sctpDrops(c, 'node-1');
-    for (const [ip, port] of targets) {
-      const rep = await injectInits(c, who, ip, port, 3);
-      // Only the node has no route to a ClusterIP: a pod's default route leads to its node.
-      if ('pod' in who || ip !== svc.clusterIP) assert.equal(rep.sent, 3, `${ip}:${port}: ${JSON.stringify(rep.errors)}`);
-      else assert.equal(rep.sent + (rep.errors.ENETUNREACH ?? 0), 3, `${ip}:${port}: ${JSON.stringify(rep.errors)}`);
-    }
-    if ('pod' in who) {
-      await eventually(`6 INITs from ${who.pod} dropped and counted on node-1`, async () => (await sctpDrops(c, 'node-1')) - before >= 6);
-      assert.equal((await sctpDrops(c, 'node-1')) - before, 6, 'one drop per INIT');
-    }
-    for (const pod of EPS) assert.equal((await injectInits(c, who, c.pod(pod).ip, SCTP_TARGET, 1)).sent, 1, `straight to ${pod}`);
-    await eventually('the INITs sent straight to each endpoint arrive', async () => sniffers.every((s) => s.seen.length > 0));
-    for (const s of sniffers) assert.equal(s.seen.length, 1, `${s.pod} saw only the INIT sent to it, none through the Service: ${s.seen.join(', ')}`);
-  } finally {
-    for (const s of sniffers) s.stop();
-  }
+  const controls = Object.fromEntries(EPS.map((pod) => [pod, c.pod(pod).ip]));
+  await assertSctpNotCarried(c, who, [[svc.clusterIP, SCTP_PORT], [nodeIP(), svc.nodePort]], { from: TEST_CONTAINER, target: [svc.clusterIP, SCTP_PORT] }, controls, SCTP_TARGET);
 }
 
 /** GetEndpointsFromTestContainer with SessionAffinityChecks: exactly one endpoint answers. */

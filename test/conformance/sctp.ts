@@ -16,7 +16,7 @@ import { createInterface } from 'node:readline';
 import { repoRoot } from '../../sandbox/repo.js';
 import type { NodeName } from '../../sandbox/two-node.js';
 import { metricsUrlOf, metricValue } from '../support/agent-metrics.js';
-import type { ConformanceBox, Who } from './harness.js';
+import { eventually, type ConformanceBox, type Who } from './harness.js';
 
 export const SCTP_PEER = path.join(repoRoot, 'build', 'kpr-sctp-peer');
 
@@ -79,4 +79,50 @@ export async function sctpDrops(c: ConformanceBox, node: NodeName): Promise<numb
   const agent = c.box.agents.get(node);
   assert.ok(agent, `agent on ${node}`);
   return metricValue(await metricsUrlOf(agent), 'kpr_datapath_drops_total', { reason: 'sctp' });
+}
+
+/**
+ * What kpr does with a Granular Check's SCTP dials (rule 39 of
+ * docs/semantics.md): three INITs from `who` to each of `targets`
+ * ([address, port]); once `probe` (a pod of node-1 and a frontend address)
+ * shows node-1 drops SCTP to the Service, no endpoint sees one, each INIT
+ * from a pod is dropped and counted on node-1 (from the node kpr never sees
+ * them: a ClusterIP has no route there, ENETUNREACH), and an INIT sent
+ * straight to each endpoint (`controls`: pod name → its address; the
+ * control: the network carries SCTP and the listeners hear it) arrives.
+ */
+export async function assertSctpNotCarried(
+  c: ConformanceBox,
+  who: Who,
+  targets: Array<[string, number]>,
+  probe: { from: Who; target: [string, number] },
+  controls: Record<string, string>,
+  targetPort: number,
+): Promise<void> {
+  const before0 = await sctpDrops(c, 'node-1');
+  await eventually('node-1 drops SCTP to the Service', async () => {
+    assert.equal((await injectInits(c, probe.from, probe.target[0], probe.target[1], 1)).sent, 1);
+    return (await sctpDrops(c, 'node-1')) > before0;
+  });
+  const pods = Object.keys(controls);
+  const sniffers = await Promise.all(pods.map((pod) => InitSniffer.start(c, pod, targetPort)));
+  try {
+    const before = await sctpDrops(c, 'node-1');
+    for (const [ip, port] of targets) {
+      const rep = await injectInits(c, who, ip, port, 3);
+      // Only the node has no route to a ClusterIP (the first target): a pod's default route leads to its node.
+      if ('pod' in who || ip !== targets[0][0]) assert.equal(rep.sent, 3, `${ip}:${port}: ${JSON.stringify(rep.errors)}`);
+      else assert.equal(rep.sent + (rep.errors.ENETUNREACH ?? 0), 3, `${ip}:${port}: ${JSON.stringify(rep.errors)}`);
+    }
+    if ('pod' in who) {
+      const want = 3 * targets.length;
+      await eventually(`${want} INITs from ${who.pod} dropped and counted on node-1`, async () => (await sctpDrops(c, 'node-1')) - before >= want);
+      assert.equal((await sctpDrops(c, 'node-1')) - before, want, 'one drop per INIT');
+    }
+    for (const pod of pods) assert.equal((await injectInits(c, who, controls[pod], targetPort, 1)).sent, 1, `straight to ${pod}`);
+    await eventually('the INITs sent straight to each endpoint arrive', async () => sniffers.every((s) => s.seen.length > 0));
+    for (const s of sniffers) assert.equal(s.seen.length, 1, `${s.pod} saw only the INIT sent to it, none through the Service: ${s.seen.join(', ')}`);
+  } finally {
+    for (const s of sniffers) s.stop();
+  }
 }
