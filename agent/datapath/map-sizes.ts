@@ -19,8 +19,9 @@
  * gets the same share), and a pin must read back with the size asked for, or
  * it is not reused.
  *
- * kpr_ct's max_entries is its capacity (the conntrack setting) plus
- * lruHeadroom(possible CPUs): the kernel's common LRU hands free elements
+ * Every LRU map's max_entries (kpr_ct, kpr_revnat, kpr_affinity) is its
+ * capacity (its setting) plus lruHeadroom(possible CPUs): the kernel's
+ * common LRU hands free elements
  * to each CPU in batches of up to LRU_LOCAL_FREE_TARGET
  * (kernel/bpf/bpf_lru_list.c: bpf_lru_list_pop_free_to_local), and a CPU
  * whose batch runs dry while fewer than a batch are left on the global free
@@ -29,7 +30,9 @@
  * entry at a time, not one flow: half-flows below the capacity asked for
  * (test/bpf/ct-half-flows.test.ts: 1,024 entries on 2 CPUs lost flows at
  * 90%). With it, no entry is evicted while the entries in use stay within
- * the capacity.
+ * the capacity. The same holds for a UDP socket's reverse translation
+ * (kpr_revnat: an entry lost early makes replies come from the backend's
+ * address) and a client's affinity (kpr_affinity).
  *
  * The frontend id space (--map-size-frontends) defaults to one id per
  * FRONTEND_SVC_ENTRIES kpr_svc entries (a master and three backend slots),
@@ -84,7 +87,7 @@ export const CONNTRACK_MIN_DEFAULT = 131072;
 export const LRU_LOCAL_FREE_TARGET = 128;
 
 /**
- * Elements kpr_ct holds beyond its capacity so that the LRU never evicts
+ * Elements an LRU map holds beyond its capacity so that it never evicts
  * while no more than the capacity are in use: every other CPU may keep a
  * batch of free elements, the CPU taking a batch needs a whole one on the
  * global list, and an update of an existing key takes its new element
@@ -123,7 +126,7 @@ export type MapSizeSource = 'flag' | 'ratio' | 'conntrack' | 'default' | 'servic
 export const FRONTEND_SVC_ENTRIES = 4;
 
 export interface MapSizePlan {
-  /** Entries of each setting (after LRU rounding): kpr_ct's is its capacity, byMapName adds lruHeadroom. */
+  /** Entries of each setting (after LRU rounding): an LRU map's is its capacity, byMapName adds lruHeadroom. */
   settings: Record<MapSizeSetting, { entries: number; source: MapSizeSource }>;
   /** Frontend ids (ids 1 .. frontends - 1 index kpr_svc_stats): --map-size-frontends, or a quarter of the service map's entries. */
   frontends: number;
@@ -209,8 +212,12 @@ export function computeMapSizes(opts: MapSizeOptions, host: HostFacts): MapSizeP
   for (const setting of MAP_SIZE_SETTING_NAMES) {
     for (const id of MAP_SIZE_SETTINGS[setting].maps) byMapName[MAPS[id].name] = settings[setting].entries;
   }
-  const ct = settings.conntrack.entries;
-  byMapName[MAPS.ct.name] = Math.min(roundUpTo(ct + lruHeadroom(host.possibleCpus), host.possibleCpus), roundDownTo(MAP_SIZE_MAX, host.possibleCpus));
+  for (const setting of MAP_SIZE_SETTING_NAMES) {
+    const id = MAP_SIZE_SETTINGS[setting].maps[0]!;
+    if (MAPS[id].type !== 'lru_hash') continue;
+    const withHeadroom = settings[setting].entries + lruHeadroom(host.possibleCpus);
+    byMapName[MAPS[id].name] = Math.min(roundUpTo(withHeadroom, host.possibleCpus), roundDownTo(MAP_SIZE_MAX, host.possibleCpus));
+  }
   if (opts.serviceCounters === false) byMapName[MAPS.svcStats.name] = 1;
   return { settings, frontends: settings.frontends.entries, byMapName };
 }

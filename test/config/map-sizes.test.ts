@@ -16,7 +16,7 @@ const opts = (extra: string[]) => (parseAgentArgs([...args, ...extra], {}) as Ag
 /** 16 GiB, 4 CPUs (also possible). */
 const host: HostFacts = { totalMemoryBytes: 16 * 2 ** 30, cpus: 4, possibleCpus: 4 };
 const GiB = 2 ** 30;
-/** kpr_ct beyond its capacity on `host`: 4 CPUs x (128 + 1). */
+/** An LRU map (kpr_ct, kpr_revnat, kpr_affinity) beyond its capacity on `host`: 4 CPUs x (128 + 1). */
 const CT_HEADROOM = 516;
 
 test('defaults: the compiled sizes, kpr_ct from kube-proxy\'s conntrack rule', () => {
@@ -25,8 +25,9 @@ test('defaults: the compiled sizes, kpr_ct from kube-proxy\'s conntrack rule', (
     kpr_svc: 262144,
     kpr_backend: 262144,
     kpr_aff_match: 262144,
-    kpr_revnat: 262144,
-    kpr_affinity: 65536,
+    // LRU maps: the capacity plus the headroom.
+    kpr_revnat: 262144 + CT_HEADROOM,
+    kpr_affinity: 65536 + CT_HEADROOM,
     // max(32768 x 4, 131072), plus the LRU headroom
     kpr_ct: 131072 + CT_HEADROOM,
     kpr_src_range: 16384,
@@ -45,7 +46,7 @@ test('defaults: the compiled sizes, kpr_ct from kube-proxy\'s conntrack rule', (
 
 test('explicit flags win; kpr_aff_match follows --map-size-backends', () => {
   const plan = computeMapSizes(opts(['--map-size-services', '1000', '--map-size-backends=500', '--map-size-conntrack', '4096', '--map-size-source-ranges', '64', '--map-size-revnat', '8192', '--map-size-affinity', '1024', '--map-size-frontends', '300']), host);
-  assert.deepEqual(plan.byMapName, { kpr_svc: 1000, kpr_backend: 500, kpr_aff_match: 500, kpr_revnat: 8192, kpr_affinity: 1024, kpr_ct: 4096 + CT_HEADROOM, kpr_src_range: 64, kpr_vip: 300, kpr_svc_meta: 300, kpr_svc_stats: 300 });
+  assert.deepEqual(plan.byMapName, { kpr_svc: 1000, kpr_backend: 500, kpr_aff_match: 500, kpr_revnat: 8192 + CT_HEADROOM, kpr_affinity: 1024 + CT_HEADROOM, kpr_ct: 4096 + CT_HEADROOM, kpr_src_range: 64, kpr_vip: 300, kpr_svc_meta: 300, kpr_svc_stats: 300 });
   for (const s of Object.values(plan.settings)) assert.equal(s.source, 'flag');
   // Without --map-size-frontends: a quarter of --map-size-services.
   const derived = computeMapSizes(opts(['--map-size-services', '1000']), host);
@@ -78,7 +79,8 @@ test('memory ratio: a share of the budget for the flow-state maps, floored at th
   const budget = 16 * GiB * 0.01;
   const round4 = (n: number) => Math.ceil(n / 4) * 4;
   assert.equal(plan.byMapName.kpr_ct, round4(Math.floor((budget * 0.6) / entryBytes('ct'))) + CT_HEADROOM);
-  assert.equal(plan.byMapName.kpr_revnat, round4(Math.floor((budget * 0.3) / entryBytes('revnat'))));
+  assert.equal(plan.byMapName.kpr_revnat, round4(Math.floor((budget * 0.3) / entryBytes('revnat'))) + CT_HEADROOM);
+  assert.equal(plan.settings.revnat.entries, round4(Math.floor((budget * 0.3) / entryBytes('revnat'))), 'the capacity, without the headroom');
   assert.equal(plan.settings.conntrack.source, 'ratio');
   assert.ok(plan.byMapName.kpr_ct! > 131072);
   // Not flow state: unchanged.
@@ -87,7 +89,7 @@ test('memory ratio: a share of the budget for the flow-state maps, floored at th
   const small = computeMapSizes(opts(['--bpf-map-dynamic-size-ratio', '0.0025']), { totalMemoryBytes: 2 * GiB, cpus: 2, possibleCpus: 2 });
   assert.equal(small.byMapName.kpr_ct, 131072 + 2 * 129);
   assert.equal(small.settings.conntrack.source, 'conntrack');
-  assert.equal(small.byMapName.kpr_affinity, 65536);
+  assert.equal(small.byMapName.kpr_affinity, 65536 + 2 * 129);
   // A huge node: capped.
   const huge = computeMapSizes(opts(['--bpf-map-dynamic-size-ratio', '1']), { totalMemoryBytes: 4096 * GiB, cpus: 4, possibleCpus: 4 });
   assert.equal(huge.byMapName.kpr_ct, DYNAMIC_MAX + CT_HEADROOM);
@@ -95,18 +97,24 @@ test('memory ratio: a share of the budget for the flow-state maps, floored at th
   assert.equal(computeMapSizes(opts(['--bpf-map-dynamic-size-ratio', '0.01', '--map-size-conntrack', '1000']), host).byMapName.kpr_ct, 1000 + CT_HEADROOM);
 });
 
-test('kpr_ct: its capacity plus a batch of free LRU elements per possible CPU, so it never evicts below the capacity', () => {
+test('every LRU map (kpr_ct, kpr_revnat, kpr_affinity): its capacity plus a batch of free LRU elements per possible CPU, so it never evicts below the capacity', () => {
   assert.equal(lruHeadroom(4), CT_HEADROOM);
   assert.equal(lruHeadroom(1), 129);
-  const plan = computeMapSizes(opts(['--map-size-conntrack', String(MAP_SIZE_MAX)]), host);
+  const plan = computeMapSizes(opts(['--map-size-conntrack', String(MAP_SIZE_MAX), '--map-size-revnat', '1000', '--map-size-affinity', '10']), host);
   assert.equal(plan.byMapName.kpr_ct, MAP_SIZE_MAX, 'never beyond the largest size');
+  // 10 rounds up to 12 (4 CPUs), then the headroom is added.
+  assert.equal(plan.byMapName.kpr_revnat, 1000 + CT_HEADROOM);
+  assert.equal(plan.byMapName.kpr_affinity, 12 + CT_HEADROOM);
+  assert.deepEqual([plan.settings.revnat.entries, plan.settings.affinity.entries], [1000, 12], 'the settings stay the capacities asked for (rounded to the CPUs)');
+  // Hash maps get none: they never evict.
+  assert.equal(plan.byMapName.kpr_svc, 262144);
 });
 
 test('LRU maps are rounded up to a multiple of the possible CPUs, as the kernel stores them; hash maps are not', () => {
   const plan = computeMapSizes(opts(['--map-size-conntrack', '1001', '--map-size-revnat', '7', '--map-size-services', '1001']), { ...host, possibleCpus: 6 });
-  // 1001 + 6 x 129 = 1775, rounded up to 1776.
+  // 1001 + 6 x 129 = 1775, rounded up to 1776; 7 rounds up to 12, plus 774.
   assert.equal(plan.byMapName.kpr_ct, 1776);
-  assert.equal(plan.byMapName.kpr_revnat, 12);
+  assert.equal(plan.byMapName.kpr_revnat, 12 + 6 * 129);
   assert.equal(plan.byMapName.kpr_svc, 1001);
 });
 
