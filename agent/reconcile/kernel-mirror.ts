@@ -11,7 +11,8 @@ import type { DatapathMaps } from '../maps/datapath-maps.js';
 import { IPPROTO, SCOPE, SVC_FLAG, VIP_FLAG, type AffinityMatchKey, type Backend, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from '../maps/layout.js';
 import { parseIP } from '../net/ip.js';
 import { BackendTable } from './backend-table.js';
-import { backendValueKey, entrySetId, frontendId, type FrontendBase } from './desired-frontend.js';
+import { backendValueKey, entrySetId, type FrontendBase } from './desired-frontend.js';
+import { frontendKey } from '../plan/types.js';
 import { IdAllocator } from './id-allocator.js';
 
 /** Every map the reconciler owns, as read from the kernel. */
@@ -82,7 +83,7 @@ export class KernelMirror {
   rangeKeys = 0;
   readonly backendIds = new IdAllocator(MAX_BACKEND_ID);
   readonly revNatIds: IdAllocator;
-  /** revNatId → the frontend (frontendId) that owns it. */
+  /** revNatId → the frontend (frontend key) that owns it. */
   readonly revNatOwner = new Map<number, string>();
   /** Backend ids that may have lost their last reference. */
   readonly unreferenced = new Set<number>();
@@ -96,7 +97,7 @@ export class KernelMirror {
   readonly kMeta = new Map<number, SvcMeta>();
   /** ClusterIP frontends programmed, per address: the service-address entry's refcount. */
   readonly vipRefs = new Map<string, number>();
-  /** frontendId → the address it counts in vipRefs. */
+  /** frontend key → the address it counts in vipRefs. */
   readonly vipOf = new Map<string, string>();
   /** Found by the last read of the maps: addresses whose service-address entry disagrees with vipRefs, revNatIds with pairs or names but no frontend. */
   readonly suspectVips = new Set<string>();
@@ -112,7 +113,7 @@ export class KernelMirror {
   /** The revNatId programmed for a frontend (its EXTERNAL master's), if any. */
   revNatIdOf(address: string, port: number, protocol: 'TCP' | 'UDP' | 'SCTP'): number | undefined {
     const proto = IPPROTO[protocol];
-    return this.kSets.get(entrySetId(frontendId({ addr: address, port, proto }), SCOPE.EXTERNAL))?.master?.revNatId;
+    return this.kSets.get(entrySetId(frontendKey({ addr: address, port, proto }), SCOPE.EXTERNAL))?.master?.revNatId;
   }
 
   /** The revNatId this frontend owns in the kernel, if any. */
@@ -199,7 +200,7 @@ export class KernelMirror {
 
     for (const [k, v] of services) {
       const base: FrontendBase = { addr: k.addr, port: k.port, proto: k.proto };
-      const fk = frontendId(base);
+      const fk = frontendKey(base);
       const sid = entrySetId(fk, k.scope);
       let f = this.kSets.get(sid);
       if (!f) this.kSets.set(sid, (f = { fk, scope: k.scope, base, master: null, slots: [], slotCount: 0 }));

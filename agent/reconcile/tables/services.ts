@@ -9,7 +9,8 @@ import type { DatapathMaps } from '../../maps/datapath-maps.js';
 import { AddrCache, packSlotVal, packSvcKeyColumns, packSvcVal } from '../../maps/fast-pack.js';
 import { MAP_NAMES, encodeSvcKey, type SvcKey } from '../../maps/layout.js';
 import { MAPS } from '../../maps/registry.js';
-import { entrySetId, frontendId } from '../desired-frontend.js';
+import { entrySetId } from '../desired-frontend.js';
+import { frontendKey } from '../../plan/types.js';
 import { EMPTY_STATE, Fingerprint, type RecordSink, type TouchedKeys } from '../fingerprint.js';
 import { sameMaster, type EntrySet, type KernelMirror } from '../kernel-mirror.js';
 import { svcKey, type ApplyTarget, type SvcWrites } from '../write-batch.js';
@@ -136,7 +137,7 @@ export const servicesTable: ReconcilerTable = {
       // A dump lists the entries of one frontend mostly together: reuse the last lookup.
       let f = lastSet;
       if (!lastKey || lastKey.addr !== key.addr || lastKey.port !== key.port || lastKey.proto !== key.proto || lastKey.scope !== key.scope) {
-        f = mirror.kSets.get(entrySetId(frontendId({ addr: key.addr, port: key.port, proto: key.proto }), key.scope));
+        f = mirror.kSets.get(entrySetId(frontendKey({ addr: key.addr, port: key.port, proto: key.proto }), key.scope));
         lastSet = f;
         lastKey = key;
       }
