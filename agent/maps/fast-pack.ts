@@ -54,7 +54,7 @@ export class AddrCache {
 
 // The fast packers' offsets, from the registry.
 const { addr: K_ADDR, port: K_PORT, slot: K_SLOT, proto: K_PROTO, scope: K_SCOPE, pad: K_PAD } = MAPS.svc.key.at;
-const { backend_id: V_ID, count: V_COUNT, rev_nat_id: V_REVNAT, flags: V_FLAGS } = MAPS.svc.value.at;
+const { backend_id: V_ID, count: V_COUNT, frontend_id: V_REVNAT, flags: V_FLAGS } = MAPS.svc.value.at;
 const { addr: B_ADDR, port: B_PORT, proto: B_PROTO, flags: B_FLAGS } = MAPS.backend.value.at;
 const META = MAPS.svcMeta.value;
 const M_NAME = META.at.name;
@@ -116,7 +116,7 @@ function isU16(x: number): boolean {
 export function packSvcVal(v: SvcVal, b: Buffer, o: number): void {
   const id = v.backendId;
   const count = v.count;
-  const rn = v.revNatId;
+  const rn = v.frontendId;
   const flags = v.flags;
   if (!(id >>> 0 === id && isU16(count) && rn >>> 0 === rn && isU16(flags))) {
     svcCodecs.value.encode(v, b, o);
@@ -132,7 +132,7 @@ export function packSvcVal(v: SvcVal, b: Buffer, o: number): void {
 
 /** A slot's value (backend id, the rest 0) into zeroed bytes. */
 export function packSlotVal(id: number, b: Buffer, o: number): void {
-  if (id >>> 0 !== id) svcCodecs.value.encode({ backendId: id, count: 0, revNatId: 0, flags: 0 }, b, o); // throws
+  if (id >>> 0 !== id) svcCodecs.value.encode({ backendId: id, count: 0, frontendId: 0, flags: 0 }, b, o); // throws
   else packId(id, b, o + V_ID);
 }
 

@@ -32,12 +32,12 @@ interface UdpLeaver {
 
 export class MirrorDiff {
   /**
-   * Set by a read-back that found drift: frontend → the revNatId it had
+   * Set by a read-back that found drift: frontend → the frontendId it had
    * before, when the kernel lost every master naming it, so the repair gives
    * it back the same id (and its names, pairs and ranges stay valid).
    */
-  readonly revNatHints = new Map<string, number>();
-  /** UDP backends that left a frontend since the last sync that succeeded, by frontend, tuple and revNatId. */
+  readonly frontendIdHints = new Map<string, number>();
+  /** UDP backends that left a frontend since the last sync that succeeded, by frontend, tuple and frontendId. */
   private readonly udpLeft = new Map<string, UdpLeaver>();
 
   constructor(
@@ -50,44 +50,44 @@ export class MirrorDiff {
     // Each entry set looked up once for the whole diff.
     const extSet = this.m.kSets.get(want.extSid);
     const intSet = this.m.kSets.get(want.intSid);
-    let revNatId = this.m.ownedRevNat(fk, extSet, intSet);
-    const udpBefore = revNatId > 0 ? this.udpSlots(extSet, intSet) : null;
-    const udpRevNat = revNatId;
-    if (revNatId === 0 && this.revNatHints.size > 0) {
-      const hint = this.revNatHints.get(fk);
-      if (hint !== undefined && this.m.revNatIds.reserve(hint)) {
-        revNatId = hint;
-        this.m.revNatOwner.set(hint, fk);
+    let frontendId = this.m.ownedFrontendId(fk, extSet, intSet);
+    const udpBefore = frontendId > 0 ? this.udpSlots(extSet, intSet) : null;
+    const udpFrontendId = frontendId;
+    if (frontendId === 0 && this.frontendIdHints.size > 0) {
+      const hint = this.frontendIdHints.get(fk);
+      if (hint !== undefined && this.m.frontendIds.reserve(hint)) {
+        frontendId = hint;
+        this.m.frontendIdOwner.set(hint, fk);
       }
     }
-    if (revNatId === 0) {
-      const id = this.m.revNatIds.allocate();
+    if (frontendId === 0) {
+      const id = this.m.frontendIds.allocate();
       if (id === undefined) {
         // admitted() counted the ids: not reached unless the count was wrong. Leaves any existing entry as it is.
-        this.admission.refuse({ service: want.service, limit: 'rev_nat_ids', action: 'refused', capacity: this.m.maxRevNatId, needed: 1, free: 0 });
+        this.admission.refuse({ service: want.service, limit: 'rev_nat_ids', action: 'refused', capacity: this.m.maxFrontendId, needed: 1, free: 0 });
         return;
       }
-      revNatId = id;
-      this.m.revNatOwner.set(id, fk);
+      frontendId = id;
+      this.m.frontendIdOwner.set(id, fk);
     }
 
     // Names first (no reader depends on them, the CLI does).
     const meta: SvcMeta = metaOf(want.service, want.portName, want.feType, want.base.proto);
-    if (!sameMeta(this.m.kMeta.get(revNatId), meta)) {
-      w.metaWrites.push([revNatId, meta]);
-      this.m.kMeta.set(revNatId, meta);
+    if (!sameMeta(this.m.kMeta.get(frontendId), meta)) {
+      w.metaWrites.push([frontendId, meta]);
+      this.m.kMeta.set(frontendId, meta);
     }
 
     // Backend ids of both sets, so the affinity pairs can be written before any slot names them.
     const ext = this.backendsFor(want.tuples, want.locals, want.texts, want.base.proto, w);
     const int = want.internalTuples ? this.backendsFor(want.internalTuples, want.internalLocals, want.internalTexts, want.base.proto, w) : null;
-    if (want.affinityTimeout > 0) diffAffinityMatches(this.m, revNatId, int ? ext.concat(int) : ext, w);
-    else diffAffinityMatches(this.m, revNatId, NO_IDS, w);
-    diffSrcRanges(this.m, revNatId, want.sourceRanges, w);
+    if (want.affinityTimeout > 0) diffAffinityMatches(this.m, frontendId, int ? ext.concat(int) : ext, w);
+    else diffAffinityMatches(this.m, frontendId, NO_IDS, w);
+    diffSrcRanges(this.m, frontendId, want.sourceRanges, w);
 
-    if (udpBefore) this.noteUdpLeft(fk, udpRevNat, udpBefore, new Set(want.internalTuples ? want.tuples.concat(want.internalTuples) : want.tuples));
+    if (udpBefore) this.noteUdpLeft(fk, udpFrontendId, udpBefore, new Set(want.internalTuples ? want.tuples.concat(want.internalTuples) : want.tuples));
 
-    const master = (n: number): SvcVal => ({ backendId: want.affinityTimeout, count: n, revNatId, flags: want.flags });
+    const master = (n: number): SvcVal => ({ backendId: want.affinityTimeout, count: n, frontendId, flags: want.flags });
     this.diffSet(extSet, want.extSid, fk, SCOPE.EXTERNAL, want.base, ext, master(ext.length), w);
     if (int) this.diffSet(intSet, want.intSid, fk, SCOPE.INTERNAL, want.base, int, master(int.length), w);
     else if (intSet) this.removeSet(fk, SCOPE.INTERNAL, w, want.intSid);
@@ -170,7 +170,7 @@ export class MirrorDiff {
   }
 
   removeFrontend(fk: string, w: Writes, touchedVips: Set<string>): void {
-    const rn = this.m.ownedRevNat(fk);
+    const rn = this.m.ownedFrontendId(fk);
     const udpBefore = rn > 0 ? this.udpSlots(this.m.kSets.get(entrySetId(fk, SCOPE.EXTERNAL)), this.m.kSets.get(entrySetId(fk, SCOPE.INTERNAL))) : null;
     if (udpBefore) this.noteUdpLeft(fk, rn, udpBefore, NO_TUPLES);
     for (const scope of SCOPES) this.removeSet(fk, scope, w);
@@ -178,8 +178,8 @@ export class MirrorDiff {
       diffAffinityMatches(this.m, rn, NO_IDS, w);
       diffSrcRanges(this.m, rn, NO_RANGES, w);
       if (this.m.kMeta.delete(rn)) w.metaDeletes.push(rn);
-      this.m.revNatOwner.delete(rn);
-      w.releaseRevNat.push(rn);
+      this.m.frontendIdOwner.delete(rn);
+      w.releaseFrontendId.push(rn);
     }
     if (this.m.vipOf.has(fk)) this.vipUnref(fk, touchedVips);
   }
@@ -200,20 +200,20 @@ export class MirrorDiff {
   }
 
   /**
-   * Affinity pairs and names of revNatIds no frontend owns, service addresses
+   * Affinity pairs and names of frontendIds no frontend owns, service addresses
    * whose entry disagrees with the frontends, backends no slot names: the
    * suspects the last read of the maps found, or (full sync) everything.
    */
   sweepOrphans(w: Writes, touchedVips: Set<string>, full: boolean): void {
     const m = this.m;
     if (full) {
-      // Each map walked in turn (a revNatId's pairs, ranges and name all go at its first visit; Maps
+      // Each map walked in turn (a frontendId's pairs, ranges and name all go at its first visit; Maps
       // iterate safely past deleted entries), not merged into one Set: at 100,000 frontends that was
       // an array and a Set of 100,000 ids.
-      for (const rn of m.kAff.keys()) this.dropOrphanRevNat(rn, w);
-      for (const rn of m.kRanges.keys()) this.dropOrphanRevNat(rn, w);
-      for (const rn of m.kMeta.keys()) this.dropOrphanRevNat(rn, w);
-    } else for (const rn of m.suspectRevNats) this.dropOrphanRevNat(rn, w);
+      for (const rn of m.kAff.keys()) this.dropOrphanFrontendId(rn, w);
+      for (const rn of m.kRanges.keys()) this.dropOrphanFrontendId(rn, w);
+      for (const rn of m.kMeta.keys()) this.dropOrphanFrontendId(rn, w);
+    } else for (const rn of m.suspectFrontendIds) this.dropOrphanFrontendId(rn, w);
     for (const addr of m.suspectVips) touchedVips.add(addr);
     if (full) {
       for (const addr of m.kVips.keys()) touchedVips.add(addr);
@@ -222,13 +222,13 @@ export class MirrorDiff {
         if (m.kBackends.refs(id) === 0) m.unreferenced.add(id);
       });
     }
-    clearIfAny(this.m.suspectRevNats);
+    clearIfAny(this.m.suspectFrontendIds);
     clearIfAny(this.m.suspectVips);
   }
 
   /** Affinity pairs, source ranges and name of `rn` when no frontend owns it. */
-  private dropOrphanRevNat(rn: number, w: Writes): void {
-    if (this.m.revNatOwner.has(rn)) return;
+  private dropOrphanFrontendId(rn: number, w: Writes): void {
+    if (this.m.frontendIdOwner.has(rn)) return;
     diffAffinityMatches(this.m, rn, NO_IDS, w);
     diffSrcRanges(this.m, rn, NO_RANGES, w);
     if (this.m.kMeta.delete(rn)) w.metaDeletes.push(rn);
@@ -304,15 +304,15 @@ export class MirrorDiff {
     return ids.length > 0 ? ids : null;
   }
 
-  /** Notes the backends of `before` (slot ids) whose tuples are not among `now`'s: they left frontend `fk` (revNatId `revNatId`). */
-  private noteUdpLeft(fk: string, revNatId: number, before: readonly number[], now: ReadonlySet<BackendTuple>): void {
+  /** Notes the backends of `before` (slot ids) whose tuples are not among `now`'s: they left frontend `fk` (frontendId `frontendId`). */
+  private noteUdpLeft(fk: string, frontendId: number, before: readonly number[], now: ReadonlySet<BackendTuple>): void {
     const rows = this.m.kBackends;
     for (const id of before) {
       if (!rows.has(id)) continue; // a dangling slot: no backend to tell about
       const tuple = rows.tuple(id);
       if (tuple === null || now.has(tuple)) continue;
-      const key = `${fk}\u0000${tuple}\u0000${revNatId}`;
-      if (!this.udpLeft.has(key)) this.udpLeft.set(key, { fk, tuple, left: { addr: rows.addr(id), port: rows.port(id), revNatId } });
+      const key = `${fk}\u0000${tuple}\u0000${frontendId}`;
+      if (!this.udpLeft.has(key)) this.udpLeft.set(key, { fk, tuple, left: { addr: rows.addr(id), port: rows.port(id), frontendId } });
     }
   }
 

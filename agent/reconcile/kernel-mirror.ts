@@ -39,8 +39,8 @@ export interface AdoptInconsistencies {
   orphanBackends: number;
   /** Backends with the same (address, port, protocol) as a lower id. */
   duplicateBackends: number;
-  /** Masters whose revNatId is 0 or already used by another frontend. */
-  badRevNatIds: number;
+  /** Masters whose frontendId is 0 or already used by another frontend. */
+  badFrontendIds: number;
   /** Affinity-pair, service-address or name entries no frontend accounts for. */
   orphanAuxEntries: number;
 }
@@ -82,46 +82,46 @@ export class KernelMirror {
   affPairs = 0;
   rangeKeys = 0;
   readonly backendIds = new IdAllocator(MAX_BACKEND_ID);
-  readonly revNatIds: IdAllocator;
-  /** revNatId → the frontend (frontend key) that owns it. */
-  readonly revNatOwner = new Map<number, string>();
+  readonly frontendIds: IdAllocator;
+  /** frontendId → the frontend (frontend key) that owns it. */
+  readonly frontendIdOwner = new Map<number, string>();
   /** Backend ids that may have lost their last reference. */
   readonly unreferenced = new Set<number>();
-  /** The affinity pairs (tables/affinity-matches.ts): revNatId → backend ids paired with it. */
+  /** The affinity pairs (tables/affinity-matches.ts): frontendId → backend ids paired with it. */
   readonly kAff = new Map<number, Set<number>>();
-  /** The source ranges (tables/src-ranges.ts): revNatId → allowed CIDRs. */
+  /** The source ranges (tables/src-ranges.ts): frontendId → allowed CIDRs. */
   readonly kRanges = new Map<number, Set<string>>();
   /** The service addresses (tables/vips.ts): address → flags. */
   readonly kVips = new Map<string, number>();
-  /** The frontends' names (tables/svc-meta.ts): revNatId → names. */
+  /** The frontends' names (tables/svc-meta.ts): frontendId → names. */
   readonly kMeta = new Map<number, SvcMeta>();
   /** ClusterIP frontends programmed, per address: the service-address entry's refcount. */
   readonly vipRefs = new Map<string, number>();
   /** frontend key → the address it counts in vipRefs. */
   readonly vipOf = new Map<string, string>();
-  /** Found by the last read of the maps: addresses whose service-address entry disagrees with vipRefs, revNatIds with pairs or names but no frontend. */
+  /** Found by the last read of the maps: addresses whose service-address entry disagrees with vipRefs, frontendIds with pairs or names but no frontend. */
   readonly suspectVips = new Set<string>();
-  readonly suspectRevNats = new Set<number>();
+  readonly suspectFrontendIds = new Set<number>();
 
   /** Bumped whenever the mirror is rebuilt from the kernel. */
   generation = 0;
 
-  constructor(readonly maxRevNatId: number) {
-    this.revNatIds = new IdAllocator(maxRevNatId);
+  constructor(readonly maxFrontendId: number) {
+    this.frontendIds = new IdAllocator(maxFrontendId);
   }
 
-  /** The revNatId programmed for a frontend (its EXTERNAL master's), if any. */
-  revNatIdOf(address: string, port: number, protocol: 'TCP' | 'UDP' | 'SCTP'): number | undefined {
+  /** The frontendId programmed for a frontend (its EXTERNAL master's), if any. */
+  frontendIdOf(address: string, port: number, protocol: 'TCP' | 'UDP' | 'SCTP'): number | undefined {
     const proto = IPPROTO[protocol];
-    return this.kSets.get(entrySetId(frontendKey({ addr: address, port, proto }), SCOPE.EXTERNAL))?.master?.revNatId;
+    return this.kSets.get(entrySetId(frontendKey({ addr: address, port, proto }), SCOPE.EXTERNAL))?.master?.frontendId;
   }
 
-  /** The revNatId this frontend owns in the kernel, if any. */
-  ownedRevNat(fk: string, ext = this.kSets.get(entrySetId(fk, SCOPE.EXTERNAL)), int = this.kSets.get(entrySetId(fk, SCOPE.INTERNAL))): number {
-    const rn = ext?.master?.revNatId ?? 0;
-    if (rn > 0 && this.revNatOwner.get(rn) === fk) return rn;
-    const rn2 = int?.master?.revNatId ?? 0;
-    if (rn2 > 0 && this.revNatOwner.get(rn2) === fk) return rn2;
+  /** The frontendId this frontend owns in the kernel, if any. */
+  ownedFrontendId(fk: string, ext = this.kSets.get(entrySetId(fk, SCOPE.EXTERNAL)), int = this.kSets.get(entrySetId(fk, SCOPE.INTERNAL))): number {
+    const rn = ext?.master?.frontendId ?? 0;
+    if (rn > 0 && this.frontendIdOwner.get(rn) === fk) return rn;
+    const rn2 = int?.master?.frontendId ?? 0;
+    if (rn2 > 0 && this.frontendIdOwner.get(rn2) === fk) return rn2;
     return 0;
   }
 
@@ -166,8 +166,8 @@ export class KernelMirror {
     this.masters = 0;
     this.slotEntries = 0;
     this.backendIds.clear();
-    this.revNatIds.clear();
-    this.revNatOwner.clear();
+    this.frontendIds.clear();
+    this.frontendIdOwner.clear();
     this.unreferenced.clear();
     this.kAff.clear();
     this.kRanges.clear();
@@ -176,7 +176,7 @@ export class KernelMirror {
     this.vipRefs.clear();
     this.vipOf.clear();
     this.suspectVips.clear();
-    this.suspectRevNats.clear();
+    this.suspectFrontendIds.clear();
     const d: AdoptInconsistencies = {
       slotsWithoutMaster: 0,
       slotsBeyondCount: 0,
@@ -184,7 +184,7 @@ export class KernelMirror {
       danglingSlots: 0,
       orphanBackends: 0,
       duplicateBackends: 0,
-      badRevNatIds: 0,
+      badFrontendIds: 0,
       orphanAuxEntries: 0,
     };
 
@@ -230,11 +230,11 @@ export class KernelMirror {
       } else {
         for (let s = f.master.count + 1; s < f.slots.length; s++) if (f.slots[s] !== undefined) (d.slotsBeyondCount++, bad.add(f.fk));
         for (let s = 1; s <= f.master.count; s++) if (f.slots[s] === undefined) (d.missingSlots++, bad.add(f.fk));
-        // Both scopes of one frontend share its revNatId; any other sharing is an inconsistency.
-        const rn = f.master.revNatId;
-        const owner = this.revNatOwner.get(rn);
-        if (rn > 0 && owner === undefined && this.revNatIds.reserve(rn)) this.revNatOwner.set(rn, f.fk);
-        else if (owner !== f.fk) (d.badRevNatIds++, bad.add(f.fk));
+        // Both scopes of one frontend share its frontendId; any other sharing is an inconsistency.
+        const rn = f.master.frontendId;
+        const owner = this.frontendIdOwner.get(rn);
+        if (rn > 0 && owner === undefined && this.frontendIds.reserve(rn)) this.frontendIdOwner.set(rn, f.fk);
+        else if (owner !== f.fk) (d.badFrontendIds++, bad.add(f.fk));
         if (f.scope === SCOPE.EXTERNAL && f.master.flags & SVC_FLAG.CLUSTER_IP) {
           this.vipOf.set(f.fk, f.base.addr);
           this.vipRefs.set(f.base.addr, (this.vipRefs.get(f.base.addr) ?? 0) + 1);
@@ -249,16 +249,16 @@ export class KernelMirror {
     for (const fk of bad) dirty.add(fk);
 
     for (const k of affs) {
-      let s = this.kAff.get(k.revNatId);
-      if (!s) this.kAff.set(k.revNatId, (s = new Set()));
+      let s = this.kAff.get(k.frontendId);
+      if (!s) this.kAff.set(k.frontendId, (s = new Set()));
       s.add(k.backendId);
-      if (!this.revNatOwner.has(k.revNatId)) (d.orphanAuxEntries++, this.suspectRevNats.add(k.revNatId));
+      if (!this.frontendIdOwner.has(k.frontendId)) (d.orphanAuxEntries++, this.suspectFrontendIds.add(k.frontendId));
     }
     for (const k of ranges) {
-      let s = this.kRanges.get(k.revNatId);
-      if (!s) this.kRanges.set(k.revNatId, (s = new Set()));
+      let s = this.kRanges.get(k.frontendId);
+      if (!s) this.kRanges.set(k.frontendId, (s = new Set()));
       s.add(k.cidr);
-      if (!this.revNatOwner.has(k.revNatId)) (d.orphanAuxEntries++, this.suspectRevNats.add(k.revNatId));
+      if (!this.frontendIdOwner.has(k.frontendId)) (d.orphanAuxEntries++, this.suspectFrontendIds.add(k.frontendId));
     }
     this.affPairs = 0;
     for (const s of this.kAff.values()) this.affPairs += s.size;
@@ -272,7 +272,7 @@ export class KernelMirror {
     for (const addr of this.vipRefs.keys()) if (this.kVips.get(addr) !== VIP_FLAG.REFUSE_UNKNOWN_PORT) this.suspectVips.add(addr);
     for (const [rn, m] of metas) {
       this.kMeta.set(rn, m);
-      if (!this.revNatOwner.has(rn)) (d.orphanAuxEntries++, this.suspectRevNats.add(rn));
+      if (!this.frontendIdOwner.has(rn)) (d.orphanAuxEntries++, this.suspectFrontendIds.add(rn));
     }
 
     this.kBackends.forEachId((id) => {
@@ -288,7 +288,7 @@ export class KernelMirror {
 }
 
 export function sameMaster(a: SvcVal, b: SvcVal): boolean {
-  return a.count === b.count && a.revNatId === b.revNatId && a.flags === b.flags && a.backendId === b.backendId;
+  return a.count === b.count && a.frontendId === b.frontendId && a.flags === b.flags && a.backendId === b.backendId;
 }
 
 export function sameMeta(a: SvcMeta | undefined, b: SvcMeta): boolean {

@@ -19,7 +19,7 @@
  *   sweep-scan.ts     what a full sync would remove, found in steps;
  *   sync-scope.ts     which frontends a sync re-diffs, by its kind.
  *
- * A frontend (address, port, protocol) owns one revNatId, shared by its
+ * A frontend (address, port, protocol) owns one frontendId, shared by its
  * EXTERNAL and (optional) INTERNAL entry sets. A sync diffs desired against
  * the mirror for the frontends concerned and applies the batch in
  * APPLY_ORDER: new backends, affinity pairs and ranges, slots, names,
@@ -93,7 +93,7 @@ export class Reconciler {
     private readonly logger: ReconcileLogger,
     options: ReconcilerOptions = {},
   ) {
-    this.mirror = new KernelMirror(options.maxRevNatId ?? MAX_REVNAT_ID);
+    this.mirror = new KernelMirror(options.maxFrontendId ?? MAX_REVNAT_ID);
     this.claims = new Claims(logger);
     this.admission = new Admission(this.mirror, this.claims, logger, options.capacities);
     this.differ = new MirrorDiff(this.mirror, this.admission);
@@ -111,9 +111,9 @@ export class Reconciler {
     return this.mirror.kBackends.size;
   }
 
-  /** The revNatId programmed for a frontend, if any. */
-  revNatIdOf(address: string, port: number, protocol: 'TCP' | 'UDP' | 'SCTP'): number | undefined {
-    return this.mirror.revNatIdOf(address, port, protocol);
+  /** The frontendId programmed for a frontend, if any. */
+  frontendIdOf(address: string, port: number, protocol: 'TCP' | 'UDP' | 'SCTP'): number | undefined {
+    return this.mirror.frontendIdOf(address, port, protocol);
   }
 
   /** The Services the desired state holds frontends for (a sliced resync re-plans them with the cluster's). */
@@ -241,7 +241,7 @@ export class Reconciler {
     // ---- 0. drift: what the kernel holds against what this agent last wrote
     const kind = syncKind(opts);
     const { sweep, scanned } = kind;
-    if (sweep && opts.readBack && !this.stale) this.readBackState.full(result, opts.readBack === 'decoded', this.dirty, this.differ.revNatHints);
+    if (sweep && opts.readBack && !this.stale) this.readBackState.full(result, opts.readBack === 'decoded', this.dirty, this.differ.frontendIdHints);
     // ---- 1. update the desired state; collect the frontends it concerns (sync-scope.ts)
     const affected = this.scope.affected(opts, kind, this.dirty, result.drift.length > 0);
     // Keys are strings: sort()'s default order (UTF-16 code units) is the key order, with no comparator call per comparison.
@@ -328,15 +328,15 @@ export class Reconciler {
       this.logger.error('datapath sync failed; re-reading the maps, will retry', { error: message, frontends: affected.size + diffed.size });
       for (const fk of affected) this.dirty.add(fk);
       for (const fk of diffed) this.dirty.add(fk);
-      clearIfAny(this.differ.revNatHints);
+      clearIfAny(this.differ.frontendIdHints);
       if (this.reload()) this.admission.learnFullMap(err, this.maps);
       return this.finish(result, message);
     }
-    clearIfAny(this.differ.revNatHints);
+    clearIfAny(this.differ.frontendIdHints);
 
     // ---- 5. commit: ids freed by this sync become reusable only now, so no
     //         entry was ever re-pointed at a different backend or frontend mid-sync.
-    for (const id of w.releaseRevNat) this.mirror.revNatIds.release(id);
+    for (const id of w.releaseFrontendId) this.mirror.frontendIds.release(id);
     for (const id of w.releaseBackendIds) this.mirror.backendIds.release(id);
     clearIfAny(this.dirty);
     if (sweep || scanned) this.admission.forgetGone();
