@@ -200,20 +200,20 @@ export class Admission {
       }
       const rn = this.mirror.ownedFrontendId(d.fk);
       if (rn === 0) n.rev_nat_ids++;
-      n.svc_map += missingEntries(this.mirror.kSets.get(d.extSid), ne) + (d.internalTuples ? missingEntries(this.mirror.kSets.get(d.intSid), ni) : 0);
-      const pairs = d.affinityTimeout > 0 ? ((rn > 0 ? this.mirror.kAff.get(rn) : undefined) ?? new Set<number>()) : null;
+      n.svc_map += missingEntries(this.mirror.entrySets.get(d.extSid), ne) + (d.internalTuples ? missingEntries(this.mirror.entrySets.get(d.intSid), ni) : 0);
+      const pairs = d.affinityTimeout > 0 ? ((rn > 0 ? this.mirror.affinityMatches.get(rn) : undefined) ?? new Set<number>()) : null;
       const seen = pairs && d.internalTuples ? new Set<BackendTuple>() : null;
       const newTuples = (fresh ??= new Set());
       for (const tuples of d.internalTuples ? [d.tuples, d.internalTuples] : [d.tuples]) {
         for (const t of tuples) {
-          const id = this.mirror.kBackends.idOf(t);
+          const id = this.mirror.backends.idOf(t);
           if (id < 0) newTuples.add(t);
           if (pairs === null || seen?.has(t)) continue;
           seen?.add(t);
           if (id < 0 || !pairs.has(id)) n.aff_match_map++;
         }
       }
-      const ranges = rn > 0 ? this.mirror.kRanges.get(rn) : undefined;
+      const ranges = rn > 0 ? this.mirror.srcRanges.get(rn) : undefined;
       for (const cidr of d.sourceRanges) if (!ranges?.has(cidr)) n.src_range_map++;
     }
     if (fresh) n.backend_map = fresh.size;
@@ -240,7 +240,7 @@ export class Admission {
       case 'svc_map':
         return this.caps.svc - this.mirror.masters - this.mirror.slotEntries - (w ? w.masterDeletes.length + w.slotDeletes.length : 0);
       case 'backend_map':
-        return this.caps.backend - this.mirror.kBackends.size;
+        return this.caps.backend - this.mirror.backends.size;
       case 'aff_match_map':
         return this.caps.affinityMatch - this.mirror.affPairs - (w ? w.affDeletes.length : 0);
       case 'src_range_map':
@@ -298,7 +298,7 @@ export class Admission {
       case 'svc':
         return this.mirror.masters + this.mirror.slotEntries;
       case 'backend':
-        return this.mirror.kBackends.size;
+        return this.mirror.backends.size;
       case 'affinityMatch':
         return this.mirror.affPairs;
       case 'srcRange':

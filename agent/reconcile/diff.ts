@@ -48,8 +48,8 @@ export class MirrorDiff {
   diffFrontend(want: DesiredFrontend, w: Writes, touchedVips: Set<string>, skipped: SkippedObject[]): void {
     const fk = want.fk;
     // Each entry set looked up once for the whole diff.
-    const extSet = this.m.kSets.get(want.extSid);
-    const intSet = this.m.kSets.get(want.intSid);
+    const extSet = this.m.entrySets.get(want.extSid);
+    const intSet = this.m.entrySets.get(want.intSid);
     let frontendId = this.m.ownedFrontendId(fk, extSet, intSet);
     const udpBefore = frontendId > 0 ? this.udpSlots(extSet, intSet) : null;
     const udpFrontendId = frontendId;
@@ -73,9 +73,9 @@ export class MirrorDiff {
 
     // Names first (no reader depends on them, the CLI does).
     const meta: SvcMeta = metaOf(want.service, want.portName, want.feType, want.base.proto);
-    if (!sameMeta(this.m.kMeta.get(frontendId), meta)) {
+    if (!sameMeta(this.m.svcMeta.get(frontendId), meta)) {
       w.metaWrites.push([frontendId, meta]);
-      this.m.kMeta.set(frontendId, meta);
+      this.m.svcMeta.set(frontendId, meta);
     }
 
     // Backend ids of both sets, so the affinity pairs can be written before any slot names them.
@@ -118,7 +118,7 @@ export class MirrorDiff {
     const table = randomTable(ids.length);
     const n = table.size;
     // Sized up front: an array grown slot by slot reserves 17 entries (≈ 150 bytes) at the first.
-    if (!f) this.m.kSets.set(sid, (f = { fk, scope, base, master: null, slots: new Array<number>(n + 1), slotCount: 0 }));
+    if (!f) this.m.entrySets.set(sid, (f = { fk, scope, base, master: null, slots: new Array<number>(n + 1), slotCount: 0 }));
 
     for (let slot = 1; slot <= n; slot++) {
       const id = ids[table.backendAt(slot)];
@@ -126,7 +126,7 @@ export class MirrorDiff {
       if (old === id) continue;
       w.slotWrites.push(f.base, scope, slot, id);
       f.slots[slot] = id;
-      this.m.kBackends.addRef(id);
+      this.m.backends.addRef(id);
       if (old !== undefined) this.m.unref(old);
       else (f.slotCount++, this.m.slotEntries++);
     }
@@ -153,7 +153,7 @@ export class MirrorDiff {
 
   /** Removes one entry set: master first, then its slots. */
   removeSet(fk: string, scope: number, w: Writes, sid = entrySetId(fk, scope)): void {
-    const f = this.m.kSets.get(sid);
+    const f = this.m.entrySets.get(sid);
     if (!f) return;
     if (f.master) {
       w.masterDeletes.push(svcKey(f.base, scope, 0));
@@ -166,18 +166,18 @@ export class MirrorDiff {
       this.m.unref(id);
     }
     this.m.slotEntries -= f.slotCount;
-    this.m.kSets.delete(sid);
+    this.m.entrySets.delete(sid);
   }
 
   removeFrontend(fk: string, w: Writes, touchedVips: Set<string>): void {
     const rn = this.m.ownedFrontendId(fk);
-    const udpBefore = rn > 0 ? this.udpSlots(this.m.kSets.get(entrySetId(fk, SCOPE.EXTERNAL)), this.m.kSets.get(entrySetId(fk, SCOPE.INTERNAL))) : null;
+    const udpBefore = rn > 0 ? this.udpSlots(this.m.entrySets.get(entrySetId(fk, SCOPE.EXTERNAL)), this.m.entrySets.get(entrySetId(fk, SCOPE.INTERNAL))) : null;
     if (udpBefore) this.noteUdpLeft(fk, rn, udpBefore, NO_TUPLES);
     for (const scope of SCOPES) this.removeSet(fk, scope, w);
     if (rn > 0) {
       diffAffinityMatches(this.m, rn, NO_IDS, w);
       diffSrcRanges(this.m, rn, NO_RANGES, w);
-      if (this.m.kMeta.delete(rn)) w.metaDeletes.push(rn);
+      if (this.m.svcMeta.delete(rn)) w.metaDeletes.push(rn);
       this.m.frontendIdOwner.delete(rn);
       w.releaseFrontendId.push(rn);
     }
@@ -210,16 +210,16 @@ export class MirrorDiff {
       // Each map walked in turn (a frontendId's pairs, ranges and name all go at its first visit; Maps
       // iterate safely past deleted entries), not merged into one Set: at 100,000 frontends that was
       // an array and a Set of 100,000 ids.
-      for (const rn of m.kAff.keys()) this.dropOrphanFrontendId(rn, w);
-      for (const rn of m.kRanges.keys()) this.dropOrphanFrontendId(rn, w);
-      for (const rn of m.kMeta.keys()) this.dropOrphanFrontendId(rn, w);
+      for (const rn of m.affinityMatches.keys()) this.dropOrphanFrontendId(rn, w);
+      for (const rn of m.srcRanges.keys()) this.dropOrphanFrontendId(rn, w);
+      for (const rn of m.svcMeta.keys()) this.dropOrphanFrontendId(rn, w);
     } else for (const rn of m.suspectFrontendIds) this.dropOrphanFrontendId(rn, w);
     for (const addr of m.suspectVips) touchedVips.add(addr);
     if (full) {
-      for (const addr of m.kVips.keys()) touchedVips.add(addr);
+      for (const addr of m.vips.keys()) touchedVips.add(addr);
       for (const addr of m.vipRefs.keys()) touchedVips.add(addr);
-      m.kBackends.forEachId((id) => {
-        if (m.kBackends.refs(id) === 0) m.unreferenced.add(id);
+      m.backends.forEachId((id) => {
+        if (m.backends.refs(id) === 0) m.unreferenced.add(id);
       });
     }
     clearIfAny(this.m.suspectFrontendIds);
@@ -231,7 +231,7 @@ export class MirrorDiff {
     if (this.m.frontendIdOwner.has(rn)) return;
     diffAffinityMatches(this.m, rn, NO_IDS, w);
     diffSrcRanges(this.m, rn, NO_RANGES, w);
-    if (this.m.kMeta.delete(rn)) w.metaDeletes.push(rn);
+    if (this.m.svcMeta.delete(rn)) w.metaDeletes.push(rn);
   }
 
   /**
@@ -241,7 +241,7 @@ export class MirrorDiff {
    */
   backendFor(tuple: BackendTuple, local: boolean, text: string, proto: number, writes: BackendWrites): number {
     const flags = local ? BE_FLAG.LOCAL : 0;
-    const rows = this.m.kBackends;
+    const rows = this.m.backends;
     const known = rows.idOf(tuple);
     if (known >= 0) {
       if (rows.flags(known) !== flags) {
@@ -265,13 +265,13 @@ export class MirrorDiff {
   settleVips(touchedVips: Set<string>, w: Writes): void {
     for (const addr of touchedVips) {
       const wanted = (this.m.vipRefs.get(addr) ?? 0) > 0;
-      const have = this.m.kVips.get(addr);
+      const have = this.m.vips.get(addr);
       if (wanted && have !== VIP_FLAG.REFUSE_UNKNOWN_PORT) {
         w.vipWrites.push([addr, VIP_FLAG.REFUSE_UNKNOWN_PORT]);
-        this.m.kVips.set(addr, VIP_FLAG.REFUSE_UNKNOWN_PORT);
+        this.m.vips.set(addr, VIP_FLAG.REFUSE_UNKNOWN_PORT);
       } else if (!wanted && have !== undefined) {
         w.vipDeletes.push(addr);
-        this.m.kVips.delete(addr);
+        this.m.vips.delete(addr);
       }
     }
   }
@@ -284,8 +284,8 @@ export class MirrorDiff {
     if (unreferenced.length > 1) unreferenced.sort((a, b) => a - b);
     for (const id of unreferenced) {
       if (m.danglingRefs.has(id)) continue;
-      if (m.kBackends.has(id)) {
-        if (m.kBackends.refs(id) > 0) continue;
+      if (m.backends.has(id)) {
+        if (m.backends.refs(id) > 0) continue;
         w.backendDeletes.push(id);
       }
       w.releaseBackendIds.push(id);
@@ -306,7 +306,7 @@ export class MirrorDiff {
 
   /** Notes the backends of `before` (slot ids) whose tuples are not among `now`'s: they left frontend `fk` (frontendId `frontendId`). */
   private noteUdpLeft(fk: string, frontendId: number, before: readonly number[], now: ReadonlySet<BackendTuple>): void {
-    const rows = this.m.kBackends;
+    const rows = this.m.backends;
     for (const id of before) {
       if (!rows.has(id)) continue; // a dangling slot: no backend to tell about
       const tuple = rows.tuple(id);
@@ -324,7 +324,7 @@ export class MirrorDiff {
   takeUdpLeft(): UdpBackendLeft[] {
     if (this.udpLeft.size === 0) return [];
     const out: UdpBackendLeft[] = [];
-    const rows = this.m.kBackends;
+    const rows = this.m.backends;
     for (const { fk, tuple, left } of this.udpLeft.values()) {
       const id = rows.idOf(tuple);
       if (id >= 0 && this.names(fk, id)) continue;
@@ -336,7 +336,7 @@ export class MirrorDiff {
 
   /** Whether a slot of frontend `fk` (either scope) names backend `id`. */
   private names(fk: string, id: number): boolean {
-    for (const scope of SCOPES) if (this.m.kSets.get(entrySetId(fk, scope))?.slots.includes(id)) return true;
+    for (const scope of SCOPES) if (this.m.entrySets.get(entrySetId(fk, scope))?.slots.includes(id)) return true;
     return false;
   }
 }

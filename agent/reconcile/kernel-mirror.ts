@@ -68,16 +68,17 @@ export interface EntrySet {
 
 const MAX_BACKEND_ID = 0xffffffff;
 
+/** What the maps hold, as last written or read. A map's mirror is named as its table module (tables/<name>.ts). */
 export class KernelMirror {
-  /** entrySetId(fk, scope) → entry set. */
-  readonly kSets = new Map<string, EntrySet>();
-  /** The backend map by id, and the canonical id per backend tuple (the lowest when the kernel holds duplicates). */
-  readonly kBackends = new BackendTable();
+  /** The service map (tables/services.ts): entrySetId(fk, scope) → entry set. */
+  readonly entrySets = new Map<string, EntrySet>();
+  /** The backend map (tables/backends.ts) by id, and the canonical id per backend tuple (the lowest when the kernel holds duplicates). */
+  readonly backends = new BackendTable();
   /** Slots naming ids that are not in the backend map (found by adopt only), id → count. */
   readonly danglingRefs = new Map<number, number>();
   /** Master entries in the mirror. */
   masters = 0;
-  /** Slot entries in the mirror (kSets' slotCount summed), affinity pairs (kAff) and source-range keys (kRanges). */
+  /** Slot entries in the mirror (entrySets' slotCount summed), affinity pairs (affinityMatches) and source-range keys (srcRanges). */
   slotEntries = 0;
   affPairs = 0;
   rangeKeys = 0;
@@ -88,13 +89,13 @@ export class KernelMirror {
   /** Backend ids that may have lost their last reference. */
   readonly unreferenced = new Set<number>();
   /** The affinity pairs (tables/affinity-matches.ts): frontendId → backend ids paired with it. */
-  readonly kAff = new Map<number, Set<number>>();
+  readonly affinityMatches = new Map<number, Set<number>>();
   /** The source ranges (tables/src-ranges.ts): frontendId → allowed CIDRs. */
-  readonly kRanges = new Map<number, Set<string>>();
+  readonly srcRanges = new Map<number, Set<string>>();
   /** The service addresses (tables/vips.ts): address → flags. */
-  readonly kVips = new Map<string, number>();
+  readonly vips = new Map<string, number>();
   /** The frontends' names (tables/svc-meta.ts): frontendId → names. */
-  readonly kMeta = new Map<number, SvcMeta>();
+  readonly svcMeta = new Map<number, SvcMeta>();
   /** ClusterIP frontends programmed, per address: the service-address entry's refcount. */
   readonly vipRefs = new Map<string, number>();
   /** frontend key → the address it counts in vipRefs. */
@@ -113,11 +114,11 @@ export class KernelMirror {
   /** The frontendId programmed for a frontend (its EXTERNAL master's), if any. */
   frontendIdOf(address: string, port: number, protocol: 'TCP' | 'UDP' | 'SCTP'): number | undefined {
     const proto = IPPROTO[protocol];
-    return this.kSets.get(entrySetId(frontendKey({ addr: address, port, proto }), SCOPE.EXTERNAL))?.master?.frontendId;
+    return this.entrySets.get(entrySetId(frontendKey({ addr: address, port, proto }), SCOPE.EXTERNAL))?.master?.frontendId;
   }
 
   /** The frontendId this frontend owns in the kernel, if any. */
-  ownedFrontendId(fk: string, ext = this.kSets.get(entrySetId(fk, SCOPE.EXTERNAL)), int = this.kSets.get(entrySetId(fk, SCOPE.INTERNAL))): number {
+  ownedFrontendId(fk: string, ext = this.entrySets.get(entrySetId(fk, SCOPE.EXTERNAL)), int = this.entrySets.get(entrySetId(fk, SCOPE.INTERNAL))): number {
     const rn = ext?.master?.frontendId ?? 0;
     if (rn > 0 && this.frontendIdOwner.get(rn) === fk) return rn;
     const rn2 = int?.master?.frontendId ?? 0;
@@ -127,8 +128,8 @@ export class KernelMirror {
 
   /** A slot stopped naming backend `id`. */
   unref(id: number): void {
-    if (this.kBackends.has(id)) {
-      if (this.kBackends.dropRef(id) <= 0) this.unreferenced.add(id);
+    if (this.backends.has(id)) {
+      if (this.backends.dropRef(id) <= 0) this.unreferenced.add(id);
       return;
     }
     const r = (this.danglingRefs.get(id) ?? 0) - 1;
@@ -160,8 +161,8 @@ export class KernelMirror {
     const { services, backends, vips, affs, metas, ranges } = kernel;
 
     this.generation++; // a read-back window open now starts again, against the rebuilt mirror
-    this.kSets.clear();
-    this.kBackends.clear();
+    this.entrySets.clear();
+    this.backends.clear();
     this.danglingRefs.clear();
     this.masters = 0;
     this.slotEntries = 0;
@@ -169,10 +170,10 @@ export class KernelMirror {
     this.frontendIds.clear();
     this.frontendIdOwner.clear();
     this.unreferenced.clear();
-    this.kAff.clear();
-    this.kRanges.clear();
-    this.kVips.clear();
-    this.kMeta.clear();
+    this.affinityMatches.clear();
+    this.srcRanges.clear();
+    this.vips.clear();
+    this.svcMeta.clear();
     this.vipRefs.clear();
     this.vipOf.clear();
     this.suspectVips.clear();
@@ -188,12 +189,12 @@ export class KernelMirror {
       orphanAuxEntries: 0,
     };
 
-    this.kBackends.reserve(backends.length);
+    this.backends.reserve(backends.length);
     for (const [id, b] of [...backends].sort((x, y) => x[0] - y[0])) {
       // A tuple of null: not something this agent writes (never reused, deleted once unreferenced).
       const tuple = backendValueKey(b);
       const ip = parseIP(b.addr);
-      const canonical = this.kBackends.insert(id, ip && ip.family === 'IPv4' ? (ip.key as number) : -1, b.addr, b.port, b.proto, b.flags, tuple);
+      const canonical = this.backends.insert(id, ip && ip.family === 'IPv4' ? (ip.key as number) : -1, b.addr, b.port, b.proto, b.flags, tuple);
       this.backendIds.reserve(id);
       if (tuple !== null && !canonical) d.duplicateBackends++;
     }
@@ -202,8 +203,8 @@ export class KernelMirror {
       const base: FrontendBase = { addr: k.addr, port: k.port, proto: k.proto };
       const fk = frontendKey(base);
       const sid = entrySetId(fk, k.scope);
-      let f = this.kSets.get(sid);
-      if (!f) this.kSets.set(sid, (f = { fk, scope: k.scope, base, master: null, slots: [], slotCount: 0 }));
+      let f = this.entrySets.get(sid);
+      if (!f) this.entrySets.set(sid, (f = { fk, scope: k.scope, base, master: null, slots: [], slotCount: 0 }));
       if (k.slot === 0) {
         if (!f.master) this.masters++;
         f.master = v;
@@ -211,7 +212,7 @@ export class KernelMirror {
         f.slots[k.slot] = v.backendId;
         f.slotCount++;
         this.slotEntries++;
-        if (this.kBackends.has(v.backendId)) this.kBackends.addRef(v.backendId);
+        if (this.backends.has(v.backendId)) this.backends.addRef(v.backendId);
         else {
           d.danglingSlots++;
           this.danglingRefs.set(v.backendId, (this.danglingRefs.get(v.backendId) ?? 0) + 1);
@@ -221,8 +222,8 @@ export class KernelMirror {
     }
 
     const bad = new Set<string>();
-    for (const sid of [...this.kSets.keys()].sort()) {
-      const f = this.kSets.get(sid)!;
+    for (const sid of [...this.entrySets.keys()].sort()) {
+      const f = this.entrySets.get(sid)!;
       if (f.scope !== SCOPE.EXTERNAL && f.scope !== SCOPE.INTERNAL) bad.add(f.fk); // an unknown scope: removed by the next sync
       if (!f.master) {
         d.slotsWithoutMaster += f.slotCount;
@@ -243,47 +244,47 @@ export class KernelMirror {
       // A slot naming a dangling, foreign or duplicate backend is re-pointed by the next sync.
       for (const id of f.slots) {
         if (id === undefined) continue;
-        if (!this.kBackends.has(id) || !this.kBackends.isCanonical(id)) bad.add(f.fk);
+        if (!this.backends.has(id) || !this.backends.isCanonical(id)) bad.add(f.fk);
       }
     }
     for (const fk of bad) dirty.add(fk);
 
     for (const k of affs) {
-      let s = this.kAff.get(k.frontendId);
-      if (!s) this.kAff.set(k.frontendId, (s = new Set()));
+      let s = this.affinityMatches.get(k.frontendId);
+      if (!s) this.affinityMatches.set(k.frontendId, (s = new Set()));
       s.add(k.backendId);
       if (!this.frontendIdOwner.has(k.frontendId)) (d.orphanAuxEntries++, this.suspectFrontendIds.add(k.frontendId));
     }
     for (const k of ranges) {
-      let s = this.kRanges.get(k.frontendId);
-      if (!s) this.kRanges.set(k.frontendId, (s = new Set()));
+      let s = this.srcRanges.get(k.frontendId);
+      if (!s) this.srcRanges.set(k.frontendId, (s = new Set()));
       s.add(k.cidr);
       if (!this.frontendIdOwner.has(k.frontendId)) (d.orphanAuxEntries++, this.suspectFrontendIds.add(k.frontendId));
     }
     this.affPairs = 0;
-    for (const s of this.kAff.values()) this.affPairs += s.size;
+    for (const s of this.affinityMatches.values()) this.affPairs += s.size;
     this.rangeKeys = 0;
-    for (const s of this.kRanges.values()) this.rangeKeys += s.size;
+    for (const s of this.srcRanges.values()) this.rangeKeys += s.size;
     for (const [addr, flags] of vips) {
-      this.kVips.set(addr, flags);
+      this.vips.set(addr, flags);
       if (!this.vipRefs.has(addr)) (d.orphanAuxEntries++, this.suspectVips.add(addr));
     }
     // A ClusterIP frontend whose address entry is missing (a write that failed part-way).
-    for (const addr of this.vipRefs.keys()) if (this.kVips.get(addr) !== VIP_FLAG.REFUSE_UNKNOWN_PORT) this.suspectVips.add(addr);
+    for (const addr of this.vipRefs.keys()) if (this.vips.get(addr) !== VIP_FLAG.REFUSE_UNKNOWN_PORT) this.suspectVips.add(addr);
     for (const [rn, m] of metas) {
-      this.kMeta.set(rn, m);
+      this.svcMeta.set(rn, m);
       if (!this.frontendIdOwner.has(rn)) (d.orphanAuxEntries++, this.suspectFrontendIds.add(rn));
     }
 
-    this.kBackends.forEachId((id) => {
-      if (this.kBackends.refs(id) === 0) {
+    this.backends.forEachId((id) => {
+      if (this.backends.refs(id) === 0) {
         d.orphanBackends++;
         this.unreferenced.add(id);
       }
     });
     // Backends with the same tuple as a lower id are repaired by re-pointing their slots.
     const inconsistencies = Object.values(d).reduce((a, b) => a + b, 0);
-    return { frontends: this.masters, backends: this.kBackends.size, serviceEntries: services.length, inconsistencies, details: d };
+    return { frontends: this.masters, backends: this.backends.size, serviceEntries: services.length, inconsistencies, details: d };
   }
 }
 

@@ -108,7 +108,7 @@ export class Reconciler {
   }
 
   get backendCount(): number {
-    return this.mirror.kBackends.size;
+    return this.mirror.backends.size;
   }
 
   /** The frontendId programmed for a frontend, if any. */
@@ -263,7 +263,7 @@ export class Reconciler {
     // `affected`): at 10,000 Services that is ~40,000 set operations fewer.
     const diffed = new Set<string>();
     const sizedAt = services.length >= RESERVE_MIN_SERVICES ? services.length >> 4 : -1;
-    const backendsBefore = this.mirror.kBackends.size;
+    const backendsBefore = this.mirror.backends.size;
     try {
       const streaming = !this.stale;
       for (let si = 0; si < services.length; si++) {
@@ -322,7 +322,7 @@ export class Reconciler {
       this.maps.flush(); // queued writes reach the kernel (or fail) before the sync counts as done
       // The rows of deleted backends leave the mirror only now: a write queued
       // for one earlier in this sync was encoded from its row.
-      for (const id of w.backendDeletes) this.mirror.kBackends.remove(id);
+      for (const id of w.backendDeletes) this.mirror.backends.remove(id);
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       this.logger.error('datapath sync failed; re-reading the maps, will retry', { error: message, frontends: affected.size + diffed.size });
@@ -362,7 +362,7 @@ export class Reconciler {
    * 100,000 Services then rebuilds the index once instead of a dozen times.
    */
   private reserveBackends(before: number, done: number, total: number): void {
-    const rows = this.mirror.kBackends;
+    const rows = this.mirror.backends;
     const estimate = before + ((rows.size - before) * total * 1.25) / done;
     rows.reserve(Math.min(Math.ceil(estimate), this.admission.backendCapacity));
   }
@@ -377,7 +377,7 @@ export class Reconciler {
   /** The writes (or the deletes) queued in `w`, in APPLY_ORDER. */
   private apply(op: 'write' | 'delete', w: Writes, result: SyncResult): void {
     const rb = this.readBackState;
-    const target: ApplyTarget = { maps: this.maps, rows: this.mirror.kBackends, touched: (map) => rb.touched(map), result };
+    const target: ApplyTarget = { maps: this.maps, rows: this.mirror.backends, touched: (map) => rb.touched(map), result };
     applyPhases(op, target, w);
   }
 
@@ -409,7 +409,7 @@ export class Reconciler {
       result.error = error;
     }
     result.frontends = this.frontendCount;
-    result.backends = this.mirror.kBackends.size;
+    result.backends = this.mirror.backends.size;
     const conflicts = this.claims.conflictCounts();
     let total = 0;
     for (const c of conflicts) total += c.frontends;

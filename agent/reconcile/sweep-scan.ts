@@ -60,7 +60,7 @@ export class SweepScan {
       this.unclaimed.clear();
       this.part = 0;
       this.iter = null;
-      this.frontendIdMaps = [m.kAff, m.kRanges, m.kMeta];
+      this.frontendIdMaps = [m.affinityMatches, m.srcRanges, m.svcMeta];
       this.nextId = 0;
       this.farDone = false;
     }
@@ -80,7 +80,7 @@ export class SweepScan {
     const m = this.mirror;
     switch (part) {
       case 'frontends': {
-        const sets = (this.iter ??= m.kSets.values()) as Iterator<{ fk: string }>;
+        const sets = (this.iter ??= m.entrySets.values()) as Iterator<{ fk: string }>;
         const claimants = this.claims.claimants;
         for (; budget > 0; budget--) {
           const n = sets.next();
@@ -105,7 +105,7 @@ export class SweepScan {
       }
       case 'vips': {
         // An address with an entry: it must have a ClusterIP frontend, and the flags the agent writes.
-        const vips = (this.iter ??= m.kVips.entries()) as Iterator<[string, number]>;
+        const vips = (this.iter ??= m.vips.entries()) as Iterator<[string, number]>;
         for (; budget > 0; budget--) {
           const n = vips.next();
           if (n.done) return budget;
@@ -120,12 +120,12 @@ export class SweepScan {
         for (; budget > 0; budget--) {
           const n = refs.next();
           if (n.done) return budget;
-          if (m.kVips.get(n.value) !== VIP_FLAG.REFUSE_UNKNOWN_PORT) m.suspectVips.add(n.value);
+          if (m.vips.get(n.value) !== VIP_FLAG.REFUSE_UNKNOWN_PORT) m.suspectVips.add(n.value);
         }
         return 0;
       }
       case 'backends': {
-        const rows = m.kBackends;
+        const rows = m.backends;
         const mark = (id: number) => {
           if (rows.refs(id) === 0) m.unreferenced.add(id);
         };

@@ -37,20 +37,20 @@ function touch(t: TouchedKeys, pairs: readonly AffinityMatchKey[], k: Buffer): v
  * (deleted after them).
  */
 export function diffAffinityMatches(m: KernelMirror, frontendId: number, ids: readonly number[], w: Writes): void {
-  const have = m.kAff.get(frontendId);
+  const have = m.affinityMatches.get(frontendId);
   if (ids.length === 0 && !have) return;
   const want = new Set(ids);
   for (const id of want) if (!have?.has(id)) w.affWrites.push({ backendId: id, frontendId });
   if (have) for (const id of have) if (!want.has(id)) w.affDeletes.push({ backendId: id, frontendId });
   m.affPairs += want.size - (have?.size ?? 0);
-  if (want.size) m.kAff.set(frontendId, want);
-  else m.kAff.delete(frontendId);
+  if (want.size) m.affinityMatches.set(frontendId, want);
+  else m.affinityMatches.delete(frontendId);
 }
 
 const compare = (mirror: KernelMirror, kernel: readonly AffinityMatchKey[], add: DriftSink) =>
   compareKeySets(
     MAP,
-    mirror.kAff,
+    mirror.affinityMatches,
     kernel.map((a): [number, number] => [a.frontendId, a.backendId]),
     add,
   );
@@ -66,7 +66,7 @@ export const affinityMatchesTable: ReconcilerTable = {
     keySize: KEY_SIZE,
     valSize: VAL_SIZE,
     cursor: (m, b) => m.affinityMatchesRawCursor(b),
-    hashMirror: hashMembers((m) => m.kAff, KEY_SIZE, VAL_SIZE, affinityMatchRecord),
+    hashMirror: hashMembers((m) => m.affinityMatches, KEY_SIZE, VAL_SIZE, affinityMatchRecord),
   },
   matches: (maps, mirror) => noDrift((add) => compare(mirror, maps.dumpAffinityMatches(), add)),
   compare: (mirror, k, add) => compare(mirror, k.affs, add),

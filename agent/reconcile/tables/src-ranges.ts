@@ -37,20 +37,20 @@ function touch(t: TouchedKeys, ranges: readonly SrcRangeKey[], k: Buffer): void 
  * (deleted after them).
  */
 export function diffSrcRanges(m: KernelMirror, frontendId: number, cidrs: readonly string[], w: Writes): void {
-  const have = m.kRanges.get(frontendId);
+  const have = m.srcRanges.get(frontendId);
   if (cidrs.length === 0 && !have) return;
   const want = new Set(cidrs);
   for (const cidr of want) if (!have?.has(cidr)) w.rangeWrites.push({ frontendId, cidr });
   if (have) for (const cidr of have) if (!want.has(cidr)) w.rangeDeletes.push({ frontendId, cidr });
   m.rangeKeys += want.size - (have?.size ?? 0);
-  if (want.size) m.kRanges.set(frontendId, want);
-  else m.kRanges.delete(frontendId);
+  if (want.size) m.srcRanges.set(frontendId, want);
+  else m.srcRanges.delete(frontendId);
 }
 
 const compare = (mirror: KernelMirror, kernel: readonly SrcRangeKey[], add: DriftSink) =>
   compareKeySets(
     MAP,
-    mirror.kRanges,
+    mirror.srcRanges,
     kernel.map((r): [number, string] => [r.frontendId, r.cidr]),
     add,
   );
@@ -66,7 +66,7 @@ export const srcRangesTable: ReconcilerTable = {
     keySize: KEY_SIZE,
     valSize: VAL_SIZE,
     cursor: (m, b) => m.srcRangesRawCursor(b),
-    hashMirror: hashMembers((m) => m.kRanges, KEY_SIZE, VAL_SIZE, srcRangeRecord),
+    hashMirror: hashMembers((m) => m.srcRanges, KEY_SIZE, VAL_SIZE, srcRangeRecord),
   },
   matches: (maps, mirror) => noDrift((add) => compare(mirror, maps.dumpSrcRanges(), add)),
   compare: (mirror, k, add) => compare(mirror, k.ranges, add),

@@ -69,7 +69,7 @@ function zeroAfterNul(b: Buffer, off: number, size: number): void {
   }
 }
 
-const compare = (mirror: KernelMirror, kernel: Iterable<[number, SvcMeta]>, add: DriftSink) => compareKeyValues(MAP, mirror.kMeta, kernel, sameMeta, add);
+const compare = (mirror: KernelMirror, kernel: Iterable<[number, SvcMeta]>, add: DriftSink) => compareKeyValues(MAP, mirror.svcMeta, kernel, sameMeta, add);
 
 export const svcMetaTable: ReconcilerTable = {
   map: MAP,
@@ -82,7 +82,7 @@ export const svcMetaTable: ReconcilerTable = {
     valSize: VAL_SIZE,
     cursor: (m, b) => m.svcMetaRawCursor(b),
     normalise,
-    hashMirror: hashFromMap((m) => m.kMeta, KEY_SIZE, VAL_SIZE, svcMetaRecord),
+    hashMirror: hashFromMap((m) => m.svcMeta, KEY_SIZE, VAL_SIZE, svcMetaRecord),
   },
   matches: (maps, mirror) => noDrift((add) => compare(mirror, maps.dumpSvcMeta(), add)),
   compare: (mirror, k, add) => compare(mirror, k.metas, add),
