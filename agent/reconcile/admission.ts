@@ -198,10 +198,10 @@ export class Admission {
         n.src_range_map += d.sourceRanges.length;
         continue;
       }
-      const rn = this.mirror.ownedFrontendId(d.fk);
-      if (rn === 0) n.rev_nat_ids++;
+      const fid = this.mirror.ownedFrontendId(d.fk);
+      if (fid === 0) n.rev_nat_ids++;
       n.svc_map += missingEntries(this.mirror.entrySets.get(d.extSid), ne) + (d.internalTuples ? missingEntries(this.mirror.entrySets.get(d.intSid), ni) : 0);
-      const pairs = d.affinityTimeout > 0 ? ((rn > 0 ? this.mirror.affinityMatches.get(rn) : undefined) ?? new Set<number>()) : null;
+      const pairs = d.affinityTimeout > 0 ? ((fid > 0 ? this.mirror.affinityMatches.get(fid) : undefined) ?? new Set<number>()) : null;
       const seen = pairs && d.internalTuples ? new Set<BackendTuple>() : null;
       const newTuples = (fresh ??= new Set());
       for (const tuples of d.internalTuples ? [d.tuples, d.internalTuples] : [d.tuples]) {
@@ -213,7 +213,7 @@ export class Admission {
           if (id < 0 || !pairs.has(id)) n.aff_match_map++;
         }
       }
-      const ranges = rn > 0 ? this.mirror.srcRanges.get(rn) : undefined;
+      const ranges = fid > 0 ? this.mirror.srcRanges.get(fid) : undefined;
       for (const cidr of d.sourceRanges) if (!ranges?.has(cidr)) n.src_range_map++;
     }
     if (fresh) n.backend_map = fresh.size;

@@ -170,16 +170,16 @@ export class MirrorDiff {
   }
 
   removeFrontend(fk: string, w: Writes, touchedVips: Set<string>): void {
-    const rn = this.m.ownedFrontendId(fk);
-    const udpBefore = rn > 0 ? this.udpSlots(this.m.entrySets.get(entrySetId(fk, SCOPE.EXTERNAL)), this.m.entrySets.get(entrySetId(fk, SCOPE.INTERNAL))) : null;
-    if (udpBefore) this.noteUdpLeft(fk, rn, udpBefore, NO_TUPLES);
+    const fid = this.m.ownedFrontendId(fk);
+    const udpBefore = fid > 0 ? this.udpSlots(this.m.entrySets.get(entrySetId(fk, SCOPE.EXTERNAL)), this.m.entrySets.get(entrySetId(fk, SCOPE.INTERNAL))) : null;
+    if (udpBefore) this.noteUdpLeft(fk, fid, udpBefore, NO_TUPLES);
     for (const scope of SCOPES) this.removeSet(fk, scope, w);
-    if (rn > 0) {
-      diffAffinityMatches(this.m, rn, NO_IDS, w);
-      diffSrcRanges(this.m, rn, NO_RANGES, w);
-      if (this.m.svcMeta.delete(rn)) w.metaDeletes.push(rn);
-      this.m.frontendIdOwner.delete(rn);
-      w.releaseFrontendId.push(rn);
+    if (fid > 0) {
+      diffAffinityMatches(this.m, fid, NO_IDS, w);
+      diffSrcRanges(this.m, fid, NO_RANGES, w);
+      if (this.m.svcMeta.delete(fid)) w.metaDeletes.push(fid);
+      this.m.frontendIdOwner.delete(fid);
+      w.releaseFrontendId.push(fid);
     }
     if (this.m.vipOf.has(fk)) this.vipUnref(fk, touchedVips);
   }
@@ -210,10 +210,10 @@ export class MirrorDiff {
       // Each map walked in turn (a frontendId's pairs, ranges and name all go at its first visit; Maps
       // iterate safely past deleted entries), not merged into one Set: at 100,000 frontends that was
       // an array and a Set of 100,000 ids.
-      for (const rn of m.affinityMatches.keys()) this.dropOrphanFrontendId(rn, w);
-      for (const rn of m.srcRanges.keys()) this.dropOrphanFrontendId(rn, w);
-      for (const rn of m.svcMeta.keys()) this.dropOrphanFrontendId(rn, w);
-    } else for (const rn of m.suspectFrontendIds) this.dropOrphanFrontendId(rn, w);
+      for (const fid of m.affinityMatches.keys()) this.dropOrphanFrontendId(fid, w);
+      for (const fid of m.srcRanges.keys()) this.dropOrphanFrontendId(fid, w);
+      for (const fid of m.svcMeta.keys()) this.dropOrphanFrontendId(fid, w);
+    } else for (const fid of m.suspectFrontendIds) this.dropOrphanFrontendId(fid, w);
     for (const addr of m.suspectVips) touchedVips.add(addr);
     if (full) {
       for (const addr of m.vips.keys()) touchedVips.add(addr);
@@ -226,12 +226,12 @@ export class MirrorDiff {
     clearIfAny(this.m.suspectVips);
   }
 
-  /** Affinity pairs, source ranges and name of `rn` when no frontend owns it. */
-  private dropOrphanFrontendId(rn: number, w: Writes): void {
-    if (this.m.frontendIdOwner.has(rn)) return;
-    diffAffinityMatches(this.m, rn, NO_IDS, w);
-    diffSrcRanges(this.m, rn, NO_RANGES, w);
-    if (this.m.svcMeta.delete(rn)) w.metaDeletes.push(rn);
+  /** Affinity pairs, source ranges and name of `fid` when no frontend owns it. */
+  private dropOrphanFrontendId(fid: number, w: Writes): void {
+    if (this.m.frontendIdOwner.has(fid)) return;
+    diffAffinityMatches(this.m, fid, NO_IDS, w);
+    diffSrcRanges(this.m, fid, NO_RANGES, w);
+    if (this.m.svcMeta.delete(fid)) w.metaDeletes.push(fid);
   }
 
   /**

@@ -119,10 +119,10 @@ export class KernelMirror {
 
   /** The frontendId this frontend owns in the kernel, if any. */
   ownedFrontendId(fk: string, ext = this.entrySets.get(entrySetId(fk, SCOPE.EXTERNAL)), int = this.entrySets.get(entrySetId(fk, SCOPE.INTERNAL))): number {
-    const rn = ext?.master?.frontendId ?? 0;
-    if (rn > 0 && this.frontendIdOwner.get(rn) === fk) return rn;
-    const rn2 = int?.master?.frontendId ?? 0;
-    if (rn2 > 0 && this.frontendIdOwner.get(rn2) === fk) return rn2;
+    const fid = ext?.master?.frontendId ?? 0;
+    if (fid > 0 && this.frontendIdOwner.get(fid) === fk) return fid;
+    const fid2 = int?.master?.frontendId ?? 0;
+    if (fid2 > 0 && this.frontendIdOwner.get(fid2) === fk) return fid2;
     return 0;
   }
 
@@ -232,9 +232,9 @@ export class KernelMirror {
         for (let s = f.master.count + 1; s < f.slots.length; s++) if (f.slots[s] !== undefined) (d.slotsBeyondCount++, bad.add(f.fk));
         for (let s = 1; s <= f.master.count; s++) if (f.slots[s] === undefined) (d.missingSlots++, bad.add(f.fk));
         // Both scopes of one frontend share its frontendId; any other sharing is an inconsistency.
-        const rn = f.master.frontendId;
-        const owner = this.frontendIdOwner.get(rn);
-        if (rn > 0 && owner === undefined && this.frontendIds.reserve(rn)) this.frontendIdOwner.set(rn, f.fk);
+        const fid = f.master.frontendId;
+        const owner = this.frontendIdOwner.get(fid);
+        if (fid > 0 && owner === undefined && this.frontendIds.reserve(fid)) this.frontendIdOwner.set(fid, f.fk);
         else if (owner !== f.fk) (d.badFrontendIds++, bad.add(f.fk));
         if (f.scope === SCOPE.EXTERNAL && f.master.flags & SVC_FLAG.CLUSTER_IP) {
           this.vipOf.set(f.fk, f.base.addr);
@@ -271,9 +271,9 @@ export class KernelMirror {
     }
     // A ClusterIP frontend whose address entry is missing (a write that failed part-way).
     for (const addr of this.vipRefs.keys()) if (this.vips.get(addr) !== VIP_FLAG.REFUSE_UNKNOWN_PORT) this.suspectVips.add(addr);
-    for (const [rn, m] of metas) {
-      this.svcMeta.set(rn, m);
-      if (!this.frontendIdOwner.has(rn)) (d.orphanAuxEntries++, this.suspectFrontendIds.add(rn));
+    for (const [fid, m] of metas) {
+      this.svcMeta.set(fid, m);
+      if (!this.frontendIdOwner.has(fid)) (d.orphanAuxEntries++, this.suspectFrontendIds.add(fid));
     }
 
     this.backends.forEachId((id) => {

@@ -99,8 +99,8 @@ export class ReadBack {
       const before = new Map(this.mirror.frontendIdOwner);
       this.mirror.load(kernel, dirty);
       // A frontend whose masters all went keeps its frontendId if nothing else took it.
-      for (const [rn, fk] of before) {
-        if (!this.mirror.frontendIds.has(rn) && this.mirror.ownedFrontendId(fk) === 0) frontendIdHints.set(fk, rn);
+      for (const [fid, fk] of before) {
+        if (!this.mirror.frontendIds.has(fid) && this.mirror.ownedFrontendId(fk) === 0) frontendIdHints.set(fk, fid);
       }
     }
     result.readBackMs = performance.now() - started;

@@ -126,7 +126,7 @@ export function hashFromMap<K, V>(entries: (m: KernelMirror) => Map<K, V>, keySi
 }
 
 /** A read-back's hashMirror over a mirror kept as frontendId → a set of members (pairs, ranges). */
-export function hashMembers<T extends number | string>(sets: (m: KernelMirror) => Map<number, Set<T>>, keySize: number, valSize: number, record: (rn: number, member: T) => Buffer) {
+export function hashMembers<T extends number | string>(sets: (m: KernelMirror) => Map<number, Set<T>>, keySize: number, valSize: number, record: (fid: number, member: T) => Buffer) {
   return (mirror: KernelMirror, w: ReadBackWindow, budget: number): boolean => {
     const byFrontendId = (w.iter ??= sets(mirror).entries()) as Iterator<[number, Set<T>]>;
     let work = 0;
@@ -166,8 +166,8 @@ export function compareKeySets<T>(map: string, mirror: Map<number, Set<T>>, kern
   for (const s of mirror.values()) total += s.size;
   let found = 0;
   let stray = 0;
-  for (const [rn, x] of kernel) {
-    if (mirror.get(rn)?.has(x)) found++;
+  for (const [fid, x] of kernel) {
+    if (mirror.get(fid)?.has(x)) found++;
     else stray++;
   }
   add(map, total - found, 0, stray);
