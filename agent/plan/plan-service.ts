@@ -146,7 +146,7 @@ function portFrontends(
 
   // ClusterIP: the internal policy's set. iTP=Local with no local endpoint
   // but endpoints elsewhere is a DROP in kube-proxy (rule 24 of docs/semantics.md); a socket hook
-  // cannot drop a connect, so kpr refuses at once (docs/architecture.md).
+  // cannot drop a connect, so kpr refuses at once (the same rule).
   const out: PlanFrontend[] = [newFrontend(info, sp, 'ClusterIP', fam.clusterIP, sp.port, info.internalPolicyLocal ? local : cluster, info.internalPolicyLocal, [])];
   if (!externallyAccessible) return out;
 
