@@ -31,7 +31,7 @@ export interface ServiceView {
   port: number;
   /** "external" (everyone, or traffic from outside the node) or "internal" (callers on the node). */
   scope: string;
-  /** The frontend id (frontend_id). */
+  /** The frontend id (kpr_svc_val.frontend_id). */
   id: number;
   flags: string[];
   /** Session affinity timeout, for frontends with the affinity flag. */
