@@ -4,7 +4,7 @@
  * backends by id with refcounts; affinity-match pairs, source ranges,
  * service addresses and names), and the ids it has handed out. Rebuilt from
  * a dump of the pinned maps at start (adoption) and after a failed write or
- * a read-back that found drift (loadFromKernel), so it matches what the
+ * a read-back that found drift (`load(KernelMirror.read(maps))`), so it matches what the
  * kernel really holds.
  */
 import type { DatapathMaps } from '../maps/datapath-maps.js';
