@@ -121,8 +121,8 @@ export class Agent {
       writer: this.writer,
     });
     // Frontend ids 1 .. n-1 index kpr_svc_stats and name kpr_svc_meta (n: map-sizes.ts frontendCapacity).
-    const maxRevNatId = dp.maps.svcMeta.maxEntries - 1;
-    const reconciler = new Reconciler(obs.instrument(maps), log.child({ source: 'reconciler' }), { capacities: testCapacities(maps.capacities(), cfg.testMapCapacities, log), maxRevNatId });
+    const maxFrontendId = dp.maps.svcMeta.maxEntries - 1;
+    const reconciler = new Reconciler(obs.instrument(maps), log.child({ source: 'reconciler' }), { capacities: testCapacities(maps.capacities(), cfg.testMapCapacities, log), maxFrontendId });
     obs.adopted(reconciler.adopt());
 
     const kc = loadKubeConfig({ kubeconfig: cfg.kubeconfig, serviceHost: cfg.k8sServiceHost, servicePort: cfg.k8sServicePort });

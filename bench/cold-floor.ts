@@ -111,11 +111,11 @@ export function floorSync(source: FloorSource, maps: FloorMaps, writer: BatchWri
   const ids = new TupleIndex();
   const slotIds: number[] = [];
   let nextBackend = 1;
-  let nextRevNat = 1;
+  let nextFrontendId = 1;
   let svcEntries = 0;
   let frontends = 0;
 
-  const putSvc = (cip: number, port: number, proto: number, slot: number, id: number, count: number, revNat: number, flags: number): void => {
+  const putSvc = (cip: number, port: number, proto: number, slot: number, id: number, count: number, frontendId: number, flags: number): void => {
     if (svc.full) flushAll();
     const k = svc.n * svc.keySize;
     const v = svc.n++ * svc.valueSize;
@@ -128,8 +128,8 @@ export function floorSync(source: FloorSource, maps: FloorMaps, writer: BatchWri
     svc.values.writeUInt32LE(id, v + SV.backend_id);
     svc.values[v + SV.count] = count & 0xff;
     svc.values[v + SV.count + 1] = count >>> 8;
-    svc.values[v + SV.rev_nat_id] = revNat & 0xff;
-    svc.values[v + SV.rev_nat_id + 1] = revNat >>> 8;
+    svc.values[v + SV.frontend_id] = frontendId & 0xff;
+    svc.values[v + SV.frontend_id + 1] = frontendId >>> 8;
     svc.values.writeUInt16LE(flags, v + SV.flags);
     svcEntries++;
   };
@@ -172,12 +172,12 @@ export function floorSync(source: FloorSource, maps: FloorMaps, writer: BatchWri
           }
         }
       }
-      const revNat = nextRevNat++;
+      const frontendId = nextFrontendId++;
       if (metas.full) flushAll();
-      metas.keys.writeUInt32LE(revNat, metas.n * metas.keySize);
+      metas.keys.writeUInt32LE(frontendId, metas.n * metas.keySize);
       encodeSvcMeta({ name: key, portName: sp.name ?? '', type: FE_TYPE.CLUSTER_IP, proto: sp.protocol === 'UDP' ? IPPROTO.UDP : IPPROTO.TCP }, metas.values, metas.n++ * metas.valueSize);
       for (let s = 1; s <= n; s++) putSvc(cip, sp.port!, proto, s, slotIds[s - 1], 0, 0, 0);
-      putSvc(cip, sp.port!, proto, 0, 0, n, revNat, SVC_FLAG.CLUSTER_IP | (local ? SVC_FLAG.LOCAL_BACKEND : 0));
+      putSvc(cip, sp.port!, proto, 0, 0, n, frontendId, SVC_FLAG.CLUSTER_IP | (local ? SVC_FLAG.LOCAL_BACKEND : 0));
       frontends++;
     }
     if (vips.full) flushAll();

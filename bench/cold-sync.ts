@@ -68,7 +68,7 @@ async function child(root: string, mode: ColdSyncMode, services: number, endpoin
   const maps = standaloneMaps(root, native, L, sizes);
   const { set, writer } = maps;
   try {
-    const reconciler = new Reconciler(new BpfDatapathMaps({ ...set, writer }), quiet, { maxRevNatId: sizes.frontends - 1 });
+    const reconciler = new Reconciler(new BpfDatapathMaps({ ...set, writer }), quiet, { maxFrontendId: sizes.frontends - 1 });
     reconciler.adopt();
     const ctx = { nodeName: sc.NODE_NAME, node };
     const keys = [...source.serviceKeys()].sort();

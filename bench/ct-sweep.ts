@@ -34,7 +34,7 @@ function fill(map: BpfMap, n: number, now: bigint): void {
       const f = start + i;
       const client = `198.18.${(f >> 16) & 0xff}.${(f >> 8) & 0xff}`;
       ct.key.encode({ saddr: client, daddr: '198.19.0.10', sport: 1024 + (f & 0xff) * 200 + ((f >> 24) & 0xff), dport: 80, proto: IPPROTO.TCP, dir: CT_DIR.ORIGINAL }, keys, i * ct.key.size);
-      ct.value.encode({ natSaddr: client, natDaddr: '198.18.10.10', natSport: 40000, natDport: 8080, backendId: 1, expiresNs: f % 2 === 0 ? now - 1n : now + 3_600_000_000_000n, revNatId: 1, flags: 0 }, vals, i * ct.value.size);
+      ct.value.encode({ natSaddr: client, natDaddr: '198.18.10.10', natSport: 40000, natDport: 8080, backendId: 1, expiresNs: f % 2 === 0 ? now - 1n : now + 3_600_000_000_000n, frontendId: 1, flags: 0 }, vals, i * ct.value.size);
     }
     map.updateBatch(keys, vals, c);
   }

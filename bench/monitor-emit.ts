@@ -33,7 +33,7 @@ function load(file: string): { obj: BpfObject; close(): void } {
   obj.load();
   obj.map('kpr_config').update(Buffer.alloc(4), encodeConfig({ hostNetnsCookie: 0n, snatV4: NODE, snatV6: '', tcpTimeoutS: 300, tcpClosingTimeoutS: 10, udpTimeoutS: 30, flags: 0 }));
   const key = encodeSvcKey({ addr: NODE, port: NODE_PORT, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL });
-  obj.map('kpr_svc').update(key, encodeSvcVal({ backendId: 0, count: 0, revNatId: 12, flags: SVC_FLAG.NODE_PORT }));
+  obj.map('kpr_svc').update(key, encodeSvcVal({ backendId: 0, count: 0, frontendId: 12, flags: SVC_FLAG.NODE_PORT }));
   return {
     obj,
     close: () => {

@@ -129,7 +129,7 @@ async function child(root: string, services: number, endpoints: number, policy: 
   const sizes = benchMapSizes(scenarioNeeds(services, endpoints));
   const maps = standaloneMaps(root, native, L, sizes);
   const { set, writer } = maps;
-  const reconciler = new Reconciler(new BpfDatapathMaps({ ...set, writer }), quiet, { maxRevNatId: sizes.frontends - 1 });
+  const reconciler = new Reconciler(new BpfDatapathMaps({ ...set, writer }), quiet, { maxFrontendId: sizes.frontends - 1 });
   reconciler.adopt();
   const target = [...source.serviceKeys()].sort()[0];
   const slices = source.endpointSlicesByKey(target);

@@ -41,9 +41,9 @@ function load(file: string): { obj: BpfObject; close(): void } {
     const svc = obj.map('kpr_svc');
     const flags = SVC_FLAG.NODE_PORT | svcAlgFlags(SVC_ALG.RANDOM);
     const key = (port: number, slot: number) => encodeSvcKey({ addr: NODE, port, slot, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL });
-    svc.update(key(PORTS.drop, 0), encodeSvcVal({ backendId: 0, count: 0, revNatId: 12, flags }));
-    svc.update(key(PORTS.select, 1), encodeSvcVal({ backendId: MISSING_BACKEND_ID, count: 0, revNatId: 0, flags: 0 }));
-    svc.update(key(PORTS.select, 0), encodeSvcVal({ backendId: 0, count: 1, revNatId: 13, flags }));
+    svc.update(key(PORTS.drop, 0), encodeSvcVal({ backendId: 0, count: 0, frontendId: 12, flags }));
+    svc.update(key(PORTS.select, 1), encodeSvcVal({ backendId: MISSING_BACKEND_ID, count: 0, frontendId: 0, flags: 0 }));
+    svc.update(key(PORTS.select, 0), encodeSvcVal({ backendId: 0, count: 1, frontendId: 13, flags }));
   } catch (err) {
     obj.close();
     rmSync(dir, { recursive: true, force: true });

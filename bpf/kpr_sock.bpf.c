@@ -100,7 +100,7 @@ static __always_inline int kpr_xlate_fwd(struct bpf_sock_addr *ctx, struct kpr_d
 			return -EHOSTUNREACH;
 		return 0;
 	}
-	stat = kpr_svc_stat_of(cfg, svc->rev_nat_id);
+	stat = kpr_svc_stat_of(cfg, svc->frontend_id);
 	if (svc->count == 0) {
 		kpr_count(KPR_STAT_NO_BACKEND);
 		if (stat)
@@ -131,7 +131,7 @@ static __always_inline int kpr_xlate_fwd(struct bpf_sock_addr *ctx, struct kpr_d
 	rkey.port = be->port;
 	kpr_addr_copy(rval.addr, dst->addr);
 	rval.port = dst->port;
-	rval.rev_nat_id = svc->rev_nat_id;
+	rval.frontend_id = svc->frontend_id;
 	/* Best effort: a full LRU evicts an old socket's entry, never fails us. */
 	bpf_map_update_elem(&kpr_revnat, &rkey, &rval, BPF_ANY);
 	kpr_emit(ctx, hook, KPR_EV_TRANSLATED, ev_flags, &key, svc, be, backend_id, NULL, 0, 0);

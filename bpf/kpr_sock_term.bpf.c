@@ -54,7 +54,7 @@ int kpr_sock_term(struct bpf_iter__udp *ctx)
 	rval = bpf_map_lookup_elem(&kpr_revnat, &rkey);
 	if (!rval)
 		return 0;
-	tkey.rev_nat_id = rval->rev_nat_id;
+	tkey.frontend_id = rval->frontend_id;
 	if (!bpf_map_lookup_elem(&kpr_term, &tkey))
 		return 0;
 

@@ -94,7 +94,7 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 		kpr_count(KPR_STAT_TC_CT_LOST);
 		ev_flags |= KPR_EVF_CT_LOST;
 	}
-	stat = kpr_svc_stat_of(cfg, svc->rev_nat_id);
+	stat = kpr_svc_stat_of(cfg, svc->frontend_id);
 	if (!kpr_lb_source_allowed(svc, p->saddr)) {
 		kpr_count(KPR_STAT_TC_DROP_SOURCE_RANGE);
 		if (stat)
@@ -159,7 +159,7 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 		fwd.nat_sport = p->sport;
 	}
 	fwd.backend_id = backend_id;
-	fwd.rev_nat_id = svc->rev_nat_id;
+	fwd.frontend_id = svc->frontend_id;
 	kpr_ct_touch(&fwd, p, cfg, now);
 
 	/*

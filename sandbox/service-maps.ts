@@ -57,11 +57,11 @@ export function fillServiceMaps(bpffsDir: string, f: ServiceFill): void {
       const affinity = f.affinity?.(i) ?? 0;
       const flags = SVC_FLAG.CLUSTER_IP | (affinity ? SVC_FLAG.AFFINITY : 0);
       encodeSvcKey({ ...base, slot: 0 }, sk, s * SVC_KEY.size);
-      encodeSvcVal({ backendId: affinity, count: perService, revNatId: i + 1, flags }, sv, s++ * SVC_VAL.size);
+      encodeSvcVal({ backendId: affinity, count: perService, frontendId: i + 1, flags }, sv, s++ * SVC_VAL.size);
       for (let j = 0; j < perService; j++) {
         const id = i * perService + j + 1;
         encodeSvcKey({ ...base, slot: j + 1 }, sk, s * SVC_KEY.size);
-        encodeSvcVal({ backendId: id, count: 0, revNatId: 0, flags: 0 }, sv, s++ * SVC_VAL.size);
+        encodeSvcVal({ backendId: id, count: 0, frontendId: 0, flags: 0 }, sv, s++ * SVC_VAL.size);
         encodeBackendId(id, bk, b * BACKEND_ID_SIZE);
         encodeBackend({ addr: f.backendAddr(i, j), port: 8080, proto: IPPROTO.TCP, flags: 0 }, bv, b++ * BACKEND.size);
       }

@@ -53,7 +53,7 @@ const ROWS: { [I in MapId]: Rows<KeyOf<I>, ValueOf<I>> } = {
     key: (k) => ({ address: k.addr, port: k.port, protocol: protoName(k.proto), scope: scopeName(k.scope), slot: k.slot }),
     value: (d, key) =>
       key.slot === 0
-        ? { count: d.count, id: d.revNatId, flags: flagNames(d.flags), ...(d.backendId ? { affinityTimeoutSeconds: d.backendId } : {}) }
+        ? { count: d.count, id: d.frontendId, flags: flagNames(d.flags), ...(d.backendId ? { affinityTimeoutSeconds: d.backendId } : {}) }
         : { backendId: d.backendId },
   },
   backend: {
@@ -69,20 +69,21 @@ const ROWS: { [I in MapId]: Rows<KeyOf<I>, ValueOf<I>> } = {
   revnat: {
     about: 'socket reverse NAT: (socket cookie, backend) -> the frontend it called',
     key: (k) => ({ cookie: big(k.cookie), backend: k.addr, backendPort: k.port }),
-    value: (d) => ({ address: d.addr, port: d.port, id: d.revNatId }),
+    value: (d) => ({ address: d.addr, port: d.port, id: d.frontendId }),
   },
   affinity: {
     about: 'session affinity: (netns cookie or client, frontend id) -> backend',
-    key: (k) => ({ netnsCookie: big(k.netnsCookie), client: k.client, id: k.revNatId }),
+    key: (k) => ({ netnsCookie: big(k.netnsCookie), client: k.client, id: k.frontendId }),
     value: (d) => ({ backendId: d.backendId, lastUsedNs: big(d.lastUsedNs) }),
   },
   affinityMatch: {
     about: 'valid (backend, frontend) pairs of frontends with affinity',
-    key: (k) => ({ backendId: k.backendId, id: k.revNatId }),
+    key: (k) => ({ backendId: k.backendId, id: k.frontendId }),
   },
   term: {
     about: 'UDP backends whose connected sockets are to be destroyed',
-    key: (k) => ({ address: k.addr, port: k.port, revNatId: k.revNatId, protocol: protoName(k.proto) }),
+    // `id` as in every other map's rows; `revNatId`, its old name, kept for scripts reading the JSON (CHANGELOG).
+    key: (k) => ({ address: k.addr, port: k.port, id: k.frontendId, revNatId: k.frontendId, protocol: protoName(k.proto) }),
   },
   svcMeta: {
     about: 'frontend id -> service name, port name, type',
@@ -98,14 +99,14 @@ const ROWS: { [I in MapId]: Rows<KeyOf<I>, ValueOf<I>> } = {
       natDestination: d.natDaddr,
       natDestinationPort: d.natDport,
       backendId: d.backendId,
-      id: d.revNatId,
+      id: d.frontendId,
       flags: bitNames(d.flags, CT_FLAG),
       expiresNs: big(d.expiresNs),
     }),
   },
   srcRange: {
     about: 'loadBalancerSourceRanges: (frontend id, CIDR) allowed',
-    key: (k) => ({ id: k.revNatId, cidr: k.cidr }),
+    key: (k) => ({ id: k.frontendId, cidr: k.cidr }),
   },
   svcCidr: {
     about: 'service ranges (ServiceCIDR objects or --service-cluster-ip-range): their unallocated addresses are refused/dropped',

@@ -143,8 +143,8 @@ export function classify(manifests: readonly Manifest[], nodeName: string, skipp
 /** The map sizes that decide what the agent admits (its --map-size-* flags), and the frontend id space they give. */
 export interface PlanMapSizes {
   capacities: MapCapacities;
-  /** Frontend ids 1 .. maxRevNatId (the agent's: kpr_svc_meta's max_entries less one). */
-  maxRevNatId: number;
+  /** Frontend ids 1 .. maxFrontendId (the agent's: kpr_svc_meta's max_entries less one). */
+  maxFrontendId: number;
 }
 
 /** The map-size settings that bound what the agent admits (limits.ts); the flow-state maps' do not. */
@@ -156,7 +156,7 @@ export function planMapSizes(values: Readonly<Record<string, unknown>>): PlanMap
   const at = (id: keyof typeof MAPS) => sizes.byMapName[MAPS[id].name]!;
   return {
     capacities: { svc: at('svc'), backend: at('backend'), affinityMatch: at('affinityMatch'), srcRange: at('srcRange') },
-    maxRevNatId: at('svcMeta') - 1,
+    maxFrontendId: at('svcMeta') - 1,
   };
 }
 
@@ -182,7 +182,7 @@ export function planJson(opts: { nodeName: string; files: string[]; nodePortAddr
   }
   const byKey = new Map(services.map((s) => [`${s.metadata!.namespace}/${s.metadata!.name}`, s]));
   const sizes = opts.mapSizes ?? planMapSizes({});
-  const run = dryRunSync({ plans, created: (k) => creationMs(byKey.get(k)), capacities: sizes.capacities, maxRevNatId: sizes.maxRevNatId });
+  const run = dryRunSync({ plans, created: (k) => creationMs(byKey.get(k)), capacities: sizes.capacities, maxFrontendId: sizes.maxFrontendId });
   return { node: opts.nodeName, frontends: run.programmed.map(frontendJson), skipped: skipped.concat(plan.skipped, run.skipped) };
 }
 

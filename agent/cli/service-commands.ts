@@ -95,7 +95,7 @@ export function serviceList(bpffsDir: string, output: string, frontend?: string)
 export function serviceGet(bpffsDir: string, name: string | undefined, output: string): string | Iterable<Uint8Array> {
   if (!name || !/^[^/]+\/[^/]+$/.test(name)) throw new UsageError('service get: NAMESPACE/NAME expected', 'service get');
   const t = readServiceTables(bpffsDir);
-  const which = Array.from(t.order).filter((m) => t.meta.get(t.masters[m]!.val.revNatId)?.name === name);
+  const which = Array.from(t.order).filter((m) => t.meta.get(t.masters[m]!.val.frontendId)?.name === name);
   if (which.length === 0) throw new CliError(`service ${name} is not programmed on this node (no frontend in ${MAP_NAMES.svcMeta} names it)`);
   return render(t, which, output);
 }

@@ -159,7 +159,7 @@ const FE_FIXED_MAX = 1024;
 /** Frontend `m` (an index into t.masters) as JSON.stringify(views, null, 2) prints an element of the array. */
 function writeFrontend(w: ChunkWriter, t: ServiceTables, m: number): void {
   const { key: k, val: v, base } = t.masters[m]!;
-  const meta = t.meta.get(v.revNatId);
+  const meta = t.meta.get(v.frontendId);
   w.ensure(FE_FIXED_MAX);
   w.bytes(FE_OPEN);
   if (meta) {
@@ -173,14 +173,14 @@ function writeFrontend(w: ChunkWriter, t: ServiceTables, m: number): void {
   w.bytes(FE_PORT);
   w.uint(k.port);
   w.bytes(scopeText(k.scope));
-  w.uint(v.revNatId);
+  w.uint(v.frontendId);
   w.bytes(flagsText(v.flags));
   if (v.flags & SVC_FLAG.AFFINITY) {
     w.bytes(FE_AFFINITY);
     w.uint(v.backendId);
     w.text(',\n');
   }
-  const counters = t.counters?.get(v.revNatId);
+  const counters = t.counters?.get(v.frontendId);
   if (counters) w.text(`    "counters": ${nested(counters)},\n`);
   w.ensure(FE_FIXED_MAX);
   w.bytes(FE_BACKENDS);

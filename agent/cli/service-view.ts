@@ -31,7 +31,7 @@ export interface ServiceView {
   port: number;
   /** "external" (everyone, or traffic from outside the node) or "internal" (callers on the node). */
   scope: string;
-  /** The frontend id (rev_nat_id). */
+  /** The frontend id (kpr_svc_val.frontend_id). */
   id: number;
   flags: string[];
   /** Session affinity timeout, for frontends with the affinity flag. */
@@ -243,7 +243,7 @@ export function frontendView(t: ServiceTables, m: number): ServiceView {
   const { key: k, val: v, base } = t.masters[m]!;
   const list: ServiceView['backends'] = new Array(v.count);
   for (let slot = 0; slot < v.count; slot++) list[slot] = t.backends.slotEntry(t.slotIds[base + slot]!);
-  const meta = t.meta.get(v.revNatId);
+  const meta = t.meta.get(v.frontendId);
   // Members assigned in the order the JSON output has always had.
   const view = {} as ServiceView;
   if (meta) {
@@ -255,10 +255,10 @@ export function frontendView(t: ServiceTables, m: number): ServiceView {
   view.address = k.addr;
   view.port = k.port;
   view.scope = scopeName(k.scope);
-  view.id = v.revNatId;
+  view.id = v.frontendId;
   view.flags = flagNames(v.flags);
   if (v.flags & SVC_FLAG.AFFINITY) view.affinityTimeoutSeconds = v.backendId;
-  const counters = t.counters?.get(v.revNatId);
+  const counters = t.counters?.get(v.frontendId);
   if (counters) view.counters = counters;
   view.backends = list;
   return view;

@@ -54,13 +54,13 @@ export interface TraceMaps {
   svc(addr: string, port: number, proto: number, scope: number, slot: number): SvcVal | undefined;
   backend(id: number): Backend | undefined;
   vipFlags(addr: string): number | undefined;
-  meta(revNatId: number): SvcMeta | undefined;
+  meta(frontendId: number): SvcMeta | undefined;
   /** The longest-prefix source-range entry for (frontend id, client), as the tc program looks it up. */
-  sourceRangeAllows(revNatId: number, client: string): boolean;
+  sourceRangeAllows(frontendId: number, client: string): boolean;
   affinity(key: AffinityKey): AffinityVal | undefined;
   /** Every affinity entry of a frontend (the socket path keys them by network namespace). */
-  affinityEntries(revNatId: number): Array<{ key: AffinityKey; val: AffinityVal }>;
-  affinityMatch(revNatId: number, backendId: number): boolean;
+  affinityEntries(frontendId: number): Array<{ key: AffinityKey; val: AffinityVal }>;
+  affinityMatch(frontendId: number, backendId: number): boolean;
   /** ORIGINAL-direction conntrack entries from `from` (any source port when absent) to `to`. */
   conntrack(from: { addr: string; port?: number }, to: { addr: string; port: number }, proto: number): Array<{ key: CtKey; val: CtVal }>;
   config(): KprConfig | undefined;
@@ -154,8 +154,8 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
       if (f && f.val.expiresNs > q.nowNs && backendLive(f)) {
         const backend = hostPort(f.val.natDaddr, f.val.natDport);
         const closing = f.val.flags & CT_FLAG.CLOSING && q.proto === 'TCP' ? ' (a new SYN from this port is balanced afresh: the flow is closing)' : '';
-        const fe = maps.meta(f.val.revNatId);
-        const of = fe ? ` (${frontendTypeName(fe.type)} ${fe.name}${fe.portName ? `:${fe.portName}` : ''}, frontend id ${f.val.revNatId})` : ` (frontend id ${f.val.revNatId})`;
+        const fe = maps.meta(f.val.frontendId);
+        const of = fe ? ` (${frontendTypeName(fe.type)} ${fe.name}${fe.portName ? `:${fe.portName}` : ''}, frontend id ${f.val.frontendId})` : ` (frontend id ${f.val.frontendId})`;
         return done('continues', `established flow${of}: packets go to ${backend} as before${closing}`, { backend });
       }
     }
@@ -178,9 +178,9 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
     steps.push({ step: 'frontend', result: `no frontend ${q.proto} ${to}${vip !== undefined ? ` (${q.to.addr} is a Service address)` : ''}`, detail: { found: false, serviceAddress: vip !== undefined } });
     return done('passed', q.path === 'socket' ? `not a Service frontend: the connection goes to ${to} untranslated` : `not a Service frontend: the packet passes to the node's stack untranslated`);
   }
-  const meta = maps.meta(master.revNatId);
+  const meta = maps.meta(master.frontendId);
   trace.frontend = {
-    id: master.revNatId,
+    id: master.frontendId,
     ...(meta ? { service: meta.name, portName: meta.portName, type: frontendTypeName(meta.type) } : {}),
     scope: scopeName(scope),
     flags: flagNames(master.flags),
@@ -189,7 +189,7 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
   const name = meta ? `${frontendTypeName(meta.type)} ${meta.name}${meta.portName ? `:${meta.portName}` : ''}` : '(no name in kpr_svc_meta)';
   steps.push({
     step: 'frontend',
-    result: `${name}  id ${master.revNatId}  scope ${scopeName(scope)}${trace.frontend.flags.length ? `  [${trace.frontend.flags.join(',')}]` : ''}`,
+    result: `${name}  id ${master.frontendId}  scope ${scopeName(scope)}${trace.frontend.flags.length ? `  [${trace.frontend.flags.join(',')}]` : ''}`,
     detail: { found: true, ...trace.frontend },
   });
 
@@ -208,7 +208,7 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
     if (q.path === 'socket') {
       steps.push({ step: 'source-ranges', result: 'loadBalancerSourceRanges are not applied to callers on the node (socket path)', detail: { applied: false } });
     } else {
-      const allowed = maps.sourceRangeAllows(master.revNatId, q.from!.addr);
+      const allowed = maps.sourceRangeAllows(master.frontendId, q.from!.addr);
       steps.push({ step: 'source-ranges', result: `${q.from!.addr} is ${allowed ? '' : 'not '}in the frontend's loadBalancerSourceRanges`, detail: { applied: true, allowed } });
       if (!allowed) return done('dropped', `${q.from!.addr} is outside loadBalancerSourceRanges (kpr_datapath_drops_total{reason="source_range"})`);
     }
@@ -223,7 +223,7 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
     const be = maps.backend(id);
     const entry: TraceBackend = { slot, id, address: be?.addr ?? '?', port: be?.port ?? 0 };
     if (be && be.flags & BE_FLAG.LOCAL) entry.local = true;
-    if (master.flags & SVC_FLAG.AFFINITY) entry.affinityEligible = maps.affinityMatch(master.revNatId, id);
+    if (master.flags & SVC_FLAG.AFFINITY) entry.affinityEligible = maps.affinityMatch(master.frontendId, id);
     backends.push(entry);
   }
   const missing = backends.filter((b) => b.address === '?');
@@ -246,9 +246,9 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
   if (master.flags & SVC_FLAG.AFFINITY) {
     const timeoutNs = BigInt(master.backendId) * NS_PER_S;
     if (q.path === 'tc') {
-      const val = maps.affinity({ netnsCookie: 0n, client: q.from!.addr, revNatId: master.revNatId });
+      const val = maps.affinity({ netnsCookie: 0n, client: q.from!.addr, frontendId: master.frontendId });
       const fresh = val !== undefined && q.nowNs - val.lastUsedNs <= timeoutNs;
-      const match = val !== undefined && maps.affinityMatch(master.revNatId, val.backendId);
+      const match = val !== undefined && maps.affinityMatch(master.frontendId, val.backendId);
       if (val && fresh && match) chosen = backends.find((b) => b.id === val.backendId);
       const age = val ? seconds(q.nowNs - val.lastUsedNs) : undefined;
       const result = !val
@@ -258,7 +258,7 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
           : `${q.from!.addr} had backend id ${val.backendId}, ${!fresh ? `expired (last used ${age}s ago, timeout ${master.backendId}s)` : 'which no longer serves the frontend'}: a new choice`;
       steps.push({ step: 'affinity', result, detail: { key: 'client address', hit: chosen !== undefined, entry: val ? { backendId: val.backendId, ageSeconds: age } : null, timeoutSeconds: master.backendId } });
     } else {
-      const entries = maps.affinityEntries(master.revNatId).filter((e) => e.key.netnsCookie !== 0n);
+      const entries = maps.affinityEntries(master.frontendId).filter((e) => e.key.netnsCookie !== 0n);
       const fresh = entries.filter((e) => q.nowNs - e.val.lastUsedNs <= timeoutNs);
       steps.push({
         step: 'affinity',

@@ -78,21 +78,21 @@ class PinnedTraceMaps implements TraceMaps {
   vipFlags(addr: string) {
     return this.get<string, number>('vip', addr);
   }
-  meta(revNatId: number) {
-    return this.get<number, ReturnType<TraceMaps['meta']>>('svcMeta', revNatId, true);
+  meta(frontendId: number) {
+    return this.get<number, ReturnType<TraceMaps['meta']>>('svcMeta', frontendId, true);
   }
-  sourceRangeAllows(revNatId: number, client: string): boolean {
-    const key = encodeSrcRangeKey({ revNatId, cidr: `${client}/${client.includes(':') ? 128 : 32}` });
+  sourceRangeAllows(frontendId: number, client: string): boolean {
+    const key = encodeSrcRangeKey({ frontendId, cidr: `${client}/${client.includes(':') ? 128 : 32}` });
     return this.map('srcRange')!.lookup(key) !== null;
   }
   affinity(key: AffinityKey) {
     return this.get<AffinityKey, AffinityVal>('affinity', key);
   }
-  affinityEntries(revNatId: number) {
-    return this.scan<AffinityKey, AffinityVal>('affinity', (k) => k.revNatId === revNatId);
+  affinityEntries(frontendId: number) {
+    return this.scan<AffinityKey, AffinityVal>('affinity', (k) => k.frontendId === frontendId);
   }
-  affinityMatch(revNatId: number, backendId: number): boolean {
-    return this.get('affinityMatch', { backendId, revNatId }) !== undefined;
+  affinityMatch(frontendId: number, backendId: number): boolean {
+    return this.get('affinityMatch', { backendId, frontendId }) !== undefined;
   }
   conntrack(from: { addr: string; port?: number }, to: { addr: string; port: number }, proto: number) {
     if (from.port !== undefined) {

@@ -10,11 +10,11 @@ import { withSockDiag, type BpfMap, type InetFamily, type UdpSocketEntry } from 
 import { IPPROTO, REVNAT_KEY, decodeRevNatVal, encodeRevNatKey, encodeTermKey } from '../maps/layout.js';
 import { isCanonicalIPv4 } from '../net/ip.js';
 
-/** A UDP backend that left a frontend (the frontend's revNatId). */
+/** A UDP backend that left a frontend (the frontend's frontendId). */
 export interface UdpBackendLeft {
   addr: string;
   port: number;
-  revNatId: number;
+  frontendId: number;
 }
 
 /** The (backend, port, frontend) triples that left, as kpr_term keys, and what to ask the kernel for. */
@@ -29,7 +29,7 @@ export function sockDiagTargets(backends: UdpBackendLeft[]): SockDiagTargets {
   const termKeys = new Set<string>();
   const ports = new Map<InetFamily, Set<number>>([[4, new Set()], [6, new Set()]]);
   for (const b of backends) {
-    termKeys.add(encodeTermKey({ addr: b.addr, port: b.port, revNatId: b.revNatId, proto: IPPROTO.UDP }).toString('hex'));
+    termKeys.add(encodeTermKey({ addr: b.addr, port: b.port, frontendId: b.frontendId, proto: IPPROTO.UDP }).toString('hex'));
     if (isCanonicalIPv4(b.addr)) ports.get(4)!.add(b.port);
     ports.get(6)!.add(b.port);
   }
@@ -45,8 +45,8 @@ export function socketToDestroy(s: UdpSocketEntry, revnat: BpfMap, termKeys: Set
   encodeRevNatKey({ cookie: s.cookie, addr: s.dst, port: s.dport }, key);
   const val = revnat.lookup(key);
   if (!val) return false;
-  const { revNatId } = decodeRevNatVal(val);
-  return termKeys.has(encodeTermKey({ addr: s.dst, port: s.dport, revNatId, proto: IPPROTO.UDP }).toString('hex'));
+  const { frontendId } = decodeRevNatVal(val);
+  return termKeys.has(encodeTermKey({ addr: s.dst, port: s.dport, frontendId, proto: IPPROTO.UDP }).toString('hex'));
 }
 
 export interface SockDiagScan {

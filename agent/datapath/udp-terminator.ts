@@ -130,7 +130,7 @@ export class UdpTerminator {
   #viaIterator(backends: UdpBackendLeft[]): TerminationRun {
     const { term, stats } = this.#opts.maps;
     const iterator = this.#opts.iterator!;
-    const keys: TermKey[] = backends.map((b) => ({ addr: b.addr, port: b.port, revNatId: b.revNatId, proto: IPPROTO.UDP }));
+    const keys: TermKey[] = backends.map((b) => ({ addr: b.addr, port: b.port, frontendId: b.frontendId, proto: IPPROTO.UDP }));
     const buf = Buffer.alloc(keys.length * TERM_KEY.size);
     keys.forEach((k, i) => encodeTermKey(k, buf, i * TERM_KEY.size));
     let namespaces = 0;

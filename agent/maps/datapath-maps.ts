@@ -35,9 +35,9 @@ export interface DatapathTables {
   Vips: KeyValueTable<string, number>;
   /** kpr_aff_match: valid (backend, frontend) pairs of frontends with affinity. */
   AffinityMatches: KeySetTable<AffinityMatchKey>;
-  /** kpr_svc_meta: revNatId → names (read by the CLI only). */
+  /** kpr_svc_meta: frontendId → names (read by the CLI only). */
   SvcMeta: KeyValueTable<number, SvcMeta>;
-  /** kpr_src_range: (revNatId, client CIDR) pairs allowed by loadBalancerSourceRanges. */
+  /** kpr_src_range: (frontendId, client CIDR) pairs allowed by loadBalancerSourceRanges. */
   SrcRanges: KeySetTable<SrcRangeKey>;
 }
 
@@ -98,7 +98,7 @@ export interface DatapathMaps {
    * updateServices by column (the reconciler's write path, no key objects):
    * entry i is key (bases[i], scope scopeSlots[i] >> 16, slot scopeSlots[i] & 0xffff)
    * → vals[i], where a number n stands for a slot value { backendId: n, count: 0,
-   * revNatId: 0, flags: 0 }, for the first `count` entries (default: all, and
+   * frontendId: 0, flags: 0 }, for the first `count` entries (default: all, and
    * the columns must then be of one length). Same entries, same order, same
    * failure behaviour as updateServices.
    */
@@ -227,7 +227,7 @@ export abstract class TableDatapathMaps {
 
 /** The service-map value of a slot naming backend `id` (what a number stands for in updateServiceColumns). */
 export function slotValue(id: number): SvcVal {
-  return { backendId: id, count: 0, revNatId: 0, flags: 0 };
+  return { backendId: id, count: 0, frontendId: 0, flags: 0 };
 }
 
 /** updateServiceColumns' entries as updateServices takes them (the in-memory maps write columns this way). */

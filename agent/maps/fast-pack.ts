@@ -54,7 +54,7 @@ export class AddrCache {
 
 // The fast packers' offsets, from the registry.
 const { addr: K_ADDR, port: K_PORT, slot: K_SLOT, proto: K_PROTO, scope: K_SCOPE, pad: K_PAD } = MAPS.svc.key.at;
-const { backend_id: V_ID, count: V_COUNT, rev_nat_id: V_REVNAT, flags: V_FLAGS } = MAPS.svc.value.at;
+const { backend_id: V_ID, count: V_COUNT, frontend_id: V_FRONTEND_ID, flags: V_FLAGS } = MAPS.svc.value.at;
 const { addr: B_ADDR, port: B_PORT, proto: B_PROTO, flags: B_FLAGS } = MAPS.backend.value.at;
 const META = MAPS.svcMeta.value;
 const M_NAME = META.at.name;
@@ -116,9 +116,9 @@ function isU16(x: number): boolean {
 export function packSvcVal(v: SvcVal, b: Buffer, o: number): void {
   const id = v.backendId;
   const count = v.count;
-  const rn = v.revNatId;
+  const fid = v.frontendId;
   const flags = v.flags;
-  if (!(id >>> 0 === id && isU16(count) && rn >>> 0 === rn && isU16(flags))) {
+  if (!(id >>> 0 === id && isU16(count) && fid >>> 0 === fid && isU16(flags))) {
     svcCodecs.value.encode(v, b, o);
     return;
   }
@@ -127,12 +127,12 @@ export function packSvcVal(v: SvcVal, b: Buffer, o: number): void {
   b[o + V_COUNT + 1] = count >>> 8;
   b[o + V_FLAGS] = flags & 0xff;
   b[o + V_FLAGS + 1] = flags >>> 8;
-  packId(rn, b, o + V_REVNAT);
+  packId(fid, b, o + V_FRONTEND_ID);
 }
 
 /** A slot's value (backend id, the rest 0) into zeroed bytes. */
 export function packSlotVal(id: number, b: Buffer, o: number): void {
-  if (id >>> 0 !== id) svcCodecs.value.encode({ backendId: id, count: 0, revNatId: 0, flags: 0 }, b, o); // throws
+  if (id >>> 0 !== id) svcCodecs.value.encode({ backendId: id, count: 0, frontendId: 0, flags: 0 }, b, o); // throws
   else packId(id, b, o + V_ID);
 }
 

@@ -279,22 +279,22 @@ function lpmPrefix(cidr: string): { addr: string; mappedLen: number } {
 /** kpr_src_range_key's members as stored. */
 interface SrcRangeKeyBytes {
   prefixlen: number;
-  revNatId: number;
+  frontendId: number;
   addr: string;
 }
 
 const srcRangeKeyBytes = structCodec(R.SRC_RANGE_KEY as StructLayout as StructLayout<SrcRangeKeyBytes>, ADDR);
 
-/** The LPM key of a range: prefixlen counts rev_nat_id + pad (32 bits) and the address prefix, IPv4 as a /96+n. */
+/** The LPM key of a range: prefixlen counts frontend_id + pad (32 bits) and the address prefix, IPv4 as a /96+n. */
 export function encodeSrcRangeKey(k: SrcRangeKey, buf: Buffer = Buffer.alloc(R.SRC_RANGE_KEY.size), off = 0): Buffer {
   const { addr, mappedLen } = lpmPrefix(k.cidr);
-  return srcRangeKeyBytes.encode({ prefixlen: 32 + mappedLen, revNatId: k.revNatId, addr }, buf, off);
+  return srcRangeKeyBytes.encode({ prefixlen: 32 + mappedLen, frontendId: k.frontendId, addr }, buf, off);
 }
 
 export function decodeSrcRangeKey(buf: Buffer, off = 0): SrcRangeKey {
-  const { prefixlen, revNatId, addr }: SrcRangeKeyBytes = srcRangeKeyBytes.decode(buf, off);
+  const { prefixlen, frontendId, addr }: SrcRangeKeyBytes = srcRangeKeyBytes.decode(buf, off);
   const bits = prefixlen - 32;
-  return { revNatId, cidr: `${addr}/${isCanonicalIPv4(addr) ? bits - 96 : bits}` };
+  return { frontendId, cidr: `${addr}/${isCanonicalIPv4(addr) ? bits - 96 : bits}` };
 }
 
 codecs.set(R.SRC_RANGE_KEY, { size: R.SRC_RANGE_KEY.size, encode: encodeSrcRangeKey, decode: decodeSrcRangeKey } as Codec<unknown>);

@@ -13,7 +13,7 @@ import type { AffinityKey, AffinityMatchKey, CtVal, RevNatVal, SrcRangeKey, SvcM
 export const SVC_VAL_V1 = structLayout<SvcVal>()('kpr_svc_val', [
   { c: 'backend_id', kind: 'u32' },
   { c: 'count', kind: 'u16' },
-  { c: 'rev_nat_id', kind: 'u16' },
+  { c: 'frontend_id', kind: 'u16' },
   { c: 'flags', kind: 'u16' },
   { c: 'pad', kind: 'pad', size: 2 },
 ]);
@@ -21,26 +21,26 @@ export const SVC_VAL_V1 = structLayout<SvcVal>()('kpr_svc_val', [
 export const REVNAT_VAL_V1 = structLayout<RevNatVal>()('kpr_revnat_val', [
   { c: 'addr', kind: 'addr' },
   { c: 'port', kind: 'be16' },
-  { c: 'rev_nat_id', kind: 'u16' },
+  { c: 'frontend_id', kind: 'u16' },
 ]);
 
 export const AFFINITY_KEY_V1 = structLayout<AffinityKey>()('kpr_affinity_key', [
   { c: 'netns_cookie', kind: 'u64' },
   { c: 'client', kind: 'addr' },
-  { c: 'rev_nat_id', kind: 'u16' },
+  { c: 'frontend_id', kind: 'u16' },
   { c: 'pad', kind: 'pad', size: 6 },
 ]);
 
 export const AFFINITY_MATCH_KEY_V1 = structLayout<AffinityMatchKey>()('kpr_affinity_match_key', [
   { c: 'backend_id', kind: 'u32' },
-  { c: 'rev_nat_id', kind: 'u16' },
+  { c: 'frontend_id', kind: 'u16' },
   { c: 'pad', kind: 'pad', size: 2 },
 ]);
 
 export const TERM_KEY_V1 = structLayout<TermKey>()('kpr_term_key', [
   { c: 'addr', kind: 'addr' },
   { c: 'port', kind: 'be16' },
-  { c: 'rev_nat_id', kind: 'u16' },
+  { c: 'frontend_id', kind: 'u16' },
   { c: 'proto', kind: 'u8' },
   { c: 'pad', kind: 'pad', size: 3 },
 ]);
@@ -52,14 +52,14 @@ export const CT_VAL_V1 = structLayout<CtVal>()('kpr_ct_val', [
   { c: 'nat_dport', kind: 'be16' },
   { c: 'backend_id', kind: 'u32' },
   { c: 'expires_ns', kind: 'u64' },
-  { c: 'rev_nat_id', kind: 'u16' },
+  { c: 'frontend_id', kind: 'u16' },
   { c: 'flags', kind: 'u8' },
   { c: 'pad', kind: 'pad', size: 5 },
 ]);
 
 export const SRC_RANGE_KEY_V1 = structLayout<SrcRangeKey>()('kpr_src_range_key', [
   { c: 'prefixlen', kind: 'u32' },
-  { c: 'rev_nat_id', kind: 'u16' },
+  { c: 'frontend_id', kind: 'u16' },
   { c: 'pad', kind: 'pad', size: 2 },
   { c: 'addr', kind: 'addr' },
 ]);

@@ -24,7 +24,7 @@ export interface SvcVal {
    */
   backendId: number;
   count: number;
-  revNatId: number;
+  frontendId: number;
   flags: number;
 }
 
@@ -44,14 +44,14 @@ export interface RevNatKey {
 export interface RevNatVal {
   addr: string;
   port: number;
-  revNatId: number;
+  frontendId: number;
 }
 
 export interface AffinityKey {
   netnsCookie: bigint;
   /** The client address on the tc path; "::" on the socket path. */
   client: string;
-  revNatId: number;
+  frontendId: number;
 }
 
 export interface AffinityVal {
@@ -61,14 +61,14 @@ export interface AffinityVal {
 
 export interface AffinityMatchKey {
   backendId: number;
-  revNatId: number;
+  frontendId: number;
 }
 
 export interface TermKey {
   addr: string;
   port: number;
   /** The frontend the backend left. */
-  revNatId: number;
+  frontendId: number;
   proto: number;
 }
 
@@ -81,7 +81,7 @@ export interface SvcMeta {
   proto: number;
 }
 
-/** struct kpr_svc_stat: one CPU's counters of a frontend (kpr_svc_stats, indexed by rev_nat_id). */
+/** struct kpr_svc_stat: one CPU's counters of a frontend (kpr_svc_stats, indexed by frontend_id). */
 export interface SvcStat {
   balanced: bigint;
   refused: bigint;
@@ -106,12 +106,12 @@ export interface CtVal {
   natDport: number;
   backendId: number;
   expiresNs: bigint;
-  revNatId: number;
+  frontendId: number;
   flags: number;
 }
 
 export interface SrcRangeKey {
-  revNatId: number;
+  frontendId: number;
   /** "198.18.0.0/15" or "2001:db8::/32". */
   cidr: string;
 }

@@ -75,12 +75,12 @@ export interface FailureSpec {
 
 /** Identity of an affinity-match key. */
 export function affKeyId(k: AffinityMatchKey): string {
-  return `${k.backendId}|${k.revNatId}`;
+  return `${k.backendId}|${k.frontendId}`;
 }
 
 /** Identity of a source-range key. */
 export function rangeKeyId(k: SrcRangeKey): string {
-  return `${k.revNatId}|${k.cidr}`;
+  return `${k.frontendId}|${k.cidr}`;
 }
 
 /** Identity of a service-map key: equal keys in the kernel (byte for byte) are equal strings here. */
@@ -183,7 +183,7 @@ export class MemoryDatapathMaps extends TableDatapathMaps implements DatapathMap
         capacity: { max: () => this.maxServices, code: 'E2BIG', message: 'service map full', map: MAP_NAMES.svc },
         stored: ([k, v]): [SvcKey, SvcVal] => [
           { addr: k.addr, port: k.port, slot: k.slot, proto: k.proto, scope: k.scope },
-          { backendId: v.backendId, count: v.count, revNatId: v.revNatId, flags: v.flags },
+          { backendId: v.backendId, count: v.count, frontendId: v.frontendId, flags: v.flags },
         ],
         entry: (_id, [k, v]) => [{ ...k }, { ...v }],
         updated: (call, [key, val]) => ({ call, kind: 'svc-update', key, val }),

@@ -45,7 +45,7 @@ export const SVC_VAL = structLayout<SvcVal>()('kpr_svc_val', [
   { c: 'backend_id', kind: 'u32' },
   { c: 'count', kind: 'u16' },
   { c: 'flags', kind: 'u16' },
-  { c: 'rev_nat_id', kind: 'u32' },
+  { c: 'frontend_id', kind: 'u32' },
 ]);
 
 export const BACKEND = structLayout<Backend>()('kpr_backend', [
@@ -71,13 +71,13 @@ export const REVNAT_VAL = structLayout<RevNatVal>()('kpr_revnat_val', [
   { c: 'addr', kind: 'addr' },
   { c: 'port', kind: 'be16' },
   { c: 'pad', kind: 'pad', size: 2 },
-  { c: 'rev_nat_id', kind: 'u32' },
+  { c: 'frontend_id', kind: 'u32' },
 ]);
 
 export const AFFINITY_KEY = structLayout<AffinityKey>()('kpr_affinity_key', [
   { c: 'netns_cookie', kind: 'u64' },
   { c: 'client', kind: 'addr' },
-  { c: 'rev_nat_id', kind: 'u32' },
+  { c: 'frontend_id', kind: 'u32' },
   { c: 'pad', kind: 'pad', size: 4 },
 ]);
 
@@ -89,7 +89,7 @@ export const AFFINITY_VAL = structLayout<AffinityVal>()('kpr_affinity_val', [
 
 export const AFFINITY_MATCH_KEY = structLayout<AffinityMatchKey>()('kpr_affinity_match_key', [
   { c: 'backend_id', kind: 'u32' },
-  { c: 'rev_nat_id', kind: 'u32' },
+  { c: 'frontend_id', kind: 'u32' },
 ]);
 
 export const TERM_KEY = structLayout<TermKey>()('kpr_term_key', [
@@ -97,7 +97,7 @@ export const TERM_KEY = structLayout<TermKey>()('kpr_term_key', [
   { c: 'port', kind: 'be16' },
   { c: 'proto', kind: 'u8' },
   { c: 'pad', kind: 'pad', size: 1 },
-  { c: 'rev_nat_id', kind: 'u32' },
+  { c: 'frontend_id', kind: 'u32' },
 ]);
 
 export const SVC_META = structLayout<SvcMeta>()('kpr_svc_meta', [
@@ -136,13 +136,13 @@ export const CT_VAL = structLayout<CtVal>()('kpr_ct_val', [
   { c: 'pad0', kind: 'pad', size: 2 },
   { c: 'flags', kind: 'u8' },
   { c: 'pad1', kind: 'pad', size: 1 },
-  { c: 'rev_nat_id', kind: 'u32' },
+  { c: 'frontend_id', kind: 'u32' },
 ]);
 
 /** The LPM key; its codec (layout.ts) reads and writes the members as a CIDR. */
 export const SRC_RANGE_KEY = structLayout<SrcRangeKey>()('kpr_src_range_key', [
   { c: 'prefixlen', kind: 'u32' },
-  { c: 'rev_nat_id', kind: 'u32' },
+  { c: 'frontend_id', kind: 'u32' },
   { c: 'addr', kind: 'addr' },
 ]);
 

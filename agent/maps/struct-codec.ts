@@ -36,7 +36,7 @@ export interface FieldSpec {
   readonly kind: FieldKind;
   /** Bytes, for cstr and pad (the other kinds have theirs). */
   readonly size?: number;
-  /** Property of the TypeScript object; default: `c` in camelCase (rev_nat_id → revNatId). */
+  /** Property of the TypeScript object; default: `c` in camelCase (frontend_id → frontendId). */
   readonly prop?: string;
 }
 

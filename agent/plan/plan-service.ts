@@ -18,7 +18,7 @@ import { withAllowedExternalIPs } from './external-ips.js';
 import { primaryNodeIP, withImplicitLbAllow } from './source-ranges.js';
 import { readServiceInfo, type FamilyInfo, type ServiceInfo, type ServicePortInfo } from './service-info.js';
 import { namespacedKey } from '../runtime/flat-key.js';
-import { frontendKey, sameBackends, type FrontendType, type NoLocalEndpoints, type PlanBackend, type PlanFrontend, type ServicePlan, type SkippedObject } from './types.js';
+import { frontendLabel, sameBackends, type FrontendType, type NoLocalEndpoints, type PlanBackend, type PlanFrontend, type ServicePlan, type SkippedObject } from './types.js';
 
 export interface PlanContext {
   /** This node's name: decides which endpoints are local. "" means none is. */
@@ -96,13 +96,13 @@ function planServiceUnchecked(service: V1Service, slices: readonly V1EndpointSli
       for (let k = 0; k < planned.length; k++) {
         const f = planned[k];
         if (frontends.length > 0) {
-          seen ??= new Set(frontends.map(frontendKey));
-          const fk = frontendKey(f);
-          if (seen.has(fk)) {
-            skipped.push({ object: `Service ${key}`, reason: `${f.type} ${fk} duplicates another frontend of the Service; the first is used` });
+          seen ??= new Set(frontends.map(frontendLabel));
+          const label = frontendLabel(f);
+          if (seen.has(label)) {
+            skipped.push({ object: `Service ${key}`, reason: `${f.type} ${label} duplicates another frontend of the Service; the first is used` });
             continue;
           }
-          seen.add(fk);
+          seen.add(label);
         }
         frontends.push(f);
       }
@@ -146,7 +146,7 @@ function portFrontends(
 
   // ClusterIP: the internal policy's set. iTP=Local with no local endpoint
   // but endpoints elsewhere is a DROP in kube-proxy (rule 24 of docs/semantics.md); a socket hook
-  // cannot drop a connect, so kpr refuses at once (docs/architecture.md).
+  // cannot drop a connect, so kpr refuses at once (the same rule).
   const out: PlanFrontend[] = [newFrontend(info, sp, 'ClusterIP', fam.clusterIP, sp.port, info.internalPolicyLocal ? local : cluster, info.internalPolicyLocal, [])];
   if (!externallyAccessible) return out;
 

@@ -99,9 +99,22 @@ export interface DataplanePlan {
   skipped: SkippedObject[];
 }
 
-/** Identity of a frontend in the datapath: one service-map master entry. */
-export function frontendKey(f: Pick<PlanFrontend, 'address' | 'port' | 'protocol'>): string {
+/**
+ * The frontend label: a frontend as people read it, `address:port/PROTO`
+ * with the address as the plan wrote it. For log lines, skipped reasons and
+ * the plan's own duplicate check (docs/architecture.md, "Names").
+ */
+export function frontendLabel(f: Pick<PlanFrontend, 'address' | 'port' | 'protocol'>): string {
   return flatKey('', f.address, ':', f.port, '/', f.protocol);
+}
+
+/**
+ * The frontend key: the reconciler's index of a frontend, `address|port|proto`
+ * with the canonical address and the IP protocol number (all of a service-map
+ * key but slot and scope). Never shown; frontendLabel() is what people read.
+ */
+export function frontendKey(f: { addr: string; port: number; proto: number }): string {
+  return flatKey('|', f.addr, f.port, f.proto);
 }
 
 /** The same backends (address and port) in the same order. */

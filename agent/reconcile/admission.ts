@@ -1,6 +1,6 @@
 /**
  * Admission against the datapath's limits (limits.ts): whether a Service
- * fits the room left in each map (and in the revNatId space) before any of
+ * fits the room left in each map (and in the frontendId space) before any of
  * it is written; Services refused whole for want of room, Services with a
  * frontend cut to MAX_SLOTS backends, the maps' capacities (declared, and
  * learned when the kernel refused a write as full below them).
@@ -180,7 +180,7 @@ export class Admission {
 
   /**
    * What frontends `ds` need of each limit beyond what the kernel holds: new
-   * revNatIds, service-map entries (masters and slots), backends,
+   * frontendIds, service-map entries (masters and slots), backends,
    * affinity-match pairs and source ranges. `exact` false: an upper bound
    * from the lengths alone (as if nothing were programmed).
    */
@@ -198,22 +198,22 @@ export class Admission {
         n.src_range_map += d.sourceRanges.length;
         continue;
       }
-      const rn = this.mirror.ownedRevNat(d.fk);
-      if (rn === 0) n.rev_nat_ids++;
-      n.svc_map += missingEntries(this.mirror.kSets.get(d.extSid), ne) + (d.internalTuples ? missingEntries(this.mirror.kSets.get(d.intSid), ni) : 0);
-      const pairs = d.affinityTimeout > 0 ? ((rn > 0 ? this.mirror.kAff.get(rn) : undefined) ?? new Set<number>()) : null;
+      const fid = this.mirror.ownedFrontendId(d.fk);
+      if (fid === 0) n.rev_nat_ids++;
+      n.svc_map += missingEntries(this.mirror.entrySets.get(d.extSid), ne) + (d.internalTuples ? missingEntries(this.mirror.entrySets.get(d.intSid), ni) : 0);
+      const pairs = d.affinityTimeout > 0 ? ((fid > 0 ? this.mirror.affinityMatches.get(fid) : undefined) ?? new Set<number>()) : null;
       const seen = pairs && d.internalTuples ? new Set<BackendTuple>() : null;
       const newTuples = (fresh ??= new Set());
       for (const tuples of d.internalTuples ? [d.tuples, d.internalTuples] : [d.tuples]) {
         for (const t of tuples) {
-          const id = this.mirror.kBackends.idOf(t);
+          const id = this.mirror.backends.idOf(t);
           if (id < 0) newTuples.add(t);
           if (pairs === null || seen?.has(t)) continue;
           seen?.add(t);
           if (id < 0 || !pairs.has(id)) n.aff_match_map++;
         }
       }
-      const ranges = rn > 0 ? this.mirror.kRanges.get(rn) : undefined;
+      const ranges = fid > 0 ? this.mirror.srcRanges.get(fid) : undefined;
       for (const cidr of d.sourceRanges) if (!ranges?.has(cidr)) n.src_range_map++;
     }
     if (fresh) n.backend_map = fresh.size;
@@ -224,7 +224,7 @@ export class Admission {
   /** Each limit's use and capacity, from the mirror (no kernel read). */
   fill(): MapFill[] {
     const cap: Record<RoomLimit, number> = {
-      rev_nat_ids: this.mirror.maxRevNatId,
+      rev_nat_ids: this.mirror.maxFrontendId,
       svc_map: this.caps.svc,
       backend_map: this.caps.backend,
       aff_match_map: this.caps.affinityMatch,
@@ -236,11 +236,11 @@ export class Admission {
   free(limit: RoomLimit, w?: Writes): number {
     switch (limit) {
       case 'rev_nat_ids':
-        return this.mirror.maxRevNatId - this.mirror.revNatIds.size;
+        return this.mirror.maxFrontendId - this.mirror.frontendIds.size;
       case 'svc_map':
         return this.caps.svc - this.mirror.masters - this.mirror.slotEntries - (w ? w.masterDeletes.length + w.slotDeletes.length : 0);
       case 'backend_map':
-        return this.caps.backend - this.mirror.kBackends.size;
+        return this.caps.backend - this.mirror.backends.size;
       case 'aff_match_map':
         return this.caps.affinityMatch - this.mirror.affPairs - (w ? w.affDeletes.length : 0);
       case 'src_range_map':
@@ -256,7 +256,7 @@ export class Admission {
   private capacity(limit: RoomLimit): number {
     switch (limit) {
       case 'rev_nat_ids':
-        return this.mirror.maxRevNatId;
+        return this.mirror.maxFrontendId;
       case 'svc_map':
         return this.caps.svc;
       case 'backend_map':
@@ -298,7 +298,7 @@ export class Admission {
       case 'svc':
         return this.mirror.masters + this.mirror.slotEntries;
       case 'backend':
-        return this.mirror.kBackends.size;
+        return this.mirror.backends.size;
       case 'affinityMatch':
         return this.mirror.affPairs;
       case 'srcRange':

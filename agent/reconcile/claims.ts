@@ -8,14 +8,14 @@
 import { FE_TYPE } from '../maps/layout.js';
 import type { PlanFrontend, SkippedObject } from '../plan/types.js';
 import { OncePerVersion } from '../log/log-dedupe.js';
-import { frontendLabel, sameTuples, toDesiredFrontend, type BackendTuple, type DesiredFrontend } from './desired-frontend.js';
+import { desiredFrontendLabel, sameTuples, toDesiredFrontend, type BackendTuple, type DesiredFrontend } from './desired-frontend.js';
 import { ConflictLog, claimClass, conflictSkip, isAssertedClaim, outranks, type Claim, type ConflictCount, type ConflictLogger, type FrontendConflict } from './ownership.js';
 import type { PlanSource } from './sync-types.js';
 
 export class Claims {
   /** Service → its valid desired frontends (unique frontend ids). */
   readonly desired = new Map<string, DesiredFrontend[]>();
-  /** frontendId → the Service(s) that want it (winner() decides between them); an array only on conflict. */
+  /** frontend key → the Service(s) that want it (winner() decides between them); an array only on conflict. */
   readonly claimants = new Map<string, string | string[]>();
   /**
    * ClusterIP addresses of the desired frontends: address → the Service
@@ -25,7 +25,7 @@ export class Claims {
   readonly clusterAddrs = new Map<string, string | Set<string>>();
   /** LoadBalancer and ExternalIP frontends claimed, per address (re-decided when the address becomes or stops being a ClusterIP). */
   readonly assertedByAddr = new Map<string, Set<string>>();
-  /** frontendId → the claims on it that lost, as last decided. */
+  /** frontend key → the claims on it that lost, as last decided. */
   readonly conflicts = new Map<string, FrontendConflict[]>();
   readonly conflictLog: ConflictLog;
   /** Where this sync() reads creationTimestamps (its plans), and what it read, on conflicts only. */
@@ -197,7 +197,7 @@ export class Claims {
       const d = this.desiredOf(s, fk);
       const owner = isAssertedClaim(d.feType) ? this.clusterIPOwner(d.base.addr, s) : undefined;
       if (owner !== undefined) {
-        lost.push({ service: s, type: claimClass(d.feType), rule: 'cluster-ip-address', frontend: frontendLabel(d), owner, ownerType: 'ClusterIP' });
+        lost.push({ service: s, type: claimClass(d.feType), rule: 'cluster-ip-address', frontend: desiredFrontendLabel(d), owner, ownerType: 'ClusterIP' });
         continue;
       }
       const claim: Claim = { service: s, feType: d.feType, created: services.length > 1 ? this.createdOf(s) : Infinity };
@@ -207,7 +207,7 @@ export class Claims {
     }
     for (const x of contenders) {
       if (x === best) continue;
-      lost.push({ service: x.claim.service, type: claimClass(x.d.feType), rule: 'outranked', frontend: frontendLabel(x.d), owner: best!.claim.service, ownerType: claimClass(best!.d.feType) });
+      lost.push({ service: x.claim.service, type: claimClass(x.d.feType), rule: 'outranked', frontend: desiredFrontendLabel(x.d), owner: best!.claim.service, ownerType: claimClass(best!.d.feType) });
     }
     this.setConflicts(fk, lost, before);
     for (const l of lost) skipped.push(conflictSkip(l));
@@ -260,7 +260,7 @@ function desiredOf(service: string, frontends: readonly PlanFrontend[], skipped:
     if (mine.length > 0) {
       ids ??= new Set(mine.map((x) => x.fk));
       if (ids.has(d.fk)) {
-        skipped.push({ object: `Service ${service}`, reason: `frontend ${frontendLabel(d)} is listed twice; the first is used` });
+        skipped.push({ object: `Service ${service}`, reason: `frontend ${desiredFrontendLabel(d)} is listed twice; the first is used` });
         continue;
       }
       ids.add(d.fk);

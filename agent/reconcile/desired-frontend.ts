@@ -4,7 +4,7 @@
  * never writes a half-understood entry.
  */
 import { ipv4Canonical, IPV4_INVALID, networkText, parseCIDR, parseIP } from '../net/ip.js';
-import { frontendKey, type PlanBackend, type PlanFrontend, type SkippedObject } from '../plan/types.js';
+import { frontendKey, frontendLabel, type PlanBackend, type PlanFrontend, type SkippedObject } from '../plan/types.js';
 import { BE_FLAG, FE_TYPE, IPPROTO, SCOPE, SVC_ALG, SVC_FLAG, svcAlgFlags, type Backend } from '../maps/layout.js';
 import { flatKey } from '../runtime/flat-key.js';
 import { MAX_SLOTS } from '../lb/selection.js'; // a frontend with more backends gets the first MAX_SLOTS, reported (limits.ts)
@@ -20,7 +20,7 @@ export interface FrontendBase {
 export type BackendTuple = number | string;
 
 export interface DesiredFrontend {
-  /** frontendId(base). */
+  /** The frontend key: frontendKey(base). */
   fk: string;
   /** entrySetId(fk, EXTERNAL) and entrySetId(fk, INTERNAL), built once. */
   extSid: string;
@@ -30,7 +30,7 @@ export interface DesiredFrontend {
   portName: string;
   /** FE_TYPE value, for the frontend's names (tables/svc-meta.ts). */
   feType: number;
-  /** The plan's address as written (messages name the frontend as the plan did: frontendLabel). */
+  /** The plan's address as written (messages name the frontend as the plan did: desiredFrontendLabel). */
   planAddress: string;
   base: FrontendBase;
   /** SVC_FLAG bits of the master entries. */
@@ -61,14 +61,9 @@ export interface DesiredFrontend {
   truncatedFrom: number;
 }
 
-/** frontendKey() of the plan a desired frontend came from, for messages (built only when one is written). */
-export function frontendLabel(d: DesiredFrontend): string {
-  return frontendKey({ address: d.planAddress, port: d.base.port, protocol: d.base.proto === IPPROTO.UDP ? 'UDP' : d.base.proto === IPPROTO.SCTP ? 'SCTP' : 'TCP' });
-}
-
-/** Identity of a frontend in the service map (all of the key but slot and scope). */
-export function frontendId(b: FrontendBase): string {
-  return flatKey('|', b.addr, b.port, b.proto);
+/** The frontend label (plan/types.ts) of the plan a desired frontend came from, for messages (built only when one is written). */
+export function desiredFrontendLabel(d: DesiredFrontend): string {
+  return frontendLabel({ address: d.planAddress, port: d.base.port, protocol: d.base.proto === IPPROTO.UDP ? 'UDP' : d.base.proto === IPPROTO.SCTP ? 'SCTP' : 'TCP' });
 }
 
 /** Identity of one entry set (frontend and scope). */
@@ -186,7 +181,7 @@ export function toDesiredFrontend(service: string, f: PlanFrontend, skipped: Ski
     }
     sourceRanges = ranges.sort();
   }
-  const fk = frontendId(base);
+  const fk = frontendKey(base);
   return {
     fk,
     extSid: entrySetId(fk, SCOPE.EXTERNAL),
@@ -242,7 +237,7 @@ const NO_LOCALS: readonly number[] = Object.freeze([]);
 
 /** Reports a part of frontend `f` of `service` that cannot be programmed (the message names it as the plan did); null. */
 function refuse(service: string, f: PlanFrontend, reason: string, skipped: SkippedObject[]): null {
-  skipped.push({ object: `Service ${service}`, reason: `frontend ${frontendKey(f)}: ${reason}` });
+  skipped.push({ object: `Service ${service}`, reason: `frontend ${frontendLabel(f)}: ${reason}` });
   return null;
 }
 

@@ -32,12 +32,12 @@ interface UdpLeaver {
 
 export class MirrorDiff {
   /**
-   * Set by a read-back that found drift: frontend → the revNatId it had
+   * Set by a read-back that found drift: frontend → the frontendId it had
    * before, when the kernel lost every master naming it, so the repair gives
    * it back the same id (and its names, pairs and ranges stay valid).
    */
-  readonly revNatHints = new Map<string, number>();
-  /** UDP backends that left a frontend since the last sync that succeeded, by frontend, tuple and revNatId. */
+  readonly frontendIdHints = new Map<string, number>();
+  /** UDP backends that left a frontend since the last sync that succeeded, by frontend, tuple and frontendId. */
   private readonly udpLeft = new Map<string, UdpLeaver>();
 
   constructor(
@@ -48,46 +48,46 @@ export class MirrorDiff {
   diffFrontend(want: DesiredFrontend, w: Writes, touchedVips: Set<string>, skipped: SkippedObject[]): void {
     const fk = want.fk;
     // Each entry set looked up once for the whole diff.
-    const extSet = this.m.kSets.get(want.extSid);
-    const intSet = this.m.kSets.get(want.intSid);
-    let revNatId = this.m.ownedRevNat(fk, extSet, intSet);
-    const udpBefore = revNatId > 0 ? this.udpSlots(extSet, intSet) : null;
-    const udpRevNat = revNatId;
-    if (revNatId === 0 && this.revNatHints.size > 0) {
-      const hint = this.revNatHints.get(fk);
-      if (hint !== undefined && this.m.revNatIds.reserve(hint)) {
-        revNatId = hint;
-        this.m.revNatOwner.set(hint, fk);
+    const extSet = this.m.entrySets.get(want.extSid);
+    const intSet = this.m.entrySets.get(want.intSid);
+    let frontendId = this.m.ownedFrontendId(fk, extSet, intSet);
+    const udpBefore = frontendId > 0 ? this.udpSlots(extSet, intSet) : null;
+    const udpFrontendId = frontendId;
+    if (frontendId === 0 && this.frontendIdHints.size > 0) {
+      const hint = this.frontendIdHints.get(fk);
+      if (hint !== undefined && this.m.frontendIds.reserve(hint)) {
+        frontendId = hint;
+        this.m.frontendIdOwner.set(hint, fk);
       }
     }
-    if (revNatId === 0) {
-      const id = this.m.revNatIds.allocate();
+    if (frontendId === 0) {
+      const id = this.m.frontendIds.allocate();
       if (id === undefined) {
         // admitted() counted the ids: not reached unless the count was wrong. Leaves any existing entry as it is.
-        this.admission.refuse({ service: want.service, limit: 'rev_nat_ids', action: 'refused', capacity: this.m.maxRevNatId, needed: 1, free: 0 });
+        this.admission.refuse({ service: want.service, limit: 'rev_nat_ids', action: 'refused', capacity: this.m.maxFrontendId, needed: 1, free: 0 });
         return;
       }
-      revNatId = id;
-      this.m.revNatOwner.set(id, fk);
+      frontendId = id;
+      this.m.frontendIdOwner.set(id, fk);
     }
 
     // Names first (no reader depends on them, the CLI does).
     const meta: SvcMeta = metaOf(want.service, want.portName, want.feType, want.base.proto);
-    if (!sameMeta(this.m.kMeta.get(revNatId), meta)) {
-      w.metaWrites.push([revNatId, meta]);
-      this.m.kMeta.set(revNatId, meta);
+    if (!sameMeta(this.m.svcMeta.get(frontendId), meta)) {
+      w.metaWrites.push([frontendId, meta]);
+      this.m.svcMeta.set(frontendId, meta);
     }
 
     // Backend ids of both sets, so the affinity pairs can be written before any slot names them.
     const ext = this.backendsFor(want.tuples, want.locals, want.texts, want.base.proto, w);
     const int = want.internalTuples ? this.backendsFor(want.internalTuples, want.internalLocals, want.internalTexts, want.base.proto, w) : null;
-    if (want.affinityTimeout > 0) diffAffinityMatches(this.m, revNatId, int ? ext.concat(int) : ext, w);
-    else diffAffinityMatches(this.m, revNatId, NO_IDS, w);
-    diffSrcRanges(this.m, revNatId, want.sourceRanges, w);
+    if (want.affinityTimeout > 0) diffAffinityMatches(this.m, frontendId, int ? ext.concat(int) : ext, w);
+    else diffAffinityMatches(this.m, frontendId, NO_IDS, w);
+    diffSrcRanges(this.m, frontendId, want.sourceRanges, w);
 
-    if (udpBefore) this.noteUdpLeft(fk, udpRevNat, udpBefore, new Set(want.internalTuples ? want.tuples.concat(want.internalTuples) : want.tuples));
+    if (udpBefore) this.noteUdpLeft(fk, udpFrontendId, udpBefore, new Set(want.internalTuples ? want.tuples.concat(want.internalTuples) : want.tuples));
 
-    const master = (n: number): SvcVal => ({ backendId: want.affinityTimeout, count: n, revNatId, flags: want.flags });
+    const master = (n: number): SvcVal => ({ backendId: want.affinityTimeout, count: n, frontendId, flags: want.flags });
     this.diffSet(extSet, want.extSid, fk, SCOPE.EXTERNAL, want.base, ext, master(ext.length), w);
     if (int) this.diffSet(intSet, want.intSid, fk, SCOPE.INTERNAL, want.base, int, master(int.length), w);
     else if (intSet) this.removeSet(fk, SCOPE.INTERNAL, w, want.intSid);
@@ -118,7 +118,7 @@ export class MirrorDiff {
     const table = randomTable(ids.length);
     const n = table.size;
     // Sized up front: an array grown slot by slot reserves 17 entries (≈ 150 bytes) at the first.
-    if (!f) this.m.kSets.set(sid, (f = { fk, scope, base, master: null, slots: new Array<number>(n + 1), slotCount: 0 }));
+    if (!f) this.m.entrySets.set(sid, (f = { fk, scope, base, master: null, slots: new Array<number>(n + 1), slotCount: 0 }));
 
     for (let slot = 1; slot <= n; slot++) {
       const id = ids[table.backendAt(slot)];
@@ -126,7 +126,7 @@ export class MirrorDiff {
       if (old === id) continue;
       w.slotWrites.push(f.base, scope, slot, id);
       f.slots[slot] = id;
-      this.m.kBackends.addRef(id);
+      this.m.backends.addRef(id);
       if (old !== undefined) this.m.unref(old);
       else (f.slotCount++, this.m.slotEntries++);
     }
@@ -153,7 +153,7 @@ export class MirrorDiff {
 
   /** Removes one entry set: master first, then its slots. */
   removeSet(fk: string, scope: number, w: Writes, sid = entrySetId(fk, scope)): void {
-    const f = this.m.kSets.get(sid);
+    const f = this.m.entrySets.get(sid);
     if (!f) return;
     if (f.master) {
       w.masterDeletes.push(svcKey(f.base, scope, 0));
@@ -166,20 +166,20 @@ export class MirrorDiff {
       this.m.unref(id);
     }
     this.m.slotEntries -= f.slotCount;
-    this.m.kSets.delete(sid);
+    this.m.entrySets.delete(sid);
   }
 
   removeFrontend(fk: string, w: Writes, touchedVips: Set<string>): void {
-    const rn = this.m.ownedRevNat(fk);
-    const udpBefore = rn > 0 ? this.udpSlots(this.m.kSets.get(entrySetId(fk, SCOPE.EXTERNAL)), this.m.kSets.get(entrySetId(fk, SCOPE.INTERNAL))) : null;
-    if (udpBefore) this.noteUdpLeft(fk, rn, udpBefore, NO_TUPLES);
+    const fid = this.m.ownedFrontendId(fk);
+    const udpBefore = fid > 0 ? this.udpSlots(this.m.entrySets.get(entrySetId(fk, SCOPE.EXTERNAL)), this.m.entrySets.get(entrySetId(fk, SCOPE.INTERNAL))) : null;
+    if (udpBefore) this.noteUdpLeft(fk, fid, udpBefore, NO_TUPLES);
     for (const scope of SCOPES) this.removeSet(fk, scope, w);
-    if (rn > 0) {
-      diffAffinityMatches(this.m, rn, NO_IDS, w);
-      diffSrcRanges(this.m, rn, NO_RANGES, w);
-      if (this.m.kMeta.delete(rn)) w.metaDeletes.push(rn);
-      this.m.revNatOwner.delete(rn);
-      w.releaseRevNat.push(rn);
+    if (fid > 0) {
+      diffAffinityMatches(this.m, fid, NO_IDS, w);
+      diffSrcRanges(this.m, fid, NO_RANGES, w);
+      if (this.m.svcMeta.delete(fid)) w.metaDeletes.push(fid);
+      this.m.frontendIdOwner.delete(fid);
+      w.releaseFrontendId.push(fid);
     }
     if (this.m.vipOf.has(fk)) this.vipUnref(fk, touchedVips);
   }
@@ -200,38 +200,38 @@ export class MirrorDiff {
   }
 
   /**
-   * Affinity pairs and names of revNatIds no frontend owns, service addresses
+   * Affinity pairs and names of frontendIds no frontend owns, service addresses
    * whose entry disagrees with the frontends, backends no slot names: the
    * suspects the last read of the maps found, or (full sync) everything.
    */
   sweepOrphans(w: Writes, touchedVips: Set<string>, full: boolean): void {
     const m = this.m;
     if (full) {
-      // Each map walked in turn (a revNatId's pairs, ranges and name all go at its first visit; Maps
+      // Each map walked in turn (a frontendId's pairs, ranges and name all go at its first visit; Maps
       // iterate safely past deleted entries), not merged into one Set: at 100,000 frontends that was
       // an array and a Set of 100,000 ids.
-      for (const rn of m.kAff.keys()) this.dropOrphanRevNat(rn, w);
-      for (const rn of m.kRanges.keys()) this.dropOrphanRevNat(rn, w);
-      for (const rn of m.kMeta.keys()) this.dropOrphanRevNat(rn, w);
-    } else for (const rn of m.suspectRevNats) this.dropOrphanRevNat(rn, w);
+      for (const fid of m.affinityMatches.keys()) this.dropOrphanFrontendId(fid, w);
+      for (const fid of m.srcRanges.keys()) this.dropOrphanFrontendId(fid, w);
+      for (const fid of m.svcMeta.keys()) this.dropOrphanFrontendId(fid, w);
+    } else for (const fid of m.suspectFrontendIds) this.dropOrphanFrontendId(fid, w);
     for (const addr of m.suspectVips) touchedVips.add(addr);
     if (full) {
-      for (const addr of m.kVips.keys()) touchedVips.add(addr);
+      for (const addr of m.vips.keys()) touchedVips.add(addr);
       for (const addr of m.vipRefs.keys()) touchedVips.add(addr);
-      m.kBackends.forEachId((id) => {
-        if (m.kBackends.refs(id) === 0) m.unreferenced.add(id);
+      m.backends.forEachId((id) => {
+        if (m.backends.refs(id) === 0) m.unreferenced.add(id);
       });
     }
-    clearIfAny(this.m.suspectRevNats);
+    clearIfAny(this.m.suspectFrontendIds);
     clearIfAny(this.m.suspectVips);
   }
 
-  /** Affinity pairs, source ranges and name of `rn` when no frontend owns it. */
-  private dropOrphanRevNat(rn: number, w: Writes): void {
-    if (this.m.revNatOwner.has(rn)) return;
-    diffAffinityMatches(this.m, rn, NO_IDS, w);
-    diffSrcRanges(this.m, rn, NO_RANGES, w);
-    if (this.m.kMeta.delete(rn)) w.metaDeletes.push(rn);
+  /** Affinity pairs, source ranges and name of `fid` when no frontend owns it. */
+  private dropOrphanFrontendId(fid: number, w: Writes): void {
+    if (this.m.frontendIdOwner.has(fid)) return;
+    diffAffinityMatches(this.m, fid, NO_IDS, w);
+    diffSrcRanges(this.m, fid, NO_RANGES, w);
+    if (this.m.svcMeta.delete(fid)) w.metaDeletes.push(fid);
   }
 
   /**
@@ -241,7 +241,7 @@ export class MirrorDiff {
    */
   backendFor(tuple: BackendTuple, local: boolean, text: string, proto: number, writes: BackendWrites): number {
     const flags = local ? BE_FLAG.LOCAL : 0;
-    const rows = this.m.kBackends;
+    const rows = this.m.backends;
     const known = rows.idOf(tuple);
     if (known >= 0) {
       if (rows.flags(known) !== flags) {
@@ -265,13 +265,13 @@ export class MirrorDiff {
   settleVips(touchedVips: Set<string>, w: Writes): void {
     for (const addr of touchedVips) {
       const wanted = (this.m.vipRefs.get(addr) ?? 0) > 0;
-      const have = this.m.kVips.get(addr);
+      const have = this.m.vips.get(addr);
       if (wanted && have !== VIP_FLAG.REFUSE_UNKNOWN_PORT) {
         w.vipWrites.push([addr, VIP_FLAG.REFUSE_UNKNOWN_PORT]);
-        this.m.kVips.set(addr, VIP_FLAG.REFUSE_UNKNOWN_PORT);
+        this.m.vips.set(addr, VIP_FLAG.REFUSE_UNKNOWN_PORT);
       } else if (!wanted && have !== undefined) {
         w.vipDeletes.push(addr);
-        this.m.kVips.delete(addr);
+        this.m.vips.delete(addr);
       }
     }
   }
@@ -284,8 +284,8 @@ export class MirrorDiff {
     if (unreferenced.length > 1) unreferenced.sort((a, b) => a - b);
     for (const id of unreferenced) {
       if (m.danglingRefs.has(id)) continue;
-      if (m.kBackends.has(id)) {
-        if (m.kBackends.refs(id) > 0) continue;
+      if (m.backends.has(id)) {
+        if (m.backends.refs(id) > 0) continue;
         w.backendDeletes.push(id);
       }
       w.releaseBackendIds.push(id);
@@ -304,15 +304,15 @@ export class MirrorDiff {
     return ids.length > 0 ? ids : null;
   }
 
-  /** Notes the backends of `before` (slot ids) whose tuples are not among `now`'s: they left frontend `fk` (revNatId `revNatId`). */
-  private noteUdpLeft(fk: string, revNatId: number, before: readonly number[], now: ReadonlySet<BackendTuple>): void {
-    const rows = this.m.kBackends;
+  /** Notes the backends of `before` (slot ids) whose tuples are not among `now`'s: they left frontend `fk` (frontendId `frontendId`). */
+  private noteUdpLeft(fk: string, frontendId: number, before: readonly number[], now: ReadonlySet<BackendTuple>): void {
+    const rows = this.m.backends;
     for (const id of before) {
       if (!rows.has(id)) continue; // a dangling slot: no backend to tell about
       const tuple = rows.tuple(id);
       if (tuple === null || now.has(tuple)) continue;
-      const key = `${fk}\u0000${tuple}\u0000${revNatId}`;
-      if (!this.udpLeft.has(key)) this.udpLeft.set(key, { fk, tuple, left: { addr: rows.addr(id), port: rows.port(id), revNatId } });
+      const key = `${fk}\u0000${tuple}\u0000${frontendId}`;
+      if (!this.udpLeft.has(key)) this.udpLeft.set(key, { fk, tuple, left: { addr: rows.addr(id), port: rows.port(id), frontendId } });
     }
   }
 
@@ -324,7 +324,7 @@ export class MirrorDiff {
   takeUdpLeft(): UdpBackendLeft[] {
     if (this.udpLeft.size === 0) return [];
     const out: UdpBackendLeft[] = [];
-    const rows = this.m.kBackends;
+    const rows = this.m.backends;
     for (const { fk, tuple, left } of this.udpLeft.values()) {
       const id = rows.idOf(tuple);
       if (id >= 0 && this.names(fk, id)) continue;
@@ -336,7 +336,7 @@ export class MirrorDiff {
 
   /** Whether a slot of frontend `fk` (either scope) names backend `id`. */
   private names(fk: string, id: number): boolean {
-    for (const scope of SCOPES) if (this.m.kSets.get(entrySetId(fk, scope))?.slots.includes(id)) return true;
+    for (const scope of SCOPES) if (this.m.entrySets.get(entrySetId(fk, scope))?.slots.includes(id)) return true;
     return false;
   }
 }

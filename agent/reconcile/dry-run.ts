@@ -23,7 +23,7 @@ export interface DryRunInput {
   /** max_entries of the agent's maps (agent/datapath/map-sizes.ts at its flags). */
   capacities: MapCapacities;
   /** The highest frontend id: the frontend id space less one (id 0 is never used). */
-  maxRevNatId: number;
+  maxFrontendId: number;
 }
 
 export interface DryRunResult {
@@ -43,7 +43,7 @@ const silent: ReconcileLogger = { info: () => {}, warn: () => {}, error: () => {
 export function dryRunSync(input: DryRunInput): DryRunResult {
   const caps = input.capacities;
   const maps = new MemoryDatapathMaps({ maxServices: caps.svc, maxBackends: caps.backend, maxAffinityMatches: caps.affinityMatch, maxSrcRanges: caps.srcRange });
-  const reconciler = new Reconciler(maps, silent, { maxRevNatId: input.maxRevNatId });
+  const reconciler = new Reconciler(maps, silent, { maxFrontendId: input.maxFrontendId });
   reconciler.adopt();
   const keys = [...input.plans.keys()];
   const result = reconciler.sync({ keys: () => keys, get: (k) => input.plans.get(k), created: input.created }, { full: true });
@@ -65,7 +65,7 @@ function programmedAs(maps: MemoryDatapathMaps, f: PlanFrontend): PlanFrontend |
   if (proto === undefined) return undefined;
   const master = (scope: number) => maps.services.get(svcKeyId({ addr: f.address, port: f.port, slot: 0, proto, scope }))?.[1];
   const ext = master(SCOPE.EXTERNAL);
-  if (!ext || !names(maps.svcMeta.get(ext.revNatId), f)) return undefined;
+  if (!ext || !names(maps.svcMeta.get(ext.frontendId), f)) return undefined;
   const out: PlanFrontend = { ...f, backends: f.backends.slice(0, ext.count) };
   if (f.internalBackends) out.internalBackends = f.internalBackends.slice(0, master(SCOPE.INTERNAL)?.count ?? 0);
   return out;

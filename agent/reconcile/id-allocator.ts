@@ -1,6 +1,6 @@
 /**
  * Lowest-free-first id allocator over [1, max]. Used for backend ids (u32)
- * and revNatIds (u16): ids are reused so that, when everything is removed,
+ * and frontend ids (u32 since layout v2): ids are reused so that, when everything is removed,
  * the id space returns to empty and the next id is 1 again.
  *
  * Invariant: every id below `next` is either in use or in the free heap, so

@@ -6,7 +6,7 @@
  *   it holds at most MAX_SLOTS (65,535) backends; beyond that the first
  *   65,535 (the planner's order: sorted by address, port) are programmed and
  *   the Service is reported as truncated.
- * - rev_nat_ids: every frontend (address, port, protocol) owns a revNatId
+ * - rev_nat_ids: every frontend (address, port, protocol) owns a frontendId
  *   (a u32 in the maps since layout v2), and the id space is sized at run
  *   time: --map-size-frontends, by default one id per four kpr_svc entries
  *   (agent/datapath/map-sizes.ts; 65,535 by default).
@@ -17,8 +17,8 @@
  * whole: none of its frontends is programmed (what it had is removed, so it
  * holds no room), every other Service is programmed as usual, and it is
  * retried as soon as a sync frees room of that kind. kpr_vip (one entry per
- * service address) and kpr_svc_meta (one per revNatId) are sized with the id
- * space, one more than there can be revNatIds: they cannot fill.
+ * service address) and kpr_svc_meta (one per frontendId) are sized with the id
+ * space, one more than there can be frontendIds: they cannot fill.
  */
 import type { MapCapacities } from '../maps/capacities.js';
 

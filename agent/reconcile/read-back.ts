@@ -79,7 +79,7 @@ export class ReadBack {
    * order. A dump that fails leaves the mirror as it was (logged; the sync
    * goes on, the next period reads again).
    */
-  full(result: SyncResult, decoded: boolean, dirty: Set<string>, revNatHints: Map<string, number>): void {
+  full(result: SyncResult, decoded: boolean, dirty: Set<string>, frontendIdHints: Map<string, number>): void {
     const started = performance.now();
     let kernel: KernelContents;
     try {
@@ -96,11 +96,11 @@ export class ReadBack {
     }
     result.drift = compareWithKernel(this.mirror, kernel);
     if (result.drift.length > 0) {
-      const before = new Map(this.mirror.revNatOwner);
+      const before = new Map(this.mirror.frontendIdOwner);
       this.mirror.load(kernel, dirty);
-      // A frontend whose masters all went keeps its revNatId if nothing else took it.
-      for (const [rn, fk] of before) {
-        if (!this.mirror.revNatIds.has(rn) && this.mirror.ownedRevNat(fk) === 0) revNatHints.set(fk, rn);
+      // A frontend whose masters all went keeps its frontendId if nothing else took it.
+      for (const [fid, fk] of before) {
+        if (!this.mirror.frontendIds.has(fid) && this.mirror.ownedFrontendId(fk) === 0) frontendIdHints.set(fk, fid);
       }
     }
     result.readBackMs = performance.now() - started;

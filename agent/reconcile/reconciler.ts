@@ -19,7 +19,7 @@
  *   sweep-scan.ts     what a full sync would remove, found in steps;
  *   sync-scope.ts     which frontends a sync re-diffs, by its kind.
  *
- * A frontend (address, port, protocol) owns one revNatId, shared by its
+ * A frontend (address, port, protocol) owns one frontendId, shared by its
  * EXTERNAL and (optional) INTERNAL entry sets. A sync diffs desired against
  * the mirror for the frontends concerned and applies the batch in
  * APPLY_ORDER: new backends, affinity pairs and ranges, slots, names,
@@ -93,7 +93,7 @@ export class Reconciler {
     private readonly logger: ReconcileLogger,
     options: ReconcilerOptions = {},
   ) {
-    this.mirror = new KernelMirror(options.maxRevNatId ?? MAX_REVNAT_ID);
+    this.mirror = new KernelMirror(options.maxFrontendId ?? MAX_REVNAT_ID);
     this.claims = new Claims(logger);
     this.admission = new Admission(this.mirror, this.claims, logger, options.capacities);
     this.differ = new MirrorDiff(this.mirror, this.admission);
@@ -108,12 +108,12 @@ export class Reconciler {
   }
 
   get backendCount(): number {
-    return this.mirror.kBackends.size;
+    return this.mirror.backends.size;
   }
 
-  /** The revNatId programmed for a frontend, if any. */
-  revNatIdOf(address: string, port: number, protocol: 'TCP' | 'UDP' | 'SCTP'): number | undefined {
-    return this.mirror.revNatIdOf(address, port, protocol);
+  /** The frontendId programmed for a frontend, if any. */
+  frontendIdOf(address: string, port: number, protocol: 'TCP' | 'UDP' | 'SCTP'): number | undefined {
+    return this.mirror.frontendIdOf(address, port, protocol);
   }
 
   /** The Services the desired state holds frontends for (a sliced resync re-plans them with the cluster's). */
@@ -241,7 +241,7 @@ export class Reconciler {
     // ---- 0. drift: what the kernel holds against what this agent last wrote
     const kind = syncKind(opts);
     const { sweep, scanned } = kind;
-    if (sweep && opts.readBack && !this.stale) this.readBackState.full(result, opts.readBack === 'decoded', this.dirty, this.differ.revNatHints);
+    if (sweep && opts.readBack && !this.stale) this.readBackState.full(result, opts.readBack === 'decoded', this.dirty, this.differ.frontendIdHints);
     // ---- 1. update the desired state; collect the frontends it concerns (sync-scope.ts)
     const affected = this.scope.affected(opts, kind, this.dirty, result.drift.length > 0);
     // Keys are strings: sort()'s default order (UTF-16 code units) is the key order, with no comparator call per comparison.
@@ -263,7 +263,7 @@ export class Reconciler {
     // `affected`): at 10,000 Services that is ~40,000 set operations fewer.
     const diffed = new Set<string>();
     const sizedAt = services.length >= RESERVE_MIN_SERVICES ? services.length >> 4 : -1;
-    const backendsBefore = this.mirror.kBackends.size;
+    const backendsBefore = this.mirror.backends.size;
     try {
       const streaming = !this.stale;
       for (let si = 0; si < services.length; si++) {
@@ -322,21 +322,21 @@ export class Reconciler {
       this.maps.flush(); // queued writes reach the kernel (or fail) before the sync counts as done
       // The rows of deleted backends leave the mirror only now: a write queued
       // for one earlier in this sync was encoded from its row.
-      for (const id of w.backendDeletes) this.mirror.kBackends.remove(id);
+      for (const id of w.backendDeletes) this.mirror.backends.remove(id);
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       this.logger.error('datapath sync failed; re-reading the maps, will retry', { error: message, frontends: affected.size + diffed.size });
       for (const fk of affected) this.dirty.add(fk);
       for (const fk of diffed) this.dirty.add(fk);
-      clearIfAny(this.differ.revNatHints);
+      clearIfAny(this.differ.frontendIdHints);
       if (this.reload()) this.admission.learnFullMap(err, this.maps);
       return this.finish(result, message);
     }
-    clearIfAny(this.differ.revNatHints);
+    clearIfAny(this.differ.frontendIdHints);
 
     // ---- 5. commit: ids freed by this sync become reusable only now, so no
     //         entry was ever re-pointed at a different backend or frontend mid-sync.
-    for (const id of w.releaseRevNat) this.mirror.revNatIds.release(id);
+    for (const id of w.releaseFrontendId) this.mirror.frontendIds.release(id);
     for (const id of w.releaseBackendIds) this.mirror.backendIds.release(id);
     clearIfAny(this.dirty);
     if (sweep || scanned) this.admission.forgetGone();
@@ -362,7 +362,7 @@ export class Reconciler {
    * 100,000 Services then rebuilds the index once instead of a dozen times.
    */
   private reserveBackends(before: number, done: number, total: number): void {
-    const rows = this.mirror.kBackends;
+    const rows = this.mirror.backends;
     const estimate = before + ((rows.size - before) * total * 1.25) / done;
     rows.reserve(Math.min(Math.ceil(estimate), this.admission.backendCapacity));
   }
@@ -377,7 +377,7 @@ export class Reconciler {
   /** The writes (or the deletes) queued in `w`, in APPLY_ORDER. */
   private apply(op: 'write' | 'delete', w: Writes, result: SyncResult): void {
     const rb = this.readBackState;
-    const target: ApplyTarget = { maps: this.maps, rows: this.mirror.kBackends, touched: (map) => rb.touched(map), result };
+    const target: ApplyTarget = { maps: this.maps, rows: this.mirror.backends, touched: (map) => rb.touched(map), result };
     applyPhases(op, target, w);
   }
 
@@ -409,7 +409,7 @@ export class Reconciler {
       result.error = error;
     }
     result.frontends = this.frontendCount;
-    result.backends = this.mirror.kBackends.size;
+    result.backends = this.mirror.backends.size;
     const conflicts = this.claims.conflictCounts();
     let total = 0;
     for (const c of conflicts) total += c.frontends;

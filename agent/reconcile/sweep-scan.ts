@@ -1,7 +1,7 @@
 /**
  * The sweep of a sliced resync, found in slices: what a full sync removes
  * besides what its Services no longer want — frontends no Service claims,
- * pairs, ranges and names of revNatIds no frontend owns, service addresses
+ * pairs, ranges and names of frontendIds no frontend owns, service addresses
  * whose service-address entry disagrees with the frontends on them, backends no slot
  * names. At 10,000 Services × 10 that is a walk of ~130,000 mirror entries
  * (9–16 ms in one step under load); here it is done a batch of entries per
@@ -14,7 +14,7 @@
  * sweep would: the mirror's Maps are walked by live iterators, so an entry
  * present throughout is visited once; an entry that appears meanwhile was
  * put there by a sync, which removed or left out what it made orphan itself
- * (its frontends' diffs unreference backends, release revNatIds and settle
+ * (its frontends' diffs unreference backends, release frontendIds and settle
  * the addresses they touch). What is marked and no longer applies when the
  * last sync runs is decided again there (a frontend claimed meanwhile is
  * diffed, not removed; a suspect that is owned again is left alone).
@@ -27,15 +27,15 @@ import type { KernelMirror } from './kernel-mirror.js';
 export const SWEEP_SCAN_BATCH = 2048;
 
 /** The parts of the walk, in order. */
-const PARTS = ['frontends', 'revNats', 'vips', 'vipRefs', 'backends'] as const;
+const PARTS = ['frontends', 'frontendIds', 'vips', 'vipRefs', 'backends'] as const;
 
 export class SweepScan {
   /** Frontends (frontend ids) no Service claimed when the walk passed them. */
   readonly unclaimed = new Set<string>();
   private part = 0;
   private iter: Iterator<unknown> | null = null;
-  /** The revNatId maps of the 'revNats' part still to walk (the affinity pairs', the source ranges', the names'). */
-  private revNatMaps: Array<Map<number, unknown>> = [];
+  /** The frontendId maps of the 'frontendIds' part still to walk (the affinity pairs', the source ranges', the names'). */
+  private frontendIdMaps: Array<Map<number, unknown>> = [];
   private nextId = 0;
   private farDone = false;
   private generation = -1;
@@ -60,7 +60,7 @@ export class SweepScan {
       this.unclaimed.clear();
       this.part = 0;
       this.iter = null;
-      this.revNatMaps = [m.kAff, m.kRanges, m.kMeta];
+      this.frontendIdMaps = [m.affinityMatches, m.srcRanges, m.svcMeta];
       this.nextId = 0;
       this.farDone = false;
     }
@@ -80,7 +80,7 @@ export class SweepScan {
     const m = this.mirror;
     switch (part) {
       case 'frontends': {
-        const sets = (this.iter ??= m.kSets.values()) as Iterator<{ fk: string }>;
+        const sets = (this.iter ??= m.entrySets.values()) as Iterator<{ fk: string }>;
         const claimants = this.claims.claimants;
         for (; budget > 0; budget--) {
           const n = sets.next();
@@ -89,23 +89,23 @@ export class SweepScan {
         }
         return 0;
       }
-      case 'revNats': {
-        while (this.revNatMaps.length > 0) {
-          const ids = (this.iter ??= this.revNatMaps[0].keys()) as Iterator<number>;
+      case 'frontendIds': {
+        while (this.frontendIdMaps.length > 0) {
+          const ids = (this.iter ??= this.frontendIdMaps[0].keys()) as Iterator<number>;
           for (; budget > 0; budget--) {
             const n = ids.next();
             if (n.done) break;
-            if (!m.revNatOwner.has(n.value)) m.suspectRevNats.add(n.value);
+            if (!m.frontendIdOwner.has(n.value)) m.suspectFrontendIds.add(n.value);
           }
           if (budget === 0) return 0;
-          this.revNatMaps.shift();
+          this.frontendIdMaps.shift();
           this.iter = null;
         }
         return budget;
       }
       case 'vips': {
         // An address with an entry: it must have a ClusterIP frontend, and the flags the agent writes.
-        const vips = (this.iter ??= m.kVips.entries()) as Iterator<[string, number]>;
+        const vips = (this.iter ??= m.vips.entries()) as Iterator<[string, number]>;
         for (; budget > 0; budget--) {
           const n = vips.next();
           if (n.done) return budget;
@@ -120,12 +120,12 @@ export class SweepScan {
         for (; budget > 0; budget--) {
           const n = refs.next();
           if (n.done) return budget;
-          if (m.kVips.get(n.value) !== VIP_FLAG.REFUSE_UNKNOWN_PORT) m.suspectVips.add(n.value);
+          if (m.vips.get(n.value) !== VIP_FLAG.REFUSE_UNKNOWN_PORT) m.suspectVips.add(n.value);
         }
         return 0;
       }
       case 'backends': {
-        const rows = m.kBackends;
+        const rows = m.backends;
         const mark = (id: number) => {
           if (rows.refs(id) === 0) m.unreferenced.add(id);
         };

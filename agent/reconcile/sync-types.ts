@@ -54,7 +54,7 @@ export interface SyncOptions {
    * re-diffing everything, from the desired state kept as it is (never
    * cleared): frontends no Service claims (adopted, or inserted behind the
    * agent's back) are removed and every orphan swept (pairs, ranges and names
-   * of revNatIds no frontend owns, addresses, backends no slot names). The
+   * of frontendIds no frontend owns, addresses, backends no slot names). The
    * last step of a sliced resync, whose chunks re-planned every Service.
    * With `readBack: 'decoded'`: the maps are decoded and compared at once (a
    * part was found to differ), and on drift every frontend is re-diffed.
@@ -112,23 +112,23 @@ export interface SyncResult {
   /**
    * ok syncs: the UDP backends that left a frontend since the last ok sync
    * (also those of syncs that failed meanwhile, unless the backend is back),
-   * each with the revNatId the frontend had: its clients' sockets are
+   * each with the frontendId the frontend had: its clients' sockets are
    * terminated (kpr_term). Absent when none.
    */
   udpBackendsLeft?: UdpBackendLeft[];
 }
 
-/** A UDP backend (address, port) that left the frontend whose revNatId it was reached by. */
+/** A UDP backend (address, port) that left the frontend whose frontendId it was reached by. */
 export interface UdpBackendLeft {
   addr: string;
   port: number;
-  revNatId: number;
+  frontendId: number;
 }
 
 /** Limits a test (or a dry run) sets; the maps' own capacities come from DatapathMaps.capacities(). */
 export interface ReconcilerOptions {
-  /** Highest revNatId (default 65,535: the compiled frontend id space; the agent passes its run-time one, agent/datapath/map-sizes.ts frontendCapacity). */
-  maxRevNatId?: number;
+  /** Highest frontendId (default 65,535: the compiled frontend id space; the agent passes its run-time one, agent/datapath/map-sizes.ts frontendCapacity). */
+  maxFrontendId?: number;
   /** Overrides of the maps' capacities. */
   capacities?: Partial<MapCapacities>;
   /** Records per step of a sliced read-back (default READ_BACK_BATCH). */

@@ -80,7 +80,7 @@ export function newWrites(): Writes {
     vipDeletes: [],
     metaDeletes: [],
     backendDeletes: [],
-    releaseRevNat: [],
+    releaseFrontendId: [],
     releaseBackendIds: [],
   };
 }
@@ -102,7 +102,7 @@ export interface Writes {
   metaDeletes: number[];
   backendDeletes: number[];
   /** Ids freed by this sync: reusable only once it is applied. */
-  releaseRevNat: number[];
+  releaseFrontendId: number[];
   releaseBackendIds: number[];
 }
 

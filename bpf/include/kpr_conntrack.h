@@ -79,7 +79,7 @@ static __always_inline void kpr_ct_reply_val_of(struct kpr_ct_val *rev, const st
 	rev->nat_sport = p->dport;
 	kpr_addr_copy(rev->nat_daddr, p->saddr);
 	rev->nat_dport = p->sport;
-	rev->rev_nat_id = orig->rev_nat_id;
+	rev->frontend_id = orig->frontend_id;
 	rev->flags = orig->flags;
 	rev->expires_ns = orig->expires_ns;
 }

@@ -40,7 +40,7 @@ struct kpr_event {
 	__be16 backend_port;
 	__u8 type;            /* KPR_EV_* */
 	__u8 hook;            /* KPR_HOOK_* */
-	__u32 frontend_id;    /* rev_nat_id of the frontend (0 for KPR_EV_UNKNOWN_PORT) */
+	__u32 frontend_id;    /* the frontend's id, kpr_svc_val.frontend_id (0 for KPR_EV_UNKNOWN_PORT) */
 	__u32 backend_id;     /* kpr_backend id, 0 when none was chosen */
 	__u8 proto;           /* IPPROTO_TCP / IPPROTO_UDP / IPPROTO_SCTP */
 	__u8 family;          /* AF_INET / AF_INET6 of the socket or packet */

@@ -71,7 +71,7 @@ static __always_inline bool kpr_lb_source_allowed(const struct kpr_svc_val *svc,
 	if (!(svc->flags & KPR_SVC_F_SOURCE_RANGES))
 		return true;
 	k.prefixlen = 32 + 128;
-	k.rev_nat_id = svc->rev_nat_id;
+	k.frontend_id = svc->frontend_id;
 	kpr_addr_copy(k.addr, client);
 	return bpf_map_lookup_elem(&kpr_src_range, &k) != NULL;
 }
@@ -93,7 +93,7 @@ kpr_lb_affinity_backend(const struct kpr_svc_val *svc, const struct kpr_affinity
 	if (!aval || now - aval->last_used_ns > timeout_ns)
 		return NULL;
 	mkey.backend_id = aval->backend_id;
-	mkey.rev_nat_id = svc->rev_nat_id;
+	mkey.frontend_id = svc->frontend_id;
 	if (!bpf_map_lookup_elem(&kpr_aff_match, &mkey))
 		return NULL;
 	*backend_id = aval->backend_id;
@@ -110,7 +110,7 @@ static __always_inline void kpr_lb_remember(const struct kpr_svc_val *svc, struc
 
 	if (!kpr_lb_svc_has_affinity(svc))
 		return;
-	client->rev_nat_id = svc->rev_nat_id;
+	client->frontend_id = svc->frontend_id;
 	aval.last_used_ns = now;
 	aval.backend_id = backend_id;
 	bpf_map_update_elem(&kpr_affinity, client, &aval, BPF_ANY);
@@ -138,7 +138,7 @@ kpr_lb_select_backend(struct kpr_svc_key *key, const struct kpr_svc_val *svc, st
 
 	*slot = 0;
 	if (kpr_lb_svc_has_affinity(svc)) {
-		client->rev_nat_id = svc->rev_nat_id;
+		client->frontend_id = svc->frontend_id;
 		be = kpr_lb_affinity_backend(svc, client, now, backend_id);
 		if (be) {
 			kpr_count(KPR_STAT_AFFINITY_HIT);

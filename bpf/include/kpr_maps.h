@@ -22,7 +22,7 @@
 #define KPR_SRC_RANGE_MAP_MAX 16384
 /* ServiceCIDR allows two CIDRs per object; a cluster has a handful of objects. */
 #define KPR_SVC_CIDR_MAP_MAX 256
-/* Every frontend id (rev_nat_id): ids are allocated lowest first, so all are dense below the frontend count. */
+/* Every frontend id (kpr_svc_val.frontend_id; layout v1 and older releases named it rev_nat_id): ids are allocated lowest first, so all are dense below the frontend count. */
 #define KPR_SVC_STATS_MAX 65536
 /* Bytes; 104 per record (struct kpr_event and its 8-byte header): about 2,500 events between two reads. */
 #define KPR_EVENTS_RING_SIZE (256 * 1024)
@@ -121,7 +121,7 @@ struct {
 #define KPR_SVC_META_MAP_FLAGS BPF_F_NO_PREALLOC
 #endif
 
-/* rev_nat_id -> what it stands for (read by the CLI only). */
+/* frontend_id -> what it stands for (read by the CLI only). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, KPR_VIP_MAP_MAX);
@@ -137,7 +137,7 @@ struct {
 	__type(value, __u64);
 } kpr_stats SEC(".maps");
 
-/* Per-frontend counters by rev_nat_id (struct kpr_svc_stat); read by the agent's metrics and the CLI. */
+/* Per-frontend counters by frontend_id (struct kpr_svc_stat); read by the agent's metrics and the CLI. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, KPR_SVC_STATS_MAX);

@@ -70,7 +70,7 @@ static __always_inline void kpr_emit(void *ctx, __u8 hook, __u8 type, __u8 flags
 	e->proto = fe->proto;
 	e->scope = fe->scope;
 	if (svc)
-		e->frontend_id = svc->rev_nat_id;
+		e->frontend_id = svc->frontend_id;
 	if (be) {
 		kpr_addr_copy(e->backend, be->addr);
 		e->backend_port = be->port;

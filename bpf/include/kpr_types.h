@@ -39,7 +39,7 @@ struct kpr_svc_key {
  * Slot 0 is the frontend's header, slots 1..count its backends: the same 12
  * bytes read two ways. The first word is a union, so neither reading borrows
  * the other's name (slot 0 once kept the affinity timeout in backend_id);
- * count, flags and rev_nat_id are the header's only. The selection algorithm
+ * count, flags and frontend_id are the header's only. The selection algorithm
  * (enum kpr_svc_alg) lives in the spare top bits of flags rather than in a
  * field of its own: the value's layout is what pinned maps of a running
  * agent hold (live upgrades read it in place) and what test/bpf/layout.test.ts
@@ -52,7 +52,7 @@ struct kpr_svc_val {
 	};
 	__u16 count;      /* slot 0: number of backend slots */
 	__u16 flags;      /* slot 0: KPR_SVC_F_* in bits 0-11, the kpr_svc_alg in bits 12-15 */
-	__u32 rev_nat_id; /* slot 0: frontend id, for reverse NAT and affinity */
+	__u32 frontend_id; /* slot 0: frontend id, for reverse NAT and affinity */
 };
 
 /*
@@ -139,7 +139,7 @@ struct kpr_revnat_val {
 	__be32 addr[4];
 	__be16 port;
 	__u8 pad[2];
-	__u32 rev_nat_id;
+	__u32 frontend_id;
 };
 
 /*
@@ -150,7 +150,7 @@ struct kpr_revnat_val {
 struct kpr_affinity_key {
 	__u64 netns_cookie;
 	__be32 client[4];
-	__u32 rev_nat_id;
+	__u32 frontend_id;
 	__u8 pad[4];
 };
 
@@ -167,7 +167,7 @@ struct kpr_affinity_val {
  */
 struct kpr_affinity_match_key {
 	__u32 backend_id;
-	__u32 rev_nat_id;
+	__u32 frontend_id;
 };
 
 /*
@@ -181,7 +181,7 @@ struct kpr_term_key {
 	__be16 port;
 	__u8 proto;
 	__u8 pad;
-	__u32 rev_nat_id;
+	__u32 frontend_id;
 };
 
 /*
@@ -228,10 +228,10 @@ struct kpr_ct_val {
 	__be16 nat_dport;
 	__u32 backend_id;  /* ORIGINAL: the backend chosen, re-checked on use */
 	__u64 expires_ns;  /* bpf_ktime_get_ns() deadline; the agent sweeps expired ones */
-	__u8 pad0[2];      /* layout v1's 16-bit rev_nat_id: flags stay where v1 had them (kpr_migrate.h) */
+	__u8 pad0[2];      /* layout v1's 16-bit frontend_id: flags stay where v1 had them (kpr_migrate.h) */
 	__u8 flags;        /* KPR_CT_F_* */
 	__u8 pad1;
-	__u32 rev_nat_id;
+	__u32 frontend_id;
 };
 
 enum kpr_ct_dir {
@@ -247,13 +247,13 @@ enum kpr_ct_flags {
 /*
  * loadBalancerSourceRanges: an LPM trie keyed by frontend id then client
  * address, so one lookup answers "may this client call this frontend".
- * prefixlen counts the bits after itself: 32 for rev_nat_id (layout v1: a
+ * prefixlen counts the bits after itself: 32 for frontend_id (layout v1: a
  * 16-bit id and 16 bits of padding, the same 32), plus the address prefix
  * (96 + n for an IPv4 /n, stored IPv4-mapped).
  */
 struct kpr_src_range_key {
 	__u32 prefixlen;
-	__u32 rev_nat_id;
+	__u32 frontend_id;
 	__be32 addr[4];
 };
 
@@ -315,7 +315,7 @@ enum kpr_snat_ports {
 
 /*
  * What happened to the new connections (socket path) and new flows (tc
- * path) of one frontend, per CPU, in kpr_svc_stats at its rev_nat_id. Only
+ * path) of one frontend, per CPU, in kpr_svc_stats at its frontend_id. Only
  * decisions are counted, never packets of known flows, so the cost is one
  * lookup per connection and none per packet.
  */

@@ -49,8 +49,8 @@ describe('kpr monitor events of the tc programs (BPF_PROG_TEST_RUN)', () => {
   let ring: RingBuffer;
   const seen: KprEvent[] = [];
 
-  function frontend(addr: string, port: number, proto: number, revNatId: number, flags: number, backends: Array<[number, string, number]>, scope: number = SCOPE.EXTERNAL) {
-    writeFrontend(tc, { addr, port, proto, revNatId, flags, scope }, backends);
+  function frontend(addr: string, port: number, proto: number, frontendId: number, flags: number, backends: Array<[number, string, number]>, scope: number = SCOPE.EXTERNAL) {
+    writeFrontend(tc, { addr, port, proto, frontendId, flags, scope }, backends);
   }
 
   function config(snatV4: string) {
@@ -152,7 +152,7 @@ describe('kpr monitor events of the tc programs (BPF_PROG_TEST_RUN)', () => {
     frontend(NODE_V4, 30099, IPPROTO.TCP, 12, SVC_FLAG.NODE_PORT, []);
     frontend(NODE_V4, 30098, IPPROTO.TCP, 13, SVC_FLAG.NODE_PORT | SVC_FLAG.LOCAL_ONLY, []);
     frontend('198.19.200.1', 80, IPPROTO.TCP, 11, SVC_FLAG.LOAD_BALANCER | SVC_FLAG.SOURCE_RANGES, [[5, '198.18.20.12', 8080]]);
-    obj.map('kpr_src_range').update(encodeSrcRangeKey({ revNatId: 11, cidr: '198.18.100.0/24' }), Buffer.from([1]));
+    obj.map('kpr_src_range').update(encodeSrcRangeKey({ frontendId: 11, cidr: '198.18.100.0/24' }), Buffer.from([1]));
     const drops = events(
       'kpr_tc_ext',
       syn(CLIENT, 43000, NODE_V4, 30099),
@@ -193,8 +193,8 @@ describe('kpr monitor events of the tc programs (BPF_PROG_TEST_RUN)', () => {
   test('affinity and lost conntrack are flags of the decision; a backend missing from the maps is one event', () => {
     const backends: Array<[number, string, number]> = [[21, '198.18.20.21', 8080], [22, '198.18.20.22', 8080]];
     frontend(NODE_V4, 30090, IPPROTO.TCP, 30, SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY, backends);
-    svc.update(encodeSvcKey({ addr: NODE_V4, port: 30090, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), encodeSvcVal({ backendId: 60, count: 2, revNatId: 30, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY }));
-    for (const [id] of backends) obj.map('kpr_aff_match').update(encodeAffinityMatchKey({ backendId: id, revNatId: 30 }), Buffer.from([1]));
+    svc.update(encodeSvcKey({ addr: NODE_V4, port: 30090, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), encodeSvcVal({ backendId: 60, count: 2, frontendId: 30, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY }));
+    for (const [id] of backends) obj.map('kpr_aff_match').update(encodeAffinityMatchKey({ backendId: id, frontendId: 30 }), Buffer.from([1]));
     const [first, second] = events('kpr_tc_ext', syn(CLIENT, 47000, NODE_V4, 30090), syn(CLIENT, 47001, NODE_V4, 30090));
     assert.equal(first.flags & EVENT_FLAG.AFFINITY, 0, 'the first connection is balanced');
     assert.equal(second.flags & EVENT_FLAG.AFFINITY, EVENT_FLAG.AFFINITY, 'the second reuses the remembered backend');

@@ -62,8 +62,8 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
   let sandbox: Sandbox;
   let nodeNs: string;
 
-  function frontend(addr: string, port: number, proto: number, revNatId: number, flags: number, backends: Array<[number, string, number]>) {
-    writeFrontend(tc, { addr, port, proto, revNatId, flags }, backends);
+  function frontend(addr: string, port: number, proto: number, frontendId: number, flags: number, backends: Array<[number, string, number]>) {
+    writeFrontend(tc, { addr, port, proto, frontendId, flags }, backends);
   }
 
   function ctEntries() {
@@ -120,7 +120,7 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     const reply = entries.find((e) => e.key.dir === CT_DIR.REPLY)!;
     assert.deepEqual([orig.key.saddr, orig.key.sport, orig.key.daddr, orig.key.dport], [CLIENT, 40000, NODE_V4, 30080]);
     assert.deepEqual([reply.key.saddr, reply.key.sport, reply.key.daddr, reply.key.dport], ['198.18.20.10', 8080, NODE_V4, snat]);
-    assert.equal(orig.val.revNatId, 7);
+    assert.equal(orig.val.frontendId, 7);
 
     const back = run('kpr_tc_ext', buildPacket({ src: '198.18.20.10', dst: NODE_V4, sport: 8080, dport: snat, proto: 'TCP', tcpFlags: TCP_SYN | TCP_ACK }));
     const r = back.parsed!;
@@ -197,7 +197,7 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
 
   test('loadBalancerSourceRanges: allowed sources pass, others are dropped', () => {
     frontend('198.19.200.1', 80, IPPROTO.TCP, 11, SVC_FLAG.LOAD_BALANCER | SVC_FLAG.SOURCE_RANGES, [[5, '198.18.20.12', 8080]]);
-    srcRange.update(encodeSrcRangeKey({ revNatId: 11, cidr: '198.18.100.0/24' }), Buffer.from([1]));
+    srcRange.update(encodeSrcRangeKey({ frontendId: 11, cidr: '198.18.100.0/24' }), Buffer.from([1]));
     const ok = run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: '198.19.200.1', sport: 42000, dport: 80, proto: 'TCP' }));
     assert.equal(ok.parsed!.dst, '198.18.20.12');
     const denied = run('kpr_tc_ext', buildPacket({ src: '198.18.101.2', dst: '198.19.200.1', sport: 42000, dport: 80, proto: 'TCP' }));
@@ -341,7 +341,7 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     const snat = firstSnatPort(OTHER, otherPort);
     ct.update(
       ctKey.encode({ saddr: CLIENT, daddr: NODE_V4, sport: 41000, dport: 30083, proto: IPPROTO.TCP, dir: CT_DIR.ORIGINAL }),
-      ctVal.encode({ natSaddr: NODE_V4, natDaddr: '198.18.20.10', natSport: snat, natDport: 8080, backendId: 4, expiresNs: 1n, revNatId: 10, flags: CT_FLAG.SNAT | CT_FLAG.CLOSING }),
+      ctVal.encode({ natSaddr: NODE_V4, natDaddr: '198.18.20.10', natSport: snat, natDport: 8080, backendId: 4, expiresNs: 1n, frontendId: 10, flags: CT_FLAG.SNAT | CT_FLAG.CLOSING }),
     );
     // Another client's connection takes the free reply tuple: its first candidate is that port.
     assert.equal(syn(OTHER, otherPort).sport, snat);
@@ -355,9 +355,9 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     const backends: Array<[number, string, number]> = [[21, '198.18.20.21', 8080], [22, '198.18.20.22', 8080], [23, '198.18.20.23', 8080]];
     frontend(NODE_V4, 30090, IPPROTO.TCP, 30, SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY, backends);
     // The master's backend_id holds the timeout (seconds); every (backend, frontend) pair is valid.
-    svc.update(encodeSvcKey({ addr: NODE_V4, port: 30090, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), encodeSvcVal({ backendId: 60, count: 3, revNatId: 30, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY }));
+    svc.update(encodeSvcKey({ addr: NODE_V4, port: 30090, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), encodeSvcVal({ backendId: 60, count: 3, frontendId: 30, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY }));
     const match = obj.map('kpr_aff_match');
-    for (const [id] of backends) match.update(encodeAffinityMatchKey({ backendId: id, revNatId: 30 }), Buffer.from([1]));
+    for (const [id] of backends) match.update(encodeAffinityMatchKey({ backendId: id, frontendId: 30 }), Buffer.from([1]));
     const dst = (sport: number, src = CLIENT) => run('kpr_tc_ext', buildPacket({ src, dst: NODE_V4, sport, dport: 30090, proto: 'TCP' })).parsed!.dst;
     const first = dst(47000);
     for (let i = 1; i < 20; i++) assert.equal(dst(47000 + i), first, `connection ${i} of the same client`);
@@ -366,10 +366,10 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     assert.ok(others.size > 1, 'other clients are still balanced');
     // The sticky backend leaves the service: its pair goes, so the affinity entry no longer counts.
     const leaving = backends.find(([, a]) => a === first)![0];
-    match.delete(encodeAffinityMatchKey({ backendId: leaving, revNatId: 30 }));
+    match.delete(encodeAffinityMatchKey({ backendId: leaving, frontendId: 30 }));
     const remaining = backends.filter(([id]) => id !== leaving);
-    remaining.forEach(([id], i) => svc.update(encodeSvcKey({ addr: NODE_V4, port: 30090, slot: i + 1, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), encodeSvcVal({ backendId: id, count: 0, revNatId: 0, flags: 0 })));
-    svc.update(encodeSvcKey({ addr: NODE_V4, port: 30090, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), encodeSvcVal({ backendId: 60, count: 2, revNatId: 30, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY }));
+    remaining.forEach(([id], i) => svc.update(encodeSvcKey({ addr: NODE_V4, port: 30090, slot: i + 1, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), encodeSvcVal({ backendId: id, count: 0, frontendId: 0, flags: 0 })));
+    svc.update(encodeSvcKey({ addr: NODE_V4, port: 30090, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), encodeSvcVal({ backendId: 60, count: 2, frontendId: 30, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY }));
     const next = dst(47500);
     assert.notEqual(next, first);
     for (let i = 1; i < 10; i++) assert.equal(dst(47500 + i), next, 'and sticks to its new backend');
@@ -378,14 +378,14 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
   test('ClientIP affinity on the tc path: each new flow restarts the entry\'s clock, packets of a tracked flow do not (kube-proxy\'s nat-table recent --set)', () => {
     const backends: Array<[number, string, number]> = [[31, '198.18.20.31', 8080], [32, '198.18.20.32', 8080]];
     frontend(NODE_V4, 30091, IPPROTO.TCP, 31, SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY, backends);
-    svc.update(encodeSvcKey({ addr: NODE_V4, port: 30091, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), encodeSvcVal({ backendId: 60, count: 2, revNatId: 31, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY }));
+    svc.update(encodeSvcKey({ addr: NODE_V4, port: 30091, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), encodeSvcVal({ backendId: 60, count: 2, frontendId: 31, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY }));
     const match = obj.map('kpr_aff_match');
-    for (const [id] of backends) match.update(encodeAffinityMatchKey({ backendId: id, revNatId: 31 }), Buffer.from([1]));
+    for (const [id] of backends) match.update(encodeAffinityMatchKey({ backendId: id, frontendId: 31 }), Buffer.from([1]));
     const affinity = obj.map('kpr_affinity');
     const entry = () => {
       const keys = [...affinity.keys()];
       assert.equal(keys.length, 1, 'one entry: one client, one frontend');
-      assert.deepEqual(decodeAffinityKey(keys[0]), { netnsCookie: 0n, client: CLIENT, revNatId: 31 });
+      assert.deepEqual(decodeAffinityKey(keys[0]), { netnsCookie: 0n, client: CLIENT, frontendId: 31 });
       return decodeAffinityVal(affinity.lookup(keys[0])!);
     };
     const send = (sport: number, tcpFlags: number) => run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport, dport: 30091, proto: 'TCP', tcpFlags }));
@@ -563,7 +563,7 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
       frontend(NODE_V4, 30071, IPPROTO.TCP, 41, SVC_FLAG.NODE_PORT, [[41, BACKEND, 8080]]);
       const send = (sport: number) => run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport, dport: 30071, proto: 'TCP', tcpFlags: TCP_SYN }));
       const replyKey = (port: number) => ctKey.encode({ saddr: BACKEND, daddr: NODE_V4, sport: 8080, dport: port, proto: IPPROTO.TCP, dir: CT_DIR.REPLY });
-      const otherFlow = (port: number) => ctVal.encode({ natSaddr: NODE_V4, natSport: 30071, natDaddr: '198.18.100.9', natDport: port, backendId: 0, expiresNs: 1n << 62n, revNatId: 41, flags: CT_FLAG.SNAT });
+      const otherFlow = (port: number) => ctVal.encode({ natSaddr: NODE_V4, natSport: 30071, natDaddr: '198.18.100.9', natDport: port, backendId: 0, expiresNs: 1n << 62n, frontendId: 41, flags: CT_FLAG.SNAT });
       const first = firstSnatPort(CLIENT, 45600);
       ct.update(replyKey(first), otherFlow(first));
       const skipped0 = stat(STAT.TC_SNAT_SKIP_CONNTRACK);

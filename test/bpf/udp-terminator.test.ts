@@ -76,10 +76,10 @@ for (const setting of ['bpf', 'netlink'] as const satisfies readonly UdpTerminat
         return fd;
       };
       for (const [a, p] of [[GONE, 5353], [STAYS, 5353], [GONE6, 5353]] as const) inside(() => sockets.bind(a, p));
-      /** A socket connected to backend:port as if the hooks had translated fe → backend for frontend revNatId. */
-      const translated = (connect: () => number, backend: string, revNatId: number, fe = FE) => {
+      /** A socket connected to backend:port as if the hooks had translated fe → backend for frontend frontendId. */
+      const translated = (connect: () => number, backend: string, frontendId: number, fe = FE) => {
         const fd = inside(connect);
-        maps.revnat.update(encodeRevNatKey({ cookie: sockets.cookie(fd), addr: backend, port: 5353 }), encodeRevNatVal({ ...fe, revNatId }));
+        maps.revnat.update(encodeRevNatKey({ cookie: sockets.cookie(fd), addr: backend, port: 5353 }), encodeRevNatVal({ ...fe, frontendId }));
         return fd;
       };
       const victim = translated(() => sockets.connect4(GONE, 5353), GONE, 7);
@@ -102,8 +102,8 @@ for (const setting of ['bpf', 'netlink'] as const satisfies readonly UdpTerminat
       assert.equal(terminator.mode, mode);
       const before = readStat(maps.stats, STAT.SOCK_DESTROYED);
       const run = terminator.terminate([
-        { addr: GONE, port: 5353, revNatId: 7 },
-        { addr: GONE6, port: 5353, revNatId: 9 },
+        { addr: GONE, port: 5353, frontendId: 7 },
+        { addr: GONE6, port: 5353, frontendId: 9 },
       ]);
       assert.deepEqual(run, { namespaces: 1, destroyed: 3 });
       assert.deepEqual(destroyedEvents, [[mode, 3]]);
@@ -114,7 +114,7 @@ for (const setting of ['bpf', 'netlink'] as const satisfies readonly UdpTerminat
         assert.equal(sockets.recvErrno(fd), E.EAGAIN, `${what}: no error`);
       }
       assert.equal(maps.term.lookupBatch().count, 0, 'kpr_term is empty again');
-      assert.deepEqual(terminator.terminate([{ addr: GONE, port: 5353, revNatId: 7 }]), { namespaces: 1, destroyed: 0 }, 'nothing left to destroy');
+      assert.deepEqual(terminator.terminate([{ addr: GONE, port: 5353, frontendId: 7 }]), { namespaces: 1, destroyed: 0 }, 'nothing left to destroy');
     } finally {
       for (const fd of fds) sockets.close(fd);
       for (const o of objects.reverse()) o.close();

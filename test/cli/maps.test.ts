@@ -232,8 +232,8 @@ describe('kpr CLI on pinned maps (10,000 services × 10 backends)', { timeout: 1
       const m = BpfMap.create(BPF_MAP_TYPE.HASH, SVC_KEY.size, SVC_VAL_V1.size, 16, 'kpr_svc');
       try {
         const v1 = structCodec(SVC_VAL_V1, { encode: encodeAddr, decode: decodeAddr });
-        m.update(encodeSvcKey({ addr: '198.19.0.10', port: 80, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), v1.encode({ backendId: 0, count: 1, revNatId: 7, flags: SVC_FLAG.CLUSTER_IP }));
-        m.update(encodeSvcKey({ addr: '198.19.0.10', port: 80, slot: 1, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), v1.encode({ backendId: 3, count: 0, revNatId: 0, flags: 0 }));
+        m.update(encodeSvcKey({ addr: '198.19.0.10', port: 80, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), v1.encode({ backendId: 0, count: 1, frontendId: 7, flags: SVC_FLAG.CLUSTER_IP }));
+        m.update(encodeSvcKey({ addr: '198.19.0.10', port: 80, slot: 1, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), v1.encode({ backendId: 3, count: 0, frontendId: 0, flags: 0 }));
         m.pin(path.join(mapPinDir(old), mapPinName(MAP_NAMES.svc, 1)));
       } finally {
         m.close();

@@ -54,7 +54,7 @@ function svcBatch(frontends: Frontend[], rand: () => number): RawBatch {
   const values = Buffer.alloc(order.length * SVC_VAL.size);
   order.forEach(([slot, f], i) => {
     encodeSvcKey({ addr: f.addr, port: f.port, proto: f.proto, scope: f.scope, slot }, keys, i * SVC_KEY.size);
-    const val = slot === 0 ? { backendId: f.affinity ?? 0, count: f.count ?? f.slots.length, revNatId: f.id, flags: f.flags } : { backendId: f.slots[slot - 1]!, count: 0, revNatId: 0, flags: 0 };
+    const val = slot === 0 ? { backendId: f.affinity ?? 0, count: f.count ?? f.slots.length, frontendId: f.id, flags: f.flags } : { backendId: f.slots[slot - 1]!, count: 0, frontendId: 0, flags: 0 };
     encodeSvcVal(val, values, i * SVC_VAL.size);
   });
   return { count: order.length, keys, values };

@@ -230,7 +230,7 @@ describe('ClusterIP end to end', { timeout: scaled(180_000) }, () => {
     await waitFor('again', () => masterCount('198.19.0.70', 80) === 1);
     const k = kernelState();
     assert.deepEqual(k.backends.map(([id]) => id), [1], 'backend ids are reused from 1');
-    assert.equal(k.services.find(([key]) => key.slot === 0)![1].revNatId, 1, 'service ids are reused from 1');
+    assert.equal(k.services.find(([key]) => key.slot === 0)![1].frontendId, 1, 'service ids are reused from 1');
   });
 
   test('kpr attaches its tc programs to the sandbox\'s interfaces only, never to one of the host\'s, in every tc attach mode (switching mode leaves nothing of the other)', async () => {

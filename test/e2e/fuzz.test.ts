@@ -36,7 +36,7 @@ import {
   SERVICE_NAME_LABEL,
   badVersionOf,
   expectedFrontends,
-  frontendKey,
+  frontendLabel,
   generateCases,
   goodService,
   goodSlice,
@@ -138,7 +138,7 @@ class World {
 function programmed(views: ServiceView[]): Map<string, string[]> {
   const out = new Map<string, string[]>();
   for (const v of views) {
-    const key = frontendKey(v.address, v.port, v.protocol);
+    const key = frontendLabel(v.address, v.port, v.protocol);
     const backends = v.backends.map((b) => `${b.address}:${b.port}`).sort();
     const seen = out.get(key);
     if (seen && seen.join(',') !== backends.join(',')) out.set(key, [...seen, `(${v.scope} scope: ${backends.join(',')})`]);

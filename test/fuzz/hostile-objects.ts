@@ -328,7 +328,7 @@ export function badVersionOf(kind: Kind, good: KubeObject, seed: number): { obje
 // ---- the expectation, computed from first principles ---------------------------------------
 
 /** "ADDRESS:PORT/PROTOCOL" of a frontend or backend (IPv6 addresses bare, as `kpr service list` prints them). */
-export const frontendKey = (addr: string, port: number, proto: string) => `${addr}:${port}/${proto}`;
+export const frontendLabel = (addr: string, port: number, proto: string) => `${addr}:${port}/${proto}`;
 
 function isPlainIP(a: unknown, family: 'IPv4' | 'IPv6'): a is string {
   if (typeof a !== 'string') return false;
@@ -367,7 +367,7 @@ export function expectedFrontends(objects: KubeObject[]): Map<string, string[]> 
     const family = String(svc.spec.clusterIP).includes(':') ? 'IPv6' : 'IPv4';
     for (const p of svc.spec.ports) {
       const proto = p.protocol || 'TCP';
-      const key = frontendKey(svc.spec.clusterIP, p.port, proto);
+      const key = frontendLabel(svc.spec.clusterIP, p.port, proto);
       clusterKeys.add(key);
       out.set(key, backendsOf(svc, family, p.name ?? '', proto));
     }
@@ -376,7 +376,7 @@ export function expectedFrontends(objects: KubeObject[]): Map<string, string[]> 
     for (const ext of svc.spec.externalIPs ?? []) {
       for (const p of svc.spec.ports) {
         const proto = p.protocol || 'TCP';
-        const key = frontendKey(ext, p.port, proto);
+        const key = frontendLabel(ext, p.port, proto);
         if (!clusterKeys.has(key)) out.set(key, backendsOf(svc, 'IPv4', p.name ?? '', proto));
       }
     }

@@ -65,7 +65,7 @@ function loop(cluster: FakeCluster, log: Logger, plan: ConstructorParameters<typ
     log,
     onSync: (r) => reports.push(r),
   });
-  // A full sync after the first runs in slices (agent/sync-loop.ts): wait for its report.
+  // A full sync after the first runs in slices (agent/sync/sync-loop.ts): wait for its report.
   const fullSync = async () => {
     const before = reports.length;
     l.serviceChanged(null);

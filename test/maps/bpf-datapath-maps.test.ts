@@ -61,11 +61,11 @@ const concat = <T>(items: T[], size: number, enc: (x: T, b: Buffer, o: number) =
 
 describe('BpfDatapathMaps', () => {
   const svc: Array<[SvcKey, SvcVal]> = [
-    [{ addr: '10.96.0.1', port: 80, slot: 0, proto: 6, scope: 0 }, { backendId: 10800, count: 2, revNatId: 7, flags: 0x11 }],
-    [{ addr: '10.96.0.1', port: 80, slot: 1, proto: 6, scope: 1 }, { backendId: 3, count: 0, revNatId: 0, flags: 0 }],
-    [{ addr: '255.255.255.255', port: 65535, slot: 65535, proto: 17, scope: 0 }, { backendId: 0xffffffff, count: 0, revNatId: 0, flags: 0 }],
-    [{ addr: 'fd00::10', port: 443, slot: 2, proto: 6, scope: 0 }, { backendId: 4, count: 0, revNatId: 0, flags: 0 }],
-    [{ addr: '0.0.0.0', port: 1, slot: 0, proto: 6, scope: 0 }, { backendId: 0, count: 0, revNatId: 1, flags: 0 }],
+    [{ addr: '10.96.0.1', port: 80, slot: 0, proto: 6, scope: 0 }, { backendId: 10800, count: 2, frontendId: 7, flags: 0x11 }],
+    [{ addr: '10.96.0.1', port: 80, slot: 1, proto: 6, scope: 1 }, { backendId: 3, count: 0, frontendId: 0, flags: 0 }],
+    [{ addr: '255.255.255.255', port: 65535, slot: 65535, proto: 17, scope: 0 }, { backendId: 0xffffffff, count: 0, frontendId: 0, flags: 0 }],
+    [{ addr: 'fd00::10', port: 443, slot: 2, proto: 6, scope: 0 }, { backendId: 4, count: 0, frontendId: 0, flags: 0 }],
+    [{ addr: '0.0.0.0', port: 1, slot: 0, proto: 6, scope: 0 }, { backendId: 0, count: 0, frontendId: 1, flags: 0 }],
   ];
   const backends: Array<[number, Backend]> = [
     [1, { addr: '10.0.0.1', port: 8080, proto: 6, flags: 1 }],
@@ -97,7 +97,7 @@ describe('BpfDatapathMaps', () => {
     const bases = Array.from({ length: n }, (_, i) => ({ addr: `10.96.${i >> 8 & 255}.${i & 255}`, port: 80 + (i % 3), proto: 6 }));
     const scopeSlots = bases.map((_, i) => (i % 2) * 0x10000 + (i % 11));
     // Masters with every field set, then (below) slots that set only the backend id: a reused buffer must be zeroed.
-    const masters: SvcVal[] = bases.map((_, i) => ({ backendId: 60 + i, count: 11, revNatId: (i % 60000) + 1, flags: 0x1f }));
+    const masters: SvcVal[] = bases.map((_, i) => ({ backendId: 60 + i, count: 11, frontendId: (i % 60000) + 1, flags: 0x1f }));
     d.updateServiceColumns(bases, scopeSlots, masters);
     assert.deepEqual(m.svc.updates.map((u) => u.count), [BATCH_CHUNK, BATCH_CHUNK, 1000]);
     const keyOf = (i: number): SvcKey => ({ ...bases[i], scope: scopeSlots[i] >> 16, slot: scopeSlots[i] & 0xffff });
@@ -107,7 +107,7 @@ describe('BpfDatapathMaps', () => {
     m.svc.updates = [];
     const ids = all.map((i) => i + 1);
     d.updateServiceColumns(bases, scopeSlots, ids);
-    assert.deepEqual(Buffer.concat(m.svc.updates.map((u) => u.values)), concat(ids, SVC_VAL.size, (id, b, o) => encodeSvcVal({ backendId: id, count: 0, revNatId: 0, flags: 0 }, b, o)));
+    assert.deepEqual(Buffer.concat(m.svc.updates.map((u) => u.values)), concat(ids, SVC_VAL.size, (id, b, o) => encodeSvcVal({ backendId: id, count: 0, frontendId: 0, flags: 0 }, b, o)));
     const recs: Backend[] = all.map((i) => ({ addr: `10.1.${i >> 8 & 255}.${i & 255}`, port: 8080, proto: 17, flags: i % 2 }));
     d.updateBackendColumns(ids, backendTable(ids, recs));
     assert.deepEqual(m.backend.updates.map((u) => u.count), [BATCH_CHUNK, BATCH_CHUNK, 1000]);
@@ -133,7 +133,7 @@ describe('BpfDatapathMaps', () => {
     d.deleteVips(['10.96.0.1']);
     assert.deepEqual(m.vip.deletes[0].keys, encodeVipKey('10.96.0.1'));
 
-    const pairs = [{ backendId: 3, revNatId: 7 }, { backendId: 4, revNatId: 7 }];
+    const pairs = [{ backendId: 3, frontendId: 7 }, { backendId: 4, frontendId: 7 }];
     d.updateAffinityMatches(pairs);
     assert.deepEqual(m.affinityMatch.updates[0].keys, concat(pairs, AFFINITY_MATCH_KEY.size, (k, b, o) => encodeAffinityMatchKey(k, b, o)));
     assert.deepEqual(m.affinityMatch.updates[0].values, Buffer.from([1, 1]));
@@ -172,8 +172,8 @@ describe('the fast packers write the registry codecs\' bytes', () => {
     { addr: '0.0.0.0', port: 0, slot: 0, proto: 0, scope: 0 },
   ];
   const vals: SvcVal[] = [
-    { backendId: 0x12345678, count: 0x9abc, revNatId: 0xdef1, flags: 0x7f },
-    { backendId: 0xffffffff, count: 0xffff, revNatId: 0xffff, flags: 0xffff },
+    { backendId: 0x12345678, count: 0x9abc, frontendId: 0xdef1, flags: 0x7f },
+    { backendId: 0xffffffff, count: 0xffff, frontendId: 0xffff, flags: 0xffff },
   ];
   const backends: Backend[] = [
     { addr: '198.19.255.254', port: 0x1f90, proto: 6, flags: 1 },
@@ -189,7 +189,7 @@ describe('the fast packers write the registry codecs\' bytes', () => {
     for (const k of keys) {
       same('svcKeyColumns', k, svc.key.size, (x, b, o) => packers.svcKeyColumns(x, (x.scope << 16) | x.slot, b, o), svc.key.encode, false);
     }
-    for (const id of [1, 0x12345678, 0xffffffff]) same('slotVal', id, svc.value.size, packers.slotVal, (x, b, o) => svc.value.encode({ backendId: x, count: 0, revNatId: 0, flags: 0 }, b, o), false);
+    for (const id of [1, 0x12345678, 0xffffffff]) same('slotVal', id, svc.value.size, packers.slotVal, (x, b, o) => svc.value.encode({ backendId: x, count: 0, frontendId: 0, flags: 0 }, b, o), false);
   });
 
   it('kpr_backend ids and values, from objects and from columns', () => {

@@ -49,14 +49,14 @@ describe('older layouts are read into the current one', () => {
   });
 
   it('kpr_svc_val: the frontend id moves from a u16 at 6 to a u32 at 8, flags from 8 to 6', () => {
-    const v: SvcVal = { backendId: 30, count: 3, revNatId: 65535, flags: 0x51 };
+    const v: SvcVal = { backendId: 30, count: 3, frontendId: 65535, flags: 0x51 };
     const { bytes, decoded } = upgrade(V1.SVC_VAL_V1, MAPS.svc.value, v);
     assert.deepEqual(decoded, v);
     assert.deepEqual(bytes, codecOf(MAPS.svc.value).encode(v), 'what this release writes, padding zeroed');
   });
 
   it('kpr_ct_val: addresses, ports, backend id, deadline and flags where v1 had them; the id widened', () => {
-    const v: CtVal = { natSaddr: '198.18.1.1', natDaddr: '2001:db8::10', natSport: 61001, natDport: 8080, backendId: 7, expiresNs: 123456789012n, revNatId: 4242, flags: 3 };
+    const v: CtVal = { natSaddr: '198.18.1.1', natDaddr: '2001:db8::10', natSport: 61001, natDport: 8080, backendId: 7, expiresNs: 123456789012n, frontendId: 4242, flags: 3 };
     const src = structCodec(V1.CT_VAL_V1, ADDR).encode(v);
     const { bytes, decoded } = upgrade(V1.CT_VAL_V1, MAPS.ct.value, v);
     assert.deepEqual(decoded, v);
@@ -66,7 +66,7 @@ describe('older layouts are read into the current one', () => {
   });
 
   it('kpr_revnat_val: address and port stay put (read through during a migration), the id widened', () => {
-    const v: RevNatVal = { addr: '198.19.0.10', port: 53, revNatId: 9 };
+    const v: RevNatVal = { addr: '198.19.0.10', port: 53, frontendId: 9 };
     const { bytes, decoded } = upgrade(V1.REVNAT_VAL_V1, MAPS.revnat.value, v);
     assert.deepEqual(decoded, v);
     assert.equal(MAPS.revnat.value.at.port, V1.REVNAT_VAL_V1.at.port);
@@ -74,20 +74,20 @@ describe('older layouts are read into the current one', () => {
   });
 
   it('kpr_affinity_key, kpr_term_key: the same meaning, the same bytes as this release writes', () => {
-    const a: AffinityKey = { netnsCookie: 4096n, client: '198.18.100.2', revNatId: 12 };
+    const a: AffinityKey = { netnsCookie: 4096n, client: '198.18.100.2', frontendId: 12 };
     assert.deepEqual(upgrade(V1.AFFINITY_KEY_V1, MAPS.affinity.key, a).decoded, a);
     // A v1 affinity key is the bytes of a v2 one (the programs look an old entry up with a new key during a migration).
     assert.deepEqual(structCodec(V1.AFFINITY_KEY_V1, ADDR).encode(a), codecOf(MAPS.affinity.key).encode(a));
-    const t: TermKey = { addr: '198.18.10.10', port: 5353, revNatId: 65000, proto: 17 };
+    const t: TermKey = { addr: '198.18.10.10', port: 5353, frontendId: 65000, proto: 17 };
     const { bytes, decoded } = upgrade(V1.TERM_KEY_V1, MAPS.term.key, t);
     assert.deepEqual(decoded, t);
     assert.deepEqual(bytes, codecOf(MAPS.term.key).encode(t));
   });
 
   it('kpr_src_range_key: the LPM key keeps its prefix length arithmetic (32 bits of id, then the address)', () => {
-    const k = { revNatId: 77, cidr: '198.18.100.0/24' };
+    const k = { frontendId: 77, cidr: '198.18.100.0/24' };
     const current = encodeSrcRangeKey(k);
-    const v1 = structCodec(V1.SRC_RANGE_KEY_V1, ADDR).encode({ prefixlen: current.readUInt32LE(0), revNatId: 77, addr: '198.18.100.0' } as never);
+    const v1 = structCodec(V1.SRC_RANGE_KEY_V1, ADDR).encode({ prefixlen: current.readUInt32LE(0), frontendId: 77, addr: '198.18.100.0' } as never);
     const out = Buffer.alloc(MAPS.srcRange.key.size);
     layoutConverter(V1.SRC_RANGE_KEY_V1, MAPS.srcRange.key)(v1, 0, out, 0);
     assert.deepEqual(out, current);
@@ -96,8 +96,8 @@ describe('older layouts are read into the current one', () => {
 
   it("this release into v1 (the test fixture's direction): a frontend id past 16 bits does not fit", () => {
     const conv = layoutConverter(MAPS.svc.value, V1.SVC_VAL_V1);
-    const src = codecOf(MAPS.svc.value).encode({ backendId: 1, count: 1, revNatId: 70000, flags: 0 });
-    assert.throws(() => conv(src, 0, Buffer.alloc(V1.SVC_VAL_V1.size), 0), /kpr_svc_val.rev_nat_id: 70000 does not fit 16 bits/);
+    const src = codecOf(MAPS.svc.value).encode({ backendId: 1, count: 1, frontendId: 70000, flags: 0 });
+    assert.throws(() => conv(src, 0, Buffer.alloc(V1.SVC_VAL_V1.size), 0), /kpr_svc_val.frontend_id: 70000 does not fit 16 bits/);
   });
 
   it('a member that cannot be converted fails when the converter is made', () => {

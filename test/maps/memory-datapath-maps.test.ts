@@ -6,7 +6,7 @@ import { mapCodecs } from '../../agent/maps/layout.js';
 import { MAPS } from '../../agent/maps/registry.js';
 
 const key = (slot: number) => ({ addr: '10.96.0.1', port: 80, slot, proto: 6, scope: 0 });
-const val = (backendId: number) => ({ backendId, count: 0, revNatId: 0, flags: 0 });
+const val = (backendId: number) => ({ backendId, count: 0, frontendId: 0, flags: 0 });
 const backend = (n: number) => ({ addr: `10.0.0.${n}`, port: 80, proto: 6, flags: 0 });
 
 describe('MemoryDatapathMaps', () => {
@@ -53,10 +53,10 @@ describe('MemoryDatapathMaps', () => {
   it('column writes are the updateServices/updateBackends calls they stand for, and fail the same way', () => {
     const m = new MemoryDatapathMaps({ maxServices: 3 });
     const base = { addr: '10.96.0.1', port: 80, proto: 6 };
-    m.updateServiceColumns([base, base], [0 * 0x10000 + 1, 1 * 0x10000 + 2], [7, { backendId: 0, count: 2, revNatId: 5, flags: 1 }]);
+    m.updateServiceColumns([base, base], [0 * 0x10000 + 1, 1 * 0x10000 + 2], [7, { backendId: 0, count: 2, frontendId: 5, flags: 1 }]);
     assert.deepEqual(m.dumpServices(), [
       [key(1), val(7)],
-      [{ ...key(2), scope: 1 }, { backendId: 0, count: 2, revNatId: 5, flags: 1 }],
+      [{ ...key(2), scope: 1 }, { backendId: 0, count: 2, frontendId: 5, flags: 1 }],
     ]);
     const row = (id: number) => (id === 4 ? { ipv4: 0x0a000004, addr: '10.0.0.4', port: 8080, proto: 17, flags: 1 } : { ipv4: -1, addr: '2001:db8::9', port: 443, proto: 6, flags: 0 });
     const rows = { ipv4: (id: number) => row(id).ipv4, addr: (id: number) => row(id).addr, port: (id: number) => row(id).port, proto: (id: number) => row(id).proto, flags: (id: number) => row(id).flags };

@@ -138,7 +138,7 @@ describe('agent metrics', () => {
       backends: 2,
       serviceEntries: 3,
       inconsistencies: 3,
-      details: { slotsWithoutMaster: 0, slotsBeyondCount: 1, missingSlots: 0, danglingSlots: 0, orphanBackends: 2, duplicateBackends: 0, badRevNatIds: 0, orphanAuxEntries: 0 },
+      details: { slotsWithoutMaster: 0, slotsBeyondCount: 1, missingSlots: 0, danglingSlots: 0, orphanBackends: 2, duplicateBackends: 0, badFrontendIds: 0, orphanAuxEntries: 0 },
     });
     m.syncDone(report({ trigger: 'periodic', full: true }));
     // Writes without drift (changes not synced yet) are no repair.

@@ -25,7 +25,7 @@ function filled(n: number, now: bigint): BpfMap {
     ct.key.encode({ saddr: `198.18.${f >> 8}.${f & 0xff}`, daddr: '198.19.0.10', sport: 40000, dport: 80, proto: IPPROTO.TCP, dir: CT_DIR.ORIGINAL }, keys, f * ct.key.size);
     // Every third flow expired (one exactly at `now`: a deadline reached counts as expired).
     const expiresNs = f % 3 === 0 ? (f === 0 ? now : now - 1n) : now + 60_000_000_000n;
-    ct.value.encode({ natSaddr: '198.18.1.1', natDaddr: '198.18.10.10', natSport: 40000, natDport: 8080, backendId: 1, expiresNs, revNatId: 1, flags: 0 }, vals, f * ct.value.size);
+    ct.value.encode({ natSaddr: '198.18.1.1', natDaddr: '198.18.10.10', natSport: 40000, natDport: 8080, backendId: 1, expiresNs, frontendId: 1, flags: 0 }, vals, f * ct.value.size);
   }
   map.updateBatch(keys, vals, n);
   return map;

@@ -51,7 +51,7 @@ function kernelState(m: BpfDatapathMaps) {
     services: services as never,
     backends: new Map(m.dumpBackends()),
     vips: new Map(m.dumpVips()),
-    affinityMatches: new Map(m.dumpAffinityMatches().map((a) => [`${a.backendId}|${a.revNatId}`, a])),
+    affinityMatches: new Map(m.dumpAffinityMatches().map((a) => [`${a.backendId}|${a.frontendId}`, a])),
     svcMeta: new Map(m.dumpSvcMeta()),
   };
 }
@@ -158,10 +158,10 @@ test('kernel maps: keyWalkCursor on an LPM trie returns each untouched key exact
   const { maps, set, close } = pinnedMaps();
   try {
     const trie = set.srcRange as BpfMap;
-    const range = (rn: number, i: number) => ({ revNatId: rn, cidr: `198.${18 + (i & 1)}.${(i >> 8) & 255}.${i & 255}/32` });
+    const range = (rn: number, i: number) => ({ frontendId: rn, cidr: `198.${18 + (i & 1)}.${(i >> 8) & 255}.${i & 255}/32` });
     const id = (k: Buffer) => {
       const r = decodeSrcRangeKey(k);
-      return `${r.revNatId}|${r.cidr}`;
+      return `${r.frontendId}|${r.cidr}`;
     };
     const stable = Array.from({ length: 600 }, (_, i) => range(7, i)); // never touched
     const churn = Array.from({ length: 600 }, (_, i) => range(9, i));
@@ -179,13 +179,13 @@ test('kernel maps: keyWalkCursor on an LPM trie returns each untouched key exact
         seen.set(id(k), (seen.get(id(k)) ?? 0) + 1);
         last = Buffer.from(k);
       }
-      // Between calls: delete a range of the other revNatId that is not where the walk resumes, insert new ones.
+      // Between calls: delete a range of the other frontendId that is not where the walk resumes, insert new ones.
       const gone = churn[(calls * 7) % churn.length];
-      if (last && id(last) !== `${gone.revNatId}|${gone.cidr}`) maps.deleteSrcRanges([gone].filter((g) => trie.lookup(encodeSrcRangeKey(g))));
+      if (last && id(last) !== `${gone.frontendId}|${gone.cidr}`) maps.deleteSrcRanges([gone].filter((g) => trie.lookup(encodeSrcRangeKey(g))));
       maps.updateSrcRanges([range(11, fresh++), range(5, fresh++)]);
     }
     assert.ok(calls > 20, `${calls} calls`);
-    for (const r of stable) assert.equal(seen.get(`${r.revNatId}|${r.cidr}`), 1, `untouched ${r.cidr}`);
+    for (const r of stable) assert.equal(seen.get(`${r.frontendId}|${r.cidr}`), 1, `untouched ${r.cidr}`);
     for (const [k, n] of seen) assert.equal(n, 1, `${k} returned ${n} times`);
 
     // The key the walk resumes from deleted: the next call asks for a restart.

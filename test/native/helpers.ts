@@ -71,7 +71,7 @@ export function svcKeyIndex(key: Buffer): number {
 
 /** struct kpr_svc_val. */
 export function svcVal(backendId: number, count = 0): Buffer {
-  return encodeSvcVal({ backendId, count, revNatId: 0, flags: 0 });
+  return encodeSvcVal({ backendId, count, frontendId: 0, flags: 0 });
 }
 
 /** Standalone maps with kpr's layouts (the object's own maps are 262,144 entries; these can be made small). */

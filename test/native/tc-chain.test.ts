@@ -90,7 +90,7 @@ for (const a of arrangements()) {
         Buffer.alloc(4),
         encodeConfig({ hostNetnsCookie: 0n, snatV4: NODE, snatV6: '::', tcpTimeoutS: 300, tcpClosingTimeoutS: 10, udpTimeoutS: 30, flags: 0 }),
       );
-      writeFrontend({ svc: kpr.map('kpr_svc'), backend: kpr.map('kpr_backend') }, { addr: NODE, port: NODE_PORT, proto: IPPROTO.TCP, revNatId: 1, flags: SVC_FLAG.NODE_PORT }, [[1, BACKEND, BACKEND_PORT]]);
+      writeFrontend({ svc: kpr.map('kpr_svc'), backend: kpr.map('kpr_backend') }, { addr: NODE, port: NODE_PORT, proto: IPPROTO.TCP, frontendId: 1, flags: SVC_FLAG.NODE_PORT }, [[1, BACKEND, BACKEND_PORT]]);
 
       const ext = kpr.program('kpr_tc_ext');
       const counter = second.program('chain_counter');

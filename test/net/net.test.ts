@@ -231,11 +231,11 @@ describe('addresses in map keys (maps/layout.ts, on net\'s parse)', () => {
 
   it('source-range keys carry the prefix, IPv4 as /96+n', () => {
     for (const cidr of ['198.18.100.0/24', '0.0.0.0/0', '2001:db8::/32', '::/0']) {
-      const key = encodeSrcRangeKey({ revNatId: 7, cidr });
-      assert.deepEqual(decodeSrcRangeKey(key), { revNatId: 7, cidr });
+      const key = encodeSrcRangeKey({ frontendId: 7, cidr });
+      assert.deepEqual(decodeSrcRangeKey(key), { frontendId: 7, cidr });
     }
-    assert.equal(encodeSrcRangeKey({ revNatId: 1, cidr: '198.18.100.0/24' }).readUInt32LE(0), 32 + 96 + 24);
-    assert.equal(encodeSrcRangeKey({ revNatId: 1, cidr: '2001:db8::/32' }).readUInt32LE(0), 32 + 32);
+    assert.equal(encodeSrcRangeKey({ frontendId: 1, cidr: '198.18.100.0/24' }).readUInt32LE(0), 32 + 96 + 24);
+    assert.equal(encodeSrcRangeKey({ frontendId: 1, cidr: '2001:db8::/32' }).readUInt32LE(0), 32 + 32);
   });
 });
 

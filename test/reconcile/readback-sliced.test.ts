@@ -32,7 +32,7 @@ describe('sliced read-back with syncs between its batches (in-memory maps)', () 
   it('the raw cursor returns every entry no one touches exactly once while others are inserted and deleted between batches', () => {
     const maps = new MemoryDatapathMaps();
     const k = (i: number) => ({ addr: '198.19.3.1', port: 80, slot: i, proto: 6, scope: 0 });
-    const v = { backendId: 1, count: 0, revNatId: 0, flags: 0 };
+    const v = { backendId: 1, count: 0, frontendId: 0, flags: 0 };
     maps.updateServices(Array.from({ length: 400 }, (_, i): [ReturnType<typeof k>, typeof v] => [k(i), v]));
     const stable = new Set(Array.from({ length: 200 }, (_, i) => svcKeyId(k(i)))); // never touched
     const seen = new Map<string, number>();

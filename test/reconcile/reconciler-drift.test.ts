@@ -45,13 +45,13 @@ describe('drift repair (in-memory maps)', () => {
     });
   }
 
-  it('a deleted master keeps its revNatId (names and pairs stay valid)', () => {
+  it('a deleted master keeps its frontendId (names and pairs stay valid)', () => {
     const { maps, r } = setup();
     syncChecked(maps, r, driftPlans(), true);
-    const before = r.revNatIdOf('198.19.0.10', 80, 'TCP');
+    const before = r.frontendIdOf('198.19.0.10', 80, 'TCP');
     DRIFT_CASES[0].corrupt(maps);
     syncChecked(maps, r, driftPlans(), true, true);
-    assert.equal(r.revNatIdOf('198.19.0.10', 80, 'TCP'), before);
+    assert.equal(r.frontendIdOf('198.19.0.10', 80, 'TCP'), before);
   });
 
   it('drift and a pending change in one periodic sync: both applied, only the drift counted', () => {

@@ -49,7 +49,7 @@ function assertNoOp(maps: MemoryDatapathMaps, r: Reconciler, p: Map<string, Plan
 
 const methods = (maps: MemoryDatapathMaps, from = 0) => maps.calls.slice(from).map((c) => `${c.method}(${c.entries})`);
 
-/** "addr:port/scope" → backends "ip:port" in slot order, with the master's revNatId and flags. */
+/** "addr:port/scope" → backends "ip:port" in slot order, with the master's frontendId and flags. */
 function entrySets(maps: MemoryDatapathMaps): Record<string, { rn: number; flags: number; timeout: number; backends: string[] }> {
   const out: Record<string, { rn: number; flags: number; timeout: number; backends: string[] }> = {};
   for (const [k, v] of maps.services.values()) {
@@ -60,7 +60,7 @@ function entrySets(maps: MemoryDatapathMaps): Record<string, { rn: number; flags
       const b = maps.backends.get(slot[1].backendId)!;
       backends.push(`${b.addr}:${b.port}`);
     }
-    out[`${k.addr}:${k.port}/${k.scope === SCOPE.INTERNAL ? 'INTERNAL' : 'EXTERNAL'}`] = { rn: v.revNatId, flags: v.flags, timeout: v.backendId, backends };
+    out[`${k.addr}:${k.port}/${k.scope === SCOPE.INTERNAL ? 'INTERNAL' : 'EXTERNAL'}`] = { rn: v.frontendId, flags: v.flags, timeout: v.backendId, backends };
   }
   return out;
 }
@@ -69,7 +69,7 @@ describe('Reconciler: scopes (eTP=Local short-circuit, rule 25 of docs/semantics
   const local = () =>
     fe('a/x', '192.168.1.10', 30080, ['10.0.0.1:80*'], { type: 'NodePort', trafficPolicy: 'Local', internal: ['10.0.0.1:80*', '10.0.0.2:80'] });
 
-  it('an external frontend with internalBackends gets an INTERNAL entry set sharing its revNatId', () => {
+  it('an external frontend with internalBackends gets an INTERNAL entry set sharing its frontendId', () => {
     const { maps, r } = setup();
     syncChecked(maps, r, plans(local()), true);
     assert.deepEqual(entrySets(maps), {
@@ -110,11 +110,11 @@ describe('Reconciler: ClientIP affinity (rule 27 of docs/semantics.md)', () => {
   const sticky = (backends: string[], o: Partial<PlanFrontend> & { internal?: string[] } = {}) =>
     fe('a/x', '10.96.0.1', 80, backends, { affinityTimeoutSeconds: 10800, ...o });
 
-  it('the master carries AFFINITY and the timeout; every (backend, revNatId) pair is in kpr_aff_match, written before the slots', () => {
+  it('the master carries AFFINITY and the timeout; every (backend, frontendId) pair is in kpr_aff_match, written before the slots', () => {
     const { maps, r } = setup();
     syncChecked(maps, r, plans(sticky(['10.0.0.1:80', '10.0.0.2:80'])), true);
     assert.deepEqual(entrySets(maps)['10.96.0.1:80/EXTERNAL'], { rn: 1, flags: SVC_FLAG.CLUSTER_IP | SVC_FLAG.AFFINITY, timeout: 10800, backends: ['10.0.0.1:80', '10.0.0.2:80'] });
-    assert.deepEqual([...maps.affinityMatches.values()], [{ backendId: 1, revNatId: 1 }, { backendId: 2, revNatId: 1 }]);
+    assert.deepEqual([...maps.affinityMatches.values()], [{ backendId: 1, frontendId: 1 }, { backendId: 2, frontendId: 1 }]);
     assert.deepEqual(methods(maps), ['updateBackends(2)', 'updateAffinityMatches(2)', 'updateServices(2)', 'updateSvcMeta(1)', 'updateServices(1)', 'updateVips(1)']);
     assertNoOp(maps, r, plans(sticky(['10.0.0.1:80', '10.0.0.2:80'])));
   });
@@ -125,7 +125,7 @@ describe('Reconciler: ClientIP affinity (rule 27 of docs/semantics.md)', () => {
     const from = maps.calls.length;
     syncChecked(maps, r, plans(sticky(['10.0.0.2:80'])), false);
     assert.deepEqual(methods(maps, from), ['updateServices(1)', 'updateServices(1)', 'deleteServices(1)', 'deleteAffinityMatches(1)', 'deleteBackends(1)']);
-    assert.deepEqual([...maps.affinityMatches.values()], [{ backendId: 2, revNatId: 1 }]);
+    assert.deepEqual([...maps.affinityMatches.values()], [{ backendId: 2, frontendId: 1 }]);
   });
 
   it('a slot re-pointed to a new backend gets its pair before the slot is written (checked after every entry)', () => {
@@ -207,7 +207,7 @@ describe('Reconciler: kpr_vip (refuse unknown ports of a service address)', () =
 });
 
 describe('Reconciler: kpr_svc_meta, flags, LOCAL backends, IPv6', () => {
-  it('names every revNatId with the Service, port name, frontend type and protocol', () => {
+  it('names every frontendId with the Service, port name, frontend type and protocol', () => {
     const { maps, r } = setup();
     syncChecked(maps, r, plans(fe('a/x', '10.96.0.1', 80, []), fe('a/x', '192.168.1.10', 30080, [], { type: 'NodePort' })), true);
     assert.deepEqual(
@@ -306,13 +306,13 @@ describe('Reconciler: adoption of every map', () => {
     const maps = new MemoryDatapathMaps();
     maps.prefill(first.maps.dumpServices(), first.maps.dumpBackends(), {
       vips: [...first.maps.dumpVips(), ['10.96.9.9', VIP_FLAG.REFUSE_UNKNOWN_PORT]],
-      affinityMatches: [...first.maps.dumpAffinityMatches(), { backendId: 1, revNatId: 77 }],
+      affinityMatches: [...first.maps.dumpAffinityMatches(), { backendId: 1, frontendId: 77 }],
       svcMeta: [...first.maps.dumpSvcMeta(), [77, { name: 'gone/svc', portName: '', type: 0, proto: 6 }]],
     });
     const r = new Reconciler(maps, quiet);
     assert.equal(r.adopt().details.orphanAuxEntries, 3);
     syncChecked(maps, r, everything(), true);
-    assert.deepEqual([maps.vips.has('10.96.9.9'), maps.svcMeta.has(77), [...maps.affinityMatches.values()].some((k) => k.revNatId === 77)], [false, false, false]);
+    assert.deepEqual([maps.vips.has('10.96.9.9'), maps.svcMeta.has(77), [...maps.affinityMatches.values()].some((k) => k.frontendId === 77)], [false, false, false]);
   });
 
   it('a missing vip or pair under adopted masters is repaired by the first full sync', () => {
@@ -379,7 +379,7 @@ describe('Reconciler: loadBalancerSourceRanges (kpr_src_range)', () => {
   it('ranges are written before the master that enforces them, canonical and masked', () => {
     const { maps, r } = setup();
     syncChecked(maps, r, plans(lb(['198.18.100.7/24', '198.18.101.0/24'])), true);
-    assert.deepEqual([...maps.srcRanges.values()].map((k) => `${k.revNatId} ${k.cidr}`).sort(), ['1 198.18.100.0/24', '1 198.18.101.0/24']);
+    assert.deepEqual([...maps.srcRanges.values()].map((k) => `${k.frontendId} ${k.cidr}`).sort(), ['1 198.18.100.0/24', '1 198.18.101.0/24']);
     const kinds = maps.ops.map((o) => o.kind);
     const lastRange = kinds.lastIndexOf('range-update');
     const master = maps.ops.findIndex((o) => o.kind === 'svc-update' && o.key.slot === 0);
@@ -407,11 +407,11 @@ describe('Reconciler: loadBalancerSourceRanges (kpr_src_range)', () => {
   it('ranges are adopted after a restart and orphans are removed by a full sync', () => {
     const { maps, r } = setup();
     syncChecked(maps, r, plans(lb(['198.18.100.0/24'])), true);
-    maps.updateSrcRanges([{ revNatId: 99, cidr: '198.18.0.0/15' }]);
+    maps.updateSrcRanges([{ frontendId: 99, cidr: '198.18.0.0/15' }]);
     const again = new Reconciler(maps, quiet);
     again.adopt();
     syncChecked(maps, again, plans(lb(['198.18.100.0/24'])), true);
-    assert.deepEqual([...maps.srcRanges.values()].map((k) => `${k.revNatId} ${k.cidr}`), ['1 198.18.100.0/24']);
+    assert.deepEqual([...maps.srcRanges.values()].map((k) => `${k.frontendId} ${k.cidr}`), ['1 198.18.100.0/24']);
     assertNoOp(maps, again, plans(lb(['198.18.100.0/24'])));
   });
 

@@ -1,6 +1,6 @@
 /**
  * No silent limits: a Service that does not fit the datapath's limits
- * (revNatIds, map capacities; agent/reconcile/limits.ts) is refused whole
+ * (frontendIds, map capacities; agent/reconcile/limits.ts) is refused whole
  * with a log line, a `skipped` entry and a limit report naming it, the
  * limit and the count; every other Service is programmed at once; and when
  * a sync frees room the refused one is programmed in that same sync. Small
@@ -45,11 +45,11 @@ function limitsOf(res: SyncResult) {
   return (res.limits ?? []).map((l) => `${l.service} ${l.limit} ${l.action} ${l.needed}/${l.capacity}`);
 }
 
-describe('Reconciler limits: revNatIds', () => {
-  it('a Service with more frontends than there are revNatIds is refused whole, named, and the others are programmed', () => {
+describe('Reconciler limits: frontendIds', () => {
+  it('a Service with more frontends than there are frontendIds is refused whole, named, and the others are programmed', () => {
     const maps = new MemoryDatapathMaps();
     const log = recorder();
-    const r = new Reconciler(maps, log, { maxRevNatId: 5 });
+    const r = new Reconciler(maps, log, { maxFrontendId: 5 });
     const p = plans(fe('a/small', '10.96.0.1', 80, ['10.0.0.1:80']), ...ports('b/big', '10.96.0.2', 7), fe('c/other', '10.96.0.3', 80, ['10.0.0.3:80']));
     const res = syncChecked(maps, r, p, true);
     assert.equal(res.ok, true);
@@ -77,7 +77,7 @@ describe('Reconciler limits: revNatIds', () => {
 
   it('a Service created while another is refused is programmed at once', () => {
     const maps = new MemoryDatapathMaps();
-    const r = new Reconciler(maps, recorder(), { maxRevNatId: 5 });
+    const r = new Reconciler(maps, recorder(), { maxFrontendId: 5 });
     syncChecked(maps, r, plans(...ports('b/big', '10.96.0.2', 7)), true);
     const res = syncChecked(maps, r, plans(fe('d/new', '10.96.0.4', 53, ['10.0.0.5:53'])), false);
     assert.equal(res.ok, true);
@@ -87,7 +87,7 @@ describe('Reconciler limits: revNatIds', () => {
   it('deleting the Service that holds the ids programs the refused one in the same sync', () => {
     const maps = new MemoryDatapathMaps();
     const log = recorder();
-    const r = new Reconciler(maps, log, { maxRevNatId: 5 });
+    const r = new Reconciler(maps, log, { maxFrontendId: 5 });
     syncChecked(maps, r, plans(...ports('a/hog', '10.96.0.1', 4)), true);
     const refused = syncChecked(maps, r, plans(...ports('b/wants', '10.96.0.2', 3)), false);
     assert.deepEqual(limitsOf(refused), ['b/wants rev_nat_ids refused 3/5']);
@@ -105,7 +105,7 @@ describe('Reconciler limits: revNatIds', () => {
 
   it('a Service that grows past the limit loses all its frontends, and the room it held goes to a waiting one in the same sync', () => {
     const maps = new MemoryDatapathMaps();
-    const r = new Reconciler(maps, recorder(), { maxRevNatId: 5 });
+    const r = new Reconciler(maps, recorder(), { maxFrontendId: 5 });
     syncChecked(maps, r, plans(...ports('a/grows', '10.96.0.1', 3)), true);
     syncChecked(maps, r, plans(...ports('b/waits', '10.96.0.2', 3)), false); // 2 free: refused
     assert.deepEqual(portsOf(maps, '10.96.0.2'), []);
@@ -124,8 +124,8 @@ describe('Reconciler limits: revNatIds', () => {
   it('adopted maps where a Service holds ids it no longer fits in: it is removed and a new Service gets them in the same sync', () => {
     // A previous run (with more ids) programmed b/big's 7 frontends; this run has 8 ids and b/big now wants 9.
     const maps = new MemoryDatapathMaps();
-    syncChecked(maps, new Reconciler(maps, recorder(), { maxRevNatId: 10 }), plans(...ports('b/big', '10.96.0.2', 7)), true);
-    const r = new Reconciler(maps, recorder(), { maxRevNatId: 8 });
+    syncChecked(maps, new Reconciler(maps, recorder(), { maxFrontendId: 10 }), plans(...ports('b/big', '10.96.0.2', 7)), true);
+    const r = new Reconciler(maps, recorder(), { maxFrontendId: 8 });
     r.adopt();
     const res = syncChecked(maps, r, plans(...ports('b/big', '10.96.0.2', 9), ...ports('c/new', '10.96.0.3', 2)), true);
     assert.equal(res.ok, true);
@@ -137,7 +137,7 @@ describe('Reconciler limits: revNatIds', () => {
 
   it('the limit report goes when the refused Service is deleted', () => {
     const maps = new MemoryDatapathMaps();
-    const r = new Reconciler(maps, recorder(), { maxRevNatId: 2 });
+    const r = new Reconciler(maps, recorder(), { maxFrontendId: 2 });
     assert.deepEqual(limitsOf(syncChecked(maps, r, plans(...ports('b/big', '10.96.0.2', 3)), true)), ['b/big rev_nat_ids refused 3/2']);
     assert.deepEqual(limitsOf(syncChecked(maps, r, new Map([['b/big', []]]), false)), []);
   });

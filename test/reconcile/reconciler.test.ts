@@ -33,11 +33,11 @@ describe('Reconciler', () => {
       { w: res.servicesWritten, d: res.servicesDeleted, bw: res.backendsWritten, bd: res.backendsDeleted, f: res.frontends, b: res.backends },
       { w: 5, d: 0, bw: 3, bd: 0, f: 2, b: 3 },
     );
-    // Master layout: count, revNatId (from 1, in Service key order: default/dns first), flags, EXTERNAL scope.
+    // Master layout: count, frontendId (from 1, in Service key order: default/dns first), flags, EXTERNAL scope.
     const master = [...maps.services.values()].find(([k]) => k.slot === 0 && k.port === 80)!;
     assert.deepEqual(master, [
       { addr: '10.96.0.10', port: 80, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL },
-      { backendId: 0, count: 2, revNatId: 2, flags: SVC_FLAG.CLUSTER_IP },
+      { backendId: 0, count: 2, frontendId: 2, flags: SVC_FLAG.CLUSTER_IP },
     ]);
     assert.deepEqual([...maps.backends.keys()].sort(), [1, 2, 3]);
     assert.deepEqual(res.skipped, []);
@@ -134,32 +134,32 @@ describe('Reconciler', () => {
     assert.deepEqual(programmed(copyState(maps)), { '10.96.0.1:80/TCP': ['10.0.0.1:80'], '10.96.0.2:80/TCP': ['10.0.0.3:80'] });
   });
 
-  it('backend ids and revNatIds are reused, lowest first, and restart from 1 once everything is gone', () => {
+  it('backend ids and frontendIds are reused, lowest first, and restart from 1 once everything is gone', () => {
     const { maps, r } = setup();
     r.sync(plans(fe('a/x', '10.96.0.1', 80, ['10.0.0.1:80', '10.0.0.2:80']), fe('b/y', '10.96.0.2', 80, ['10.0.0.3:80'])), { full: true });
-    assert.deepEqual([r.revNatIdOf('10.96.0.1', 80, 'TCP'), r.revNatIdOf('10.96.0.2', 80, 'TCP')], [1, 2]);
+    assert.deepEqual([r.frontendIdOf('10.96.0.1', 80, 'TCP'), r.frontendIdOf('10.96.0.2', 80, 'TCP')], [1, 2]);
     r.sync(new Map([['a/x', []]]), { full: false });
     assert.deepEqual([...maps.backends.keys()], [3]);
     r.sync(plans(fe('c/z', '10.96.0.3', 80, ['10.0.0.7:80', '10.0.0.8:80', '10.0.0.9:80'])), { full: false });
     assert.deepEqual([...maps.backends.keys()].sort(), [1, 2, 3, 4]);
-    assert.equal(r.revNatIdOf('10.96.0.3', 80, 'TCP'), 1);
+    assert.equal(r.frontendIdOf('10.96.0.3', 80, 'TCP'), 1);
     r.sync(new Map(), { full: true });
     r.sync(plans(fe('d/w', '10.96.0.4', 80, ['10.0.0.1:80'])), { full: true });
     assert.deepEqual([...maps.backends.keys()], [1]);
-    assert.equal(r.revNatIdOf('10.96.0.4', 80, 'TCP'), 1);
+    assert.equal(r.frontendIdOf('10.96.0.4', 80, 'TCP'), 1);
   });
 
   it('ids freed by a sync are reused only from the next sync on, never re-pointed mid-sync', () => {
     const { maps, r } = setup();
     r.sync(plans(fe('a/x', '10.96.0.1', 80, ['10.0.0.1:80'])), { full: true });
-    // Same sync: a/x goes (revNatId 1, backend 1), b/y arrives. While a/x's master and
+    // Same sync: a/x goes (frontendId 1, backend 1), b/y arrives. While a/x's master and
     // backend 1 still exist, b/y must not take their ids.
     syncChecked(maps, r, plans(fe('b/y', '10.96.0.2', 80, ['10.0.0.2:80'])), true);
-    assert.equal(r.revNatIdOf('10.96.0.2', 80, 'TCP'), 2);
+    assert.equal(r.frontendIdOf('10.96.0.2', 80, 'TCP'), 2);
     assert.deepEqual([...maps.backends.keys()], [2]);
     assert.ok(maps.ops.every((o) => o.kind !== 'backend-update' || o.id !== 1 || o.val.addr === '10.0.0.1'));
     syncChecked(maps, r, plans(fe('c/z', '10.96.0.3', 80, ['10.0.0.3:80'])), false);
-    assert.equal(r.revNatIdOf('10.96.0.3', 80, 'TCP'), 1);
+    assert.equal(r.frontendIdOf('10.96.0.3', 80, 'TCP'), 1);
     assert.ok(maps.backends.has(1));
   });
 
@@ -232,14 +232,14 @@ describe('Reconciler', () => {
       assert.match(res.skipped[0].reason, /10\.96\.0\.1:80\/TCP is also claimed by Service a\/x/);
     });
 
-    it('when the winner goes, the other claimant takes the frontend over (same revNatId)', () => {
+    it('when the winner goes, the other claimant takes the frontend over (same frontendId)', () => {
       const { maps, r } = setup();
       r.sync(plans(fe('a/x', '10.96.0.1', 80, ['10.0.0.1:80']), fe('b/y', '10.96.0.1', 80, ['10.0.0.2:80'])), { full: true });
-      const rn = r.revNatIdOf('10.96.0.1', 80, 'TCP');
+      const rn = r.frontendIdOf('10.96.0.1', 80, 'TCP');
       const res = syncChecked(maps, r, new Map([['a/x', []]]), false);
       assert.deepEqual(res.skipped, []);
       assert.deepEqual(programmed(copyState(maps)), { '10.96.0.1:80/TCP': ['10.0.0.2:80'] });
-      assert.equal(r.revNatIdOf('10.96.0.1', 80, 'TCP'), rn);
+      assert.equal(r.frontendIdOf('10.96.0.1', 80, 'TCP'), rn);
     });
 
     it('an incremental claim by a lower key takes over, exactly as a full sync would decide', () => {
@@ -278,7 +278,7 @@ describe('Reconciler', () => {
       assert.deepEqual(copyState(maps), before);
       // New ids continue from the adopted ones.
       syncChecked(maps, r, plans(fe('d/w', '10.96.0.4', 80, ['10.0.0.9:80'])), false);
-      assert.equal(r.revNatIdOf('10.96.0.4', 80, 'TCP'), 4);
+      assert.equal(r.frontendIdOf('10.96.0.4', 80, 'TCP'), 4);
       assert.ok(maps.backends.has(4));
     });
 
@@ -305,8 +305,8 @@ describe('Reconciler', () => {
     it('counts inconsistent entries and repairs them on the next full sync', () => {
       const maps = new MemoryDatapathMaps();
       const k = (addr: string, port: number, slot: number) => ({ addr, port, slot, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL });
-      const m = (count: number, revNatId: number) => ({ backendId: 0, count, revNatId, flags: SVC_FLAG.CLUSTER_IP });
-      const s = (backendId: number) => ({ backendId, count: 0, revNatId: 0, flags: 0 });
+      const m = (count: number, frontendId: number) => ({ backendId: 0, count, frontendId, flags: SVC_FLAG.CLUSTER_IP });
+      const s = (backendId: number) => ({ backendId, count: 0, frontendId: 0, flags: 0 });
       const b = (addr: string, port: number) => ({ addr, port, proto: IPPROTO.TCP, flags: 0 });
       maps.prefill(
         [
@@ -316,7 +316,7 @@ describe('Reconciler', () => {
           [k('10.96.0.1', 80, 3), s(2)],
           // 10.96.0.2:80 — slots without a master.
           [k('10.96.0.2', 80, 1), s(2)],
-          // 10.96.0.3:80 — same revNatId as 10.96.0.1, slot naming a missing backend, and a duplicate backend.
+          // 10.96.0.3:80 — same frontendId as 10.96.0.1, slot naming a missing backend, and a duplicate backend.
           [k('10.96.0.3', 80, 0), m(2, 1)],
           [k('10.96.0.3', 80, 1), s(9)],
           [k('10.96.0.3', 80, 2), s(5)],
@@ -337,7 +337,7 @@ describe('Reconciler', () => {
         danglingSlots: 1,
         orphanBackends: 1,
         duplicateBackends: 1,
-        badRevNatIds: 1,
+        badFrontendIds: 1,
         orphanAuxEntries: 0,
       });
       assert.equal(a.inconsistencies, 7);
@@ -351,8 +351,8 @@ describe('Reconciler', () => {
         '10.96.0.1:80/TCP': ['10.0.0.1:80', '10.0.0.2:80'],
         '10.96.0.3:80/TCP': ['10.0.0.1:80', '10.0.0.3:80'],
       });
-      assert.equal(r.revNatIdOf('10.96.0.1', 80, 'TCP'), 1); // the first by key keeps the shared id
-      assert.notEqual(r.revNatIdOf('10.96.0.3', 80, 'TCP'), 1);
+      assert.equal(r.frontendIdOf('10.96.0.1', 80, 'TCP'), 1); // the first by key keeps the shared id
+      assert.notEqual(r.frontendIdOf('10.96.0.3', 80, 'TCP'), 1);
       assert.ok(!maps.backends.has(9), 'the dangling id is never handed out while a slot names it');
       // Repaired: adopting again finds nothing wrong, and the next sync writes nothing.
       assert.equal(new Reconciler(maps, quiet).adopt().inconsistencies, 0);

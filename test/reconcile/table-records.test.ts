@@ -27,8 +27,8 @@ const record = (key: Buffer, val: Buffer) => Buffer.concat([key, val]);
 describe('the mirror\'s records are the registry codecs\' bytes', () => {
   it('kpr_svc: an entry set\'s master and slots (sparse), IPv4 and IPv6, both scopes', () => {
     const sets: EntrySet[] = [
-      { fk: 'a', scope: 0, base: { addr: '198.18.7.9', port: 0x1234, proto: 17 }, master: { backendId: 0x12345678, count: 3, revNatId: 0xdef1, flags: 0x7f }, slots: [0, 7, 0xffffffff, 9], slotCount: 3 },
-      { fk: 'b', scope: 1, base: { addr: '2001:db8::7:9', port: 0xfffe, proto: 6 }, master: { backendId: 0, count: 0xffff, revNatId: 0xffff, flags: 0xffff }, slots: [], slotCount: 0 },
+      { fk: 'a', scope: 0, base: { addr: '198.18.7.9', port: 0x1234, proto: 17 }, master: { backendId: 0x12345678, count: 3, frontendId: 0xdef1, flags: 0x7f }, slots: [0, 7, 0xffffffff, 9], slotCount: 3 },
+      { fk: 'b', scope: 1, base: { addr: '2001:db8::7:9', port: 0xfffe, proto: 6 }, master: { backendId: 0, count: 0xffff, frontendId: 0xffff, flags: 0xffff }, slots: [], slotCount: 0 },
       { fk: 'c', scope: 1, base: { addr: '198.19.0.1', port: 53, proto: 17 }, master: null, slots: [], slotCount: 0 },
     ];
     sets[2].slots[0x1ff] = 42; // a slot without master (adopted), numbered above 255
@@ -40,7 +40,7 @@ describe('the mirror\'s records are the registry codecs\' bytes', () => {
       const want: Buffer[] = [];
       if (f.master) want.push(record(svc.key.encode({ ...f.base, slot: 0, scope: f.scope }), svc.value.encode(f.master)));
       f.slots.forEach((id, slot) => {
-        if (slot > 0 && id !== undefined) want.push(record(svc.key.encode({ ...f.base, slot, scope: f.scope }), svc.value.encode({ backendId: id, count: 0, revNatId: 0, flags: 0 })));
+        if (slot > 0 && id !== undefined) want.push(record(svc.key.encode({ ...f.base, slot, scope: f.scope }), svc.value.encode({ backendId: id, count: 0, frontendId: 0, flags: 0 })));
       });
       assert.equal(n, want.length);
       assert.deepEqual(got, want, f.fk);

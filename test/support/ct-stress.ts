@@ -85,7 +85,7 @@ export async function runFill(opts: { nsPath: string; capacity: number; maxEntri
       Buffer.alloc(4),
       encodeConfig({ hostNetnsCookie: 0n, snatV4: NODE, snatV6: '2001:db8:1::1', tcpTimeoutS: 300, tcpClosingTimeoutS: 0, udpTimeoutS: 30, flags: 0 }),
     );
-    writeFrontend(tc, { addr: NODE, port: NODE_PORT, proto: IPPROTO.TCP, revNatId: 7, flags: SVC_FLAG.NODE_PORT }, BACKENDS);
+    writeFrontend(tc, { addr: NODE, port: NODE_PORT, proto: IPPROTO.TCP, frontendId: 7, flags: SVC_FLAG.NODE_PORT }, BACKENDS);
     const ncpu = opts.cpus.length;
     // Entries at most: two per live flow and per pool flow.
     const total = Math.max(ncpu, Math.floor((opts.fill * opts.capacity) / 2) - POOL * ncpu);

@@ -46,13 +46,13 @@ export function loadTcObject(runPrefix: string, maxEntries: Readonly<Record<stri
 /** A frontend's entry set: its backends (id, address, port), their slots, then the master entry. */
 export function writeFrontend(
   t: Pick<TcObject, 'svc' | 'backend'>,
-  fe: { addr: string; port: number; proto: number; revNatId: number; flags: number; scope?: number },
+  fe: { addr: string; port: number; proto: number; frontendId: number; flags: number; scope?: number },
   backends: Array<[number, string, number]>,
 ): void {
-  const { addr, port, proto, revNatId, flags, scope = SCOPE.EXTERNAL } = fe;
+  const { addr, port, proto, frontendId, flags, scope = SCOPE.EXTERNAL } = fe;
   backends.forEach(([id, a, p], i) => {
     t.backend.update(encodeBackendId(id), encodeBackend({ addr: a, port: p, proto, flags: 0 }));
-    t.svc.update(encodeSvcKey({ addr, port, slot: i + 1, proto, scope }), encodeSvcVal({ backendId: id, count: 0, revNatId: 0, flags: 0 }));
+    t.svc.update(encodeSvcKey({ addr, port, slot: i + 1, proto, scope }), encodeSvcVal({ backendId: id, count: 0, frontendId: 0, flags: 0 }));
   });
-  t.svc.update(encodeSvcKey({ addr, port, slot: 0, proto, scope }), encodeSvcVal({ backendId: 0, count: backends.length, revNatId, flags }));
+  t.svc.update(encodeSvcKey({ addr, port, slot: 0, proto, scope }), encodeSvcVal({ backendId: 0, count: backends.length, frontendId, flags }));
 }

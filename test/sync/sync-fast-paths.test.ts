@@ -238,10 +238,10 @@ describe('BpfDatapathMaps column writes', () => {
     ];
     const scopeSlots = [0, 1, 0x10000 + 65535, 0x10000 + 2];
     const vals: SvcVal[] = [
-      { backendId: 30, count: 3, revNatId: 7, flags: 5 },
-      { backendId: 0xffffffff, count: 0, revNatId: 0, flags: 0 },
-      { backendId: 1, count: 65535, revNatId: 65535, flags: 0xffff },
-      { backendId: 2, count: 0, revNatId: 0, flags: 0 },
+      { backendId: 30, count: 3, frontendId: 7, flags: 5 },
+      { backendId: 0xffffffff, count: 0, frontendId: 0, flags: 0 },
+      { backendId: 1, count: 65535, frontendId: 65535, flags: 0xffff },
+      { backendId: 2, count: 0, frontendId: 0, flags: 0 },
     ];
     const entries: Array<[SvcKey, SvcVal]> = bases.map((b, i) => [{ ...b, scope: scopeSlots[i] >>> 16, slot: scopeSlots[i] & 0xffff }, vals[i]]);
     const a = maps();
@@ -274,7 +274,7 @@ describe('BpfDatapathMaps column writes', () => {
     assert.deepEqual(e.m.svc.updates, a.m.svc.updates);
     assert.throws(() => e.d.updateBackendColumns(ids, backendTable(ids, recs), 4), /fewer ids than count/);
     assert.throws(() => b.d.updateServiceColumns([{ addr: '10.0.0.1', port: 70000, proto: 6 }], [1], [vals[0]]));
-    assert.throws(() => b.d.updateServiceColumns(bases.slice(0, 1), [1], [{ backendId: 0, count: 70000, revNatId: 0, flags: 0 }]));
+    assert.throws(() => b.d.updateServiceColumns(bases.slice(0, 1), [1], [{ backendId: 0, count: 70000, frontendId: 0, flags: 0 }]));
     assert.throws(() => b.d.updateBackendColumns([-1], backendTable(ids, recs)));
     assert.throws(() => b.d.updateServiceColumns(bases.slice(0, 1), [1], [2 ** 32]));
   });

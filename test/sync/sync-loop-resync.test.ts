@@ -159,8 +159,8 @@ describe('sliced periodic resync', () => {
     const someBackend = [...maps.backends.keys()][0];
     const bogus = { addr: '198.19.9.9', port: 80, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL };
     maps.updateServices([
-      [{ ...bogus, slot: 1 }, { backendId: someBackend, count: 0, revNatId: 0, flags: 0 }],
-      [bogus, { backendId: 0, count: 1, revNatId: 4000, flags: 0 }],
+      [{ ...bogus, slot: 1 }, { backendId: someBackend, count: 0, frontendId: 0, flags: 0 }],
+      [bogus, { backendId: 0, count: 1, frontendId: 4000, flags: 0 }],
     ]);
     await until('a resync', () => reports.some((r) => r.trigger === 'periodic'));
     loop.stop();

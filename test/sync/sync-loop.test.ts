@@ -20,7 +20,7 @@ function setup() {
   const cluster = new FakeCluster();
   const maps = new MemoryDatapathMaps();
   const reconciler = new Reconciler(maps, silentLogger);
-  const left: Array<{ addr: string; port: number; revNatId: number }> = [];
+  const left: Array<{ addr: string; port: number; frontendId: number }> = [];
   /** Whether each sync so far succeeded. */
   const results: boolean[] = [];
   const loop = new SyncLoop(cluster, reconciler, {
@@ -43,19 +43,19 @@ describe('SyncLoop', () => {
     cluster.slices.set('a/dns', [dnsSlice('a/dns-1', ['198.18.0.1', '198.18.0.2'])]);
     cluster.slices.set('a/other', [dnsSlice('a/other-1', ['198.18.0.1'])]);
     assert.equal(loop.start().result.ok, true);
-    const dnsId = reconciler.revNatIdOf('198.19.0.53', 53, 'UDP')!;
+    const dnsId = reconciler.frontendIdOf('198.19.0.53', 53, 'UDP')!;
     assert.ok(dnsId > 0);
     assert.deepEqual(left, [], 'nothing left at the first sync');
 
     cluster.slices.set('a/dns', [dnsSlice('a/dns-1', ['198.18.0.2'])]);
     loop.serviceChanged('a/dns');
     await settle();
-    assert.deepEqual(left, [{ addr: '198.18.0.1', port: 5353, revNatId: dnsId }]);
+    assert.deepEqual(left, [{ addr: '198.18.0.1', port: 5353, frontendId: dnsId }]);
 
     cluster.svcs.delete('a/dns');
     loop.serviceChanged('a/dns');
     await settle();
-    assert.deepEqual(left.slice(1), [{ addr: '198.18.0.2', port: 5353, revNatId: dnsId }], 'a deleted Service releases its clients too');
+    assert.deepEqual(left.slice(1), [{ addr: '198.18.0.2', port: 5353, frontendId: dnsId }], 'a deleted Service releases its clients too');
     loop.stop();
   });
 
@@ -64,7 +64,7 @@ describe('SyncLoop', () => {
     cluster.svcs.set('a/dns', service('a/dns', { clusterIP: '198.19.0.53', ports: DNS_PORTS }));
     cluster.slices.set('a/dns', [dnsSlice('a/dns-1', ['198.18.0.1', '198.18.0.2'])]);
     assert.equal(loop.start().result.ok, true);
-    const dnsId = reconciler.revNatIdOf('198.19.0.53', 53, 'UDP')!;
+    const dnsId = reconciler.frontendIdOf('198.19.0.53', 53, 'UDP')!;
 
     cluster.slices.set('a/dns', [dnsSlice('a/dns-1', ['198.18.0.2'])]);
     maps.failNextCall();
@@ -76,7 +76,7 @@ describe('SyncLoop', () => {
     const deadline = Date.now() + 5000;
     while (results.length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     assert.deepEqual(results.slice(1), [false, true]);
-    assert.deepEqual(left, [{ addr: '198.18.0.1', port: 5353, revNatId: dnsId }]);
+    assert.deepEqual(left, [{ addr: '198.18.0.1', port: 5353, frontendId: dnsId }]);
     loop.stop();
   });
 

@@ -1,9 +1,9 @@
 /**
- * kpr_aff_match, the (backend, revNatId) pairs of the frontends with
+ * kpr_aff_match, the (backend, frontendId) pairs of the frontends with
  * session affinity: a backend an affinity entry names is used again only
  * while it is paired here. Written at step 2 (before any slot of an
  * AFFINITY master names the backend), deleted at step 8 (once no master
- * with AFFINITY names it). The mirror keeps it as revNatId → backend ids.
+ * with AFFINITY names it). The mirror keeps it as frontendId → backend ids.
  */
 import { MAP_NAMES, encodeAffinityMatchKey, type AffinityMatchKey } from '../../maps/layout.js';
 import { MAPS } from '../../maps/registry.js';
@@ -17,9 +17,9 @@ const KEY_SIZE = MAPS.affinityMatch.key.size;
 const VAL_SIZE = MAPS.affinityMatch.value.size;
 const rec = Buffer.alloc(KEY_SIZE + VAL_SIZE);
 
-/** A record (the pair of a frontend's revNatId and a backend id; the value 1, as the writer puts it), in a reused buffer. */
-export function affinityMatchRecord(revNatId: number, backendId: number): Buffer {
-  encodeAffinityMatchKey({ revNatId, backendId }, rec, 0);
+/** A record (the pair of a frontend's frontendId and a backend id; the value 1, as the writer puts it), in a reused buffer. */
+export function affinityMatchRecord(frontendId: number, backendId: number): Buffer {
+  encodeAffinityMatchKey({ frontendId, backendId }, rec, 0);
   rec[KEY_SIZE] = 1;
   return rec;
 }
@@ -32,26 +32,26 @@ function touch(t: TouchedKeys, pairs: readonly AffinityMatchKey[], k: Buffer): v
 }
 
 /**
- * The diff: makes the pairs of `revNatId` exactly `ids` in the mirror,
+ * The diff: makes the pairs of `frontendId` exactly `ids` in the mirror,
  * queueing the additions (written before the slots) and the removals
  * (deleted after them).
  */
-export function diffAffinityMatches(m: KernelMirror, revNatId: number, ids: readonly number[], w: Writes): void {
-  const have = m.kAff.get(revNatId);
+export function diffAffinityMatches(m: KernelMirror, frontendId: number, ids: readonly number[], w: Writes): void {
+  const have = m.affinityMatches.get(frontendId);
   if (ids.length === 0 && !have) return;
   const want = new Set(ids);
-  for (const id of want) if (!have?.has(id)) w.affWrites.push({ backendId: id, revNatId });
-  if (have) for (const id of have) if (!want.has(id)) w.affDeletes.push({ backendId: id, revNatId });
+  for (const id of want) if (!have?.has(id)) w.affWrites.push({ backendId: id, frontendId });
+  if (have) for (const id of have) if (!want.has(id)) w.affDeletes.push({ backendId: id, frontendId });
   m.affPairs += want.size - (have?.size ?? 0);
-  if (want.size) m.kAff.set(revNatId, want);
-  else m.kAff.delete(revNatId);
+  if (want.size) m.affinityMatches.set(frontendId, want);
+  else m.affinityMatches.delete(frontendId);
 }
 
 const compare = (mirror: KernelMirror, kernel: readonly AffinityMatchKey[], add: DriftSink) =>
   compareKeySets(
     MAP,
-    mirror.kAff,
-    kernel.map((a): [number, number] => [a.revNatId, a.backendId]),
+    mirror.affinityMatches,
+    kernel.map((a): [number, number] => [a.frontendId, a.backendId]),
     add,
   );
 
@@ -66,7 +66,7 @@ export const affinityMatchesTable: ReconcilerTable = {
     keySize: KEY_SIZE,
     valSize: VAL_SIZE,
     cursor: (m, b) => m.affinityMatchesRawCursor(b),
-    hashMirror: hashMembers((m) => m.kAff, KEY_SIZE, VAL_SIZE, affinityMatchRecord),
+    hashMirror: hashMembers((m) => m.affinityMatches, KEY_SIZE, VAL_SIZE, affinityMatchRecord),
   },
   matches: (maps, mirror) => noDrift((add) => compare(mirror, maps.dumpAffinityMatches(), add)),
   compare: (mirror, k, add) => compare(mirror, k.affs, add),

@@ -34,7 +34,7 @@ function write(t: ApplyTarget, bw: BackendWrites): void {
 
 /** Hashes the mirror's rows into w.mirror, by id, about `budget` ids of them; whether all are. */
 function hashMirror(mirror: KernelMirror, w: ReadBackWindow, budget: number): boolean {
-  const rows = mirror.kBackends;
+  const rows = mirror.backends;
   const add = (id: number) => w.mirror.addFrom(EMPTY_STATE, backendRecord(rows, id), 0, KEY_SIZE, VAL_SIZE);
   // Dense ids by range (a row added meanwhile has a touched key, so where the range ends does not matter), then the few far ones at once.
   const end = Math.min(rows.denseEnd, w.nextId + Math.max(1, budget));
@@ -58,13 +58,13 @@ export const backendsTable: ReconcilerTable = {
     const kernel = new Fingerprint();
     kernel.addBatch(be.count, be.keys, KEY_SIZE, be.values, VAL_SIZE, be.valueStride);
     const mirror = new Fingerprint();
-    const rows = m.kBackends;
+    const rows = m.backends;
     rows.forEachId((id) => mirror.addFrom(EMPTY_STATE, backendRecord(rows, id), 0, KEY_SIZE, VAL_SIZE));
     return kernel.equals(mirror);
   },
   compare(mirror, k, add) {
     // Rows by id.
-    const rows = mirror.kBackends;
+    const rows = mirror.backends;
     let present = 0;
     let changed = 0;
     let extra = 0;

@@ -35,14 +35,14 @@ export const CAPACITY_KEYS: ReadonlyMap<string, keyof MapCapacities> = new Map(T
  *   2. affinity-match pairs, before any slot of an AFFINITY master names them;
  *      source ranges, before a master with SOURCE_RANGES publishes;
  *   3. slots 1..n, before any count covers them;
- *   4. names of new revNatIds, before a master carries them;
- *   5. masters (count, revNatId, flags, affinity timeout);
+ *   4. names of new frontendIds, before a master carries them;
+ *   5. masters (count, frontendId, flags, affinity timeout);
  *   6. service addresses, once a frontend answers on them;
  *   7. masters of removed entry sets first, then slots beyond the new count
  *      and slots of removed sets (one call);
  *   8. pairs no master with AFFINITY names any more; ranges no master allows any more;
  *   9. addresses whose last ClusterIP frontend went;
- *  10. names of released revNatIds;
+ *  10. names of released frontendIds;
  *  11. backends no slot names any more.
  *
  * Each table gives its phases at their steps; phases of one step go in

@@ -9,7 +9,8 @@ import type { DatapathMaps } from '../../maps/datapath-maps.js';
 import { AddrCache, packSlotVal, packSvcKeyColumns, packSvcVal } from '../../maps/fast-pack.js';
 import { MAP_NAMES, encodeSvcKey, type SvcKey } from '../../maps/layout.js';
 import { MAPS } from '../../maps/registry.js';
-import { entrySetId, frontendId } from '../desired-frontend.js';
+import { entrySetId } from '../desired-frontend.js';
+import { frontendKey } from '../../plan/types.js';
 import { EMPTY_STATE, Fingerprint, type RecordSink, type TouchedKeys } from '../fingerprint.js';
 import { sameMaster, type EntrySet, type KernelMirror } from '../kernel-mirror.js';
 import { svcKey, type ApplyTarget, type SvcWrites } from '../write-batch.js';
@@ -88,7 +89,7 @@ function hashEntrySet(f: EntrySet, out: RecordSink): number {
 
 /** Hashes the mirror's entries into w.mirror, about `budget` of them (at least one entry set); whether all are. */
 function hashMirror(mirror: KernelMirror, w: ReadBackWindow, budget: number): boolean {
-  const sets = (w.iter ??= mirror.kSets.values()) as Iterator<EntrySet>;
+  const sets = (w.iter ??= mirror.entrySets.values()) as Iterator<EntrySet>;
   let work = 0;
   do {
     const next = sets.next();
@@ -120,7 +121,7 @@ export const servicesTable: ReconcilerTable = {
     const kernel = new Fingerprint();
     kernel.addBatch(svc.count, svc.keys, KEY_SIZE, svc.values, VAL_SIZE, svc.valueStride);
     const mirror = new Fingerprint();
-    for (const f of m.kSets.values()) hashEntrySet(f, mirror);
+    for (const f of m.entrySets.values()) hashEntrySet(f, mirror);
     return kernel.equals(mirror);
   },
   compare(mirror, k, add) {
@@ -129,14 +130,14 @@ export const servicesTable: ReconcilerTable = {
     let changed = 0;
     let extra = 0;
     let mirrored = 0;
-    for (const f of mirror.kSets.values()) mirrored += (f.master ? 1 : 0) + f.slotCount;
+    for (const f of mirror.entrySets.values()) mirrored += (f.master ? 1 : 0) + f.slotCount;
     let lastSet: EntrySet | undefined;
     let lastKey: SvcKey | undefined;
     for (const [key, val] of k.services) {
       // A dump lists the entries of one frontend mostly together: reuse the last lookup.
       let f = lastSet;
       if (!lastKey || lastKey.addr !== key.addr || lastKey.port !== key.port || lastKey.proto !== key.proto || lastKey.scope !== key.scope) {
-        f = mirror.kSets.get(entrySetId(frontendId({ addr: key.addr, port: key.port, proto: key.proto }), key.scope));
+        f = mirror.entrySets.get(entrySetId(frontendKey({ addr: key.addr, port: key.port, proto: key.proto }), key.scope));
         lastSet = f;
         lastKey = key;
       }

@@ -1,9 +1,9 @@
 /**
- * kpr_src_range, the (revNatId, client CIDR) pairs loadBalancerSourceRanges
+ * kpr_src_range, the (frontendId, client CIDR) pairs loadBalancerSourceRanges
  * allows: an LPM trie, walked by key in the read-back (a walk that loses its
  * place starts again). Written at step 2 (before a master with
  * SOURCE_RANGES publishes), deleted at step 8 (once no master allows them).
- * The mirror keeps it as revNatId → CIDRs.
+ * The mirror keeps it as frontendId → CIDRs.
  */
 import { MAP_NAMES, encodeSrcRangeKey, type SrcRangeKey } from '../../maps/layout.js';
 import { MAPS } from '../../maps/registry.js';
@@ -17,9 +17,9 @@ const KEY_SIZE = MAPS.srcRange.key.size;
 const VAL_SIZE = MAPS.srcRange.value.size;
 const rec = Buffer.alloc(KEY_SIZE + VAL_SIZE);
 
-/** A record (a frontend's revNatId and an allowed CIDR; the value 1, as the writer puts it), in a reused buffer. */
-export function srcRangeRecord(revNatId: number, cidr: string): Buffer {
-  encodeSrcRangeKey({ revNatId, cidr }, rec, 0);
+/** A record (a frontend's frontendId and an allowed CIDR; the value 1, as the writer puts it), in a reused buffer. */
+export function srcRangeRecord(frontendId: number, cidr: string): Buffer {
+  encodeSrcRangeKey({ frontendId, cidr }, rec, 0);
   rec[KEY_SIZE] = 1;
   return rec;
 }
@@ -32,26 +32,26 @@ function touch(t: TouchedKeys, ranges: readonly SrcRangeKey[], k: Buffer): void 
 }
 
 /**
- * The diff: makes the ranges of `revNatId` exactly `cidrs` in the mirror,
+ * The diff: makes the ranges of `frontendId` exactly `cidrs` in the mirror,
  * queueing the additions (written before the masters) and the removals
  * (deleted after them).
  */
-export function diffSrcRanges(m: KernelMirror, revNatId: number, cidrs: readonly string[], w: Writes): void {
-  const have = m.kRanges.get(revNatId);
+export function diffSrcRanges(m: KernelMirror, frontendId: number, cidrs: readonly string[], w: Writes): void {
+  const have = m.srcRanges.get(frontendId);
   if (cidrs.length === 0 && !have) return;
   const want = new Set(cidrs);
-  for (const cidr of want) if (!have?.has(cidr)) w.rangeWrites.push({ revNatId, cidr });
-  if (have) for (const cidr of have) if (!want.has(cidr)) w.rangeDeletes.push({ revNatId, cidr });
+  for (const cidr of want) if (!have?.has(cidr)) w.rangeWrites.push({ frontendId, cidr });
+  if (have) for (const cidr of have) if (!want.has(cidr)) w.rangeDeletes.push({ frontendId, cidr });
   m.rangeKeys += want.size - (have?.size ?? 0);
-  if (want.size) m.kRanges.set(revNatId, want);
-  else m.kRanges.delete(revNatId);
+  if (want.size) m.srcRanges.set(frontendId, want);
+  else m.srcRanges.delete(frontendId);
 }
 
 const compare = (mirror: KernelMirror, kernel: readonly SrcRangeKey[], add: DriftSink) =>
   compareKeySets(
     MAP,
-    mirror.kRanges,
-    kernel.map((r): [number, string] => [r.revNatId, r.cidr]),
+    mirror.srcRanges,
+    kernel.map((r): [number, string] => [r.frontendId, r.cidr]),
     add,
   );
 
@@ -66,7 +66,7 @@ export const srcRangesTable: ReconcilerTable = {
     keySize: KEY_SIZE,
     valSize: VAL_SIZE,
     cursor: (m, b) => m.srcRangesRawCursor(b),
-    hashMirror: hashMembers((m) => m.kRanges, KEY_SIZE, VAL_SIZE, srcRangeRecord),
+    hashMirror: hashMembers((m) => m.srcRanges, KEY_SIZE, VAL_SIZE, srcRangeRecord),
   },
   matches: (maps, mirror) => noDrift((add) => compare(mirror, maps.dumpSrcRanges(), add)),
   compare: (mirror, k, add) => compare(mirror, k.ranges, add),

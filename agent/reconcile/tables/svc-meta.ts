@@ -1,7 +1,7 @@
 /**
- * kpr_svc_meta, revNatId → the frontend's names (read by the CLI only):
- * written at step 4 (names of new revNatIds, before a master carries them),
- * deleted at step 10 (names of released revNatIds). Its text fields are
+ * kpr_svc_meta, frontendId → the frontend's names (read by the CLI only):
+ * written at step 4 (names of new frontendIds, before a master carries them),
+ * deleted at step 10 (names of released frontendIds). Its text fields are
  * fixed-size: metaOf cuts the names as the map stores them.
  */
 import type { RawDump } from '../../maps/datapath-maps.js';
@@ -17,9 +17,9 @@ const META = MAPS.svcMeta.value;
 const VAL_SIZE = META.size;
 const rec = Buffer.alloc(KEY_SIZE + VAL_SIZE);
 
-/** A record (revNatId → names), in a reused buffer. */
-export function svcMetaRecord(revNatId: number, meta: SvcMeta): Buffer {
-  packId(revNatId, rec, 0);
+/** A record (frontendId → names), in a reused buffer. */
+export function svcMetaRecord(frontendId: number, meta: SvcMeta): Buffer {
+  packId(frontendId, rec, 0);
   encodeSvcMeta(meta, rec, KEY_SIZE);
   return rec;
 }
@@ -69,7 +69,7 @@ function zeroAfterNul(b: Buffer, off: number, size: number): void {
   }
 }
 
-const compare = (mirror: KernelMirror, kernel: Iterable<[number, SvcMeta]>, add: DriftSink) => compareKeyValues(MAP, mirror.kMeta, kernel, sameMeta, add);
+const compare = (mirror: KernelMirror, kernel: Iterable<[number, SvcMeta]>, add: DriftSink) => compareKeyValues(MAP, mirror.svcMeta, kernel, sameMeta, add);
 
 export const svcMetaTable: ReconcilerTable = {
   map: MAP,
@@ -82,7 +82,7 @@ export const svcMetaTable: ReconcilerTable = {
     valSize: VAL_SIZE,
     cursor: (m, b) => m.svcMetaRawCursor(b),
     normalise,
-    hashMirror: hashFromMap((m) => m.kMeta, KEY_SIZE, VAL_SIZE, svcMetaRecord),
+    hashMirror: hashFromMap((m) => m.svcMeta, KEY_SIZE, VAL_SIZE, svcMetaRecord),
   },
   matches: (maps, mirror) => noDrift((add) => compare(mirror, maps.dumpSvcMeta(), add)),
   compare: (mirror, k, add) => compare(mirror, k.metas, add),

@@ -66,7 +66,7 @@ export interface ReadBackWindow {
    * iterator: an entry present throughout is visited exactly once).
    */
   iter: Iterator<unknown> | null;
-  /** Maps kept as revNatId → a set of members: the revNatId whose members `members` walks (a live Set iterator). */
+  /** Maps kept as frontendId → a set of members: the frontendId whose members `members` walks (a live Set iterator). */
   membersOf: number;
   members: Iterator<number | string> | null;
   /** Maps walked by dense id: the next id to hash. */
@@ -125,14 +125,14 @@ export function hashFromMap<K, V>(entries: (m: KernelMirror) => Map<K, V>, keySi
   };
 }
 
-/** A read-back's hashMirror over a mirror kept as revNatId → a set of members (pairs, ranges). */
-export function hashMembers<T extends number | string>(sets: (m: KernelMirror) => Map<number, Set<T>>, keySize: number, valSize: number, record: (rn: number, member: T) => Buffer) {
+/** A read-back's hashMirror over a mirror kept as frontendId → a set of members (pairs, ranges). */
+export function hashMembers<T extends number | string>(sets: (m: KernelMirror) => Map<number, Set<T>>, keySize: number, valSize: number, record: (fid: number, member: T) => Buffer) {
   return (mirror: KernelMirror, w: ReadBackWindow, budget: number): boolean => {
-    const byRevNat = (w.iter ??= sets(mirror).entries()) as Iterator<[number, Set<T>]>;
+    const byFrontendId = (w.iter ??= sets(mirror).entries()) as Iterator<[number, Set<T>]>;
     let work = 0;
     for (;;) {
       if (!w.members) {
-        const next = byRevNat.next();
+        const next = byFrontendId.next();
         if (next.done) return true;
         w.membersOf = next.value[0];
         w.members = next.value[1].values();
@@ -160,20 +160,20 @@ export function compareKeyValues<K, V>(map: string, mirror: Map<K, V>, kernel: I
   add(map, mirror.size - present, changed, extra);
 }
 
-/** The decoded compare of a map of key sets per revNatId: members missing and extra. */
+/** The decoded compare of a map of key sets per frontendId: members missing and extra. */
 export function compareKeySets<T>(map: string, mirror: Map<number, Set<T>>, kernel: Iterable<[number, T]>, add: DriftSink): void {
   let total = 0;
   for (const s of mirror.values()) total += s.size;
   let found = 0;
   let stray = 0;
-  for (const [rn, x] of kernel) {
-    if (mirror.get(rn)?.has(x)) found++;
+  for (const [fid, x] of kernel) {
+    if (mirror.get(fid)?.has(x)) found++;
     else stray++;
   }
   add(map, total - found, 0, stray);
 }
 
-/** Records u32 keys (ids, revNatIds) as touched: the first `count` of `ids` (default: all). */
+/** Records u32 keys (ids, frontendIds) as touched: the first `count` of `ids` (default: all). */
 export function touchU32(t: TouchedKeys, ids: ReadonlyArray<number | readonly [number, unknown]>, k: Buffer, count = ids.length): void {
   for (let i = 0; i < count; i++) {
     const id = ids[i];

@@ -29,7 +29,7 @@ function touch(t: TouchedKeys, addrs: ReadonlyArray<string | readonly [string, n
   }
 }
 
-const compare = (mirror: KernelMirror, kernel: Iterable<[string, number]>, add: DriftSink) => compareKeyValues(MAP, mirror.kVips, kernel, (a, b) => a === b, add);
+const compare = (mirror: KernelMirror, kernel: Iterable<[string, number]>, add: DriftSink) => compareKeyValues(MAP, mirror.vips, kernel, (a, b) => a === b, add);
 
 export const vipsTable: ReconcilerTable = {
   map: MAP,
@@ -41,7 +41,7 @@ export const vipsTable: ReconcilerTable = {
     keySize: KEY_SIZE,
     valSize: VAL_SIZE,
     cursor: (m, b) => m.vipsRawCursor(b),
-    hashMirror: hashFromMap((m) => m.kVips, KEY_SIZE, VAL_SIZE, vipRecord),
+    hashMirror: hashFromMap((m) => m.vips, KEY_SIZE, VAL_SIZE, vipRecord),
   },
   matches: (maps, mirror) => noDrift((add) => compare(mirror, maps.dumpVips(), add)),
   compare: (mirror, k, add) => compare(mirror, k.vips, add),

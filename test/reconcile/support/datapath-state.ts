@@ -45,7 +45,7 @@ export function programmed(m: MapState): Record<string, string[]> {
 /**
  * What a live reader needs: every master's slots 1..count (in either scope)
  * exist and name existing backends, and every backend a master with AFFINITY
- * names is paired with its revNatId in kpr_aff_match.
+ * names is paired with its frontendId in kpr_aff_match.
  */
 export function liveViolations(m: MapState): string[] {
   const errs: string[] = [];
@@ -56,7 +56,7 @@ export function liveViolations(m: MapState): string[] {
       const slot = m.services.get(svcKeyId({ ...k, slot: s }));
       if (!slot) errs.push(`${name}: slot ${s} of ${v.count} missing`);
       else if (!m.backends.has(slot[1].backendId)) errs.push(`${name}: slot ${s} names missing backend ${slot[1].backendId}`);
-      else if (v.flags & SVC_FLAG.AFFINITY && !m.affinityMatches.has(affKeyId({ backendId: slot[1].backendId, revNatId: v.revNatId }))) {
+      else if (v.flags & SVC_FLAG.AFFINITY && !m.affinityMatches.has(affKeyId({ backendId: slot[1].backendId, frontendId: v.frontendId }))) {
         errs.push(`${name}: affinity master names backend ${slot[1].backendId} without an aff_match entry`);
       }
     }
@@ -67,19 +67,19 @@ export function liveViolations(m: MapState): string[] {
 /**
  * After a successful sync, the auxiliary maps exactly: one vip per address
  * with a ClusterIP master, aff_match pairs exactly those of AFFINITY masters,
- * one meta entry per revNatId in use.
+ * one meta entry per frontendId in use.
  */
 export function auxViolations(m: MapState): string[] {
   const errs: string[] = [];
   const vips = new Set<string>();
   const pairs = new Set<string>();
-  const revNats = new Set<number>();
+  const frontendIds = new Set<number>();
   for (const [k, v] of m.services.values()) {
     if (k.slot !== 0) continue;
-    revNats.add(v.revNatId);
+    frontendIds.add(v.frontendId);
     if (v.flags & SVC_FLAG.CLUSTER_IP) vips.add(k.addr);
     if (v.flags & SVC_FLAG.AFFINITY) {
-      for (let s = 1; s <= v.count; s++) pairs.add(affKeyId({ backendId: m.services.get(svcKeyId({ ...k, slot: s }))![1].backendId, revNatId: v.revNatId }));
+      for (let s = 1; s <= v.count; s++) pairs.add(affKeyId({ backendId: m.services.get(svcKeyId({ ...k, slot: s }))![1].backendId, frontendId: v.frontendId }));
     }
   }
   const sameSet = (what: string, a: Set<unknown>, b: Set<unknown>) => {
@@ -88,23 +88,23 @@ export function auxViolations(m: MapState): string[] {
   };
   sameSet('vip', vips, new Set(m.vips.keys()));
   sameSet('aff_match', pairs, new Set(m.affinityMatches.keys()));
-  sameSet('svc_meta', revNats, new Set(m.svcMeta.keys()));
+  sameSet('svc_meta', frontendIds, new Set(m.svcMeta.keys()));
   return errs;
 }
 
-/** After a successful sync, also: no slot without a master or beyond count, no unreferenced backend, unique revNatIds and backend tuples. */
+/** After a successful sync, also: no slot without a master or beyond count, no unreferenced backend, unique frontendIds and backend tuples. */
 export function strictViolations(m: MapState): string[] {
   const errs = liveViolations(m).concat(auxViolations(m));
   const referenced = new Set<number>();
-  const revNat = new Map<number, string>();
+  const nameOfId = new Map<number, string>();
   for (const [k, v] of m.services.values()) {
-    // Both scopes of one frontend share its revNatId.
+    // Both scopes of one frontend share its frontendId.
     const name = `${k.addr}:${k.port}/${k.proto}`;
     if (k.slot === 0) {
-      if (v.revNatId === 0) errs.push(`${name}: revNatId 0`);
-      const other = revNat.get(v.revNatId);
-      if (other && other !== name) errs.push(`${name}: revNatId ${v.revNatId} also used by ${other}`);
-      revNat.set(v.revNatId, name);
+      if (v.frontendId === 0) errs.push(`${name}: frontendId 0`);
+      const other = nameOfId.get(v.frontendId);
+      if (other && other !== name) errs.push(`${name}: frontendId ${v.frontendId} also used by ${other}`);
+      nameOfId.set(v.frontendId, name);
       continue;
     }
     referenced.add(v.backendId);

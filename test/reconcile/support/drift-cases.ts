@@ -84,7 +84,7 @@ export const DRIFT_CASES: DriftCase[] = [
     name: 'a slot re-pointed at a UDP backend',
     corrupt: (m) => {
       const [k] = masterOf(m, ...WEB);
-      m.updateServices([[{ ...k, slot: 2 }, { backendId: backendIdOf(m, PODS[1], 5353, IPPROTO.UDP), count: 0, revNatId: 0, flags: 0 }]]);
+      m.updateServices([[{ ...k, slot: 2 }, { backendId: backendIdOf(m, PODS[1], 5353, IPPROTO.UDP), count: 0, frontendId: 0, flags: 0 }]]);
     },
     drift: [{ map: 'kpr_svc', kind: 'changed', entries: 1 }],
   },
@@ -109,8 +109,8 @@ export const DRIFT_CASES: DriftCase[] = [
     corrupt: (m) => {
       const key: SvcKey = { addr: '198.19.0.99', port: 80, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL };
       m.updateServices([
-        [{ ...key, slot: 1 }, { backendId: backendIdOf(m, PODS[0], 8080, IPPROTO.TCP), count: 0, revNatId: 0, flags: 0 }],
-        [key, { backendId: 0, count: 1, revNatId: 999, flags: 0 }],
+        [{ ...key, slot: 1 }, { backendId: backendIdOf(m, PODS[0], 8080, IPPROTO.TCP), count: 0, frontendId: 0, flags: 0 }],
+        [key, { backendId: 0, count: 1, frontendId: 999, flags: 0 }],
       ]);
     },
     drift: [{ map: 'kpr_svc', kind: 'extra', entries: 2 }],
@@ -132,17 +132,17 @@ export const DRIFT_CASES: DriftCase[] = [
   },
   {
     name: 'a source-range entry deleted',
-    corrupt: (m) => m.deleteSrcRanges(m.dumpSrcRanges().filter((r) => r.revNatId === masterOf(m, ...LB)[1].revNatId)),
+    corrupt: (m) => m.deleteSrcRanges(m.dumpSrcRanges().filter((r) => r.frontendId === masterOf(m, ...LB)[1].frontendId)),
     drift: [{ map: 'kpr_src_range', kind: 'missing', entries: 1 }],
   },
   {
     name: 'a source-range entry added',
-    corrupt: (m) => m.updateSrcRanges([{ revNatId: masterOf(m, ...LB)[1].revNatId, cidr: '198.18.60.0/24' }]),
+    corrupt: (m) => m.updateSrcRanges([{ frontendId: masterOf(m, ...LB)[1].frontendId, cidr: '198.18.60.0/24' }]),
     drift: [{ map: 'kpr_src_range', kind: 'extra', entries: 1 }],
   },
   {
     name: 'an affinity pair deleted',
-    corrupt: (m) => m.deleteAffinityMatches(m.dumpAffinityMatches().filter((a) => a.revNatId === masterOf(m, ...LB)[1].revNatId).slice(0, 1)),
+    corrupt: (m) => m.deleteAffinityMatches(m.dumpAffinityMatches().filter((a) => a.frontendId === masterOf(m, ...LB)[1].frontendId).slice(0, 1)),
     drift: [{ map: 'kpr_aff_match', kind: 'missing', entries: 1 }],
   },
 ];
@@ -150,7 +150,7 @@ export const DRIFT_CASES: DriftCase[] = [
 /**
  * What the maps serve, independent of ids: per entry set its master (count,
  * flags, affinity timeout), backends by tuple in slot order, names, ranges
- * and affinity pairs of its revNatId; the service addresses; entry counts
+ * and affinity pairs of its frontendId; the service addresses; entry counts
  * (so nothing extra hides).
  */
 export function servedView(m: DatapathMaps): unknown {
@@ -174,9 +174,9 @@ export function servedView(m: DatapathMaps): unknown {
       flags: v.flags,
       timeout: v.backendId,
       backends: list,
-      meta: meta.get(v.revNatId),
-      ranges: ranges.filter((r) => r.revNatId === v.revNatId).map((r) => r.cidr).sort(),
-      affinity: affs.filter((a) => a.revNatId === v.revNatId).map((a) => tuple(a.backendId)).sort(),
+      meta: meta.get(v.frontendId),
+      ranges: ranges.filter((r) => r.frontendId === v.frontendId).map((r) => r.cidr).sort(),
+      affinity: affs.filter((a) => a.frontendId === v.frontendId).map((a) => tuple(a.backendId)).sort(),
     };
   }
   return {

@@ -39,7 +39,7 @@ export const SMALL_MAP_DRIFT_CASES: DriftCase[] = [
   },
   {
     name: 'a bogus kpr_aff_match pair inserted',
-    corrupt: (m) => m.updateAffinityMatches([{ revNatId: masterOf(m, ...LB)[1].revNatId, backendId: 77_777 }]),
+    corrupt: (m) => m.updateAffinityMatches([{ frontendId: masterOf(m, ...LB)[1].frontendId, backendId: 77_777 }]),
     drift: [{ map: MAP_NAMES.affinityMatch, kind: 'extra', entries: 1 }],
   },
 ];
