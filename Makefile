@@ -86,7 +86,7 @@ $(FIXTURE_V1_DIR)/%.bpf.o: bpf/%.bpf.c $(BPF_HDR) test/fixtures/bpf-v1/kpr_types
 	$(CLANG) $(BPF_CFLAGS_V1) -c $< -o $@
 
 # Test fixture: another program for the same tc hook as kpr's, which counts
-# what kpr passes on to it (test/native/tc-chain.test.ts). Not part of the image.
+# what kpr passes on to it (test/bpf/tc-chain.test.ts). Not part of the image.
 FIXTURE_CHAIN_OBJ := $(BUILD_DIR)/fixtures/tc_counter.bpf.o
 
 $(FIXTURE_CHAIN_OBJ): test/fixtures/bpf-chain/tc_counter.bpf.c | deps-system
@@ -156,10 +156,13 @@ test-kernels: build
 	KERNELS=$(KERNELS) node dist/test/kernels/matrix.js
 
 # The tests that need neither root nor the kernel: pure planning, the reconciler
-# over in-memory maps, codecs, the sync loop, config, the watch layer.
+# over in-memory maps, codecs, the sync loop, config, the watch layer. test/
+# mirrors the source tree, so these folders also hold kernel-facing tests: those
+# carry the root mark (a requireRoot() or requireBpf() call, checked by
+# test/codebase/test-tree.test.ts) and are left out here.
 UNIT_TEST_DIRS := plan lb reconcile maps sync net k8s config log http runtime codebase datapath kernels snat-ports
 test-unit: build
-	node --test $(shell find $(addprefix dist/test/,$(UNIT_TEST_DIRS)) -name '*.test.js' | sort)
+	node --test $(shell find $(addprefix dist/test/,$(UNIT_TEST_DIRS)) -name '*.test.js' | sort | xargs grep -L -E '\brequire(Root|Bpf)\(\)')
 
 # The image (docs/install.md, *The image*): a Debian bookworm root filesystem
 # from Debian's packages (mmdebstrap), the Node LTS of tools/node.env from the

@@ -6,7 +6,7 @@
  * entry no one touches during the walk is returned exactly once, and one
  * inserted or deleted between batches is seen or not depending on whether its
  * bucket was already visited. The sliced read-back
- * (reconcile/read-back-window.ts) is tested against this model.
+ * (reconcile/read-back/read-back-window.ts) is tested against this model.
  */
 import type { Codec } from './struct-codec.js';
 import type { RawCursor, RawDump } from './datapath-maps.js';

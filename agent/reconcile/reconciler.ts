@@ -14,8 +14,9 @@
  *   tables/           one module per map: its steps in the apply order
  *                     (APPLY_ORDER, tables/index.ts), its read-back, its
  *                     drift compare, its capacity;
- *   read-back.ts      whether the kernel still holds what the mirror says
- *                     (read-back-window.ts: a map in steps);
+ *   read-back/        whether the kernel still holds what the mirror says
+ *                     (read-back.ts; read-back-window.ts: a map in steps;
+ *                     drift-compare.ts; the fingerprints, fingerprint.ts);
  *   sweep-scan.ts     what a full sync would remove, found in steps;
  *   sync-scope.ts     which frontends a sync re-diffs, by its kind.
  *
@@ -46,7 +47,7 @@
  * a `sweep: 'scanned'` sync that removes it: what only a full sync did
  * otherwise (sweep-scan.ts).
  * * How the read-back compares 210,000 entries while event syncs write
- * between its steps, and why that is exact: read-back.ts.
+ * between its steps, and why that is exact: read-back/read-back.ts.
  */
 import type { DatapathMaps } from '../maps/datapath-maps.js';
 import type { PlanFrontend, SkippedObject } from '../plan/types.js';
@@ -56,7 +57,7 @@ import { Claims } from './claims.js';
 import { MirrorDiff } from './diff.js';
 import { KernelMirror, type AdoptResult } from './kernel-mirror.js';
 import { isAssertedClaim, type ConflictCount } from './ownership.js';
-import { ReadBack } from './read-back.js';
+import { ReadBack } from './read-back/read-back.js';
 import { SweepScan } from './sweep-scan.js';
 import { SyncScope, syncKind } from './sync-scope.js';
 import { clearIfAny } from './collections.js';
@@ -129,7 +130,7 @@ export class Reconciler {
   /**
    * One step of a sliced read-back: whether kernel map `map` (one of
    * READ_BACK_MAPS) holds exactly what the mirror says; 'pending' until its
-   * last step, syncs running between them (read-back.ts). 'unreadable': the
+   * last step, syncs running between them (read-back/read-back.ts). 'unreadable': the
    * dump failed (logged; the next period reads again). With a stale mirror
    * (re-read by the next sync anyway): 'match'.
    */

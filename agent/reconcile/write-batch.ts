@@ -11,7 +11,7 @@ import type { DatapathMaps } from '../maps/datapath-maps.js';
 import type { AffinityMatchKey, SrcRangeKey, SvcKey, SvcMeta, SvcVal } from '../maps/layout.js';
 import type { BackendTable } from './backend-table.js';
 import type { FrontendBase } from './desired-frontend.js';
-import type { TouchedKeys } from './fingerprint.js';
+import type { TouchedKeys } from './read-back/fingerprint.js';
 import type { SyncResult } from './sync-types.js';
 
 /**

@@ -16,7 +16,7 @@ import { SyncLoop } from '../../agent/sync/sync-loop.js';
 import { cachedScenario } from '../../bench/cached-scenario.js';
 import { floorSync } from '../../bench/cold-floor.js';
 import { NODE_NAME } from '../../bench/scenario.js';
-import { closeMapSet, repoRoot, requireBpf, standaloneMapSet } from '../native/helpers.js';
+import { closeMapSet, repoRoot, requireBpf, standaloneMapSet } from '../support/bpf-fixtures.js';
 
 const quiet = { info() {}, warn() {}, error() {}, debug() {}, child: () => quiet };
 let writer: BatchWriter;

@@ -33,6 +33,7 @@ import { RINGS } from '../../agent/maps/registry.js';
 import { MonitorSwitch } from '../../agent/cli/monitor-switch.js';
 import { TCP_ACK, TCP_SYN, buildPacket } from '../support/packets.js';
 import { loadTcObject, writeFrontend, type TcObject } from '../support/tc-object.js';
+import { requireRoot } from '../support/preflight.js';
 
 const TC_ACT_SHOT = 2;
 const NODE_V4 = '198.18.1.1';
@@ -71,6 +72,7 @@ describe('kpr monitor events of the tc programs (BPF_PROG_TEST_RUN)', () => {
   const syn = (src: string, sport: number, dst: string, dport: number, tcpFlags = TCP_SYN) => buildPacket({ src, dst, sport, dport, proto: 'TCP', tcpFlags });
 
   before(() => {
+    requireRoot();
     tc = loadTcObject('kpr-monitor-test');
     ({ obj, svc, backend } = tc);
     stats = obj.map('kpr_stats');

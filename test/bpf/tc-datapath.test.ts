@@ -38,6 +38,7 @@ import {
 } from '../../agent/maps/layout.js';
 import { TCP_ACK, TCP_FIN, TCP_SYN, buildPacket, parsePacket } from '../support/packets.js';
 import { loadTcObject, writeFrontend, type TcObject } from '../support/tc-object.js';
+import { requireRoot } from '../support/preflight.js';
 import { clientPortHashingTo, firstSnatPort } from '../support/snat-port.js';
 
 const TC_ACT_UNSPEC = -1; // "not mine": the next program on the hook runs (TCX_NEXT for tcx)
@@ -79,6 +80,7 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
   }
 
   before(() => {
+    requireRoot();
     sandbox = new Sandbox();
     nodeNs = sandbox.addNamespace('node');
     tc = loadTcObject('kpr-tc-test');

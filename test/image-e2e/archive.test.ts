@@ -18,6 +18,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { repoRoot } from '../support/paths.js';
+import { requireRoot } from '../support/preflight.js';
 import { readNodeEnv } from '../../image/inputs.js';
 import { debPackage, parseControl } from '../../image/debian.js';
 
@@ -61,6 +62,7 @@ function elfMachine(file: string): number {
  * (so every path the program opens is the image's own).
  */
 function inImage(rootfs: string, arch: string, argv: string[]): { status: number | null; stdout: string; stderr: string } {
+  requireRoot();
   let command = argv;
   if (arch !== hostArch) {
     const qemu = `/usr/bin/${QEMU[arch]}-static`;

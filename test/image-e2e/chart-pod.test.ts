@@ -41,6 +41,7 @@ import type { HoldReport } from '../../sandbox/hold.js';
 import { repoRoot } from '../../sandbox/repo.js';
 import { scaled } from '../../sandbox/time-scale.js';
 import { runNodeOnLayoutV1 } from '../support/node-v1.js';
+import { requireRoot } from '../support/preflight.js';
 import { one, type K8sObject } from '../chart/render.js';
 import { CLUSTER_IP, GuestNode, JOB_POD_IP, NODE_IP, PODS, prepareGuestMounts } from './guest-node.js';
 import { NodeKubelet, planOnNode, type NodeInfo } from './node-kubelet.js';
@@ -118,6 +119,7 @@ describe('the chart\'s pod from the image, run by podman on a node', { skip, tim
   }
 
   before(async () => {
+    requireRoot();
     assert.ok(TEST_DIR, 'KPR_IMAGE_TEST_DIR names the folder test/image-e2e/run.ts prepared (rendered chart, image store)');
     image = JSON.parse(readFileSync(path.join(TEST_DIR, 'image.json'), 'utf8'));
     prepareGuestMounts();

@@ -18,7 +18,7 @@ import { startApiServer, type ApiServer } from '../../sandbox/apiserver.js';
 import { loadKubeConfig } from '../../agent/k8s/kubeconfig.js';
 import { ClusterWatch, type ClusterChange, type ClusterWatchOptions, type RelistReason } from '../../agent/k8s/watchers.js';
 import { Reflector, compareResourceVersions, type RelistInfo } from '../../agent/k8s/reflector.js';
-import { slice, sleep, svc } from '../apiserver/helpers.js';
+import { slice, sleep, svc } from '../sandbox/apiserver-helpers.js';
 import type { ApiRequest } from '../../agent/k8s/api-requests.js';
 
 interface LogLine {

@@ -7,7 +7,7 @@ import YAML from 'yaml';
 import { startApiServer, type ApiServer } from '../../sandbox/apiserver.js';
 import { loadKubeConfig } from '../../agent/k8s/kubeconfig.js';
 import { ClusterWatch, type ClusterChange, type Logger } from '../../agent/k8s/watchers.js';
-import { slice, sleep, svc } from '../apiserver/helpers.js';
+import { slice, sleep, svc } from '../sandbox/apiserver-helpers.js';
 import { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 
 function recorder(): { changes: ClusterChange[]; seen: (c: Partial<ClusterChange>, timeoutMs?: number) => Promise<ClusterChange>; cb: (c: ClusterChange) => void } {

@@ -5,7 +5,7 @@ import path from 'node:path';
 import {
   BPF_ATTACH_TYPE, BpfObject, KprBpfError, cgroupId, detachLinkKeepPin, detachPinnedLink, pinnedLinkInfo, queryCgroupPrograms,
 } from '../../native/index.js';
-import { bpffsTempDir, cgroup2Mount, objPath, requireBpf, rmrf, unique } from './helpers.js';
+import { bpffsTempDir, cgroup2Mount, objPath, requireBpf, rmrf, unique } from '../support/bpf-fixtures.js';
 
 const CONNECT4 = BPF_ATTACH_TYPE.CGROUP_INET4_CONNECT;
 

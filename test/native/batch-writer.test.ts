@@ -7,7 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { BATCH_WRITER_LIBRARY, BPF_MAP_TYPE, BPF_NOEXIST, BatchWriter, BpfMap, KprBpfError } from '../../native/index.js';
-import { repoRoot, requireBpf, u32 } from './helpers.js';
+import { repoRoot, requireBpf, u32 } from '../support/bpf-fixtures.js';
 
 const libPath = path.join(repoRoot, 'build', BATCH_WRITER_LIBRARY);
 let writer: BatchWriter;

@@ -9,7 +9,7 @@ import { BACKEND, REVNAT_KEY, REVNAT_VAL, SVC_KEY, SVC_VAL } from '../../agent/m
 
 const KS = SVC_KEY.size;
 const VS = SVC_VAL.size;
-import { bpffsTempDir, objPath, requireBpf, rmrf, svcKey, svcKeyIndex, svcVal, u32 } from './helpers.js';
+import { bpffsTempDir, objPath, requireBpf, rmrf, svcKey, svcKeyIndex, svcVal, u32 } from '../support/bpf-fixtures.js';
 
 let dir = '';
 let obj: BpfObject;

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { BpfMap, BpfObject, KprBpfError, setLibbpfLogger, type LibbpfLogLevel } from '../../native/index.js';
-import { bpffsTempDir, objPath, requireBpf, rmrf, svcKey, svcVal } from './helpers.js';
+import { bpffsTempDir, objPath, requireBpf, rmrf, svcKey, svcVal } from '../support/bpf-fixtures.js';
 import { SOCK_PROGRAMS } from '../../agent/datapath/loader.js';
 import { PREV_MAPS } from '../../agent/datapath/migration.js';
 import { BACKEND, MAP_NAMES, SVC_KEY, SVC_VAL } from '../../agent/maps/layout.js';

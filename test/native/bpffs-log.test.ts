@@ -6,7 +6,7 @@ import path from 'node:path';
 import {
   BpfObject, ensureBpffs, isBpffs, setLibbpfLogger, unmountBpffs, type LibbpfLogLevel,
 } from '../../native/index.js';
-import { objPath, requireBpf, rmrf, unique } from './helpers.js';
+import { objPath, requireBpf, rmrf, unique } from '../support/bpf-fixtures.js';
 
 test('BPF is permitted (root, bpf() allowed)', () => {
   requireBpf();

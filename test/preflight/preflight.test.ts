@@ -18,7 +18,7 @@ import { requireRoot } from '../support/preflight.js';
 import { BpfObject, ensureBpffs } from '../../native/index.js';
 import { mapPinDir, mapPinPath, objectPins } from '../../agent/datapath/pins.js';
 import { MAPS } from '../../agent/maps/registry.js';
-import { bpffsTempDir, rmrf, svcKey, svcVal } from '../native/helpers.js';
+import { bpffsTempDir, rmrf, svcKey, svcVal } from '../support/bpf-fixtures.js';
 
 function preflight(...args: string[]) {
   return preflightEnv({}, ...args);

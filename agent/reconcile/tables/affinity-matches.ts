@@ -7,7 +7,7 @@
  */
 import { MAP_NAMES, encodeAffinityMatchKey, type AffinityMatchKey } from '../../maps/layout.js';
 import { MAPS } from '../../maps/registry.js';
-import type { TouchedKeys } from '../fingerprint.js';
+import type { TouchedKeys } from '../read-back/fingerprint.js';
 import type { KernelMirror } from '../kernel-mirror.js';
 import type { Writes } from '../write-batch.js';
 import { compareKeySets, hashMembers, noDrift, phase, type DriftSink, type ReconcilerTable } from './table.js';

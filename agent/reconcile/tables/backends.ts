@@ -8,7 +8,7 @@ import { packBackendRow, packId } from '../../maps/fast-pack.js';
 import { MAP_NAMES } from '../../maps/layout.js';
 import { MAPS } from '../../maps/registry.js';
 import type { BackendTable } from '../backend-table.js';
-import { EMPTY_STATE, Fingerprint } from '../fingerprint.js';
+import { EMPTY_STATE, Fingerprint } from '../read-back/fingerprint.js';
 import type { KernelMirror } from '../kernel-mirror.js';
 import type { ApplyTarget, BackendWrites } from '../write-batch.js';
 import { phase, touchU32, type ReadBackWindow, type ReconcilerTable } from './table.js';

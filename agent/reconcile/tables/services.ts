@@ -11,7 +11,7 @@ import { MAP_NAMES, encodeSvcKey, type SvcKey } from '../../maps/layout.js';
 import { MAPS } from '../../maps/registry.js';
 import { entrySetId } from '../desired-frontend.js';
 import { frontendKey } from '../../plan/types.js';
-import { EMPTY_STATE, Fingerprint, type RecordSink, type TouchedKeys } from '../fingerprint.js';
+import { EMPTY_STATE, Fingerprint, type RecordSink, type TouchedKeys } from '../read-back/fingerprint.js';
 import { sameMaster, type EntrySet, type KernelMirror } from '../kernel-mirror.js';
 import { svcKey, type ApplyTarget, type SvcWrites } from '../write-batch.js';
 import { phase, type ReadBackWindow, type ReconcilerTable } from './table.js';

@@ -13,7 +13,7 @@ import type { DatapathMaps, RawCursor, RawDump } from '../../maps/datapath-maps.
 import { encodeBackendId } from '../../maps/layout.js';
 import { U32 } from '../../maps/registry.js';
 import type { MapCapacities } from '../limits.js';
-import { EMPTY_STATE, type RecordHashes, type TouchedKeys, type UntouchedSum } from '../fingerprint.js';
+import { EMPTY_STATE, type RecordHashes, type TouchedKeys, type UntouchedSum } from '../read-back/fingerprint.js';
 import type { KernelContents, KernelMirror } from '../kernel-mirror.js';
 import type { SyncResult } from '../sync-types.js';
 import type { ApplyTarget, Writes } from '../write-batch.js';

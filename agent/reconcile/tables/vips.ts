@@ -6,7 +6,7 @@
  */
 import { MAP_NAMES, encodeVipKey, encodeVipVal } from '../../maps/layout.js';
 import { MAPS } from '../../maps/registry.js';
-import type { TouchedKeys } from '../fingerprint.js';
+import type { TouchedKeys } from '../read-back/fingerprint.js';
 import type { KernelMirror } from '../kernel-mirror.js';
 import { compareKeyValues, hashFromMap, noDrift, phase, type DriftSink, type ReconcilerTable } from './table.js';
 

@@ -21,7 +21,7 @@ import { mapPinDir, mapPinPath, mapStagingDir } from '../../agent/datapath/pins.
 import { CT_KEY, CT_VAL, MAP_NAMES } from '../../agent/maps/layout.js';
 import { MAPS, type MapId } from '../../agent/maps/registry.js';
 import type { Logger } from '../../agent/log/log.js';
-import { bpffsTempDir, cgroup2Mount, objPath, requireBpf, rmrf, svcKey, svcVal, unique } from './helpers.js';
+import { bpffsTempDir, cgroup2Mount, objPath, requireBpf, rmrf, svcKey, svcVal, unique } from '../support/bpf-fixtures.js';
 
 type Line = { level: string; msg: string; fields?: Record<string, unknown> };
 

@@ -8,20 +8,20 @@
  */
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { BpfObject, type BpfMap } from '../../native/index.js';
-import { BpfDatapathMaps, type DatapathMapSet } from '../../agent/maps/bpf-datapath-maps.js';
-import { decodeSrcRangeKey, encodeSrcRangeKey } from '../../agent/maps/layout.js';
-import { Reconciler } from '../../agent/reconcile/reconciler.js';
-import { AgentMetrics } from '../../agent/metrics/metrics.js';
-import { silentLogger } from '../../agent/log/log.js';
-import { liveViolations } from '../reconcile/support/datapath-state.js';
-import { DRIFT_CASES, driftPlans, servedView, sortedDrift } from '../reconcile/support/drift-cases.js';
-import { SLICED, SMALL_MAP_DRIFT_CASES, World, readBack } from '../reconcile/support/readback-world.js';
-import { rng } from '../support/rng.js';
-import { parseProm, valueOf } from '../metrics/prom-text.js';
-import { bpffsTempDir, objPath, requireBpf, rmrf } from './helpers.js';
-import { openPinnedMapSet } from '../support/pinned-maps.js';
-import { mapPinPathsIn } from '../../agent/datapath/pins.js';
+import { BpfObject, type BpfMap } from '../../../native/index.js';
+import { BpfDatapathMaps, type DatapathMapSet } from '../../../agent/maps/bpf-datapath-maps.js';
+import { decodeSrcRangeKey, encodeSrcRangeKey } from '../../../agent/maps/layout.js';
+import { Reconciler } from '../../../agent/reconcile/reconciler.js';
+import { AgentMetrics } from '../../../agent/metrics/metrics.js';
+import { silentLogger } from '../../../agent/log/log.js';
+import { liveViolations } from '../support/datapath-state.js';
+import { DRIFT_CASES, driftPlans, servedView, sortedDrift } from '../support/drift-cases.js';
+import { SLICED, SMALL_MAP_DRIFT_CASES, World, readBack } from '../support/readback-world.js';
+import { rng } from '../../support/rng.js';
+import { parseProm, valueOf } from '../../metrics/prom-text.js';
+import { bpffsTempDir, objPath, requireBpf, rmrf } from '../../support/bpf-fixtures.js';
+import { openPinnedMapSet } from '../../support/pinned-maps.js';
+import { mapPinPathsIn } from '../../../agent/datapath/pins.js';
 
 const quiet = { info() {}, warn() {}, error() {} };
 

@@ -17,7 +17,7 @@ import { loadDatapath } from '../../agent/datapath/loader.js';
 import { PinKeeper } from '../../agent/datapath/pin-keeper.js';
 import type { KernelFeatures } from '../../agent/datapath/kernel-features.js';
 import type { Logger } from '../../agent/log/log.js';
-import { bpffsTempDir, requireBpf, rmrf } from './helpers.js';
+import { bpffsTempDir, requireBpf, rmrf } from '../support/bpf-fixtures.js';
 
 const NOBODY = 65534;
 

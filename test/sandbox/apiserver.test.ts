@@ -7,7 +7,7 @@ import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import YAML from 'yaml';
 import { startApiServer, type ApiServer } from '../../sandbox/apiserver.js';
-import { openWatch, request, slice, sleep, svc } from './helpers.js';
+import { openWatch, request, slice, sleep, svc } from './apiserver-helpers.js';
 
 const SVC = '/api/v1/namespaces/default/services';
 

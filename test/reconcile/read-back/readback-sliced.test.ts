@@ -9,17 +9,17 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { MAP_NAMES, SVC_KEY } from '../../agent/maps/layout.js';
-import { MemoryDatapathMaps, svcKeyId } from '../../agent/maps/memory-datapath-maps.js';
-import { RAW_BUCKETS } from '../../agent/maps/memory-raw-cursor.js';
-import { Reconciler, type ReadBackVerdict } from '../../agent/reconcile/reconciler.js';
-import type { PlanFrontend } from '../../agent/plan/types.js';
-import { decodeSvcKey } from '../../agent/maps/layout.js';
-import { DRIFT_CASES, servedView, sortedDrift } from './support/drift-cases.js';
-import { SLICED, SMALL_MAP_DRIFT_CASES, World, filler, readBack } from './support/readback-world.js';
-import { rng } from '../support/rng.js';
-import { quiet } from './support/reconcile-harness.js';
-import { strictViolations, copyState } from './support/datapath-state.js';
+import { MAP_NAMES, SVC_KEY } from '../../../agent/maps/layout.js';
+import { MemoryDatapathMaps, svcKeyId } from '../../../agent/maps/memory-datapath-maps.js';
+import { RAW_BUCKETS } from '../../../agent/maps/memory-raw-cursor.js';
+import { Reconciler, type ReadBackVerdict } from '../../../agent/reconcile/reconciler.js';
+import type { PlanFrontend } from '../../../agent/plan/types.js';
+import { decodeSvcKey } from '../../../agent/maps/layout.js';
+import { DRIFT_CASES, servedView, sortedDrift } from '../support/drift-cases.js';
+import { SLICED, SMALL_MAP_DRIFT_CASES, World, filler, readBack } from '../support/readback-world.js';
+import { rng } from '../../support/rng.js';
+import { quiet } from '../support/reconcile-harness.js';
+import { strictViolations, copyState } from '../support/datapath-state.js';
 
 /** What a fresh agent programming `plans` would serve (ids aside). */
 function servedFresh(plans: Map<string, PlanFrontend[]>): unknown {

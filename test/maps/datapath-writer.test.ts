@@ -15,7 +15,7 @@ import { Reconciler, type PlanSource } from '../../agent/reconcile/reconciler.js
 import { instrumentMapErrors } from '../../agent/metrics/instrument-maps.js';
 import type { PlanFrontend } from '../../agent/plan/types.js';
 import { liveViolations, programmed } from '../reconcile/support/datapath-state.js';
-import { closeMapSet, kernelState, repoRoot, requireBpf, standaloneMapSet } from './helpers.js';
+import { closeMapSet, kernelState, repoRoot, requireBpf, standaloneMapSet } from '../support/bpf-fixtures.js';
 
 const quiet = { info() {}, warn() {}, error() {} };
 let writer: BatchWriter;
@@ -105,7 +105,7 @@ test('a queued batch that fails fails the sync: nothing after it is written, the
   const failures: string[] = [];
   try {
     const d = new BpfDatapathMaps({ ...small, writer });
-    // Capacities hidden from the reconciler (it would refuse what does not fit: test/native/map-limits.test.ts), so the kernel's E2BIG is what stops it.
+    // Capacities hidden from the reconciler (it would refuse what does not fit: test/reconcile/map-limits.test.ts), so the kernel's E2BIG is what stops it.
     const r = new Reconciler(instrumentMapErrors(d, (map, op) => failures.push(`${map} ${op}`)), quiet, { capacities: { svc: Infinity } });
     r.adopt();
     const res = r.sync(source(p), { full: true });

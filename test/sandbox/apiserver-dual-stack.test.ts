@@ -7,7 +7,7 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startApiServer, type ApiServer } from '../../sandbox/apiserver.js';
-import { request } from './helpers.js';
+import { request } from './apiserver-helpers.js';
 
 const SVC = '/api/v1/namespaces/default/services';
 const service = (name: string, spec: Record<string, unknown> = {}) => ({

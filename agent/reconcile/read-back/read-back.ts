@@ -29,13 +29,13 @@
  * next one has other touched keys), never reported falsely. A difference
  * leads to the decoded compare and repair in one step (repairDrift, the rare path).
  */
-import type { DatapathMaps } from '../maps/datapath-maps.js';
+import type { DatapathMaps } from '../../maps/datapath-maps.js';
 import type { TouchedKeys } from './fingerprint.js';
 import { compareWithKernel } from './drift-compare.js';
-import { KernelMirror, type KernelContents } from './kernel-mirror.js';
+import { KernelMirror, type KernelContents } from '../kernel-mirror.js';
 import { SlicedReadBack } from './read-back-window.js';
-import { TABLES } from './tables/index.js';
-import { READ_BACK_BATCH, type ReadBackVerdict, type ReconcileLogger, type SyncResult } from './sync-types.js';
+import { TABLES } from '../tables/index.js';
+import { READ_BACK_BATCH, type ReadBackVerdict, type ReconcileLogger, type SyncResult } from '../sync-types.js';
 
 export class ReadBack {
   /** The read-back in steps. */

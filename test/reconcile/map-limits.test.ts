@@ -10,8 +10,8 @@ import { BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
 import { instrumentMapErrors } from '../../agent/metrics/instrument-maps.js';
 import { Reconciler } from '../../agent/reconcile/reconciler.js';
 import type { PlanFrontend } from '../../agent/plan/types.js';
-import { liveViolations, programmed } from '../reconcile/support/datapath-state.js';
-import { closeMapSet, kernelState, requireBpf, standaloneMapSet } from './helpers.js';
+import { liveViolations, programmed } from './support/datapath-state.js';
+import { closeMapSet, kernelState, requireBpf, standaloneMapSet } from '../support/bpf-fixtures.js';
 
 const quiet = { info() {}, warn() {}, error() {} };
 

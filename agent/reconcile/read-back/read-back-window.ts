@@ -6,12 +6,12 @@
  * Each map's table (tables/) says its record sizes, its kernel cursor and
  * how its mirror side is walked.
  */
-import type { DatapathMaps } from '../maps/datapath-maps.js';
+import type { DatapathMaps } from '../../maps/datapath-maps.js';
 import { RecordHashes, TouchedKeys } from './fingerprint.js';
-import type { KernelMirror } from './kernel-mirror.js';
-import type { ReadBackVerdict } from './sync-types.js';
-import { tableOf } from './tables/index.js';
-import type { ReadBackWindow, SlicedMap } from './tables/table.js';
+import type { KernelMirror } from '../kernel-mirror.js';
+import type { ReadBackVerdict } from '../sync-types.js';
+import { tableOf } from '../tables/index.js';
+import type { ReadBackWindow, SlicedMap } from '../tables/table.js';
 
 /** Records whose touched check one read-back step does, per record of its batch it could have read or hashed instead (a check is ~1/10 of a read and hash). */
 const SUM_STEPS_PER_BATCH = 8;

@@ -3,9 +3,9 @@
  * dump) against the mirror, counted per map as entries missing, changed
  * and extra, each map by its table (tables/). Run when a fingerprint differed.
  */
-import type { KernelContents, KernelMirror } from './kernel-mirror.js';
-import type { DriftCount } from './sync-types.js';
-import { TABLES } from './tables/index.js';
+import type { KernelContents, KernelMirror } from '../kernel-mirror.js';
+import type { DriftCount } from '../sync-types.js';
+import { TABLES } from '../tables/index.js';
 
 /** What the kernel holds differently from the mirror, by map and kind (nothing listed when nothing differs). */
 export function compareWithKernel(mirror: KernelMirror, k: KernelContents): DriftCount[] {

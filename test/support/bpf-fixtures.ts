@@ -13,7 +13,7 @@ import { svcKeyId } from '../../agent/maps/memory-datapath-maps.js';
 import type { MapState } from '../reconcile/support/datapath-state.js';
 import { AFFINITY_MATCH_KEY, BACKEND, SRC_RANGE_KEY, SVC_KEY, SVC_META, SVC_VAL, VIP_KEY, VIP_VAL, decodeSvcKey, encodeSvcKey, encodeSvcVal } from '../../agent/maps/layout.js';
 
-/** dist/test/native/helpers.js -> repository root. */
+/** dist/test/support/bpf-fixtures.js -> repository root. */
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 export const objPath = path.join(repoRoot, 'build', 'kpr_sock.bpf.o');
 
