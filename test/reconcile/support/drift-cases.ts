@@ -3,7 +3,7 @@
  * injection with bpftool did them, each with what a periodic read-back must
  * count. Written against the DatapathMaps interface only, so the same cases
  * run on the in-memory fake (with the live-reader replay) and on real kernel
- * maps (test/native/drift-repair.test.ts).
+ * maps (test/reconcile/read-back/drift-repair.test.ts).
  */
 import type { DatapathMaps } from '../../../agent/maps/datapath-maps.js';
 import { IPPROTO, SCOPE, type SvcKey, type SvcVal } from '../../../agent/maps/layout.js';
