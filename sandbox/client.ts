@@ -100,13 +100,13 @@ async function runHttp(target: string, count: number, timeoutMs: number): Promis
   return rep;
 }
 
-async function runUdp(target: string, count: number, connected: boolean, timeoutMs: number): Promise<ClientReport> {
+async function runUdp(target: string, count: number, connected: boolean, timeoutMs: number, message = udpMessage, fromPort = srcPort): Promise<ClientReport> {
   const { host, port } = splitTarget(target);
   const rep = emptyReport();
   for (let i = 0; i < count; i++) {
     const sock = dgram.createSocket(net.isIPv6(host) ? 'udp6' : 'udp4');
     try {
-      if (bindAddress || srcPort) await new Promise<void>((resolve) => sock.bind({ ...(bindAddress ? { address: bindAddress } : {}), port: srcPort }, resolve));
+      if (bindAddress || fromPort) await new Promise<void>((resolve) => sock.bind({ ...(bindAddress ? { address: bindAddress } : {}), port: fromPort }, resolve));
       const reply = await new Promise<{ body: string; peer: string }>((resolve, reject) => {
         const timer = setTimeout(() => reject(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })), timeoutMs);
         sock.once('message', (msg, rinfo) => {
@@ -119,8 +119,8 @@ async function runUdp(target: string, count: number, connected: boolean, timeout
         });
         const send = () =>
           connected
-            ? sock.send(udpMessage, (err) => err && reject(err))
-            : sock.send(udpMessage, port, host, (err) => err && reject(err));
+            ? sock.send(message, (err) => err && reject(err))
+            : sock.send(message, port, host, (err) => err && reject(err));
         if (connected) sock.connect(port, host, send);
         else send();
       });
@@ -164,31 +164,42 @@ export interface BatchStep {
   srcPort?: number;
   /** sleep: how long. */
   ms?: number;
+  /**
+   * Start the step and go on to the next one without waiting for its end (its report still comes
+   * in its place): steps that must fail then wait out their timeouts together, not one after the
+   * other, and `sleep` steps between them still space their starts.
+   */
+  overlap?: boolean;
 }
 
-/** Runs the steps in order in this one process (starting a client costs more than most requests). */
+/** One step, timed. */
+async function runStep(s: BatchStep, defaultTimeoutMs: number): Promise<ClientReport> {
+  const timeoutMs = s.timeoutMs !== undefined ? scaled(s.timeoutMs) : defaultTimeoutMs;
+  const started = process.hrtime.bigint();
+  let r: ClientReport;
+  if (s.mode === 'sleep') {
+    await new Promise((resolve) => setTimeout(resolve, scaled(s.ms ?? 0)));
+    r = emptyReport();
+  } else if (s.mode === 'udp') r = await runUdp(s.target!, s.count ?? 1, false, timeoutMs, s.message ?? udpMessage, s.srcPort ?? srcPort);
+  else if (s.mode === 'get') r = await runGet(s.target!, s.path ?? '/', timeoutMs);
+  else r = await runHttp(s.target!, s.mode === 'once' ? 1 : (s.count ?? 1), timeoutMs);
+  r.elapsedMs = Number(process.hrtime.bigint() - started) / 1e6;
+  return r;
+}
+
+/** Runs the steps in order in this one process (starting a client costs more than most requests); `overlap` steps run on beside the next ones. */
 async function runBatch(steps: BatchStep[], defaultTimeoutMs: number): Promise<ClientReport> {
   const rep = emptyReport();
-  rep.steps = [];
+  const running: Array<Promise<ClientReport>> = [];
   for (const s of steps) {
-    const timeoutMs = s.timeoutMs !== undefined ? scaled(s.timeoutMs) : defaultTimeoutMs;
-    const started = process.hrtime.bigint();
-    let r: ClientReport;
-    if (s.mode === 'sleep') {
-      await new Promise((resolve) => setTimeout(resolve, scaled(s.ms ?? 0)));
-      r = emptyReport();
-    } else if (s.mode === 'udp') {
-      const [savedMessage, savedPort] = [udpMessage, srcPort];
-      udpMessage = s.message ?? savedMessage;
-      srcPort = s.srcPort ?? savedPort;
-      r = await runUdp(s.target!, s.count ?? 1, false, timeoutMs);
-      [udpMessage, srcPort] = [savedMessage, savedPort];
-    } else if (s.mode === 'get') r = await runGet(s.target!, s.path ?? '/', timeoutMs);
-    else r = await runHttp(s.target!, s.mode === 'once' ? 1 : (s.count ?? 1), timeoutMs);
-    r.elapsedMs = Number(process.hrtime.bigint() - started) / 1e6;
+    const r = runStep(s, defaultTimeoutMs);
+    running.push(r);
+    if (!s.overlap) await r;
+  }
+  rep.steps = await Promise.all(running);
+  for (const r of rep.steps) {
     rep.ok += r.ok;
     rep.failed += r.failed;
-    rep.steps.push(r);
   }
   return rep;
 }

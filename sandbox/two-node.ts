@@ -33,7 +33,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, writeFileS
 import os from 'node:os';
 import path from 'node:path';
 import { startApiServer, type ApiServer, type KubeObject } from './apiserver.js';
-import { inNs, ip, nsPath, Sandbox } from './netns.js';
+import { inNs, ipBatch, nsPath, Sandbox } from './netns.js';
 import { agentBin, repoRoot } from './repo.js';
 import type { ClientReport } from './client.js';
 import { waitForLine, type ClientMode } from './topology.js';
@@ -208,64 +208,72 @@ export class TwoNodeCluster {
     liveCgroups.add(sandbox.cgroupPath);
     let api: ApiServer | undefined;
     try {
+      // Every namespace's ip(8) commands in one process (Sandbox.addNamespaces): the nodes first, as
+      // their commands make the veths whose other end is the peer's, a client's or a pod's eth0. A
+      // batch line takes no -6: the address or prefix gives the family.
+      const nsOf = (role: string) => sandbox.nsName(role);
+      const n1 = nsOf('node-1');
+      const n2 = nsOf('node-2');
+      const pods = (opts.pods ?? []).map((p, i) => ({ ...p, hostIf: `v${i}${sandbox.runId.slice(-6)}`.slice(0, 15) }));
+      const nodeCommands = (name: NodeName): string[][] => {
+        const cmds: string[][] = [
+          ['link', 'add', 'br0', 'type', 'bridge'],
+          ['addr', 'add', `${POD_GATEWAY[name]}/24`, 'dev', 'br0'],
+          ...(v6 ? [['addr', 'add', `${POD_GATEWAY6[name]}/64`, 'dev', 'br0', 'nodad']] : []),
+          ['link', 'set', 'br0', 'up'],
+        ];
+        // Underlay: created directly inside the node namespaces (never in the root one).
+        if (name === 'node-1') cmds.push(['link', 'add', 'ul0', 'type', 'veth', 'peer', 'name', 'ul0', 'netns', n2]);
+        cmds.push(['addr', 'add', `${UNDERLAY[name]}/24`, 'dev', 'ul0']);
+        if (v6) cmds.push(['addr', 'add', `${UNDERLAY6[name]}/64`, 'dev', 'ul0', 'nodad']);
+        cmds.push(['link', 'set', 'ul0', 'up']);
+        if (name === 'node-1') {
+          cmds.push(['route', 'add', POD_SUBNET['node-2'], 'via', UNDERLAY['node-2'], 'dev', 'ul0']);
+          if (v6) cmds.push(['route', 'add', `${POD_PREFIX6['node-2']}/64`, 'via', UNDERLAY6['node-2'], 'dev', 'ul0']);
+          // External clients on node-1's uplinks.
+          for (const [cname, c] of Object.entries(CLIENTS) as Array<[ClientName, (typeof CLIENTS)[ClientName]]>) {
+            cmds.push(['link', 'add', c.uplink, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', nsOf(cname)], ['addr', 'add', `${c.gateway}/24`, 'dev', c.uplink]);
+            if (v6) cmds.push(['addr', 'add', `${CLIENTS6[cname].gateway}/64`, 'dev', c.uplink, 'nodad']);
+            cmds.push(['link', 'set', c.uplink, 'up']);
+          }
+        } else {
+          cmds.push(['route', 'add', SANDBOX_RANGE, 'via', UNDERLAY['node-1'], 'dev', 'ul0']);
+          if (v6) cmds.push(['route', 'add', SANDBOX_RANGE6, 'via', UNDERLAY6['node-1'], 'dev', 'ul0']);
+        }
+        for (const p of pods.filter((p) => p.node === name)) cmds.push(...TwoNodeCluster.podBridgePort(p.hostIf, nsOf(p.name)));
+        return cmds;
+      };
+      const clientCommands = (cname: ClientName): string[][] => {
+        const c = CLIENTS[cname];
+        const cmds = [['addr', 'add', `${c.ip}/24`, 'dev', 'eth0'], ['link', 'set', 'eth0', 'up'], ['route', 'add', SANDBOX_RANGE, 'via', c.gateway, 'dev', 'eth0']];
+        if (v6) cmds.push(['addr', 'add', `${CLIENTS6[cname].ip}/64`, 'dev', 'eth0', 'nodad'], ['route', 'add', SANDBOX_RANGE6, 'via', CLIENTS6[cname].gateway, 'dev', 'eth0']);
+        return cmds;
+      };
+      const clientNames = Object.keys(CLIENTS) as ClientName[];
+      sandbox.addNamespaces([
+        ...NODE_NAMES.map((name): [string, string[][]] => [name, nodeCommands(name)]),
+        ...clientNames.map((cname): [string, string[][]] => [cname, clientCommands(cname)]),
+        ...pods.map((p): [string, string[][]] => [p.name, TwoNodeCluster.podEth0(p.ip, p.node, v6)]),
+      ]);
       const nodes = {} as Record<NodeName, NodeHandle>;
       for (const name of NODE_NAMES) {
-        const ns = sandbox.addNamespace(name);
+        const ns = nsOf(name);
         const cgroup = path.join(sandbox.cgroupPath, name);
         mkdirSync(cgroup);
         liveCgroups.add(cgroup);
         nodes[name] = { name, ns, cgroup, bpffsDir: path.join(sandbox.bpffsDir, name) };
-        inNs(ns, 'sysctl', '-qw', 'net.ipv4.ip_forward=1');
-        inNs(ns, 'ip', 'link', 'add', 'br0', 'type', 'bridge');
-        inNs(ns, 'ip', 'addr', 'add', `${POD_GATEWAY[name]}/24`, 'dev', 'br0');
-        if (v6) {
-          inNs(ns, 'sysctl', '-qw', 'net.ipv6.conf.all.forwarding=1');
-          inNs(ns, 'ip', '-6', 'addr', 'add', `${POD_GATEWAY6[name]}/64`, 'dev', 'br0', 'nodad');
-        }
-        inNs(ns, 'ip', 'link', 'set', 'br0', 'up');
+        inNs(ns, 'sysctl', '-qw', 'net.ipv4.ip_forward=1', ...(v6 ? ['net.ipv6.conf.all.forwarding=1'] : []));
       }
-      const n1 = nodes['node-1'].ns;
-      const n2 = nodes['node-2'].ns;
-
-      // Underlay: created directly inside the node namespaces (never in the root one).
-      ip('link', 'add', 'ul0', 'netns', n1, 'type', 'veth', 'peer', 'name', 'ul0', 'netns', n2);
-      for (const name of NODE_NAMES) {
-        inNs(nodes[name].ns, 'ip', 'addr', 'add', `${UNDERLAY[name]}/24`, 'dev', 'ul0');
-        if (v6) inNs(nodes[name].ns, 'ip', '-6', 'addr', 'add', `${UNDERLAY6[name]}/64`, 'dev', 'ul0', 'nodad');
-        inNs(nodes[name].ns, 'ip', 'link', 'set', 'ul0', 'up');
-      }
-      inNs(n1, 'ip', 'route', 'add', POD_SUBNET['node-2'], 'via', UNDERLAY['node-2'], 'dev', 'ul0');
-      inNs(n2, 'ip', 'route', 'add', SANDBOX_RANGE, 'via', UNDERLAY['node-1'], 'dev', 'ul0');
-      if (v6) {
-        inNs(n1, 'ip', '-6', 'route', 'add', `${POD_PREFIX6['node-2']}/64`, 'via', UNDERLAY6['node-2'], 'dev', 'ul0');
-        inNs(n2, 'ip', '-6', 'route', 'add', SANDBOX_RANGE6, 'via', UNDERLAY6['node-1'], 'dev', 'ul0');
-      }
-
-      // External clients on node-1's uplinks.
-      const clientNs = {} as Record<ClientName, string>;
-      for (const [cname, c] of Object.entries(CLIENTS) as Array<[ClientName, (typeof CLIENTS)[ClientName]]>) {
-        const ns = sandbox.addNamespace(cname);
-        clientNs[cname] = ns;
-        ip('link', 'add', c.uplink, 'netns', n1, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns);
-        inNs(n1, 'ip', 'addr', 'add', `${c.gateway}/24`, 'dev', c.uplink);
-        inNs(n1, 'ip', 'link', 'set', c.uplink, 'up');
-        inNs(ns, 'ip', 'addr', 'add', `${c.ip}/24`, 'dev', 'eth0');
-        inNs(ns, 'ip', 'link', 'set', 'eth0', 'up');
-        inNs(ns, 'ip', 'route', 'add', SANDBOX_RANGE, 'via', c.gateway, 'dev', 'eth0');
-        if (v6) {
-          const c6 = CLIENTS6[cname];
-          inNs(n1, 'ip', '-6', 'addr', 'add', `${c6.gateway}/64`, 'dev', c.uplink, 'nodad');
-          inNs(ns, 'ip', '-6', 'addr', 'add', `${c6.ip}/64`, 'dev', 'eth0', 'nodad');
-          inNs(ns, 'ip', '-6', 'route', 'add', SANDBOX_RANGE6, 'via', c6.gateway, 'dev', 'eth0');
-        }
-      }
+      const clientNs = Object.fromEntries(clientNames.map((cname) => [cname, nsOf(cname)])) as Record<ClientName, string>;
 
       api = await startApiServer({ serviceCIDR: v6 ? `${SERVICE_CIDR},${SERVICE_CIDR6}` : SERVICE_CIDR, ...(opts.unservedKinds ? { unservedKinds: opts.unservedKinds } : {}) });
       for (const name of NODE_NAMES) api.create(nodeObject(name, v6));
       const dir = sandbox.own(mkdtempSync(path.join(os.tmpdir(), `${sandbox.runId}-`)));
       const kubeconfig = await api.writeKubeconfig(path.join(dir, 'kubeconfig'));
       const cluster = new TwoNodeCluster(sandbox, api, kubeconfig, nodes, clientNs, v6);
-      for (const p of opts.pods ?? []) await cluster.addPod(p.name, p.ip, p.node);
+      cluster.podSeq = pods.length;
+      // The pods' servers start together (a Node start is seconds on an emulated CPU).
+      await Promise.all(pods.map((p) => cluster.startPod(p.name, p.ip, p.node, nsOf(p.name), p.hostIf)));
       return cluster;
     } catch (err) {
       await api?.close().catch(() => undefined);
@@ -275,22 +283,30 @@ export class TwoNodeCluster {
     }
   }
 
+  /** A pod's bridge port, in its node's namespace: the veth whose other end is the pod's eth0. */
+  private static podBridgePort(hostIf: string, podNs: string): string[][] {
+    return [['link', 'add', hostIf, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', podNs], ['link', 'set', hostIf, 'master', 'br0'], ['link', 'set', hostIf, 'up']];
+  }
+
+  /** A pod's eth0, in its namespace: its address(es), default-routed (within the sandbox range) via the node. */
+  private static podEth0(podIp: string, node: NodeName, v6: boolean): string[][] {
+    const cmds = [['addr', 'add', `${podIp}/24`, 'dev', 'eth0'], ['link', 'set', 'eth0', 'up'], ['route', 'add', SANDBOX_RANGE, 'via', POD_GATEWAY[node], 'dev', 'eth0']];
+    if (v6) cmds.push(['addr', 'add', `${podIp6(podIp, node)}/64`, 'dev', 'eth0', 'nodad'], ['route', 'add', SANDBOX_RANGE6, 'via', POD_GATEWAY6[node], 'dev', 'eth0']);
+    return cmds;
+  }
+
   /** A pod namespace on a node's bridge, default-routed (within the sandbox range) via the node, running pod-server. */
   async addPod(name: string, podIp: string, node: NodeName): Promise<TwoNodePod> {
-    const nodeNs = this.nodes[node].ns;
-    const ns = this.sandbox.addNamespace(name);
     const hostIf = `v${this.podSeq++}${this.sandbox.runId.slice(-6)}`.slice(0, 15);
-    ip('link', 'add', hostIf, 'netns', nodeNs, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns);
-    inNs(nodeNs, 'ip', 'link', 'set', hostIf, 'master', 'br0');
-    inNs(nodeNs, 'ip', 'link', 'set', hostIf, 'up');
-    inNs(ns, 'ip', 'addr', 'add', `${podIp}/24`, 'dev', 'eth0');
-    inNs(ns, 'ip', 'link', 'set', 'eth0', 'up');
-    inNs(ns, 'ip', 'route', 'add', SANDBOX_RANGE, 'via', POD_GATEWAY[node], 'dev', 'eth0');
+    const [ns] = this.sandbox.addNamespaces([[name, []]]);
+    ipBatch(TwoNodeCluster.podBridgePort(hostIf, ns), this.nodes[node].ns);
+    ipBatch(TwoNodeCluster.podEth0(podIp, node, this.ipv6), ns);
+    return this.startPod(name, podIp, node, ns, hostIf);
+  }
+
+  /** Starts pod-server in a pod's namespace (its links made) and records the pod once it is ready. */
+  private async startPod(name: string, podIp: string, node: NodeName, ns: string, hostIf: string): Promise<TwoNodePod> {
     const ip6 = this.ipv6 ? podIp6(podIp, node) : undefined;
-    if (ip6) {
-      inNs(ns, 'ip', '-6', 'addr', 'add', `${ip6}/64`, 'dev', 'eth0', 'nodad');
-      inNs(ns, 'ip', '-6', 'route', 'add', SANDBOX_RANGE6, 'via', POD_GATEWAY6[node], 'dev', 'eth0');
-    }
     const server = this.sandbox.spawnIn(ns, process.execPath, [path.join(distDir, 'pod-server.js'), '--name', name], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -284,11 +284,14 @@ export class ConformanceBox {
   /**
    * `rounds` rounds of one request per check, from `who`, `pauseMs` apart (upstream's
    * execHostnameTest loops): `want` a pod name (that pod answers) or null (the request fails).
+   * Each request is its own connection with its own timeout; a round starts `pauseMs` after the
+   * previous one started, not after its requests ended (`overlap`), so requests that must fail
+   * wait out their timeouts together.
    */
   async expectRounds(who: Who, rounds: number, checks: Check[], pauseMs = 200): Promise<void> {
     const steps: BatchStep[] = [];
     for (let r = 0; r < rounds; r++) {
-      for (const ch of checks) steps.push({ mode: ch.udp ? 'udp' : 'once', target: ch.target, timeoutMs: ch.want === null ? FAIL_TIMEOUT_MS : 3000 });
+      for (const ch of checks) steps.push({ mode: ch.udp ? 'udp' : 'once', target: ch.target, timeoutMs: ch.want === null ? FAIL_TIMEOUT_MS : 3000, overlap: true });
       if (r < rounds - 1) steps.push({ mode: 'sleep', ms: pauseMs });
     }
     const reports = (await this.batch(who, steps)).filter((_, i) => steps[i].mode !== 'sleep');

@@ -20,6 +20,8 @@ export interface TestRecord {
   status: 'pass' | 'fail' | 'skip';
   ms: number;
   error?: string;
+  /** A skip whose reason starts "n/a" (an upstream test the conformance list marks not applicable): the same on every kernel. */
+  notApplicable?: boolean;
 }
 
 function errorText(err: { message?: string; cause?: unknown } | undefined): string | undefined {
@@ -50,6 +52,7 @@ export default async function* jsonReporter(source: AsyncIterable<{ type: string
       ms: d.details?.duration_ms ?? 0,
     };
     if (event.type === 'test:fail') rec.error = errorText(d.details?.error);
+    if (rec.status === 'skip' && typeof d.skip === 'string' && d.skip.startsWith('n/a')) rec.notApplicable = true;
     if (rec.nesting > 0) {
       pending.push(rec);
       continue;

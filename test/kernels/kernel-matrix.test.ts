@@ -67,3 +67,22 @@ test('a test a shared helper registered is counted under the suite file whose to
   const run: KernelRun = { kernel: '5.10', release: 'x', finished: true, seconds: 1, tests: records, features: [] };
   assert.equal(cellText(cellFor(run, 'conformance/service.test.js')), 'FAIL 1/2');
 });
+
+test('a conformance test skipped as n/a is the same on every kernel: counted apart, the row still passes; any other skip degrades it', async () => {
+  const { default: jsonReporter } = await import('./json-reporter.js');
+  const ev = (type: string, name: string, nesting: number, skip?: string) => ({
+    type,
+    data: { name, nesting, file: '/r/dist/test/conformance/service.test.js', details: { duration_ms: 1, ...(nesting === 0 ? { type: 'suite' } : {}) }, ...(skip ? { skip } : {}) },
+  });
+  async function* events() {
+    yield ev('test:pass', 'should serve a basic endpoint from pods', 1);
+    yield ev('test:pass', 'should prevent NodePort collisions', 1, 'n/a: checks the API server');
+    yield ev('test:pass', 'conformance: test/e2e/network/service.go', 0);
+  }
+  const records: TestRecord[] = [];
+  for await (const line of jsonReporter(events())) records.push(JSON.parse(line) as TestRecord);
+  const na = cellFor(run('5.10', records), 'conformance/service.test.js');
+  assert.equal(cellText(na), 'pass 1/1 (1 n/a)');
+  const otherSkip = records.map((r) => (r.notApplicable ? { ...r, notApplicable: undefined } : r));
+  assert.equal(cellText(cellFor(run('5.10', otherSkip), 'conformance/service.test.js')), 'degraded 1/2 (1 skipped)');
+});

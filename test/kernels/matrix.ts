@@ -56,6 +56,12 @@ export const KERNEL_SUITES = [
   'e2e/monitor.test.js',
   'e2e/upgrade.test.js',
   'conformance/conntrack.test.js',
+  'conformance/service.test.js',
+  'conformance/networking.test.js',
+  'conformance/kube-proxy.test.js',
+  'conformance/traffic-distribution.test.js',
+  'conformance/loadbalancer.test.js',
+  'conformance/dual-stack.test.js',
 ];
 
 /** What a row of the matrix stands for, and the kernel features its tests lean on (names as agent/datapath/kernel-features.ts). */
@@ -94,6 +100,12 @@ export const ROWS: Record<string, { label: string; features: string[] }> = {
   'e2e/monitor.test.js': { label: 'kpr monitor e2e', features: ['tcx'] },
   'e2e/upgrade.test.js': { label: 'live map migration under load (size, v1 -> v2, newer refused) e2e', features: ['tcx'] },
   'conformance/conntrack.test.js': { label: 'conformance: conntrack.go', features: ['bpf-sock-destroy'] },
+  'conformance/service.test.js': { label: 'conformance: service.go', features: ['tcx'] },
+  'conformance/networking.test.js': { label: 'conformance: networking.go', features: ['tcx'] },
+  'conformance/kube-proxy.test.js': { label: 'conformance: kube_proxy.go', features: [] },
+  'conformance/traffic-distribution.test.js': { label: 'conformance: traffic_distribution.go', features: [] },
+  'conformance/loadbalancer.test.js': { label: 'conformance: loadbalancer.go', features: ['tcx'] },
+  'conformance/dual-stack.test.js': { label: 'conformance: dual_stack.go', features: ['tcx'] },
 };
 
 /** One kernel feature as `kpr preflight -o json` reports it. */
@@ -119,6 +131,8 @@ export interface Cell {
   passed: number;
   failed: number;
   skipped: number;
+  /** Tests skipped as not applicable ("n/a: …", conformance rows): on every kernel, so no degradation. */
+  notApplicable: number;
   /** The fallbacks the row's tests ran on, for a degraded cell. */
   fallbacks: string[];
 }
@@ -144,20 +158,21 @@ export function cellFor(run: KernelRun, suite: string): Cell {
   const suiteFailed = run.tests.some((t) => t.suite && t.status === 'fail' && suiteOf(t.file) === suite && t.nesting === 0);
   const passed = leaves.filter((t) => t.status === 'pass').length;
   const failed = leaves.filter((t) => t.status === 'fail').length + (suiteFailed && leaves.every((t) => t.status !== 'fail') ? 1 : 0);
-  const skipped = leaves.filter((t) => t.status === 'skip').length;
+  const skipped = leaves.filter((t) => t.status === 'skip' && !t.notApplicable).length;
+  const notApplicable = leaves.filter((t) => t.status === 'skip' && t.notApplicable).length;
   const wanted = new Set(ROWS[suite]?.features ?? []);
   const fallbacks = run.features
     .filter((f) => wanted.has(f.name) && f.state !== 'active')
     .map((f) => (f.state === 'fallback' ? `${f.name} → ${f.fallback ?? 'fallback'}` : `${f.name} off`));
-  if (leaves.length === 0 && !suiteFailed) return { status: 'missing', passed, failed, skipped, fallbacks };
-  if (failed > 0) return { status: 'FAIL', passed, failed, skipped, fallbacks };
-  return { status: fallbacks.length > 0 || skipped > 0 ? 'degraded' : 'pass', passed, failed, skipped, fallbacks };
+  if (leaves.length === 0 && !suiteFailed) return { status: 'missing', passed, failed, skipped, notApplicable, fallbacks };
+  if (failed > 0) return { status: 'FAIL', passed, failed, skipped, notApplicable, fallbacks };
+  return { status: fallbacks.length > 0 || skipped > 0 ? 'degraded' : 'pass', passed, failed, skipped, notApplicable, fallbacks };
 }
 
 export function cellText(c: Cell): string {
   const counts = `${c.passed}/${c.passed + c.failed + c.skipped}`;
   if (c.status === 'missing') return 'not run';
-  const extra = [...c.fallbacks, ...(c.skipped > 0 ? [`${c.skipped} skipped`] : [])];
+  const extra = [...c.fallbacks, ...(c.skipped > 0 ? [`${c.skipped} skipped`] : []), ...(c.notApplicable > 0 ? [`${c.notApplicable} n/a`] : [])];
   return `${c.status} ${counts}${extra.length ? ` (${extra.join('; ')})` : ''}`;
 }
 
@@ -298,8 +313,9 @@ async function main(): Promise<void> {
   process.stdout.write('\n' + text);
   const leaves = runs.flatMap((r) => r.tests.filter((t) => !t.suite));
   const failed = leaves.filter((t) => t.status === 'fail').length + runs.filter((r) => !r.finished).length;
-  const skipped = leaves.filter((t) => t.status === 'skip').length;
-  process.stdout.write(`\nkernels: ${leaves.filter((t) => t.status === 'pass').length} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}\n`);
+  const skipped = leaves.filter((t) => t.status === 'skip' && !t.notApplicable).length;
+  const notApplicable = leaves.filter((t) => t.status === 'skip' && t.notApplicable).length;
+  process.stdout.write(`\nkernels: ${leaves.filter((t) => t.status === 'pass').length} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}${notApplicable ? `, ${notApplicable} n/a` : ''}\n`);
   const bad = runs.some((r) => !r.finished || files.some((f) => ['FAIL', 'missing'].includes(cellFor(r, f).status)));
   process.exitCode = bad ? 1 : 0;
 }
