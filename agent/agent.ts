@@ -145,7 +145,7 @@ export class Agent {
       nodeName: cfg.nodeName,
       syncPeriodMs: cfg.syncPeriodMs,
       minSyncPeriodMs: cfg.minSyncPeriodMs,
-      plan: { nodePortAddresses: cfg.nodePortAddresses, sourceRangesForAllExternal: cfg.sourceRangesAllExternal, externalIPCidrs: cfg.externalIPCidrs },
+      plan: { nodePortAddresses: cfg.nodePortAddresses, sourceRangesForAllExternal: cfg.sourceRangesAllExternal, externalIPCidrs: cfg.externalIPCidrs, lbAlgorithm: cfg.lbAlgorithm },
       log,
       // kpr_config is the node datapath's: the periodic read-back repairs it too.
       // Attachments too: each periodic resync checks them against the kernel and attaches again what is missing.
