@@ -118,6 +118,8 @@ export class Agent {
       svcMeta: dp.maps.svcMeta,
       svcStats: dp.maps.svcStats,
       srcRange: dp.maps.srcRange,
+      maglev: dp.maps.maglev,
+      maglevRef: dp.maps.maglevRef,
       writer: this.writer,
     });
     // Frontend ids 1 .. n-1 index kpr_svc_stats and name kpr_svc_meta (n: map-sizes.ts frontendCapacity).

@@ -10,12 +10,14 @@ import { BE_FLAG, IPPROTO, SCOPE, VIP_FLAG, type SvcMeta, type SvcVal } from '..
 import type { SkippedObject } from '../plan/types.js';
 import type { Admission } from './admission.js';
 import { clearIfAny } from './collections.js';
-import { entrySetId, tupleIPv4, tuplePort, type BackendTuple, type DesiredFrontend, type FrontendBase } from './desired-frontend.js';
+import { entrySetId, frontendLabel, tupleIPv4, tuplePort, type BackendTuple, type DesiredFrontend, type FrontendBase } from './desired-frontend.js';
 import { sameMaster, sameMeta, type EntrySet, type KernelMirror } from './kernel-mirror.js';
 import type { UdpBackendLeft } from './sync-types.js';
 import { randomTable } from '../lb/selection.js';
 import { diffAffinityMatches } from './tables/affinity-matches.js';
 import { diffSrcRanges } from './tables/src-ranges.js';
+import { desiredMaglev } from './maglev-table.js';
+import { diffMaglev, maglevRevNats } from './tables/maglev.js';
 import { metaOf } from './tables/svc-meta.js';
 import { svcKey, type BackendWrites, type Writes } from './write-batch.js';
 
@@ -92,11 +94,24 @@ export class MirrorDiff {
     if (int) this.diffSet(intSet, want.intSid, fk, SCOPE.INTERNAL, want.base, int, master(int.length), w);
     else if (intSet) this.removeSet(fk, SCOPE.INTERNAL, w, want.intSid);
 
+    // Maglev tables of the entry sets (rule 40 of docs/semantics.md; tables/maglev.ts), written with the slots.
+    this.maglevOf(want, revNatId, SCOPE.EXTERNAL, want.maglev && ext.length > 0 ? desiredMaglev(want.tuples, want.texts) : null, w, skipped);
+    this.maglevOf(want, revNatId, SCOPE.INTERNAL, want.maglev && int && int.length > 0 ? desiredMaglev(want.internalTuples!, want.internalTexts) : null, w, skipped);
+
     // The service address (tables/vips.ts): a ClusterIP address refuses unknown ports while one of its frontends is programmed.
     const counted = this.m.vipOf.get(fk);
     if (want.clusterIP && counted === undefined) this.vipRef(fk, want.base.addr, touchedVips);
     else if (!want.clusterIP && counted !== undefined) this.vipUnref(fk, touchedVips);
   }
+
+  /** One entry set's Maglev table; one that does not fit in kpr_maglev is reported, and its frontend balanced at random by the datapath. */
+  private maglevOf(want: DesiredFrontend, revNatId: number, scope: number, table: ReturnType<typeof desiredMaglev> | null, w: Writes, skipped: SkippedObject[]): void {
+    if (diffMaglev(this.m, revNatId, scope, table, w, this.maglevCapacity)) return;
+    skipped.push({ object: `Service ${want.service}`, reason: `Maglev table of ${frontendLabel(want)} not written: kpr_maglev is full (--map-size-maglev); its new connections are balanced at random` });
+  }
+
+  /** kpr_maglev's capacity in chunks (the reconciler sets it from the maps). */
+  maglevCapacity = Infinity;
 
   /** Backend ids of one scope of a desired frontend (its tuples, locals and texts) in order, allocating (and queueing writes of) what the kernel lacks. */
   backendsFor(tuples: readonly BackendTuple[], locals: readonly number[], texts: readonly string[] | null, proto: number, w: Writes): number[] {
@@ -175,6 +190,7 @@ export class MirrorDiff {
     if (udpBefore) this.noteUdpLeft(fk, rn, udpBefore, NO_TUPLES);
     for (const scope of SCOPES) this.removeSet(fk, scope, w);
     if (rn > 0) {
+      for (const scope of SCOPES) diffMaglev(this.m, rn, scope, null, w);
       diffAffinityMatches(this.m, rn, NO_IDS, w);
       diffSrcRanges(this.m, rn, NO_RANGES, w);
       if (this.m.kMeta.delete(rn)) w.metaDeletes.push(rn);
@@ -213,6 +229,7 @@ export class MirrorDiff {
       for (const rn of m.kAff.keys()) this.dropOrphanRevNat(rn, w);
       for (const rn of m.kRanges.keys()) this.dropOrphanRevNat(rn, w);
       for (const rn of m.kMeta.keys()) this.dropOrphanRevNat(rn, w);
+      if (m.kMaglevRefs.size > 0 || m.kMaglev.size > 0) for (const rn of maglevRevNats(m)) this.dropOrphanRevNat(rn, w);
     } else for (const rn of m.suspectRevNats) this.dropOrphanRevNat(rn, w);
     for (const addr of m.suspectVips) touchedVips.add(addr);
     if (full) {
@@ -229,6 +246,7 @@ export class MirrorDiff {
   /** Affinity pairs, source ranges and name of `rn` when no frontend owns it. */
   private dropOrphanRevNat(rn: number, w: Writes): void {
     if (this.m.revNatOwner.has(rn)) return;
+    for (const scope of SCOPES) diffMaglev(this.m, rn, scope, null, w);
     diffAffinityMatches(this.m, rn, NO_IDS, w);
     diffSrcRanges(this.m, rn, NO_RANGES, w);
     if (this.m.kMeta.delete(rn)) w.metaDeletes.push(rn);

@@ -8,7 +8,7 @@
  * kernel really holds.
  */
 import type { DatapathMaps } from '../maps/datapath-maps.js';
-import { IPPROTO, SCOPE, SVC_FLAG, VIP_FLAG, type AffinityMatchKey, type Backend, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from '../maps/layout.js';
+import { IPPROTO, SCOPE, SVC_FLAG, VIP_FLAG, type AffinityMatchKey, type Backend, type MaglevChunk, type MaglevKey, type MaglevRef, type MaglevRefKey, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from '../maps/layout.js';
 import { parseIP } from '../net/ip.js';
 import { BackendTable } from './backend-table.js';
 import { backendValueKey, entrySetId, frontendId, type FrontendBase } from './desired-frontend.js';
@@ -22,6 +22,8 @@ export interface KernelContents {
   affs: AffinityMatchKey[];
   metas: Array<[number, SvcMeta]>;
   ranges: SrcRangeKey[];
+  maglev: Array<[MaglevKey, MaglevChunk]>;
+  maglevRefs: Array<[MaglevRefKey, MaglevRef]>;
 }
 
 /** Entries found by adopt() that a correct run never leaves; each is repaired by the next sync that covers it. */
@@ -90,6 +92,12 @@ export class KernelMirror {
   readonly kAff = new Map<number, Set<number>>();
   /** The source ranges (tables/src-ranges.ts): revNatId → allowed CIDRs. */
   readonly kRanges = new Map<number, Set<string>>();
+  /** Maglev table chunks (tables/maglev.ts): maglevChunkId(tableId, chunk) → slot numbers. */
+  readonly kMaglev = new Map<number, MaglevChunk>();
+  /** Maglev table references (tables/maglev.ts): maglevSetId(revNatId, scope) → table id and M. */
+  readonly kMaglevRefs = new Map<number, MaglevRef>();
+  /** What the table of each Maglev entry set was last written from (not read from the kernel: unknown after a load). */
+  readonly kMaglevKeys = new Map<number, string>();
   /** The service addresses (tables/vips.ts): address → flags. */
   readonly kVips = new Map<string, number>();
   /** The frontends' names (tables/svc-meta.ts): revNatId → names. */
@@ -147,6 +155,8 @@ export class KernelMirror {
       affs: m.dumpAffinityMatches(),
       metas: m.dumpSvcMeta(),
       ranges: m.dumpSrcRanges(),
+      maglev: m.dumpMaglev(),
+      maglevRefs: m.dumpMaglevRefs(),
     };
   }
 
@@ -156,7 +166,7 @@ export class KernelMirror {
    * (re-diffed by the next sync); the suspects of the sweep are recorded.
    */
   load(kernel: KernelContents, dirty: Set<string>): AdoptResult {
-    const { services, backends, vips, affs, metas, ranges } = kernel;
+    const { services, backends, vips, affs, metas, ranges, maglev, maglevRefs } = kernel;
 
     this.generation++; // a read-back window open now starts again, against the rebuilt mirror
     this.kSets.clear();
@@ -170,6 +180,9 @@ export class KernelMirror {
     this.unreferenced.clear();
     this.kAff.clear();
     this.kRanges.clear();
+    this.kMaglev.clear();
+    this.kMaglevRefs.clear();
+    this.kMaglevKeys.clear();
     this.kVips.clear();
     this.kMeta.clear();
     this.vipRefs.clear();
@@ -259,6 +272,16 @@ export class KernelMirror {
       s.add(k.cidr);
       if (!this.revNatOwner.has(k.revNatId)) (d.orphanAuxEntries++, this.suspectRevNats.add(k.revNatId));
     }
+    // Maglev tables: an entry set's table id is its own (tables/maglev.ts), so each chunk and reference names a revNatId.
+    for (const [k, ref] of maglevRefs) {
+      this.kMaglevRefs.set(maglevSetId(k.revNatId, k.scope), ref);
+      if (!this.revNatOwner.has(k.revNatId)) (d.orphanAuxEntries++, this.suspectRevNats.add(k.revNatId));
+    }
+    for (const [k, chunk] of maglev) {
+      this.kMaglev.set(maglevChunkId(k.tableId, k.chunk), chunk);
+      const rn = Math.floor(k.tableId / 2);
+      if (!this.revNatOwner.has(rn)) (d.orphanAuxEntries++, this.suspectRevNats.add(rn));
+    }
     this.affPairs = 0;
     for (const s of this.kAff.values()) this.affPairs += s.size;
     this.rangeKeys = 0;
@@ -284,6 +307,19 @@ export class KernelMirror {
     const inconsistencies = Object.values(d).reduce((a, b) => a + b, 0);
     return { frontends: this.masters, backends: this.kBackends.size, serviceEntries: services.length, inconsistencies, details: d };
   }
+}
+
+/** The mirror's key of a Maglev entry set (revNatId, scope); also its table id (tables/maglev.ts). */
+export function maglevSetId(revNatId: number, scope: number): number {
+  return revNatId * 2 + scope;
+}
+
+/** Chunks a Maglev table has at most: ⌈65521 / 1024⌉. */
+export const MAGLEV_MAX_CHUNKS = 64;
+
+/** The mirror's key of a Maglev table chunk. */
+export function maglevChunkId(tableId: number, chunk: number): number {
+  return tableId * MAGLEV_MAX_CHUNKS + chunk;
 }
 
 export function sameMaster(a: SvcVal, b: SvcVal): boolean {

@@ -97,6 +97,7 @@ export class Reconciler {
     this.claims = new Claims(logger);
     this.admission = new Admission(this.mirror, this.claims, logger, options.capacities);
     this.differ = new MirrorDiff(this.mirror, this.admission);
+    this.differ.maglevCapacity = maps.maglevCapacity();
     this.readBackState = new ReadBack(maps, this.mirror, logger, options.readBackBatch);
     this.scan = new SweepScan(this.mirror, this.claims, options.sweepScanBatch);
     this.scope = new SyncScope(this.mirror, this.claims, this.scan);
