@@ -107,11 +107,20 @@ export class MirrorDiff {
   /** One entry set's Maglev table; one that does not fit in kpr_maglev is reported, and its frontend balanced at random by the datapath. */
   private maglevOf(want: DesiredFrontend, revNatId: number, scope: number, table: ReturnType<typeof desiredMaglev> | null, w: Writes, skipped: SkippedObject[]): void {
     if (diffMaglev(this.m, revNatId, scope, table, w, this.maglevCapacity)) return;
+    this.maglevNotWritten.push(frontendLabel(want));
     skipped.push({ object: `Service ${want.service}`, reason: `Maglev table of ${frontendLabel(want)} not written: kpr_maglev is full (--map-size-maglev); its new connections are balanced at random` });
   }
 
   /** kpr_maglev's capacity in chunks (the reconciler sets it from the maps). */
   maglevCapacity = Infinity;
+  private maglevNotWritten: string[] = [];
+
+  /** The frontends whose Maglev table did not fit since the last call (the reconciler logs them once a sync). */
+  takeMaglevNotWritten(): string[] {
+    const out = this.maglevNotWritten;
+    if (out.length > 0) this.maglevNotWritten = [];
+    return out;
+  }
 
   /** Backend ids of one scope of a desired frontend (its tuples, locals and texts) in order, allocating (and queueing writes of) what the kernel lacks. */
   backendsFor(tuples: readonly BackendTuple[], locals: readonly number[], texts: readonly string[] | null, proto: number, w: Writes): number[] {

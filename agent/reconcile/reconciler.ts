@@ -225,6 +225,14 @@ export class Reconciler {
       }
     }
     result.skipped.push(...this.admission.refusedSkips());
+    const maglevFull = this.differ.takeMaglevNotWritten();
+    if (maglevFull.length > 0) {
+      this.logger.warn('Maglev tables not written: kpr_maglev is full (raise --map-size-maglev); their frontends are balanced at random', {
+        frontends: maglevFull.length,
+        first: maglevFull.slice(0, 5),
+        capacity: this.differ.maglevCapacity,
+      });
+    }
     result.limits = this.admission.limits();
     result.fill = this.admission.fill();
     if (result.ok) {

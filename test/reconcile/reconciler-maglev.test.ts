@@ -144,13 +144,17 @@ describe('reconciler: Maglev tables', () => {
     assert.deepEqual(tableBackends(maps, '198.18.1.1'), want);
   });
 
-  it('kpr_maglev full: the table is not written, the Service reported, the sync succeeds', () => {
+  it('kpr_maglev full: the table is not written, the Service reported and logged, the sync succeeds', () => {
     const maps = new MemoryDatapathMaps({ maxMaglev: 1 });
-    const r = new Reconciler(maps, quiet);
+    const warnings: Array<[string, Record<string, unknown> | undefined]> = [];
+    const r = new Reconciler(maps, { ...quiet, warn: (msg, fields) => warnings.push([msg, fields]) });
     const res = syncChecked(maps, r, plans(maglevFe('ns/web', '198.18.1.1', BACKENDS), maglevFe('ns/api', '198.18.1.3', BACKENDS.slice(0, 2))), true);
     assert.equal(res.ok, true);
     assert.equal(maps.maglev.size, 1);
     const s = res.skipped.filter((x) => /kpr_maglev is full/.test(x.reason));
     assert.equal(s.length, 1, JSON.stringify(res.skipped));
+    const w = warnings.filter(([msg]) => /kpr_maglev is full/.test(msg));
+    assert.equal(w.length, 1);
+    assert.deepEqual([w[0][1]?.frontends, w[0][1]?.capacity], [1, 1]);
   });
 });
