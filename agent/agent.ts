@@ -118,6 +118,8 @@ export class Agent {
       svcMeta: dp.maps.svcMeta,
       svcStats: dp.maps.svcStats,
       srcRange: dp.maps.srcRange,
+      maglev: dp.maps.maglev,
+      maglevRef: dp.maps.maglevRef,
       writer: this.writer,
     });
     // Frontend ids 1 .. n-1 index kpr_svc_stats and name kpr_svc_meta (n: map-sizes.ts frontendCapacity).
@@ -145,7 +147,7 @@ export class Agent {
       nodeName: cfg.nodeName,
       syncPeriodMs: cfg.syncPeriodMs,
       minSyncPeriodMs: cfg.minSyncPeriodMs,
-      plan: { nodePortAddresses: cfg.nodePortAddresses, sourceRangesForAllExternal: cfg.sourceRangesAllExternal, externalIPCidrs: cfg.externalIPCidrs },
+      plan: { nodePortAddresses: cfg.nodePortAddresses, sourceRangesForAllExternal: cfg.sourceRangesAllExternal, externalIPCidrs: cfg.externalIPCidrs, lbAlgorithm: cfg.lbAlgorithm },
       log,
       // kpr_config is the node datapath's: the periodic read-back repairs it too.
       // Attachments too: each periodic resync checks them against the kernel and attaches again what is missing.

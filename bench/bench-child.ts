@@ -108,7 +108,7 @@ export const quiet: QuietLog = { info() {}, warn() {}, error() {}, debug() {}, c
 
 export interface StandaloneMaps {
   /** The maps the reconciler writes, created (not pinned) with the measured build's layouts, at the agent's default sizes. */
-  set: { svc: BpfMap; backend: BpfMap; vip: BpfMap; affinityMatch: BpfMap; svcMeta: BpfMap; srcRange: BpfMap };
+  set: { svc: BpfMap; backend: BpfMap; vip: BpfMap; affinityMatch: BpfMap; svcMeta: BpfMap; srcRange: BpfMap; maglev: BpfMap; maglevRef: BpfMap };
   writer: BatchWriter;
   /** Closes the writer and every map. */
   close(): void;
@@ -130,6 +130,9 @@ export function standaloneMaps(root: string, native: typeof import('../native/in
     affinityMatch: native.BpfMap.create(M.HASH, L.AFFINITY_MATCH_KEY.size, 1, sizes.backends, 'kpr_aff_match'),
     svcMeta: native.BpfMap.create(M.HASH, 4, L.SVC_META.size, sizes.frontends, 'kpr_svc_meta'),
     srcRange: native.BpfMap.create(M.HASH, L.SRC_RANGE_KEY.size, 1, 16, 'kpr_src_range'),
+    // The Maglev maps (builds before layout.ts exported MAGLEV_KEY ignore them): 16 chunks, the scenario has no Maglev Service.
+    maglev: native.BpfMap.create(M.HASH, 8, 2048, 16, 'kpr_maglev'),
+    maglevRef: native.BpfMap.create(M.HASH, 8, 8, 16, 'kpr_maglev_ref'),
     // The per-frontend counters, whose slots a frontend's first name zeroes (the agent's maps have them;
     // builds before layout.ts exported SVC_STAT run without).
     ...('SVC_STAT' in L ? { svcStats: native.BpfMap.create(M.PERCPU_ARRAY, 4, L.SVC_STAT.size, sizes.frontends, 'kpr_svc_stats') } : {}),

@@ -66,8 +66,49 @@ static __always_inline bool kpr_sock_skip(struct bpf_sock_addr *ctx, const struc
  * a slot or backend vanished underneath us. Each outcome is one kpr monitor
  * event (`hook`: which program asks).
  */
+/*
+ * The flow Maglev hashes on the socket path: the socket's own address and
+ * port, as far as it has them, and the destination. A socket has a source
+ * port once bound (an explicit bind, or UDP's autobind before its first
+ * datagram, so every sendmsg); before that (a plain TCP or connected-UDP
+ * connect) there is nothing to keep consistent across nodes and the hook
+ * returns false: the frontend's Maglev selection falls back to random
+ * (KPR_STAT_MAGLEV_SOCK_UNBOUND; docs/semantics.md rule 40). The source
+ * address is the one bound, zero when the socket is bound to any address.
+ */
+static __always_inline bool kpr_sock_flow(struct bpf_sock_addr *ctx, const struct kpr_dst *dst, __be32 *saddr,
+					  struct kpr_flow *flow)
+{
+	struct bpf_sock *sk = ctx->sk;
+	__u32 sport;
+
+	if (!sk)
+		return false;
+	sport = sk->src_port;
+	if (sport == 0 || sport > 0xffff)
+		return false;
+	if (sk->family == AF_INET) {
+		__be32 v4 = sk->src_ip4;
+
+		kpr_addr_from_v4(saddr, v4);
+	} else {
+		saddr[0] = sk->src_ip6[0];
+		saddr[1] = sk->src_ip6[1];
+		saddr[2] = sk->src_ip6[2];
+		saddr[3] = sk->src_ip6[3];
+	}
+	flow->saddr = saddr;
+	flow->daddr = dst->addr;
+	flow->sport = bpf_htons((__u16)sport);
+	flow->dport = dst->port;
+	flow->proto = dst->proto;
+	return true;
+}
+
 static __always_inline int kpr_xlate_fwd(struct bpf_sock_addr *ctx, struct kpr_dst *dst, __u32 stat_id, __u8 hook)
 {
+	struct kpr_flow flow = {};
+	__be32 saddr[4] = {};
 	struct kpr_affinity_key client = {};
 	struct kpr_revnat_key rkey = {};
 	struct kpr_revnat_val rval = {};
@@ -113,7 +154,9 @@ static __always_inline int kpr_xlate_fwd(struct bpf_sock_addr *ctx, struct kpr_d
 		client.netns_cookie = bpf_get_netns_cookie(ctx);
 		now = bpf_ktime_get_ns();
 	}
-	be = kpr_lb_select_backend(&key, svc, &client, now, &backend_id, &ev_flags, &slot);
+	be = kpr_lb_select_backend(&key, svc, &client,
+				   kpr_svc_algorithm(svc) == KPR_SVC_ALG_MAGLEV && kpr_sock_flow(ctx, dst, saddr, &flow) ? &flow : NULL,
+				   now, &backend_id, &ev_flags, &slot);
 	if (!be) {
 		kpr_count(KPR_STAT_BACKEND_MISSING);
 		kpr_emit(ctx, hook, KPR_EV_BACKEND_MISSING, ev_flags, &key, svc, NULL, backend_id, NULL, 0, 0);

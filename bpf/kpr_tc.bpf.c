@@ -70,6 +70,8 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 					const struct kpr_config *cfg, __u64 now)
 {
 	struct kpr_affinity_key client = {};
+	struct kpr_flow flow = {};
+	__be32 no_addr[4] = {};
 	struct kpr_ct_val fwd = {}, rev;
 	struct kpr_ct_key k;
 	struct kpr_svc_key key;
@@ -116,7 +118,17 @@ static __always_inline int kpr_new_flow(struct __sk_buff *skb, struct kpr_pkt *p
 	}
 	/* Affinity by client address (netns cookie 0), as kube-proxy's ClientIP. */
 	kpr_addr_copy(client.client, p->saddr);
-	be = kpr_lb_select_backend(&key, svc, &client, now, &backend_id, &ev_flags, &slot);
+	/*
+	 * Maglev hashes the packet's 5-tuple; a NodePort frontend's leaves out
+	 * the destination address, which is this node's own, so every node picks
+	 * the same backend for a client's flow (docs/semantics.md rule 40).
+	 */
+	flow.saddr = p->saddr;
+	flow.daddr = (svc->flags & KPR_SVC_F_NODE_PORT) ? no_addr : p->daddr;
+	flow.sport = p->sport;
+	flow.dport = p->dport;
+	flow.proto = p->proto;
+	be = kpr_lb_select_backend(&key, svc, &client, &flow, now, &backend_id, &ev_flags, &slot);
 	/*
 	 * tc cannot serve the node itself (a hostNetwork endpoint, kpr_masq.h):
 	 * the server's answers leave the node without passing a kpr program, so

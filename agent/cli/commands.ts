@@ -166,6 +166,7 @@ The map sizes come from the same flags as the agent's, so run it with the agent'
       { name: 'map-size-frontends', value: 'N', help: "as the agent's: frontend ids" },
       { name: 'map-size-backends', value: 'N', help: "as the agent's: kpr_backend and kpr_aff_match entries" },
       { name: 'map-size-source-ranges', value: 'N', help: "as the agent's: kpr_src_range entries" },
+      { name: 'lb-algorithm', value: 'ALG', help: "as the agent's: random or maglev, the node's default backend selection (a Service's kpr.dev/lb-algorithm annotation overrides it)" },
       OUTPUT,
     ],
     problem: 'a manifest or the config file cannot be read or parsed',

@@ -108,6 +108,20 @@ const ROWS: { [I in MapId]: Rows<KeyOf<I>, ValueOf<I>> } = {
     about: 'loadBalancerSourceRanges: (frontend id, CIDR) allowed',
     key: (k) => ({ id: k.frontendId, cidr: k.cidr }),
   },
+  maglev: {
+    about: 'Maglev tables: (table id, chunk) -> 1024 entries, each the slot (1..count) a flow hashing there takes; trailing zeros (past M) left out',
+    key: (k) => ({ tableId: k.tableId, chunk: k.chunk }),
+    value: (v) => {
+      let end = v.length;
+      while (end > 0 && v[end - 1] === 0) end--;
+      return { slots: Array.from(v.subarray(0, end)) };
+    },
+  },
+  maglevRef: {
+    about: 'Maglev entry sets: (frontend id, scope) -> table id and size M',
+    key: (k) => ({ id: k.frontendId, scope: scopeName(k.scope) }),
+    value: (v) => ({ tableId: v.tableId, m: v.m }),
+  },
   svcCidr: {
     about: 'service ranges (ServiceCIDR objects or --service-cluster-ip-range): their unallocated addresses are refused/dropped',
     key: (k) => ({ cidr: k.cidr }),

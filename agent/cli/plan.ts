@@ -44,6 +44,8 @@ interface FrontendJson {
   affinityTimeoutSeconds: number;
   sourceRanges: string[];
   internalBackends?: Array<{ address: string; port: number }>;
+  /** 'maglev' when the Service selects by Maglev (rule 40 of docs/semantics.md); absent: random. */
+  lbAlgorithm?: 'maglev';
 }
 
 export interface PlanJson {
@@ -68,6 +70,7 @@ function frontendJson(f: PlanFrontend): FrontendJson {
     sourceRanges: f.sourceRanges,
   };
   if (f.internalBackends) out.internalBackends = f.internalBackends.map(backendJson);
+  if (f.lbAlgorithm) out.lbAlgorithm = f.lbAlgorithm;
   return out;
 }
 
@@ -160,7 +163,7 @@ export function planMapSizes(values: Readonly<Record<string, unknown>>): PlanMap
   };
 }
 
-export function planJson(opts: { nodeName: string; files: string[]; nodePortAddresses?: string[]; sourceRangesForAllExternal?: boolean; externalIPCidrs?: string[]; mapSizes?: PlanMapSizes }): PlanJson {
+export function planJson(opts: { nodeName: string; files: string[]; nodePortAddresses?: string[]; sourceRangesForAllExternal?: boolean; externalIPCidrs?: string[]; mapSizes?: PlanMapSizes; lbAlgorithm?: 'random' | 'maglev' }): PlanJson {
   const skipped: SkippedObject[] = [];
   const manifests = loadManifests(opts.files, skipped);
   const { services, slices, node } = classify(manifests, opts.nodeName, skipped);
@@ -172,6 +175,7 @@ export function planJson(opts: { nodeName: string; files: string[]; nodePortAddr
     nodePortAddresses: opts.nodePortAddresses,
     sourceRangesForAllExternal: opts.sourceRangesForAllExternal,
     externalIPCidrs: opts.externalIPCidrs,
+    lbAlgorithm: opts.lbAlgorithm,
   });
   // What the agent's reconciler makes of the plan: ownership, limits, admission (dry-run.ts).
   const plans = new Map<string, PlanFrontend[]>();
@@ -193,7 +197,7 @@ export function formatPlanTable(p: PlanJson): string {
   for (const f of p.frontends) {
     const backends = f.backends.length ? f.backends.map((b) => hostPort(b.address, b.port)).join(',') : '(none)';
     const internal = f.internalBackends ? ` in-node: ${f.internalBackends.map((b) => hostPort(b.address, b.port)).join(',') || '(none)'}` : '';
-    const ranges = f.sourceRanges.length ? ` from ${f.sourceRanges.join(',')}` : '';
+    const ranges = (f.sourceRanges.length ? ` from ${f.sourceRanges.join(',')}` : '') + (f.lbAlgorithm ? ` (${f.lbAlgorithm})` : '');
     rows.push([
       f.service,
       f.portName || '-',
@@ -236,6 +240,7 @@ function agentFileSettings(files: string[], warn: (line: string) => void) {
     nodePortAddresses: commaList(str('node-port-addresses') === undefined ? undefined : [str('node-port-addresses')!]),
     externalIPCidrs: commaList(str('external-ip-cidrs') === undefined ? undefined : [str('external-ip-cidrs')!]),
     sourceRangesAllExternal: values['source-ranges-all-external'] === true ? true : undefined,
+    lbAlgorithm: str('lb-algorithm'),
   };
 }
 
@@ -278,7 +283,10 @@ export function planCommand(argv: string[], warn: (line: string) => void = (line
   } catch (err) {
     throw new UsageError(`plan: ${(err as Error).message}`, 'plan');
   }
+  const lbAlgorithm = (values['lb-algorithm'] as string | undefined) ?? file?.lbAlgorithm ?? 'random';
+  if (lbAlgorithm !== 'random' && lbAlgorithm !== 'maglev') throw new UsageError(`plan: invalid --lb-algorithm "${lbAlgorithm}" (random or maglev)`, 'plan');
   const p = planJson({
+    lbAlgorithm,
     nodeName,
     mapSizes,
     files: values.file,

@@ -9,8 +9,12 @@ import {
   FE_TYPE,
   IPPROTO,
   SCOPE,
+  SVC_ALG,
+  SVC_ALG_MASK,
+  SVC_ALG_SHIFT,
   SVC_FLAG,
   decodeAddr,
+  svcAlgOf,
   mapCodecs,
   type SvcKey,
   type SvcMeta,
@@ -76,9 +80,28 @@ export function bitNames(flags: number, table: Record<string, number>): string[]
 
 const flagCache = new Map<number, string[]>();
 
+const ALG_NAMES = new Map<number, string>(Object.entries(SVC_ALG).map(([name, v]) => [v, name.toLowerCase()]));
+
+/** The selection algorithm of a master's flags by name ("random", "maglev"; "alg-N" for one this build does not know). */
+export function algorithmName(flags: number): string {
+  const alg = svcAlgOf(flags);
+  return ALG_NAMES.get(alg) ?? `alg-${alg}`;
+}
+
+/**
+ * A master's flags by name; a known selection algorithm other than random
+ * (bits 12-15) as "lb-<name>", so random frontends read as before and an
+ * algorithm this build does not know shows as its bits.
+ */
 export function flagNames(flags: number): string[] {
   let names = flagCache.get(flags);
-  if (!names) flagCache.set(flags, (names = bitNames(flags, SVC_FLAG)));
+  if (!names) {
+    const alg = svcAlgOf(flags);
+    const known = alg !== SVC_ALG.RANDOM && ALG_NAMES.has(alg);
+    names = bitNames(known ? flags & ~(SVC_ALG_MASK << SVC_ALG_SHIFT) : flags, SVC_FLAG);
+    if (known) names.push(`lb-${ALG_NAMES.get(alg)}`);
+    flagCache.set(flags, names);
+  }
   return [...names];
 }
 

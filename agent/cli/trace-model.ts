@@ -20,17 +20,23 @@ import {
   CT_FLAG,
   IPPROTO,
   SCOPE,
+  SVC_ALG,
   SVC_FLAG,
   VIP_FLAG,
+  encodeAddr,
+  svcAlgOf,
   type AffinityKey,
   type AffinityVal,
   type Backend,
   type CtKey,
   type CtVal,
   type KprConfig,
+  type MaglevRef,
   type SvcMeta,
   type SvcVal,
 } from '../maps/layout.js';
+import { MAGLEV_CHUNK_ENTRIES } from '../maps/registry.js';
+import { slotOf, tupleHash } from '../lb/maglev-hash.js';
 import { formatAddress } from '../net/listen-address.js';
 import { flagNames, frontendTypeName, scopeName } from './service-view.js';
 
@@ -64,10 +70,14 @@ export interface TraceMaps {
   /** ORIGINAL-direction conntrack entries from `from` (any source port when absent) to `to`. */
   conntrack(from: { addr: string; port?: number }, to: { addr: string; port: number }, proto: number): Array<{ key: CtKey; val: CtVal }>;
   config(): KprConfig | undefined;
+  /** kpr_maglev_ref: the Maglev table of an entry set (undefined: none, or no such map on this node). */
+  maglevRef(frontendId: number, scope: number): MaglevRef | undefined;
+  /** kpr_maglev: one chunk of a Maglev table. */
+  maglevChunk(tableId: number, chunk: number): Uint16Array | undefined;
 }
 
 export interface TraceStep {
-  step: 'conntrack' | 'frontend' | 'address' | 'source-ranges' | 'backends' | 'affinity' | 'nat' | 'mode' | 'sctp';
+  step: 'conntrack' | 'frontend' | 'address' | 'source-ranges' | 'backends' | 'affinity' | 'maglev' | 'nat' | 'mode' | 'sctp';
   /** One line a person reads. */
   result: string;
   /** The same in fields, for -o json. */
@@ -100,6 +110,13 @@ export function hostPort(addr: string, port: number | undefined): string {
 }
 
 const NS_PER_S = 1_000_000_000n;
+
+/** An address as the 16 bytes the maps and the flow hash use (IPv4 mapped). */
+function addrBytes(addr: string): Uint8Array {
+  const b = Buffer.alloc(16);
+  encodeAddr(addr, b, 0);
+  return new Uint8Array(b);
+}
 
 function seconds(ns: bigint): number {
   return Number((ns * 10n) / NS_PER_S) / 10;
@@ -270,6 +287,33 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
     steps.push({ step: 'affinity', result: 'none (sessionAffinity None)', detail: { hit: false } });
   }
 
+  // Maglev (rule 40 of docs/semantics.md): the flow's slot in the entry set's table, when the tuple is known.
+  let maglevPick: TraceBackend | undefined;
+  if (!chosen && svcAlgOf(master.flags) === SVC_ALG.MAGLEV) {
+    const ref = maps.maglevRef(master.frontendId, scope);
+    const known = q.path === 'tc' && q.from?.port !== undefined;
+    if (!ref) {
+      steps.push({ step: 'maglev', result: 'Maglev frontend without a table (kpr_maglev_ref): chosen at random (kpr_datapath_maglev_random_fallbacks_total{reason="no_table"})', detail: { table: null } });
+    } else if (!known) {
+      const why = q.path === 'socket' ? 'the socket path hashes the connecting socket\'s bound source; an unbound socket\'s connect is chosen at random' : 'give --from ADDR:PORT for the backend of one flow';
+      steps.push({ step: 'maglev', result: `table ${ref.tableId} (M=${ref.m}): ${why}`, detail: { tableId: ref.tableId, m: ref.m } });
+    } else {
+      const from = q.from!;
+      const nodePort = (master.flags & SVC_FLAG.NODE_PORT) !== 0;
+      const hash = tupleHash({ saddr: addrBytes(from.addr), daddr: nodePort ? new Uint8Array(16) : addrBytes(q.to.addr), sport: from.port!, dport: q.to.port, proto });
+      const index = slotOf(hash, ref.m);
+      const slot = maps.maglevChunk(ref.tableId, Math.floor(index / MAGLEV_CHUNK_ENTRIES))?.[index % MAGLEV_CHUNK_ENTRIES] ?? 0;
+      maglevPick = slot >= 1 && slot <= master.count ? backends[slot - 1] : undefined;
+      steps.push({
+        step: 'maglev',
+        result: maglevPick
+          ? `hash 0x${hash.toString(16).padStart(8, '0')} -> entry ${index} of table ${ref.tableId} (M=${ref.m}) -> slot ${slot}: ${hostPort(maglevPick.address, maglevPick.port)}`
+          : `hash 0x${hash.toString(16).padStart(8, '0')} -> entry ${index} of table ${ref.tableId} (M=${ref.m}): slot ${slot} is not one of the ${master.count}: chosen at random`,
+        detail: { tableId: ref.tableId, m: ref.m, hash, entry: index, slot, nodePortHash: nodePort },
+      });
+    }
+  }
+
   // NAT on the tc path.
   if (q.path === 'tc') {
     const snatV = q.to.addr.includes(':') ? cfg?.snatV6 : cfg?.snatV4;
@@ -283,7 +327,9 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
 
   const all = backends.filter((b) => b.address !== '?').map((b) => hostPort(b.address, b.port));
   if (chosen) return done('translated', `affinity: a new connection goes to ${hostPort(chosen.address, chosen.port)}`, { backend: hostPort(chosen.address, chosen.port) });
+  if (maglevPick) return done('translated', `Maglev: a new connection of this flow goes to ${hostPort(maglevPick.address, maglevPick.port)} on every node with the same backends`, { backend: hostPort(maglevPick.address, maglevPick.port) });
   const each = master.count === 1 ? '' : ` (each 1/${master.count})`;
+  if (svcAlgOf(master.flags) === SVC_ALG.MAGLEV && q.path === 'tc') return done('translated', `a new connection goes to one of ${master.count} backend${master.count === 1 ? '' : 's'}, by its 5-tuple's Maglev hash`, { backends: all });
   return done('translated', `a new connection goes to one of ${master.count} backend${master.count === 1 ? '' : 's'} at random${each}`, { backends: all });
 }
 

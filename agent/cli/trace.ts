@@ -107,6 +107,12 @@ class PinnedTraceMaps implements TraceMaps {
   config() {
     return this.get<number, ReturnType<TraceMaps['config']>>('config', 0);
   }
+  maglevRef(frontendId: number, scope: number) {
+    return this.get<unknown, ReturnType<TraceMaps['maglevRef']>>('maglevRef', { frontendId, scope }, true);
+  }
+  maglevChunk(tableId: number, chunk: number) {
+    return this.get<unknown, Uint16Array>('maglev', { tableId, chunk }, true);
+  }
 
   close(): void {
     for (const m of this.open.values()) m?.close();

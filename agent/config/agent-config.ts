@@ -52,6 +52,8 @@ export interface AgentConfig {
   externalIPCidrs: string[];
   /** Apply loadBalancerSourceRanges to NodePorts and externalIPs as well. */
   sourceRangesAllExternal: boolean;
+  /** --lb-algorithm: the node's default backend selection; a Service's annotation overrides it (rule 40 of docs/semantics.md). */
+  lbAlgorithm: 'random' | 'maglev';
   /**
    * --service-cluster-ip-range's entries, as given: the service ranges where
    * the API serves no ServiceCIDR. Checked by agent/plan/service-ranges.ts
@@ -162,6 +164,9 @@ export const USAGE = `Usage: kpr-agent [flags]
                            addresses of a range are refused (socket hooks) and dropped (tc) (default: none)
   --socket-lb-host-only    service-mesh mode: socket hooks serve only host processes; pod traffic is balanced by tc
   --source-ranges-all-external  enforce loadBalancerSourceRanges on NodePorts and externalIPs too
+  --lb-algorithm ALG       random|maglev: how a new connection picks a backend; maglev gives every node the same
+                           backend for a client's flow; a Service's kpr.dev/lb-algorithm annotation overrides it
+                           (default: random)
   --service-counters B     true|false: per-Service datapath counters, kpr_service_*_total (default: true)
   --masquerade-pod-traffic B  true|false: a pod's traffic to a NodePort, LoadBalancer IP or externalIP of an
                            externalTrafficPolicy=Cluster Service, and hairpin traffic, reach the endpoint from a node
@@ -183,6 +188,8 @@ export const USAGE = `Usage: kpr-agent [flags]
   --map-size-conntrack N   kpr_ct entries, flows on the tc path (LRU; default: from --conntrack-* as kube-proxy's
                            nf_conntrack_max)
   --map-size-source-ranges N  kpr_src_range entries, loadBalancerSourceRanges CIDRs per frontend (default: 16384)
+  --map-size-maglev N      kpr_maglev entries, Maglev table chunks of 1024 slots, 2 KiB each, preallocated
+                           (default: 4096)
   --bpf-map-dynamic-size-ratio R  size kpr_ct, kpr_revnat and kpr_affinity from R x the node's memory (0-1, e.g.
                            0.0025; never below their defaults; default 0: off)
   --conntrack-max-per-core N  kpr_ct = max(N x CPUs, --conntrack-min), as kube-proxy (default: ${CONNTRACK_MAX_PER_CORE_DEFAULT};
@@ -247,6 +254,7 @@ export const AGENT_FLAGS = {
   'service-cluster-ip-range': { type: 'string', default: '' },
   'socket-lb-host-only': { type: 'boolean', default: false },
   'source-ranges-all-external': { type: 'boolean', default: false },
+  'lb-algorithm': { type: 'string', default: 'random' },
   'service-counters': { type: 'string', default: 'true' },
   'masquerade-pod-traffic': { type: 'string', default: 'true' },
   'ct-tcp-timeout': { type: 'string', default: '86400s' },
@@ -263,6 +271,7 @@ export const AGENT_FLAGS = {
   'map-size-affinity': { type: 'string' },
   'map-size-conntrack': { type: 'string' },
   'map-size-source-ranges': { type: 'string' },
+  'map-size-maglev': { type: 'string' },
   'bpf-map-dynamic-size-ratio': { type: 'string', default: '0' },
   'conntrack-max-per-core': { type: 'string', default: String(CONNTRACK_MAX_PER_CORE_DEFAULT) },
   'conntrack-min': { type: 'string', default: String(CONNTRACK_MIN_DEFAULT) },
@@ -270,6 +279,11 @@ export const AGENT_FLAGS = {
   v: { type: 'string', short: 'v' },
   help: { type: 'boolean', short: 'h' },
 } satisfies FlagTable;
+
+function lbAlgorithm(text: string): 'random' | 'maglev' {
+  if (text === 'random' || text === 'maglev') return text;
+  throw new Error(`invalid --lb-algorithm "${text}" (random or maglev)`);
+}
 
 function trueOrFalse(text: string, flag: string): boolean {
   if (text === 'true') return true;
@@ -329,6 +343,7 @@ export function parseAgentArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     externalIPCidrs: cidrList(values['external-ip-cidrs'], '--external-ip-cidrs'),
     socketLbHostOnly: values['socket-lb-host-only'] ?? false,
     sourceRangesAllExternal: values['source-ranges-all-external'] ?? false,
+    lbAlgorithm: lbAlgorithm(values['lb-algorithm']!),
     serviceClusterIPRange: list(values['service-cluster-ip-range']),
     serviceCounters: trueOrFalse(values['service-counters']!, '--service-counters'),
     masqueradePodTraffic: trueOrFalse(values['masquerade-pod-traffic']!, '--masquerade-pod-traffic'),

@@ -11,7 +11,7 @@ const statIndex = mapCodecs(MAPS.stats).key;
 
 export interface StatMetric {
   /** Prometheus metric name (without the kpr_datapath_ prefix and _total suffix). */
-  metric: 'translations' | 'refusals' | 'backend_missing' | 'drops' | 'tc_packets' | 'affinity_hits' | 'sockets_destroyed' | 'conntrack_lost_flows' | 'conntrack_reply_restored' | 'snat_port_skips' | 'snat_ports_exhausted' | 'monitor_events_lost' | 'masquerade' | 'other';
+  metric: 'translations' | 'refusals' | 'backend_missing' | 'drops' | 'tc_packets' | 'affinity_hits' | 'sockets_destroyed' | 'conntrack_lost_flows' | 'conntrack_reply_restored' | 'snat_port_skips' | 'snat_ports_exhausted' | 'monitor_events_lost' | 'masquerade' | 'maglev_random_fallbacks' | 'other';
   /** The label of this slot, if the metric has one. */
   label?: { name: 'path' | 'reason' | 'action' | 'stat'; value: string };
 }
@@ -46,6 +46,8 @@ export const STAT_METRICS: Partial<Record<keyof typeof STAT, StatMetric>> = {
   TC_SNAT_EXHAUSTED: { metric: 'snat_ports_exhausted' },
   SOCK_MASQ_DIVERT: { metric: 'masquerade', label: { name: 'action', value: 'socket_divert' } },
   TC_MASQ_SNAT: { metric: 'masquerade', label: { name: 'action', value: 'tc_snat' } },
+  MAGLEV_FALLBACK: { metric: 'maglev_random_fallbacks', label: { name: 'reason', value: 'no_table' } },
+  MAGLEV_SOCK_UNBOUND: { metric: 'maglev_random_fallbacks', label: { name: 'reason', value: 'socket_unbound' } },
 };
 
 export const STAT_METRIC_HELP: Record<StatMetric['metric'], string> = {
@@ -68,6 +70,8 @@ export const STAT_METRIC_HELP: Record<StatMetric['metric'], string> = {
     'Datapath events kpr monitor did not see: recorded while it ran, but its ring buffer (kpr_events) was full, the reader behind. The decisions themselves are unaffected.',
   masquerade:
     'Pod traffic masqueraded where kube-proxy masquerades it (--masquerade-pod-traffic): socket_divert, pod TCP connections the socket hooks left untranslated for the tc path; tc_snat, new pod flows the tc path SNATed to the node (an external address of an eTP=Cluster Service, or hairpin).',
+  maglev_random_fallbacks:
+    'Backend choices for a Maglev frontend made at random instead, by reason: no_table (its table, or the entry a flow hashed to, was missing or named a slot past the frontend\'s count: a race with the agent rewriting it), socket_unbound (the socket path, for a socket with no source port yet: a plain connect; docs/semantics.md rule 40).',
   other: 'Datapath counters without a metric of their own yet, by enum kpr_stat name.',
 };
 

@@ -41,12 +41,15 @@
  * --service-counters=false, which never reads them) and kpr_vip (an address
  * has at least one frontend), so none of them can fill before the ids run out.
  *
+ * kpr_maglev_ref (one entry per Maglev entry set, allocated on insert)
+ * takes twice the frontend ids: an id has at most two entry sets.
+ *
  * Not configurable: kpr_term (a scratch list of one UDP termination run),
  * kpr_config and kpr_stats (arrays of fixed meaning).
  */
 import { MAPS, type MapId } from '../maps/registry.js';
 
-export type MapSizeSetting = 'services' | 'frontends' | 'backends' | 'revnat' | 'affinity' | 'conntrack' | 'sourceRanges';
+export type MapSizeSetting = 'services' | 'frontends' | 'backends' | 'revnat' | 'affinity' | 'conntrack' | 'sourceRanges' | 'maglev';
 
 export interface MapSizeSettingSpec {
   /** The agent flag (and --config key). */
@@ -65,6 +68,7 @@ export const MAP_SIZE_SETTINGS: Readonly<Record<MapSizeSetting, MapSizeSettingSp
   affinity: { flag: 'map-size-affinity', maps: ['affinity'], what: 'kpr_affinity: one per (client, Service) with sessionAffinity ClientIP (LRU)' },
   conntrack: { flag: 'map-size-conntrack', maps: ['ct'], what: 'kpr_ct: one per flow on the tc path (LRU)' },
   sourceRanges: { flag: 'map-size-source-ranges', maps: ['srcRange'], what: 'kpr_src_range: one per (frontend, loadBalancerSourceRanges CIDR)' },
+  maglev: { flag: 'map-size-maglev', maps: ['maglev'], what: 'kpr_maglev: Maglev table chunks of 1,024 entries (2 KiB each, preallocated); a table of M entries takes ceil(M/1024), shared by frontends with the same backends' },
 };
 
 export const MAP_SIZE_SETTING_NAMES = Object.keys(MAP_SIZE_SETTINGS) as MapSizeSetting[];
@@ -219,6 +223,8 @@ export function computeMapSizes(opts: MapSizeOptions, host: HostFacts): MapSizeP
     byMapName[MAPS[id].name] = Math.min(roundUpTo(withHeadroom, host.possibleCpus), roundDownTo(MAP_SIZE_MAX, host.possibleCpus));
   }
   if (opts.serviceCounters === false) byMapName[MAPS.svcStats.name] = 1;
+  // One Maglev table reference per entry set: at most two (EXTERNAL, INTERNAL) per frontend id. Allocated on insert.
+  byMapName[MAPS.maglevRef.name] = Math.min(2 * settings.frontends.entries, MAP_SIZE_MAX);
   return { settings, frontends: settings.frontends.entries, byMapName };
 }
 

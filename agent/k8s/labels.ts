@@ -19,6 +19,16 @@ export const KEPT_LABELS: readonly string[] = [LABEL_SERVICE_NAME, LABEL_SERVICE
 /**
  * On an EndpointSlice: when the change that caused it happened, set by the
  * EndpointSlice controller (network programming latency, metrics/change-tracker.ts).
- * The one annotation kpr reads.
  */
 export const ANNOTATION_LAST_CHANGE_TRIGGER_TIME = 'endpoints.kubernetes.io/last-change-trigger-time';
+
+/**
+ * On a Service: its backend selection algorithm, `random` or `maglev`,
+ * over the node-wide --lb-algorithm (rule 40 of docs/semantics.md).
+ */
+export const ANNOTATION_LB_ALGORITHM = 'kpr.dev/lb-algorithm';
+/** Cilium's name for the same annotation (since Cilium 1.17), accepted as an alias; kpr's own wins when both are set. */
+export const ANNOTATION_CILIUM_LB_ALGORITHM = 'service.cilium.io/lb-algorithm';
+
+/** The annotations the watch keeps (every other is dropped on arrival). */
+export const KEPT_ANNOTATIONS: readonly string[] = [ANNOTATION_LAST_CHANGE_TRIGGER_TIME, ANNOTATION_LB_ALGORITHM, ANNOTATION_CILIUM_LB_ALGORITHM];

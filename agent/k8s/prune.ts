@@ -29,10 +29,21 @@ import {
   V1ServiceSpec,
   V1ServiceStatus,
 } from '@kubernetes/client-node';
-import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME, KEPT_LABELS } from './labels.js';
+import { KEPT_ANNOTATIONS, KEPT_LABELS } from './labels.js';
 import { CachedEndpoint, CompactEndpointSlice, internConditions, packOf } from './compact-slice.js';
 
 export { CachedEndpoint, CompactEndpointSlice, internConditions } from './compact-slice.js';
+
+/** The annotations kpr reads (labels.ts KEPT_ANNOTATIONS), or undefined when there are none: most objects carry none of them. */
+function keptAnnotations(all: Record<string, string> | undefined): Record<string, string> | undefined {
+  if (!all) return undefined;
+  let out: Record<string, string> | undefined;
+  for (const name of KEPT_ANNOTATIONS) {
+    const v = all[name];
+    if (v !== undefined) (out ??= {})[name] = v;
+  }
+  return out;
+}
 
 interface KeptMeta {
   /** The Node keeps every label (its zone label feeds topology hints) and its deletionTimestamp. */
@@ -48,8 +59,7 @@ function pruneMeta(md: V1ObjectMeta | undefined, keep: KeptMeta = {}): V1ObjectM
   m.namespace = internName(md?.namespace);
   m.resourceVersion = md?.resourceVersion;
   m.labels = keep.node ? md?.labels : keptLabels(md?.labels);
-  const t = md?.annotations?.[ANNOTATION_LAST_CHANGE_TRIGGER_TIME];
-  m.annotations = t === undefined ? undefined : { [ANNOTATION_LAST_CHANGE_TRIGGER_TIME]: t };
+  m.annotations = keptAnnotations(md?.annotations);
   if (keep.node && md?.deletionTimestamp) m.deletionTimestamp = md.deletionTimestamp;
   if (keep.created && md?.creationTimestamp !== undefined) m.creationTimestamp = md.creationTimestamp;
   return m;

@@ -247,6 +247,14 @@ export function maglevTable(backends: readonly MaglevBackendInput[], sizing: Mag
   return build(prepare(backends, sizing));
 }
 
+/**
+ * What the table of `backends` is a function of (MaglevTable.key), without
+ * computing it: M and the normalised backends (a RangeError as maglevTable).
+ */
+export function maglevTableKey(backends: readonly MaglevBackendInput[], sizing: MaglevSizing = MAGLEV_DEFAULT_SIZING): string {
+  return prepare(backends, sizing).key;
+}
+
 /** The index in `table.backends` a flow hash (maglev-hash.ts tupleHash) picks; -1 for an empty table. */
 export function pickBackend(table: MaglevTable, flowHash: number): number {
   return table.m === 0 ? -1 : table.entries[slotOf(flowHash, table.m)];

@@ -179,6 +179,8 @@ export interface DatapathMapSet {
   affinityMatch: BpfMap;
   svcMeta: BpfMap;
   srcRange: BpfMap;
+  maglev: BpfMap;
+  maglevRef: BpfMap;
   /** kpr_svc_stats: when given, a frontend id's counters restart when it gets a (new) name. */
   svcStats?: BpfMap;
   /** Runs large update batches on a thread of its own (see QUEUE_MIN_ENTRIES); without it every call is synchronous. */
@@ -192,6 +194,8 @@ export class BpfDatapathMaps extends TableDatapathMaps implements DatapathMaps {
   private readonly srcRangeMap: BpfMap;
   private readonly vipMap: BpfMap;
   private readonly svcMetaMap: BpfMap;
+  private readonly maglevMap: BpfMap;
+  private readonly maglevRefMap: BpfMap;
   private readonly writer: BatchWriter | null;
   private readonly addrs = new AddrCache();
   private readonly scratch = new BatchScratch();
@@ -205,6 +209,8 @@ export class BpfDatapathMaps extends TableDatapathMaps implements DatapathMaps {
     this.srcRangeMap = m.srcRange;
     this.vipMap = m.vip;
     this.svcMetaMap = m.svcMeta;
+    this.maglevMap = m.maglev;
+    this.maglevRefMap = m.maglevRef;
     this.writer = m.writer ?? null;
     const addrs = this.addrs;
     const w: TableWriter = { flush: () => this.flush(), update: (map, keys, values, count) => this.update(map, keys, values, count) };
@@ -215,6 +221,8 @@ export class BpfDatapathMaps extends TableDatapathMaps implements DatapathMaps {
       AffinityMatches: new BpfTable(w, this.affMatchMap, MAPS.affinityMatch, keySetCodec(MAPS.affinityMatch)),
       SvcMeta: restartingCounters(new BpfTable(w, m.svcMeta, MAPS.svcMeta, keyValueCodec(MAPS.svcMeta, { key: packId, value: packSvcMeta })), m.svcStats, w),
       SrcRanges: new BpfTable(w, this.srcRangeMap, MAPS.srcRange, keySetCodec(MAPS.srcRange)),
+      Maglev: new BpfTable(w, this.maglevMap, MAPS.maglev, keyValueCodec(MAPS.maglev)),
+      MaglevRefs: new BpfTable(w, this.maglevRefMap, MAPS.maglevRef, keyValueCodec(MAPS.maglevRef)),
     };
   }
 
@@ -226,6 +234,11 @@ export class BpfDatapathMaps extends TableDatapathMaps implements DatapathMaps {
       affinityMatch: this.affMatchMap.maxEntries,
       srcRange: this.srcRangeMap.maxEntries,
     };
+  }
+
+  /** kpr_maglev's max_entries (chunks). */
+  maglevCapacity(): number {
+    return this.maglevMap.maxEntries;
   }
 
   /**
@@ -293,6 +306,16 @@ export class BpfDatapathMaps extends TableDatapathMaps implements DatapathMaps {
         return b && { ...b, valueStride: map.valueStride };
       },
     };
+  }
+
+  /** kpr_maglev's records in resumable batches, undecoded. */
+  maglevRawCursor(batchEntries: number): RawCursor {
+    return this.rawCursor(this.maglevMap, batchEntries);
+  }
+
+  /** kpr_maglev_ref's records in resumable batches, undecoded. */
+  maglevRefsRawCursor(batchEntries: number): RawCursor {
+    return this.rawCursor(this.maglevRefMap, batchEntries);
   }
 
   private rawCursor(map: BpfMap, batchEntries: number): RawCursor {

@@ -12,7 +12,7 @@
  * table of that name in TableDatapathMaps, which both implementations extend.
  */
 import type { MapCapacities } from './capacities.js';
-import type { AffinityMatchKey, Backend, SrcRangeKey, SvcKey, SvcMeta, SvcVal } from './layout.js';
+import type { AffinityMatchKey, Backend, MaglevChunk, MaglevKey, MaglevRef, MaglevRefKey, SrcRangeKey, SvcKey, SvcMeta, SvcVal } from './layout.js';
 
 /** One map in batches: `E` an entry as dumped and written, `K` what deletes it (the key). */
 export interface MapTable<E, K> {
@@ -39,10 +39,14 @@ export interface DatapathTables {
   SvcMeta: KeyValueTable<number, SvcMeta>;
   /** kpr_src_range: (frontendId, client CIDR) pairs allowed by loadBalancerSourceRanges. */
   SrcRanges: KeySetTable<SrcRangeKey>;
+  /** kpr_maglev: Maglev table chunks, (table id, chunk) → slot numbers. */
+  Maglev: KeyValueTable<MaglevKey, MaglevChunk>;
+  /** kpr_maglev_ref: (frontendId, scope) → its Maglev table and M. */
+  MaglevRefs: KeyValueTable<MaglevRefKey, MaglevRef>;
 }
 
 export type TableName = keyof DatapathTables;
-export const TABLE_NAMES: readonly TableName[] = ['Services', 'Backends', 'Vips', 'AffinityMatches', 'SvcMeta', 'SrcRanges'];
+export const TABLE_NAMES: readonly TableName[] = ['Services', 'Backends', 'Vips', 'AffinityMatches', 'SvcMeta', 'SrcRanges', 'Maglev', 'MaglevRefs'];
 
 /** A batch dump's raw records, as the kernel returned them. */
 export interface RawDump {
@@ -144,6 +148,18 @@ export interface DatapathMaps {
   /** An LPM trie, walked by key: a batch may say `restart` (the key it resumes from was deleted). */
   srcRangesRawCursor(batchEntries: number): RawCursor;
 
+  // ---- kpr_maglev, kpr_maglev_ref
+  dumpMaglev(): Array<[MaglevKey, MaglevChunk]>;
+  updateMaglev(entries: Array<[MaglevKey, MaglevChunk]>): void;
+  deleteMaglev(keys: MaglevKey[]): void;
+  maglevRawCursor(batchEntries: number): RawCursor;
+  dumpMaglevRefs(): Array<[MaglevRefKey, MaglevRef]>;
+  updateMaglevRefs(entries: Array<[MaglevRefKey, MaglevRef]>): void;
+  deleteMaglevRefs(keys: MaglevRefKey[]): void;
+  maglevRefsRawCursor(batchEntries: number): RawCursor;
+  /** kpr_maglev's max_entries (chunks): a Maglev table that does not fit is not written (its frontend is balanced at random). */
+  maglevCapacity(): number;
+
   // ---- all maps
   /** max_entries of the maps a Service's entries go to (Infinity: unlimited). */
   capacities(): MapCapacities;
@@ -222,6 +238,26 @@ export abstract class TableDatapathMaps {
   }
   deleteSrcRanges(keys: SrcRangeKey[]): void {
     this.tables.SrcRanges.delete(keys);
+  }
+
+  dumpMaglev(): Array<[MaglevKey, MaglevChunk]> {
+    return this.tables.Maglev.dump();
+  }
+  updateMaglev(entries: Array<[MaglevKey, MaglevChunk]>): void {
+    this.tables.Maglev.update(entries);
+  }
+  deleteMaglev(keys: MaglevKey[]): void {
+    this.tables.Maglev.delete(keys);
+  }
+
+  dumpMaglevRefs(): Array<[MaglevRefKey, MaglevRef]> {
+    return this.tables.MaglevRefs.dump();
+  }
+  updateMaglevRefs(entries: Array<[MaglevRefKey, MaglevRef]>): void {
+    this.tables.MaglevRefs.update(entries);
+  }
+  deleteMaglevRefs(keys: MaglevRefKey[]): void {
+    this.tables.MaglevRefs.delete(keys);
   }
 }
 

@@ -25,6 +25,10 @@ export type {
   KprConfig,
   KprEvent,
   KprMonitor,
+  MaglevChunk,
+  MaglevKey,
+  MaglevRef,
+  MaglevRefKey,
   RevNatKey,
   RevNatVal,
   SrcRangeKey,
@@ -80,7 +84,7 @@ export const SVC_FLAG = {
  * of slot 0's flags (KPR_SVC_ALG_SHIFT, KPR_SVC_ALG_MASK), spare bits, so
  * kpr_svc_val keeps its layout; svcAlgFlags() puts it there.
  */
-export const SVC_ALG = { RANDOM: 0 } as const;
+export const SVC_ALG = { RANDOM: 0, MAGLEV: 1 } as const;
 export const SVC_ALG_SHIFT = 12;
 export const SVC_ALG_MASK = 0xf;
 /** The flags bits that carry algorithm `alg` (an SVC_ALG value). */
@@ -121,6 +125,8 @@ export const STAT = {
   SOCK_MASQ_DIVERT: 24,
   TC_MASQ_SNAT: 25,
   TC_DROP_SCTP: 26,
+  MAGLEV_FALLBACK: 27,
+  MAGLEV_SOCK_UNBOUND: 28,
 } as const;
 /** Mirrors enum kpr_ct_dir. */
 export const CT_DIR = { ORIGINAL: 0, REPLY: 1 } as const;
@@ -325,6 +331,12 @@ codecs.set(R.SVC_CIDR_KEY, { size: R.SVC_CIDR_KEY.size, encode: encodeSvcCidrKey
 // ---------------------------------------------------------------- node configuration
 
 export const { encode: encodeConfig, decode: decodeConfig } = codecOf(R.CONFIG);
+/** kpr_maglev: (table id, chunk) -> KPR_MAGLEV_CHUNK slot numbers. */
+export const { encode: encodeMaglevKey, decode: decodeMaglevKey } = codecOf(R.MAGLEV_KEY);
+export const { encode: encodeMaglevChunk, decode: decodeMaglevChunk } = codecOf(R.MAGLEV_CHUNK);
+/** kpr_maglev_ref: (frontend id, scope) -> table id, M. */
+export const { encode: encodeMaglevRefKey, decode: decodeMaglevRefKey } = codecOf(R.MAGLEV_REF_KEY);
+export const { encode: encodeMaglevRef, decode: decodeMaglevRef } = codecOf(R.MAGLEV_REF);
 
 // ---------------------------------------------------------------- kpr monitor
 

@@ -116,6 +116,27 @@ export interface SrcRangeKey {
   cidr: string;
 }
 
+/** A key of kpr_maglev: one chunk of KPR_MAGLEV_CHUNK entries of a Maglev table. */
+export interface MaglevKey {
+  tableId: number;
+  chunk: number;
+}
+
+/** A value of kpr_maglev: KPR_MAGLEV_CHUNK slot numbers (1..count; 0 past the table's M). */
+export type MaglevChunk = Uint16Array;
+
+/** A key of kpr_maglev_ref: one entry set (frontend id and scope). */
+export interface MaglevRefKey {
+  frontendId: number;
+  scope: number;
+}
+
+/** A value of kpr_maglev_ref: the entry set's table and its size M. */
+export interface MaglevRef {
+  tableId: number;
+  m: number;
+}
+
 /** A key of kpr_svc_cidr: one service range. */
 export interface SvcCidrKey {
   /** Canonical "198.18.0.0/15" or "2001:db8::/108". */

@@ -22,7 +22,7 @@ import {
   type SvcKeyBase,
   type TableName,
 } from './datapath-maps.js';
-import { mapCodecs, type AffinityMatchKey, type Backend, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from './layout.js';
+import { mapCodecs, type AffinityMatchKey, type Backend, type MaglevChunk, type MaglevKey, type MaglevRef, type MaglevRefKey, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from './layout.js';
 import { MAPS, MAP_NAMES } from './registry.js';
 import type { MapCapacities } from './capacities.js';
 import { bucketCursor, rawDump } from './memory-raw-cursor.js';
@@ -43,7 +43,11 @@ export type MapOp =
   | { call: number; kind: 'meta-update'; id: number; meta: SvcMeta }
   | { call: number; kind: 'meta-delete'; id: number }
   | { call: number; kind: 'range-update'; key: SrcRangeKey }
-  | { call: number; kind: 'range-delete'; key: SrcRangeKey };
+  | { call: number; kind: 'range-delete'; key: SrcRangeKey }
+  | { call: number; kind: 'maglev-update'; key: MaglevKey; chunk: MaglevChunk }
+  | { call: number; kind: 'maglev-delete'; key: MaglevKey }
+  | { call: number; kind: 'maglev-ref-update'; key: MaglevRefKey; ref: MaglevRef }
+  | { call: number; kind: 'maglev-ref-delete'; key: MaglevRefKey };
 
 export interface MapCall {
   /** 1-based count of mutating calls. */
@@ -63,6 +67,8 @@ export interface MemoryDatapathMapsOptions {
   maxAffinityMatches?: number;
   /** Capacity of kpr_src_range. */
   maxSrcRanges?: number;
+  /** Capacity of kpr_maglev (chunks). */
+  maxMaglev?: number;
 }
 
 export interface FailureSpec {
@@ -152,6 +158,10 @@ export class MemoryDatapathMaps extends TableDatapathMaps implements DatapathMap
   readonly affinityMatches = new Map<string, AffinityMatchKey>();
   readonly svcMeta = new Map<number, SvcMeta>();
   readonly srcRanges = new Map<string, SrcRangeKey>();
+  /** kpr_maglev by "tableId/chunk". */
+  readonly maglev = new Map<string, [MaglevKey, MaglevChunk]>();
+  /** kpr_maglev_ref by "frontendId/scope". */
+  readonly maglevRefs = new Map<string, [MaglevRefKey, MaglevRef]>();
   /** Every applied entry, in order. */
   readonly ops: MapOp[] = [];
   /** Every mutating call, in order. */
@@ -160,6 +170,7 @@ export class MemoryDatapathMaps extends TableDatapathMaps implements DatapathMap
   maxBackends: number;
   maxAffinityMatches: number;
   maxSrcRanges: number;
+  maxMaglev: number;
   /** Scheduled failures; see failOnCall(). */
   private failures: FailureSpec[] = [];
   private callCount = 0;
@@ -171,6 +182,7 @@ export class MemoryDatapathMaps extends TableDatapathMaps implements DatapathMap
     this.maxBackends = opts.maxBackends ?? Infinity;
     this.maxAffinityMatches = opts.maxAffinityMatches ?? Infinity;
     this.maxSrcRanges = opts.maxSrcRanges ?? Infinity;
+    this.maxMaglev = opts.maxMaglev ?? Infinity;
     const run = <T>(method: MapMethod, entries: T[], apply: (e: T, call: number) => void) => this.run(method, entries, apply);
     const ops = this.ops;
     this.tables = {
@@ -254,12 +266,40 @@ export class MemoryDatapathMaps extends TableDatapathMaps implements DatapathMap
         deleted: (call, k) => ({ call, kind: 'range-delete', key: { ...k } }),
         missing: (k) => `no source range ${rangeKeyId(k)}`,
       }),
+      Maglev: new MemoryTable(run, ops, {
+        name: 'Maglev',
+        store: this.maglev,
+        keyOf: (e: [MaglevKey, MaglevChunk]) => e[0],
+        idOf: maglevKeyId,
+        capacity: { max: () => this.maxMaglev, code: 'E2BIG', message: 'Maglev map full', map: MAP_NAMES.maglev },
+        stored: ([k, c]): [MaglevKey, MaglevChunk] => [{ ...k }, c.slice()],
+        entry: (_id, [k, c]): [MaglevKey, MaglevChunk] => [{ ...k }, c.slice()],
+        updated: (call, [key, chunk]) => ({ call, kind: 'maglev-update', key, chunk }),
+        deleted: (call, k) => ({ call, kind: 'maglev-delete', key: { ...k } }),
+        missing: (k) => `no Maglev chunk ${maglevKeyId(k)}`,
+      }),
+      MaglevRefs: new MemoryTable(run, ops, {
+        name: 'MaglevRefs',
+        store: this.maglevRefs,
+        keyOf: (e: [MaglevRefKey, MaglevRef]) => e[0],
+        idOf: maglevRefKeyId,
+        stored: ([k, r]): [MaglevRefKey, MaglevRef] => [{ ...k }, { ...r }],
+        entry: (_id, [k, r]): [MaglevRefKey, MaglevRef] => [{ ...k }, { ...r }],
+        updated: (call, [key, ref]) => ({ call, kind: 'maglev-ref-update', key, ref }),
+        deleted: (call, k) => ({ call, kind: 'maglev-ref-delete', key: { ...k } }),
+        missing: (k) => `no Maglev table reference ${maglevRefKeyId(k)}`,
+      }),
     };
   }
 
   /** The capacities as the kernel's max_entries (Infinity: unlimited). */
   capacities(): MapCapacities {
     return { svc: this.maxServices, backend: this.maxBackends, affinityMatch: this.maxAffinityMatches, srcRange: this.maxSrcRanges };
+  }
+
+  /** kpr_maglev's capacity (chunks). */
+  maglevCapacity(): number {
+    return this.maxMaglev;
   }
 
   /** Number of mutating calls made so far. */
@@ -351,6 +391,16 @@ export class MemoryDatapathMaps extends TableDatapathMaps implements DatapathMap
     return bucketCursor(batchEntries, () => this.srcRanges.entries(), RANGE, (k): [SrcRangeKey, number] => [k, 1]);
   }
 
+  /** kpr_maglev's records, raw, in resumable batches (as servicesRawCursor). */
+  maglevRawCursor(batchEntries: number): RawCursor {
+    return bucketCursor(batchEntries, () => this.maglev.entries(), MAGLEV, (e) => e);
+  }
+
+  /** kpr_maglev_ref's records, raw, in resumable batches (as servicesRawCursor). */
+  maglevRefsRawCursor(batchEntries: number): RawCursor {
+    return bucketCursor(batchEntries, () => this.maglevRefs.entries(), MAGLEV_REF, (e) => e);
+  }
+
   private run<T>(method: MapMethod, entries: T[], apply: (e: T, call: number) => void): void {
     const call = ++this.callCount;
     const rec: MapCall = { call, method, entries: entries.length };
@@ -374,6 +424,18 @@ const VIP = mapCodecs(MAPS.vip);
 const META = mapCodecs(MAPS.svcMeta);
 const AFF = mapCodecs(MAPS.affinityMatch);
 const RANGE = mapCodecs(MAPS.srcRange);
+const MAGLEV = mapCodecs(MAPS.maglev);
+const MAGLEV_REF = mapCodecs(MAPS.maglevRef);
+
+/** Identity of a kpr_maglev key. */
+export function maglevKeyId(k: MaglevKey): string {
+  return `${k.tableId}/${k.chunk}`;
+}
+
+/** Identity of a kpr_maglev_ref key. */
+export function maglevRefKeyId(k: MaglevRefKey): string {
+  return `${k.frontendId}/${k.scope}`;
+}
 
 /** Rejects what the real codec could not encode, so a bad key fails here as it would for real. */
 function checkSvcKey(k: SvcKey): void {

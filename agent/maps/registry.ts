@@ -18,6 +18,10 @@ import type {
   KprConfig,
   KprEvent,
   KprMonitor,
+  MaglevChunk,
+  MaglevKey,
+  MaglevRef,
+  MaglevRefKey,
   RevNatKey,
   RevNatVal,
   SrcRangeKey,
@@ -152,6 +156,28 @@ export const SVC_CIDR_KEY = structLayout<SvcCidrKey>()('kpr_svc_cidr_key', [
   { c: 'addr', kind: 'addr' },
 ]);
 
+/** Entries of one kpr_maglev element (KPR_MAGLEV_CHUNK). */
+export const MAGLEV_CHUNK_ENTRIES = 1024;
+
+export const MAGLEV_KEY = structLayout<MaglevKey>()('kpr_maglev_key', [
+  { c: 'table_id', kind: 'u32' },
+  { c: 'chunk', kind: 'u32' },
+]);
+
+/** KPR_MAGLEV_CHUNK slot numbers; the codec's value is the array itself. */
+export const MAGLEV_CHUNK = structLayout<MaglevChunk>()('kpr_maglev_chunk', [{ c: 'slots', kind: 'u16s', size: 2 * MAGLEV_CHUNK_ENTRIES }], { bare: true });
+
+export const MAGLEV_REF_KEY = structLayout<MaglevRefKey>()('kpr_maglev_ref_key', [
+  { c: 'frontend_id', kind: 'u32' },
+  { c: 'scope', kind: 'u8' },
+  { c: 'pad', kind: 'pad', size: 3 },
+]);
+
+export const MAGLEV_REF = structLayout<MaglevRef>()('kpr_maglev_ref', [
+  { c: 'table_id', kind: 'u32' },
+  { c: 'm', kind: 'u32' },
+]);
+
 export const CONFIG = structLayout<KprConfig>()('kpr_config', [
   { c: 'host_netns_cookie', kind: 'u64' },
   { c: 'snat_v4', kind: 'addrOrEmpty' },
@@ -254,6 +280,8 @@ export const MAPS = {
   ct: mapSpec('kpr_ct', 'lru_hash', 262144, CT_KEY, CT_VAL, { migrate: 'state', version: 2, older: [{ version: 1, key: CT_KEY, value: V1.CT_VAL_V1 }] }),
   srcRange: mapSpec('kpr_src_range', 'lpm_trie', 16384, SRC_RANGE_KEY, U8, { version: 2, older: [{ version: 1, key: V1.SRC_RANGE_KEY_V1, value: U8 }] }),
   svcCidr: mapSpec('kpr_svc_cidr', 'lpm_trie', 256, SVC_CIDR_KEY, U8),
+  maglev: mapSpec('kpr_maglev', 'hash', 4096, MAGLEV_KEY, MAGLEV_CHUNK),
+  maglevRef: mapSpec('kpr_maglev_ref', 'hash', 131072, MAGLEV_REF_KEY, MAGLEV_REF),
   config: mapSpec('kpr_config', 'array', 1, U32, CONFIG),
   stats: mapSpec('kpr_stats', 'percpu_array', 32, U32, U64),
   svcStats: mapSpec('kpr_svc_stats', 'percpu_array', 65536, U32, SVC_STAT),

@@ -25,16 +25,20 @@ export type FieldKind =
   | 'addrOrEmpty'
   /** A NUL-padded C string of `size` bytes; longer text is cut (never unterminated). */
   | 'cstr'
+  /** An array of `size` / 2 __u16 (a Uint16Array; encoded from any array of numbers, zeros past its end). */
+  | 'u16s'
   /** `size` zero bytes, not decoded. */
   | 'pad';
 
-const KIND_SIZE: Record<Exclude<FieldKind, 'cstr' | 'pad'>, number> = { u8: 1, u16: 2, be16: 2, u32: 4, u64: 8, addr: 16, addrOrEmpty: 16 };
+const SIZED = new Set<FieldKind>(['cstr', 'pad', 'u16s']);
+
+const KIND_SIZE: Record<Exclude<FieldKind, 'cstr' | 'pad' | 'u16s'>, number> = { u8: 1, u16: 2, be16: 2, u32: 4, u64: 8, addr: 16, addrOrEmpty: 16 };
 
 export interface FieldSpec {
   /** Member name in the C struct. */
   readonly c: string;
   readonly kind: FieldKind;
-  /** Bytes, for cstr and pad (the other kinds have theirs). */
+  /** Bytes, for cstr, u16s and pad (the other kinds have theirs). */
   readonly size?: number;
   /** Property of the TypeScript object; default: `c` in camelCase (frontend_id → frontendId). */
   readonly prop?: string;
@@ -88,7 +92,7 @@ export function structLayout<T>() {
   return <const F extends readonly FieldSpec[]>(cName: string, specs: F, opts: { bare?: boolean } = {}): StructLayout<T, F[number]['c']> => {
     let offset = 0;
     const placed: PlacedField[] = specs.map((s) => {
-      const size = s.kind === 'cstr' || s.kind === 'pad' ? s.size! : KIND_SIZE[s.kind];
+      const size = SIZED.has(s.kind) ? s.size! : KIND_SIZE[s.kind as keyof typeof KIND_SIZE];
       const f: PlacedField = { c: s.c, offset, size, kind: s.kind };
       if (s.kind !== 'pad') f.prop = s.prop ?? camel(s.c);
       offset += size;
@@ -132,6 +136,21 @@ function readCString(buf: Buffer, off: number, size: number): string {
   return buf.toString('utf8', off, end < 0 || end > off + size ? off + size : end);
 }
 
+/** `size` bytes of little-endian __u16s, copied out. */
+function readU16s(buf: Buffer, off: number, size: number): Uint16Array {
+  const out = new Uint16Array(size / 2);
+  for (let i = 0; i < out.length; i++) out[i] = buf.readUInt16LE(off + 2 * i);
+  return out;
+}
+
+/** The numbers of `v` as __u16s (a value out of range throws, as the other members do), zeros past its end. */
+function writeU16s(v: ArrayLike<number>, buf: Buffer, off: number, size: number): void {
+  const n = size / 2;
+  if (v.length > n) throw new RangeError(`${v.length} values for an array of ${n}`);
+  for (let i = 0; i < v.length; i++) buf.writeUInt16LE(v[i], off + 2 * i);
+  buf.fill(0, off + 2 * v.length, off + size);
+}
+
 function isZero(buf: Buffer, off: number, size: number): boolean {
   for (let i = 0; i < size; i++) if (buf[off + i] !== 0) return false;
   return true;
@@ -157,6 +176,8 @@ function reader(f: PlacedField, addr: AddrCodec): Read {
       return (b, off) => (isZero(b, off + o, 16) ? '' : addr.decode(b, off + o));
     case 'cstr':
       return (b, off) => readCString(b, off + o, size);
+    case 'u16s':
+      return (b, off) => readU16s(b, off + o, size);
     case 'pad':
       throw new Error('padding is not read');
   }
@@ -190,6 +211,8 @@ function writeStatement(f: PlacedField, v: string): string {
       return `if (${v}) addr.encode(${v}, buf, ${at}); else buf.fill(0, ${at}, ${at} + 16);`;
     case 'cstr':
       return `writeCString(${v}, buf, ${at}, ${f.size});`;
+    case 'u16s':
+      return `writeU16s(${v}, buf, ${at}, ${f.size});`;
     case 'pad':
       return f.size <= 8 ? Array.from({ length: f.size }, (_, i) => `buf[${at} + ${i}] = 0;`).join(' ') : `buf.fill(0, ${at}, ${at} + ${f.size});`;
   }
@@ -215,6 +238,8 @@ function readExpression(f: PlacedField): string {
       return `(isZero(buf, ${at}, 16) ? '' : addr.decode(buf, ${at}))`;
     case 'cstr':
       return `readCString(buf, ${at}, ${f.size})`;
+    case 'u16s':
+      return `readU16s(buf, ${at}, ${f.size})`;
     case 'pad':
       throw new Error('padding is not read');
   }
@@ -245,5 +270,5 @@ export function structCodec<T>(layout: StructLayout<T>, addr: AddrCodec): Codec<
         return ${read};
       },
     };`;
-  return new Function('Buffer', 'addr', 'writeCString', 'readCString', 'isZero', source)(Buffer, addr, writeCString, readCString, isZero) as Codec<T>;
+  return new Function('Buffer', 'addr', 'writeCString', 'readCString', 'writeU16s', 'readU16s', 'isZero', source)(Buffer, addr, writeCString, readCString, writeU16s, readU16s, isZero) as Codec<T>;
 }

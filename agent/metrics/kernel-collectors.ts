@@ -67,5 +67,6 @@ const STAT_LABELS: Partial<Record<StatMetric['metric'], string>> = {
   snat_port_skips: 'reason',
 
   masquerade: 'action',
+  maglev_random_fallbacks: 'reason',
   other: 'stat',
 };

@@ -47,6 +47,7 @@ export function planDataplane(input: DataplaneInput): DataplanePlan {
     nodePortAddresses: input.nodePortAddresses,
     sourceRangesForAllExternal: input.sourceRangesForAllExternal,
     externalIPCidrs: input.externalIPCidrs,
+    lbAlgorithm: input.lbAlgorithm,
   };
 
   const frontends: PlanFrontend[] = [];

@@ -17,6 +17,7 @@ import { nodePortAddresses, parseNodePortAddresses } from './node-addresses.js';
 import { withAllowedExternalIPs } from './external-ips.js';
 import { primaryNodeIP, withImplicitLbAllow } from './source-ranges.js';
 import { readServiceInfo, type FamilyInfo, type ServiceInfo, type ServicePortInfo } from './service-info.js';
+import { lbAlgorithmOf, type LbAlgorithm } from './lb-algorithm.js';
 import { namespacedKey } from '../runtime/flat-key.js';
 import { frontendLabel, sameBackends, type FrontendType, type NoLocalEndpoints, type PlanBackend, type PlanFrontend, type ServicePlan, type SkippedObject } from './types.js';
 
@@ -37,6 +38,8 @@ export interface PlanContext {
   sourceRangesForAllExternal?: boolean;
   /** --external-ip-cidrs: only externalIPs inside these CIDRs are programmed; unset or empty, all are (external-ips.ts). */
   externalIPCidrs?: readonly string[];
+  /** --lb-algorithm: the node's default backend selection (rule 40 of docs/semantics.md); unset: random. */
+  lbAlgorithm?: LbAlgorithm;
 }
 
 /**
@@ -110,6 +113,11 @@ function planServiceUnchecked(service: V1Service, slices: readonly V1EndpointSli
     if (info.healthCheckNodePort && healthCheck === undefined) {
       healthCheck = { nodePort: info.healthCheckNodePort, localReadyEndpoints: localReadyEndpoints(eps.byPort) };
     }
+  }
+  // The selection algorithm, one per Service (rule 40 of docs/semantics.md); random is the default and left unsaid.
+  if (frontends.length > 0 && (ctx.lbAlgorithm === 'maglev' || service.metadata?.annotations)) {
+    const algorithm = lbAlgorithmOf(key, service.metadata?.annotations, ctx.lbAlgorithm ?? 'random', skipped);
+    if (algorithm === 'maglev') for (const f of frontends) f.lbAlgorithm = 'maglev';
   }
   const plan: ServicePlan = healthCheck ? { service: key, frontends, skipped, healthCheck } : { service: key, frontends, skipped };
   if (noLocal.internal > 0 || noLocal.external > 0) plan.noLocalEndpoints = noLocal;

@@ -53,6 +53,12 @@ export interface PlanFrontend {
    * LOCAL_ONLY flag every eTP=Local external frontend carries.
    */
   dropWhenEmpty?: true;
+  /**
+   * 'maglev' when the Service's backends are chosen by Maglev consistent
+   * hashing (rule 40 of docs/semantics.md: its annotation, or the node's
+   * --lb-algorithm); unset: random, as kube-proxy.
+   */
+  lbAlgorithm?: 'maglev';
 }
 
 export interface SkippedObject {

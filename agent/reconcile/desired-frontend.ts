@@ -59,6 +59,8 @@ export interface DesiredFrontend {
   sourceRanges: readonly string[];
   /** 0, or the valid backends the plan had for a scope when that was more than MAX_SLOTS (the first MAX_SLOTS are kept). */
   truncatedFrom: number;
+  /** The Service selects by Maglev (rule 40 of docs/semantics.md): each entry set gets a table (tables/maglev.ts). */
+  maglev: boolean;
 }
 
 /** The frontend label (plan/types.ts) of the plan a desired frontend came from, for messages (built only when one is written). */
@@ -134,8 +136,8 @@ function flagsWithTimeout(f: PlanFrontend, timeout: number): number {
   if (f.type !== 'ClusterIP' && f.trafficPolicy === 'Local') flags |= SVC_FLAG.LOCAL_ONLY;
   if (f.dropWhenEmpty) flags |= SVC_FLAG.LOCAL_ONLY;
   if (f.sourceRanges.length > 0) flags |= SVC_FLAG.SOURCE_RANGES;
-  // The backend selection algorithm: random for every frontend (the only one yet).
-  flags |= svcAlgFlags(SVC_ALG.RANDOM);
+  // The backend selection algorithm (rule 40 of docs/semantics.md): the planner's choice.
+  flags |= svcAlgFlags(f.lbAlgorithm === 'maglev' ? SVC_ALG.MAGLEV : SVC_ALG.RANDOM);
   return flags;
 }
 
@@ -202,6 +204,7 @@ export function toDesiredFrontend(service: string, f: PlanFrontend, skipped: Ski
     clusterIP: f.type === 'ClusterIP',
     sourceRanges,
     truncatedFrom,
+    maglev: f.lbAlgorithm === 'maglev',
   };
 }
 

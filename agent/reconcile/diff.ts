@@ -10,12 +10,14 @@ import { BE_FLAG, IPPROTO, SCOPE, VIP_FLAG, type SvcMeta, type SvcVal } from '..
 import type { SkippedObject } from '../plan/types.js';
 import type { Admission } from './admission.js';
 import { clearIfAny } from './collections.js';
-import { entrySetId, tupleIPv4, tuplePort, type BackendTuple, type DesiredFrontend, type FrontendBase } from './desired-frontend.js';
+import { desiredFrontendLabel, entrySetId, tupleIPv4, tuplePort, type BackendTuple, type DesiredFrontend, type FrontendBase } from './desired-frontend.js';
 import { sameMaster, sameMeta, type EntrySet, type KernelMirror } from './kernel-mirror.js';
 import type { UdpBackendLeft } from './sync-types.js';
 import { randomTable } from '../lb/selection.js';
 import { diffAffinityMatches } from './tables/affinity-matches.js';
 import { diffSrcRanges } from './tables/src-ranges.js';
+import { desiredMaglev } from './maglev-table.js';
+import { diffMaglev, maglevFrontendIds } from './tables/maglev.js';
 import { metaOf } from './tables/svc-meta.js';
 import { svcKey, type BackendWrites, type Writes } from './write-batch.js';
 
@@ -92,10 +94,32 @@ export class MirrorDiff {
     if (int) this.diffSet(intSet, want.intSid, fk, SCOPE.INTERNAL, want.base, int, master(int.length), w);
     else if (intSet) this.removeSet(fk, SCOPE.INTERNAL, w, want.intSid);
 
+    // Maglev tables of the entry sets (rule 40 of docs/semantics.md; tables/maglev.ts), written with the slots.
+    this.maglevOf(want, frontendId, SCOPE.EXTERNAL, want.maglev && ext.length > 0 ? desiredMaglev(want.tuples, want.texts) : null, w, skipped);
+    this.maglevOf(want, frontendId, SCOPE.INTERNAL, want.maglev && int && int.length > 0 ? desiredMaglev(want.internalTuples!, want.internalTexts) : null, w, skipped);
+
     // The service address (tables/vips.ts): a ClusterIP address refuses unknown ports while one of its frontends is programmed.
     const counted = this.m.vipOf.get(fk);
     if (want.clusterIP && counted === undefined) this.vipRef(fk, want.base.addr, touchedVips);
     else if (!want.clusterIP && counted !== undefined) this.vipUnref(fk, touchedVips);
+  }
+
+  /** One entry set's Maglev table; one that does not fit in kpr_maglev is reported, and its frontend balanced at random by the datapath. */
+  private maglevOf(want: DesiredFrontend, frontendId: number, scope: number, table: ReturnType<typeof desiredMaglev> | null, w: Writes, skipped: SkippedObject[]): void {
+    if (diffMaglev(this.m, frontendId, scope, table, w, this.maglevCapacity)) return;
+    this.maglevNotWritten.push(desiredFrontendLabel(want));
+    skipped.push({ object: `Service ${want.service}`, reason: `Maglev table of ${desiredFrontendLabel(want)} not written: kpr_maglev is full (--map-size-maglev); its new connections are balanced at random` });
+  }
+
+  /** kpr_maglev's capacity in chunks (the reconciler sets it from the maps). */
+  maglevCapacity = Infinity;
+  private maglevNotWritten: string[] = [];
+
+  /** The frontends whose Maglev table did not fit since the last call (the reconciler logs them once a sync). */
+  takeMaglevNotWritten(): string[] {
+    const out = this.maglevNotWritten;
+    if (out.length > 0) this.maglevNotWritten = [];
+    return out;
   }
 
   /** Backend ids of one scope of a desired frontend (its tuples, locals and texts) in order, allocating (and queueing writes of) what the kernel lacks. */
@@ -175,6 +199,7 @@ export class MirrorDiff {
     if (udpBefore) this.noteUdpLeft(fk, fid, udpBefore, NO_TUPLES);
     for (const scope of SCOPES) this.removeSet(fk, scope, w);
     if (fid > 0) {
+      for (const scope of SCOPES) diffMaglev(this.m, fid, scope, null, w);
       diffAffinityMatches(this.m, fid, NO_IDS, w);
       diffSrcRanges(this.m, fid, NO_RANGES, w);
       if (this.m.svcMeta.delete(fid)) w.metaDeletes.push(fid);
@@ -213,6 +238,7 @@ export class MirrorDiff {
       for (const fid of m.affinityMatches.keys()) this.dropOrphanFrontendId(fid, w);
       for (const fid of m.srcRanges.keys()) this.dropOrphanFrontendId(fid, w);
       for (const fid of m.svcMeta.keys()) this.dropOrphanFrontendId(fid, w);
+      if (m.maglevRefs.size > 0 || m.maglevChunks.size > 0) for (const fid of maglevFrontendIds(m)) this.dropOrphanFrontendId(fid, w);
     } else for (const fid of m.suspectFrontendIds) this.dropOrphanFrontendId(fid, w);
     for (const addr of m.suspectVips) touchedVips.add(addr);
     if (full) {
@@ -229,6 +255,7 @@ export class MirrorDiff {
   /** Affinity pairs, source ranges and name of `fid` when no frontend owns it. */
   private dropOrphanFrontendId(fid: number, w: Writes): void {
     if (this.m.frontendIdOwner.has(fid)) return;
+    for (const scope of SCOPES) diffMaglev(this.m, fid, scope, null, w);
     diffAffinityMatches(this.m, fid, NO_IDS, w);
     diffSrcRanges(this.m, fid, NO_RANGES, w);
     if (this.m.svcMeta.delete(fid)) w.metaDeletes.push(fid);

@@ -8,7 +8,7 @@
  * kernel really holds.
  */
 import type { DatapathMaps } from '../maps/datapath-maps.js';
-import { IPPROTO, SCOPE, SVC_FLAG, VIP_FLAG, type AffinityMatchKey, type Backend, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from '../maps/layout.js';
+import { IPPROTO, SCOPE, SVC_FLAG, VIP_FLAG, type AffinityMatchKey, type Backend, type MaglevChunk, type MaglevKey, type MaglevRef, type MaglevRefKey, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from '../maps/layout.js';
 import { parseIP } from '../net/ip.js';
 import { BackendTable } from './backend-table.js';
 import { backendValueKey, entrySetId, type FrontendBase } from './desired-frontend.js';
@@ -23,6 +23,8 @@ export interface KernelContents {
   affs: AffinityMatchKey[];
   metas: Array<[number, SvcMeta]>;
   ranges: SrcRangeKey[];
+  maglev: Array<[MaglevKey, MaglevChunk]>;
+  maglevRefs: Array<[MaglevRefKey, MaglevRef]>;
 }
 
 /** Entries found by adopt() that a correct run never leaves; each is repaired by the next sync that covers it. */
@@ -92,6 +94,12 @@ export class KernelMirror {
   readonly affinityMatches = new Map<number, Set<number>>();
   /** The source ranges (tables/src-ranges.ts): frontendId → allowed CIDRs. */
   readonly srcRanges = new Map<number, Set<string>>();
+  /** Maglev table chunks (tables/maglev.ts): maglevChunkId(tableId, chunk) → slot numbers. */
+  readonly maglevChunks = new Map<number, MaglevChunk>();
+  /** Maglev table references (tables/maglev.ts): maglevSetId(frontendId, scope) → table id and M. */
+  readonly maglevRefs = new Map<number, MaglevRef>();
+  /** What the table of each Maglev entry set was last written from (not read from the kernel: unknown after a load). */
+  readonly maglevTableKeys = new Map<number, string>();
   /** The service addresses (tables/vips.ts): address → flags. */
   readonly vips = new Map<string, number>();
   /** The frontends' names (tables/svc-meta.ts): frontendId → names. */
@@ -149,6 +157,8 @@ export class KernelMirror {
       affs: m.dumpAffinityMatches(),
       metas: m.dumpSvcMeta(),
       ranges: m.dumpSrcRanges(),
+      maglev: m.dumpMaglev(),
+      maglevRefs: m.dumpMaglevRefs(),
     };
   }
 
@@ -158,7 +168,7 @@ export class KernelMirror {
    * (re-diffed by the next sync); the suspects of the sweep are recorded.
    */
   load(kernel: KernelContents, dirty: Set<string>): AdoptResult {
-    const { services, backends, vips, affs, metas, ranges } = kernel;
+    const { services, backends, vips, affs, metas, ranges, maglev, maglevRefs } = kernel;
 
     this.generation++; // a read-back window open now starts again, against the rebuilt mirror
     this.entrySets.clear();
@@ -172,6 +182,9 @@ export class KernelMirror {
     this.unreferenced.clear();
     this.affinityMatches.clear();
     this.srcRanges.clear();
+    this.maglevChunks.clear();
+    this.maglevRefs.clear();
+    this.maglevTableKeys.clear();
     this.vips.clear();
     this.svcMeta.clear();
     this.vipRefs.clear();
@@ -261,6 +274,16 @@ export class KernelMirror {
       s.add(k.cidr);
       if (!this.frontendIdOwner.has(k.frontendId)) (d.orphanAuxEntries++, this.suspectFrontendIds.add(k.frontendId));
     }
+    // Maglev tables: an entry set's table id is its own (tables/maglev.ts), so each chunk and reference names a frontendId.
+    for (const [k, ref] of maglevRefs) {
+      this.maglevRefs.set(maglevSetId(k.frontendId, k.scope), ref);
+      if (!this.frontendIdOwner.has(k.frontendId)) (d.orphanAuxEntries++, this.suspectFrontendIds.add(k.frontendId));
+    }
+    for (const [k, chunk] of maglev) {
+      this.maglevChunks.set(maglevChunkId(k.tableId, k.chunk), chunk);
+      const fid = Math.floor(k.tableId / 2);
+      if (!this.frontendIdOwner.has(fid)) (d.orphanAuxEntries++, this.suspectFrontendIds.add(fid));
+    }
     this.affPairs = 0;
     for (const s of this.affinityMatches.values()) this.affPairs += s.size;
     this.rangeKeys = 0;
@@ -286,6 +309,19 @@ export class KernelMirror {
     const inconsistencies = Object.values(d).reduce((a, b) => a + b, 0);
     return { frontends: this.masters, backends: this.backends.size, serviceEntries: services.length, inconsistencies, details: d };
   }
+}
+
+/** The mirror's key of a Maglev entry set (frontendId, scope); also its table id (tables/maglev.ts). */
+export function maglevSetId(frontendId: number, scope: number): number {
+  return frontendId * 2 + scope;
+}
+
+/** Chunks a Maglev table has at most: ⌈65521 / 1024⌉. */
+export const MAGLEV_MAX_CHUNKS = 64;
+
+/** The mirror's key of a Maglev table chunk. */
+export function maglevChunkId(tableId: number, chunk: number): number {
+  return tableId * MAGLEV_MAX_CHUNKS + chunk;
 }
 
 export function sameMaster(a: SvcVal, b: SvcVal): boolean {

@@ -98,6 +98,7 @@ export class Reconciler {
     this.claims = new Claims(logger);
     this.admission = new Admission(this.mirror, this.claims, logger, options.capacities);
     this.differ = new MirrorDiff(this.mirror, this.admission);
+    this.differ.maglevCapacity = maps.maglevCapacity();
     this.readBackState = new ReadBack(maps, this.mirror, logger, options.readBackBatch);
     this.scan = new SweepScan(this.mirror, this.claims, options.sweepScanBatch);
     this.scope = new SyncScope(this.mirror, this.claims, this.scan);
@@ -225,6 +226,14 @@ export class Reconciler {
       }
     }
     result.skipped.push(...this.admission.refusedSkips());
+    const maglevFull = this.differ.takeMaglevNotWritten();
+    if (maglevFull.length > 0) {
+      this.logger.warn('Maglev tables not written: kpr_maglev is full (raise --map-size-maglev); their frontends are balanced at random', {
+        frontends: maglevFull.length,
+        first: maglevFull.slice(0, 5),
+        capacity: this.differ.maglevCapacity,
+      });
+    }
     result.limits = this.admission.limits();
     result.fill = this.admission.fill();
     if (result.ok) {

@@ -8,7 +8,7 @@
  * backend set.
  */
 import type { DatapathMaps } from '../maps/datapath-maps.js';
-import type { AffinityMatchKey, SrcRangeKey, SvcKey, SvcMeta, SvcVal } from '../maps/layout.js';
+import type { AffinityMatchKey, MaglevChunk, MaglevKey, MaglevRef, MaglevRefKey, SrcRangeKey, SvcKey, SvcMeta, SvcVal } from '../maps/layout.js';
 import type { BackendTable } from './backend-table.js';
 import type { FrontendBase } from './desired-frontend.js';
 import type { TouchedKeys } from './read-back/fingerprint.js';
@@ -69,6 +69,8 @@ export function newWrites(): Writes {
     backendWrites: new BackendWrites(),
     affWrites: [],
     rangeWrites: [],
+    maglevWrites: [],
+    maglevRefWrites: [],
     slotWrites: new SvcWrites(),
     metaWrites: [],
     masterWrites: new SvcWrites(),
@@ -77,6 +79,8 @@ export function newWrites(): Writes {
     slotDeletes: [],
     affDeletes: [],
     rangeDeletes: [],
+    maglevRefDeletes: [],
+    maglevDeletes: [],
     vipDeletes: [],
     metaDeletes: [],
     backendDeletes: [],
@@ -90,6 +94,9 @@ export interface Writes {
   backendWrites: BackendWrites;
   affWrites: AffinityMatchKey[];
   rangeWrites: SrcRangeKey[];
+  /** Maglev table chunks and table references (tables/maglev.ts). */
+  maglevWrites: Array<[MaglevKey, MaglevChunk]>;
+  maglevRefWrites: Array<[MaglevRefKey, MaglevRef]>;
   slotWrites: SvcWrites;
   metaWrites: Array<[number, SvcMeta]>;
   masterWrites: SvcWrites;
@@ -98,6 +105,8 @@ export interface Writes {
   slotDeletes: SvcKey[];
   affDeletes: AffinityMatchKey[];
   rangeDeletes: SrcRangeKey[];
+  maglevRefDeletes: MaglevRefKey[];
+  maglevDeletes: MaglevKey[];
   vipDeletes: string[];
   metaDeletes: number[];
   backendDeletes: number[];
@@ -113,6 +122,8 @@ export function resetUpserts(w: Writes): void {
   w.masterWrites.reset();
   w.affWrites = [];
   w.rangeWrites = [];
+  w.maglevWrites = [];
+  w.maglevRefWrites = [];
   w.metaWrites = [];
   w.vipWrites = [];
 }

@@ -123,16 +123,17 @@ static __always_inline void kpr_lb_remember(const struct kpr_svc_val *svc, struc
  * (network namespace cookie or client address, see struct kpr_affinity_key);
  * it is read only when the frontend has affinity, and then now must be
  * bpf_ktime_get_ns(). Without a usable affinity entry the frontend's
- * algorithm chooses (kpr_lb_select.h: random today), and with affinity the
+ * algorithm chooses (kpr_lb_select.h: random or Maglev), and with affinity the
  * choice is remembered. Either way the entry's last use becomes
  * now: the timeout runs from the client's last new connection, as
  * kube-proxy's `recent --set` in the nat table (docs/architecture.md).
  * svc->count must be > 0. An affinity hit sets KPR_EVF_AFFINITY in *ev_flags.
- * *slot is the slot drawn, 0 for an affinity hit.
+ * *slot is the slot drawn, 0 for an affinity hit. *flow is the connection's
+ * tuple for a hashing algorithm (Maglev), NULL when unknown.
  */
 static __always_inline struct kpr_backend *
 kpr_lb_select_backend(struct kpr_svc_key *key, const struct kpr_svc_val *svc, struct kpr_affinity_key *client,
-		      __u64 now, __u32 *backend_id, __u8 *ev_flags, __u16 *slot)
+		      const struct kpr_flow *flow, __u64 now, __u32 *backend_id, __u8 *ev_flags, __u16 *slot)
 {
 	struct kpr_backend *be;
 
@@ -146,7 +147,7 @@ kpr_lb_select_backend(struct kpr_svc_key *key, const struct kpr_svc_val *svc, st
 			return be;
 		}
 	}
-	be = kpr_lb_select(key, svc, backend_id, slot);
+	be = kpr_lb_select(key, svc, flow, backend_id, slot);
 	if (be)
 		kpr_lb_remember(svc, client, now, *backend_id);
 	return be;

@@ -22,6 +22,9 @@
 #define KPR_SRC_RANGE_MAP_MAX 16384
 /* ServiceCIDR allows two CIDRs per object; a cluster has a handful of objects. */
 #define KPR_SVC_CIDR_MAP_MAX 256
+/* Maglev table chunks (2 KiB each, preallocated) and table references (one per Maglev entry set). */
+#define KPR_MAGLEV_MAP_MAX 4096
+#define KPR_MAGLEV_REF_MAP_MAX 131072
 /* Every frontend id (kpr_svc_val.frontend_id; layout v1 and older releases named it rev_nat_id): ids are allocated lowest first, so all are dense below the frontend count. */
 #define KPR_SVC_STATS_MAX 65536
 /* Bytes; 104 per record (struct kpr_event and its 8-byte header): about 2,500 events between two reads. */
@@ -95,6 +98,29 @@ struct {
 	__type(key, struct kpr_src_range_key);
 	__type(value, __u8);
 } kpr_src_range SEC(".maps");
+
+/*
+ * Maglev tables, KPR_MAGLEV_CHUNK entries an element (struct
+ * kpr_maglev_chunk). Preallocated, as kpr_svc: an element costs exactly its
+ * 2 KiB and a key (plus the kernel's element header, 48 bytes), where an
+ * element allocated on insert would be rounded up to the allocator's 4 KiB
+ * class; the agent sizes it at load (--map-size-maglev).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, KPR_MAGLEV_MAP_MAX);
+	__type(key, struct kpr_maglev_key);
+	__type(value, struct kpr_maglev_chunk);
+} kpr_maglev SEC(".maps");
+
+/* (frontend id, scope) -> its Maglev table; allocated on insert (64 bytes an entry set). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, KPR_MAGLEV_REF_MAP_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct kpr_maglev_ref_key);
+	__type(value, struct kpr_maglev_ref);
+} kpr_maglev_ref SEC(".maps");
 
 /* The service ranges (struct kpr_svc_cidr_key); read through kpr_svc_cidr.h. */
 struct {

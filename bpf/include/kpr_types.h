@@ -89,10 +89,49 @@ enum kpr_svc_flags {
  */
 enum kpr_svc_alg {
 	KPR_SVC_ALG_RANDOM = 0, /* uniform over slots 1..count, as kube-proxy's statistic-mode rules */
+	KPR_SVC_ALG_MAGLEV = 1, /* the flow's hash into the frontend's Maglev table (kpr_maglev_ref, kpr_maglev) */
 };
 
 #define KPR_SVC_ALG_SHIFT 12
 #define KPR_SVC_ALG_MASK 0xf
+
+/*
+ * Maglev lookup tables (kpr_lb_select.h). A table is M entries (M prime,
+ * chosen by the agent: agent/lb/prime.ts), each the slot number 1..count of
+ * the frontend's backend it names, so a flow picks kpr_svc slot
+ * table[hash % M] as random selection picks a slot, and the rest of the
+ * pipeline (kpr_lb_select_other, affinity, conntrack) stays slot-based.
+ * Tables are shared: frontends whose entry sets name the same backends in
+ * the same slots (a Service's ClusterIP, NodePort and load-balancer
+ * frontends of one port) point at one table id. A table is stored in
+ * chunks of KPR_MAGLEV_CHUNK entries, one hash element each, keyed by
+ * (table id, chunk index): a table of M entries takes ceil(M / 1024)
+ * elements, so memory follows M (2 KiB at the default M=1021 of up to 3
+ * backends, 32 KiB at Cilium's 16381) instead of a fixed stride.
+ */
+#define KPR_MAGLEV_CHUNK_SHIFT 10
+#define KPR_MAGLEV_CHUNK (1 << KPR_MAGLEV_CHUNK_SHIFT)
+
+struct kpr_maglev_key {
+	__u32 table_id;
+	__u32 chunk; /* entries chunk*KPR_MAGLEV_CHUNK .. +KPR_MAGLEV_CHUNK-1 */
+};
+
+struct kpr_maglev_chunk {
+	__u16 slots[KPR_MAGLEV_CHUNK]; /* slot number 1..count; 0 past M */
+};
+
+/* Which table an entry set (frontend id, scope) uses. */
+struct kpr_maglev_ref_key {
+	__u32 frontend_id;
+	__u8 scope;
+	__u8 pad[3];
+};
+
+struct kpr_maglev_ref {
+	__u32 table_id;
+	__u32 m; /* the table's size: a prime, at most 65521 */
+};
 
 struct kpr_backend {
 	__be32 addr[4];
@@ -386,6 +425,17 @@ enum kpr_stat {
 	 * carries it, so kpr does not rewrite SCTP (docs/semantics.md rule 39).
 	 */
 	KPR_STAT_TC_DROP_SCTP = 26,
+	/*
+	 * A Maglev frontend whose table, table reference or table entry was
+	 * missing or out of range (a race with the agent, which writes the
+	 * table before it points a frontend at it): selected at random.
+	 */
+	KPR_STAT_MAGLEV_FALLBACK = 27,
+	/*
+	 * The socket path, Maglev frontend, the connecting socket's source port
+	 * not yet known (an unbound socket's connect): selected at random.
+	 */
+	KPR_STAT_MAGLEV_SOCK_UNBOUND = 28,
 	KPR_STAT_MAX = 32,
 };
 

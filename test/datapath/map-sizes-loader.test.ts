@@ -103,7 +103,7 @@ test('the loader sizes the maps at run time; a pin at another size migrates the 
     const dp2 = load(second, log2);
     assert.ok(dp2.migration, 'a migration is pending');
     // The frontend id space follows the service map: its maps change size with it.
-    assert.deepEqual(dp2.migration.reasons.map((r) => `${r.map} ${r.reason} ${r.detail}`).sort(), ['kpr_svc size 40 -> 80 entries', 'kpr_svc_meta size 10 -> 20 entries', 'kpr_svc_stats size 10 -> 20 entries', 'kpr_vip size 10 -> 20 entries']);
+    assert.deepEqual(dp2.migration.reasons.map((r) => `${r.map} ${r.reason} ${r.detail}`).sort(), ['kpr_maglev_ref size 20 -> 40 entries', 'kpr_svc size 40 -> 80 entries', 'kpr_svc_meta size 10 -> 20 entries', 'kpr_svc_stats size 10 -> 20 entries', 'kpr_vip size 10 -> 20 entries']);
     assert.equal(dp2.mapSizes.kpr_svc, 80);
     assert.notEqual(dp2.maps.svc.id, svcId, 'a new map');
     assert.equal(dp2.maps.svc.maxEntries, 80);

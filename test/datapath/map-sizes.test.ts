@@ -35,6 +35,9 @@ test('defaults: the compiled sizes, kpr_ct from kube-proxy\'s conntrack rule', (
     kpr_vip: 65536,
     kpr_svc_meta: 65536,
     kpr_svc_stats: 65536,
+    // Maglev table chunks; one table reference per entry set: two per frontend id.
+    kpr_maglev: 4096,
+    kpr_maglev_ref: 131072,
   });
   assert.equal(plan.frontends, 65536);
   assert.equal(plan.settings.conntrack.source, 'conntrack');
@@ -45,8 +48,8 @@ test('defaults: the compiled sizes, kpr_ct from kube-proxy\'s conntrack rule', (
 });
 
 test('explicit flags win; kpr_aff_match follows --map-size-backends', () => {
-  const plan = computeMapSizes(opts(['--map-size-services', '1000', '--map-size-backends=500', '--map-size-conntrack', '4096', '--map-size-source-ranges', '64', '--map-size-revnat', '8192', '--map-size-affinity', '1024', '--map-size-frontends', '300']), host);
-  assert.deepEqual(plan.byMapName, { kpr_svc: 1000, kpr_backend: 500, kpr_aff_match: 500, kpr_revnat: 8192 + CT_HEADROOM, kpr_affinity: 1024 + CT_HEADROOM, kpr_ct: 4096 + CT_HEADROOM, kpr_src_range: 64, kpr_vip: 300, kpr_svc_meta: 300, kpr_svc_stats: 300 });
+  const plan = computeMapSizes(opts(['--map-size-services', '1000', '--map-size-backends=500', '--map-size-conntrack', '4096', '--map-size-source-ranges', '64', '--map-size-revnat', '8192', '--map-size-affinity', '1024', '--map-size-frontends', '300', '--map-size-maglev', '32']), host);
+  assert.deepEqual(plan.byMapName, { kpr_svc: 1000, kpr_backend: 500, kpr_aff_match: 500, kpr_revnat: 8192 + CT_HEADROOM, kpr_affinity: 1024 + CT_HEADROOM, kpr_ct: 4096 + CT_HEADROOM, kpr_src_range: 64, kpr_vip: 300, kpr_svc_meta: 300, kpr_svc_stats: 300, kpr_maglev: 32, kpr_maglev_ref: 600 });
   for (const s of Object.values(plan.settings)) assert.equal(s.source, 'flag');
   // Without --map-size-frontends: a quarter of --map-size-services.
   const derived = computeMapSizes(opts(['--map-size-services', '1000']), host);

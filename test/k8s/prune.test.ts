@@ -153,3 +153,11 @@ const nodeRaw = {
   metadata: { name: 'node-1', labels: { 'topology.kubernetes.io/zone': 'z1', 'kubernetes.io/hostname': 'node-1' }, deletionTimestamp: '2026-12-02T10:00:00Z' },
   status: { addresses: [{ type: 'InternalIP', address: '198.18.0.1' }], images: [{ names: ['x'], sizeBytes: 1 }] },
 };
+
+test('a Service keeps its lb-algorithm annotations (kpr\'s and Cilium\'s, rule 40 of docs/semantics.md) and no other', () => {
+  const s = typedService({
+    ...rawService,
+    metadata: { ...rawService.metadata, annotations: { 'kpr.dev/lb-algorithm': 'maglev', 'service.cilium.io/lb-algorithm': 'random', 'kubectl.kubernetes.io/last-applied-configuration': '{}' } },
+  });
+  assert.deepEqual(s.metadata?.annotations, { 'kpr.dev/lb-algorithm': 'maglev', 'service.cilium.io/lb-algorithm': 'random' });
+});

@@ -49,7 +49,7 @@ class FakeMap {
 }
 
 function maps() {
-  const m = { svc: new FakeMap(), backend: new FakeMap(), vip: new FakeMap(), affinityMatch: new FakeMap(), svcMeta: new FakeMap(), srcRange: new FakeMap() };
+  const m = { svc: new FakeMap(), backend: new FakeMap(), vip: new FakeMap(), affinityMatch: new FakeMap(), svcMeta: new FakeMap(), srcRange: new FakeMap(), maglev: new FakeMap(), maglevRef: new FakeMap() };
   return { m, d: new BpfDatapathMaps(m as unknown as Record<keyof typeof m, BpfMap>) };
 }
 

@@ -17,12 +17,16 @@ describe('reconciler tables', () => {
         `2 write ${MAP_NAMES.affinityMatch}`,
         `2 write ${MAP_NAMES.srcRange}`,
         `3 write ${MAP_NAMES.svc}`,
+        `3 write ${MAP_NAMES.maglev}`,
+        `3 write ${MAP_NAMES.maglevRef}`,
         `4 write ${MAP_NAMES.svcMeta}`,
         `5 write ${MAP_NAMES.svc}`,
         `6 write ${MAP_NAMES.vip}`,
         `7 delete ${MAP_NAMES.svc}`,
+        `7 delete ${MAP_NAMES.maglevRef}`,
         `8 delete ${MAP_NAMES.affinityMatch}`,
         `8 delete ${MAP_NAMES.srcRange}`,
+        `8 delete ${MAP_NAMES.maglev}`,
         `9 delete ${MAP_NAMES.vip}`,
         `10 delete ${MAP_NAMES.svcMeta}`,
         `11 delete ${MAP_NAMES.backend}`,
@@ -31,7 +35,7 @@ describe('reconciler tables', () => {
   });
 
   it('cover the maps the reconciler owns, read back in the resync order, the limited ones with their capacity', () => {
-    assert.deepEqual(READ_BACK_MAPS, [MAP_NAMES.svc, MAP_NAMES.backend, MAP_NAMES.vip, MAP_NAMES.svcMeta, MAP_NAMES.affinityMatch, MAP_NAMES.srcRange]);
+    assert.deepEqual(READ_BACK_MAPS, [MAP_NAMES.svc, MAP_NAMES.backend, MAP_NAMES.vip, MAP_NAMES.svcMeta, MAP_NAMES.affinityMatch, MAP_NAMES.srcRange, MAP_NAMES.maglev, MAP_NAMES.maglevRef]);
     assert.equal(new Set(TABLES.map((t) => t.map)).size, TABLES.length);
     assert.deepEqual(Object.fromEntries(CAPACITY_KEYS), { [MAP_NAMES.svc]: 'svc', [MAP_NAMES.backend]: 'backend', [MAP_NAMES.affinityMatch]: 'affinityMatch', [MAP_NAMES.srcRange]: 'srcRange' });
   });

@@ -12,6 +12,7 @@ import type { BpfDatapathMaps, DatapathMapSet } from '../../agent/maps/bpf-datap
 import { svcKeyId } from '../../agent/maps/memory-datapath-maps.js';
 import type { MapState } from '../reconcile/support/datapath-state.js';
 import { AFFINITY_MATCH_KEY, BACKEND, SRC_RANGE_KEY, SVC_KEY, SVC_META, SVC_VAL, VIP_KEY, VIP_VAL, decodeSvcKey, encodeSvcKey, encodeSvcVal } from '../../agent/maps/layout.js';
+import { MAPS } from '../../agent/maps/registry.js';
 
 /** dist/test/support/bpf-fixtures.js -> repository root. */
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -84,6 +85,8 @@ export function standaloneMapSet(svcMax: number): Omit<DatapathMapSet, 'writer'>
     svcMeta: BpfMap.create(BPF_MAP_TYPE.HASH, 4, SVC_META.size, 65536, 'kpr_svc_meta'),
     // kpr's is an LPM trie (created with BPF_F_NO_PREALLOC, which BpfMap.create does not take); no range is written here.
     srcRange: BpfMap.create(BPF_MAP_TYPE.HASH, SRC_RANGE_KEY.size, 1, 16, 'kpr_src_range'),
+    maglev: BpfMap.create(BPF_MAP_TYPE.HASH, MAPS.maglev.key.size, MAPS.maglev.value.size, 64, 'kpr_maglev'),
+    maglevRef: BpfMap.create(BPF_MAP_TYPE.HASH, MAPS.maglevRef.key.size, MAPS.maglevRef.value.size, 1024, 'kpr_maglev_ref'),
   };
 }
 

@@ -28,6 +28,8 @@ export function openPinnedMapSet(pinDir: string): { set: Omit<DatapathMapSet, 'w
       affinityMatch: open(MAP_NAMES.affinityMatch),
       svcMeta: open(MAP_NAMES.svcMeta),
       srcRange: open(MAP_NAMES.srcRange),
+      maglev: open(MAP_NAMES.maglev),
+      maglevRef: open(MAP_NAMES.maglevRef),
     };
     return { set, close };
   } catch (err) {

@@ -8,13 +8,14 @@ import type { MapCapacities } from '../limits.js';
 import type { ApplyTarget, Writes } from '../write-batch.js';
 import { affinityMatchesTable } from './affinity-matches.js';
 import { backendsTable } from './backends.js';
+import { maglevRefsTable, maglevTable } from './maglev.js';
 import { servicesTable } from './services.js';
 import { srcRangesTable } from './src-ranges.js';
 import { svcMetaTable } from './svc-meta.js';
 import type { Phase, ReconcilerTable } from './table.js';
 import { vipsTable } from './vips.js';
 
-export const TABLES: readonly ReconcilerTable[] = [servicesTable, backendsTable, vipsTable, svcMetaTable, affinityMatchesTable, srcRangesTable];
+export const TABLES: readonly ReconcilerTable[] = [servicesTable, backendsTable, vipsTable, svcMetaTable, affinityMatchesTable, srcRangesTable, maglevTable, maglevRefsTable];
 
 /** The maps a sliced resync reads back, one at a time, in this order (Reconciler.readBackMatches). */
 export const READ_BACK_MAPS: readonly string[] = TABLES.map((t) => t.map);
@@ -34,13 +35,17 @@ export const CAPACITY_KEYS: ReadonlyMap<string, keyof MapCapacities> = new Map(T
  *   1. backends (and LOCAL flag changes), before any slot names them;
  *   2. affinity-match pairs, before any slot of an AFFINITY master names them;
  *      source ranges, before a master with SOURCE_RANGES publishes;
- *   3. slots 1..n, before any count covers them;
+ *   3. slots 1..n, before any count covers them; Maglev table chunks, then
+ *      the table references naming them (a reader checks a table's slot
+ *      against the count it read, so either order is safe);
  *   4. names of new frontendIds, before a master carries them;
  *   5. masters (count, frontendId, flags, affinity timeout);
  *   6. service addresses, once a frontend answers on them;
  *   7. masters of removed entry sets first, then slots beyond the new count
- *      and slots of removed sets (one call);
+ *      and slots of removed sets (one call); Maglev table references of
+ *      removed tables;
  *   8. pairs no master with AFFINITY names any more; ranges no master allows any more;
+ *      Maglev chunks no reference names any more;
  *   9. addresses whose last ClusterIP frontend went;
  *  10. names of released frontendIds;
  *  11. backends no slot names any more.
