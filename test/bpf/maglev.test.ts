@@ -33,6 +33,7 @@ import { tupleHash } from '../../agent/lb/maglev-hash.js';
 import { TCP_ACK, TCP_SYN, buildPacket, parsePacket } from '../support/packets.js';
 import { loadTcObject, writeFrontend, type TcObject } from '../support/tc-object.js';
 import { rng } from '../support/rng.js';
+import { requireRoot } from '../support/preflight.js';
 
 const TC_ACT_OK = 0;
 const TC_ACT_REDIRECT = 7;
@@ -121,6 +122,7 @@ describe('Maglev on the tc path (BPF_PROG_TEST_RUN)', () => {
   const flows = tuples(240, 34);
 
   before(() => {
+    requireRoot();
     sandbox = new Sandbox();
     for (const name of ['node-a', 'node-b']) {
       const ns = sandbox.addNamespace(name);
