@@ -45,7 +45,7 @@ export class MirrorDiff {
     private readonly admission: Admission,
   ) {}
 
-  diffFrontend(want: DesiredFrontend, w: Writes, touchedVips: Set<string>, skipped: SkippedObject[]): void {
+  diffFrontend(want: DesiredFrontend, w: Writes, touchedVips: Set<string>, _skipped: SkippedObject[]): void {
     const fk = want.fk;
     // Each entry set looked up once for the whole diff.
     const extSet = this.m.kSets.get(want.extSid);
@@ -128,7 +128,10 @@ export class MirrorDiff {
       f.slots[slot] = id;
       this.m.kBackends.addRef(id);
       if (old !== undefined) this.m.unref(old);
-      else (f.slotCount++, this.m.slotEntries++);
+      else {
+        f.slotCount++;
+        this.m.slotEntries++;
+      }
     }
 
     if (!f.master || !sameMaster(f.master, master)) {

@@ -227,13 +227,22 @@ export class KernelMirror {
         d.slotsWithoutMaster += f.slotCount;
         bad.add(f.fk);
       } else {
-        for (let s = f.master.count + 1; s < f.slots.length; s++) if (f.slots[s] !== undefined) (d.slotsBeyondCount++, bad.add(f.fk));
-        for (let s = 1; s <= f.master.count; s++) if (f.slots[s] === undefined) (d.missingSlots++, bad.add(f.fk));
+        for (let s = f.master.count + 1; s < f.slots.length; s++) if (f.slots[s] !== undefined) {
+          d.slotsBeyondCount++;
+          bad.add(f.fk);
+        }
+        for (let s = 1; s <= f.master.count; s++) if (f.slots[s] === undefined) {
+          d.missingSlots++;
+          bad.add(f.fk);
+        }
         // Both scopes of one frontend share its revNatId; any other sharing is an inconsistency.
         const rn = f.master.revNatId;
         const owner = this.revNatOwner.get(rn);
         if (rn > 0 && owner === undefined && this.revNatIds.reserve(rn)) this.revNatOwner.set(rn, f.fk);
-        else if (owner !== f.fk) (d.badRevNatIds++, bad.add(f.fk));
+        else if (owner !== f.fk) {
+          d.badRevNatIds++;
+          bad.add(f.fk);
+        }
         if (f.scope === SCOPE.EXTERNAL && f.master.flags & SVC_FLAG.CLUSTER_IP) {
           this.vipOf.set(f.fk, f.base.addr);
           this.vipRefs.set(f.base.addr, (this.vipRefs.get(f.base.addr) ?? 0) + 1);
@@ -251,13 +260,19 @@ export class KernelMirror {
       let s = this.kAff.get(k.revNatId);
       if (!s) this.kAff.set(k.revNatId, (s = new Set()));
       s.add(k.backendId);
-      if (!this.revNatOwner.has(k.revNatId)) (d.orphanAuxEntries++, this.suspectRevNats.add(k.revNatId));
+      if (!this.revNatOwner.has(k.revNatId)) {
+        d.orphanAuxEntries++;
+        this.suspectRevNats.add(k.revNatId);
+      }
     }
     for (const k of ranges) {
       let s = this.kRanges.get(k.revNatId);
       if (!s) this.kRanges.set(k.revNatId, (s = new Set()));
       s.add(k.cidr);
-      if (!this.revNatOwner.has(k.revNatId)) (d.orphanAuxEntries++, this.suspectRevNats.add(k.revNatId));
+      if (!this.revNatOwner.has(k.revNatId)) {
+        d.orphanAuxEntries++;
+        this.suspectRevNats.add(k.revNatId);
+      }
     }
     this.affPairs = 0;
     for (const s of this.kAff.values()) this.affPairs += s.size;
@@ -265,13 +280,19 @@ export class KernelMirror {
     for (const s of this.kRanges.values()) this.rangeKeys += s.size;
     for (const [addr, flags] of vips) {
       this.kVips.set(addr, flags);
-      if (!this.vipRefs.has(addr)) (d.orphanAuxEntries++, this.suspectVips.add(addr));
+      if (!this.vipRefs.has(addr)) {
+        d.orphanAuxEntries++;
+        this.suspectVips.add(addr);
+      }
     }
     // A ClusterIP frontend whose address entry is missing (a write that failed part-way).
     for (const addr of this.vipRefs.keys()) if (this.kVips.get(addr) !== VIP_FLAG.REFUSE_UNKNOWN_PORT) this.suspectVips.add(addr);
     for (const [rn, m] of metas) {
       this.kMeta.set(rn, m);
-      if (!this.revNatOwner.has(rn)) (d.orphanAuxEntries++, this.suspectRevNats.add(rn));
+      if (!this.revNatOwner.has(rn)) {
+        d.orphanAuxEntries++;
+        this.suspectRevNats.add(rn);
+      }
     }
 
     this.kBackends.forEachId((id) => {
