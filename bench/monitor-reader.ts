@@ -29,7 +29,7 @@ export async function withMonitorOn<T>(bpffsDir: string, round: () => Promise<T>
   const ring = new RingBuffer(maps.events, () => void events++);
   const lost0 = readStat(maps.stats, STAT.MONITOR_LOST);
   const timers: NodeJS.Timeout[] = [];
-  let lost = 0;
+  let lost: number;
   let result: T;
   try {
     sw.renew();

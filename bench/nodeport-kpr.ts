@@ -8,7 +8,6 @@
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
-import path from 'node:path';
 import { nsPath, type Sandbox } from '../sandbox/netns.js';
 import { childCgroup, removeCgroupDir } from './agent-cgroup.js';
 import { cliBin } from '../sandbox/repo.js';

@@ -28,7 +28,7 @@ export interface Settled {
 /** Resolves once the CPUs were at least `idleShare` idle over a window of `windowMs`, or after `maxMs`. */
 export async function waitForQuiet(idleShare = 0.85, windowMs = 2000, maxMs = 120_000): Promise<Settled> {
   const t0 = Date.now();
-  let idle = 0;
+  let idle: number;
   for (;;) {
     const a = cpuTimes();
     await new Promise((r) => setTimeout(r, windowMs));

@@ -31,7 +31,6 @@ import {
   imageIndex,
   imageManifest,
   refAnnotations,
-  sha256,
   type Descriptor,
   type ImageArch,
   type ImageMeta,

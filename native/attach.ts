@@ -112,7 +112,6 @@ export function pinnedLinkInfo(pinPath: string): LinkInfo | null {
  */
 export function attachCgroup(prog: BpfProgram, cgroupPath: string, linkPinPath: string): CgroupAttachment {
   const lib = libbpf();
-  const progFd = prog.fd;
   const progId = prog.id;
   const cgId = cgroupId(cgroupPath);
   const result = (linkId: number, replaced: boolean): CgroupAttachment => ({

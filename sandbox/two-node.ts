@@ -212,7 +212,6 @@ export class TwoNodeCluster {
       // their commands make the veths whose other end is the peer's, a client's or a pod's eth0. A
       // batch line takes no -6: the address or prefix gives the family.
       const nsOf = (role: string) => sandbox.nsName(role);
-      const n1 = nsOf('node-1');
       const n2 = nsOf('node-2');
       const pods = (opts.pods ?? []).map((p, i) => ({ ...p, hostIf: `v${i}${sandbox.runId.slice(-6)}`.slice(0, 15) }));
       const nodeCommands = (name: NodeName): string[][] => {

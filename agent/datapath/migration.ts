@@ -30,7 +30,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { BpfMap, BpfObject } from '../../native/index.js';
+import { BpfMap } from '../../native/index.js';
 import { CFG_FLAG, mapCodecs } from '../maps/layout.js';
 import { MAP_BY_NAME, MAPS, layoutsAt, type MapSpec } from '../maps/registry.js';
 import type { Logger } from '../log/log.js';

@@ -113,7 +113,7 @@ export function tcxMode(pinDir: string): TcHookMode {
       for (const file of fs.readdirSync(pinDir).sort()) {
         const pin = path.join(pinDir, file);
         const parsed = parseTcxPin(file);
-        let info: ReturnType<typeof pinnedTcxLinkInfo> = null;
+        let info: ReturnType<typeof pinnedTcxLinkInfo>;
         try {
           info = pinnedTcxLinkInfo(pin);
         } catch {
@@ -132,7 +132,7 @@ export function tcxMode(pinDir: string): TcHookMode {
       const running = queryTcxProgramsByIndex(ifindex, TCX.INGRESS, ifname);
       if (running.includes(progId)) return null;
       const pin = path.join(pinDir, tcxPinName(role, ifname));
-      let link: ReturnType<typeof pinnedTcxLinkInfo> = null;
+      let link: ReturnType<typeof pinnedTcxLinkInfo>;
       try {
         link = pinnedTcxLinkInfo(pin);
       } catch {

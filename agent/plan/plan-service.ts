@@ -19,7 +19,7 @@ import { primaryNodeIP, withImplicitLbAllow } from './source-ranges.js';
 import { readServiceInfo, type FamilyInfo, type ServiceInfo, type ServicePortInfo } from './service-info.js';
 import { lbAlgorithmOf, type LbAlgorithm } from './lb-algorithm.js';
 import { namespacedKey } from '../runtime/flat-key.js';
-import { frontendLabel, sameBackends, type FrontendType, type NoLocalEndpoints, type PlanBackend, type PlanFrontend, type ServicePlan, type SkippedObject } from './types.js';
+import { frontendLabel, sameBackends, type FrontendType, type NoLocalEndpoints, type PlanBackend, type PlanFrontend, type ServicePlan } from './types.js';
 
 export interface PlanContext {
   /** This node's name: decides which endpoints are local. "" means none is. */

@@ -204,7 +204,7 @@ export function runPreflight(opts: PreflightOptions): PreflightReport {
 
   // libbpf.
   let libbpfOk = false;
-  let libbpfDetail = '';
+  let libbpfDetail: string;
   try {
     libbpf();
     libbpfOk = true;

@@ -125,7 +125,7 @@ export class Admission {
    */
   admitted(want: DesiredFrontend, w: Writes): boolean {
     const service = want.service;
-    let ok = this.verdicts.get(service);
+    const ok = this.verdicts.get(service);
     if (ok === undefined) {
       const mine = this.claims.desired.get(service) ?? [want];
       const report = mine.length === 1 && this.fitsBound(want, w) ? null : this.overLimit(service, this.claims.winning(service, mine), w);

@@ -152,7 +152,10 @@ export class MirrorDiff {
       f.slots[slot] = id;
       this.m.backends.addRef(id);
       if (old !== undefined) this.m.unref(old);
-      else (f.slotCount++, this.m.slotEntries++);
+      else {
+        f.slotCount++;
+        this.m.slotEntries++;
+      }
     }
 
     if (!f.master || !sameMaster(f.master, master)) {

@@ -242,13 +242,22 @@ export class KernelMirror {
         d.slotsWithoutMaster += f.slotCount;
         bad.add(f.fk);
       } else {
-        for (let s = f.master.count + 1; s < f.slots.length; s++) if (f.slots[s] !== undefined) (d.slotsBeyondCount++, bad.add(f.fk));
-        for (let s = 1; s <= f.master.count; s++) if (f.slots[s] === undefined) (d.missingSlots++, bad.add(f.fk));
+        for (let s = f.master.count + 1; s < f.slots.length; s++) if (f.slots[s] !== undefined) {
+          d.slotsBeyondCount++;
+          bad.add(f.fk);
+        }
+        for (let s = 1; s <= f.master.count; s++) if (f.slots[s] === undefined) {
+          d.missingSlots++;
+          bad.add(f.fk);
+        }
         // Both scopes of one frontend share its frontendId; any other sharing is an inconsistency.
         const fid = f.master.frontendId;
         const owner = this.frontendIdOwner.get(fid);
         if (fid > 0 && owner === undefined && this.frontendIds.reserve(fid)) this.frontendIdOwner.set(fid, f.fk);
-        else if (owner !== f.fk) (d.badFrontendIds++, bad.add(f.fk));
+        else if (owner !== f.fk) {
+          d.badFrontendIds++;
+          bad.add(f.fk);
+        }
         if (f.scope === SCOPE.EXTERNAL && f.master.flags & SVC_FLAG.CLUSTER_IP) {
           this.vipOf.set(f.fk, f.base.addr);
           this.vipRefs.set(f.base.addr, (this.vipRefs.get(f.base.addr) ?? 0) + 1);
@@ -266,23 +275,35 @@ export class KernelMirror {
       let s = this.affinityMatches.get(k.frontendId);
       if (!s) this.affinityMatches.set(k.frontendId, (s = new Set()));
       s.add(k.backendId);
-      if (!this.frontendIdOwner.has(k.frontendId)) (d.orphanAuxEntries++, this.suspectFrontendIds.add(k.frontendId));
+      if (!this.frontendIdOwner.has(k.frontendId)) {
+        d.orphanAuxEntries++;
+        this.suspectFrontendIds.add(k.frontendId);
+      }
     }
     for (const k of ranges) {
       let s = this.srcRanges.get(k.frontendId);
       if (!s) this.srcRanges.set(k.frontendId, (s = new Set()));
       s.add(k.cidr);
-      if (!this.frontendIdOwner.has(k.frontendId)) (d.orphanAuxEntries++, this.suspectFrontendIds.add(k.frontendId));
+      if (!this.frontendIdOwner.has(k.frontendId)) {
+        d.orphanAuxEntries++;
+        this.suspectFrontendIds.add(k.frontendId);
+      }
     }
     // Maglev tables: an entry set's table id is its own (tables/maglev.ts), so each chunk and reference names a frontendId.
     for (const [k, ref] of maglevRefs) {
       this.maglevRefs.set(maglevSetId(k.frontendId, k.scope), ref);
-      if (!this.frontendIdOwner.has(k.frontendId)) (d.orphanAuxEntries++, this.suspectFrontendIds.add(k.frontendId));
+      if (!this.frontendIdOwner.has(k.frontendId)) {
+        d.orphanAuxEntries++;
+        this.suspectFrontendIds.add(k.frontendId);
+      }
     }
     for (const [k, chunk] of maglev) {
       this.maglevChunks.set(maglevChunkId(k.tableId, k.chunk), chunk);
       const fid = Math.floor(k.tableId / 2);
-      if (!this.frontendIdOwner.has(fid)) (d.orphanAuxEntries++, this.suspectFrontendIds.add(fid));
+      if (!this.frontendIdOwner.has(fid)) {
+        d.orphanAuxEntries++;
+        this.suspectFrontendIds.add(fid);
+      }
     }
     this.affPairs = 0;
     for (const s of this.affinityMatches.values()) this.affPairs += s.size;
@@ -290,13 +311,19 @@ export class KernelMirror {
     for (const s of this.srcRanges.values()) this.rangeKeys += s.size;
     for (const [addr, flags] of vips) {
       this.vips.set(addr, flags);
-      if (!this.vipRefs.has(addr)) (d.orphanAuxEntries++, this.suspectVips.add(addr));
+      if (!this.vipRefs.has(addr)) {
+        d.orphanAuxEntries++;
+        this.suspectVips.add(addr);
+      }
     }
     // A ClusterIP frontend whose address entry is missing (a write that failed part-way).
     for (const addr of this.vipRefs.keys()) if (this.vips.get(addr) !== VIP_FLAG.REFUSE_UNKNOWN_PORT) this.suspectVips.add(addr);
     for (const [fid, m] of metas) {
       this.svcMeta.set(fid, m);
-      if (!this.frontendIdOwner.has(fid)) (d.orphanAuxEntries++, this.suspectFrontendIds.add(fid));
+      if (!this.frontendIdOwner.has(fid)) {
+        d.orphanAuxEntries++;
+        this.suspectFrontendIds.add(fid);
+      }
     }
 
     this.backends.forEachId((id) => {

@@ -42,7 +42,6 @@ import { podFitsNode, type NodeModel } from '../support/node-placement.js';
 import { commandsFrom, docs, platformsValues, shellWords, type DocCommand } from './doc-walk.js';
 
 const fixture = (file: string) => YAML.parse(readFileSync(path.join(repoRoot, 'test', 'fixtures', 'kube-proxy', file), 'utf8')) as K8sObject;
-const clone = <T>(v: T): T => structuredClone(v);
 const linux = (name: string, extra: Record<string, string> = {}): Record<string, string> => ({ 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64', 'kubernetes.io/hostname': name, ...extra });
 const COMPUTE_TYPE = 'eks.amazonaws.com/compute-type';
 

@@ -20,7 +20,7 @@ import type { ClientReport } from '../../sandbox/client.js';
 import { requireRoot } from '../support/preflight.js';
 import { expectedRefusal } from '../support/kernel.js';
 import {
-  assertNotServed, assertServedBy, clusterIP, ConformanceBox, eventually, nodePortOf, NS, READY, registerUpstream, TERMINATING_SERVING,
+  assertServedBy, clusterIP, ConformanceBox, eventually, nodePortOf, NS, READY, registerUpstream, TERMINATING_SERVING,
   type EndpointSpec, type PodSpec, type UpstreamImpl,
 } from './harness.js';
 

@@ -16,13 +16,12 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdirSync, readdirSync, rmdirSync, rmSync } from 'node:fs';
-import path from 'node:path';
 import { BoxCluster, NODE_NAME, waitFor, type AgentProcess } from '../../sandbox/cluster.js';
 import { inNs, ip, nsPath } from '../../sandbox/netns.js';
 import { BPF_MAP_TYPE, BpfMap, queryTcxPrograms, TCX, withNetns } from '../../native/index.js';
 import { BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
 import { MAP_NAMES, SCOPE } from '../../agent/maps/layout.js';
-import { linkPinDir, mapPinDir, mapPinPath } from '../../agent/datapath/pins.js';
+import { linkPinDir, mapPinPath } from '../../agent/datapath/pins.js';
 import type { ClientReport } from '../../sandbox/client.js';
 import type { KubeObject } from '../../sandbox/apiserver-selectors.js';
 import { httpService, httpSlice } from '../support/e2e-objects.js';
@@ -417,7 +416,7 @@ describe('fault injection end to end', { timeout: scaled(600_000) }, () => {
     const loop = connectLoop();
     await pause(300);
     const codes = new Map<number, number>();
-    let t0 = 0;
+    let t0: number;
     try {
       box.api.failRequests(1_000_000, { code: 503 });
       box.api.pauseWatches();

@@ -180,7 +180,7 @@ describe('hostile Services and EndpointSlices against the real agent', { timeout
   /** Waits until the maps hold what the accepted objects program; fails with the difference. */
   async function converge(what: string, timeoutMs = 60_000): Promise<void> {
     const end = Date.now() + scaled(timeoutMs);
-    let last: string[] = [];
+    let last: string[];
     for (;;) {
       assert.equal(exited, undefined, `the agent exited: ${exited}`);
       last = diff(programmed(readServiceViews(box.sandbox.bpffsDir)), world.expected());

@@ -304,7 +304,7 @@ function makeCase(m: Mutation, i: number, r: () => number): FuzzCase {
  */
 export function generateCases(seed: number, count: number, firstIndex = 0): FuzzCase[] {
   const r = rng(seed);
-  const order = MUTATIONS.map((m, k) => ({ m, k: r() })).sort((a, b) => a.k - b.k).map((x) => x.m);
+  const order = MUTATIONS.map((m) => ({ m, k: r() })).sort((a, b) => a.k - b.k).map((x) => x.m);
   const out: FuzzCase[] = [];
   for (let n = 0; n < count; n++) {
     const m = n < order.length ? order[n] : MUTATIONS[Math.floor(r() * MUTATIONS.length)];

@@ -152,11 +152,10 @@ export class RunningContainer {
   async stop(graceSeconds: number, timeoutMs = 300_000): Promise<number | null> {
     this.probes.stop();
     const end = Date.now() + timeoutMs;
-    let last = '';
     while (this.exitCode === undefined) {
       const r = await this.podman.run(['stop', '--time', String(graceSeconds), this.runtimeName], (graceSeconds + 180) * 1000);
       if (r.code === 0 || this.exitCode !== undefined) break;
-      last = r.stderr.trim();
+      const last = r.stderr.trim();
       if (Date.now() > end) throw new Error(`podman stop ${this.runtimeName}: ${last}`);
       await new Promise((res) => setTimeout(res, 1000));
     }

@@ -176,9 +176,9 @@ export class ContainerProbes {
         }
       }
       this.notify();
-      this.schedule(tick, p.periodSeconds * 1000);
+      this.schedule(() => void tick(), p.periodSeconds * 1000);
     };
-    this.schedule(tick, p.initialDelaySeconds * 1000);
+    this.schedule(() => void tick(), p.initialDelaySeconds * 1000);
   }
 
   private schedule(fn: () => void, ms: number): void {

@@ -5,7 +5,6 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { PlanFrontend, Protocol } from '../../agent/plan/types.js';
 import { IPPROTO, SCOPE, SVC_FLAG } from '../../agent/maps/layout.js';
 import { MemoryDatapathMaps } from '../../agent/maps/memory-datapath-maps.js';
 import { Reconciler } from '../../agent/reconcile/reconciler.js';

@@ -400,7 +400,7 @@ describe('sandbox apiserver: watch protocol', () => {
       for (let i = 0; i < 20; i++) srv.apply(svc('a', 'default', { labels: { n: String(i) } }));
       const oldRv = srv.resourceVersion();
       const reset = await openWatch(srv.url, `/api/v1/services?watch=true&resourceVersion=${oldRv}`);
-      const resetEnd = new Promise<string>((r) => reset.ended.then(() => r('ended')));
+      const resetEnd = new Promise<string>((r) => void reset.ended.then(() => r('ended')));
       // Below the old resourceVersions, destroying the streams (a crash).
       srv.replaceHistory({ resourceVersionBase: 5, edit: () => {
         srv.remove('Service', 'default', 'b');

@@ -9,9 +9,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { BpfMap } from '../../native/index.js';
 import { BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
-import { BACKEND, SVC_META, VIP_KEY, encodeBackend, encodeSvcMeta, encodeVipKey, type Backend, type SvcKey, type SvcMeta, type SvcVal } from '../../agent/maps/layout.js';
+import { SVC_META, VIP_KEY, encodeBackend, encodeSvcMeta, encodeVipKey, type Backend, type SvcKey, type SvcMeta, type SvcVal } from '../../agent/maps/layout.js';
 import { TupleIndex } from '../../agent/reconcile/tuple-index.js';
-import { backendTupleKey, backendValueKey } from '../../agent/reconcile/desired-frontend.js';
+import { backendValueKey } from '../../agent/reconcile/desired-frontend.js';
 import { parseIP } from '../../agent/net/ip.js';
 import { IdAllocator } from '../../agent/reconcile/id-allocator.js';
 import { BackendTable } from '../../agent/reconcile/backend-table.js';
@@ -150,9 +150,14 @@ describe('BackendTable', () => {
       } else if (op < 0.8) {
         const row = rows.get(k);
         if (!row) continue;
-        if (r() < 0.6) (t.addRef(k), row.refs++);
-        else assert.equal(t.dropRef(k), --row.refs);
-        if (r() < 0.2) (t.setFlags(k, 1 - row.flags), (row.flags = 1 - row.flags));
+        if (r() < 0.6) {
+          t.addRef(k);
+          row.refs++;
+        } else assert.equal(t.dropRef(k), --row.refs);
+        if (r() < 0.2) {
+          t.setFlags(k, 1 - row.flags);
+          row.flags = 1 - row.flags;
+        }
       } else if (op < 0.99995) {
         const row = rows.get(k);
         assert.equal(t.has(k), row !== undefined);

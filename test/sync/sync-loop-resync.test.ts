@@ -106,13 +106,12 @@ describe('sliced periodic resync', () => {
       });
     });
     assert.equal(loop.start().result.ok, true);
-    let servedAtEvent: string[] | undefined;
     await until('the resync with the change', () => reports.some((r, i) => r.trigger === 'periodic' && i > changedAt && changedAt >= 0));
     loop.stop();
     const ev = reports.findIndex((r, i) => i >= changedAt && r.trigger === 'event');
     const periodic = reports.findIndex((r, i) => i >= changedAt && r.trigger === 'periodic');
     assert.ok(ev >= 0 && ev < periodic, `the event sync (#${ev}) reported before the resync it interrupted (#${periodic})`);
-    servedAtEvent = served(maps, vip(10));
+    const servedAtEvent = served(maps, vip(10));
     assert.deepEqual(servedAtEvent, ['198.18.9.9:8080']);
     const rs = reports[periodic];
     assert.equal(rs.full, true);

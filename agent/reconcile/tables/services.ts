@@ -144,11 +144,17 @@ export const servicesTable: ReconcilerTable = {
       if (!f) extra++;
       else if (key.slot === 0) {
         if (!f.master) extra++;
-        else (present++, sameMaster(f.master, val) || changed++);
+        else {
+          present++;
+          if (!sameMaster(f.master, val)) changed++;
+        }
       } else {
         const id = f.slots[key.slot];
         if (id === undefined) extra++;
-        else (present++, id === val.backendId || changed++);
+        else {
+          present++;
+          if (id !== val.backendId) changed++;
+        }
       }
     }
     add(MAP, mirrored - present, changed, extra);

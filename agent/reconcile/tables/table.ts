@@ -155,7 +155,10 @@ export function compareKeyValues<K, V>(map: string, mirror: Map<K, V>, kernel: I
   for (const [k, v] of kernel) {
     const have = mirror.get(k);
     if (have === undefined) extra++;
-    else (present++, same(have, v) || changed++);
+    else {
+      present++;
+      if (!same(have, v)) changed++;
+    }
   }
   add(map, mirror.size - present, changed, extra);
 }
