@@ -73,7 +73,17 @@ export class Agent {
     setLibbpfLogger((level, msg) => libbpfLog[level === 'warn' ? 'warn' : 'debug'](msg.trimEnd()));
 
     const { healthzBindAddress, metricsBindAddress } = cfg;
-    const obs = new Observability({ bpffsDir: cfg.bpffsDir, syncPeriodMs: cfg.syncPeriodMs, healthzBindAddress, metricsBindAddress, log, node: () => this.watch?.node(), caches: () => this.watch?.cacheStatus(), config: cfg, serviceRanges: () => this.serviceRanges?.report() });
+    const obs = new Observability({
+      bpffsDir: cfg.bpffsDir,
+      syncPeriodMs: cfg.syncPeriodMs,
+      healthzBindAddress,
+      metricsBindAddress,
+      log,
+      node: () => this.watch?.node(),
+      caches: () => this.watch?.cacheStatus(),
+      config: cfg,
+      serviceRanges: () => this.serviceRanges?.report(),
+    });
     this.obs = obs;
     obs.start();
 
@@ -83,11 +93,27 @@ export class Agent {
     if (probed.unknownNames.length) log.warn('unknown kernel feature names in the environment', { names: probed.unknownNames });
     obs.metrics.kernelFeatures(() => features.list());
     features.onChange((f) => log.warn('kernel feature changed', { feature: f.feature, state: f.state, fallback: f.fallback, text: formatFeature(f) }));
-    const sizes = computeMapSizes({ ...cfg.mapSizeOptions, serviceCounters: cfg.serviceCounters }, { totalMemoryBytes: os.totalmem(), cpus: os.availableParallelism(), possibleCpus: possibleCpus() });
+    const sizes = computeMapSizes(
+      { ...cfg.mapSizeOptions, serviceCounters: cfg.serviceCounters },
+      { totalMemoryBytes: os.totalmem(), cpus: os.availableParallelism(), possibleCpus: possibleCpus() },
+    );
     log.info('BPF map sizes', { maps: describeMapSizes(sizes) });
-    this.datapath = loadDatapath({ ...cfg, mapSizes: sizes.byMapName, loadUdpIterator: cfg.udpTermination !== 'netlink', onIncompatiblePin: () => obs.metrics.pinRestored('map', 'incompatible') }, log, features);
+    this.datapath = loadDatapath(
+      {
+        ...cfg,
+        mapSizes: sizes.byMapName,
+        loadUdpIterator: cfg.udpTermination !== 'netlink',
+        onIncompatiblePin: () => obs.metrics.pinRestored('map', 'incompatible'),
+      },
+      log,
+      features,
+    );
     const dp = this.datapath;
-    obs.mapSizes({ configured: sizes.byMapName, inUse: dp.mapSizes, migration: dp.migration ? { state: 'in progress', maps: dp.migration.reasons } : undefined });
+    obs.mapSizes({
+      configured: sizes.byMapName,
+      inUse: dp.mapSizes,
+      migration: dp.migration ? { state: 'in progress', maps: dp.migration.reasons } : undefined,
+    });
     const pins = new PinKeeper(cfg.bpffsDir, log.child({ source: 'pins' }), (object, reason) => obs.metrics.pinRestored(object, reason));
     this.pins = pins;
     // A migrating set is pinned in staging/ until it is promoted: the keeper holds the maps' pins from then.
@@ -95,7 +121,12 @@ export class Agent {
     for (const a of dp.attachments) pins.keepLink(a.linkPinPath);
     this.resolveNetnsCookie(); // before the features line, so it says which netns cookie source is in use
     // healthCheckNodePort servers (eTP=Local LoadBalancers), in the node's namespace, healthy as the proxy is.
-    this.serviceHealth = new ServiceHealthServers({ netns: cfg.netns, proxyHealthy: () => obs.health.health().healthy, log: log.child({ source: 'service-health' }), onShed: (kind) => obs.metrics.connectionShed('service-health', kind) });
+    this.serviceHealth = new ServiceHealthServers({
+      netns: cfg.netns,
+      proxyHealthy: () => obs.health.health().healthy,
+      log: log.child({ source: 'service-health' }),
+      onShed: (kind) => obs.metrics.connectionShed('service-health', kind),
+    });
     const udpTerminator = new UdpTerminator({
       setting: cfg.udpTermination,
       ...(dp.udpIterator ? { iterator: dp.udpIterator } : {}),
@@ -124,7 +155,10 @@ export class Agent {
     });
     // Frontend ids 1 .. n-1 index kpr_svc_stats and name kpr_svc_meta (n: map-sizes.ts frontendCapacity).
     const maxFrontendId = dp.maps.svcMeta.maxEntries - 1;
-    const reconciler = new Reconciler(obs.instrument(maps), log.child({ source: 'reconciler' }), { capacities: testCapacities(maps.capacities(), cfg.testMapCapacities, log), maxFrontendId });
+    const reconciler = new Reconciler(obs.instrument(maps), log.child({ source: 'reconciler' }), {
+      capacities: testCapacities(maps.capacities(), cfg.testMapCapacities, log),
+      maxFrontendId,
+    });
     obs.adopted(reconciler.adopt());
 
     const kc = loadKubeConfig({ kubeconfig: cfg.kubeconfig, serviceHost: cfg.k8sServiceHost, servicePort: cfg.k8sServicePort });
@@ -147,7 +181,12 @@ export class Agent {
       nodeName: cfg.nodeName,
       syncPeriodMs: cfg.syncPeriodMs,
       minSyncPeriodMs: cfg.minSyncPeriodMs,
-      plan: { nodePortAddresses: cfg.nodePortAddresses, sourceRangesForAllExternal: cfg.sourceRangesAllExternal, externalIPCidrs: cfg.externalIPCidrs, lbAlgorithm: cfg.lbAlgorithm },
+      plan: {
+        nodePortAddresses: cfg.nodePortAddresses,
+        sourceRangesForAllExternal: cfg.sourceRangesAllExternal,
+        externalIPCidrs: cfg.externalIPCidrs,
+        lbAlgorithm: cfg.lbAlgorithm,
+      },
       log,
       // kpr_config is the node datapath's: the periodic read-back repairs it too.
       // Attachments too: each periodic resync checks them against the kernel and attaches again what is missing.
@@ -299,7 +338,10 @@ export class Agent {
   /** Counts a failure no component caught (main.ts's last line of defence once the agent runs). */
   uncaughtFailure(err: unknown): void {
     this.obs?.metrics.taskFailed('uncaught');
-    this.log.error('unexpected failure; the agent keeps running', { error: err instanceof Error ? err.message : String(err), stack: err instanceof Error ? err.stack : undefined });
+    this.log.error('unexpected failure; the agent keeps running', {
+      error: err instanceof Error ? err.message : String(err),
+      stack: err instanceof Error ? err.stack : undefined,
+    });
   }
 
   /** How connected UDP sockets of a removed backend are destroyed on this node ('off' before start). */

@@ -46,7 +46,12 @@ export function agentNodeFlags(distRoot: string): string[] {
  */
 export function runBenchChild<T>(what: string, root: string, script: string, args: string[], timeoutMs: number): Promise<T> {
   return new Promise((resolve, reject) => {
-    const child = asUnderTest(spawn(process.execPath, [...agentNodeFlags(root), script, ...args], { env: { ...process.env, MALLOC_ARENA_MAX: '1' }, stdio: ['ignore', 'pipe', 'pipe'] }));
+    const child = asUnderTest(
+      spawn(process.execPath, [...agentNodeFlags(root), script, ...args], {
+        env: { ...process.env, MALLOC_ARENA_MAX: '1' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      }),
+    );
     let out = '';
     let err = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
@@ -120,7 +125,12 @@ export interface StandaloneMaps {
  * for the scenario (bench/map-sizing.ts: the defaults at 10,000
  * Services).
  */
-export function standaloneMaps(root: string, native: typeof import('../native/index.js'), L: typeof import('../agent/maps/layout.js'), sizes: BenchMapSizes): StandaloneMaps {
+export function standaloneMaps(
+  root: string,
+  native: typeof import('../native/index.js'),
+  L: typeof import('../agent/maps/layout.js'),
+  sizes: BenchMapSizes,
+): StandaloneMaps {
   const writer = native.BatchWriter.open(path.join(root, '..', 'build', native.BATCH_WRITER_LIBRARY));
   const M = native.BPF_MAP_TYPE;
   const set = {

@@ -175,7 +175,11 @@ export function floorSync(source: FloorSource, maps: FloorMaps, writer: BatchWri
       const frontendId = nextFrontendId++;
       if (metas.full) flushAll();
       metas.keys.writeUInt32LE(frontendId, metas.n * metas.keySize);
-      encodeSvcMeta({ name: key, portName: sp.name ?? '', type: FE_TYPE.CLUSTER_IP, proto: sp.protocol === 'UDP' ? IPPROTO.UDP : IPPROTO.TCP }, metas.values, metas.n++ * metas.valueSize);
+      encodeSvcMeta(
+        { name: key, portName: sp.name ?? '', type: FE_TYPE.CLUSTER_IP, proto: sp.protocol === 'UDP' ? IPPROTO.UDP : IPPROTO.TCP },
+        metas.values,
+        metas.n++ * metas.valueSize,
+      );
       for (let s = 1; s <= n; s++) putSvc(cip, sp.port!, proto, s, slotIds[s - 1], 0, 0, 0);
       putSvc(cip, sp.port!, proto, 0, 0, n, frontendId, SVC_FLAG.CLUSTER_IP | (local ? SVC_FLAG.LOCAL_BACKEND : 0));
       frontends++;

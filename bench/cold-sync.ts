@@ -52,7 +52,9 @@ async function child(root: string, mode: ColdSyncMode, services: number, endpoin
   const sc = await load<typeof import('./scenario.js')>('bench/scenario.js');
   const prune = await load<typeof import('../agent/k8s/prune.js')>('agent/k8s/prune.js');
   // agent/sync/sync-loop.js; agent/sync-loop.js in builds before the loop was split into modules.
-  const { SyncLoop } = await load<typeof import('../agent/sync/sync-loop.js')>('agent/sync/sync-loop.js').catch(() => load<typeof import('../agent/sync/sync-loop.js')>('agent/sync-loop.js'));
+  const { SyncLoop } = await load<typeof import('../agent/sync/sync-loop.js')>('agent/sync/sync-loop.js').catch(() =>
+    load<typeof import('../agent/sync/sync-loop.js')>('agent/sync-loop.js'),
+  );
   const { Reconciler } = await load<typeof import('../agent/reconcile/reconciler.js')>('agent/reconcile/reconciler.js');
   const { planService } = await load<typeof import('../agent/plan/index.js')>('agent/plan/index.js');
   const { BpfDatapathMaps } = await load<typeof import('../agent/maps/bpf-datapath-maps.js')>('agent/maps/bpf-datapath-maps.js');
@@ -130,7 +132,9 @@ async function main(): Promise<void> {
       for (const [arm, root] of arms) {
         const r = await runColdSyncChild(root, mode, services, endpoints);
         ((samples[mode] ??= {})[arm] ??= []).push(r);
-        process.stderr.write(`[cold-sync] ${mode} ${arm} run ${i + 1}/${runs}: ${round(r.ms, 1)} ms (CPU ${round(r.cpuMs, 1)} ms, ${r.minorFaults} minor faults, node free memory -${round(r.freshMiB, 1)} MiB)\n`);
+        process.stderr.write(
+          `[cold-sync] ${mode} ${arm} run ${i + 1}/${runs}: ${round(r.ms, 1)} ms (CPU ${round(r.cpuMs, 1)} ms, ${r.minorFaults} minor faults, node free memory -${round(r.freshMiB, 1)} MiB)\n`,
+        );
       }
     }
   }
@@ -139,26 +143,67 @@ async function main(): Promise<void> {
       arms.map(([arm]) => {
         const ms = samples[mode][arm].map((r) => r.ms);
         const cpu = samples[mode][arm].map((r) => r.cpuMs);
-        return [arm, { medianMs: round(median(ms), 1), minMs: round(Math.min(...ms), 1), maxMs: round(Math.max(...ms), 1), medianCpuMs: round(median(cpu), 1), heapMiB: round(median(samples[mode][arm].map((r) => r.heapMiB)), 1), runs: ms.map((x) => round(x, 1)) }];
+        return [
+          arm,
+          {
+            medianMs: round(median(ms), 1),
+            minMs: round(Math.min(...ms), 1),
+            maxMs: round(Math.max(...ms), 1),
+            medianCpuMs: round(median(cpu), 1),
+            heapMiB: round(median(samples[mode][arm].map((r) => r.heapMiB)), 1),
+            runs: ms.map((x) => round(x, 1)),
+          },
+        ];
       }),
     );
     const pairwise = values.base ? samples[mode]['this build'].map((r, i) => r.ms / samples[mode].base[i].ms) : [];
     const pairwiseCpu = values.base ? samples[mode]['this build'].map((r, i) => r.cpuMs / samples[mode].base[i].cpuMs) : [];
     // Each run of a mode beside the floor run of the same round and build.
     const floor = samples.floor;
-    const overFloor = floor && mode !== 'floor' ? Object.fromEntries(arms.map(([arm]) => [arm, round(median(samples[mode][arm].map((r, i) => r.ms / floor[arm][i].ms)), 2)])) : undefined;
-    return { mode, arms: byArm, pairwiseRatioMedian: pairwise.length ? round(median(pairwise), 3) : undefined, pairwiseCpuRatioMedian: pairwiseCpu.length ? round(median(pairwiseCpu), 3) : undefined, overFloorMedian: overFloor };
+    const overFloor =
+      floor && mode !== 'floor'
+        ? Object.fromEntries(arms.map(([arm]) => [arm, round(median(samples[mode][arm].map((r, i) => r.ms / floor[arm][i].ms)), 2)]))
+        : undefined;
+    return {
+      mode,
+      arms: byArm,
+      pairwiseRatioMedian: pairwise.length ? round(median(pairwise), 3) : undefined,
+      pairwiseCpuRatioMedian: pairwiseCpu.length ? round(median(pairwiseCpu), 3) : undefined,
+      overFloorMedian: overFloor,
+    };
   });
-  const head = ['mode', 'build', 'median ms', 'min–max ms', 'CPU ms (median)', 'heap after (MiB)', 'this / base (pairwise median)', 'CPU this / base', '÷ floor (pairwise median)'];
+  const head = [
+    'mode',
+    'build',
+    'median ms',
+    'min–max ms',
+    'CPU ms (median)',
+    'heap after (MiB)',
+    'this / base (pairwise median)',
+    'CPU this / base',
+    '÷ floor (pairwise median)',
+  ];
   const rows = summary.flatMap((s) =>
     arms.map(([arm]) => {
       const a = s.arms[arm];
       const vsBase = arm === 'this build' && s.pairwiseRatioMedian !== undefined ? `${s.pairwiseRatioMedian}×` : '';
       const cpuVsBase = arm === 'this build' && s.pairwiseCpuRatioMedian !== undefined ? `${s.pairwiseCpuRatioMedian}×` : '';
-      return [s.mode, arm, String(a.medianMs), `${a.minMs}–${a.maxMs}`, String(a.medianCpuMs), String(a.heapMiB), vsBase, cpuVsBase, s.overFloorMedian ? `${s.overFloorMedian[arm]}×` : ''];
+      return [
+        s.mode,
+        arm,
+        String(a.medianMs),
+        `${a.minMs}–${a.maxMs}`,
+        String(a.medianCpuMs),
+        String(a.heapMiB),
+        vsBase,
+        cpuVsBase,
+        s.overFloorMedian ? `${s.overFloorMedian[arm]}×` : '',
+      ];
     }),
   );
-  process.stdout.write(`${renderGrid(`kpr cold sync in-process (${services} Services × ${endpoints} endpoints, ${runs} fresh processes per build and mode)`, head, rows)}\n`);
+  process.stdout.write(
+    `${renderGrid(`kpr cold sync in-process (${services} Services × ${endpoints} endpoints, ${runs} fresh processes per build and mode)`, head, rows)}\n`,
+  );
   const json = { services, endpoints, runs, node: process.version, summary };
   process.stdout.write(`${JSON.stringify(json, null, 2)}\n`);
   const out = path.join(distRoot, '..', 'build', 'cold-sync-results.json');

@@ -74,19 +74,28 @@ export class Agent {
 
   constructor(sandbox: Sandbox, kubeconfig: string, logLevel: string, opts: AgentOptions = {}) {
     const args = [
-      '--kubeconfig', kubeconfig,
-      '--node-name', NODE_NAME,
-      '--cgroup-path', opts.cgroupPath ?? sandbox.cgroupPath,
-      '--bpffs', opts.bpffsDir ?? sandbox.bpffsDir,
+      '--kubeconfig',
+      kubeconfig,
+      '--node-name',
+      NODE_NAME,
+      '--cgroup-path',
+      opts.cgroupPath ?? sandbox.cgroupPath,
+      '--bpffs',
+      opts.bpffsDir ?? sandbox.bpffsDir,
       // The control-plane run measures map programming only: attach tc nowhere (the agent runs in
       // the root namespace, whose eth0 would match the default interface patterns).
-      '--external-interfaces', '',
-      '--pod-interfaces', '',
-      '--log-level', logLevel,
+      '--external-interfaces',
+      '',
+      '--pod-interfaces',
+      '',
+      '--log-level',
+      logLevel,
       // The health and metrics servers run, as in a real deployment (their share of the RSS
       // counts), on loopback ports the kernel picks: other agents may hold the default ports.
-      '--healthz-bind-address', '127.0.0.1:0',
-      '--metrics-bind-address', '127.0.0.1:0',
+      '--healthz-bind-address',
+      '127.0.0.1:0',
+      '--metrics-bind-address',
+      '127.0.0.1:0',
       ...(opts.extraArgs ?? []),
     ];
     // The agent runs in the host namespace (it talks to the API server on 127.0.0.1);
@@ -185,11 +194,17 @@ export interface InitialSync {
   rssKiB: number;
 }
 
-export async function startAgent(sandbox: Sandbox, api: BenchApiServer, logLevel: string, timeoutMs: number, opts: AgentOptions = {}): Promise<{ agent: Agent; initial: InitialSync }> {
+export async function startAgent(
+  sandbox: Sandbox,
+  api: BenchApiServer,
+  logLevel: string,
+  timeoutMs: number,
+  opts: AgentOptions = {},
+): Promise<{ agent: Agent; initial: InitialSync }> {
   const dir = sandbox.own(mkdtempSync(path.join(os.tmpdir(), `${sandbox.runId}-kc-`)));
   const kubeconfig = await api.writeKubeconfig(path.join(dir, 'kubeconfig'));
   const agent = new Agent(sandbox, kubeconfig, logLevel, opts);
-  const rec = await agent.waitLog((r) => r.msg === 'initial sync complete', timeoutMs, 'waiting for the agent\'s initial sync');
+  const rec = await agent.waitLog((r) => r.msg === 'initial sync complete', timeoutMs, "waiting for the agent's initial sync");
   const spawnToSyncedMs = Number(process.hrtime.bigint() - agent.started) / 1e6;
   return {
     agent,
@@ -340,7 +355,13 @@ export async function periodicResyncs(
       }
     });
     const opt = (v: unknown) => (v === undefined ? undefined : Number(v));
-    return { durationMs: Number(rec.durationMs), readBackMs: Number(rec.readBackMs), longestSliceMs: opt(rec.longestSliceMs), loopBlockMs: opt(rec.loopBlockMs), blockedApiToLogMs: mine };
+    return {
+      durationMs: Number(rec.durationMs),
+      readBackMs: Number(rec.readBackMs),
+      longestSliceMs: opt(rec.longestSliceMs),
+      loopBlockMs: opt(rec.loopBlockMs),
+      blockedApiToLogMs: mine,
+    };
   });
   return { resyncs: out, otherApiToLogMs: changes.filter((_, i) => !blocked.has(i)).map((c) => c.apiToLogMs) };
 }

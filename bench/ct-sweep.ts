@@ -33,8 +33,25 @@ function fill(map: BpfMap, n: number, now: bigint): void {
     for (let i = 0; i < c; i++) {
       const f = start + i;
       const client = `198.18.${(f >> 16) & 0xff}.${(f >> 8) & 0xff}`;
-      ct.key.encode({ saddr: client, daddr: '198.19.0.10', sport: 1024 + (f & 0xff) * 200 + ((f >> 24) & 0xff), dport: 80, proto: IPPROTO.TCP, dir: CT_DIR.ORIGINAL }, keys, i * ct.key.size);
-      ct.value.encode({ natSaddr: client, natDaddr: '198.18.10.10', natSport: 40000, natDport: 8080, backendId: 1, expiresNs: f % 2 === 0 ? now - 1n : now + 3_600_000_000_000n, frontendId: 1, flags: 0 }, vals, i * ct.value.size);
+      ct.key.encode(
+        { saddr: client, daddr: '198.19.0.10', sport: 1024 + (f & 0xff) * 200 + ((f >> 24) & 0xff), dport: 80, proto: IPPROTO.TCP, dir: CT_DIR.ORIGINAL },
+        keys,
+        i * ct.key.size,
+      );
+      ct.value.encode(
+        {
+          natSaddr: client,
+          natDaddr: '198.18.10.10',
+          natSport: 40000,
+          natDport: 8080,
+          backendId: 1,
+          expiresNs: f % 2 === 0 ? now - 1n : now + 3_600_000_000_000n,
+          frontendId: 1,
+          flags: 0,
+        },
+        vals,
+        i * ct.value.size,
+      );
     }
     map.updateBatch(keys, vals, c);
   }
@@ -94,12 +111,26 @@ async function main(): Promise<void> {
         }
       }
     }
-    rows.push({ entries: n, expired: removed, wholeMs: r1(median(whole)), slicedMs: r1(median(sliced)), longestSliceMs: r1(median(longest)), slices, slicedMsPer100k: r1((median(sliced) / n) * 100_000), slicedKoffiMs: r1(median(slicedKoffi)) });
+    rows.push({
+      entries: n,
+      expired: removed,
+      wholeMs: r1(median(whole)),
+      slicedMs: r1(median(sliced)),
+      longestSliceMs: r1(median(longest)),
+      slices,
+      slicedMsPer100k: r1((median(sliced) / n) * 100_000),
+      slicedKoffiMs: r1(median(slicedKoffi)),
+    });
   }
   console.log(`conntrack sweep (agent/datapath/ct-sweeper.ts), half of the flows expired; median of ${runs} runs, each mode on a fresh map`);
-  console.log('| entries | expired removed | whole map at once (the event loop blocked throughout) | sliced as the agent sweeps: total | per 100,000 entries | longest slice (longest block) | slices | sliced, a koffi call per syscall |');
+  console.log(
+    '| entries | expired removed | whole map at once (the event loop blocked throughout) | sliced as the agent sweeps: total | per 100,000 entries | longest slice (longest block) | slices | sliced, a koffi call per syscall |',
+  );
   console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
-  for (const r of rows) console.log(`| ${r.entries.toLocaleString('en-US')} | ${r.expired.toLocaleString('en-US')} | ${r.wholeMs} ms | ${r.slicedMs} ms | ${r.slicedMsPer100k} ms | ${r.longestSliceMs} ms | ${r.slices} | ${r.slicedKoffiMs} ms |`);
+  for (const r of rows)
+    console.log(
+      `| ${r.entries.toLocaleString('en-US')} | ${r.expired.toLocaleString('en-US')} | ${r.wholeMs} ms | ${r.slicedMs} ms | ${r.slicedMsPer100k} ms | ${r.longestSliceMs} ms | ${r.slices} | ${r.slicedKoffiMs} ms |`,
+    );
   console.log(JSON.stringify({ runs, rows }, null, 2));
   writer.close();
 }

@@ -111,7 +111,16 @@ export function monitorNote(r: ConnResult): string {
 }
 
 /** One connload run in any namespace of the sandbox; `inCgroup` puts it under kpr's socket hooks. */
-export async function connloadIn(sandbox: Sandbox, ns: string, target: string, port: number, count: number, limitMs: number, inCgroup: boolean, warmup = 200): Promise<ConnResult> {
+export async function connloadIn(
+  sandbox: Sandbox,
+  ns: string,
+  target: string,
+  port: number,
+  count: number,
+  limitMs: number,
+  inCgroup: boolean,
+  warmup = 200,
+): Promise<ConnResult> {
   const child = sandbox.spawnIn(ns, connloadBin, [target, String(port), String(count), String(limitMs), String(warmup)], {
     inCgroup,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -129,7 +138,16 @@ export async function connloadIn(sandbox: Sandbox, ns: string, target: string, p
 }
 
 /** One connload run in the node namespace; `inCgroup` puts it under kpr's hooks. */
-export function connload(sandbox: Sandbox, env: DataplaneEnv, target: string, port: number, count: number, limitMs: number, inCgroup = true, warmup = 200): Promise<ConnResult> {
+export function connload(
+  sandbox: Sandbox,
+  env: DataplaneEnv,
+  target: string,
+  port: number,
+  count: number,
+  limitMs: number,
+  inCgroup = true,
+  warmup = 200,
+): Promise<ConnResult> {
   return connloadIn(sandbox, env.topo.nodeNs, target, port, count, limitMs, inCgroup, warmup);
 }
 
@@ -173,7 +191,13 @@ export async function dataplaneRounds(
 ): Promise<DataplaneRounds> {
   const res: Record<Arm, ConnResult[]> = { clusterip: [], 'clusterip-nocounters': [], 'clusterip-monitor': [], direct: [], 'direct-nohook': [] };
   const arms: Arm[] = clusterIP
-    ? ['clusterip', ...(counters ? (['clusterip-nocounters'] as Arm[]) : []), ...(monitorBpffs ? (['clusterip-monitor'] as Arm[]) : []), 'direct', 'direct-nohook']
+    ? [
+        'clusterip',
+        ...(counters ? (['clusterip-nocounters'] as Arm[]) : []),
+        ...(monitorBpffs ? (['clusterip-monitor'] as Arm[]) : []),
+        'direct',
+        'direct-nohook',
+      ]
     : ['direct', 'direct-nohook'];
   const run = async (arm: Arm): Promise<ConnResult> => {
     if (arm === 'direct' || arm === 'direct-nohook') return connload(sandbox, env, env.podIp, ECHO_PORT, count, limitMs, arm === 'direct');
@@ -187,7 +211,9 @@ export async function dataplaneRounds(
     for (const arm of order) {
       const r1 = await run(arm);
       res[arm].push(r1);
-      log(`  round ${r + 1}/${rounds} ${arm.padEnd(17)} ${r1.count} ok ${r1.errors} err  p50 ${r1.p50_us} us  p99 ${r1.p99_us} us  ${r1.conns_per_sec}/s${monitorNote(r1)}`);
+      log(
+        `  round ${r + 1}/${rounds} ${arm.padEnd(17)} ${r1.count} ok ${r1.errors} err  p50 ${r1.p50_us} us  p99 ${r1.p99_us} us  ${r1.conns_per_sec}/s${monitorNote(r1)}`,
+      );
     }
   }
   return { rounds: res };

@@ -173,7 +173,8 @@ function nodePortRules(services: KpService[]): string[] {
   return out;
 }
 
-const NODEPORTS_LAST = '-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS';
+const NODEPORTS_LAST =
+  '-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS';
 
 /**
  * The jumps kube-proxy installs once (with iptables -I, outside restore) from
@@ -199,7 +200,15 @@ export function* fullRestoreChunks(services: KpService[], chunk = 500): Generato
   const slices = function* () {
     for (let i = 0; i < services.length; i += chunk) yield services.slice(i, i + chunk);
   };
-  yield lines([...filterTable(), '*nat', ':PREROUTING ACCEPT [0:0]', ':INPUT ACCEPT [0:0]', ':OUTPUT ACCEPT [0:0]', ':POSTROUTING ACCEPT [0:0]', ...natFixedChains()]);
+  yield lines([
+    ...filterTable(),
+    '*nat',
+    ':PREROUTING ACCEPT [0:0]',
+    ':INPUT ACCEPT [0:0]',
+    ':OUTPUT ACCEPT [0:0]',
+    ':POSTROUTING ACCEPT [0:0]',
+    ...natFixedChains(),
+  ]);
   for (const part of slices()) yield lines(part.flatMap((svc) => serviceChains(svc).chains));
   yield lines(natJumps());
   for (const part of slices()) yield lines(part.filter((svc) => svc.endpoints.length > 0).map(servicesRule));

@@ -47,7 +47,15 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import v8 from 'node:v8';
 import vm from 'node:vm';
-import { MAGLEV_CILIUM_SIZING, MAGLEV_DEFAULT_SIZING, MaglevTableCache, maglevTable, type MaglevBackendInput, type MaglevSizing, type MaglevTableRef } from '../agent/lb/maglev.js';
+import {
+  MAGLEV_CILIUM_SIZING,
+  MAGLEV_DEFAULT_SIZING,
+  MaglevTableCache,
+  maglevTable,
+  type MaglevBackendInput,
+  type MaglevSizing,
+  type MaglevTableRef,
+} from '../agent/lb/maglev.js';
 import { repoRoot } from '../sandbox/repo.js';
 import { dist, renderGrid, round, type Dist } from './report.js';
 import { rng } from '../test/support/rng.js';
@@ -133,7 +141,11 @@ function runShared(name: string, ports: Port[], services: number, sizing: Maglev
   const cpuMs = cpuSince(c0);
   const heapMiB = (heap() - before) / 1048576;
   const frontends = ports.reduce((a, p) => a + p.frontends, 0);
-  return { res: { arm: name, services, frontends, tables: cache.tables, entryBytes: cache.bytes, bytesPerService: cache.bytes / services, computeMs, cpuMs, heapMiB }, cache, refs };
+  return {
+    res: { arm: name, services, frontends, tables: cache.tables, entryBytes: cache.bytes, bytesPerService: cache.bytes / services, computeMs, cpuMs, heapMiB },
+    cache,
+    refs,
+  };
 }
 
 function runPerFrontend(name: string, ports: Port[], services: number, sizing: MaglevSizing): ArmResult {
@@ -150,7 +162,16 @@ function runPerFrontend(name: string, ports: Port[], services: number, sizing: M
   }
   const computeMs = performance.now() - t0;
   const cpuMs = cpuSince(c0);
-  return { arm: name, services, frontends: ports.reduce((a, p) => a + p.frontends, 0), tables, entryBytes: bytes, bytesPerService: bytes / services, computeMs, cpuMs };
+  return {
+    arm: name,
+    services,
+    frontends: ports.reduce((a, p) => a + p.frontends, 0),
+    tables,
+    entryBytes: bytes,
+    bytesPerService: bytes / services,
+    computeMs,
+    cpuMs,
+  };
 }
 
 /** --changes endpoint flips over `pick`ed ports: each port's first endpoint removed, or put back if it is out. */
@@ -205,7 +226,16 @@ async function main(): Promise<void> {
       log(`${label}, one table per frontend`);
       arms.push(runPerFrontend(`kpr, ${label}, one table per frontend`, ports, services, sizing));
     }
-    arms.push({ arm: "Cilium's layout (16381 × 4 B per frontend), computed", services, frontends, tables: frontends, entryBytes: frontends * 16381 * 4, bytesPerService: (frontends * 16381 * 4) / services, computeMs: NaN, cpuMs: NaN });
+    arms.push({
+      arm: "Cilium's layout (16381 × 4 B per frontend), computed",
+      services,
+      frontends,
+      tables: frontends,
+      entryBytes: frontends * 16381 * 4,
+      bytesPerService: (frontends * 16381 * 4) / services,
+      computeMs: NaN,
+      cpuMs: NaN,
+    });
   }
 
   const rows = arms.map((a) => [
@@ -217,15 +247,34 @@ async function main(): Promise<void> {
     Number.isNaN(a.computeMs) ? '' : `${(a.computeMs / 1000).toFixed(2)} s / ${(a.cpuMs / 1000).toFixed(2)} s`,
     a.heapMiB === undefined ? '' : `${a.heapMiB.toFixed(1)} MiB`,
   ]);
-  for (const s of scales) rows.push(['random selection (today): no table beyond the backends\' slots', s.toLocaleString('en-US'), '0', '0 MB', '0 KB', '0 s', '']);
-  for (const s of scales) rows.push(["Cilium's published figure (not measured)", s.toLocaleString('en-US'), '', `${MB(CILIUM_PUBLISHED.bytesPerService * s)} MB`, `${KB(CILIUM_PUBLISHED.bytesPerService)} KB`, '', '']);
+  for (const s of scales)
+    rows.push(["random selection (today): no table beyond the backends' slots", s.toLocaleString('en-US'), '0', '0 MB', '0 KB', '0 s', '']);
+  for (const s of scales)
+    rows.push([
+      "Cilium's published figure (not measured)",
+      s.toLocaleString('en-US'),
+      '',
+      `${MB(CILIUM_PUBLISHED.bytesPerService * s)} MB`,
+      `${KB(CILIUM_PUBLISHED.bytesPerService)} KB`,
+      '',
+      '',
+    ]);
   const out = [
-    renderGrid('Maglev tables: entries and computation (all Services)', ['arm', 'Services', 'tables / frontends', 'table entries', 'per Service', 'compute, all: wall / CPU', 'bench heap (tables held)'], rows),
+    renderGrid(
+      'Maglev tables: entries and computation (all Services)',
+      ['arm', 'Services', 'tables / frontends', 'table entries', 'per Service', 'compute, all: wall / CPU', 'bench heap (tables held)'],
+      rows,
+    ),
     '',
     renderGrid(
       'Maglev: one endpoint change (release + acquire on every frontend of the port), ms',
       ['arm', 'Services', 'any port: p50 / p99 / max', 'ports of 101–500 backends: p50 / p99 / max'],
-      changeRows.map((c) => [c.arm, c.services.toLocaleString('en-US'), `${c.all.p50} / ${c.all.p99} / ${c.all.max} (n=${c.all.n})`, `${c.large.p50} / ${c.large.p99} / ${c.large.max} (n=${c.large.n})`]),
+      changeRows.map((c) => [
+        c.arm,
+        c.services.toLocaleString('en-US'),
+        `${c.all.p50} / ${c.all.p99} / ${c.all.max} (n=${c.all.n})`,
+        `${c.large.p50} / ${c.large.p99} / ${c.large.max} (n=${c.large.n})`,
+      ]),
     ),
   ].join('\n');
   process.stdout.write(out + '\n');
@@ -234,7 +283,13 @@ async function main(): Promise<void> {
     meta: { date: new Date().toISOString(), host: os.hostname(), cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model, node: process.version },
     config: { scales, changes, fixedUpTo, seed: Number(values.seed) },
     ciliumPublished: CILIUM_PUBLISHED,
-    arms: arms.map((a) => ({ ...a, computeMs: round(a.computeMs), cpuMs: round(a.cpuMs), heapMiB: a.heapMiB === undefined ? undefined : round(a.heapMiB, 1), bytesPerService: round(a.bytesPerService, 1) })),
+    arms: arms.map((a) => ({
+      ...a,
+      computeMs: round(a.computeMs),
+      cpuMs: round(a.cpuMs),
+      heapMiB: a.heapMiB === undefined ? undefined : round(a.heapMiB, 1),
+      bytesPerService: round(a.bytesPerService, 1),
+    })),
     changes: changeRows,
   };
   const json = JSON.stringify(res, null, 2);

@@ -31,7 +31,12 @@ function load(file: string): { obj: BpfObject; close(): void } {
   const dir = ensureBpffs(path.join('/sys/fs/bpf', newRunId('kpr-bench-monitor')));
   const obj = BpfObject.open(file, { pinMapsDir: dir });
   obj.load();
-  obj.map('kpr_config').update(Buffer.alloc(4), encodeConfig({ hostNetnsCookie: 0n, snatV4: NODE, snatV6: '', tcpTimeoutS: 300, tcpClosingTimeoutS: 10, udpTimeoutS: 30, flags: 0 }));
+  obj
+    .map('kpr_config')
+    .update(
+      Buffer.alloc(4),
+      encodeConfig({ hostNetnsCookie: 0n, snatV4: NODE, snatV6: '', tcpTimeoutS: 300, tcpClosingTimeoutS: 10, udpTimeoutS: 30, flags: 0 }),
+    );
   const key = encodeSvcKey({ addr: NODE, port: NODE_PORT, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL });
   obj.map('kpr_svc').update(key, encodeSvcVal({ backendId: 0, count: 0, frontendId: 12, flags: SVC_FLAG.NODE_PORT }));
   return {
@@ -77,7 +82,7 @@ function main(): void {
   const lines = [
     `kpr monitor per decision (kpr_tc_ext, a drop; BPF_PROG_TEST_RUN, ${rounds} alternating calls × ${repeat} runs, medians)`,
     ...(base ? [`  without kpr monitor (--base)  ${ns.base} ns`] : []),
-    `  off                           ${ns.off} ns${base ? `  (${(ns.off - ns.base >= 0 ? '+' : '')}${ns.off - ns.base} ns)` : ''}`,
+    `  off                           ${ns.off} ns${base ? `  (${ns.off - ns.base >= 0 ? '+' : ''}${ns.off - ns.base} ns)` : ''}`,
     `  on, ring drained              ${ns.on} ns  (+${ns.on - ns.off} ns over off; ${events} events read of ${rounds * repeat})`,
   ];
   process.stdout.write(lines.join('\n') + '\n' + JSON.stringify({ nsPerDecision: ns, rounds, repeat, events }) + '\n');

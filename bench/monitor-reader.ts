@@ -33,7 +33,10 @@ export async function withMonitorOn<T>(bpffsDir: string, round: () => Promise<T>
   let result: T;
   try {
     sw.renew();
-    timers.push(setInterval(() => sw.renew(), MONITOR_RENEW_MS), setInterval(() => ring.consume(), MONITOR_POLL_MS));
+    timers.push(
+      setInterval(() => sw.renew(), MONITOR_RENEW_MS),
+      setInterval(() => ring.consume(), MONITOR_POLL_MS),
+    );
     result = await round();
   } finally {
     for (const t of timers) clearInterval(t);

@@ -87,9 +87,12 @@ export class KprNodes {
     if (stray.length) throw new Error(`the agent attached to interfaces it was not given: ${JSON.stringify(stray)}`);
     const tcAttachMode = a.records.find((r) => r.msg === 'tc attach mode')?.mode as string | undefined;
     if (k.expectMode !== undefined && tcAttachMode !== k.expectMode) throw new Error(`the agent attached in ${tcAttachMode} mode, not ${k.expectMode}`);
-    this.log(`nodeport: ${k.arm} agent synced (${started.initial.cacheSyncedToMapsWrittenMs} ms), tc attached to ${NP_UPLINK} and ${NP_POD_IF} (${tcAttachMode} mode)`);
+    this.log(
+      `nodeport: ${k.arm} agent synced (${started.initial.cacheSyncedToMapsWrittenMs} ms), tc attached to ${NP_UPLINK} and ${NP_POD_IF} (${tcAttachMode} mode)`,
+    );
     // The frontends on the echo service's addresses (not `service get`): an unprogrammed one is "no frontend", not a CLI error.
-    const on = (frontend: string) => JSON.parse(kprCli(['service', 'list', '--bpffs', k.bpffs, '-o', 'json', '--frontend', frontend])) as Array<Record<string, any>>;
+    const on = (frontend: string) =>
+      JSON.parse(kprCli(['service', 'list', '--bpffs', k.bpffs, '-o', 'json', '--frontend', frontend])) as Array<Record<string, any>>;
     const views = [...on(`${ECHO_CLUSTER_IP}:${SERVICE_PORT}`), ...on(`${NP_NODE_IP}:${k.nodePort}`)];
     const ours = views.find((v) => v.address === NP_NODE_IP && v.port === k.nodePort);
     if (!ours) {
@@ -104,7 +107,9 @@ export class KprNodes {
       throw new Error(`kpr's frontend ${NP_NODE_IP}:${k.nodePort} is not a NodePort frontend: ${JSON.stringify(ours)}`);
     }
     if (ours.service !== `${BENCH_NAMESPACE}/${NP_ECHO_SERVICE}`) {
-      this.log(`nodeport: note: \`kpr service list\` shows the NodePort frontend without its service name/type (kpr_svc_meta): ${JSON.stringify({ service: ours.service, type: ours.type, flags: ours.flags })}`);
+      this.log(
+        `nodeport: note: \`kpr service list\` shows the NodePort frontend without its service name/type (kpr_svc_meta): ${JSON.stringify({ service: ours.service, type: ours.type, flags: ours.flags })}`,
+      );
     }
     if (!ours.backends?.some((b: any) => b.address === NP_POD_IP && b.port === NP_ECHO_PORT)) {
       throw new Error(`kpr's NodePort frontend has not the pod as its backend: ${JSON.stringify(ours)}`);

@@ -6,7 +6,17 @@
  */
 import { NP_ECHO_PORT, NP_NODE_IP, NP_POD_IP } from './nodeport-topology.js';
 import type { KpService } from './kube-proxy-rules.js';
-import { BENCH_NAMESPACE, ECHO_CLUSTER_IP, endpointSliceObject, makeScenario, NODE_NAME, PORT_NAME, serviceObject, SERVICE_PORT, type KubeObj } from './scenario.js';
+import {
+  BENCH_NAMESPACE,
+  ECHO_CLUSTER_IP,
+  endpointSliceObject,
+  makeScenario,
+  NODE_NAME,
+  PORT_NAME,
+  serviceObject,
+  SERVICE_PORT,
+  type KubeObj,
+} from './scenario.js';
 
 export const NODEPORT_BASE = 20000;
 /** Node ports NODEPORT_BASE..65535: NodePort Services beyond these are ClusterIP only. */
@@ -64,4 +74,3 @@ export function nodePortNodeObject(): KubeObj {
     },
   };
 }
-

@@ -59,7 +59,18 @@ import { makeNodePortScenario, nodePortNodeObject, nodePortObjects } from './nod
  * kpr-nocounters: the kpr node with its per-Service counters off (counter-switch.ts), in the same rounds;
  * kpr-monitor: with kpr monitor on and a reader draining (monitor-reader.ts).
  */
-export type NodePortArm = 'kpr' | 'kpr-one' | 'kpr-nocounters' | 'kpr-monitor' | 'kpr-tc' | 'iptables' | 'nftables' | 'direct' | 'direct-via-kpr-node' | 'direct-via-iptables-node' | 'direct-via-nftables-node';
+export type NodePortArm =
+  | 'kpr'
+  | 'kpr-one'
+  | 'kpr-nocounters'
+  | 'kpr-monitor'
+  | 'kpr-tc'
+  | 'iptables'
+  | 'nftables'
+  | 'direct'
+  | 'direct-via-kpr-node'
+  | 'direct-via-iptables-node'
+  | 'direct-via-nftables-node';
 
 /** The agents of the kpr arms: the default tc attach mode, the same at 1 Service, and the classic mode forced beside it (when the default is tcx). */
 type KprArm = 'kpr' | 'kpr-one' | 'kpr-tc';
@@ -128,7 +139,9 @@ export interface TcpCounters {
 
 /** TcpExt counters of a namespace (/proc/net is the reader's network namespace). */
 function tcpExt(ns: string): Record<string, number> {
-  const lines = inNs(ns, 'cat', '/proc/net/netstat').split('\n').filter((l) => l.startsWith('TcpExt:'));
+  const lines = inNs(ns, 'cat', '/proc/net/netstat')
+    .split('\n')
+    .filter((l) => l.startsWith('TcpExt:'));
   if (lines.length < 2) return {};
   const keys = lines[0].split(/\s+/).slice(1);
   const vals = lines[1].split(/\s+/).slice(1).map(Number);
@@ -222,12 +235,26 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
         // The echo Service alone (its own node port), map sizes for it as the agent of the phase at 1 Service has.
         const single = makeNodePortScenario(1, cfg.endpoints);
         const args = benchMapSizeArgs(needsOf(single.services));
-        kprArms.push({ arm: 'kpr-one', role: 'npo', bpffs: path.join(sandbox.bpffsDir, 'one-agent'), args, scenario: single.services, nodePort: single.echo.nodePort! });
+        kprArms.push({
+          arm: 'kpr-one',
+          role: 'npo',
+          bpffs: path.join(sandbox.bpffsDir, 'one-agent'),
+          args,
+          scenario: single.services,
+          nodePort: single.echo.nodePort!,
+        });
       }
       if ((cfg.withKprTc ?? true) && tcxSupported()) {
-        kprArms.push({ arm: 'kpr-tc', role: 'npc', bpffs: path.join(sandbox.bpffsDir, 'tc-agent'), args: ['--tc-attach', 'tc', ...sizeArgs], scenario: services, nodePort });
-      }
-      else if (cfg.withKprTc ?? true) log('nodeport: this kernel has no tcx, so the default agent already attaches with a clsact filter: no separate --tc-attach tc arm');
+        kprArms.push({
+          arm: 'kpr-tc',
+          role: 'npc',
+          bpffs: path.join(sandbox.bpffsDir, 'tc-agent'),
+          args: ['--tc-attach', 'tc', ...sizeArgs],
+          scenario: services,
+          nodePort,
+        });
+      } else if (cfg.withKprTc ?? true)
+        log('nodeport: this kernel has no tcx, so the default agent already attaches with a clsact filter: no separate --tc-attach tc arm');
     }
     const kprNode = new Map<KprArm, KprNode>();
     const apiOf = new Map<KpService[], BenchApiServer>();
@@ -276,7 +303,19 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
     if (targets.has('kpr')) targets.set('kpr-monitor', targets.get('kpr')!);
     const counters = counterSwitch(sandbox.bpffsDir);
     // kpr-one next to kpr: the two runs of the target's ratio are adjacent in every round.
-    const order: NodePortArm[] = ['kpr', 'kpr-one', 'kpr-nocounters', 'kpr-monitor', 'kpr-tc', 'iptables', 'nftables', 'direct', 'direct-via-kpr-node', 'direct-via-iptables-node', 'direct-via-nftables-node'];
+    const order: NodePortArm[] = [
+      'kpr',
+      'kpr-one',
+      'kpr-nocounters',
+      'kpr-monitor',
+      'kpr-tc',
+      'iptables',
+      'nftables',
+      'direct',
+      'direct-via-kpr-node',
+      'direct-via-iptables-node',
+      'direct-via-nftables-node',
+    ];
     const arms = order.filter((a) => targets.has(a));
     const stacks = new Map<CountedStack, NodePortStack>();
     for (const k of ['kpr', 'kpr-one', 'kpr-tc', 'iptables', 'nftables', 'direct'] as const) if (targets.has(k)) stacks.set(k, targets.get(k)!.stack);
@@ -288,7 +327,11 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
         const t = targets.get(arm)!;
         const measure = () => connloadIn(sandbox, t.stack.clientNs, t.ip, t.port, cfg.conns, cfg.limitMs, false);
         const one =
-          arm === 'kpr-nocounters' ? await withCountersOff(counters, measure, log) : arm === 'kpr-monitor' ? await withMonitorRound(sandbox.bpffsDir, measure) : await measure();
+          arm === 'kpr-nocounters'
+            ? await withCountersOff(counters, measure, log)
+            : arm === 'kpr-monitor'
+              ? await withMonitorRound(sandbox.bpffsDir, measure)
+              : await measure();
         res.rounds[arm]!.push(one);
         log(
           `  round ${r + 1}/${cfg.rounds} ${arm.padEnd(24)} ${one.count} ok ${one.errors} err  p50 ${one.p50_us} us  p99 ${one.p99_us} us  ${one.conns_per_sec}/s${monitorNote(one)}${one.first_error ? `  (${one.first_error})` : ''}`,
@@ -298,10 +341,18 @@ export async function nodePortPhase(cfg: NodePortConfig, log: (m: string) => voi
     for (const [k, st] of stacks) {
       const a = tcpCounters(st);
       const b = before.get(k)!;
-      res.tcp[k] = { clientSynRetrans: a.clientSynRetrans - b.clientSynRetrans, podPawsTimewait: a.podPawsTimewait - b.podPawsTimewait, podTimeWait: a.podTimeWait - b.podTimeWait };
+      res.tcp[k] = {
+        clientSynRetrans: a.clientSynRetrans - b.clientSynRetrans,
+        podPawsTimewait: a.podPawsTimewait - b.podPawsTimewait,
+        podTimeWait: a.podTimeWait - b.podTimeWait,
+      };
     }
     log(`nodeport: TCP counters over the rounds: ${JSON.stringify(res.tcp)}`);
-    for (const [arm, info] of [['kpr', res.kpr], ['kpr-one', res.kprOne], ['kpr-tc', res.kprTc]] as const) {
+    for (const [arm, info] of [
+      ['kpr', res.kpr],
+      ['kpr-one', res.kprOne],
+      ['kpr-tc', res.kprTc],
+    ] as const) {
       const node = kprNode.get(arm);
       if (info && node) info.stats = kprStats(node.bpffs);
     }

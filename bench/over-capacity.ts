@@ -66,7 +66,11 @@ const IDLE_CPU_PCT = 5;
  * taken while a resync runs holds its transient garbage (the resync's
  * swing, up to ~50 MiB at 30,000 Services), which says nothing about growth.
  */
-function idleRss(samples: ReadonlyArray<{ atS: number; cpuPct: number; rssMiB: number }>): { idleEarly?: number; idleLate?: number; idleLateOverEarly?: number } {
+function idleRss(samples: ReadonlyArray<{ atS: number; cpuPct: number; rssMiB: number }>): {
+  idleEarly?: number;
+  idleLate?: number;
+  idleLateOverEarly?: number;
+} {
   const span = samples.length === 0 ? 0 : samples[samples.length - 1]!.atS;
   const median = (xs: number[]) => (xs.length === 0 ? undefined : xs.sort((a, b) => a - b)[xs.length >> 1]);
   const idle = samples.filter((s) => s.cpuPct < IDLE_CPU_PCT);
@@ -111,7 +115,11 @@ async function main(): Promise<void> {
       await new Promise((r) => setTimeout(r, SAMPLE_MS));
       const now = performance.now();
       const ticks = cpuTicks(pid);
-      samples.push({ atS: Math.round((now - w0) / 100) / 10, cpuPct: Math.round(((ticks - lastTicks) * TICK_MS * 1000) / (now - lastAt)) / 10, rssMiB: rssMiB(pid) });
+      samples.push({
+        atS: Math.round((now - w0) / 100) / 10,
+        cpuPct: Math.round(((ticks - lastTicks) * TICK_MS * 1000) / (now - lastAt)) / 10,
+        rssMiB: rssMiB(pid),
+      });
       log(`  ${JSON.stringify(samples[samples.length - 1])}`);
       lastTicks = ticks;
       lastAt = now;
@@ -147,7 +155,13 @@ async function main(): Promise<void> {
       observed: {
         seconds: Math.round(wallMs / 100) / 10,
         cpuPctOfOneCpu: Math.round((cpuMs * 1000) / wallMs) / 10,
-        rssMiB: { atStart: rss0, min: Math.min(...samples.map((s) => s.rssMiB)), max: Math.max(...samples.map((s) => s.rssMiB)), atEnd: samples[samples.length - 1]?.rssMiB, ...idleRss(samples) },
+        rssMiB: {
+          atStart: rss0,
+          min: Math.min(...samples.map((s) => s.rssMiB)),
+          max: Math.max(...samples.map((s) => s.rssMiB)),
+          atEnd: samples[samples.length - 1]?.rssMiB,
+          ...idleRss(samples),
+        },
         syncs,
         failedSyncs: failed,
         samples,

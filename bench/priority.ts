@@ -28,7 +28,9 @@ export const UNDER_TEST_NICE = 0;
  */
 function threadIds(): number[] {
   try {
-    return readdirSync('/proc/self/task').map(Number).filter((tid) => Number.isInteger(tid) && tid > 0);
+    return readdirSync('/proc/self/task')
+      .map(Number)
+      .filter((tid) => Number.isInteger(tid) && tid > 0);
   } catch {
     return [0];
   }

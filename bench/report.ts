@@ -239,7 +239,11 @@ export function passFail(value: number | undefined, limit: number): string {
 export function renderTable(title: string, rows: Row[], heads: Partial<Row> = {}): string {
   const head: Row = { metric: 'metric', kpr: 'kpr', other: 'other', ratio: 'ratio kpr:other', target: 'target', result: 'result', ...heads };
   const keys: (keyof Row)[] = ['metric', 'kpr', 'other', 'ratio', 'target', 'result'];
-  return renderGrid(title, keys.map((k) => head[k]), rows.map((r) => keys.map((k) => r[k])));
+  return renderGrid(
+    title,
+    keys.map((k) => head[k]),
+    rows.map((r) => keys.map((k) => r[k])),
+  );
 }
 
 /** A markdown-style table with any columns. */

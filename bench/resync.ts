@@ -101,7 +101,9 @@ async function child(root: string, services: number, endpoints: number, policy: 
   const sc = await load<typeof import('./scenario.js')>('bench/scenario.js');
   const prune = await load<typeof import('../agent/k8s/prune.js')>('agent/k8s/prune.js');
   // agent/sync/sync-loop.js; agent/sync-loop.js in builds before the loop was split into modules.
-  const { SyncLoop } = await load<typeof import('../agent/sync/sync-loop.js')>('agent/sync/sync-loop.js').catch(() => load<typeof import('../agent/sync/sync-loop.js')>('agent/sync-loop.js'));
+  const { SyncLoop } = await load<typeof import('../agent/sync/sync-loop.js')>('agent/sync/sync-loop.js').catch(() =>
+    load<typeof import('../agent/sync/sync-loop.js')>('agent/sync-loop.js'),
+  );
   const { Reconciler } = await load<typeof import('../agent/reconcile/reconciler.js')>('agent/reconcile/reconciler.js');
   const { BpfDatapathMaps } = await load<typeof import('../agent/maps/bpf-datapath-maps.js')>('agent/maps/bpf-datapath-maps.js');
   // What the measured build's agent does after a sync: a build with MemoryReleaser (before this one) a full GC after a resync
@@ -295,10 +297,16 @@ function summarize(runs: ChildResult[]): Record<string, number> {
     majorGcsPerResync: round(rs.reduce((n, x) => n + x.majorGcs, 0) / Math.max(1, rs.length), 2),
     longestGcMs: round(Math.max(0, ...rs.map((x) => x.longestGcMs)), 1),
     initialHeapMiB: round(median(runs.map((r) => r.initialHeapMiB)), 1),
-    lastHeapMiB: round(last((x) => x.heapMiB), 1),
+    lastHeapMiB: round(
+      last((x) => x.heapMiB),
+      1,
+    ),
     maxHeapMiB: round(Math.max(...rs.map((x) => x.heapMiB)), 1),
     initialRssMiB: round(median(runs.map((r) => r.initialRssMiB)), 1),
-    lastRssMiB: round(last((x) => x.rssMiB), 1),
+    lastRssMiB: round(
+      last((x) => x.rssMiB),
+      1,
+    ),
     maxRssMiB: round(Math.max(...rs.map((x) => x.rssMiB)), 1),
     duringN: during.length,
     duringP50Ms: round(pct(during, 0.5), 2),

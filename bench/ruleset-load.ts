@@ -108,7 +108,13 @@ export function inputSize(chunks: readonly string[]): { inputBytes: number; inpu
 }
 
 /** `repeats` cold loads, each into a fresh namespace named `prefix`N (the previous one removed); the last stays for the changes. */
-export async function coldLoads(sandbox: Sandbox, prefix: string, repeats: number, load: (ns: string) => Promise<number>, log: (m: string) => void): Promise<{ coldMs: number[]; ns: string }> {
+export async function coldLoads(
+  sandbox: Sandbox,
+  prefix: string,
+  repeats: number,
+  load: (ns: string) => Promise<number>,
+  log: (m: string) => void,
+): Promise<{ coldMs: number[]; ns: string }> {
   const coldMs: number[] = [];
   let ns = '';
   for (let r = 0; r < repeats; r++) {

@@ -68,7 +68,14 @@ export async function phaseAtScale(res: Results, withKpr: boolean): Promise<void
     let nftChanger: NftChanger | undefined;
     if (!cfg.skip.has('nftables')) {
       log(`nftables: cold load of ${total} services with ${NFT} -f (${cfg.nftCold}×, each bounded at ${cfg.coldTimeoutMs / 1000} s)`);
-      res.controlPlane.nftables = { binary: NFT, version: nftVersion(), changeExactMs: dist([]), changeMinimalMs: dist([]), listChainsMs: dist([]), staleChainDeletes: 0 };
+      res.controlPlane.nftables = {
+        binary: NFT,
+        version: nftVersion(),
+        changeExactMs: dist([]),
+        changeMinimalMs: dist([]),
+        listChainsMs: dist([]),
+        staleChainDeletes: 0,
+      };
       try {
         const opts = { nodeIPs: [NODE_BRIDGE_IP], serviceCIDRs: serviceCIDRs(cfg.services) };
         const nft = await setupNftables(sandbox, scenario.services, target, cfg.nftCold, opts, log, cfg.coldTimeoutMs, cfg.stepTimeoutMs);
@@ -154,9 +161,14 @@ export async function phaseAtScale(res: Results, withKpr: boolean): Promise<void
       agent = started.agent;
       coldRunsMs.push(started.initial.cacheSyncedToMapsWrittenMs);
       kpr = { initial: started.initial, coldRunsMs };
-      log(`kpr: initial sync ${fmtMs(started.initial.cacheSyncedToMapsWrittenMs)} (spawn→synced ${fmtMs(started.initial.spawnToSyncedMs)}), RSS ${(started.initial.rssKiB / MiB).toFixed(1)} MiB; cold programming, median of ${COLD_RUNS}: ${fmtMs(median(coldRunsMs))}`);
+      log(
+        `kpr: initial sync ${fmtMs(started.initial.cacheSyncedToMapsWrittenMs)} (spawn→synced ${fmtMs(started.initial.spawnToSyncedMs)}), RSS ${(started.initial.rssKiB / MiB).toFixed(1)} MiB; cold programming, median of ${COLD_RUNS}: ${fmtMs(median(coldRunsMs))}`,
+      );
       const phases = rssPhases(agent);
-      if (phases) log(`kpr: RSS by phase: datapath loaded ${phases.datapathLoaded} MiB, caches synced ${phases.cachesSynced} MiB, maps written ${phases.mapsWritten} MiB`);
+      if (phases)
+        log(
+          `kpr: RSS by phase: datapath loaded ${phases.datapathLoaded} MiB, caches synced ${phases.cachesSynced} MiB, maps written ${phases.mapsWritten} MiB`,
+        );
       const missing = shortfall(started.initial.record, needs);
       if (missing) {
         log(`ERROR kpr: ${missing}`);
@@ -166,8 +178,11 @@ export async function phaseAtScale(res: Results, withKpr: boolean): Promise<void
         log(`kpr: kpr service list -o json, ${cfg.cliRuns}×`);
         try {
           kpr.serviceList = await timeServiceList(sandbox, sandbox.bpffsDir, cfg.cliRuns, CLI_TIMEOUT_MS);
-          log(`kpr: service list ${kpr.serviceList.runsMs.map((ms) => fmtMs(ms)).join(', ')} (${kpr.serviceList.frontends} frontends, ${(kpr.serviceList.bytes / 1e6).toFixed(1)} MB of JSON)`);
-          if (kpr.serviceList.frontends !== needs.frontends) res.errors.push(`kpr service list at ${total} services: ${kpr.serviceList.frontends} frontends listed of ${needs.frontends}`);
+          log(
+            `kpr: service list ${kpr.serviceList.runsMs.map((ms) => fmtMs(ms)).join(', ')} (${kpr.serviceList.frontends} frontends, ${(kpr.serviceList.bytes / 1e6).toFixed(1)} MB of JSON)`,
+          );
+          if (kpr.serviceList.frontends !== needs.frontends)
+            res.errors.push(`kpr service list at ${total} services: ${kpr.serviceList.frontends} frontends listed of ${needs.frontends}`);
         } catch (err) {
           log(`ERROR ${(err as Error).message}`);
           res.errors.push(`kpr service list at ${total} services: ${(err as Error).message}`);
@@ -188,7 +203,10 @@ export async function phaseAtScale(res: Results, withKpr: boolean): Promise<void
       if (!cfg.skip.has('resync')) {
         log(`kpr: waiting for ${RESYNCS} periodic full resyncs (every ${AGENT_SYNC_PERIOD_MS / 1000} s), endpoint changes every 20 ms meanwhile`);
         kpr.resync = await periodicResyncs(api, agent, target, RESYNCS, AGENT_SYNC_PERIOD_MS + 10_000);
-        for (const r of kpr.resync.resyncs) log(`  resync ${fmtMs(r.durationMs)} (read-back ${fmtMs(r.readBackMs)}), changes during it waited ${r.blockedApiToLogMs.map((v) => fmtMs(v)).join(', ') || 'none made'}`);
+        for (const r of kpr.resync.resyncs)
+          log(
+            `  resync ${fmtMs(r.durationMs)} (read-back ${fmtMs(r.readBackMs)}), changes during it waited ${r.blockedApiToLogMs.map((v) => fmtMs(v)).join(', ') || 'none made'}`,
+          );
       }
     }
     while (changer && iptDone < iptTotal && Date.now() <= iptDeadline) await iptStep();
@@ -204,7 +222,9 @@ export async function phaseAtScale(res: Results, withKpr: boolean): Promise<void
       n.changeMinimalMs = dist(nftChangerAll.minimalMs);
       n.listChainsMs = dist(nftChangerAll.listMs);
       n.staleChainDeletes = nftChangerAll.staleDeletes;
-      log(`nftables: ${nftChangerAll.exactMs.length} exact + ${nftChangerAll.minimalMs.length} minimal partial syncs (${nftChangerAll.staleDeletes} stale-chain deletes)`);
+      log(
+        `nftables: ${nftChangerAll.exactMs.length} exact + ${nftChangerAll.minimalMs.length} minimal partial syncs (${nftChangerAll.staleDeletes} stale-chain deletes)`,
+      );
     }
     if (kpr) {
       const c = kpr.changes!;

@@ -64,7 +64,12 @@ export const cfg = {
   agentTimeoutMs: num('agent-timeout-ms', 'KPR_BENCH_AGENT_TIMEOUT_MS', 300_000),
   cliRuns: num('cli-runs', 'KPR_BENCH_CLI_RUNS', 3),
   logLevel: (flags['log-level'] as string | undefined) ?? process.env.KPR_BENCH_LOG_LEVEL ?? 'info',
-  skip: new Set(((flags.skip as string | undefined) ?? process.env.KPR_BENCH_SKIP ?? '').split(',').map((s) => s.trim()).filter(Boolean)),
+  skip: new Set(
+    ((flags.skip as string | undefined) ?? process.env.KPR_BENCH_SKIP ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
+  ),
 };
 
 /** Fresh processes timing the cold path's floor before the agent starts. */

@@ -31,10 +31,27 @@ export function nodePortRows(res: Results): string[][] {
       return done?.loadMs !== undefined ? fmtMs(done.loadMs) : (d.notFinished?.[mode] ?? '');
     };
     const kprSync = (d.kpr as { initialSyncMs?: number } | undefined)?.initialSyncMs;
-    rows.push([`  programming ${at} (kpr: cache synced → maps written; kube-proxy: the ruleset's load)`, kprSync !== undefined ? fmtMs(kprSync) : '', load('iptables'), load('nftables'), '', '', '', '', '', '']);
+    rows.push([
+      `  programming ${at} (kpr: cache synced → maps written; kube-proxy: the ruleset's load)`,
+      kprSync !== undefined ? fmtMs(kprSync) : '',
+      load('iptables'),
+      load('nftables'),
+      '',
+      '',
+      '',
+      '',
+      '',
+      '',
+    ]);
     rows.push(line(`NodePort conn p50 latency, ${at}`, (a) => a.p50_us, us));
     rows.push(line(`NodePort conn p99 latency, ${at}`, (a) => a.p99_us, us));
-    rows.push(line(`NodePort conns/s, ${at}`, (a) => a.conns_per_sec, (v) => (v === undefined ? 'n/a' : `${v}`)));
+    rows.push(
+      line(
+        `NodePort conns/s, ${at}`,
+        (a) => a.conns_per_sec,
+        (v) => (v === undefined ? 'n/a' : `${v}`),
+      ),
+    );
     const pm = (r?: { pairedMean: number | null }) => (r?.pairedMean != null ? `${r.pairedMean}×` : 'n/a');
     rows.push([
       `  paired mean-latency ratio, ${at}`,
@@ -51,9 +68,27 @@ export function nodePortRows(res: Results): string[][] {
     const vk = d.arms['direct-via-kpr-node'];
     const vi = d.arms['direct-via-iptables-node'];
     const vf = d.arms['direct-via-nftables-node'];
-    rows.push([`  pod IP direct through that node, p50, ${at}`, us(vk?.p50_us), us(vi?.p50_us), us(vf?.p50_us), us(x?.p50_us), ...five(vk?.p50_us, vi?.p50_us, vf?.p50_us, x?.p50_us)]);
+    rows.push([
+      `  pod IP direct through that node, p50, ${at}`,
+      us(vk?.p50_us),
+      us(vi?.p50_us),
+      us(vf?.p50_us),
+      us(x?.p50_us),
+      ...five(vk?.p50_us, vi?.p50_us, vf?.p50_us, x?.p50_us),
+    ]);
     const tc = (t?: { clientSynRetrans: number; podPawsTimewait: number }) => (t ? `${t.clientSynRetrans} / ${t.podPawsTimewait}` : 'n/a');
-    rows.push([`  client SYN retransmits / pod PAWS-rejected SYNs, ${at}`, tc(d.tcp.kpr), tc(d.tcp.iptables), tc(d.tcp.nftables), tc(d.tcp.direct), '', '', '', '', '']);
+    rows.push([
+      `  client SYN retransmits / pod PAWS-rejected SYNs, ${at}`,
+      tc(d.tcp.kpr),
+      tc(d.tcp.iptables),
+      tc(d.tcp.nftables),
+      tc(d.tcp.direct),
+      '',
+      '',
+      '',
+      '',
+      '',
+    ]);
     const single = d.arms['kpr-one'];
     const n1 = d.ratios.kprAtNOverOne;
     if (k && single && n1) {
@@ -75,7 +110,18 @@ export function nodePortRows(res: Results): string[][] {
     if (k && off) {
       // Same node, same rounds: the kpr column with its per-Service counters on, the direct column with them off.
       const r = d.ratios.countersOnOff;
-      rows.push([`  kpr p50 per-Service counters on / off (target ≤ 1.02×), ${at}`, us(k.p50_us), '', '', `off: ${us(off.p50_us)}`, `${fmtRatio(k.p50_us, off.p50_us)} ${passFail(r?.p50 ?? undefined, 1.02)}`, '', '', '', '']);
+      rows.push([
+        `  kpr p50 per-Service counters on / off (target ≤ 1.02×), ${at}`,
+        us(k.p50_us),
+        '',
+        '',
+        `off: ${us(off.p50_us)}`,
+        `${fmtRatio(k.p50_us, off.p50_us)} ${passFail(r?.p50 ?? undefined, 1.02)}`,
+        '',
+        '',
+        '',
+        '',
+      ]);
     }
     const on = d.arms['kpr-monitor'];
     const mon = d.ratios.monitorOnOff;
@@ -110,7 +156,13 @@ export function tcModeRows(res: Results): string[][] {
     const direct = d.arms.direct;
     rows.push([`NodePort conn p50 latency, ${at}`, us(x.p50_us), us(c.p50_us), us(direct?.p50_us), fmtRatio(c.p50_us, x.p50_us)]);
     rows.push([`NodePort conn p99 latency, ${at}`, us(x.p99_us), us(c.p99_us), us(direct?.p99_us), fmtRatio(c.p99_us, x.p99_us)]);
-    rows.push([`NodePort conns/s, ${at}`, String(x.conns_per_sec), String(c.conns_per_sec), String(direct?.conns_per_sec ?? 'n/a'), fmtRatio(c.conns_per_sec, x.conns_per_sec)]);
+    rows.push([
+      `NodePort conns/s, ${at}`,
+      String(x.conns_per_sec),
+      String(c.conns_per_sec),
+      String(direct?.conns_per_sec ?? 'n/a'),
+      fmtRatio(c.conns_per_sec, x.conns_per_sec),
+    ]);
     const pm = d.ratios.kprTcKpr?.pairedMean;
     rows.push([`  paired mean-latency ratio, ${at}`, '', '', '', pm != null ? `${pm}×` : 'n/a']);
   }

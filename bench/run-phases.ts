@@ -9,11 +9,26 @@ import { makeScenario, ECHO_CLUSTER_IP, SERVICE_PORT } from './scenario.js';
 import { cfg, log } from './run-config.js';
 import type { Results } from './run-results.js';
 
-export async function dataplanePhase(sandbox: Sandbox, env: Awaited<ReturnType<typeof setupDataplane>>, services: number, withKpr: boolean): Promise<DataplaneSummary> {
+export async function dataplanePhase(
+  sandbox: Sandbox,
+  env: Awaited<ReturnType<typeof setupDataplane>>,
+  services: number,
+  withKpr: boolean,
+): Promise<DataplaneSummary> {
   const cip = withKpr ? { ip: ECHO_CLUSTER_IP, port: SERVICE_PORT } : undefined;
   if (cip) await waitReachable(sandbox, env, cip.ip, cip.port);
   log(`data plane at ${services} services: ${cfg.dpRounds} rounds × ${cfg.dpConns} connections per arm`);
-  const r = await dataplaneRounds(sandbox, env, cip, cfg.dpRounds, cfg.dpConns, cfg.dpLimitMs, log, cip ? counterSwitch(sandbox.bpffsDir) : undefined, cip ? sandbox.bpffsDir : undefined);
+  const r = await dataplaneRounds(
+    sandbox,
+    env,
+    cip,
+    cfg.dpRounds,
+    cfg.dpConns,
+    cfg.dpLimitMs,
+    log,
+    cip ? counterSwitch(sandbox.bpffsDir) : undefined,
+    cip ? sandbox.bpffsDir : undefined,
+  );
   return summarizeDataplane(services, r);
 }
 

@@ -142,7 +142,7 @@ export function buildRows(res: Results): { control: Row[]; data: Row[] } {
   });
   const listMs = (xs: Array<number | null> | undefined) => (xs?.length && xs.every((x) => x !== null) ? xs.map((v) => fmtMs(v!)).join(', ') : 'n/a');
   control.push({
-    metric: '  its longest event-loop block (the agent\'s 1 ms probe) · its longest slice',
+    metric: "  its longest event-loop block (the agent's 1 ms probe) · its longest slice",
     kpr: rs ? `${listMs(rs.loopBlockMs)} · ${listMs(rs.longestSliceMs)}` : 'n/a',
     other: '',
     ratio: '',
@@ -153,7 +153,10 @@ export function buildRows(res: Results): { control: Row[]; data: Row[] } {
   const none = rs?.otherApiToLogMs;
   control.push({
     metric: `  an endpoint change, API update → synced, p50 / p99: made during a resync (n=${during?.n ?? 0}) · with none running (n=${none?.n ?? 0})`,
-    kpr: during && none ? `${fmtMs(during.p50)} / ${fmtMs(during.p99)} · ${fmtMs(none.p50)} / ${fmtMs(none.p99)} (during ÷ none ${ratio('resyncChangeP50', during.p50, none.p50)} / ${ratio('resyncChangeP99', during.p99, none.p99)})` : 'n/a',
+    kpr:
+      during && none
+        ? `${fmtMs(during.p50)} / ${fmtMs(during.p99)} · ${fmtMs(none.p50)} / ${fmtMs(none.p99)} (during ÷ none ${ratio('resyncChangeP50', during.p50, none.p50)} / ${ratio('resyncChangeP99', during.p99, none.p99)})`
+        : 'n/a',
     other: '',
     ratio: '',
     target: '',
@@ -225,7 +228,10 @@ export function buildRows(res: Results): { control: Row[]; data: Row[] } {
     });
   }
   const target = (ratio?: number) => ({ target: fmtLimit(T.atScaleVsOne, '×'), result: T.atScaleVsOne !== undefined ? passFail(ratio, T.atScaleVsOne) : '' });
-  for (const [what, c] of [['ClusterIP', clusterIpScaleCost(res.dataPlane)], ['NodePort', nodePortScaleCost(res.dataPlaneNodePort)]] as const) {
+  for (const [what, c] of [
+    ['ClusterIP', clusterIpScaleCost(res.dataPlane)],
+    ['NodePort', nodePortScaleCost(res.dataPlaneNodePort)],
+  ] as const) {
     if (c.services === undefined) continue;
     const at = `${what} cost at ${c.services.toLocaleString('en-US')} svc over at 1 svc`;
     const s = c.sameRounds;

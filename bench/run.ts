@@ -156,7 +156,18 @@ async function main(): Promise<void> {
       ? [
           renderGrid(
             `kpr benchmark — NodePort data plane (external client namespace → NodeIP:nodePort → pod, eTP=Cluster, SNAT; same request loop; medians of ${cfg.npRounds} alternating rounds × ${cfg.npConns} connections; each path on its own identical node)`,
-            ['metric', 'kpr (tc, default attach mode)', 'kube-proxy (iptables)', 'kube-proxy (nftables)', 'pod IP direct', 'kpr / direct', 'iptables / direct', 'nftables / direct', 'kpr / iptables', 'kpr / nftables'],
+            [
+              'metric',
+              'kpr (tc, default attach mode)',
+              'kube-proxy (iptables)',
+              'kube-proxy (nftables)',
+              'pod IP direct',
+              'kpr / direct',
+              'iptables / direct',
+              'nftables / direct',
+              'kpr / iptables',
+              'kpr / nftables',
+            ],
             nodePortRows(res),
           ),
           '',
@@ -166,7 +177,13 @@ async function main(): Promise<void> {
       ? [
           renderGrid(
             'kpr benchmark — NodePort through each tc attach mode (the same agent with --tc-attach tc beside the default, each on its own identical node, in the same alternating rounds)',
-            ['metric', `kpr, ${(res.dataPlaneNodePort[0]?.kpr as { tcAttachMode?: string } | undefined)?.tcAttachMode === 'tcx' ? 'tcx link' : 'default'}`, 'kpr, clsact filter (--tc-attach tc)', 'pod IP direct', 'tc / tcx'],
+            [
+              'metric',
+              `kpr, ${(res.dataPlaneNodePort[0]?.kpr as { tcAttachMode?: string } | undefined)?.tcAttachMode === 'tcx' ? 'tcx link' : 'default'}`,
+              'kpr, clsact filter (--tc-attach tc)',
+              'pod IP direct',
+              'tc / tcx',
+            ],
             tcModeRows(res),
           ),
           '',

@@ -129,8 +129,18 @@ export function targetResults(m: MeasuredAgainstTargets): TargetResult[] {
   add('agent RSS (max of after-sync, after-changes)', m.rssMiB, t.rssMiB, 'MiB');
   add('kpr service list -o json (median wall time)', m.serviceListMs, t.serviceListMs, 'ms');
   add(`ClusterIP connection cost at ${n} services (p50 over direct)`, m.clusterIpVsDirect, t.clusterIpVsDirect, '×');
-  add(`ClusterIP connection cost at ${(m.clusterIp.services ?? m.services).toLocaleString('en-US')} services over at 1 (p50 over direct)`, m.clusterIp.ratio, t.atScaleVsOne, '×');
-  add(`NodePort connection cost at ${(m.nodePort.services ?? m.services).toLocaleString('en-US')} services over at 1 (${scaleCostBasis(m.nodePort)})`, m.nodePort.ratio, t.atScaleVsOne, '×');
+  add(
+    `ClusterIP connection cost at ${(m.clusterIp.services ?? m.services).toLocaleString('en-US')} services over at 1 (p50 over direct)`,
+    m.clusterIp.ratio,
+    t.atScaleVsOne,
+    '×',
+  );
+  add(
+    `NodePort connection cost at ${(m.nodePort.services ?? m.services).toLocaleString('en-US')} services over at 1 (${scaleCostBasis(m.nodePort)})`,
+    m.nodePort.ratio,
+    t.atScaleVsOne,
+    '×',
+  );
   return out;
 }
 
@@ -159,5 +169,9 @@ export function renderTargets(services: number, results: TargetResult[]): string
   ]);
   const count = (pass: boolean | null) => results.filter((r) => r.pass === pass).length;
   const tally = `${count(true)} met, ${count(false)} missed${count(null) ? `, ${count(null)} not measured` : ''}`;
-  return renderGrid(`kpr benchmark — targets at ${services.toLocaleString('en-US')} services (those set for ${t.scale.toLocaleString('en-US')}): ${tally}`, ['target', 'measured', 'limit', 'result'], rows);
+  return renderGrid(
+    `kpr benchmark — targets at ${services.toLocaleString('en-US')} services (those set for ${t.scale.toLocaleString('en-US')}): ${tally}`,
+    ['target', 'measured', 'limit', 'result'],
+    rows,
+  );
 }

@@ -44,8 +44,21 @@ const backendAddr = (n: number) => `${10 + (n >> 24)}.${(n >> 16) & 255}.${(n >>
 
 function pinMaps(dir: string): void {
   const sizes = benchMapSizes(scenarioNeeds(services, endpoints));
-  pinDatapathMaps(dir, { kpr_svc: sizes.services, kpr_backend: sizes.backends, kpr_aff_match: sizes.backends, kpr_svc_meta: sizes.frontends, kpr_svc_stats: sizes.frontends, kpr_vip: sizes.frontends });
-  fillServiceMaps(dir, { services, backendsPerService: endpoints, svcAddr, backendAddr: (i, j) => backendAddr(i * endpoints + j), name: (i) => `bench-${i % 100}/svc-${i}` });
+  pinDatapathMaps(dir, {
+    kpr_svc: sizes.services,
+    kpr_backend: sizes.backends,
+    kpr_aff_match: sizes.backends,
+    kpr_svc_meta: sizes.frontends,
+    kpr_svc_stats: sizes.frontends,
+    kpr_vip: sizes.frontends,
+  });
+  fillServiceMaps(dir, {
+    services,
+    backendsPerService: endpoints,
+    svcAddr,
+    backendAddr: (i, j) => backendAddr(i * endpoints + j),
+    name: (i) => `bench-${i % 100}/svc-${i}`,
+  });
 }
 
 async function timeCli(kprMjs: string, dir: string, outFile: string): Promise<number> {
@@ -94,6 +107,8 @@ async function compare(): Promise<void> {
   }
   const same = readFileSync(outs.this).equals(readFileSync(outs.other));
   const ratio = median(ms.this) / median(ms.other);
-  console.log(`this ${ms.this.join(', ')} ms (median ${median(ms.this)}), other ${ms.other.join(', ')} ms (median ${median(ms.other)}): ${ratio.toFixed(3)}x; outputs ${same ? 'identical' : 'DIFFER'}`);
+  console.log(
+    `this ${ms.this.join(', ')} ms (median ${median(ms.this)}), other ${ms.other.join(', ')} ms (median ${median(ms.other)}): ${ratio.toFixed(3)}x; outputs ${same ? 'identical' : 'DIFFER'}`,
+  );
   if (!same) process.exitCode = 1;
 }

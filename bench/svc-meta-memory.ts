@@ -107,14 +107,23 @@ const MiB = (b: number) => (b / 1048576).toFixed(2);
 console.log('kpr_svc_meta, kernel memory (fdinfo memlock), one ClusterIP frontend per Service');
 console.log('services  max_entries  v1 (96+32 B, prealloc)  v2 (128+64 B, no prealloc)  v2/v1');
 for (const r of rows) {
-  console.log(`${String(r.services).padStart(8)}  ${String(r.maxEntries).padStart(11)}  ${`${MiB(r.v1Bytes)} MiB`.padStart(22)}  ${`${MiB(r.v2Bytes)} MiB`.padStart(26)}  ${(r.v2Bytes / r.v1Bytes).toFixed(2).padStart(5)}`);
+  console.log(
+    `${String(r.services).padStart(8)}  ${String(r.maxEntries).padStart(11)}  ${`${MiB(r.v1Bytes)} MiB`.padStart(22)}  ${`${MiB(r.v2Bytes)} MiB`.padStart(26)}  ${(r.v2Bytes / r.v1Bytes).toFixed(2).padStart(5)}`,
+  );
 }
 
 let wholeSet: { services: number; sizes: Record<string, number>; v2TotalBytes: number; v1TotalBytes: number; byMap: Record<string, number> } | undefined;
 if (values['whole-set']) {
   const services = 100_000;
   const s = benchMapSizes(scenarioNeeds(services, 10));
-  const sizeOf: Partial<Record<MapId, number>> = { svc: s.services, backend: s.backends, affinityMatch: s.backends, svcMeta: s.frontends, svcStats: s.frontends, vip: s.frontends };
+  const sizeOf: Partial<Record<MapId, number>> = {
+    svc: s.services,
+    backend: s.backends,
+    affinityMatch: s.backends,
+    svcMeta: s.frontends,
+    svcStats: s.frontends,
+    vip: s.frontends,
+  };
   const sizes = Object.fromEntries(Object.entries(sizeOf).map(([id, n]) => [MAPS[id as MapId].name, n!]));
   const byMap = withObject(OBJECTS.v2, sizes, true, (o) => {
     fill(o.map(MAPS.svcMeta.name), LAYOUTS.v2, services);
@@ -124,7 +133,11 @@ if (values['whole-set']) {
   const last = rows.find((r) => r.services === services);
   const v1TotalBytes = last ? v2TotalBytes - last.v2Bytes + last.v1Bytes : NaN;
   wholeSet = { services, sizes, v2TotalBytes, v1TotalBytes, byMap };
-  console.log(`\nthe whole map set at ${services} Services' sizes (${Object.entries(sizes).map(([n, v]) => `${n}=${v}`).join(', ')}; the rest compiled):`);
+  console.log(
+    `\nthe whole map set at ${services} Services' sizes (${Object.entries(sizes)
+      .map(([n, v]) => `${n}=${v}`)
+      .join(', ')}; the rest compiled):`,
+  );
   console.log(`  v2 ${MiB(v2TotalBytes)} MiB, v1 ${MiB(v1TotalBytes)} MiB (v2 less kpr_svc_meta's difference)`);
 }
 

@@ -37,7 +37,12 @@ function load(file: string): { obj: BpfObject; close(): void } {
   const obj = BpfObject.open(file, { pinMapsDir: dir });
   try {
     obj.load();
-    obj.map('kpr_config').update(Buffer.alloc(4), encodeConfig({ hostNetnsCookie: 0n, snatV4: NODE, snatV6: '', tcpTimeoutS: 300, tcpClosingTimeoutS: 10, udpTimeoutS: 30, flags: 0 }));
+    obj
+      .map('kpr_config')
+      .update(
+        Buffer.alloc(4),
+        encodeConfig({ hostNetnsCookie: 0n, snatV4: NODE, snatV6: '', tcpTimeoutS: 300, tcpClosingTimeoutS: 10, udpTimeoutS: 30, flags: 0 }),
+      );
     const svc = obj.map('kpr_svc');
     const flags = SVC_FLAG.NODE_PORT | svcAlgFlags(SVC_ALG.RANDOM);
     const key = (port: number, slot: number) => encodeSvcKey({ addr: NODE, port, slot, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL });
@@ -90,7 +95,9 @@ function main(): void {
   for (const p of Object.keys(PORTS) as Path[]) {
     const ours = med.ours[p];
     const base = med.base?.[p];
-    lines.push(`  ${p.padEnd(7)} this build ${String(ours).padStart(4)} ns${base !== undefined ? `   --base ${String(base).padStart(4)} ns  (${ours - base >= 0 ? '+' : ''}${ours - base} ns)` : ''}`);
+    lines.push(
+      `  ${p.padEnd(7)} this build ${String(ours).padStart(4)} ns${base !== undefined ? `   --base ${String(base).padStart(4)} ns  (${ours - base >= 0 ? '+' : ''}${ours - base} ns)` : ''}`,
+    );
   }
   process.stdout.write(lines.join('\n') + '\n' + JSON.stringify({ nsPerPacket: med, rounds, repeat }) + '\n');
 }

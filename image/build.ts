@@ -53,7 +53,22 @@ const MIRRORS = [
  * operator's `kubectl exec`); dash, coreutils and util-linux for the chart's
  * init container (sh, stat, mount); base-passwd for /etc/passwd.
  */
-const DEBIAN_PACKAGES = ['base-files', 'base-passwd', 'dash', 'coreutils', 'util-linux', 'mount', 'libbpf1', 'libstdc++6', 'iproute2', 'iptables', 'nftables', 'ipset', 'ipvsadm', 'netbase'];
+const DEBIAN_PACKAGES = [
+  'base-files',
+  'base-passwd',
+  'dash',
+  'coreutils',
+  'util-linux',
+  'mount',
+  'libbpf1',
+  'libstdc++6',
+  'iproute2',
+  'iptables',
+  'nftables',
+  'ipset',
+  'ipvsadm',
+  'netbase',
+];
 /** The alternatives iptables' maintainer script would set up: the nft back end, Debian's default. */
 const IPTABLES_ALTERNATIVES = ['iptables', 'iptables-save', 'iptables-restore', 'ip6tables', 'ip6tables-save', 'ip6tables-restore'];
 const NODE_ARCH: Record<ImageArch, string> = { amd64: 'x64', arm64: 'arm64' };
@@ -89,14 +104,26 @@ function copy(src: string, dst: string, mode?: number): void {
 /** Debian's packages for one architecture, unpacked; returns what was unpacked. */
 function debianRoot(arch: ImageArch, rootfs: string, epoch: number): DebPackage[] {
   fs.rmSync(rootfs, { recursive: true, force: true });
-  run('mmdebstrap', [
-    '--quiet', '--variant=extract', `--arch=${arch}`, `--include=${DEBIAN_PACKAGES.join(',')}`,
-    // The downloaded .deb files stay for their control data (read below, then removed).
-    '--skip=cleanup/apt/cache',
-    SUITE, rootfs, ...MIRRORS,
-  ], { env: { ...process.env, SOURCE_DATE_EPOCH: String(epoch) } });
+  run(
+    'mmdebstrap',
+    [
+      '--quiet',
+      '--variant=extract',
+      `--arch=${arch}`,
+      `--include=${DEBIAN_PACKAGES.join(',')}`,
+      // The downloaded .deb files stay for their control data (read below, then removed).
+      '--skip=cleanup/apt/cache',
+      SUITE,
+      rootfs,
+      ...MIRRORS,
+    ],
+    { env: { ...process.env, SOURCE_DATE_EPOCH: String(epoch) } },
+  );
   const archives = path.join(rootfs, 'var/cache/apt/archives');
-  const debs = fs.readdirSync(archives).filter((f) => f.endsWith('.deb')).sort();
+  const debs = fs
+    .readdirSync(archives)
+    .filter((f) => f.endsWith('.deb'))
+    .sort();
   if (debs.length === 0) throw new Error(`mmdebstrap left no .deb files in ${archives}`);
   return debs.map((f) => debPackage(parseControl(out('dpkg-deb', ['-f', path.join(archives, f)]))));
 }
@@ -123,7 +150,17 @@ function configureRoot(rootfs: string, debs: DebPackage[]): void {
     if (!fs.lstatSync(dir).isDirectory()) continue;
     for (const f of fs.readdirSync(dir)) if (f !== 'copyright') fs.rmSync(path.join(dir, f), { recursive: true, force: true });
   }
-  for (const d of ['usr/share/man', 'usr/share/info', 'usr/share/locale', 'usr/share/lintian', 'usr/share/bash-completion', 'var/cache', 'var/lib/apt', 'var/log', 'dev']) {
+  for (const d of [
+    'usr/share/man',
+    'usr/share/info',
+    'usr/share/locale',
+    'usr/share/lintian',
+    'usr/share/bash-completion',
+    'var/cache',
+    'var/lib/apt',
+    'var/log',
+    'dev',
+  ]) {
     fs.rmSync(p(d), { recursive: true, force: true });
     fs.mkdirSync(p(d), { recursive: true, mode: 0o755 });
   }
@@ -132,14 +169,24 @@ function configureRoot(rootfs: string, debs: DebPackage[]): void {
 
 /** The npm packages in the image: those esbuild bundled (its metafiles), and koffi, shipped as it is. */
 function npmPackages(): NpmPackage[] {
-  const lock = JSON.parse(fs.readFileSync(path.join(root, 'package-lock.json'), 'utf8')) as { packages: Record<string, { version?: string; integrity?: string; license?: string }> };
-  const metas = ['kpr-agent.meta.json', 'kpr.meta.json'].map((f) => JSON.parse(fs.readFileSync(path.join(root, 'dist', f), 'utf8')) as { inputs: Record<string, unknown> });
+  const lock = JSON.parse(fs.readFileSync(path.join(root, 'package-lock.json'), 'utf8')) as {
+    packages: Record<string, { version?: string; integrity?: string; license?: string }>;
+  };
+  const metas = ['kpr-agent.meta.json', 'kpr.meta.json'].map(
+    (f) => JSON.parse(fs.readFileSync(path.join(root, 'dist', f), 'utf8')) as { inputs: Record<string, unknown> },
+  );
   const bundled = bundledNpmPackages(metas.flatMap((m) => Object.keys(m.inputs)));
   const koffi = 'node_modules/koffi';
   return [...bundled.filter((dir) => dir !== koffi), koffi].map((dir) => {
     const entry = lock.packages[dir];
     if (!entry?.version) throw new Error(`${dir} is bundled but not in package-lock.json`);
-    return { name: dir.slice(dir.lastIndexOf('node_modules/') + 'node_modules/'.length), version: entry.version, integrity: entry.integrity, license: entry.license, how: dir === koffi ? 'installed' : 'bundled' };
+    return {
+      name: dir.slice(dir.lastIndexOf('node_modules/') + 'node_modules/'.length),
+      version: entry.version,
+      integrity: entry.integrity,
+      license: entry.license,
+      how: dir === koffi ? 'installed' : 'bundled',
+    };
   });
 }
 
@@ -154,7 +201,8 @@ function addKpr(rootfs: string, arch: ImageArch, nodeDir: string, version: strin
   for (const f of ['kpr-agent.mjs', 'kpr.mjs', 'build-info.json']) copy(path.join(root, 'dist', f), opt('dist', f), 0o644);
   for (const f of ['kpr', 'kpr-agent']) copy(path.join(root, 'bin', f), opt('bin', f), 0o755);
   const outputs = archOutputs(arch);
-  for (const f of fs.readdirSync(outputs).filter((n) => n.endsWith('.bpf.o') || n === 'libkpr_batch_writer.so')) copy(path.join(outputs, f), opt('build', f), 0o644);
+  for (const f of fs.readdirSync(outputs).filter((n) => n.endsWith('.bpf.o') || n === 'libkpr_batch_writer.so'))
+    copy(path.join(outputs, f), opt('build', f), 0o644);
   const koffi = path.join(root, 'node_modules/koffi');
   for (const f of ['package.json', 'index.js', 'indirect.js', 'LICENSE.txt']) copy(path.join(koffi, f), opt('node_modules/koffi', f), 0o644);
   copy(path.join(koffi, 'build/koffi', KOFFI_TRIPLET[arch], 'koffi.node'), opt('node_modules/koffi/build/koffi', KOFFI_TRIPLET[arch], 'koffi.node'), 0o755);
@@ -165,9 +213,21 @@ function layerTar(rootfs: string, tarFile: string, epoch: number): void {
   run('find', [rootfs, '-exec', 'touch', '--no-dereference', `--date=@${epoch}`, '{}', '+']);
   const entries = fs.readdirSync(rootfs).sort();
   run('tar', [
-    '--create', '--file', tarFile, '--directory', rootfs, '--sort=name', '--format=posix',
-    '--pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime', `--mtime=@${epoch}`, '--numeric-owner', '--no-acls', '--no-xattrs', '--no-selinux',
-    '--', ...entries,
+    '--create',
+    '--file',
+    tarFile,
+    '--directory',
+    rootfs,
+    '--sort=name',
+    '--format=posix',
+    '--pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime',
+    `--mtime=@${epoch}`,
+    '--numeric-owner',
+    '--no-acls',
+    '--no-xattrs',
+    '--no-selinux',
+    '--',
+    ...entries,
   ]);
 }
 
@@ -215,9 +275,23 @@ class Layout {
   archive(file: string, epoch: number, blobs?: Descriptor[]): void {
     const names = blobs ? [...new Set(blobs.map((b) => `blobs/sha256/${b.digest.slice('sha256:'.length)}`))].sort() : ['blobs'];
     run('tar', [
-      '--create', '--file', file, '--directory', this.dir, '--sort=name', '--format=posix',
-      '--pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime', `--mtime=@${epoch}`, '--owner=0', '--group=0', '--numeric-owner', '--mode=a+r,u+w',
-      '--', 'oci-layout', 'index.json', ...names,
+      '--create',
+      '--file',
+      file,
+      '--directory',
+      this.dir,
+      '--sort=name',
+      '--format=posix',
+      '--pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime',
+      `--mtime=@${epoch}`,
+      '--owner=0',
+      '--group=0',
+      '--numeric-owner',
+      '--mode=a+r,u+w',
+      '--',
+      'oci-layout',
+      'index.json',
+      ...names,
     ]);
   }
 }
@@ -251,7 +325,14 @@ function buildArch(arch: ImageArch, meta: ImageMeta, epoch: number, outDir: stri
   addKpr(rootfs, arch, nodeDir, meta.version);
   const { nodeEnv, npm } = shared;
   const sbom = spdxDocument({
-    imageName: meta.name, version: meta.version, revision: meta.revision, arch, created: meta.created, distro: DISTRO, debs, npm,
+    imageName: meta.name,
+    version: meta.version,
+    revision: meta.revision,
+    arch,
+    created: meta.created,
+    distro: DISTRO,
+    debs,
+    npm,
     node: { version: nodeEnv.version, integrity: nodeEnv.integrity[NODE_ARCH[arch]], npmPackage: `node-linux-${NODE_ARCH[arch]}` },
   });
   const sbomText = `${JSON.stringify(sbom, null, 2)}\n`;
@@ -266,13 +347,21 @@ function buildArch(arch: ImageArch, meta: ImageMeta, epoch: number, outDir: stri
   gzip(tarFile, `${tarFile}.gz`);
   fs.rmSync(tarFile);
   const layer = layout.addFile(MEDIA_TYPE.layerGzip, `${tarFile}.gz`);
-  const config = layout.addJson(MEDIA_TYPE.config, imageConfig(meta, arch, {
-    // Not a shell: node itself is PID 1 and gets the runtime's signals.
-    entrypoint: ['/usr/local/bin/node', ...shared.agentNodeFlags, '/opt/kpr/dist/kpr-agent.mjs'],
-    env: [ENV_PATH, 'MALLOC_ARENA_MAX=1'],
-    workingDir: '/opt/kpr',
-    user: '0:0',
-  }, [diffId]));
+  const config = layout.addJson(
+    MEDIA_TYPE.config,
+    imageConfig(
+      meta,
+      arch,
+      {
+        // Not a shell: node itself is PID 1 and gets the runtime's signals.
+        entrypoint: ['/usr/local/bin/node', ...shared.agentNodeFlags, '/opt/kpr/dist/kpr-agent.mjs'],
+        env: [ENV_PATH, 'MALLOC_ARENA_MAX=1'],
+        workingDir: '/opt/kpr',
+        user: '0:0',
+      },
+      [diffId],
+    ),
+  );
   const manifest = { ...layout.addJson(MEDIA_TYPE.manifest, imageManifest(meta, config, [layer])), platform: { architecture: arch, os: 'linux' } };
 
   // One architecture's archive: its own layout with only its blobs.
@@ -282,11 +371,21 @@ function buildArch(arch: ImageArch, meta: ImageMeta, epoch: number, outDir: stri
   const archive = path.join(outDir, `kpr-${meta.version}-${arch}.oci.tar`);
   single.archive(archive, epoch);
   fs.rmSync(work, { recursive: true, force: true });
-  return { arch, manifest, blobs: [config, layer, manifest], archive, sbom: sbomFile, packages: { debian: debs.length, npm: npm.length }, layerBytes: layer.size };
+  return {
+    arch,
+    manifest,
+    blobs: [config, layer, manifest],
+    archive,
+    sbom: sbomFile,
+    packages: { debian: debs.length, npm: npm.length },
+    layerBytes: layer.size,
+  };
 }
 
 function main(): void {
-  const { values } = parseArgs({ options: { arches: { type: 'string', default: IMAGE_ARCHES.join(',') }, out: { type: 'string', default: path.join(root, 'build/image') } } });
+  const { values } = parseArgs({
+    options: { arches: { type: 'string', default: IMAGE_ARCHES.join(',') }, out: { type: 'string', default: path.join(root, 'build/image') } },
+  });
   const arches = values.arches!.split(',').filter(Boolean) as ImageArch[];
   for (const a of arches) if (!IMAGE_ARCHES.includes(a)) throw new Error(`unknown architecture ${a} (${IMAGE_ARCHES.join(', ')})`);
   const outDir = path.resolve(values.out!);
@@ -295,7 +394,7 @@ function main(): void {
   const revision = (JSON.parse(fs.readFileSync(path.join(root, 'dist/build-info.json'), 'utf8')) as { commit: string }).commit;
   const epoch = Number(process.env.SOURCE_DATE_EPOCH ?? out('git', ['-C', root, 'log', '-1', '--format=%ct']).trim());
   if (!Number.isInteger(epoch) || epoch <= 0) throw new Error('SOURCE_DATE_EPOCH: set it, or build from a git checkout (the commit time is used)');
-    const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { repository?: { url?: string } };
+  const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { repository?: { url?: string } };
   const source = process.env.KPR_IMAGE_SOURCE ?? pkg.repository?.url ?? 'unknown';
   const meta: ImageMeta = { name: IMAGE_NAME, version, revision, source, created: new Date(epoch * 1000) };
 
@@ -306,7 +405,13 @@ function main(): void {
     agentNodeFlags: agentNodeFlagsOf(fs.readFileSync(path.join(root, 'bin/kpr-agent'), 'utf8')),
   };
   const results = arches.map((a) => buildArch(a, meta, epoch, outDir, layout, shared));
-  const index = layout.addJson(MEDIA_TYPE.index, imageIndex(results.map((r) => r.manifest), { 'org.opencontainers.image.version': meta.version, 'org.opencontainers.image.revision': meta.revision }));
+  const index = layout.addJson(
+    MEDIA_TYPE.index,
+    imageIndex(
+      results.map((r) => r.manifest),
+      { 'org.opencontainers.image.version': meta.version, 'org.opencontainers.image.revision': meta.revision },
+    ),
+  );
   layout.setIndex([{ ...index, annotations: refAnnotations(meta) }]);
   const multi = path.join(outDir, `kpr-${meta.version}.oci.tar`);
   layout.archive(multi, epoch);
@@ -318,22 +423,31 @@ function main(): void {
     index: index.digest,
     layout: layout.dir,
     archive: multi,
-    arches: Object.fromEntries(results.map((r) => [r.arch, {
-      manifest: r.manifest.digest,
-      archive: r.archive,
-      archiveSha256: out('sha256sum', [r.archive]).split(' ')[0],
-      sbom: r.sbom,
-      layerBytes: r.layerBytes,
-      packages: r.packages,
-    }])),
+    arches: Object.fromEntries(
+      results.map((r) => [
+        r.arch,
+        {
+          manifest: r.manifest.digest,
+          archive: r.archive,
+          archiveSha256: out('sha256sum', [r.archive]).split(' ')[0],
+          sbom: r.sbom,
+          layerBytes: r.layerBytes,
+          packages: r.packages,
+        },
+      ]),
+    ),
   };
   fs.writeFileSync(path.join(outDir, 'image.json'), `${JSON.stringify(summary, null, 2)}\n`);
   console.log(`image ${summary.image}  index ${index.digest}`);
   console.log('arch    manifest digest                                                           layer (gzip)  Debian pkgs  npm pkgs  archive');
   for (const r of results) {
-    console.log(`${r.arch.padEnd(7)} ${r.manifest.digest}  ${(r.layerBytes / 1048576).toFixed(1).padStart(8)} MiB  ${String(r.packages.debian).padStart(11)}  ${String(r.packages.npm).padStart(8)}  ${path.relative(process.cwd(), r.archive)}`);
+    console.log(
+      `${r.arch.padEnd(7)} ${r.manifest.digest}  ${(r.layerBytes / 1048576).toFixed(1).padStart(8)} MiB  ${String(r.packages.debian).padStart(11)}  ${String(r.packages.npm).padStart(8)}  ${path.relative(process.cwd(), r.archive)}`,
+    );
   }
-  console.log(`multi-arch: ${path.relative(process.cwd(), multi)} (skopeo copy --all oci-archive:${path.relative(process.cwd(), multi)} docker://REGISTRY/kpr:${meta.version})`);
+  console.log(
+    `multi-arch: ${path.relative(process.cwd(), multi)} (skopeo copy --all oci-archive:${path.relative(process.cwd(), multi)} docker://REGISTRY/kpr:${meta.version})`,
+  );
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) main();

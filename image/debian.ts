@@ -39,7 +39,8 @@ export function debPackage(fields: Array<[string, string]>): DebPackage {
   const name = get('Package');
   const version = get('Version');
   const architecture = get('Architecture');
-  if (!name || !version || !architecture) throw new Error(`a control paragraph without Package, Version or Architecture: ${JSON.stringify(fields.slice(0, 3))}`);
+  if (!name || !version || !architecture)
+    throw new Error(`a control paragraph without Package, Version or Architecture: ${JSON.stringify(fields.slice(0, 3))}`);
   // "Source: name (version)" when the binary's version differs from its source's.
   const src = /^(\S+)(?:\s+\(([^)]+)\))?$/.exec(get('Source') ?? '');
   return { name, version, architecture, source: src?.[1] ?? name, sourceVersion: src?.[2] ?? version, fields };

@@ -66,7 +66,9 @@ export function spdxDocument(input: SbomInput): object {
     licenseConcluded: 'NOASSERTION',
     licenseDeclared: 'Apache-2.0',
     copyrightText: 'NOASSERTION',
-    externalRefs: [{ referenceCategory: 'PACKAGE-MANAGER', referenceType: 'purl', referenceLocator: `pkg:oci/kpr@${encodeURIComponent(input.version)}?arch=${input.arch}` }],
+    externalRefs: [
+      { referenceCategory: 'PACKAGE-MANAGER', referenceType: 'purl', referenceLocator: `pkg:oci/kpr@${encodeURIComponent(input.version)}?arch=${input.arch}` },
+    ],
     comment: `commit ${input.revision}`,
     primaryPackagePurpose: 'CONTAINER',
   };
@@ -95,9 +97,7 @@ export function spdxDocument(input: SbomInput): object {
     licenseDeclared: 'MIT',
     copyrightText: 'NOASSERTION',
     checksums: sha512Hex(input.node.integrity),
-    externalRefs: [
-      { referenceCategory: 'PACKAGE-MANAGER', referenceType: 'purl', referenceLocator: npmPurl(input.node.npmPackage, input.node.version) },
-    ],
+    externalRefs: [{ referenceCategory: 'PACKAGE-MANAGER', referenceType: 'purl', referenceLocator: npmPurl(input.node.npmPackage, input.node.version) }],
     comment: '/usr/local/bin/node: the binary inside the npm registry package named in the purl',
   };
   const npm: SpdxPackage[] = [...input.npm]

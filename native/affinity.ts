@@ -10,7 +10,8 @@ import { libc } from './libbpf.js';
 import { KprBpfError } from './errors.js';
 
 export function pinThreadToCpu(cpu: number): void {
-  if (!Number.isInteger(cpu) || cpu < 0 || cpu >= 8192) throw new KprBpfError({ op: 'sched_setaffinity', errno: constants.errno.EINVAL, detail: `cpu ${cpu} out of range` });
+  if (!Number.isInteger(cpu) || cpu < 0 || cpu >= 8192)
+    throw new KprBpfError({ op: 'sched_setaffinity', errno: constants.errno.EINVAL, detail: `cpu ${cpu} out of range` });
   const mask = Buffer.alloc(1024); // cpu_set_t: 8,192 bits
   mask[cpu >> 3] = 1 << (cpu & 7);
   if (libc().sched_setaffinity(0, mask.length, mask) !== 0) throw new KprBpfError({ op: 'sched_setaffinity', errno: koffi.errno(), detail: `cpu ${cpu}` });

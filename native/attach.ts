@@ -115,7 +115,14 @@ export function attachCgroup(prog: BpfProgram, cgroupPath: string, linkPinPath: 
   const progId = prog.id;
   const cgId = cgroupId(cgroupPath);
   const result = (linkId: number, replaced: boolean): CgroupAttachment => ({
-    program: prog.name, cgroupPath, cgroupId: cgId, linkPinPath, linkId, progId, attachType: prog.expectedAttachType, replaced,
+    program: prog.name,
+    cgroupPath,
+    cgroupId: cgId,
+    linkPinPath,
+    linkId,
+    progId,
+    attachType: prog.expectedAttachType,
+    replaced,
   });
 
   if (fs.existsSync(linkPinPath)) {
@@ -129,14 +136,25 @@ export function attachCgroup(prog: BpfProgram, cgroupPath: string, linkPinPath: 
       // Cgroup id 0: the cgroup this link was attached to is gone (rmdir'd); the link is dead.
       if (info.cgroupId === 0n) defunct = true;
       else if (info.cgroupId !== cgId) {
-        throw new KprBpfError({ op: 'link update', path: linkPinPath, errno: E.EINVAL, detail: `pinned link is attached to cgroup id ${info.cgroupId}, not ${cgroupPath} (id ${cgId})` });
+        throw new KprBpfError({
+          op: 'link update',
+          path: linkPinPath,
+          errno: E.EINVAL,
+          detail: `pinned link is attached to cgroup id ${info.cgroupId}, not ${cgroupPath} (id ${cgId})`,
+        });
       }
       if (info.attachType !== prog.expectedAttachType) {
-        throw new KprBpfError({ op: 'link update', path: linkPinPath, errno: E.EINVAL, detail: `pinned link has attach type ${attachTypeName(info.attachType ?? -1)}, program ${prog.name} needs ${prog.attachTypeName}` });
+        throw new KprBpfError({
+          op: 'link update',
+          path: linkPinPath,
+          errno: E.EINVAL,
+          detail: `pinned link has attach type ${attachTypeName(info.attachType ?? -1)}, program ${prog.name} needs ${prog.attachTypeName}`,
+        });
       }
       if (!defunct && info.progId !== progId) {
         const ret = lib.bpf_link__update_program(link, prog.ptr);
-        if (ret === -ENOLINK) defunct = true; // cgroup went away; the link is dead
+        if (ret === -ENOLINK)
+          defunct = true; // cgroup went away; the link is dead
         else if (ret < 0) throw new KprBpfError({ op: 'link update', path: linkPinPath, errno: -ret, detail: hintFor(-ret) });
       }
       if (!defunct) return result(info.id, true);

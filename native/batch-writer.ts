@@ -18,7 +18,17 @@ export const BATCH_WRITER_LIBRARY = 'libkpr_batch_writer.so';
 
 interface WriterFns {
   kpr_writer_new(): NativePtr | null;
-  kpr_writer_submit(w: NativePtr, seq: number, fd: number, keys: Buffer, keyBytes: number, values: Buffer, valueBytes: number, count: number, flags: number): number;
+  kpr_writer_submit(
+    w: NativePtr,
+    seq: number,
+    fd: number,
+    keys: Buffer,
+    keyBytes: number,
+    values: Buffer,
+    valueBytes: number,
+    count: number,
+    flags: number,
+  ): number;
   kpr_writer_wait(w: NativePtr, out: Uint32Array): number;
   kpr_writer_free(w: NativePtr): void;
   kpr_ct_delete_still_expired(fd: number, keys: Buffer, keySize: number, count: number, valueSize: number, expiresOffset: number, now: bigint): number | bigint;
@@ -120,7 +130,13 @@ export class BatchWriter {
    * conntrack sweep, agent/datapath/ct-sweeper.ts); on this thread, not the
    * writer's. Returns how many were deleted.
    */
-  deleteStillExpired(map: { fd: number; keySize: number; valueStride: number; name?: string }, keys: Buffer, count: number, expiresOffset: number, now: bigint): number {
+  deleteStillExpired(
+    map: { fd: number; keySize: number; valueStride: number; name?: string },
+    keys: Buffer,
+    count: number,
+    expiresOffset: number,
+    now: bigint,
+  ): number {
     if (count * map.keySize > keys.length) throw new RangeError(`${count} keys exceed their buffer`);
     const ret = Number(this.#fns.kpr_ct_delete_still_expired(map.fd, keys, map.keySize, count, map.valueStride, expiresOffset, now));
     if (ret < 0) throw new KprBpfError({ op: 'map delete', errno: -ret, ...(map.name ? { map: map.name } : {}), detail: 'conntrack sweep' });

@@ -377,7 +377,12 @@ export class BpfMap {
       throw new KprBpfError({ op, map: this.name, errno: E.EINVAL, detail: `keys buffer is ${keys.length} bytes, ${count} keys need ${count * this.keySize}` });
     }
     if (values && values.length < count * this.valueStride) {
-      throw new KprBpfError({ op, map: this.name, errno: E.EINVAL, detail: `values buffer is ${values.length} bytes, ${count} values need ${count * this.valueStride}` });
+      throw new KprBpfError({
+        op,
+        map: this.name,
+        errno: E.EINVAL,
+        detail: `values buffer is ${values.length} bytes, ${count} values need ${count * this.valueStride}`,
+      });
     }
   }
 }

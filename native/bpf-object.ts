@@ -168,7 +168,9 @@ export class BpfObject {
       this.close();
       if (bad) {
         throw new KprBpfError({
-          op: 'object load', map: bad.name, errno,
+          op: 'object load',
+          map: bad.name,
+          errno,
           detail: `pinned map ${bad.pin} is incompatible with ${this.path} (${bad.why}); remove the pin to recreate the map`,
         });
       }

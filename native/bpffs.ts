@@ -20,7 +20,7 @@ export function isBpffs(p: string): boolean {
     throw new KprBpfError({ op: 'statfs', path: p, errno, detail: hintFor(errno) });
   }
   // f_type is the first member (__fsword_t, a long on x86_64).
-  return (buf.readUInt32LE(0) >>> 0) === BPF_FS_MAGIC;
+  return buf.readUInt32LE(0) >>> 0 === BPF_FS_MAGIC;
 }
 
 export interface EnsureBpffsOptions {

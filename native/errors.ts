@@ -57,8 +57,7 @@ export class KprBpfError extends Error {
   }
 }
 
-export const EPERM_HINT =
-  'BPF needs root (CAP_BPF + CAP_NET_ADMIN + CAP_SYS_ADMIN for cgroup attach) and an unlocked kernel';
+export const EPERM_HINT = 'BPF needs root (CAP_BPF + CAP_NET_ADMIN + CAP_SYS_ADMIN for cgroup attach) and an unlocked kernel';
 
 /** Adds a hint for permission errors, which are the most common setup problem. */
 export function hintFor(errno: number): string | undefined {

@@ -11,17 +11,48 @@ export { type BatchEntries } from './map-batch-read.js';
 export { mapTypeName, mapInfoByFd, type BpfMapInfo } from './map-info.js';
 export { possibleCpus, sumPerCpuU64, perCpuSlots, isPerCpuMapType, valueStrideFor } from './per-cpu.js';
 export {
-  attachCgroup, attachCgroupTemporarily, detachLinkKeepPin, detachPinnedLink, pinnedLinkInfo, queryCgroupPrograms, cgroupId, linkInfoByFd,
-  type CgroupAttachment, type LinkInfo, type TemporaryCgroupLink,
+  attachCgroup,
+  attachCgroupTemporarily,
+  detachLinkKeepPin,
+  detachPinnedLink,
+  pinnedLinkInfo,
+  queryCgroupPrograms,
+  cgroupId,
+  linkInfoByFd,
+  type CgroupAttachment,
+  type LinkInfo,
+  type TemporaryCgroupLink,
 } from './attach.js';
 export { BpfIterator } from './iter.js';
 export { HeldBpfObject, bpfObjectOfFd, pinnedObjectAt } from './pinned-object.js';
 export { withNetns, ifIndex, currentNetnsCookie } from './netns.js';
 export { SockDiag, SockDiagError, withSockDiag, type InetFamily, type UdpSocketEntry, type UdpDumpFilter } from './sock-diag.js';
-export { attachTcx, listInterfaces, pinnedTcxLinkInfo, queryTcxPrograms, queryTcxProgramsByIndex, tcxLinkInfo, tcxSupported, TCX, type TcxAttachment, type TcxDirection, type TcxLinkInfo } from './tcx.js';
 export {
-  attachTcFilter, detachTcFilter, detachTcFilterByIndex, ensureClsact, queryTcFilter, queryTcFilterByIndex, progNameById, BPF_TC, KPR_TC_FILTER,
-  type BpfTcAttachPoint, type TcFilterAttachment, type TcFilterId,
+  attachTcx,
+  listInterfaces,
+  pinnedTcxLinkInfo,
+  queryTcxPrograms,
+  queryTcxProgramsByIndex,
+  tcxLinkInfo,
+  tcxSupported,
+  TCX,
+  type TcxAttachment,
+  type TcxDirection,
+  type TcxLinkInfo,
+} from './tcx.js';
+export {
+  attachTcFilter,
+  detachTcFilter,
+  detachTcFilterByIndex,
+  ensureClsact,
+  queryTcFilter,
+  queryTcFilterByIndex,
+  progNameById,
+  BPF_TC,
+  KPR_TC_FILTER,
+  type BpfTcAttachPoint,
+  type TcFilterAttachment,
+  type TcFilterId,
 } from './tc-classic.js';
 export { testRun, testRunFd, type TestRunResult } from './test-run.js';
 export { pinThreadToCpu } from './affinity.js';

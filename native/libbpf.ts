@@ -65,19 +65,13 @@ export interface LibbpfFns {
   libbpf_set_print_raw(fn: NativePtr | null): NativePtr | null;
 
   // ---------------------------------------------------------- low-level fd API
-  bpf_map_create(
-    type: number, name: string | null, keySize: number, valueSize: number,
-    maxEntries: number, opts: null,
-  ): number;
+  bpf_map_create(type: number, name: string | null, keySize: number, valueSize: number, maxEntries: number, opts: null): number;
   bpf_map_update_elem(fd: number, key: Buffer, value: Buffer, flags: bigint | number): number;
   bpf_map_lookup_elem(fd: number, key: Buffer, value: Buffer): number;
   bpf_map_delete_elem(fd: number, key: Buffer): number;
   bpf_map_lookup_and_delete_elem(fd: number, key: Buffer, value: Buffer): number;
   bpf_map_get_next_key(fd: number, key: Buffer | null, next: Buffer): number;
-  bpf_map_lookup_batch(
-    fd: number, inBatch: Buffer | null, outBatch: Buffer, keys: Buffer, values: Buffer,
-    count: Buffer, opts: Buffer,
-  ): number;
+  bpf_map_lookup_batch(fd: number, inBatch: Buffer | null, outBatch: Buffer, keys: Buffer, values: Buffer, count: Buffer, opts: Buffer): number;
   bpf_map_update_batch(fd: number, keys: Buffer, values: Buffer, count: Buffer, opts: Buffer): number;
   bpf_map_delete_batch(fd: number, keys: Buffer, count: Buffer, opts: Buffer): number;
   bpf_obj_get(path: string): number;
@@ -86,10 +80,7 @@ export interface LibbpfFns {
   bpf_link_update(linkFd: number, newProgFd: number, opts: null): number;
   bpf_obj_pin(fd: number, path: string): number;
   bpf_obj_get_info_by_fd(fd: number, info: Buffer, infoLen: Buffer): number;
-  bpf_prog_query(
-    targetFd: number, type: number, queryFlags: number, attachFlags: Buffer,
-    progIds: Buffer, progCnt: Buffer,
-  ): number;
+  bpf_prog_query(targetFd: number, type: number, queryFlags: number, attachFlags: Buffer, progIds: Buffer, progCnt: Buffer): number;
 
   // ------------------------------------ kernel feature probing (agent/datapath/kernel-probes.ts)
   bpf_program__set_autoload(prog: NativePtr, autoload: boolean): number;

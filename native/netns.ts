@@ -31,7 +31,7 @@ export function withNetns<T>(nsPath: string, fn: () => T): T {
     try {
       return fn();
     } finally {
-      setns(home, 'the agent\'s own network namespace');
+      setns(home, "the agent's own network namespace");
     }
   } finally {
     fs.closeSync(home);

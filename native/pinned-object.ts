@@ -23,7 +23,10 @@ function idOfFd(fd: number, what: string): number {
 /** "bpf-map", "bpf-link", "bpf-prog"... from the fd's anon inode name. */
 function kindOfFd(fd: number): string {
   try {
-    return fs.readlinkSync(`/proc/self/fd/${fd}`).replace(/^anon_inode:\[?/, '').replace(/\]$/, '');
+    return fs
+      .readlinkSync(`/proc/self/fd/${fd}`)
+      .replace(/^anon_inode:\[?/, '')
+      .replace(/\]$/, '');
   } catch {
     return 'unknown';
   }

@@ -118,7 +118,7 @@ function detailFor(op: string, errno: number): string | undefined {
     return 'the kernel was built without CONFIG_INET_DIAG_DESTROY, so sockets cannot be destroyed through sock_diag';
   }
   if (errno === E.ENOENT && op.startsWith('dump')) return 'no inet_diag handler for UDP (kernel module udp_diag missing?)';
-  if (errno === E.EPERM || errno === E.EACCES) return 'destroying sockets needs CAP_NET_ADMIN in the socket\'s network namespace';
+  if (errno === E.EPERM || errno === E.EACCES) return "destroying sockets needs CAP_NET_ADMIN in the socket's network namespace";
   if (errno === E.EAGAIN) return `no reply within ${REPLY_TIMEOUT_S}s`;
   return undefined;
 }
@@ -244,12 +244,17 @@ export class SockDiag {
     sockid.copy(req, 8);
     const seq = this.#send(op, SOCK_DESTROY, NLM_F_REQUEST | NLM_F_ACK, req);
     let errno = -1;
-    this.#receive(op, seq, (type, b, off, len) => {
-      if (type !== NLMSG_ERROR) return false;
-      if (len < NLMSG_HDRLEN + 4) throw fail(op, E.EPROTO, 'truncated NLMSG_ERROR');
-      errno = -b.readInt32LE(off + NLMSG_HDRLEN);
-      return true;
-    }, true);
+    this.#receive(
+      op,
+      seq,
+      (type, b, off, len) => {
+        if (type !== NLMSG_ERROR) return false;
+        if (len < NLMSG_HDRLEN + 4) throw fail(op, E.EPROTO, 'truncated NLMSG_ERROR');
+        errno = -b.readInt32LE(off + NLMSG_HDRLEN);
+        return true;
+      },
+      true,
+    );
     return errno;
   }
 
@@ -288,7 +293,7 @@ export class SockDiag {
       }
       if (n > buf.length) throw fail(op, E.EMSGSIZE, `a reply datagram of ${n} bytes exceeds the ${buf.length}-byte buffer`);
       if (n === 0) throw fail(op, E.EPROTO, 'empty reply');
-      for (let off = 0; off < n; ) {
+      for (let off = 0; off < n;) {
         if (n - off < NLMSG_HDRLEN) throw fail(op, E.EPROTO, `${n - off} trailing bytes, shorter than a netlink header`);
         const len = buf.readUInt32LE(off);
         if (len < NLMSG_HDRLEN || off + len > n) throw fail(op, E.EPROTO, `netlink message length ${len} at offset ${off} of ${n}`);

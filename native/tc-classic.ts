@@ -75,7 +75,10 @@ let lastKernelMessage = '';
 /** Runs a bpf_tc_* call with libbpf's messages held back (expected failures are answered by the return code). */
 function quiet(call: () => number): number {
   const { value, messages } = captureLibbpfMessages(call);
-  lastKernelMessage = messages.map((m) => m.replace(/^libbpf: /, '').trim()).filter(Boolean).join('; ');
+  lastKernelMessage = messages
+    .map((m) => m.replace(/^libbpf: /, '').trim())
+    .filter(Boolean)
+    .join('; ');
   return value;
 }
 
@@ -100,7 +103,12 @@ export function ensureClsact(ifindex: number, what = `ifindex ${ifindex}`): bool
  * The program id of the filter at `id` on a hook of the interface with this
  * index; null when there is no such filter (or no clsact qdisc at all).
  */
-export function queryTcFilterByIndex(ifindex: number, attachPoint: BpfTcAttachPoint = BPF_TC.INGRESS, id: TcFilterId = KPR_TC_FILTER, what = `ifindex ${ifindex}`): number | null {
+export function queryTcFilterByIndex(
+  ifindex: number,
+  attachPoint: BpfTcAttachPoint = BPF_TC.INGRESS,
+  id: TcFilterId = KPR_TC_FILTER,
+  what = `ifindex ${ifindex}`,
+): number | null {
   const opts = optsOf({ handle: id.handle, priority: id.priority });
   const ret = quiet(() => libbpfTc().bpf_tc_query(hookOf(ifindex, attachPoint), opts));
   // ENOENT: no filter there; EINVAL: the interface has no clsact qdisc.
@@ -121,7 +129,12 @@ export function queryTcFilter(ifname: string, attachPoint: BpfTcAttachPoint = BP
  * at that handle/priority has its program replaced in place; filters at any
  * other handle or priority are left alone.
  */
-export function attachTcFilter(prog: BpfProgram, ifname: string, attachPoint: BpfTcAttachPoint = BPF_TC.INGRESS, id: TcFilterId = KPR_TC_FILTER): TcFilterAttachment {
+export function attachTcFilter(
+  prog: BpfProgram,
+  ifname: string,
+  attachPoint: BpfTcAttachPoint = BPF_TC.INGRESS,
+  id: TcFilterId = KPR_TC_FILTER,
+): TcFilterAttachment {
   const ifindex = ifindexOf(ifname, 'attach tc');
   const qdiscCreated = ensureClsact(ifindex, ifname);
   const before = queryTcFilterByIndex(ifindex, attachPoint, id, ifname);
@@ -132,7 +145,12 @@ export function attachTcFilter(prog: BpfProgram, ifname: string, attachPoint: Bp
 }
 
 /** Removes the filter at `id` from a hook of the interface with this index; false when it was not there. The qdisc stays. */
-export function detachTcFilterByIndex(ifindex: number, attachPoint: BpfTcAttachPoint = BPF_TC.INGRESS, id: TcFilterId = KPR_TC_FILTER, what = `ifindex ${ifindex}`): boolean {
+export function detachTcFilterByIndex(
+  ifindex: number,
+  attachPoint: BpfTcAttachPoint = BPF_TC.INGRESS,
+  id: TcFilterId = KPR_TC_FILTER,
+  what = `ifindex ${ifindex}`,
+): boolean {
   const ret = quiet(() => libbpfTc().bpf_tc_detach(hookOf(ifindex, attachPoint), optsOf({ handle: id.handle, priority: id.priority })));
   if (ret === -E.ENOENT || ret === -E.EINVAL) return false;
   if (ret < 0) throw failure('tc detach', what, ret);

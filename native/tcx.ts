@@ -87,7 +87,8 @@ export function attachTcx(prog: BpfProgram, ifname: string, direction: TcxDirect
           reusable = true;
           if (info.progId !== progId(prog)) {
             const ret = lib.bpf_link_update(fd, prog.fd, null);
-            if (ret === -ENOLINK) reusable = false; // the interface went away
+            if (ret === -ENOLINK)
+              reusable = false; // the interface went away
             else if (ret < 0) throw new KprBpfError({ op: 'link update', path: linkPinPath, errno: -ret, detail: hintFor(-ret) });
           }
         }

@@ -41,7 +41,10 @@ export function trackAgentLogs(label: string, child: ChildProcess): AgentProcess
     new Promise<LogLine>((resolve, reject) => {
       const pred = typeof match === 'string' ? (l: LogLine) => l.msg === match : match;
       const what = typeof match === 'string' ? `"${match}"` : match.toString();
-      const timer = setTimeout(() => reject(new Error(`${label} agent: no log line ${what} within ${scaled(timeoutMs)} ms; last lines: ${JSON.stringify(logs.slice(-8))} ${rawTail}`)), scaled(timeoutMs));
+      const timer = setTimeout(
+        () => reject(new Error(`${label} agent: no log line ${what} within ${scaled(timeoutMs)} ms; last lines: ${JSON.stringify(logs.slice(-8))} ${rawTail}`)),
+        scaled(timeoutMs),
+      );
       const check = () => {
         const hit = logs.slice(from).find(pred);
         if (hit) {
@@ -50,7 +53,9 @@ export function trackAgentLogs(label: string, child: ChildProcess): AgentProcess
         }
         if (child.exitCode !== null || child.signalCode !== null) {
           clearTimeout(timer);
-          return reject(new Error(`${label} agent exited (${child.exitCode ?? child.signalCode}) before logging ${what}: ${JSON.stringify(logs.slice(-8))} ${rawTail}`));
+          return reject(
+            new Error(`${label} agent exited (${child.exitCode ?? child.signalCode}) before logging ${what}: ${JSON.stringify(logs.slice(-8))} ${rawTail}`),
+          );
         }
         waiters.push(check);
       };
@@ -58,4 +63,3 @@ export function trackAgentLogs(label: string, child: ChildProcess): AgentProcess
     });
   return { child, logs, waitForLog };
 }
-

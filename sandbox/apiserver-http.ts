@@ -46,7 +46,11 @@ async function readBody(req: IncomingMessage): Promise<any> {
   const text = Buffer.concat(chunks).toString('utf8');
   if (!text.trim()) throw new ApiError(400, 'BadRequest', 'empty request body');
   if (ct.includes('cbor')) {
-    throw new ApiError(415, 'UnsupportedMediaType', 'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf');
+    throw new ApiError(
+      415,
+      'UnsupportedMediaType',
+      'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf',
+    );
   }
   try {
     return ct.includes('yaml') ? YAML.parse(text) : JSON.parse(text);
@@ -119,9 +123,15 @@ async function handle(ctx: RequestContext, req: IncomingMessage, res: ServerResp
     }
     case 'PATCH': {
       if (route.name === undefined) throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
-      const ct = String(req.headers['content-type'] ?? '').split(';')[0].trim();
+      const ct = String(req.headers['content-type'] ?? '')
+        .split(';')[0]
+        .trim();
       if (ct !== 'application/merge-patch+json' && ct !== 'application/strategic-merge-patch+json' && ct !== 'application/json-patch+json') {
-        throw new ApiError(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json`);
+        throw new ApiError(
+          415,
+          'UnsupportedMediaType',
+          `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json`,
+        );
       }
       const patch = await readBody(req);
       const current = ctx.store.get(def, route.namespace, route.name);
@@ -130,11 +140,13 @@ async function handle(ctx: RequestContext, req: IncomingMessage, res: ServerResp
         throw new ApiError(422, 'Invalid', 'the patched object is not a Kubernetes object');
       }
       // A resourceVersion set by the patch is a precondition; otherwise the patch applies to the latest.
-      if (next.metadata.resourceVersion === current.metadata!.resourceVersion || !next.metadata.resourceVersion) next.metadata.resourceVersion = current.metadata!.resourceVersion;
+      if (next.metadata.resourceVersion === current.metadata!.resourceVersion || !next.metadata.resourceVersion)
+        next.metadata.resourceVersion = current.metadata!.resourceVersion;
       return json(res, 200, ctx.store.update(def, next, route.namespace, route.name, route.subresource));
     }
     case 'DELETE':
-      if (route.name === undefined || route.subresource) throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
+      if (route.name === undefined || route.subresource)
+        throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
       return json(res, 200, ctx.store.remove(def, route.namespace, route.name));
     default:
       throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');

@@ -94,7 +94,10 @@ export class ListPager {
     const limit = Number(q.get('limit') ?? '');
     const cont = q.get('continue') ?? '';
     if (cont !== '' || (Number.isInteger(limit) && limit > 0)) return this.page(def, sel, Number.isInteger(limit) && limit > 0 ? limit : 0, cont, q);
-    const items = this.store.list(def, namespace).filter((o) => selectorMatches(sel, o)).map(stripForList);
+    const items = this.store
+      .list(def, namespace)
+      .filter((o) => selectorMatches(sel, o))
+      .map(stripForList);
     return { kind: def.listKind, apiVersion: def.apiVersion, metadata: { resourceVersion: String(this.store.currentRv()) }, items };
   }
 

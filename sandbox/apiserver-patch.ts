@@ -31,7 +31,10 @@ const invalid = (message: string) => new ApiError(422, 'Invalid', message);
 function tokens(pointer: string): string[] {
   if (pointer === '') return [];
   if (!pointer.startsWith('/')) throw invalid(`invalid JSON pointer "${pointer}"`);
-  return pointer.slice(1).split('/').map((t) => t.replace(/~1/g, '/').replace(/~0/g, '~'));
+  return pointer
+    .slice(1)
+    .split('/')
+    .map((t) => t.replace(/~1/g, '/').replace(/~0/g, '~'));
 }
 
 function isContainer(v: unknown): v is Record<string, unknown> | unknown[] {
@@ -53,7 +56,8 @@ function parentOf(doc: unknown, pointer: string): { parent: Record<string, unkno
 
 function arrayIndex(arr: unknown[], key: string, pointer: string, forInsert: boolean): number {
   if (forInsert && key === '-') return arr.length;
-  if (!/^(0|[1-9]\d*)$/.test(key) || Number(key) > arr.length - (forInsert ? 0 : 1)) throw invalid(`unable to access invalid index: ${key} (path "${pointer}")`);
+  if (!/^(0|[1-9]\d*)$/.test(key) || Number(key) > arr.length - (forInsert ? 0 : 1))
+    throw invalid(`unable to access invalid index: ${key} (path "${pointer}")`);
   return Number(key);
 }
 
@@ -88,7 +92,8 @@ export function jsonPatch(target: unknown, patch: unknown): any {
   if (!Array.isArray(patch)) throw new ApiError(400, 'BadRequest', 'json: cannot unmarshal object into Go value of type jsonpatch.Patch');
   let doc = structuredClone(target);
   for (const o of patch as Operation[]) {
-    if (o === null || typeof o !== 'object' || typeof o.path !== 'string') throw new ApiError(400, 'BadRequest', `invalid JSON patch operation: ${JSON.stringify(o)}`);
+    if (o === null || typeof o !== 'object' || typeof o.path !== 'string')
+      throw new ApiError(400, 'BadRequest', `invalid JSON patch operation: ${JSON.stringify(o)}`);
     const value = () => {
       if (!Object.hasOwn(o, 'value')) throw invalid(`${o.op} operation does not apply: doc is missing value`);
       return structuredClone(o.value);

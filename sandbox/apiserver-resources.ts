@@ -39,7 +39,16 @@ export const RESOURCES: ResourceDef[] = [
   },
   // For `kpr cleanup-nodes` (the chart's uninstall clean-up): stored and served, no controller behind them.
   { kind: 'Pod', listKind: 'PodList', plural: 'pods', group: '', version: 'v1', apiVersion: 'v1', namespaced: true, shortNames: ['po'] },
-  { kind: 'DaemonSet', listKind: 'DaemonSetList', plural: 'daemonsets', group: 'apps', version: 'v1', apiVersion: 'apps/v1', namespaced: true, shortNames: ['ds'] },
+  {
+    kind: 'DaemonSet',
+    listKind: 'DaemonSetList',
+    plural: 'daemonsets',
+    group: 'apps',
+    version: 'v1',
+    apiVersion: 'apps/v1',
+    namespaced: true,
+    shortNames: ['ds'],
+  },
   // For docs/install.md's migration and roll back, run with the real kubectl (kube-proxy's ConfigMap, its copy).
   { kind: 'ConfigMap', listKind: 'ConfigMapList', plural: 'configmaps', group: '', version: 'v1', apiVersion: 'v1', namespaced: true, shortNames: ['cm'] },
 ];

@@ -16,7 +16,10 @@ export interface Route {
 
 /** Parses /api/v1/... and /apis/GROUP/VERSION/... paths for the served resources. */
 export function parseRoute(pathname: string): Route | ApiError | undefined {
-  const parts = pathname.split('/').filter((p) => p.length > 0).map(decodeURIComponent);
+  const parts = pathname
+    .split('/')
+    .filter((p) => p.length > 0)
+    .map(decodeURIComponent);
   let group: string;
   let version: string;
   let rest: string[];
@@ -62,7 +65,13 @@ export function discoveryDocument(p: string, serverAddress: string, served: Serv
     return {
       kind: 'APIGroupList',
       apiVersion: 'v1',
-      groups: [...new Set(RESOURCES.filter(served).map((r) => r.group).filter(Boolean))].map((name) => ({
+      groups: [
+        ...new Set(
+          RESOURCES.filter(served)
+            .map((r) => r.group)
+            .filter(Boolean),
+        ),
+      ].map((name) => ({
         name,
         versions: [{ groupVersion: `${name}/v1`, version: 'v1' }],
         preferredVersion: { groupVersion: `${name}/v1`, version: 'v1' },

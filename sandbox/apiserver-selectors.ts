@@ -9,9 +9,7 @@ export type KubeObject = Record<string, any> & {
 };
 
 type LabelReq =
-  | { op: 'eq' | 'neq'; key: string; value: string }
-  | { op: 'exists' | 'notexists'; key: string }
-  | { op: 'in' | 'notin'; key: string; values: string[] };
+  { op: 'eq' | 'neq'; key: string; value: string } | { op: 'exists' | 'notexists'; key: string } | { op: 'in' | 'notin'; key: string; values: string[] };
 
 type FieldReq = { op: 'eq' | 'neq'; path: string; value: string };
 

@@ -59,7 +59,8 @@ export class ServiceDefaults {
     }
     if (!spec.clusterIP && Array.isArray(spec.clusterIPs) && spec.clusterIPs.length) spec.clusterIP = spec.clusterIPs[0];
     if (spec.clusterIP && !spec.clusterIPs?.length) spec.clusterIPs = [spec.clusterIP];
-    if (spec.clusterIP === 'None') spec.clusterIPs = ['None']; // headless: family fields as sent
+    if (spec.clusterIP === 'None')
+      spec.clusterIPs = ['None']; // headless: family fields as sent
     else if (wellFormed(spec)) this.families(svc, old);
     else {
       if (!spec.clusterIP) spec.clusterIP = this.allocateClusterIP(this.ranges[0]);
@@ -97,7 +98,14 @@ export class ServiceDefaults {
       else spec.ipFamilyPolicy = ips.length === 2 || fams.length === 2 ? 'RequireDualStack' : 'SingleStack';
     }
     const policy = spec.ipFamilyPolicy as string;
-    if (old && Array.isArray(old.spec?.clusterIPs) && old.spec.clusterIPs.length === 2 && ips.length === 2 && ips[1] === old.spec.clusterIPs[1] && policy === 'SingleStack') {
+    if (
+      old &&
+      Array.isArray(old.spec?.clusterIPs) &&
+      old.spec.clusterIPs.length === 2 &&
+      ips.length === 2 &&
+      ips[1] === old.spec.clusterIPs[1] &&
+      policy === 'SingleStack'
+    ) {
       ips.length = 1; // a downgrade: SingleStack releases the secondary IP
       if (fams.length === 2) fams.length = 1;
     } else if (old && policy !== 'SingleStack' && Array.isArray(old.spec?.clusterIPs) && old.spec.clusterIPs.length === 2 && ips.length < 2) {
@@ -131,7 +139,8 @@ export class ServiceDefaults {
 
   private allocateClusterIP(range: ServiceRange): string {
     const used = new Set<string>();
-    for (const s of this.services()) for (const ip of Array.isArray(s.spec?.clusterIPs) ? s.spec.clusterIPs : [s.spec?.clusterIP]) if (typeof ip === 'string') used.add(ip);
+    for (const s of this.services())
+      for (const ip of Array.isArray(s.spec?.clusterIPs) ? s.spec.clusterIPs : [s.spec?.clusterIP]) if (typeof ip === 'string') used.add(ip);
     const last = range.size - 1n < 65536n ? range.size - 1n : 65536n;
     for (let i = 10n; i < last; i++) {
       const ip = range.at(i);
@@ -150,8 +159,14 @@ export class ServiceDefaults {
 
 /** Whether the family fields are what a client can send (else they are stored as sent, undefaulted). */
 function wellFormed(spec: any): boolean {
-  const ipsOk = spec.clusterIPs === undefined || (Array.isArray(spec.clusterIPs) && spec.clusterIPs.length <= 2 && spec.clusterIPs.every((ip: unknown) => typeof ip === 'string' && (ip === 'None' || familyOf(ip))));
-  const famsOk = spec.ipFamilies === undefined || (Array.isArray(spec.ipFamilies) && spec.ipFamilies.length <= 2 && spec.ipFamilies.every((f: unknown) => f === 'IPv4' || f === 'IPv6'));
+  const ipsOk =
+    spec.clusterIPs === undefined ||
+    (Array.isArray(spec.clusterIPs) &&
+      spec.clusterIPs.length <= 2 &&
+      spec.clusterIPs.every((ip: unknown) => typeof ip === 'string' && (ip === 'None' || familyOf(ip))));
+  const famsOk =
+    spec.ipFamilies === undefined ||
+    (Array.isArray(spec.ipFamilies) && spec.ipFamilies.length <= 2 && spec.ipFamilies.every((f: unknown) => f === 'IPv4' || f === 'IPv6'));
   const policyOk = spec.ipFamilyPolicy === undefined || POLICIES.includes(spec.ipFamilyPolicy);
   return ipsOk && famsOk && policyOk && (spec.clusterIP === undefined || typeof spec.clusterIP === 'string');
 }

@@ -53,7 +53,7 @@ function fromBigInt(n: bigint, family: IPFamily): string {
   // RFC 5952: the longest run of two or more zero groups (the first of equals) becomes "::".
   let best = -1;
   let bestLen = 1;
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     let j = i;
     while (j < 8 && groups[j] === '0') j++;
     if (j - i > bestLen) [best, bestLen] = [i, j - i];

@@ -140,9 +140,7 @@ export class Store {
   list(def: ResourceDef, namespace?: string): KubeObject[] {
     const all = [...this.objects.get(def.plural)!.values()];
     const items = namespace === undefined ? all : all.filter((o) => o.metadata?.namespace === namespace);
-    items.sort((a, b) =>
-      objectKey(a.metadata?.namespace, a.metadata!.name!).localeCompare(objectKey(b.metadata?.namespace, b.metadata!.name!)),
-    );
+    items.sort((a, b) => objectKey(a.metadata?.namespace, a.metadata!.name!).localeCompare(objectKey(b.metadata?.namespace, b.metadata!.name!)));
     return items.map(clone);
   }
 
@@ -190,7 +188,11 @@ export class Store {
     const md = obj.metadata!;
     if (!md.name) {
       if (md.generateName) md.name = `${md.generateName}${randomSuffix(5)}`;
-      else throw new ApiError(422, 'Invalid', `${def.kind} "" is invalid: metadata.name: Required value: name or generateName is required`, { kind: def.plural, group: def.group || undefined });
+      else
+        throw new ApiError(422, 'Invalid', `${def.kind} "" is invalid: metadata.name: Required value: name or generateName is required`, {
+          kind: def.plural,
+          group: def.group || undefined,
+        });
     }
     // kube-apiserver's storage refuses this before it looks for the key, with a plain error: 500, no reason.
     if (md.resourceVersion) throw new ApiError(500, '', 'resourceVersion should not be set on objects to be created');

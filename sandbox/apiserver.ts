@@ -149,20 +149,31 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
 
   let unserved = new Set(opts.unservedKinds ?? []);
   const served = (d: ResourceDef) => !unserved.has(d.kind);
-  const serve = requestListener({ store, lists, watches, faults, bearerToken: opts.bearerToken, serverAddress: () => `${host}:${port}`, onRequest: opts.onRequest, served });
+  const serve = requestListener({
+    store,
+    lists,
+    watches,
+    faults,
+    bearerToken: opts.bearerToken,
+    serverAddress: () => `${host}:${port}`,
+    onRequest: opts.onRequest,
+    served,
+  });
   const server: Server = opts.tls ? createHttpsServer({ cert: opts.tls.cert, key: opts.tls.key }, serve) : createServer(serve);
 
-  const listen = (p: number) => new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(p, host, () => {
-      server.off('error', reject);
-      resolve();
+  const listen = (p: number) =>
+    new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(p, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
     });
-  });
-  const stopListening = () => new Promise<void>((resolve) => {
-    server.close(() => resolve());
-    server.closeAllConnections();
-  });
+  const stopListening = () =>
+    new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
   await listen(opts.port ?? 0);
   port = (server.address() as AddressInfo).port;
   let stopped = false;
@@ -252,7 +263,6 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
   };
   return api;
 }
-
 
 async function main(argv: string[]): Promise<void> {
   const opts: ApiServerOptions = { port: 0 };

@@ -106,7 +106,8 @@ async function runUdp(target: string, count: number, connected: boolean, timeout
   for (let i = 0; i < count; i++) {
     const sock = dgram.createSocket(net.isIPv6(host) ? 'udp6' : 'udp4');
     try {
-      if (bindAddress || fromPort) await new Promise<void>((resolve) => sock.bind({ ...(bindAddress ? { address: bindAddress } : {}), port: fromPort }, resolve));
+      if (bindAddress || fromPort)
+        await new Promise<void>((resolve) => sock.bind({ ...(bindAddress ? { address: bindAddress } : {}), port: fromPort }, resolve));
       const reply = await new Promise<{ body: string; peer: string }>((resolve, reject) => {
         const timer = setTimeout(() => reject(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })), timeoutMs);
         sock.once('message', (msg, rinfo) => {
@@ -117,10 +118,7 @@ async function runUdp(target: string, count: number, connected: boolean, timeout
           clearTimeout(timer);
           reject(err);
         });
-        const send = () =>
-          connected
-            ? sock.send(message, (err) => err && reject(err))
-            : sock.send(message, port, host, (err) => err && reject(err));
+        const send = () => (connected ? sock.send(message, (err) => err && reject(err)) : sock.send(message, port, host, (err) => err && reject(err)));
         if (connected) sock.connect(port, host, send);
         else send();
       });
@@ -331,8 +329,15 @@ async function main(): Promise<void> {
     case 'slowbody': {
       const { host, port } = splitTarget(target);
       const flood: SlowBodyReport = await slowBodyFlood({
-        host, port, path: values.path!, connections: Number(values.connections), opensPerSecond: Number(values['opens-per-second']),
-        probePath: values['probe-path']!, probes: Number(values.count), intervalMs: Number(values['interval-ms']), timeoutMs,
+        host,
+        port,
+        path: values.path!,
+        connections: Number(values.connections),
+        opensPerSecond: Number(values['opens-per-second']),
+        probePath: values['probe-path']!,
+        probes: Number(values.count),
+        intervalMs: Number(values['interval-ms']),
+        timeoutMs,
       });
       rep = { ...emptyReport(), ok: flood.answered, failed: flood.probes - flood.answered, errors: flood.outcomes, slowBody: flood };
       break;

@@ -63,19 +63,28 @@ export class BoxCluster {
         limit[0],
         [
           ...limit.slice(1),
-          '--kubeconfig', this.kubeconfig,
-          '--node-name', NODE_NAME,
-          '--cgroup-path', this.sandbox.cgroupPath,
-          '--bpffs', this.sandbox.bpffsDir,
+          '--kubeconfig',
+          this.kubeconfig,
+          '--node-name',
+          NODE_NAME,
+          '--cgroup-path',
+          this.sandbox.cgroupPath,
+          '--bpffs',
+          this.sandbox.bpffsDir,
           // The agent runs in the root namespace: its node is the sandbox's node namespace, and
           // it must never attach tc to an interface of the root namespace (whose eth0 matches the
           // default patterns). Only the sandbox's pod-facing veths are named.
-          '--netns', nsPath(this.topo.nodeNs),
-          '--external-interfaces', '',
-          '--pod-interfaces', 'v*',
+          '--netns',
+          nsPath(this.topo.nodeNs),
+          '--external-interfaces',
+          '',
+          '--pod-interfaces',
+          'v*',
           // Loopback, any free port: several sandboxes may run at once. Tests that need them pass their own.
-          '--healthz-bind-address', '127.0.0.1:0',
-          '--metrics-bind-address', '127.0.0.1:0',
+          '--healthz-bind-address',
+          '127.0.0.1:0',
+          '--metrics-bind-address',
+          '127.0.0.1:0',
           ...extraArgs,
         ],
         { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } },
@@ -116,7 +125,12 @@ export class BoxCluster {
 }
 
 /** Polls until check() returns (or resolves to) a truthy value, or fails with what it last saw. */
-export async function waitFor<T>(what: string, check: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 5000, intervalMs = 20): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  check: () => T | undefined | false | Promise<T | undefined | false>,
+  timeoutMs = 5000,
+  intervalMs = 20,
+): Promise<T> {
   const end = Date.now() + scaled(timeoutMs);
   let last: unknown;
   for (;;) {

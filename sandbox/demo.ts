@@ -39,14 +39,14 @@ async function main(): Promise<void> {
   if (process.getuid?.() !== 0) throw new Error('the demo needs root: it loads BPF programs and creates network namespaces');
   let box: BoxCluster | undefined;
   try {
-    box = await step('create the node namespace and three pods (HTTP :8080, UDP :5353, answering with their name)', () =>
-      BoxCluster.create({ pods: PODS }),
-    );
+    box = await step('create the node namespace and three pods (HTTP :8080, UDP :5353, answering with their name)', () => BoxCluster.create({ pods: PODS }));
     const b = box;
     process.stdout.write(`    run ${b.sandbox.runId}: node namespace ${b.topo.nodeNs}, cgroup ${b.sandbox.cgroupPath}\n`);
     await step(`start the embedded API server and load ${path.join('examples', '')}`, async () => {
       const res = await b.api.loadManifests(path.join(repoRoot, 'examples'));
-      process.stdout.write(`    ${b.api.url}: ${res.objects.map((o) => `${o.kind} ${o.metadata?.namespace ? o.metadata.namespace + '/' : ''}${o.metadata?.name}`).join(', ')}\n`);
+      process.stdout.write(
+        `    ${b.api.url}: ${res.objects.map((o) => `${o.kind} ${o.metadata?.namespace ? o.metadata.namespace + '/' : ''}${o.metadata?.name}`).join(', ')}\n`,
+      );
     });
     await step(`start kpr-agent (--node-name ${NODE_NAME}, kubeconfig ${b.kubeconfig})`, async () => {
       const agent = await b.startAgent();

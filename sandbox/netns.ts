@@ -141,11 +141,12 @@ export class Sandbox {
 
   async teardown(): Promise<void> {
     const waits = [...this.children].map(
-      (c) => new Promise<void>((resolve) => {
-        if (c.exitCode !== null || c.signalCode !== null) return resolve();
-        c.once('exit', () => resolve());
-        c.kill('SIGKILL');
-      }),
+      (c) =>
+        new Promise<void>((resolve) => {
+          if (c.exitCode !== null || c.signalCode !== null) return resolve();
+          c.once('exit', () => resolve());
+          c.kill('SIGKILL');
+        }),
     );
     await Promise.all(waits);
     this.teardownSync();
@@ -164,7 +165,11 @@ export class Sandbox {
       }
     }
     try {
-      ipBatch(this.namespaces.reverse().map((ns) => ['netns', 'del', ns]), undefined, true);
+      ipBatch(
+        this.namespaces.reverse().map((ns) => ['netns', 'del', ns]),
+        undefined,
+        true,
+      );
     } catch {
       /* some already gone (-force deleted the others) */
     }

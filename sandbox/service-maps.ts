@@ -6,7 +6,23 @@
 import { mkdirSync } from 'node:fs';
 import { BpfMap, BpfObject, ensureBpffs } from '../native/index.js';
 import { mapPinDir, mapPinPath, objectPins } from '../agent/datapath/pins.js';
-import { BACKEND, BACKEND_ID_SIZE, FE_TYPE, IPPROTO, MAP_NAMES, SCOPE, SVC_FLAG, SVC_KEY, SVC_META, SVC_VAL, encodeBackend, encodeBackendId, encodeSvcKey, encodeSvcMeta, encodeSvcVal } from '../agent/maps/layout.js';
+import {
+  BACKEND,
+  BACKEND_ID_SIZE,
+  FE_TYPE,
+  IPPROTO,
+  MAP_NAMES,
+  SCOPE,
+  SVC_FLAG,
+  SVC_KEY,
+  SVC_META,
+  SVC_VAL,
+  encodeBackend,
+  encodeBackendId,
+  encodeSvcKey,
+  encodeSvcMeta,
+  encodeSvcVal,
+} from '../agent/maps/layout.js';
 import { bpfObjectPath } from './repo.js';
 
 /** Creates and pins every map of the datapath object under `bpffsDir`, as the agent names the pins; `maxEntries` by map name in place of the compiled sizes. */

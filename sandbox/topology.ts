@@ -54,13 +54,18 @@ export async function waitForLine(child: ChildProcess, line: string, what: strin
 
 export function createNode(sandbox: Sandbox): NodeTopology {
   // One ip process for the namespace, one for its commands (a process start costs ~0.4 s in the kernel legs' guests).
-  const [nodeNs] = sandbox.addNamespaces([['node', [
-    ['link', 'add', 'br0', 'type', 'bridge'],
-    ['addr', 'add', `${NODE_BRIDGE_IP}/24`, 'dev', 'br0'],
-    // nodad: usable at once, without waiting for duplicate address detection.
-    ['addr', 'add', `${NODE_BRIDGE_IP6}/64`, 'dev', 'br0', 'nodad'],
-    ['link', 'set', 'br0', 'up'],
-  ]]]);
+  const [nodeNs] = sandbox.addNamespaces([
+    [
+      'node',
+      [
+        ['link', 'add', 'br0', 'type', 'bridge'],
+        ['addr', 'add', `${NODE_BRIDGE_IP}/24`, 'dev', 'br0'],
+        // nodad: usable at once, without waiting for duplicate address detection.
+        ['addr', 'add', `${NODE_BRIDGE_IP6}/64`, 'dev', 'br0', 'nodad'],
+        ['link', 'set', 'br0', 'up'],
+      ],
+    ],
+  ]);
   return { nodeNs, pods: new Map() };
 }
 
@@ -68,13 +73,24 @@ export function createNode(sandbox: Sandbox): NodeTopology {
 export async function addPod(sandbox: Sandbox, topo: NodeTopology, name: string, podIp: string, podIp6?: string): Promise<PodHandle> {
   const hostSide = `v${topo.pods.size}${sandbox.runId.slice(-6)}`.slice(0, 15);
   // The pod's eth0 made from its own namespace, its peer (the bridge port) put into the node's.
-  const [ns] = sandbox.addNamespaces([[name, [
-    ['link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', hostSide, 'netns', topo.nodeNs],
-    ['addr', 'add', `${podIp}/24`, 'dev', 'eth0'],
-    ...(podIp6 ? [['addr', 'add', `${podIp6}/64`, 'dev', 'eth0', 'nodad']] : []),
-    ['link', 'set', 'eth0', 'up'],
-  ]]]);
-  ipBatch([['link', 'set', hostSide, 'master', 'br0'], ['link', 'set', hostSide, 'up']], topo.nodeNs);
+  const [ns] = sandbox.addNamespaces([
+    [
+      name,
+      [
+        ['link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', hostSide, 'netns', topo.nodeNs],
+        ['addr', 'add', `${podIp}/24`, 'dev', 'eth0'],
+        ...(podIp6 ? [['addr', 'add', `${podIp6}/64`, 'dev', 'eth0', 'nodad']] : []),
+        ['link', 'set', 'eth0', 'up'],
+      ],
+    ],
+  ]);
+  ipBatch(
+    [
+      ['link', 'set', hostSide, 'master', 'br0'],
+      ['link', 'set', hostSide, 'up'],
+    ],
+    topo.nodeNs,
+  );
   const server = sandbox.spawnIn(ns, process.execPath, [path.join(distDir, 'pod-server.js'), '--name', name], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -190,7 +190,14 @@ export class TwoNodeCluster {
   readonly ipv6: boolean;
   private podSeq = 0;
 
-  private constructor(sandbox: Sandbox, api: ApiServer, kubeconfig: string, nodes: Record<NodeName, NodeHandle>, clientNs: Record<ClientName, string>, ipv6: boolean) {
+  private constructor(
+    sandbox: Sandbox,
+    api: ApiServer,
+    kubeconfig: string,
+    nodes: Record<NodeName, NodeHandle>,
+    clientNs: Record<ClientName, string>,
+    ipv6: boolean,
+  ) {
     this.ipv6 = ipv6;
     this.sandbox = sandbox;
     this.api = api;
@@ -201,7 +208,9 @@ export class TwoNodeCluster {
 
   /** Builds the namespaces, routes, pods and API server (with both Node objects); agents are started separately. */
   /** `unservedKinds`: kinds the API server does not serve (e.g. ['ServiceCIDR']: a cluster older than 1.33). */
-  static async create(opts: { pods?: Array<{ name: string; ip: string; node: NodeName }>; ipv6?: boolean; unservedKinds?: string[] } = {}): Promise<TwoNodeCluster> {
+  static async create(
+    opts: { pods?: Array<{ name: string; ip: string; node: NodeName }>; ipv6?: boolean; unservedKinds?: string[] } = {},
+  ): Promise<TwoNodeCluster> {
     const v6 = opts.ipv6 ?? false;
     const sandbox = new Sandbox();
     installExitHook();
@@ -231,7 +240,10 @@ export class TwoNodeCluster {
           if (v6) cmds.push(['route', 'add', `${POD_PREFIX6['node-2']}/64`, 'via', UNDERLAY6['node-2'], 'dev', 'ul0']);
           // External clients on node-1's uplinks.
           for (const [cname, c] of Object.entries(CLIENTS) as Array<[ClientName, (typeof CLIENTS)[ClientName]]>) {
-            cmds.push(['link', 'add', c.uplink, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', nsOf(cname)], ['addr', 'add', `${c.gateway}/24`, 'dev', c.uplink]);
+            cmds.push(
+              ['link', 'add', c.uplink, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', nsOf(cname)],
+              ['addr', 'add', `${c.gateway}/24`, 'dev', c.uplink],
+            );
             if (v6) cmds.push(['addr', 'add', `${CLIENTS6[cname].gateway}/64`, 'dev', c.uplink, 'nodad']);
             cmds.push(['link', 'set', c.uplink, 'up']);
           }
@@ -244,8 +256,16 @@ export class TwoNodeCluster {
       };
       const clientCommands = (cname: ClientName): string[][] => {
         const c = CLIENTS[cname];
-        const cmds = [['addr', 'add', `${c.ip}/24`, 'dev', 'eth0'], ['link', 'set', 'eth0', 'up'], ['route', 'add', SANDBOX_RANGE, 'via', c.gateway, 'dev', 'eth0']];
-        if (v6) cmds.push(['addr', 'add', `${CLIENTS6[cname].ip}/64`, 'dev', 'eth0', 'nodad'], ['route', 'add', SANDBOX_RANGE6, 'via', CLIENTS6[cname].gateway, 'dev', 'eth0']);
+        const cmds = [
+          ['addr', 'add', `${c.ip}/24`, 'dev', 'eth0'],
+          ['link', 'set', 'eth0', 'up'],
+          ['route', 'add', SANDBOX_RANGE, 'via', c.gateway, 'dev', 'eth0'],
+        ];
+        if (v6)
+          cmds.push(
+            ['addr', 'add', `${CLIENTS6[cname].ip}/64`, 'dev', 'eth0', 'nodad'],
+            ['route', 'add', SANDBOX_RANGE6, 'via', CLIENTS6[cname].gateway, 'dev', 'eth0'],
+          );
         return cmds;
       };
       const clientNames = Object.keys(CLIENTS) as ClientName[];
@@ -265,7 +285,10 @@ export class TwoNodeCluster {
       }
       const clientNs = Object.fromEntries(clientNames.map((cname) => [cname, nsOf(cname)])) as Record<ClientName, string>;
 
-      api = await startApiServer({ serviceCIDR: v6 ? `${SERVICE_CIDR},${SERVICE_CIDR6}` : SERVICE_CIDR, ...(opts.unservedKinds ? { unservedKinds: opts.unservedKinds } : {}) });
+      api = await startApiServer({
+        serviceCIDR: v6 ? `${SERVICE_CIDR},${SERVICE_CIDR6}` : SERVICE_CIDR,
+        ...(opts.unservedKinds ? { unservedKinds: opts.unservedKinds } : {}),
+      });
       for (const name of NODE_NAMES) api.create(nodeObject(name, v6));
       const dir = sandbox.own(mkdtempSync(path.join(os.tmpdir(), `${sandbox.runId}-`)));
       const kubeconfig = await api.writeKubeconfig(path.join(dir, 'kubeconfig'));
@@ -284,13 +307,25 @@ export class TwoNodeCluster {
 
   /** A pod's bridge port, in its node's namespace: the veth whose other end is the pod's eth0. */
   private static podBridgePort(hostIf: string, podNs: string): string[][] {
-    return [['link', 'add', hostIf, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', podNs], ['link', 'set', hostIf, 'master', 'br0'], ['link', 'set', hostIf, 'up']];
+    return [
+      ['link', 'add', hostIf, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', podNs],
+      ['link', 'set', hostIf, 'master', 'br0'],
+      ['link', 'set', hostIf, 'up'],
+    ];
   }
 
   /** A pod's eth0, in its namespace: its address(es), default-routed (within the sandbox range) via the node. */
   private static podEth0(podIp: string, node: NodeName, v6: boolean): string[][] {
-    const cmds = [['addr', 'add', `${podIp}/24`, 'dev', 'eth0'], ['link', 'set', 'eth0', 'up'], ['route', 'add', SANDBOX_RANGE, 'via', POD_GATEWAY[node], 'dev', 'eth0']];
-    if (v6) cmds.push(['addr', 'add', `${podIp6(podIp, node)}/64`, 'dev', 'eth0', 'nodad'], ['route', 'add', SANDBOX_RANGE6, 'via', POD_GATEWAY6[node], 'dev', 'eth0']);
+    const cmds = [
+      ['addr', 'add', `${podIp}/24`, 'dev', 'eth0'],
+      ['link', 'set', 'eth0', 'up'],
+      ['route', 'add', SANDBOX_RANGE, 'via', POD_GATEWAY[node], 'dev', 'eth0'],
+    ];
+    if (v6)
+      cmds.push(
+        ['addr', 'add', `${podIp6(podIp, node)}/64`, 'dev', 'eth0', 'nodad'],
+        ['route', 'add', SANDBOX_RANGE6, 'via', POD_GATEWAY6[node], 'dev', 'eth0'],
+      );
     return cmds;
   }
 
@@ -319,13 +354,20 @@ export class TwoNodeCluster {
   agentArgs(node: NodeName): string[] {
     const n = this.nodes[node];
     return [
-      '--kubeconfig', this.kubeconfig,
-      '--node-name', node,
-      '--netns', nsPath(n.ns),
-      '--cgroup-path', n.cgroup,
-      '--bpffs', n.bpffsDir,
-      '--external-interfaces', EXTERNAL_INTERFACES,
-      '--pod-interfaces', POD_INTERFACES,
+      '--kubeconfig',
+      this.kubeconfig,
+      '--node-name',
+      node,
+      '--netns',
+      nsPath(n.ns),
+      '--cgroup-path',
+      n.cgroup,
+      '--bpffs',
+      n.bpffsDir,
+      '--external-interfaces',
+      EXTERNAL_INTERFACES,
+      '--pod-interfaces',
+      POD_INTERFACES,
     ];
   }
 
@@ -382,7 +424,12 @@ export class TwoNodeCluster {
   }
 
   /** Starts sandbox/client.js in any namespace of the box; `report` resolves when it exits (SIGTERM ends the loop modes). */
-  startClient<R extends ClientReport = ClientReport>(ns: string, mode: ClientMode, args: string[], opts: Omit<ClientOptions, 'extra'> = {}): { child: ChildProcess; report: Promise<R> } {
+  startClient<R extends ClientReport = ClientReport>(
+    ns: string,
+    mode: ClientMode,
+    args: string[],
+    opts: Omit<ClientOptions, 'extra'> = {},
+  ): { child: ChildProcess; report: Promise<R> } {
     const child = this.spawnIn(ns, process.execPath, [path.join(distDir, 'client.js'), mode, ...args], {
       cgroupOf: opts.cgroupOf,
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -412,4 +459,3 @@ export class TwoNodeCluster {
     liveCgroups.delete(this.sandbox.cgroupPath);
   }
 }
-

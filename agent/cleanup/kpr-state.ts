@@ -80,9 +80,10 @@ function tcFiltersStep(netns: string | undefined): CleanupStep {
   return {
     name: 'tc filters',
     items: filters.map((f) => ({ kind: 'tc-filter', what: `${f.ifname} ingress ${id} (program id ${f.progId}; the clsact qdisc stays)` })),
-    apply: () => inNodeNetns(() => {
-      for (const f of filters) hooks.remove(f);
-    }),
+    apply: () =>
+      inNodeNetns(() => {
+        for (const f of filters) hooks.remove(f);
+      }),
   };
 }
 
@@ -109,8 +110,21 @@ function snatPortsStep(bpffsDir: string, netns: string | undefined): CleanupStep
   const reservedByOthers = !owned && plan.before !== undefined && covers(parsePortList(plan.before), SNAT_RANGE);
   return {
     name,
-    items: text === undefined ? [] : [{ kind: 'sysctl', what: `net.ipv4.ip_local_reserved_ports: "${plan.before}" becomes "${text}" (kpr's SNAT range ${range} released)` }],
-    ...(reservedByOthers ? { kept: [{ kind: 'sysctl', what: `net.ipv4.ip_local_reserved_ports ${range}`, reason: 'reserved before kpr started (or by the chart\'s init container): not kpr\'s to release' }] } : {}),
+    items:
+      text === undefined
+        ? []
+        : [{ kind: 'sysctl', what: `net.ipv4.ip_local_reserved_ports: "${plan.before}" becomes "${text}" (kpr's SNAT range ${range} released)` }],
+    ...(reservedByOthers
+      ? {
+          kept: [
+            {
+              kind: 'sysctl',
+              what: `net.ipv4.ip_local_reserved_ports ${range}`,
+              reason: "reserved before kpr started (or by the chart's init container): not kpr's to release",
+            },
+          ],
+        }
+      : {}),
     apply: () => {
       if (text === undefined) return;
       const error = applySnatPortsRelease(text, { netns });

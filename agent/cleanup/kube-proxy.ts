@@ -165,7 +165,9 @@ function ipvsStep(which: (n: string) => string | undefined, ipBin: string | unde
   if (!ipvsadm) {
     let note = 'ipvsadm not installed: IPVS virtual servers not checked';
     if (existsSync('/proc/net/ip_vs')) {
-      const n = readFileSync('/proc/net/ip_vs', 'utf8').split('\n').filter((l) => /^(TCP|UDP|SCTP|FWM)\s/.test(l)).length;
+      const n = readFileSync('/proc/net/ip_vs', 'utf8')
+        .split('\n')
+        .filter((l) => /^(TCP|UDP|SCTP|FWM)\s/.test(l)).length;
       note += n > 0 ? ` (/proc/net/ip_vs lists ${n}; install ipvsadm and run again)` : ' (/proc/net/ip_vs lists none)';
     } else {
       note += ' (IPVS is not loaded: nothing to remove)';
@@ -258,7 +260,8 @@ export function kubeProxyCleanupSteps(opts: KubeProxyCleanupOptions = {}): Clean
       steps.push(plan.step);
       for (const [set, user] of plan.setsInUse) if (!setsInUse.has(set)) setsInUse.set(set, user);
     });
-    if (variants.length === 0) steps.push({ name: family === 4 ? 'iptables (IPv4)' : 'ip6tables (IPv6)', items: [], note: notes.join('; '), apply: () => undefined });
+    if (variants.length === 0)
+      steps.push({ name: family === 4 ? 'iptables (IPv4)' : 'ip6tables (IPv6)', items: [], note: notes.join('; '), apply: () => undefined });
   }
   steps.push(nftStep(which));
   const ipBin = which('ip');

@@ -31,7 +31,9 @@ export function xtablesLockProblem(lockPath: string): string | undefined {
     return undefined;
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? String(err);
-    return `the xtables lock ${lockPath} does not exist and ${dir} is not writable (${code}): iptables-legacy-restore would exit 4 ("can't open lock file"); ` +
-      `mount the node's ${XTABLES_LOCK_DEFAULT} at that path (hostPath, type FileOrCreate; the chart does) or point XTABLES_LOCKFILE at the node's lock file`;
+    return (
+      `the xtables lock ${lockPath} does not exist and ${dir} is not writable (${code}): iptables-legacy-restore would exit 4 ("can't open lock file"); ` +
+      `mount the node's ${XTABLES_LOCK_DEFAULT} at that path (hostPath, type FileOrCreate; the chart does) or point XTABLES_LOCKFILE at the node's lock file`
+    );
   }
 }

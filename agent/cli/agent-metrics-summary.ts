@@ -34,7 +34,11 @@ function sumBy(samples: PromSample[], name: string, label: (s: PromSample) => st
 export function summarizeMetrics(samples: PromSample[], now: Date): MetricsSummary {
   const last = samples.find((s) => s.name === 'kubeproxy_sync_proxy_rules_last_timestamp_seconds')?.value;
   const byResult = sumBy(samples, 'kpr_syncs_total', (s) => s.labels.result ?? '');
-  const errors = sumBy(samples.filter((s) => s.labels.result === 'error'), 'kpr_syncs_total', (s) => s.labels.trigger ?? '');
+  const errors = sumBy(
+    samples.filter((s) => s.labels.result === 'error'),
+    'kpr_syncs_total',
+    (s) => s.labels.trigger ?? '',
+  );
   const relists = sumBy(samples, 'kpr_k8s_relists_total', (s) => `${s.labels.kind}/${s.labels.reason}`);
   for (const [k, v] of Object.entries(relists)) if (v === 0) delete relists[k];
   const version = samples.find((s) => s.name === 'kpr_build_info')?.labels.version;
@@ -52,18 +56,27 @@ export function summarizeMetrics(samples: PromSample[], now: Date): MetricsSumma
   };
 }
 
-const counts = (r: Record<string, number>) => Object.entries(r).map(([k, v]) => `${k} ${v}`).join(', ');
+const counts = (r: Record<string, number>) =>
+  Object.entries(r)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ');
 
 /** The status lines of a summary. */
 export function formatMetricsSummary(m: MetricsSummary): string[] {
   const out: string[] = [];
-  out.push(m.lastSync
-    ? `last sync ${m.lastSync} (${m.lastSyncAgeSeconds}s ago); syncs ok ${m.syncs.ok}, failed ${m.syncs.error}${m.syncs.error ? ` (${counts(m.syncErrorsByTrigger)})` : ''}`
-    : `last sync none succeeded yet; syncs ok ${m.syncs.ok}, failed ${m.syncs.error}`);
+  out.push(
+    m.lastSync
+      ? `last sync ${m.lastSync} (${m.lastSyncAgeSeconds}s ago); syncs ok ${m.syncs.ok}, failed ${m.syncs.error}${m.syncs.error ? ` (${counts(m.syncErrorsByTrigger)})` : ''}`
+      : `last sync none succeeded yet; syncs ok ${m.syncs.ok}, failed ${m.syncs.error}`,
+  );
   const requests = Object.keys(m.apiRequestsByCode).length ? counts(m.apiRequestsByCode) : 'none yet';
-  const failed = Object.entries(m.apiRequestsByCode).filter(([code]) => code === '<error>' || Number(code) >= 500).reduce((n, [, v]) => n + v, 0);
+  const failed = Object.entries(m.apiRequestsByCode)
+    .filter(([code]) => code === '<error>' || Number(code) >= 500)
+    .reduce((n, [, v]) => n + v, 0);
   out.push(`apiserver requests by code: ${requests}${failed ? ` (${failed} without a good answer)` : ''}`);
-  const caches = Object.entries(m.cacheAgeSeconds).map(([kind, age]) => `${kind} ${age.toFixed(1)}s`).join(', ');
+  const caches = Object.entries(m.cacheAgeSeconds)
+    .map(([kind, age]) => `${kind} ${age.toFixed(1)}s`)
+    .join(', ');
   out.push(`watch     caches confirmed: ${caches || 'none yet'}; relists: ${counts(m.relists) || 'none'}`);
   out.push(`kernel    ${m.kernelFeatures.map((f) => `${f.feature} ${f.state}${f.fallback ? ` (${f.fallback})` : ''}`).join(', ') || 'features not reported'}`);
   return out;

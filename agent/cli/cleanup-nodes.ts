@@ -76,7 +76,8 @@ class NamespaceApi {
 }
 
 const nodeOf = (pod: KubeObject): string => pod.spec?.nodeName ?? `(unscheduled pod ${pod.metadata?.name})`;
-const isReady = (pod: KubeObject): boolean => (pod.status?.conditions ?? []).some((c: { type?: string; status?: string }) => c.type === 'Ready' && c.status === 'True');
+const isReady = (pod: KubeObject): boolean =>
+  (pod.status?.conditions ?? []).some((c: { type?: string; status?: string }) => c.type === 'Ready' && c.status === 'True');
 
 /** Why a clean-up pod is not done yet, from its init container's state. */
 function notDoneReason(pod: KubeObject): string {
@@ -100,7 +101,10 @@ function cleanupProgress(ds: KubeObject | undefined, pods: KubeObject[]): Progre
   const observed = typeof status.observedGeneration === 'number' && status.observedGeneration >= (ds?.metadata?.generation ?? 1);
   const desired: number | undefined = observed ? status.desiredNumberScheduled : undefined;
   const ready = pods.filter(isReady);
-  const waiting = pods.filter((p) => !isReady(p)).map((p) => `${nodeOf(p)} (${notDoneReason(p)})`).sort();
+  const waiting = pods
+    .filter((p) => !isReady(p))
+    .map((p) => `${nodeOf(p)} (${notDoneReason(p)})`)
+    .sort();
   const done = desired !== undefined && waiting.length === 0 && ready.length >= desired;
   const of = desired === undefined ? 'the DaemonSet controller has not counted the nodes yet' : `${ready.length} of ${desired} nodes cleaned`;
   return { done, summary: waiting.length ? `${of}; not done: ${waiting.join(', ')}` : of };
@@ -112,8 +116,10 @@ function readDaemonSetManifest(file: string, namespace: string): KubeObject {
   if (docs.length !== 1 || ds?.kind !== 'DaemonSet' || ds.apiVersion !== 'apps/v1' || !ds.metadata?.name) {
     throw new CliError(`${file}: one apps/v1 DaemonSet with a name expected`);
   }
-  if (ds.metadata.namespace && ds.metadata.namespace !== namespace) throw new CliError(`${file}: the DaemonSet is in namespace ${ds.metadata.namespace}, not ${namespace}`);
-  if (!ds.spec?.selector?.matchLabels || Object.keys(ds.spec.selector.matchLabels).length === 0) throw new CliError(`${file}: the DaemonSet has no spec.selector.matchLabels`);
+  if (ds.metadata.namespace && ds.metadata.namespace !== namespace)
+    throw new CliError(`${file}: the DaemonSet is in namespace ${ds.metadata.namespace}, not ${namespace}`);
+  if (!ds.spec?.selector?.matchLabels || Object.keys(ds.spec.selector.matchLabels).length === 0)
+    throw new CliError(`${file}: the DaemonSet has no spec.selector.matchLabels`);
   return ds;
 }
 
@@ -123,7 +129,12 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * Polls `step` until it returns true; `step` reports what it saw, printed when
  * it changes. Returns the last report when the deadline passes first.
  */
-async function pollUntil(deadline: number, pollMs: number, log: (line: string) => void, step: () => Promise<{ done: boolean; summary: string }>): Promise<string | undefined> {
+async function pollUntil(
+  deadline: number,
+  pollMs: number,
+  log: (line: string) => void,
+  step: () => Promise<{ done: boolean; summary: string }>,
+): Promise<string | undefined> {
   let said = '';
   for (;;) {
     const p = await step();
@@ -154,7 +165,9 @@ export async function cleanupNodesCommand(argv: string[], log: (line: string) =>
   }
   const manifest = readDaemonSetManifest(values['cleanup-daemonset']!, namespace);
   const cleanupName = manifest.metadata!.name!;
-  const cleanupSelector = Object.entries(manifest.spec!.selector!.matchLabels!).map(([k, v]) => `${k}=${v}`).join(',');
+  const cleanupSelector = Object.entries(manifest.spec!.selector!.matchLabels!)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(',');
   const kc = loadKubeConfig({ kubeconfig: values.kubeconfig, serviceHost: values['k8s-service-host'], servicePort: values['k8s-service-port'] });
   const api = new NamespaceApi(kc, namespace);
   const deadline = Date.now() + timeoutMs;
@@ -164,7 +177,10 @@ export async function cleanupNodesCommand(argv: string[], log: (line: string) =>
   log((await api.deleteDaemonSet(agentName)) ? `deleted DaemonSet ${namespace}/${agentName}` : `DaemonSet ${namespace}/${agentName} is already gone`);
   const agentsLeft = await pollUntil(deadline, pollMs, log, async () => {
     const pods = await api.daemonSetPods(values['agent-selector']!, agentName);
-    return { done: pods.length === 0, summary: pods.length ? `waiting for ${pods.length} agent pods to stop: ${pods.map(nodeOf).sort().join(', ')}` : 'every agent pod is gone' };
+    return {
+      done: pods.length === 0,
+      summary: pods.length ? `waiting for ${pods.length} agent pods to stop: ${pods.map(nodeOf).sort().join(', ')}` : 'every agent pod is gone',
+    };
   });
   if (agentsLeft !== undefined) throw timedOut('waiting for the agents to stop (no node was cleaned)', agentsLeft);
 
@@ -181,7 +197,9 @@ export async function cleanupNodesCommand(argv: string[], log: (line: string) =>
   log(`created DaemonSet ${namespace}/${cleanupName}: kpr cleanup on every node of the agent`);
   let notDone: string | undefined;
   try {
-    notDone = await pollUntil(deadline, pollMs, log, async () => cleanupProgress(await api.getDaemonSet(cleanupName), await api.daemonSetPods(cleanupSelector, cleanupName)));
+    notDone = await pollUntil(deadline, pollMs, log, async () =>
+      cleanupProgress(await api.getDaemonSet(cleanupName), await api.daemonSetPods(cleanupSelector, cleanupName)),
+    );
   } finally {
     await api.deleteDaemonSet(cleanupName).then(
       () => log(`deleted DaemonSet ${namespace}/${cleanupName}`),

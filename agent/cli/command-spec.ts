@@ -93,7 +93,8 @@ export function parseCommand(spec: CommandSpec, argv: readonly string[]): { valu
     throw parseError(err as NodeJS.ErrnoException, spec.name) ?? err;
   }
   if (parsed.values.help) throw new HelpRequest(commandUsage(spec));
-  if (parsed.positionals.length > (spec.args?.max ?? 0)) throw new UsageError(`${spec.name}: unexpected argument "${parsed.positionals[spec.args?.max ?? 0]}"`, spec.name);
+  if (parsed.positionals.length > (spec.args?.max ?? 0))
+    throw new UsageError(`${spec.name}: unexpected argument "${parsed.positionals[spec.args?.max ?? 0]}"`, spec.name);
   for (const f of spec.flags) {
     const v = parsed.values[f.name];
     for (const one of f.choices ? (Array.isArray(v) ? v : v === undefined ? [] : [v]) : []) {
@@ -127,7 +128,12 @@ export function commandUsage(spec: CommandSpec): string {
   if (spec.moreOptions) rows.push([spec.moreOptions.synopsis, spec.moreOptions.help]);
   rows.push([flagLabel(HELP_FLAG), HELP_FLAG.help]);
   const col = Math.max(...rows.map(([l]) => l.length)) + 3;
-  const out = [`Usage: kpr ${spec.name}${spec.args ? ` ${spec.args.synopsis}` : ''} [flags]`, `${spec.summary[0].toUpperCase()}${spec.summary.slice(1)}.`, '', 'Flags:'];
+  const out = [
+    `Usage: kpr ${spec.name}${spec.args ? ` ${spec.args.synopsis}` : ''} [flags]`,
+    `${spec.summary[0].toUpperCase()}${spec.summary.slice(1)}.`,
+    '',
+    'Flags:',
+  ];
   for (const [label, help] of rows) {
     const text = wrap(help, 110, ' '.repeat(col + 2));
     out.push(`  ${label.padEnd(col)}${text[0].trimStart()}`, ...text.slice(1));
@@ -153,7 +159,10 @@ export function commandManual(spec: CommandSpec): string {
   rows.push([flagLabel(HELP_FLAG), HELP_FLAG.help]);
   for (const [label, help] of rows) out.push(`${ind}${label}`, ...wrap(help, 100, ind + ind));
   out.push('', 'EXIT STATUS');
-  for (const [code, what] of EXIT_STATUS) out.push(...wrap(code === '1' ? `${what}: ${spec.problem}` : what, 100, `${ind}${code}   `).map((l, i) => (i ? ind + '    ' + l.slice(ind.length + 4) : l)));
+  for (const [code, what] of EXIT_STATUS)
+    out.push(
+      ...wrap(code === '1' ? `${what}: ${spec.problem}` : what, 100, `${ind}${code}   `).map((l, i) => (i ? ind + '    ' + l.slice(ind.length + 4) : l)),
+    );
   out.push('', 'EXAMPLES');
   spec.examples.forEach(([cmd, what], i) => out.push(...(i ? [''] : []), `${ind}${cmd}`, ...wrap(what, 100, ind + ind)));
   return out.join('\n') + '\n';

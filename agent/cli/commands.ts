@@ -11,10 +11,24 @@ import type { CommandSpec, FlagSpec } from './command-spec.js';
 import { EVENT_FLAG_NAMES, EVENT_TYPE_NAMES, VERDICTS } from './monitor-events.js';
 
 const BPFFS: FlagSpec = { name: 'bpffs', value: 'PATH', default: DEFAULT_BPFFS_DIR, help: "kpr's bpffs directory, as the agent's --bpffs" };
-const NETNS: FlagSpec = { name: 'netns', value: 'PATH', help: "network namespace whose interfaces are the node's, as the agent's --netns (default: the CLI's own)" };
+const NETNS: FlagSpec = {
+  name: 'netns',
+  value: 'PATH',
+  help: "network namespace whose interfaces are the node's, as the agent's --netns (default: the CLI's own)",
+};
 const OUTPUT: FlagSpec = { name: 'output', short: 'o', value: 'FORMAT', default: 'table', choices: ['table', 'json'], help: 'table or json' };
-const TIMEOUT: FlagSpec = { name: 'timeout', value: 'DURATION', default: DEFAULT_AGENT_TIMEOUT, help: "how long each of the agent's servers may take to answer" };
-const METRICS_ADDRESS: FlagSpec = { name: 'metrics-address', value: 'IP:PORT', default: '127.0.0.1:10249', help: "the agent's metrics server (its --metrics-bind-address)" };
+const TIMEOUT: FlagSpec = {
+  name: 'timeout',
+  value: 'DURATION',
+  default: DEFAULT_AGENT_TIMEOUT,
+  help: "how long each of the agent's servers may take to answer",
+};
+const METRICS_ADDRESS: FlagSpec = {
+  name: 'metrics-address',
+  value: 'IP:PORT',
+  default: '127.0.0.1:10249',
+  help: "the agent's metrics server (its --metrics-bind-address)",
+};
 
 const NO_MAPS = 'nothing is pinned under --bpffs (no agent ran), a map cannot be opened (not root), or it is pinned at a layout this kpr does not read';
 
@@ -47,7 +61,8 @@ Scriptable like a probe: the exit status is 0 only when the agent answered 200 a
   {
     name: 'service list',
     summary: 'every frontend with its names and backends (ipvsadm -Ln style)',
-    description: "Joins the pinned service, backend and service-name maps: one line per frontend (protocol, address:port, id, backend count, type, the Service's namespace/name:port) and one per backend. Reads the maps directly; no agent is needed, but root is.",
+    description:
+      "Joins the pinned service, backend and service-name maps: one line per frontend (protocol, address:port, id, backend count, type, the Service's namespace/name:port) and one per backend. Reads the maps directly; no agent is needed, but root is.",
     flags: [{ name: 'frontend', value: 'VIP[:PORT]', help: 'only the frontends on this address (and port); IPv6 as [addr]:port' }, BPFFS, OUTPUT],
     problem: NO_MAPS,
     examples: [
@@ -67,7 +82,8 @@ Scriptable like a probe: the exit status is 0 only when the agent answered 200 a
   {
     name: 'map list',
     summary: "every pinned map: type, key and value size, entries, capacity; kpr's tc attachments",
-    description: "Every map pinned under --bpffs with what the kernel reports of it (a map pinned at an older layout is named with it), then kpr's tc attachments in the node's network namespace: interface, mode (tcx link or clsact filter), role, program and program id.",
+    description:
+      "Every map pinned under --bpffs with what the kernel reports of it (a map pinned at an older layout is named with it), then kpr's tc attachments in the node's network namespace: interface, mode (tcx link or clsact filter), role, program and program id.",
     flags: [BPFFS, NETNS, OUTPUT],
     problem: NO_MAPS,
     examples: [['kpr map list -o json', '{"maps": [...], "tcAttachments": [...]}']],
@@ -76,7 +92,8 @@ Scriptable like a probe: the exit status is 0 only when the agent answered 200 a
     name: 'map dump',
     args: { synopsis: 'NAME', max: 1 },
     summary: 'the decoded entries of one map (kpr_svc, kpr_backend, kpr_stats, ...)',
-    description: "Every entry of the map NAME, decoded by its layout; a map pinned at an older layout (a node still on the previous release) is converted to this release's. Ring buffers are read by kpr monitor.",
+    description:
+      "Every entry of the map NAME, decoded by its layout; a map pinned at an older layout (a node still on the previous release) is converted to this release's. Ring buffers are read by kpr monitor.",
     flags: [BPFFS, OUTPUT],
     problem: NO_MAPS,
     examples: [['kpr map dump kpr_backend', 'every backend: id, address, port, state']],
@@ -84,7 +101,8 @@ Scriptable like a probe: the exit status is 0 only when the agent answered 200 a
   {
     name: 'stats',
     summary: "datapath counters, summed over CPUs; kpr's tc attachments",
-    description: "The datapath's counters (kpr_stats), each summed over the CPUs with the metric it feeds, then kpr's tc attachments as kpr map list prints them.",
+    description:
+      "The datapath's counters (kpr_stats), each summed over the CPUs with the metric it feeds, then kpr's tc attachments as kpr map list prints them.",
     flags: [BPFFS, NETNS, OUTPUT],
     problem: NO_MAPS,
     examples: [['kpr stats', 'the counters as a table']],
@@ -121,7 +139,11 @@ It stops on --count, --duration, SIGINT or SIGTERM and turns the events off. Kil
       { name: 'count', value: 'N', help: 'stop after N events (of those the filters keep)' },
       { name: 'duration', value: 'D', help: 'stop after D (30s, 5m, ...)' },
       { name: 'frontend', value: 'VIP[:PORT]', help: 'only events for this frontend address (and port); [v6]:port for IPv6' },
-      { name: 'type', value: 'LIST', help: `only these, comma separated: event types (${EVENT_TYPE_NAMES.join(', ')}), verdicts (${VERDICTS.join(', ')}) or flags (${EVENT_FLAG_NAMES.join(', ')})` },
+      {
+        name: 'type',
+        value: 'LIST',
+        help: `only these, comma separated: event types (${EVENT_TYPE_NAMES.join(', ')}), verdicts (${VERDICTS.join(', ')}) or flags (${EVENT_FLAG_NAMES.join(', ')})`,
+      },
       BPFFS,
       { ...OUTPUT, help: 'table or json (one object per line)' },
     ],
@@ -140,7 +162,11 @@ The map sizes come from the same flags as the agent's, so run it with the agent'
       { name: 'bpf-object', value: 'PATH', help: "the datapath's BPF object (default: the installation's)" },
       OUTPUT,
     ],
-    moreOptions: { options: SIZE_FLAGS, synopsis: '--map-size-*, --bpf-map-dynamic-size-ratio, --conntrack-*', help: "the agent's map size flags, as the agent takes them" },
+    moreOptions: {
+      options: SIZE_FLAGS,
+      synopsis: '--map-size-*, --bpf-map-dynamic-size-ratio, --conntrack-*',
+      help: "the agent's map size flags, as the agent takes them",
+    },
     problem: 'a required check failed',
     examples: [
       ['kpr preflight', 'a table of checks'],
@@ -158,7 +184,7 @@ The map sizes come from the same flags as the agent's, so run it with the agent'
       { name: 'node-name', value: 'NAME', help: 'as --node', alias: true },
       { name: 'file', short: 'f', value: 'PATH', multiple: true, help: 'a manifest file or directory (at least one; repeat for more)' },
       { name: 'config', value: 'PATH', multiple: true, help: "the agent's config file (kpr's or a KubeProxyConfiguration); twice: both" },
-      { name: 'node-port-addresses', value: 'CIDR|primary[,...]', multiple: true, help: 'as the agent\'s: the addresses NodePorts are served on' },
+      { name: 'node-port-addresses', value: 'CIDR|primary[,...]', multiple: true, help: "as the agent's: the addresses NodePorts are served on" },
       { name: 'source-ranges-all-external', help: "as the agent's: loadBalancerSourceRanges apply to every external address" },
       { name: 'source-ranges-for-all-external', help: 'as --source-ranges-all-external', alias: true },
       { name: 'external-ip-cidrs', value: 'CIDR[,...]', multiple: true, help: "as the agent's: the externalIPs served" },
@@ -166,7 +192,11 @@ The map sizes come from the same flags as the agent's, so run it with the agent'
       { name: 'map-size-frontends', value: 'N', help: "as the agent's: frontend ids" },
       { name: 'map-size-backends', value: 'N', help: "as the agent's: kpr_backend and kpr_aff_match entries" },
       { name: 'map-size-source-ranges', value: 'N', help: "as the agent's: kpr_src_range entries" },
-      { name: 'lb-algorithm', value: 'ALG', help: "as the agent's: random or maglev, the node's default backend selection (a Service's kpr.dev/lb-algorithm annotation overrides it)" },
+      {
+        name: 'lb-algorithm',
+        value: 'ALG',
+        help: "as the agent's: random or maglev, the node's default backend selection (a Service's kpr.dev/lb-algorithm annotation overrides it)",
+      },
       OUTPUT,
     ],
     problem: 'a manifest or the config file cannot be read or parsed',
@@ -175,7 +205,8 @@ The map sizes come from the same flags as the agent's, so run it with the agent'
   {
     name: 'cleanup',
     summary: 'remove everything kpr put on this node (stop the agent first)',
-    description: "Detaches and unpins kpr's links, removes its clsact filters (kpr's handle and priority only; the qdisc stays), unpins its maps and removes its bpffs directory. It lists before it removes; --dry-run stops there. It refuses a path that is not inside a BPF filesystem or is its root, and a second run finds nothing.",
+    description:
+      "Detaches and unpins kpr's links, removes its clsact filters (kpr's handle and priority only; the qdisc stays), unpins its maps and removes its bpffs directory. It lists before it removes; --dry-run stops there. It refuses a path that is not inside a BPF filesystem or is its root, and a second run finds nothing.",
     flags: [BPFFS, NETNS, { name: 'dry-run', help: 'list what would be removed, remove nothing' }, OUTPUT],
     problem: 'something could not be removed (each step says why)',
     examples: [
@@ -186,19 +217,21 @@ The map sizes come from the same flags as the agent's, so run it with the agent'
   {
     name: 'cleanup-kube-proxy',
     summary: "remove kube-proxy's leftovers in this network namespace, by kube-proxy's own names; list what stays and why",
-    description: "Removes what kube-proxy left, known by kube-proxy's own chain, set and table names (never by the KUBE- prefix): its iptables chains and its jumps to them from the built-in chains, in every table (iptables-nft and iptables-legacy, IPv4 and IPv6), the nftables tables ip and ip6 kube-proxy, IPVS virtual servers on kube-ipvs0 (all of them with --ipvs-flush), the kube-ipvs0 interface and the IPVS mode's ipsets. Everything else stays, and the report lists it with why: kubelet's chains (KUBE-FIREWALL, KUBE-KUBELET-CANARY, KUBE-MARK-DROP, KUBE-IPTABLES-HINT), kube-router's firewall, other tables (inet kube-network-policies), an operator's rules, and a kube-proxy chain or set that something kept still references. The legacy back end takes the xtables lock ($XTABLES_LOCKFILE, else /run/xtables.lock: the chart mounts the node's). Run it inside the network namespace to clean (the kpr pod is in the host's). It lists before it removes; --dry-run stops there.",
+    description:
+      "Removes what kube-proxy left, known by kube-proxy's own chain, set and table names (never by the KUBE- prefix): its iptables chains and its jumps to them from the built-in chains, in every table (iptables-nft and iptables-legacy, IPv4 and IPv6), the nftables tables ip and ip6 kube-proxy, IPVS virtual servers on kube-ipvs0 (all of them with --ipvs-flush), the kube-ipvs0 interface and the IPVS mode's ipsets. Everything else stays, and the report lists it with why: kubelet's chains (KUBE-FIREWALL, KUBE-KUBELET-CANARY, KUBE-MARK-DROP, KUBE-IPTABLES-HINT), kube-router's firewall, other tables (inet kube-network-policies), an operator's rules, and a kube-proxy chain or set that something kept still references. The legacy back end takes the xtables lock ($XTABLES_LOCKFILE, else /run/xtables.lock: the chart mounts the node's). Run it inside the network namespace to clean (the kpr pod is in the host's). It lists before it removes; --dry-run stops there.",
     flags: [
       { name: 'dry-run', help: 'list what would be removed and what stays, remove nothing' },
       { name: 'ipvs-flush', help: 'remove every IPVS virtual server, as kube-proxy --cleanup does, not only those on kube-ipvs0' },
       OUTPUT,
     ],
     problem: 'something could not be removed (each step says why)',
-    examples: [['kpr cleanup-kube-proxy --dry-run', "what kube-proxy left on this node"]],
+    examples: [['kpr cleanup-kube-proxy --dry-run', 'what kube-proxy left on this node']],
   },
   {
     name: 'cleanup-nodes',
     summary: "the chart's uninstall clean-up: stop the agents, run kpr cleanup on every node they ran on",
-    description: "A pre-delete hook Job of the chart: deletes the agent DaemonSet and waits until its pods are gone, creates the clean-up DaemonSet of --cleanup-daemonset (its pods run kpr cleanup) and waits until every pod is ready, then deletes it. Its only API writes are these DaemonSets.",
+    description:
+      'A pre-delete hook Job of the chart: deletes the agent DaemonSet and waits until its pods are gone, creates the clean-up DaemonSet of --cleanup-daemonset (its pods run kpr cleanup) and waits until every pod is ready, then deletes it. Its only API writes are these DaemonSets.',
     flags: [
       { name: 'namespace', value: 'NS', help: 'the release namespace (required)' },
       { name: 'agent-daemonset', value: 'NAME', help: 'the agent DaemonSet (required)' },
@@ -211,7 +244,12 @@ The map sizes come from the same flags as the agent's, so run it with the agent'
       { name: 'k8s-service-port', value: 'PORT', help: 'API server port to go with --k8s-service-host' },
     ],
     problem: 'the API server refused a request, or --timeout ran out (the nodes not done are named)',
-    examples: [['kpr cleanup-nodes --namespace kube-system --agent-daemonset kpr --agent-selector app.kubernetes.io/name=kpr --cleanup-daemonset /etc/kpr/cleanup.yaml', "as the chart's hook runs it"]],
+    examples: [
+      [
+        'kpr cleanup-nodes --namespace kube-system --agent-daemonset kpr --agent-selector app.kubernetes.io/name=kpr --cleanup-daemonset /etc/kpr/cleanup.yaml',
+        "as the chart's hook runs it",
+      ],
+    ],
   },
   {
     name: 'conntrack-sysctls',
@@ -220,7 +258,11 @@ The map sizes come from the same flags as the agent's, so run it with the agent'
 
 These sysctls govern the node's netfilter conntrack (the CNI's and every iptables/nftables rule's traffic), not kpr's own kpr_ct. A write the kernel refuses (not the host's network namespace, a read-only /proc/sys) is reported on stderr and is not an error: the chart runs this command in an init container before the agent, which must start anyway.`,
     flags: [{ name: 'dry-run', help: 'list each sysctl, its value now, the value wanted and why; write nothing' }],
-    moreOptions: { options: {}, synopsis: 'AGENT FLAGS…', help: "the agent's flags and --config files, as the agent takes them (kube-proxy's --conntrack-* flags too)" },
+    moreOptions: {
+      options: {},
+      synopsis: 'AGENT FLAGS…',
+      help: "the agent's flags and --config files, as the agent takes them (kube-proxy's --conntrack-* flags too)",
+    },
     problem: 'never: a refused write is reported, not fatal (a bad flag or config file is a usage error, 2)',
     examples: [
       ['kpr conntrack-sysctls --dry-run --config=/var/lib/kube-proxy/config.conf', "what kube-proxy's config would set on this node"],
@@ -230,7 +272,8 @@ These sysctls govern the node's netfilter conntrack (the CNI's and every iptable
   {
     name: 'version',
     summary: "the CLI's version and commit, the SHA-256 of each BPF object the agent loads, the running agent's version",
-    description: "The CLI's version (package.json) and the git commit it was built from, the SHA-256 of each BPF object the agent would load from this installation, and the running agent's version from its metrics endpoint (kpr_build_info), when it answers.",
+    description:
+      "The CLI's version (package.json) and the git commit it was built from, the SHA-256 of each BPF object the agent would load from this installation, and the running agent's version from its metrics endpoint (kpr_build_info), when it answers.",
     flags: [{ name: 'bpf-object', value: 'PATH', help: "the datapath's BPF object (default: the installation's)" }, METRICS_ADDRESS, TIMEOUT, OUTPUT],
     problem: 'never: an agent that does not answer is reported in the output',
     examples: [['kpr version -o json', 'all of it as JSON']],

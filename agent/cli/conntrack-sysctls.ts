@@ -17,13 +17,22 @@ import { commandSpec } from './commands.js';
 
 function row(r: StepResult, dryRun: boolean): string[] {
   const s: SysctlStep = r.step;
-  const action = s.action === 'write' ? (dryRun ? 'would write' : r.outcome ?? '') : s.action;
+  const action = s.action === 'write' ? (dryRun ? 'would write' : (r.outcome ?? '')) : s.action;
   return [s.name, s.current === undefined ? '-' : String(s.current), s.want === undefined ? '-' : String(s.want), action, s.why];
 }
 
 function table(rows: string[][]): string {
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]))).join('  ').trimEnd()).join('\n') + '\n';
+  return (
+    rows
+      .map((r) =>
+        r
+          .map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i])))
+          .join('  ')
+          .trimEnd(),
+      )
+      .join('\n') + '\n'
+  );
 }
 
 /** Runs the command; `warn` takes the lines for stderr. */

@@ -26,7 +26,13 @@ type CommandOutput = string | Iterable<string | Uint8Array> | Promise<string>;
 /** The map-reading commands' common flags, parsed. */
 function mapFlags(name: string, argv: string[]) {
   const { values, positionals } = parseCommand(commandSpec(name), argv);
-  return { bpffs: values.bpffs as string, output: values.output as Output, netns: (values.netns as string | undefined) || undefined, frontend: values.frontend as string | undefined, arg: positionals[0] };
+  return {
+    bpffs: values.bpffs as string,
+    output: values.output as Output,
+    netns: (values.netns as string | undefined) || undefined,
+    frontend: values.frontend as string | undefined,
+    arg: positionals[0],
+  };
 }
 
 /** Each command's code, by its name in the registry. */
@@ -65,7 +71,10 @@ const RUN: Record<string, (argv: string[]) => CommandOutput> = {
 
 /** `kpr --help`: every command with its summary. */
 export function usage(): string {
-  const rows: Array<[string, string]> = [...COMMANDS.map((c): [string, string] => [c.args ? `${c.name} ${c.args.synopsis}` : c.name, c.summary]), ['help [COMMAND]', 'this list, or the manual of COMMAND']];
+  const rows: Array<[string, string]> = [
+    ...COMMANDS.map((c): [string, string] => [c.args ? `${c.name} ${c.args.synopsis}` : c.name, c.summary]),
+    ['help [COMMAND]', 'this list, or the manual of COMMAND'],
+  ];
   const col = Math.max(...rows.map(([n]) => n.length)) + 3;
   const out = ['Usage: kpr COMMAND [flags]', "Inspect kpr's datapath on this node, plan from manifests, clean up.", '', 'Commands:'];
   for (const [name, summary] of rows) {

@@ -22,7 +22,11 @@ function json(value: unknown): string {
 /** Left-aligned columns, two spaces apart. */
 export function table(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]))).join('  ').trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i])))
+      .join('  ')
+      .trimEnd();
   return [line(header), ...rows.map(line)].join('\n') + '\n';
 }
 
@@ -50,7 +54,9 @@ export function mapList(bpffsDir: string, output: Output, netns?: string): strin
       const current = MAP_BY_NAME.get(name)?.version ?? version;
       const about = DECODERS[name]?.about ?? RING_ABOUT[name];
       // A foreign map's entries are not counted: its layout says nothing of what it holds.
-      const s = foreign ? { name, type: map.typeName, keySize: map.keySize, valueSize: map.valueSize, entries: null, capacity: map.maxEntries } : mapStats(name, map);
+      const s = foreign
+        ? { name, type: map.typeName, keySize: map.keySize, valueSize: map.valueSize, entries: null, capacity: map.maxEntries }
+        : mapStats(name, map);
       stats.push({ ...s, ...(version !== current ? { layoutVersion: version } : {}), ...(foreign ? { foreign } : about ? { about } : {}) });
     } finally {
       map.close();
@@ -61,7 +67,15 @@ export function mapList(bpffsDir: string, output: Output, netns?: string): strin
   return (
     table(
       ['NAME', 'TYPE', 'KEY', 'VALUE', 'ENTRIES', 'CAPACITY', 'CONTENT'],
-      stats.map((s) => [s.name, s.type, String(s.keySize), String(s.valueSize), s.entries === null ? '-' : String(s.entries), String(s.capacity), `${s.layoutVersion !== undefined ? `(layout v${s.layoutVersion}) ` : ''}${s.foreign ? `FOREIGN: not kpr's map (kpr's is ${describeLayout(s.foreign.expected)})` : (s.about ?? '')}`]),
+      stats.map((s) => [
+        s.name,
+        s.type,
+        String(s.keySize),
+        String(s.valueSize),
+        s.entries === null ? '-' : String(s.entries),
+        String(s.capacity),
+        `${s.layoutVersion !== undefined ? `(layout v${s.layoutVersion}) ` : ''}${s.foreign ? `FOREIGN: not kpr's map (kpr's is ${describeLayout(s.foreign.expected)})` : (s.about ?? '')}`,
+      ]),
     ) + tcAttachmentSection(tc, table)
   );
 }
@@ -95,7 +109,8 @@ const round8 = (n: number) => Math.ceil(n / 8) * 8;
 /** Entries read at an older layout `version` of `spec`, in this release's layout (and its key size and value stride). */
 function convertEntries(read: BatchEntries, spec: MapSpec, version: number, map: BpfMap): BatchEntries & { keySize: number; valueStride: number } {
   const from = layoutsAt(spec, version);
-  if (!from) throw new CliError(`${spec.name} is pinned at layout v${version}, which this kpr does not know (it reads v${spec.version} and the older ones it lists)`);
+  if (!from)
+    throw new CliError(`${spec.name} is pinned at layout v${version}, which this kpr does not know (it reads v${spec.version} and the older ones it lists)`);
   const k = layoutConverter(from.key, spec.key);
   const v = layoutConverter(from.value, spec.value);
   const cpus = map.perCpu ? map.possibleCpus() : 1;
@@ -133,7 +148,9 @@ export function mapDump(bpffsDir: string, name: string | undefined, output: Outp
   if (RING_ABOUT[name]) throw new UsageError(`${name} is a ring buffer: its records are read once, as they come, by \`kpr monitor\``);
   if (!DECODERS[name]) {
     const pinned = pinnedNames(bpffsDir).filter((n) => !DECODERS[n]);
-    throw new UsageError(`unknown map "${name}"; known maps: ${knownMapNames().join(', ')}${pinned.length ? ` (also pinned, without a decoder: ${pinned.join(', ')})` : ''}`);
+    throw new UsageError(
+      `unknown map "${name}"; known maps: ${knownMapNames().join(', ')}${pinned.length ? ` (also pinned, without a decoder: ${pinned.join(', ')})` : ''}`,
+    );
   }
   const { map, version } = openPinnedMap(bpffsDir, name, { anyVersion: true });
   let entries: DumpEntry[];
@@ -165,7 +182,12 @@ export function statsCommand(bpffsDir: string, output: Output, netns?: string): 
   try {
     rows = readStats(map).map((s) => {
       const m = statMetric(s.stat);
-      return { stat: s.stat.toLowerCase(), metric: `kpr_datapath_${m.metric}_total`, labels: m.label ? { [m.label.name]: m.label.value } : {}, value: Number(s.value) };
+      return {
+        stat: s.stat.toLowerCase(),
+        metric: `kpr_datapath_${m.metric}_total`,
+        labels: m.label ? { [m.label.name]: m.label.value } : {},
+        value: Number(s.value),
+      };
     });
   } finally {
     map.close();

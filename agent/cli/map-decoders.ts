@@ -92,7 +92,14 @@ const ROWS: { [I in MapId]: Rows<KeyOf<I>, ValueOf<I>> } = {
   },
   ct: {
     about: 'tc-path connection tracking',
-    key: (k) => ({ source: k.saddr, sourcePort: k.sport, destination: k.daddr, destinationPort: k.dport, protocol: protoName(k.proto), dir: CT_DIR_NAMES.get(k.dir) ?? k.dir }),
+    key: (k) => ({
+      source: k.saddr,
+      sourcePort: k.sport,
+      destination: k.daddr,
+      destinationPort: k.dport,
+      protocol: protoName(k.proto),
+      dir: CT_DIR_NAMES.get(k.dir) ?? k.dir,
+    }),
     value: (d) => ({
       natSource: d.natSaddr,
       natSourcePort: d.natSport,
@@ -150,7 +157,7 @@ const ROWS: { [I in MapId]: Rows<KeyOf<I>, ValueOf<I>> } = {
     },
   },
   monitor: {
-    about: 'kpr monitor\'s switch: events are recorded until this deadline (bpf_ktime_get_ns; 0: off)',
+    about: "kpr monitor's switch: events are recorded until this deadline (bpf_ktime_get_ns; 0: off)",
     key: (index) => ({ index }),
     value: (m) => ({ untilNs: big(m.untilNs), on: m.untilNs > process.hrtime.bigint() }),
   },
@@ -184,7 +191,7 @@ export const DECODERS: Record<string, MapDecoder> = Object.fromEntries(
 
 /** What each ring buffer carries, for `kpr map list` (a ring has no entries to dump). */
 export const RING_ABOUT: Record<string, string> = {
-  [RINGS.events.name]: 'kpr monitor\'s events while it runs (ring buffer; capacity in bytes); read with kpr monitor',
+  [RINGS.events.name]: "kpr monitor's events while it runs (ring buffer; capacity in bytes); read with kpr monitor",
 };
 
 export function knownMapNames(): string[] {

@@ -106,7 +106,10 @@ export function eventMatches(ev: MonitorEvent, f: EventFilter): boolean {
 /** --type's list, checked: each name an event type, a verdict or a flag. Returns the unknown names too. */
 export function parseEventTypes(list: string): { types: Set<string>; unknown: string[] } {
   const known = new Set<string>([...EVENT_TYPE_NAMES, ...VERDICTS, ...EVENT_FLAG_NAMES]);
-  const names = list.split(',').map((s) => s.trim()).filter(Boolean);
+  const names = list
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   return { types: new Set(names.filter((n) => known.has(n))), unknown: names.filter((n) => !known.has(n)) };
 }
 
@@ -126,7 +129,10 @@ const COLUMNS: Array<[string, number]> = [
 ];
 
 function row(cells: string[]): string {
-  return cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(COLUMNS[i][1]))).join('  ').trimEnd();
+  return cells
+    .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(COLUMNS[i][1])))
+    .join('  ')
+    .trimEnd();
 }
 
 export const EVENT_TABLE_HEADER = row(COLUMNS.map(([h]) => h));

@@ -18,7 +18,16 @@ import { UsageError } from './errors.js';
 import { parseCommand } from './command-spec.js';
 import { commandSpec } from './commands.js';
 import { MONITOR_RENEW_MS, MonitorSwitch } from './monitor-switch.js';
-import { EVENT_TABLE_HEADER, describeEvent, eventMatches, formatEventRow, parseEventTypes, wallClock, type EventFilter, type FrontendNames } from './monitor-events.js';
+import {
+  EVENT_TABLE_HEADER,
+  describeEvent,
+  eventMatches,
+  formatEventRow,
+  parseEventTypes,
+  wallClock,
+  type EventFilter,
+  type FrontendNames,
+} from './monitor-events.js';
 import { parseEndpoint } from './trace.js';
 
 /**
@@ -63,7 +72,9 @@ function parseCount(text: string | undefined): number {
 function openMonitorMaps(bpffs: string): { monitor: BpfMap; events: BpfMap; meta?: BpfMap; stats?: BpfMap } {
   const pinned = (name: string) => existsSync(mapPinPath(bpffs, name));
   if (!pinned(MAP_NAMES.monitor) && pinned(MAP_NAMES.svc)) {
-    throw new CliError(`${mapPinPath(bpffs, MAP_NAMES.monitor)} is not pinned: the kpr agent on this node predates kpr monitor (its datapath has no event stream); upgrade it`);
+    throw new CliError(
+      `${mapPinPath(bpffs, MAP_NAMES.monitor)} is not pinned: the kpr agent on this node predates kpr monitor (its datapath has no event stream); upgrade it`,
+    );
   }
   const monitor = openPinnedMap(bpffs, MAP_NAMES.monitor);
   const opened: BpfMap[] = [monitor];
@@ -104,7 +115,8 @@ function parseMonitorArgs(argv: string[]): MonitorOptions {
   if (values.frontend !== undefined) opts.filter.frontend = parseEndpoint(values.frontend, '--frontend', true);
   if (values.type !== undefined) {
     const { types, unknown } = parseEventTypes(values.type);
-    if (unknown.length || types.size === 0) throw new UsageError(`invalid --type "${values.type}": ${unknown.length ? `unknown ${unknown.join(', ')}` : 'empty'} (see kpr monitor --help)`);
+    if (unknown.length || types.size === 0)
+      throw new UsageError(`invalid --type "${values.type}": ${unknown.length ? `unknown ${unknown.join(', ')}` : 'empty'} (see kpr monitor --help)`);
     opts.filter.types = types;
   }
   return opts;
@@ -158,7 +170,7 @@ export async function monitorCommand(argv: string[], io: MonitorIo = { out: proc
   io.signals.once('SIGTERM', stop);
   const timers: NodeJS.Timeout[] = [];
   try {
-    if (sw.otherReader()) io.err.write('kpr monitor: another kpr monitor is reading this node\'s events: each event goes to one of you\n');
+    if (sw.otherReader()) io.err.write("kpr monitor: another kpr monitor is reading this node's events: each event goes to one of you\n");
     sw.renew();
     timers.push(setInterval(() => sw.renew(), MONITOR_RENEW_MS));
     if (opts.durationMs !== undefined) timers.push(setTimeout(stop, opts.durationMs));
@@ -182,7 +194,9 @@ export async function monitorCommand(argv: string[], io: MonitorIo = { out: proc
     io.out.removeListener('error', stop);
     const lost = maps.stats ? readStat(maps.stats, STAT.MONITOR_LOST) - lostBefore : 0n;
     for (const m of [maps.monitor, maps.events, maps.meta, maps.stats]) m?.close();
-    io.err.write(`kpr monitor: ${shown} event${shown === 1 ? '' : 's'} shown${lost > 0n ? `, ${lost} lost (the ring buffer was full; node-wide count)` : ''}; events off\n`);
+    io.err.write(
+      `kpr monitor: ${shown} event${shown === 1 ? '' : 's'} shown${lost > 0n ? `, ${lost} lost (the ring buffer was full; node-wide count)` : ''}; events off\n`,
+    );
   }
   return '';
 }

@@ -28,14 +28,25 @@ export function permissionError(pin: string, code: string | undefined): CliError
  * 'report'` asks for it to be returned (`foreign`), as `kpr map list` does.
  */
 export function openPinnedMap(bpffsDir: string, mapName: string): BpfMap;
-export function openPinnedMap(bpffsDir: string, mapName: string, opts: { anyVersion: true; foreign?: 'error' | 'report' }): { map: BpfMap; version: number; foreign?: LayoutMismatch };
-export function openPinnedMap(bpffsDir: string, mapName: string, opts?: { anyVersion: true; foreign?: 'error' | 'report' }): BpfMap | { map: BpfMap; version: number; foreign?: LayoutMismatch } {
+export function openPinnedMap(
+  bpffsDir: string,
+  mapName: string,
+  opts: { anyVersion: true; foreign?: 'error' | 'report' },
+): { map: BpfMap; version: number; foreign?: LayoutMismatch };
+export function openPinnedMap(
+  bpffsDir: string,
+  mapName: string,
+  opts?: { anyVersion: true; foreign?: 'error' | 'report' },
+): BpfMap | { map: BpfMap; version: number; foreign?: LayoutMismatch } {
   const current = MAP_BY_NAME.get(mapName)?.version ?? 1;
   let pin = mapPinPath(bpffsDir, mapName);
   let version = current;
   const other = safeExists(pin) ? undefined : otherVersion(bpffsDir, mapName, current);
   if (other) {
-    if (!opts?.anyVersion) throw new CliError(`${mapName} is pinned at layout v${other.version} (${other.path}), this kpr reads v${current}: the agent on this node is another release (kpr map dump ${mapName} converts it)`);
+    if (!opts?.anyVersion)
+      throw new CliError(
+        `${mapName} is pinned at layout v${other.version} (${other.path}), this kpr reads v${current}: the agent on this node is another release (kpr map dump ${mapName} converts it)`,
+      );
     pin = other.path;
     version = other.version;
   }

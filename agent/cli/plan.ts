@@ -163,7 +163,15 @@ export function planMapSizes(values: Readonly<Record<string, unknown>>): PlanMap
   };
 }
 
-export function planJson(opts: { nodeName: string; files: string[]; nodePortAddresses?: string[]; sourceRangesForAllExternal?: boolean; externalIPCidrs?: string[]; mapSizes?: PlanMapSizes; lbAlgorithm?: 'random' | 'maglev' }): PlanJson {
+export function planJson(opts: {
+  nodeName: string;
+  files: string[];
+  nodePortAddresses?: string[];
+  sourceRangesForAllExternal?: boolean;
+  externalIPCidrs?: string[];
+  mapSizes?: PlanMapSizes;
+  lbAlgorithm?: 'random' | 'maglev';
+}): PlanJson {
   const skipped: SkippedObject[] = [];
   const manifests = loadManifests(opts.files, skipped);
   const { services, slices, node } = classify(manifests, opts.nodeName, skipped);
@@ -210,13 +218,22 @@ export function formatPlanTable(p: PlanJson): string {
     ]);
   }
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-  const lines = rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]))).join('  ').trimEnd());
+  const lines = rows.map((r) =>
+    r
+      .map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i])))
+      .join('  ')
+      .trimEnd(),
+  );
   let out = `node ${p.node}: ${p.frontends.length} frontends\n${lines.join('\n')}\n`;
   if (p.skipped.length) out += `\nskipped:\n${p.skipped.map((s) => `  ${s.object}: ${s.reason}`).join('\n')}\n`;
   return out;
 }
 
-const commaList = (values: readonly string[] | undefined) => values?.flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
+const commaList = (values: readonly string[] | undefined) =>
+  values
+    ?.flatMap((v) => v.split(','))
+    .map((v) => v.trim())
+    .filter(Boolean);
 
 /** The settings `kpr plan` shares with the agent, from the agent's --config files (kpr's own format or a KubeProxyConfiguration). */
 function agentFileSettings(files: string[], warn: (line: string) => void) {
@@ -255,8 +272,15 @@ export function planCommand(argv: string[], warn: (line: string) => void = (line
     throw new UsageError(`plan: ${(err as Error).message}`, 'plan');
   }
   const values = parseCommand(spec, translated).values as {
-    node?: string; 'node-name'?: string; file?: string[]; output: string; config?: string[]; 'node-port-addresses'?: string[];
-    'source-ranges-all-external'?: boolean; 'source-ranges-for-all-external'?: boolean; 'external-ip-cidrs'?: string[];
+    node?: string;
+    'node-name'?: string;
+    file?: string[];
+    output: string;
+    config?: string[];
+    'node-port-addresses'?: string[];
+    'source-ranges-all-external'?: boolean;
+    'source-ranges-for-all-external'?: boolean;
+    'external-ip-cidrs'?: string[];
   } & Record<string, unknown>;
   for (const flag of ['node-port-addresses', 'external-ip-cidrs'] as const) for (const v of values[flag] ?? []) rejectLeadingZeros(v, `--${flag}`, 'plan');
   const file = values.config === undefined ? undefined : agentFileSettings(values.config, warn);
@@ -271,7 +295,8 @@ export function planCommand(argv: string[], warn: (line: string) => void = (line
     throw new UsageError((err as Error).message, 'plan');
   }
   const externalIPCidrs = commaList(values['external-ip-cidrs']) ?? file?.externalIPCidrs;
-  for (const c of externalIPCidrs ?? []) if (!parseCIDR(c)) throw new UsageError(`plan: invalid --external-ip-cidrs entry "${c}" (a CIDR such as 203.0.113.0/24 or 2001:db8::/64)`);
+  for (const c of externalIPCidrs ?? [])
+    if (!parseCIDR(c)) throw new UsageError(`plan: invalid --external-ip-cidrs entry "${c}" (a CIDR such as 203.0.113.0/24 or 2001:db8::/64)`);
   let mapSizes: PlanMapSizes;
   try {
     const given: Record<string, unknown> = { ...file?.mapSizes };

@@ -24,7 +24,12 @@ export function preflightCommand(argv: string[]): string {
     /* the libbpf row says why */
   }
   const mapSizes = computeMapSizes(sizeOpts, { totalMemoryBytes: os.totalmem(), cpus: os.availableParallelism(), possibleCpus: possible }).byMapName;
-  const report = runPreflight({ bpffsDir: values.bpffs as string, cgroupPath: values['cgroup-path'] as string | undefined, bpfObject: (values['bpf-object'] as string | undefined) ?? defaultBpfObject(), mapSizes });
+  const report = runPreflight({
+    bpffsDir: values.bpffs as string,
+    cgroupPath: values['cgroup-path'] as string | undefined,
+    bpfObject: (values['bpf-object'] as string | undefined) ?? defaultBpfObject(),
+    mapSizes,
+  });
   if (!report.ok) process.exitCode = 1;
   return values.output === 'json' ? JSON.stringify(report, null, 2) + '\n' : formatPreflight(report);
 }

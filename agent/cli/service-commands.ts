@@ -44,14 +44,23 @@ export function readServiceTables(bpffsDir: string): ServiceTables {
   const svc = withMap(bpffsDir, MAP_NAMES.svc, readWhole);
   const backends = withMap(bpffsDir, MAP_NAMES.backend, (m) => new BackendBatch(readWhole(m)));
   // Names are optional: maps pinned by an agent older than kpr_svc_meta have none.
-  const meta = existsSync(mapPinPath(bpffsDir, MAP_NAMES.svcMeta))
-    ? withMap(bpffsDir, MAP_NAMES.svcMeta, (m) => readAll(m, MAPS.svcMeta))
-    : [];
+  const meta = existsSync(mapPinPath(bpffsDir, MAP_NAMES.svcMeta)) ? withMap(bpffsDir, MAP_NAMES.svcMeta, (m) => readAll(m, MAPS.svcMeta)) : [];
   const tables = tablesFromBatch(svc, backends, new Map(meta));
   // Counters are optional too: maps pinned by an agent older than kpr_svc_stats have none.
   if (existsSync(mapPinPath(bpffsDir, MAP_NAMES.svcStats))) {
     const counts = withMap(bpffsDir, MAP_NAMES.svcStats, readFrontendCounts);
-    tables.counters = new Map([...counts].map(([id, c]) => [id, { balanced: Number(c.balanced), refused: Number(c.refused), droppedNoEndpoint: Number(c.droppedNoEndpoint), droppedNoLocalEndpoint: Number(c.droppedNoLocalEndpoint), droppedSourceRange: Number(c.droppedSourceRange) }]));
+    tables.counters = new Map(
+      [...counts].map(([id, c]) => [
+        id,
+        {
+          balanced: Number(c.balanced),
+          refused: Number(c.refused),
+          droppedNoEndpoint: Number(c.droppedNoEndpoint),
+          droppedNoLocalEndpoint: Number(c.droppedNoLocalEndpoint),
+          droppedSourceRange: Number(c.droppedSourceRange),
+        },
+      ]),
+    );
   }
   return tables;
 }

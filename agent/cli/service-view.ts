@@ -302,7 +302,9 @@ const COUNTER_NAMES: Array<[keyof FrontendCounters, string]> = [
 
 /** "balanced 12, dropped (source range) 3": the non-zero counters. */
 export function formatCounters(c: FrontendCounters): string {
-  return COUNTER_NAMES.filter(([k]) => c[k] !== 0).map(([k, label]) => `${label} ${c[k]}`).join(', ');
+  return COUNTER_NAMES.filter(([k]) => c[k] !== 0)
+    .map(([k, label]) => `${label} ${c[k]}`)
+    .join(', ');
 }
 
 function hostPort(address: string, port: number): string {

@@ -102,7 +102,11 @@ function readMaps(bpffsDir: string): { maps: MapStats[]; error?: string } {
     const { map, foreign } = openPinnedMap(bpffsDir, name, { anyVersion: true, foreign: 'report' });
     try {
       // A foreign map (another layout pinned under kpr's name): listed with its type, entries not counted.
-      maps.push(foreign ? { name, type: `${map.typeName} (FOREIGN)`, keySize: map.keySize, valueSize: map.valueSize, entries: null, capacity: map.maxEntries } : mapStats(name, map));
+      maps.push(
+        foreign
+          ? { name, type: `${map.typeName} (FOREIGN)`, keySize: map.keySize, valueSize: map.valueSize, entries: null, capacity: map.maxEntries }
+          : mapStats(name, map),
+      );
     } finally {
       map.close();
     }
@@ -110,7 +114,13 @@ function readMaps(bpffsDir: string): { maps: MapStats[]; error?: string } {
   return { maps };
 }
 
-export async function statusReport(bpffsDir: string, healthzAddress: string, metricsAddress = '127.0.0.1:10249', now: () => Date = () => new Date(), timeoutMs = DEFAULT_AGENT_TIMEOUT_MS): Promise<StatusReport> {
+export async function statusReport(
+  bpffsDir: string,
+  healthzAddress: string,
+  metricsAddress = '127.0.0.1:10249',
+  now: () => Date = () => new Date(),
+  timeoutMs = DEFAULT_AGENT_TIMEOUT_MS,
+): Promise<StatusReport> {
   // Both addresses are checked before anything is asked: a typo is a usage error.
   agentUrl(healthzAddress, '--healthz-address');
   agentUrl(metricsAddress, '--metrics-address');
@@ -120,13 +130,29 @@ export async function statusReport(bpffsDir: string, healthzAddress: string, met
   const sizes = agent.body?.mapSizes as AgentMapSizes | undefined;
   const attachments = agent.body?.attachments as AttachmentHealth | undefined;
   return {
-    agent, ...(over ? { degraded: over.degraded, servicesOverLimit: over } : {}), ...(sizes ? { mapSizes: sizes } : {}), ...(attachments ? { attachments } : {}),
-    metrics, maps, ...(error ? { mapsError: error } : {}),
+    agent,
+    ...(over ? { degraded: over.degraded, servicesOverLimit: over } : {}),
+    ...(sizes ? { mapSizes: sizes } : {}),
+    ...(attachments ? { attachments } : {}),
+    metrics,
+    maps,
+    ...(error ? { mapsError: error } : {}),
   };
 }
 
 /** The /configz settings worth a line each; --show-config prints them all. */
-const CONFIG_HEADLINE = ['nodeName', 'bpffsDir', 'cgroupPath', 'syncPeriodMs', 'externalInterfaces', 'podInterfaces', 'nodePortAddresses', 'tcAttach', 'socketLbHostOnly', 'masqueradePodTraffic'];
+const CONFIG_HEADLINE = [
+  'nodeName',
+  'bpffsDir',
+  'cgroupPath',
+  'syncPeriodMs',
+  'externalInterfaces',
+  'podInterfaces',
+  'nodePortAddresses',
+  'tcAttach',
+  'socketLbHostOnly',
+  'masqueradePodTraffic',
+];
 
 function configLines(m: AgentMetricsView, all: boolean): string[] {
   if (!m.config) return m.summary || m.configError !== undefined ? [`config    ${m.configError ?? 'not reported'}`] : [];
@@ -152,7 +178,10 @@ export function rangesLine(config: Record<string, unknown> | undefined): string[
   const list = Array.isArray(r.ranges) ? r.ranges : [];
   const shown = list.length ? list.map((x) => `${x.cidr} (${x.source})`).join(', ') : 'none (unallocated service addresses are not refused)';
   const api = r.serviceCIDRApi ? `; ServiceCIDR API: ${r.serviceCIDRApi.replace('_', ' ')}` : '';
-  const bad = Array.isArray(r.invalid) && r.invalid.length ? `; ${r.invalid.length} invalid entr${r.invalid.length === 1 ? 'y' : 'ies'} left out (the agent's log names each)` : '';
+  const bad =
+    Array.isArray(r.invalid) && r.invalid.length
+      ? `; ${r.invalid.length} invalid entr${r.invalid.length === 1 ? 'y' : 'ies'} left out (the agent's log names each)`
+      : '';
   return [`ranges    ${shown}${api}${bad}`];
 }
 
@@ -176,7 +205,10 @@ function agentLine(a: AgentHealth): string {
   return `agent     ${a.address}: /healthz ${a.status}, ${healthy}${why.length ? ` (${why.join('; ')})` : ''}`;
 }
 
-const byHook = (counts: Partial<Record<string, number>>) => Object.entries(counts).map(([hook, n]) => `${hook} ${n ?? 0}`).join(', ');
+const byHook = (counts: Partial<Record<string, number>>) =>
+  Object.entries(counts)
+    .map(([hook, n]) => `${hook} ${n ?? 0}`)
+    .join(', ');
 
 /** The "attach" line: kpr's attachments as the agent last checked them (every 2 s), and the missing ones, one a line. */
 function attachLines(r: StatusReport): string[] {
@@ -198,9 +230,16 @@ export function formatStatus(r: StatusReport, showConfig = false): string {
   } else if (!o.degraded) {
     out.push('datapath  every Service within the datapath limits');
   } else {
-    out.push(`datapath  degraded: ${o.services} Services over a datapath limit are not served on this node (${formatByLimit(o.byLimit)}); every other Service is`);
+    out.push(
+      `datapath  degraded: ${o.services} Services over a datapath limit are not served on this node (${formatByLimit(o.byLimit)}); every other Service is`,
+    );
     out.push('');
-    out.push(table(['SERVICE', 'LIMIT', 'ACTION'], o.listed.map((l) => [l.service, l.limit, l.action])).trimEnd());
+    out.push(
+      table(
+        ['SERVICE', 'LIMIT', 'ACTION'],
+        o.listed.map((l) => [l.service, l.limit, l.action]),
+      ).trimEnd(),
+    );
     if (o.notListed > 0) out.push(`... and ${o.notListed} more (the agent's log names each: "Service refused: over a datapath limit")`);
   }
   out.push('');
@@ -211,7 +250,10 @@ export function formatStatus(r: StatusReport, showConfig = false): string {
       table(
         ['MAP', 'TYPE', 'ENTRIES', 'CAPACITY', 'FILL', 'CONFIGURED'],
         r.maps.map((m) => [
-          m.name, m.type, m.entries === null ? '-' : String(m.entries), String(m.capacity),
+          m.name,
+          m.type,
+          m.entries === null ? '-' : String(m.entries),
+          String(m.capacity),
           m.type.includes('array') || m.entries === null ? '-' : `${((100 * m.entries) / m.capacity).toFixed(1)}%`,
           configured[m.name] !== undefined ? String(configured[m.name]) : '-',
         ]),
@@ -220,7 +262,9 @@ export function formatStatus(r: StatusReport, showConfig = false): string {
   }
   const mig = r.mapSizes?.migration;
   if (mig) {
-    out.push(`migration ${mig.state} at this start: ${mig.maps.map((m) => `${m.map} ${m.detail}`).join(', ') || 'the set moved with the maps of another release'} (docs/architecture.md, Upgrades)`);
+    out.push(
+      `migration ${mig.state} at this start: ${mig.maps.map((m) => `${m.map} ${m.detail}`).join(', ') || 'the set moved with the maps of another release'} (docs/architecture.md, Upgrades)`,
+    );
   }
   return out.join('\n') + '\n';
 }
@@ -232,7 +276,13 @@ export function statusExitCode(r: StatusReport): number {
 
 export async function statusCommand(argv: string[]): Promise<string> {
   const { values } = parseCommand(commandSpec('status'), argv);
-  const r = await statusReport(values.bpffs as string, values['healthz-address'] as string, values['metrics-address'] as string, undefined, agentTimeoutMs(values.timeout as string));
+  const r = await statusReport(
+    values.bpffs as string,
+    values['healthz-address'] as string,
+    values['metrics-address'] as string,
+    undefined,
+    agentTimeoutMs(values.timeout as string),
+  );
   // Scriptable like a probe: 0 only when the agent answered 200 and serves every Service.
   if (statusExitCode(r) !== 0) process.exitCode = statusExitCode(r);
   return values.output === 'json' ? JSON.stringify(r, null, 2) + '\n' : formatStatus(r, values['show-config'] === true);

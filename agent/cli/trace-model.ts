@@ -139,7 +139,11 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
   };
 
   if (q.path === 'socket' && cfg && cfg.flags & CFG_FLAG.SOCK_HOST_ONLY) {
-    steps.push({ step: 'mode', result: 'service-mesh mode: the socket hooks serve only the node\'s own processes; pods are served by the tc path', detail: { sockHostOnly: true } });
+    steps.push({
+      step: 'mode',
+      result: "service-mesh mode: the socket hooks serve only the node's own processes; pods are served by the tc path",
+      detail: { sockHostOnly: true },
+    });
   }
 
   // tc: an established flow keeps its backend before any lookup.
@@ -163,8 +167,15 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
     if (flows.length === 0) {
       steps.push({ step: 'conntrack', result: `no flow from ${hostPort(q.from.addr, q.from.port)} to ${to}: a packet is a new flow`, detail: { flows: [] } });
     } else {
-      const lines = shown.map((f) => `port ${f.clientPort} -> ${f.backend}${f.snat ? ` (as ${f.source})` : ''}, ${f.expiresInSeconds > 0 ? `expires in ${f.expiresInSeconds}s` : 'expired'}${f.closing ? ', closing' : ''}${f.backendLive ? '' : ', backend gone'}`);
-      steps.push({ step: 'conntrack', result: `${flows.length} flow${flows.length === 1 ? '' : 's'} (${live.length} live): ${lines.join('; ')}${flows.length > shown.length ? '; …' : ''}`, detail: { flows: shown, total: flows.length } });
+      const lines = shown.map(
+        (f) =>
+          `port ${f.clientPort} -> ${f.backend}${f.snat ? ` (as ${f.source})` : ''}, ${f.expiresInSeconds > 0 ? `expires in ${f.expiresInSeconds}s` : 'expired'}${f.closing ? ', closing' : ''}${f.backendLive ? '' : ', backend gone'}`,
+      );
+      steps.push({
+        step: 'conntrack',
+        result: `${flows.length} flow${flows.length === 1 ? '' : 's'} (${live.length} live): ${lines.join('; ')}${flows.length > shown.length ? '; …' : ''}`,
+        detail: { flows: shown, total: flows.length },
+      });
     }
     if (q.from.port !== undefined) {
       const f = flows[0];
@@ -172,7 +183,9 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
         const backend = hostPort(f.val.natDaddr, f.val.natDport);
         const closing = f.val.flags & CT_FLAG.CLOSING && q.proto === 'TCP' ? ' (a new SYN from this port is balanced afresh: the flow is closing)' : '';
         const fe = maps.meta(f.val.frontendId);
-        const of = fe ? ` (${frontendTypeName(fe.type)} ${fe.name}${fe.portName ? `:${fe.portName}` : ''}, frontend id ${f.val.frontendId})` : ` (frontend id ${f.val.frontendId})`;
+        const of = fe
+          ? ` (${frontendTypeName(fe.type)} ${fe.name}${fe.portName ? `:${fe.portName}` : ''}, frontend id ${f.val.frontendId})`
+          : ` (frontend id ${f.val.frontendId})`;
         return done('continues', `established flow${of}: packets go to ${backend} as before${closing}`, { backend });
       }
     }
@@ -189,11 +202,24 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
   if (!master) {
     const vip = maps.vipFlags(q.to.addr);
     if (vip !== undefined && q.path === 'socket' && vip & VIP_FLAG.REFUSE_UNKNOWN_PORT) {
-      steps.push({ step: 'address', result: `${q.to.addr} is a Service address, but no Service defines ${q.proto} port ${q.to.port} on it`, detail: { serviceAddress: true, refuseUnknownPort: true } });
+      steps.push({
+        step: 'address',
+        result: `${q.to.addr} is a Service address, but no Service defines ${q.proto} port ${q.to.port} on it`,
+        detail: { serviceAddress: true, refuseUnknownPort: true },
+      });
       return done('refused', 'a Service address on a port no Service defines: refused at once (the socket call fails with EPERM), as kube-proxy rejects it');
     }
-    steps.push({ step: 'frontend', result: `no frontend ${q.proto} ${to}${vip !== undefined ? ` (${q.to.addr} is a Service address)` : ''}`, detail: { found: false, serviceAddress: vip !== undefined } });
-    return done('passed', q.path === 'socket' ? `not a Service frontend: the connection goes to ${to} untranslated` : `not a Service frontend: the packet passes to the node's stack untranslated`);
+    steps.push({
+      step: 'frontend',
+      result: `no frontend ${q.proto} ${to}${vip !== undefined ? ` (${q.to.addr} is a Service address)` : ''}`,
+      detail: { found: false, serviceAddress: vip !== undefined },
+    });
+    return done(
+      'passed',
+      q.path === 'socket'
+        ? `not a Service frontend: the connection goes to ${to} untranslated`
+        : `not a Service frontend: the packet passes to the node's stack untranslated`,
+    );
   }
   const meta = maps.meta(master.frontendId);
   trace.frontend = {
@@ -213,7 +239,11 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
   // SCTP: programmed, never carried (rule 39 of docs/semantics.md).
   if (q.proto === 'SCTP') {
     if (q.path === 'socket') {
-      steps.push({ step: 'sctp', result: 'Linux runs no connect or sendmsg hook for SCTP sockets: kpr never sees the association', detail: { translated: false } });
+      steps.push({
+        step: 'sctp',
+        result: 'Linux runs no connect or sendmsg hook for SCTP sockets: kpr never sees the association',
+        detail: { translated: false },
+      });
       return done('passed', `SCTP is not translated at the socket: the association goes to ${to} untranslated (docs/semantics.md rule 39)`);
     }
     steps.push({ step: 'sctp', result: 'kpr does not rewrite SCTP (its CRC32c covers the ports)', detail: { translated: false } });
@@ -223,10 +253,18 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
   // Source ranges: the tc path only.
   if (master.flags & SVC_FLAG.SOURCE_RANGES) {
     if (q.path === 'socket') {
-      steps.push({ step: 'source-ranges', result: 'loadBalancerSourceRanges are not applied to callers on the node (socket path)', detail: { applied: false } });
+      steps.push({
+        step: 'source-ranges',
+        result: 'loadBalancerSourceRanges are not applied to callers on the node (socket path)',
+        detail: { applied: false },
+      });
     } else {
       const allowed = maps.sourceRangeAllows(master.frontendId, q.from!.addr);
-      steps.push({ step: 'source-ranges', result: `${q.from!.addr} is ${allowed ? '' : 'not '}in the frontend's loadBalancerSourceRanges`, detail: { applied: true, allowed } });
+      steps.push({
+        step: 'source-ranges',
+        result: `${q.from!.addr} is ${allowed ? '' : 'not '}in the frontend's loadBalancerSourceRanges`,
+        detail: { applied: true, allowed },
+      });
       if (!allowed) return done('dropped', `${q.from!.addr} is outside loadBalancerSourceRanges (kpr_datapath_drops_total{reason="source_range"})`);
     }
   } else {
@@ -273,14 +311,37 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
         : chosen
           ? `${q.from!.addr} -> ${hostPort(chosen.address, chosen.port)} (last used ${age}s ago, timeout ${master.backendId}s)`
           : `${q.from!.addr} had backend id ${val.backendId}, ${!fresh ? `expired (last used ${age}s ago, timeout ${master.backendId}s)` : 'which no longer serves the frontend'}: a new choice`;
-      steps.push({ step: 'affinity', result, detail: { key: 'client address', hit: chosen !== undefined, entry: val ? { backendId: val.backendId, ageSeconds: age } : null, timeoutSeconds: master.backendId } });
+      steps.push({
+        step: 'affinity',
+        result,
+        detail: {
+          key: 'client address',
+          hit: chosen !== undefined,
+          entry: val ? { backendId: val.backendId, ageSeconds: age } : null,
+          timeoutSeconds: master.backendId,
+        },
+      });
     } else {
       const entries = maps.affinityEntries(master.frontendId).filter((e) => e.key.netnsCookie !== 0n);
       const fresh = entries.filter((e) => q.nowNs - e.val.lastUsedNs <= timeoutNs);
       steps.push({
         step: 'affinity',
-        result: `per network namespace of the caller (timeout ${master.backendId}s): ${fresh.length} live entr${fresh.length === 1 ? 'y' : 'ies'}${fresh.length ? ': ' + fresh.slice(0, 10).map((e) => `netns ${e.key.netnsCookie} -> backend id ${e.val.backendId}`).join(', ') : ''}`,
-        detail: { key: 'netns cookie', timeoutSeconds: master.backendId, entries: fresh.slice(0, 100).map((e) => ({ netnsCookie: String(e.key.netnsCookie), backendId: e.val.backendId, ageSeconds: seconds(q.nowNs - e.val.lastUsedNs) })) },
+        result: `per network namespace of the caller (timeout ${master.backendId}s): ${fresh.length} live entr${fresh.length === 1 ? 'y' : 'ies'}${
+          fresh.length
+            ? ': ' +
+              fresh
+                .slice(0, 10)
+                .map((e) => `netns ${e.key.netnsCookie} -> backend id ${e.val.backendId}`)
+                .join(', ')
+            : ''
+        }`,
+        detail: {
+          key: 'netns cookie',
+          timeoutSeconds: master.backendId,
+          entries: fresh
+            .slice(0, 100)
+            .map((e) => ({ netnsCookie: String(e.key.netnsCookie), backendId: e.val.backendId, ageSeconds: seconds(q.nowNs - e.val.lastUsedNs) })),
+        },
       });
     }
   } else {
@@ -293,14 +354,27 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
     const ref = maps.maglevRef(master.frontendId, scope);
     const known = q.path === 'tc' && q.from?.port !== undefined;
     if (!ref) {
-      steps.push({ step: 'maglev', result: 'Maglev frontend without a table (kpr_maglev_ref): chosen at random (kpr_datapath_maglev_random_fallbacks_total{reason="no_table"})', detail: { table: null } });
+      steps.push({
+        step: 'maglev',
+        result: 'Maglev frontend without a table (kpr_maglev_ref): chosen at random (kpr_datapath_maglev_random_fallbacks_total{reason="no_table"})',
+        detail: { table: null },
+      });
     } else if (!known) {
-      const why = q.path === 'socket' ? 'the socket path hashes the connecting socket\'s bound source; an unbound socket\'s connect is chosen at random' : 'give --from ADDR:PORT for the backend of one flow';
+      const why =
+        q.path === 'socket'
+          ? "the socket path hashes the connecting socket's bound source; an unbound socket's connect is chosen at random"
+          : 'give --from ADDR:PORT for the backend of one flow';
       steps.push({ step: 'maglev', result: `table ${ref.tableId} (M=${ref.m}): ${why}`, detail: { tableId: ref.tableId, m: ref.m } });
     } else {
       const from = q.from!;
       const nodePort = (master.flags & SVC_FLAG.NODE_PORT) !== 0;
-      const hash = tupleHash({ saddr: addrBytes(from.addr), daddr: nodePort ? new Uint8Array(16) : addrBytes(q.to.addr), sport: from.port!, dport: q.to.port, proto });
+      const hash = tupleHash({
+        saddr: addrBytes(from.addr),
+        daddr: nodePort ? new Uint8Array(16) : addrBytes(q.to.addr),
+        sport: from.port!,
+        dport: q.to.port,
+        proto,
+      });
       const index = slotOf(hash, ref.m);
       const slot = maps.maglevChunk(ref.tableId, Math.floor(index / MAGLEV_CHUNK_ENTRIES))?.[index % MAGLEV_CHUNK_ENTRIES] ?? 0;
       maglevPick = slot >= 1 && slot <= master.count ? backends[slot - 1] : undefined;
@@ -319,17 +393,30 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
     const snatV = q.to.addr.includes(':') ? cfg?.snatV6 : cfg?.snatV4;
     const snat = q.role === 'ext' ? !(master.flags & SVC_FLAG.LOCAL_ONLY) : undefined;
     const result =
-      snat === true ? `source NATed to the node (${snatV || 'no SNAT address configured: the packet is dropped'}), as kube-proxy masquerades external traffic`
-      : snat === false ? 'client address kept (externalTrafficPolicy Local)'
-      : 'client address kept (a pod reaching itself is NATed to the node: hairpin)';
+      snat === true
+        ? `source NATed to the node (${snatV || 'no SNAT address configured: the packet is dropped'}), as kube-proxy masquerades external traffic`
+        : snat === false
+          ? 'client address kept (externalTrafficPolicy Local)'
+          : 'client address kept (a pod reaching itself is NATed to the node: hairpin)';
     steps.push({ step: 'nat', result, detail: { snat: snat ?? 'hairpin-only', snatAddress: snatV || null } });
   }
 
   const all = backends.filter((b) => b.address !== '?').map((b) => hostPort(b.address, b.port));
-  if (chosen) return done('translated', `affinity: a new connection goes to ${hostPort(chosen.address, chosen.port)}`, { backend: hostPort(chosen.address, chosen.port) });
-  if (maglevPick) return done('translated', `Maglev: a new connection of this flow goes to ${hostPort(maglevPick.address, maglevPick.port)} on every node with the same backends`, { backend: hostPort(maglevPick.address, maglevPick.port) });
+  if (chosen)
+    return done('translated', `affinity: a new connection goes to ${hostPort(chosen.address, chosen.port)}`, {
+      backend: hostPort(chosen.address, chosen.port),
+    });
+  if (maglevPick)
+    return done(
+      'translated',
+      `Maglev: a new connection of this flow goes to ${hostPort(maglevPick.address, maglevPick.port)} on every node with the same backends`,
+      { backend: hostPort(maglevPick.address, maglevPick.port) },
+    );
   const each = master.count === 1 ? '' : ` (each 1/${master.count})`;
-  if (svcAlgOf(master.flags) === SVC_ALG.MAGLEV && q.path === 'tc') return done('translated', `a new connection goes to one of ${master.count} backend${master.count === 1 ? '' : 's'}, by its 5-tuple's Maglev hash`, { backends: all });
+  if (svcAlgOf(master.flags) === SVC_ALG.MAGLEV && q.path === 'tc')
+    return done('translated', `a new connection goes to one of ${master.count} backend${master.count === 1 ? '' : 's'}, by its 5-tuple's Maglev hash`, {
+      backends: all,
+    });
   return done('translated', `a new connection goes to one of ${master.count} backend${master.count === 1 ? '' : 's'} at random${each}`, { backends: all });
 }
 

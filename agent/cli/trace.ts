@@ -100,9 +100,10 @@ class PinnedTraceMaps implements TraceMaps {
       const val = this.get<CtKey, CtVal>('ct', key);
       return val ? [{ key, val }] : [];
     }
-    return this.scan<CtKey, CtVal>('ct', (k) => k.dir === CT_DIR.ORIGINAL && k.proto === proto && k.saddr === from.addr && k.daddr === to.addr && k.dport === to.port).sort(
-      (a, b) => a.key.sport - b.key.sport,
-    );
+    return this.scan<CtKey, CtVal>(
+      'ct',
+      (k) => k.dir === CT_DIR.ORIGINAL && k.proto === proto && k.saddr === from.addr && k.daddr === to.addr && k.dport === to.port,
+    ).sort((a, b) => a.key.sport - b.key.sport);
   }
   config() {
     return this.get<number, ReturnType<TraceMaps['config']>>('config', 0);
@@ -138,9 +139,12 @@ export function traceCommand(argv: string[], env: NodeJS.ProcessEnv = process.en
   const role = values.role as TraceRole;
   if (role !== 'ext' && role !== 'pod') throw new UsageError(`invalid --role "${values.role}" (ext or pod)`, 'trace');
   if (path === 'tc' && !from) throw new UsageError('--path tc needs --from IP[:PORT]: the tc path decides by the client address', 'trace');
-  if (from && (from.addr.includes(':') !== to.addr.includes(':'))) throw new UsageError(`--from ${from.addr} and --to ${to.addr} are of different address families`, 'trace');
+  if (from && from.addr.includes(':') !== to.addr.includes(':'))
+    throw new UsageError(`--from ${from.addr} and --to ${to.addr} are of different address families`, 'trace');
   if (values.node !== undefined && values.node !== thisNode(env)) {
-    throw new UsageError(`kpr trace reads the maps of the node it runs on (${thisNode(env)}), not ${values.node}: run it there (e.g. kubectl exec into the kpr pod on ${values.node})`);
+    throw new UsageError(
+      `kpr trace reads the maps of the node it runs on (${thisNode(env)}), not ${values.node}: run it there (e.g. kubectl exec into the kpr pod on ${values.node})`,
+    );
   }
   const maps = new PinnedTraceMaps(values.bpffs!);
   try {

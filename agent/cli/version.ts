@@ -91,21 +91,31 @@ export async function versionReport(bpfObject: string, metricsAddress: string, t
 }
 
 export function formatVersion(r: VersionReport): string {
-  const agent = r.agent.version !== undefined
-    ? `${r.agent.version}${r.agent.nodeVersion ? ` (Node.js ${r.agent.nodeVersion})` : ''}, from ${r.agent.address}`
-    : `not reachable at ${r.agent.address} (${r.agent.error})`;
-  return [
-    `kpr CLI   ${r.version}`,
-    `commit    ${r.commit}${r.commitSource === 'git' ? ' (from the repository)' : ''}`,
-    `node      ${r.node}`,
-    `agent     ${agent}`,
-    '',
-    table(['BPF OBJECT', 'SHA-256'], r.bpfObjects.map((o) => [o.path, o.sha256 ?? `(${o.error})`])).trimEnd(),
-  ].join('\n') + '\n';
+  const agent =
+    r.agent.version !== undefined
+      ? `${r.agent.version}${r.agent.nodeVersion ? ` (Node.js ${r.agent.nodeVersion})` : ''}, from ${r.agent.address}`
+      : `not reachable at ${r.agent.address} (${r.agent.error})`;
+  return (
+    [
+      `kpr CLI   ${r.version}`,
+      `commit    ${r.commit}${r.commitSource === 'git' ? ' (from the repository)' : ''}`,
+      `node      ${r.node}`,
+      `agent     ${agent}`,
+      '',
+      table(
+        ['BPF OBJECT', 'SHA-256'],
+        r.bpfObjects.map((o) => [o.path, o.sha256 ?? `(${o.error})`]),
+      ).trimEnd(),
+    ].join('\n') + '\n'
+  );
 }
 
 export async function versionCommand(argv: string[]): Promise<string> {
   const { values } = parseCommand(commandSpec('version'), argv);
-  const r = await versionReport((values['bpf-object'] as string | undefined) ?? defaultBpfObject(), values['metrics-address'] as string, agentTimeoutMs(values.timeout as string));
+  const r = await versionReport(
+    (values['bpf-object'] as string | undefined) ?? defaultBpfObject(),
+    values['metrics-address'] as string,
+    agentTimeoutMs(values.timeout as string),
+  );
   return values.output === 'json' ? JSON.stringify(r, null, 2) + '\n' : formatVersion(r);
 }

@@ -17,7 +17,15 @@ import { parseBindAddress } from '../net/listen-address.js';
 import { TC_ATTACH_SETTINGS, type TcAttachSetting } from '../datapath/tc-hooks.js';
 import type { MapCapacities } from '../maps/capacities.js';
 import type { UdpTerminationSetting } from '../datapath/udp-terminator.js';
-import { CONNTRACK_MAX_PER_CORE_DEFAULT, CONNTRACK_MIN_DEFAULT, MAP_SIZE_SETTINGS, MAP_SIZE_SETTING_NAMES, parseMapSize, parseSizeRatio, type MapSizeOptions } from '../datapath/map-sizes.js';
+import {
+  CONNTRACK_MAX_PER_CORE_DEFAULT,
+  CONNTRACK_MIN_DEFAULT,
+  MAP_SIZE_SETTINGS,
+  MAP_SIZE_SETTING_NAMES,
+  parseMapSize,
+  parseSizeRatio,
+  type MapSizeOptions,
+} from '../datapath/map-sizes.js';
 
 export interface AgentConfig {
   kubeconfig?: string;
@@ -108,7 +116,8 @@ export function parseTestMapCapacities(text: string): Partial<MapCapacities> {
   for (const part of list(text)) {
     const m = /^(\w+)=(\d+)$/.exec(part);
     const key = m?.[1] as keyof MapCapacities | undefined;
-    if (!m || !key || !keys.includes(key)) throw new Error(`invalid ${TEST_MAP_CAPACITIES_ENV} entry "${part}" (e.g. svc=40,backend=30; keys: ${keys.join(', ')})`);
+    if (!m || !key || !keys.includes(key))
+      throw new Error(`invalid ${TEST_MAP_CAPACITIES_ENV} entry "${part}" (e.g. svc=40,backend=30; keys: ${keys.join(', ')})`);
     out[key] = Number(m[2]);
   }
   return out;
@@ -207,7 +216,10 @@ const LEVELS: LogLevel[] = ['error', 'warn', 'info', 'debug', 'trace'];
 
 /** "a, b,,c" → ["a", "b", "c"]. */
 function list(text: string | undefined): string[] {
-  return (text ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  return (text ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
 }
 
 /** A comma-separated CIDR list, each checked now (a typo must not silently allow or deny addresses). */
@@ -339,7 +351,10 @@ export function parseAgentArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     netns: values.netns || undefined,
     externalInterfaces: list(values['external-interfaces']),
     podInterfaces: list(values['pod-interfaces']),
-    nodePortAddresses: nodePortAddressesForMode(kubeProxyNodePortAddresses(list(values['node-port-addresses']), '--node-port-addresses'), fromKubeProxy.proxyMode ?? expanded.proxyMode),
+    nodePortAddresses: nodePortAddressesForMode(
+      kubeProxyNodePortAddresses(list(values['node-port-addresses']), '--node-port-addresses'),
+      fromKubeProxy.proxyMode ?? expanded.proxyMode,
+    ),
     externalIPCidrs: cidrList(values['external-ip-cidrs'], '--external-ip-cidrs'),
     socketLbHostOnly: values['socket-lb-host-only'] ?? false,
     sourceRangesAllExternal: values['source-ranges-all-external'] ?? false,

@@ -87,7 +87,12 @@ export function configFileContents(text: string, flags: FlagTable, source = 'con
   if (isKubeProxyConfiguration(doc as Record<string, unknown>)) {
     try {
       const kp = kubeProxyConfigArgs(doc as Record<string, unknown>, source, (flag) => Object.hasOwn(flags, flag.replace(/^--/, '')));
-      return { args: kp.args, ignored: kp.ignored, unknown: kp.unknown, kubeProxy: { ...(kp.proxyMode === undefined ? {} : { proxyMode: kp.proxyMode }), conntrack: kp.conntrack } };
+      return {
+        args: kp.args,
+        ignored: kp.ignored,
+        unknown: kp.unknown,
+        kubeProxy: { ...(kp.proxyMode === undefined ? {} : { proxyMode: kp.proxyMode }), conntrack: kp.conntrack },
+      };
     } catch (err) {
       throw err instanceof KubeProxyConfigError ? new ConfigFileError(err.message) : err;
     }
@@ -96,7 +101,10 @@ export function configFileContents(text: string, flags: FlagTable, source = 'con
   for (const [key, value] of Object.entries(doc as Record<string, unknown>)) {
     const flag = flags[key];
     if (!flag || NOT_IN_FILE.has(key)) {
-      const known = Object.keys(flags).filter((k) => !NOT_IN_FILE.has(k)).sort().join(', ');
+      const known = Object.keys(flags)
+        .filter((k) => !NOT_IN_FILE.has(k))
+        .sort()
+        .join(', ');
       throw new ConfigFileError(`${source}: unknown key "${key}" (known keys: ${known})`);
     }
     if (value === null || value === undefined) continue; // an empty value means "use the default"
@@ -107,7 +115,8 @@ export function configFileContents(text: string, flags: FlagTable, source = 'con
         if (v) args.push(`--${key}`);
       } else {
         // A boolean is a string flag's "true"/"false" (--service-counters=false).
-        if (typeof v !== 'string' && typeof v !== 'number' && typeof v !== 'boolean') throw new ConfigFileError(`${source}: key "${key}" must be a string or a number, not ${JSON.stringify(v)}`);
+        if (typeof v !== 'string' && typeof v !== 'number' && typeof v !== 'boolean')
+          throw new ConfigFileError(`${source}: key "${key}" must be a string or a number, not ${JSON.stringify(v)}`);
         args.push(`--${key}=${String(v)}`);
       }
     }
@@ -116,7 +125,11 @@ export function configFileContents(text: string, flags: FlagTable, source = 'con
 }
 
 /** The config file at `file`, read within the limits above; errors name the file. */
-export function readConfigFile(file: string, flags: FlagTable, readFile: (p: string) => string = (p) => readRegularFile(p, CONFIG_MAX_BYTES)): ConfigFileContents {
+export function readConfigFile(
+  file: string,
+  flags: FlagTable,
+  readFile: (p: string) => string = (p) => readRegularFile(p, CONFIG_MAX_BYTES),
+): ConfigFileContents {
   let text: string;
   try {
     text = readFile(file);

@@ -46,10 +46,11 @@ type Field = Leaf | Section;
 const isSection = (f: Field): f is Section => 'fields' in f;
 
 const PROXY_RULES = 'kube-proxy rule programming; kpr has no iptables/IPVS/nftables rules';
-const syncPeriods = (mode: 'iptables' | 'ipvs' | 'nftables') => ({
-  syncPeriod: { type: 'duration', flag: '--sync-period', mode },
-  minSyncPeriod: { type: 'duration', flag: '--min-sync-period', mode },
-}) satisfies Record<string, Leaf>;
+const syncPeriods = (mode: 'iptables' | 'ipvs' | 'nftables') =>
+  ({
+    syncPeriod: { type: 'duration', flag: '--sync-period', mode },
+    minSyncPeriod: { type: 'duration', flag: '--min-sync-period', mode },
+  }) satisfies Record<string, Leaf>;
 
 /**
  * Every v1alpha1 field (k8s.io/kube-proxy/config/v1alpha1/types.go), as kpr reads it.
@@ -64,8 +65,8 @@ export const KUBE_PROXY_CONFIG_FIELDS: Record<string, Field> = {
       kubeconfig: { type: 'string', flag: '--kubeconfig' },
       acceptContentTypes: { type: 'string', ignored: 'kpr speaks JSON to the API server' },
       contentType: { type: 'string', ignored: 'kpr speaks JSON to the API server' },
-      qps: { type: 'number', ignored: "kpr only lists and watches; no client-side rate limiter" },
-      burst: { type: 'int', ignored: "kpr only lists and watches; no client-side rate limiter" },
+      qps: { type: 'number', ignored: 'kpr only lists and watches; no client-side rate limiter' },
+      burst: { type: 'int', ignored: 'kpr only lists and watches; no client-side rate limiter' },
     },
   },
   logging: { type: 'object', ignored: 'klog settings; kpr logs JSON, see --log-level and -v' },
@@ -76,7 +77,10 @@ export const KUBE_PROXY_CONFIG_FIELDS: Record<string, Field> = {
   bindAddressHardFail: { type: 'bool', ignored: 'kpr always retries a busy port every 5 s (bindAddressHardFail: false)' },
   enableProfiling: { type: 'bool', ignored: 'no /debug/pprof' },
   showHiddenMetricsForVersion: { type: 'string', ignored: "kube-proxy's metrics" },
-  mode: { type: 'string', ignored: "kpr is its own mode (eBPF); it picks which section's syncPeriod is read, and nftables makes nodePortAddresses default to primary" },
+  mode: {
+    type: 'string',
+    ignored: "kpr is its own mode (eBPF); it picks which section's syncPeriod is read, and nftables makes nodePortAddresses default to primary",
+  },
   iptables: {
     fields: {
       masqueradeBit: { type: 'int', ignored: PROXY_RULES },
@@ -168,7 +172,10 @@ export function isKubeProxyConfiguration(doc: Record<string, unknown>): boolean 
  */
 export function kubeProxyNodePortAddresses(values: readonly string[], where: string): string[] {
   const out: string[] = [];
-  for (const v of values.flatMap((s) => s.split(',')).map((s) => s.trim()).filter(Boolean)) {
+  for (const v of values
+    .flatMap((s) => s.split(','))
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     if (v === 'all') out.push('0.0.0.0/0', '::/0');
     else if (v === 'localhost') throw new KubeProxyConfigError(`${where}: "localhost" (NodePorts on loopback addresses) is not served by kpr; remove it`);
     else out.push(v);

@@ -129,7 +129,8 @@ export function translateKubeProxyFlags(argv: readonly string[], kprFlag: (name:
       value = argv[++i];
     }
     if (alias === undefined) {
-      if (value !== undefined && value !== 'true' && value !== 'false' && ignoredBool) throw new Error(`--${name} (a kube-proxy flag) is true or false, not "${value}"`);
+      if (value !== undefined && value !== 'true' && value !== 'false' && ignoredBool)
+        throw new Error(`--${name} (a kube-proxy flag) is true or false, not "${value}"`);
       if (!ignored.includes(`--${name}`)) ignored.push(`--${name}`);
       if (name === 'proxy-mode') proxyMode = value;
     } else if (name === 'nodeport-addresses') {

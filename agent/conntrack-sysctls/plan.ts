@@ -87,7 +87,14 @@ export function planConntrackSysctls(s: ConntrackSysctlSettings, facts: Conntrac
       const buckets = facts.current[HASHSIZE];
       const wantBuckets = Math.floor(want / 4);
       if (buckets !== undefined && buckets < wantBuckets) {
-        steps.push({ name: HASHSIZE, current: buckets, want: wantBuckets, action: 'write', why: `nf_conntrack_max raised to ${want}: a quarter of it in buckets`, after: max });
+        steps.push({
+          name: HASHSIZE,
+          current: buckets,
+          want: wantBuckets,
+          action: 'write',
+          why: `nf_conntrack_max raised to ${want}: a quarter of it in buckets`,
+          after: max,
+        });
       } else if (buckets !== undefined) {
         steps.push({ name: HASHSIZE, current: buckets, action: 'keep', why: `at least a quarter of nf_conntrack_max ${want}` });
       }
@@ -98,7 +105,8 @@ export function planConntrackSysctls(s: ConntrackSysctlSettings, facts: Conntrac
   const liberal = CONNTRACK_SYSCTLS.tcpBeLiberal;
   const cur = facts.current[liberal];
   if (!s.tcpBeLiberal.value) steps.push({ name: liberal, current: cur, action: 'leave', why: `${src(s.tcpBeLiberal, 'tcpBeLiberal')}: false leaves it as is` });
-  else if (cur === undefined) steps.push({ name: liberal, want: 1, action: 'skip', why: `no such sysctl (nf_conntrack not loaded); ${src(s.tcpBeLiberal, 'tcpBeLiberal')}` });
+  else if (cur === undefined)
+    steps.push({ name: liberal, want: 1, action: 'skip', why: `no such sysctl (nf_conntrack not loaded); ${src(s.tcpBeLiberal, 'tcpBeLiberal')}` });
   else if (cur === 1) steps.push({ name: liberal, current: cur, want: 1, action: 'keep', why: `already so; ${src(s.tcpBeLiberal, 'tcpBeLiberal')}` });
   else steps.push({ name: liberal, current: cur, want: 1, action: 'write', why: src(s.tcpBeLiberal, 'tcpBeLiberal') });
   steps.push(timeout(CONNTRACK_SYSCTLS.udp, s.udpTimeoutS, 'udpTimeout', facts));

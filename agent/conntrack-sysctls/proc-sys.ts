@@ -45,10 +45,10 @@ export interface StepResult {
 }
 
 const REASONS: Record<string, string> = {
-  EACCES: 'permission denied (read-only here: a network namespace other than the host\'s?)',
+  EACCES: "permission denied (read-only here: a network namespace other than the host's?)",
   EPERM: 'not permitted (needs CAP_NET_ADMIN/CAP_SYS_ADMIN in the host: a privileged container)',
-  EROFS: 'read-only file system (a container\'s /proc/sys and /sys are read-only unless it is privileged)',
-  EOPNOTSUPP: 'not supported from this network namespace (the kernel takes it only from the host\'s)',
+  EROFS: "read-only file system (a container's /proc/sys and /sys are read-only unless it is privileged)",
+  EOPNOTSUPP: "not supported from this network namespace (the kernel takes it only from the host's)",
   EINVAL: 'the kernel refused the value',
   ENOENT: 'no such file (nf_conntrack not loaded)',
 };

@@ -11,7 +11,22 @@ const statIndex = mapCodecs(MAPS.stats).key;
 
 export interface StatMetric {
   /** Prometheus metric name (without the kpr_datapath_ prefix and _total suffix). */
-  metric: 'translations' | 'refusals' | 'backend_missing' | 'drops' | 'tc_packets' | 'affinity_hits' | 'sockets_destroyed' | 'conntrack_lost_flows' | 'conntrack_reply_restored' | 'snat_port_skips' | 'snat_ports_exhausted' | 'monitor_events_lost' | 'masquerade' | 'maglev_random_fallbacks' | 'other';
+  metric:
+    | 'translations'
+    | 'refusals'
+    | 'backend_missing'
+    | 'drops'
+    | 'tc_packets'
+    | 'affinity_hits'
+    | 'sockets_destroyed'
+    | 'conntrack_lost_flows'
+    | 'conntrack_reply_restored'
+    | 'snat_port_skips'
+    | 'snat_ports_exhausted'
+    | 'monitor_events_lost'
+    | 'masquerade'
+    | 'maglev_random_fallbacks'
+    | 'other';
   /** The label of this slot, if the metric has one. */
   label?: { name: 'path' | 'reason' | 'action' | 'stat'; value: string };
 }
@@ -51,19 +66,23 @@ export const STAT_METRICS: Partial<Record<keyof typeof STAT, StatMetric>> = {
 };
 
 export const STAT_METRIC_HELP: Record<StatMetric['metric'], string> = {
-  translations: 'Socket-level service translations by hook (connect: TCP and connected UDP; sendmsg: unconnected UDP; recvmsg/getpeername: reverse translations).',
-  refusals: 'Socket calls to a service address refused (ECONNREFUSED; EPERM before Linux 5.18), by reason (no_backend: the frontend has no backend; unknown_port: a service address on a port no Service defines; unallocated: an address of a service range that no Service holds).',
+  translations:
+    'Socket-level service translations by hook (connect: TCP and connected UDP; sendmsg: unconnected UDP; recvmsg/getpeername: reverse translations).',
+  refusals:
+    'Socket calls to a service address refused (ECONNREFUSED; EPERM before Linux 5.18), by reason (no_backend: the frontend has no backend; unknown_port: a service address on a port no Service defines; unallocated: an address of a service range that no Service holds).',
   backend_missing:
     'Service connections (socket hooks) and new tc flows whose chosen backend was not in the maps (a race with the agent rewriting the Service): let through untranslated, to the service address, not refused.',
-  drops: 'Packets dropped on the tc path, by reason (no_backend, source_range, no_snat_port; unallocated: a new flow to an address of a service range that no Service holds; sctp: an SCTP packet to a frontend, which kpr does not translate).',
+  drops:
+    'Packets dropped on the tc path, by reason (no_backend, source_range, no_snat_port; unallocated: a new flow to an address of a service range that no Service holds; sctp: an SCTP packet to a frontend, which kpr does not translate).',
   tc_packets: 'Packets handled on the tc path, by action.',
   affinity_hits: 'Backend choices (socket hooks: connections and unconnected UDP sends; tc: new flows) that reused the backend session affinity remembered.',
   sockets_destroyed: 'Connected UDP sockets destroyed because their backend left the service.',
-  conntrack_lost_flows: 'TCP packets without SYN to a frontend that kpr_ct holds no flow for (evicted from the full LRU map, or expired while idle): balanced afresh, so the flow may be reset. Rising: raise --map-size-conntrack (or --conntrack-*).',
+  conntrack_lost_flows:
+    'TCP packets without SYN to a frontend that kpr_ct holds no flow for (evicted from the full LRU map, or expired while idle): balanced afresh, so the flow may be reset. Rising: raise --map-size-conntrack (or --conntrack-*).',
   conntrack_reply_restored:
     'tc path: REPLY entries of live flows put back from the ORIGINAL entry on a client packet, because kpr_ct had lost them (the LRU map evicts single entries, not flows) or they had expired while only the client sent; without them the replies would reach the node stack and be reset. Rising with conntrack_lost_flows: raise --map-size-conntrack.',
   snat_port_skips:
-    'tc path: SNAT port candidates skipped for a new flow, by what held the port towards the backend: node_socket (a socket of the node: a collision with the node\'s own connection avoided), conntrack (another kpr flow).',
+    "tc path: SNAT port candidates skipped for a new flow, by what held the port towards the backend: node_socket (a socket of the node: a collision with the node's own connection avoided), conntrack (another kpr flow).",
   snat_ports_exhausted:
     'tc path: new flows to SNAT for which every SNAT port candidate was taken: they keep the client\'s port if nothing holds it, else they are dropped (drops_total{reason="no_snat_port"}). Rising: too many flows from outside to one backend through this node, or ports of kpr\'s range held by the node.',
   monitor_events_lost:
@@ -71,7 +90,7 @@ export const STAT_METRIC_HELP: Record<StatMetric['metric'], string> = {
   masquerade:
     'Pod traffic masqueraded where kube-proxy masquerades it (--masquerade-pod-traffic): socket_divert, pod TCP connections the socket hooks left untranslated for the tc path; tc_snat, new pod flows the tc path SNATed to the node (an external address of an eTP=Cluster Service, or hairpin).',
   maglev_random_fallbacks:
-    'Backend choices for a Maglev frontend made at random instead, by reason: no_table (its table, or the entry a flow hashed to, was missing or named a slot past the frontend\'s count: a race with the agent rewriting it), socket_unbound (the socket path, for a socket with no source port yet: a plain connect; docs/semantics.md rule 40).',
+    "Backend choices for a Maglev frontend made at random instead, by reason: no_table (its table, or the entry a flow hashed to, was missing or named a slot past the frontend's count: a race with the agent rewriting it), socket_unbound (the socket path, for a socket with no source port yet: a plain connect; docs/semantics.md rule 40).",
   other: 'Datapath counters without a metric of their own yet, by enum kpr_stat name.',
 };
 

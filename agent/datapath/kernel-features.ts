@@ -126,7 +126,10 @@ export const FAIL_ENV = 'KPR_FAIL_KERNEL_FEATURES';
 export function parseFeatureList(text: string | undefined): { features: Set<KernelFeature>; unknown: string[] } {
   const features = new Set<KernelFeature>();
   const unknown: string[] = [];
-  for (const name of (text ?? '').split(',').map((s) => s.trim()).filter(Boolean)) {
+  for (const name of (text ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     if ((KERNEL_FEATURE_NAMES as readonly string[]).includes(name)) features.add(name as KernelFeature);
     else unknown.push(name);
   }
@@ -213,9 +216,11 @@ export class KernelFeatures {
     this.unprobed.delete(feature);
     const spec = KERNEL_FEATURES[feature];
     const detail = `${probe.detail}; kernel ${spec.since}+`;
-    this.set(probe.present
-      ? { feature, state: 'active', detail, required: !!spec.required }
-      : { feature, state: 'off', lost: spec.lost, detail, required: !!spec.required });
+    this.set(
+      probe.present
+        ? { feature, state: 'active', detail, required: !!spec.required }
+        : { feature, state: 'off', lost: spec.lost, detail, required: !!spec.required },
+    );
   }
 
   /** A component took over for an absent feature with `fallback` (one of the spec's names). */

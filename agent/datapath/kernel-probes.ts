@@ -6,8 +6,16 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import {
-  BPF_ATTACH_TYPE, BPF_MAP_TYPE, BpfIterator, BpfObject,
-  currentNetnsCookie, setLibbpfLogger, probeBatchLookup, probeCgroupAttachType, probeMapType, tcxSupported,
+  BPF_ATTACH_TYPE,
+  BPF_MAP_TYPE,
+  BpfIterator,
+  BpfObject,
+  currentNetnsCookie,
+  setLibbpfLogger,
+  probeBatchLookup,
+  probeCgroupAttachType,
+  probeMapType,
+  tcxSupported,
 } from '../../native/index.js';
 import { DISABLE_ENV, FAIL_ENV, KernelFeatures, parseFeatureList, type KernelFeature, type ProbeResult } from './kernel-features.js';
 

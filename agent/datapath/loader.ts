@@ -14,7 +14,17 @@
  */
 import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { BATCH_WRITER_LIBRARY, BpfIterator, BpfMap, BpfObject, cgroupId, DEFAULT_BPFFS_ROOT, detachPinnedLink, ensureBpffs, type CgroupAttachment } from '../../native/index.js';
+import {
+  BATCH_WRITER_LIBRARY,
+  BpfIterator,
+  BpfMap,
+  BpfObject,
+  cgroupId,
+  DEFAULT_BPFFS_ROOT,
+  detachPinnedLink,
+  ensureBpffs,
+  type CgroupAttachment,
+} from '../../native/index.js';
 import { MAP_NAMES, encodeConfig, mapCodecs, type KprConfig } from '../maps/layout.js';
 import { MAPS, MAP_BY_NAME } from '../maps/registry.js';
 import type { Logger } from '../log/log.js';
@@ -201,7 +211,8 @@ export function loadDatapath(opts: DatapathOptions, log: Logger, features: Kerne
     const udp = loadUdpIterator(opts, features, (file) => open(file, [], false));
     for (const prog of skipped) {
       try {
-        if (detachPinnedLink(linkPinPath(opts.bpffsDir, prog))) log.info('detached the pinned link of a socket program this kernel cannot run', { program: prog });
+        if (detachPinnedLink(linkPinPath(opts.bpffsDir, prog)))
+          log.info('detached the pinned link of a socket program this kernel cannot run', { program: prog });
       } catch (err) {
         log.warn('could not detach a pinned link', { program: prog, error: (err as Error).message });
       }
@@ -293,7 +304,9 @@ export function loadDatapath(opts: DatapathOptions, log: Logger, features: Kerne
           return summary;
         },
       };
-      log.warn('socket programs attached after the initial sync (the maps migrate to a new set): the previous programs keep serving until then', { maps: migration.reasons });
+      log.warn('socket programs attached after the initial sync (the maps migrate to a new set): the previous programs keep serving until then', {
+        maps: migration.reasons,
+      });
     } else {
       dp.attachSockPrograms();
     }
@@ -307,7 +320,11 @@ export function loadDatapath(opts: DatapathOptions, log: Logger, features: Kerne
 }
 
 /** The UDP socket iterator, when this kernel can run it and it was asked for. */
-function loadUdpIterator(opts: DatapathOptions, features: KernelFeatures, open: (file: string) => BpfObject): { udpIterator?: BpfIterator; udpIteratorError?: string } {
+function loadUdpIterator(
+  opts: DatapathOptions,
+  features: KernelFeatures,
+  open: (file: string) => BpfObject,
+): { udpIterator?: BpfIterator; udpIteratorError?: string } {
   if (!(opts.loadUdpIterator ?? true)) return { udpIteratorError: 'not loaded (--udp-termination netlink)' };
   // Decided already (treated as absent through KPR_DISABLE_KERNEL_FEATURES).
   if (features.probed('bpf-sock-destroy')) return { udpIteratorError: features.status('bpf-sock-destroy').detail };
@@ -349,19 +366,23 @@ function dropIncompatibleRings(opts: DatapathOptions, log: Logger): void {
 /** Pins the plan leaves behind: other versions of a map nothing uses, what an interrupted migration staged and will not be reused. */
 function removeLeftovers(plan: Exclude<PinPlan, { mode: 'refuse' }>, bpffsDir: string, log: Logger): void {
   if (!plan.remove.length) return;
-  log.info('removing map pins nothing uses (other layout versions, or staged by a migration that did not finish)', { pins: plan.remove.map((r) => `${r.dir}/${r.file}`) });
+  log.info('removing map pins nothing uses (other layout versions, or staged by a migration that did not finish)', {
+    pins: plan.remove.map((r) => `${r.dir}/${r.file}`),
+  });
   for (const r of plan.remove) rmSync(path.join(pinDirPath(bpffsDir, r.dir), r.file), { force: true });
 }
 
 function startMigration(plan: Extract<PinPlan, { mode: 'migrate' }>, opts: DatapathOptions, log: Logger): Migration {
   const foreign = plan.maps.filter((m) => m.reason === 'foreign');
   if (foreign.length) {
-    log.error('pinned maps are not the maps kpr defines; they are left to the previous programs and the new set starts them empty', { maps: foreign.map((m) => ({ name: m.name, why: m.detail })) });
+    log.error('pinned maps are not the maps kpr defines; they are left to the previous programs and the new set starts them empty', {
+      maps: foreign.map((m) => ({ name: m.name, why: m.detail })),
+    });
     for (const m of foreign) opts.onIncompatiblePin?.(m.name);
   }
   mkdirSync(mapStagingDir(opts.bpffsDir), { recursive: true, mode: 0o700 });
   const migration = new Migration(opts.bpffsDir, plan.maps, log);
-  log.warn('maps migrate to a new set (layout version, size, or not kpr\'s map); connections keep being served', {
+  log.warn("maps migrate to a new set (layout version, size, or not kpr's map); connections keep being served", {
     maps: migration.reasons,
     staged: plan.maps.filter((m) => m.reuseStaged).map((m) => mapPinName(m.name, MAP_BY_NAME.get(m.name)!.version)),
   });

@@ -97,7 +97,8 @@ function writeAll(dst: BpfMap, keys: Buffer, values: Buffer, count: number, mode
     dst.updateBatch(keys, values, count, BPF_ANY);
     return { written: count, existing: 0, full: false };
   } catch (err) {
-    if (err instanceof KprBpfError && err.processed !== undefined && (err.errno === E2BIG || err.errno === ENOSPC)) return { written: err.processed, existing: 0, full: true };
+    if (err instanceof KprBpfError && err.processed !== undefined && (err.errno === E2BIG || err.errno === ENOSPC))
+      return { written: err.processed, existing: 0, full: true };
     throw err;
   }
 }

@@ -62,13 +62,21 @@ export interface MapSizeSettingSpec {
 
 export const MAP_SIZE_SETTINGS: Readonly<Record<MapSizeSetting, MapSizeSettingSpec>> = {
   services: { flag: 'map-size-services', maps: ['svc'], what: 'kpr_svc: one entry per frontend plus one per backend of each frontend' },
-  frontends: { flag: 'map-size-frontends', maps: ['svcMeta', 'svcStats', 'vip'], what: 'frontend ids (Service ports × addresses): kpr_svc_meta, kpr_svc_stats, kpr_vip; default a quarter of --map-size-services' },
+  frontends: {
+    flag: 'map-size-frontends',
+    maps: ['svcMeta', 'svcStats', 'vip'],
+    what: 'frontend ids (Service ports × addresses): kpr_svc_meta, kpr_svc_stats, kpr_vip; default a quarter of --map-size-services',
+  },
   backends: { flag: 'map-size-backends', maps: ['backend', 'affinityMatch'], what: 'kpr_backend (one per distinct backend) and kpr_aff_match' },
   revnat: { flag: 'map-size-revnat', maps: ['revnat'], what: 'kpr_revnat: one per translated UDP socket / connected flow (LRU)' },
   affinity: { flag: 'map-size-affinity', maps: ['affinity'], what: 'kpr_affinity: one per (client, Service) with sessionAffinity ClientIP (LRU)' },
   conntrack: { flag: 'map-size-conntrack', maps: ['ct'], what: 'kpr_ct: one per flow on the tc path (LRU)' },
   sourceRanges: { flag: 'map-size-source-ranges', maps: ['srcRange'], what: 'kpr_src_range: one per (frontend, loadBalancerSourceRanges CIDR)' },
-  maglev: { flag: 'map-size-maglev', maps: ['maglev'], what: 'kpr_maglev: Maglev table chunks of 1,024 entries (2 KiB each, preallocated); a table of M entries takes ceil(M/1024), shared by frontends with the same backends' },
+  maglev: {
+    flag: 'map-size-maglev',
+    maps: ['maglev'],
+    what: 'kpr_maglev: Maglev table chunks of 1,024 entries (2 KiB each, preallocated); a table of M entries takes ceil(M/1024), shared by frontends with the same backends',
+  },
 };
 
 export const MAP_SIZE_SETTING_NAMES = Object.keys(MAP_SIZE_SETTINGS) as MapSizeSetting[];

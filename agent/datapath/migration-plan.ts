@@ -138,7 +138,8 @@ export function planPins(found: readonly FoundPin[], wanted: readonly WantedMap[
       } else {
         m.source = { file: old.file, dir: 'maps', version: old.version, id: old.info!.id };
         if (old.version !== want.version) Object.assign(m, { reason: 'layout', detail: `layout v${old.version} -> v${want.version}` });
-        else if (old.info!.maxEntries !== want.maxEntries) Object.assign(m, { reason: 'size', detail: `${old.info!.maxEntries} -> ${want.maxEntries} entries` });
+        else if (old.info!.maxEntries !== want.maxEntries)
+          Object.assign(m, { reason: 'size', detail: `${old.info!.maxEntries} -> ${want.maxEntries} entries` });
       }
     }
     if (m.reason) migrate = true;

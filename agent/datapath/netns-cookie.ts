@@ -79,7 +79,8 @@ export function netnsCookieBySocketProbe(opts: SocketProbeOptions): bigint {
           spawnSync(process.execPath, ['-e', CHILD_SCRIPT, dir], { stdio: ['ignore', 'ignore', 'pipe'], timeout: PROBE_TIMEOUT_MS, env, encoding: 'utf8' }),
         );
         if (r.error) throw new Error(`netns cookie probe process: ${r.error.message}`);
-        if (r.status !== 0) throw new Error(`netns cookie probe process exited with ${r.status ?? r.signal}: ${(r.stderr ?? '').trim().split('\n').slice(-1)[0]}`);
+        if (r.status !== 0)
+          throw new Error(`netns cookie probe process exited with ${r.status ?? r.signal}: ${(r.stderr ?? '').trim().split('\n').slice(-1)[0]}`);
       } finally {
         link.close();
       }

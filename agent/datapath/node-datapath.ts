@@ -118,7 +118,9 @@ export class NodeDatapath {
       log.warn('service-mesh mode degraded: the node network namespace cookie is unknown on this kernel, so the socket hooks serve every caller (pods too)');
     }
     if (cfg.masqueradePodTraffic && opts.hostNetnsCookie === undefined) {
-      log.warn('pod masquerade off: the node network namespace cookie is unknown on this kernel, so the socket hooks cannot tell pods from node processes; pods reach endpoints with their own address (docs/semantics.md, rules 35 and 36)');
+      log.warn(
+        'pod masquerade off: the node network namespace cookie is unknown on this kernel, so the socket hooks cannot tell pods from node processes; pods reach endpoints with their own address (docs/semantics.md, rules 35 and 36)',
+      );
     }
     this.attacher = new TcAttacher({
       tcObject: dp.tcObject,
@@ -183,7 +185,12 @@ export class NodeDatapath {
         .then(
           (s) => {
             this.tick('conntrack_sweep', () => {});
-            if (s.removed > 0) this.log.debug('expired conntrack entries removed', { entries: s.removed, slices: s.slices, longestSliceMs: Math.round(s.longestSliceMs * 10) / 10 });
+            if (s.removed > 0)
+              this.log.debug('expired conntrack entries removed', {
+                entries: s.removed,
+                slices: s.slices,
+                longestSliceMs: Math.round(s.longestSliceMs * 10) / 10,
+              });
           },
           (err: unknown) => {
             // The agent stopping closes the map under a sweep in flight: not a failure.
@@ -304,14 +311,25 @@ export class NodeDatapath {
       tcpTimeoutS: this.cfg.ctTcpTimeoutS,
       tcpClosingTimeoutS: this.cfg.ctTcpClosingTimeoutS,
       udpTimeoutS: this.cfg.ctUdpTimeoutS,
-      flags: (hostOnly ? CFG_FLAG.SOCK_HOST_ONLY : 0) | (this.cfg.serviceCounters ? 0 : CFG_FLAG.NO_SVC_STATS) | (this.dp.migrating() ? CFG_FLAG.MIGRATING : 0) | (masq ? CFG_FLAG.MASQ_POD : 0) | (this.snatPortsOwned ? CFG_FLAG.SNAT_PORTS_RESERVED : 0),
+      flags:
+        (hostOnly ? CFG_FLAG.SOCK_HOST_ONLY : 0) |
+        (this.cfg.serviceCounters ? 0 : CFG_FLAG.NO_SVC_STATS) |
+        (this.dp.migrating() ? CFG_FLAG.MIGRATING : 0) |
+        (masq ? CFG_FLAG.MASQ_POD : 0) |
+        (this.snatPortsOwned ? CFG_FLAG.SNAT_PORTS_RESERVED : 0),
     };
     const text = JSON.stringify(config, (_k, v) => (typeof v === 'bigint' ? v.toString() : v));
     if (text === this.lastConfig) return;
     writeNodeConfig(this.dp.maps.config, config);
     this.written = encodeConfig(config);
     this.lastConfig = text;
-    this.log.info('node datapath settings', { snatV4: snat.v4 || null, snatV6: snat.v6 || null, socketLbHostOnly: this.cfg.socketLbHostOnly, socketHooksHostOnly: hostOnly, masqueradePodTraffic: masq });
+    this.log.info('node datapath settings', {
+      snatV4: snat.v4 || null,
+      snatV6: snat.v6 || null,
+      socketLbHostOnly: this.cfg.socketLbHostOnly,
+      socketHooksHostOnly: hostOnly,
+      masqueradePodTraffic: masq,
+    });
   }
 
   /**

@@ -79,7 +79,8 @@ function checkDir(dir: string, log: Logger, result: PinDirCheck): void {
     }
     st = fs.lstatSync(dir);
   }
-  if (st.isSymbolicLink()) throw new PinDirOwnershipError(`bpffs: ${dir} is a symbolic link (${describe(st)}); refusing to use it: a pin directory must be a real directory`);
+  if (st.isSymbolicLink())
+    throw new PinDirOwnershipError(`bpffs: ${dir} is a symbolic link (${describe(st)}); refusing to use it: a pin directory must be a real directory`);
   if (!st.isDirectory()) throw new PinDirOwnershipError(`bpffs: ${dir} is not a directory (${describe(st)}); refusing to use it`);
   const parentSt = fs.statSync(path.dirname(dir));
   // A bpffs mounted here is a mount root: created by whoever could mount, mode 1777 by default.
@@ -122,7 +123,9 @@ function checkPinsUnder(dir: string, log: Logger, result: PinDirCheck): void {
     }
     if (st.isSymbolicLink()) throw new PinDirOwnershipError(`bpffs: ${p} is a symbolic link (${describe(st)}); refusing to reuse it as a pin`);
     if (!ours(st.uid) || st.mode & 0o022) {
-      throw new PinDirOwnershipError(`bpffs: pin ${p} is ${describe(st)} (${!ours(st.uid) ? 'not owned by root' : 'writable by group or others'}); refusing to reuse it: another user could have planted it. Remove it and restart`);
+      throw new PinDirOwnershipError(
+        `bpffs: pin ${p} is ${describe(st)} (${!ours(st.uid) ? 'not owned by root' : 'writable by group or others'}); refusing to reuse it: another user could have planted it. Remove it and restart`,
+      );
     }
   }
 }

@@ -149,9 +149,9 @@ export class PinKeeper {
       repaired.push(repair);
     }
     if (repaired.some((r) => r.reason === 'replaced')) {
-      this.log.error('pinned objects replaced by others; pinned the agent\'s own again', { pins: repaired });
+      this.log.error("pinned objects replaced by others; pinned the agent's own again", { pins: repaired });
     } else if (repaired.length) {
-      this.log.warn('pins missing; pinned the agent\'s objects again', { count: repaired.length, pins: repaired.map((r) => r.pin) });
+      this.log.warn("pins missing; pinned the agent's objects again", { count: repaired.length, pins: repaired.map((r) => r.pin) });
     }
     return repaired;
   }

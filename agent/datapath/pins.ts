@@ -90,7 +90,8 @@ export function pinnedMapFiles(bpffsDir: string): Array<{ name: string; version:
     if (!p) continue;
     const have = best.get(p.name);
     const current = MAP_BY_NAME.get(p.name)?.version;
-    if (!have || (have.version !== current && (p.version === current || p.version > have.version))) best.set(p.name, { ...p, path: path.join(mapPinDir(bpffsDir), file) });
+    if (!have || (have.version !== current && (p.version === current || p.version > have.version)))
+      best.set(p.name, { ...p, path: path.join(mapPinDir(bpffsDir), file) });
   }
   return [...best.values()].sort((a, b) => (a.name < b.name ? -1 : 1));
 }

@@ -18,7 +18,14 @@ import type { Logger } from '../log/log.js';
 import { selectInterfaces, type InterfaceRole } from './interfaces.js';
 import type { AttachmentMissing, AttachmentRepaired } from './attachment-check.js';
 import {
-  chooseTcAttachMode, hookMode, MODE_LABEL, TC_PROGRAMS, type TcAttachMode, type TcAttachSetting, type TcAttachmentSeen, type TcHookMode,
+  chooseTcAttachMode,
+  hookMode,
+  MODE_LABEL,
+  TC_PROGRAMS,
+  type TcAttachMode,
+  type TcAttachSetting,
+  type TcAttachmentSeen,
+  type TcHookMode,
 } from './tc-hooks.js';
 
 export { TC_PROGRAMS } from './tc-hooks.js';
@@ -69,7 +76,13 @@ export class TcAttacher {
     const choice = this.inNodeNetns(() => chooseTcAttachMode(opts.attachMode ?? 'auto', opts.tcxAvailable));
     this.hooks = hookMode(choice.mode, opts.pinDir);
     this.other = hookMode(choice.mode === 'tcx' ? 'tc' : 'tcx', opts.pinDir);
-    const line = { mode: choice.mode, attachment: MODE_LABEL[choice.mode], setting: opts.attachMode ?? 'auto', tcxAvailable: choice.tcxAvailable, reason: choice.reason };
+    const line = {
+      mode: choice.mode,
+      attachment: MODE_LABEL[choice.mode],
+      setting: opts.attachMode ?? 'auto',
+      tcxAvailable: choice.tcxAvailable,
+      reason: choice.reason,
+    };
     if (choice.mode === 'tcx' && !choice.tcxAvailable) opts.log.error('tc attach mode', line);
     else opts.log.info('tc attach mode', line);
   }
@@ -95,7 +108,11 @@ export class TcAttacher {
     this.inNodeNetns(() => {
       const interfaces = listInterfaces();
       const indexOf = new Map(interfaces.map((i) => [i.name, i.index]));
-      const sel = selectInterfaces(interfaces.map((i) => i.name), opts.externalInterfaces, opts.podInterfaces);
+      const sel = selectInterfaces(
+        interfaces.map((i) => i.name),
+        opts.externalInterfaces,
+        opts.podInterfaces,
+      );
       const wanted = new Map<string, InterfaceRole>([...sel.external.map((n) => [n, 'external'] as const), ...sel.pod.map((n) => [n, 'pod'] as const)]);
 
       this.followRenames(wanted, indexOf);
@@ -114,7 +131,14 @@ export class TcAttacher {
             this.broken.delete(ifname);
             this.mended.push({ hook: was.hook, target: ifname, program: TC_PROGRAMS[role], found: was.found });
           }
-          opts.log.info('tc program attached', { interface: ifname, role, program: TC_PROGRAMS[role], mode: this.hooks.mode, progId: a.progId, replaced: a.replaced });
+          opts.log.info('tc program attached', {
+            interface: ifname,
+            role,
+            program: TC_PROGRAMS[role],
+            mode: this.hooks.mode,
+            progId: a.progId,
+            replaced: a.replaced,
+          });
         } catch (err) {
           this.attached.delete(ifname);
           this.failures++;
@@ -140,7 +164,12 @@ export class TcAttacher {
         const renamedTo = names.get(a.ifindex);
         const takenOver = renamedTo !== undefined && this.attached.get(renamedTo)?.ifindex === a.ifindex;
         const still = renamedTo !== undefined && !takenOver ? a.ifindex : undefined;
-        const reason = renamedTo === undefined ? 'interface gone' : takenOver ? `interface renamed to ${renamedTo}, attached under that name` : `interface renamed to ${renamedTo}, which does not match`;
+        const reason =
+          renamedTo === undefined
+            ? 'interface gone'
+            : takenOver
+              ? `interface renamed to ${renamedTo}, attached under that name`
+              : `interface renamed to ${renamedTo}, which does not match`;
         this.detach(this.hooks, a.role, ifname, still, reason);
       }
 
@@ -210,7 +239,12 @@ export class TcAttacher {
           a.progId = r.progId;
         } catch (err) {
           failed.push(a.ifname);
-          this.opts.log.warn('could not swap the tc program of an interface', { interface: a.ifname, role: a.role, mode: this.hooks.mode, error: (err as Error).message });
+          this.opts.log.warn('could not swap the tc program of an interface', {
+            interface: a.ifname,
+            role: a.role,
+            mode: this.hooks.mode,
+            error: (err as Error).message,
+          });
         }
       }
     });
@@ -239,7 +273,13 @@ export class TcAttacher {
       hooks.detach(role, ifname, ifindex);
       // A pod's interface going is pod churn; an external one going is a node fault worth a warning
       // (kpr_tc_attached_interfaces drops; the program is attached again when the interface is back).
-      if (ifindex === undefined) this.opts.log[role === 'external' ? 'warn' : 'debug']('tc interface gone; attached again if it comes back', { interface: ifname, role, mode: hooks.mode, reason });
+      if (ifindex === undefined)
+        this.opts.log[role === 'external' ? 'warn' : 'debug']('tc interface gone; attached again if it comes back', {
+          interface: ifname,
+          role,
+          mode: hooks.mode,
+          reason,
+        });
       else this.opts.log.info('tc program detached', { interface: ifname, role, mode: hooks.mode, reason });
     } catch (err) {
       this.opts.log.warn('could not detach tc program', { interface: ifname, role, mode: hooks.mode, error: (err as Error).message });
@@ -270,7 +310,11 @@ export class TcAttacher {
     };
     for (const s of seen(this.hooks)) {
       if (keep(s)) continue;
-      this.removeSeen(this.hooks, s, wanted.has(s.ifname) ? 'left by a previous agent in another role' : 'left by a previous agent; the interface does not match');
+      this.removeSeen(
+        this.hooks,
+        s,
+        wanted.has(s.ifname) ? 'left by a previous agent in another role' : 'left by a previous agent; the interface does not match',
+      );
     }
     for (const s of seen(this.other)) {
       if (wantedHere(s) && !this.attached.has(s.ifname)) continue;

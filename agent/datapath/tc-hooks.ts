@@ -15,8 +15,18 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import {
-  attachTcFilter, attachTcx, detachPinnedLink, detachTcFilterByIndex, pinnedTcxLinkInfo, progNameById, queryTcFilterByIndex, queryTcxProgramsByIndex, tcxSupported, TCX,
-  KPR_TC_FILTER, type BpfProgram,
+  attachTcFilter,
+  attachTcx,
+  detachPinnedLink,
+  detachTcFilterByIndex,
+  pinnedTcxLinkInfo,
+  progNameById,
+  queryTcFilterByIndex,
+  queryTcxProgramsByIndex,
+  tcxSupported,
+  TCX,
+  KPR_TC_FILTER,
+  type BpfProgram,
 } from '../../native/index.js';
 import type { InterfaceRole } from './interfaces.js';
 
@@ -62,9 +72,13 @@ export interface TcHookMode {
 }
 
 /** The mode to use and why (logged at start). */
-export function chooseTcAttachMode(setting: TcAttachSetting, tcxAvailable: () => boolean = tcxSupported): { mode: TcAttachMode; reason: string; tcxAvailable: boolean } {
+export function chooseTcAttachMode(
+  setting: TcAttachSetting,
+  tcxAvailable: () => boolean = tcxSupported,
+): { mode: TcAttachMode; reason: string; tcxAvailable: boolean } {
   const tcx = tcxAvailable();
-  if (setting === 'tcx') return { mode: 'tcx', tcxAvailable: tcx, reason: tcx ? '--tc-attach tcx' : '--tc-attach tcx, but this kernel has no tcx (6.6+): attaching will fail' };
+  if (setting === 'tcx')
+    return { mode: 'tcx', tcxAvailable: tcx, reason: tcx ? '--tc-attach tcx' : '--tc-attach tcx, but this kernel has no tcx (6.6+): attaching will fail' };
   if (setting === 'tc') return { mode: 'tc', tcxAvailable: tcx, reason: '--tc-attach tc' };
   return tcx
     ? { mode: 'tcx', tcxAvailable: tcx, reason: 'auto: the kernel has tcx links (6.6+)' }

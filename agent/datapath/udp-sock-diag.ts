@@ -27,7 +27,10 @@ export interface SockDiagTargets {
 
 export function sockDiagTargets(backends: UdpBackendLeft[]): SockDiagTargets {
   const termKeys = new Set<string>();
-  const ports = new Map<InetFamily, Set<number>>([[4, new Set()], [6, new Set()]]);
+  const ports = new Map<InetFamily, Set<number>>([
+    [4, new Set()],
+    [6, new Set()],
+  ]);
   for (const b of backends) {
     termKeys.add(encodeTermKey({ addr: b.addr, port: b.port, frontendId: b.frontendId, proto: IPPROTO.UDP }).toString('hex'));
     if (isCanonicalIPv4(b.addr)) ports.get(4)!.add(b.port);

@@ -68,13 +68,21 @@ export interface UdpTerminationChoice {
  * auto: the iterator when kpr_sock_term.bpf.o loaded, else netlink when the
  * kernel can destroy through it, else off. bpf / netlink: that one or off.
  */
-export function chooseUdpTermination(setting: UdpTerminationSetting, iteratorError: string | undefined, probeNetlink: () => string | null): UdpTerminationChoice {
+export function chooseUdpTermination(
+  setting: UdpTerminationSetting,
+  iteratorError: string | undefined,
+  probeNetlink: () => string | null,
+): UdpTerminationChoice {
   const iterator = iteratorError === undefined;
   if (setting !== 'netlink' && iterator) return { mode: 'bpf_sock_destroy', reason: 'kpr_sock_term.bpf.o loaded (bpf_sock_destroy)' };
   if (setting === 'bpf') return { mode: 'off', reason: `--udp-termination bpf, but kpr_sock_term.bpf.o did not load (needs kernel 6.5+): ${iteratorError}` };
   const netlinkError = probeNetlink();
   if (netlinkError === null) {
-    return { mode: 'netlink', reason: setting === 'netlink' ? '--udp-termination netlink' : `kpr_sock_term.bpf.o did not load (${iteratorError}); netlink sock_diag can destroy sockets` };
+    return {
+      mode: 'netlink',
+      reason:
+        setting === 'netlink' ? '--udp-termination netlink' : `kpr_sock_term.bpf.o did not load (${iteratorError}); netlink sock_diag can destroy sockets`,
+    };
   }
   const why = setting === 'netlink' ? '--udp-termination netlink' : `kpr_sock_term.bpf.o did not load (${iteratorError})`;
   return { mode: 'off', reason: `${why}, and netlink sock_diag cannot destroy sockets: ${netlinkError}` };
@@ -107,7 +115,11 @@ export class UdpTerminator {
   readonly #listNamespaces: () => string[];
 
   constructor(opts: UdpTerminatorOptions) {
-    const choice = chooseUdpTermination(opts.setting, opts.iterator ? undefined : (opts.iteratorError ?? 'not loaded'), opts.probeNetlink ?? probeSockDiagDestroy);
+    const choice = chooseUdpTermination(
+      opts.setting,
+      opts.iterator ? undefined : (opts.iteratorError ?? 'not loaded'),
+      opts.probeNetlink ?? probeSockDiagDestroy,
+    );
     this.mode = choice.mode;
     this.#opts = opts;
     this.#listNamespaces = opts.listNamespaces ?? (() => listNetworkNamespaces());

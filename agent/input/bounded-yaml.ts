@@ -122,7 +122,8 @@ function checkUniqueKeys(pairs: ReadonlyArray<{ key: unknown }>, where: Where): 
   const seen = new Set<unknown>();
   for (const { key } of pairs) {
     if (!isScalar(key)) continue;
-    if (seen.has(key.value)) throw new YamlInputError(`Map keys must be unique: ${JSON.stringify(key.value)} repeats at ${where(key.range ? key.range[0] : 0)}`);
+    if (seen.has(key.value))
+      throw new YamlInputError(`Map keys must be unique: ${JSON.stringify(key.value)} repeats at ${where(key.range ? key.range[0] : 0)}`);
     seen.add(key.value);
   }
 }
@@ -138,7 +139,8 @@ function parseJson(text: string, maxDepth: number): { value: unknown } | undefin
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (inString) {
-      if (c === 0x5c) i++; // backslash: skip the escaped character
+      if (c === 0x5c)
+        i++; // backslash: skip the escaped character
       else if (c === 0x22) inString = false;
     } else if (c === 0x22) inString = true;
     else if (c === 0x7b || c === 0x5b) {

@@ -25,7 +25,14 @@
  * V1EndpointSlice the packing stands for, so the reflector's comparisons
  * and any log of the object see the same fields as before.
  */
-import { V1EndpointSlice, type DiscoveryV1EndpointPort, type V1Endpoint, type V1EndpointConditions, type V1EndpointHints, type V1ObjectMeta } from '@kubernetes/client-node';
+import {
+  V1EndpointSlice,
+  type DiscoveryV1EndpointPort,
+  type V1Endpoint,
+  type V1EndpointConditions,
+  type V1EndpointHints,
+  type V1ObjectMeta,
+} from '@kubernetes/client-node';
 
 /** Conditions codes 0..26 are (ready, serving, terminating) each absent/true/false; NO_CONDITIONS is no conditions object. */
 const NO_CONDITIONS = 27;

@@ -152,7 +152,9 @@ function sharedList<T extends object>(lists: Map<string, readonly object[]>, lis
   if (seen !== undefined) return seen as T[];
   if (lists.size >= LIST_INTERN_MAX) lists.clear();
   // Frozen copies: the object given may be someone else's.
-  const shared = Object.freeze(list.map((p) => (p && typeof p === 'object' ? Object.freeze(Object.assign(Object.create(Object.getPrototypeOf(p)) as T, p)) : p)));
+  const shared = Object.freeze(
+    list.map((p) => (p && typeof p === 'object' ? Object.freeze(Object.assign(Object.create(Object.getPrototypeOf(p)) as T, p)) : p)),
+  );
   lists.set(key, shared);
   return shared as T[];
 }

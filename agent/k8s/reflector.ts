@@ -142,7 +142,9 @@ export class Reflector<T extends KubernetesObject> {
 
   start(): void {
     if (this.running) throw new Error('reflector already started');
-    this.running = this.loop().catch((e: unknown) => this.o.log.error('k8s reflector loop failed', { kind: this.o.kind, error: String((e as Error)?.stack ?? e) }));
+    this.running = this.loop().catch((e: unknown) =>
+      this.o.log.error('k8s reflector loop failed', { kind: this.o.kind, error: String((e as Error)?.stack ?? e) }),
+    );
   }
 
   async stop(): Promise<void> {

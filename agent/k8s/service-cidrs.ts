@@ -108,8 +108,14 @@ export class ServiceCidrWatch {
     if (s === this.state) return;
     const before = this.state;
     this.state = s;
-    if (s === 'not_served') this.o.logger.info('the API server does not serve ServiceCIDR (networking.k8s.io/v1, Kubernetes 1.33+): service ranges come from --service-cluster-ip-range; asked again every minute');
-    else if (s === 'forbidden') this.o.logger.warn('ServiceCIDR list forbidden (RBAC: list/watch servicecidrs.networking.k8s.io): service ranges come from --service-cluster-ip-range; asked again every minute');
+    if (s === 'not_served')
+      this.o.logger.info(
+        'the API server does not serve ServiceCIDR (networking.k8s.io/v1, Kubernetes 1.33+): service ranges come from --service-cluster-ip-range; asked again every minute',
+      );
+    else if (s === 'forbidden')
+      this.o.logger.warn(
+        'ServiceCIDR list forbidden (RBAC: list/watch servicecidrs.networking.k8s.io): service ranges come from --service-cluster-ip-range; asked again every minute',
+      );
     else if (s === 'served' && before !== 'unknown') this.o.logger.info('ServiceCIDR is served now: service ranges come from the ServiceCIDR objects');
     this.o.onChange();
   }

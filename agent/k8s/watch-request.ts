@@ -14,9 +14,7 @@ import { errorCode, serverHost, type ApiRequestObserver } from './api-requests.j
 export type RelistReason = 'initial' | 'expired' | 'watch_error' | 'stale_event' | 'rv_backwards' | 'no_progress';
 
 export type WatchOutcome =
-  | { kind: 'closed'; events: number; durationMs: number }
-  | { kind: 'relist'; reason: RelistReason; error?: string; status?: number }
-  | { kind: 'stopped' };
+  { kind: 'closed'; events: number; durationMs: number } | { kind: 'relist'; reason: RelistReason; error?: string; status?: number } | { kind: 'stopped' };
 
 export interface WatchRequest {
   kubeConfig: KubeConfig;

@@ -15,13 +15,7 @@
  * backoff. cacheStatus() says when each cache was last confirmed against the
  * server (health, metrics).
  */
-import {
-  KubeConfig,
-  V1EndpointSlice,
-  V1Node,
-  V1Service,
-  type KubernetesObject,
-} from '@kubernetes/client-node';
+import { KubeConfig, V1EndpointSlice, V1Node, V1Service, type KubernetesObject } from '@kubernetes/client-node';
 import { pruneEndpointSlice, pruneNode, pruneService } from './prune.js';
 import { flatKey, namespacedKey } from '../runtime/flat-key.js';
 import { Reflector, type RelistInfo, type RelistReason, type WatchEndReason } from './reflector.js';
@@ -161,8 +155,14 @@ export class ClusterWatch {
     this.makeInformer<V1Service>('Service', 'V1Service', '/api/v1/services', svcLabels, svcFields, pruneService, (t, o) => this.serviceEvent(t, o));
 
     const epsLabels = opts.endpointSliceLabelSelector ?? `!${LABEL_SERVICE_PROXY_NAME},!${LABEL_HEADLESS}`;
-    this.makeInformer<V1EndpointSlice>('EndpointSlice', 'V1EndpointSlice', '/apis/discovery.k8s.io/v1/endpointslices', epsLabels, undefined, pruneEndpointSlice, (t, o) =>
-      this.sliceEvent(t, o),
+    this.makeInformer<V1EndpointSlice>(
+      'EndpointSlice',
+      'V1EndpointSlice',
+      '/apis/discovery.k8s.io/v1/endpointslices',
+      epsLabels,
+      undefined,
+      pruneEndpointSlice,
+      (t, o) => this.sliceEvent(t, o),
     );
 
     if (this.nodeName) {
@@ -178,7 +178,8 @@ export class ClusterWatch {
     const synced = this.informers.map((inf) => new Promise<void>((resolve) => this.synced_.set(inf.kind, resolve)));
     for (const inf of this.informers) inf.reflector.start();
     await Promise.all(synced);
-    if (!this.stopped) this.log.info('k8s caches synced', { services: this.svcs.size, endpointSlices: this.slices.size, node: this.theNode ? this.nodeName : null });
+    if (!this.stopped)
+      this.log.info('k8s caches synced', { services: this.svcs.size, endpointSlices: this.slices.size, node: this.theNode ? this.nodeName : null });
   }
 
   /** Whether every informer has completed its initial list. */

@@ -79,13 +79,20 @@ export function jhash3(a: number, b: number, c: number, initval: number): number
   a = (a + iv) | 0;
   b = (b + iv) | 0;
   c = (c + iv) | 0;
-  c ^= b; c = (c - rotl(b, 14)) | 0;
-  a ^= c; a = (a - rotl(c, 11)) | 0;
-  b ^= a; b = (b - rotl(a, 25)) | 0;
-  c ^= b; c = (c - rotl(b, 16)) | 0;
-  a ^= c; a = (a - rotl(c, 4)) | 0;
-  b ^= a; b = (b - rotl(a, 14)) | 0;
-  c ^= b; c = (c - rotl(b, 24)) | 0;
+  c ^= b;
+  c = (c - rotl(b, 14)) | 0;
+  a ^= c;
+  a = (a - rotl(c, 11)) | 0;
+  b ^= a;
+  b = (b - rotl(a, 25)) | 0;
+  c ^= b;
+  c = (c - rotl(b, 16)) | 0;
+  a ^= c;
+  a = (a - rotl(c, 4)) | 0;
+  b ^= a;
+  b = (b - rotl(a, 14)) | 0;
+  c ^= b;
+  c = (c - rotl(b, 24)) | 0;
   return c >>> 0;
 }
 

@@ -123,8 +123,10 @@ function addressBytes(address: string, into: Uint8Array): string {
 
 function parseBackend(b: MaglevBackendInput): Parsed {
   const weight = b.weight ?? 1;
-  if (!Number.isInteger(b.port) || b.port < 1 || b.port > 0xffff) throw new RangeError(`a Maglev backend's port must be 1 to 65535, not ${b.port} (${b.address})`);
-  if (!Number.isInteger(weight) || weight < 0 || weight > MAGLEV_MAX_WEIGHT) throw new RangeError(`a Maglev backend's weight must be a whole number from 0 to ${MAGLEV_MAX_WEIGHT}, not ${weight} (${b.address}:${b.port})`);
+  if (!Number.isInteger(b.port) || b.port < 1 || b.port > 0xffff)
+    throw new RangeError(`a Maglev backend's port must be 1 to 65535, not ${b.port} (${b.address})`);
+  if (!Number.isInteger(weight) || weight < 0 || weight > MAGLEV_MAX_WEIGHT)
+    throw new RangeError(`a Maglev backend's weight must be a whole number from 0 to ${MAGLEV_MAX_WEIGHT}, not ${weight} (${b.address}:${b.port})`);
   const id = new Uint8Array(18);
   const address = addressBytes(b.address, id);
   id[16] = b.port >>> 8;

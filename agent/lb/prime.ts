@@ -73,7 +73,10 @@ export function checkPrimeSize(m: number, what: string): void {
 export function validateTableSize(m: number, n: number): string[] {
   checkPrimeSize(m, 'the Maglev table size M');
   if (m < n) throw new RangeError(`the Maglev table size M=${m} is smaller than its ${n} backends: each backend needs at least one slot`);
-  if (m < MAGLEV_RECOMMENDED_SLOTS_PER_BACKEND * n) return [`the Maglev table size M=${m} is below ${MAGLEV_RECOMMENDED_SLOTS_PER_BACKEND}×${n} backends: backends' shares may differ by more than 1% (one slot in ${Math.floor(m / n)})`];
+  if (m < MAGLEV_RECOMMENDED_SLOTS_PER_BACKEND * n)
+    return [
+      `the Maglev table size M=${m} is below ${MAGLEV_RECOMMENDED_SLOTS_PER_BACKEND}×${n} backends: backends' shares may differ by more than 1% (one slot in ${Math.floor(m / n)})`,
+    ];
   return [];
 }
 

@@ -5,7 +5,17 @@
  * each.
  */
 import type { BatchWriter, BpfMap } from '../../native/index.js';
-import { TableDatapathMaps, type BackendColumns, type DatapathMaps, type DatapathTables, type KeyValueTable, type MapTable, type RawCursor, type RawDump, type SvcKeyBase } from './datapath-maps.js';
+import {
+  TableDatapathMaps,
+  type BackendColumns,
+  type DatapathMaps,
+  type DatapathTables,
+  type KeyValueTable,
+  type MapTable,
+  type RawCursor,
+  type RawDump,
+  type SvcKeyBase,
+} from './datapath-maps.js';
 import type { MapCapacities } from './capacities.js';
 import { MAPS, type MapSpec } from './registry.js';
 import { mapCodecs, type SvcMeta, type SvcVal } from './layout.js';
@@ -116,7 +126,10 @@ class BpfTable<E, K> implements MapTable<E, K> {
 }
 
 /** A key → value map's TableCodec: the registry's codecs, with faster packers where given. */
-function keyValueCodec<K, V>(spec: MapSpec<K, V>, pack: { key?: (k: K, b: Buffer, o: number) => void; value?: (v: V, b: Buffer, o: number) => void } = {}): TableCodec<[K, V], K> {
+function keyValueCodec<K, V>(
+  spec: MapSpec<K, V>,
+  pack: { key?: (k: K, b: Buffer, o: number) => void; value?: (v: V, b: Buffer, o: number) => void } = {},
+): TableCodec<[K, V], K> {
   const c = mapCodecs(spec);
   const packKey = pack.key ?? ((k: K, b: Buffer, o: number) => void c.key.encode(k, b, o));
   const packValue = pack.value ?? ((v: V, b: Buffer, o: number) => void c.value.encode(v, b, o));
@@ -217,7 +230,12 @@ export class BpfDatapathMaps extends TableDatapathMaps implements DatapathMaps {
     this.tables = {
       Services: new BpfTable(w, this.svcMap, MAPS.svc, keyValueCodec(MAPS.svc, { key: (k, b, o) => packSvcKey(addrs, k, b, o), value: packSvcVal })),
       Backends: new BpfTable(w, this.backendMap, MAPS.backend, keyValueCodec(MAPS.backend, { key: packId, value: packBackend })),
-      Vips: new BpfTable(w, m.vip, MAPS.vip, keyValueCodec(MAPS.vip, { key: (a, b, o) => addrs.write(a, b, o + VIP_ADDR), value: (f, b, o) => packId(f, b, o + VIP_FLAGS) })),
+      Vips: new BpfTable(
+        w,
+        m.vip,
+        MAPS.vip,
+        keyValueCodec(MAPS.vip, { key: (a, b, o) => addrs.write(a, b, o + VIP_ADDR), value: (f, b, o) => packId(f, b, o + VIP_FLAGS) }),
+      ),
       AffinityMatches: new BpfTable(w, this.affMatchMap, MAPS.affinityMatch, keySetCodec(MAPS.affinityMatch)),
       SvcMeta: restartingCounters(new BpfTable(w, m.svcMeta, MAPS.svcMeta, keyValueCodec(MAPS.svcMeta, { key: packId, value: packSvcMeta })), m.svcStats, w),
       SrcRanges: new BpfTable(w, this.srcRangeMap, MAPS.srcRange, keySetCodec(MAPS.srcRange)),
@@ -349,7 +367,13 @@ export class BpfDatapathMaps extends TableDatapathMaps implements DatapathMaps {
   }
 
   /** Writes n entries in rounds of BATCH_CHUNK from the reused buffers; pack() encodes entry i at the offsets given. */
-  private writeInRounds(map: BpfMap, n: number, keySize: number, valueSize: number, pack: (i: number, keys: Buffer, keyOff: number, values: Buffer, valueOff: number) => void): void {
+  private writeInRounds(
+    map: BpfMap,
+    n: number,
+    keySize: number,
+    valueSize: number,
+    pack: (i: number, keys: Buffer, keyOff: number, values: Buffer, valueOff: number) => void,
+  ): void {
     for (let start = 0; start < n; start += BATCH_CHUNK) {
       const m = Math.min(BATCH_CHUNK, n - start);
       const { keys, values } = this.scratch.take(m * keySize, m * valueSize);

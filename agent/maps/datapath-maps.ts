@@ -267,7 +267,12 @@ export function slotValue(id: number): SvcVal {
 }
 
 /** updateServiceColumns' entries as updateServices takes them (the in-memory maps write columns this way). */
-export function serviceColumnEntries(bases: readonly SvcKeyBase[], scopeSlots: readonly number[], vals: ReadonlyArray<SvcVal | number>, count?: number): Array<[SvcKey, SvcVal]> {
+export function serviceColumnEntries(
+  bases: readonly SvcKeyBase[],
+  scopeSlots: readonly number[],
+  vals: ReadonlyArray<SvcVal | number>,
+  count?: number,
+): Array<[SvcKey, SvcVal]> {
   const n = count ?? vals.length;
   if (n === 0) return [];
   if (count === undefined ? bases.length !== n || scopeSlots.length !== n : bases.length < n || scopeSlots.length < n || vals.length < n) {

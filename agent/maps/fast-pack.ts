@@ -100,7 +100,12 @@ function writeAsciiZ(text: string, b: Buffer, o: number, size: number): boolean 
 
 /** The kpr_svc_meta codec into a zeroed buffer, by hand for ASCII names (the usual case: Kubernetes names are ASCII). */
 export function packSvcMeta(m: SvcMeta, b: Buffer, o: number): void {
-  if (typeof m.name === 'string' && typeof m.portName === 'string' && writeAsciiZ(m.name, b, o + M_NAME, M_NAME_SIZE) && writeAsciiZ(m.portName, b, o + M_PORT_NAME, M_PORT_NAME_SIZE)) {
+  if (
+    typeof m.name === 'string' &&
+    typeof m.portName === 'string' &&
+    writeAsciiZ(m.name, b, o + M_NAME, M_NAME_SIZE) &&
+    writeAsciiZ(m.portName, b, o + M_PORT_NAME, M_PORT_NAME_SIZE)
+  ) {
     b[o + M_TYPE] = m.type;
     b[o + M_PROTO] = m.proto;
     return;
@@ -132,7 +137,8 @@ export function packSvcVal(v: SvcVal, b: Buffer, o: number): void {
 
 /** A slot's value (backend id, the rest 0) into zeroed bytes. */
 export function packSlotVal(id: number, b: Buffer, o: number): void {
-  if (id >>> 0 !== id) svcCodecs.value.encode({ backendId: id, count: 0, frontendId: 0, flags: 0 }, b, o); // throws
+  if (id >>> 0 !== id)
+    svcCodecs.value.encode({ backendId: id, count: 0, frontendId: 0, flags: 0 }, b, o); // throws
   else packId(id, b, o + V_ID);
 }
 
@@ -176,7 +182,8 @@ export function packSvcKey(addrs: AddrCache, k: SvcKey, b: Buffer, o: number): v
 /** The fast packers, for the test that compares their bytes with the codecs'. */
 export const packers = {
   svcKey: (k: SvcKey, b: Buffer, o: number): void => packSvcKey(new AddrCache(), k, b, o),
-  svcKeyColumns: (base: { addr: string; port: number; proto: number }, scopeSlot: number, b: Buffer, o: number): void => packSvcKeyColumns(new AddrCache(), base, scopeSlot, b, o),
+  svcKeyColumns: (base: { addr: string; port: number; proto: number }, scopeSlot: number, b: Buffer, o: number): void =>
+    packSvcKeyColumns(new AddrCache(), base, scopeSlot, b, o),
   svcVal: packSvcVal,
   slotVal: packSlotVal,
   backend: packBackend,

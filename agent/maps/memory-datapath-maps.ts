@@ -22,7 +22,19 @@ import {
   type SvcKeyBase,
   type TableName,
 } from './datapath-maps.js';
-import { mapCodecs, type AffinityMatchKey, type Backend, type MaglevChunk, type MaglevKey, type MaglevRef, type MaglevRefKey, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from './layout.js';
+import {
+  mapCodecs,
+  type AffinityMatchKey,
+  type Backend,
+  type MaglevChunk,
+  type MaglevKey,
+  type MaglevRef,
+  type MaglevRefKey,
+  type SrcRangeKey,
+  type SvcKey,
+  type SvcMeta,
+  type SvcVal,
+} from './layout.js';
 import { MAPS, MAP_NAMES } from './registry.js';
 import type { MapCapacities } from './capacities.js';
 import { bucketCursor, rawDump } from './memory-raw-cursor.js';
@@ -363,42 +375,82 @@ export class MemoryDatapathMaps extends TableDatapathMaps implements DatapathMap
 
   /** kpr_svc's records, raw, in resumable batches as the kernel's hash-map batch lookup returns them (memory-raw-cursor.ts). */
   servicesRawCursor(batchEntries: number): RawCursor {
-    return bucketCursor(batchEntries, () => this.services.entries(), SVC, ([k, v]) => [k, v]);
+    return bucketCursor(
+      batchEntries,
+      () => this.services.entries(),
+      SVC,
+      ([k, v]) => [k, v],
+    );
   }
 
   /** kpr_backend's records, raw, in resumable batches (as servicesRawCursor). */
   backendsRawCursor(batchEntries: number): RawCursor {
-    return bucketCursor(batchEntries, () => [...this.backends].map(([id, b]): [string, [number, Backend]] => [String(id), [id, b]]).values(), BACKEND, (e) => e);
+    return bucketCursor(
+      batchEntries,
+      () => [...this.backends].map(([id, b]): [string, [number, Backend]] => [String(id), [id, b]]).values(),
+      BACKEND,
+      (e) => e,
+    );
   }
 
   /** kpr_vip's records, raw, in resumable batches (as servicesRawCursor). */
   vipsRawCursor(batchEntries: number): RawCursor {
-    return bucketCursor(batchEntries, () => [...this.vips].map(([addr, flags]): [string, [string, number]] => [addr, [addr, flags]]).values(), VIP, (e) => e);
+    return bucketCursor(
+      batchEntries,
+      () => [...this.vips].map(([addr, flags]): [string, [string, number]] => [addr, [addr, flags]]).values(),
+      VIP,
+      (e) => e,
+    );
   }
 
   /** kpr_svc_meta's records, raw, in resumable batches (as servicesRawCursor). */
   svcMetaRawCursor(batchEntries: number): RawCursor {
-    return bucketCursor(batchEntries, () => [...this.svcMeta].map(([id, m]): [string, [number, SvcMeta]] => [String(id), [id, m]]).values(), META, (e) => e);
+    return bucketCursor(
+      batchEntries,
+      () => [...this.svcMeta].map(([id, m]): [string, [number, SvcMeta]] => [String(id), [id, m]]).values(),
+      META,
+      (e) => e,
+    );
   }
 
   /** kpr_aff_match's records, raw, in resumable batches (as servicesRawCursor). */
   affinityMatchesRawCursor(batchEntries: number): RawCursor {
-    return bucketCursor(batchEntries, () => this.affinityMatches.entries(), AFF, (k): [AffinityMatchKey, number] => [k, 1]);
+    return bucketCursor(
+      batchEntries,
+      () => this.affinityMatches.entries(),
+      AFF,
+      (k): [AffinityMatchKey, number] => [k, 1],
+    );
   }
 
   /** kpr_src_range's records, raw, in resumable batches (as servicesRawCursor: a walk in a fixed order of keys, as the kernel's trie walk). */
   srcRangesRawCursor(batchEntries: number): RawCursor {
-    return bucketCursor(batchEntries, () => this.srcRanges.entries(), RANGE, (k): [SrcRangeKey, number] => [k, 1]);
+    return bucketCursor(
+      batchEntries,
+      () => this.srcRanges.entries(),
+      RANGE,
+      (k): [SrcRangeKey, number] => [k, 1],
+    );
   }
 
   /** kpr_maglev's records, raw, in resumable batches (as servicesRawCursor). */
   maglevRawCursor(batchEntries: number): RawCursor {
-    return bucketCursor(batchEntries, () => this.maglev.entries(), MAGLEV, (e) => e);
+    return bucketCursor(
+      batchEntries,
+      () => this.maglev.entries(),
+      MAGLEV,
+      (e) => e,
+    );
   }
 
   /** kpr_maglev_ref's records, raw, in resumable batches (as servicesRawCursor). */
   maglevRefsRawCursor(batchEntries: number): RawCursor {
-    return bucketCursor(batchEntries, () => this.maglevRefs.entries(), MAGLEV_REF, (e) => e);
+    return bucketCursor(
+      batchEntries,
+      () => this.maglevRefs.entries(),
+      MAGLEV_REF,
+      (e) => e,
+    );
   }
 
   private run<T>(method: MapMethod, entries: T[], apply: (e: T, call: number) => void): void {
@@ -439,7 +491,10 @@ export function maglevRefKeyId(k: MaglevRefKey): string {
 
 /** Rejects what the real codec could not encode, so a bad key fails here as it would for real. */
 function checkSvcKey(k: SvcKey): void {
-  if (!parseIP(k.addr) || !(k.port >= 0 && k.port <= 0xffff && k.slot >= 0 && k.slot <= 0xffff && k.proto >= 0 && k.proto <= 0xff && k.scope >= 0 && k.scope <= 0xff)) {
+  if (
+    !parseIP(k.addr) ||
+    !(k.port >= 0 && k.port <= 0xffff && k.slot >= 0 && k.slot <= 0xffff && k.proto >= 0 && k.proto <= 0xff && k.scope >= 0 && k.scope <= 0xff)
+  ) {
     throw new RangeError(`invalid service key ${JSON.stringify(k)}`);
   }
 }

@@ -262,7 +262,11 @@ export interface MapSpec<K = unknown, V = unknown, N extends string = string> {
 }
 
 function mapSpec<const N extends string, K, V>(
-  name: N, type: MapTypeName, maxEntries: number, key: StructLayout<K>, value: StructLayout<V>,
+  name: N,
+  type: MapTypeName,
+  maxEntries: number,
+  key: StructLayout<K>,
+  value: StructLayout<V>,
   opts: { migrate?: MigrateAs; version?: number; older?: readonly OlderLayout[] } = {},
 ): MapSpec<K, V, N> {
   return { name, type, maxEntries, key, value, version: opts.version ?? 1, older: opts.older ?? [], migrate: opts.migrate ?? 'plan' };
@@ -272,9 +276,20 @@ export const MAPS = {
   svc: mapSpec('kpr_svc', 'hash', 262144, SVC_KEY, SVC_VAL, { version: 2, older: [{ version: 1, key: SVC_KEY, value: V1.SVC_VAL_V1 }] }),
   backend: mapSpec('kpr_backend', 'hash', 262144, U32, BACKEND),
   vip: mapSpec('kpr_vip', 'hash', 65536, VIP_KEY, VIP_VAL),
-  revnat: mapSpec('kpr_revnat', 'lru_hash', 262144, REVNAT_KEY, REVNAT_VAL, { migrate: 'state', version: 2, older: [{ version: 1, key: REVNAT_KEY, value: V1.REVNAT_VAL_V1 }] }),
-  affinity: mapSpec('kpr_affinity', 'lru_hash', 65536, AFFINITY_KEY, AFFINITY_VAL, { migrate: 'state', version: 2, older: [{ version: 1, key: V1.AFFINITY_KEY_V1, value: AFFINITY_VAL }] }),
-  affinityMatch: mapSpec('kpr_aff_match', 'hash', 262144, AFFINITY_MATCH_KEY, U8, { version: 2, older: [{ version: 1, key: V1.AFFINITY_MATCH_KEY_V1, value: U8 }] }),
+  revnat: mapSpec('kpr_revnat', 'lru_hash', 262144, REVNAT_KEY, REVNAT_VAL, {
+    migrate: 'state',
+    version: 2,
+    older: [{ version: 1, key: REVNAT_KEY, value: V1.REVNAT_VAL_V1 }],
+  }),
+  affinity: mapSpec('kpr_affinity', 'lru_hash', 65536, AFFINITY_KEY, AFFINITY_VAL, {
+    migrate: 'state',
+    version: 2,
+    older: [{ version: 1, key: V1.AFFINITY_KEY_V1, value: AFFINITY_VAL }],
+  }),
+  affinityMatch: mapSpec('kpr_aff_match', 'hash', 262144, AFFINITY_MATCH_KEY, U8, {
+    version: 2,
+    older: [{ version: 1, key: V1.AFFINITY_MATCH_KEY_V1, value: U8 }],
+  }),
   term: mapSpec('kpr_term', 'hash', 4096, TERM_KEY, U8, { migrate: 'scratch', version: 2, older: [{ version: 1, key: V1.TERM_KEY_V1, value: U8 }] }),
   svcMeta: mapSpec('kpr_svc_meta', 'hash', 65536, U32, SVC_META, { version: 2, older: [{ version: 1, key: U32, value: V1.SVC_META_V1 }] }),
   ct: mapSpec('kpr_ct', 'lru_hash', 262144, CT_KEY, CT_VAL, { migrate: 'state', version: 2, older: [{ version: 1, key: CT_KEY, value: V1.CT_VAL_V1 }] }),
@@ -311,7 +326,10 @@ export const RINGS = {
 export type RingId = keyof typeof RINGS;
 
 /** Every pinned map, keyed or ring, by its registry id. */
-export const ALL_MAPS: { readonly [I in MapId | RingId]: I extends MapId ? (typeof MAPS)[I] : I extends RingId ? (typeof RINGS)[I] : never } = { ...MAPS, ...RINGS };
+export const ALL_MAPS: { readonly [I in MapId | RingId]: I extends MapId ? (typeof MAPS)[I] : I extends RingId ? (typeof RINGS)[I] : never } = {
+  ...MAPS,
+  ...RINGS,
+};
 
 /** Pinned name of each map (rings included), by its registry id. */
 export const MAP_NAMES = Object.fromEntries(Object.entries(ALL_MAPS).map(([id, m]) => [id, m.name])) as {
@@ -324,7 +342,9 @@ export const ALL_LAYOUTS: StructLayout[] = [
 ].filter((l) => !l.scalar);
 
 /** Registry entries of the keyed maps by map name (the rings are never migrated: agent/datapath/pins.ts). */
-export const MAP_BY_NAME: ReadonlyMap<string, MapSpec & { id: MapId }> = new Map(Object.entries(MAPS).map(([id, m]) => [m.name, { ...(m as MapSpec), id: id as MapId }]));
+export const MAP_BY_NAME: ReadonlyMap<string, MapSpec & { id: MapId }> = new Map(
+  Object.entries(MAPS).map(([id, m]) => [m.name, { ...(m as MapSpec), id: id as MapId }]),
+);
 
 /** A map's key and value layouts at `version` (this release's or an older one it reads); undefined for a version it does not know. */
 export function layoutsAt(spec: MapSpec, version: number): { key: StructLayout; value: StructLayout } | undefined {

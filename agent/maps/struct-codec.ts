@@ -100,14 +100,32 @@ export function structLayout<T>() {
     });
     const at = Object.fromEntries(placed.map((f) => [f.c, f.offset])) as Record<F[number]['c'], number>;
     const sizes = Object.fromEntries(placed.map((f) => [f.c, f.size])) as Record<F[number]['c'], number>;
-    return { cName, size: offset, fields: placed.map(({ c, offset: o, size }) => ({ c, offset: o, size })), placed, at, sizes, bare: opts.bare ?? false, scalar: false };
+    return {
+      cName,
+      size: offset,
+      fields: placed.map(({ c, offset: o, size }) => ({ c, offset: o, size })),
+      placed,
+      at,
+      sizes,
+      bare: opts.bare ?? false,
+      scalar: false,
+    };
   };
 }
 
 /** A bare scalar (the key of an array or of an id-keyed map, a presence byte, a counter). */
 export function scalarLayout<T extends number | bigint>(cName: '__u8' | '__u32' | '__u64', kind: 'u8' | 'u32' | 'u64'): StructLayout<T, never> {
   const size = KIND_SIZE[kind];
-  return { cName, size, fields: [], placed: [{ c: '', offset: 0, size, kind, prop: '' }], at: {} as Record<never, number>, sizes: {} as Record<never, number>, bare: true, scalar: true };
+  return {
+    cName,
+    size,
+    fields: [],
+    placed: [{ c: '', offset: 0, size, kind, prop: '' }],
+    at: {} as Record<never, number>,
+    sizes: {} as Record<never, number>,
+    bare: true,
+    scalar: true,
+  };
 }
 
 /** The 16-byte address codec (maps/layout.ts's): structs take it as a parameter, so this module imports none. */
@@ -254,10 +272,16 @@ function readExpression(f: PlacedField): string {
  */
 export function structCodec<T>(layout: StructLayout<T>, addr: AddrCodec): Codec<T> {
   const members = layout.placed;
-  for (const f of members) if (f.prop !== undefined && f.prop !== '' && !/^[A-Za-z_$][\w$]*$/.test(f.prop)) throw new Error(`${layout.cName}: bad property name ${f.prop}`);
+  for (const f of members)
+    if (f.prop !== undefined && f.prop !== '' && !/^[A-Za-z_$][\w$]*$/.test(f.prop)) throw new Error(`${layout.cName}: bad property name ${f.prop}`);
   const value = layout.bare ? members.find((f) => f.kind !== 'pad')! : undefined;
   const writes = members.map((f) => writeStatement(f, f === value ? 'v' : `v.${f.prop}`)).join('\n');
-  const read = value ? readExpression(value) : `{ ${members.filter((f) => f.kind !== 'pad').map((f) => `${f.prop}: ${readExpression(f)}`).join(', ')} }`;
+  const read = value
+    ? readExpression(value)
+    : `{ ${members
+        .filter((f) => f.kind !== 'pad')
+        .map((f) => `${f.prop}: ${readExpression(f)}`)
+        .join(', ')} }`;
   const size = layout.size;
   const source = `
     return {
@@ -270,5 +294,13 @@ export function structCodec<T>(layout: StructLayout<T>, addr: AddrCodec): Codec<
         return ${read};
       },
     };`;
-  return new Function('Buffer', 'addr', 'writeCString', 'readCString', 'writeU16s', 'readU16s', 'isZero', source)(Buffer, addr, writeCString, readCString, writeU16s, readU16s, isZero) as Codec<T>;
+  return new Function('Buffer', 'addr', 'writeCString', 'readCString', 'writeU16s', 'readU16s', 'isZero', source)(
+    Buffer,
+    addr,
+    writeCString,
+    readCString,
+    writeU16s,
+    readU16s,
+    isZero,
+  ) as Codec<T>;
 }

@@ -6,7 +6,6 @@
  */
 import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME } from '../k8s/labels.js';
 
-
 export interface TrackedChange {
   kind: 'Service' | 'EndpointSlice' | 'Node';
   /** The Service the change concerns ("ns/name"). */

@@ -14,7 +14,12 @@ import { pinnedMapStats } from './map-stats.js';
 /** Registers the metrics; the function returned reads the maps into them. */
 export function kernelCollectors(registry: Registry, bpffsDir: string, log: Logger): () => void {
   const registers = [registry];
-  const entries = new Gauge({ name: 'kpr_bpf_map_entries', help: 'Entries in each pinned BPF map (arrays: always their capacity).', labelNames: ['map'], registers });
+  const entries = new Gauge({
+    name: 'kpr_bpf_map_entries',
+    help: 'Entries in each pinned BPF map (arrays: always their capacity).',
+    labelNames: ['map'],
+    registers,
+  });
   const capacity = new Gauge({ name: 'kpr_bpf_map_capacity', help: 'max_entries of each pinned BPF map.', labelNames: ['map'], registers });
   const counters = new Map<StatMetric['metric'], Counter<string>>();
   for (const [metric, help] of Object.entries(STAT_METRIC_HELP) as Array<[StatMetric['metric'], string]>) {

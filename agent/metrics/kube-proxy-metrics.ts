@@ -34,7 +34,10 @@ export class KubeProxyMetrics {
 
     this.syncDuration = hist('kubeproxy_sync_proxy_rules_duration_seconds', 'SyncProxyRules latency in seconds (every sync, full or partial).');
     this.syncFullDuration = hist('kubeproxy_sync_full_proxy_rules_duration_seconds', 'SyncProxyRules latency in seconds for full resyncs.');
-    this.syncPartialDuration = hist('kubeproxy_sync_partial_proxy_rules_duration_seconds', 'SyncProxyRules latency in seconds for partial (per-service) syncs.');
+    this.syncPartialDuration = hist(
+      'kubeproxy_sync_partial_proxy_rules_duration_seconds',
+      'SyncProxyRules latency in seconds for partial (per-service) syncs.',
+    );
     this.networkProgramming = new Histogram({
       name: 'kubeproxy_network_programming_duration_seconds',
       help: 'In-cluster network programming latency in seconds: from an EndpointSlice last-change-trigger-time to the maps holding the change.',
@@ -48,28 +51,50 @@ export class KubeProxyMetrics {
       registers,
     });
     for (const traffic_policy of ['internal', 'external']) this.noLocalEndpoints.set({ traffic_policy }, 0);
-    this.lastSync = new Gauge({ name: 'kubeproxy_sync_proxy_rules_last_timestamp_seconds', help: 'The last time the maps were successfully synced.', registers });
+    this.lastSync = new Gauge({
+      name: 'kubeproxy_sync_proxy_rules_last_timestamp_seconds',
+      help: 'The last time the maps were successfully synced.',
+      registers,
+    });
     this.lastQueued = new Gauge({
       name: 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds',
       help: 'The last time a sync was queued by a Service, EndpointSlice or Node change.',
       registers,
     });
-    this.endpointChanges = new Counter({ name: 'kubeproxy_sync_proxy_rules_endpoint_changes_total', help: 'Cumulative EndpointSlice changes (adds, updates, deletes).', registers });
+    this.endpointChanges = new Counter({
+      name: 'kubeproxy_sync_proxy_rules_endpoint_changes_total',
+      help: 'Cumulative EndpointSlice changes (adds, updates, deletes).',
+      registers,
+    });
     this.endpointPending = new Gauge({
       name: 'kubeproxy_sync_proxy_rules_endpoint_changes_pending',
       help: 'EndpointSlice changes received and not yet applied to the maps.',
       registers,
       collect: () => this.endpointPending.set(this.tracker.endpointChangesPending),
     });
-    this.serviceChanges = new Counter({ name: 'kubeproxy_sync_proxy_rules_service_changes_total', help: 'Cumulative Service changes (adds, updates, deletes).', registers });
+    this.serviceChanges = new Counter({
+      name: 'kubeproxy_sync_proxy_rules_service_changes_total',
+      help: 'Cumulative Service changes (adds, updates, deletes).',
+      registers,
+    });
     this.servicePending = new Gauge({
       name: 'kubeproxy_sync_proxy_rules_service_changes_pending',
       help: 'Services changed and not yet applied to the maps.',
       registers,
       collect: () => this.servicePending.set(this.tracker.serviceChangesPending),
     });
-    this.healthz = new Counter({ name: 'kubeproxy_proxy_healthz_total', help: 'Cumulative proxy /healthz answers by HTTP status code.', labelNames: ['code'], registers });
-    this.livez = new Counter({ name: 'kubeproxy_proxy_livez_total', help: 'Cumulative proxy /livez answers by HTTP status code.', labelNames: ['code'], registers });
+    this.healthz = new Counter({
+      name: 'kubeproxy_proxy_healthz_total',
+      help: 'Cumulative proxy /healthz answers by HTTP status code.',
+      labelNames: ['code'],
+      registers,
+    });
+    this.livez = new Counter({
+      name: 'kubeproxy_proxy_livez_total',
+      help: 'Cumulative proxy /livez answers by HTTP status code.',
+      labelNames: ['code'],
+      registers,
+    });
   }
 
   /** See AgentMetrics.changeQueued. */

@@ -75,14 +75,27 @@ export class AgentMetrics {
       registers,
     });
 
-    this.syncs = new Counter({ name: 'kpr_syncs_total', help: 'Sync attempts by trigger (initial, event, periodic, retry) and result (ok, error).', labelNames: ['trigger', 'result'], registers });
-    this.mapErrors = new Counter({ name: 'kpr_map_operation_errors_total', help: 'Failed BPF map operations of the reconciler, by map and operation.', labelNames: ['map', 'op'], registers });
-    this.frontends = new Gauge({ name: 'kpr_frontends_programmed', help: 'Frontends (service address, port, protocol and scope) in the service map after the last sync.', registers });
+    this.syncs = new Counter({
+      name: 'kpr_syncs_total',
+      help: 'Sync attempts by trigger (initial, event, periodic, retry) and result (ok, error).',
+      labelNames: ['trigger', 'result'],
+      registers,
+    });
+    this.mapErrors = new Counter({
+      name: 'kpr_map_operation_errors_total',
+      help: 'Failed BPF map operations of the reconciler, by map and operation.',
+      labelNames: ['map', 'op'],
+      registers,
+    });
+    this.frontends = new Gauge({
+      name: 'kpr_frontends_programmed',
+      help: 'Frontends (service address, port, protocol and scope) in the service map after the last sync.',
+      registers,
+    });
     this.backends = new Gauge({ name: 'kpr_backends_programmed', help: 'Backends in the backend map after the last sync.', registers });
     this.overLimit = new Gauge({
       name: 'kpr_services_over_limit',
-      help:
-        'Services over a datapath limit after the last sync, by limit: refused whole (rev_nat_ids, svc_map, backend_map, aff_match_map, src_range_map: nothing of them is programmed) or cut (backends_per_frontend: a frontend holds its first 65,535 backends). Each is logged and listed as skipped.',
+      help: 'Services over a datapath limit after the last sync, by limit: refused whole (rev_nat_ids, svc_map, backend_map, aff_match_map, src_range_map: nothing of them is programmed) or cut (backends_per_frontend: a frontend holds its first 65,535 backends). Each is logged and listed as skipped.',
       labelNames: ['limit'],
       registers,
     });
@@ -119,7 +132,7 @@ export class AgentMetrics {
     });
     this.rangeErrors = new Counter({
       name: 'kpr_service_range_errors_total',
-      help: 'Service ranges left out because they are invalid (not a CIDR, host bits set, more than one per IP family), by source (flag: --service-cluster-ip-range; ServiceCIDR: an object\'s spec.cidrs); each distinct entry once, with a log line.',
+      help: "Service ranges left out because they are invalid (not a CIDR, host bits set, more than one per IP family), by source (flag: --service-cluster-ip-range; ServiceCIDR: an object's spec.cidrs); each distinct entry once, with a log line.",
       labelNames: ['source'],
       registers,
     });

@@ -27,7 +27,7 @@ export class NodeDatapathMetrics {
     const registers = [registry];
     this.nodeErrors = new Counter({
       name: 'kpr_node_datapath_errors_total',
-      help: 'Failed runs of the node datapath timers (interface_rescan, conntrack_sweep, cgroup_check, pin_check, attachment_check), e.g. while the node network namespace, the socket programs\' cgroup or the bpffs is gone; retried at the next tick.',
+      help: "Failed runs of the node datapath timers (interface_rescan, conntrack_sweep, cgroup_check, pin_check, attachment_check), e.g. while the node network namespace, the socket programs' cgroup or the bpffs is gone; retried at the next tick.",
       labelNames: ['op'],
       registers,
     });
@@ -130,7 +130,12 @@ export class NodeDatapathMetrics {
    * another size is migrated to it at start).
    */
   mapSizes(configured: Readonly<Record<string, number>>): void {
-    this.mapSizeGauge ??= new Gauge({ name: 'kpr_bpf_map_configured_capacity', help: 'max_entries each run-time sized BPF map is configured with (--map-size-*, --bpf-map-dynamic-size-ratio, --conntrack-*).', labelNames: ['map'], registers: [this.registry] });
+    this.mapSizeGauge ??= new Gauge({
+      name: 'kpr_bpf_map_configured_capacity',
+      help: 'max_entries each run-time sized BPF map is configured with (--map-size-*, --bpf-map-dynamic-size-ratio, --conntrack-*).',
+      labelNames: ['map'],
+      registers: [this.registry],
+    });
     const g = this.mapSizeGauge;
     g.reset();
     for (const [map, n] of Object.entries(configured)) g.set({ map }, n);

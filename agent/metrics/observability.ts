@@ -111,7 +111,9 @@ export class Observability {
           overLimit: () => this.limitSummary() as Record<string, unknown> | undefined,
           mapSizes: () => this.mapSizeReport as Record<string, unknown> | undefined,
           attachments: (now) => attachmentHealth(this.attachmentSource?.(), now),
-          onServed: (p, code) => this.metrics.healthServed(p, code), onShed: (kind) => this.metrics.connectionShed('healthz', kind) });
+          onServed: (p, code) => this.metrics.healthServed(p, code),
+          onShed: (kind) => this.metrics.connectionShed('healthz', kind),
+        });
       this.listeners.push(listenWithRetry(build, healthz, 'health server', log));
     }
     const metrics = parseBindAddress(this.opts.metricsBindAddress, '--metrics-bind-address');
@@ -123,7 +125,15 @@ export class Observability {
           return { version: kprVersion(), config: config as Record<string, unknown>, ...(serviceRanges !== undefined ? { serviceRanges } : {}) };
         }
       : undefined;
-    if (metrics) this.listeners.push(listenWithRetry(() => buildMetricsServer(this.metrics, (kind) => this.metrics.connectionShed('metrics', kind), configz), metrics, 'metrics server', log));
+    if (metrics)
+      this.listeners.push(
+        listenWithRetry(
+          () => buildMetricsServer(this.metrics, (kind) => this.metrics.connectionShed('metrics', kind), configz),
+          metrics,
+          'metrics server',
+          log,
+        ),
+      );
   }
 
   async stop(): Promise<void> {

@@ -34,7 +34,11 @@ export function buildMetricsServer(metrics: MetricsSource, onShed?: ShedHandler,
   app.all('/proxyMode', plain(PROXY_MODE));
   if (configz) {
     app.get('/configz', (_req, reply) =>
-      reply.header('Content-Type', 'application/json').header('X-Content-Type-Options', 'nosniff').send(Buffer.from(JSON.stringify(configz()))));
+      reply
+        .header('Content-Type', 'application/json')
+        .header('X-Content-Type-Options', 'nosniff')
+        .send(Buffer.from(JSON.stringify(configz()))),
+    );
   }
   return app;
 }

@@ -29,9 +29,24 @@ function withPin<T>(bpffsDir: string, name: string, f: (m: BpfMap) => T): T {
 /** Registers the counters; the returned function refreshes them from the pinned maps. */
 export function serviceCounters(registry: Registry, bpffsDir: string, log: Logger, limit = SERVICE_SERIES_LIMIT): () => void {
   const registers = [registry];
-  const balanced = new Counter({ name: 'kpr_service_balanced_total', help: 'New connections (socket path; unconnected UDP: datagrams) and new flows (tc path) sent to a backend, per Service port.', labelNames: LABELS, registers });
-  const refused = new Counter({ name: 'kpr_service_refused_total', help: 'Socket calls to a Service port refused with EPERM, by reason (no_endpoint).', labelNames: [...LABELS, 'reason'], registers });
-  const dropped = new Counter({ name: 'kpr_service_dropped_total', help: 'New flows to a Service port dropped on the tc path, by reason (no_endpoint, no_local_endpoint, source_range).', labelNames: [...LABELS, 'reason'], registers });
+  const balanced = new Counter({
+    name: 'kpr_service_balanced_total',
+    help: 'New connections (socket path; unconnected UDP: datagrams) and new flows (tc path) sent to a backend, per Service port.',
+    labelNames: LABELS,
+    registers,
+  });
+  const refused = new Counter({
+    name: 'kpr_service_refused_total',
+    help: 'Socket calls to a Service port refused with EPERM, by reason (no_endpoint).',
+    labelNames: [...LABELS, 'reason'],
+    registers,
+  });
+  const dropped = new Counter({
+    name: 'kpr_service_dropped_total',
+    help: 'New flows to a Service port dropped on the tc path, by reason (no_endpoint, no_local_endpoint, source_range).',
+    labelNames: [...LABELS, 'reason'],
+    registers,
+  });
   return () => {
     let ports;
     try {

@@ -98,7 +98,13 @@ export function countsByServicePort(counts: Map<number, ServiceCounts>, names: M
     const key = `${m.name}\u0000${m.portName}\u0000${protocol}`;
     let s = byPort.get(key);
     if (!s) {
-      s = { namespace: slash < 0 ? '' : m.name.slice(0, slash), service: slash < 0 ? m.name : m.name.slice(slash + 1), portName: m.portName, protocol, counts: zeroCounts() };
+      s = {
+        namespace: slash < 0 ? '' : m.name.slice(0, slash),
+        service: slash < 0 ? m.name : m.name.slice(slash + 1),
+        portName: m.portName,
+        protocol,
+        counts: zeroCounts(),
+      };
       byPort.set(key, s);
     }
     add(s.counts, c);

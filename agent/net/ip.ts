@@ -124,7 +124,7 @@ export function formatIPv6(groups: readonly number[]): string {
   if (mapped >= 0) return formatIPv4(mapped);
   let bestStart = -1;
   let bestLen = 0;
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     if (groups[i] !== 0) {
       i++;
       continue;

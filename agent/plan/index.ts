@@ -12,5 +12,13 @@ export {
   type TopologyMode,
 } from './categorize-endpoints.js';
 export { endpointsByServicePort, groupSlicesByService, sliceServiceKey, portId, type Endpoint } from './endpoint-slices.js';
-export { readServiceInfo, serviceKeyOf, DEFAULT_AFFINITY_SECONDS, MAX_AFFINITY_SECONDS, type ServiceInfo, type ServicePortInfo, type FamilyInfo } from './service-info.js';
+export {
+  readServiceInfo,
+  serviceKeyOf,
+  DEFAULT_AFFINITY_SECONDS,
+  MAX_AFFINITY_SECONDS,
+  type ServiceInfo,
+  type ServicePortInfo,
+  type FamilyInfo,
+} from './service-info.js';
 export { nodePortAddresses, parseNodePortAddresses, type NodePortAddressFilter } from './node-addresses.js';

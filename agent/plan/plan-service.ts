@@ -53,7 +53,11 @@ export function planService(service: V1Service, slices: readonly V1EndpointSlice
   } catch (err) {
     // Last line of defence: input the checks above did not foresee. One Service, never the whole plan.
     const key = namespacedKey(String(service?.metadata?.namespace ?? ''), String(service?.metadata?.name ?? ''));
-    return { service: key, frontends: [], skipped: [{ object: `Service ${key}`, reason: `cannot be planned: ${err instanceof Error ? err.message : String(err)}` }] };
+    return {
+      service: key,
+      frontends: [],
+      skipped: [{ object: `Service ${key}`, reason: `cannot be planned: ${err instanceof Error ? err.message : String(err)}` }],
+    };
   }
 }
 
@@ -88,7 +92,10 @@ function planServiceUnchecked(service: V1Service, slices: readonly V1EndpointSli
     const eps = endpointsByServicePort(key, slices, ctx.nodeName, fam.family, skipped);
     const nodeAddrs = hasNodePorts ? nodePortAddresses(ctx.node, fam.family, filter) : [];
     if (hasNodePorts && nodeAddrs.length === 0) {
-      skipped.push({ object: `Service ${key}`, reason: `NodePorts: node ${JSON.stringify(ctx.nodeName)} has no ${fam.family} address to listen on${ctx.node ? '' : ' (no Node object)'}` });
+      skipped.push({
+        object: `Service ${key}`,
+        reason: `NodePorts: node ${JSON.stringify(ctx.nodeName)} has no ${fam.family} address to listen on${ctx.node ? '' : ' (no Node object)'}`,
+      });
     }
     for (let pi = 0; pi < info.ports.length; pi++) {
       const sp = info.ports[pi];
@@ -155,7 +162,9 @@ function portFrontends(
   // ClusterIP: the internal policy's set. iTP=Local with no local endpoint
   // but endpoints elsewhere is a DROP in kube-proxy (rule 24 of docs/semantics.md); a socket hook
   // cannot drop a connect, so kpr refuses at once (the same rule).
-  const out: PlanFrontend[] = [newFrontend(info, sp, 'ClusterIP', fam.clusterIP, sp.port, info.internalPolicyLocal ? local : cluster, info.internalPolicyLocal, [])];
+  const out: PlanFrontend[] = [
+    newFrontend(info, sp, 'ClusterIP', fam.clusterIP, sp.port, info.internalPolicyLocal ? local : cluster, info.internalPolicyLocal, []),
+  ];
   if (!externallyAccessible) return out;
 
   // External frontends: the external policy's set for traffic from outside.

@@ -142,10 +142,7 @@ function clusterIPsByFamily(spec: NonNullable<V1Service['spec']>, object: string
  */
 function readFamilies(raw: unknown, object: string, skipped: SkippedObject[]): string[] {
   if (raw === undefined || raw === null) return [];
-  const ok =
-    Array.isArray(raw) &&
-    raw.length <= 2 &&
-    raw.every((f, i) => (f === 'IPv4' || f === 'IPv6') && raw.indexOf(f) === i);
+  const ok = Array.isArray(raw) && raw.length <= 2 && raw.every((f, i) => (f === 'IPv4' || f === 'IPv6') && raw.indexOf(f) === i);
   if (ok) return raw as string[];
   skipped.push({ object, reason: `invalid spec.ipFamilies ${quote(raw)} ignored (at most 2 of IPv4, IPv6, no duplicate): only the primary clusterIP is used` });
   return [];
@@ -331,7 +328,12 @@ export function readServiceInfo(service: V1Service): ServiceInfoResult {
   // VIP-mode ingress IPs only: hostname-only and ipMode Proxy ingresses get no rules (rule 8 of docs/semantics.md).
   const ingressRaw: unknown = service.status?.loadBalancer?.ingress;
   const ingress = Array.isArray(ingressRaw) ? (ingressRaw as Array<{ ip?: unknown; ipMode?: unknown } | null>) : NONE;
-  const lbRaw = ingress.length === 0 ? NONE : ingress.filter((i) => i && typeof i.ip === 'string' && i.ip !== '' && (i.ipMode === undefined || i.ipMode === null || i.ipMode === 'VIP')).map((i) => i!.ip);
+  const lbRaw =
+    ingress.length === 0
+      ? NONE
+      : ingress
+          .filter((i) => i && typeof i.ip === 'string' && i.ip !== '' && (i.ipMode === undefined || i.ipMode === null || i.ipMode === 'VIP'))
+          .map((i) => i!.ip);
   const rangesProblem = sourceRangesProblem(spec.loadBalancerSourceRanges);
   if (rangesProblem !== null) {
     skipped.push({ object, reason: `spec.loadBalancerSourceRanges cannot be read (${rangesProblem}): the frontends it restricts are not programmed` });

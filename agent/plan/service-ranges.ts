@@ -53,7 +53,7 @@ export function checkRangeList(values: readonly unknown[], source: string): Serv
   const ranges: ServiceRange[] = [];
   const problems: ServiceRangeProblem[] = [];
   values.forEach((v) => {
-    const value = typeof v === 'string' ? v : JSON.stringify(v) ?? String(v);
+    const value = typeof v === 'string' ? v : (JSON.stringify(v) ?? String(v));
     const bad = (reason: string) => problems.push({ source, value, reason });
     const c = parseCIDR(v);
     if (!c) return bad('not a CIDR');

@@ -15,7 +15,7 @@ export const K8S_SERVICE_HOST_MESSAGE =
   'in-cluster config without --k8s-service-host: the agent reaches the API server through the kubernetes Service ClusterIP ' +
   '(KUBERNETES_SERVICE_HOST), which only works while kube-proxy (or another service proxy) still serves it on this node; ' +
   'without kube-proxy this connection cannot succeed. Set the chart values k8sServiceHost/k8sServicePort (flags ' +
-  '--k8s-service-host/--k8s-service-port) to the API server\'s real address (a control-plane node IP or a load balancer), e.g. 198.18.0.2 and 6443';
+  "--k8s-service-host/--k8s-service-port) to the API server's real address (a control-plane node IP or a load balancer), e.g. 198.18.0.2 and 6443";
 
 /** True when the agent will dial the API server through the `kubernetes` Service ClusterIP. */
 export function apiServerViaServiceIp(cfg: { kubeconfig?: string; k8sServiceHost?: string }, env: NodeJS.ProcessEnv = process.env): boolean {

@@ -148,7 +148,13 @@ export function runPreflight(opts: PreflightOptions): PreflightReport {
   }
   const cgroupPath = opts.cgroupPath ?? cgroup2Mount;
   if (!cgroupPath) {
-    add({ name: 'cgroup2', severity: 'required', ok: false, detail: 'no cgroup2 filesystem in /proc/mounts', fix: 'boot with cgroup v2 (systemd.unified_cgroup_hierarchy=1) or mount it: mount -t cgroup2 none /sys/fs/cgroup' });
+    add({
+      name: 'cgroup2',
+      severity: 'required',
+      ok: false,
+      detail: 'no cgroup2 filesystem in /proc/mounts',
+      fix: 'boot with cgroup v2 (systemd.unified_cgroup_hierarchy=1) or mount it: mount -t cgroup2 none /sys/fs/cgroup',
+    });
   } else {
     const mt = mountTypeOf(cgroupPath, mounts);
     const isDir = existsSync(cgroupPath) && statSync(cgroupPath).isDirectory();
@@ -172,7 +178,10 @@ export function runPreflight(opts: PreflightOptions): PreflightReport {
     name: 'capabilities',
     severity: 'required',
     ok: missing.length === 0,
-    detail: missing.length === 0 ? `uid ${uid}; effective: ${caps.join(', ')}` : `uid ${uid}; missing ${missing.join(', ')} (effective: ${caps.join(', ') || 'none'})`,
+    detail:
+      missing.length === 0
+        ? `uid ${uid}; effective: ${caps.join(', ')}`
+        : `uid ${uid}; missing ${missing.join(', ')} (effective: ${caps.join(', ') || 'none'})`,
     fix: 'run as root, or with CAP_BPF (load programs, create maps), CAP_NET_ADMIN (cgroup socket programs) and CAP_SYS_ADMIN (cgroup attach, mounting bpffs)',
   });
 
@@ -242,7 +251,13 @@ export function runPreflight(opts: PreflightOptions): PreflightReport {
       setLibbpfLogger(null);
     }
   }
-  add({ name: 'bpf-object', severity: 'required', ok: loadOk, detail: loadDetail, fix: 'build it (make bpf) or pass --bpf-object; a verifier error means this kernel lacks a feature kpr uses; a map creation error (ENOMEM, E2BIG) means a --map-size-* too large for this node' });
+  add({
+    name: 'bpf-object',
+    severity: 'required',
+    ok: loadOk,
+    detail: loadDetail,
+    fix: 'build it (make bpf) or pass --bpf-object; a verifier error means this kernel lacks a feature kpr uses; a map creation error (ENOMEM, E2BIG) means a --map-size-* too large for this node',
+  });
 
   // Map sizes: configured, and what the pins under --bpffs hold (one at another size is migrated at start: agent/datapath/migration.ts).
   const mapSizes = mapSizeRows(opts.mapSizes ?? {}, opts.bpffsDir);
@@ -256,10 +271,15 @@ export function runPreflight(opts: PreflightOptions): PreflightReport {
       mapSizes.pinError
         ? `pins under ${dir}: ${mapSizes.pinError}`
         : mapSizes.some((m) => m.pinned !== undefined)
-          ? `pinned: ${mapSizes.filter((m) => m.pinned !== undefined).map((m) => `${m.map} ${m.entries}/${m.pinned} (${((100 * m.entries!) / m.pinned!).toFixed(1)}%)`).join(', ')}`
+          ? `pinned: ${mapSizes
+              .filter((m) => m.pinned !== undefined)
+              .map((m) => `${m.map} ${m.entries}/${m.pinned} (${((100 * m.entries!) / m.pinned!).toFixed(1)}%)`)
+              .join(', ')}`
           : `nothing pinned under ${dir} yet`,
       ...(mismatched.length
-        ? [`pinned at another size: ${mismatched.map((m) => `${m.map} ${m.pinned}, not ${m.configured}`).join(', ')}: the agent migrates the maps to a new set of the configured sizes at start, live`]
+        ? [
+            `pinned at another size: ${mismatched.map((m) => `${m.map} ${m.pinned}, not ${m.configured}`).join(', ')}: the agent migrates the maps to a new set of the configured sizes at start, live`,
+          ]
         : []),
     ].join('; '),
     fix: `the pinned maps under ${dir} cannot be read`,
@@ -294,13 +314,20 @@ export function runPreflight(opts: PreflightOptions): PreflightReport {
         severity: f.required ? 'required' : 'advisory',
         ok: f.state === 'active',
         detail: formatFeature(f),
-        fix: f.state === 'fallback'
-          ? `served through ${f.fallback}; kernel ${KERNEL_FEATURES[f.feature].since}+ has it directly`
-          : `${f.required ? 'kpr needs it' : 'optional'}; kernel ${KERNEL_FEATURES[f.feature].since}+ has it`,
+        fix:
+          f.state === 'fallback'
+            ? `served through ${f.fallback}; kernel ${KERNEL_FEATURES[f.feature].since}+ has it directly`
+            : `${f.required ? 'kpr needs it' : 'optional'}; kernel ${KERNEL_FEATURES[f.feature].since}+ has it`,
       });
     }
   } else {
-    add({ name: 'kernel-features', severity: 'required', ok: false, detail: `not probed (${!libbpfOk ? 'libbpf' : 'capabilities'} missing, see above)`, fix: 'fix the rows above, then run again' });
+    add({
+      name: 'kernel-features',
+      severity: 'required',
+      ok: false,
+      detail: `not probed (${!libbpfOk ? 'libbpf' : 'capabilities'} missing, see above)`,
+      fix: 'fix the rows above, then run again',
+    });
   }
 
   // The writer thread for large syncs: without it the agent works, its full syncs are slower.
@@ -314,7 +341,13 @@ export function runPreflight(opts: PreflightOptions): PreflightReport {
   } catch (err) {
     writerDetail = `${(err as Error).message.split('\n')[0]}; large map batches will be written synchronously (slower full syncs)`;
   }
-  add({ name: 'batch-writer', severity: 'advisory', ok: writerOk, detail: writerDetail, fix: 'build it (make build) next to the BPF objects; it needs libbpf.so.1' });
+  add({
+    name: 'batch-writer',
+    severity: 'advisory',
+    ok: writerOk,
+    detail: writerDetail,
+    fix: 'build it (make build) next to the BPF objects; it needs libbpf.so.1',
+  });
 
   add(snatPortsCheck(readSnatPortFacts({ netns: opts.netns }), SNAT_RANGE));
 
@@ -346,7 +379,13 @@ function mapLayoutCheck(bpffsDir: string): CheckResult {
   try {
     found = scanMapPins(bpffsDir).filter((p) => MAP_BY_NAME.has(p.name));
   } catch (err) {
-    return { name: 'map-layouts', severity: 'required', ok: false, detail: `pins under ${bpffsDir}: ${(err as Error).message.split('\n')[0]}`, fix: 'run as root, with --bpffs the agent uses' };
+    return {
+      name: 'map-layouts',
+      severity: 'required',
+      ok: false,
+      detail: `pins under ${bpffsDir}: ${(err as Error).message.split('\n')[0]}`,
+      fix: 'run as root, with --bpffs the agent uses',
+    };
   }
   const version = (p: FoundPin) => MAP_BY_NAME.get(p.name)!.version;
   const newer = found.filter((p) => p.version > version(p));
@@ -365,7 +404,10 @@ function mapLayoutCheck(bpffsDir: string): CheckResult {
   };
 }
 
-function mapSizeRows(configured: Readonly<Record<string, number>>, bpffsDir: string): Array<{ map: string; configured: number; pinned?: number; entries?: number }> & { pinError?: string } {
+function mapSizeRows(
+  configured: Readonly<Record<string, number>>,
+  bpffsDir: string,
+): Array<{ map: string; configured: number; pinned?: number; entries?: number }> & { pinError?: string } {
   let pinned: MapStats[] = [];
   let pinError: string | undefined;
   try {
@@ -373,10 +415,12 @@ function mapSizeRows(configured: Readonly<Record<string, number>>, bpffsDir: str
   } catch (err) {
     pinError = (err as Error).message.split('\n')[0];
   }
-  const rows: Array<{ map: string; configured: number; pinned?: number; entries?: number }> & { pinError?: string } = Object.entries(configured).map(([map, n]) => {
-    const p = pinned.find((s) => s.name === map);
-    return { map, configured: n, ...(p ? { pinned: p.capacity, entries: p.entries ?? 0 } : {}) };
-  });
+  const rows: Array<{ map: string; configured: number; pinned?: number; entries?: number }> & { pinError?: string } = Object.entries(configured).map(
+    ([map, n]) => {
+      const p = pinned.find((s) => s.name === map);
+      return { map, configured: n, ...(p ? { pinned: p.capacity, entries: p.entries ?? 0 } : {}) };
+    },
+  );
   if (pinError !== undefined) rows.pinError = pinError;
   return rows;
 }

@@ -115,7 +115,6 @@ export class Admission {
     for (const service of this.truncated.keys()) if (!desired.has(service) && this.truncated.delete(service)) this.limitList = undefined;
   }
 
-
   /**
    * Whether `want` may be diffed: its Service fits the room left (decided
    * once per pass, at its first frontend diffed, for every frontend it wins)
@@ -353,5 +352,4 @@ export class Admission {
     this.limitList = undefined;
     this.logger.error('Service truncated: over a datapath limit', { ...limitFields(r), reason: describeLimit(r) });
   }
-
 }

@@ -9,7 +9,17 @@ import { FE_TYPE } from '../maps/layout.js';
 import type { PlanFrontend, SkippedObject } from '../plan/types.js';
 import { OncePerVersion } from '../log/log-dedupe.js';
 import { desiredFrontendLabel, sameTuples, toDesiredFrontend, type BackendTuple, type DesiredFrontend } from './desired-frontend.js';
-import { ConflictLog, claimClass, conflictSkip, isAssertedClaim, outranks, type Claim, type ConflictCount, type ConflictLogger, type FrontendConflict } from './ownership.js';
+import {
+  ConflictLog,
+  claimClass,
+  conflictSkip,
+  isAssertedClaim,
+  outranks,
+  type Claim,
+  type ConflictCount,
+  type ConflictLogger,
+  type FrontendConflict,
+} from './ownership.js';
 import type { PlanSource } from './sync-types.js';
 
 export class Claims {
@@ -207,7 +217,14 @@ export class Claims {
     }
     for (const x of contenders) {
       if (x === best) continue;
-      lost.push({ service: x.claim.service, type: claimClass(x.d.feType), rule: 'outranked', frontend: desiredFrontendLabel(x.d), owner: best!.claim.service, ownerType: claimClass(best!.d.feType) });
+      lost.push({
+        service: x.claim.service,
+        type: claimClass(x.d.feType),
+        rule: 'outranked',
+        frontend: desiredFrontendLabel(x.d),
+        owner: best!.claim.service,
+        ownerType: claimClass(best!.d.feType),
+      });
     }
     this.setConflicts(fk, lost, before);
     for (const l of lost) skipped.push(conflictSkip(l));
@@ -293,7 +310,9 @@ function sameDesired(a: DesiredFrontend, b: DesiredFrontend): boolean {
     a.truncatedFrom === b.truncatedFrom &&
     sameStrings(a.sourceRanges, b.sourceRanges) &&
     sameBackends(a.tuples, a.locals, b.tuples, b.locals) &&
-    (a.internalTuples === null ? b.internalTuples === null : b.internalTuples !== null && sameBackends(a.internalTuples, a.internalLocals, b.internalTuples, b.internalLocals))
+    (a.internalTuples === null
+      ? b.internalTuples === null
+      : b.internalTuples !== null && sameBackends(a.internalTuples, a.internalLocals, b.internalTuples, b.internalLocals))
   );
 }
 

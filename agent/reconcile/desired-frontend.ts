@@ -65,7 +65,11 @@ export interface DesiredFrontend {
 
 /** The frontend label (plan/types.ts) of the plan a desired frontend came from, for messages (built only when one is written). */
 export function desiredFrontendLabel(d: DesiredFrontend): string {
-  return frontendLabel({ address: d.planAddress, port: d.base.port, protocol: d.base.proto === IPPROTO.UDP ? 'UDP' : d.base.proto === IPPROTO.SCTP ? 'SCTP' : 'TCP' });
+  return frontendLabel({
+    address: d.planAddress,
+    port: d.base.port,
+    protocol: d.base.proto === IPPROTO.UDP ? 'UDP' : d.base.proto === IPPROTO.SCTP ? 'SCTP' : 'TCP',
+  });
 }
 
 /** Identity of one entry set (frontend and scope). */
@@ -153,7 +157,8 @@ export function toDesiredFrontend(service: string, f: PlanFrontend, skipped: Ski
   if (!v4 && !ip) return refuse(service, f, `invalid address ${JSON.stringify(f.address)}`, skipped);
   if (!validPort(f.port)) return refuse(service, f, `invalid port ${JSON.stringify(f.port)}`, skipped);
   // SCTP is programmed too: the tc path drops and counts its traffic (rule 39 of docs/semantics.md).
-  if (f.protocol !== 'TCP' && f.protocol !== 'UDP' && f.protocol !== 'SCTP') return refuse(service, f, `unknown protocol ${JSON.stringify(f.protocol)}`, skipped);
+  if (f.protocol !== 'TCP' && f.protocol !== 'UDP' && f.protocol !== 'SCTP')
+    return refuse(service, f, `unknown protocol ${JSON.stringify(f.protocol)}`, skipped);
   const family = v4 ? 'IPv4' : ip!.family;
   const timeout = Number.isInteger(f.affinityTimeoutSeconds) && f.affinityTimeoutSeconds > 0 ? f.affinityTimeoutSeconds : 0;
   const proto = IPPROTO[f.protocol];
@@ -221,7 +226,12 @@ interface ScopeBackends {
  * sync to sync. Reported in `skipped`.
  */
 function withinSlots(b: ScopeBackends, service: string, f: PlanFrontend, skipped: SkippedObject[]): void {
-  refuse(service, f, `${b.tuples.length} backends, over the limit of ${MAX_SLOTS} per frontend (u16 slot count): only the first ${MAX_SLOTS} are programmed`, skipped);
+  refuse(
+    service,
+    f,
+    `${b.tuples.length} backends, over the limit of ${MAX_SLOTS} per frontend (u16 slot count): only the first ${MAX_SLOTS} are programmed`,
+    skipped,
+  );
   b.tuples.length = MAX_SLOTS;
   if (b.texts) b.texts.length = MAX_SLOTS;
   if (b.locals.length > 0 && b.locals[b.locals.length - 1] >= MAX_SLOTS) b.locals = b.locals.filter((i) => i < MAX_SLOTS);
@@ -250,7 +260,14 @@ function refuse(service: string, f: PlanFrontend, reason: string, skipped: Skipp
  * unique list of canonical IPv4 backends (what the planner emits) is checked
  * without a Set.
  */
-function desiredBackends(list: readonly PlanBackend[], family: 'IPv4' | 'IPv6', proto: number, service: string, f: PlanFrontend, skipped: SkippedObject[]): ScopeBackends {
+function desiredBackends(
+  list: readonly PlanBackend[],
+  family: 'IPv4' | 'IPv6',
+  proto: number,
+  service: string,
+  f: PlanFrontend,
+  skipped: SkippedObject[],
+): ScopeBackends {
   const tuples: BackendTuple[] = new Array(list.length);
   let n = 0;
   let locals: number[] | null = null;

@@ -96,7 +96,14 @@ export class MirrorDiff {
 
     // Maglev tables of the entry sets (rule 40 of docs/semantics.md; tables/maglev.ts), written with the slots.
     this.maglevOf(want, frontendId, SCOPE.EXTERNAL, want.maglev && ext.length > 0 ? desiredMaglev(want.tuples, want.texts) : null, w, skipped);
-    this.maglevOf(want, frontendId, SCOPE.INTERNAL, want.maglev && int && int.length > 0 ? desiredMaglev(want.internalTuples!, want.internalTexts) : null, w, skipped);
+    this.maglevOf(
+      want,
+      frontendId,
+      SCOPE.INTERNAL,
+      want.maglev && int && int.length > 0 ? desiredMaglev(want.internalTuples!, want.internalTexts) : null,
+      w,
+      skipped,
+    );
 
     // The service address (tables/vips.ts): a ClusterIP address refuses unknown ports while one of its frontends is programmed.
     const counted = this.m.vipOf.get(fk);
@@ -105,10 +112,20 @@ export class MirrorDiff {
   }
 
   /** One entry set's Maglev table; one that does not fit in kpr_maglev is reported, and its frontend balanced at random by the datapath. */
-  private maglevOf(want: DesiredFrontend, frontendId: number, scope: number, table: ReturnType<typeof desiredMaglev> | null, w: Writes, skipped: SkippedObject[]): void {
+  private maglevOf(
+    want: DesiredFrontend,
+    frontendId: number,
+    scope: number,
+    table: ReturnType<typeof desiredMaglev> | null,
+    w: Writes,
+    skipped: SkippedObject[],
+  ): void {
     if (diffMaglev(this.m, frontendId, scope, table, w, this.maglevCapacity)) return;
     this.maglevNotWritten.push(desiredFrontendLabel(want));
-    skipped.push({ object: `Service ${want.service}`, reason: `Maglev table of ${desiredFrontendLabel(want)} not written: kpr_maglev is full (--map-size-maglev); its new connections are balanced at random` });
+    skipped.push({
+      object: `Service ${want.service}`,
+      reason: `Maglev table of ${desiredFrontendLabel(want)} not written: kpr_maglev is full (--map-size-maglev); its new connections are balanced at random`,
+    });
   }
 
   /** kpr_maglev's capacity in chunks (the reconciler sets it from the maps). */
@@ -198,7 +215,8 @@ export class MirrorDiff {
 
   removeFrontend(fk: string, w: Writes, touchedVips: Set<string>): void {
     const fid = this.m.ownedFrontendId(fk);
-    const udpBefore = fid > 0 ? this.udpSlots(this.m.entrySets.get(entrySetId(fk, SCOPE.EXTERNAL)), this.m.entrySets.get(entrySetId(fk, SCOPE.INTERNAL))) : null;
+    const udpBefore =
+      fid > 0 ? this.udpSlots(this.m.entrySets.get(entrySetId(fk, SCOPE.EXTERNAL)), this.m.entrySets.get(entrySetId(fk, SCOPE.INTERNAL))) : null;
     if (udpBefore) this.noteUdpLeft(fk, fid, udpBefore, NO_TUPLES);
     for (const scope of SCOPES) this.removeSet(fk, scope, w);
     if (fid > 0) {

@@ -34,7 +34,12 @@ export interface DryRunResult {
   limits: readonly LimitReport[];
 }
 
-const FE_TYPE_OF: Record<FrontendType, number> = { ClusterIP: FE_TYPE.CLUSTER_IP, NodePort: FE_TYPE.NODE_PORT, LoadBalancer: FE_TYPE.LOAD_BALANCER, ExternalIP: FE_TYPE.EXTERNAL_IP };
+const FE_TYPE_OF: Record<FrontendType, number> = {
+  ClusterIP: FE_TYPE.CLUSTER_IP,
+  NodePort: FE_TYPE.NODE_PORT,
+  LoadBalancer: FE_TYPE.LOAD_BALANCER,
+  ExternalIP: FE_TYPE.EXTERNAL_IP,
+};
 const PROTO: Record<string, number> = IPPROTO;
 
 const silent: ReconcileLogger = { info: () => {}, warn: () => {}, error: () => {} };
@@ -42,7 +47,12 @@ const silent: ReconcileLogger = { info: () => {}, warn: () => {}, error: () => {
 /** The agent's initial full sync of `plans`, over empty maps in memory; what it left there. */
 export function dryRunSync(input: DryRunInput): DryRunResult {
   const caps = input.capacities;
-  const maps = new MemoryDatapathMaps({ maxServices: caps.svc, maxBackends: caps.backend, maxAffinityMatches: caps.affinityMatch, maxSrcRanges: caps.srcRange });
+  const maps = new MemoryDatapathMaps({
+    maxServices: caps.svc,
+    maxBackends: caps.backend,
+    maxAffinityMatches: caps.affinityMatch,
+    maxSrcRanges: caps.srcRange,
+  });
   const reconciler = new Reconciler(maps, silent, { maxFrontendId: input.maxFrontendId });
   reconciler.adopt();
   const keys = [...input.plans.keys()];

@@ -25,7 +25,10 @@ export class FillWarning {
       const fields = { limit: f.limit, used: f.used, capacity: f.capacity, percent: Math.round(ratio * 1000) / 10 };
       if (!this.over.has(f.limit) && ratio >= WARN_RATIO) {
         this.over.add(f.limit);
-        this.log.warn(`${f.limit} is ${fields.percent}% full (${f.used} of ${f.capacity}): Services that do not fit will be refused; raise its size (--map-size-*) or remove Services`, fields);
+        this.log.warn(
+          `${f.limit} is ${fields.percent}% full (${f.used} of ${f.capacity}): Services that do not fit will be refused; raise its size (--map-size-*) or remove Services`,
+          fields,
+        );
       } else if (this.over.has(f.limit) && ratio < CLEAR_RATIO) {
         this.over.delete(f.limit);
         this.log.info(`${f.limit} is back under ${CLEAR_RATIO * 100}% full (${f.used} of ${f.capacity})`, fields);

@@ -8,7 +8,22 @@
  * kernel really holds.
  */
 import type { DatapathMaps } from '../maps/datapath-maps.js';
-import { IPPROTO, SCOPE, SVC_FLAG, VIP_FLAG, type AffinityMatchKey, type Backend, type MaglevChunk, type MaglevKey, type MaglevRef, type MaglevRefKey, type SrcRangeKey, type SvcKey, type SvcMeta, type SvcVal } from '../maps/layout.js';
+import {
+  IPPROTO,
+  SCOPE,
+  SVC_FLAG,
+  VIP_FLAG,
+  type AffinityMatchKey,
+  type Backend,
+  type MaglevChunk,
+  type MaglevKey,
+  type MaglevRef,
+  type MaglevRefKey,
+  type SrcRangeKey,
+  type SvcKey,
+  type SvcMeta,
+  type SvcVal,
+} from '../maps/layout.js';
 import { parseIP } from '../net/ip.js';
 import { BackendTable } from './backend-table.js';
 import { backendValueKey, entrySetId, type FrontendBase } from './desired-frontend.js';
@@ -242,14 +257,16 @@ export class KernelMirror {
         d.slotsWithoutMaster += f.slotCount;
         bad.add(f.fk);
       } else {
-        for (let s = f.master.count + 1; s < f.slots.length; s++) if (f.slots[s] !== undefined) {
-          d.slotsBeyondCount++;
-          bad.add(f.fk);
-        }
-        for (let s = 1; s <= f.master.count; s++) if (f.slots[s] === undefined) {
-          d.missingSlots++;
-          bad.add(f.fk);
-        }
+        for (let s = f.master.count + 1; s < f.slots.length; s++)
+          if (f.slots[s] !== undefined) {
+            d.slotsBeyondCount++;
+            bad.add(f.fk);
+          }
+        for (let s = 1; s <= f.master.count; s++)
+          if (f.slots[s] === undefined) {
+            d.missingSlots++;
+            bad.add(f.fk);
+          }
         // Both scopes of one frontend share its frontendId; any other sharing is an inconsistency.
         const fid = f.master.frontendId;
         const owner = this.frontendIdOwner.get(fid);

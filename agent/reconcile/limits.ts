@@ -96,5 +96,7 @@ export function summarizeLimits(reports: readonly LimitReport[], listMax = SUMMA
 
 /** "svc_map 6169, backend_map 2": the counts of a summary, as text. */
 export function formatByLimit(byLimit: LimitSummary['byLimit']): string {
-  return LIMIT_NAMES.filter((l) => byLimit[l]).map((l) => `${l} ${byLimit[l]}`).join(', ');
+  return LIMIT_NAMES.filter((l) => byLimit[l])
+    .map((l) => `${l} ${byLimit[l]}`)
+    .join(', ');
 }

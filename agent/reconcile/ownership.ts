@@ -132,14 +132,24 @@ export class ConflictLog {
     this.fresh = [];
     for (let i = 0; i < fresh.length && i < CONFLICT_DETAIL_LINES; i++) {
       const c = fresh[i];
-      this.log.warn('frontend conflict', { service: c.service, frontend: c.frontend, type: c.type, rule: c.rule, owner: c.owner, ownerType: c.ownerType, reason: conflictReason(c) });
+      this.log.warn('frontend conflict', {
+        service: c.service,
+        frontend: c.frontend,
+        type: c.type,
+        rule: c.rule,
+        owner: c.owner,
+        ownerType: c.ownerType,
+        reason: conflictReason(c),
+      });
     }
     if (fresh.length > CONFLICT_DETAIL_LINES) {
       this.log.warn('frontend conflicts', {
         new: fresh.length,
         total,
         notLoggedOneByOne: fresh.length - CONFLICT_DETAIL_LINES,
-        first: fresh.slice(CONFLICT_DETAIL_LINES, CONFLICT_DETAIL_LINES + SUMMARY_FIRST).map((c) => `Service ${c.service} ${c.type} ${c.frontend} (owner ${c.owner})`),
+        first: fresh
+          .slice(CONFLICT_DETAIL_LINES, CONFLICT_DETAIL_LINES + SUMMARY_FIRST)
+          .map((c) => `Service ${c.service} ${c.type} ${c.frontend} (owner ${c.owner})`),
       });
     }
   }

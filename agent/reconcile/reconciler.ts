@@ -61,7 +61,16 @@ import { ReadBack } from './read-back/read-back.js';
 import { SweepScan } from './sweep-scan.js';
 import { SyncScope, syncKind } from './sync-scope.js';
 import { clearIfAny } from './collections.js';
-import { addSyncResult, emptySyncResult, type PlanSource, type ReadBackVerdict, type ReconcileLogger, type ReconcilerOptions, type SyncOptions, type SyncResult } from './sync-types.js';
+import {
+  addSyncResult,
+  emptySyncResult,
+  type PlanSource,
+  type ReadBackVerdict,
+  type ReconcileLogger,
+  type ReconcilerOptions,
+  type SyncOptions,
+  type SyncResult,
+} from './sync-types.js';
 import { applyPhases } from './tables/index.js';
 import { FLUSH_ENTRIES, newWrites, resetUpserts, type ApplyTarget, type Writes } from './write-batch.js';
 

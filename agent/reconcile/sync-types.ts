@@ -139,7 +139,19 @@ export interface ReconcilerOptions {
 
 /** A result with nothing written yet. */
 export function emptySyncResult(): SyncResult {
-  return { ok: true, servicesWritten: 0, servicesDeleted: 0, backendsWritten: 0, backendsDeleted: 0, auxWritten: 0, auxDeleted: 0, frontends: 0, backends: 0, skipped: [], drift: [] };
+  return {
+    ok: true,
+    servicesWritten: 0,
+    servicesDeleted: 0,
+    backendsWritten: 0,
+    backendsDeleted: 0,
+    auxWritten: 0,
+    auxDeleted: 0,
+    frontends: 0,
+    backends: 0,
+    skipped: [],
+    drift: [],
+  };
 }
 
 /** Adds a later pass's (or step's) result to `total`: counts summed; the kernel's sizes, the limits and the conflicts are the later one's. */

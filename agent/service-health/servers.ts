@@ -38,9 +38,7 @@ export class ServiceHealthServers {
    */
   private readonly failing = new Map<string, string>();
 
-  constructor(
-    private readonly opts: { netns?: string; proxyHealthy: () => boolean; log: Logger; onShed?: ShedHandler },
-  ) {}
+  constructor(private readonly opts: { netns?: string; proxyHealthy: () => boolean; log: Logger; onShed?: ShedHandler }) {}
 
   /**
    * Makes the set of servers match `targets`; counts of unchanged servers are

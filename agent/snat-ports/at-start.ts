@@ -21,7 +21,7 @@ export function reserveSnatPortsAtStart(opts: SnatPortsOptions & { ownedBefore: 
   const facts = readSnatPortFacts(opts);
   const ephemeral = 'error' in facts.localPortRange ? undefined : facts.localPortRange;
   const clash = ephemeral ? overlap(ephemeral, SNAT_RANGE) : undefined;
-  opts.log.warn('cannot reserve the SNAT port range from the node\'s ephemeral ports (net.ipv4.ip_local_reserved_ports)', {
+  opts.log.warn("cannot reserve the SNAT port range from the node's ephemeral ports (net.ipv4.ip_local_reserved_ports)", {
     range,
     error: r.error,
     ipLocalPortRange: ephemeral ? formatPortList([ephemeral]) : null,

@@ -20,13 +20,26 @@ export function snatPortsCheck(facts: SnatPortFacts, range: PortRange): SnatPort
   const name = 'snat-ports';
   const r = formatPortList([range]);
   const fix = `reserve it: sysctl -w net.ipv4.ip_local_reserved_ports=<the current list>,${r} (the agent does this at start when it may write /proc/sys: see docs/install.md, *SNAT ports*), or keep net.ipv4.ip_local_port_range below ${range.lo}`;
-  if ('error' in facts.localPortRange) return { name, severity: 'advisory', ok: false, detail: `cannot read the ephemeral port range: ${facts.localPortRange.error}`, fix };
+  if ('error' in facts.localPortRange)
+    return { name, severity: 'advisory', ok: false, detail: `cannot read the ephemeral port range: ${facts.localPortRange.error}`, fix };
   const eph = facts.localPortRange;
   const ephText = `${eph.lo}-${eph.hi}`;
   if ('error' in facts.reserved) return { name, severity: 'advisory', ok: false, detail: `cannot read the reserved ports: ${facts.reserved.error}`, fix };
-  if (covers(facts.reserved, range)) return { name, severity: 'advisory', ok: true, detail: `kpr's SNAT ports ${r} are reserved (ip_local_reserved_ports ${formatPortList(facts.reserved)}); ephemeral ports ${ephText}` };
+  if (covers(facts.reserved, range))
+    return {
+      name,
+      severity: 'advisory',
+      ok: true,
+      detail: `kpr's SNAT ports ${r} are reserved (ip_local_reserved_ports ${formatPortList(facts.reserved)}); ephemeral ports ${ephText}`,
+    };
   const clash = overlap(eph, range);
-  if (!clash) return { name, severity: 'advisory', ok: true, detail: `kpr's SNAT ports ${r} are outside the ephemeral ports ${ephText} (not reserved: the agent reserves them at start)` };
+  if (!clash)
+    return {
+      name,
+      severity: 'advisory',
+      ok: true,
+      detail: `kpr's SNAT ports ${r} are outside the ephemeral ports ${ephText} (not reserved: the agent reserves them at start)`,
+    };
   return {
     name,
     severity: 'advisory',

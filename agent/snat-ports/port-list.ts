@@ -22,7 +22,11 @@ const isPort = (n: number) => Number.isInteger(n) && n >= 0 && n <= 65535;
 /** "5000,61000-65535" → ranges (ascending, merged). Empty text is the empty list. */
 export function parsePortList(text: string): PortRange[] {
   const out: PortRange[] = [];
-  for (const part of text.trim().split(',').map((s) => s.trim()).filter(Boolean)) {
+  for (const part of text
+    .trim()
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const m = /^(\d+)(?:-(\d+))?$/.exec(part);
     const lo = m ? Number(m[1]) : NaN;
     const hi = m?.[2] !== undefined ? Number(m[2]) : lo;

@@ -25,8 +25,8 @@ export interface SnatPortsOptions {
 
 const REASONS: Record<string, string> = {
   EACCES: 'permission denied',
-  EPERM: 'not permitted (needs root in the node\'s network namespace)',
-  EROFS: 'read-only file system (a container\'s /proc/sys is read-only unless it is privileged: see docs/install.md, *SNAT ports*)',
+  EPERM: "not permitted (needs root in the node's network namespace)",
+  EROFS: "read-only file system (a container's /proc/sys is read-only unless it is privileged: see docs/install.md, *SNAT ports*)",
   ENOENT: 'no such file',
   EINVAL: 'the kernel refused the value',
 };

@@ -121,7 +121,11 @@ export class ServiceRanges {
 
   private writeFailed(err: unknown): void {
     this.o.onWriteFailed?.();
-    if (!this.writeFailing) this.o.log.error('writing the service ranges failed; retried at the next change or periodic sync', { map: 'kpr_svc_cidr', error: (err as Error).message });
+    if (!this.writeFailing)
+      this.o.log.error('writing the service ranges failed; retried at the next change or periodic sync', {
+        map: 'kpr_svc_cidr',
+        error: (err as Error).message,
+      });
     this.writeFailing = true;
   }
 }

@@ -50,7 +50,19 @@ export interface SyncLoopOptions {
 /** A sync that threw instead of returning its failure: nothing is known to be written. */
 function thrownSyncResult(err: unknown, last: { frontends: number; backends: number }): SyncResult {
   const error = err instanceof Error ? err.message : String(err);
-  return { ok: false, error, servicesWritten: 0, servicesDeleted: 0, backendsWritten: 0, backendsDeleted: 0, auxWritten: 0, auxDeleted: 0, ...last, skipped: [], drift: [] };
+  return {
+    ok: false,
+    error,
+    servicesWritten: 0,
+    servicesDeleted: 0,
+    backendsWritten: 0,
+    backendsDeleted: 0,
+    auxWritten: 0,
+    auxDeleted: 0,
+    ...last,
+    skipped: [],
+    drift: [],
+  };
 }
 
 const RETRY_MIN_MS = 500;

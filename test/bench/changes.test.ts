@@ -16,7 +16,7 @@ test('changes are split by the idle time before them: back to back below the pau
   assert.deepEqual(splitByPause({ eventToMapsMs: [], idleBeforeMs: [] }), { backToBack: [], afterPause: [] });
 });
 
-test('the partial-sync inputs are the generator\'s, one per mode and endpoint state, built once', () => {
+test("the partial-sync inputs are the generator's, one per mode and endpoint state, built once", () => {
   const { services } = makeScenario(50, 3);
   const target = services[20];
   const changer = new IptablesChanger('not-used-without-change', services, target);

@@ -33,7 +33,7 @@ const FIXED_CHAINS = 16;
 
 const svc = kpService;
 
-test('chain names are kube-proxy\'s: hash prefix from base32(sha256(name)), the names upstream documents', () => {
+test("chain names are kube-proxy's: hash prefix from base32(sha256(name)), the names upstream documents", () => {
   // pkg/proxy/nftables/proxier.go documents these two for servicePortChainNameBase / servicePortEndpointChainNameBase.
   assert.equal(hashAndTruncate('ns1/svc1/tcp/p80'), 'ULMVA6XW-ns1/svc1/tcp/p80');
   assert.equal(hashAndTruncate('ns1/svc1/tcp/p80__10.180.0.1/80'), '5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80');
@@ -90,7 +90,7 @@ test('the full transaction: table, base chains and priorities, dispatch maps, se
   assert.equal([...fullTransactionChunks([s, svc('b', 2)], OPTS, 1)].join(''), fullTransaction([s, svc('b', 2)], OPTS));
 });
 
-test('a partial sync rewrites only the changed service\'s chains and flushes the stale endpoint chain', () => {
+test("a partial sync rewrites only the changed service's chains and flushes the stale endpoint chain", () => {
   const a = svc('svc1', 3);
   const b = svc('svc2', 3, { clusterIP: '198.19.0.2' });
   const gone = { ...a, endpoints: a.endpoints.slice(1) };
@@ -153,7 +153,10 @@ test('nft accepts the ruleset (nft -c, then loaded) and the partial syncs (throw
     // Packets take the DNAT path: the map holds the service, its chain the endpoints.
     const target = services[1];
     const sc = nftServiceChain(target);
-    assert.match(inNs(ns, 'nft', 'list', 'map', 'ip', 'kube-proxy', 'service-ips'), new RegExp(`${target.clusterIP} \\. tcp \\. 80 : goto ${sc.replaceAll('/', '\\/')}`));
+    assert.match(
+      inNs(ns, 'nft', 'list', 'map', 'ip', 'kube-proxy', 'service-ips'),
+      new RegExp(`${target.clusterIP} \\. tcp \\. 80 : goto ${sc.replaceAll('/', '\\/')}`),
+    );
 
     const changer = new NftChanger(ns, target, 30_000);
     await changer.change('minimal'); // endpoint 0 leaves: its chain is flushed, kept
@@ -171,10 +174,18 @@ test('nft accepts the ruleset (nft -c, then loaded) and the partial syncs (throw
     assert.deepEqual([changer.exactMs.length, changer.minimalMs.length], [2, 1]);
 
     // A bounded run that cannot finish reports so.
-    await assert.rejects(nftIn(ns, (function* () {
-      yield 'add table ip slow\n';
-      for (let i = 0; i < 200_000; i++) yield `add chain ip slow c${i}\n`;
-    })(), ['-c'], 1), (err: unknown) => err instanceof NotFinishedError && /not finished within/.test(err.message));
+    await assert.rejects(
+      nftIn(
+        ns,
+        (function* () {
+          yield 'add table ip slow\n';
+          for (let i = 0; i < 200_000; i++) yield `add chain ip slow c${i}\n`;
+        })(),
+        ['-c'],
+        1,
+      ),
+      (err: unknown) => err instanceof NotFinishedError && /not finished within/.test(err.message),
+    );
   } finally {
     await sandbox.teardown();
   }

@@ -77,9 +77,7 @@ test('full restore has the kube-proxy chains and rule shapes', () => {
   const s = svc('svc1', 2);
   const text = fullRestore([s]);
   for (const c of ['KUBE-SERVICES', 'KUBE-MARK-MASQ', 'KUBE-POSTROUTING', 'KUBE-NODEPORTS']) assert.ok(text.includes(`:${c} - [0:0]`), c);
-  assert.ok(
-    text.includes(`-A KUBE-SERVICES -d 198.19.0.1/32 -p tcp -m comment --comment "ns1/svc1:p80 cluster IP" -m tcp --dport 80 -j ${svcChainName(s)}`),
-  );
+  assert.ok(text.includes(`-A KUBE-SERVICES -d 198.19.0.1/32 -p tcp -m comment --comment "ns1/svc1:p80 cluster IP" -m tcp --dport 80 -j ${svcChainName(s)}`));
   const sep = sepChainName(s, s.endpoints[0]);
   assert.ok(text.includes(`-A ${sep} -s 198.18.128.1/32 -m comment --comment "ns1/svc1:p80" -j KUBE-MARK-MASQ`));
   assert.ok(text.includes(`-A ${sep} -p tcp -m comment --comment "ns1/svc1:p80" -m tcp -j DNAT --to-destination 198.18.128.1:8080`));
@@ -138,7 +136,10 @@ test('NodePort services get KUBE-NODEPORTS → KUBE-EXT (masquerade, then KUBE-S
     lines.filter((l) => l.startsWith(`-A ${ext} `)),
     [`-A ${ext} -m comment --comment "masquerade traffic for ns1/svc1:p80 external destinations" -j KUBE-MARK-MASQ`, `-A ${ext} -j ${svcChainName(s)}`],
   );
-  assert.deepEqual(lines.filter((l) => l.startsWith('-A KUBE-NODEPORTS ')), [nodePortRule(s)]);
+  assert.deepEqual(
+    lines.filter((l) => l.startsWith('-A KUBE-NODEPORTS ')),
+    [nodePortRule(s)],
+  );
   // ClusterIP-only services get no external chain; the nodeports jump stays the last KUBE-SERVICES rule.
   assert.ok(!text.includes(extChainName(plain)));
   const svcRules = lines.filter((l) => l.startsWith('-A KUBE-SERVICES '));
@@ -151,7 +152,10 @@ test('NodePort services get KUBE-NODEPORTS → KUBE-EXT (masquerade, then KUBE-S
 });
 
 test('a partial sync rewrites KUBE-NODEPORTS in full (exact) and the changed KUBE-EXT chain', () => {
-  const all = [{ ...svc('svc1', 3), nodePort: 30001 }, { ...svc('svc2', 3), clusterIP: '198.19.0.2', nodePort: 30002 }];
+  const all = [
+    { ...svc('svc1', 3), nodePort: 30001 },
+    { ...svc('svc2', 3), clusterIP: '198.19.0.2', nodePort: 30002 },
+  ];
   const exact = partialRestore([all[0]], { mode: 'exact', all });
   assert.ok(exact.includes(':KUBE-NODEPORTS - [0:0]'));
   assert.equal(exact.split('\n').filter((l) => l.startsWith('-A KUBE-NODEPORTS ')).length, 2);
@@ -169,7 +173,10 @@ test('the NodePort scenario: unique node ports, the echo service in the middle p
     assert.equal(echo.name, NP_ECHO_SERVICE);
     assert.equal(services[Math.floor((n - 1) / 2)], echo);
     assert.deepEqual(echo.endpoints, [{ ip: NP_POD_IP, port: 9000 }]);
-    assert.deepEqual(services.map((s) => s.nodePort), services.map((_, i) => NODEPORT_BASE + i));
+    assert.deepEqual(
+      services.map((s) => s.nodePort),
+      services.map((_, i) => NODEPORT_BASE + i),
+    );
     assert.equal(new Set(services.map((s) => s.clusterIP)).size, n);
   }
 });

@@ -25,8 +25,13 @@ function assertHolds(sizes: Record<string, number>, needs: MapNeeds): void {
   for (const m of ['kpr_svc_meta', 'kpr_vip', 'kpr_svc_stats']) assert.ok(sizes[m] - 1 >= needs.frontends * 1.25, `${m} ${sizes[m]} for ${needs.frontends}`);
 }
 
-test('the scenario\'s needs, counted without building it', () => {
-  for (const [n, e] of [[0, 10], [100, 3], [66_000, 2]]) assert.deepEqual(scenarioNeeds(n, e), needsOf(makeScenario(n, e).services), `${n} × ${e}`);
+test("the scenario's needs, counted without building it", () => {
+  for (const [n, e] of [
+    [0, 10],
+    [100, 3],
+    [66_000, 2],
+  ])
+    assert.deepEqual(scenarioNeeds(n, e), needsOf(makeScenario(n, e).services), `${n} × ${e}`);
 });
 
 test('10,000 × 10: the agent runs on its default sizes, which hold the scenario', () => {
@@ -35,7 +40,7 @@ test('10,000 × 10: the agent runs on its default sizes, which hold the scenario
   assertHolds(agentSizes([]), needs);
 });
 
-test('100,000 × 10: the flags size every map to hold the scenario, and the in-process maps match the agent\'s', () => {
+test("100,000 × 10: the flags size every map to hold the scenario, and the in-process maps match the agent's", () => {
   const needs = scenarioNeeds(100_000, 10);
   assert.deepEqual(needs, { frontends: 100_001, svcEntries: 1_100_002, backends: 1_000_001 });
   const flags = benchMapSizeArgs(needs);

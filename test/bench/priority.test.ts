@@ -28,7 +28,11 @@ test('while the control plane is timed every thread of the harness runs at nice 
   const r = JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' }));
   // Every thread, not only the main one (Linux keeps a nice value per thread): node's V8 workers are the harness's GC.
   assert.ok(r.threadsBefore.length > 1, `the harness process has ${r.threadsBefore.length} thread(s)`);
-  assert.deepEqual(r.threadsHarness, r.threadsBefore.map(() => 10), 'a thread of the harness kept its priority');
+  assert.deepEqual(
+    r.threadsHarness,
+    r.threadsBefore.map(() => 10),
+    'a thread of the harness kept its priority',
+  );
   assert.deepEqual(r.threadsRestored, r.threadsBefore, 'a thread did not get its priority back');
   const { threadsBefore, threadsHarness, threadsRestored, ...rest } = r;
   assert.deepEqual(rest, { start: r.start, harness: 10, underTest: 0, inherited: 10, restored: r.start });

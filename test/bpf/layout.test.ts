@@ -14,7 +14,25 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BE_FLAG, CFG_FLAG, CT_DIR, CT_FLAG, EVENT_FLAG, EVENT_HOOK, EVENT_TYPE, FE_TYPE, STAT, STAT_MAX, SCOPE, SNAT_PORT_RANGE, SVC_ALG, SVC_ALG_MASK, SVC_ALG_SHIFT, SVC_FLAG, VIP_FLAG } from '../../agent/maps/layout.js';
+import {
+  BE_FLAG,
+  CFG_FLAG,
+  CT_DIR,
+  CT_FLAG,
+  EVENT_FLAG,
+  EVENT_HOOK,
+  EVENT_TYPE,
+  FE_TYPE,
+  STAT,
+  STAT_MAX,
+  SCOPE,
+  SNAT_PORT_RANGE,
+  SVC_ALG,
+  SVC_ALG_MASK,
+  SVC_ALG_SHIFT,
+  SVC_FLAG,
+  VIP_FLAG,
+} from '../../agent/maps/layout.js';
 import { MAP_BY_NAME, MAP_NAMES, MAPS, RINGS } from '../../agent/maps/registry.js';
 import { PREV_MAPS } from '../../agent/datapath/migration.js';
 import type { FieldKind, StructLayout } from '../../agent/maps/struct-codec.js';
@@ -159,9 +177,26 @@ test('the record of every ring buffer matches its struct in the BTF of the heade
     const src = path.join(dir, 'records.bpf.c');
     const obj = path.join(dir, 'records.bpf.o');
     // One global of each record type puts the struct into BTF.
-    writeFileSync(src, ['#include "kpr_types.h"', '#include "kpr_event.h"', ...Object.values(RINGS).map((r, i) => `struct ${r.record.cName} kpr_record_${i};`)].join('\n') + '\n');
+    writeFileSync(
+      src,
+      ['#include "kpr_types.h"', '#include "kpr_event.h"', ...Object.values(RINGS).map((r, i) => `struct ${r.record.cName} kpr_record_${i};`)].join('\n') +
+        '\n',
+    );
     const arch = os.arch() === 'arm64' ? 'aarch64' : 'x86_64';
-    execFileSync('clang', ['-O2', '-g', '-target', 'bpf', '-I', path.join(repoRoot, 'bpf', 'include'), '-I', `/usr/include/${arch}-linux-gnu`, '-c', src, '-o', obj]);
+    execFileSync('clang', [
+      '-O2',
+      '-g',
+      '-target',
+      'bpf',
+      '-I',
+      path.join(repoRoot, 'bpf', 'include'),
+      '-I',
+      `/usr/include/${arch}-linux-gnu`,
+      '-c',
+      src,
+      '-o',
+      obj,
+    ]);
     const btf = loadBtf(obj);
     for (const ring of Object.values(RINGS)) {
       const t = [...btf.values()].find((x) => x.kind === 'STRUCT' && x.name === ring.record.cName);
@@ -189,7 +224,10 @@ test('the older layouts the registry reads match the BTF of the objects built ag
     }
     // Every map whose version is past this one reads it: no change goes unversioned.
     for (const spec of Object.values(MAPS).filter((m) => m.version > version)) {
-      assert.ok(spec.older.some((x) => x.version === version), `${spec.name} (v${spec.version}) reads v${version}`);
+      assert.ok(
+        spec.older.some((x) => x.version === version),
+        `${spec.name} (v${spec.version}) reads v${version}`,
+      );
     }
   }
 });

@@ -73,7 +73,8 @@ function expected(table: MaglevTable, t: Tuple): string {
  */
 function program(node: Node, order: readonly string[], idBase: number, tableId: number): MaglevTable {
   const { tc } = node;
-  for (const m of [tc.svc, tc.backend, tc.obj.map('kpr_ct'), tc.obj.map('kpr_maglev'), tc.obj.map('kpr_maglev_ref')]) for (const k of [...m.keys()]) m.delete(k);
+  for (const m of [tc.svc, tc.backend, tc.obj.map('kpr_ct'), tc.obj.map('kpr_maglev'), tc.obj.map('kpr_maglev_ref')])
+    for (const k of [...m.keys()]) m.delete(k);
   const table = maglevTable(order.map((address) => ({ address, port: BE_PORT })));
   const entries = maglevSlotEntries(table, (b) => order.indexOf(b.address) + 1);
   maglevChunks(entries, MAGLEV_CHUNK_ENTRIES).forEach((c, chunk) => tc.obj.map('kpr_maglev').update(encodeMaglevKey({ tableId, chunk }), encodeMaglevChunk(c)));
@@ -130,7 +131,10 @@ describe('Maglev on the tc path (BPF_PROG_TEST_RUN)', () => {
       nodes.push({ ns, tc });
       const cfg: BpfMap = tc.obj.map('kpr_config');
       assert.equal(CONFIG.size, cfg.valueSize);
-      cfg.update(Buffer.alloc(4), encodeConfig({ hostNetnsCookie: 0n, snatV4: NODE_V4, snatV6: '', tcpTimeoutS: 300, tcpClosingTimeoutS: 10, udpTimeoutS: 30, flags: 0 }));
+      cfg.update(
+        Buffer.alloc(4),
+        encodeConfig({ hostNetnsCookie: 0n, snatV4: NODE_V4, snatV6: '', tcpTimeoutS: 300, tcpClosingTimeoutS: 10, udpTimeoutS: 30, flags: 0 }),
+      );
     }
     [a, b] = nodes;
   });
@@ -140,7 +144,7 @@ describe('Maglev on the tc path (BPF_PROG_TEST_RUN)', () => {
     await sandbox?.teardown();
   });
 
-  test('each SYN goes to the backend the agent\'s pure table picks for its 5-tuple (240 tuples)', () => {
+  test("each SYN goes to the backend the agent's pure table picks for its 5-tuple (240 tuples)", () => {
     const table = program(a, BACKENDS, 1, 3);
     const fallbacks0 = stat(a, STAT.MAGLEV_FALLBACK);
     const seen = new Set<string>();
@@ -162,7 +166,7 @@ describe('Maglev on the tc path (BPF_PROG_TEST_RUN)', () => {
     assert.equal(same, flows.length);
   });
 
-  test('removing one of N backends moves at most 1.2/N of the other backends\' flows; an established flow keeps its backend', () => {
+  test("removing one of N backends moves at most 1.2/N of the other backends' flows; an established flow keeps its backend", () => {
     program(a, BACKENDS, 1, 3);
     const before = new Map(flows.map((t) => [t, backendOf(a, t)]));
     const removed = BACKENDS[2];

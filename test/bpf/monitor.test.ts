@@ -50,12 +50,25 @@ describe('kpr monitor events of the tc programs (BPF_PROG_TEST_RUN)', () => {
   let ring: RingBuffer;
   const seen: KprEvent[] = [];
 
-  function frontend(addr: string, port: number, proto: number, frontendId: number, flags: number, backends: Array<[number, string, number]>, scope: number = SCOPE.EXTERNAL) {
+  function frontend(
+    addr: string,
+    port: number,
+    proto: number,
+    frontendId: number,
+    flags: number,
+    backends: Array<[number, string, number]>,
+    scope: number = SCOPE.EXTERNAL,
+  ) {
     writeFrontend(tc, { addr, port, proto, frontendId, flags, scope }, backends);
   }
 
   function config(snatV4: string) {
-    obj.map('kpr_config').update(Buffer.alloc(4), encodeConfig({ hostNetnsCookie: 0n, snatV4, snatV6: NODE_V6, tcpTimeoutS: 300, tcpClosingTimeoutS: 10, udpTimeoutS: 30, flags: 0 }));
+    obj
+      .map('kpr_config')
+      .update(
+        Buffer.alloc(4),
+        encodeConfig({ hostNetnsCookie: 0n, snatV4, snatV6: NODE_V6, tcpTimeoutS: 300, tcpClosingTimeoutS: 10, udpTimeoutS: 30, flags: 0 }),
+      );
   }
 
   const stat = (i: number) => sumPerCpuU64(stats.lookup(encodeBackendId(i))!);
@@ -144,7 +157,10 @@ describe('kpr monitor events of the tc programs (BPF_PROG_TEST_RUN)', () => {
   test('from a pod: hook tc-pod, the INTERNAL entry set, no SNAT; IPv6 names its family', () => {
     frontend('198.19.0.10', 80, IPPROTO.TCP, 8, SVC_FLAG.CLUSTER_IP, [[2, '198.18.20.11', 8080]], SCOPE.INTERNAL);
     const [pod] = events('kpr_tc_pod', syn('198.18.10.5', 41000, '198.19.0.10', 80));
-    assert.deepEqual([pod.type, pod.hook, pod.scope, pod.flags, pod.backend, pod.frontendId], [EVENT_TYPE.TRANSLATED, EVENT_HOOK.TC_POD, SCOPE.INTERNAL, 0, '198.18.20.11', 8]);
+    assert.deepEqual(
+      [pod.type, pod.hook, pod.scope, pod.flags, pod.backend, pod.frontendId],
+      [EVENT_TYPE.TRANSLATED, EVENT_HOOK.TC_POD, SCOPE.INTERNAL, 0, '198.18.20.11', 8],
+    );
     frontend(NODE_V6, 30080, IPPROTO.TCP, 10, SVC_FLAG.NODE_PORT, [[4, '2001:db8:20::10', 8080]]);
     const [v6] = events('kpr_tc_ext', syn('2001:db8:100::2', 41000, NODE_V6, 30080));
     assert.deepEqual([v6.family, v6.client, v6.frontend, v6.backend], [AF_INET6, '2001:db8:100::2', NODE_V6, '2001:db8:20::10']);
@@ -193,9 +209,15 @@ describe('kpr monitor events of the tc programs (BPF_PROG_TEST_RUN)', () => {
   });
 
   test('affinity and lost conntrack are flags of the decision; a backend missing from the maps is one event', () => {
-    const backends: Array<[number, string, number]> = [[21, '198.18.20.21', 8080], [22, '198.18.20.22', 8080]];
+    const backends: Array<[number, string, number]> = [
+      [21, '198.18.20.21', 8080],
+      [22, '198.18.20.22', 8080],
+    ];
     frontend(NODE_V4, 30090, IPPROTO.TCP, 30, SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY, backends);
-    svc.update(encodeSvcKey({ addr: NODE_V4, port: 30090, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), encodeSvcVal({ backendId: 60, count: 2, frontendId: 30, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY }));
+    svc.update(
+      encodeSvcKey({ addr: NODE_V4, port: 30090, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }),
+      encodeSvcVal({ backendId: 60, count: 2, frontendId: 30, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY }),
+    );
     for (const [id] of backends) obj.map('kpr_aff_match').update(encodeAffinityMatchKey({ backendId: id, frontendId: 30 }), Buffer.from([1]));
     const [first, second] = events('kpr_tc_ext', syn(CLIENT, 47000, NODE_V4, 30090), syn(CLIENT, 47001, NODE_V4, 30090));
     assert.equal(first.flags & EVENT_FLAG.AFFINITY, 0, 'the first connection is balanced');

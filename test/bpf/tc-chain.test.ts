@@ -19,7 +19,18 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import {
-  BpfObject, BPF_TC, KPR_TC_FILTER, attachTcFilter, attachTcx, ensureBpffs, sumPerCpuU64, tcxSupported, TCX, withNetns, type BpfProgram, type TcFilterId,
+  BpfObject,
+  BPF_TC,
+  KPR_TC_FILTER,
+  attachTcFilter,
+  attachTcx,
+  ensureBpffs,
+  sumPerCpuU64,
+  tcxSupported,
+  TCX,
+  withNetns,
+  type BpfProgram,
+  type TcFilterId,
 } from '../../native/index.js';
 import { IPPROTO, STAT, SVC_FLAG, encodeBackendId, encodeConfig } from '../../agent/maps/layout.js';
 import { Sandbox, inNs, nsPath } from '../../sandbox/netns.js';
@@ -86,27 +97,42 @@ for (const a of arrangements()) {
       inNs(backend, 'ip', 'link', 'set', 'b0', 'up');
       inNs(backend, 'ip', 'route', 'add', 'default', 'via', NODE_B);
 
-      kpr.map('kpr_config').update(
-        Buffer.alloc(4),
-        encodeConfig({ hostNetnsCookie: 0n, snatV4: NODE, snatV6: '::', tcpTimeoutS: 300, tcpClosingTimeoutS: 10, udpTimeoutS: 30, flags: 0 }),
+      kpr
+        .map('kpr_config')
+        .update(
+          Buffer.alloc(4),
+          encodeConfig({ hostNetnsCookie: 0n, snatV4: NODE, snatV6: '::', tcpTimeoutS: 300, tcpClosingTimeoutS: 10, udpTimeoutS: 30, flags: 0 }),
+        );
+      writeFrontend(
+        { svc: kpr.map('kpr_svc'), backend: kpr.map('kpr_backend') },
+        { addr: NODE, port: NODE_PORT, proto: IPPROTO.TCP, frontendId: 1, flags: SVC_FLAG.NODE_PORT },
+        [[1, BACKEND, BACKEND_PORT]],
       );
-      writeFrontend({ svc: kpr.map('kpr_svc'), backend: kpr.map('kpr_backend') }, { addr: NODE, port: NODE_PORT, proto: IPPROTO.TCP, frontendId: 1, flags: SVC_FLAG.NODE_PORT }, [[1, BACKEND, BACKEND_PORT]]);
 
       const ext = kpr.program('kpr_tc_ext');
       const counter = second.program('chain_counter');
       const attach = (mode: 'tcx' | 'tc', prog: BpfProgram, ifname: string, pin: string, filter: TcFilterId = KPR_TC_FILTER) =>
-        withNetns(nsPath(node), () => (mode === 'tcx' ? attachTcx(prog, ifname, TCX.INGRESS, path.join(sb.bpffsDir, pin)) : attachTcFilter(prog, ifname, BPF_TC.INGRESS, filter)));
+        withNetns(nsPath(node), () =>
+          mode === 'tcx' ? attachTcx(prog, ifname, TCX.INGRESS, path.join(sb.bpffsDir, pin)) : attachTcFilter(prog, ifname, BPF_TC.INGRESS, filter),
+        );
       attach(a.kpr, ext, 'n0', 'kpr-n0');
       attach(a.kpr, ext, 'n1', 'kpr-n1');
       // After kpr's: a tcx program attached later is appended behind it; a classic filter runs after every tcx program.
       attach(a.second, counter, 'n0', 'second-n0', COUNTER_FILTER);
 
-      for (const [ns, host, port] of [[node, NODE, PLAIN_PORT], [backend, BACKEND, BACKEND_PORT]] as const) {
+      for (const [ns, host, port] of [
+        [node, NODE, PLAIN_PORT],
+        [backend, BACKEND, BACKEND_PORT],
+      ] as const) {
         const srv = sb.spawnIn(ns, process.execPath, ['-e', ECHO_SERVER, host, String(port)]);
         await waitForLine(srv, 'ready', `echo server ${host}:${port}`);
       }
 
-      const seen = (slot: number) => second.map('chain_seen').lookup(Buffer.from(new Uint32Array([slot]).buffer))!.readBigUInt64LE(0);
+      const seen = (slot: number) =>
+        second
+          .map('chain_seen')
+          .lookup(Buffer.from(new Uint32Array([slot]).buffer))!
+          .readBigUInt64LE(0);
       const dnat = () => sumPerCpuU64(kpr.map('kpr_stats').lookup(encodeBackendId(STAT.TC_DNAT))!);
 
       const plain = echoFrom(client, NODE, PLAIN_PORT);

@@ -87,10 +87,12 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     ({ obj, svc, backend } = tc);
     ct = obj.map('kpr_ct');
     srcRange = obj.map('kpr_src_range');
-    obj.map('kpr_config').update(
-      Buffer.alloc(4),
-      encodeConfig({ hostNetnsCookie: 0n, snatV4: NODE_V4, snatV6: NODE_V6, tcpTimeoutS: 300, tcpClosingTimeoutS: 10, udpTimeoutS: 30, flags: 0 }),
-    );
+    obj
+      .map('kpr_config')
+      .update(
+        Buffer.alloc(4),
+        encodeConfig({ hostNetnsCookie: 0n, snatV4: NODE_V4, snatV6: NODE_V6, tcpTimeoutS: 300, tcpClosingTimeoutS: 10, udpTimeoutS: 30, flags: 0 }),
+      );
     assert.equal(CONFIG.size, obj.map('kpr_config').valueSize);
   });
 
@@ -111,7 +113,11 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     assert.ok([TC_ACT_OK, TC_ACT_REDIRECT].includes(syn.verdict), `verdict ${syn.verdict}`);
     const p = syn.parsed!;
     const snat = firstSnatPort(CLIENT, 40000);
-    assert.deepEqual([p.src, p.sport, p.dst, p.dport], [NODE_V4, snat, '198.18.20.10', 8080], 'SNAT to a port of kpr\'s range: the first candidate, hashed from the client');
+    assert.deepEqual(
+      [p.src, p.sport, p.dst, p.dport],
+      [NODE_V4, snat, '198.18.20.10', 8080],
+      "SNAT to a port of kpr's range: the first candidate, hashed from the client",
+    );
     assert.ok(p.ipChecksumOk, 'IPv4 header checksum');
     assert.ok(p.l4ChecksumOk, 'TCP checksum');
     assert.equal(p.payload.toString(), 'kpr');
@@ -136,7 +142,10 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
   test('tc never sends a new flow to the node itself (a hostNetwork endpoint) while another endpoint exists: it chooses among the others, each of them (rule 38)', () => {
     const cfgMap = obj.map('kpr_config');
     const config = (flags: number, hostNetnsCookie: bigint) =>
-      cfgMap.update(Buffer.alloc(4), encodeConfig({ hostNetnsCookie, snatV4: NODE_V4, snatV6: NODE_V6, tcpTimeoutS: 300, tcpClosingTimeoutS: 10, udpTimeoutS: 30, flags }));
+      cfgMap.update(
+        Buffer.alloc(4),
+        encodeConfig({ hostNetnsCookie, snatV4: NODE_V4, snatV6: NODE_V6, tcpTimeoutS: 300, tcpClosingTimeoutS: 10, udpTimeoutS: 30, flags }),
+      );
     /** 60 new flows to NODE_V4:30090 through `program`; who they went to. */
     const flows = (program: 'kpr_tc_ext' | 'kpr_tc_pod', src: string, firstPort: number, wantSrc: string) => {
       const seen: Record<string, number> = {};
@@ -149,7 +158,11 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     };
     try {
       // Three endpoints: the node itself (hostNetwork, on its InternalIP) and two elsewhere.
-      frontend(NODE_V4, 30090, IPPROTO.TCP, 12, SVC_FLAG.NODE_PORT, [[20, NODE_V4, 10280], [21, '198.18.1.2', 10280], [22, '198.18.20.10', 8080]]);
+      frontend(NODE_V4, 30090, IPPROTO.TCP, 12, SVC_FLAG.NODE_PORT, [
+        [20, NODE_V4, 10280],
+        [21, '198.18.1.2', 10280],
+        [22, '198.18.20.10', 8080],
+      ]);
       const cases: Array<[string, 'kpr_tc_ext' | 'kpr_tc_pod', string, number, string, number]> = [
         ['outside client', 'kpr_tc_ext', CLIENT, 0, NODE_V4, 41000],
         ['pod, masquerade on (rule 35)', 'kpr_tc_pod', '198.18.10.50', CFG_FLAG.MASQ_POD, NODE_V4, 42000],
@@ -176,7 +189,7 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     assert.deepEqual([parsed!.src, parsed!.sport, parsed!.dst, parsed!.dport], [CLIENT, 40001, '198.18.10.10', 8080]);
     assert.ok(parsed!.l4ChecksumOk);
     const back = run('kpr_tc_pod', buildPacket({ src: '198.18.10.10', dst: CLIENT, sport: 8080, dport: 40001, proto: 'TCP', tcpFlags: TCP_ACK }));
-    assert.deepEqual([back.parsed!.src, back.parsed!.sport], [NODE_V4, 30081], 'a local backend\'s reply is reverse-NATed on the pod side');
+    assert.deepEqual([back.parsed!.src, back.parsed!.sport], [NODE_V4, 30081], "a local backend's reply is reverse-NATed on the pod side");
   });
 
   test('UDP: checksum kept valid, and a zero (absent) IPv4 UDP checksum stays zero', () => {
@@ -190,7 +203,7 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     assert.equal(noSum.l4Checksum, 0);
   });
 
-  test('IPv6 NodePort: DNAT, SNAT to the node\'s IPv6 address, valid checksum', () => {
+  test("IPv6 NodePort: DNAT, SNAT to the node's IPv6 address, valid checksum", () => {
     frontend(NODE_V6, 30080, IPPROTO.TCP, 10, SVC_FLAG.NODE_PORT, [[4, '2001:db8:20::10', 8080]]);
     const p = run('kpr_tc_ext', buildPacket({ src: '2001:db8:100::2', dst: NODE_V6, sport: 41000, dport: 30080, proto: 'TCP' })).parsed!;
     assert.deepEqual([p.src, p.dst, p.dport], [NODE_V6, '2001:db8:20::10', 8080]);
@@ -207,8 +220,14 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
   });
 
   test('the selection algorithm of slot 0 (bits 12-15 of its flags): RANDOM spreads new flows; one this build does not know selects at random too, and the other flags still hold', () => {
-    for (const [port, alg, id] of [[30110, SVC_ALG.RANDOM, 20], [30111, SVC_ALG_MASK, 22]] as const) {
-      frontend(NODE_V4, port, IPPROTO.TCP, id, SVC_FLAG.NODE_PORT | SVC_FLAG.LOCAL_ONLY | svcAlgFlags(alg), [[id, '198.18.20.30', 8080], [id + 1, '198.18.20.31', 8080]]);
+    for (const [port, alg, id] of [
+      [30110, SVC_ALG.RANDOM, 20],
+      [30111, SVC_ALG_MASK, 22],
+    ] as const) {
+      frontend(NODE_V4, port, IPPROTO.TCP, id, SVC_FLAG.NODE_PORT | SVC_FLAG.LOCAL_ONLY | svcAlgFlags(alg), [
+        [id, '198.18.20.30', 8080],
+        [id + 1, '198.18.20.31', 8080],
+      ]);
       const seen = new Set<string>();
       for (let i = 0; i < 32; i++) {
         const p = run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport: 44000 + i, dport: port, proto: 'TCP', tcpFlags: TCP_SYN })).parsed!;
@@ -239,8 +258,16 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     const init = buildPacket({ src: CLIENT, dst: NODE_V4, sport: 45000, dport: 30132, proto: 'SCTP' });
     assert.ok(parsePacket(init).l4ChecksumOk, 'the crafted INIT carries a valid CRC32c');
     assert.equal(run('kpr_tc_ext', init).verdict, TC_ACT_SHOT, 'NodePort from the network');
-    assert.equal(run('kpr_tc_pod', buildPacket({ src: '198.18.30.5', dst: '198.19.0.132', sport: 45001, dport: 132, proto: 'SCTP' })).verdict, TC_ACT_SHOT, 'ClusterIP from a pod');
-    assert.equal(run('kpr_tc_ext', buildPacket({ src: '2001:db8:100::2', dst: NODE_V6, sport: 45002, dport: 30132, proto: 'SCTP' })).verdict, TC_ACT_SHOT, 'IPv6 NodePort');
+    assert.equal(
+      run('kpr_tc_pod', buildPacket({ src: '198.18.30.5', dst: '198.19.0.132', sport: 45001, dport: 132, proto: 'SCTP' })).verdict,
+      TC_ACT_SHOT,
+      'ClusterIP from a pod',
+    );
+    assert.equal(
+      run('kpr_tc_ext', buildPacket({ src: '2001:db8:100::2', dst: NODE_V6, sport: 45002, dport: 30132, proto: 'SCTP' })).verdict,
+      TC_ACT_SHOT,
+      'IPv6 NodePort',
+    );
     assert.equal(stat(STAT.TC_DROP_SCTP) - drops0, 3n, 'each drop counted in kpr_datapath_drops_total{reason="sctp"}');
     assert.equal(stat(STAT.TC_DNAT), dnat0, 'nothing translated');
     assert.equal(ctEntries().length, 0, 'no conntrack entry for SCTP');
@@ -253,7 +280,7 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
 
     const elsewhere = buildPacket({ src: CLIENT, dst: NODE_V4, sport: 45004, dport: 30133, proto: 'SCTP' });
     const passed = run('kpr_tc_ext', elsewhere);
-    assert.equal(passed.verdict, TC_ACT_UNSPEC, 'SCTP to no frontend is not kpr\'s');
+    assert.equal(passed.verdict, TC_ACT_UNSPEC, "SCTP to no frontend is not kpr's");
     assert.deepEqual(passed.out, elsewhere, 'and is not rewritten');
     const truncated = init.subarray(0, 14 + 20 + 8);
     const malformed0 = stat(STAT.TC_PASS_MALFORMED);
@@ -297,7 +324,11 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     run('kpr_tc_ext', pkt(TCP_ACK | TCP_FIN));
     const again = run('kpr_tc_ext', pkt(TCP_SYN)).parsed!;
     assert.equal(again.dst, '198.18.20.10');
-    assert.equal(again.sport, firstSnatPort(CLIENT, 46000), 'the closed flow made room: the new connection leaves with the same SNAT port (the first candidate)');
+    assert.equal(
+      again.sport,
+      firstSnatPort(CLIENT, 46000),
+      'the closed flow made room: the new connection leaves with the same SNAT port (the first candidate)',
+    );
     assert.equal(stat(STAT.TC_DNAT) - dnat0, 2n, 'the new connection got a fresh translation');
     const arp = Buffer.from(pkt(TCP_SYN));
     arp.writeUInt16BE(0x0806, 12);
@@ -307,9 +338,11 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
 
   test('a client port reused after the closed flow expired: the new connection is answered through the reverse translation', () => {
     frontend(NODE_V4, 30082, IPPROTO.TCP, 9, SVC_FLAG.NODE_PORT, [[3, '198.18.20.10', 8080]]);
-    const fromClient = (flags: number) => run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport: 43700, dport: 30082, proto: 'TCP', tcpFlags: flags }));
+    const fromClient = (flags: number) =>
+      run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport: 43700, dport: 30082, proto: 'TCP', tcpFlags: flags }));
     const snat = firstSnatPort(CLIENT, 43700);
-    const fromPod = (flags: number) => run('kpr_tc_pod', buildPacket({ src: '198.18.20.10', dst: NODE_V4, sport: 8080, dport: snat, proto: 'TCP', tcpFlags: flags }));
+    const fromPod = (flags: number) =>
+      run('kpr_tc_pod', buildPacket({ src: '198.18.20.10', dst: NODE_V4, sport: 8080, dport: snat, proto: 'TCP', tcpFlags: flags }));
     const connect = () => {
       const syn = fromClient(TCP_SYN).parsed!;
       assert.deepEqual([syn.src, syn.sport, syn.dst, syn.dport], [NODE_V4, snat, '198.18.20.10', 8080]);
@@ -332,10 +365,11 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     connect();
   });
 
-  test('a SYN reusing a closed flow\'s client port leaves the reply entry alone once that reply tuple went to another client\'s flow', () => {
+  test("a SYN reusing a closed flow's client port leaves the reply entry alone once that reply tuple went to another client's flow", () => {
     frontend(NODE_V4, 30083, IPPROTO.TCP, 10, SVC_FLAG.NODE_PORT, [[4, '198.18.20.10', 8080]]);
     const OTHER = '198.18.100.3';
-    const syn = (src: string, sport: number) => run('kpr_tc_ext', buildPacket({ src, dst: NODE_V4, sport, dport: 30083, proto: 'TCP', tcpFlags: TCP_SYN })).parsed!;
+    const syn = (src: string, sport: number) =>
+      run('kpr_tc_ext', buildPacket({ src, dst: NODE_V4, sport, dport: 30083, proto: 'TCP', tcpFlags: TCP_SYN })).parsed!;
     // A flow of CLIENT, SNATed to the node's port `snat`, closed: its ORIGINAL entry remains, its REPLY entry is gone (swept).
     const ctKey = codecOf(CT_KEY);
     const ctVal = codecOf(CT_VAL);
@@ -343,21 +377,40 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     const snat = firstSnatPort(OTHER, otherPort);
     ct.update(
       ctKey.encode({ saddr: CLIENT, daddr: NODE_V4, sport: 41000, dport: 30083, proto: IPPROTO.TCP, dir: CT_DIR.ORIGINAL }),
-      ctVal.encode({ natSaddr: NODE_V4, natDaddr: '198.18.20.10', natSport: snat, natDport: 8080, backendId: 4, expiresNs: 1n, frontendId: 10, flags: CT_FLAG.SNAT | CT_FLAG.CLOSING }),
+      ctVal.encode({
+        natSaddr: NODE_V4,
+        natDaddr: '198.18.20.10',
+        natSport: snat,
+        natDport: 8080,
+        backendId: 4,
+        expiresNs: 1n,
+        frontendId: 10,
+        flags: CT_FLAG.SNAT | CT_FLAG.CLOSING,
+      }),
     );
     // Another client's connection takes the free reply tuple: its first candidate is that port.
     assert.equal(syn(OTHER, otherPort).sport, snat);
     // CLIENT reuses its port 41000: a new flow, which must not delete the other client's reply entry.
     syn(CLIENT, 41000);
-    const synAck = run('kpr_tc_pod', buildPacket({ src: '198.18.20.10', dst: NODE_V4, sport: 8080, dport: snat, proto: 'TCP', tcpFlags: TCP_SYN | TCP_ACK })).parsed!;
-    assert.deepEqual([synAck.dst, synAck.dport], [OTHER, otherPort], 'the other client\'s connection is still answered');
+    const synAck = run(
+      'kpr_tc_pod',
+      buildPacket({ src: '198.18.20.10', dst: NODE_V4, sport: 8080, dport: snat, proto: 'TCP', tcpFlags: TCP_SYN | TCP_ACK }),
+    ).parsed!;
+    assert.deepEqual([synAck.dst, synAck.dport], [OTHER, otherPort], "the other client's connection is still answered");
   });
 
   test('ClientIP affinity on the tc path: one client keeps its backend across connections; a backend that leaves breaks it', () => {
-    const backends: Array<[number, string, number]> = [[21, '198.18.20.21', 8080], [22, '198.18.20.22', 8080], [23, '198.18.20.23', 8080]];
+    const backends: Array<[number, string, number]> = [
+      [21, '198.18.20.21', 8080],
+      [22, '198.18.20.22', 8080],
+      [23, '198.18.20.23', 8080],
+    ];
     frontend(NODE_V4, 30090, IPPROTO.TCP, 30, SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY, backends);
     // The master's backend_id holds the timeout (seconds); every (backend, frontend) pair is valid.
-    svc.update(encodeSvcKey({ addr: NODE_V4, port: 30090, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), encodeSvcVal({ backendId: 60, count: 3, frontendId: 30, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY }));
+    svc.update(
+      encodeSvcKey({ addr: NODE_V4, port: 30090, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }),
+      encodeSvcVal({ backendId: 60, count: 3, frontendId: 30, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY }),
+    );
     const match = obj.map('kpr_aff_match');
     for (const [id] of backends) match.update(encodeAffinityMatchKey({ backendId: id, frontendId: 30 }), Buffer.from([1]));
     const dst = (sport: number, src = CLIENT) => run('kpr_tc_ext', buildPacket({ src, dst: NODE_V4, sport, dport: 30090, proto: 'TCP' })).parsed!.dst;
@@ -370,17 +423,31 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     const leaving = backends.find(([, a]) => a === first)![0];
     match.delete(encodeAffinityMatchKey({ backendId: leaving, frontendId: 30 }));
     const remaining = backends.filter(([id]) => id !== leaving);
-    remaining.forEach(([id], i) => svc.update(encodeSvcKey({ addr: NODE_V4, port: 30090, slot: i + 1, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), encodeSvcVal({ backendId: id, count: 0, frontendId: 0, flags: 0 })));
-    svc.update(encodeSvcKey({ addr: NODE_V4, port: 30090, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), encodeSvcVal({ backendId: 60, count: 2, frontendId: 30, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY }));
+    remaining.forEach(([id], i) =>
+      svc.update(
+        encodeSvcKey({ addr: NODE_V4, port: 30090, slot: i + 1, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }),
+        encodeSvcVal({ backendId: id, count: 0, frontendId: 0, flags: 0 }),
+      ),
+    );
+    svc.update(
+      encodeSvcKey({ addr: NODE_V4, port: 30090, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }),
+      encodeSvcVal({ backendId: 60, count: 2, frontendId: 30, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY }),
+    );
     const next = dst(47500);
     assert.notEqual(next, first);
     for (let i = 1; i < 10; i++) assert.equal(dst(47500 + i), next, 'and sticks to its new backend');
   });
 
-  test('ClientIP affinity on the tc path: each new flow restarts the entry\'s clock, packets of a tracked flow do not (kube-proxy\'s nat-table recent --set)', () => {
-    const backends: Array<[number, string, number]> = [[31, '198.18.20.31', 8080], [32, '198.18.20.32', 8080]];
+  test("ClientIP affinity on the tc path: each new flow restarts the entry's clock, packets of a tracked flow do not (kube-proxy's nat-table recent --set)", () => {
+    const backends: Array<[number, string, number]> = [
+      [31, '198.18.20.31', 8080],
+      [32, '198.18.20.32', 8080],
+    ];
     frontend(NODE_V4, 30091, IPPROTO.TCP, 31, SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY, backends);
-    svc.update(encodeSvcKey({ addr: NODE_V4, port: 30091, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), encodeSvcVal({ backendId: 60, count: 2, frontendId: 31, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY }));
+    svc.update(
+      encodeSvcKey({ addr: NODE_V4, port: 30091, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }),
+      encodeSvcVal({ backendId: 60, count: 2, frontendId: 31, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.AFFINITY }),
+    );
     const match = obj.map('kpr_aff_match');
     for (const [id] of backends) match.update(encodeAffinityMatchKey({ backendId: id, frontendId: 31 }), Buffer.from([1]));
     const affinity = obj.map('kpr_affinity');
@@ -390,13 +457,14 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
       assert.deepEqual(decodeAffinityKey(keys[0]), { netnsCookie: 0n, client: CLIENT, frontendId: 31 });
       return decodeAffinityVal(affinity.lookup(keys[0])!);
     };
-    const send = (sport: number, tcpFlags: number) => run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport, dport: 30091, proto: 'TCP', tcpFlags }));
+    const send = (sport: number, tcpFlags: number) =>
+      run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport, dport: 30091, proto: 'TCP', tcpFlags }));
 
     send(48000, TCP_SYN);
     const created = entry();
     assert.ok(backends.some(([id]) => id === created.backendId));
     send(48000, TCP_ACK); // the same flow, already tracked
-    assert.deepEqual(entry(), created, 'a tracked flow\'s packets leave the entry alone');
+    assert.deepEqual(entry(), created, "a tracked flow's packets leave the entry alone");
     send(48001, TCP_SYN); // a new connection of the same client
     const used = entry();
     assert.equal(used.backendId, created.backendId, 'the new connection keeps the backend');
@@ -423,9 +491,12 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     const OTHER = '198.18.100.3';
     const stat = (i: number) => sumPerCpuU64(obj.map('kpr_stats').lookup(encodeBackendId(i))!);
     const ctKey = codecOf(CT_KEY);
-    const fromClient = (src: string, sport: number, dport: number, flags: number) => run('kpr_tc_ext', buildPacket({ src, dst: NODE_V4, sport, dport, proto: 'TCP', tcpFlags: flags })).parsed!;
-    const fromBackend = (dport: number, flags: number) => run('kpr_tc_pod', buildPacket({ src: BACKEND, dst: NODE_V4, sport: 8080, dport, proto: 'TCP', tcpFlags: flags })).parsed!;
-    const replyKey = (snatPort: number) => ctKey.encode({ saddr: BACKEND, daddr: NODE_V4, sport: 8080, dport: snatPort, proto: IPPROTO.TCP, dir: CT_DIR.REPLY });
+    const fromClient = (src: string, sport: number, dport: number, flags: number) =>
+      run('kpr_tc_ext', buildPacket({ src, dst: NODE_V4, sport, dport, proto: 'TCP', tcpFlags: flags })).parsed!;
+    const fromBackend = (dport: number, flags: number) =>
+      run('kpr_tc_pod', buildPacket({ src: BACKEND, dst: NODE_V4, sport: 8080, dport, proto: 'TCP', tcpFlags: flags })).parsed!;
+    const replyKey = (snatPort: number) =>
+      ctKey.encode({ saddr: BACKEND, daddr: NODE_V4, sport: 8080, dport: snatPort, proto: IPPROTO.TCP, dir: CT_DIR.REPLY });
     const entry = (key: Buffer) => {
       const v = ct.lookup(key);
       return v ? decodeCtVal(v) : undefined;
@@ -433,7 +504,7 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     const original = (src: string, sport: number, dport: number) =>
       entry(ctKey.encode({ saddr: src, daddr: NODE_V4, sport, dport, proto: IPPROTO.TCP, dir: CT_DIR.ORIGINAL }))!;
 
-    test('the client\'s next packet puts back the entry new_flow wrote, counted once, and the backend\'s answer is reverse-NATed again', () => {
+    test("the client's next packet puts back the entry new_flow wrote, counted once, and the backend's answer is reverse-NATed again", () => {
       frontend(NODE_V4, 30084, IPPROTO.TCP, 12, SVC_FLAG.NODE_PORT, [[5, BACKEND, 8080]]);
       const restored0 = stat(STAT.TC_CT_REPLY_RESTORED);
       const snat = firstSnatPort(CLIENT, 43900);
@@ -460,7 +531,7 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
       assert.ok(answer.ipChecksumOk && answer.l4ChecksumOk);
     });
 
-    test('a REPLY tuple another client\'s live flow took meanwhile stays that flow\'s; the first flow gets it back once it is free', () => {
+    test("a REPLY tuple another client's live flow took meanwhile stays that flow's; the first flow gets it back once it is free", () => {
       frontend(NODE_V4, 30085, IPPROTO.TCP, 13, SVC_FLAG.NODE_PORT, [[6, BACKEND, 8080]]);
       const restored0 = stat(STAT.TC_CT_REPLY_RESTORED);
       const snat = firstSnatPort(CLIENT, 44000);
@@ -473,10 +544,10 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
       assert.deepEqual([others.natDaddr, others.natDport], [OTHER, otherPort]);
 
       fromClient(CLIENT, 44000, 30085, TCP_SYN); // CLIENT retransmits its SYN
-      assert.deepEqual(entry(replyKey(snat)), others, 'the other client\'s live entry is not overwritten');
+      assert.deepEqual(entry(replyKey(snat)), others, "the other client's live entry is not overwritten");
       assert.equal(stat(STAT.TC_CT_REPLY_RESTORED), restored0);
       const synAck = fromBackend(snat, TCP_SYN | TCP_ACK);
-      assert.deepEqual([synAck.dst, synAck.dport], [OTHER, otherPort], 'the other client\'s connection is still answered');
+      assert.deepEqual([synAck.dst, synAck.dport], [OTHER, otherPort], "the other client's connection is still answered");
 
       // OTHER's flow ends and its REPLY entry expires: the tuple is free, CLIENT's next packet takes it back.
       const v = Buffer.from(ct.lookup(replyKey(snat))!);
@@ -496,7 +567,7 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
       fromClient(CLIENT, 44100, 30086, TCP_SYN);
       ct.delete(replyKey(snat));
       const lost = fromBackend(snat, TCP_SYN | TCP_ACK);
-      assert.deepEqual([lost.src, lost.dst, lost.dport], [BACKEND, NODE_V4, snat], 'without its entry the SYN-ACK goes up the node\'s stack untranslated');
+      assert.deepEqual([lost.src, lost.dst, lost.dport], [BACKEND, NODE_V4, snat], "without its entry the SYN-ACK goes up the node's stack untranslated");
 
       const retransmitted = fromClient(CLIENT, 44100, 30086, TCP_SYN);
       assert.deepEqual([retransmitted.src, retransmitted.sport, retransmitted.dst, retransmitted.dport], [NODE_V4, snat, BACKEND, 8080]);
@@ -527,23 +598,35 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
 
     /** A socket of the node (the test's namespace) holding `port`: a TCP listener or a bound UDP socket. */
     async function nodeSocket(proto: 'tcp' | 'udp', port: number) {
-      const js = proto === 'tcp'
-        ? `require('node:net').createServer().listen(${port}, () => console.log('ready'))`
-        : `require('node:dgram').createSocket('udp4').bind(${port}, () => console.log('ready'))`;
+      const js =
+        proto === 'tcp'
+          ? `require('node:net').createServer().listen(${port}, () => console.log('ready'))`
+          : `require('node:dgram').createSocket('udp4').bind(${port}, () => console.log('ready'))`;
       const child = sandbox.spawnIn(nodeNs, process.execPath, ['-e', js], { stdio: ['ignore', 'pipe', 'inherit'] });
       await once(child.stdout!, 'data');
-      return { close: async () => { child.kill('SIGKILL'); await once(child, 'exit'); } };
+      return {
+        close: async () => {
+          child.kill('SIGKILL');
+          await once(child, 'exit');
+        },
+      };
     }
 
     for (const proto of ['tcp', 'udp'] as const) {
       test(`${proto.toUpperCase()}: the first candidate is the client's hash, in kpr's range; a port a node socket holds is skipped and counted`, async () => {
         const ipProto = proto === 'tcp' ? IPPROTO.TCP : IPPROTO.UDP;
         frontend(NODE_V4, 30070, ipProto, 40, SVC_FLAG.NODE_PORT, [[40, BACKEND, 8080]]);
-        const send = () => run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport: 45500, dport: 30070, proto: proto === 'tcp' ? 'TCP' : 'UDP', tcpFlags: TCP_SYN })).parsed!;
+        const send = () =>
+          run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport: 45500, dport: 30070, proto: proto === 'tcp' ? 'TCP' : 'UDP', tcpFlags: TCP_SYN }))
+            .parsed!;
         const first = firstSnatPort(CLIENT, 45500);
         assert.ok(inRange(first), `first candidate ${first}`);
         const free = send();
-        assert.deepEqual([free.src, free.sport, free.dst, free.dport], [NODE_V4, first, BACKEND, 8080], 'nothing holds the first candidate: the flow leaves with it');
+        assert.deepEqual(
+          [free.src, free.sport, free.dst, free.dport],
+          [NODE_V4, first, BACKEND, 8080],
+          'nothing holds the first candidate: the flow leaves with it',
+        );
 
         for (const k of [...ct.keys()]) ct.delete(k);
         const sock = await nodeSocket(proto, first);
@@ -551,7 +634,7 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
           const skipped0 = stat(STAT.TC_SNAT_SKIP_NODE_SOCKET);
           const held = send();
           assert.equal(held.src, NODE_V4);
-          assert.notEqual(held.sport, first, 'the port the node\'s socket holds is skipped');
+          assert.notEqual(held.sport, first, "the port the node's socket holds is skipped");
           assert.ok(inRange(held.sport), `the next candidate ${held.sport} is in kpr's range too`);
           assert.ok(held.l4ChecksumOk);
           assert.equal(stat(STAT.TC_SNAT_SKIP_NODE_SOCKET) - skipped0, 1n, 'one collision avoided, counted');
@@ -565,7 +648,17 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
       frontend(NODE_V4, 30071, IPPROTO.TCP, 41, SVC_FLAG.NODE_PORT, [[41, BACKEND, 8080]]);
       const send = (sport: number) => run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport, dport: 30071, proto: 'TCP', tcpFlags: TCP_SYN }));
       const replyKey = (port: number) => ctKey.encode({ saddr: BACKEND, daddr: NODE_V4, sport: 8080, dport: port, proto: IPPROTO.TCP, dir: CT_DIR.REPLY });
-      const otherFlow = (port: number) => ctVal.encode({ natSaddr: NODE_V4, natSport: 30071, natDaddr: '198.18.100.9', natDport: port, backendId: 0, expiresNs: 1n << 62n, frontendId: 41, flags: CT_FLAG.SNAT });
+      const otherFlow = (port: number) =>
+        ctVal.encode({
+          natSaddr: NODE_V4,
+          natSport: 30071,
+          natDaddr: '198.18.100.9',
+          natDport: port,
+          backendId: 0,
+          expiresNs: 1n << 62n,
+          frontendId: 41,
+          flags: CT_FLAG.SNAT,
+        });
       const first = firstSnatPort(CLIENT, 45600);
       ct.update(replyKey(first), otherFlow(first));
       const skipped0 = stat(STAT.TC_SNAT_SKIP_CONNTRACK);
@@ -578,15 +671,15 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
       for (let port = SNAT_PORT_RANGE.min; port <= SNAT_PORT_RANGE.max; port++) ct.update(replyKey(port), otherFlow(port));
       const [exhausted0, dropped0, skippedAll0] = [stat(STAT.TC_SNAT_EXHAUSTED), stat(STAT.TC_DROP_NO_SNAT_PORT), stat(STAT.TC_SNAT_SKIP_CONNTRACK)];
       const overflow = send(45601).parsed!;
-      assert.deepEqual([overflow.src, overflow.sport], [NODE_V4, 45601], 'the range full: the client\'s own port');
+      assert.deepEqual([overflow.src, overflow.sport], [NODE_V4, 45601], "the range full: the client's own port");
       assert.equal(stat(STAT.TC_SNAT_EXHAUSTED) - exhausted0, 1n);
       assert.equal(stat(STAT.TC_DROP_NO_SNAT_PORT) - dropped0, 0n);
       assert.ok(stat(STAT.TC_SNAT_SKIP_CONNTRACK) - skippedAll0 >= 2n, 'every candidate tried was skipped');
       const full = SNAT_PORT_RANGE.max - SNAT_PORT_RANGE.min + 1;
-      assert.equal([...ct.keys()].length, full + 2, 'the overflowing flow\'s two entries');
+      assert.equal([...ct.keys()].length, full + 2, "the overflowing flow's two entries");
 
       ct.update(replyKey(45602), otherFlow(45602));
-      assert.equal(send(45602).verdict, TC_ACT_SHOT, 'the client\'s port taken too: dropped, never sent with a port that may collide');
+      assert.equal(send(45602).verdict, TC_ACT_SHOT, "the client's port taken too: dropped, never sent with a port that may collide");
       assert.equal(stat(STAT.TC_SNAT_EXHAUSTED) - exhausted0, 2n);
       assert.equal(stat(STAT.TC_DROP_NO_SNAT_PORT) - dropped0, 1n);
       assert.equal([...ct.keys()].length, full + 3, 'and no conntrack entry written for it');

@@ -49,12 +49,26 @@ describe('charts/kpr with the real helm', () => {
     assert.match(helmVersion(), /^v4\./);
     const lint = helm('lint', '--strict', CHART);
     assert.equal(lint.status, 0, lint.stdout + lint.stderr);
-    const lint2 = helm('lint', '--strict', CHART, '--set', 'k8sServiceHost=198.18.0.2,securityContext.privileged=true,metrics.serviceMonitor.enabled=true,config.metrics-bind-address=0.0.0.0:10249,cleanupOnUninstall.enabled=true');
+    const lint2 = helm(
+      'lint',
+      '--strict',
+      CHART,
+      '--set',
+      'k8sServiceHost=198.18.0.2,securityContext.privileged=true,metrics.serviceMonitor.enabled=true,config.metrics-bind-address=0.0.0.0:10249,cleanupOnUninstall.enabled=true',
+    );
     assert.equal(lint2.status, 0, lint2.stdout + lint2.stderr);
     const lint3 = helm(
-      'lint', '--strict', CHART, '--kube-version', '1.29.0',
-      '--set', 'kubeconfigFromConfigMap.enabled=true,migration.enabled=true,cleanupOnUninstall.enabled=true,dnsPolicy=ClusterFirstWithHostNet,updateStrategy.rollingUpdate.maxUnavailable=0,updateStrategy.rollingUpdate.maxSurge=1',
-      '--set-json', 'extraVolumes=[{"name":"x","emptyDir":{}}]', '--set-json', 'extraVolumeMounts=[{"name":"x","mountPath":"/x"}]',
+      'lint',
+      '--strict',
+      CHART,
+      '--kube-version',
+      '1.29.0',
+      '--set',
+      'kubeconfigFromConfigMap.enabled=true,migration.enabled=true,cleanupOnUninstall.enabled=true,dnsPolicy=ClusterFirstWithHostNet,updateStrategy.rollingUpdate.maxUnavailable=0,updateStrategy.rollingUpdate.maxSurge=1',
+      '--set-json',
+      'extraVolumes=[{"name":"x","emptyDir":{}}]',
+      '--set-json',
+      'extraVolumeMounts=[{"name":"x","mountPath":"/x"}]',
     );
     assert.equal(lint3.status, 0, lint3.stdout + lint3.stderr);
   });
@@ -68,7 +82,9 @@ describe('charts/kpr with the real helm', () => {
       for (const res of rule.resources) assert.notEqual(res, '*');
       for (const g of rule.apiGroups) for (const r of rule.resources) for (const v of rule.verbs) grants.add(`${g || 'core'}/${r}:${v}`);
     }
-    const want = ['core/services', 'core/nodes', 'discovery.k8s.io/endpointslices', 'networking.k8s.io/servicecidrs'].flatMap((r) => ['get', 'list', 'watch'].map((v) => `${r}:${v}`));
+    const want = ['core/services', 'core/nodes', 'discovery.k8s.io/endpointslices', 'networking.k8s.io/servicecidrs'].flatMap((r) =>
+      ['get', 'list', 'watch'].map((v) => `${r}:${v}`),
+    );
     assert.deepEqual([...grants].sort(), want.sort());
     const binding = one(objs, 'ClusterRoleBinding');
     assert.equal(binding.roleRef.name, role.metadata.name);
@@ -113,8 +129,10 @@ describe('charts/kpr with the real helm', () => {
     const pod = one(render({ k8sServiceHost: '198.18.0.2' }), 'DaemonSet').spec.template.spec;
     const agent = pod.containers.find((c: { name: string }) => c.name === 'agent');
     const kubeProxy = YAML.parse(readFileSync(path.join(repoRoot, 'test/fixtures/kube-proxy/kubeadm-daemonset.yaml'), 'utf8')).spec.template.spec;
-    const lockMount = (c: { volumeMounts: Array<{ name: string; mountPath: string; readOnly?: boolean }> }) => c.volumeMounts.find((m) => m.mountPath === '/run/xtables.lock');
-    const volume = (spec: { volumes: Array<{ name: string }> }, name: string) => spec.volumes.find((v) => v.name === name) as { hostPath?: unknown } | undefined;
+    const lockMount = (c: { volumeMounts: Array<{ name: string; mountPath: string; readOnly?: boolean }> }) =>
+      c.volumeMounts.find((m) => m.mountPath === '/run/xtables.lock');
+    const volume = (spec: { volumes: Array<{ name: string }> }, name: string) =>
+      spec.volumes.find((v) => v.name === name) as { hostPath?: unknown } | undefined;
     const ours = lockMount(agent);
     assert.ok(ours, 'the agent container mounts /run/xtables.lock');
     assert.notEqual(ours.readOnly, true, 'iptables opens the lock for flock; it must be writable');
@@ -136,9 +154,14 @@ describe('charts/kpr with the real helm', () => {
   test('every agent flag is a chart setting (values.yaml, schema, charts/kpr/README.md) and every setting is an agent flag', () => {
     const readme = readFileSync(path.join(CHART, 'README.md'), 'utf8');
     const schemaKeys = Object.keys(schema.properties.config.properties).sort();
-    const flagKeys = Object.keys(AGENT_FLAGS).filter((k) => !NOT_IN_CONFIG.has(k)).sort();
+    const flagKeys = Object.keys(AGENT_FLAGS)
+      .filter((k) => !NOT_IN_CONFIG.has(k))
+      .sort();
     for (const k of flagKeys) {
-      assert.ok(schemaKeys.includes(k), `agent flag --${k} is missing from charts/kpr: add it to values.yaml (config), values.schema.json and charts/kpr/README.md`);
+      assert.ok(
+        schemaKeys.includes(k),
+        `agent flag --${k} is missing from charts/kpr: add it to values.yaml (config), values.schema.json and charts/kpr/README.md`,
+      );
     }
     assert.deepEqual(schemaKeys, flagKeys, 'values.schema.json config keys are the agent flags');
     assert.deepEqual(Object.keys(defaults.config).sort(), flagKeys, 'values.yaml lists every config key');
@@ -151,7 +174,11 @@ describe('charts/kpr with the real helm', () => {
     const lines = readme.split('\n').filter((l) => l.startsWith('| `'));
     const leaves = (obj: Record<string, unknown>, prefix: string): string[] =>
       Object.entries(obj).flatMap(([k, v]) =>
-        v !== null && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length > 0 && !['resources', 'labels', 'seLinuxOptions', 'nodeSelector'].includes(k)
+        v !== null &&
+        typeof v === 'object' &&
+        !Array.isArray(v) &&
+        Object.keys(v).length > 0 &&
+        !['resources', 'labels', 'seLinuxOptions', 'nodeSelector'].includes(k)
           ? leaves(v as Record<string, unknown>, `${prefix}${k}.`)
           : [`${prefix}${k}`],
       );
@@ -160,15 +187,26 @@ describe('charts/kpr with the real helm', () => {
       const parent = key.slice(0, key.lastIndexOf('.') + 1);
       const last = key.slice(key.lastIndexOf('.'));
       // Named itself, as `.last` in its parent's row, or through a documented parent object (`probes.startup`).
-      const ancestors = key.split('.').map((_, i, parts) => parts.slice(0, i + 1).join('.')).slice(1, -1);
-      return !lines.some((l) => l.includes(`\`${key}\``) || (parent && l.includes(`\`${parent}`) && l.includes(`\`${last}\``)) || ancestors.some((a) => l.includes(`\`${a}\``)));
+      const ancestors = key
+        .split('.')
+        .map((_, i, parts) => parts.slice(0, i + 1).join('.'))
+        .slice(1, -1);
+      return !lines.some(
+        (l) => l.includes(`\`${key}\``) || (parent && l.includes(`\`${parent}`) && l.includes(`\`${last}\``)) || ancestors.some((a) => l.includes(`\`${a}\``)),
+      );
     });
     assert.deepEqual(undocumented, []);
   });
 
   test('every config value reaches the agent, and the agent accepts the file', () => {
     const config = Object.fromEntries(Object.keys(schema.properties.config.properties).map((k) => [k, nonDefault(k)]));
-    const objs = render({ config, k8sServiceHost: '2001:db8::2', k8sServicePort: 443, extraArgs: ['--v=4'], updateStrategy: { rollingUpdate: { maxUnavailable: '20%' } } });
+    const objs = render({
+      config,
+      k8sServiceHost: '2001:db8::2',
+      k8sServicePort: 443,
+      extraArgs: ['--v=4'],
+      updateStrategy: { rollingUpdate: { maxUnavailable: '20%' } },
+    });
     const rendered = renderedConfig(objs);
     assert.deepEqual(rendered, config);
     // The file parses against the agent's own flag table.
@@ -219,42 +257,69 @@ describe('charts/kpr with the real helm', () => {
 
   test('metrics on every node address by default; the PodMonitor keeps the agent container, at its pod IP and the metrics port, as job kube-proxy', () => {
     assert.equal(renderedConfig(render())['metrics-bind-address'], '0.0.0.0:10249');
-    const objs = render({ config: { 'metrics-bind-address': '[::]:19249' }, metrics: { podMonitor: { enabled: true, interval: '15s', labels: { release: 'prom' } } }, prometheusRule: { enabled: true } });
+    const objs = render({
+      config: { 'metrics-bind-address': '[::]:19249' },
+      metrics: { podMonitor: { enabled: true, interval: '15s', labels: { release: 'prom' } } },
+      prometheusRule: { enabled: true },
+    });
     const pm = one(objs, 'PodMonitor');
     const ds = one(objs, 'DaemonSet');
     assert.equal(pm.apiVersion, 'monitoring.coreos.com/v1');
     assert.equal((pm.metadata.labels ?? {}).release, 'prom');
     assert.deepEqual(pm.spec.selector.matchLabels, ds.spec.selector.matchLabels);
-    assert.deepEqual(objs.filter((o) => o.kind === 'Service' || o.kind === 'ServiceMonitor'), [], 'no Service needed');
+    assert.deepEqual(
+      objs.filter((o) => o.kind === 'Service' || o.kind === 'ServiceMonitor'),
+      [],
+      'no Service needed',
+    );
     const [ep] = pm.spec.podMetricsEndpoints;
     assert.equal(ep.interval, '15s');
     assert.equal(ep.port, undefined, 'the pod declares no ports');
     const r = ep.relabelings as Array<Record<string, any>>;
     assert.deepEqual(r[0], { sourceLabels: ['__meta_kubernetes_pod_container_name'], regex: ds.spec.template.spec.containers[0].name, action: 'keep' });
-    assert.deepEqual(r.filter((x) => x.targetLabel === '__address__').map((x) => x.replacement), ['${1}:19249', '[${1}]:19249']);
+    assert.deepEqual(
+      r.filter((x) => x.targetLabel === '__address__').map((x) => x.replacement),
+      ['${1}:19249', '[${1}]:19249'],
+    );
     assert.deepEqual(r.at(-1), { targetLabel: 'job', replacement: 'kube-proxy' });
     assert.match(one(objs, 'PrometheusRule').spec.groups[0].rules[0].expr, /^up\{job="kube-proxy"\} == 0$/);
     // job "": no relabelling, prometheus-operator's "<namespace>/<name>", which the alerts then select.
     const operatorJob = render({ metrics: { podMonitor: { enabled: true, job: '' } }, prometheusRule: { enabled: true } });
-    assert.equal((one(operatorJob, 'PodMonitor').spec.podMetricsEndpoints[0].relabelings as Array<{ targetLabel?: string }>).some((x) => x.targetLabel === 'job'), false);
+    assert.equal(
+      (one(operatorJob, 'PodMonitor').spec.podMetricsEndpoints[0].relabelings as Array<{ targetLabel?: string }>).some((x) => x.targetLabel === 'job'),
+      false,
+    );
     assert.match(one(operatorJob, 'PrometheusRule').spec.groups[0].rules[0].expr, /^up\{job="kube-system\/kpr"\} == 0$/);
   });
 
   test('NOTES of a migration without a monitor say KubeProxyDown will fire', () => {
-    const notes = (...set: string[]) => helm('install', 'kpr', CHART, '--dry-run=client', '--namespace', 'kube-system', '--set', 'k8sServiceHost=198.18.0.2', ...set.flatMap((x) => ['--set', x])).stdout.split('NOTES:')[1];
+    const notes = (...set: string[]) =>
+      helm(
+        'install',
+        'kpr',
+        CHART,
+        '--dry-run=client',
+        '--namespace',
+        'kube-system',
+        '--set',
+        'k8sServiceHost=198.18.0.2',
+        ...set.flatMap((x) => ['--set', x]),
+      ).stdout.split('NOTES:')[1];
     assert.match(notes('migration.enabled=true'), /KubeProxyDown fires once the last one has moved[\s\S]*metrics\.podMonitor\.enabled=true/);
     assert.doesNotMatch(notes('migration.enabled=true', 'metrics.podMonitor.enabled=true'), /KubeProxyDown/);
     assert.doesNotMatch(notes('migration.enabled=true', 'metrics.serviceMonitor.enabled=true'), /KubeProxyDown/);
     assert.doesNotMatch(notes(), /KubeProxyDown/);
   });
 
-  test('the PrometheusRule (off by default): kpr\'s alerts, Services over a datapath limit among them', () => {
+  test("the PrometheusRule (off by default): kpr's alerts, Services over a datapath limit among them", () => {
     assert.equal(render().filter((o) => o.kind === 'PrometheusRule').length, 0);
     const objs = render({ prometheusRule: { enabled: true, overLimitFor: '2m', labels: { release: 'prom' } } });
     const rule = one(objs, 'PrometheusRule');
     assert.equal(rule.apiVersion, 'monitoring.coreos.com/v1');
     assert.equal((rule.metadata as { labels?: Record<string, string> }).labels?.release, 'prom');
-    const alert = rule.spec.groups.flatMap((g: { rules: Array<Record<string, any>> }) => g.rules).find((r: Record<string, any>) => r.alert === 'KprServicesOverLimit');
+    const alert = rule.spec.groups
+      .flatMap((g: { rules: Array<Record<string, any>> }) => g.rules)
+      .find((r: Record<string, any>) => r.alert === 'KprServicesOverLimit');
     assert.ok(alert, 'the KprServicesOverLimit alert');
     assert.match(alert.expr, /^max by \(job, instance, namespace, pod, node, limit\) \(kpr_services_over_limit\{job="kube-proxy"\}\) > 0$/);
     assert.equal(alert.for, '2m');
@@ -298,8 +363,15 @@ describe('charts/kpr with the real helm', () => {
     }
   });
 
-  test('map sizes: chart values become the agent\'s map sizes', () => {
-    const config = { 'map-size-services': 40000, 'map-size-frontends': 12000, 'map-size-backends': 20000, 'map-size-conntrack': 65536, 'conntrack-min': 1000, 'bpf-map-dynamic-size-ratio': 0.002 };
+  test("map sizes: chart values become the agent's map sizes", () => {
+    const config = {
+      'map-size-services': 40000,
+      'map-size-frontends': 12000,
+      'map-size-backends': 20000,
+      'map-size-conntrack': 65536,
+      'conntrack-min': 1000,
+      'bpf-map-dynamic-size-ratio': 0.002,
+    };
     const rendered = renderedConfig(render({ config }));
     const dir = mkdtempSync(path.join(os.tmpdir(), 'kpr-chart-sizes-'));
     try {
@@ -329,8 +401,14 @@ describe('charts/kpr with the real helm', () => {
     const objs = render({ kubeconfigFromConfigMap: { enabled: true } });
     const agent = pod(objs).containers[0];
     assert.deepEqual(agent.args, ['--config=/etc/kpr/config.yaml', '--kubeconfig=/var/lib/kube-proxy/kubeconfig.conf']);
-    assert.deepEqual(agent.volumeMounts.find((m: { mountPath: string }) => m.mountPath === '/var/lib/kube-proxy'), { name: 'api-server-kubeconfig', mountPath: '/var/lib/kube-proxy', readOnly: true });
-    assert.deepEqual(pod(objs).volumes.find((v: { name: string }) => v.name === 'api-server-kubeconfig').configMap, { name: 'kube-proxy', items: [{ key: 'kubeconfig.conf', path: 'kubeconfig.conf' }] });
+    assert.deepEqual(
+      agent.volumeMounts.find((m: { mountPath: string }) => m.mountPath === '/var/lib/kube-proxy'),
+      { name: 'api-server-kubeconfig', mountPath: '/var/lib/kube-proxy', readOnly: true },
+    );
+    assert.deepEqual(pod(objs).volumes.find((v: { name: string }) => v.name === 'api-server-kubeconfig').configMap, {
+      name: 'kube-proxy',
+      items: [{ key: 'kubeconfig.conf', path: 'kubeconfig.conf' }],
+    });
     // The service account token and CA the kubeconfig names are the pod's own.
     assert.notEqual(pod(objs).automountServiceAccountToken, false);
     assert.equal(one(objs, 'ServiceAccount').automountServiceAccountToken, true);
@@ -347,7 +425,9 @@ describe('charts/kpr with the real helm', () => {
     const agentPod = (objs: K8sObject[]) => one(objs, 'DaemonSet').spec.template;
     const cleanupPod = (objs: K8sObject[]) => (YAML.parse(one(objs, 'ConfigMap', 'kpr-cleanup').data['daemonset.yaml']) as K8sObject).spec.template;
     const annotations = (t: { metadata: { annotations?: Record<string, string> } }) =>
-      Object.entries(t.metadata.annotations ?? {}).filter(([k]) => k.startsWith('container.apparmor.security.beta.kubernetes.io/')).sort();
+      Object.entries(t.metadata.annotations ?? {})
+        .filter(([k]) => k.startsWith('container.apparmor.security.beta.kubernetes.io/'))
+        .sort();
     for (const kube of ['1.30.0', '1.33.2']) {
       const objs = render(values, ['--kube-version', kube]);
       for (const t of [agentPod(objs), cleanupPod(objs)]) {
@@ -366,8 +446,12 @@ describe('charts/kpr with the real helm', () => {
       ['container.apparmor.security.beta.kubernetes.io/done', 'unconfined'],
     ]);
     // The mode wins over the version; no init container, no annotation for it; off: neither form.
-    assert.deepEqual(annotations(agentPod(render({ appArmor: { mode: 'annotation' }, mountBpffs: { enabled: false } }, ['--kube-version', '1.31.0']))), [['container.apparmor.security.beta.kubernetes.io/agent', 'unconfined']]);
-    assert.deepEqual(agentPod(render({ appArmor: { mode: 'field' } }, ['--kube-version', '1.29.0'])).spec.securityContext, { appArmorProfile: { type: 'Unconfined' } });
+    assert.deepEqual(annotations(agentPod(render({ appArmor: { mode: 'annotation' }, mountBpffs: { enabled: false } }, ['--kube-version', '1.31.0']))), [
+      ['container.apparmor.security.beta.kubernetes.io/agent', 'unconfined'],
+    ]);
+    assert.deepEqual(agentPod(render({ appArmor: { mode: 'field' } }, ['--kube-version', '1.29.0'])).spec.securityContext, {
+      appArmorProfile: { type: 'Unconfined' },
+    });
     const off = agentPod(render({ appArmor: { unconfined: false } }, ['--kube-version', '1.29.0']));
     assert.equal(off.spec.securityContext, undefined);
     assert.deepEqual(annotations(off), []);
@@ -376,7 +460,10 @@ describe('charts/kpr with the real helm', () => {
   test('updateStrategy as Kubernetes has it, a startupProbe, extra volumes and mounts, no container ports', () => {
     const ds = (values: Record<string, unknown>) => one(render(values), 'DaemonSet');
     assert.deepEqual(ds({}).spec.updateStrategy, { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 1, maxSurge: 0 } });
-    assert.deepEqual(ds({ updateStrategy: { rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } } }).spec.updateStrategy, { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } });
+    assert.deepEqual(ds({ updateStrategy: { rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } } }).spec.updateStrategy, {
+      type: 'RollingUpdate',
+      rollingUpdate: { maxUnavailable: 0, maxSurge: 1 },
+    });
     assert.deepEqual(ds({ updateStrategy: { type: 'OnDelete' } }).spec.updateStrategy, { type: 'OnDelete' }, 'rollingUpdate only with RollingUpdate');
     const d = ds({
       probes: { startup: { periodSeconds: 3, failureThreshold: 40 } },
@@ -384,7 +471,12 @@ describe('charts/kpr with the real helm', () => {
       extraVolumeMounts: [{ name: 'extra', mountPath: '/etc/extra', readOnly: true }],
     });
     const agent = d.spec.template.spec.containers[0];
-    assert.deepEqual(agent.startupProbe, { httpGet: { path: '/livez', port: 10256, host: '127.0.0.1' }, periodSeconds: 3, failureThreshold: 40, timeoutSeconds: 5 });
+    assert.deepEqual(agent.startupProbe, {
+      httpGet: { path: '/livez', port: 10256, host: '127.0.0.1' },
+      periodSeconds: 3,
+      failureThreshold: 40,
+      timeoutSeconds: 5,
+    });
     assert.equal(agent.livenessProbe.initialDelaySeconds, undefined, 'the startup probe holds liveness back instead');
     assert.deepEqual(agent.volumeMounts.at(-1), { name: 'extra', mountPath: '/etc/extra', readOnly: true });
     assert.deepEqual(d.spec.template.spec.volumes.at(-1), { name: 'extra', hostPath: { path: '/etc/extra', type: 'Directory' } });
@@ -395,10 +487,17 @@ describe('charts/kpr with the real helm', () => {
     const aff = (values: Record<string, unknown>) => one(render(values), 'DaemonSet').spec.template.spec.affinity;
     const req = { key: 'kpr.io/proxy', operator: 'In', values: ['kpr'] };
     assert.equal(aff({}), undefined);
-    assert.deepEqual(aff({ migration: { enabled: true } }), { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [req] }] } } });
+    assert.deepEqual(aff({ migration: { enabled: true } }), {
+      nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [req] }] } },
+    });
     const user = {
       nodeAffinity: {
-        requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'pool', operator: 'In', values: ['a'] }] }, { matchFields: [{ key: 'metadata.name', operator: 'In', values: ['n1'] }] }] },
+        requiredDuringSchedulingIgnoredDuringExecution: {
+          nodeSelectorTerms: [
+            { matchExpressions: [{ key: 'pool', operator: 'In', values: ['a'] }] },
+            { matchFields: [{ key: 'metadata.name', operator: 'In', values: ['n1'] }] },
+          ],
+        },
         preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 1, preference: { matchExpressions: [{ key: 'x', operator: 'Exists' }] } }],
       },
     };
@@ -409,11 +508,20 @@ describe('charts/kpr with the real helm', () => {
       { matchFields: [{ key: 'metadata.name', operator: 'In', values: ['n1'] }], matchExpressions: [req] },
     ]);
     assert.deepEqual(both.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution, user.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution);
-    assert.deepEqual(aff({ migration: { enabled: true, label: 'example.com/proxy', value: 'ebpf' } }).nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions, [{ key: 'example.com/proxy', operator: 'In', values: ['ebpf'] }]);
+    assert.deepEqual(
+      aff({ migration: { enabled: true, label: 'example.com/proxy', value: 'ebpf' } }).nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
+        .nodeSelectorTerms[0].matchExpressions,
+      [{ key: 'example.com/proxy', operator: 'In', values: ['ebpf'] }],
+    );
   });
 
-  test('clean-up on uninstall: renders under helm template (nothing looked up), ordered hooks, least-privilege RBAC, the agent\'s nodes', () => {
-    const values = { cleanupOnUninstall: { enabled: true, timeoutSeconds: 300 }, migration: { enabled: true }, k8sServiceHost: '198.18.0.2', nodeSelector: { 'kubernetes.io/os': 'linux', pool: 'a' } };
+  test("clean-up on uninstall: renders under helm template (nothing looked up), ordered hooks, least-privilege RBAC, the agent's nodes", () => {
+    const values = {
+      cleanupOnUninstall: { enabled: true, timeoutSeconds: 300 },
+      migration: { enabled: true },
+      k8sServiceHost: '198.18.0.2',
+      nodeSelector: { 'kubernetes.io/os': 'linux', pool: 'a' },
+    };
     const objs = render(values);
     const hooks = objs.filter((o) => o.metadata.annotations?.['helm.sh/hook']);
     assert.deepEqual(hooks.map((h) => [h.kind, h.metadata.annotations!['helm.sh/hook'], h.metadata.annotations!['helm.sh/hook-weight'] ?? '0']).sort(), [
@@ -434,8 +542,13 @@ describe('charts/kpr with the real helm', () => {
     assert.equal(job.serviceAccountName, 'kpr-cleanup');
     assert.equal(job.dnsPolicy, 'Default');
     assert.deepEqual(job.containers[0].args, [
-      '--namespace=kube-system', '--agent-daemonset=kpr', '--agent-selector=app.kubernetes.io/name=kpr,app.kubernetes.io/instance=kpr',
-      '--cleanup-daemonset=/etc/kpr-cleanup/daemonset.yaml', '--timeout=300s', '--k8s-service-host=198.18.0.2', '--k8s-service-port=6443',
+      '--namespace=kube-system',
+      '--agent-daemonset=kpr',
+      '--agent-selector=app.kubernetes.io/name=kpr,app.kubernetes.io/instance=kpr',
+      '--cleanup-daemonset=/etc/kpr-cleanup/daemonset.yaml',
+      '--timeout=300s',
+      '--k8s-service-host=198.18.0.2',
+      '--k8s-service-port=6443',
     ]);
     assert.equal(one(objs, 'Job').spec.activeDeadlineSeconds, 360);
     const cleanup = YAML.parse(one(objs, 'ConfigMap', 'kpr-cleanup').data['daemonset.yaml']) as K8sObject;
@@ -443,7 +556,11 @@ describe('charts/kpr with the real helm', () => {
     assert.equal(cleanup.kind, 'DaemonSet');
     for (const k of ['nodeSelector', 'affinity', 'tolerations', 'priorityClassName']) assert.deepEqual(cleanup.spec.template.spec[k], agentPod[k], k);
     assert.deepEqual(cleanup.spec.template.spec.initContainers[0].command, ['/opt/kpr/bin/kpr', 'cleanup', '--bpffs=/sys/fs/bpf/kpr']);
-    assert.deepEqual(cleanup.spec.selector.matchLabels, { 'app.kubernetes.io/name': 'kpr', 'app.kubernetes.io/instance': 'kpr', 'app.kubernetes.io/component': 'cleanup' });
+    assert.deepEqual(cleanup.spec.selector.matchLabels, {
+      'app.kubernetes.io/name': 'kpr',
+      'app.kubernetes.io/instance': 'kpr',
+      'app.kubernetes.io/component': 'cleanup',
+    });
     // With kubeadm's kubeconfig, the Job reaches the API server that way too.
     const viaConfigMap = one(render({ cleanupOnUninstall: { enabled: true }, kubeconfigFromConfigMap: { enabled: true } }), 'Job').spec.template.spec;
     assert.equal(viaConfigMap.containers[0].args.at(-1), '--kubeconfig=/var/lib/kube-proxy/kubeconfig.conf');
@@ -463,9 +580,18 @@ describe('charts/kpr with the real helm', () => {
     assert.deepEqual(agent.args, [...kubeProxyArgs, '--config=/etc/kpr/config.yaml']);
     // The whole ConfigMap (config.conf and kubeconfig.conf) at kubeadm's mount path; no kubeconfigFromConfigMap volume.
     const kubeProxyMount = kubeadmPod.containers[0].volumeMounts.find((m: { name: string }) => m.name === 'kube-proxy');
-    assert.deepEqual(pod.volumes.find((v: { name: string }) => v.name === 'kube-proxy'), { name: 'kube-proxy', configMap: { name: 'kube-proxy' } });
-    assert.deepEqual(agent.volumeMounts.find((m: { name: string }) => m.name === 'kube-proxy'), { name: 'kube-proxy', mountPath: kubeProxyMount.mountPath, readOnly: true });
-    assert.equal(pod.volumes.find((v: { name: string }) => v.name === 'api-server-kubeconfig'), undefined);
+    assert.deepEqual(
+      pod.volumes.find((v: { name: string }) => v.name === 'kube-proxy'),
+      { name: 'kube-proxy', configMap: { name: 'kube-proxy' } },
+    );
+    assert.deepEqual(
+      agent.volumeMounts.find((m: { name: string }) => m.name === 'kube-proxy'),
+      { name: 'kube-proxy', mountPath: kubeProxyMount.mountPath, readOnly: true },
+    );
+    assert.equal(
+      pod.volumes.find((v: { name: string }) => v.name === 'api-server-kubeconfig'),
+      undefined,
+    );
     // Only set keys in kpr's file: config.conf's syncPeriod etc. are not shadowed by chart defaults.
     const rendered = renderedConfig(objs);
     for (const k of ['min-sync-period', 'log-level', 'node-port-addresses', 'ct-tcp-timeout']) assert.equal(rendered[k], undefined, k);
@@ -487,7 +613,8 @@ describe('charts/kpr with the real helm', () => {
     try {
       writeFileSync(path.join(dir, 'config.conf'), configConf);
       writeFileSync(path.join(dir, 'config.yaml'), one(objs, 'ConfigMap', 'kpr-config').data['config.yaml']);
-      const local = (args: string[]) => args.map((a) => a.replace('/var/lib/kube-proxy/', `${dir}/`).replace('/etc/kpr/', `${dir}/`).replace('$(NODE_NAME)', 'node-7'));
+      const local = (args: string[]) =>
+        args.map((a) => a.replace('/var/lib/kube-proxy/', `${dir}/`).replace('/etc/kpr/', `${dir}/`).replace('$(NODE_NAME)', 'node-7'));
       const cfg = parseAgentArgs(local(agent.args), {}) as AgentConfig;
       assert.equal(cfg.nodeName, 'node-7', '--hostname-override');
       assert.equal(cfg.kubeconfig, '/var/lib/kube-proxy/kubeconfig.conf', "config.conf's clientConnection.kubeconfig");
@@ -502,16 +629,27 @@ describe('charts/kpr with the real helm', () => {
       assert.deepEqual(init.command, ['/opt/kpr/bin/kpr', 'conntrack-sysctls']);
       assert.deepEqual(init.args, agent.args);
       assert.equal(init.securityContext.privileged, true);
-      assert.deepEqual(init.volumeMounts.map((m: { mountPath: string }) => m.mountPath), ['/etc/kpr', '/var/lib/kube-proxy']);
-      assert.deepEqual(init.env, agent.env.filter((e: { name: string }) => e.name === 'NODE_NAME'), '$(NODE_NAME) expands there too');
+      assert.deepEqual(
+        init.volumeMounts.map((m: { mountPath: string }) => m.mountPath),
+        ['/etc/kpr', '/var/lib/kube-proxy'],
+      );
+      assert.deepEqual(
+        init.env,
+        agent.env.filter((e: { name: string }) => e.name === 'NODE_NAME'),
+        '$(NODE_NAME) expands there too',
+      );
       const sysctls = conntrackSysctlsArgs(local(init.args)).settings;
-      assert.deepEqual([sysctls.maxPerCore.value, sysctls.min.value, sysctls.tcpCloseWaitTimeoutS.value, sysctls.tcpEstablishedTimeoutS.value], [65536, 131072, 1200, 86400]);
+      assert.deepEqual(
+        [sysctls.maxPerCore.value, sysctls.min.value, sysctls.tcpCloseWaitTimeoutS.value, sysctls.tcpEstablishedTimeoutS.value],
+        [65536, 131072, 1200, 86400],
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
 
     // conntrackSysctls: null follows kubeProxyConfigMap; true/false force it.
-    const inits = (values: Record<string, unknown>) => (one(render(values), 'DaemonSet').spec.template.spec.initContainers ?? []).map((c: { name: string }) => c.name);
+    const inits = (values: Record<string, unknown>) =>
+      (one(render(values), 'DaemonSet').spec.template.spec.initContainers ?? []).map((c: { name: string }) => c.name);
     assert.deepEqual(inits({}), ['mount-bpffs']);
     assert.deepEqual(inits({ kubeProxyConfigMap: { enabled: true }, conntrackSysctls: { enabled: false } }), ['mount-bpffs']);
     assert.deepEqual(inits({ conntrackSysctls: { enabled: true }, mountBpffs: { enabled: false } }), ['conntrack-sysctls']);
@@ -521,7 +659,10 @@ describe('charts/kpr with the real helm', () => {
     const snatInit = one(render({ snatPorts: { initContainer: true } }), 'DaemonSet').spec.template.spec.initContainers[1];
     assert.equal(snatInit.securityContext.privileged, true);
     assert.match(snatInit.command.join(' '), /ip_local_reserved_ports.*\$\{r:\+\$r,\}61000-65535/);
-    assert.deepEqual(one(render({ conntrackSysctls: { enabled: true }, k8sServiceHost: '198.18.0.2' }), 'DaemonSet').spec.template.spec.initContainers[1].args, ['--config=/etc/kpr/config.yaml', '--k8s-service-host=198.18.0.2', '--k8s-service-port=6443']);
+    assert.deepEqual(
+      one(render({ conntrackSysctls: { enabled: true }, k8sServiceHost: '198.18.0.2' }), 'DaemonSet').spec.template.spec.initContainers[1].args,
+      ['--config=/etc/kpr/config.yaml', '--k8s-service-host=198.18.0.2', '--k8s-service-port=6443'],
+    );
     // The uninstall hook's Job reaches the API server through kube-proxy's kubeconfig.conf.
     const job = one(render({ kubeProxyConfigMap: { enabled: true }, cleanupOnUninstall: { enabled: true } }), 'Job').spec.template.spec;
     assert.equal(job.containers[0].args.at(-1), '--kubeconfig=/var/lib/kube-proxy/kubeconfig.conf');
@@ -539,7 +680,11 @@ describe('charts/kpr with the real helm', () => {
       assert.ok(refs.length >= 3, notes);
       for (const [, file, section] of refs) {
         const text = readFileSync(path.join(CHART, '..', '..', file), 'utf8');
-        if (section) assert.ok(text.split('\n').some((l) => /^#+ /.test(l) && l.replace(/^#+ /, '') === section), `${file} has no section "${section}"`);
+        if (section)
+          assert.ok(
+            text.split('\n').some((l) => /^#+ /.test(l) && l.replace(/^#+ /, '') === section),
+            `${file} has no section "${section}"`,
+          );
       }
     }
   });

@@ -15,7 +15,13 @@ import { helmIn } from './helm.js';
 import { CHART } from './render.js';
 import { commandsFrom, platformsValues, shellWords } from './doc-walk.js';
 
-const PAGES = ['README.md', 'charts/kpr/README.md', ...readdirSync(path.join(repoRoot, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const PAGES = [
+  'README.md',
+  'charts/kpr/README.md',
+  ...readdirSync(path.join(repoRoot, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
 
 /** helm upgrade's flags that helm template does not take (they are about the release already installed). */
 const UPGRADE_ONLY = new Set(['--reuse-values', '--reset-values', '--install', '-i', '--atomic', '--wait', '--cleanup-on-fail']);
@@ -41,9 +47,13 @@ test("every helm install and upgrade in the docs renders with the chart's schema
   try {
     const failures: string[] = [];
     for (const { page, line, words } of helmCommands()) {
-      const args = words.slice(2).filter((w) => !UPGRADE_ONLY.has(w)).map((w) => (w === 'charts/kpr' ? CHART : w));
+      const args = words
+        .slice(2)
+        .filter((w) => !UPGRADE_ONLY.has(w))
+        .map((w) => (w === 'charts/kpr' ? CHART : w));
       for (let i = 0; i < args.length; i++) {
-        if ((args[i] === '-f' || args[i] === '--values') && !args[i + 1].includes('/')) writeFileSync(path.join(dir, args[i + 1]), platformsValues(args[i + 1]));
+        if ((args[i] === '-f' || args[i] === '--values') && !args[i + 1].includes('/'))
+          writeFileSync(path.join(dir, args[i + 1]), platformsValues(args[i + 1]));
       }
       const r = helmIn(dir, 'template', ...args);
       if (r.status !== 0) failures.push(`${page}: ${line}\n  ${r.stderr.trim()}`);

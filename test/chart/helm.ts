@@ -87,7 +87,12 @@ export function helm(...args: string[]): HelmRun {
 
 /** helm run in the directory `cwd` (relative paths in its arguments are from there). */
 export function helmIn(cwd: string | undefined, ...args: string[]): HelmRun {
-  const r = spawnSync(helmBinary(), args, { cwd, encoding: 'utf8', maxBuffer: 64 << 20, env: { ...process.env, HELM_CACHE_HOME: '/tmp/kpr-helm-cache', HELM_CONFIG_HOME: '/tmp/kpr-helm-config', HELM_DATA_HOME: '/tmp/kpr-helm-data' } });
+  const r = spawnSync(helmBinary(), args, {
+    cwd,
+    encoding: 'utf8',
+    maxBuffer: 64 << 20,
+    env: { ...process.env, HELM_CACHE_HOME: '/tmp/kpr-helm-cache', HELM_CONFIG_HOME: '/tmp/kpr-helm-config', HELM_DATA_HOME: '/tmp/kpr-helm-data' },
+  });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 

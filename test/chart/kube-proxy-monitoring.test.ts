@@ -71,10 +71,30 @@ const IPV6 = 'a PodMonitor on an IPv6 node';
 
 const SCENARIOS: Scenario[] = [
   { name: "docs/install.md's values (kubeadm, its monitor)", values: [VALUES_KUBEADM, VALUES_MONITORING], job: 'kube-proxy', kubeProxyDownFires: false },
-  { name: 'metrics.podMonitor.enabled, chart defaults', values: [HOST, 'metrics: {podMonitor: {enabled: true}}'], job: 'kube-proxy', kubeProxyDownFires: false },
-  { name: 'metrics.serviceMonitor.enabled, chart defaults', values: [HOST, 'metrics: {serviceMonitor: {enabled: true}}'], job: 'kube-proxy', kubeProxyDownFires: false },
-  { name: "a ServiceMonitor with prometheus-operator's default job", values: [HOST, 'metrics: {serviceMonitor: {enabled: true, job: ""}}'], job: 'kpr-metrics', kubeProxyDownFires: true },
-  { name: "a PodMonitor with prometheus-operator's default job", values: [HOST, 'metrics: {podMonitor: {enabled: true, job: ""}}'], job: 'kube-system/kpr', kubeProxyDownFires: true },
+  {
+    name: 'metrics.podMonitor.enabled, chart defaults',
+    values: [HOST, 'metrics: {podMonitor: {enabled: true}}'],
+    job: 'kube-proxy',
+    kubeProxyDownFires: false,
+  },
+  {
+    name: 'metrics.serviceMonitor.enabled, chart defaults',
+    values: [HOST, 'metrics: {serviceMonitor: {enabled: true}}'],
+    job: 'kube-proxy',
+    kubeProxyDownFires: false,
+  },
+  {
+    name: "a ServiceMonitor with prometheus-operator's default job",
+    values: [HOST, 'metrics: {serviceMonitor: {enabled: true, job: ""}}'],
+    job: 'kpr-metrics',
+    kubeProxyDownFires: true,
+  },
+  {
+    name: "a PodMonitor with prometheus-operator's default job",
+    values: [HOST, 'metrics: {podMonitor: {enabled: true, job: ""}}'],
+    job: 'kube-system/kpr',
+    kubeProxyDownFires: true,
+  },
   { name: 'no monitor: kpr not scraped', values: [HOST], job: undefined, kubeProxyDownFires: true },
 ];
 
@@ -85,7 +105,10 @@ function renderWith(values: string[], dir: string): K8sObject[] {
     writeFileSync(f, v);
     return f;
   });
-  return render({}, files.flatMap((f) => ['-f', f]));
+  return render(
+    {},
+    files.flatMap((f) => ['-f', f]),
+  );
 }
 
 /** One value per minute from 0 to END. */
@@ -112,7 +135,14 @@ function inputSeries(kpr: Labels[] | undefined): Array<{ series: string; values:
   const out: Array<{ series: string; values: string }> = [];
   PODS.forEach((pod, i) => {
     const move = MOVES[i];
-    const kubeProxy: Labels = { job: 'kube-proxy', instance: `${pod.ip}:10249`, namespace: 'kube-system', pod: `kube-proxy-${pod.node}`, service: 'kube-prometheus-stack-kube-proxy', endpoint: 'http-metrics' };
+    const kubeProxy: Labels = {
+      job: 'kube-proxy',
+      instance: `${pod.ip}:10249`,
+      namespace: 'kube-system',
+      pod: `kube-proxy-${pod.node}`,
+      service: 'kube-prometheus-stack-kube-proxy',
+      endpoint: 'http-metrics',
+    };
     const before = (v: (t: number) => number) => seriesValues((t) => (t < move ? v(t) : t === move ? 'stale' : '_'));
     const afterMove = (v: (t: number) => number) => seriesValues((t) => (t > move ? v(t - move) : '_'));
     const histograms = (labels: Labels, values: (v: (t: number) => number) => string) => [
@@ -176,7 +206,11 @@ function unitTest(s: Scenario, kpr: Labels[] | undefined): Record<string, unknow
               exp_samples: kprLabels.map((l) => ({ labels: selector('', { instance: l.instance }), value: 199 })),
             },
             { eval_time: `${END}m`, expr: scaled('proxy_dashboard:kube_api_request_rate_2xx', 10), exp_samples: [{ labels: '{}', value: 2 }] },
-            { eval_time: `${END}m`, expr: 'proxy_dashboard:memory', exp_samples: kprLabels.map((l) => ({ labels: selector('proxy_dashboard:memory', l), value: 400_000_000 })) },
+            {
+              eval_time: `${END}m`,
+              expr: 'proxy_dashboard:memory',
+              exp_samples: kprLabels.map((l) => ({ labels: selector('proxy_dashboard:memory', l), value: 400_000_000 })),
+            },
           ]
         : [{ eval_time: `${END}m`, expr: 'proxy_dashboard:rules_sync_rate', exp_samples: [] }]),
       // The SLI's recording rules select no job: they go on whoever is scraped.
@@ -201,14 +235,20 @@ describe("kubernetes-mixin's kube-proxy alerts and dashboard across the migratio
     for (const s of SCENARIOS) {
       const objs = renderWith(s.values, dir);
       if (s.job === undefined) {
-        assert.deepEqual(objs.filter((o) => /Monitor$/.test(o.kind)), [], `${s.name}: no monitor rendered`);
+        assert.deepEqual(
+          objs.filter((o) => /Monitor$/.test(o.kind)),
+          [],
+          `${s.name}: no monitor rendered`,
+        );
         continue;
       }
       const config = monitorScrapeConfig(objs, PODS);
       configs.set(s.name, { ...config, job_name: `${config.job_name}/${configs.size}` });
     }
     // An IPv6 node: the PodMonitor brackets the address.
-    const v6 = monitorScrapeConfig(renderWith([HOST, "config: {metrics-bind-address: '[::]:10249'}", 'metrics: {podMonitor: {enabled: true}}'], dir), [{ name: 'kpr-v6', node: 'node-6', ip: '::1' }]);
+    const v6 = monitorScrapeConfig(renderWith([HOST, "config: {metrics-bind-address: '[::]:10249'}", 'metrics: {podMonitor: {enabled: true}}'], dir), [
+      { name: 'kpr-v6', node: 'node-6', ip: '::1' },
+    ]);
     configs.set(IPV6, { ...v6, job_name: `${v6.job_name}/ipv6` });
     prom = await startPrometheus({ job: 'unused', targets: [], scrapeConfigs: [...configs.values()] });
     const deadline = Date.now() + 30_000;
@@ -269,7 +309,10 @@ describe("kubernetes-mixin's kube-proxy alerts and dashboard across the migratio
       const work = mkdtempSync(path.join(os.tmpdir(), 'kpr-promtool-'));
       try {
         copyFileSync(RULES, path.join(work, 'kube-proxy.rules.yaml'));
-        writeFileSync(path.join(work, 'test.yaml'), YAML.stringify({ rule_files: ['kube-proxy.rules.yaml'], evaluation_interval: '1m', tests: [unitTest(s, kpr)] }));
+        writeFileSync(
+          path.join(work, 'test.yaml'),
+          YAML.stringify({ rule_files: ['kube-proxy.rules.yaml'], evaluation_interval: '1m', tests: [unitTest(s, kpr)] }),
+        );
         const r = promtool(['test', 'rules', 'test.yaml'], work);
         assert.equal(r.status, 0, r.stdout + r.stderr);
         assert.match(r.stdout, /SUCCESS/);
@@ -284,7 +327,14 @@ describe("kubernetes-mixin's kube-proxy alerts and dashboard across the migratio
     const work = mkdtempSync(path.join(os.tmpdir(), 'kpr-promtool-'));
     try {
       copyFileSync(RULES, path.join(work, 'kube-proxy.rules.yaml'));
-      writeFileSync(path.join(work, 'test.yaml'), YAML.stringify({ rule_files: ['kube-proxy.rules.yaml'], evaluation_interval: '1m', tests: [unitTest({ ...s, kubeProxyDownFires: true }, scraped.get(s.name)!.targets)] }));
+      writeFileSync(
+        path.join(work, 'test.yaml'),
+        YAML.stringify({
+          rule_files: ['kube-proxy.rules.yaml'],
+          evaluation_interval: '1m',
+          tests: [unitTest({ ...s, kubeProxyDownFires: true }, scraped.get(s.name)!.targets)],
+        }),
+      );
       const r = promtool(['test', 'rules', 'test.yaml'], work);
       assert.notEqual(r.status, 0);
       assert.match(r.stdout + r.stderr, /KubeProxyDown/);

@@ -42,7 +42,12 @@ import { podFitsNode, type NodeModel } from '../support/node-placement.js';
 import { commandsFrom, docs, platformsValues, shellWords, type DocCommand } from './doc-walk.js';
 
 const fixture = (file: string) => YAML.parse(readFileSync(path.join(repoRoot, 'test', 'fixtures', 'kube-proxy', file), 'utf8')) as K8sObject;
-const linux = (name: string, extra: Record<string, string> = {}): Record<string, string> => ({ 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64', 'kubernetes.io/hostname': name, ...extra });
+const linux = (name: string, extra: Record<string, string> = {}): Record<string, string> => ({
+  'kubernetes.io/os': 'linux',
+  'kubernetes.io/arch': 'amd64',
+  'kubernetes.io/hostname': name,
+  ...extra,
+});
 const COMPUTE_TYPE = 'eks.amazonaws.com/compute-type';
 
 /** What one node runs: each entry is one possible set of Service proxies (several when the model cannot know which). */
@@ -53,7 +58,10 @@ abstract class Walk {
   kprDs: K8sObject | undefined;
   abstract nodes: NodeModel[];
 
-  constructor(readonly dir: string, readonly valuesFile: string) {}
+  constructor(
+    readonly dir: string,
+    readonly valuesFile: string,
+  ) {}
 
   protected kubectl(...args: string[]): string {
     const r = kubectlIn(this.dir, ...args);
@@ -89,7 +97,9 @@ abstract class Walk {
       assert.ok(w.includes(this.valuesFile), `${line}: the page's ${this.valuesFile}`);
       const r = helmIn(this.dir, 'template', ...w.slice(2).map((a) => (a === 'charts/kpr' ? CHART : a)));
       assert.equal(r.status, 0, `helm template ${w.slice(2).join(' ')}: ${r.stderr}`);
-      const objs = YAML.parseAllDocuments(r.stdout).map((d) => d.toJS()).filter(Boolean) as K8sObject[];
+      const objs = YAML.parseAllDocuments(r.stdout)
+        .map((d) => d.toJS())
+        .filter(Boolean) as K8sObject[];
       this.kprDs = objs.find((o) => o.kind === 'DaemonSet' && o.metadata.name === 'kpr');
       assert.ok(this.kprDs);
       return true;
@@ -114,7 +124,9 @@ abstract class Walk {
         targets = this.nodes.filter((n) => labelsMatch(sel, { metadata: { labels: n.labels } }));
         rest = w.slice(5);
       }
-      for (const n of targets) n.labels = this.kubectlLocal({ apiVersion: 'v1', kind: 'Node', metadata: { name: n.name, labels: n.labels } }, ['label', ...rest]).metadata.labels ?? {};
+      for (const n of targets)
+        n.labels =
+          this.kubectlLocal({ apiVersion: 'v1', kind: 'Node', metadata: { name: n.name, labels: n.labels } }, ['label', ...rest]).metadata.labels ?? {};
       return true;
     }
     return this.runPlatform(w, ns, line, node);
@@ -233,31 +245,45 @@ test("docs/platforms.md's EKS walk and way back: every node (EC2, Fargate, Auto 
     assert.equal(eks.addonManaged, true);
     assert.deepEqual(eks.kubeProxyDs!.spec, fixture('eks-daemonset.yaml').spec);
     for (const n of eks.nodes) assert.equal(n.labels['kpr.io/proxy'], undefined, n.name);
-    for (const want of ['aws eks delete-addon --cluster-name CLUSTER --addon-name kube-proxy --preserve', 'kubectl label node ec2-1 kpr.io/proxy=kpr', 'kubectl label node ec2-2 kpr.io/proxy-', 'helm uninstall kpr --namespace kube-system']) {
+    for (const want of [
+      'aws eks delete-addon --cluster-name CLUSTER --addon-name kube-proxy --preserve',
+      'kubectl label node ec2-1 kpr.io/proxy=kpr',
+      'kubectl label node ec2-2 kpr.io/proxy-',
+      'helm uninstall kpr --namespace kube-system',
+    ]) {
       assert.ok(steps.includes(want), `${want} ran:\n${steps.join('\n')}`);
     }
     // The two windows the page names: an EC2 node that registers while the default for new nodes moves.
     assert.equal(gaps.length, 2, gaps.join('\n'));
     assert.match(gaps[0], /^node-new \(EC2, joins\): nothing after: kubectl -n kube-system patch ds kube-proxy .*"In","values":\["hybrid"\]/);
-    assert.match(gaps[1], /^node-new \(EC2, joins\): nothing after: helm upgrade kpr charts\/kpr --namespace kube-system -f values-eks.yaml --set migration.enabled=true$/);
+    assert.match(
+      gaps[1],
+      /^node-new \(EC2, joins\): nothing after: helm upgrade kpr charts\/kpr --namespace kube-system -f values-eks.yaml --set migration.enabled=true$/,
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 });
 
-test("EKS: the end of the walk: kpr on EC2 nodes only (its affinity from values-eks.yaml, no label logic), kube-proxy on hybrid nodes only", () => {
+test('EKS: the end of the walk: kpr on EC2 nodes only (its affinity from values-eks.yaml, no label logic), kube-proxy on hybrid nodes only', () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'kpr-migration-eks-'));
   try {
     writeFileSync(path.join(dir, 'values-eks.yaml'), platformsValues('values-eks.yaml'));
     const eks = new Eks(dir, 'values-eks.yaml');
     const commands = commandsFrom(docs('platforms.md'), '### Node by node on EKS', { within: true });
-    const firstWayBack = commands.find((c) => c.line.startsWith('kubectl label nodes -l') && commands.indexOf(c) > commands.findIndex((x) => x.line.startsWith('helm upgrade')))!;
+    const firstWayBack = commands.find(
+      (c) => c.line.startsWith('kubectl label nodes -l') && commands.indexOf(c) > commands.findIndex((x) => x.line.startsWith('helm upgrade')),
+    )!;
     for (const c of commands.slice(0, commands.indexOf(firstWayBack))) for (const n of c.line.includes('NODE') ? ['ec2-1'] : ['NODE']) eks.run(c.line, n);
     const byNode = Object.fromEntries(eks.nodes.map((n) => [n.name, eks.proxies(n)[0].join('+')]));
     assert.deepEqual(byNode, { 'ec2-1': 'kpr', 'ec2-2': 'kpr', 'fargate-1': "fargate's own", 'auto-1': "auto's own", 'hybrid-1': 'kube-proxy' });
     const terms = eks.kprDs!.spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms;
     assert.deepEqual(terms, [{ matchExpressions: [{ key: COMPUTE_TYPE, operator: 'NotIn', values: ['fargate', 'auto', 'hybrid'] }] }]);
-    assert.deepEqual(eks.kprDs!.spec.template.spec.tolerations, [{ operator: 'Exists' }], "the chart's tolerations: only the affinity keeps kpr off a Fargate node");
+    assert.deepEqual(
+      eks.kprDs!.spec.template.spec.tolerations,
+      [{ operator: 'Exists' }],
+      "the chart's tolerations: only the affinity keeps kpr off a Fargate node",
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -279,7 +305,14 @@ test('values-eks.yaml: a Fargate, Auto Mode or hybrid node gets no kpr pod, an E
     const withoutAffinity = YAML.parse(values);
     delete withoutAffinity.affinity;
     assert.equal(fits(render('no-affinity.yaml', YAML.stringify(withoutAffinity)))['fargate-1'], true, 'tolerations: Exists tolerates the Fargate taint');
-    assert.equal(podFitsNode({}, eks.nodes.find((n) => n.name === 'fargate-1')!), false, 'a pod without that toleration stays off');
+    assert.equal(
+      podFitsNode(
+        {},
+        eks.nodes.find((n) => n.name === 'fargate-1')!,
+      ),
+      false,
+      'a pod without that toleration stays off',
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -301,7 +334,13 @@ interface K3sNode extends NodeModel {
 function k3sConfig(etc: string): Record<string, unknown> {
   const files = [path.join(etc, 'config.yaml')];
   const d = path.join(etc, 'config.yaml.d');
-  if (existsSync(d)) files.push(...readdirSync(d).filter((f) => f.endsWith('.yaml')).sort().map((f) => path.join(d, f)));
+  if (existsSync(d))
+    files.push(
+      ...readdirSync(d)
+        .filter((f) => f.endsWith('.yaml'))
+        .sort()
+        .map((f) => path.join(d, f)),
+    );
   const out: Record<string, unknown> = {};
   for (const f of files) {
     if (!existsSync(f)) continue;
@@ -368,7 +407,13 @@ class K3s extends Walk {
     const out: Array<{ label: string; node: NodeModel; options: ProxyOptions }> = [];
     // A new agent joins as the page says: with the agents' drop-in (label kpr) while the servers disable kube-proxy.
     const kp = this.agentKubeProxy();
-    const joined: K3sNode = { name: 'agent-new', role: 'agent', etc: '', labels: linux('agent-new', kp === true ? {} : { 'kpr.io/proxy': 'kpr' }), kubeProxy: kp };
+    const joined: K3sNode = {
+      name: 'agent-new',
+      role: 'agent',
+      etc: '',
+      labels: linux('agent-new', kp === true ? {} : { 'kpr.io/proxy': 'kpr' }),
+      kubeProxy: kp,
+    };
     out.push({ label: 'agent-new (joins)', node: joined, options: this.proxies(joined) });
     for (const n of this.nodes) {
       const r = this.started(n);
@@ -418,7 +463,12 @@ test("docs/platforms.md's k3s walk and way back: every node has exactly one Serv
       assert.equal(n.labels['kpr.io/proxy'], undefined, n.name);
       assert.equal(n.labels.site, `lab-${n.name}`, `${n.name}: node-label+ added to the node's own labels`);
     }
-    for (const want of ['ssh server-1 sudo systemctl restart k3s', 'ssh agent-2 sudo systemctl restart k3s-agent', 'helm upgrade kpr charts/kpr --namespace kube-system -f values-k3s.yaml', 'helm uninstall kpr --namespace kube-system']) {
+    for (const want of [
+      'ssh server-1 sudo systemctl restart k3s',
+      'ssh agent-2 sudo systemctl restart k3s-agent',
+      'helm upgrade kpr charts/kpr --namespace kube-system -f values-k3s.yaml',
+      'helm uninstall kpr --namespace kube-system',
+    ]) {
       assert.ok(steps.includes(want), `${want} ran:\n${steps.join('\n')}`);
     }
 
@@ -431,30 +481,34 @@ test("docs/platforms.md's k3s walk and way back: every node has exactly one Serv
       const after = g.slice(g.indexOf(' after: ') + ' after: '.length);
       return `${who} | ${rest.slice(0, rest.indexOf(' after'))} | ${after.replace(/ssh (\S+) .*restart.*/, 'restart $1').replace(/ssh (\S+) .*90-kpr.*/, 'drop-in $1')}`;
     });
-    assert.deepEqual(kinds, [
-      // forth: server-1 switched, server-2 not yet
-      'agent-new (joins) | kube-proxy+kpr | restart server-1',
-      'agent-1 (if k3s restarted now) | nothing | restart server-1',
-      'agent-2 (if k3s restarted now) | nothing | restart server-1',
-      'agent-new (joins) | kube-proxy+kpr | drop-in server-2',
-      'agent-1 (if k3s restarted now) | nothing | drop-in server-2',
-      'agent-2 (if k3s restarted now) | nothing | drop-in server-2',
-      // forth: both servers switched, the agents' drop-ins being written
-      'agent-1 (if k3s restarted now) | nothing | restart server-2',
-      'agent-2 (if k3s restarted now) | nothing | restart server-2',
-      'agent-2 (if k3s restarted now) | nothing | drop-in agent-1',
-      // back: server-1 back, server-2 not yet
-      'agent-new (joins) | kube-proxy+kpr | restart server-1',
-      'agent-1 (if k3s restarted now) | kube-proxy+kpr | restart server-1',
-      'agent-2 (if k3s restarted now) | kube-proxy+kpr | restart server-1',
-      'agent-new (joins) | kube-proxy+kpr | drop-in server-2',
-      'agent-1 (if k3s restarted now) | kube-proxy+kpr | drop-in server-2',
-      'agent-2 (if k3s restarted now) | kube-proxy+kpr | drop-in server-2',
-      // back: both servers back, the agents' drop-ins being written
-      'agent-1 (if k3s restarted now) | kube-proxy+kpr | restart server-2',
-      'agent-2 (if k3s restarted now) | kube-proxy+kpr | restart server-2',
-      'agent-2 (if k3s restarted now) | kube-proxy+kpr | drop-in agent-1',
-    ], gaps.join('\n'));
+    assert.deepEqual(
+      kinds,
+      [
+        // forth: server-1 switched, server-2 not yet
+        'agent-new (joins) | kube-proxy+kpr | restart server-1',
+        'agent-1 (if k3s restarted now) | nothing | restart server-1',
+        'agent-2 (if k3s restarted now) | nothing | restart server-1',
+        'agent-new (joins) | kube-proxy+kpr | drop-in server-2',
+        'agent-1 (if k3s restarted now) | nothing | drop-in server-2',
+        'agent-2 (if k3s restarted now) | nothing | drop-in server-2',
+        // forth: both servers switched, the agents' drop-ins being written
+        'agent-1 (if k3s restarted now) | nothing | restart server-2',
+        'agent-2 (if k3s restarted now) | nothing | restart server-2',
+        'agent-2 (if k3s restarted now) | nothing | drop-in agent-1',
+        // back: server-1 back, server-2 not yet
+        'agent-new (joins) | kube-proxy+kpr | restart server-1',
+        'agent-1 (if k3s restarted now) | kube-proxy+kpr | restart server-1',
+        'agent-2 (if k3s restarted now) | kube-proxy+kpr | restart server-1',
+        'agent-new (joins) | kube-proxy+kpr | drop-in server-2',
+        'agent-1 (if k3s restarted now) | kube-proxy+kpr | drop-in server-2',
+        'agent-2 (if k3s restarted now) | kube-proxy+kpr | drop-in server-2',
+        // back: both servers back, the agents' drop-ins being written
+        'agent-1 (if k3s restarted now) | kube-proxy+kpr | restart server-2',
+        'agent-2 (if k3s restarted now) | kube-proxy+kpr | restart server-2',
+        'agent-2 (if k3s restarted now) | kube-proxy+kpr | drop-in agent-1',
+      ],
+      gaps.join('\n'),
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -68,7 +68,8 @@ class Cluster {
     const cluster = new Cluster(dir, api, await api.writeKubeconfig(path.join(dir, 'kubeconfig')));
     api.create(asCreated(fixture('kubeadm-daemonset.yaml')));
     api.create(asCreated(fixture('kubeadm-configmap.yaml')));
-    for (const name of ['node-1', 'node-2']) api.create({ apiVersion: 'v1', kind: 'Node', metadata: { name, labels: { 'kubernetes.io/os': 'linux', 'kubernetes.io/hostname': name } } });
+    for (const name of ['node-1', 'node-2'])
+      api.create({ apiVersion: 'v1', kind: 'Node', metadata: { name, labels: { 'kubernetes.io/os': 'linux', 'kubernetes.io/hostname': name } } });
     cluster.refresh();
     return cluster;
   }
@@ -99,7 +100,8 @@ class Cluster {
       if (!ds) continue;
       for (const v of ds.spec.template.spec.volumes ?? []) {
         // The chart's own kpr-config ConfigMap comes with the release.
-        if (v.configMap && v.configMap.name !== 'kpr-config' && !this.configMaps.has(v.configMap.name)) out.push(`${ds.metadata.name} mounts ConfigMap ${v.configMap.name}`);
+        if (v.configMap && v.configMap.name !== 'kpr-config' && !this.configMaps.has(v.configMap.name))
+          out.push(`${ds.metadata.name} mounts ConfigMap ${v.configMap.name}`);
       }
     }
     return out;
@@ -108,7 +110,9 @@ class Cluster {
   private helm(args: string[]): void {
     const r = helmIn(this.dir, 'template', ...args.map((a) => (a === 'charts/kpr' ? CHART : a)));
     assert.equal(r.status, 0, `helm template ${args.join(' ')}: ${r.stderr}`);
-    const objs = YAML.parseAllDocuments(r.stdout).map((d) => d.toJS()).filter(Boolean) as K8sObject[];
+    const objs = YAML.parseAllDocuments(r.stdout)
+      .map((d) => d.toJS())
+      .filter(Boolean) as K8sObject[];
     this.kprDs = objs.find((o) => o.kind === 'DaemonSet' && o.metadata.name === 'kpr');
     assert.ok(this.kprDs);
   }
@@ -181,7 +185,8 @@ test("docs/install.md's migration and roll back: every node, a new one too, has 
     // The migration moves node-1 by the per-node block; node-2 stands for a node that joined
     // during the migration and is moved by the finish. The roll back moves both back one by one.
     const runBlock = async (section: string, block: number, node: string) => {
-      for (const c of commands.filter((x) => x.section === section && x.block === block)) if (await cluster.run(c.line, node)) check(c.line.replaceAll('NODE', node));
+      for (const c of commands.filter((x) => x.section === section && x.block === block))
+        if (await cluster.run(c.line, node)) check(c.line.replaceAll('NODE', node));
     };
     for (const section of ['## Migrating a running cluster, node by node', '## Rolling back']) {
       const blocks = [...new Set(commands.filter((c) => c.section === section).map((c) => c.block))];
@@ -212,7 +217,12 @@ test("docs/install.md's migration and roll back: every node, a new one too, has 
     assert.equal(cluster.kprDs, undefined);
     assert.deepEqual(cluster.kubeProxyDs!.spec, fixture('kubeadm-daemonset.yaml').spec);
     assert.deepEqual([...cluster.configMaps.keys()], ['kube-proxy']);
-    for (const want of ['kubectl label node node-1 kpr.io/proxy=kpr', 'kubectl label nodes --all kpr.io/proxy=kpr --overwrite', 'kubectl label node node-2 kpr.io/proxy-', 'helm uninstall kpr --namespace kube-system']) {
+    for (const want of [
+      'kubectl label node node-1 kpr.io/proxy=kpr',
+      'kubectl label nodes --all kpr.io/proxy=kpr --overwrite',
+      'kubectl label node node-2 kpr.io/proxy-',
+      'helm uninstall kpr --namespace kube-system',
+    ]) {
       assert.ok(steps.includes(want), `${want} ran:\n${steps.join('\n')}`);
     }
     // The one gap, named in the docs: the default for new nodes moves in two commands.
@@ -246,11 +256,21 @@ test("the roll back's copy is `kubectl get -o yaml` as is: kubectl create leaves
     writeFileSync(path.join(dir, 'kube-proxy-backup.yaml'), await kubectl('-n', NS, 'get', 'ds,cm', 'kube-proxy', '-o', 'yaml'));
     const copy = YAML.parse(readFileSync(path.join(dir, 'kube-proxy-backup.yaml'), 'utf8')) as { kind: string; items: K8sObject[] };
     assert.equal(copy.kind, 'List');
-    assert.deepEqual(copy.items.map((o) => [o.kind, typeof (o.metadata as { resourceVersion?: string }).resourceVersion]), [['DaemonSet', 'string'], ['ConfigMap', 'string']]);
+    assert.deepEqual(
+      copy.items.map((o) => [o.kind, typeof (o.metadata as { resourceVersion?: string }).resourceVersion]),
+      [
+        ['DaemonSet', 'string'],
+        ['ConfigMap', 'string'],
+      ],
+    );
     await kubectl('-n', NS, 'delete', 'ds', 'kube-proxy');
     await kubectl('-n', NS, 'delete', 'cm', 'kube-proxy');
     // The copy as it is, sent by a client that keeps its resourceVersion: refused, as kube-apiserver's storage does.
-    const raw = await fetch(`${api.url}/apis/apps/v1/namespaces/${NS}/daemonsets`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(copy.items[0]) });
+    const raw = await fetch(`${api.url}/apis/apps/v1/namespaces/${NS}/daemonsets`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(copy.items[0]),
+    });
     assert.equal(raw.status, 500);
     assert.equal(((await raw.json()) as { message: string }).message, 'resourceVersion should not be set on objects to be created');
     // kubectl create clears it before it sends the object: both are back, as new objects.

@@ -62,9 +62,9 @@ describe("the chart's alerts with the real promtool", () => {
       assert.match(r.stdout, /SUCCESS/);
       // Every alert of the chart has a unit test.
       const tested = new Set(
-        (YAML.parse(readFileSync(UNIT_TESTS, 'utf8')) as { tests: Array<{ alert_rule_test: Array<{ alertname: string; exp_alerts: unknown[] }> }> }).tests.flatMap((t) =>
-          t.alert_rule_test.filter((a) => a.exp_alerts.length > 0).map((a) => a.alertname),
-        ),
+        (
+          YAML.parse(readFileSync(UNIT_TESTS, 'utf8')) as { tests: Array<{ alert_rule_test: Array<{ alertname: string; exp_alerts: unknown[] }> }> }
+        ).tests.flatMap((t) => t.alert_rule_test.filter((a) => a.exp_alerts.length > 0).map((a) => a.alertname)),
       );
       for (const rule of groups.flatMap((g) => g.rules)) assert.ok(tested.has(rule.alert!), `${rule.alert} has a firing unit test`);
     });

@@ -12,7 +12,11 @@ import { helm } from './helm.js';
 
 export const CHART = path.join(repoRoot, 'charts', 'kpr');
 
-export type K8sObject = { kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> }; [k: string]: any };
+export type K8sObject = {
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  [k: string]: any;
+};
 
 /** `helm template kpr charts/kpr --namespace kube-system -f <values> ...extra`, parsed. */
 export function render(values: Record<string, unknown> = {}, extra: string[] = []): K8sObject[] {
@@ -22,7 +26,9 @@ export function render(values: Record<string, unknown> = {}, extra: string[] = [
     writeFileSync(file, YAML.stringify(values));
     const r = helm('template', 'kpr', CHART, '--namespace', 'kube-system', '-f', file, ...extra);
     assert.equal(r.status, 0, `helm template failed: ${r.stderr}`);
-    return YAML.parseAllDocuments(r.stdout).map((d) => d.toJS()).filter(Boolean) as K8sObject[];
+    return YAML.parseAllDocuments(r.stdout)
+      .map((d) => d.toJS())
+      .filter(Boolean) as K8sObject[];
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

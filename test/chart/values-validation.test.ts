@@ -42,9 +42,16 @@ describe('charts/kpr values validation with the real helm', () => {
   });
 
   test('config durations take Go durations (1m30s, 24h0m0s, 300ms) and bare seconds; a typo is refused', () => {
-    const r = template('config.sync-period=1m30s', 'config.min-sync-period=300ms', 'config.ct-tcp-timeout=24h0m0s', 'config.ct-udp-timeout=30', 'config.ct-sweep-interval=1.5s');
+    const r = template(
+      'config.sync-period=1m30s',
+      'config.min-sync-period=300ms',
+      'config.ct-tcp-timeout=24h0m0s',
+      'config.ct-udp-timeout=30',
+      'config.ct-sweep-interval=1.5s',
+    );
     assert.equal(r.status, 0, r.stderr);
-    for (const want of ['sync-period: 1m30s', 'min-sync-period: 300ms', 'ct-tcp-timeout: 24h0m0s', 'ct-sweep-interval: 1.5s']) assert.ok(r.stdout.includes(want), want);
+    for (const want of ['sync-period: 1m30s', 'min-sync-period: 300ms', 'ct-tcp-timeout: 24h0m0s', 'ct-sweep-interval: 1.5s'])
+      assert.ok(r.stdout.includes(want), want);
     for (const bad of ['1d', '-1s', '5 s', 's']) {
       const b = template(`config.sync-period=${bad}`);
       assert.notEqual(b.status, 0, `${bad} was accepted`);
@@ -76,8 +83,39 @@ function accepted(values: Record<string, unknown>): string {
   return r.stdout;
 }
 
-const BAD_BIND = ['999.1.1.1:99999', '999.1.1.1:10256', '1.2.3.4:99999', '1.2.3.4:65536', '1.2.3.4:0', '1.2.3.4', '1.2.3.4:', ':10256', '01.2.3.4:80', '1.2.3:80', 'localhost:10256', '::1:10256', '[::1]', '[1.2.3.4]:80', '[::g]:80', '[2001:db8:::1]:80', 'http://0.0.0.0:10256', '0.0.0.0:10256 ', ''];
-const GOOD_BIND = ['0.0.0.0:10256', '127.0.0.1:10256', '198.18.0.2:1', '255.255.255.255:65535', '[::]:10256', '[::1]:10256', '[2001:db8::2]:10256', '[2001:db8:0:0:0:0:0:2]:80', '[::ffff:198.18.0.2]:80', '[fe80::1:2:3:4]:80'];
+const BAD_BIND = [
+  '999.1.1.1:99999',
+  '999.1.1.1:10256',
+  '1.2.3.4:99999',
+  '1.2.3.4:65536',
+  '1.2.3.4:0',
+  '1.2.3.4',
+  '1.2.3.4:',
+  ':10256',
+  '01.2.3.4:80',
+  '1.2.3:80',
+  'localhost:10256',
+  '::1:10256',
+  '[::1]',
+  '[1.2.3.4]:80',
+  '[::g]:80',
+  '[2001:db8:::1]:80',
+  'http://0.0.0.0:10256',
+  '0.0.0.0:10256 ',
+  '',
+];
+const GOOD_BIND = [
+  '0.0.0.0:10256',
+  '127.0.0.1:10256',
+  '198.18.0.2:1',
+  '255.255.255.255:65535',
+  '[::]:10256',
+  '[::1]:10256',
+  '[2001:db8::2]:10256',
+  '[2001:db8:0:0:0:0:0:2]:80',
+  '[::ffff:198.18.0.2]:80',
+  '[fe80::1:2:3:4]:80',
+];
 
 describe('charts/kpr closes what the schema let through', () => {
   test('bind addresses: an invalid IP, a port outside 1-65535, a name or a missing part is refused; the schema agrees with the agent', () => {
@@ -109,10 +147,20 @@ describe('charts/kpr closes what the schema let through', () => {
 
   test('metrics Service, ServiceMonitor or PodMonitor with a loopback, unset or disabled metrics address is refused', () => {
     for (const metrics of [{ service: { enabled: true } }, { serviceMonitor: { enabled: true } }, { podMonitor: { enabled: true } }]) {
-      for (const bad of ['127.0.0.1:10249', '127.9.9.9:10249', '[::1]:10249', '[0:0:0:0:0:0:0:1]:10249', '[::0001]:10249', '[::ffff:127.0.0.1]:10249', null, '']) {
+      for (const bad of [
+        '127.0.0.1:10249',
+        '127.9.9.9:10249',
+        '[::1]:10249',
+        '[0:0:0:0:0:0:0:1]:10249',
+        '[::0001]:10249',
+        '[::ffff:127.0.0.1]:10249',
+        null,
+        '',
+      ]) {
         refused({ metrics, config: { 'metrics-bind-address': bad } }, /metrics-bind-address/);
       }
-      for (const good of ['0.0.0.0:10249', '[::]:10249', '198.18.0.2:10249', '[2001:db8::1]:10249', '[::10]:10249']) accepted({ metrics, config: { 'metrics-bind-address': good } });
+      for (const good of ['0.0.0.0:10249', '[::]:10249', '198.18.0.2:10249', '[2001:db8::1]:10249', '[::10]:10249'])
+        accepted({ metrics, config: { 'metrics-bind-address': good } });
     }
     // Loopback stays fine while nothing scrapes through a Service.
     accepted({ config: { 'metrics-bind-address': '[::1]:10249' } });
@@ -142,7 +190,12 @@ describe('charts/kpr closes what the schema let through', () => {
     refused({ probes: { bogus: {} } }, /bogus/);
     refused({ probes: { liveness: { periodSeconds: 0 } } }, /periodSeconds/);
     refused({ probes: { startup: { failureThreshold: 'many' } } }, /failureThreshold/);
-    const out = accepted({ probes: { startup: { periodSeconds: 3, failureThreshold: 100, timeoutSeconds: 2 }, liveness: { initialDelaySeconds: 5, terminationGracePeriodSeconds: 10 } } });
+    const out = accepted({
+      probes: {
+        startup: { periodSeconds: 3, failureThreshold: 100, timeoutSeconds: 2 },
+        liveness: { initialDelaySeconds: 5, terminationGracePeriodSeconds: 10 },
+      },
+    });
     assert.match(out, /startupProbe:[\s\S]*failureThreshold: 100/);
   });
 
@@ -157,7 +210,14 @@ describe('charts/kpr closes what the schema let through', () => {
       [{ updateStrategy: { maxUnavailable: 1 } }, /maxUnavailable/],
       [{ tolerations: [{ operator: 'Exists', effekt: 'NoSchedule' }] }, /effekt/],
       [{ affinity: { nodeAfinity: {} } }, /nodeAfinity/],
-      [{ affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'a', operator: 'in' }] }] } } } }, /operator/],
+      [
+        {
+          affinity: {
+            nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'a', operator: 'in' }] }] } },
+          },
+        },
+        /operator/,
+      ],
       [{ extraEnv: [{ name: 'A', valu: 'x' }] }, /valu/],
       [{ extraVolumes: [{ emptyDir: {} }] }, /name/],
       [{ extraVolumeMounts: [{ name: 'x' }] }, /mountPath/],
@@ -197,15 +257,26 @@ describe('charts/kpr closes what the schema let through', () => {
       probes: { host: '::1', startup: { periodSeconds: 1, failureThreshold: 300 } },
       extraVolumes: [{ name: 'extra', hostPath: { path: '/etc/extra', type: 'Directory' } }],
       extraVolumeMounts: [{ name: 'extra', mountPath: '/etc/extra', readOnly: true, mountPropagation: 'HostToContainer' }],
-      extraEnv: [{ name: 'A', value: 'b' }, { name: 'C', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } }],
+      extraEnv: [
+        { name: 'A', value: 'b' },
+        { name: 'C', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
+      ],
       tolerations: [{ key: 'k', operator: 'Equal', value: 'v', effect: 'NoExecute', tolerationSeconds: 30 }],
-      affinity: { nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 1, preference: { matchExpressions: [{ key: 'a', operator: 'Exists' }] } }] } },
+      affinity: {
+        nodeAffinity: {
+          preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 1, preference: { matchExpressions: [{ key: 'a', operator: 'Exists' }] } }],
+        },
+      },
       migration: { enabled: true, label: 'example.com/service-proxy', value: 'kpr-v1' },
       cleanupOnUninstall: { enabled: true, timeoutSeconds: 600 },
       config: { 'healthz-bind-address': '[::]:10256', 'metrics-bind-address': '0.0.0.0:10249' },
       metrics: { service: { enabled: true }, serviceMonitor: { enabled: true, interval: '1m' } },
     });
-    accepted({ kubeProxyConfigMap: { enabled: true, name: 'kpr-kube-proxy', args: ['--config=/var/lib/kube-proxy/config.conf', '--v=2'] }, k8sServiceHost: '198.18.0.2', conntrackSysctls: { enabled: null } });
+    accepted({
+      kubeProxyConfigMap: { enabled: true, name: 'kpr-kube-proxy', args: ['--config=/var/lib/kube-proxy/config.conf', '--v=2'] },
+      k8sServiceHost: '198.18.0.2',
+      conntrackSysctls: { enabled: null },
+    });
     accepted({ updateStrategy: { type: 'OnDelete' } });
     accepted({ updateStrategy: { type: 'OnDelete', rollingUpdate: null } });
   });

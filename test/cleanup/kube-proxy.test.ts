@@ -27,8 +27,17 @@ import { xtablesLockPath, xtablesLockProblem } from '../../agent/cleanup/xtables
 import { cliBin } from '../support/paths.js';
 import { requireRoot } from '../support/preflight.js';
 import {
-  baselineRules, FOREIGN_JUMPS_V4, KUBE_PROXY_IPSETS_RESTORE, kubeProxyIptablesOldV4, kubeProxyIptablesV4, kubeProxyIptablesV6,
-  kubeProxyIpvsV4, kubeProxyNftables, OTHER_IPSETS_RESTORE, OTHER_NFT_TABLES, SERVICES,
+  baselineRules,
+  FOREIGN_JUMPS_V4,
+  KUBE_PROXY_IPSETS_RESTORE,
+  kubeProxyIptablesOldV4,
+  kubeProxyIptablesV4,
+  kubeProxyIptablesV6,
+  kubeProxyIpvsV4,
+  kubeProxyNftables,
+  OTHER_IPSETS_RESTORE,
+  OTHER_NFT_TABLES,
+  SERVICES,
 } from './node-rulesets.js';
 
 function nsRun(ns: string, cmd: string, args: string[], input?: string): string {
@@ -49,9 +58,15 @@ function kpr(ns: string, ...args: string[]): Run {
 
 /** A command inside the namespace and a private mount namespace, after `setup` (sh) changed the mounts there. */
 function inMounts(ns: string, setup: string, env: NodeJS.ProcessEnv, cmd: string, args: string[], input?: string): Run {
-  const r = spawnSync('nsenter', [`--net=${nsPath(ns)}`, 'unshare', '--mount', '--propagation', 'private', 'sh', '-c', `${setup} && exec "$@"`, 'sh', cmd, ...args], {
-    encoding: 'utf8', env, input,
-  });
+  const r = spawnSync(
+    'nsenter',
+    [`--net=${nsPath(ns)}`, 'unshare', '--mount', '--propagation', 'private', 'sh', '-c', `${setup} && exec "$@"`, 'sh', cmd, ...args],
+    {
+      encoding: 'utf8',
+      env,
+      input,
+    },
+  );
   return { out: r.stdout, status: r.status, err: r.stderr };
 }
 
@@ -65,10 +80,17 @@ const SAVES = {
 /** Everything the clean-up may touch, as text: the comment lines (times) and counters aside, byte for byte. */
 function snapshot(ns: string): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [name, save] of Object.entries(SAVES)) out[name] = nsRun(ns, save, []).replace(/^#.*\n/gm, '').replace(/\[\d+:\d+\]/g, '[0:0]');
+  for (const [name, save] of Object.entries(SAVES))
+    out[name] = nsRun(ns, save, [])
+      .replace(/^#.*\n/gm, '')
+      .replace(/\[\d+:\d+\]/g, '[0:0]');
   out.nftables = nsRun(ns, 'nft', ['list', 'ruleset']);
   out.ipset = nsRun(ns, 'ipset', ['save']);
-  out.links = nsRun(ns, 'ip', ['-o', 'link', 'show']).split('\n').map((l) => l.split(':')[1]?.trim().split('@')[0] ?? '').filter(Boolean).join(' ');
+  out.links = nsRun(ns, 'ip', ['-o', 'link', 'show'])
+    .split('\n')
+    .map((l) => l.split(':')[1]?.trim().split('@')[0] ?? '')
+    .filter(Boolean)
+    .join(' ');
   return out;
 }
 
@@ -79,10 +101,34 @@ function assertSame(actual: Record<string, string>, expected: Record<string, str
 describe('ownership and the ruleset delta (pure)', () => {
   test("a chain is kube-proxy's by its table and name, never by the KUBE- prefix", () => {
     const owner = (t: string, c: string) => chainOwner(t, c).owner;
-    for (const c of ['KUBE-SERVICES', 'KUBE-NODEPORTS', 'KUBE-POSTROUTING', 'KUBE-MARK-MASQ', 'KUBE-PROXY-CANARY', 'KUBE-NODE-PORT', 'KUBE-LOAD-BALANCER', 'KUBE-SVC-ABC', 'KUBE-SVL-ABC', 'KUBE-SEP-ABC', 'KUBE-EXT-ABC', 'KUBE-FW-ABC', 'KUBE-XLB-ABC']) {
+    for (const c of [
+      'KUBE-SERVICES',
+      'KUBE-NODEPORTS',
+      'KUBE-POSTROUTING',
+      'KUBE-MARK-MASQ',
+      'KUBE-PROXY-CANARY',
+      'KUBE-NODE-PORT',
+      'KUBE-LOAD-BALANCER',
+      'KUBE-SVC-ABC',
+      'KUBE-SVL-ABC',
+      'KUBE-SEP-ABC',
+      'KUBE-EXT-ABC',
+      'KUBE-FW-ABC',
+      'KUBE-XLB-ABC',
+    ]) {
       assert.equal(owner('nat', c), 'kube-proxy', c);
     }
-    for (const c of ['KUBE-SERVICES', 'KUBE-EXTERNAL-SERVICES', 'KUBE-NODEPORTS', 'KUBE-FORWARD', 'KUBE-PROXY-FIREWALL', 'KUBE-NODE-PORT', 'KUBE-SOURCE-RANGES-FIREWALL', 'KUBE-IPVS-FILTER', 'KUBE-IPVS-OUT-FILTER']) {
+    for (const c of [
+      'KUBE-SERVICES',
+      'KUBE-EXTERNAL-SERVICES',
+      'KUBE-NODEPORTS',
+      'KUBE-FORWARD',
+      'KUBE-PROXY-FIREWALL',
+      'KUBE-NODE-PORT',
+      'KUBE-SOURCE-RANGES-FIREWALL',
+      'KUBE-IPVS-FILTER',
+      'KUBE-IPVS-OUT-FILTER',
+    ]) {
       assert.equal(owner('filter', c), 'kube-proxy', c);
     }
     // kubelet's: filter's KUBE-FIREWALL (nat's was the old IPVS mode's), the canary, the hint, KUBE-MARK-DROP.
@@ -91,7 +137,8 @@ describe('ownership and the ruleset delta (pure)', () => {
     assert.equal(owner('mangle', 'KUBE-IPTABLES-HINT'), 'kubelet');
     assert.equal(owner('nat', 'KUBE-MARK-DROP'), 'kubelet');
     for (const t of ['mangle', 'nat', 'filter']) assert.equal(owner(t, 'KUBE-KUBELET-CANARY'), 'kubelet');
-    for (const c of ['KUBE-ROUTER-INPUT', 'KUBE-ROUTER-FORWARD', 'KUBE-POD-FW-5XGFEPNHMTB3RXWI', 'KUBE-NWPLCY-DEFAULT']) assert.equal(owner('filter', c), 'kube-router', c);
+    for (const c of ['KUBE-ROUTER-INPUT', 'KUBE-ROUTER-FORWARD', 'KUBE-POD-FW-5XGFEPNHMTB3RXWI', 'KUBE-NWPLCY-DEFAULT'])
+      assert.equal(owner('filter', c), 'kube-router', c);
     // Per-Service prefixes count only in nat; an unknown KUBE-* chain is someone else's.
     assert.equal(owner('filter', 'KUBE-SVC-ABC'), 'other');
     assert.equal(owner('filter', 'KUBE-SOMETHING-ELSE'), 'other');
@@ -99,7 +146,16 @@ describe('ownership and the ruleset delta (pure)', () => {
   });
 
   test("ipsets: only the IPVS mode's names (IPv6 ones as NewIPSet cuts them to 31 characters); nftables: only ip/ip6 kube-proxy", () => {
-    for (const s of ['KUBE-CLUSTER-IP', 'KUBE-LOOP-BACK', 'KUBE-NODE-PORT-TCP', 'KUBE-HEALTH-CHECK-NODE-PORT', 'KUBE-IPVS-IPS', 'KUBE-6-CLUSTER-IP', 'KUBE-6-LOAD-BALANCER-SOURCE-CID', 'KUBE-6-NODE-PORT-LOCAL-SCTP-HAS']) {
+    for (const s of [
+      'KUBE-CLUSTER-IP',
+      'KUBE-LOOP-BACK',
+      'KUBE-NODE-PORT-TCP',
+      'KUBE-HEALTH-CHECK-NODE-PORT',
+      'KUBE-IPVS-IPS',
+      'KUBE-6-CLUSTER-IP',
+      'KUBE-6-LOAD-BALANCER-SOURCE-CID',
+      'KUBE-6-NODE-PORT-LOCAL-SCTP-HAS',
+    ]) {
       assert.equal(ipsetOwner(s).owner, 'kube-proxy', s);
     }
     assert.ok([...KUBE_PROXY_IPSETS].every((s) => s.length <= 32));
@@ -121,14 +177,22 @@ describe('ownership and the ruleset delta (pure)', () => {
     assert.match(kept.get('KUBE-MARK-MASQ')!, /CNI-DN-0a1b2c3d4e5f60718293a .* jumps to it/);
     for (const c of ['KUBE-NODEPORTS', 'KUBE-SVC-CDGGSHYLG3RE2FKL', 'KUBE-SEP-3NECGWKNF566U6RE']) assert.match(kept.get(c)!, /reached from KUBE-/, c);
     assert.deepEqual(nat.chains, ['KUBE-POSTROUTING'], 'only what no other chain reaches goes');
-    assert.deepEqual(nat.jumps.map((j) => `${j.chain} ${j.target}`).sort(), ['OUTPUT KUBE-SERVICES', 'POSTROUTING KUBE-POSTROUTING', 'PREROUTING KUBE-SERVICES']);
+    assert.deepEqual(nat.jumps.map((j) => `${j.chain} ${j.target}`).sort(), [
+      'OUTPUT KUBE-SERVICES',
+      'POSTROUTING KUBE-POSTROUTING',
+      'PREROUTING KUBE-SERVICES',
+    ]);
     const input = restoreInput([nat]);
     assert.doesNotMatch(input, /MY-SVC-HOOK|CNI-DN|:KUBE-SERVICES/);
   });
 
   test('rules are split like a shell; ipset references and ipvsadm -S are read', () => {
     assert.deepEqual(splitRule('-m comment --comment "a b -j X" -j KUBE-SVC-1'), ['-m', 'comment', '--comment', 'a b -j X', '-j', 'KUBE-SVC-1']);
-    assert.deepEqual(ruleSets('-m set --match-set KUBE-CLUSTER-IP dst,dst -m set ! --match-set my-set src -j SET --add-set other src'), ['KUBE-CLUSTER-IP', 'my-set', 'other']);
+    assert.deepEqual(ruleSets('-m set --match-set KUBE-CLUSTER-IP dst,dst -m set ! --match-set my-set src -j SET --add-set other src'), [
+      'KUBE-CLUSTER-IP',
+      'my-set',
+      'other',
+    ]);
     const out = parseIpvsSave('-A -t 198.19.0.10:80 -s rr\n-a -t 198.19.0.10:80 -r 198.18.0.10:8080 -m -w 1\n-A -u [2001:db8::a]:53 -s rr\n-A -f 100 -s rr\n');
     assert.deepEqual(out, [
       { flag: '-t', service: '198.19.0.10:80', addr: '198.19.0.10' },
@@ -162,7 +226,7 @@ describe('kpr cleanup-kube-proxy on nodes, in network namespaces', { timeout: 18
     await sandbox?.teardown();
   });
 
-  test('iptables and nftables modes: exactly kube-proxy\'s chains, jumps and tables go, in both back ends and families; a second run finds nothing', () => {
+  test("iptables and nftables modes: exactly kube-proxy's chains, jumps and tables go, in both back ends and families; a second run finds nothing", () => {
     const ns = sandbox.addNamespace('ipt');
     nsRun(ns, 'ipset', ['restore'], OTHER_IPSETS_RESTORE);
     nsRun(ns, 'iptables-nft-restore', ['--noflush'], baselineRules(4, 'my-allowlist'));
@@ -178,12 +242,16 @@ describe('kpr cleanup-kube-proxy on nodes, in network namespaces', { timeout: 18
     nsRun(ns, 'ip6tables-legacy-restore', ['--noflush'], kubeProxyIptablesV6());
     nsRun(ns, 'nft', ['-f', '-'], kubeProxyNftables());
     const loaded = snapshot(ns);
-    for (const k of ['iptables-nft', 'ip6tables-nft', 'iptables-legacy', 'ip6tables-legacy', 'nftables']) assert.notEqual(loaded[k], baseline[k], `${k}: kube-proxy's state loaded`);
+    for (const k of ['iptables-nft', 'ip6tables-nft', 'iptables-legacy', 'ip6tables-legacy', 'nftables'])
+      assert.notEqual(loaded[k], baseline[k], `${k}: kube-proxy's state loaded`);
 
     const dry = kpr(ns, 'cleanup-kube-proxy', '--dry-run');
     assert.equal(dry.status, 0, dry.err);
     const o = dry.out;
-    assert.match(o, /^would remove: iptables-nft \(IPv4\): iptables-rule filter -A INPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL$/m);
+    assert.match(
+      o,
+      /^would remove: iptables-nft \(IPv4\): iptables-rule filter -A INPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL$/m,
+    );
     assert.match(o, /^would remove: iptables-nft \(IPv4\): iptables-chain nat KUBE-SVC-CDGGSHYLG3RE2FKL$/m);
     assert.match(o, /^would remove: ip6tables-nft \(IPv6\): iptables-chain nat KUBE-SVL-ABCDEFGHIJKLMNOP$/m);
     assert.match(o, /^would remove: iptables-legacy \(IPv4\): iptables-chain nat KUBE-XLB-OLDLBSERVICEAAAA$/m);
@@ -200,10 +268,17 @@ describe('kpr cleanup-kube-proxy on nodes, in network namespaces', { timeout: 18
     assert.match(o, /^would keep: nftables: nft-table inet user-firewall: not kube-proxy's$/m);
     assert.match(o, /^would keep: ipset: ipset KUBE-SRC-OJQ3UNQGDKUYP7D6: kube-router$/m);
     assert.match(o, /^iptables-legacy \(IPv4\): xtables lock \/run\/xtables\.lock \(the default; XTABLES_LOCKFILE is not set\)/m);
-    assert.doesNotMatch(o, /would remove: .*(KUBE-ROUTER|KUBE-POD-FW|KUBE-NWPLCY|KUBE-FIREWALL|KUBE-KUBELET-CANARY|KUBE-IPTABLES-HINT|KUBE-MARK-DROP|MY-CHAIN|USER-NAT|kube-network-policies|user-firewall|KUBE-SRC|my-allowlist)/);
+    assert.doesNotMatch(
+      o,
+      /would remove: .*(KUBE-ROUTER|KUBE-POD-FW|KUBE-NWPLCY|KUBE-FIREWALL|KUBE-KUBELET-CANARY|KUBE-IPTABLES-HINT|KUBE-MARK-DROP|MY-CHAIN|USER-NAT|kube-network-policies|user-firewall|KUBE-SRC|my-allowlist)/,
+    );
     const json = JSON.parse(kpr(ns, 'cleanup-kube-proxy', '--dry-run', '-o', 'json').out);
     assert.equal(json.dryRun, true);
-    assert.ok(json.steps.some((s: { kept: Array<{ what: string; reason: string }> }) => s.kept.some((k) => k.what === 'filter KUBE-ROUTER-FORWARD' && k.reason === 'kube-router')));
+    assert.ok(
+      json.steps.some((s: { kept: Array<{ what: string; reason: string }> }) =>
+        s.kept.some((k) => k.what === 'filter KUBE-ROUTER-FORWARD' && k.reason === 'kube-router'),
+      ),
+    );
     assert.equal(json.total, o.split('\n').filter((l) => l.startsWith('would remove: ')).length);
     assertSame(snapshot(ns), loaded, 'a dry run changes nothing');
 
@@ -243,7 +318,10 @@ describe('kpr cleanup-kube-proxy on nodes, in network namespaces', { timeout: 18
     assert.equal(dry.status, 0, dry.err);
     assert.match(dry.out, /^would remove: iptables-nft \(IPv4\): iptables-chain filter KUBE-IPVS-FILTER$/m);
     assert.match(dry.out, /^would remove: iptables-nft \(IPv4\): iptables-chain nat KUBE-LOAD-BALANCER$/m);
-    assert.match(dry.out, /^would remove: iptables-nft \(IPv4\): iptables-rule filter -A INPUT -m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT$/m);
+    assert.match(
+      dry.out,
+      /^would remove: iptables-nft \(IPv4\): iptables-rule filter -A INPUT -m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT$/m,
+    );
     for (const s of ['KUBE-CLUSTER-IP', 'KUBE-LOOP-BACK', 'KUBE-NODE-PORT-TCP', 'KUBE-IPVS-IPS', 'KUBE-6-CLUSTER-IP', 'KUBE-6-LOAD-BALANCER-SOURCE-CID']) {
       assert.match(dry.out, new RegExp(`^would remove: ipset: ipset ${s}$`, 'm'), s);
     }
@@ -263,17 +341,39 @@ describe('kpr cleanup-kube-proxy on nodes, in network namespaces', { timeout: 18
 
   test("a chain of another owner that jumps into kube-proxy's: that chain, its targets and what they reach stay intact, with the reason; the set a kept rule uses stays", () => {
     const ns = sandbox.addNamespace('foreign');
-    nsRun(ns, 'ipset', ['restore'], 'create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536\ncreate KUBE-LOOP-BACK hash:ip,port,ip family inet hashsize 1024 maxelem 65536\n');
+    nsRun(
+      ns,
+      'ipset',
+      ['restore'],
+      'create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536\ncreate KUBE-LOOP-BACK hash:ip,port,ip family inet hashsize 1024 maxelem 65536\n',
+    );
     nsRun(ns, 'iptables-nft-restore', ['--noflush'], kubeProxyIptablesV4());
     nsRun(ns, 'iptables-nft-restore', ['--noflush'], FOREIGN_JUMPS_V4);
-    nsRun(ns, 'iptables-nft-restore', ['--noflush'], '*filter\n:MY-CHAIN - [0:0]\n-A INPUT -j MY-CHAIN\n-A MY-CHAIN -m set --match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT\nCOMMIT\n');
+    nsRun(
+      ns,
+      'iptables-nft-restore',
+      ['--noflush'],
+      '*filter\n:MY-CHAIN - [0:0]\n-A INPUT -j MY-CHAIN\n-A MY-CHAIN -m set --match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT\nCOMMIT\n',
+    );
     const natBefore = nsRun(ns, 'iptables-nft-save', ['-t', 'nat']).replace(/^#.*\n/gm, '');
     const dry = kpr(ns, 'cleanup-kube-proxy', '--dry-run');
     assert.equal(dry.status, 0, dry.err);
-    assert.match(dry.out, /^would keep: iptables-nft \(IPv4\): iptables-chain nat KUBE-SERVICES: kube-proxy's, kept: MY-SVC-HOOK \(not kube-proxy's\) jumps to it$/m);
-    assert.match(dry.out, /^would keep: iptables-nft \(IPv4\): iptables-chain nat KUBE-MARK-MASQ: kube-proxy's, kept: CNI-DN-0a1b2c3d4e5f60718293a \(not kube-proxy's\) jumps to it$/m);
-    assert.match(dry.out, /^would keep: iptables-nft \(IPv4\): iptables-chain nat KUBE-SVC-CDGGSHYLG3RE2FKL: kube-proxy's, kept: reached from KUBE-SERVICES, which stays$/m);
-    assert.match(dry.out, /^would keep: ipset: ipset KUBE-CLUSTER-IP: kube-proxy's, kept: a rule that stays uses it \(iptables-nft \(IPv4\) filter MY-CHAIN\)$/m);
+    assert.match(
+      dry.out,
+      /^would keep: iptables-nft \(IPv4\): iptables-chain nat KUBE-SERVICES: kube-proxy's, kept: MY-SVC-HOOK \(not kube-proxy's\) jumps to it$/m,
+    );
+    assert.match(
+      dry.out,
+      /^would keep: iptables-nft \(IPv4\): iptables-chain nat KUBE-MARK-MASQ: kube-proxy's, kept: CNI-DN-0a1b2c3d4e5f60718293a \(not kube-proxy's\) jumps to it$/m,
+    );
+    assert.match(
+      dry.out,
+      /^would keep: iptables-nft \(IPv4\): iptables-chain nat KUBE-SVC-CDGGSHYLG3RE2FKL: kube-proxy's, kept: reached from KUBE-SERVICES, which stays$/m,
+    );
+    assert.match(
+      dry.out,
+      /^would keep: ipset: ipset KUBE-CLUSTER-IP: kube-proxy's, kept: a rule that stays uses it \(iptables-nft \(IPv4\) filter MY-CHAIN\)$/m,
+    );
     assert.match(dry.out, /^would remove: ipset: ipset KUBE-LOOP-BACK$/m);
 
     const r = kpr(ns, 'cleanup-kube-proxy');
@@ -281,7 +381,10 @@ describe('kpr cleanup-kube-proxy on nodes, in network namespaces', { timeout: 18
     const natAfter = nsRun(ns, 'iptables-nft-save', ['-t', 'nat']).replace(/^#.*\n/gm, '');
     // Every rule outside the built-in chains is as it was, but KUBE-POSTROUTING's (which nothing else reaches).
     const userRules = (s: string) => s.split('\n').filter((l) => l.startsWith('-A ') && !/^-A (PREROUTING|INPUT|OUTPUT|POSTROUTING) /.test(l));
-    assert.deepEqual(userRules(natAfter), userRules(natBefore).filter((l) => !l.startsWith('-A KUBE-POSTROUTING ')));
+    assert.deepEqual(
+      userRules(natAfter),
+      userRules(natBefore).filter((l) => !l.startsWith('-A KUBE-POSTROUTING ')),
+    );
     assert.match(natAfter, /^-A PREROUTING -j MY-SVC-HOOK$/m);
     assert.doesNotMatch(natAfter, /^-A (PREROUTING|OUTPUT|POSTROUTING) .*-j KUBE-/m, "kube-proxy's jumps from the built-in chains are gone");
     assert.doesNotMatch(natAfter, /KUBE-POSTROUTING/);
@@ -313,7 +416,10 @@ describe('kpr cleanup-kube-proxy on nodes, in network namespaces', { timeout: 18
       holder = undefined;
     }
 
-    const legacy = () => nsRun(ns, 'iptables-legacy-save', []).replace(/^#.*\n/gm, '').replace(/\[\d+:\d+\]/g, '[0:0]');
+    const legacy = () =>
+      nsRun(ns, 'iptables-legacy-save', [])
+        .replace(/^#.*\n/gm, '')
+        .replace(/\[\d+:\d+\]/g, '[0:0]');
 
     before(() => {
       ns = sandbox.addNamespace('lock');
@@ -354,7 +460,10 @@ describe('kpr cleanup-kube-proxy on nodes, in network namespaces', { timeout: 18
       try {
         const r = inMounts(ns, roRun, env, kprBin, ['cleanup-kube-proxy']);
         assert.equal(r.status, 1, r.out + r.err);
-        assert.match(r.out, new RegExp(`^iptables-legacy \\(IPv4\\): error: iptables-legacy-restore --noflush -w 5 failed \\(exit 4\\): Can't lock ${lock}:`, 'm'));
+        assert.match(
+          r.out,
+          new RegExp(`^iptables-legacy \\(IPv4\\): error: iptables-legacy-restore --noflush -w 5 failed \\(exit 4\\): Can't lock ${lock}:`, 'm'),
+        );
         assert.equal(legacy(), before, 'nothing changed while the lock was held');
       } finally {
         release();

@@ -15,8 +15,28 @@ import { fullRestore, type KpService } from '../../bench/kube-proxy-rules.js';
 import { fullTransaction } from '../../bench/kube-proxy-nft.js';
 
 export const SERVICES: KpService[] = [
-  { namespace: 'default', name: 'web', portName: 'http', clusterIP: '198.19.0.10', port: 80, protocol: 'TCP', endpoints: [{ ip: '198.18.0.10', port: 8080 }, { ip: '198.18.0.11', port: 8080 }], nodePort: 30080 },
-  { namespace: 'kube-system', name: 'kube-dns', portName: 'dns', clusterIP: '198.19.0.53', port: 53, protocol: 'UDP', endpoints: [{ ip: '198.18.0.20', port: 53 }] },
+  {
+    namespace: 'default',
+    name: 'web',
+    portName: 'http',
+    clusterIP: '198.19.0.10',
+    port: 80,
+    protocol: 'TCP',
+    endpoints: [
+      { ip: '198.18.0.10', port: 8080 },
+      { ip: '198.18.0.11', port: 8080 },
+    ],
+    nodePort: 30080,
+  },
+  {
+    namespace: 'kube-system',
+    name: 'kube-dns',
+    portName: 'dns',
+    clusterIP: '198.19.0.53',
+    port: 53,
+    protocol: 'UDP',
+    endpoints: [{ ip: '198.18.0.20', port: 53 }],
+  },
 ];
 
 /** kube-router's NetworkPolicy ipsets (hash:ip), created before the rules that match on them. */
@@ -77,14 +97,18 @@ export function baselineRules(family: 4 | 6, operatorSet?: string): string {
   const v6 = family === 6;
   const kr = kubeRouterFilter(family);
   const mangle = table('mangle', ['KUBE-IPTABLES-HINT', 'KUBE-KUBELET-CANARY'], []);
-  const nat = table('nat', ['KUBE-KUBELET-CANARY', 'KUBE-MARK-DROP', 'USER-NAT'], [
-    '-A PREROUTING -m comment --comment "user port forward" -j USER-NAT',
-    `-A POSTROUTING -s ${v6 ? '2001:db8:7::/64' : '198.18.7.0/24'} -m comment --comment "user masquerade" -j MASQUERADE`,
-    '-A KUBE-MARK-DROP -j MARK --set-xmark 0x8000/0x8000',
-    v6
-      ? '-A USER-NAT -d 2001:db8:8::1/128 -p tcp -m tcp --dport 80 -j DNAT --to-destination [2001:db8:8::2]:8080'
-      : '-A USER-NAT -d 198.18.8.1/32 -p tcp -m tcp --dport 80 -j DNAT --to-destination 198.18.8.2:8080',
-  ]);
+  const nat = table(
+    'nat',
+    ['KUBE-KUBELET-CANARY', 'KUBE-MARK-DROP', 'USER-NAT'],
+    [
+      '-A PREROUTING -m comment --comment "user port forward" -j USER-NAT',
+      `-A POSTROUTING -s ${v6 ? '2001:db8:7::/64' : '198.18.7.0/24'} -m comment --comment "user masquerade" -j MASQUERADE`,
+      '-A KUBE-MARK-DROP -j MARK --set-xmark 0x8000/0x8000',
+      v6
+        ? '-A USER-NAT -d 2001:db8:8::1/128 -p tcp -m tcp --dport 80 -j DNAT --to-destination [2001:db8:8::2]:8080'
+        : '-A USER-NAT -d 198.18.8.1/32 -p tcp -m tcp --dport 80 -j DNAT --to-destination 198.18.8.2:8080',
+    ],
+  );
   const filterRules = [
     ...kr.rules.filter((r) => r.startsWith('-A INPUT')),
     // kubelet: the localnet guard is IPv4 only; the chain and its jumps exist for both.
@@ -93,7 +117,11 @@ export function baselineRules(family: 4 | 6, operatorSet?: string): string {
     '-A INPUT -j MY-CHAIN',
     ...kr.rules.filter((r) => r.startsWith('-A FORWARD') || r.startsWith('-A OUTPUT')),
     '-A OUTPUT -j KUBE-FIREWALL',
-    ...(v6 ? [] : ['-A KUBE-FIREWALL ! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment "block incoming localnet connections" -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP']),
+    ...(v6
+      ? []
+      : [
+          '-A KUBE-FIREWALL ! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment "block incoming localnet connections" -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP',
+        ]),
     ...kr.rules.filter((r) => !/^-A (INPUT|FORWARD|OUTPUT) /.test(r)),
     `-A MY-CHAIN -d ${v6 ? '2001:db8:6::1/128' : '198.18.6.1/32'} -j DROP`,
     ...(operatorSet ? [`-A MY-CHAIN -m set --match-set ${operatorSet} src -j ACCEPT`] : []),
@@ -138,7 +166,8 @@ export function kubeProxyIptablesV4(): string {
 
 /** kube-proxy's iptables mode, IPv6 (one ClusterIP Service, a NodePort with eTP=Local). */
 export function kubeProxyIptablesV6(): string {
-  return `*nat
+  return (
+    `*nat
 :KUBE-SERVICES - [0:0]
 :KUBE-NODEPORTS - [0:0]
 :KUBE-POSTROUTING - [0:0]
@@ -175,7 +204,8 @@ COMMIT
 -A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
 ${prepend(IPTABLES_FILTER_JUMPS).join('\n')}
 COMMIT
-` + CANARIES;
+` + CANARIES
+  );
 }
 
 /**
@@ -225,7 +255,8 @@ COMMIT
  * iptablesChains and the rules writeIptablesRules builds over its ipsets).
  */
 export function kubeProxyIpvsV4(): string {
-  return `*nat
+  return (
+    `*nat
 :KUBE-SERVICES - [0:0]
 :KUBE-POSTROUTING - [0:0]
 :KUBE-NODE-PORT - [0:0]
@@ -273,7 +304,8 @@ COMMIT
 -A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set KUBE-IPVS-IPS dst -j REJECT --reject-with icmp-port-unreachable
 -A KUBE-IPVS-OUT-FILTER -m set --match-set KUBE-IPVS-IPS dst -j RETURN
 COMMIT
-` + CANARIES;
+` + CANARIES
+  );
 }
 
 /** The IPVS mode's ipsets (`ipset restore` input): IPv4, and two IPv6 ones (one with its name cut to 31 characters). */
@@ -307,7 +339,9 @@ add my-allowlist 198.18.9.0/24
 
 /** kube-proxy's nftables mode: the IPv4 table from its full sync, and an IPv6 one in the same shape. */
 export function kubeProxyNftables(): string {
-  return fullTransaction(SERVICES, { nodeIPs: ['198.18.0.1'], serviceCIDRs: ['198.19.0.0/16'] }) + `
+  return (
+    fullTransaction(SERVICES, { nodeIPs: ['198.18.0.1'], serviceCIDRs: ['198.19.0.0/16'] }) +
+    `
 add table ip6 kube-proxy { comment "rules for kube-proxy" ; }
 add chain ip6 kube-proxy nat-output { type nat hook output priority -100 ; }
 add chain ip6 kube-proxy nat-prerouting { type nat hook prerouting priority -100 ; }
@@ -318,7 +352,8 @@ add rule ip6 kube-proxy nat-output jump services
 add rule ip6 kube-proxy nat-prerouting jump services
 add rule ip6 kube-proxy services ip6 daddr . meta l4proto . th dport vmap @service-ips
 add rule ip6 kube-proxy mark-for-masquerade mark set mark or 0x004000
-`;
+`
+  );
 }
 
 /**

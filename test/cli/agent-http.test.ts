@@ -49,7 +49,10 @@ test('summarizeMetrics: last sync, sync results, API requests, caches, relists, 
   assert.deepEqual(s.apiRequestsByCode, { '200': 6, '<error>': 1 });
   assert.deepEqual(s.cacheAgeSeconds, { Service: 1.25 });
   assert.deepEqual(s.relists, { 'Service/initial': 1 });
-  assert.deepEqual(s.kernelFeatures, [{ feature: 'tcx', state: 'fallback', fallback: 'clsact "filter"' }, { feature: 'sock_destroy', state: 'active' }]);
+  assert.deepEqual(s.kernelFeatures, [
+    { feature: 'tcx', state: 'fallback', fallback: 'clsact "filter"' },
+    { feature: 'sock_destroy', state: 'active' },
+  ]);
   const lines = formatMetricsSummary(s).join('\n');
   assert.match(lines, /^last sync .* \(10s ago\); syncs ok 5, failed 2 \(event 2\)$/m);
   assert.match(lines, /^apiserver requests by code: 200 6, <error> 1 \(1 without a good answer\)$/m);
@@ -68,14 +71,34 @@ test('agentUrl asks a wildcard bind on loopback and brackets IPv6', () => {
   assert.throws(() => agentUrl('nope', '--metrics-address'), CliError);
 });
 
-const view = (address: string, port: number, protocol = 'TCP'): ServiceView => ({ protocol, address, port, scope: 'external', id: port, flags: [], backends: [] });
+const view = (address: string, port: number, protocol = 'TCP'): ServiceView => ({
+  protocol,
+  address,
+  port,
+  scope: 'external',
+  id: port,
+  flags: [],
+  backends: [],
+});
 
 test('filterFrontend keeps the frontends on an address, and on its port when given', () => {
   const views = [view('198.19.0.10', 80), view('198.19.0.10', 443), view('198.19.0.11', 80), view('2001:db8::a', 53, 'UDP')];
-  assert.deepEqual(filterFrontend(views, '198.19.0.10').map((v) => v.port), [80, 443]);
-  assert.deepEqual(filterFrontend(views, '198.19.0.10:443').map((v) => `${v.address}:${v.port}`), ['198.19.0.10:443']);
-  assert.deepEqual(filterFrontend(views, '[2001:db8:0::a]:53').map((v) => v.address), ['2001:db8::a']);
-  assert.deepEqual(filterFrontend(views, '2001:db8::a').map((v) => v.address), ['2001:db8::a']);
+  assert.deepEqual(
+    filterFrontend(views, '198.19.0.10').map((v) => v.port),
+    [80, 443],
+  );
+  assert.deepEqual(
+    filterFrontend(views, '198.19.0.10:443').map((v) => `${v.address}:${v.port}`),
+    ['198.19.0.10:443'],
+  );
+  assert.deepEqual(
+    filterFrontend(views, '[2001:db8:0::a]:53').map((v) => v.address),
+    ['2001:db8::a'],
+  );
+  assert.deepEqual(
+    filterFrontend(views, '2001:db8::a').map((v) => v.address),
+    ['2001:db8::a'],
+  );
   assert.deepEqual(filterFrontend(views, '198.19.0.12'), []);
   assert.throws(() => filterFrontend(views, '198.19.0.300:80'), CliError);
 });

@@ -51,7 +51,11 @@ test('KeyGroups: records equal but for the ignored field share a group; others d
 });
 
 test('KeyGroups: a group added twice keeps its first number', () => {
-  const keys = records([[5, 0], [5, 1], [6, 0]]);
+  const keys = records([
+    [5, 0],
+    [5, 1],
+    [6, 0],
+  ]);
   const groups = new KeyGroups(keys, 6, 4, 2, 2);
   groups.add(0, 10);
   groups.add(1, 11);

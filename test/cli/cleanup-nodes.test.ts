@@ -51,7 +51,9 @@ class FakeCluster {
   }
 
   podsOf(owner: string): KubeObject[] {
-    return this.api.list('Pod', NS).filter((p) => p.metadata?.ownerReferences?.some((o: { kind: string; name: string }) => o.kind === 'DaemonSet' && o.name === owner));
+    return this.api
+      .list('Pod', NS)
+      .filter((p) => p.metadata?.ownerReferences?.some((o: { kind: string; name: string }) => o.kind === 'DaemonSet' && o.name === owner));
   }
 
   /** Creates the DaemonSet's pods on its nodes, ready at once (the agent, already running). */
@@ -67,7 +69,9 @@ class FakeCluster {
           ownerReferences: [{ apiVersion: 'apps/v1', kind: 'DaemonSet', name: ds.metadata!.name, uid: ds.metadata!.uid, controller: true }],
         },
         spec: { nodeName: node.name },
-        status: ready ? { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] } : { phase: 'Pending', initContainerStatuses: [{ name: 'cleanup', state: { running: {} } }] },
+        status: ready
+          ? { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] }
+          : { phase: 'Pending', initContainerStatuses: [{ name: 'cleanup', state: { running: {} } }] },
       });
     }
   }
@@ -107,14 +111,28 @@ class FakeCluster {
         if (pod.status.conditions) continue;
         const node = pod.spec.nodeName as string;
         pod.status = this.failing.has(node)
-          ? { phase: 'Pending', initContainerStatuses: [{ name: 'cleanup', state: { waiting: { reason: 'CrashLoopBackOff' } }, lastState: { terminated: { exitCode: 1, message: 'kpr: cleanup: /sys/fs/bpf/kpr: EACCES' } } }] }
+          ? {
+              phase: 'Pending',
+              initContainerStatuses: [
+                {
+                  name: 'cleanup',
+                  state: { waiting: { reason: 'CrashLoopBackOff' } },
+                  lastState: { terminated: { exitCode: 1, message: 'kpr: cleanup: /sys/fs/bpf/kpr: EACCES' } },
+                },
+              ],
+            }
           : { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] };
         this.api.update({ ...pod, metadata: { ...pod.metadata, resourceVersion: undefined } });
         if (!this.failing.has(node)) this.events.push(`cleaned: ${node}`);
       }
       const pods = this.podsOf('kpr-cleanup');
-      const status = { observedGeneration: cleanup.metadata!.generation, desiredNumberScheduled: pods.length, numberReady: pods.filter((p) => p.status.conditions).length };
-      if (JSON.stringify(cleanup.status) !== JSON.stringify(status)) this.api.update({ ...cleanup, status, metadata: { ...cleanup.metadata, resourceVersion: undefined } });
+      const status = {
+        observedGeneration: cleanup.metadata!.generation,
+        desiredNumberScheduled: pods.length,
+        numberReady: pods.filter((p) => p.status.conditions).length,
+      };
+      if (JSON.stringify(cleanup.status) !== JSON.stringify(status))
+        this.api.update({ ...cleanup, status, metadata: { ...cleanup.metadata, resourceVersion: undefined } });
     } else if (this.cleanupSeen) {
       this.cleanupSeen = false;
       this.events.push('clean-up DaemonSet deleted');
@@ -146,12 +164,24 @@ describe('kpr cleanup-nodes with what the chart renders', () => {
   function cluster(): FakeCluster {
     for (const p of api.list('Pod', NS)) api.remove('Pod', NS, p.metadata!.name!);
     for (const d of api.list('DaemonSet', NS)) api.remove('DaemonSet', NS, d.metadata!.name!);
-    for (const n of NODES) if (!api.get('Node', undefined, n.name)) api.create({ apiVersion: 'v1', kind: 'Node', metadata: { name: n.name, labels: n.labels } });
+    for (const n of NODES)
+      if (!api.get('Node', undefined, n.name)) api.create({ apiVersion: 'v1', kind: 'Node', metadata: { name: n.name, labels: n.labels } });
     const ds = api.create({ ...one(objs, 'DaemonSet', 'kpr'), metadata: { ...one(objs, 'DaemonSet', 'kpr').metadata, namespace: NS } });
     const fake = new FakeCluster(api);
     fake.runDaemonSet(ds, true);
     const job = one(objs, 'Job');
-    api.create({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'kpr-cleanup-job', namespace: NS, labels: job.spec.template.metadata.labels, ownerReferences: [{ kind: 'Job', name: 'kpr-cleanup', controller: true }] }, spec: { nodeName: 'node-a' }, status: { phase: 'Running' } });
+    api.create({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: {
+        name: 'kpr-cleanup-job',
+        namespace: NS,
+        labels: job.spec.template.metadata.labels,
+        ownerReferences: [{ kind: 'Job', name: 'kpr-cleanup', controller: true }],
+      },
+      spec: { nodeName: 'node-a' },
+      status: { phase: 'Running' },
+    });
     return fake;
   }
 
@@ -203,7 +233,10 @@ describe('kpr cleanup-nodes with what the chart renders', () => {
     try {
       const r = await cleanupNodes('3s');
       assert.equal(r.code, 1, r.stdout + r.stderr);
-      assert.match(r.stderr, /gave up after 3s waiting for every node to be cleaned: 1 of 2 nodes cleaned; not done: node-b \(CrashLoopBackOff; last run exited 1: kpr: cleanup: \/sys\/fs\/bpf\/kpr: EACCES\)/);
+      assert.match(
+        r.stderr,
+        /gave up after 3s waiting for every node to be cleaned: 1 of 2 nodes cleaned; not done: node-b \(CrashLoopBackOff; last run exited 1: kpr: cleanup: \/sys\/fs\/bpf\/kpr: EACCES\)/,
+      );
       assert.match(r.stdout, /deleted DaemonSet kube-system\/kpr-cleanup/);
       assert.equal(api.get('DaemonSet', NS, 'kpr-cleanup'), undefined);
     } finally {

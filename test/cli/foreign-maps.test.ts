@@ -59,7 +59,7 @@ function pinAs(dir: string, name: string, map: BpfMap): void {
 
 const NO_RAW_ERROR = /offset is out of range|RangeError|ERR_OUT_OF_RANGE|TypeError|at .*\.js:\d+/;
 
-describe('foreign maps pinned under kpr\'s names', () => {
+describe("foreign maps pinned under kpr's names", () => {
   let dir = '';
 
   before(() => {
@@ -102,7 +102,10 @@ describe('foreign maps pinned under kpr\'s names', () => {
     for (const output of ['table', 'json']) {
       const r = await kpr('service', 'list', '--bpffs', dir, '-o', output);
       assert.equal(r.code, 1, r.stderr);
-      assert.match(r.stderr, /kpr_svc \(.*\) is not kpr's map: layout mismatch: kpr's kpr_svc is hash, key \d+ B, value \d+ B; the map pinned there is hash, key 8 B, value 4 B/);
+      assert.match(
+        r.stderr,
+        /kpr_svc \(.*\) is not kpr's map: layout mismatch: kpr's kpr_svc is hash, key \d+ B, value \d+ B; the map pinned there is hash, key 8 B, value 4 B/,
+      );
       assert.doesNotMatch(r.stderr, NO_RAW_ERROR);
     }
   });
@@ -111,7 +114,12 @@ describe('foreign maps pinned under kpr\'s names', () => {
     const r = await kpr('map', 'dump', MAPS.ct.name, '--bpffs', dir);
     assert.equal(r.code, 1, r.stderr);
     assert.doesNotMatch(r.stdout, /empty/);
-    assert.ok(r.stderr.includes(`kpr's kpr_ct is lru_hash, key ${MAPS.ct.key.size} B, value ${MAPS.ct.value.size} B; the map pinned there is lpm_trie, key 8 B, value 4 B`), r.stderr);
+    assert.ok(
+      r.stderr.includes(
+        `kpr's kpr_ct is lru_hash, key ${MAPS.ct.key.size} B, value ${MAPS.ct.value.size} B; the map pinned there is lpm_trie, key 8 B, value 4 B`,
+      ),
+      r.stderr,
+    );
     const vip = await kpr('map', 'dump', MAPS.vip.name, '--bpffs', dir, '-o', 'json');
     assert.equal(vip.code, 1);
     assert.match(vip.stderr, /kpr's kpr_vip is hash, .*; the map pinned there is array, /);
@@ -121,15 +129,20 @@ describe('foreign maps pinned under kpr\'s names', () => {
     const t = await kpr('map', 'list', '--bpffs', dir);
     assert.equal(t.code, 0, t.stderr);
     const line = (name: string) => t.stdout.split('\n').find((l) => l.startsWith(`${name} `)) ?? '';
-    for (const name of [MAPS.svc.name, MAPS.ct.name, MAPS.vip.name]) assert.match(line(name), /FOREIGN: not kpr's map \(kpr's is \w+, key \d+ B, value \d+ B\)/, line(name));
+    for (const name of [MAPS.svc.name, MAPS.ct.name, MAPS.vip.name])
+      assert.match(line(name), /FOREIGN: not kpr's map \(kpr's is \w+, key \d+ B, value \d+ B\)/, line(name));
     assert.match(line(MAPS.ct.name), /^kpr_ct\s+lpm_trie\s+8\s+4\s+-\s+16\s+FOREIGN/);
     for (const name of [MAPS.backend.name, MAPS.svcMeta.name]) assert.doesNotMatch(line(name), /FOREIGN/);
 
     const j = await kpr('map', 'list', '--bpffs', dir, '-o', 'json');
     assert.equal(j.code, 0, j.stderr);
-    const maps = (JSON.parse(j.stdout) as { maps: Array<{ name: string; foreign?: { expected: { type: string }; found: { type: string; keySize: number } } }> }).maps;
+    const maps = (JSON.parse(j.stdout) as { maps: Array<{ name: string; foreign?: { expected: { type: string }; found: { type: string; keySize: number } } }> })
+      .maps;
     const ct = maps.find((m) => m.name === MAPS.ct.name)!;
-    assert.deepEqual(ct.foreign, { expected: { type: 'lru_hash', keySize: MAPS.ct.key.size, valueSize: MAPS.ct.value.size }, found: { type: 'lpm_trie', keySize: 8, valueSize: 4 } });
+    assert.deepEqual(ct.foreign, {
+      expected: { type: 'lru_hash', keySize: MAPS.ct.key.size, valueSize: MAPS.ct.value.size },
+      found: { type: 'lpm_trie', keySize: 8, valueSize: 4 },
+    });
     assert.equal(maps.find((m) => m.name === MAPS.backend.name)!.foreign, undefined);
   });
 
@@ -152,7 +165,23 @@ describe('address arguments are strict', () => {
     { args: ['version', '--metrics-address', '0127.0.0.1:10249'], flag: '--metrics-address', bad: '0127.0.0.1' },
     { args: ['plan', '--node', 'n', '-f', '/dev/null', '--external-ip-cidrs', '198.18.00.0/24'], flag: '--external-ip-cidrs', bad: '198.18.00.0' },
     { args: ['plan', '--node', 'n', '-f', '/dev/null', '--node-port-addresses', '198.018.0.0/16'], flag: '--node-port-addresses', bad: '198.018.0.0' },
-    { args: ['cleanup-nodes', '--namespace', 'a', '--agent-daemonset', 'b', '--agent-selector', 'c=d', '--cleanup-daemonset', '/dev/null', '--k8s-service-host', '198.019.0.1'], flag: '--k8s-service-host', bad: '198.019.0.1' },
+    {
+      args: [
+        'cleanup-nodes',
+        '--namespace',
+        'a',
+        '--agent-daemonset',
+        'b',
+        '--agent-selector',
+        'c=d',
+        '--cleanup-daemonset',
+        '/dev/null',
+        '--k8s-service-host',
+        '198.019.0.1',
+      ],
+      flag: '--k8s-service-host',
+      bad: '198.019.0.1',
+    },
   ];
   for (const c of cases) {
     test(`kpr ${c.args.join(' ')}: exit 2, naming ${c.flag} and the address`, async () => {

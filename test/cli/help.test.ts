@@ -29,7 +29,21 @@ const kpr = (...args: string[]) => exec(cliBin, args);
 
 /** Every command, as `kpr --help` lists it. */
 const COMMANDS = [
-  'cleanup', 'cleanup-kube-proxy', 'cleanup-nodes', 'conntrack-sysctls', 'map dump', 'map list', 'monitor', 'plan', 'preflight', 'service get', 'service list', 'stats', 'status', 'trace', 'version',
+  'cleanup',
+  'cleanup-kube-proxy',
+  'cleanup-nodes',
+  'conntrack-sysctls',
+  'map dump',
+  'map list',
+  'monitor',
+  'plan',
+  'preflight',
+  'service get',
+  'service list',
+  'stats',
+  'status',
+  'trace',
+  'version',
 ];
 
 /** The commands of the top-level usage: "status", "service list", ... (their arguments left out), `help` last. */
@@ -45,7 +59,10 @@ function listedCommands(usage: string): string[] {
 
 /** The flags rows of a usage: label ("-o, --output FORMAT") → the long name, the value placeholder. */
 function usageFlags(usage: string): Array<{ long: string; value?: string }> {
-  const rows = usage.slice(usage.indexOf('\nFlags:\n') + '\nFlags:\n'.length).split('\n').filter((l) => /^ {2}-/.test(l));
+  const rows = usage
+    .slice(usage.indexOf('\nFlags:\n') + '\nFlags:\n'.length)
+    .split('\n')
+    .filter((l) => /^ {2}-/.test(l));
   return rows.map((l) => {
     const m = /^ {2}(?:-[a-z], )?(--[a-z0-9-*]+(?:, --[a-z0-9-*]+)*)(?: ([A-Z][^ ]*))?\s/.exec(l);
     assert.ok(m, `a flags row: ${l}`);
@@ -80,7 +97,10 @@ test('every command answers --help and -h with its usage in one format, exit 0; 
     assert.equal(lines[2], '', command);
     assert.equal(lines[3], 'Flags:', command);
     const flags = usageFlags(r.stdout);
-    assert.ok(flags.some((f) => f.long === '--help'), `${command} lists -h, --help`);
+    assert.ok(
+      flags.some((f) => f.long === '--help'),
+      `${command} lists -h, --help`,
+    );
     assert.ok(!r.stdout.includes('Commands:'), `${command} printed the top-level usage instead of its own`);
     assert.deepEqual(await kpr(...command.split(' '), '-h'), r, `${command} -h`);
     // The listed flags are the command's: given all of them (with values), --help still answers 0.
@@ -110,8 +130,14 @@ test('every command has a manual, kpr help COMMAND: the sections of a man page, 
     assert.match(section('SYNOPSIS'), new RegExp(`^ {4}kpr ${command}\\b`), command);
     assert.ok(section('DESCRIPTION').trim().length > 40, `${command}: a description`);
     const usage = (await kpr(...command.split(' '), '--help')).stdout;
-    const options = section('OPTIONS').split('\n').filter((l) => /^ {4}-/.test(l)).map((l) => l.trim());
-    const listed = usage.split('\n').filter((l) => /^ {2}-/.test(l)).map((l) => /^ {2}(\S.*?)(?: {2,}|$)/.exec(l)![1]);
+    const options = section('OPTIONS')
+      .split('\n')
+      .filter((l) => /^ {4}-/.test(l))
+      .map((l) => l.trim());
+    const listed = usage
+      .split('\n')
+      .filter((l) => /^ {2}-/.test(l))
+      .map((l) => /^ {2}(\S.*?)(?: {2,}|$)/.exec(l)![1]);
     assert.deepEqual(options, listed, `${command}: the manual's options are the usage's flags`);
     assert.match(section('EXIT STATUS'), /^ {4}0 {3}success\n {4}1 {3}the command ran and found a problem: \S[\s\S]*\n {4}2 {3}a usage error/, command);
     assert.match(section('EXAMPLES'), new RegExp(`^ {4}kpr ${command}\\b`), command);

@@ -29,16 +29,25 @@ interface Run {
 function kpr(...args: string[]): Promise<Run> {
   return new Promise((resolve) => {
     // A 512 MiB heap cap: a parser that expands what it reads dies of it here instead of taking the machine.
-    execFile(cliBin, args, { cwd: repoRoot, timeout: KILL_AFTER_MS, killSignal: 'SIGKILL', maxBuffer: 16 << 20, env: { ...process.env, NODE_OPTIONS: '--max-old-space-size=512' } }, (err, stdout, stderr) => {
-      const e = err as (NodeJS.ErrnoException & { code?: number | string; signal?: NodeJS.Signals | null }) | null;
-      resolve({ code: e ? (typeof e.code === 'number' ? e.code : null) : 0, signal: e?.signal ?? null, stdout, stderr });
-    });
+    execFile(
+      cliBin,
+      args,
+      { cwd: repoRoot, timeout: KILL_AFTER_MS, killSignal: 'SIGKILL', maxBuffer: 16 << 20, env: { ...process.env, NODE_OPTIONS: '--max-old-space-size=512' } },
+      (err, stdout, stderr) => {
+        const e = err as (NodeJS.ErrnoException & { code?: number | string; signal?: NodeJS.Signals | null }) | null;
+        resolve({ code: e ? (typeof e.code === 'number' ? e.code : null) : 0, signal: e?.signal ?? null, stdout, stderr });
+      },
+    );
   });
 }
 
 /** The run failed cleanly: not killed, a non-zero exit, a short message on stderr naming `file` and matching `what`, no stack trace, nothing planned. */
 function assertClearError(r: Run, file: string, what: RegExp): void {
-  assert.equal(r.signal, null, `kpr plan was killed (${r.signal}): it did not finish within ${KILL_AFTER_MS} ms or ran out of memory; stderr: ${r.stderr.slice(0, 500)}`);
+  assert.equal(
+    r.signal,
+    null,
+    `kpr plan was killed (${r.signal}): it did not finish within ${KILL_AFTER_MS} ms or ran out of memory; stderr: ${r.stderr.slice(0, 500)}`,
+  );
   assert.notEqual(r.code, 0, `kpr plan succeeded on a hostile file; stdout: ${r.stdout.slice(0, 300)}`);
   assert.ok(r.stderr.includes(file), `the error names ${file}: ${r.stderr.slice(0, 500)}`);
   // What it says, without the file's name (which must not be what matches).
@@ -78,7 +87,10 @@ describe('kpr plan -f with hostile files: a clear error, and an end', { timeout:
     writeFileSync(file('nested.json'), `{"apiVersion":"v1","kind":"Service","metadata":{"name":"deep"},"spec":${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}}`);
     execFileSync('mkfifo', [file('fifo.yaml')]);
     mkdirSync(file('with-fifo'));
-    writeFileSync(file('with-fifo/a-service.yaml'), 'apiVersion: v1\nkind: Service\nmetadata: {name: ok}\nspec: {clusterIP: 10.96.0.11, ports: [{port: 80}]}\n');
+    writeFileSync(
+      file('with-fifo/a-service.yaml'),
+      'apiVersion: v1\nkind: Service\nmetadata: {name: ok}\nspec: {clusterIP: 10.96.0.11, ports: [{port: 80}]}\n',
+    );
     execFileSync('mkfifo', [file('with-fifo/b-fifo.yaml')]);
     writeFileSync(file('huge.yaml'), '');
     truncateSync(file('huge.yaml'), 1 << 30); // sparse: no disk used

@@ -17,17 +17,7 @@ import { mapPinDir, mapPinName, mapPinPath } from '../../agent/datapath/pins.js'
 import { MAPS } from '../../agent/maps/registry.js';
 import { SVC_VAL_V1 } from '../../agent/maps/layouts-v1.js';
 import { structCodec } from '../../agent/maps/struct-codec.js';
-import {
-  IPPROTO,
-  MAP_NAMES,
-  SCOPE,
-  STAT,
-  SVC_FLAG,
-  SVC_KEY,
-  decodeAddr,
-  encodeAddr,
-  encodeSvcKey,
-} from '../../agent/maps/layout.js';
+import { IPPROTO, MAP_NAMES, SCOPE, STAT, SVC_FLAG, SVC_KEY, decodeAddr, encodeAddr, encodeSvcKey } from '../../agent/maps/layout.js';
 import { cliBin } from '../support/paths.js';
 import { fillServiceMaps, pinDatapathMaps } from '../../sandbox/service-maps.js';
 import { requireRoot } from '../support/preflight.js';
@@ -54,7 +44,14 @@ const svcName = (i: number) => `ns-${i % 50}/svc-${i}`;
 
 function fill(bpffsDir: string): void {
   // Service 0 has session affinity (timeout 10800 s in slot 0's backend_id).
-  fillServiceMaps(bpffsDir, { services: SERVICES, backendsPerService: BACKENDS_PER_SERVICE, svcAddr, backendAddr, name: svcName, affinity: (i) => (i === 0 ? 10800 : 0) });
+  fillServiceMaps(bpffsDir, {
+    services: SERVICES,
+    backendsPerService: BACKENDS_PER_SERVICE,
+    svcAddr,
+    backendAddr,
+    name: svcName,
+    affinity: (i) => (i === 0 ? 10800 : 0),
+  });
   // Datapath counters: CONNECT_XLATE = cpu+1 on each CPU, NO_BACKEND = 7 on CPU 0.
   const stats = BpfMap.openPinned(mapPinPath(bpffsDir, MAP_NAMES.stats));
   try {
@@ -92,7 +89,9 @@ describe('kpr CLI on pinned maps (10,000 services × 10 backends)', { timeout: 1
     await kpr('service', 'list', '--bpffs', dir, '-o', 'json'); // warm the page cache for node and the modules
     const r = await kpr('service', 'list', '--bpffs', dir, '-o', 'json');
     assert.equal(r.code, 0, r.stderr);
-    console.log(`# kpr service list -o json, ${SERVICES} services x ${BACKENDS_PER_SERVICE} backends: ${r.ms.toFixed(0)} ms (${(r.stdout.length / 1e6).toFixed(1)} MB)`);
+    console.log(
+      `# kpr service list -o json, ${SERVICES} services x ${BACKENDS_PER_SERVICE} backends: ${r.ms.toFixed(0)} ms (${(r.stdout.length / 1e6).toFixed(1)} MB)`,
+    );
     // Its speed is a benchmark figure (printed above), not asserted: this machine is shared.
     const views = JSON.parse(r.stdout) as Array<Record<string, any>>;
     assert.equal(views.length, SERVICES);
@@ -145,10 +144,16 @@ describe('kpr CLI on pinned maps (10,000 services × 10 backends)', { timeout: 1
   test('map list: every pinned map with its type, entries and capacity as the kernel reports them', async () => {
     const r = await kpr('map', 'list', '--bpffs', dir, '-o', 'json');
     assert.equal(r.code, 0, r.stderr);
-    const listed = JSON.parse(r.stdout) as { maps: Array<{ name: string; type: string; entries: number; capacity: number; keySize: number; valueSize: number }>; tcAttachments: unknown[] };
+    const listed = JSON.parse(r.stdout) as {
+      maps: Array<{ name: string; type: string; entries: number; capacity: number; keySize: number; valueSize: number }>;
+      tcAttachments: unknown[];
+    };
     const maps = listed.maps;
     assert.deepEqual(listed.tcAttachments, [], 'no agent ran: no tc program of kpr in this namespace');
-    assert.deepEqual(maps.map((m) => m.name), Object.values(MAP_NAMES).slice().sort());
+    assert.deepEqual(
+      maps.map((m) => m.name),
+      Object.values(MAP_NAMES).slice().sort(),
+    );
     const get = (name: string) => maps.find((m) => m.name === name)!;
     for (const m of maps) {
       const real = BpfMap.openPinned(mapPinPath(dir, m.name));
@@ -193,7 +198,10 @@ describe('kpr CLI on pinned maps (10,000 services × 10 backends)', { timeout: 1
     const svc = JSON.parse((await kpr('map', 'dump', 'kpr_svc', '--bpffs', dir, '-o', 'json')).stdout) as Array<{ key: any; value: any }>;
     assert.equal(svc.length, SERVICES * (BACKENDS_PER_SERVICE + 1));
     const master = svc.find((e) => e.key.address === svcAddr(42) && e.key.slot === 0)!;
-    assert.deepEqual(master, { key: { address: svcAddr(42), port: 80, protocol: 'TCP', scope: 'external', slot: 0 }, value: { count: 10, id: 43, flags: ['cluster-ip'] } });
+    assert.deepEqual(master, {
+      key: { address: svcAddr(42), port: 80, protocol: 'TCP', scope: 'external', slot: 0 },
+      value: { count: 10, id: 43, flags: ['cluster-ip'] },
+    });
     const slot3 = svc.find((e) => e.key.address === svcAddr(42) && e.key.slot === 3)!;
     assert.deepEqual(slot3.value, { backendId: 42 * BACKENDS_PER_SERVICE + 3 });
     const meta = JSON.parse((await kpr('map', 'dump', 'kpr_svc_meta', '--bpffs', dir, '-o', 'json')).stdout) as Array<{ key: any; value: any }>;
@@ -207,10 +215,19 @@ describe('kpr CLI on pinned maps (10,000 services × 10 backends)', { timeout: 1
     const r = await kpr('stats', '--bpffs', dir, '-o', 'json');
     assert.equal(r.code, 0, r.stderr);
     const rows = (JSON.parse(r.stdout) as { counters: Array<{ stat: string; metric: string; labels: Record<string, string>; value: number }> }).counters;
-    assert.deepEqual(rows.find((x) => x.stat === 'connect_xlate'), { stat: 'connect_xlate', metric: 'kpr_datapath_translations_total', labels: { path: 'connect' }, value: expectConnect });
-    assert.deepEqual(rows.find((x) => x.stat === 'no_backend'), { stat: 'no_backend', metric: 'kpr_datapath_refusals_total', labels: { reason: 'no_backend' }, value: 7 });
+    assert.deepEqual(
+      rows.find((x) => x.stat === 'connect_xlate'),
+      { stat: 'connect_xlate', metric: 'kpr_datapath_translations_total', labels: { path: 'connect' }, value: expectConnect },
+    );
+    assert.deepEqual(
+      rows.find((x) => x.stat === 'no_backend'),
+      { stat: 'no_backend', metric: 'kpr_datapath_refusals_total', labels: { reason: 'no_backend' }, value: 7 },
+    );
     assert.equal(rows.find((x) => x.stat === 'sendmsg_xlate')!.value, 0);
-    assert.deepEqual(rows.find((x) => x.stat === 'tc_ct_reply_restored'), { stat: 'tc_ct_reply_restored', metric: 'kpr_datapath_conntrack_reply_restored_total', labels: {}, value: 0 });
+    assert.deepEqual(
+      rows.find((x) => x.stat === 'tc_ct_reply_restored'),
+      { stat: 'tc_ct_reply_restored', metric: 'kpr_datapath_conntrack_reply_restored_total', labels: {}, value: 0 },
+    );
     const dump = JSON.parse((await kpr('map', 'dump', 'kpr_stats', '--bpffs', dir, '-o', 'json')).stdout) as Array<{ key: any; value: any }>;
     const connect = dump.find((e) => e.key.stat === 'connect_xlate')!;
     assert.equal(connect.value.total, String(expectConnect));
@@ -232,18 +249,30 @@ describe('kpr CLI on pinned maps (10,000 services × 10 backends)', { timeout: 1
       const m = BpfMap.create(BPF_MAP_TYPE.HASH, SVC_KEY.size, SVC_VAL_V1.size, 16, 'kpr_svc');
       try {
         const v1 = structCodec(SVC_VAL_V1, { encode: encodeAddr, decode: decodeAddr });
-        m.update(encodeSvcKey({ addr: '198.19.0.10', port: 80, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), v1.encode({ backendId: 0, count: 1, frontendId: 7, flags: SVC_FLAG.CLUSTER_IP }));
-        m.update(encodeSvcKey({ addr: '198.19.0.10', port: 80, slot: 1, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }), v1.encode({ backendId: 3, count: 0, frontendId: 0, flags: 0 }));
+        m.update(
+          encodeSvcKey({ addr: '198.19.0.10', port: 80, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }),
+          v1.encode({ backendId: 0, count: 1, frontendId: 7, flags: SVC_FLAG.CLUSTER_IP }),
+        );
+        m.update(
+          encodeSvcKey({ addr: '198.19.0.10', port: 80, slot: 1, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL }),
+          v1.encode({ backendId: 3, count: 0, frontendId: 0, flags: 0 }),
+        );
         m.pin(path.join(mapPinDir(old), mapPinName(MAP_NAMES.svc, 1)));
       } finally {
         m.close();
       }
       const dump = await kpr('map', 'dump', MAP_NAMES.svc, '--bpffs', old, '-o', 'json');
       assert.equal(dump.code, 0, dump.stderr);
-      assert.deepEqual(JSON.parse(dump.stdout).map((e: { value: unknown }) => e.value), [{ count: 1, id: 7, flags: ['cluster-ip'] }, { backendId: 3 }]);
+      assert.deepEqual(
+        JSON.parse(dump.stdout).map((e: { value: unknown }) => e.value),
+        [{ count: 1, id: 7, flags: ['cluster-ip'] }, { backendId: 3 }],
+      );
       const list = await kpr('map', 'list', '--bpffs', old, '-o', 'json');
       assert.equal(list.code, 0, list.stderr);
-      assert.deepEqual(JSON.parse(list.stdout).maps.map((x: { name: string; layoutVersion?: number }) => [x.name, x.layoutVersion]), [[MAP_NAMES.svc, 1]]);
+      assert.deepEqual(
+        JSON.parse(list.stdout).maps.map((x: { name: string; layoutVersion?: number }) => [x.name, x.layoutVersion]),
+        [[MAP_NAMES.svc, 1]],
+      );
       const svc = await kpr('service', 'list', '--bpffs', old);
       assert.equal(svc.code, 1);
       assert.match(svc.stderr, new RegExp(`kpr_svc is pinned at layout v1 .*this kpr reads v${MAPS.svc.version}: the agent on this node is another release`));
@@ -260,7 +289,9 @@ describe('kpr CLI on pinned maps (10,000 services × 10 backends)', { timeout: 1
       assert.match(r.stderr, /is the kpr agent running on this node with --bpffs/, args.join(' '));
     }
     // Without privileges (uid/gid nobody, no capabilities), opening a pin is refused.
-    const r = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', '--inh-caps=-all', cliBin, 'service', 'list', '--bpffs', dir], { encoding: 'utf8' });
+    const r = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', '--inh-caps=-all', cliBin, 'service', 'list', '--bpffs', dir], {
+      encoding: 'utf8',
+    });
     assert.equal(r.error, undefined, 'setpriv (util-linux) runs');
     assert.equal(r.status, 1, r.stderr);
     assert.match(r.stderr, /needs root|EACCES|EPERM/);

@@ -14,7 +14,23 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { serviceJson } from '../../agent/cli/service-json.js';
 import { BackendBatch, joinTables, tablesFromBatch, type FrontendCounters, type RawBatch } from '../../agent/cli/service-view.js';
-import { BACKEND, BACKEND_ID_SIZE, BE_FLAG, FE_TYPE, IPPROTO, SCOPE, SVC_FLAG, SVC_KEY, SVC_VAL, encodeBackend, encodeBackendId, encodeSvcKey, encodeSvcVal, encodeAddr, type SvcMeta } from '../../agent/maps/layout.js';
+import {
+  BACKEND,
+  BACKEND_ID_SIZE,
+  BE_FLAG,
+  FE_TYPE,
+  IPPROTO,
+  SCOPE,
+  SVC_FLAG,
+  SVC_KEY,
+  SVC_VAL,
+  encodeBackend,
+  encodeBackendId,
+  encodeSvcKey,
+  encodeSvcVal,
+  encodeAddr,
+  type SvcMeta,
+} from '../../agent/maps/layout.js';
 
 interface Frontend {
   addr: string;
@@ -33,7 +49,7 @@ interface Frontend {
 /** A deterministic generator (the same cases every run). */
 function rng(seed: number): () => number {
   let s = seed >>> 0;
-  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+  return () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32;
 }
 
 function shuffled<T>(list: T[], rand: () => number): T[] {
@@ -54,7 +70,10 @@ function svcBatch(frontends: Frontend[], rand: () => number): RawBatch {
   const values = Buffer.alloc(order.length * SVC_VAL.size);
   order.forEach(([slot, f], i) => {
     encodeSvcKey({ addr: f.addr, port: f.port, proto: f.proto, scope: f.scope, slot }, keys, i * SVC_KEY.size);
-    const val = slot === 0 ? { backendId: f.affinity ?? 0, count: f.count ?? f.slots.length, frontendId: f.id, flags: f.flags } : { backendId: f.slots[slot - 1]!, count: 0, frontendId: 0, flags: 0 };
+    const val =
+      slot === 0
+        ? { backendId: f.affinity ?? 0, count: f.count ?? f.slots.length, frontendId: f.id, flags: f.flags }
+        : { backendId: f.slots[slot - 1]!, count: 0, frontendId: 0, flags: 0 };
     encodeSvcVal(val, values, i * SVC_VAL.size);
   });
   return { count: order.length, keys, values };
@@ -115,12 +134,28 @@ function scenario(n: number, seed: number, sparseIds: boolean) {
       backends.push({ id, addr: bAddr, port: kind === 4 ? 0 : kind === 5 ? 65535 : 8080 + s, flags: kind % 4 === 1 ? BE_FLAG.LOCAL : kind === 6 ? 0x82 : 0 });
     }
     const flags = FLAG_SETS[i % FLAG_SETS.length]!;
-    const f: Frontend = { addr, port: i % 5 === 0 ? 65535 : 80 + (i % 3), proto: PROTOS[i % PROTOS.length]!, scope: [SCOPE.EXTERNAL, SCOPE.INTERNAL, 12, 2][(i >> 1) % 4]!, id: i + 1, flags, slots };
+    const f: Frontend = {
+      addr,
+      port: i % 5 === 0 ? 65535 : 80 + (i % 3),
+      proto: PROTOS[i % PROTOS.length]!,
+      scope: [SCOPE.EXTERNAL, SCOPE.INTERNAL, 12, 2][(i >> 1) % 4]!,
+      id: i + 1,
+      flags,
+      slots,
+    };
     if (flags & SVC_FLAG.AFFINITY) f.affinity = 10800 + i;
     if (i % 17 === 9) f.count = slots.length + 2; // a master counting slots that were never written
     frontends.push(f);
-    if (i % 6 !== 4) meta.set(f.id, { name: NAMES[i % NAMES.length]!, portName: i % 3 === 0 ? '' : `port-${i % 3}`, type: TYPES[i % TYPES.length]!, proto: f.proto });
-    if (i % 5 === 2) counters.set(f.id, { balanced: i * 1000, refused: i % 2, droppedNoEndpoint: 0, droppedNoLocalEndpoint: 2 ** 40, droppedSourceRange: Number(2n ** 64n - 1n) });
+    if (i % 6 !== 4)
+      meta.set(f.id, { name: NAMES[i % NAMES.length]!, portName: i % 3 === 0 ? '' : `port-${i % 3}`, type: TYPES[i % TYPES.length]!, proto: f.proto });
+    if (i % 5 === 2)
+      counters.set(f.id, {
+        balanced: i * 1000,
+        refused: i % 2,
+        droppedNoEndpoint: 0,
+        droppedNoLocalEndpoint: 2 ** 40,
+        droppedSourceRange: Number(2n ** 64n - 1n),
+      });
   }
   const t = tablesFromBatch(svcBatch(frontends, rand), new BackendBatch(backendBatch(backends, rand)), meta);
   if (seed % 2 === 0) t.counters = counters; // kpr_svc_stats pinned, or not
@@ -132,7 +167,11 @@ const text = (chunks: Iterable<Uint8Array>) => Buffer.concat([...chunks]).toStri
 
 test('the JSON written from the batches is JSON.stringify(views, null, 2) and a newline, at every chunk boundary', () => {
   for (const n of [0, 1, 2, 40, 999, 1000, 1001, 2500]) {
-    for (const [seed, sparse] of [[1, false], [2, false], [4, true]] as const) {
+    for (const [seed, sparse] of [
+      [1, false],
+      [2, false],
+      [4, true],
+    ] as const) {
       const t = scenario(n, seed + n, sparse);
       const want = JSON.stringify(joinTables(t), null, 2) + '\n';
       assert.equal(text(serviceJson(t)), want, `${n} frontends, seed ${seed + n}, sparse ids ${sparse}`);

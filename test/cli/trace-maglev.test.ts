@@ -21,12 +21,20 @@ const FLAGS = SVC_FLAG.NODE_PORT | svcAlgFlags(SVC_ALG.MAGLEV);
 /** A NodePort 30080 whose three backends sit in slots 1..3 in BACKENDS' order, with its Maglev table `withTable`. */
 function maps(withTable: boolean): TraceMaps {
   const table = maglevTable(BACKENDS.map((address) => ({ address, port: 8080 })));
-  const chunks = maglevChunks(maglevSlotEntries(table, (b) => BACKENDS.indexOf(b.address) + 1), MAGLEV_CHUNK_ENTRIES);
+  const chunks = maglevChunks(
+    maglevSlotEntries(table, (b) => BACKENDS.indexOf(b.address) + 1),
+    MAGLEV_CHUNK_ENTRIES,
+  );
   const master: SvcVal = { backendId: 0, count: BACKENDS.length, frontendId: 9, flags: FLAGS };
   return {
     svc: (addr, port, proto, scope, slot) =>
-      addr !== NODE || port !== 30080 || proto !== IPPROTO.TCP || scope !== SCOPE.EXTERNAL || slot > BACKENDS.length ? undefined : slot === 0 ? master : { backendId: 100 + slot, count: 0, frontendId: 0, flags: 0 },
-    backend: (id): Backend | undefined => (id > 100 && id <= 100 + BACKENDS.length ? { addr: BACKENDS[id - 101], port: 8080, proto: IPPROTO.TCP, flags: 0 } : undefined),
+      addr !== NODE || port !== 30080 || proto !== IPPROTO.TCP || scope !== SCOPE.EXTERNAL || slot > BACKENDS.length
+        ? undefined
+        : slot === 0
+          ? master
+          : { backendId: 100 + slot, count: 0, frontendId: 0, flags: 0 },
+    backend: (id): Backend | undefined =>
+      id > 100 && id <= 100 + BACKENDS.length ? { addr: BACKENDS[id - 101], port: 8080, proto: IPPROTO.TCP, flags: 0 } : undefined,
     vipFlags: () => undefined,
     meta: () => undefined,
     sourceRangeAllows: () => true,
@@ -35,7 +43,8 @@ function maps(withTable: boolean): TraceMaps {
     affinityMatch: () => false,
     conntrack: () => [],
     config: () => undefined,
-    maglevRef: (frontendId, scope): MaglevRef | undefined => (withTable && frontendId === 9 && scope === SCOPE.EXTERNAL ? { tableId: 5, m: table.m } : undefined),
+    maglevRef: (frontendId, scope): MaglevRef | undefined =>
+      withTable && frontendId === 9 && scope === SCOPE.EXTERNAL ? { tableId: 5, m: table.m } : undefined,
     maglevChunk: (tableId, chunk) => (tableId === 5 ? chunks[chunk] : undefined),
   };
 }
@@ -49,13 +58,16 @@ function addr16(a: string): Uint8Array {
 }
 
 describe('kpr trace on a Maglev frontend', () => {
-  it('names the backend the table gives a client\'s flow (the NodePort hash without the node\'s address), for many flows', () => {
+  it("names the backend the table gives a client's flow (the NodePort hash without the node's address), for many flows", () => {
     const table = maglevTable(BACKENDS.map((address) => ({ address, port: 8080 })));
     const m = maps(true);
     for (let i = 0; i < 50; i++) {
       const from = { addr: `198.18.100.${i + 2}`, port: 40000 + i * 7 };
       const t = traceFlow(query(from), m);
-      const want = table.backends[pickBackend(table, tupleHash({ saddr: addr16(from.addr), daddr: new Uint8Array(16), sport: from.port, dport: 30080, proto: IPPROTO.TCP }))];
+      const want =
+        table.backends[
+          pickBackend(table, tupleHash({ saddr: addr16(from.addr), daddr: new Uint8Array(16), sport: from.port, dport: 30080, proto: IPPROTO.TCP }))
+        ];
       assert.equal(t.verdict.action, 'translated');
       assert.equal(t.verdict.backend, `${want.address}:8080`, `${from.addr}:${from.port}`);
       assert.ok(t.steps.some((s) => s.step === 'maglev' && s.result.includes(`table 5 (M=${table.m})`)));
@@ -84,7 +96,7 @@ describe('kpr trace on a Maglev frontend', () => {
 });
 
 describe('kpr map dump of the Maglev maps', () => {
-  it('decodes a table chunk (its slot numbers up to the table\'s end) and a table reference', async () => {
+  it("decodes a table chunk (its slot numbers up to the table's end) and a table reference", async () => {
     const { DECODERS } = await import('../../agent/cli/map-decoders.js');
     const { encodeMaglevChunk, encodeMaglevKey, encodeMaglevRef, encodeMaglevRefKey } = await import('../../agent/maps/layout.js');
     const chunk = new Uint16Array(MAGLEV_CHUNK_ENTRIES);

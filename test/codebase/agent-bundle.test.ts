@@ -19,7 +19,7 @@ test('the bundle carries the whatwg-url stand-in, not whatwg-url and its tr46 ta
   assert.match(usage, /--kubeconfig/);
 });
 
-test('the stand-in hands node-fetch Node\'s own URL classes, both as named and as default export', () => {
+test("the stand-in hands node-fetch Node's own URL classes, both as named and as default export", () => {
   assert.equal(ShimURL, globalThis.URL);
   assert.equal(shim.URL, globalThis.URL);
   assert.equal(shim.URLSearchParams, globalThis.URLSearchParams);

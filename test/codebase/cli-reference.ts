@@ -51,5 +51,8 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   const text = readFileSync(file, 'utf8');
   const current = currentCliReference(text);
   if (current === undefined) throw new Error(`${CLI_DOC} has no block between "${BEGIN}" and "${END}"`);
-  writeFileSync(file, text.replace(current, () => renderCliReference()));
+  writeFileSync(
+    file,
+    text.replace(current, () => renderCliReference()),
+  );
 }

@@ -50,7 +50,7 @@ export function tsComments(text: string, file = 'x.ts'): Array<[number, string]>
 /** The text of every comment of a C file (string and character literals skipped). */
 export function cComments(text: string): Array<[number, string]> {
   const out: Array<[number, string]> = [];
-  for (let i = 0; i < text.length; ) {
+  for (let i = 0; i < text.length;) {
     const c = text[i];
     if (c === '"' || c === "'") {
       let j = i + 1;
@@ -73,7 +73,10 @@ export function cComments(text: string): Array<[number, string]> {
 
 /** The repository paths a comment names: a top-level folder of `tops`, then a path with a known extension (an anchor dropped). */
 export function pathsIn(comment: string, tops: readonly string[]): string[] {
-  const re = new RegExp(`(?<![\\w./@-])((?:${tops.map((t) => t.replace(/[.-]/g, '\\$&')).join('|')})/[\\w.@/-]*\\.(?:${EXTENSIONS.join('|')}))(?![\\w*{])`, 'g');
+  const re = new RegExp(
+    `(?<![\\w./@-])((?:${tops.map((t) => t.replace(/[.-]/g, '\\$&')).join('|')})/[\\w.@/-]*\\.(?:${EXTENSIONS.join('|')}))(?![\\w*{])`,
+    'g',
+  );
   return [...comment.matchAll(re)].map((m) => m[1]);
 }
 
@@ -112,7 +115,7 @@ const TOPS = readdirSync(root, { withFileTypes: true })
 describe('paths named in comments', () => {
   it('the scanner finds a missing path in a comment, and only in a comment', () => {
     const tsText = [
-      "// see agent/maps/registry.ts and agent/maps/gone.ts",
+      '// see agent/maps/registry.ts and agent/maps/gone.ts',
       "const s = 'agent/not-a-comment.ts'; /* docs/semantics.md#rules, docs/nowhere.md */",
       'const t = `bpf/in-a-template.h`; // dist/test/codebase/x.js is a build path, test/e2e/*.test.ts a glob',
       '/** compiled: agent/maps/registry.js */',

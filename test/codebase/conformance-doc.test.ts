@@ -22,7 +22,10 @@ describe('the conformance table', () => {
 
   it('lists each upstream test once', () => {
     const keys = UPSTREAM_TESTS.map((e) => `${e.file}: ${e.name}`);
-    assert.deepEqual(keys.filter((k, i) => keys.indexOf(k) !== i), []);
+    assert.deepEqual(
+      keys.filter((k, i) => keys.indexOf(k) !== i),
+      [],
+    );
   });
 
   it('says why for every "difference" and "n/a"', () => {
@@ -37,7 +40,11 @@ describe('the conformance table', () => {
       const source = path.join(root, 'test', 'conformance', file.replace(/\.go$/, '.test.ts').replace(/_/g, '-'));
       if (runs) {
         assert.ok(existsSync(source), `${file} has passing entries but no ${path.relative(root, source)}`);
-        assert.match(readFileSync(source, 'utf8'), new RegExp(`registerUpstream\\('${file.replace('.', '\\.')}'`), `${path.relative(root, source)} registers ${file}`);
+        assert.match(
+          readFileSync(source, 'utf8'),
+          new RegExp(`registerUpstream\\('${file.replace('.', '\\.')}'`),
+          `${path.relative(root, source)} registers ${file}`,
+        );
       }
     }
   });

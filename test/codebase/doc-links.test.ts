@@ -11,7 +11,10 @@ import { describe, it } from 'node:test';
 import { findRepoRoot } from '../../agent/runtime/paths.js';
 
 const root = findRepoRoot();
-const docPages = readdirSync(path.join(root, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`);
+const docPages = readdirSync(path.join(root, 'docs'))
+  .filter((f) => f.endsWith('.md'))
+  .sort()
+  .map((f) => `docs/${f}`);
 const FILES = ['README.md', 'CHANGELOG.md', 'charts/kpr/README.md', ...docPages];
 const README_MAX_LINES = 250;
 
@@ -24,7 +27,10 @@ function withoutCode(text: string): string[] {
       if (m && m[1][0] === fence[0] && m[1].length >= fence.length) fence = undefined;
       return '';
     }
-    if (m) { fence = m[1]; return ''; }
+    if (m) {
+      fence = m[1];
+      return '';
+    }
     return line.replace(/(`+)[^`]*?\1/g, '');
   });
 }
@@ -47,8 +53,14 @@ export function anchorsOf(text: string): Set<string> {
   let fence: string | undefined;
   for (const line of text.split('\n')) {
     const f = /^\s*(```+|~~~+)/.exec(line);
-    if (fence !== undefined) { if (f && f[1][0] === fence[0] && f[1].length >= fence.length) fence = undefined; continue; }
-    if (f) { fence = f[1]; continue; }
+    if (fence !== undefined) {
+      if (f && f[1][0] === fence[0] && f[1].length >= fence.length) fence = undefined;
+      continue;
+    }
+    if (f) {
+      fence = f[1];
+      continue;
+    }
     const h = /^#{1,6}\s+(.*?)\s*#*\s*$/.exec(line);
     if (!h) continue;
     const base = githubSlug(h[1]);
@@ -59,7 +71,10 @@ export function anchorsOf(text: string): Set<string> {
   return anchors;
 }
 
-export interface Link { line: number; target: string }
+export interface Link {
+  line: number;
+  target: string;
+}
 
 /** The relative links of a markdown file (not in code; no scheme such as https: or mailto:). */
 export function relativeLinksOf(text: string): Link[] {
@@ -84,10 +99,19 @@ function brokenLinks(file: string): string[] {
     const anchor = hash < 0 ? undefined : decodeURIComponent(target.slice(hash + 1));
     const abs = rel === '' ? path.join(root, file) : path.resolve(path.dirname(path.join(root, file)), rel);
     const where = `${file}:${line} ${target}`;
-    if (!abs.startsWith(root + path.sep)) { broken.push(`${where}: outside the repository`); continue; }
-    if (!existsSync(abs)) { broken.push(`${where}: no such file`); continue; }
+    if (!abs.startsWith(root + path.sep)) {
+      broken.push(`${where}: outside the repository`);
+      continue;
+    }
+    if (!existsSync(abs)) {
+      broken.push(`${where}: no such file`);
+      continue;
+    }
     if (anchor === undefined) continue;
-    if (!abs.endsWith('.md')) { broken.push(`${where}: an anchor into a file that is not markdown`); continue; }
+    if (!abs.endsWith('.md')) {
+      broken.push(`${where}: an anchor into a file that is not markdown`);
+      continue;
+    }
     if (!anchorsOf(readFileSync(abs, 'utf8')).has(anchor)) broken.push(`${where}: no heading with this anchor in ${path.relative(root, abs)}`);
   }
   return broken;
@@ -124,7 +148,11 @@ describe('doc links', () => {
     const lines = readme.trimEnd().split('\n').length;
     assert.ok(lines <= README_MAX_LINES, `README.md is ${lines} lines: move reference to docs/`);
     const linked = new Set(relativeLinksOf(readme).map((l) => l.target.split('#')[0]));
-    assert.deepEqual(docPages.filter((p) => !linked.has(p)), [], 'pages of docs/ the README does not link');
+    assert.deepEqual(
+      docPages.filter((p) => !linked.has(p)),
+      [],
+      'pages of docs/ the README does not link',
+    );
     assert.match(readme, /make demo/);
     assert.match(readme, /make test\b/);
   });

@@ -107,10 +107,18 @@ let cycles: string[][] = [];
 
 describe('the agent import graph', () => {
   before(async () => {
-    const agent = await readGraph(['agent', 'native'].map((d) => path.join(root, d)), root);
+    const agent = await readGraph(
+      ['agent', 'native'].map((d) => path.join(root, d)),
+      root,
+    );
     graph = agent.obj();
     assert.deepEqual(agent.warnings().skipped, [], 'every import resolves to a file');
-    cycles = (await readGraph(CYCLE_FREE.map((d) => path.join(root, d)), root)).circular();
+    cycles = (
+      await readGraph(
+        CYCLE_FREE.map((d) => path.join(root, d)),
+        root,
+      )
+    ).circular();
   });
 
   function arrows(from: (file: string) => boolean, to: (target: string) => boolean): string[] {
@@ -131,9 +139,17 @@ describe('the agent import graph', () => {
   });
 
   it('places every module in one layer', () => {
-    assert.deepEqual(Object.keys(graph).filter((f) => layerOf(f) < 0), [], 'a module outside LAYERS: add its folder to a layer (and to docs/contributing.md)');
+    assert.deepEqual(
+      Object.keys(graph).filter((f) => layerOf(f) < 0),
+      [],
+      'a module outside LAYERS: add its folder to a layer (and to docs/contributing.md)',
+    );
     const holds = LAYERS.flatMap((l) => l.holds);
-    assert.deepEqual(holds.filter((h, i) => holds.some((o, j) => j !== i && (o === h || (o.endsWith('/') && h.startsWith(o))))), [], 'a path in two layers');
+    assert.deepEqual(
+      holds.filter((h, i) => holds.some((o, j) => j !== i && (o === h || (o.endsWith('/') && h.startsWith(o))))),
+      [],
+      'a path in two layers',
+    );
   });
 
   it('has no arrow to a later layer (net → base → maps → datapath → config → k8s/plan/lb → reconcile → sync → metrics/health → agent/cli)', () => {
@@ -173,15 +189,30 @@ describe('the agent import graph', () => {
       const [, , layer, holds] = r.split('|').map((c) => c.trim());
       return { layer: layer.replace(/`/g, ''), holds: [...holds.matchAll(/`([^`]+)`/g)].map((m) => m[1]) };
     });
-    assert.deepEqual(stated, LAYERS.map((l) => ({ layer: l.layer, holds: [...l.holds] })));
+    assert.deepEqual(
+      stated,
+      LAYERS.map((l) => ({ layer: l.layer, holds: [...l.holds] })),
+    );
   });
 
   it('has no arrow from agent/plan/ or agent/lb/ to agent/maps/ (the planner and the selection tables do not know the kernel layouts)', () => {
-    assert.deepEqual(arrows((f) => f.startsWith('agent/plan/') || f.startsWith('agent/lb/'), (t) => t.startsWith('agent/maps/')), []);
+    assert.deepEqual(
+      arrows(
+        (f) => f.startsWith('agent/plan/') || f.startsWith('agent/lb/'),
+        (t) => t.startsWith('agent/maps/'),
+      ),
+      [],
+    );
   });
 
   it('has no arrow from agent/config/ to agent/metrics/ (flags are parsed without the metrics servers)', () => {
-    assert.deepEqual(arrows((f) => f.startsWith('agent/config/'), (t) => t.startsWith('agent/metrics/')), []);
+    assert.deepEqual(
+      arrows(
+        (f) => f.startsWith('agent/config/'),
+        (t) => t.startsWith('agent/metrics/'),
+      ),
+      [],
+    );
   });
 
   it("agent/k8s/validate/ is pure: it imports only itself, agent/net/ and client-node's models (no I/O, no state)", () => {
@@ -193,6 +224,12 @@ describe('the agent import graph', () => {
   });
 
   it('agent/net/ imports no other kpr module', () => {
-    assert.deepEqual(arrows((f) => f.startsWith('agent/net/'), (t) => !t.startsWith('agent/net/')), []);
+    assert.deepEqual(
+      arrows(
+        (f) => f.startsWith('agent/net/'),
+        (t) => !t.startsWith('agent/net/'),
+      ),
+      [],
+    );
   });
 });

@@ -65,7 +65,10 @@ describe('map ownership in agent/reconcile/', () => {
       for (const m of text.matchAll(/\bfrom\s*['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)/g)) {
         const spec = m[1] ?? m[2];
         const target = spec.startsWith('.') ? path.relative(root, path.resolve(path.dirname(f), spec)) : spec;
-        assert.ok(!/^(agent\/(maps|datapath|reconcile|sync)\/|native\/)/.test(target) && !spec.startsWith('node:'), `${path.relative(root, f)} imports ${spec}`);
+        assert.ok(
+          !/^(agent\/(maps|datapath|reconcile|sync)\/|native\/)/.test(target) && !spec.startsWith('node:'),
+          `${path.relative(root, f)} imports ${spec}`,
+        );
       }
     }
   });

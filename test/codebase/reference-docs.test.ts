@@ -30,7 +30,10 @@ const read = (file: string) => readFileSync(path.join(root, file), 'utf8');
 
 /** The first cells of a page's table rows, one string per row. */
 function firstCells(text: string): string[] {
-  return text.split('\n').filter((l) => l.startsWith('|')).map((l) => l.split(/(?<!\\)\|/)[1] ?? '');
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith('|'))
+    .map((l) => l.split(/(?<!\\)\|/)[1] ?? '');
 }
 
 /** The flags a usage text names: `--name` anywhere, and `-x` where a line lists one. */
@@ -65,7 +68,7 @@ describe('docs/configuration.md: every flag of kpr-agent --help', () => {
     assert.deepEqual(missing, [], 'flags of kpr-agent --help without a row in docs/configuration.md (first cell, in backticks)');
   });
 
-  it('each other flag --help names (kube-proxy\'s spellings) is on the page', () => {
+  it("each other flag --help names (kube-proxy's spellings) is on the page", () => {
     const missing = mentioned.filter((flag) => !namesFlag(doc, flag));
     assert.deepEqual(missing, [], 'flags named by kpr-agent --help but not in docs/configuration.md');
   });
@@ -89,8 +92,10 @@ describe('docs/metrics.md: every metric and health path', () => {
 
   it('names every metric the agent exports', async () => {
     const names = await exportedMetricNames();
-    assert.ok(names.includes('kpr_syncs_total') && names.includes('kpr_datapath_translations_total') && names.includes('kpr_service_balanced_total'),
-      'the registry lists kpr\'s metrics');
+    assert.ok(
+      names.includes('kpr_syncs_total') && names.includes('kpr_datapath_translations_total') && names.includes('kpr_service_balanced_total'),
+      "the registry lists kpr's metrics",
+    );
     // prom-client's default process_* and nodejs_* series may be covered by one `process_*` / `nodejs_*`; kpr's and kube-proxy's are named one by one.
     const wildcards = [...doc.matchAll(/`([a-z]+_)\*`/g)].map((m) => m[1]).filter((p) => p !== 'kpr_' && p !== 'kubeproxy_');
     const missing = names.filter((n) => !new RegExp(`\`${n}(?![a-z0-9_])`).test(doc) && !wildcards.some((p) => n.startsWith(p)));
@@ -104,7 +109,11 @@ describe('docs/metrics.md: every metric and health path', () => {
       await health.ready();
       await metrics.ready();
       const paths = [health, metrics].flatMap((app) => [...app.printRoutes({ commonPrefix: false }).matchAll(/(\/[A-Za-z0-9_/-]*) \(/g)].map((m) => m[1]));
-      assert.deepEqual([...new Set(paths)].sort(), ['/configz', '/healthz', '/livez', '/metrics', '/proxyMode'].sort(), 'the servers\' routes as this test reads them');
+      assert.deepEqual(
+        [...new Set(paths)].sort(),
+        ['/configz', '/healthz', '/livez', '/metrics', '/proxyMode'].sort(),
+        "the servers' routes as this test reads them",
+      );
       const missing = [...new Set(paths)].filter((p) => !doc.includes(`\`${p}\``));
       assert.deepEqual(missing, [], 'paths of the health and metrics servers that docs/metrics.md does not name');
     } finally {
@@ -117,7 +126,7 @@ describe('docs/metrics.md: every metric and health path', () => {
 describe('docs/cli.md: every command and flag of kpr', () => {
   const doc = read(CLI_DOC);
 
-  it('the flag reference is generated from the commands\' specs', () => {
+  it("the flag reference is generated from the commands' specs", () => {
     const current = currentCliReference(doc);
     assert.ok(current !== undefined, `${CLI_DOC} has the generated flag reference block`);
     assert.equal(current, renderCliReference(), 'run: node dist/test/codebase/cli-reference.js');

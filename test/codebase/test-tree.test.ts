@@ -38,9 +38,30 @@ export const SOURCE_ROOTS = ['native', 'bpf', 'sandbox', 'bench', 'image'];
 
 /** What native/ exports that never reaches the kernel: errors, names of constants, pure arithmetic, the libbpf logger hooks. */
 export const PURE_NATIVE = new Set([
-  'KprBpfError', 'errnoName', 'mapTypeName', 'attachTypeName', 'BPF_ANY', 'BPF_NOEXIST', 'BPF_EXIST', 'BPF_F_LOCK', 'BPF_MAP_TYPE',
-  'BPF_ATTACH_TYPE', 'BPF_TC', 'KPR_TC_FILTER', 'TCX', 'BPF_FS_MAGIC', 'DEFAULT_BPFFS_ROOT', 'BATCH_WRITER_LIBRARY', 'possibleCpus',
-  'sumPerCpuU64', 'perCpuSlots', 'isPerCpuMapType', 'valueStrideFor', 'captureLibbpfMessages', 'setLibbpfLogger', 'silenceLibbpf',
+  'KprBpfError',
+  'errnoName',
+  'mapTypeName',
+  'attachTypeName',
+  'BPF_ANY',
+  'BPF_NOEXIST',
+  'BPF_EXIST',
+  'BPF_F_LOCK',
+  'BPF_MAP_TYPE',
+  'BPF_ATTACH_TYPE',
+  'BPF_TC',
+  'KPR_TC_FILTER',
+  'TCX',
+  'BPF_FS_MAGIC',
+  'DEFAULT_BPFFS_ROOT',
+  'BATCH_WRITER_LIBRARY',
+  'possibleCpus',
+  'sumPerCpuU64',
+  'perCpuSlots',
+  'isPerCpuMapType',
+  'valueStrideFor',
+  'captureLibbpfMessages',
+  'setLibbpfLogger',
+  'silenceLibbpf',
 ]);
 
 /** What sandbox/netns.ts exports that runs nothing. */
@@ -75,7 +96,8 @@ interface ImportLine {
 
 /** The import lines of a source text (static, re-exports, dynamic import()), type-only names left out. */
 export function importLines(file: string, text: string): ImportLine[] {
-  const resolve = (spec: string) => (spec.startsWith('.') ? path.posix.normalize(path.posix.join(path.posix.dirname(file), spec)).replace(/\.js$/, '.ts') : spec);
+  const resolve = (spec: string) =>
+    spec.startsWith('.') ? path.posix.normalize(path.posix.join(path.posix.dirname(file), spec)).replace(/\.js$/, '.ts') : spec;
   const out: ImportLine[] = [];
   for (const m of text.matchAll(/^\s*(import|export)\s+(type\s+)?([^;'"]*?)\s*\bfrom\s*['"]([^'"]+)['"]/gm)) {
     const [, , typeOnly, clause, spec] = m;
@@ -129,7 +151,7 @@ const imports = new Map([...sources].map(([f, text]) => [f, importLines(f, text)
 /** The helper modules that reach the kernel, directly or through another helper (a fixed point). */
 export function kernelHelpersOf(graph: ReadonlyMap<string, readonly ImportLine[]>, texts: ReadonlyMap<string, string>): Set<string> {
   const found = new Set<string>();
-  for (let grew = true; grew; ) {
+  for (let grew = true; grew;) {
     grew = false;
     for (const [file, lines] of graph) {
       if (isTest(file) || found.has(file)) continue;
@@ -166,10 +188,12 @@ export function strayTestDirs(dirs: readonly string[], isSourceDir: (rel: string
 }
 
 function testDirs(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory()).flatMap((e) => {
-    const p = path.join(dir, e.name);
-    return [path.relative(root, p).split(path.sep).join('/'), ...testDirs(p)];
-  });
+  return readdirSync(dir, { withFileTypes: true })
+    .filter((e) => e.isDirectory())
+    .flatMap((e) => {
+      const p = path.join(dir, e.name);
+      return [path.relative(root, p).split(path.sep).join('/'), ...testDirs(p)];
+    });
 }
 
 const isDir = (rel: string) => existsSync(path.join(root, rel)) && statSync(path.join(root, rel)).isDirectory();
@@ -182,7 +206,15 @@ describe('the test tree', () => {
   });
 
   it('finds a folder that mirrors nothing (the check can fail)', () => {
-    const sample = ['test/reconcile', 'test/reconcile/read-back', 'test/reconcile/support', 'test/native', 'test/e2e/x', 'test/kernel-tests', 'test/maps/nothing'];
+    const sample = [
+      'test/reconcile',
+      'test/reconcile/read-back',
+      'test/reconcile/support',
+      'test/native',
+      'test/e2e/x',
+      'test/kernel-tests',
+      'test/maps/nothing',
+    ];
     assert.deepEqual(strayTestDirs(sample, isDir), ['test/kernel-tests', 'test/maps/nothing']);
   });
 
@@ -211,18 +243,27 @@ describe('the test tree', () => {
     assert.deepEqual([pure, loads, viaHelper, spawns].map(facing), [false, true, true, true]);
     const marked = `import { requireRoot } from '../support/preflight.js';\ntest('t', () => { ${MARKS[0].name}(); });\n`;
     const importedOnly = "import { requireRoot } from '../support/preflight.js';\n";
-    assert.deepEqual([marked, importedOnly, loads].map((t) => isMarked(importLines('test/x/a.test.ts', t), t)), [true, false, false]);
+    assert.deepEqual(
+      [marked, importedOnly, loads].map((t) => isMarked(importLines('test/x/a.test.ts', t), t)),
+      [true, false, false],
+    );
   });
 
   it('runs, in the kernel matrix, test files that exist (test/kernels/matrix.ts KERNEL_SUITES)', () => {
     assert.ok(KERNEL_SUITES.length > 20);
-    assert.deepEqual(KERNEL_SUITES.filter((s) => !existsSync(path.join(root, 'test', s.replace(/\.js$/, '.ts')))), []);
+    assert.deepEqual(
+      KERNEL_SUITES.filter((s) => !existsSync(path.join(root, 'test', s.replace(/\.js$/, '.ts')))),
+      [],
+    );
   });
 
   it("names, in the Makefile's UNIT_TEST_DIRS, folders of test/ that exist", () => {
     const line = /^UNIT_TEST_DIRS\s*:=(.*)$/m.exec(readFileSync(path.join(root, 'Makefile'), 'utf8'));
     assert.ok(line, 'the Makefile sets UNIT_TEST_DIRS');
     const named = line[1].trim().split(/\s+/);
-    assert.deepEqual(named.filter((d) => !isDir(`test/${d}`)), []);
+    assert.deepEqual(
+      named.filter((d) => !isDir(`test/${d}`)),
+      [],
+    );
   });
 });

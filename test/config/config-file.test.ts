@@ -28,20 +28,23 @@ function withFile(text: string, fn: (file: string) => void): void {
 const BASE = ['--cgroup-path', '/sys/fs/cgroup'];
 
 test('file values apply; the command line overrides them', () => {
-  withFile('node-name: from-file\nsync-period: 10s\nmin-sync-period: 250ms\nbpffs: /sys/fs/bpf/kpr-x\nk8s-service-host: 198.18.0.2\nk8s-service-port: 6443\nlog-level: debug\n', (file) => {
-    const cfg = parseAgentArgs(['--config', file, ...BASE], {}) as AgentConfig;
-    assert.equal(cfg.nodeName, 'from-file');
-    assert.equal(cfg.syncPeriodMs, 10_000);
-    assert.equal(cfg.minSyncPeriodMs, 250);
-    assert.equal(cfg.bpffsDir, '/sys/fs/bpf/kpr-x');
-    assert.equal(cfg.k8sServiceHost, '198.18.0.2');
-    assert.equal(cfg.k8sServicePort, 6443);
-    assert.equal(cfg.logLevel, 'debug');
-    const over = parseAgentArgs([...BASE, '--node-name', 'from-flag', '--config', file, '--sync-period', '1m'], {}) as AgentConfig;
-    assert.equal(over.nodeName, 'from-flag');
-    assert.equal(over.syncPeriodMs, 60_000);
-    assert.equal(over.minSyncPeriodMs, 250, 'unset on the command line: the file value');
-  });
+  withFile(
+    'node-name: from-file\nsync-period: 10s\nmin-sync-period: 250ms\nbpffs: /sys/fs/bpf/kpr-x\nk8s-service-host: 198.18.0.2\nk8s-service-port: 6443\nlog-level: debug\n',
+    (file) => {
+      const cfg = parseAgentArgs(['--config', file, ...BASE], {}) as AgentConfig;
+      assert.equal(cfg.nodeName, 'from-file');
+      assert.equal(cfg.syncPeriodMs, 10_000);
+      assert.equal(cfg.minSyncPeriodMs, 250);
+      assert.equal(cfg.bpffsDir, '/sys/fs/bpf/kpr-x');
+      assert.equal(cfg.k8sServiceHost, '198.18.0.2');
+      assert.equal(cfg.k8sServicePort, 6443);
+      assert.equal(cfg.logLevel, 'debug');
+      const over = parseAgentArgs([...BASE, '--node-name', 'from-flag', '--config', file, '--sync-period', '1m'], {}) as AgentConfig;
+      assert.equal(over.nodeName, 'from-flag');
+      assert.equal(over.syncPeriodMs, 60_000);
+      assert.equal(over.minSyncPeriodMs, 250, 'unset on the command line: the file value');
+    },
+  );
 });
 
 test('defaults stay when neither file nor flag sets a value; an empty file is fine', () => {
@@ -104,7 +107,10 @@ test('an alias bomb is refused at the alias limit, not expanded', { timeout: 30_
   withFile(ALIAS_BOMB, (file) => {
     assert.throws(() => parseAgentArgs(['--config', file, ...BASE], {}), new RegExp(`^Error: ${file}: not valid YAML: aliases expand beyond the limit of 100`));
   });
-  assert.throws(() => configFileArgs('node-name: &n x\nbpffs: &c [x, &d [y, *c]]\n', AGENT_FLAGS, 'f.yaml'), /f\.yaml: not valid YAML: alias \*c at line 2, column \d+ refers to a node that contains it/);
+  assert.throws(
+    () => configFileArgs('node-name: &n x\nbpffs: &c [x, &d [y, *c]]\n', AGENT_FLAGS, 'f.yaml'),
+    /f\.yaml: not valid YAML: alias \*c at line 2, column \d+ refers to a node that contains it/,
+  );
 });
 
 test('a FIFO, a device, a socket or a directory as --config is refused without reading it', { timeout: 30_000 }, async () => {
@@ -127,7 +133,10 @@ test('a FIFO, a device, a socket or a directory as --config is refused without r
 
 test('a config file over 1 MiB is refused naming the limit; one just under it is read', () => {
   withFile(`node-name: big\n#${'x'.repeat(1024 * 1024)}\n`, (file) => {
-    assert.throws(() => parseAgentArgs(['--config', file, ...BASE], {}), new RegExp(`--config ${file}: too large: ${1024 * 1024 + 17} bytes, the limit is 1 MiB`));
+    assert.throws(
+      () => parseAgentArgs(['--config', file, ...BASE], {}),
+      new RegExp(`--config ${file}: too large: ${1024 * 1024 + 17} bytes, the limit is 1 MiB`),
+    );
   });
   withFile(`node-name: big\n#${'x'.repeat(1024 * 1024 - 20)}\n`, (file) => {
     assert.equal((parseAgentArgs(['--config', file, ...BASE], {}) as AgentConfig).nodeName, 'big');
@@ -135,13 +144,23 @@ test('a config file over 1 MiB is refused naming the limit; one just under it is
 });
 
 test('nesting beyond 100 levels is an error naming the file and line, not a stack overflow', { timeout: 30_000 }, () => {
-  for (const text of [`node-name: ${'['.repeat(100_000)}${']'.repeat(100_000)}\n`, `${'{"a":'.repeat(100_000)}1${'}'.repeat(100_000)}`, Array.from({ length: 150 }, (_, i) => `${' '.repeat(i)}a:`).join('\n')]) {
-    assert.throws(() => configFileArgs(text, AGENT_FLAGS, 'deep.yaml'), /^Error: deep\.yaml: not valid YAML: nesting deeper than the limit of 100 levels at line \d+, column \d+$/);
+  for (const text of [
+    `node-name: ${'['.repeat(100_000)}${']'.repeat(100_000)}\n`,
+    `${'{"a":'.repeat(100_000)}1${'}'.repeat(100_000)}`,
+    Array.from({ length: 150 }, (_, i) => `${' '.repeat(i)}a:`).join('\n'),
+  ]) {
+    assert.throws(
+      () => configFileArgs(text, AGENT_FLAGS, 'deep.yaml'),
+      /^Error: deep\.yaml: not valid YAML: nesting deeper than the limit of 100 levels at line \d+, column \d+$/,
+    );
   }
 });
 
 test('repeated keys and several documents are errors; comments, anchors, quotes and merge keys still read', () => {
-  assert.throws(() => configFileArgs('node-name: a\nlog-level: info\nnode-name: b\n', AGENT_FLAGS, 'f.yaml'), /f\.yaml: not valid YAML: Map keys must be unique: "node-name" repeats at line 3, column 1/);
+  assert.throws(
+    () => configFileArgs('node-name: a\nlog-level: info\nnode-name: b\n', AGENT_FLAGS, 'f.yaml'),
+    /f\.yaml: not valid YAML: Map keys must be unique: "node-name" repeats at line 3, column 1/,
+  );
   assert.throws(() => configFileArgs('node-name: a\n---\nnode-name: b\n', AGENT_FLAGS, 'f.yaml'), /f\.yaml: expected one YAML document, found 2/);
   const text = [
     '%YAML 1.2',
@@ -157,11 +176,18 @@ test('repeated keys and several documents are errors; comments, anchors, quotes 
     '...',
     '',
   ].join('\n');
-  assert.deepEqual(configFileArgs(text, AGENT_FLAGS), ['--node-name=node-1', '--bpffs=/sys/fs/bpf/kpr', '--sync-period=10s', '--min-sync-period=10s', '--k8s-service-port=6443', '--log-level=debug']);
+  assert.deepEqual(configFileArgs(text, AGENT_FLAGS), [
+    '--node-name=node-1',
+    '--bpffs=/sys/fs/bpf/kpr',
+    '--sync-period=10s',
+    '--min-sync-period=10s',
+    '--k8s-service-port=6443',
+    '--log-level=debug',
+  ]);
   assert.deepEqual(configFileArgs('# only a comment\n', AGENT_FLAGS), []);
 });
 
-test('a boolean in the config file is a string flag\'s true/false (service-counters: false)', async () => {
+test("a boolean in the config file is a string flag's true/false (service-counters: false)", async () => {
   const { parseAgentArgs } = await import('../../agent/config/agent-config.js');
   const { mkdtempSync, writeFileSync, rmSync } = await import('node:fs');
   const os = await import('node:os');

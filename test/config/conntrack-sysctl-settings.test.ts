@@ -30,9 +30,29 @@ function withFiles<T>(files: Record<string, string>, fn: (p: (name: string) => s
 }
 
 const values = (s: ConntrackSysctlSettings) => Object.fromEntries(Object.entries(s).map(([k, v]) => [k, v.value]));
-const KUBE_PROXY_DEFAULTS = { maxPerCore: 32768, min: 131072, tcpEstablishedTimeoutS: 86400, tcpCloseWaitTimeoutS: 3600, tcpBeLiberal: false, udpTimeoutS: 0, udpStreamTimeoutS: 0 };
+const KUBE_PROXY_DEFAULTS = {
+  maxPerCore: 32768,
+  min: 131072,
+  tcpEstablishedTimeoutS: 86400,
+  tcpCloseWaitTimeoutS: 3600,
+  tcpBeLiberal: false,
+  udpTimeoutS: 0,
+  udpStreamTimeoutS: 0,
+};
 /** kubeadm's config.conf with its conntrack section's lines replaced. */
-const withConntrack = (lines: Record<string, string>) => CONFIG_CONF.replace(/^conntrack:\n((?: {2}.*\n)+)/m, (_, body: string) => `conntrack:\n${body.split('\n').filter(Boolean).map((l) => { const k = l.trim().split(':')[0]; return k in lines ? `  ${k}: ${lines[k]}` : l; }).join('\n')}\n`);
+const withConntrack = (lines: Record<string, string>) =>
+  CONFIG_CONF.replace(
+    /^conntrack:\n((?: {2}.*\n)+)/m,
+    (_, body: string) =>
+      `conntrack:\n${body
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => {
+          const k = l.trim().split(':')[0];
+          return k in lines ? `  ${k}: ${lines[k]}` : l;
+        })
+        .join('\n')}\n`,
+  );
 
 test("kubeadm's ConfigMap and command line: kube-proxy's defaults (null is the default)", () => {
   withFiles({ 'config.conf': CONFIG_CONF }, (p) => {
@@ -46,12 +66,28 @@ test("kubeadm's ConfigMap and command line: kube-proxy's defaults (null is the d
 });
 
 test("a KubeProxyConfiguration's values, with kube-proxy's meaning of zero, and the file as their source", () => {
-  const text = withConntrack({ maxPerCore: '0', min: '0', tcpEstablishedTimeout: '0s', tcpCloseWaitTimeout: '30m0s', tcpBeLiberal: 'true', udpTimeout: '45s', udpStreamTimeout: '0s' });
+  const text = withConntrack({
+    maxPerCore: '0',
+    min: '0',
+    tcpEstablishedTimeout: '0s',
+    tcpCloseWaitTimeout: '30m0s',
+    tcpBeLiberal: 'true',
+    udpTimeout: '45s',
+    udpStreamTimeout: '0s',
+  });
   assert.match(text, /maxPerCore: 0\n/);
   withFiles({ 'config.conf': text }, (p) => {
     const r = conntrackSysctlsArgs([`--config=${p('config.conf')}`]);
     // maxPerCore/min/tcpEstablishedTimeout 0: left as is (pointer fields); udpStreamTimeout 0s: its default, 0.
-    assert.deepEqual(values(r.settings), { maxPerCore: 0, min: 0, tcpEstablishedTimeoutS: 0, tcpCloseWaitTimeoutS: 1800, tcpBeLiberal: true, udpTimeoutS: 45, udpStreamTimeoutS: 0 });
+    assert.deepEqual(values(r.settings), {
+      maxPerCore: 0,
+      min: 0,
+      tcpEstablishedTimeoutS: 0,
+      tcpCloseWaitTimeoutS: 1800,
+      tcpBeLiberal: true,
+      udpTimeoutS: 45,
+      udpStreamTimeoutS: 0,
+    });
     assert.equal(r.settings.tcpCloseWaitTimeoutS.from, `${p('config.conf')}: conntrack.tcpCloseWaitTimeout`);
     assert.equal(r.settings.udpStreamTimeoutS.from, "kube-proxy's default");
   });
@@ -60,15 +96,39 @@ test("a KubeProxyConfiguration's values, with kube-proxy's meaning of zero, and 
 test("precedence: kube-proxy's file < kpr's file < the command line, in any order of --config; kube-proxy's flag spellings", () => {
   const kp = withConntrack({ maxPerCore: '65536', min: '200000', tcpEstablishedTimeout: '2h0m0s', udpTimeout: '10s' });
   withFiles({ 'config.conf': kp, 'kpr.yaml': 'conntrack-min: 300000\nct-udp-timeout: 20s\nsync-period: 1m\n' }, (p) => {
-    for (const order of [[p('config.conf'), p('kpr.yaml')], [p('kpr.yaml'), p('config.conf')]]) {
-      const r = conntrackSysctlsArgs([...order.map((f) => `--config=${f}`), '--conntrack-tcp-timeout-established=3h', '--conntrack-tcp-be-liberal', '--conntrack-udp-timeout-stream', '2m', '--dry-run']);
-      assert.deepEqual(values(r.settings), { maxPerCore: 65536, min: 300000, tcpEstablishedTimeoutS: 10800, tcpCloseWaitTimeoutS: 3600, tcpBeLiberal: true, udpTimeoutS: 20, udpStreamTimeoutS: 120 });
+    for (const order of [
+      [p('config.conf'), p('kpr.yaml')],
+      [p('kpr.yaml'), p('config.conf')],
+    ]) {
+      const r = conntrackSysctlsArgs([
+        ...order.map((f) => `--config=${f}`),
+        '--conntrack-tcp-timeout-established=3h',
+        '--conntrack-tcp-be-liberal',
+        '--conntrack-udp-timeout-stream',
+        '2m',
+        '--dry-run',
+      ]);
+      assert.deepEqual(values(r.settings), {
+        maxPerCore: 65536,
+        min: 300000,
+        tcpEstablishedTimeoutS: 10800,
+        tcpCloseWaitTimeoutS: 3600,
+        tcpBeLiberal: true,
+        udpTimeoutS: 20,
+        udpStreamTimeoutS: 120,
+      });
       assert.equal(r.settings.maxPerCore.from, `${p('config.conf')}: conntrack.maxPerCore`);
       assert.equal(r.settings.min.from, `${p('kpr.yaml')}: conntrack-min`);
       assert.equal(r.settings.tcpEstablishedTimeoutS.from, 'command line --ct-tcp-timeout');
       assert.equal(r.dryRun, true);
     }
-    const flags = conntrackSysctlsArgs([`--config=${p('config.conf')}`, '--conntrack-max-per-core=0', '--conntrack-tcp-be-liberal=false', '--conntrack-tcp-timeout-close-wait', '0s']);
+    const flags = conntrackSysctlsArgs([
+      `--config=${p('config.conf')}`,
+      '--conntrack-max-per-core=0',
+      '--conntrack-tcp-be-liberal=false',
+      '--conntrack-tcp-timeout-close-wait',
+      '0s',
+    ]);
     assert.deepEqual([flags.settings.maxPerCore.value, flags.settings.tcpBeLiberal.value, flags.settings.tcpCloseWaitTimeoutS.value], [0, false, 0]);
   });
 });

@@ -124,13 +124,19 @@ test('parseDuration: milliseconds; a bare number is seconds; negatives and Go er
   assert.equal(parseDuration('30'), 30_000, 'kpr: bare seconds');
   assert.equal(parseDuration(' 2.5 '), 2500);
   assert.throws(() => parseDuration('-1s', '--sync-period'), /^Error: invalid --sync-period "-1s" \(must not be negative\)$/);
-  assert.throws(() => parseDuration('1d', '--sync-period'), /^Error: invalid --sync-period "1d" \(a Go duration such as 300ms, 30s, 1m30s or 24h0m0s: time: unknown unit "d" in duration "1d"\)$/);
+  assert.throws(
+    () => parseDuration('1d', '--sync-period'),
+    /^Error: invalid --sync-period "1d" \(a Go duration such as 300ms, 30s, 1m30s or 24h0m0s: time: unknown unit "d" in duration "1d"\)$/,
+  );
   assert.throws(() => parseDuration('ten'), /^Error: invalid duration "ten"/);
 });
 
 test("Go durations reach the agent's settings, from flags and from a --config file", () => {
   const base = ['--cgroup-path', '/sys/fs/cgroup'];
-  const cfg = parseAgentArgs([...base, '--sync-period', '1m30s', '--min-sync-period=300ms', '--ct-tcp-timeout', '24h0m0s', '--ct-udp-timeout', '1m', '--ct-sweep-interval', '1h'], {}) as AgentConfig;
+  const cfg = parseAgentArgs(
+    [...base, '--sync-period', '1m30s', '--min-sync-period=300ms', '--ct-tcp-timeout', '24h0m0s', '--ct-udp-timeout', '1m', '--ct-sweep-interval', '1h'],
+    {},
+  ) as AgentConfig;
   assert.deepEqual([cfg.syncPeriodMs, cfg.minSyncPeriodMs, cfg.ctTcpTimeoutS, cfg.ctUdpTimeoutS, cfg.ctSweepIntervalMs], [90_000, 300, 86_400, 60, 3_600_000]);
   assert.throws(() => parseAgentArgs([...base, '--ct-tcp-closing-timeout', '10x'], {}), /invalid --ct-tcp-closing-timeout "10x"/);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'kpr-duration-'));

@@ -16,7 +16,10 @@ test('default: empty (every externalIP); a comma-separated IPv4/IPv6 list is kep
 
 test('an invalid entry fails the start, naming it', () => {
   for (const bad of ['203.0.113.0', '203.0.113.0/33', 'example.com/24', '2001:db8::/129']) {
-    assert.throws(() => parseAgentArgs([...BASE, `--external-ip-cidrs=198.18.0.0/15,${bad}`], {}), new RegExp(`invalid --external-ip-cidrs entry "${bad.replace(/[./]/g, '\\$&')}"`));
+    assert.throws(
+      () => parseAgentArgs([...BASE, `--external-ip-cidrs=198.18.0.0/15,${bad}`], {}),
+      new RegExp(`invalid --external-ip-cidrs entry "${bad.replace(/[./]/g, '\\$&')}"`),
+    );
   }
 });
 

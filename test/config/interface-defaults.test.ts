@@ -18,7 +18,11 @@ test('default --pod-interfaces include eni* and vlan* (AWS VPC CNI) beside veth*
 
 test('an EKS node: eth0/ens5 are external, the VPC CNI eni… and vlan… interfaces face pods, lo is neither', () => {
   const cfg = defaults();
-  const sel = selectInterfaces(['lo', 'eth0', 'ens5', 'eni1a2b3c4d5e6', 'enia9f8e7d6c5b', 'vlan5f4c8f9cdbc', 'vlan.eth.1'], cfg.externalInterfaces, cfg.podInterfaces);
+  const sel = selectInterfaces(
+    ['lo', 'eth0', 'ens5', 'eni1a2b3c4d5e6', 'enia9f8e7d6c5b', 'vlan5f4c8f9cdbc', 'vlan.eth.1'],
+    cfg.externalInterfaces,
+    cfg.podInterfaces,
+  );
   // vlan5f4c8f9cdbc: the host side of a pod with its own security groups (its branch ENI's traffic);
   // vlan.eth.1, that branch ENI's VLAN device, matches too: what arrives there is the VPC's traffic to
   // that pod, in which kpr_tc_pod finds nothing of its own and passes on.

@@ -32,12 +32,16 @@ const BAD: Array<[string, RegExp]> = [
 
 test('a host with a port or a scheme is refused, saying why and what to give; the flag and the --config key alike', () => {
   for (const [host, why] of BAD) {
-    assert.throws(() => parseAgentArgs([...BASE, '--k8s-service-host', host], IN_CLUSTER), (err: Error) => {
-      assert.ok(err.message.startsWith(`invalid --k8s-service-host "${host}": `), err.message);
-      assert.match(err.message, why);
-      assert.match(err.message, /a bare IP address or DNS name, e\.g\. 198\.18\.0\.2, 2001:db8::2 or api\.example\.com; the port goes in --k8s-service-port/);
-      return true;
-    }, host);
+    assert.throws(
+      () => parseAgentArgs([...BASE, '--k8s-service-host', host], IN_CLUSTER),
+      (err: Error) => {
+        assert.ok(err.message.startsWith(`invalid --k8s-service-host "${host}": `), err.message);
+        assert.match(err.message, why);
+        assert.match(err.message, /a bare IP address or DNS name, e\.g\. 198\.18\.0\.2, 2001:db8::2 or api\.example\.com; the port goes in --k8s-service-port/);
+        return true;
+      },
+      host,
+    );
   }
   const dir = mkdtempSync(path.join(os.tmpdir(), 'kpr-host-'));
   try {
@@ -66,7 +70,10 @@ test('loadKubeConfig refuses a bad serviceHost too, instead of the URL setter dr
   const dir = mkdtempSync(path.join(os.tmpdir(), 'kpr-host-'));
   try {
     const file = path.join(dir, 'kubeconfig');
-    writeFileSync(file, 'apiVersion: v1\nkind: Config\nclusters:\n- cluster: {server: "https://10.96.0.1:443"}\n  name: c\ncontexts:\n- context: {cluster: c, user: u}\n  name: x\ncurrent-context: x\nusers:\n- name: u\n  user: {token: t}\n');
+    writeFileSync(
+      file,
+      'apiVersion: v1\nkind: Config\nclusters:\n- cluster: {server: "https://10.96.0.1:443"}\n  name: c\ncontexts:\n- context: {cluster: c, user: u}\n  name: x\ncurrent-context: x\nusers:\n- name: u\n  user: {token: t}\n',
+    );
     assert.equal(loadKubeConfig({ kubeconfig: file, serviceHost: '198.18.0.2', servicePort: 6443 }).getCurrentCluster()?.server, 'https://198.18.0.2:6443');
     assert.throws(() => loadKubeConfig({ kubeconfig: file, serviceHost: '198.18.0.2:6443' }), /invalid serviceHost "198\.18\.0\.2:6443": it has a port/);
     assert.throws(() => loadKubeConfig({ kubeconfig: file, serviceHost: 'https://198.18.0.2' }), /it has a scheme/);

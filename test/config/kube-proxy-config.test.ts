@@ -17,7 +17,14 @@ import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import YAML from 'yaml';
 import { AGENT_FLAGS, parseAgentArgs, type AgentConfig } from '../../agent/config/agent-config.js';
-import { IGNORED_KUBE_PROXY_SETTINGS_MESSAGE, kubeProxyConfigLeaves, logIgnoredKubeProxySettings, logUnknownKubeProxyFields, mapsToFlag, UNKNOWN_KUBE_PROXY_FIELDS_MESSAGE } from '../../agent/config/kube-proxy-config.js';
+import {
+  IGNORED_KUBE_PROXY_SETTINGS_MESSAGE,
+  kubeProxyConfigLeaves,
+  logIgnoredKubeProxySettings,
+  logUnknownKubeProxyFields,
+  mapsToFlag,
+  UNKNOWN_KUBE_PROXY_FIELDS_MESSAGE,
+} from '../../agent/config/kube-proxy-config.js';
 import { loadKubeConfig } from '../../agent/k8s/kubeconfig.js';
 import { translateKubeProxyFlags } from '../../agent/config/kube-proxy-flags.js';
 import { loggerTo } from '../../agent/log/log.js';
@@ -47,14 +54,26 @@ test("kubeadm's kube-proxy ConfigMap and DaemonSet flags: kpr's defaults, its ku
     const defaults = agent([]);
     assert.equal(cfg.nodeName, 'node-1');
     assert.equal(cfg.kubeconfig, '/var/lib/kube-proxy/kubeconfig.conf');
-    for (const key of ['syncPeriodMs', 'minSyncPeriodMs', 'healthzBindAddress', 'metricsBindAddress', 'nodePortAddresses', 'ctTcpTimeoutS', 'ctTcpClosingTimeoutS', 'ctUdpTimeoutS'] as const) {
+    for (const key of [
+      'syncPeriodMs',
+      'minSyncPeriodMs',
+      'healthzBindAddress',
+      'metricsBindAddress',
+      'nodePortAddresses',
+      'ctTcpTimeoutS',
+      'ctTcpClosingTimeoutS',
+      'ctUdpTimeoutS',
+    ] as const) {
       assert.deepEqual(cfg[key], defaults[key], `${key}: zero values are the defaults`);
     }
     assert.deepEqual(cfg.ignoredKubeProxySettings, ['bindAddress', 'clusterCIDR']);
     // The ConfigMap's kubeconfig.conf (mounted beside config.conf) reads, and --k8s-service-host still overrides its server.
     const kc = loadKubeConfig({ kubeconfig: path.join(dir, 'kubeconfig.conf') });
     assert.equal(kc.getCurrentCluster()?.server, 'https://198.18.0.2:6443');
-    assert.equal(loadKubeConfig({ kubeconfig: path.join(dir, 'kubeconfig.conf'), serviceHost: '2001:db8::2' }).getCurrentCluster()?.server, 'https://[2001:db8::2]:6443');
+    assert.equal(
+      loadKubeConfig({ kubeconfig: path.join(dir, 'kubeconfig.conf'), serviceHost: '2001:db8::2' }).getCurrentCluster()?.server,
+      'https://[2001:db8::2]:6443',
+    );
   });
 });
 
@@ -107,7 +126,7 @@ test('nodePortAddresses keywords: "all" is every address, "localhost" (not serve
   });
 });
 
-test("a field v1alpha1 does not have is decoded leniently, as kube-proxy does: the agent starts, one warning line names the fields", () => {
+test('a field v1alpha1 does not have is decoded leniently, as kube-proxy does: the agent starts, one warning line names the fields', () => {
   // kubeadm's ConfigMap as a newer kube-proxy writes it, with fields this v1alpha1 does not have, at the top and in a section.
   const text = `${configMap.data['config.conf']}\nnewTopLevelField: {a: 1}\n`.replace('conntrack:\n', 'conntrack:\n  tcpSynTimeout: 1m\n');
   withConfig(text, (file) => {
@@ -124,7 +143,10 @@ test("a field v1alpha1 does not have is decoded leniently, as kube-proxy does: t
     logUnknownKubeProxyFields(agent([]).unknownKubeProxyFields, log);
     assert.equal(lines.length, 1);
     const line = JSON.parse(lines[0]);
-    assert.deepEqual([line.level, line.msg, line.file, line.fields], [40, UNKNOWN_KUBE_PROXY_FIELDS_MESSAGE, file, 'conntrack.tcpSynTimeout, newTopLevelField']);
+    assert.deepEqual(
+      [line.level, line.msg, line.file, line.fields],
+      [40, UNKNOWN_KUBE_PROXY_FIELDS_MESSAGE, file, 'conntrack.tcpSynTimeout, newTopLevelField'],
+    );
   });
   withConfig(kubeProxyDoc('hostnameOverrid: n1\n'), (file) => {
     assert.deepEqual(agent(['--config', file]).unknownKubeProxyFields, [{ file, fields: ['hostnameOverrid'] }], 'a typo is named, not applied');
@@ -143,11 +165,18 @@ test('a value of the wrong type for a known field stays an error naming its path
   ];
   for (const [fields, want] of cases) {
     withConfig(kubeProxyDoc(fields), (file) => {
-      assert.throws(() => agent(['--config', file]), (err: Error) => err.message.startsWith(`${file}: `) && want.test(err.message), fields);
+      assert.throws(
+        () => agent(['--config', file]),
+        (err: Error) => err.message.startsWith(`${file}: `) && want.test(err.message),
+        fields,
+      );
     });
   }
   withConfig('apiVersion: kubeproxy.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n', (file) => {
-    assert.throws(() => agent(['--config', file]), /apiVersion "kubeproxy\.config\.k8s\.io\/v1beta1" is not supported \(kpr reads kubeproxy\.config\.k8s\.io\/v1alpha1\)/);
+    assert.throws(
+      () => agent(['--config', file]),
+      /apiVersion "kubeproxy\.config\.k8s\.io\/v1beta1" is not supported \(kpr reads kubeproxy\.config\.k8s\.io\/v1alpha1\)/,
+    );
   });
 });
 
@@ -157,7 +186,9 @@ test("mode nftables: NodePorts default to the primary addresses, as kube-proxy's
     assert.deepEqual(agent(['--config', file, '--node-port-addresses', '10.0.0.0/8']).nodePortAddresses, ['10.0.0.0/8'], 'given addresses stay');
     assert.deepEqual(agent(['--config', file, '--proxy-mode', 'iptables']).nodePortAddresses, [], 'the command line mode wins');
   });
-  withConfig(kubeProxyDoc('mode: nftables\nnodePortAddresses: [all]\n'), (file) => assert.deepEqual(agent(['--config', file]).nodePortAddresses, ['0.0.0.0/0', '::/0']));
+  withConfig(kubeProxyDoc('mode: nftables\nnodePortAddresses: [all]\n'), (file) =>
+    assert.deepEqual(agent(['--config', file]).nodePortAddresses, ['0.0.0.0/0', '::/0']),
+  );
   for (const mode of ['iptables', 'ipvs', '""']) {
     withConfig(kubeProxyDoc(`mode: ${mode}\n`), (file) => assert.deepEqual(agent(['--config', file]).nodePortAddresses, [], mode));
   }
@@ -169,19 +200,37 @@ test("kube-proxy's config file and kpr's together (--config twice, either order)
   withDir({ 'config.conf': kubeProxy, 'kpr.yaml': 'sync-period: 45s\nhealthz-bind-address: 0.0.0.0:10256\n' }, (dir) => {
     const kp = path.join(dir, 'config.conf');
     const kpr = path.join(dir, 'kpr.yaml');
-    for (const order of [[kp, kpr], [kpr, kp]]) {
+    for (const order of [
+      [kp, kpr],
+      [kpr, kp],
+    ]) {
       const cfg = agent([...order.map((f) => `--config=${f}`), '--min-sync-period=3s']);
-      assert.deepEqual([cfg.nodeName, cfg.metricsBindAddress, cfg.syncPeriodMs, cfg.minSyncPeriodMs, cfg.healthzBindAddress], ['from-kube-proxy', '0.0.0.0:10249', 45_000, 3000, '0.0.0.0:10256']);
+      assert.deepEqual(
+        [cfg.nodeName, cfg.metricsBindAddress, cfg.syncPeriodMs, cfg.minSyncPeriodMs, cfg.healthzBindAddress],
+        ['from-kube-proxy', '0.0.0.0:10249', 45_000, 3000, '0.0.0.0:10256'],
+      );
     }
   });
 });
 
 test('ignored settings, flags and file fields, are named in one info line; none, no line', () => {
-  const text = kubeProxyDoc('mode: nftables\nclusterCIDR: 10.244.0.0/16\nfeatureGates:\n  NFTablesProxyMode: true\nconntrack:\n  maxPerCore: 0\n  tcpCloseWaitTimeout: 1h\niptables:\n  masqueradeAll: true\nlogging:\n  verbosity: 2\n');
+  const text = kubeProxyDoc(
+    'mode: nftables\nclusterCIDR: 10.244.0.0/16\nfeatureGates:\n  NFTablesProxyMode: true\nconntrack:\n  maxPerCore: 0\n  tcpCloseWaitTimeout: 1h\niptables:\n  masqueradeAll: true\nlogging:\n  verbosity: 2\n',
+  );
   withConfig(text, (file) => {
     const cfg = agent(['--config', file, '--cluster-cidr', '10.244.0.0/16', '--proxy-mode=nftables', '--masquerade-all', '--proxy-mode', 'ipvs']);
     // Flags first, each once; then the file's fields in file order.
-    assert.deepEqual(cfg.ignoredKubeProxySettings, ['--cluster-cidr', '--proxy-mode', '--masquerade-all', 'mode', 'clusterCIDR', 'featureGates', 'conntrack.tcpCloseWaitTimeout', 'iptables.masqueradeAll', 'logging']);
+    assert.deepEqual(cfg.ignoredKubeProxySettings, [
+      '--cluster-cidr',
+      '--proxy-mode',
+      '--masquerade-all',
+      'mode',
+      'clusterCIDR',
+      'featureGates',
+      'conntrack.tcpCloseWaitTimeout',
+      'iptables.masqueradeAll',
+      'logging',
+    ]);
     const stream = new PassThrough();
     const lines: string[] = [];
     stream.on('data', (b: Buffer) => lines.push(...b.toString().split('\n').filter(Boolean)));
@@ -192,12 +241,35 @@ test('ignored settings, flags and file fields, are named in one info line; none,
     const line = JSON.parse(lines[0]);
     assert.equal(line.msg, IGNORED_KUBE_PROXY_SETTINGS_MESSAGE);
     assert.equal(line.level, 30);
-    assert.equal(line.settings, '--cluster-cidr, --proxy-mode, --masquerade-all, mode, clusterCIDR, featureGates, conntrack.tcpCloseWaitTimeout, iptables.masqueradeAll, logging');
+    assert.equal(
+      line.settings,
+      '--cluster-cidr, --proxy-mode, --masquerade-all, mode, clusterCIDR, featureGates, conntrack.tcpCloseWaitTimeout, iptables.masqueradeAll, logging',
+    );
   });
 });
 
 test("kube-proxy's flag spellings: aliases of kpr's flags, ignored ones dropped with their value, refused ones explained", () => {
-  const cfg = agent(['--hostname-override', 'n1', '--nodeport-addresses', '10.0.0.0/8', '--nodeport-addresses=primary', '--conntrack-tcp-timeout-established=2h', '--conntrack-udp-timeout', '45s', '--iptables-sync-period', '1m', '--iptables-min-sync-period=1s', '--kubeconfig', '/k.conf', '--healthz-bind-address', '0.0.0.0:10256', '--v=2', '--oom-score-adj', '-999', '--bind-address-hard-fail']);
+  const cfg = agent([
+    '--hostname-override',
+    'n1',
+    '--nodeport-addresses',
+    '10.0.0.0/8',
+    '--nodeport-addresses=primary',
+    '--conntrack-tcp-timeout-established=2h',
+    '--conntrack-udp-timeout',
+    '45s',
+    '--iptables-sync-period',
+    '1m',
+    '--iptables-min-sync-period=1s',
+    '--kubeconfig',
+    '/k.conf',
+    '--healthz-bind-address',
+    '0.0.0.0:10256',
+    '--v=2',
+    '--oom-score-adj',
+    '-999',
+    '--bind-address-hard-fail',
+  ]);
   assert.deepEqual(
     [cfg.nodeName, cfg.nodePortAddresses, cfg.ctTcpTimeoutS, cfg.ctUdpTimeoutS, cfg.syncPeriodMs, cfg.minSyncPeriodMs, cfg.kubeconfig, cfg.logLevel],
     ['n1', ['10.0.0.0/8', 'primary'], 7200, 45, 60_000, 1000, '/k.conf', 'debug'],
@@ -210,7 +282,10 @@ test("kube-proxy's flag spellings: aliases of kpr's flags, ignored ones dropped 
   // A value of one of kpr's flags is never read as a kube-proxy flag.
   assert.equal(agent(['--node-name=--cluster-cidr']).nodeName, '--cluster-cidr');
   assert.equal(agent(['--external-interfaces', 'eth0', '--pod-interfaces', 'veth*']).ignoredKubeProxySettings.length, 0);
-  assert.throws(() => agent(['--master', 'https://198.18.0.2:6443']), /--master: kpr-agent has no --master: use --k8s-service-host\/--k8s-service-port or --kubeconfig/);
+  assert.throws(
+    () => agent(['--master', 'https://198.18.0.2:6443']),
+    /--master: kpr-agent has no --master: use --k8s-service-host\/--k8s-service-port or --kubeconfig/,
+  );
   assert.throws(() => agent(['--cleanup']), /run `kpr cleanup-kube-proxy`/);
   assert.throws(() => agent(['--masquerade-all=yes']), /--masquerade-all \(a kube-proxy flag\) is true or false, not "yes"/);
   assert.throws(() => agent(['--cluster-cidr']), /--cluster-cidr \(a kube-proxy flag\) needs a value/);
@@ -220,7 +295,15 @@ test("kube-proxy's flag spellings: aliases of kpr's flags, ignored ones dropped 
 test("docs/configuration.md's kube-proxy config table lists every v1alpha1 field with what kpr does with it", () => {
   const readme = readFileSync(path.join(repoRoot, 'docs', 'configuration.md'), 'utf8');
   for (const [field, leaf] of kubeProxyConfigLeaves()) {
-    const row = readme.split('\n').find((l) => l.startsWith('| ') && l.split('|')[1].split(',').map((c) => c.trim()).includes(`\`${field}\``));
+    const row = readme.split('\n').find(
+      (l) =>
+        l.startsWith('| ') &&
+        l
+          .split('|')[1]
+          .split(',')
+          .map((c) => c.trim())
+          .includes(`\`${field}\``),
+    );
     assert.ok(row, `docs/configuration.md has a row for ${field}`);
     // A field whose flag the agent has maps to it (conntrack.maxPerCore/min: once the agent has --conntrack-max-per-core/--conntrack-min).
     if (mapsToFlag(leaf, (f) => Object.hasOwn(AGENT_FLAGS, f.slice(2)))) assert.ok(row.includes(`\`${leaf.flag}\``), `${field} → ${leaf.flag}: ${row}`);
@@ -236,5 +319,11 @@ test("a kube-proxy flag kpr has itself (as --conntrack-min with run-time map siz
     argv: ['--conntrack-min', '131072', '--conntrack-max-per-core=0'],
     ignored: ['--cluster-cidr'],
   });
-  assert.deepEqual(translateKubeProxyFlags(['--node-name', 'a', '--', '--hostname-override', 'b'], kpr(['node-name'])).argv, ['--node-name', 'a', '--', '--hostname-override', 'b']);
+  assert.deepEqual(translateKubeProxyFlags(['--node-name', 'a', '--', '--hostname-override', 'b'], kpr(['node-name'])).argv, [
+    '--node-name',
+    'a',
+    '--',
+    '--hostname-override',
+    'b',
+  ]);
 });

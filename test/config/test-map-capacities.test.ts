@@ -11,6 +11,9 @@ const args = ['--cgroup-path', '/sys/fs/cgroup', '--node-name', 'n1'];
 test('KPR_TEST_MAP_CAPACITIES: unset by default, parsed when set, a bad entry refused', () => {
   assert.equal((parseAgentArgs(args, {}) as AgentConfig).testMapCapacities, undefined);
   assert.deepEqual((parseAgentArgs(args, { KPR_TEST_MAP_CAPACITIES: 'svc=40, backend=30' }) as AgentConfig).testMapCapacities, { svc: 40, backend: 30 });
-  assert.throws(() => parseAgentArgs(args, { KPR_TEST_MAP_CAPACITIES: 'vip=3' }), /invalid KPR_TEST_MAP_CAPACITIES entry "vip=3" .*keys: svc, backend, affinityMatch, srcRange/);
+  assert.throws(
+    () => parseAgentArgs(args, { KPR_TEST_MAP_CAPACITIES: 'vip=3' }),
+    /invalid KPR_TEST_MAP_CAPACITIES entry "vip=3" .*keys: svc, backend, affinityMatch, srcRange/,
+  );
   assert.throws(() => parseAgentArgs(args, { KPR_TEST_MAP_CAPACITIES: 'svc=-1' }), /invalid KPR_TEST_MAP_CAPACITIES/);
 });

@@ -39,18 +39,21 @@ function lines(child: ChildProcess): { all: string[]; next: (re: RegExp, what: s
   const waiters: Array<{ re: RegExp; resolve: (l: string) => void }> = [];
   createInterface({ input: child.stdout! }).on('line', (l) => {
     all.push(l);
-    for (const w of waiters.splice(0)) if (w.re.test(l)) w.resolve(l); else waiters.push(w);
+    for (const w of waiters.splice(0))
+      if (w.re.test(l)) w.resolve(l);
+      else waiters.push(w);
   });
   let stderr = '';
   child.stderr?.on('data', (d) => (stderr += d));
   return {
     all,
-    next: (re, what) => new Promise((resolve, reject) => {
-      const seen = all.find((l) => re.test(l));
-      if (seen) return resolve(seen);
-      waiters.push({ re, resolve });
-      child.once('exit', (code) => reject(new Error(`${what}: exited ${code} before ${re}: ${all.join(' | ')} ${stderr}`)));
-    }),
+    next: (re, what) =>
+      new Promise((resolve, reject) => {
+        const seen = all.find((l) => re.test(l));
+        if (seen) return resolve(seen);
+        waiters.push({ re, resolve });
+        child.once('exit', (code) => reject(new Error(`${what}: exited ${code} before ${re}: ${all.join(' | ')} ${stderr}`)));
+      }),
   };
 }
 
@@ -63,14 +66,23 @@ function python3(): string {
 
 /** logContainsFn: the client's tries (new socket, same source port, `nc -w`) until `backend` answers one. */
 async function clientReaches(target: string, backend: string): Promise<void> {
-  await eventually(`pod-client → ${target} from :${SRC_PORT} answered by ${backend}`, async () => {
-    const [rep] = await c.batch({ pod: 'pod-client' }, [{ mode: 'udp', target, srcPort: SRC_PORT, message: 'hostname', timeoutMs: 1000 }]);
-    return rep.byPod[backend] === 1;
-  }, 60_000, 300);
+  await eventually(
+    `pod-client → ${target} from :${SRC_PORT} answered by ${backend}`,
+    async () => {
+      const [rep] = await c.batch({ pod: 'pod-client' }, [{ mode: 'udp', target, srcPort: SRC_PORT, message: 'hostname', timeoutMs: 1000 }]);
+      return rep.byPod[backend] === 1;
+    },
+    60_000,
+    300,
+  );
 }
 
 /** The server-pod-cycle tests: backend 1 answers; backend 2 is added and backend 1 deleted; backend 2 answers. */
-async function serverPodCycles(svcName: string, target: (svc: ReturnType<ConformanceBox['createService']>) => string, type: 'ClusterIP' | 'NodePort'): Promise<void> {
+async function serverPodCycles(
+  svcName: string,
+  target: (svc: ReturnType<ConformanceBox['createService']>) => string,
+  type: 'ClusterIP' | 'NodePort',
+): Promise<void> {
   const svc = c.createService(svcName, { type, ports: UDP, selector: { name: svcName } });
   // The client starts before any backend exists.
   await c.batch({ pod: 'pod-client' }, [{ mode: 'udp', target: target(svc), srcPort: SRC_PORT, message: 'hostname', timeoutMs: 500 }]);
@@ -91,10 +103,20 @@ const tests: Record<string, UpstreamImpl> = {
     c.trackConnections('node-2');
     // Port 80 (the pod's HTTP server) shows when the proxy serves the Service: the boom server takes one connection only.
     const svc = c.createService('boom-server', {
-      ports: [{ name: 'tcp', port: 9000, targetPort: 9000, protocol: 'TCP' }, { name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' }],
+      ports: [
+        { name: 'tcp', port: 9000, targetPort: 9000, protocol: 'TCP' },
+        { name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' },
+      ],
       selector: { app: 'boom-server' },
     });
-    c.setEndpoints('boom-server', [{ pod: 'pod-server-2' }], [{ name: 'tcp', port: 9000 }, { name: 'http', port: 8080 }]);
+    c.setEndpoints(
+      'boom-server',
+      [{ pod: 'pod-server-2' }],
+      [
+        { name: 'tcp', port: 9000 },
+        { name: 'http', port: 8080 },
+      ],
+    );
     const py = python3();
     const script = path.join(repoRoot, 'sandbox', 'out-of-window.py');
     const server = c.box.spawnIn(c.podNs('pod-server-2'), py, [script, 'server', '9000'], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -102,14 +124,17 @@ const tests: Record<string, UpstreamImpl> = {
     const serverOut = lines(server);
     await serverOut.next(/^ready$/, 'boom-server');
     await eventually('the Service is served', async () => (await c.fromPod('pod-client', 'once', `${clusterIP(svc)}:80`)).byPod['pod-server-2'] === 1);
-    const client = c.box.spawnIn(c.podNs('pod-client'), py, [script, 'client', clusterIP(svc), '9000'], { cgroupOf: 'node-1', stdio: ['pipe', 'pipe', 'pipe'] });
+    const client = c.box.spawnIn(c.podNs('pod-client'), py, [script, 'client', clusterIP(svc), '9000'], {
+      cgroupOf: 'node-1',
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     children.push(client);
     const clientOut = lines(client);
     await clientOut.next(/^connected$/, 'client');
     await serverOut.next(/^connection established 198\.18\.10\.50:/, 'boom-server');
     await serverOut.next(/^bad packets sent$/, 'boom-server');
     // upstream: "boom-server pod did not send any bad packet to the client" fails the test; here the client's node saw them, INVALID.
-    await eventually('node-1\'s conntrack sees the out-of-window segments as INVALID', async () => c.invalidPackets('node-1') >= 3);
+    await eventually("node-1's conntrack sees the out-of-window segments as INVALID", async () => c.invalidPackets('node-1') >= 3);
     client.stdin!.write('go\n');
     const reply = await clientOut.next(/^(reply|ERROR)/, 'client');
     const rst = await serverOut.next(/RST/, 'boom-server');

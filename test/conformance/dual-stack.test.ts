@@ -20,8 +20,16 @@ import { after, before, describe } from 'node:test';
 import { scaled } from '../../sandbox/time-scale.js';
 import { requireRoot } from '../support/preflight.js';
 import {
-  ConformanceBox, dialAll, eventually, FAIL_TIMEOUT_MS, hostPortOf as at, nodePortOf, registerUpstream,
-  type PodSpec, type UpstreamImpl, type Who,
+  ConformanceBox,
+  dialAll,
+  eventually,
+  FAIL_TIMEOUT_MS,
+  hostPortOf as at,
+  nodePortOf,
+  registerUpstream,
+  type PodSpec,
+  type UpstreamImpl,
+  type Who,
 } from './harness.js';
 import type { KubeObject } from '../../sandbox/apiserver.js';
 import { assertSctpNotCarried } from './sctp.js';
@@ -36,7 +44,10 @@ const PORTS = [
   { name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' },
   { name: 'udp', port: 90, targetPort: 5353, protocol: 'UDP' },
 ];
-const SLICE_PORTS = [{ name: 'http', port: 8080 }, { name: 'udp', port: 5353, protocol: 'UDP' as const }];
+const SLICE_PORTS = [
+  { name: 'http', port: 8080 },
+  { name: 'udp', port: 5353, protocol: 'UDP' as const },
+];
 /** The hostNetwork servers' ports (sandbox/pod-server.js on the node: http, udp = http + 1, echo = http + 2). */
 const HOST_HTTP = 10280;
 
@@ -75,7 +86,11 @@ async function updateEndpoints(proto: 'http' | 'udp'): Promise<void> {
       return rep.ok === 10 && Object.keys(rep.byPod).join() === 'web-2a';
     });
   } finally {
-    c.setEndpoints('node-port-service', EPS.map((pod) => ({ pod })), SLICE_PORTS);
+    c.setEndpoints(
+      'node-port-service',
+      EPS.map((pod) => ({ pod })),
+      SLICE_PORTS,
+    );
   }
 }
 
@@ -116,11 +131,25 @@ const SCTP_PORT = 2105;
  */
 async function sctpSecondaryFamily(): Promise<void> {
   const svc = createConfigService('sctp-service', {}, [{ name: 'sctp', port: SCTP_PORT, targetPort: SCTP_PORT, protocol: 'SCTP' }]);
-  c.setEndpoints('sctp-service', EPS.map((pod) => ({ pod })), [{ name: 'sctp', port: SCTP_PORT, protocol: 'SCTP' }]);
+  c.setEndpoints(
+    'sctp-service',
+    EPS.map((pod) => ({ pod })),
+    [{ name: 'sctp', port: SCTP_PORT, protocol: 'SCTP' }],
+  );
   const ip6 = svc.spec.clusterIPs[1] as string;
   const controls = Object.fromEntries(EPS.map((pod) => [pod, c.podIp6(pod)]));
   try {
-    await assertSctpNotCarried(c, TEST_CONTAINER, [[ip6, SCTP_PORT], [secondaryNodeIP(), nodePortOf(svc, 0)]], { from: TEST_CONTAINER, target: [ip6, SCTP_PORT] }, controls, SCTP_PORT);
+    await assertSctpNotCarried(
+      c,
+      TEST_CONTAINER,
+      [
+        [ip6, SCTP_PORT],
+        [secondaryNodeIP(), nodePortOf(svc, 0)],
+      ],
+      { from: TEST_CONTAINER, target: [ip6, SCTP_PORT] },
+      controls,
+      SCTP_PORT,
+    );
   } finally {
     c.deleteService('sctp-service');
   }
@@ -149,9 +178,17 @@ const tests: Record<string, UpstreamImpl> = {
         { name: 'http', port: 80, targetPort: HOST_HTTP, protocol: 'TCP' },
         { name: 'udp', port: 90, targetPort: HOST_HTTP + 1, protocol: 'UDP' },
       ]);
-      c.setEndpoints('host-network-service', [{ pod: 'netserver-0', hostNetworkOn: 'node-1' }, { pod: 'netserver-1', hostNetworkOn: 'node-2' }], [
-        { name: 'http', port: HOST_HTTP }, { name: 'udp', port: HOST_HTTP + 1, protocol: 'UDP' },
-      ]);
+      c.setEndpoints(
+        'host-network-service',
+        [
+          { pod: 'netserver-0', hostNetworkOn: 'node-1' },
+          { pod: 'netserver-1', hostNetworkOn: 'node-2' },
+        ],
+        [
+          { name: 'http', port: HOST_HTTP },
+          { name: 'udp', port: HOST_HTTP + 1, protocol: 'UDP' },
+        ],
+      );
       const hostnames = ['node-1', 'node-2'];
       const ip6 = svc.spec.clusterIPs[1] as string;
       const http = at(ip6, 80);
@@ -181,12 +218,28 @@ describe('conformance: test/e2e/network/dual_stack.go', { timeout: scaled(150_00
     requireRoot();
     c = await ConformanceBox.start(PODS, [], { ipv6: true });
     const svc = createConfigService('node-port-service');
-    c.setEndpoints('node-port-service', EPS.map((pod) => ({ pod })), SLICE_PORTS);
+    c.setEndpoints(
+      'node-port-service',
+      EPS.map((pod) => ({ pod })),
+      SLICE_PORTS,
+    );
     const aff = createConfigService('session-affinity-service', { sessionAffinity: 'ClientIP' });
-    c.setEndpoints('session-affinity-service', EPS.map((pod) => ({ pod })), SLICE_PORTS);
-    Object.assign(cfg, { secondaryClusterIP: svc.spec.clusterIPs[1], httpNodePort: nodePortOf(svc, 0), udpNodePort: nodePortOf(svc, 1), affinityIP: aff.spec.clusterIPs[1] });
+    c.setEndpoints(
+      'session-affinity-service',
+      EPS.map((pod) => ({ pod })),
+      SLICE_PORTS,
+    );
+    Object.assign(cfg, {
+      secondaryClusterIP: svc.spec.clusterIPs[1],
+      httpNodePort: nodePortOf(svc, 0),
+      udpNodePort: nodePortOf(svc, 1),
+      affinityIP: aff.spec.clusterIPs[1],
+    });
     // The config waits for its Service to be up before any test dials.
-    await eventually('node-port-service programmed', async () => (await c.batch(TEST_CONTAINER, [{ mode: 'once', target: at(cfg.secondaryClusterIP, 80) }]))[0].ok === 1);
+    await eventually(
+      'node-port-service programmed',
+      async () => (await c.batch(TEST_CONTAINER, [{ mode: 'once', target: at(cfg.secondaryClusterIP, 80) }]))[0].ok === 1,
+    );
   });
   after(async () => {
     await c?.close();

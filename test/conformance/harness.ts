@@ -44,15 +44,24 @@ export function registerUpstream(file: UpstreamFile, impls: Record<string, Upstr
     const impl = impls[e.name];
     if (e.status === 'todo') test(e.name, { todo: 'not written yet (docs/conformance.md)' });
     else if (e.status === 'n/a') test(e.name, { skip: `n/a: ${e.note}` });
-    else test(e.name, async () => {
-      assert.ok(impl, `${file} "${e.name}" is listed as ${e.status} but has no test`);
-      await impl();
-    });
+    else
+      test(e.name, async () => {
+        assert.ok(impl, `${file} "${e.name}" is listed as ${e.status} but has no test`);
+        await impl();
+      });
   }
   test(`every test of this file is an upstream ${file} test listed as pass or difference`, () => {
     const listed = new Map(entries.map((e) => [e.name, e.status]));
-    assert.deepEqual(Object.keys(impls).filter((n) => !listed.has(n)), [], 'tests with no upstream entry');
-    assert.deepEqual(Object.keys(impls).filter((n) => listed.get(n) === 'todo' || listed.get(n) === 'n/a'), [], 'written tests still listed as todo or n/a');
+    assert.deepEqual(
+      Object.keys(impls).filter((n) => !listed.has(n)),
+      [],
+      'tests with no upstream entry',
+    );
+    assert.deepEqual(
+      Object.keys(impls).filter((n) => listed.get(n) === 'todo' || listed.get(n) === 'n/a'),
+      [],
+      'written tests still listed as todo or n/a',
+    );
   });
 }
 
@@ -184,8 +193,12 @@ export class ConformanceBox {
         endpoints: endpoints.map((e) => {
           const { address, node } = this.endpointAddress(e, family);
           return {
-            addresses: [address], conditions: e.conditions ?? READY, nodeName: node, targetRef: { kind: 'Pod', namespace: NS, name: e.pod },
-            ...(e.zone ? { zone: e.zone } : {}), ...(e.hintZone ? { hints: { forZones: [{ name: e.hintZone }] } } : {}),
+            addresses: [address],
+            conditions: e.conditions ?? READY,
+            nodeName: node,
+            targetRef: { kind: 'Pod', namespace: NS, name: e.pod },
+            ...(e.zone ? { zone: e.zone } : {}),
+            ...(e.hintZone ? { hints: { forZones: [{ name: e.hintZone }] } } : {}),
           };
         }),
       };
@@ -245,7 +258,10 @@ export class ConformanceBox {
     if (!cl) {
       const ns = 'pod' in who ? this.podNs(who.pod) : this.box.nodes[who.node].ns;
       const node = 'pod' in who ? this.pod(who.pod).node : who.node;
-      const child = this.box.spawnIn(ns, process.execPath, [path.join(repoRoot, 'dist', 'sandbox', 'client.js'), 'serve'], { cgroupOf: node, stdio: ['pipe', 'pipe', 'pipe'] });
+      const child = this.box.spawnIn(ns, process.execPath, [path.join(repoRoot, 'dist', 'sandbox', 'client.js'), 'serve'], {
+        cgroupOf: node,
+        stdio: ['pipe', 'pipe', 'pipe'],
+      });
       const lines = createInterface({ input: child.stdout! });
       const waiting: Array<(line: string) => void> = [];
       let stderr = '';
@@ -254,7 +270,15 @@ export class ConformanceBox {
       child.once('exit', (code) => {
         for (const w of waiting.splice(0)) w(JSON.stringify({ exited: code, stderr }));
       });
-      cl = { child, next: Promise.resolve(), send: (line: string) => new Promise<string>((resolve) => { waiting.push(resolve); child.stdin!.write(line + '\n'); }) };
+      cl = {
+        child,
+        next: Promise.resolve(),
+        send: (line: string) =>
+          new Promise<string>((resolve) => {
+            waiting.push(resolve);
+            child.stdin!.write(line + '\n');
+          }),
+      };
       this.clients.set(key, cl);
     }
     const client = cl;
@@ -263,7 +287,10 @@ export class ConformanceBox {
       if (out.exited !== undefined) throw new Error(`client of ${key} exited ${out.exited}: ${out.stderr}`);
       return out.steps ?? [];
     });
-    client.next = run.then(() => undefined, () => undefined);
+    client.next = run.then(
+      () => undefined,
+      () => undefined,
+    );
     return run;
   }
 
@@ -273,10 +300,22 @@ export class ConformanceBox {
    * node's hostname); its HTTP port is `httpPort`, UDP and echo the two next.
    */
   async startHostServer(node: NodeName, httpPort: number): Promise<ChildProcess> {
-    const child = this.box.sandbox.spawnIn(this.box.nodes[node].ns, process.execPath, [
-      path.join(repoRoot, 'dist', 'sandbox', 'pod-server.js'), '--name', node,
-      '--http-port', String(httpPort), '--udp-port', String(httpPort + 1), '--echo-port', String(httpPort + 2),
-    ], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = this.box.sandbox.spawnIn(
+      this.box.nodes[node].ns,
+      process.execPath,
+      [
+        path.join(repoRoot, 'dist', 'sandbox', 'pod-server.js'),
+        '--name',
+        node,
+        '--http-port',
+        String(httpPort),
+        '--udp-port',
+        String(httpPort + 1),
+        '--echo-port',
+        String(httpPort + 2),
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     await waitForLine(child, 'ready', `hostNetwork server on ${node}`);
     return child;
   }
@@ -291,7 +330,8 @@ export class ConformanceBox {
   async expectRounds(who: Who, rounds: number, checks: Check[], pauseMs = 200): Promise<void> {
     const steps: BatchStep[] = [];
     for (let r = 0; r < rounds; r++) {
-      for (const ch of checks) steps.push({ mode: ch.udp ? 'udp' : 'once', target: ch.target, timeoutMs: ch.want === null ? FAIL_TIMEOUT_MS : 3000, overlap: true });
+      for (const ch of checks)
+        steps.push({ mode: ch.udp ? 'udp' : 'once', target: ch.target, timeoutMs: ch.want === null ? FAIL_TIMEOUT_MS : 3000, overlap: true });
       if (r < rounds - 1) steps.push({ mode: 'sleep', ms: pauseMs });
     }
     const reports = (await this.batch(who, steps)).filter((_, i) => steps[i].mode !== 'sleep');
@@ -348,14 +388,18 @@ export class ConformanceBox {
  */
 export async function dialAll(c: ConformanceBox, who: Who, proto: 'http' | 'udp', target: string, pods: string[], timeoutMs = 15_000): Promise<void> {
   const seen = new Set<string>();
-  await eventually(`${JSON.stringify(who)} → ${target} (${proto}) reaches ${pods.join(', ')}`, async () => {
-    const [rep] = await c.batch(who, [{ mode: proto, target, count: 4 * pods.length, timeoutMs: FAIL_TIMEOUT_MS }]);
-    for (const p of Object.keys(rep.byPod)) {
-      assert.ok(pods.includes(p), `${target}: ${p} answered, not one of ${pods.join(', ')}`);
-      seen.add(p);
-    }
-    return pods.every((p) => seen.has(p));
-  }, timeoutMs);
+  await eventually(
+    `${JSON.stringify(who)} → ${target} (${proto}) reaches ${pods.join(', ')}`,
+    async () => {
+      const [rep] = await c.batch(who, [{ mode: proto, target, count: 4 * pods.length, timeoutMs: FAIL_TIMEOUT_MS }]);
+      for (const p of Object.keys(rep.byPod)) {
+        assert.ok(pods.includes(p), `${target}: ${p} answered, not one of ${pods.join(', ')}`);
+        seen.add(p);
+      }
+      return pods.every((p) => seen.has(p));
+    },
+    timeoutMs,
+  );
 }
 
 /** The batch step of one request as the client's flags describe it (--count, --timeout-ms, --path, --message). */

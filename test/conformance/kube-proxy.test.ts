@@ -45,36 +45,62 @@ const tests: Record<string, UpstreamImpl> = {
     const serverIp = c.nodeIp('node-2');
     c.trackConnections('node-1');
     // The chart's init container: `kpr conntrack-sysctls` with the agent's arguments, in the node's namespace.
-    const sysctls = spawnSync('nsenter', [`--net=${nsPath(clientNode.ns)}`, cliBin, 'conntrack-sysctls', ...c.box.agentArgs('node-1')], { encoding: 'utf8', timeout: 60_000 });
+    const sysctls = spawnSync('nsenter', [`--net=${nsPath(clientNode.ns)}`, cliBin, 'conntrack-sysctls', ...c.box.agentArgs('node-1')], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
     assert.equal(sysctls.status, 0, `${sysctls.stdout}\n${sysctls.stderr}`);
     assert.match(sysctls.stdout, /nf_conntrack_tcp_timeout_close_wait\s+\d+\s+3600\s+written/, sysctls.stdout);
 
     // nat-closewait-server: closes every connection it accepts (its FIN), on node-2's address.
-    const server = c.box.sandbox.spawnIn(c.box.nodes['node-2'].ns, process.execPath, ['-e', `
+    const server = c.box.sandbox.spawnIn(
+      c.box.nodes['node-2'].ns,
+      process.execPath,
+      [
+        '-e',
+        `
       require('node:net').createServer((s) => { s.on('error', () => {}); s.end(); })
         .listen(${TEST_DAEMON_TCP_PORT}, '${serverIp}', () => console.log('ready'));
-    `], { stdio: ['ignore', 'pipe', 'pipe'] });
+    `,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     children.push(server);
     await waitForLine(server, 'ready', 'nat-closewait-server');
     // nat-closewait-client with LeakConnection: reads the server's FIN and never closes its side (CLOSE_WAIT).
-    const client = c.box.spawnIn(c.podNs('e2e-net-client'), process.execPath, ['-e', `
+    const client = c.box.spawnIn(
+      c.podNs('e2e-net-client'),
+      process.execPath,
+      [
+        '-e',
+        `
       const s = require('node:net').connect({ host: '${serverIp}', port: ${TEST_DAEMON_TCP_PORT}, allowHalfOpen: true });
       s.on('end', () => console.log('fin received'));
       s.on('error', (e) => { console.log('error ' + e.message); process.exit(1); });
       s.resume();
       setInterval(() => {}, 60_000); // the process (and so its socket) lives until the test ends
-    `], { cgroupOf: 'node-1', stdio: ['ignore', 'pipe', 'pipe'] });
+    `,
+      ],
+      { cgroupOf: 'node-1', stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     children.push(client);
     await waitForLine(client, 'fin received', 'nat-closewait-client');
 
     // conntrack -L -f ipv4 -d <server node IP> | grep -m 1 'CLOSE_WAIT.*dport=11302', on the client's node.
-    const entry = new RegExp(`^ipv4\\s+2\\s+tcp\\s+6\\s+(\\d+)\\s+CLOSE_WAIT\\s+src=\\S+\\s+dst=${serverIp.replaceAll('.', '\\.')}\\s+sport=\\d+\\s+dport=${TEST_DAEMON_TCP_PORT}\\s`, 'm');
+    const entry = new RegExp(
+      `^ipv4\\s+2\\s+tcp\\s+6\\s+(\\d+)\\s+CLOSE_WAIT\\s+src=\\S+\\s+dst=${serverIp.replaceAll('.', '\\.')}\\s+sport=\\d+\\s+dport=${TEST_DAEMON_TCP_PORT}\\s`,
+      'm',
+    );
     let table = '';
-    const timeoutS = await eventually(`a CLOSE_WAIT conntrack entry to ${serverIp}:${TEST_DAEMON_TCP_PORT} on node-1`, async () => {
-      table = inNs(clientNode.ns, 'cat', '/proc/net/nf_conntrack');
-      const m = entry.exec(table);
-      return m ? Number(m[1]) : undefined;
-    }, 15_000).catch((err: Error) => {
+    const timeoutS = await eventually(
+      `a CLOSE_WAIT conntrack entry to ${serverIp}:${TEST_DAEMON_TCP_PORT} on node-1`,
+      async () => {
+        table = inNs(clientNode.ns, 'cat', '/proc/net/nf_conntrack');
+        const m = entry.exec(table);
+        return m ? Number(m[1]) : undefined;
+      },
+      15_000,
+    ).catch((err: Error) => {
       throw new Error(`${err.message}\nnode-1's conntrack table:\n${table}`);
     });
     assert.ok(Math.abs(timeoutS - EXPECTED_TIMEOUT_S) < EPSILON_S, `wrong TCP CLOSE_WAIT timeout: ${timeoutS} expected: ${EXPECTED_TIMEOUT_S}`);

@@ -28,8 +28,10 @@ const tests: Record<string, UpstreamImpl> = {
   // loadbalancer.go (LoadBalancers ESIPP): "should work for type=NodePort"
   'should work for type=NodePort': async () => {
     const svc = c.createService('external-local-nodeport', {
-      type: 'NodePort', externalTrafficPolicy: 'Local',
-      ports: [{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' }], selector: { name: 'external-local-nodeport' },
+      type: 'NodePort',
+      externalTrafficPolicy: 'Local',
+      ports: [{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' }],
+      selector: { name: 'external-local-nodeport' },
     });
     c.setEndpoints('external-local-nodeport', [{ pod: 'external-local-nodeport' }]);
     // getEndpointNodesWithInternalIP: the nodes with an endpoint, by InternalIP.
@@ -42,7 +44,11 @@ const tests: Record<string, UpstreamImpl> = {
           return r.ok === 1 ? r : undefined;
         });
         assert.deepEqual(rep.byPod, { 'external-local-nodeport': 1 });
-        assert.deepEqual(rep.seenAs, { [c.pod(testContainer).ip]: 1 }, `Source IP was NOT preserved: ${testContainer} → ${target}, the backend saw ${JSON.stringify(rep.seenAs)}`);
+        assert.deepEqual(
+          rep.seenAs,
+          { [c.pod(testContainer).ip]: 1 },
+          `Source IP was NOT preserved: ${testContainer} → ${target}, the backend saw ${JSON.stringify(rep.seenAs)}`,
+        );
       }
     }
   },

@@ -17,8 +17,16 @@ import { after, before, describe } from 'node:test';
 import { scaled } from '../../sandbox/time-scale.js';
 import { requireRoot } from '../support/preflight.js';
 import {
-  clusterIP, ConformanceBox, dialAll, eventually, FAIL_TIMEOUT_MS, nodePortOf, registerUpstream,
-  type PodSpec, type UpstreamImpl, type Who,
+  clusterIP,
+  ConformanceBox,
+  dialAll,
+  eventually,
+  FAIL_TIMEOUT_MS,
+  nodePortOf,
+  registerUpstream,
+  type PodSpec,
+  type UpstreamImpl,
+  type Who,
 } from './harness.js';
 import { assertSctpNotCarried } from './sctp.js';
 
@@ -32,7 +40,10 @@ const PORTS = [
   { name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' },
   { name: 'udp', port: 90, targetPort: 5353, protocol: 'UDP' },
 ];
-const SLICE_PORTS = [{ name: 'http', port: 8080 }, { name: 'udp', port: 5353, protocol: 'UDP' as const }];
+const SLICE_PORTS = [
+  { name: 'http', port: 8080 },
+  { name: 'udp', port: 5353, protocol: 'UDP' as const },
+];
 
 let c: ConformanceBox;
 /** The config's addresses: ClusterIP, node IP (the first node's), node ports. */
@@ -61,7 +72,11 @@ async function updateEndpoints(proto: 'http' | 'udp'): Promise<void> {
       return rep.ok === 10 && Object.keys(rep.byPod).join() === 'web-2a';
     });
   } finally {
-    c.setEndpoints('node-port-service', EPS.map((pod) => ({ pod })), SLICE_PORTS);
+    c.setEndpoints(
+      'node-port-service',
+      EPS.map((pod) => ({ pod })),
+      SLICE_PORTS,
+    );
   }
 }
 
@@ -71,12 +86,19 @@ async function updateEndpoints(proto: 'http' | 'udp'): Promise<void> {
  */
 async function updateNodePort(proto: 'http' | 'udp'): Promise<void> {
   const svc = c.createService(`np-update-${proto}`, { type: 'NodePort', ports: PORTS, selector: { name: `np-update-${proto}` } });
-  c.setEndpoints(`np-update-${proto}`, EPS.map((pod) => ({ pod })), SLICE_PORTS);
+  c.setEndpoints(
+    `np-update-${proto}`,
+    EPS.map((pod) => ({ pod })),
+    SLICE_PORTS,
+  );
   const target = at(nodeIP(), nodePortOf(svc, proto === 'http' ? 0 : 1));
   await dialAll(c, HOST_TEST_CONTAINER, proto, target, EPS);
   c.deleteService(`np-update-${proto}`);
   await eventually(`${target} gets zero endpoints`, async () => {
-    const reps = await c.batch(HOST_TEST_CONTAINER, Array.from({ length: 10 }, () => ({ mode: proto, target, timeoutMs: 500, overlap: true })));
+    const reps = await c.batch(
+      HOST_TEST_CONTAINER,
+      Array.from({ length: 10 }, () => ({ mode: proto, target, timeoutMs: 500, overlap: true })),
+    );
     return reps.length === 10 && reps.every((rep) => rep.ok === 0 && rep.failed === 1);
   });
 }
@@ -88,8 +110,16 @@ let sctpSvc: { clusterIP: string; nodePort: number } | undefined;
 
 function sctpConfig(): { clusterIP: string; nodePort: number } {
   if (!sctpSvc) {
-    const svc = c.createService('sctp-service', { type: 'NodePort', ports: [{ name: 'sctp', port: SCTP_PORT, targetPort: SCTP_TARGET, protocol: 'SCTP' }], selector: { app: 'netserver' } });
-    c.setEndpoints('sctp-service', EPS.map((pod) => ({ pod })), [{ name: 'sctp', port: SCTP_TARGET, protocol: 'SCTP' }]);
+    const svc = c.createService('sctp-service', {
+      type: 'NodePort',
+      ports: [{ name: 'sctp', port: SCTP_PORT, targetPort: SCTP_TARGET, protocol: 'SCTP' }],
+      selector: { app: 'netserver' },
+    });
+    c.setEndpoints(
+      'sctp-service',
+      EPS.map((pod) => ({ pod })),
+      [{ name: 'sctp', port: SCTP_TARGET, protocol: 'SCTP' }],
+    );
     sctpSvc = { clusterIP: clusterIP(svc), nodePort: nodePortOf(svc, 0) };
   }
   return sctpSvc;
@@ -112,7 +142,17 @@ function sctpConfig(): { clusterIP: string; nodePort: number } {
 async function sctpServiceAndNodePort(who: Who): Promise<void> {
   const svc = sctpConfig();
   const controls = Object.fromEntries(EPS.map((pod) => [pod, c.pod(pod).ip]));
-  await assertSctpNotCarried(c, who, [[svc.clusterIP, SCTP_PORT], [nodeIP(), svc.nodePort]], { from: TEST_CONTAINER, target: [svc.clusterIP, SCTP_PORT] }, controls, SCTP_TARGET);
+  await assertSctpNotCarried(
+    c,
+    who,
+    [
+      [svc.clusterIP, SCTP_PORT],
+      [nodeIP(), svc.nodePort],
+    ],
+    { from: TEST_CONTAINER, target: [svc.clusterIP, SCTP_PORT] },
+    controls,
+    SCTP_TARGET,
+  );
 }
 
 /** GetEndpointsFromTestContainer with SessionAffinityChecks: exactly one endpoint answers. */
@@ -152,9 +192,17 @@ const tests: Record<string, UpstreamImpl> = {
   // networking.go: a second NodePort Service on the same pods keeps working when the first is deleted.
   'should function for multiple endpoint-Services with same selector': async () => {
     const first = c.createService('first-same-selector', { type: 'NodePort', ports: PORTS, selector: { app: 'netserver' } });
-    c.setEndpoints('first-same-selector', EPS.map((pod) => ({ pod })), SLICE_PORTS);
+    c.setEndpoints(
+      'first-same-selector',
+      EPS.map((pod) => ({ pod })),
+      SLICE_PORTS,
+    );
     const svc2 = c.createService('second-same-selector', { type: 'NodePort', ports: PORTS, selector: { app: 'netserver' } });
-    c.setEndpoints('second-same-selector', EPS.map((pod) => ({ pod })), SLICE_PORTS);
+    c.setEndpoints(
+      'second-same-selector',
+      EPS.map((pod) => ({ pod })),
+      SLICE_PORTS,
+    );
     await dialAll(c, ENDPOINT_CONTAINER, 'http', at(clusterIP(first), 80), EPS);
     await dialAll(c, ENDPOINT_CONTAINER, 'http', at(nodeIP(), nodePortOf(first)), EPS);
     await dialAll(c, ENDPOINT_CONTAINER, 'http', at(clusterIP(svc2), 80), EPS);
@@ -192,13 +240,25 @@ const tests: Record<string, UpstreamImpl> = {
     const HOST_HTTP = 10280; // the servers' http port; udp and echo the next two
     const servers = await Promise.all([c.startHostServer('node-1', HOST_HTTP), c.startHostServer('node-2', HOST_HTTP)]);
     try {
-      const svc = c.createService('host-network-service', { type: 'NodePort', selector: { app: 'host-network' }, ports: [
-        { name: 'http', port: 80, targetPort: HOST_HTTP, protocol: 'TCP' },
-        { name: 'udp', port: 90, targetPort: HOST_HTTP + 1, protocol: 'UDP' },
-      ] });
-      c.setEndpoints('host-network-service', [{ pod: 'netserver-0', hostNetworkOn: 'node-1' }, { pod: 'netserver-1', hostNetworkOn: 'node-2' }], [
-        { name: 'http', port: HOST_HTTP }, { name: 'udp', port: HOST_HTTP + 1, protocol: 'UDP' },
-      ]);
+      const svc = c.createService('host-network-service', {
+        type: 'NodePort',
+        selector: { app: 'host-network' },
+        ports: [
+          { name: 'http', port: 80, targetPort: HOST_HTTP, protocol: 'TCP' },
+          { name: 'udp', port: 90, targetPort: HOST_HTTP + 1, protocol: 'UDP' },
+        ],
+      });
+      c.setEndpoints(
+        'host-network-service',
+        [
+          { pod: 'netserver-0', hostNetworkOn: 'node-1' },
+          { pod: 'netserver-1', hostNetworkOn: 'node-2' },
+        ],
+        [
+          { name: 'http', port: HOST_HTTP },
+          { name: 'udp', port: HOST_HTTP + 1, protocol: 'UDP' },
+        ],
+      );
       const hostnames = ['node-1', 'node-2'];
       const [http, udp] = [at(clusterIP(svc), 80), at(clusterIP(svc), 90)];
       const [httpNode, udpNode] = [at(nodeIP(), nodePortOf(svc, 0)), at(nodeIP(), nodePortOf(svc, 1))];
@@ -226,17 +286,26 @@ describe('conformance: test/e2e/network/networking.go', { timeout: scaled(150_00
     requireRoot();
     c = await ConformanceBox.start(PODS);
     const svc = c.createService('node-port-service', { type: 'NodePort', ports: PORTS, selector: { app: 'netserver' } });
-    c.setEndpoints('node-port-service', EPS.map((pod) => ({ pod })), SLICE_PORTS);
+    c.setEndpoints(
+      'node-port-service',
+      EPS.map((pod) => ({ pod })),
+      SLICE_PORTS,
+    );
     const aff = c.createService('session-affinity-service', { type: 'NodePort', ports: PORTS, selector: { app: 'netserver' }, sessionAffinity: 'ClientIP' });
-    c.setEndpoints('session-affinity-service', EPS.map((pod) => ({ pod })), SLICE_PORTS);
+    c.setEndpoints(
+      'session-affinity-service',
+      EPS.map((pod) => ({ pod })),
+      SLICE_PORTS,
+    );
     Object.assign(cfg, { clusterIP: clusterIP(svc), httpNodePort: nodePortOf(svc, 0), udpNodePort: nodePortOf(svc, 1), affinityIP: clusterIP(aff) });
     // The config waits for its Service to be up before any test dials.
-    await eventually('node-port-service programmed', async () => (await c.batch(TEST_CONTAINER, [{ mode: 'once', target: at(cfg.clusterIP, 80) }]))[0].ok === 1);
+    await eventually(
+      'node-port-service programmed',
+      async () => (await c.batch(TEST_CONTAINER, [{ mode: 'once', target: at(cfg.clusterIP, 80) }]))[0].ok === 1,
+    );
   });
   after(async () => {
     await c?.close();
   });
   registerUpstream('networking.go', tests);
 });
-
-

@@ -53,7 +53,10 @@ export async function injectInits(c: ConformanceBox, who: Who, ip: string, port:
 /** The SCTP INITs to `port` that reached a pod: "SRC_IP:SRC_PORT" each. */
 export class InitSniffer {
   readonly seen: string[] = [];
-  private constructor(readonly pod: string, private readonly child: ChildProcess) {}
+  private constructor(
+    readonly pod: string,
+    private readonly child: ChildProcess,
+  ) {}
 
   static async start(c: ConformanceBox, pod: string, port: number): Promise<InitSniffer> {
     const child = c.box.spawnIn(c.podNs(pod), peer(), ['sniff', String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });

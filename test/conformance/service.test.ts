@@ -20,8 +20,18 @@ import type { ClientReport } from '../../sandbox/client.js';
 import { requireRoot } from '../support/preflight.js';
 import { expectedRefusal } from '../support/kernel.js';
 import {
-  assertServedBy, clusterIP, ConformanceBox, eventually, nodePortOf, NS, READY, registerUpstream, TERMINATING_SERVING,
-  type EndpointSpec, type PodSpec, type UpstreamImpl,
+  assertServedBy,
+  clusterIP,
+  ConformanceBox,
+  eventually,
+  nodePortOf,
+  NS,
+  READY,
+  registerUpstream,
+  TERMINATING_SERVING,
+  type EndpointSpec,
+  type PodSpec,
+  type UpstreamImpl,
 } from './harness.js';
 
 const PODS: PodSpec[] = [
@@ -44,12 +54,21 @@ const ep = (...pods: string[]): EndpointSpec[] => pods.map((pod) => ({ pod }));
 const hostPort = (ip: string, port: number) => `${ip}:${port}`;
 
 /** jig.CheckServiceReachability from `from`: the ClusterIP port, and every node's addresses on the NodePort if it has one; only `pods` answer. */
-async function reachable(from: string, svc: ReturnType<ConformanceBox['createService']>, pods: string[], proto: 'http' | 'udp' = 'http', portIndex = 0): Promise<void> {
+async function reachable(
+  from: string,
+  svc: ReturnType<ConformanceBox['createService']>,
+  pods: string[],
+  proto: 'http' | 'udp' = 'http',
+  portIndex = 0,
+): Promise<void> {
   const port = svc.spec.ports[portIndex];
   const targets = [hostPort(clusterIP(svc), port.port)];
   if (port.nodePort) targets.push(...[N1(), N2(), NODE1_UPLINK].map((ip) => hostPort(ip, port.nodePort)));
   await eventually(`${from} → ${targets.join(', ')} (${proto}) served by ${pods.join('|')}`, async () => {
-    const reps = await c.batch({ pod: from }, targets.map((target) => ({ mode: proto, target, count: 3 })));
+    const reps = await c.batch(
+      { pod: from },
+      targets.map((target) => ({ mode: proto, target, count: 3 })),
+    );
     reps.forEach((rep, i) => assertServedBy(rep, pods, `${from} → ${targets[i]}`));
     return true;
   });
@@ -90,24 +109,32 @@ function listeners(port: number): string[] {
   return (['node-1', 'node-2'] as NodeName[]).flatMap((n) => {
     const r = spawnSync('nsenter', [`--net=${nsPath(c.box.nodes[n].ns)}`, 'ss', '-Hant46', `sport = :${port}`], { encoding: 'utf8' });
     assert.equal(r.status, 0, r.stderr);
-    return r.stdout.split('\n').filter((l) => l.includes('LISTEN')).map((l) => `${n}: ${l}`);
+    return r.stdout
+      .split('\n')
+      .filter((l) => l.includes('LISTEN'))
+      .map((l) => `${n}: ${l}`);
   });
 }
 
 /** checkAffinity: requests from client-1 until the last 15 all went to one pod (shouldHold) or not. */
 async function checkAffinity(target: string, shouldHold: boolean): Promise<void> {
   const trace: string[] = [];
-  await eventually(`affinity ${shouldHold ? 'holds' : 'does not hold'} on ${target}`, async () => {
-    const rep = await c.fromPod('client-1', 'http', target, ['--count', '16']);
-    assert.equal(rep.failed, 0, JSON.stringify(rep.errors));
-    // The client reports counts; 16 sequential requests to one pod are 16 in one bucket.
-    const pods = Object.entries(rep.byPod);
-    if (pods.length === 1) trace.push(...Array(16).fill(pods[0][0]));
-    else trace.push('mixed', ...pods.map(([p]) => p));
-    const last = trace.slice(-15);
-    const holds = last.length >= 15 && last.every((h) => h === last[0]);
-    return holds === shouldHold;
-  }, 30_000, 100);
+  await eventually(
+    `affinity ${shouldHold ? 'holds' : 'does not hold'} on ${target}`,
+    async () => {
+      const rep = await c.fromPod('client-1', 'http', target, ['--count', '16']);
+      assert.equal(rep.failed, 0, JSON.stringify(rep.errors));
+      // The client reports counts; 16 sequential requests to one pod are 16 in one bucket.
+      const pods = Object.entries(rep.byPod);
+      if (pods.length === 1) trace.push(...Array(16).fill(pods[0][0]));
+      else trace.push('mixed', ...pods.map(([p]) => p));
+      const last = trace.slice(-15);
+      const holds = last.length >= 15 && last.every((h) => h === last[0]);
+      return holds === shouldHold;
+    },
+    30_000,
+    100,
+  );
 }
 
 /** execAffinityTestForSessionAffinityTimeout: sticky until the timeout, then another pod answers. */
@@ -125,14 +152,18 @@ async function affinityTimeout(target: string, timeoutS: number): Promise<void> 
 
 function affinityService(name: string, type: 'ClusterIP' | 'NodePort', timeoutS?: number) {
   const svc = c.createService(name, {
-    type, ports: [HTTP], selector: { name }, sessionAffinity: 'ClientIP',
+    type,
+    ports: [HTTP],
+    selector: { name },
+    sessionAffinity: 'ClientIP',
     ...(timeoutS ? { sessionAffinityConfig: { clientIP: { timeoutSeconds: timeoutS } } } : {}),
   });
   c.setEndpoints(name, ep('web-1a', 'web-1b', 'web-2a'));
   return svc;
 }
 
-const affinityTarget = (svc: ReturnType<ConformanceBox['createService']>) => (svc.spec.type === 'NodePort' ? hostPort(N1(), nodePortOf(svc)) : hostPort(clusterIP(svc), 80));
+const affinityTarget = (svc: ReturnType<ConformanceBox['createService']>) =>
+  svc.spec.type === 'NodePort' ? hostPort(N1(), nodePortOf(svc)) : hostPort(clusterIP(svc), 80);
 
 /** The four fallback tests and the health-check one: a single endpoint, web-1a on node-1, terminating but serving. */
 function terminatingService(name: string, spec: Record<string, unknown>) {
@@ -157,7 +188,10 @@ const tests: Record<string, UpstreamImpl> = {
   'should serve multiport endpoints from pods': async () => {
     const svc = c.createService('multi-endpoint-test', {
       selector: { name: 'multi-endpoint-test' },
-      ports: [{ name: 'portname1', port: 80, targetPort: 'svc1' }, { name: 'portname2', port: 81, targetPort: 'svc2' }],
+      ports: [
+        { name: 'portname1', port: 80, targetPort: 'svc1' },
+        { name: 'portname2', port: 81, targetPort: 'svc2' },
+      ],
     });
     c.setEndpoints('multi-endpoint-test', ep('web-1a'), [{ name: 'portname1', port: 8080 }], 'multi-endpoint-test-a');
     c.setEndpoints('multi-endpoint-test', ep('web-2a'), [{ name: 'portname2', port: 8080 }], 'multi-endpoint-test-b');
@@ -171,7 +205,10 @@ const tests: Record<string, UpstreamImpl> = {
     c.setEndpoints('edit-port-test', ep('web-1a'), [{ name: 'portname1', port: 8080 }], 'edit-port-test-a');
     await reachable('client-1', svc, ['web-1a']);
     svc = c.updateService('edit-port-test', (s) => {
-      s.spec.ports = [{ name: 'portname1', port: 80, targetPort: 'svc1' }, { name: 'portname2', port: 81, targetPort: 'svc2' }];
+      s.spec.ports = [
+        { name: 'portname1', port: 80, targetPort: 'svc1' },
+        { name: 'portname2', port: 81, targetPort: 'svc2' },
+      ];
     });
     c.setEndpoints('edit-port-test', ep('web-2a'), [{ name: 'portname2', port: 8080 }], 'edit-port-test-b');
     await reachable('client-1', svc, ['web-1a'], 'http', 0);
@@ -180,7 +217,10 @@ const tests: Record<string, UpstreamImpl> = {
       s.spec.ports = [{ name: 'portname1', port: 80, targetPort: 'svc1' }];
     });
     await reachable('client-1', svc, ['web-1a']);
-    await eventually('the deleted port 81 is not forwarded', async () => (await c.fromPod('client-1', 'once', hostPort(clusterIP(svc), 81), ['--timeout-ms', FAIL_MS])).ok === 0);
+    await eventually(
+      'the deleted port 81 is not forwarded',
+      async () => (await c.fromPod('client-1', 'once', hostPort(clusterIP(svc), 81), ['--timeout-ms', FAIL_MS])).ok === 0,
+    );
   },
 
   // service.go: "should preserve source pod IP for traffic thru service cluster IP" — from pods on both nodes, the backend sees the pod's IP.
@@ -241,10 +281,12 @@ const tests: Record<string, UpstreamImpl> = {
     assert.notEqual(clusterIP(s1), clusterIP(s2), 'VIPs conflict');
     await up(clusterIP(s1), 80, ['web-1a', 'web-1b', 'web-2a']);
     await up(clusterIP(s2), 80, ['web-1c', 'web-2a', 'web-2b']);
-    await Promise.all((['node-1', 'node-2'] as NodeName[]).map(async (n) => {
-      await c.box.stopAgent(n, 'SIGKILL');
-      await c.box.startAgent(n, ['--healthz-bind-address', '127.0.0.1:0', '--metrics-bind-address', '127.0.0.1:0']);
-    }));
+    await Promise.all(
+      (['node-1', 'node-2'] as NodeName[]).map(async (n) => {
+        await c.box.stopAgent(n, 'SIGKILL');
+        await c.box.startAgent(n, ['--healthz-bind-address', '127.0.0.1:0', '--metrics-bind-address', '127.0.0.1:0']);
+      }),
+    );
     await up(clusterIP(s1), 80, ['web-1a', 'web-1b', 'web-2a']);
     await up(clusterIP(s2), 80, ['web-1c', 'web-2a', 'web-2b']);
   },
@@ -300,9 +342,15 @@ const tests: Record<string, UpstreamImpl> = {
     c.setEndpoints('nodeport-update-service', ep('web-1a', 'web-2a'), [{ name: 'tcp-port', port: 8080 }]);
     await reachable('client-1', svc, ['web-1a', 'web-2a']);
     svc = c.updateService('nodeport-update-service', (s) => {
-      s.spec.ports = [{ name: 'tcp-port', port: 80, protocol: 'TCP', targetPort: 8080 }, { name: 'udp-port', port: 80, protocol: 'UDP', targetPort: 5353 }];
+      s.spec.ports = [
+        { name: 'tcp-port', port: 80, protocol: 'TCP', targetPort: 8080 },
+        { name: 'udp-port', port: 80, protocol: 'UDP', targetPort: 5353 },
+      ];
     });
-    c.setEndpoints('nodeport-update-service', ep('web-1a', 'web-2a'), [{ name: 'tcp-port', port: 8080 }, { name: 'udp-port', port: 5353, protocol: 'UDP' }]);
+    c.setEndpoints('nodeport-update-service', ep('web-1a', 'web-2a'), [
+      { name: 'tcp-port', port: 8080 },
+      { name: 'udp-port', port: 5353, protocol: 'UDP' },
+    ]);
     assert.equal(svc.spec.ports.length, 2);
     for (const p of svc.spec.ports) assert.ok(p.nodePort > 0, `NodePort service failed to allocate NodePort for Port ${p.name}`);
     await reachable('client-1', svc, ['web-1a', 'web-2a'], 'http', 0);
@@ -346,7 +394,10 @@ const tests: Record<string, UpstreamImpl> = {
       delete s.spec.clusterIPs;
     });
     assert.ok(!en.spec.clusterIP, 'Spec.ClusterIP was not cleared');
-    await eventually('the old ClusterIP is no longer served', async () => (await c.fromPod('client-1', 'once', hostPort(clusterIP(svc), 80), ['--timeout-ms', FAIL_MS])).ok === 0);
+    await eventually(
+      'the old ClusterIP is no longer served',
+      async () => (await c.fromPod('client-1', 'once', hostPort(clusterIP(svc), 80), ['--timeout-ms', FAIL_MS])).ok === 0,
+    );
   },
 
   // service.go: "should be able to change the type from NodePort to ExternalName" [Conformance] — the ClusterIP and the NodePort go.
@@ -377,7 +428,10 @@ const tests: Record<string, UpstreamImpl> = {
     assert.ok(np >= 30000 && np <= 32767, `in range: ${np}`);
     await reachable('client-1', svc, ['web-1a']);
     c.deleteService('nodeport-reuse');
-    await eventually(`node port ${np} not in use`, async () => listeners(np).length === 0 && (await c.fromPod('client-1', 'once', hostPort(N1(), np), ['--timeout-ms', FAIL_MS])).ok === 0);
+    await eventually(
+      `node port ${np} not in use`,
+      async () => listeners(np).length === 0 && (await c.fromPod('client-1', 'once', hostPort(N1(), np), ['--timeout-ms', FAIL_MS])).ok === 0,
+    );
     const again = c.createService('nodeport-reuse', { type: 'NodePort', ports: [{ ...HTTP, nodePort: np }], selector: { name: 'nodeport-reuse' } });
     assert.equal(nodePortOf(again), np);
   },
@@ -389,34 +443,60 @@ const tests: Record<string, UpstreamImpl> = {
     c.setEndpoints('tolerate-unready', [{ pod: 'web-2a', conditions: { ready: true, serving: false, terminating: false } }]);
     await reachable('client-1', svc, ['web-2a']);
     // Scaled to zero (the pod terminates, 100 s grace) and publishNotReadyAddresses off.
-    c.updateService('tolerate-unready', (s) => { s.spec.publishNotReadyAddresses = false; });
+    c.updateService('tolerate-unready', (s) => {
+      s.spec.publishNotReadyAddresses = false;
+    });
     c.setEndpoints('tolerate-unready', [{ pod: 'web-2a', conditions: { ready: false, serving: false, terminating: true } }]);
-    await eventually('the unready pod is unreachable', async () => (await c.fromPod('client-1', 'once', hostPort(clusterIP(svc), 80), ['--timeout-ms', FAIL_MS])).ok === 0);
-    c.updateService('tolerate-unready', (s) => { s.spec.publishNotReadyAddresses = true; });
+    await eventually(
+      'the unready pod is unreachable',
+      async () => (await c.fromPod('client-1', 'once', hostPort(clusterIP(svc), 80), ['--timeout-ms', FAIL_MS])).ok === 0,
+    );
+    c.updateService('tolerate-unready', (s) => {
+      s.spec.publishNotReadyAddresses = true;
+    });
     c.setEndpoints('tolerate-unready', [{ pod: 'web-2a', conditions: { ready: true, serving: false, terminating: true } }]);
     await reachable('client-1', svc, ['web-2a']);
   },
 
   // service.go: "should be able to connect to terminating and unready endpoints if PublishNotReadyAddresses is true"
   'should be able to connect to terminating and unready endpoints if PublishNotReadyAddresses is true': async () => {
-    const svc = c.createService('svc-tolerate-unready', { type: 'NodePort', ports: [{ ...HTTP, targetPort: 8080 }], publishNotReadyAddresses: true, selector: { name: 'svc-tolerate-unready' } });
+    const svc = c.createService('svc-tolerate-unready', {
+      type: 'NodePort',
+      ports: [{ ...HTTP, targetPort: 8080 }],
+      publishNotReadyAddresses: true,
+      selector: { name: 'svc-tolerate-unready' },
+    });
     c.setEndpoints('svc-tolerate-unready', ep('web-1a'));
     await reachable('client-2', svc, ['web-1a']);
     // Deleted (300 s grace), unready: the controller keeps it ready because of publishNotReadyAddresses.
     c.setEndpoints('svc-tolerate-unready', [{ pod: 'web-1a', conditions: { ready: true, serving: false, terminating: true } }]);
     const np = nodePortOf(svc);
-    await c.expectRounds({ pod: 'client-2' }, 5, [hostPort(clusterIP(svc), 80), hostPort(N1(), np), hostPort(N2(), np)].map((target) => ({ target, want: 'web-1a' })));
+    await c.expectRounds(
+      { pod: 'client-2' },
+      5,
+      [hostPort(clusterIP(svc), 80), hostPort(N1(), np), hostPort(N2(), np)].map((target) => ({ target, want: 'web-1a' })),
+    );
   },
 
   // service.go: "should not be able to connect to terminating and unready endpoints if PublishNotReadyAddresses is false"
   'should not be able to connect to terminating and unready endpoints if PublishNotReadyAddresses is false': async () => {
-    const svc = c.createService('svc-not-tolerate-unready', { type: 'NodePort', ports: [HTTP], publishNotReadyAddresses: false, selector: { name: 'svc-not-tolerate-unready' } });
+    const svc = c.createService('svc-not-tolerate-unready', {
+      type: 'NodePort',
+      ports: [HTTP],
+      publishNotReadyAddresses: false,
+      selector: { name: 'svc-not-tolerate-unready' },
+    });
     c.setEndpoints('svc-not-tolerate-unready', ep('web-1a'));
     await reachable('client-2', svc, ['web-1a']);
     c.setEndpoints('svc-not-tolerate-unready', [{ pod: 'web-1a', conditions: { ready: false, serving: false, terminating: true } }]);
     const np = nodePortOf(svc);
-    for (const ip of [N1(), N2()]) await eventually(`${ip}:${np} stops serving`, async () => (await c.fromPod('client-2', 'once', hostPort(ip, np), ['--timeout-ms', FAIL_MS])).ok === 0);
-    await c.expectRounds({ pod: 'client-2' }, 5, [hostPort(clusterIP(svc), 80), hostPort(N1(), np), hostPort(N2(), np)].map((target) => ({ target, want: null })));
+    for (const ip of [N1(), N2()])
+      await eventually(`${ip}:${np} stops serving`, async () => (await c.fromPod('client-2', 'once', hostPort(ip, np), ['--timeout-ms', FAIL_MS])).ok === 0);
+    await c.expectRounds(
+      { pod: 'client-2' },
+      5,
+      [hostPort(clusterIP(svc), 80), hostPort(N1(), np), hostPort(N2(), np)].map((target) => ({ target, want: null })),
+    );
   },
 
   // service.go: session affinity [Conformance] and [LinuxOnly] tests (execAffinityTestForNonLBService and friends).
@@ -433,9 +513,14 @@ const tests: Record<string, UpstreamImpl> = {
   'should be able to switch session affinity for service with type clusterIP [LinuxOnly]': async () => {
     const svc = affinityService('affinity-clusterip-transition', 'ClusterIP');
     await reachable('client-1', svc, ['web-1a', 'web-1b', 'web-2a']);
-    c.updateService('affinity-clusterip-transition', (s) => { s.spec.sessionAffinity = 'None'; delete s.spec.sessionAffinityConfig; });
+    c.updateService('affinity-clusterip-transition', (s) => {
+      s.spec.sessionAffinity = 'None';
+      delete s.spec.sessionAffinityConfig;
+    });
     await checkAffinity(affinityTarget(svc), false);
-    c.updateService('affinity-clusterip-transition', (s) => { s.spec.sessionAffinity = 'ClientIP'; });
+    c.updateService('affinity-clusterip-transition', (s) => {
+      s.spec.sessionAffinity = 'ClientIP';
+    });
     await checkAffinity(affinityTarget(svc), true);
   },
   'should have session affinity work for NodePort service [LinuxOnly]': async () => {
@@ -451,9 +536,14 @@ const tests: Record<string, UpstreamImpl> = {
   'should be able to switch session affinity for NodePort service [LinuxOnly]': async () => {
     const svc = affinityService('affinity-nodeport-transition', 'NodePort');
     await reachable('client-1', svc, ['web-1a', 'web-1b', 'web-2a']);
-    c.updateService('affinity-nodeport-transition', (s) => { s.spec.sessionAffinity = 'None'; delete s.spec.sessionAffinityConfig; });
+    c.updateService('affinity-nodeport-transition', (s) => {
+      s.spec.sessionAffinity = 'None';
+      delete s.spec.sessionAffinityConfig;
+    });
     await checkAffinity(affinityTarget(svc), false);
-    c.updateService('affinity-nodeport-transition', (s) => { s.spec.sessionAffinity = 'ClientIP'; });
+    c.updateService('affinity-nodeport-transition', (s) => {
+      s.spec.sessionAffinity = 'ClientIP';
+    });
     await checkAffinity(affinityTarget(svc), true);
   },
 
@@ -466,9 +556,13 @@ const tests: Record<string, UpstreamImpl> = {
     c.setEndpoints('service-proxy-toggled', ep('web-1c', 'web-2a', 'web-2b'));
     await up(clusterIP(toggled), 80, ['web-1c', 'web-2a', 'web-2b']);
     await down(clusterIP(disabled), 80);
-    c.updateService('service-proxy-toggled', (s) => { s.metadata = { ...s.metadata, labels: label }; });
+    c.updateService('service-proxy-toggled', (s) => {
+      s.metadata = { ...s.metadata, labels: label };
+    });
     await down(clusterIP(toggled), 80);
-    c.updateService('service-proxy-toggled', (s) => { delete s.metadata?.labels; });
+    c.updateService('service-proxy-toggled', (s) => {
+      delete s.metadata?.labels;
+    });
     await up(clusterIP(toggled), 80, ['web-1c', 'web-2a', 'web-2b']);
     await down(clusterIP(disabled), 80);
   },
@@ -482,9 +576,13 @@ const tests: Record<string, UpstreamImpl> = {
     c.setEndpoints('service-headless-toggled', ep('web-1c', 'web-2a', 'web-2b'));
     await up(clusterIP(toggled), 80, ['web-1c', 'web-2a', 'web-2b']);
     await down(clusterIP(headless), 80);
-    c.updateService('service-headless-toggled', (s) => { s.metadata = { ...s.metadata, labels: label }; });
+    c.updateService('service-headless-toggled', (s) => {
+      s.metadata = { ...s.metadata, labels: label };
+    });
     await down(clusterIP(toggled), 80);
-    c.updateService('service-headless-toggled', (s) => { delete s.metadata?.labels; });
+    c.updateService('service-headless-toggled', (s) => {
+      delete s.metadata?.labels;
+    });
     await up(clusterIP(toggled), 80, ['web-1c', 'web-2a', 'web-2b']);
     await down(clusterIP(headless), 80);
   },
@@ -497,7 +595,11 @@ const tests: Record<string, UpstreamImpl> = {
 
   // service.go: "should be rejected for evicted pods (no endpoints exist)" — publishNotReadyAddresses, one slice with no endpoint (the evicted pod is left out).
   'should be rejected for evicted pods (no endpoints exist)': async () => {
-    const svc = c.createService('evicted-pods', { ports: [{ name: 'http', port: 80, targetPort: 80 }], publishNotReadyAddresses: true, selector: { name: 'evicted-pods' } });
+    const svc = c.createService('evicted-pods', {
+      ports: [{ name: 'http', port: 80, targetPort: 80 }],
+      publishNotReadyAddresses: true,
+      selector: { name: 'evicted-pods' },
+    });
     c.setEndpoints('evicted-pods', [], [{ name: 'http', port: 80 }]);
     await expectRefused('client-1', hostPort(clusterIP(svc), 80));
   },
@@ -508,30 +610,34 @@ const tests: Record<string, UpstreamImpl> = {
     c.setEndpoints('svc-itp', ep('web-1a'));
     const target = hostPort(clusterIP(svc), 80);
     await eventually('svc-itp programmed', async () => (await c.fromPod('client-1', 'once', target)).ok === 1);
-    await Promise.all([
-      c.expectRounds({ pod: 'client-1' }, 5, [{ target, want: 'web-1a' }]),
-      c.expectRounds({ pod: 'client-2' }, 5, [{ target, want: null }]),
-    ]);
+    await Promise.all([c.expectRounds({ pod: 'client-1' }, 5, [{ target, want: 'web-1a' }]), c.expectRounds({ pod: 'client-2' }, 5, [{ target, want: null }])]);
   },
   'should respect internalTrafficPolicy=Local Pod (hostNetwork: true) to Pod': async () => {
-    const svc = c.createService('svc-itp-host', { ports: [{ name: 'http', port: 8000, targetPort: 8080 }], internalTrafficPolicy: 'Local', selector: { name: 'svc-itp-host' } });
+    const svc = c.createService('svc-itp-host', {
+      ports: [{ name: 'http', port: 8000, targetPort: 8080 }],
+      internalTrafficPolicy: 'Local',
+      selector: { name: 'svc-itp-host' },
+    });
     c.setEndpoints('svc-itp-host', ep('web-1a'));
     const target = hostPort(clusterIP(svc), 8000);
     await eventually('svc-itp-host programmed', async () => (await c.fromNode('node-1', 'once', target)).ok === 1);
-    await Promise.all([
-      c.expectRounds({ node: 'node-1' }, 5, [{ target, want: 'web-1a' }]),
-      c.expectRounds({ node: 'node-2' }, 5, [{ target, want: null }]),
-    ]);
+    await Promise.all([c.expectRounds({ node: 'node-1' }, 5, [{ target, want: 'web-1a' }]), c.expectRounds({ node: 'node-2' }, 5, [{ target, want: null }])]);
   },
   'should respect internalTrafficPolicy=Local Pod and Node, to Pod (hostNetwork: true)': async () => {
     const server = await c.startHostServer('node-1', 10180);
     try {
-      const svc = c.createService('svc-itp-hostnet', { ports: [{ name: 'http', port: 80, targetPort: 10180 }], internalTrafficPolicy: 'Local', selector: { name: 'svc-itp-hostnet' } });
+      const svc = c.createService('svc-itp-hostnet', {
+        ports: [{ name: 'http', port: 80, targetPort: 10180 }],
+        internalTrafficPolicy: 'Local',
+        selector: { name: 'svc-itp-hostnet' },
+      });
       // The endpoint is the hostNetwork pod: the node's address.
       c.box.api.apply({
-        apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice',
+        apiVersion: 'discovery.k8s.io/v1',
+        kind: 'EndpointSlice',
         metadata: { name: 'svc-itp-hostnet-slice', namespace: NS, labels: { 'kubernetes.io/service-name': 'svc-itp-hostnet' } },
-        addressType: 'IPv4', ports: [{ name: 'http', port: 10180, protocol: 'TCP' }],
+        addressType: 'IPv4',
+        ports: [{ name: 'http', port: 10180, protocol: 'TCP' }],
         endpoints: [{ addresses: [N1()], conditions: READY, nodeName: 'node-1' }],
       });
       const target = hostPort(clusterIP(svc), 80);
@@ -541,10 +647,7 @@ const tests: Record<string, UpstreamImpl> = {
         c.expectRounds({ pod: 'client-1' }, 5, [{ target, want: 'node-1' }]),
         c.expectRounds({ pod: 'client-2' }, 5, [{ target, want: null }]),
       ]);
-      await Promise.all([
-        c.expectRounds({ node: 'node-1' }, 5, [{ target, want: 'node-1' }]),
-        c.expectRounds({ node: 'node-2' }, 5, [{ target, want: null }]),
-      ]);
+      await Promise.all([c.expectRounds({ node: 'node-1' }, 5, [{ target, want: 'node-1' }]), c.expectRounds({ node: 'node-2' }, 5, [{ target, want: null }])]);
     } finally {
       server.kill('SIGKILL');
     }
@@ -577,10 +680,7 @@ const tests: Record<string, UpstreamImpl> = {
     const target = hostPort(clusterIP(svc), 80);
     await eventually('programmed', async () => (await c.fromPod('client-1', 'once', target)).ok === 1);
     c.setEndpoints('svc-terminating-itp-local', [{ pod: 'web-1a', conditions: TERMINATING_SERVING }]);
-    await Promise.all([
-      c.expectRounds({ pod: 'client-1' }, 5, [{ target, want: 'web-1a' }]),
-      c.expectRounds({ pod: 'client-2' }, 5, [{ target, want: null }]),
-    ]);
+    await Promise.all([c.expectRounds({ pod: 'client-1' }, 5, [{ target, want: 'web-1a' }]), c.expectRounds({ pod: 'client-2' }, 5, [{ target, want: null }])]);
   },
   'should fallback to terminating endpoints when there are no ready endpoints with externallTrafficPolicy=Cluster': async () => {
     const svc = terminatingService('svc-terminating-etp-cluster', { type: 'NodePort' });
@@ -599,7 +699,10 @@ const tests: Record<string, UpstreamImpl> = {
     c.setEndpoints('svc-terminating-etp-local', [{ pod: 'web-1a', conditions: TERMINATING_SERVING }]);
     await Promise.all([
       // client-1 → node-2's NodePort is external traffic to a node with no local endpoint.
-      c.expectRounds({ pod: 'client-1' }, 5, [{ target: hostPort(N2(), np), want: null }, { target: hostPort(N1(), np), want: 'web-1a' }]),
+      c.expectRounds({ pod: 'client-1' }, 5, [
+        { target: hostPort(N2(), np), want: null },
+        { target: hostPort(N1(), np), want: 'web-1a' },
+      ]),
       c.expectRounds({ pod: 'client-2' }, 5, [{ target: hostPort(N1(), np), want: 'web-1a' }]),
     ]);
   },
@@ -616,11 +719,15 @@ const tests: Record<string, UpstreamImpl> = {
     const served = async (proto: 'http' | 'udp') => (await c.fromPod('client-1', proto, target, ['--timeout-ms', FAIL_MS])).ok === 1;
     await eventually('TCP served', () => served('http'));
     await eventually('UDP served', () => served('udp'));
-    c.updateService('multiprotocol-test', (s) => { s.spec.ports = [tcp]; });
+    c.updateService('multiprotocol-test', (s) => {
+      s.spec.ports = [tcp];
+    });
     c.setEndpoints('multiprotocol-test', ep('web-1a'), [tcpEp]);
     await eventually('TCP still served', () => served('http'));
     await eventually('UDP no longer served', async () => !(await served('udp')));
-    c.updateService('multiprotocol-test', (s) => { s.spec.ports = [udp]; });
+    c.updateService('multiprotocol-test', (s) => {
+      s.spec.ports = [udp];
+    });
     c.setEndpoints('multiprotocol-test', ep('web-1a'), [udpEp]);
     await eventually('UDP served again', () => served('udp'));
     await eventually('TCP no longer served', async () => !(await served('http')));
@@ -629,10 +736,17 @@ const tests: Record<string, UpstreamImpl> = {
   // service.go: "should serve endpoints on same port and different protocol for internal traffic on Type LoadBalancer "
   'should serve endpoints on same port and different protocol for internal traffic on Type LoadBalancer ': async () => {
     const svc = c.createService('multiprotocol-lb-test', {
-      type: 'LoadBalancer', selector: { name: 'multiprotocol-lb-test' },
-      ports: [{ name: 'portname1', port: 80, targetPort: 'svc1', protocol: 'TCP' }, { name: 'portname2', port: 80, targetPort: 'svc2', protocol: 'UDP' }],
+      type: 'LoadBalancer',
+      selector: { name: 'multiprotocol-lb-test' },
+      ports: [
+        { name: 'portname1', port: 80, targetPort: 'svc1', protocol: 'TCP' },
+        { name: 'portname2', port: 80, targetPort: 'svc2', protocol: 'UDP' },
+      ],
     });
-    c.setEndpoints('multiprotocol-lb-test', ep('web-2a'), [{ name: 'portname1', port: 8080 }, { name: 'portname2', port: 5353, protocol: 'UDP' }]);
+    c.setEndpoints('multiprotocol-lb-test', ep('web-2a'), [
+      { name: 'portname1', port: 8080 },
+      { name: 'portname2', port: 5353, protocol: 'UDP' },
+    ]);
     await reachable('client-1', svc, ['web-2a'], 'http', 0);
     await reachable('client-1', svc, ['web-2a'], 'udp', 1);
   },
@@ -660,5 +774,3 @@ describe('conformance: test/e2e/network/service.go', { timeout: scaled(240_000) 
   });
   registerUpstream('service.go', tests);
 });
-
-

@@ -37,10 +37,14 @@ let c: ConformanceBox;
 async function sameZone(trafficDistribution: string): Promise<void> {
   const name = `traffic-dist-${trafficDistribution.toLowerCase()}`;
   const svc = c.createService(name, { ports: [{ port: 80, targetPort: 8080, protocol: 'TCP' }], selector: { app: name }, trafficDistribution });
-  c.setEndpoints(name, [
-    { pod: 'server-0-node-1', zone: ZONE['node-1'], hintZone: ZONE['node-1'] },
-    { pod: 'server-1-node-2', zone: ZONE['node-2'], hintZone: ZONE['node-2'] },
-  ], [{ name: '', port: 8080 }]);
+  c.setEndpoints(
+    name,
+    [
+      { pod: 'server-0-node-1', zone: ZONE['node-1'], hintZone: ZONE['node-1'] },
+      { pod: 'server-1-node-2', zone: ZONE['node-2'], hintZone: ZONE['node-2'] },
+    ],
+    [{ name: '', port: 8080 }],
+  );
   const target = `${clusterIP(svc)}:80`;
   await reachesOnly('client-0-node-1', target, ['server-0-node-1']);
   await reachesOnly('client-1-node-2', target, ['server-1-node-2']);
@@ -87,7 +91,12 @@ async function multiNode(trafficDistribution: string): Promise<void> {
   const name = `traffic-dist-multi-${trafficDistribution.toLowerCase()}`;
   const svc = c.createService(name, { ports: [{ port: 80, targetPort: 8080, protocol: 'TCP' }], selector: { app: name }, trafficDistribution });
   const target = `${clusterIP(svc)}:80`;
-  const slice = (zoneOf: Record<string, string>) => c.setEndpoints(name, Object.entries(zoneOf).map(([pod, zone]) => ({ pod, zone, hintZone: zone })), [{ name: '', port: 8080 }]);
+  const slice = (zoneOf: Record<string, string>) =>
+    c.setEndpoints(
+      name,
+      Object.entries(zoneOf).map(([pod, zone]) => ({ pod, zone, hintZone: zone })),
+      [{ name: '', port: 8080 }],
+    );
   try {
     setZones({ 'node-1': 'zone-1', 'node-2': 'zone-1' });
     slice({ 'server-0-node-1': 'zone-1', 'server-1-node-2': 'zone-1', 'server-2-node-2': 'zone-2' });

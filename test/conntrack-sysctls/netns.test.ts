@@ -62,7 +62,7 @@ describe('kpr conntrack-sysctls in a network namespace of its own', () => {
     await sandbox?.teardown();
   });
 
-  test('the namespace\'s timeouts are written and read back there; the host\'s values stay; nf_conntrack_max is reported, not written', () => {
+  test("the namespace's timeouts are written and read back there; the host's values stay; nf_conntrack_max is reported, not written", () => {
     // The kernel shows nf_conntrack_max read-only outside the initial namespace: what keeps the host's global value safe here.
     const mode = inNs('stat', '-c', '%a', sysctlFile(CONNTRACK_SYSCTLS.max));
     assert.equal(mode.stdout.trim(), '444', `nf_conntrack_max must be read-only in a child namespace on this kernel: ${mode.stdout}${mode.stderr}`);
@@ -73,7 +73,10 @@ describe('kpr conntrack-sysctls in a network namespace of its own', () => {
 
     const dry = run('--dry-run', raise);
     assert.equal(dry.status, 0, dry.stderr);
-    assert.match(dry.stdout, /net\.netfilter\.nf_conntrack_tcp_timeout_close_wait\s+\d+\s+1800\s+would write\s+tcpCloseWaitTimeout 1800s \(.*config\.conf: conntrack\.tcpCloseWaitTimeout\)/);
+    assert.match(
+      dry.stdout,
+      /net\.netfilter\.nf_conntrack_tcp_timeout_close_wait\s+\d+\s+1800\s+would write\s+tcpCloseWaitTimeout 1800s \(.*config\.conf: conntrack\.tcpCloseWaitTimeout\)/,
+    );
     assert.deepEqual(Object.fromEntries(NAMES.map((n) => [n, nsValue(n)])), fresh, '--dry-run wrote nothing');
 
     const r = run(raise);
@@ -83,10 +86,19 @@ describe('kpr conntrack-sysctls in a network namespace of its own', () => {
     assert.equal(nsValue(CONNTRACK_SYSCTLS.tcpBeLiberal), '1');
     assert.equal(nsValue(CONNTRACK_SYSCTLS.udp), '45');
     assert.equal(nsValue(CONNTRACK_SYSCTLS.udpStream), '150');
-    for (const n of [CONNTRACK_SYSCTLS.tcpEstablished, CONNTRACK_SYSCTLS.tcpCloseWait, CONNTRACK_SYSCTLS.tcpBeLiberal, CONNTRACK_SYSCTLS.udp, CONNTRACK_SYSCTLS.udpStream]) {
+    for (const n of [
+      CONNTRACK_SYSCTLS.tcpEstablished,
+      CONNTRACK_SYSCTLS.tcpCloseWait,
+      CONNTRACK_SYSCTLS.tcpBeLiberal,
+      CONNTRACK_SYSCTLS.udp,
+      CONNTRACK_SYSCTLS.udpStream,
+    ]) {
       assert.match(r.stdout, new RegExp(`${n.replaceAll('.', '\\.')}\\s+\\d+\\s+\\d+\\s+written\\s`), n);
     }
-    assert.match(r.stdout, /net\.netfilter\.nf_conntrack_max\s+\d+\s+\d+\s+skip\s+.*read-only here: only the host's \(initial\) network namespace may change it/);
+    assert.match(
+      r.stdout,
+      /net\.netfilter\.nf_conntrack_max\s+\d+\s+\d+\s+skip\s+.*read-only here: only the host's \(initial\) network namespace may change it/,
+    );
     assert.match(r.stderr, /kpr: warning: net\.netfilter\.nf_conntrack_max: .*read-only here/);
     assert.equal(nsValue(CONNTRACK_SYSCTLS.max), host[CONNTRACK_SYSCTLS.max]);
     assert.deepEqual(hostValues(), host, "the host's conntrack sysctls are unchanged");

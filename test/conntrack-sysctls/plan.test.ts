@@ -12,7 +12,16 @@ import { CONNTRACK_SYSCTLS as S, HASHSIZE, planConntrackSysctls, type ConntrackF
 
 const dflt = "kube-proxy's default";
 function settings(v: Partial<Record<keyof ConntrackSysctlSettings, number | boolean>> = {}): ConntrackSysctlSettings {
-  const all = { maxPerCore: 32768, min: 131072, tcpEstablishedTimeoutS: 86400, tcpCloseWaitTimeoutS: 3600, tcpBeLiberal: false, udpTimeoutS: 0, udpStreamTimeoutS: 0, ...v };
+  const all = {
+    maxPerCore: 32768,
+    min: 131072,
+    tcpEstablishedTimeoutS: 86400,
+    tcpCloseWaitTimeoutS: 3600,
+    tcpBeLiberal: false,
+    udpTimeoutS: 0,
+    udpStreamTimeoutS: 0,
+    ...v,
+  };
   return Object.fromEntries(Object.entries(all).map(([k, value]) => [k, { value, from: k in v ? 'test' : dflt }])) as unknown as ConntrackSysctlSettings;
 }
 const kernelDefaults: ConntrackFacts['current'] = {
@@ -57,13 +66,25 @@ test('nf_conntrack_max: min wins on few CPUs; never lowered; maxPerCore 0 leaves
 });
 
 test('timeouts: 0 leaves as is, equal is kept, different is written (lowered too); be_liberal only turned on', () => {
-  const steps = planConntrackSysctls(settings({ tcpEstablishedTimeoutS: 0, tcpCloseWaitTimeoutS: 60, tcpBeLiberal: true, udpTimeoutS: 10, udpStreamTimeoutS: 60 }), facts());
-  assert.deepEqual(brief(steps).slice(2), [`${S.tcpEstablished} leave`, `${S.tcpCloseWait} keep 60`, `${S.tcpBeLiberal} write 1`, `${S.udp} write 10`, `${S.udpStream} write 60`]);
+  const steps = planConntrackSysctls(
+    settings({ tcpEstablishedTimeoutS: 0, tcpCloseWaitTimeoutS: 60, tcpBeLiberal: true, udpTimeoutS: 10, udpStreamTimeoutS: 60 }),
+    facts(),
+  );
+  assert.deepEqual(brief(steps).slice(2), [
+    `${S.tcpEstablished} leave`,
+    `${S.tcpCloseWait} keep 60`,
+    `${S.tcpBeLiberal} write 1`,
+    `${S.udp} write 10`,
+    `${S.udpStream} write 60`,
+  ]);
   assert.match(steps.find((s) => s.name === S.udp)!.why, /udpTimeout 10s \(test\)/);
 });
 
 test('nf_conntrack not loaded: every wanted value is skipped with the reason', () => {
   const steps = planConntrackSysctls(settings({ tcpBeLiberal: true }), facts({ current: {}, maxWritable: false }));
-  assert.deepEqual(steps.map((s) => s.action), ['skip', 'skip', 'skip', 'skip', 'leave', 'leave']);
+  assert.deepEqual(
+    steps.map((s) => s.action),
+    ['skip', 'skip', 'skip', 'skip', 'leave', 'leave'],
+  );
   for (const s of steps.filter((x) => x.action === 'skip')) assert.match(s.why, /nf_conntrack not loaded/);
 });

@@ -9,7 +9,13 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { BATCH_WRITER_LIBRARY, BPF_MAP_TYPE, BatchWriter, BpfMap } from '../../native/index.js';
-import { deleteStillExpiredHere, nativeStillExpiredDeleter, sweepExpiredConntrack, sweepExpiredConntrackSliced, type StillExpiredDeleter } from '../../agent/datapath/ct-sweeper.js';
+import {
+  deleteStillExpiredHere,
+  nativeStillExpiredDeleter,
+  sweepExpiredConntrack,
+  sweepExpiredConntrackSliced,
+  type StillExpiredDeleter,
+} from '../../agent/datapath/ct-sweeper.js';
 import { CT_DIR, CT_KEY, IPPROTO, mapCodecs } from '../../agent/maps/layout.js';
 import { MAPS } from '../../agent/maps/registry.js';
 import { requireRoot } from '../support/preflight.js';
@@ -22,17 +28,29 @@ function filled(n: number, now: bigint): BpfMap {
   const keys = Buffer.alloc(n * ct.key.size);
   const vals = Buffer.alloc(n * ct.value.size);
   for (let f = 0; f < n; f++) {
-    ct.key.encode({ saddr: `198.18.${f >> 8}.${f & 0xff}`, daddr: '198.19.0.10', sport: 40000, dport: 80, proto: IPPROTO.TCP, dir: CT_DIR.ORIGINAL }, keys, f * ct.key.size);
+    ct.key.encode(
+      { saddr: `198.18.${f >> 8}.${f & 0xff}`, daddr: '198.19.0.10', sport: 40000, dport: 80, proto: IPPROTO.TCP, dir: CT_DIR.ORIGINAL },
+      keys,
+      f * ct.key.size,
+    );
     // Every third flow expired (one exactly at `now`: a deadline reached counts as expired).
     const expiresNs = f % 3 === 0 ? (f === 0 ? now : now - 1n) : now + 60_000_000_000n;
-    ct.value.encode({ natSaddr: '198.18.1.1', natDaddr: '198.18.10.10', natSport: 40000, natDport: 8080, backendId: 1, expiresNs, frontendId: 1, flags: 0 }, vals, f * ct.value.size);
+    ct.value.encode(
+      { natSaddr: '198.18.1.1', natDaddr: '198.18.10.10', natSport: 40000, natDport: 8080, backendId: 1, expiresNs, frontendId: 1, flags: 0 },
+      vals,
+      f * ct.value.size,
+    );
   }
   map.updateBatch(keys, vals, n);
   return map;
 }
 
 const liveClients = (map: BpfMap) => [...map.entries()].map(([k]) => ct.key.decode(k).saddr).sort();
-const expectedLive = (n: number) => [...Array(n).keys()].filter((f) => f % 3 !== 0).map((f) => `198.18.${f >> 8}.${f & 0xff}`).sort();
+const expectedLive = (n: number) =>
+  [...Array(n).keys()]
+    .filter((f) => f % 3 !== 0)
+    .map((f) => `198.18.${f >> 8}.${f & 0xff}`)
+    .sort();
 
 test('whole-map and sliced sweeps remove exactly the expired flows', async () => {
   requireRoot();
@@ -107,7 +125,7 @@ for (const [how, open] of deleters) {
       const s = await sweepExpiredConntrackSliced(racing, now, 8, deleter);
       assert.equal(s.removed, expiredKeys.length - 1, 'every other expired flow went');
       const left = map.lookup(reused);
-      assert.ok(left, 'the new flow\'s entry is still there');
+      assert.ok(left, "the new flow's entry is still there");
       assert.equal(ct.value.decode(left).expiresNs, now + 60_000_000_000n);
       assert.equal(sweepExpiredConntrack(map, now, deleter), 0, 'the whole-map sweep leaves it too');
       assert.ok(map.lookup(reused));
@@ -118,7 +136,7 @@ for (const [how, open] of deleters) {
   });
 }
 
-test('an entry a new flow took between the sweep\'s last check and its delete goes back: the delete takes the value out and returns a live one [a koffi call per syscall]', () => {
+test("an entry a new flow took between the sweep's last check and its delete goes back: the delete takes the value out and returns a live one [a koffi call per syscall]", () => {
   requireRoot();
   const now = process.hrtime.bigint();
   const map = filled(30, now);
@@ -152,7 +170,7 @@ test('an entry a new flow took between the sweep\'s last check and its delete go
     }
     assert.equal(deleteStillExpiredHere(racing, keys, expiredKeys.length, now), expiredKeys.length - 1, 'every other expired flow went');
     const left = map.lookup(reused);
-    assert.ok(left, 'the new flow\'s entry is back');
+    assert.ok(left, "the new flow's entry is back");
     assert.equal(ct.value.decode(left).expiresNs, now + 60_000_000_000n);
   } finally {
     map.close();

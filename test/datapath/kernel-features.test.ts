@@ -6,7 +6,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  KERNEL_FEATURE_NAMES, KernelFeatures, InjectedFeatureFailure, formatFeature, parseFeatureList, recordDatapathFallbacks, summarizeFeatures, type FeatureStatus,
+  KERNEL_FEATURE_NAMES,
+  KernelFeatures,
+  InjectedFeatureFailure,
+  formatFeature,
+  parseFeatureList,
+  recordDatapathFallbacks,
+  summarizeFeatures,
+  type FeatureStatus,
 } from '../../agent/datapath/kernel-features.js';
 import { RetryingTask } from '../../agent/runtime/retrying-task.js';
 import { silentLogger } from '../../agent/log/log.js';
@@ -30,7 +37,10 @@ test('a present feature is active; an absent one is off with what is lost until 
   features.turnOff('tcx', 'clsact attach failed: EPERM');
   assert.equal(features.status('tcx').state, 'off');
   assert.match(features.status('tcx').detail, /clsact attach failed: EPERM$/);
-  assert.deepEqual(heard.map((s) => s.state), ['fallback', 'off']);
+  assert.deepEqual(
+    heard.map((s) => s.state),
+    ['fallback', 'off'],
+  );
 });
 
 test('the one-line summary lists every feature in order; unprobed features are off until recorded', () => {
@@ -39,14 +49,22 @@ test('the one-line summary lists every feature in order; unprobed features are o
   features.record('bpf-sock-destroy', { present: true, detail: 'kpr_sock_term.bpf.o loads' });
   assert.equal(features.probed('bpf-sock-destroy'), true);
   const summary = summarizeFeatures(features.list());
-  assert.deepEqual(summary.split(' ').map((p) => p.split('=')[0]), [...KERNEL_FEATURE_NAMES]);
+  assert.deepEqual(
+    summary.split(' ').map((p) => p.split('=')[0]),
+    [...KERNEL_FEATURE_NAMES],
+  );
   assert.match(summary, /^netns-cookie-sockopt=off tcx=active bpf-sock-destroy=active /);
   assert.equal(features.status('batch-map-ops').required, true);
 });
 
 test('the datapath fallbacks, decided once for the agent and preflight: clsact filters unless --tc-attach tcx; netlink SOCK_DESTROY when it works, off with why when it does not, as probed when nothing is said', () => {
   const absent = { tcx: { present: false, detail: 'no tcx' }, 'bpf-sock-destroy': { present: false, detail: 'no kfunc' } };
-  const states = (f: KernelFeatures) => [f.status('tcx').state, f.status('tcx').fallback, f.status('bpf-sock-destroy').state, f.status('bpf-sock-destroy').fallback];
+  const states = (f: KernelFeatures) => [
+    f.status('tcx').state,
+    f.status('tcx').fallback,
+    f.status('bpf-sock-destroy').state,
+    f.status('bpf-sock-destroy').fallback,
+  ];
 
   const auto = new KernelFeatures({ ...allPresent, ...absent });
   let asked = 0;

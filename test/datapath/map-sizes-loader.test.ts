@@ -103,7 +103,13 @@ test('the loader sizes the maps at run time; a pin at another size migrates the 
     const dp2 = load(second, log2);
     assert.ok(dp2.migration, 'a migration is pending');
     // The frontend id space follows the service map: its maps change size with it.
-    assert.deepEqual(dp2.migration.reasons.map((r) => `${r.map} ${r.reason} ${r.detail}`).sort(), ['kpr_maglev_ref size 20 -> 40 entries', 'kpr_svc size 40 -> 80 entries', 'kpr_svc_meta size 10 -> 20 entries', 'kpr_svc_stats size 10 -> 20 entries', 'kpr_vip size 10 -> 20 entries']);
+    assert.deepEqual(dp2.migration.reasons.map((r) => `${r.map} ${r.reason} ${r.detail}`).sort(), [
+      'kpr_maglev_ref size 20 -> 40 entries',
+      'kpr_svc size 40 -> 80 entries',
+      'kpr_svc_meta size 10 -> 20 entries',
+      'kpr_svc_stats size 10 -> 20 entries',
+      'kpr_vip size 10 -> 20 entries',
+    ]);
     assert.equal(dp2.mapSizes.kpr_svc, 80);
     assert.notEqual(dp2.maps.svc.id, svcId, 'a new map');
     assert.equal(dp2.maps.svc.maxEntries, 80);
@@ -130,7 +136,7 @@ test('the loader sizes the maps at run time; a pin at another size migrates the 
     assert.equal(dp2.migrating(), false);
     assert.ok(swapped && swapped === dp2.tcObject, 'the tc programs are handed over once more');
     assert.deepEqual(summary.copied.kpr_ct, { entries: 4, copied: 3, kept: 1, dropped: 0 });
-    assert.deepEqual(dp2.maps.ct.lookup(Buffer.alloc(CT_KEY.size, 7)), ctMine, 'the new programs\' entry is kept');
+    assert.deepEqual(dp2.maps.ct.lookup(Buffer.alloc(CT_KEY.size, 7)), ctMine, "the new programs' entry is kept");
     assert.deepEqual(dp2.maps.ct.lookup(Buffer.alloc(CT_KEY.size, 6)), ctOld);
     assert.deepEqual(dp2.maps.ct.lookup(Buffer.alloc(CT_KEY.size, 4)), ctOld);
     assert.equal(pinnedMaxEntries(bpffsDir, 'kpr_svc').id, dp2.maps.svc.id, 'promoted into maps/');
@@ -149,10 +155,17 @@ test('the loader sizes the maps at run time; a pin at another size migrates the 
     }
     const incompatible: string[] = [];
     const log3 = recordingLogger();
-    const dp3 = loadDatapath({ bpfObject: objPath, bpffsDir, cgroupPath: cg, loadUdpIterator: false, mapSizes: second, onIncompatiblePin: (m) => incompatible.push(m) }, log3, features);
+    const dp3 = loadDatapath(
+      { bpfObject: objPath, bpffsDir, cgroupPath: cg, loadUdpIterator: false, mapSizes: second, onIncompatiblePin: (m) => incompatible.push(m) },
+      log3,
+      features,
+    );
     open.push(dp3);
     assert.deepEqual(incompatible, ['kpr_term']);
-    assert.deepEqual(dp3.migration?.reasons.map((r) => [r.map, r.reason]), [['kpr_term', 'foreign']]);
+    assert.deepEqual(
+      dp3.migration?.reasons.map((r) => [r.map, r.reason]),
+      [['kpr_term', 'foreign']],
+    );
     assert.ok(log3.lines.some((l) => l.level === 'error' && /pinned maps are not the maps kpr defines/.test(l.msg)));
     assert.equal(dp3.maps.term.valueSize, 1);
     assert.deepEqual(dp3.maps.svc.lookup(svcKey(7)), svcVal(7, 1), 'the rest is copied');
@@ -168,11 +181,14 @@ test('the loader sizes the maps at run time; a pin at another size migrates the 
     fs.renameSync(ctPin, newer);
     const links = fs.readdirSync(path.join(bpffsDir, 'links')).sort();
     const log4 = recordingLogger();
-    assert.throws(() => load(second, log4), (err: Error) => {
-      assert.ok(err instanceof PinLayoutRefusal);
-      assert.match(err.message, new RegExp(`kpr_ct pinned at layout v${MAPS.ct.version + 1} .*this agent knows up to v${MAPS.ct.version}`));
-      return true;
-    });
+    assert.throws(
+      () => load(second, log4),
+      (err: Error) => {
+        assert.ok(err instanceof PinLayoutRefusal);
+        assert.match(err.message, new RegExp(`kpr_ct pinned at layout v${MAPS.ct.version + 1} .*this agent knows up to v${MAPS.ct.version}`));
+        return true;
+      },
+    );
     assert.ok(fs.existsSync(newer));
     assert.deepEqual(fs.readdirSync(path.join(bpffsDir, 'links')).sort(), links);
     assert.equal(fs.existsSync(mapStagingDir(bpffsDir)), false);
@@ -205,7 +221,10 @@ test('BpfObject: maxEntries sets max_entries before load; names the object lacks
     }
     const again = BpfObject.open(objPath, { pinMapsDir: dir, maxEntries: { kpr_backend: 200 } });
     try {
-      assert.deepEqual(again.incompatiblePins().map((b) => [b.name, b.why]), [['kpr_backend', 'max_entries 123 != 200']]);
+      assert.deepEqual(
+        again.incompatiblePins().map((b) => [b.name, b.why]),
+        [['kpr_backend', 'max_entries 123 != 200']],
+      );
     } finally {
       again.close();
     }

@@ -19,7 +19,7 @@ const GiB = 2 ** 30;
 /** An LRU map (kpr_ct, kpr_revnat, kpr_affinity) beyond its capacity on `host`: 4 CPUs x (128 + 1). */
 const CT_HEADROOM = 516;
 
-test('defaults: the compiled sizes, kpr_ct from kube-proxy\'s conntrack rule', () => {
+test("defaults: the compiled sizes, kpr_ct from kube-proxy's conntrack rule", () => {
   const plan = computeMapSizes(opts([]), host);
   assert.deepEqual(plan.byMapName, {
     kpr_svc: 262144,
@@ -48,8 +48,40 @@ test('defaults: the compiled sizes, kpr_ct from kube-proxy\'s conntrack rule', (
 });
 
 test('explicit flags win; kpr_aff_match follows --map-size-backends', () => {
-  const plan = computeMapSizes(opts(['--map-size-services', '1000', '--map-size-backends=500', '--map-size-conntrack', '4096', '--map-size-source-ranges', '64', '--map-size-revnat', '8192', '--map-size-affinity', '1024', '--map-size-frontends', '300', '--map-size-maglev', '32']), host);
-  assert.deepEqual(plan.byMapName, { kpr_svc: 1000, kpr_backend: 500, kpr_aff_match: 500, kpr_revnat: 8192 + CT_HEADROOM, kpr_affinity: 1024 + CT_HEADROOM, kpr_ct: 4096 + CT_HEADROOM, kpr_src_range: 64, kpr_vip: 300, kpr_svc_meta: 300, kpr_svc_stats: 300, kpr_maglev: 32, kpr_maglev_ref: 600 });
+  const plan = computeMapSizes(
+    opts([
+      '--map-size-services',
+      '1000',
+      '--map-size-backends=500',
+      '--map-size-conntrack',
+      '4096',
+      '--map-size-source-ranges',
+      '64',
+      '--map-size-revnat',
+      '8192',
+      '--map-size-affinity',
+      '1024',
+      '--map-size-frontends',
+      '300',
+      '--map-size-maglev',
+      '32',
+    ]),
+    host,
+  );
+  assert.deepEqual(plan.byMapName, {
+    kpr_svc: 1000,
+    kpr_backend: 500,
+    kpr_aff_match: 500,
+    kpr_revnat: 8192 + CT_HEADROOM,
+    kpr_affinity: 1024 + CT_HEADROOM,
+    kpr_ct: 4096 + CT_HEADROOM,
+    kpr_src_range: 64,
+    kpr_vip: 300,
+    kpr_svc_meta: 300,
+    kpr_svc_stats: 300,
+    kpr_maglev: 32,
+    kpr_maglev_ref: 600,
+  });
   for (const s of Object.values(plan.settings)) assert.equal(s.source, 'flag');
   // Without --map-size-frontends: a quarter of --map-size-services.
   const derived = computeMapSizes(opts(['--map-size-services', '1000']), host);
@@ -108,7 +140,11 @@ test('every LRU map (kpr_ct, kpr_revnat, kpr_affinity): its capacity plus a batc
   // 10 rounds up to 12 (4 CPUs), then the headroom is added.
   assert.equal(plan.byMapName.kpr_revnat, 1000 + CT_HEADROOM);
   assert.equal(plan.byMapName.kpr_affinity, 12 + CT_HEADROOM);
-  assert.deepEqual([plan.settings.revnat.entries, plan.settings.affinity.entries], [1000, 12], 'the settings stay the capacities asked for (rounded to the CPUs)');
+  assert.deepEqual(
+    [plan.settings.revnat.entries, plan.settings.affinity.entries],
+    [1000, 12],
+    'the settings stay the capacities asked for (rounded to the CPUs)',
+  );
   // Hash maps get none: they never evict.
   assert.equal(plan.byMapName.kpr_svc, 262144);
 });

@@ -12,12 +12,28 @@ const HASH = 1;
 const LRU = 9;
 
 function want(name: string, version: number, o: Partial<WantedMap> = {}): WantedMap {
-  return { name, version, type: HASH, keySize: 8, valueSize: 12, maxEntries: 100, flags: 0, older: new Map(version > 1 ? [[1, { keySize: 8, valueSize: 10 }]] : []), ...o };
+  return {
+    name,
+    version,
+    type: HASH,
+    keySize: 8,
+    valueSize: 12,
+    maxEntries: 100,
+    flags: 0,
+    older: new Map(version > 1 ? [[1, { keySize: 8, valueSize: 10 }]] : []),
+    ...o,
+  };
 }
 
 let nextId = 1;
 function pin(name: string, version: number, dir: 'maps' | 'staging' = 'maps', info: Partial<PinnedMapInfo> = {}): FoundPin {
-  return { file: mapPinName(name, version), dir, name, version, info: { id: nextId++, type: HASH, keySize: 8, valueSize: version > 1 ? 12 : 10, maxEntries: 100, flags: 0, ...info } };
+  return {
+    file: mapPinName(name, version),
+    dir,
+    name,
+    version,
+    info: { id: nextId++, type: HASH, keySize: 8, valueSize: version > 1 ? 12 : 10, maxEntries: 100, flags: 0, ...info },
+  };
 }
 
 const WANTED = [want('kpr_svc', 2), want('kpr_vip', 1, { valueSize: 10 }), want('kpr_ct', 2, { type: LRU })];
@@ -45,18 +61,25 @@ describe('planPins', () => {
     const plan = planPins(found, WANTED, NONE);
     assert.equal(plan.mode, 'migrate');
     if (plan.mode !== 'migrate') return;
-    assert.deepEqual(plan.maps.map((m) => [m.name, m.reason, m.detail, m.source?.file, m.reuseStaged]), [
-      ['kpr_svc', 'layout', 'layout v1 -> v2', 'kpr_svc', false],
-      ['kpr_vip', undefined, undefined, 'kpr_vip', false],
-      ['kpr_ct', 'layout', 'layout v1 -> v2', 'kpr_ct', false],
-    ]);
+    assert.deepEqual(
+      plan.maps.map((m) => [m.name, m.reason, m.detail, m.source?.file, m.reuseStaged]),
+      [
+        ['kpr_svc', 'layout', 'layout v1 -> v2', 'kpr_svc', false],
+        ['kpr_vip', undefined, undefined, 'kpr_vip', false],
+        ['kpr_ct', 'layout', 'layout v1 -> v2', 'kpr_ct', false],
+      ],
+    );
   });
 
   it('a size other than configured migrates the set too', () => {
     const found = [pin('kpr_svc', 2, 'maps', { maxEntries: 40 }), pin('kpr_vip', 1, 'maps', { valueSize: 10 })];
     const plan = planPins(found, WANTED, NONE);
     assert.equal(plan.mode, 'migrate');
-    if (plan.mode === 'migrate') assert.deepEqual(plan.maps.filter((m) => m.reason).map((m) => [m.name, m.reason, m.detail]), [['kpr_svc', 'size', '40 -> 100 entries']]);
+    if (plan.mode === 'migrate')
+      assert.deepEqual(
+        plan.maps.filter((m) => m.reason).map((m) => [m.name, m.reason, m.detail]),
+        [['kpr_svc', 'size', '40 -> 100 entries']],
+      );
   });
 
   it('a pin that is not the map its name says (another value size, not a map): foreign, the new map starts empty', () => {
@@ -64,10 +87,13 @@ describe('planPins', () => {
     const plan = planPins([pin('kpr_svc', 2, 'maps', { valueSize: 4 }), notAMap], WANTED, NONE);
     assert.equal(plan.mode, 'migrate');
     if (plan.mode !== 'migrate') return;
-    assert.deepEqual(plan.maps.slice(0, 2).map((m) => [m.name, m.reason, m.detail, m.source]), [
-      ['kpr_svc', 'foreign', 'kpr_svc@v2: value_size 4 != 12', undefined],
-      ['kpr_vip', 'foreign', 'kpr_vip: pinned object is not a map', undefined],
-    ]);
+    assert.deepEqual(
+      plan.maps.slice(0, 2).map((m) => [m.name, m.reason, m.detail, m.source]),
+      [
+        ['kpr_svc', 'foreign', 'kpr_svc@v2: value_size 4 != 12', undefined],
+        ['kpr_vip', 'foreign', 'kpr_vip: pinned object is not a map', undefined],
+      ],
+    );
   });
 
   it('a pin of a newer layout anywhere: refuse, naming map, found and known versions', () => {
@@ -80,10 +106,14 @@ describe('planPins', () => {
         { map: 'kpr_vip', file: 'kpr_vip@v2', dir: 'staging', version: 2, known: 1 },
       ],
     });
-    if (plan.mode === 'refuse') assert.match(describeRefusal(plan.newer, '/sys/fs/bpf/kpr'), /kpr_ct pinned at layout v3 \(maps\/kpr_ct@v3\), this agent knows up to v2; kpr_vip pinned at layout v2 .*The datapath is left as it is/);
+    if (plan.mode === 'refuse')
+      assert.match(
+        describeRefusal(plan.newer, '/sys/fs/bpf/kpr'),
+        /kpr_ct pinned at layout v3 \(maps\/kpr_ct@v3\), this agent knows up to v2; kpr_vip pinned at layout v2 .*The datapath is left as it is/,
+      );
   });
 
-  it('two versions of a map pinned: the one the attached programs use is the old set\'s, the other a leftover', () => {
+  it("two versions of a map pinned: the one the attached programs use is the old set's, the other a leftover", () => {
     // A rollback to a release without versioned pins recreated kpr_svc (v1, in use); the v2 pin is stale.
     const stale = pin('kpr_svc', 2);
     const live = pin('kpr_svc', 1);
@@ -104,7 +134,14 @@ describe('planPins', () => {
     const plan = planPins(found, WANTED, NONE);
     assert.equal(plan.mode, 'migrate');
     if (plan.mode !== 'migrate') return;
-    assert.deepEqual(plan.maps.map((m) => [m.name, m.reuseStaged]), [['kpr_svc', true], ['kpr_vip', false], ['kpr_ct', false]]);
+    assert.deepEqual(
+      plan.maps.map((m) => [m.name, m.reuseStaged]),
+      [
+        ['kpr_svc', true],
+        ['kpr_vip', false],
+        ['kpr_ct', false],
+      ],
+    );
     assert.deepEqual(plan.remove, [{ dir: 'staging', file: 'kpr_ct@v2' }]);
     // Programs already run on a staged map (the swap happened): the migration resumes even if maps/ looks current.
     const current = [pin('kpr_svc', 2), pin('kpr_vip', 1, 'maps', { valueSize: 10 }), pin('kpr_ct', 2, 'maps', { type: LRU })];

@@ -104,7 +104,11 @@ test('a pin directory of uid 65534, mode 0777, holding a planted map pin is refu
     fs.chmodSync(dir, 0o777);
     assert.throws(
       () => checkPinDirs(dir, DEFAULT_BPFFS_ROOT, recordingLogger()),
-      (err: Error) => err instanceof PinDirOwnershipError && err.message.startsWith(`bpffs: ${dir} is owned by uid 65534 with mode 0777 (not owned by root) and holds 1 entry (maps) that another user could have planted; refusing to use it`),
+      (err: Error) =>
+        err instanceof PinDirOwnershipError &&
+        err.message.startsWith(
+          `bpffs: ${dir} is owned by uid 65534 with mode 0777 (not owned by root) and holds 1 entry (maps) that another user could have planted; refusing to use it`,
+        ),
     );
     assert.equal(fs.lstatSync(dir).uid, NOBODY, 'left as it was');
   });
@@ -112,7 +116,10 @@ test('a pin directory of uid 65534, mode 0777, holding a planted map pin is refu
   withPinDir((dir) => {
     fs.mkdirSync(path.join(dir, 'links'));
     fs.chmodSync(dir, 0o757);
-    assert.throws(() => checkPinDirs(dir, DEFAULT_BPFFS_ROOT, recordingLogger()), new RegExp(`bpffs: ${dir} is owned by uid 0 with mode 0757 \\(writable by group or others\\) and holds 1 entry \\(links\\)`));
+    assert.throws(
+      () => checkPinDirs(dir, DEFAULT_BPFFS_ROOT, recordingLogger()),
+      new RegExp(`bpffs: ${dir} is owned by uid 0 with mode 0757 \\(writable by group or others\\) and holds 1 entry \\(links\\)`),
+    );
   });
 });
 
@@ -122,21 +129,30 @@ test('a planted pin in a root-owned maps/, a symlink as pin directory, and a for
     const pin = path.join(dir, 'maps', 'kpr_backend');
     pinMap(pin);
     fs.chownSync(pin, NOBODY, NOBODY);
-    assert.throws(() => checkPinDirs(dir, DEFAULT_BPFFS_ROOT, recordingLogger()), new RegExp(`bpffs: pin ${pin} is owned by uid 65534 with mode 0600 \\(not owned by root\\); refusing to reuse it`));
+    assert.throws(
+      () => checkPinDirs(dir, DEFAULT_BPFFS_ROOT, recordingLogger()),
+      new RegExp(`bpffs: pin ${pin} is owned by uid 65534 with mode 0600 \\(not owned by root\\); refusing to reuse it`),
+    );
   });
   withPinDir((dir) => {
     const real = path.join(dir, 'real');
     fs.mkdirSync(real, { mode: 0o700 });
     const link = path.join(dir, 'pins');
     fs.symlinkSync(real, link);
-    assert.throws(() => checkPinDirs(link, DEFAULT_BPFFS_ROOT, recordingLogger()), new RegExp(`bpffs: ${link} is a symbolic link \\(owned by uid 0 with mode 0777\\); refusing to use it`));
+    assert.throws(
+      () => checkPinDirs(link, DEFAULT_BPFFS_ROOT, recordingLogger()),
+      new RegExp(`bpffs: ${link} is a symbolic link \\(owned by uid 0 with mode 0777\\); refusing to use it`),
+    );
   });
   withPinDir((dir) => {
     // --bpffs DIR/kpr where DIR (on the way from /sys/fs/bpf) belongs to someone else.
     const inner = path.join(dir, 'kpr');
     fs.mkdirSync(inner, { mode: 0o700 });
     fs.chownSync(dir, NOBODY, NOBODY);
-    assert.throws(() => checkPinDirs(inner, DEFAULT_BPFFS_ROOT, recordingLogger()), new RegExp(`bpffs: ${dir} is owned by uid 65534 with mode 0\\d{3} \\(not owned by root\\) and holds 1 entry \\(kpr\\)`));
+    assert.throws(
+      () => checkPinDirs(inner, DEFAULT_BPFFS_ROOT, recordingLogger()),
+      new RegExp(`bpffs: ${dir} is owned by uid 65534 with mode 0\\d{3} \\(not owned by root\\) and holds 1 entry \\(kpr\\)`),
+    );
   });
 });
 
@@ -169,7 +185,10 @@ test('the pin keeper re-pins only into directories that pass the same checks', (
       pinMap(path.join(dir, 'maps', 'planted'));
       fs.chownSync(dir, NOBODY, NOBODY);
       fs.chmodSync(dir, 0o777);
-      assert.throws(() => keeper.check(), new RegExp(`bpffs: ${dir} is owned by uid 65534 with mode 0777 \\(not owned by root\\) and holds 1 entry \\(maps\\)`));
+      assert.throws(
+        () => keeper.check(),
+        new RegExp(`bpffs: ${dir} is owned by uid 65534 with mode 0777 \\(not owned by root\\) and holds 1 entry \\(maps\\)`),
+      );
       assert.equal(fs.existsSync(pin), false);
       // Made again by someone else but empty: taken over, then the map is pinned again.
       rmrf(dir);
@@ -179,7 +198,10 @@ test('the pin keeper re-pins only into directories that pass the same checks', (
       const log = recordingLogger();
       const k2 = new PinKeeper(dir, log);
       k2.keepMap(pin, map);
-      assert.deepEqual(k2.check().map((r) => [r.pin, r.reason]), [[pin, 'missing']]);
+      assert.deepEqual(
+        k2.check().map((r) => [r.pin, r.reason]),
+        [[pin, 'missing']],
+      );
       assert.equal(fs.lstatSync(dir).uid, 0);
       assert.equal(modeOf(dir), 0o700);
       assert.ok(log.warnings.some((w) => /it was empty, so it was repaired/.test(w.msg)));

@@ -75,7 +75,12 @@ for (const setting of ['bpf', 'netlink'] as const satisfies readonly UdpTerminat
         fds.push(fd);
         return fd;
       };
-      for (const [a, p] of [[GONE, 5353], [STAYS, 5353], [GONE6, 5353]] as const) inside(() => sockets.bind(a, p));
+      for (const [a, p] of [
+        [GONE, 5353],
+        [STAYS, 5353],
+        [GONE6, 5353],
+      ] as const)
+        inside(() => sockets.bind(a, p));
       /** A socket connected to backend:port as if the hooks had translated fe → backend for frontend frontendId. */
       const translated = (connect: () => number, backend: string, frontendId: number, fe = FE) => {
         const fd = inside(connect);
@@ -109,7 +114,11 @@ for (const setting of ['bpf', 'netlink'] as const satisfies readonly UdpTerminat
       assert.deepEqual(destroyedEvents, [[mode, 3]]);
       assert.equal(readStat(maps.stats, STAT.SOCK_DESTROYED) - before, 3n, 'kpr_stats SOCK_DESTROYED counts them');
       for (const fd of [victim, victim6, victimMapped]) assert.equal(sockets.recvErrno(fd), E.ECONNABORTED, `socket ${fd} was destroyed`);
-      for (const [what, fd] of [['another Service', otherService], ['a backend that stays', stays], ['not translated by kpr', notKprs]] as const) {
+      for (const [what, fd] of [
+        ['another Service', otherService],
+        ['a backend that stays', stays],
+        ['not translated by kpr', notKprs],
+      ] as const) {
         assert.equal(sockets.send(fd), 0, `${what}: still connected`);
         assert.equal(sockets.recvErrno(fd), E.EAGAIN, `${what}: no error`);
       }
@@ -129,7 +138,10 @@ test('the mechanism: auto prefers the iterator, falls back to netlink, and says 
   const no = () => 'EOPNOTSUPP';
   assert.equal(chooseUdpTermination('auto', undefined, no).mode, 'bpf_sock_destroy');
   assert.equal(chooseUdpTermination('auto', 'ENOENT kfunc', ok).mode, 'netlink');
-  assert.match(chooseUdpTermination('auto', 'ENOENT kfunc', no).reason, /did not load \(ENOENT kfunc\), and netlink sock_diag cannot destroy sockets: EOPNOTSUPP/);
+  assert.match(
+    chooseUdpTermination('auto', 'ENOENT kfunc', no).reason,
+    /did not load \(ENOENT kfunc\), and netlink sock_diag cannot destroy sockets: EOPNOTSUPP/,
+  );
   assert.equal(chooseUdpTermination('auto', 'ENOENT kfunc', no).mode, 'off');
   assert.equal(chooseUdpTermination('netlink', undefined, ok).mode, 'netlink', 'forced netlink even where the iterator loads');
   assert.equal(chooseUdpTermination('netlink', undefined, no).mode, 'off');

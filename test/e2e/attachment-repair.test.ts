@@ -70,7 +70,12 @@ function attachmentSuite(tcCase: TcModeCase, withCgroupCases: boolean): void {
 
     /** A client in the caller pod's namespace and outside the run's cgroup: only tc translates its traffic. */
     const startPodClient = (mode: 'http' | 'loop', extra: string[]): ClientRun => {
-      const child = box.sandbox.spawnIn(box.topo.pods.get('caller')!.ns, process.execPath, [path.join(repoRoot, 'dist', 'sandbox', 'client.js'), mode, '--target', `${VIP}:80`, ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = box.sandbox.spawnIn(
+        box.topo.pods.get('caller')!.ns,
+        process.execPath,
+        [path.join(repoRoot, 'dist', 'sandbox', 'client.js'), mode, '--target', `${VIP}:80`, ...extra],
+        { stdio: ['ignore', 'pipe', 'pipe'] },
+      );
       let out = '';
       let err = '';
       child.stdout!.on('data', (d) => (out += d));
@@ -103,7 +108,11 @@ function attachmentSuite(tcCase: TcModeCase, withCgroupCases: boolean): void {
     };
 
     const status = () =>
-      spawnSync(cliBin, ['status', '--healthz-address', hostPort(healthUrl), '--metrics-address', hostPort(metricsUrl), '--bpffs', box.sandbox.bpffsDir, '--timeout', '60s'], { encoding: 'utf8' });
+      spawnSync(
+        cliBin,
+        ['status', '--healthz-address', hostPort(healthUrl), '--metrics-address', hostPort(metricsUrl), '--bpffs', box.sandbox.bpffsDir, '--timeout', '60s'],
+        { encoding: 'utf8' },
+      );
 
     before(async () => {
       requireRoot();
@@ -115,7 +124,14 @@ function attachmentSuite(tcCase: TcModeCase, withCgroupCases: boolean): void {
       // The Node object: /healthz answers 503 for a node the API server does not know, like kube-proxy.
       box.api.create({ apiVersion: 'v1', kind: 'Node', metadata: { name: NODE_NAME }, status: { addresses: [{ type: 'InternalIP', address: '198.18.0.1' }] } });
       box.api.create(httpService('attach', 'web', VIP));
-      box.api.create(httpSlice('attach', 'web-1', 'web', PODS.filter((p) => BACKENDS.includes(p.name)).map((p) => p.ip)));
+      box.api.create(
+        httpSlice(
+          'attach',
+          'web-1',
+          'web',
+          PODS.filter((p) => BACKENDS.includes(p.name)).map((p) => p.ip),
+        ),
+      );
       const agent = await box.startAgent(['--sync-period', SYNC_PERIOD, ...tcCase.args]);
       assertAgentMode(agent.logs, tcCase.mode, 'the agent');
       metricsUrl = `http://${(await agent.waitForLog('metrics server listening')).address}`;
@@ -150,7 +166,9 @@ function attachmentSuite(tcCase: TcModeCase, withCgroupCases: boolean): void {
       test('the cgroup links detached behind the agent (pins kept): node clients fail, then are served again within seconds; counted, logged, in /healthz', async () => {
         const from = box.agent!.logs.length;
         const before = await metric('kpr_attachments_repaired_total', { hook: 'cgroup' });
-        const pins = readdirSync(linkPinDir(box.sandbox.bpffsDir)).map((f) => path.join(linkPinDir(box.sandbox.bpffsDir), f)).filter((p) => statSync(p).isFile());
+        const pins = readdirSync(linkPinDir(box.sandbox.bpffsDir))
+          .map((f) => path.join(linkPinDir(box.sandbox.bpffsDir), f))
+          .filter((p) => statSync(p).isFile());
         assert.ok(pins.length >= 6, pins.join(' '));
         const { rep: loop, repairedMs } = await loopAcross(
           box.startClient('loop', `${VIP}:80`, ['--duration-ms', '60000', '--timeout-ms', '1000']),
@@ -176,7 +194,9 @@ function attachmentSuite(tcCase: TcModeCase, withCgroupCases: boolean): void {
         assert.equal(hz.status, 200, JSON.stringify(hz.body));
         assert.equal(hz.body.attachments.repaired.cgroup, before + pins.length);
         assert.equal(hz.body.attachments.healthy, true);
-        console.log(`fault=cgroup-links-detached links=${pins.length} connections=${loop.ok + loop.failed} failed=${loop.failed} repairMs=${repairedMs.toFixed(0)}`);
+        console.log(
+          `fault=cgroup-links-detached links=${pins.length} connections=${loop.ok + loop.failed} failed=${loop.failed} repairMs=${repairedMs.toFixed(0)}`,
+        );
       });
     }
 
@@ -184,7 +204,9 @@ function attachmentSuite(tcCase: TcModeCase, withCgroupCases: boolean): void {
       const from = box.agent!.logs.length;
       const before = await metric('kpr_attachments_repaired_total', { hook: tcCase.mode });
       const node = nsPath(box.topo.nodeNs);
-      const podIfs = withNetns(node, () => listInterfaces()).map((i) => i.name).filter((n) => n.startsWith('v'));
+      const podIfs = withNetns(node, () => listInterfaces())
+        .map((i) => i.name)
+        .filter((n) => n.startsWith('v'));
       assert.equal(podIfs.length, PODS.length, podIfs.join(' '));
       const { rep: loop, repairedMs } = await loopAcross(
         startPodClient('loop', ['--duration-ms', '60000', '--timeout-ms', '500']),
@@ -217,7 +239,9 @@ function attachmentSuite(tcCase: TcModeCase, withCgroupCases: boolean): void {
       assert.equal(hz.status, 200, JSON.stringify(hz.body));
       assert.equal(hz.body.attachments.repaired[tcCase.mode], before + podIfs.length);
       assert.equal(hz.body.attachments.attached[tcCase.mode], podIfs.length);
-      console.log(`fault=${tcCase.mode}-detached interfaces=${podIfs.length} connections=${loop.ok + loop.failed} failed=${loop.failed} repairMs=${repairedMs.toFixed(0)}`);
+      console.log(
+        `fault=${tcCase.mode}-detached interfaces=${podIfs.length} connections=${loop.ok + loop.failed} failed=${loop.failed} repairMs=${repairedMs.toFixed(0)}`,
+      );
     });
 
     if (withCgroupCases) {
@@ -229,10 +253,14 @@ function attachmentSuite(tcCase: TcModeCase, withCgroupCases: boolean): void {
           rmdirSync(cg);
           return true;
         });
-        const down = await until('/healthz 503', async () => {
-          const hz = await healthz();
-          return hz.status === 503 ? hz : undefined;
-        }, REPAIR_BOUND_MS);
+        const down = await until(
+          '/healthz 503',
+          async () => {
+            const hz = await healthz();
+            return hz.status === 503 ? hz : undefined;
+          },
+          REPAIR_BOUND_MS,
+        );
         const a = down.body.attachments;
         assert.equal(a.healthy, false, JSON.stringify(a));
         assert.match(a.reason, /attachments missing and not attached again: kpr_\w+ on cgroup .*does not exist/);
@@ -243,7 +271,13 @@ function attachmentSuite(tcCase: TcModeCase, withCgroupCases: boolean): void {
         assert.match(st.stdout, /^agent .*\/healthz 503, unhealthy \(an attachment is missing\)$/m);
         assert.match(st.stdout, /^attach    MISSING: \d+ attachments not in place and not attached again/m);
         assert.match(st.stdout, new RegExp(`^  kpr_connect4 on cgroup ${cg}: cgroup ${cg} does not exist`, 'm'));
-        const json = JSON.parse(spawnSync(cliBin, ['status', '--healthz-address', hostPort(healthUrl), '--metrics-address', hostPort(metricsUrl), '--bpffs', box.sandbox.bpffsDir, '-o', 'json'], { encoding: 'utf8' }).stdout);
+        const json = JSON.parse(
+          spawnSync(
+            cliBin,
+            ['status', '--healthz-address', hostPort(healthUrl), '--metrics-address', hostPort(metricsUrl), '--bpffs', box.sandbox.bpffsDir, '-o', 'json'],
+            { encoding: 'utf8' },
+          ).stdout,
+        );
         assert.equal(json.attachments.healthy, false);
         // Logged once, however many checks find it.
         await new Promise((r) => setTimeout(r, scaled(4500)));

@@ -27,7 +27,12 @@ const PODS = [
   { name: 'web-c', ip: '198.18.0.12' },
 ];
 
-function service(name: string, clusterIP: string, ports: Array<{ name: string; port: number; targetPort: number; protocol?: string }>, extra: Record<string, unknown> = {}) {
+function service(
+  name: string,
+  clusterIP: string,
+  ports: Array<{ name: string; port: number; targetPort: number; protocol?: string }>,
+  extra: Record<string, unknown> = {},
+) {
   return {
     apiVersion: 'v1',
     kind: 'Service',
@@ -42,7 +47,13 @@ interface Ep {
 }
 
 function slice(name: string, svc: string, endpoints: Ep[], ports: SlicePort[]) {
-  return endpointSlice('e2e', name, svc, endpoints.map((e) => ({ ip: e.ip, conditions: { ready: e.ready ?? true } })), ports);
+  return endpointSlice(
+    'e2e',
+    name,
+    svc,
+    endpoints.map((e) => ({ ip: e.ip, conditions: { ready: e.ready ?? true } })),
+    ports,
+  );
 }
 
 const WEB_PORTS = [
@@ -70,7 +81,14 @@ describe('ClusterIP end to end', { timeout: scaled(180_000) }, () => {
     requireRoot();
     box = await BoxCluster.create({ pods: PODS });
     box.api.create(service('web', '198.19.0.10', WEB_PORTS));
-    box.api.create(slice('web-1', 'web', PODS.map((p) => ({ ip: p.ip })), WEB_SLICE_PORTS));
+    box.api.create(
+      slice(
+        'web-1',
+        'web',
+        PODS.map((p) => ({ ip: p.ip })),
+        WEB_SLICE_PORTS,
+      ),
+    );
     await box.startAgent();
   });
 
@@ -97,7 +115,14 @@ describe('ClusterIP end to end', { timeout: scaled(180_000) }, () => {
   });
 
   test('an endpoint removed from the EndpointSlice gets no new connections', async () => {
-    box.api.apply(slice('web-1', 'web', PODS.slice(1).map((p) => ({ ip: p.ip })), WEB_SLICE_PORTS));
+    box.api.apply(
+      slice(
+        'web-1',
+        'web',
+        PODS.slice(1).map((p) => ({ ip: p.ip })),
+        WEB_SLICE_PORTS,
+      ),
+    );
     await waitFor('the service to shrink to 2 backends', () => masterCount('198.19.0.10', 80) === 2);
     const rep = await box.client('http', '198.19.0.10:80', ['--count', '100']);
     assert.equal(rep.failed, 0);
@@ -110,12 +135,24 @@ describe('ClusterIP end to end', { timeout: scaled(180_000) }, () => {
     await waitFor('only web-b to remain', () => masterCount('198.19.0.10', 80) === 1);
     const rep = await box.client('http', '198.19.0.10:80', ['--count', '50']);
     assert.deepEqual(rep.byPod, { 'web-b': 50 });
-    box.api.apply(slice('web-1', 'web', PODS.map((p) => ({ ip: p.ip })), WEB_SLICE_PORTS));
+    box.api.apply(
+      slice(
+        'web-1',
+        'web',
+        PODS.map((p) => ({ ip: p.ip })),
+        WEB_SLICE_PORTS,
+      ),
+    );
     await waitFor('all three back', () => masterCount('198.19.0.10', 80) === 3);
   });
 
   test('a service with no endpoints refuses a new connection at once, TCP and UDP', async () => {
-    box.api.create(service('empty', '198.19.0.20', [{ name: 'http', port: 80, targetPort: 8080 }, { name: 'dns', port: 53, targetPort: 5353, protocol: 'UDP' }]));
+    box.api.create(
+      service('empty', '198.19.0.20', [
+        { name: 'http', port: 80, targetPort: 8080 },
+        { name: 'dns', port: 53, targetPort: 5353, protocol: 'UDP' },
+      ]),
+    );
     await waitFor('the empty service to be programmed', () => masterCount('198.19.0.20', 80) === 0);
     const tcp = await box.client('once', '198.19.0.20:80', ['--timeout-ms', '3000']);
     assert.deepEqual(tcp.errors, { [REFUSED]: 1 });
@@ -138,8 +175,23 @@ describe('ClusterIP end to end', { timeout: scaled(180_000) }, () => {
   });
 
   test('a slice created before its service, and several ports matched by name, work', async () => {
-    box.api.create(slice('multi-1', 'multi', [{ ip: PODS[2].ip }], [{ name: 'b', port: 5353, protocol: 'UDP' }, { name: 'a', port: 8080 }]));
-    box.api.create(service('multi', '198.19.0.40', [{ name: 'a', port: 8000, targetPort: 1 }, { name: 'b', port: 9000, targetPort: 2, protocol: 'UDP' }]));
+    box.api.create(
+      slice(
+        'multi-1',
+        'multi',
+        [{ ip: PODS[2].ip }],
+        [
+          { name: 'b', port: 5353, protocol: 'UDP' },
+          { name: 'a', port: 8080 },
+        ],
+      ),
+    );
+    box.api.create(
+      service('multi', '198.19.0.40', [
+        { name: 'a', port: 8000, targetPort: 1 },
+        { name: 'b', port: 9000, targetPort: 2, protocol: 'UDP' },
+      ]),
+    );
     await waitFor('multi to be programmed', () => masterCount('198.19.0.40', 8000) === 1 && masterCount('198.19.0.40', 9000) === 1);
     assert.deepEqual((await box.client('http', '198.19.0.40:8000', ['--count', '5'])).byPod, { 'web-c': 5 });
     assert.deepEqual((await box.client('udp', '198.19.0.40:9000', ['--count', '5'])).byPod, { 'web-c': 5 });
@@ -163,13 +215,21 @@ describe('ClusterIP end to end', { timeout: scaled(180_000) }, () => {
     assert.equal(rejected.object, 'e2e/bad-ip-1');
     assert.match(String(rejected.field), /^endpoints\[0\]\.addresses\[0\]$/);
     assert.match(String(rejected.reason), /300\.1\.2\.3/);
-    await waitFor('bad-ip to be programmed with the valid slice\'s one endpoint', () => masterCount('198.19.0.50', 80) === 1);
+    await waitFor("bad-ip to be programmed with the valid slice's one endpoint", () => masterCount('198.19.0.50', 80) === 1);
     // The maps can be read before the agent's log line about them has come through the pipe: wait for the line.
-    const reasons = () => box.agent!.logs.slice(from).filter((l) => l.msg === 'skipped invalid or unsupported input').map((l) => `${l.object}: ${l.reason}`);
-    await waitFor('the duplicate externalIP frontend to be reported', () => reasons().some((r) => r.startsWith('Service e2e/dup') && /duplicates another frontend/.test(r))).catch((e: Error) => {
+    const reasons = () =>
+      box
+        .agent!.logs.slice(from)
+        .filter((l) => l.msg === 'skipped invalid or unsupported input')
+        .map((l) => `${l.object}: ${l.reason}`);
+    await waitFor('the duplicate externalIP frontend to be reported', () =>
+      reasons().some((r) => r.startsWith('Service e2e/dup') && /duplicates another frontend/.test(r)),
+    ).catch((e: Error) => {
       throw new Error(`${e.message}; reported:\n${reasons().join('\n')}`);
     });
-    await waitFor('the SCTP frontend to be programmed', () => kernelState().services.some(([k]) => k.addr === '198.19.0.52' && k.port === 80 && k.proto === IPPROTO.SCTP && k.slot === 0));
+    await waitFor('the SCTP frontend to be programmed', () =>
+      kernelState().services.some(([k]) => k.addr === '198.19.0.52' && k.port === 80 && k.proto === IPPROTO.SCTP && k.slot === 0),
+    );
     assert.ok(!reasons().some((r) => r.startsWith('Service e2e/sctp')), `SCTP not reported as skipped: ${reasons().join('\n')}`);
     assert.equal(box.agent!.child.exitCode, null, 'the agent keeps running');
     // web's entries are unchanged: the port-less slice adds nothing.
@@ -180,8 +240,18 @@ describe('ClusterIP end to end', { timeout: scaled(180_000) }, () => {
   });
 
   test('headless and ExternalName services are ignored', async () => {
-    box.api.create({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'headless', namespace: 'e2e' }, spec: { clusterIP: 'None', ports: [{ name: 'http', port: 80 }] } });
-    box.api.create({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'ext', namespace: 'e2e' }, spec: { type: 'ExternalName', externalName: 'example.invalid', clusterIP: '198.19.0.61', ports: [{ name: 'http', port: 80 }] } });
+    box.api.create({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'headless', namespace: 'e2e' },
+      spec: { clusterIP: 'None', ports: [{ name: 'http', port: 80 }] },
+    });
+    box.api.create({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'ext', namespace: 'e2e' },
+      spec: { type: 'ExternalName', externalName: 'example.invalid', clusterIP: '198.19.0.61', ports: [{ name: 'http', port: 80 }] },
+    });
     box.api.create(slice('headless-1', 'headless', [{ ip: PODS[0].ip }], [{ name: 'http', port: 8080 }]));
     box.api.create(slice('ext-1', 'ext', [{ ip: PODS[0].ip }], [{ name: 'http', port: 8080 }]));
     // A later change that is programmed proves the agent processed the earlier ones.
@@ -194,7 +264,10 @@ describe('ClusterIP end to end', { timeout: scaled(180_000) }, () => {
     const out = JSON.parse(execFileSync(cliBin, ['service', 'list', '--bpffs', box.sandbox.bpffsDir, '-o', 'json'], { encoding: 'utf8' }));
     const web = out.find((s: { address: string; port: number }) => s.address === '198.19.0.10' && s.port === 80);
     assert.equal(web.protocol, 'TCP');
-    assert.deepEqual(web.backends.map((b: { address: string; port: number }) => `${b.address}:${b.port}`).sort(), PODS.map((p) => `${p.ip}:8080`));
+    assert.deepEqual(
+      web.backends.map((b: { address: string; port: number }) => `${b.address}:${b.port}`).sort(),
+      PODS.map((p) => `${p.ip}:8080`),
+    );
     const table = execFileSync(cliBin, ['service', 'list', '--bpffs', box.sandbox.bpffsDir], { encoding: 'utf8' });
     assert.match(table, /^TCP  198\.19\.0\.10:80 .*3 backends/m);
     assert.match(table, /-> 198\.18\.0\.10:8080/);
@@ -229,24 +302,41 @@ describe('ClusterIP end to end', { timeout: scaled(180_000) }, () => {
     box.api.create(slice('again-1', 'again', [{ ip: PODS[0].ip }], [{ name: 'http', port: 8080 }]));
     await waitFor('again', () => masterCount('198.19.0.70', 80) === 1);
     const k = kernelState();
-    assert.deepEqual(k.backends.map(([id]) => id), [1], 'backend ids are reused from 1');
+    assert.deepEqual(
+      k.backends.map(([id]) => id),
+      [1],
+      'backend ids are reused from 1',
+    );
     assert.equal(k.services.find(([key]) => key.slot === 0)![1].frontendId, 1, 'service ids are reused from 1');
   });
 
-  test('kpr attaches its tc programs to the sandbox\'s interfaces only, never to one of the host\'s, in every tc attach mode (switching mode leaves nothing of the other)', async () => {
+  test("kpr attaches its tc programs to the sandbox's interfaces only, never to one of the host's, in every tc attach mode (switching mode leaves nothing of the other)", async () => {
     /** kpr's programs on the node namespace's interfaces in `mode`, by interface. */
     const inNode = (mode: TcMode) =>
-      withNetns(nsPath(box.topo.nodeNs), () => Object.fromEntries(listInterfaces().map((i) => [i.name, kprIngressPrograms(mode, i.name)]).filter(([, ids]) => ids.length > 0)));
+      withNetns(nsPath(box.topo.nodeNs), () =>
+        Object.fromEntries(
+          listInterfaces()
+            .map((i) => [i.name, kprIngressPrograms(mode, i.name)])
+            .filter(([, ids]) => ids.length > 0),
+        ),
+      );
     const check = (mode: TcMode, what: string) => {
       const attached = inNode(mode);
       const podIfs = Object.keys(attached);
-      assert.ok(podIfs.length > 0 && podIfs.every((n) => n.startsWith('v')), `${what}: the pod-facing veths of the sandbox carry kpr_tc_pod, nothing else: ${JSON.stringify(attached)}`);
+      assert.ok(
+        podIfs.length > 0 && podIfs.every((n) => n.startsWith('v')),
+        `${what}: the pod-facing veths of the sandbox carry kpr_tc_pod, nothing else: ${JSON.stringify(attached)}`,
+      );
       const other: TcMode = mode === 'tcx' ? 'tc' : 'tcx';
       if (other === 'tc' || tcModeCases().length > 1) assert.deepEqual(inNode(other), {}, `${what}: nothing left in ${other} mode`);
       const kprProgs = new Set(Object.values(attached).flat());
       for (const { name } of listInterfaces()) {
         const on = anyIngressPrograms(name);
-        assert.deepEqual(on.tcx.filter((id) => kprProgs.has(id)), [], `${what}: host interface ${name} (tcx)`);
+        assert.deepEqual(
+          on.tcx.filter((id) => kprProgs.has(id)),
+          [],
+          `${what}: host interface ${name} (tcx)`,
+        );
         assert.deepEqual(on.tc, [], `${what}: host interface ${name} has a filter at kpr's handle/priority`);
       }
     };

@@ -34,7 +34,13 @@ const PODS = [
 const SYNC_PERIOD_MS = 3000;
 
 const service = (name: string, clusterIP: string) => httpService('e2e', name, clusterIP);
-const slice = (name: string, svc: string) => httpSlice('e2e', name, svc, PODS.map((p) => p.ip));
+const slice = (name: string, svc: string) =>
+  httpSlice(
+    'e2e',
+    name,
+    svc,
+    PODS.map((p) => p.ip),
+  );
 
 describe('drift repair and node faults end to end', { timeout: scaled(180_000) }, () => {
   let box: BoxCluster;
@@ -116,7 +122,7 @@ describe('drift repair and node faults end to end', { timeout: scaled(180_000) }
     assert.ok(repairedMs <= scaled(SYNC_PERIOD_MS + 1500), `repaired ${repairedMs.toFixed(0)} ms after the corruption`);
     assert.deepEqual(line.maps, { kpr_svc: { missing: 1 }, kpr_backend: { changed: 1 }, kpr_config: { changed: 1 } });
     try {
-      assert.deepEqual(cfgMap.lookup(cfgKey), cfgBefore, 'kpr_config holds the agent\'s settings again');
+      assert.deepEqual(cfgMap.lookup(cfgKey), cfgBefore, "kpr_config holds the agent's settings again");
     } finally {
       cfgMap.close();
     }

@@ -39,13 +39,22 @@ const SYNC_PERIOD_MS = 3000;
 /** The agent rescans interfaces, the cgroup and its pins every 2 s: a repair lands within two of those. */
 const NODE_CHECK_BOUND_MS = 5000;
 
-interface Ep { ip: string; ready: boolean; terminating?: boolean }
+interface Ep {
+  ip: string;
+  ready: boolean;
+  terminating?: boolean;
+}
 
 const service = (name: string, clusterIP: string, port = 80): KubeObject => httpService('e2e', name, clusterIP, {}, port);
 
 function slice(name: string, svc: string, eps: Ep[]): KubeObject {
   const conditions = (e: Ep) => ({ ready: e.ready, serving: e.ready || e.terminating === true, terminating: e.terminating === true });
-  return httpSlice('e2e', name, svc, eps.map((e) => ({ ip: e.ip, conditions: conditions(e) })));
+  return httpSlice(
+    'e2e',
+    name,
+    svc,
+    eps.map((e) => ({ ip: e.ip, conditions: conditions(e) })),
+  );
 }
 
 /**
@@ -57,7 +66,9 @@ function expectedFrontends(services: KubeObject[], slices: KubeObject[]): Map<st
   const out = new Map<string, string[]>();
   for (const s of services) {
     const spec = s.spec as { clusterIP: string; ports: Array<{ name: string; port: number }> };
-    const mine = slices.filter((sl) => (sl.metadata as { labels?: Record<string, string> }).labels?.['kubernetes.io/service-name'] === (s.metadata as { name: string }).name);
+    const mine = slices.filter(
+      (sl) => (sl.metadata as { labels?: Record<string, string> }).labels?.['kubernetes.io/service-name'] === (s.metadata as { name: string }).name,
+    );
     for (const p of spec.ports) {
       const set = new Set<string>();
       for (const sl of mine) {
@@ -139,7 +150,13 @@ describe('fault injection end to end', { timeout: scaled(600_000) }, () => {
     // The Node object (healthz answers 503 for a node the API server does not know, like kube-proxy).
     box.api.create({ apiVersion: 'v1', kind: 'Node', metadata: { name: NODE_NAME }, status: { addresses: [{ type: 'InternalIP', address: '198.18.0.1' }] } });
     box.api.create(service('web', WEB));
-    box.api.create(slice('web-1', 'web', PODS.map((p) => ({ ip: p.ip, ready: true }))));
+    box.api.create(
+      slice(
+        'web-1',
+        'web',
+        PODS.map((p) => ({ ip: p.ip, ready: true })),
+      ),
+    );
     await box.startAgent(['--sync-period', `${SYNC_PERIOD_MS}ms`]);
   });
 
@@ -173,7 +190,7 @@ describe('fault injection end to end', { timeout: scaled(600_000) }, () => {
     try {
       rmSync(mapPinPath(box.sandbox.bpffsDir, MAP_NAMES.svc));
       foreign.pin(mapPinPath(box.sandbox.bpffsDir, MAP_NAMES.svc));
-      const line = await agent.waitForLog((l) => l.msg === 'pinned objects replaced by others; pinned the agent\'s own again', NODE_CHECK_BOUND_MS, from);
+      const line = await agent.waitForLog((l) => l.msg === "pinned objects replaced by others; pinned the agent's own again", NODE_CHECK_BOUND_MS, from);
       const convergeMs = performance.now() - t0;
       const pins = line.pins as Array<{ pin: string; object: string; reason: string; found?: string }>;
       const svcRepair = pins.find((p) => p.pin === mapPinPath(box.sandbox.bpffsDir, MAP_NAMES.svc))!;
@@ -187,7 +204,10 @@ describe('fault injection end to end', { timeout: scaled(600_000) }, () => {
         pinned.close();
       }
       // Through the restored pins the maps are the agent's: the Service is there, whole.
-      assert.deepEqual(backendsOf(`${WEB}:80`), PODS.map((p) => `${p.ip}:8080`));
+      assert.deepEqual(
+        backendsOf(`${WEB}:80`),
+        PODS.map((p) => `${p.ip}:8080`),
+      );
       await pause(500);
       const rep = await loop.stop();
       summary('pins-removed-and-replaced', rep, convergeMs);
@@ -214,10 +234,20 @@ describe('fault injection end to end', { timeout: scaled(600_000) }, () => {
     const from = agent.logs.length;
     // The bpffs goes; what is left at the path is not a bpf filesystem.
     execFileSync('sh', ['-c', `umount "$0" && mount -t tmpfs kpr-not-bpffs "$0"`, dir]);
-    const failed = await agent.waitForLog((l) => l.msg === 'node datapath timer failed; retrying every tick' && l.op === 'pin_check', NODE_CHECK_BOUND_MS, from);
+    const failed = await agent.waitForLog(
+      (l) => l.msg === 'node datapath timer failed; retrying every tick' && l.op === 'pin_check',
+      NODE_CHECK_BOUND_MS,
+      from,
+    );
     assert.match(String(failed.error), /is not on a bpf filesystem/);
     // A change while bpffs is gone: programmed through the agent's open map fds.
-    box.api.apply(slice('web-1', 'web', PODS.slice(0, 2).map((p) => ({ ip: p.ip, ready: true }))));
+    box.api.apply(
+      slice(
+        'web-1',
+        'web',
+        PODS.slice(0, 2).map((p) => ({ ip: p.ip, ready: true })),
+      ),
+    );
     await pause(5000);
     const mid = await box.client('http', `${WEB}:80`, ['--count', '60']);
     assert.equal(mid.failed, 0, JSON.stringify(mid.errors));
@@ -234,8 +264,17 @@ describe('fault injection end to end', { timeout: scaled(600_000) }, () => {
     const convergeMs = performance.now() - t0;
     assert.ok(existsSync(mapPinPath(dir, MAP_NAMES.svc)));
     assert.ok(readdirSync(linkPinDir(dir)).length >= 6, 'the cgroup links are pinned again');
-    assert.deepEqual(backendsOf(`${WEB}:80`), PODS.slice(0, 2).map((p) => `${p.ip}:8080`));
-    box.api.apply(slice('web-1', 'web', PODS.map((p) => ({ ip: p.ip, ready: true }))));
+    assert.deepEqual(
+      backendsOf(`${WEB}:80`),
+      PODS.slice(0, 2).map((p) => `${p.ip}:8080`),
+    );
+    box.api.apply(
+      slice(
+        'web-1',
+        'web',
+        PODS.map((p) => ({ ip: p.ip, ready: true })),
+      ),
+    );
     await waitFor('web-c back', () => backendsOf(`${WEB}:80`).length === 3, 5000);
     const rep = await loop.stop();
     summary('bpffs-unmounted', { ok: rep.ok + mid.ok, failed: rep.failed + mid.failed }, convergeMs);
@@ -244,16 +283,25 @@ describe('fault injection end to end', { timeout: scaled(600_000) }, () => {
     assertNoUncaught(agent);
   });
 
-  test('the socket programs\' cgroup removed and created again: logged once, counted, and the programs are attached to the new cgroup', async () => {
+  test("the socket programs' cgroup removed and created again: logged once, counted, and the programs are attached to the new cgroup", async () => {
     const agent = box.agent!;
     const cg = box.sandbox.cgroupPath;
     const from = agent.logs.length;
     // A cgroup can only be removed empty: no client runs during this step.
-    await waitFor('the cgroup to be removed', () => {
-      rmdirSync(cg);
-      return true;
-    }, 3000, 50);
-    const failed = await agent.waitForLog((l) => l.msg === 'node datapath timer failed; retrying every tick' && l.op === 'cgroup_check', NODE_CHECK_BOUND_MS, from);
+    await waitFor(
+      'the cgroup to be removed',
+      () => {
+        rmdirSync(cg);
+        return true;
+      },
+      3000,
+      50,
+    );
+    const failed = await agent.waitForLog(
+      (l) => l.msg === 'node datapath timer failed; retrying every tick' && l.op === 'cgroup_check',
+      NODE_CHECK_BOUND_MS,
+      from,
+    );
     assert.match(String(failed.error), /is gone/);
     await pause(4500);
     assert.equal(agent.logs.slice(from).filter((l) => l.op === 'cgroup_check' && l.msg === 'node datapath timer failed; retrying every tick').length, 1);
@@ -277,7 +325,7 @@ describe('fault injection end to end', { timeout: scaled(600_000) }, () => {
     // sandbox/topology.ts names the host side of the first pod's veth so.
     const hostSide = `v0${box.sandbox.runId.slice(-6)}`.slice(0, 15);
     const tcxOn = (ifname: string) => withNetns(nsPath(nodeNs), () => queryTcxPrograms(ifname, TCX.INGRESS));
-    assert.equal(tcxOn(hostSide).length, 1, 'kpr\'s tc program on web-a\'s veth');
+    assert.equal(tcxOn(hostSide).length, 1, "kpr's tc program on web-a's veth");
     const from = agent.logs.length;
     ip('-n', nodeNs, 'link', 'del', hostSide);
     const t0 = performance.now();
@@ -302,7 +350,7 @@ describe('fault injection end to end', { timeout: scaled(600_000) }, () => {
     assertNoUncaught(agent);
   });
 
-  test('a map of another size pinned at one of kpr\'s paths before the agent starts: the agent replaces it, fills the new map, and the previous programs serve until then', async () => {
+  test("a map of another size pinned at one of kpr's paths before the agent starts: the agent replaces it, fills the new map, and the previous programs serve until then", async () => {
     const loop = connectLoop();
     await pause(500);
     await box.stopAgent('SIGTERM');
@@ -319,7 +367,10 @@ describe('fault injection end to end', { timeout: scaled(600_000) }, () => {
       const line = agent.logs.find((l) => typeof l.msg === 'string' && l.msg.startsWith('pinned maps are not the maps kpr defines'))!;
       assert.ok(line, 'the replacement is logged');
       const bad = line.maps as Array<{ name: string; why: string }>;
-      assert.deepEqual(bad.map((b) => b.name), [MAP_NAMES.backend]);
+      assert.deepEqual(
+        bad.map((b) => b.name),
+        [MAP_NAMES.backend],
+      );
       assert.match(bad[0].why, /value_size 4 != /);
       const pinned = BpfMap.openPinned(pin);
       try {
@@ -328,7 +379,10 @@ describe('fault injection end to end', { timeout: scaled(600_000) }, () => {
       } finally {
         pinned.close();
       }
-      assert.deepEqual(backendsOf(`${WEB}:80`), PODS.map((p) => `${p.ip}:8080`));
+      assert.deepEqual(
+        backendsOf(`${WEB}:80`),
+        PODS.map((p) => `${p.ip}:8080`),
+      );
       await pause(500);
       const rep = await loop.stop();
       summary('map-incompatible-at-start', rep, convergeMs);
@@ -364,7 +418,7 @@ describe('fault injection end to end', { timeout: scaled(600_000) }, () => {
     const N = 12;
     const epIp = (i: number, j: number) => `198.18.${1 + i}.${10 + j}`;
     let seed = 17;
-    const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) % n);
+    const rand = (n: number) => (seed = (seed * 1103515245 + 12345) % 2 ** 31) % n;
     let faults = 0;
     const injector = setInterval(() => {
       faults++;
@@ -421,7 +475,13 @@ describe('fault injection end to end', { timeout: scaled(600_000) }, () => {
       box.api.failRequests(1_000_000, { code: 503 });
       box.api.pauseWatches();
       // A change the agent cannot see until the outage ends.
-      box.api.apply(slice('web-1', 'web', PODS.slice(1).map((p) => ({ ip: p.ip, ready: true }))));
+      box.api.apply(
+        slice(
+          'web-1',
+          'web',
+          PODS.slice(1).map((p) => ({ ip: p.ip, ready: true })),
+        ),
+      );
       const end = Date.now() + scaled(6000);
       while (Date.now() < end) {
         const res = await fetch(healthUrl);
@@ -438,7 +498,13 @@ describe('fault injection end to end', { timeout: scaled(600_000) }, () => {
     assert.deepEqual([...codes.keys()], [200], `healthz during the outage: ${JSON.stringify([...codes])}`);
     await waitFor('the change made during the outage to be programmed', () => backendsOf(`${WEB}:80`).length === 2, 30_000, 50);
     const convergeMs = performance.now() - t0;
-    box.api.apply(slice('web-1', 'web', PODS.map((p) => ({ ip: p.ip, ready: true }))));
+    box.api.apply(
+      slice(
+        'web-1',
+        'web',
+        PODS.map((p) => ({ ip: p.ip, ready: true })),
+      ),
+    );
     await waitFor('web-a back', () => backendsOf(`${WEB}:80`).length === 3, 10_000);
     const rep = await loop.stop();
     summary('api-outage-6s', rep, convergeMs);
@@ -458,9 +524,21 @@ describe('fault injection end to end', { timeout: scaled(600_000) }, () => {
     await pause(1000);
     first.child.kill('SIGTERM');
     await once(first.child, 'exit');
-    box.api.apply(slice('web-1', 'web', PODS.slice(0, 2).map((p) => ({ ip: p.ip, ready: true }))));
+    box.api.apply(
+      slice(
+        'web-1',
+        'web',
+        PODS.slice(0, 2).map((p) => ({ ip: p.ip, ready: true })),
+      ),
+    );
     await waitFor('the second agent programs changes alone', () => backendsOf(`${WEB}:80`).length === 2, 5000);
-    box.api.apply(slice('web-1', 'web', PODS.map((p) => ({ ip: p.ip, ready: true }))));
+    box.api.apply(
+      slice(
+        'web-1',
+        'web',
+        PODS.map((p) => ({ ip: p.ip, ready: true })),
+      ),
+    );
     await waitFor('and back', () => backendsOf(`${WEB}:80`).length === 3, 5000);
     const rep = await loop.stop();
     summary('two-agents-handover', rep, convergeMs);
@@ -486,17 +564,28 @@ describe('fault injection end to end', { timeout: scaled(600_000) }, () => {
       box.api.apply(slice('web-1', 'web', eps(undefined, [{ ip: fresh.ip, ready: true }])));
       const t0 = performance.now();
       box.api.apply(slice('web-1', 'web', eps(old.ip, [{ ip: fresh.ip, ready: true }])));
-      await waitFor(`${old.name} out of rotation while terminating`, () => {
-        const b = backendsOf(`${WEB}:80`);
-        return !b.includes(`${old.ip}:8080`) && b.includes(`${fresh.ip}:8080`);
-      }, 5000, 20);
+      await waitFor(
+        `${old.name} out of rotation while terminating`,
+        () => {
+          const b = backendsOf(`${WEB}:80`);
+          return !b.includes(`${old.ip}:8080`) && b.includes(`${fresh.ip}:8080`);
+        },
+        5000,
+        20,
+      );
       worstMs = Math.max(worstMs, performance.now() - t0);
       const burst = await box.client('http', `${WEB}:80`, ['--count', '60']);
       assert.equal(burst.failed, 0, JSON.stringify(burst.errors));
       assert.equal(burst.byPod[old.name], undefined, `a new connection reached terminating ${old.name}: ${JSON.stringify(burst.byPod)}`);
       assert.ok(burst.byPod[fresh.name] > 0, `the new pod ${fresh.name} is served`);
       current = current.map((p, j) => (j === i ? fresh : p));
-      box.api.apply(slice('web-1', 'web', current.map((p) => ({ ip: p.ip, ready: true }))));
+      box.api.apply(
+        slice(
+          'web-1',
+          'web',
+          current.map((p) => ({ ip: p.ip, ready: true })),
+        ),
+      );
       await waitFor('the terminated pod gone from the slice', () => backendsOf(`${WEB}:80`).length === 3, 5000);
     }
     const rep = await loop.stop();

@@ -70,7 +70,14 @@ function realService(name: string, ip: string): KubeObject {
     apiVersion: 'v1',
     kind: 'Service',
     metadata: { name, namespace: FUZZ_NAMESPACE },
-    spec: { type: 'ClusterIP', clusterIP: ip, clusterIPs: [ip], ipFamilies: ['IPv4'], ipFamilyPolicy: 'SingleStack', ports: [{ name: 'http', port: 80, targetPort: POD_HTTP_PORT, protocol: 'TCP' }] },
+    spec: {
+      type: 'ClusterIP',
+      clusterIP: ip,
+      clusterIPs: [ip],
+      ipFamilies: ['IPv4'],
+      ipFamilyPolicy: 'SingleStack',
+      ports: [{ name: 'http', port: 80, targetPort: POD_HTTP_PORT, protocol: 'TCP' }],
+    },
   };
 }
 
@@ -169,7 +176,9 @@ describe('hostile Services and EndpointSlices against the real agent', { timeout
   const cases = generateCases(SEED, PRE_START + CREATED);
   /** Where each address came from, for failure messages. */
   const caseByAddr = new Map<string, FuzzCase>();
-  for (const c of cases) for (const o of [c.object, ...c.companions]) if (o.kind === 'Service' && typeof o.spec?.clusterIP === 'string') caseByAddr.set(o.spec.clusterIP.slice(0, 64), c);
+  for (const c of cases)
+    for (const o of [c.object, ...c.companions])
+      if (o.kind === 'Service' && typeof o.spec?.clusterIP === 'string') caseByAddr.set(o.spec.clusterIP.slice(0, 64), c);
 
   const explain = (line: string) => {
     const addr = line.replace(/^(missing|unexpected) /, '').split(/:\d+\//)[0];
@@ -188,7 +197,12 @@ describe('hostile Services and EndpointSlices against the real agent', { timeout
       if (Date.now() > end) break;
       await new Promise((r) => setTimeout(r, 250));
     }
-    assert.fail(`${what}: the maps differ from the accepted objects in ${last.length} frontends:\n${last.slice(0, Number(process.env.KPR_FUZZ_SHOW ?? 25)).map(explain).join('\n')}`);
+    assert.fail(
+      `${what}: the maps differ from the accepted objects in ${last.length} frontends:\n${last
+        .slice(0, Number(process.env.KPR_FUZZ_SHOW ?? 25))
+        .map(explain)
+        .join('\n')}`,
+    );
   }
 
   async function pushInBatches(items: Array<() => void>): Promise<void> {
@@ -269,7 +283,10 @@ describe('hostile Services and EndpointSlices against the real agent', { timeout
     const before = await box.client('http', `${VICTIM_IP}:80`, ['--count', '10']);
     assert.equal(before.failed, 0, JSON.stringify(before.errors));
     const victim = realService('victim', VICTIM_IP);
-    world.put({ ...victim, spec: { ...victim.spec, internalTrafficPolicy: 'Everywhere' } }, 'rejected', { field: 'spec.internalTrafficPolicy', mutation: 'spec.internalTrafficPolicy = "Everywhere"' });
+    world.put({ ...victim, spec: { ...victim.spec, internalTrafficPolicy: 'Everywhere' } }, 'rejected', {
+      field: 'spec.internalTrafficPolicy',
+      mutation: 'spec.internalTrafficPolicy = "Everywhere"',
+    });
     await converge('the victim Service turned bad');
     const whileBad = await box.client('once', `${VICTIM_IP}:80`, ['--timeout-ms', '1000']);
     assert.equal(whileBad.failed, 1, `the bad victim Service still answered: ${JSON.stringify(whileBad)}`);
@@ -292,7 +309,8 @@ describe('hostile Services and EndpointSlices against the real agent', { timeout
     const { stdout } = await promisify(execFile)(cliBin, ['service', 'list', '--bpffs', box.sandbox.bpffsDir, '-o', 'json'], { maxBuffer: 64 << 20 });
     assert.deepEqual(diff(programmed(JSON.parse(stdout)), world.expected()), [], 'kpr service list -o json');
 
-    const line = `fuzz summary: seed ${SEED}; ${OBJECTS} hostile objects (${PRE_START} before start, ${CREATED} created, ${MODIFIED} turned bad and back): ` +
+    const line =
+      `fuzz summary: seed ${SEED}; ${OBJECTS} hostile objects (${PRE_START} before start, ${CREATED} created, ${MODIFIED} turned bad and back): ` +
       `Service rejected ${world.fuzzed.Service.rejected}, accepted ${world.fuzzed.Service.accepted}; ` +
       `EndpointSlice rejected ${world.fuzzed.EndpointSlice.rejected}, accepted ${world.fuzzed.EndpointSlice.accepted}; ` +
       `${world.modifies} modifies, ${world.deletes} deletes; good Service connections ${client.ok} ok, ${client.failed} failed in ${client.batches} batches; agent exits: ${exited ? 1 : 0}`;
@@ -311,8 +329,14 @@ describe('hostile Services and EndpointSlices against the real agent', { timeout
     const wrong: string[] = [];
     for (const r of world.rejectedVersions.values()) {
       const lines = logs.filter((l) => warnsAbout(l, r.kind, r.namespace, r.name));
-      if (lines.length !== r.count) wrong.push(`${r.kind} ${r.namespace}/${r.name.slice(0, 80)} (${r.mutation.slice(0, 120)}): ${lines.length} warnings, expected ${r.count}${lines.length ? `: ${JSON.stringify(lines[0]).slice(0, 300)}` : ''}`);
-      else if (!lines.every((l) => namesField(l, r.field))) wrong.push(`${r.kind} ${r.namespace}/${r.name.slice(0, 80)}: the warning does not name the field ${r.field}: ${JSON.stringify(lines[0]).slice(0, 300)}`);
+      if (lines.length !== r.count)
+        wrong.push(
+          `${r.kind} ${r.namespace}/${r.name.slice(0, 80)} (${r.mutation.slice(0, 120)}): ${lines.length} warnings, expected ${r.count}${lines.length ? `: ${JSON.stringify(lines[0]).slice(0, 300)}` : ''}`,
+        );
+      else if (!lines.every((l) => namesField(l, r.field)))
+        wrong.push(
+          `${r.kind} ${r.namespace}/${r.name.slice(0, 80)}: the warning does not name the field ${r.field}: ${JSON.stringify(lines[0]).slice(0, 300)}`,
+        );
     }
     for (const q of world.quiet.values()) {
       const lines = logs.filter((l) => warnsAbout(l, q.kind, q.namespace, q.name));
@@ -320,7 +344,14 @@ describe('hostile Services and EndpointSlices against the real agent', { timeout
     }
     assert.deepEqual(wrong.slice(0, 30), [], `${wrong.length} of ${world.rejectedVersions.size + world.quiet.size} objects`);
     const long = logs.filter((l) => JSON.stringify(l).length > 8192);
-    assert.equal(long.length, 0, `log lines over 8 KiB (values must be truncated): ${long.map((l) => `${l.msg}: ${JSON.stringify(l).length} chars`).slice(0, 5).join('; ')}`);
+    assert.equal(
+      long.length,
+      0,
+      `log lines over 8 KiB (values must be truncated): ${long
+        .map((l) => `${l.msg}: ${JSON.stringify(l).length} chars`)
+        .slice(0, 5)
+        .join('; ')}`,
+    );
   });
 
   test('kpr_k8s_objects_rejected_total{kind} counts the rejected versions', async () => {

@@ -85,7 +85,10 @@ describe('kernel features: probed, reported, and their fallbacks used', { timeou
     // --udp-termination auto without bpf_sock_destroy: netlink SOCK_DESTROY, and the registry says so.
     assert.match(String(line.summary), /bpf-sock-destroy=fallback\(netlink SOCK_DESTROY\)/);
     // One line holds every feature, each with the registry's words.
-    assert.deepEqual((line.features as string[]).map((f) => f.split(':')[0]), [...KERNEL_FEATURE_NAMES]);
+    assert.deepEqual(
+      (line.features as string[]).map((f) => f.split(':')[0]),
+      [...KERNEL_FEATURE_NAMES],
+    );
     // Without tcx the tc programs attach as clsact filters (--tc-attach auto), the registry says so,
     // and the attacher does what the registry says (tcx disabled on a kernel that has it too).
     assert.match(String(line.summary), /tcx=fallback\(clsact\/cls_bpf\)/);
@@ -106,12 +109,15 @@ describe('kernel features: probed, reported, and their fallbacks used', { timeou
     const { cookie, flags } = configCookie(box);
     const expected = sockoptCookie(nodeNs);
     if (expected !== undefined) assert.equal(cookie, expected);
-    assert.notEqual(cookie, sockoptCookie('/proc/self/ns/net') ?? 0n, 'not the agent\'s own namespace');
+    assert.notEqual(cookie, sockoptCookie('/proc/self/ns/net') ?? 0n, "not the agent's own namespace");
     assert.equal(flags & CFG_FLAG.SOCK_HOST_ONLY, CFG_FLAG.SOCK_HOST_ONLY, 'host-only mode is on: the cookie is known');
     const rep = await box.client('http', `${CLUSTER_IP}:80`, ['--count', '10']);
     assert.equal(rep.ok, 10, JSON.stringify(rep.errors));
     // The probe's cgroup is gone again.
-    assert.deepEqual(readdirSync(box.sandbox.cgroupPath).filter((n) => n.startsWith('kpr-netns-probe')), []);
+    assert.deepEqual(
+      readdirSync(box.sandbox.cgroupPath).filter((n) => n.startsWith('kpr-netns-probe')),
+      [],
+    );
     await box.stopAgent();
   });
 

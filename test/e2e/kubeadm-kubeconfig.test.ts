@@ -52,10 +52,42 @@ function refused(l: LogLine): boolean {
 /** A CA and a server certificate for the endpoint IP, with openssl. */
 function makeCertificates(dir: string): void {
   const ssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
-  ssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '2', '-subj', '/CN=kpr-test-ca');
+  ssl(
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-nodes',
+    '-keyout',
+    'ca.key',
+    '-out',
+    'ca.crt',
+    '-days',
+    '2',
+    '-subj',
+    '/CN=kpr-test-ca',
+  );
   ssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=kube-apiserver');
   writeFileSync(path.join(dir, 'server.ext'), `subjectAltName=IP:${ENDPOINT_IP}\n`);
-  ssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.crt', '-days', '2', '-extfile', 'server.ext');
+  ssl(
+    'x509',
+    '-req',
+    '-in',
+    'server.csr',
+    '-CA',
+    'ca.crt',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-out',
+    'server.crt',
+    '-days',
+    '2',
+    '-extfile',
+    'server.ext',
+  );
 }
 
 const MANIFESTS = [
@@ -94,13 +126,26 @@ describe("kubeadm's kube-proxy kubeconfig.conf as the agent's kubeconfig", { tim
     writeFileSync(path.join(dir, 'manifests.yaml'), MANIFESTS.map((m) => YAML.stringify(m)).join('---\n'));
     writeFileSync(path.join(dir, 'kubeconfig.conf'), KUBECONFIG_CONF);
     writeFileSync(path.join(dir, 'config.conf'), CONFIG_CONF);
-    const api = sandbox.spawnIn(topo.nodeNs, process.execPath, [
-      path.join(repoRoot, 'dist', 'sandbox', 'apiserver.js'),
-      '--host', ENDPOINT_IP, '--port', '6443',
-      '--tls-cert-file', path.join(dir, 'server.crt'), '--tls-private-key-file', path.join(dir, 'server.key'),
-      '--token-file', path.join(dir, 'token'),
-      '--manifests', path.join(dir, 'manifests.yaml'),
-    ], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const api = sandbox.spawnIn(
+      topo.nodeNs,
+      process.execPath,
+      [
+        path.join(repoRoot, 'dist', 'sandbox', 'apiserver.js'),
+        '--host',
+        ENDPOINT_IP,
+        '--port',
+        '6443',
+        '--tls-cert-file',
+        path.join(dir, 'server.crt'),
+        '--tls-private-key-file',
+        path.join(dir, 'server.key'),
+        '--token-file',
+        path.join(dir, 'token'),
+        '--manifests',
+        path.join(dir, 'manifests.yaml'),
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     await waitForLine(api, `https://${ENDPOINT_IP}:6443`, 'the embedded API server');
   });
 
@@ -117,21 +162,47 @@ describe("kubeadm's kube-proxy kubeconfig.conf as the agent's kubeconfig", { tim
    * --kubeconfig and --node-name.
    */
   function startAgent(tokenFile: string, kubeProxyConfigMap = false): AgentProcess {
-    const configMapDir = kubeProxyConfigMap ? ` && mount -t tmpfs -o mode=0755 tmpfs /var/lib && mkdir -p /var/lib/kube-proxy && cp "$0/config.conf" "$0/kubeconfig.conf" /var/lib/kube-proxy/` : '';
+    const configMapDir = kubeProxyConfigMap
+      ? ` && mount -t tmpfs -o mode=0755 tmpfs /var/lib && mkdir -p /var/lib/kube-proxy && cp "$0/config.conf" "$0/kubeconfig.conf" /var/lib/kube-proxy/`
+      : '';
     const inPod = `mount -t tmpfs -o mode=0755 tmpfs /run && mkdir -p ${SA_DIR} && cp "$0/ca.crt" ${SA_DIR}/ca.crt && cp "$0/${tokenFile}" ${SA_DIR}/token${configMapDir} && exec "$@"`;
     const agentArgs = [
-      ...(kubeProxyConfigMap ? ['--config=/var/lib/kube-proxy/config.conf', `--hostname-override=${NODE}`] : ['--kubeconfig', path.join(dir, 'kubeconfig.conf'), '--node-name', NODE]),
-      '--cgroup-path', sandbox.cgroupPath,
-      '--bpffs', sandbox.bpffsDir,
-      '--external-interfaces', '',
-      '--pod-interfaces', 'v*',
-      '--healthz-bind-address', '127.0.0.1:0',
-      '--metrics-bind-address', '127.0.0.1:0',
+      ...(kubeProxyConfigMap
+        ? ['--config=/var/lib/kube-proxy/config.conf', `--hostname-override=${NODE}`]
+        : ['--kubeconfig', path.join(dir, 'kubeconfig.conf'), '--node-name', NODE]),
+      '--cgroup-path',
+      sandbox.cgroupPath,
+      '--bpffs',
+      sandbox.bpffsDir,
+      '--external-interfaces',
+      '',
+      '--pod-interfaces',
+      'v*',
+      '--healthz-bind-address',
+      '127.0.0.1:0',
+      '--metrics-bind-address',
+      '127.0.0.1:0',
     ];
     const child = sandbox.track(
       spawn(
         'sh',
-        ['-c', 'echo $$ > "$0/cgroup.procs" && exec "$@"', sandbox.cgroupPath, 'nsenter', `--net=${nsPath(topo.nodeNs)}`, 'unshare', '--mount', '--propagation', 'private', 'sh', '-c', inPod, dir, agentBin, ...agentArgs],
+        [
+          '-c',
+          'echo $$ > "$0/cgroup.procs" && exec "$@"',
+          sandbox.cgroupPath,
+          'nsenter',
+          `--net=${nsPath(topo.nodeNs)}`,
+          'unshare',
+          '--mount',
+          '--propagation',
+          'private',
+          'sh',
+          '-c',
+          inPod,
+          dir,
+          agentBin,
+          ...agentArgs,
+        ],
         { stdio: ['ignore', 'ignore', 'pipe'] },
       ),
     );
@@ -150,13 +221,16 @@ describe("kubeadm's kube-proxy kubeconfig.conf as the agent's kubeconfig", { tim
     try {
       const line = await agent.waitForLog(refused);
       assert.equal(line.status, 401, JSON.stringify(line));
-      assert.equal(agent.logs.some((l) => l.msg === 'initial sync complete'), false);
+      assert.equal(
+        agent.logs.some((l) => l.msg === 'initial sync complete'),
+        false,
+      );
     } finally {
       await stop(agent);
     }
   });
 
-  test('with the pod\'s token and CA, the agent syncs from https://198.18.0.2:6443 and a client reaches the ClusterIP', async () => {
+  test("with the pod's token and CA, the agent syncs from https://198.18.0.2:6443 and a client reaches the ClusterIP", async () => {
     const agent = startAgent('token');
     try {
       await agent.waitForLog('initial sync complete', 30_000);

@@ -27,13 +27,21 @@ const NOFILE = 1024;
 const FLOOD_PER_PORT = 2500;
 
 function webService() {
-  return { apiVersion: 'v1', kind: 'Service', ...service('flood/web', { clusterIP: '198.19.0.10', ports: [{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' }] }) };
+  return {
+    apiVersion: 'v1',
+    kind: 'Service',
+    ...service('flood/web', { clusterIP: '198.19.0.10', ports: [{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' }] }),
+  };
 }
 
 /** An eTP=Local LoadBalancer Service with a local endpoint: its healthCheckNodePort answers 200. */
 const HC_PORT = 32090;
 function localLbService() {
-  const s = service('flood/lb', { type: 'LoadBalancer', clusterIP: '198.19.0.11', ports: [{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP', nodePort: 30090 }] });
+  const s = service('flood/lb', {
+    type: 'LoadBalancer',
+    clusterIP: '198.19.0.11',
+    ports: [{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP', nodePort: 30090 }],
+  });
   return { apiVersion: 'v1', kind: 'Service', ...s, spec: { ...s.spec, externalTrafficPolicy: 'Local', healthCheckNodePort: HC_PORT } };
 }
 
@@ -51,22 +59,29 @@ const PROBES = 41;
 const SLOW = { opensPerSecond: 64, probes: PROBES, intervalMs: 250, timeoutMs: scaled(2000) };
 
 function webSlice(ips: string[]) {
-  const s = slice('flood/web-1', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: ips.map((ip) => ep(ip, { ready: true, nodeName: NODE_NAME })) });
+  const s = slice('flood/web-1', {
+    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+    endpoints: ips.map((ip) => ep(ip, { ready: true, nodeName: NODE_NAME })),
+  });
   return { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', ...s };
 }
 
 /** Opens `count` idle TCP connections (in bounded waves), keeping whatever the server leaves open. */
 async function flood(address: string, count: number, into: net.Socket[]): Promise<void> {
   const [host, port] = [address.slice(0, address.lastIndexOf(':')), Number(address.slice(address.lastIndexOf(':') + 1))];
-  for (let done = 0; done < count; ) {
+  for (let done = 0; done < count;) {
     const wave = Math.min(250, count - done);
     await Promise.all(
-      Array.from({ length: wave }, () => new Promise<void>((resolve) => {
-        const s = net.connect(port, host, () => resolve());
-        s.on('error', () => resolve());
-        s.on('close', () => resolve());
-        into.push(s);
-      })),
+      Array.from(
+        { length: wave },
+        () =>
+          new Promise<void>((resolve) => {
+            const s = net.connect(port, host, () => resolve());
+            s.on('error', () => resolve());
+            s.on('close', () => resolve());
+            into.push(s);
+          }),
+      ),
     );
     done += wave;
   }
@@ -136,10 +151,27 @@ describe('a connection flood on the health and metrics ports', { timeout: scaled
       slowBodyFlood({ host: hh, port: hp, path: '/healthz', connections: 256, probePath: '/healthz', ...SLOW }),
       slowBodyFlood({ host: mh, port: mp, path: '/metrics', connections: 256, probePath: '/metrics', ...SLOW }),
       // The healthCheckNodePort server listens in the node namespace: the flood and its probes run there.
-      box.client('slowbody', `127.0.0.1:${HC_PORT}`, ['--path', '/healthz', '--connections', '32', '--opens-per-second', String(SLOW.opensPerSecond),
-        '--probe-path', '/healthz', '--count', String(PROBES), '--interval-ms', String(SLOW.intervalMs), '--timeout-ms', '2000']).then((r) => r.slowBody!),
+      box
+        .client('slowbody', `127.0.0.1:${HC_PORT}`, [
+          '--path',
+          '/healthz',
+          '--connections',
+          '32',
+          '--opens-per-second',
+          String(SLOW.opensPerSecond),
+          '--probe-path',
+          '/healthz',
+          '--count',
+          String(PROBES),
+          '--interval-ms',
+          String(SLOW.intervalMs),
+          '--timeout-ms',
+          '2000',
+        ])
+        .then((r) => r.slowBody!),
     ]);
-    const say = (what: string, r: SlowBodyReport) => `${what}: ${r.answered}/${r.probes} probes answered (slowest ${r.maxProbeMs} ms; ${JSON.stringify(r.outcomes)}); flood opened ${r.floodOpened}, answered ${r.floodAnswered}`;
+    const say = (what: string, r: SlowBodyReport) =>
+      `${what}: ${r.answered}/${r.probes} probes answered (slowest ${r.maxProbeMs} ms; ${JSON.stringify(r.outcomes)}); flood opened ${r.floodOpened}, answered ${r.floodAnswered}`;
     const summary = [say('healthz', health), say('metrics', metrics), say('healthCheckNodePort', hcnp)].join('\n');
     console.log(summary);
     for (const r of [health, metrics, hcnp]) {

@@ -37,7 +37,7 @@ const CLUSTER_IPS = ['198.19.0.10', '198.19.0.11'];
 /** Connections made to each Service: different counts, so a merged series cannot pass for either. */
 const CONNECTIONS = [3, 5];
 
-describe('names at Kubernetes\' limits are never merged', { timeout: scaled(120_000) }, () => {
+describe("names at Kubernetes' limits are never merged", { timeout: scaled(120_000) }, () => {
   let box: BoxCluster;
   let metricsUrl: string;
 
@@ -82,7 +82,10 @@ describe('names at Kubernetes\' limits are never merged', { timeout: scaled(120_
     } finally {
       m.close();
     }
-    assert.deepEqual(names.sort(), NAMES.map((n) => `${NS}/${n} ${PORT_NAME}`));
+    assert.deepEqual(
+      names.sort(),
+      NAMES.map((n) => `${NS}/${n} ${PORT_NAME}`),
+    );
   });
 
   test('kpr service get NAMESPACE/NAME finds each Service, and only its own frontend', () => {
@@ -105,7 +108,11 @@ describe('names at Kubernetes\' limits are never merged', { timeout: scaled(120_
   test('each Service port has its own kpr_service_balanced_total series on /metrics', async () => {
     const prom = parseProm(await (await fetch(metricsUrl)).text());
     for (let i = 0; i < NAMES.length; i++) {
-      assert.equal(valueOf(prom, 'kpr_service_balanced_total', { namespace: NS, service: NAMES[i], port_name: PORT_NAME, protocol: 'TCP' }), CONNECTIONS[i], NAMES[i]);
+      assert.equal(
+        valueOf(prom, 'kpr_service_balanced_total', { namespace: NS, service: NAMES[i], port_name: PORT_NAME, protocol: 'TCP' }),
+        CONNECTIONS[i],
+        NAMES[i],
+      );
     }
     const series = prom.filter((s) => s.name === 'kpr_service_balanced_total');
     assert.equal(series.length, NAMES.length, JSON.stringify(series));

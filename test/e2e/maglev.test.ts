@@ -34,9 +34,22 @@ describe('Maglev: the same client flow through either node reaches the same back
       apiVersion: 'v1',
       kind: 'Service',
       metadata: { name: 'mg', namespace: 'e2e', annotations: { 'kpr.dev/lb-algorithm': 'maglev' } },
-      spec: { type: 'NodePort', clusterIP: '198.19.0.20', clusterIPs: ['198.19.0.20'], ports: [{ name: 'dns', port: 53, targetPort: 5353, nodePort: 30090, protocol: 'UDP' }] },
+      spec: {
+        type: 'NodePort',
+        clusterIP: '198.19.0.20',
+        clusterIPs: ['198.19.0.20'],
+        ports: [{ name: 'dns', port: 53, targetPort: 5353, nodePort: 30090, protocol: 'UDP' }],
+      },
     });
-    box.api.create(endpointSlice('e2e', 'mg-1', 'mg', PODS.map((p) => ({ ip: p.ip, node: p.node })), [{ name: 'dns', port: 5353, protocol: 'UDP' }]));
+    box.api.create(
+      endpointSlice(
+        'e2e',
+        'mg-1',
+        'mg',
+        PODS.map((p) => ({ ip: p.ip, node: p.node })),
+        [{ name: 'dns', port: 5353, protocol: 'UDP' }],
+      ),
+    );
     await box.startAgents();
   });
 

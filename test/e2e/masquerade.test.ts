@@ -62,7 +62,13 @@ function service(name: string, clusterIP: string, spec: Record<string, unknown>,
 
 const http = (nodePort?: number, targetPort = 8080) => ({ name: 'http', port: 80, targetPort, protocol: 'TCP', ...(nodePort ? { nodePort } : {}) });
 const slice = (svc: string, pods: string[], port = 8080, udp = false) =>
-  endpointSlice(NS, `${svc}-1`, svc, pods.map((n) => ({ ip: POD[n].ip, node: POD[n].node })), [{ name: 'http', port }, ...(udp ? [{ name: 'dns', port: 5353, protocol: 'UDP' }] : [])]);
+  endpointSlice(
+    NS,
+    `${svc}-1`,
+    svc,
+    pods.map((n) => ({ ip: POD[n].ip, node: POD[n].node })),
+    [{ name: 'http', port }, ...(udp ? [{ name: 'dns', port: 5353, protocol: 'UDP' }] : [])],
+  );
 
 describe('masquerade of pod traffic (rules 35 and 36 of docs/semantics.md) on two nodes', { timeout: scaled(120_000) }, () => {
   let box: TwoNodeCluster;
@@ -94,17 +100,41 @@ describe('masquerade of pod traffic (rules 35 and 36 of docs/semantics.md) on tw
   }
 
   /** ORIGINAL conntrack entries on `node` (default node-1) of flows from `src` to `dst`. */
-  const flows = (src: string, dst: string, node: NodeName = 'node-1') => pinnedConntrack(box.nodes[node].bpffsDir).filter((e) => e.key.dir === CT_DIR.ORIGINAL && e.key.saddr === src && e.key.daddr === dst);
+  const flows = (src: string, dst: string, node: NodeName = 'node-1') =>
+    pinnedConntrack(box.nodes[node].bpffsDir).filter((e) => e.key.dir === CT_DIR.ORIGINAL && e.key.saddr === src && e.key.daddr === dst);
 
   before(async () => {
     requireRoot();
     box = await TwoNodeCluster.create({ pods: PODS });
-    const alt = box.spawnIn(box.pods.get('web-1a')!.ns, process.execPath, [path.join(repoRoot, 'dist', 'sandbox', 'pod-server.js'), '--name', 'web-1a', '--http-port', '8081', '--udp-port', '5354', '--echo-port', '7071'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const alt = box.spawnIn(
+      box.pods.get('web-1a')!.ns,
+      process.execPath,
+      [path.join(repoRoot, 'dist', 'sandbox', 'pod-server.js'), '--name', 'web-1a', '--http-port', '8081', '--udp-port', '5354', '--echo-port', '7071'],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     await waitForLine(alt, 'ready', 'web-1a second server');
     const api = box.api;
-    api.create(service('ext', EXT.clusterIP, { type: 'LoadBalancer', externalIPs: [EXT.externalIP], ports: [http(EXT.nodePort), { name: 'dns', port: 53, targetPort: 5353, protocol: 'UDP', nodePort: EXT.udpNodePort }] }, { loadBalancer: { ingress: [{ ip: EXT.lb }] } }));
+    api.create(
+      service(
+        'ext',
+        EXT.clusterIP,
+        {
+          type: 'LoadBalancer',
+          externalIPs: [EXT.externalIP],
+          ports: [http(EXT.nodePort), { name: 'dns', port: 53, targetPort: 5353, protocol: 'UDP', nodePort: EXT.udpNodePort }],
+        },
+        { loadBalancer: { ingress: [{ ip: EXT.lb }] } },
+      ),
+    );
     api.create(slice('ext', ['web-1a', 'web-2a'], 8080, true));
-    api.create(service('ext-local', EXT_LOCAL.clusterIP, { type: 'LoadBalancer', externalTrafficPolicy: 'Local', healthCheckNodePort: 32092, ports: [http(EXT_LOCAL.nodePort)] }, { loadBalancer: { ingress: [{ ip: EXT_LOCAL.lb }] } }));
+    api.create(
+      service(
+        'ext-local',
+        EXT_LOCAL.clusterIP,
+        { type: 'LoadBalancer', externalTrafficPolicy: 'Local', healthCheckNodePort: 32092, ports: [http(EXT_LOCAL.nodePort)] },
+        { loadBalancer: { ingress: [{ ip: EXT_LOCAL.lb }] } },
+      ),
+    );
     api.create(slice('ext-local', ['web-1a', 'web-2a']));
     api.create(service('cip', CIP, { ports: [http()] }));
     api.create(slice('cip', ['web-1a', 'web-2a']));
@@ -131,13 +161,20 @@ describe('masquerade of pod traffic (rules 35 and 36 of docs/semantics.md) on tw
       const caller = POD['caller'].ip;
       const diverted0 = stat('node-1', STAT.SOCK_MASQ_DIVERT);
       const snat0 = stat('node-1', STAT.TC_MASQ_SNAT);
-      for (const [what, addr, port] of [['NodePort', N1, EXT.nodePort], ['load-balancer IP', EXT.lb, 80], ['externalIP', EXT.externalIP, 80]] as const) {
+      for (const [what, addr, port] of [
+        ['NodePort', N1, EXT.nodePort],
+        ['load-balancer IP', EXT.lb, 80],
+        ['externalIP', EXT.externalIP, 80],
+      ] as const) {
         const rep = await fromPod('caller', `${addr}:${port}`);
         assert.deepEqual(rep.seenAs, { [N1]: COUNT }, `${what}: masqueraded to node-1's InternalIP, as kube-proxy's KUBE-EXT chain does`);
         assert.deepEqual(Object.keys(rep.peers), [`${addr}:${port}`], `${what}: getpeername() shows the address called (tc reverse NAT)`);
         const tracked = flows(caller, addr).filter((f) => f.key.dport === port);
         assert.ok(tracked.length >= COUNT, `${what}: every connection went through tc (${tracked.length} conntrack entries)`);
-        assert.ok(tracked.every((f) => f.val.flags & CT_FLAG.SNAT), `${what}: SNAT recorded`);
+        assert.ok(
+          tracked.every((f) => f.val.flags & CT_FLAG.SNAT),
+          `${what}: SNAT recorded`,
+        );
       }
       assert.ok(stat('node-1', STAT.SOCK_MASQ_DIVERT) - diverted0 >= BigInt(3 * COUNT), 'kpr_stats SOCK_MASQ_DIVERT counts the diverted connections');
       assert.ok(stat('node-1', STAT.TC_MASQ_SNAT) - snat0 >= BigInt(3 * COUNT), 'kpr_stats TC_MASQ_SNAT counts the SNATed flows');
@@ -148,7 +185,11 @@ describe('masquerade of pod traffic (rules 35 and 36 of docs/semantics.md) on tw
       assert.equal(rep.failed, 0, JSON.stringify(rep.errors));
       assert.deepEqual(Object.keys(rep.byPod).sort(), ['web-1a', 'web-2a'], JSON.stringify(rep.byPod));
       const udp = await fromPod('caller', `${N1}:${EXT.udpNodePort}`, 'udp');
-      assert.deepEqual(udp.seenAs, { [POD['caller'].ip]: COUNT }, 'UDP is not diverted: tc does not reassemble fragments, the socket path sends a large datagram whole');
+      assert.deepEqual(
+        udp.seenAs,
+        { [POD['caller'].ip]: COUNT },
+        'UDP is not diverted: tc does not reassemble fragments, the socket path sends a large datagram whole',
+      );
       assert.deepEqual(Object.keys(udp.peers), [`${N1}:${EXT.udpNodePort}`]);
     });
 
@@ -194,7 +235,11 @@ describe('masquerade of pod traffic (rules 35 and 36 of docs/semantics.md) on tw
 
     test('the NodePort, load-balancer IP and externalIP of an eTP=Cluster Service: the endpoint sees the pod address, and nothing enters conntrack', async () => {
       const caller = POD['caller-2'].ip;
-      for (const [addr, port] of [[N2, EXT.nodePort], [EXT.lb, 80], [EXT.externalIP, 80]] as const) {
+      for (const [addr, port] of [
+        [N2, EXT.nodePort],
+        [EXT.lb, 80],
+        [EXT.externalIP, 80],
+      ] as const) {
         const rep = await fromPod('caller-2', `${addr}:${port}`);
         assert.deepEqual(rep.seenAs, { [caller]: COUNT }, `${addr}:${port}`);
         assert.deepEqual(Object.keys(rep.peers), [`${addr}:${port}`], 'getpeername() rewritten by the socket hook');

@@ -77,7 +77,8 @@ describe('kpr monitor on a running agent', { timeout: scaled(120_000) }, () => {
     }
   }
 
-  const inNode = (mode: 'http' | 'once', target: string, extra: string[] = []) => box.client(box.nodes['node-1'].ns, mode, target, { cgroupOf: 'node-1', extra });
+  const inNode = (mode: 'http' | 'once', target: string, extra: string[] = []) =>
+    box.client(box.nodes['node-1'].ns, mode, target, { cgroupOf: 'node-1', extra });
 
   before(async () => {
     requireRoot();
@@ -112,7 +113,11 @@ describe('kpr monitor on a running agent', { timeout: scaled(120_000) }, () => {
     assert.equal(ext.ok, 2, JSON.stringify(ext.errors));
 
     assert.equal(await mon.exited, 0, mon.stderr());
-    const events = mon.stdout().trim().split('\n').map((l) => JSON.parse(l) as MonitorEvent);
+    const events = mon
+      .stdout()
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as MonitorEvent);
     assert.equal(events.length, 7, mon.stdout());
     assert.match(mon.stderr(), /7 events shown; events off/);
     assert.equal(switchDeadline(), 0n, 'the switch is off once it exits');
@@ -144,7 +149,10 @@ describe('kpr monitor on a running agent', { timeout: scaled(120_000) }, () => {
     assert.equal(tc.length, 2, 'one per connection: the packets after the SYN and the replies make none');
     const extBy: Record<string, number> = {};
     for (const e of tc) {
-      assert.deepEqual([e.type, e.hook, e.service, e.frontendType, e.frontend.address, e.frontend.port], ['translated', 'tc-ext', 'e2e/nodeport', 'NodePort', NODE1_UPLINK, NODE_PORT]);
+      assert.deepEqual(
+        [e.type, e.hook, e.service, e.frontendType, e.frontend.address, e.frontend.port],
+        ['translated', 'tc-ext', 'e2e/nodeport', 'NodePort', NODE1_UPLINK, NODE_PORT],
+      );
       assert.equal(e.client?.address, CLIENTS['client-a'].ip);
       assert.ok(e.flags.includes('snat'), 'eTP=Cluster: SNATed to the node');
       extBy[POD_BY_IP[e.backend!.address]] = (extBy[POD_BY_IP[e.backend!.address]] ?? 0) + 1;
@@ -166,7 +174,12 @@ describe('kpr monitor on a running agent', { timeout: scaled(120_000) }, () => {
     assert.match(rows[1], new RegExp(`^${time} +connect4 +TCP +- +198\\.19\\.0\\.30:80 +e2e/web:http +translated +198\\.18\\.10\\.1[01]:8080 #\\d+ +-$`));
     assert.match(rows[2], new RegExp(`^${time} +connect4 +TCP +- +198\\.19\\.0\\.32:80 +e2e/empty:http +no-endpoint +refused +-$`));
     assert.match(rows[3], new RegExp(`^${time} +connect4 +TCP +- +198\\.19\\.0\\.30:81 +- +unknown-port +refused +-$`));
-    assert.match(rows[4], new RegExp(`^${time} +tc-ext +TCP +198\\.18\\.100\\.2:\\d+ +198\\.18\\.100\\.1:${NODE_PORT} +e2e/nodeport:http +translated +198\\.18\\.10\\.1[01]:8080 #\\d+ +snat$`));
+    assert.match(
+      rows[4],
+      new RegExp(
+        `^${time} +tc-ext +TCP +198\\.18\\.100\\.2:\\d+ +198\\.18\\.100\\.1:${NODE_PORT} +e2e/nodeport:http +translated +198\\.18\\.10\\.1[01]:8080 #\\d+ +snat$`,
+      ),
+    );
     console.log(mon.stdout());
   });
 
@@ -184,7 +197,7 @@ describe('kpr monitor on a running agent', { timeout: scaled(120_000) }, () => {
     for (const l of lines.slice(1)) assert.match(l, / connect4 .* 198\.19\.0\.30:80 .* translated /);
   });
 
-  test('bad flags are usage errors; a bpffs without kpr\'s maps says so', () => {
+  test("bad flags are usage errors; a bpffs without kpr's maps says so", () => {
     for (const [args, re] of [
       [['--count', '0'], /invalid --count/],
       [['--type', 'nope'], /invalid --type "nope": unknown nope/],

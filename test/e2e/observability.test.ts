@@ -115,13 +115,22 @@ describe('observability end to end', { timeout: scaled(180_000) }, () => {
     box = await BoxCluster.create({ pods: PODS });
     box.api.create(node());
     box.api.create(service('web', '198.19.0.10'));
-    box.api.create(slice('web-1', 'web', PODS.map((p) => p.ip)));
+    box.api.create(
+      slice(
+        'web-1',
+        'web',
+        PODS.map((p) => p.ip),
+      ),
+    );
     box.api.create(service('empty', '198.19.0.20'));
-    const agent = agentProc = await box.startAgent([
-      '--metrics-bind-address', '127.0.0.1:0',
-      '--healthz-bind-address', '127.0.0.1:0',
-      '--sync-period', `${SYNC_PERIOD_MS}ms`,
-    ]);
+    const agent = (agentProc = await box.startAgent([
+      '--metrics-bind-address',
+      '127.0.0.1:0',
+      '--healthz-bind-address',
+      '127.0.0.1:0',
+      '--sync-period',
+      `${SYNC_PERIOD_MS}ms`,
+    ]));
     metricsUrl = `http://${(await agent.waitForLog('metrics server listening')).address}`;
     healthUrl = `http://${(await agent.waitForLog('health server listening')).address}`;
   });
@@ -169,7 +178,17 @@ describe('observability end to end', { timeout: scaled(180_000) }, () => {
   test('kpr status shows the last sync, API server and watch state, kernel features and the config, as the agent exports them', async () => {
     const hostPort = (url: string) => url.replace(/^http:\/\//, '');
     // Under TCG (the kernel matrix) a scrape can take seconds: a generous --timeout keeps slowness from reading as absence.
-    const args = ['status', '--healthz-address', hostPort(healthUrl), '--metrics-address', hostPort(metricsUrl), '--bpffs', box.sandbox.bpffsDir, '--timeout', '60s'];
+    const args = [
+      'status',
+      '--healthz-address',
+      hostPort(healthUrl),
+      '--metrics-address',
+      hostPort(metricsUrl),
+      '--bpffs',
+      box.sandbox.bpffsDir,
+      '--timeout',
+      '60s',
+    ];
     const json = await kpr(...args, '-o', 'json');
     assert.equal(json.code, 0, json.stderr + json.stdout);
     const r = JSON.parse(json.stdout) as Record<string, any>;
@@ -182,9 +201,18 @@ describe('observability end to end', { timeout: scaled(180_000) }, () => {
     const failedSyncs = agentProc.logs.filter((l) => Number(l.level) >= 40); // pino: 40 warn, 50 error
     assert.ok(m.syncs.ok >= 1 && m.syncs.error === 0, `${JSON.stringify(m.syncs)}; warnings and failed syncs: ${JSON.stringify(failedSyncs)}`);
     assert.ok(m.apiRequestsByCode['200'] >= 1, JSON.stringify(m.apiRequestsByCode));
-    assert.deepEqual(Object.keys(m.cacheAgeSeconds).sort(), s.filter((x) => x.name === 'kpr_k8s_cache_age_seconds').map((x) => x.labels.kind).sort());
+    assert.deepEqual(
+      Object.keys(m.cacheAgeSeconds).sort(),
+      s
+        .filter((x) => x.name === 'kpr_k8s_cache_age_seconds')
+        .map((x) => x.labels.kind)
+        .sort(),
+    );
     assert.ok(Object.keys(m.cacheAgeSeconds).includes('Service'), JSON.stringify(m.cacheAgeSeconds));
-    const features = s.filter((x) => x.name === 'kpr_kernel_feature').map((x) => `${x.labels.feature}=${x.labels.state}`).sort();
+    const features = s
+      .filter((x) => x.name === 'kpr_kernel_feature')
+      .map((x) => `${x.labels.feature}=${x.labels.state}`)
+      .sort();
     assert.ok(features.length > 0);
     assert.deepEqual(m.kernelFeatures.map((f: { feature: string; state: string }) => `${f.feature}=${f.state}`).sort(), features);
     assert.equal(r.metrics.config.config.nodeName, NODE_NAME);
@@ -204,11 +232,16 @@ describe('observability end to end', { timeout: scaled(180_000) }, () => {
     const port = await closedPort();
     const noMetrics = await kpr('status', '--healthz-address', hostPort(healthUrl), '--metrics-address', `127.0.0.1:${port}`, '--bpffs', box.sandbox.bpffsDir);
     assert.equal(noMetrics.code, 0, noMetrics.stderr);
-    assert.ok(noMetrics.stdout.split('\n').includes(`metrics   127.0.0.1:${port}: ECONNREFUSED; is the kpr agent running with --metrics-bind-address 127.0.0.1:${port}?`), noMetrics.stdout);
+    assert.ok(
+      noMetrics.stdout
+        .split('\n')
+        .includes(`metrics   127.0.0.1:${port}: ECONNREFUSED; is the kpr agent running with --metrics-bind-address 127.0.0.1:${port}?`),
+      noMetrics.stdout,
+    );
     assert.match(noMetrics.stdout, /^kpr_svc /m);
   });
 
-  test('kpr version: the CLI, its BPF objects by SHA-256, and the running agent\'s kpr_build_info', async () => {
+  test("kpr version: the CLI, its BPF objects by SHA-256, and the running agent's kpr_build_info", async () => {
     const r = await kpr('version', '--metrics-address', metricsUrl.replace(/^http:\/\//, ''), '--timeout', '1m', '-o', 'json');
     assert.equal(r.code, 0, r.stderr);
     const v = JSON.parse(r.stdout) as Record<string, any>;
@@ -218,8 +251,12 @@ describe('observability end to end', { timeout: scaled(180_000) }, () => {
     assert.equal(v.agent.nodeVersion, process.version);
     assert.match(v.commit, /^([0-9a-f]{40,64}|unknown)$/);
     const objects = agentBpfObjects(bpfObjectPath);
-    assert.deepEqual(v.bpfObjects.map((o: { path: string }) => o.path), objects);
-    for (const o of v.bpfObjects as Array<{ path: string; sha256: string }>) assert.equal(o.sha256, createHash('sha256').update(readFileSync(o.path)).digest('hex'), o.path);
+    assert.deepEqual(
+      v.bpfObjects.map((o: { path: string }) => o.path),
+      objects,
+    );
+    for (const o of v.bpfObjects as Array<{ path: string; sha256: string }>)
+      assert.equal(o.sha256, createHash('sha256').update(readFileSync(o.path)).digest('hex'), o.path);
     const port = await closedPort();
     const down = await kpr('version', '--metrics-address', `127.0.0.1:${port}`);
     assert.equal(down.code, 0, down.stderr);
@@ -231,11 +268,17 @@ describe('observability end to end', { timeout: scaled(180_000) }, () => {
 
   test('kpr service list --frontend keeps the frontends on one address (and port)', async () => {
     const all = JSON.parse((await kpr('service', 'list', '--bpffs', box.sandbox.bpffsDir, '-o', 'json')).stdout) as Array<Record<string, any>>;
-    assert.ok(all.some((v) => v.address !== '198.19.0.10'), 'the unfiltered list has other frontends');
+    assert.ok(
+      all.some((v) => v.address !== '198.19.0.10'),
+      'the unfiltered list has other frontends',
+    );
     const r = await kpr('service', 'list', '--bpffs', box.sandbox.bpffsDir, '--frontend', '198.19.0.10:80', '-o', 'json');
     assert.equal(r.code, 0, r.stderr);
     const views = JSON.parse(r.stdout) as Array<Record<string, any>>;
-    assert.deepEqual(views.map((v) => `${v.service} ${v.address}:${v.port}`), ['obs/web 198.19.0.10:80']);
+    assert.deepEqual(
+      views.map((v) => `${v.service} ${v.address}:${v.port}`),
+      ['obs/web 198.19.0.10:80'],
+    );
     assert.equal(views[0].backends.length, PODS.length);
     const otherPort = JSON.parse((await kpr('service', 'list', '--bpffs', box.sandbox.bpffsDir, '--frontend', '198.19.0.10:81', '-o', 'json')).stdout);
     assert.deepEqual(otherPort, []);
@@ -287,7 +330,17 @@ describe('observability end to end', { timeout: scaled(180_000) }, () => {
     assert.equal(hz.status, 200, JSON.stringify(hz.body));
     assert.equal(hz.headers.get('content-type'), 'application/json');
     assert.equal(hz.headers.get('x-content-type-options'), 'nosniff');
-    assert.deepEqual(Object.keys(hz.body), ['lastUpdated', 'currentTime', 'nodeEligible', 'healthy', 'status', 'k8sCaches', 'servicesOverLimit', 'mapSizes', 'attachments']);
+    assert.deepEqual(Object.keys(hz.body), [
+      'lastUpdated',
+      'currentTime',
+      'nodeEligible',
+      'healthy',
+      'status',
+      'k8sCaches',
+      'servicesOverLimit',
+      'mapSizes',
+      'attachments',
+    ]);
     assert.deepEqual(Object.keys(hz.body.status), ['IPv4', 'IPv6']);
     // kpr's additions, last: the k8s caches synced and recently confirmed; every Service within the datapath limits.
     assert.equal(hz.body.k8sCaches.healthy, true, JSON.stringify(hz.body.k8sCaches));

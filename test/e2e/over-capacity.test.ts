@@ -49,7 +49,10 @@ function svcObj(key: string, clusterIP: string) {
 }
 
 function sliceObj(key: string, ips: string[]) {
-  const s = slice(`${key}-1`, { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: ips.map((ip) => ep(ip, { ready: true, nodeName: NODE_NAME })) });
+  const s = slice(`${key}-1`, {
+    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+    endpoints: ips.map((ip) => ep(ip, { ready: true, nodeName: NODE_NAME })),
+  });
   return { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', ...s };
 }
 
@@ -74,7 +77,16 @@ describe('over capacity: the node serves what fits, says what it refused, and st
 
   /** Frontend addresses programmed in kpr_svc (masters), read through the pins. */
   function programmedAddrs(): Set<string> {
-    return withPinnedMaps(box.sandbox.bpffsDir, (m) => new Set(m.dumpServices().filter(([k]) => k.slot === 0).map(([k]) => k.addr)));
+    return withPinnedMaps(
+      box.sandbox.bpffsDir,
+      (m) =>
+        new Set(
+          m
+            .dumpServices()
+            .filter(([k]) => k.slot === 0)
+            .map(([k]) => k.addr),
+        ),
+    );
   }
 
   const refusedLines = (from = 0) => agent.logs.slice(from).filter((l) => l.msg === 'Service refused: over a datapath limit');
@@ -106,12 +118,16 @@ describe('over capacity: the node serves what fits, says what it refused, and st
     assert.equal(initial.overLimit, overLimit);
     const refused = refusedLines().map((l) => String(l.service));
     assert.equal(refused.length, overLimit, 'one line per refused Service');
-    assert.ok(refused.every((s) => s.startsWith('fill/')), `only fillers refused: ${refused.join(', ')}`);
+    assert.ok(
+      refused.every((s) => s.startsWith('fill/')),
+      `only fillers refused: ${refused.join(', ')}`,
+    );
     assert.ok(refusedLines().every((l) => l.limit === 'svc_map' && l.capacity === SVC_CAPACITY));
     const summaries = () => agent.logs.filter((l) => l.event === 'ServicesOverLimit');
     assert.equal(summaries().length, 1);
     // Said before it fills: one warning as svc_map passed 90%, none again while it stays there.
-    const fillWarnings = () => agent.logs.filter((l) => l.limit === 'svc_map' && typeof l.msg === 'string' && l.msg.startsWith('svc_map is ') && l.msg.includes('% full'));
+    const fillWarnings = () =>
+      agent.logs.filter((l) => l.limit === 'svc_map' && typeof l.msg === 'string' && l.msg.startsWith('svc_map is ') && l.msg.includes('% full'));
     assert.equal(fillWarnings().length, 1, JSON.stringify(fillWarnings()));
     assert.equal(fillWarnings()[0].capacity, SVC_CAPACITY);
     assert.ok(Number(fillWarnings()[0].used) >= 0.9 * SVC_CAPACITY);
@@ -213,11 +229,19 @@ describe('over capacity: the node serves what fits, says what it refused, and st
     const initial = agent.logs.find((l) => l.msg === 'initial sync complete')!;
     assert.ok(Number(initial.overLimit ?? 0) < overBefore, `over limit: ${String(initial.overLimit)} at 80 entries, ${overBefore} at 40`);
     assert.ok(programmedAddrs().size > programmedBefore);
-    assert.equal(withPinnedMaps(box.sandbox.bpffsDir, (m) => m.capacities().svc), 2 * SVC_CAPACITY);
-    const hz = (await (await fetch(`http://${healthAddr}/healthz`)).json()) as { mapSizes: { configured: Record<string, number>; inUse: Record<string, number>; migration?: unknown } };
+    assert.equal(
+      withPinnedMaps(box.sandbox.bpffsDir, (m) => m.capacities().svc),
+      2 * SVC_CAPACITY,
+    );
+    const hz = (await (await fetch(`http://${healthAddr}/healthz`)).json()) as {
+      mapSizes: { configured: Record<string, number>; inUse: Record<string, number>; migration?: unknown };
+    };
     assert.equal(hz.mapSizes.configured.kpr_svc, 2 * SVC_CAPACITY);
     assert.equal(hz.mapSizes.inUse.kpr_svc, 2 * SVC_CAPACITY);
-    assert.deepEqual(hz.mapSizes.migration, { state: 'done', maps: [{ map: 'kpr_svc', reason: 'size', detail: `${SVC_CAPACITY} -> ${2 * SVC_CAPACITY} entries` }] });
+    assert.deepEqual(hz.mapSizes.migration, {
+      state: 'done',
+      maps: [{ map: 'kpr_svc', reason: 'size', detail: `${SVC_CAPACITY} -> ${2 * SVC_CAPACITY} entries` }],
+    });
     const metrics = parseProm(await (await fetch(`http://${metricsAddr}/metrics`)).text());
     assert.equal(valueOf(metrics, 'kpr_bpf_map_capacity', { map: 'kpr_svc' }), 2 * SVC_CAPACITY);
     assert.equal(valueOf(metrics, 'kpr_bpf_map_configured_capacity', { map: 'kpr_svc' }), 2 * SVC_CAPACITY);

@@ -51,8 +51,22 @@ const LONG_NS = label('ns', '0');
 const LONG_NAMES = [label('web', 'a'), label('web', 'b')];
 
 /** One programmed frontend and scope as text: who, what, where, and its backends (sorted). */
-const row = (service: string | undefined, portName: string | undefined, type: string | undefined, scope: string, address: string, port: number, protocol: string, backends: Array<{ address: string; port: number }>) =>
-  `${service} ${portName || '-'} ${type} ${scope} ${address.includes(':') ? `[${address}]` : address}:${port}/${protocol} -> ${backends.map((b) => `${b.address}:${b.port}`).sort().join(',') || '(none)'}`;
+const row = (
+  service: string | undefined,
+  portName: string | undefined,
+  type: string | undefined,
+  scope: string,
+  address: string,
+  port: number,
+  protocol: string,
+  backends: Array<{ address: string; port: number }>,
+) =>
+  `${service} ${portName || '-'} ${type} ${scope} ${address.includes(':') ? `[${address}]` : address}:${port}/${protocol} -> ${
+    backends
+      .map((b) => `${b.address}:${b.port}`)
+      .sort()
+      .join(',') || '(none)'
+  }`;
 
 describe('kpr plan agrees with the agent on the same objects, hostile ones included', { timeout: scaled(180_000) }, () => {
   let box: BoxCluster;
@@ -67,13 +81,22 @@ describe('kpr plan agrees with the agent on the same objects, hostile ones inclu
     requireRoot();
     box = await BoxCluster.create({ pods: PODS });
     const api = box.api;
-    api.create({ apiVersion: 'v1', kind: 'Node', metadata: { name: NODE_NAME }, spec: {}, status: { addresses: [{ type: 'InternalIP', address: '198.18.0.1' }] } });
+    api.create({
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name: NODE_NAME },
+      spec: {},
+      status: { addresses: [{ type: 'InternalIP', address: '198.18.0.1' }] },
+    });
     // Ownership: an externalIP that is another Service's ClusterIP, and an LB address two Services claim.
     api.create(httpService(NS, 'owner', OWNER_IP));
     api.create(httpSlice(NS, 'owner-1', 'owner', [PODS[0].ip]));
     api.create(httpService(NS, 'thief', '198.19.0.11', { externalIPs: [OWNER_IP, '198.19.100.11'] }));
     api.create(httpSlice(NS, 'thief-1', 'thief', [PODS[1].ip]));
-    for (const [name, nodePort] of [['lb-first', 30081], ['lb-second', 30082]] as const) {
+    for (const [name, nodePort] of [
+      ['lb-first', 30081],
+      ['lb-second', 30082],
+    ] as const) {
       const svc = httpService(NS, name, name === 'lb-first' ? '198.19.0.12' : '198.19.0.13', { type: 'LoadBalancer', externalTrafficPolicy: 'Cluster' });
       svc.spec.ports[0].nodePort = nodePort;
       svc.status = { loadBalancer: { ingress: [{ ip: LB_IP }] } };
@@ -88,7 +111,14 @@ describe('kpr plan agrees with the agent on the same objects, hostile ones inclu
     });
     // Over a limit: more endpoints than kpr_svc has room for.
     api.create(httpService(BIG_NS, 'big', '198.19.0.30'));
-    api.create(httpSlice(BIG_NS, 'big-1', 'big', Array.from({ length: BIG_ENDPOINTS }, (_, i) => `198.18.${40 + (i >> 8)}.${i & 255}`)));
+    api.create(
+      httpSlice(
+        BIG_NS,
+        'big-1',
+        'big',
+        Array.from({ length: BIG_ENDPOINTS }, (_, i) => `198.18.${40 + (i >> 8)}.${i & 255}`),
+      ),
+    );
     // Rejected objects: the fuzz suite's hostile objects with their companions.
     for (const c of generateCases(36, HOSTILE_CASES)) {
       for (const o of [...c.companions, c.object]) {
@@ -114,7 +144,9 @@ describe('kpr plan agrees with the agent on the same objects, hostile ones inclu
   test('every frontend the agent programmed is listed by kpr plan, and nothing else, with the same backends', () => {
     const list = kpr('service', 'list', '--bpffs', box.sandbox.bpffsDir, '-o', 'json');
     assert.equal(list.code, 0, list.stderr);
-    const agent = (JSON.parse(list.stdout) as ServiceView[]).map((v) => row(v.service, v.portName, v.type, v.scope, v.address, v.port, v.protocol, v.backends)).sort();
+    const agent = (JSON.parse(list.stdout) as ServiceView[])
+      .map((v) => row(v.service, v.portName, v.type, v.scope, v.address, v.port, v.protocol, v.backends))
+      .sort();
     const p = kpr('plan', '--node', NODE_NAME, '-f', dir, ...MAP_SIZE_ARGS, '-o', 'json');
     assert.equal(p.code, 0, p.stderr);
     const plan = JSON.parse(p.stdout) as PlanJson;
@@ -128,13 +160,34 @@ describe('kpr plan agrees with the agent on the same objects, hostile ones inclu
     assert.deepEqual(planned, agent);
 
     // The hostile cases were met, and plan refused them as the agent did.
-    const reasons = (object: string) => plan.skipped.filter((s) => s.object === object).map((s) => s.reason).join('\n');
-    assert.match(reasons(`Service ${NS}/thief`), new RegExp(`ExternalIP frontend ${OWNER_IP.replace(/\./g, '\\.')}:80/TCP is not programmed: its address is the ClusterIP of Service ${NS}/owner`));
-    assert.ok(agent.some((r) => r.startsWith(`${NS}/thief http ExternalIP external 198.19.100.11:80/TCP`)), 'the thief\'s other externalIP is programmed');
+    const reasons = (object: string) =>
+      plan.skipped
+        .filter((s) => s.object === object)
+        .map((s) => s.reason)
+        .join('\n');
+    assert.match(
+      reasons(`Service ${NS}/thief`),
+      new RegExp(`ExternalIP frontend ${OWNER_IP.replace(/\./g, '\\.')}:80/TCP is not programmed: its address is the ClusterIP of Service ${NS}/owner`),
+    );
+    assert.ok(
+      agent.some((r) => r.startsWith(`${NS}/thief http ExternalIP external 198.19.100.11:80/TCP`)),
+      "the thief's other externalIP is programmed",
+    );
     assert.equal(agent.filter((r) => r.includes(` ${LB_IP}:80/TCP`)).length, 1, 'one Service owns the contested LB address');
     assert.match(reasons(`Service ${BIG_NS}/big`), /not programmed: over the limit of 160 kpr_svc entries/);
-    assert.equal(agent.some((r) => r.startsWith(`${BIG_NS}/big `)), false, 'the agent refused the big Service');
-    for (const name of LONG_NAMES) assert.ok(agent.some((r) => r.startsWith(`${LONG_NS}/${name} `)), `${name} programmed`);
-    assert.ok(plan.skipped.filter((s) => / invalid: /.test(` ${s.reason}`)).length >= 10, `plan names the objects the agent rejects: ${JSON.stringify(plan.skipped.slice(0, 5))}`);
+    assert.equal(
+      agent.some((r) => r.startsWith(`${BIG_NS}/big `)),
+      false,
+      'the agent refused the big Service',
+    );
+    for (const name of LONG_NAMES)
+      assert.ok(
+        agent.some((r) => r.startsWith(`${LONG_NS}/${name} `)),
+        `${name} programmed`,
+      );
+    assert.ok(
+      plan.skipped.filter((s) => / invalid: /.test(` ${s.reason}`)).length >= 10,
+      `plan names the objects the agent rejects: ${JSON.stringify(plan.skipped.slice(0, 5))}`,
+    );
   });
 });

@@ -47,7 +47,8 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs = sc
 
 const service = (name: string, clusterIP: string, spec: Record<string, unknown> = {}) => httpService('prom', name, clusterIP, spec);
 
-const slice = (name: string, svc: string, eps: Array<{ ip: string; node: string }>, annotations: Record<string, string> = {}) => httpSlice('prom', name, svc, eps, annotations);
+const slice = (name: string, svc: string, eps: Array<{ ip: string; node: string }>, annotations: Record<string, string> = {}) =>
+  httpSlice('prom', name, svc, eps, annotations);
 
 const here = (ips: string[]) => ips.map((ip) => ({ ip, node: NODE_NAME }));
 
@@ -107,7 +108,13 @@ describe('kpr scraped by a real Prometheus', { timeout: scaled(240_000) }, () =>
     const [host, port] = [metricsAddress.slice(0, metricsAddress.lastIndexOf(':')), metricsAddress.slice(metricsAddress.lastIndexOf(':') + 1)];
     const chart = render({ k8sServiceHost: '198.18.0.2', config: { 'metrics-bind-address': `0.0.0.0:${port}` }, metrics: { podMonitor: { enabled: true } } });
     const scrape = podMonitorScrapeConfig(one(chart, 'PodMonitor'), one(chart, 'DaemonSet'), [{ name: 'kpr-sandbox', node: NODE_NAME, ip: host }]);
-    prom = await startPrometheus({ job: JOB, targets: [], scrapeConfigs: [{ ...scrape, scrape_interval: '1s' }], scrapeIntervalSeconds: 1, rules: ruleFile(groups) });
+    prom = await startPrometheus({
+      job: JOB,
+      targets: [],
+      scrapeConfigs: [{ ...scrape, scrape_interval: '1s' }],
+      scrapeIntervalSeconds: 1,
+      rules: ruleFile(groups),
+    });
   });
 
   after(async () => {
@@ -118,7 +125,7 @@ describe('kpr scraped by a real Prometheus', { timeout: scaled(240_000) }, () =>
     }
   });
 
-  test('Service changes show up in kube-proxy\'s sync and network programming SLIs', async () => {
+  test("Service changes show up in kube-proxy's sync and network programming SLIs", async () => {
     await until('Prometheus to scrape the agent', async () => (await vector(`up{job="${JOB}"} == 1`)).length === 1);
     // kubernetes-mixin's KubeProxyDown is quiet: the PodMonitor's relabelling named the agent's series job="kube-proxy".
     assert.deepEqual(await vector(`absent(up{job="kube-proxy"} == 1)`), []);
@@ -130,13 +137,19 @@ describe('kpr scraped by a real Prometheus', { timeout: scaled(240_000) }, () =>
     const sets = [[PODS[0].ip], PODS.map((p) => p.ip), [PODS[1].ip], PODS.map((p) => p.ip)];
     for (const ips of sets) {
       box.api.apply(slice('web-1', 'web', here(ips), { [ANNOTATION_LAST_CHANGE_TRIGGER_TIME]: new Date().toISOString() }));
-      await until(`the slice change to ${ips.join(',')} programmed`, async () => (await agentMetric('kubeproxy_sync_proxy_rules_endpoint_changes_pending')) === 0);
+      await until(
+        `the slice change to ${ips.join(',')} programmed`,
+        async () => (await agentMetric('kubeproxy_sync_proxy_rules_endpoint_changes_pending')) === 0,
+      );
     }
     box.api.create(service('extra', '198.19.0.40'));
     box.api.remove('Service', 'prom', 'extra');
     // A watch the server ends cleanly: kpr_k8s_watch_ends_total{reason="closed"} (resumed).
     box.api.dropWatches();
-    await until('the programming latencies observed', async () => (await agentMetric('kubeproxy_network_programming_duration_seconds_count')) >= programmedBefore + sets.length);
+    await until(
+      'the programming latencies observed',
+      async () => (await agentMetric('kubeproxy_network_programming_duration_seconds_count')) >= programmedBefore + sets.length,
+    );
     const want = await agentMetric('kubeproxy_network_programming_duration_seconds_count');
     // Two scrapes after the last change, so rate() over the window sees the increase.
     await until('Prometheus to hold the observations', async () => {
@@ -153,18 +166,27 @@ describe('kpr scraped by a real Prometheus', { timeout: scaled(240_000) }, () =>
     const buckets = await vector(`count(kubeproxy_network_programming_duration_seconds_bucket{job="${JOB}"})`);
     assert.equal(Number(buckets[0].value[1]), 82, "kube-proxy's 81 buckets and +Inf");
 
-    assert.equal(await scalarOf(`kubeproxy_sync_proxy_rules_no_local_endpoints_total{job="${JOB}",traffic_policy="internal"}`), 1, 'elsewhere: iTP=Local, endpoint on another node');
+    assert.equal(
+      await scalarOf(`kubeproxy_sync_proxy_rules_no_local_endpoints_total{job="${JOB}",traffic_policy="internal"}`),
+      1,
+      'elsewhere: iTP=Local, endpoint on another node',
+    );
     assert.equal(await scalarOf(`kubeproxy_sync_proxy_rules_no_local_endpoints_total{job="${JOB}",traffic_policy="external"}`), 0);
     // client-go's names for the agent's API requests: the lists and watches, answered 200, to the sandbox API server.
     const apiHost = new URL(box.api.url).host;
-    assert.ok((await scalarOf(`sum(rest_client_requests_total{job="${JOB}",code="200",method="GET",host="${apiHost}"})`)) >= 6, 'three lists and three watches at least');
+    assert.ok(
+      (await scalarOf(`sum(rest_client_requests_total{job="${JOB}",code="200",method="GET",host="${apiHost}"})`)) >= 6,
+      'three lists and three watches at least',
+    );
     assert.ok((await scalarOf(`sum(rest_client_request_duration_seconds_count{job="${JOB}",verb="GET",host="${apiHost}"})`)) >= 3, 'the lists are timed');
     assert.ok((await scalarOf(`sum(kpr_k8s_watch_ends_total{job="${JOB}",reason="closed"})`)) >= 3, 'the dropped watches ended "closed"');
     assert.ok((await scalarOf(`process_resident_memory_bytes{job="${JOB}"}`)) > 0);
   });
 
-  test('every dashboard panel\'s expression parses and, where the sandbox has the series, returns data', async () => {
-    const dashboard = JSON.parse(readFileSync(path.join(repoRoot, 'charts', 'kpr', 'dashboards', 'kpr.json'), 'utf8')) as { panels: Array<{ title: string; targets: Array<{ expr: string }> }> };
+  test("every dashboard panel's expression parses and, where the sandbox has the series, returns data", async () => {
+    const dashboard = JSON.parse(readFileSync(path.join(repoRoot, 'charts', 'kpr', 'dashboards', 'kpr.json'), 'utf8')) as {
+      panels: Array<{ title: string; targets: Array<{ expr: string }> }>;
+    };
     let checked = 0;
     for (const panel of dashboard.panels) {
       for (const t of panel.targets) {
@@ -179,7 +201,11 @@ describe('kpr scraped by a real Prometheus', { timeout: scaled(240_000) }, () =>
     assert.ok(checked >= dashboard.panels.length);
     // The template variables' own queries.
     assert.ok((await vector(`count by (job) (kubeproxy_sync_proxy_rules_duration_seconds_count)`)).some((s) => s.metric.job === JOB));
-    assert.ok((await vector(`count by (instance) (kubeproxy_sync_proxy_rules_duration_seconds_count{job=~"${JOB}"})`)).some((s) => s.metric.instance === metricsAddress));
+    assert.ok(
+      (await vector(`count by (instance) (kubeproxy_sync_proxy_rules_duration_seconds_count{job=~"${JOB}"})`)).some(
+        (s) => s.metric.instance === metricsAddress,
+      ),
+    );
   });
 
   test('every alert is loaded, evaluates without error, and its measured side returns data', async () => {
@@ -202,6 +228,9 @@ describe('kpr scraped by a real Prometheus', { timeout: scaled(240_000) }, () =>
     }
     // A healthy sandbox has no alert firing, nor even pending.
     const alerts = (await prom!.get('/api/v1/alerts')).data.alerts as Array<{ labels: { alertname: string }; state: string }>;
-    assert.deepEqual(alerts.map((a) => `${a.labels.alertname} ${a.state}`), []);
+    assert.deepEqual(
+      alerts.map((a) => `${a.labels.alertname} ${a.state}`),
+      [],
+    );
   });
 });

@@ -39,13 +39,23 @@ function service(name: string, spec: Record<string, unknown>) {
   return { apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: 'sem' }, spec: { type: 'ClusterIP', ...spec } };
 }
 
-function slice(name: string, svc: string, endpoints: Ep[], opts: { family?: 'IPv4' | 'IPv6'; ports?: Array<{ name: string; port: number; protocol?: string }> } = {}) {
+function slice(
+  name: string,
+  svc: string,
+  endpoints: Ep[],
+  opts: { family?: 'IPv4' | 'IPv6'; ports?: Array<{ name: string; port: number; protocol?: string }> } = {},
+) {
   return {
     apiVersion: 'discovery.k8s.io/v1',
     kind: 'EndpointSlice',
     metadata: { name, namespace: 'sem', labels: { 'kubernetes.io/service-name': svc } },
     addressType: opts.family ?? 'IPv4',
-    ports: (opts.ports ?? [{ name: 'http', port: 8080 }, { name: 'udp', port: 5353, protocol: 'UDP' }]).map((p) => ({ protocol: 'TCP', ...p })),
+    ports: (
+      opts.ports ?? [
+        { name: 'http', port: 8080 },
+        { name: 'udp', port: 5353, protocol: 'UDP' },
+      ]
+    ).map((p) => ({ protocol: 'TCP', ...p })),
     endpoints: endpoints.map((e) => ({
       addresses: [e.ip],
       nodeName: e.node ?? NODE_NAME,
@@ -67,7 +77,12 @@ describe('Service semantics end to end', { timeout: scaled(240_000) }, () => {
   before(async () => {
     requireRoot();
     box = await BoxCluster.create({ pods: PODS });
-    box.api.create({ apiVersion: 'v1', kind: 'Node', metadata: { name: NODE_NAME, labels: { 'topology.kubernetes.io/zone': 'zone-a' } }, status: { addresses: [{ type: 'InternalIP', address: '198.18.0.1' }] } });
+    box.api.create({
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name: NODE_NAME, labels: { 'topology.kubernetes.io/zone': 'zone-a' } },
+      status: { addresses: [{ type: 'InternalIP', address: '198.18.0.1' }] },
+    });
     await box.startAgent();
   });
 
@@ -76,8 +91,21 @@ describe('Service semantics end to end', { timeout: scaled(240_000) }, () => {
   });
 
   test('sessionAffinity ClientIP: the same client keeps its backend over 50 connections, a new choice after the timeout, and a backend that leaves breaks the affinity', async () => {
-    box.api.create(service('sticky', { clusterIP: '198.19.1.10', ports: HTTP_UDP_PORTS, sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: 1 } } }));
-    box.api.create(slice('sticky-1', 'sticky', PODS.map((p) => ({ ip: p.ip }))));
+    box.api.create(
+      service('sticky', {
+        clusterIP: '198.19.1.10',
+        ports: HTTP_UDP_PORTS,
+        sessionAffinity: 'ClientIP',
+        sessionAffinityConfig: { clientIP: { timeoutSeconds: 1 } },
+      }),
+    );
+    box.api.create(
+      slice(
+        'sticky-1',
+        'sticky',
+        PODS.map((p) => ({ ip: p.ip })),
+      ),
+    );
     await waitFor('sticky programmed', () => masterCount('198.19.1.10', 80) === 3);
     const first = await box.client('http', '198.19.1.10:80', ['--count', '50']);
     assert.equal(first.failed, 0);
@@ -95,7 +123,13 @@ describe('Service semantics end to end', { timeout: scaled(240_000) }, () => {
     const now = await box.client('http', '198.19.1.10:80', ['--count', '1']);
     const current = Object.keys(now.byPod)[0];
     const rest = PODS.filter((p) => p.name !== current);
-    box.api.apply(slice('sticky-1', 'sticky', rest.map((p) => ({ ip: p.ip }))));
+    box.api.apply(
+      slice(
+        'sticky-1',
+        'sticky',
+        rest.map((p) => ({ ip: p.ip })),
+      ),
+    );
     await waitFor('sticky shrinks', () => masterCount('198.19.1.10', 80) === 2);
     const after = await box.client('http', '198.19.1.10:80', ['--count', '20']);
     assert.equal(after.failed, 0);
@@ -103,7 +137,7 @@ describe('Service semantics end to end', { timeout: scaled(240_000) }, () => {
     assert.equal(Object.keys(after.byPod).length, 1, 'and the client sticks to its new backend');
   });
 
-  test('internalTrafficPolicy Local: only this node\'s endpoints serve; none local means refused at once', async () => {
+  test("internalTrafficPolicy Local: only this node's endpoints serve; none local means refused at once", async () => {
     box.api.create(service('itp', { clusterIP: '198.19.1.20', ports: HTTP_UDP_PORTS, internalTrafficPolicy: 'Local' }));
     box.api.create(slice('itp-1', 'itp', [{ ip: PODS[0].ip }, { ip: PODS[1].ip, node: 'node-2' }, { ip: PODS[2].ip, node: 'node-2' }]));
     await waitFor('itp programmed', () => masterCount('198.19.1.20', 80) === 1);
@@ -134,8 +168,23 @@ describe('Service semantics end to end', { timeout: scaled(240_000) }, () => {
   });
 
   test('IPv6 ClusterIP over TCP and UDP, replies from the ClusterIP', async () => {
-    box.api.create(service('v6', { clusterIP: '2001:db8:19::10', clusterIPs: ['2001:db8:19::10'], ipFamilies: ['IPv6'], ipFamilyPolicy: 'SingleStack', ports: HTTP_UDP_PORTS }));
-    box.api.create(slice('v6-1', 'v6', PODS.map((p) => ({ ip: p.ip6 })), { family: 'IPv6' }));
+    box.api.create(
+      service('v6', {
+        clusterIP: '2001:db8:19::10',
+        clusterIPs: ['2001:db8:19::10'],
+        ipFamilies: ['IPv6'],
+        ipFamilyPolicy: 'SingleStack',
+        ports: HTTP_UDP_PORTS,
+      }),
+    );
+    box.api.create(
+      slice(
+        'v6-1',
+        'v6',
+        PODS.map((p) => ({ ip: p.ip6 })),
+        { family: 'IPv6' },
+      ),
+    );
     await waitFor('v6 programmed', () => masterCount('2001:db8:19::10', 80) === 3);
     const tcp = await box.client('http', '[2001:db8:19::10]:80', ['--count', '60']);
     assert.equal(tcp.failed, 0, JSON.stringify(tcp.errors));
@@ -163,7 +212,7 @@ describe('Service semantics end to end', { timeout: scaled(240_000) }, () => {
     assert.ok(rep.elapsedMs < scaled(1000));
   });
 
-  test('CVE-2020-8554: a Service listing another Service\'s ClusterIP in externalIPs gets none of its connections, on any port, across a restart', async () => {
+  test("CVE-2020-8554: a Service listing another Service's ClusterIP in externalIPs gets none of its connections, on any port, across a restart", async () => {
     box.api.create(service('owned', { clusterIP: '198.19.1.60', ports: [{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' }] }));
     box.api.create(slice('owned-1', 'owned', [{ ip: PODS[0].ip }], { ports: [{ name: 'http', port: 8080 }] }));
     await waitFor('owned programmed', () => masterCount('198.19.1.60', 80) === 1);
@@ -188,17 +237,24 @@ describe('Service semantics end to end', { timeout: scaled(240_000) }, () => {
       kind: 'EndpointSlice',
       metadata: { name: 'web-1', namespace: 'aaa-evil', labels: { 'kubernetes.io/service-name': 'web' } },
       addressType: 'IPv4',
-      ports: [{ name: 'http', port: 8080, protocol: 'TCP' }, { name: 'alt', port: 8080, protocol: 'TCP' }],
+      ports: [
+        { name: 'http', port: 8080, protocol: 'TCP' },
+        { name: 'alt', port: 8080, protocol: 'TCP' },
+      ],
       endpoints: [{ addresses: [PODS[2].ip], nodeName: NODE_NAME, conditions: { ready: true, serving: true, terminating: false } }],
     });
-    await waitFor('aaa-evil/web\'s own ClusterIP programmed', () => masterCount('198.19.1.61', 80) === 1);
+    await waitFor("aaa-evil/web's own ClusterIP programmed", () => masterCount('198.19.1.61', 80) === 1);
     const conflict = await box.agent!.waitForLog((l) => l.msg === 'frontend conflict' && l.service === 'aaa-evil/web', 10_000, from);
     assert.equal(conflict.owner, 'sem/owned');
     const hijacked = async () => {
       const rep = await box.client('http', '198.19.1.60:80', ['--count', '30']);
-      assert.deepEqual(rep.byPod, { 'p-a': 30 }, 'every connection reaches the ClusterIP\'s own endpoint');
+      assert.deepEqual(rep.byPod, { 'p-a': 30 }, "every connection reaches the ClusterIP's own endpoint");
       assert.equal(masterCount('198.19.1.60', 8443), undefined, 'the externalIP on another port of the ClusterIP address is not programmed');
-      assert.deepEqual((await box.client('once', '198.19.1.60:8443', ['--timeout-ms', '3000'])).errors, { [REFUSED]: 1 }, 'the ClusterIP refuses the port it does not define');
+      assert.deepEqual(
+        (await box.client('once', '198.19.1.60:8443', ['--timeout-ms', '3000'])).errors,
+        { [REFUSED]: 1 },
+        'the ClusterIP refuses the port it does not define',
+      );
     };
     await hijacked();
     const metrics = `http://${(await box.agent!.waitForLog('metrics server listening')).address}/metrics`;
@@ -260,7 +316,10 @@ async function udpClientRecovers(box: BoxCluster, mode: UdpTerminationMode): Pro
   assert.equal(rep.timeline[0], 'p-a', 'the client started on p-a');
   const tail = rep.timeline.slice(-20);
   assert.ok(tail.length >= 10, `the client kept getting answers: ${JSON.stringify(rep)}`);
-  assert.ok(tail.every((p) => p === 'p-b'), `after p-a left, answers come from p-b only: ${tail}`);
+  assert.ok(
+    tail.every((p) => p === 'p-b'),
+    `after p-a left, answers come from p-b only: ${tail}`,
+  );
   assert.ok(rep.reconnects >= 1, 'its socket was destroyed and it reconnected');
   assert.ok(socketsDestroyed(box) > destroyedBefore, `kpr_stats SOCK_DESTROYED counts the destroyed socket (${mode})`);
   const metrics = `http://${(await box.agent!.waitForLog('metrics server listening')).address}/metrics`;

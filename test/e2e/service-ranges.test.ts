@@ -92,7 +92,8 @@ describe('service ranges: unallocated service addresses refused and dropped; the
   let box: TwoNodeCluster;
   let metrics: string;
   const bpffs = () => box.nodes['node-1'].bpffsDir;
-  const inNode = (mode: 'http' | 'once' | 'udp', target: string, extra: string[] = []) => box.client(box.nodes['node-1'].ns, mode, target, { cgroupOf: 'node-1', extra });
+  const inNode = (mode: 'http' | 'once' | 'udp', target: string, extra: string[] = []) =>
+    box.client(box.nodes['node-1'].ns, mode, target, { cgroupOf: 'node-1', extra });
 
   before(async () => {
     requireRoot();
@@ -100,12 +101,39 @@ describe('service ranges: unallocated service addresses refused and dropped; the
     box.api.create(service('web', 'ClusterIP', WEB));
     box.api.create(slice('web', ['198.18.10.10']));
     // Source ranges holding node-1's InternalIP (198.18.1.1): the LB IP is an allowed source too.
-    box.api.create(service('hairpin', 'LoadBalancer', '198.19.0.41', 30141, { loadBalancerSourceRanges: ['198.18.1.0/24'] }, { loadBalancer: { ingress: [{ ip: HAIRPIN_LB }] } }));
+    box.api.create(
+      service(
+        'hairpin',
+        'LoadBalancer',
+        '198.19.0.41',
+        30141,
+        { loadBalancerSourceRanges: ['198.18.1.0/24'] },
+        { loadBalancer: { ingress: [{ ip: HAIRPIN_LB }] } },
+      ),
+    );
     box.api.create(slice('hairpin', ['198.18.10.10']));
     // Source ranges without the node's IP: no implicit allow.
-    box.api.create(service('strict', 'LoadBalancer', '198.19.0.42', 30142, { loadBalancerSourceRanges: ['198.18.100.0/24'] }, { loadBalancer: { ingress: [{ ip: STRICT_LB }] } }));
+    box.api.create(
+      service(
+        'strict',
+        'LoadBalancer',
+        '198.19.0.42',
+        30142,
+        { loadBalancerSourceRanges: ['198.18.100.0/24'] },
+        { loadBalancer: { ingress: [{ ip: STRICT_LB }] } },
+      ),
+    );
     box.api.create(slice('strict', ['198.18.10.10']));
-    await box.startAgent('node-1', ['--service-cluster-ip-range', '198.19.0.0/16, 198.19.0.1/8', '--sync-period', '1s', '--metrics-bind-address', '127.0.0.1:0', '--healthz-bind-address', '127.0.0.1:0']);
+    await box.startAgent('node-1', [
+      '--service-cluster-ip-range',
+      '198.19.0.0/16, 198.19.0.1/8',
+      '--sync-period',
+      '1s',
+      '--metrics-bind-address',
+      '127.0.0.1:0',
+      '--healthz-bind-address',
+      '127.0.0.1:0',
+    ]);
     metrics = await metricsUrlOf(box.agents.get('node-1')!);
   });
 
@@ -113,7 +141,7 @@ describe('service ranges: unallocated service addresses refused and dropped; the
     await box?.close();
   });
 
-  test('the flag\'s range: a ClusterIP in it is served; an unallocated address is refused (socket, ECONNREFUSED or EPERM before 5.18) and dropped (tc), each counted; an undefined port of a ClusterIP keeps its own refusal', async () => {
+  test("the flag's range: a ClusterIP in it is served; an unallocated address is refused (socket, ECONNREFUSED or EPERM before 5.18) and dropped (tc), each counted; an undefined port of a ClusterIP keeps its own refusal", async () => {
     assert.deepEqual(pinnedRanges(bpffs()), ['198.19.0.0/16']);
     const served = await inNode('http', `${WEB}:80`, ['--count', '3']);
     assert.equal(served.ok, 3, JSON.stringify(served.errors));
@@ -151,13 +179,20 @@ describe('service ranges: unallocated service addresses refused and dropped; the
     assert.match(String(bad.reason), /host bits set/);
     assert.equal(await metricValue(metrics, 'kpr_service_range_errors_total', { source: 'flag' }), 1);
     assert.equal(await metricValue(metrics, 'kpr_service_ranges', { source: 'flag' }), 1);
-    const configz = (await (await fetch(`${metrics}/configz`)).json()) as { serviceRanges: { ranges: unknown[]; serviceCIDRApi: string; invalid: unknown[] }; config: Record<string, unknown> };
+    const configz = (await (await fetch(`${metrics}/configz`)).json()) as {
+      serviceRanges: { ranges: unknown[]; serviceCIDRApi: string; invalid: unknown[] };
+      config: Record<string, unknown>;
+    };
     assert.deepEqual(configz.serviceRanges.ranges, [{ cidr: '198.19.0.0/16', family: 'IPv4', source: 'flag' }]);
     assert.equal(configz.serviceRanges.serviceCIDRApi, 'served');
     assert.equal(configz.serviceRanges.invalid.length, 1);
     assert.deepEqual(configz.config.serviceClusterIPRange, ['198.19.0.0/16', '198.19.0.1/8']);
     const health = (await agent.waitForLog('health server listening')).address;
-    const run = spawnSync(cliBin, ['status', '--bpffs', bpffs(), '--metrics-address', metrics.replace('http://', ''), '--healthz-address', String(health), '--timeout', '60s'], { encoding: 'utf8' });
+    const run = spawnSync(
+      cliBin,
+      ['status', '--bpffs', bpffs(), '--metrics-address', metrics.replace('http://', ''), '--healthz-address', String(health), '--timeout', '60s'],
+      { encoding: 'utf8' },
+    );
     assert.match(run.stdout, /^ranges +198\.19\.0\.0\/16 \(flag\); ServiceCIDR API: served; 1 invalid entry left out/m, run.stdout + run.stderr);
     assert.match(run.stdout, /kpr_svc_cidr +lpm_trie +1 /);
   });
@@ -183,7 +218,10 @@ describe('service ranges: unallocated service addresses refused and dropped; the
     assert.deepEqual(pinnedRanges(bpffs()), ['198.19.0.0/16']);
     await waitFor('the deleted range restored', () => pinnedRanges(bpffs()).includes(EXTRA_RANGE), 10_000);
     // Counted when the whole (sliced) resync that repaired it reports.
-    await eventually('the repair counted', async () => (await metricValue(metrics, 'kpr_drift_repaired_entries_total', { map: MAP_NAMES.svcCidr, kind: 'missing' })) >= 1);
+    await eventually(
+      'the repair counted',
+      async () => (await metricValue(metrics, 'kpr_drift_repaired_entries_total', { map: MAP_NAMES.svcCidr, kind: 'missing' })) >= 1,
+    );
 
     box.api.remove('ServiceCIDR', undefined, 'extra');
     await waitFor('the removed range gone', () => pinnedRanges(bpffs()).join() === '198.19.0.0/16');
@@ -208,7 +246,15 @@ describe('service ranges: unallocated service addresses refused and dropped; the
     inNs(ns, 'ip', 'rule', 'add', 'pref', '10', 'iif', 'lo', 'lookup', '100');
     inNs(ns, 'ip', 'rule', 'add', 'pref', '100', 'lookup', 'local');
     inNs(ns, 'ip', 'rule', 'del', 'pref', '0');
-    inNs(ns, 'sysctl', '-qw', 'net.ipv4.conf.all.accept_local=1', 'net.ipv4.conf.eth0.accept_local=1', 'net.ipv4.conf.all.rp_filter=0', 'net.ipv4.conf.eth0.rp_filter=0');
+    inNs(
+      ns,
+      'sysctl',
+      '-qw',
+      'net.ipv4.conf.all.accept_local=1',
+      'net.ipv4.conf.eth0.accept_local=1',
+      'net.ipv4.conf.all.rp_filter=0',
+      'net.ipv4.conf.eth0.rp_filter=0',
+    );
 
     const outsider = await box.external('client-b', 'http', `${HAIRPIN_LB}:80`, ['--count', '2', '--timeout-ms', DROP_TIMEOUT_MS]);
     assertDropped(outsider, `client-b (${CLIENTS['client-b'].ip}) to the LB IP`);
@@ -226,22 +272,34 @@ describe('service ranges: unallocated service addresses refused and dropped; the
     await box.stopAgent('node-1');
     process.env.KPR_TEST_SERVICE_CIDR_RETRY_MS = '500';
     try {
-      await box.startAgent('node-1', ['--service-cluster-ip-range', '198.19.0.0/16', '--metrics-bind-address', '127.0.0.1:0', '--healthz-bind-address', '127.0.0.1:0']);
+      await box.startAgent('node-1', [
+        '--service-cluster-ip-range',
+        '198.19.0.0/16',
+        '--metrics-bind-address',
+        '127.0.0.1:0',
+        '--healthz-bind-address',
+        '127.0.0.1:0',
+      ]);
     } finally {
       delete process.env.KPR_TEST_SERVICE_CIDR_RETRY_MS;
     }
     const agent = box.agents.get('node-1')!;
     await agent.waitForLog((l) => typeof l.msg === 'string' && l.msg.startsWith('the API server does not serve ServiceCIDR'));
-    await waitFor('the flag\'s range in the map', () => pinnedRanges(bpffs()).join() === '198.19.0.0/16');
+    await waitFor("the flag's range in the map", () => pinnedRanges(bpffs()).join() === '198.19.0.0/16');
     assert.equal((await inNode('once', `${WEB}:80`, ['--timeout-ms', '2000'])).ok, 1);
     assert.deepEqual((await inNode('once', `${UNALLOCATED}:80`, ['--timeout-ms', '2000'])).errors, { [REFUSAL]: 1 });
-    const configz = (await (await fetch(`${await metricsUrlOf(agent)}/configz`)).json()) as { serviceRanges: { serviceCIDRApi: string; ranges: Array<{ source: string }> } };
+    const configz = (await (await fetch(`${await metricsUrlOf(agent)}/configz`)).json()) as {
+      serviceRanges: { serviceCIDRApi: string; ranges: Array<{ source: string }> };
+    };
     assert.equal(configz.serviceRanges.serviceCIDRApi, 'not_served');
-    assert.deepEqual(configz.serviceRanges.ranges.map((r) => r.source), ['flag']);
+    assert.deepEqual(
+      configz.serviceRanges.ranges.map((r) => r.source),
+      ['flag'],
+    );
 
     // The cluster is upgraded: the kind is served now, and the agent, still asking, follows the object.
     box.api.setUnservedKinds([]);
-    await waitFor('the ServiceCIDR object\'s range in the map', () => pinnedRanges(bpffs()).join() === EXTRA_RANGE, 15_000);
+    await waitFor("the ServiceCIDR object's range in the map", () => pinnedRanges(bpffs()).join() === EXTRA_RANGE, 15_000);
     await agent.waitForLog('ServiceCIDR is served now: service ranges come from the ServiceCIDR objects');
     const warned = agent.logs.filter((l) => (l.level === 40 || l.level === 'warn') && (l.kind === 'ServiceCIDR' || String(l.msg).includes('ServiceCIDR')));
     assert.deepEqual(warned, [], 'an unserved kind is no warning, retry after retry');

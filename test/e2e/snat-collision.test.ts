@@ -86,14 +86,16 @@ interface Held {
 const BASE_PORT = 20_000 + ((process.pid * 7) % 3_000) * 4;
 const PORT = { ClusterIP: BASE_PORT, 'pod IP': BASE_PORT + 1, skip: BASE_PORT + 2 } as const;
 
-describe('SNAT ports cannot collide with the node\'s own connections (rule 37)', { timeout: scaled(120_000) }, () => {
+describe("SNAT ports cannot collide with the node's own connections (rule 37)", { timeout: scaled(120_000) }, () => {
   let box: TwoNodeCluster;
   let metricsUrl: string;
   const held: Held[] = [];
   const node1 = () => box.nodes['node-1'];
 
   function hold(localPort: number): Held {
-    const child = box.spawnIn(box.clientNs['client-a'], process.execPath, ['-e', HOLD_JS, N1, String(NODE_PORT), String(localPort)], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = box.spawnIn(box.clientNs['client-a'], process.execPath, ['-e', HOLD_JS, N1, String(NODE_PORT), String(localPort)], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     const lines: Array<Record<string, unknown>> = [];
     const waiters: Array<(l: Record<string, unknown>) => void> = [];
     createInterface({ input: child.stdout! }).on('line', (l) => {
@@ -122,7 +124,10 @@ describe('SNAT ports cannot collide with the node\'s own connections (rule 37)',
 
   /** A process of node-1 (below its cgroup: the socket hooks translate the ClusterIP) connecting from `localPort`. */
   async function fromNode(host: string, port: number, localPort: number, timeoutMs = 3000): Promise<Record<string, unknown>> {
-    const child = box.spawnIn(node1().ns, process.execPath, ['-e', ONCE_JS, host, String(port), String(localPort), String(scaled(timeoutMs))], { cgroupOf: 'node-1', stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = box.spawnIn(node1().ns, process.execPath, ['-e', ONCE_JS, host, String(port), String(localPort), String(scaled(timeoutMs))], {
+      cgroupOf: 'node-1',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     child.stdout!.on('data', (d) => (out += d));
     await once(child, 'exit');
@@ -131,7 +136,9 @@ describe('SNAT ports cannot collide with the node\'s own connections (rule 37)',
 
   /** The SNAT port the held external flow from `clientPort` left node-1 with (kpr_ct's ORIGINAL entry). */
   function snatPortOf(clientPort: number): number | undefined {
-    const e = pinnedConntrack(node1().bpffsDir).find((c) => c.key.dir === CT_DIR.ORIGINAL && c.key.proto === IPPROTO.TCP && c.key.saddr === CLIENT_A && c.key.sport === clientPort);
+    const e = pinnedConntrack(node1().bpffsDir).find(
+      (c) => c.key.dir === CT_DIR.ORIGINAL && c.key.proto === IPPROTO.TCP && c.key.saddr === CLIENT_A && c.key.sport === clientPort,
+    );
     return e?.val.natSport;
   }
 
@@ -150,13 +157,25 @@ describe('SNAT ports cannot collide with the node\'s own connections (rule 37)',
       apiVersion: 'v1',
       kind: 'Service',
       metadata: { name: 'snat', namespace: 'e2e' },
-      spec: { type: 'NodePort', clusterIP: CLUSTER_IP, clusterIPs: [CLUSTER_IP], ports: [{ name: 'echo', protocol: 'TCP', port: ECHO_PORT, targetPort: ECHO_PORT, nodePort: NODE_PORT }] },
+      spec: {
+        type: 'NodePort',
+        clusterIP: CLUSTER_IP,
+        clusterIPs: [CLUSTER_IP],
+        ports: [{ name: 'echo', protocol: 'TCP', port: ECHO_PORT, targetPort: ECHO_PORT, nodePort: NODE_PORT }],
+      },
     });
     box.api.create(endpointSlice('e2e', 'snat-1', 'snat', [{ ip: BACKEND.ip, node: BACKEND.node }], [{ name: 'echo', port: ECHO_PORT }]));
     // A long closing timeout: a reset flow's ORIGINAL entry must outlive the (slow, under QEMU) start of the
     // client that reuses its port, or the sweep removes it and its REPLY entry, which the client's RST does
     // not shorten, stays behind holding the SNAT port (the skip would then be kpr_ct's, not the listener's).
-    const agent = await box.startAgent('node-1', ['--metrics-bind-address', '127.0.0.1:0', '--healthz-bind-address', '127.0.0.1:0', '--ct-tcp-closing-timeout', '300s']);
+    const agent = await box.startAgent('node-1', [
+      '--metrics-bind-address',
+      '127.0.0.1:0',
+      '--healthz-bind-address',
+      '127.0.0.1:0',
+      '--ct-tcp-closing-timeout',
+      '300s',
+    ]);
     metricsUrl = await metricsUrlOf(agent);
   });
 
@@ -180,12 +199,19 @@ describe('SNAT ports cannot collide with the node\'s own connections (rule 37)',
 
       const host = via === 'ClusterIP' ? CLUSTER_IP : BACKEND.ip;
       const r = await fromNode(host, ECHO_PORT, p);
-      assert.deepEqual(r, { line: `${BACKEND.name} from-node`, local: `${N1}:${p}` }, `node process from port ${p} to ${host}:${ECHO_PORT} (the external flow left node-1 as ${N1}:${snat})`);
+      assert.deepEqual(
+        r,
+        { line: `${BACKEND.name} from-node`, local: `${N1}:${p}` },
+        `node process from port ${p} to ${host}:${ECHO_PORT} (the external flow left node-1 as ${N1}:${snat})`,
+      );
 
       // The external flow is untouched by the node's connection.
       ext.send('ext-2');
       assert.deepEqual(await ext.next(), { line: `${BACKEND.name} ext-2` }, 'the external flow still works');
-      assert.ok(snat !== undefined && snat >= SNAT_PORT_RANGE.min && snat <= SNAT_PORT_RANGE.max, `SNAT port ${snat} is in kpr's range ${SNAT_PORT_RANGE.min}-${SNAT_PORT_RANGE.max}, not the client's ${p}`);
+      assert.ok(
+        snat !== undefined && snat >= SNAT_PORT_RANGE.min && snat <= SNAT_PORT_RANGE.max,
+        `SNAT port ${snat} is in kpr's range ${SNAT_PORT_RANGE.min}-${SNAT_PORT_RANGE.max}, not the client's ${p}`,
+      );
       ext.child.kill('SIGTERM');
     });
   }
@@ -197,10 +223,14 @@ describe('SNAT ports cannot collide with the node\'s own connections (rule 37)',
     const q = snatPortOf(p)!;
     assert.ok(q >= SNAT_PORT_RANGE.min && q <= SNAT_PORT_RANGE.max, `SNAT port ${q}`);
     first.child.kill('SIGTERM');
-    await waitFor('the closed flow to be marked closing', () => pinnedConntrack(node1().bpffsDir).some((c) => c.key.sport === p && (c.val.flags & CT_FLAG.CLOSING) !== 0));
+    await waitFor('the closed flow to be marked closing', () =>
+      pinnedConntrack(node1().bpffsDir).some((c) => c.key.sport === p && (c.val.flags & CT_FLAG.CLOSING) !== 0),
+    );
 
     // A listener of node-1 on q: the same client port would hash to q again, but q is now the node's.
-    const listener = box.spawnIn(node1().ns, process.execPath, ['-e', `require('node:net').createServer(() => {}).listen(${q}, () => console.log('ready'))`], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const listener = box.spawnIn(node1().ns, process.execPath, ['-e', `require('node:net').createServer(() => {}).listen(${q}, () => console.log('ready'))`], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     held.push({ child: listener, next: async () => ({}), send: () => undefined });
     await once(listener.stdout!, 'data');
     const skips = async () => ({
@@ -217,16 +247,19 @@ describe('SNAT ports cannot collide with the node\'s own connections (rule 37)',
     assert.notEqual(q2, q, `the new flow left with ${q2}, not the port node-1's listener holds`);
     assert.ok(q2 >= SNAT_PORT_RANGE.min && q2 <= SNAT_PORT_RANGE.max, `SNAT port ${q2}`);
     const skippedAfter = await skips();
-    assert.ok(skippedAfter.nodeSocket > skippedBefore.nodeSocket, `the skip is counted as a node socket's: before ${JSON.stringify(skippedBefore)}, after ${JSON.stringify(skippedAfter)}`);
+    assert.ok(
+      skippedAfter.nodeSocket > skippedBefore.nodeSocket,
+      `the skip is counted as a node socket's: before ${JSON.stringify(skippedBefore)}, after ${JSON.stringify(skippedAfter)}`,
+    );
     again.child.kill('SIGTERM');
     listener.kill('SIGTERM');
   });
 
-  test('kpr cleanup releases the SNAT range and keeps the reservation that was not kpr\'s', async () => {
+  test("kpr cleanup releases the SNAT range and keeps the reservation that was not kpr's", async () => {
     await box.stopAgent('node-1');
     const r = spawnSync(cliBin, ['cleanup', '--bpffs', node1().bpffsDir, '--netns', nsPath(node1().ns)], { encoding: 'utf8' });
     assert.equal(r.status, 0, r.stderr);
     assert.equal(sysctl('ip_local_reserved_ports'), FOREIGN_RESERVED);
-    assert.equal(readFileSync('/proc/sys/net/ipv4/ip_local_reserved_ports', 'utf8'), hostReserved, 'the host\'s own namespace is untouched');
+    assert.equal(readFileSync('/proc/sys/net/ipv4/ip_local_reserved_ports', 'utf8'), hostReserved, "the host's own namespace is untouched");
   });
 });

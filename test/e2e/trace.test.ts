@@ -27,7 +27,11 @@ const PODS = [
   { name: 'web-1b', ip: '198.18.10.11', node: 'node-1' as NodeName },
 ];
 const POD_IP = Object.fromEntries(PODS.map((p) => [p.name, p.ip]));
-const slice = (svc: string, pods: string[]) => e2eSlice(svc, pods.map((p) => POD_IP[p]));
+const slice = (svc: string, pods: string[]) =>
+  e2eSlice(
+    svc,
+    pods.map((p) => POD_IP[p]),
+  );
 const CLIENT_A = CLIENTS['client-a'].ip;
 
 describe('kpr trace on the real maps of a running agent', { timeout: scaled(120_000) }, () => {
@@ -53,9 +57,20 @@ describe('kpr trace on the real maps of a running agent', { timeout: scaled(120_
     box.api.create(service('web', 'ClusterIP', '198.19.0.20', undefined));
     box.api.create(slice('web', ['web-1a', 'web-1b']));
     box.api.create(service('empty', 'NodePort', '198.19.0.21', 30121));
-    box.api.create(service('ranged', 'LoadBalancer', '198.19.0.22', 30122, { loadBalancerSourceRanges: ['198.18.101.0/24'] }, { loadBalancer: { ingress: [{ ip: '198.19.200.22' }] } }));
+    box.api.create(
+      service(
+        'ranged',
+        'LoadBalancer',
+        '198.19.0.22',
+        30122,
+        { loadBalancerSourceRanges: ['198.18.101.0/24'] },
+        { loadBalancer: { ingress: [{ ip: '198.19.200.22' }] } },
+      ),
+    );
     box.api.create(slice('ranged', ['web-1a']));
-    box.api.create(service('sticky', 'NodePort', '198.19.0.23', 30123, { sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: 600 } } }));
+    box.api.create(
+      service('sticky', 'NodePort', '198.19.0.23', 30123, { sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: 600 } } }),
+    );
     box.api.create(slice('sticky', ['web-1a', 'web-1b']));
     await box.startAgents(['--healthz-bind-address', '127.0.0.1:0', '--metrics-bind-address', '127.0.0.1:0']);
   });
@@ -105,7 +120,7 @@ describe('kpr trace on the real maps of a running agent', { timeout: scaled(120_
     assert.equal(step(trace(['--to', '198.19.200.22:80']), 'source-ranges')?.detail?.applied, false);
   });
 
-  test('affinity and conntrack: after a real connection the trace names the remembered backend, and the flow\'s own port continues to it', async () => {
+  test("affinity and conntrack: after a real connection the trace names the remembered backend, and the flow's own port continues to it", async () => {
     const before = trace(['--from', CLIENT_A, '--to', `${NODE1_UPLINK}:30123`]);
     assert.equal(step(before, 'affinity')?.detail?.hit, false);
     const rep = await box.external('client-a', 'http', `${NODE1_UPLINK}:30123`, ['--count', '1']);
@@ -158,9 +173,12 @@ describe('kpr trace on the real maps of a running agent', { timeout: scaled(120_
     const port = (service: string) => ({ namespace: 'e2e', service, port_name: 'http', protocol: 'TCP' });
     assert.equal(valueOf(prom, 'kpr_service_balanced_total', port('web')), 5, 'five connections to the ClusterIP');
     assert.equal(valueOf(prom, 'kpr_service_refused_total', { ...port('empty'), reason: 'no_endpoint' }), 1);
-    assert.ok((valueOf(prom, 'kpr_service_dropped_total', { ...port('empty'), reason: 'no_endpoint' }) ?? 0) >= 1, 'the external client of the NodePort without endpoints');
+    assert.ok(
+      (valueOf(prom, 'kpr_service_dropped_total', { ...port('empty'), reason: 'no_endpoint' }) ?? 0) >= 1,
+      'the external client of the NodePort without endpoints',
+    );
     assert.ok((valueOf(prom, 'kpr_service_dropped_total', { ...port('ranged'), reason: 'source_range' }) ?? 0) >= 1, 'client-a outside the source ranges');
-    assert.ok((valueOf(prom, 'kpr_service_balanced_total', port('sticky')) ?? 0) >= 1, 'the affinity test\'s connection');
+    assert.ok((valueOf(prom, 'kpr_service_balanced_total', port('sticky')) ?? 0) >= 1, "the affinity test's connection");
 
     const r = spawnSync(cliBin, ['service', 'list', '--bpffs', box.nodes['node-1'].bpffsDir, '-o', 'json'], { encoding: 'utf8' });
     assert.equal(r.status, 0, r.stderr);

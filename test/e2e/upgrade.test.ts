@@ -86,7 +86,23 @@ function upgradeSuite(tcCase: TcModeCase): void {
         box.startClient<HoldReport>(
           ns,
           'hold',
-          ['--echo', `${ip}:${ports.echo}`, '--udp', `${ip}:${ports.dns}`, '--udp-new', '--http', `${ip}:${ports.http}`, '--flows', '3', '--interval-ms', '20', '--duration-ms', String(scaled(240_000)), '--timeout-ms', '10000'],
+          [
+            '--echo',
+            `${ip}:${ports.echo}`,
+            '--udp',
+            `${ip}:${ports.dns}`,
+            '--udp-new',
+            '--http',
+            `${ip}:${ports.http}`,
+            '--flows',
+            '3',
+            '--interval-ms',
+            '20',
+            '--duration-ms',
+            String(scaled(240_000)),
+            '--timeout-ms',
+            '10000',
+          ],
           cgroupOf ? { cgroupOf } : {},
         );
       const runs = {
@@ -105,7 +121,11 @@ function upgradeSuite(tcCase: TcModeCase): void {
     function counters(): Record<string, string> {
       const m = BpfMap.openPinned(mapPinPath(bpffs(), MAPS.stats.name));
       try {
-        return Object.fromEntries(readStats(m).filter((s) => s.value > 0n).map((s) => [s.stat, String(s.value)]));
+        return Object.fromEntries(
+          readStats(m)
+            .filter((s) => s.value > 0n)
+            .map((s) => [s.stat, String(s.value)]),
+        );
       } finally {
         m.close();
       }
@@ -124,11 +144,22 @@ function upgradeSuite(tcCase: TcModeCase): void {
       const stats = counters();
       for (const [where, rep] of Object.entries(reports)) {
         const at = `${what}, ${where}`;
-        const kinds = Object.entries(rep.kinds).map(([k, r]) => `${k}=${r.ok}/${r.ok + r.failed}`).join(' ');
+        const kinds = Object.entries(rep.kinds)
+          .map(([k, r]) => `${k}=${r.ok}/${r.ok + r.failed}`)
+          .join(' ');
         console.log(`migration=${what.replace(/ /g, '-')} via=${where} exchanges=${rep.ok + rep.failed} failed=${rep.failed} ${kinds}`);
-        assert.equal(rep.failed, 0, `${at}: ${JSON.stringify({ errors: rep.errors, examples: rep.examples, datapath: stats, agent: rep.failed ? timeline() : undefined })}`);
-        for (const kind of ['echo', 'udp', 'udpNew', 'http'] as const) assert.ok((rep.kinds[kind]?.ok ?? 0) > 0, `${at}: no ${kind} exchange served: ${JSON.stringify(rep.kinds)}`);
-        assert.deepEqual(Object.keys(rep.byPod).sort(), PODS.map((p) => p.name), `${at}: both backends served`);
+        assert.equal(
+          rep.failed,
+          0,
+          `${at}: ${JSON.stringify({ errors: rep.errors, examples: rep.examples, datapath: stats, agent: rep.failed ? timeline() : undefined })}`,
+        );
+        for (const kind of ['echo', 'udp', 'udpNew', 'http'] as const)
+          assert.ok((rep.kinds[kind]?.ok ?? 0) > 0, `${at}: no ${kind} exchange served: ${JSON.stringify(rep.kinds)}`);
+        assert.deepEqual(
+          Object.keys(rep.byPod).sort(),
+          PODS.map((p) => p.name),
+          `${at}: both backends served`,
+        );
       }
     }
 
@@ -190,11 +221,14 @@ function upgradeSuite(tcCase: TcModeCase): void {
       // A restart with the same sizes adopts the set: no migration.
       await box.stopAgent('node-1');
       const again = await startAgent(['--map-size-conntrack', '65536', '--map-size-services', '131072']);
-      assert.equal(again.logs.some((l) => String(l.msg).startsWith('maps migrate to a new set')), false);
+      assert.equal(
+        again.logs.some((l) => String(l.msg).startsWith('maps migrate to a new set')),
+        false,
+      );
       assert.equal(pinned(MAPS.ct.name).id, after.ct.id);
     });
 
-    test('(b) the upgrade from layout v1 (the previous release\'s maps and programs) to this release\'s layouts, live: no failed connection, no flow moved, replies from the service address', async () => {
+    test("(b) the upgrade from layout v1 (the previous release's maps and programs) to this release's layouts, live: no failed connection, no flow moved, replies from the service address", async () => {
       await box.stopAgent('node-1');
       runNodeOnLayoutV1({
         bpffsDir: bpffs(),
@@ -205,7 +239,10 @@ function upgradeSuite(tcCase: TcModeCase): void {
         tcAttach: tcCase.mode === 'tc' && tcCase.args.length ? 'tc' : 'auto',
       });
       const changed = Object.values(MAPS).filter((m) => m.version > 1);
-      assert.ok(changed.some((m) => m.name === MAPS.ct.name) && changed.some((m) => m.name === MAPS.svc.name), 'this release changed the service and conntrack layouts');
+      assert.ok(
+        changed.some((m) => m.name === MAPS.ct.name) && changed.some((m) => m.name === MAPS.svc.name),
+        'this release changed the service and conntrack layouts',
+      );
       for (const m of changed) {
         assert.ok(fs.existsSync(path.join(mapPinDir(bpffs()), m.name)), `${m.name} pinned at v1`);
         assert.equal(fs.existsSync(mapPinPath(bpffs(), m.name)), false, `${m.name} not pinned at v${m.version}`);

@@ -23,7 +23,13 @@ const PODS = [
 const CONVERGE_BOUND_MS = 20_000;
 
 const service = (name: string, clusterIP: string) => httpService('e2e', name, clusterIP);
-const slice = (name: string, svc: string, pods: typeof PODS) => httpSlice('e2e', name, svc, pods.map((p) => p.ip));
+const slice = (name: string, svc: string, pods: typeof PODS) =>
+  httpSlice(
+    'e2e',
+    name,
+    svc,
+    pods.map((p) => p.ip),
+  );
 
 describe('the API server comes back with another history', { timeout: scaled(180_000) }, () => {
   let box: BoxCluster;
@@ -54,7 +60,8 @@ describe('the API server comes back with another history', { timeout: scaled(180
     box.api.create(service('gone', '198.19.0.11'));
     box.api.create(slice('gone-1', 'gone', PODS.slice(0, 1)));
     // Enough writes that a low base really is below the agent's resourceVersions.
-    for (let i = 0; i < 20; i++) box.api.apply({ ...service('gone', '198.19.0.11'), metadata: { name: 'gone', namespace: 'e2e', labels: { round: String(i) } } });
+    for (let i = 0; i < 20; i++)
+      box.api.apply({ ...service('gone', '198.19.0.11'), metadata: { name: 'gone', namespace: 'e2e', labels: { round: String(i) } } });
     const agent = await box.startAgent();
     metricsUrl = await metricsUrlOf(agent);
     assert.deepEqual(await servedBy('198.19.0.10'), ['web-a', 'web-b']);
@@ -65,7 +72,12 @@ describe('the API server comes back with another history', { timeout: scaled(180
     await box?.close();
   });
 
-  const restart = async (label: string, opts: { base: (current: number) => number; closeWatches: 'clean' | 'reset'; reason: string }, edit: () => void, converged: () => boolean) => {
+  const restart = async (
+    label: string,
+    opts: { base: (current: number) => number; closeWatches: 'clean' | 'reset'; reason: string },
+    edit: () => void,
+    converged: () => boolean,
+  ) => {
     // Watches established for a while (bookmarks seen), as in a cluster that ran for some time.
     await new Promise((r) => setTimeout(r, scaled(1000)));
     const before = { svc: await relists('Service', opts.reason), eps: await relists('EndpointSlice', opts.reason) };
@@ -78,13 +90,19 @@ describe('the API server comes back with another history', { timeout: scaled(180
     // The relist lines (the maps are read directly; the log pipe may lag behind them).
     for (const kind of ['Service', 'EndpointSlice']) await box.agent!.waitForLog((l) => l.msg === 'k8s relist' && l.kind === kind, 5000, from);
     const lines = box.agent!.logs.slice(from).filter((l) => l.msg === 'k8s relist');
-    assert.deepEqual(lines.filter((l) => l.kind === 'Service').map((l) => `${l.reason} +${l.added} ~${l.updated} -${l.deleted}`), [`${opts.reason} +1 ~0 -1`]);
-    assert.deepEqual(lines.filter((l) => l.kind === 'EndpointSlice').map((l) => `${l.reason} +${l.added} ~${l.updated} -${l.deleted}`), [`${opts.reason} +1 ~1 -1`]);
+    assert.deepEqual(
+      lines.filter((l) => l.kind === 'Service').map((l) => `${l.reason} +${l.added} ~${l.updated} -${l.deleted}`),
+      [`${opts.reason} +1 ~0 -1`],
+    );
+    assert.deepEqual(
+      lines.filter((l) => l.kind === 'EndpointSlice').map((l) => `${l.reason} +${l.added} ~${l.updated} -${l.deleted}`),
+      [`${opts.reason} +1 ~1 -1`],
+    );
     assert.equal(await relists('Service', opts.reason), before.svc + 1, 'one Service relist');
     assert.equal(await relists('EndpointSlice', opts.reason), before.eps + 1, 'one EndpointSlice relist');
   };
 
-  test('case A: resourceVersions restart below the agent\'s, no event for the changes: one relist (rv_backwards), the maps converge', async () => {
+  test("case A: resourceVersions restart below the agent's, no event for the changes: one relist (rv_backwards), the maps converge", async () => {
     await restart(
       'case A',
       { base: () => 3, closeWatches: 'clean', reason: 'rv_backwards' },
@@ -105,7 +123,7 @@ describe('the API server comes back with another history', { timeout: scaled(180
     await waitFor('a change after the relist', () => backendCount('198.19.0.10') === 2);
   });
 
-  test('case B: resourceVersions past the agent\'s, no DELETED in the new history, the server crashed: one relist (watch_error), the maps converge', async () => {
+  test("case B: resourceVersions past the agent's, no DELETED in the new history, the server crashed: one relist (watch_error), the maps converge", async () => {
     await restart(
       'case B',
       { base: (current) => current + 10_000, closeWatches: 'reset', reason: 'watch_error' },

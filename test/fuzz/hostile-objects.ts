@@ -45,7 +45,6 @@ export interface FuzzCase {
 export const FUZZ_NAMESPACE = 'fuzz';
 export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
 
-
 const pad = (i: number) => String(i).padStart(4, '0');
 
 /** The case's ClusterIP: 198.19.1.0 upwards (198.19.0.0/24 is left to the suite's own Services). */
@@ -135,7 +134,14 @@ function setPath(o: KubeObject, path: string, v: unknown): void {
 }
 
 function set(kind: Kind, field: string, values: Array<[string, unknown]>, verdict: Verdict = 'rejected', extra: Partial<Mutation> = {}): Mutation[] {
-  return values.map(([label, v]) => ({ kind, field, label, verdict, ...extra, apply: (o) => setPath(o, field, typeof v === 'function' ? (v as () => unknown)() : structuredClone(v)) }));
+  return values.map(([label, v]) => ({
+    kind,
+    field,
+    label,
+    verdict,
+    ...extra,
+    apply: (o) => setPath(o, field, typeof v === 'function' ? (v as () => unknown)() : structuredClone(v)),
+  }));
 }
 
 const ZONED6 = 'fe80::1%eth0';
@@ -143,20 +149,91 @@ const ZONED6 = 'fe80::1%eth0';
 /** Every mutation, Services first. The values are the ones the API server's validation refuses, unless marked accepted. */
 const MUTATIONS: Mutation[] = [
   // spec.ports
-  ...set('Service', 'spec.ports', [['5', 5], ['"80"', '80'], ['{port:80}', { port: 80, protocol: 'TCP' }], ['[]', []]]),
-  { kind: 'Service', field: 'spec.ports', label: '5,000 duplicate entries', verdict: 'rejected', apply: (o) => (o.spec.ports = Array.from({ length: 5000 }, () => ({ port: 80, protocol: 'TCP' }))) },
-  ...set('Service', 'spec.ports[0]', [['"http"', 'http'], ['null', null], ['42', 42], ['[80]', [80]]]),
-  ...set('Service', 'spec.ports[0].port', [['0', 0], ['-1', -1], ['70000', 70000], ['80.5', 80.5], ['"80"', '80'], ['"eighty"', 'eighty'], ['true', true], ['1e20', 1e20], ['{}', {}]]),
-  ...set('Service', 'spec.ports[0].targetPort', [['-1', -1], ['70000', 70000], ['8080.5', 8080.5], ['"bad name!"', 'bad name!'], ['"a-very-long-port-name"', 'a-very-long-port-name'], ['{}', {}], ['[8080]', [8080]]]),
-  ...set('Service', 'spec.ports[0].nodePort', [['-1', -1], ['70000', 70000], ['30080.5', 30080.5], ['"30080"', '30080'], ['{}', {}]]),
-  ...set('Service', 'spec.healthCheckNodePort', [['-1', -1], ['70000', 70000], ['1.5', 1.5], ['"x"', 'x']]),
-  ...set('Service', 'spec.ports[0].protocol', [['"tcp"', 'tcp'], ['"ICMP"', 'ICMP'], ['6', 6], ['["TCP"]', ['TCP']]]),
-  ...set('Service', 'spec.ports[0].name', [['"HTTP!"', 'HTTP!'], ['300 chars', big(300, 'a')], ['5', 5], ['100 KB', () => big(100 * 1024, 'h')]]),
+  ...set('Service', 'spec.ports', [
+    ['5', 5],
+    ['"80"', '80'],
+    ['{port:80}', { port: 80, protocol: 'TCP' }],
+    ['[]', []],
+  ]),
+  {
+    kind: 'Service',
+    field: 'spec.ports',
+    label: '5,000 duplicate entries',
+    verdict: 'rejected',
+    apply: (o) => (o.spec.ports = Array.from({ length: 5000 }, () => ({ port: 80, protocol: 'TCP' }))),
+  },
+  ...set('Service', 'spec.ports[0]', [
+    ['"http"', 'http'],
+    ['null', null],
+    ['42', 42],
+    ['[80]', [80]],
+  ]),
+  ...set('Service', 'spec.ports[0].port', [
+    ['0', 0],
+    ['-1', -1],
+    ['70000', 70000],
+    ['80.5', 80.5],
+    ['"80"', '80'],
+    ['"eighty"', 'eighty'],
+    ['true', true],
+    ['1e20', 1e20],
+    ['{}', {}],
+  ]),
+  ...set('Service', 'spec.ports[0].targetPort', [
+    ['-1', -1],
+    ['70000', 70000],
+    ['8080.5', 8080.5],
+    ['"bad name!"', 'bad name!'],
+    ['"a-very-long-port-name"', 'a-very-long-port-name'],
+    ['{}', {}],
+    ['[8080]', [8080]],
+  ]),
+  ...set('Service', 'spec.ports[0].nodePort', [
+    ['-1', -1],
+    ['70000', 70000],
+    ['30080.5', 30080.5],
+    ['"30080"', '30080'],
+    ['{}', {}],
+  ]),
+  ...set('Service', 'spec.healthCheckNodePort', [
+    ['-1', -1],
+    ['70000', 70000],
+    ['1.5', 1.5],
+    ['"x"', 'x'],
+  ]),
+  ...set('Service', 'spec.ports[0].protocol', [
+    ['"tcp"', 'tcp'],
+    ['"ICMP"', 'ICMP'],
+    ['6', 6],
+    ['["TCP"]', ['TCP']],
+  ]),
+  ...set('Service', 'spec.ports[0].name', [
+    ['"HTTP!"', 'HTTP!'],
+    ['300 chars', big(300, 'a')],
+    ['5', 5],
+    ['100 KB', () => big(100 * 1024, 'h')],
+  ]),
   // enums
-  ...set('Service', 'spec.type', [['"Cluster"', 'Cluster'], ['"clusterip"', 'clusterip'], ['42', 42], ['{}', {}]]),
-  ...set('Service', 'spec.sessionAffinity', [['"Sticky"', 'Sticky'], ['"clientip"', 'clientip'], ['7', 7]]),
-  ...set('Service', 'spec.internalTrafficPolicy', [['"Everywhere"', 'Everywhere'], ['"local"', 'local'], ['3', 3]]),
-  ...set('Service', 'spec.externalTrafficPolicy', [['"Global"', 'Global'], ['1', 1]]),
+  ...set('Service', 'spec.type', [
+    ['"Cluster"', 'Cluster'],
+    ['"clusterip"', 'clusterip'],
+    ['42', 42],
+    ['{}', {}],
+  ]),
+  ...set('Service', 'spec.sessionAffinity', [
+    ['"Sticky"', 'Sticky'],
+    ['"clientip"', 'clientip'],
+    ['7', 7],
+  ]),
+  ...set('Service', 'spec.internalTrafficPolicy', [
+    ['"Everywhere"', 'Everywhere'],
+    ['"local"', 'local'],
+    ['3', 3],
+  ]),
+  ...set('Service', 'spec.externalTrafficPolicy', [
+    ['"Global"', 'Global'],
+    ['1', 1],
+  ]),
   ...[0, -5, 86401, 'x', 1.5].map((t): Mutation => ({
     kind: 'Service',
     field: 'spec.sessionAffinityConfig.clientIP.timeoutSeconds',
@@ -168,57 +245,201 @@ const MUTATIONS: Mutation[] = [
     },
   })),
   // addresses
-  ...[['"300.1.1.1"', '300.1.1.1'], ['"198.19.9.9/32"', '198.19.9.9/32'], ['"abc"', 'abc'], [`"${ZONED6}"`, ZONED6], ['5', 5], ['100 KB', big(100 * 1024, '9')]].map(
-    ([label, v]): Mutation => ({
-      kind: 'Service',
-      field: 'spec.clusterIP',
-      label: String(label),
-      verdict: 'rejected',
-      identity: true,
-      apply: (o) => {
-        o.spec.clusterIP = v;
-        o.spec.clusterIPs = [v];
-      },
-    }),
-  ),
-  ...set('Service', 'spec.clusterIPs', [['"x" (a string)', 'x'], ['[5]', [5]], ['three entries', (c: unknown) => c]]),
-  ...set('Service', 'spec.ipFamilies', [['1,000 entries', () => Array.from({ length: 1000 }, () => 'IPv4')], ['["IPv5"]', ['IPv5']], ['"IPv4" (a string)', 'IPv4'], ['["IPv6"] on an IPv4 clusterIP', ['IPv6']]]),
-  ...set('Service', 'spec.externalIPs', [['["not-an-ip"]', ['not-an-ip']], ['["198.51.100.1/24"]', ['198.51.100.1/24']], [`["${ZONED6}"]`, [ZONED6]], ['"198.51.100.1" (a string)', '198.51.100.1'], ['[5]', [5]]]),
+  ...[
+    ['"300.1.1.1"', '300.1.1.1'],
+    ['"198.19.9.9/32"', '198.19.9.9/32'],
+    ['"abc"', 'abc'],
+    [`"${ZONED6}"`, ZONED6],
+    ['5', 5],
+    ['100 KB', big(100 * 1024, '9')],
+  ].map(([label, v]): Mutation => ({
+    kind: 'Service',
+    field: 'spec.clusterIP',
+    label: String(label),
+    verdict: 'rejected',
+    identity: true,
+    apply: (o) => {
+      o.spec.clusterIP = v;
+      o.spec.clusterIPs = [v];
+    },
+  })),
+  ...set('Service', 'spec.clusterIPs', [
+    ['"x" (a string)', 'x'],
+    ['[5]', [5]],
+    ['three entries', (c: unknown) => c],
+  ]),
+  ...set('Service', 'spec.ipFamilies', [
+    ['1,000 entries', () => Array.from({ length: 1000 }, () => 'IPv4')],
+    ['["IPv5"]', ['IPv5']],
+    ['"IPv4" (a string)', 'IPv4'],
+    ['["IPv6"] on an IPv4 clusterIP', ['IPv6']],
+  ]),
+  ...set('Service', 'spec.externalIPs', [
+    ['["not-an-ip"]', ['not-an-ip']],
+    ['["198.51.100.1/24"]', ['198.51.100.1/24']],
+    [`["${ZONED6}"]`, [ZONED6]],
+    ['"198.51.100.1" (a string)', '198.51.100.1'],
+    ['[5]', [5]],
+  ]),
   // (spec.loadBalancerIP is not here: kube-proxy does not read it, and the API server does not check its syntax.)
-  ...set('Service', 'spec.loadBalancerSourceRanges', [['"10.0.0.0/8" (a string)', '10.0.0.0/8'], ['["10.0.0.0/33"]', ['10.0.0.0/33']], ['["banana"]', ['banana']], ['[5]', [5]]], 'rejected', { template: { type: 'LoadBalancer' } }),
-  ...set('Service', 'status.loadBalancer.ingress', [['"203.0.113.9" (a string)', '203.0.113.9'], ['[{ip:"bogus"}]', [{ ip: 'bogus' }]], [`[{ip:"${ZONED6}"}]`, [{ ip: ZONED6 }]], ['[{ip:5}]', [{ ip: 5 }]], ['[{ip, ipMode:"Garbage"}]', [{ ip: '203.0.113.9', ipMode: 'Garbage' }]]], 'rejected', {
-    template: { type: 'LoadBalancer' },
-  }),
+  ...set(
+    'Service',
+    'spec.loadBalancerSourceRanges',
+    [
+      ['"10.0.0.0/8" (a string)', '10.0.0.0/8'],
+      ['["10.0.0.0/33"]', ['10.0.0.0/33']],
+      ['["banana"]', ['banana']],
+      ['[5]', [5]],
+    ],
+    'rejected',
+    { template: { type: 'LoadBalancer' } },
+  ),
+  ...set(
+    'Service',
+    'status.loadBalancer.ingress',
+    [
+      ['"203.0.113.9" (a string)', '203.0.113.9'],
+      ['[{ip:"bogus"}]', [{ ip: 'bogus' }]],
+      [`[{ip:"${ZONED6}"}]`, [{ ip: ZONED6 }]],
+      ['[{ip:5}]', [{ ip: 5 }]],
+      ['[{ip, ipMode:"Garbage"}]', [{ ip: '203.0.113.9', ipMode: 'Garbage' }]],
+    ],
+    'rejected',
+    {
+      template: { type: 'LoadBalancer' },
+    },
+  ),
   // metadata
-  ...[['"fz-NNNN/x"', '/x'], ['unicode', '-ünï'], ['300 chars', `-${big(300, 'n')}`], ['upper case', '-UPPER']].map(
-    ([label, suffix]): Mutation => ({ kind: 'Service', field: 'metadata.name', label, verdict: 'rejected', identity: true, apply: (o) => (o.metadata.name += suffix) }),
-  ),
-  ...[['"fuzz/NNNN"', (i: number) => `fuzz/${pad(i)}`], ['unicode', (i: number) => `fuzz-ü-${pad(i)}`], ['300 chars', (i: number) => `n${pad(i)}${big(300, 's')}`]].map(
-    ([label, ns]): Mutation => ({ kind: 'Service', field: 'metadata.namespace', label: label as string, verdict: 'rejected', identity: true, apply: (o, c) => (o.metadata.namespace = (ns as (i: number) => string)(c.i)) }),
-  ),
+  ...[
+    ['"fz-NNNN/x"', '/x'],
+    ['unicode', '-ünï'],
+    ['300 chars', `-${big(300, 'n')}`],
+    ['upper case', '-UPPER'],
+  ].map(([label, suffix]): Mutation => ({
+    kind: 'Service',
+    field: 'metadata.name',
+    label,
+    verdict: 'rejected',
+    identity: true,
+    apply: (o) => (o.metadata.name += suffix),
+  })),
+  ...[
+    ['"fuzz/NNNN"', (i: number) => `fuzz/${pad(i)}`],
+    ['unicode', (i: number) => `fuzz-ü-${pad(i)}`],
+    ['300 chars', (i: number) => `n${pad(i)}${big(300, 's')}`],
+  ].map(([label, ns]): Mutation => ({
+    kind: 'Service',
+    field: 'metadata.namespace',
+    label: label as string,
+    verdict: 'rejected',
+    identity: true,
+    apply: (o, c) => (o.metadata.namespace = (ns as (i: number) => string)(c.i)),
+  })),
   ...set('Service', 'metadata.managedFields', [['5', 5]]),
-  ...set('Service', 'metadata.labels', [['5', 5], ['"app=web" (a string)', 'app=web'], ['["a"]', ['a']], ['{app:5}', { app: 5 }]]),
+  ...set('Service', 'metadata.labels', [
+    ['5', 5],
+    ['"app=web" (a string)', 'app=web'],
+    ['["a"]', ['a']],
+    ['{app:5}', { app: 5 }],
+  ]),
 
   // EndpointSlices (the object is slice "b" of a good Service that also has a good slice "a")
-  ...set('EndpointSlice', 'endpoints', [['5', 5], ['"x"', 'x'], ['{}', {}], ['[5]', [5]], ['[null]', [null]]]),
-  { kind: 'EndpointSlice', field: 'endpoints', label: '1,001 entries', verdict: 'rejected', apply: (o, c) => (o.endpoints = Array.from({ length: 1001 }, (_, k) => ({ addresses: [`198.18.${128 + (c.i % 64)}.${k % 250}`], conditions: { ready: true } }))) },
-  ...set('EndpointSlice', 'endpoints[0].addresses', [['"x" (a string)', 'x'], ['[]', []], ['["not-an-ip"]', ['not-an-ip']], ['["198.18.300.1"]', ['198.18.300.1']], ['[5]', [5]], ['["198.18.1.0/24"]', ['198.18.1.0/24']]]),
-  { kind: 'EndpointSlice', field: 'endpoints[0].addresses', label: '101 entries', verdict: 'rejected', apply: (o, c) => (o.endpoints[0].addresses = Array.from({ length: 101 }, (_, k) => `198.18.${192 + (c.i % 64)}.${k + 1}`)) },
-  ...set('EndpointSlice', 'endpoints[0].conditions', [['"yes"', 'yes'], ['{ready:"true"}', { ready: 'true' }], ['{ready:1}', { ready: 1 }], ['5', 5]]),
-  ...set('EndpointSlice', 'endpoints[0].nodeName', [['5', 5], ['100 KB', () => big(100 * 1024, 'q')]]),
-  ...set('EndpointSlice', 'addressType', [['"IPv7"', 'IPv7'], ['"ipv4"', 'ipv4'], ['5', 5]]),
-  ...set('EndpointSlice', 'ports', [['5', 5], ['"http"', 'http'], ['[{port:"8080"}]', [{ name: 'http', port: '8080', protocol: 'TCP' }]], ['[{port:1.5}]', [{ name: 'http', port: 1.5, protocol: 'TCP' }]], ['[{protocol:"HTTP"}]', [{ name: 'http', port: 8080, protocol: 'HTTP' }]], ['[{name:"BAD!"}]', [{ name: 'BAD!', port: 8080, protocol: 'TCP' }]]]),
-  { kind: 'EndpointSlice', field: 'ports', label: '20,001 entries', verdict: 'rejected', apply: (o) => (o.ports = Array.from({ length: 20_001 }, (_, k) => ({ name: `p${k}`, port: 1 + (k % 65535), protocol: k < 65535 ? 'TCP' : 'UDP' }))) },
-  ...[['"fz-NNNN-b/x"', '/x'], ['unicode', '-ünï'], ['300 chars', `-${big(300, 'n')}`]].map(
-    ([label, suffix]): Mutation => ({ kind: 'EndpointSlice', field: 'metadata.name', label, verdict: 'rejected', identity: true, apply: (o) => (o.metadata.name += suffix) }),
-  ),
+  ...set('EndpointSlice', 'endpoints', [
+    ['5', 5],
+    ['"x"', 'x'],
+    ['{}', {}],
+    ['[5]', [5]],
+    ['[null]', [null]],
+  ]),
+  {
+    kind: 'EndpointSlice',
+    field: 'endpoints',
+    label: '1,001 entries',
+    verdict: 'rejected',
+    apply: (o, c) =>
+      (o.endpoints = Array.from({ length: 1001 }, (_, k) => ({ addresses: [`198.18.${128 + (c.i % 64)}.${k % 250}`], conditions: { ready: true } }))),
+  },
+  ...set('EndpointSlice', 'endpoints[0].addresses', [
+    ['"x" (a string)', 'x'],
+    ['[]', []],
+    ['["not-an-ip"]', ['not-an-ip']],
+    ['["198.18.300.1"]', ['198.18.300.1']],
+    ['[5]', [5]],
+    ['["198.18.1.0/24"]', ['198.18.1.0/24']],
+  ]),
+  {
+    kind: 'EndpointSlice',
+    field: 'endpoints[0].addresses',
+    label: '101 entries',
+    verdict: 'rejected',
+    apply: (o, c) => (o.endpoints[0].addresses = Array.from({ length: 101 }, (_, k) => `198.18.${192 + (c.i % 64)}.${k + 1}`)),
+  },
+  ...set('EndpointSlice', 'endpoints[0].conditions', [
+    ['"yes"', 'yes'],
+    ['{ready:"true"}', { ready: 'true' }],
+    ['{ready:1}', { ready: 1 }],
+    ['5', 5],
+  ]),
+  ...set('EndpointSlice', 'endpoints[0].nodeName', [
+    ['5', 5],
+    ['100 KB', () => big(100 * 1024, 'q')],
+  ]),
+  ...set('EndpointSlice', 'addressType', [
+    ['"IPv7"', 'IPv7'],
+    ['"ipv4"', 'ipv4'],
+    ['5', 5],
+  ]),
+  ...set('EndpointSlice', 'ports', [
+    ['5', 5],
+    ['"http"', 'http'],
+    ['[{port:"8080"}]', [{ name: 'http', port: '8080', protocol: 'TCP' }]],
+    ['[{port:1.5}]', [{ name: 'http', port: 1.5, protocol: 'TCP' }]],
+    ['[{protocol:"HTTP"}]', [{ name: 'http', port: 8080, protocol: 'HTTP' }]],
+    ['[{name:"BAD!"}]', [{ name: 'BAD!', port: 8080, protocol: 'TCP' }]],
+  ]),
+  {
+    kind: 'EndpointSlice',
+    field: 'ports',
+    label: '20,001 entries',
+    verdict: 'rejected',
+    apply: (o) => (o.ports = Array.from({ length: 20_001 }, (_, k) => ({ name: `p${k}`, port: 1 + (k % 65535), protocol: k < 65535 ? 'TCP' : 'UDP' }))),
+  },
+  ...[
+    ['"fz-NNNN-b/x"', '/x'],
+    ['unicode', '-ünï'],
+    ['300 chars', `-${big(300, 'n')}`],
+  ].map(([label, suffix]): Mutation => ({
+    kind: 'EndpointSlice',
+    field: 'metadata.name',
+    label,
+    verdict: 'rejected',
+    identity: true,
+    apply: (o) => (o.metadata.name += suffix),
+  })),
   ...set('EndpointSlice', 'metadata.managedFields', [['5', 5]]),
-  ...set('EndpointSlice', 'metadata.labels', [['5', 5], ['{kubernetes.io/service-name:5}', 'LABEL5']]),
+  ...set('EndpointSlice', 'metadata.labels', [
+    ['5', 5],
+    ['{kubernetes.io/service-name:5}', 'LABEL5'],
+  ]),
 
   // Odd but valid: accepted, and programmed as computed by expectedFrontends.
-  { kind: 'Service', field: 'metadata.annotations', label: 'a 100 KB value', verdict: 'accepted', apply: (o) => (o.metadata.annotations = { 'example.com/blob': big(100 * 1024, 'b') }) },
+  {
+    kind: 'Service',
+    field: 'metadata.annotations',
+    label: 'a 100 KB value',
+    verdict: 'accepted',
+    apply: (o) => (o.metadata.annotations = { 'example.com/blob': big(100 * 1024, 'b') }),
+  },
   // targetPort 0 is "unset": the API server defaults it to the port.
-  ...set('Service', 'spec.ports[0].targetPort', [['"http" (a port name)', 'http'], ['0 (unset)', 0]], 'accepted'),
+  ...set(
+    'Service',
+    'spec.ports[0].targetPort',
+    [
+      ['"http" (a port name)', 'http'],
+      ['0 (unset)', 0],
+    ],
+    'accepted',
+  ),
   // So is an empty protocol: TCP.
   ...set('Service', 'spec.ports[0].protocol', [['"" (unset: TCP)', '']], 'accepted'),
   ...set('Service', 'spec.someFutureField', [['"x" (unknown fields are dropped)', 'x']], 'accepted'),
@@ -237,7 +458,7 @@ const MUTATIONS: Mutation[] = [
     field: 'spec.ports',
     label: 'two named ports (TCP 80, UDP 53)',
     verdict: 'accepted',
-    apply: (o, c) => (o.spec.ports = [o.spec.ports[0], { name: 'dns', port: 53, targetPort: 5353, protocol: 'UDP' }], void c),
+    apply: (o, c) => ((o.spec.ports = [o.spec.ports[0], { name: 'dns', port: 53, targetPort: 5353, protocol: 'UDP' }]), void c),
   },
   { kind: 'Service', field: 'spec.clusterIP', label: 'IPv6', verdict: 'accepted', identity: true, template: { family: 'IPv6' }, apply: () => undefined },
   {
@@ -248,8 +469,22 @@ const MUTATIONS: Mutation[] = [
     mayWarn: true,
     apply: (o) => (o.spec.externalIPs = [GOOD_CLUSTER_IP]),
   },
-  ...set('EndpointSlice', 'endpoints[0].conditions', [['{} (nil ready is ready)', {}], ['{ready:false, serving:false}', { ready: false, serving: false, terminating: false }]], 'accepted'),
-  { kind: 'EndpointSlice', field: 'endpoints[0].addresses', label: 'two addresses (the first is used)', verdict: 'accepted', apply: (o, c) => o.endpoints[0].addresses.push(backendV4(c.i, 2)) },
+  ...set(
+    'EndpointSlice',
+    'endpoints[0].conditions',
+    [
+      ['{} (nil ready is ready)', {}],
+      ['{ready:false, serving:false}', { ready: false, serving: false, terminating: false }],
+    ],
+    'accepted',
+  ),
+  {
+    kind: 'EndpointSlice',
+    field: 'endpoints[0].addresses',
+    label: 'two addresses (the first is used)',
+    verdict: 'accepted',
+    apply: (o, c) => o.endpoints[0].addresses.push(backendV4(c.i, 2)),
+  },
   {
     kind: 'EndpointSlice',
     field: 'addressType',
@@ -271,7 +506,17 @@ const MUTATIONS: Mutation[] = [
   },
   ...set('EndpointSlice', 'metadata.labels.app', [['"web" (an extra label)', 'web']], 'accepted'),
   // The API server checks only that a slice port is an int32; consumers skip one outside 1..65535 (alone).
-  ...set('EndpointSlice', 'ports', [['[{port:70000}]', [{ name: 'http', port: 70000, protocol: 'TCP' }]], ['[{port:-1}]', [{ name: 'http', port: -1, protocol: 'TCP' }]], ['[{port:0}]', [{ name: 'http', port: 0, protocol: 'TCP' }]]], 'accepted', { mayWarn: true }),
+  ...set(
+    'EndpointSlice',
+    'ports',
+    [
+      ['[{port:70000}]', [{ name: 'http', port: 70000, protocol: 'TCP' }]],
+      ['[{port:-1}]', [{ name: 'http', port: -1, protocol: 'TCP' }]],
+      ['[{port:0}]', [{ name: 'http', port: 0, protocol: 'TCP' }]],
+    ],
+    'accepted',
+    { mayWarn: true },
+  ),
 ];
 
 /** The suite's always-served Service (real pods behind it); the ownership case points an external IP at it. */
@@ -295,7 +540,19 @@ function makeCase(m: Mutation, i: number, r: () => number): FuzzCase {
   m.apply(object, { i, r });
   fixups(m, object, { i, r });
   const companions = m.kind === 'Service' ? [sliceA] : [svc, sliceA];
-  return { id: `c${pad(i)}`, index: i, kind: m.kind, field: m.field, mutation: `${m.field} = ${m.label}`, verdict: m.verdict, object, companions, original, identity: !!m.identity, mayWarn: !!m.mayWarn };
+  return {
+    id: `c${pad(i)}`,
+    index: i,
+    kind: m.kind,
+    field: m.field,
+    mutation: `${m.field} = ${m.label}`,
+    verdict: m.verdict,
+    object,
+    companions,
+    original,
+    identity: !!m.identity,
+    mayWarn: !!m.mayWarn,
+  };
 }
 
 /**
@@ -304,7 +561,9 @@ function makeCase(m: Mutation, i: number, r: () => number): FuzzCase {
  */
 export function generateCases(seed: number, count: number, firstIndex = 0): FuzzCase[] {
   const r = rng(seed);
-  const order = MUTATIONS.map((m) => ({ m, k: r() })).sort((a, b) => a.k - b.k).map((x) => x.m);
+  const order = MUTATIONS.map((m) => ({ m, k: r() }))
+    .sort((a, b) => a.k - b.k)
+    .map((x) => x.m);
   const out: FuzzCase[] = [];
   for (let n = 0; n < count; n++) {
     const m = n < order.length ? order[n] : MUTATIONS[Math.floor(r() * MUTATIONS.length)];
@@ -351,7 +610,8 @@ export function expectedFrontends(objects: KubeObject[]): Map<string, string[]> 
   const backendsOf = (svc: KubeObject, family: 'IPv4' | 'IPv6', portName: string, proto: string): string[] => {
     const set = new Set<string>();
     for (const s of slices) {
-      if (s.metadata.namespace !== svc.metadata.namespace || s.metadata.labels?.[SERVICE_NAME_LABEL] !== svc.metadata.name || s.addressType !== family) continue;
+      if (s.metadata.namespace !== svc.metadata.namespace || s.metadata.labels?.[SERVICE_NAME_LABEL] !== svc.metadata.name || s.addressType !== family)
+        continue;
       const sp = (s.ports as KubeObject[]).find((p) => (p.name ?? '') === portName && (p.protocol || 'TCP') === proto);
       if (!sp || !(sp.port >= 1 && sp.port <= 65535)) continue;
       for (const e of s.endpoints as KubeObject[]) {
@@ -410,7 +670,8 @@ export function warnsAbout(line: Record<string, unknown>, kind: Kind, namespace:
   const keys = [`${namespace}/${name}`, `${esc(namespace)}/${esc(name)}`];
   const otherKind = kind === 'Service' ? 'EndpointSlice' : 'Service';
   for (const v of Object.values(line)) {
-    if (typeof v === 'string' && keys.some((key) => v === key || (v.endsWith(` ${key}`) && !v.startsWith(`${otherKind} `)) || truncationOf(v, key))) return true;
+    if (typeof v === 'string' && keys.some((key) => v === key || (v.endsWith(` ${key}`) && !v.startsWith(`${otherKind} `)) || truncationOf(v, key)))
+      return true;
     if (v && typeof v === 'object' && !Array.isArray(v)) {
       const o = v as Record<string, unknown>;
       if (o.namespace === namespace && o.name === name) return true;
@@ -422,6 +683,9 @@ export function warnsAbout(line: Record<string, unknown>, kind: Kind, namespace:
 /** Whether a warning line says which field was wrong: a `field` property, or the mutated field's last part in its text. */
 export function namesField(line: Record<string, unknown>, field: string): boolean {
   if (typeof line.field === 'string' && line.field.length > 0) return true;
-  const leaf = field.replace(/\[\d+\]/g, '').split('.').pop()!;
+  const leaf = field
+    .replace(/\[\d+\]/g, '')
+    .split('.')
+    .pop()!;
   return JSON.stringify(line).includes(leaf);
 }

@@ -20,10 +20,16 @@ const gone = (n: number): AttachmentStateLike => ({
   trigger: 'probe',
   attached: { cgroup: 0, tcx: 3 },
   repaired: {},
-  missing: Array.from({ length: n }, (_, i) => ({ hook: 'cgroup', target: '/sys/fs/cgroup/x', program: `kpr_prog${i}`, found: 'cgroup /sys/fs/cgroup/x does not exist', error: 'attached again once it is back' })),
+  missing: Array.from({ length: n }, (_, i) => ({
+    hook: 'cgroup',
+    target: '/sys/fs/cgroup/x',
+    program: `kpr_prog${i}`,
+    found: 'cgroup /sys/fs/cgroup/x does not exist',
+    error: 'attached again once it is back',
+  })),
 });
 
-test('before the first check: nothing is said and the status is kube-proxy\'s', () => {
+test("before the first check: nothing is said and the status is kube-proxy's", () => {
   assert.equal(attachmentHealth(undefined, at(0)), undefined);
   const state = new ProxyHealthState(60_000, () => at(0));
   const r = healthzResponse(state, NODE);
@@ -36,13 +42,16 @@ test('every attachment in place: 200, the counts and the age of the check', () =
   const state = new ProxyHealthState(60_000, () => at(2000));
   const r = withAttachments(healthzResponse(state, NODE), a);
   assert.equal(r.statusCode, 200);
-  assert.equal(Object.keys(r.body).at(-1), 'attachments', 'kpr\'s field comes last; kube-proxy\'s keep their order');
+  assert.equal(Object.keys(r.body).at(-1), 'attachments', "kpr's field comes last; kube-proxy's keep their order");
 });
 
 test('an attachment missing and not attached again: 503 with the reason naming it; /livez unaffected', () => {
   const one = attachmentHealth(gone(1), at(0))!;
   assert.equal(one.healthy, false);
-  assert.equal(one.reason, '1 attachment missing and not attached again: kpr_prog0 on cgroup /sys/fs/cgroup/x: cgroup /sys/fs/cgroup/x does not exist; attached again once it is back');
+  assert.equal(
+    one.reason,
+    '1 attachment missing and not attached again: kpr_prog0 on cgroup /sys/fs/cgroup/x: cgroup /sys/fs/cgroup/x does not exist; attached again once it is back',
+  );
   const eight = attachmentHealth(gone(8), at(0))!;
   assert.match(eight.reason!, /^8 attachments missing and not attached again: kpr_prog0 on cgroup .* \(and 7 more\)$/);
   assert.equal(eight.missing.length, 8);

@@ -43,7 +43,7 @@ describe('cacheHealth', () => {
     assert.equal(h.reason, 'k8s caches not confirmed by the API server for over 600s: Service');
   });
 
-  test('healthzResponse: the cache verdict turns 200 into 503 and is the body\'s last field; kube-proxy\'s fields stay', () => {
+  test("healthzResponse: the cache verdict turns 200 into 503 and is the body's last field; kube-proxy's fields stay", () => {
     const state = new ProxyHealthState(60_000, () => at(700_000));
     const node = { metadata: {}, spec: {} };
     const stale = (now: Date) => cacheHealth([{ kind: 'Service', synced: true, lastConfirmed: at(0) }], now, bounds);
@@ -52,7 +52,7 @@ describe('cacheHealth', () => {
     assert.deepEqual(Object.keys(r.body), ['lastUpdated', 'currentTime', 'nodeEligible', 'healthy', 'k8sCaches']);
     assert.equal(r.body.healthy, true, 'the proxy itself is healthy');
     assert.equal((r.body.k8sCaches as any).reason, 'k8s caches not confirmed by the API server for over 600s: Service');
-    assert.equal(healthzResponse(state, node).statusCode, 200, 'without the cache verdict: kube-proxy\'s answer');
+    assert.equal(healthzResponse(state, node).statusCode, 200, "without the cache verdict: kube-proxy's answer");
   });
 });
 

@@ -12,12 +12,22 @@ import { summarizeLimits, type LimitReport } from '../../agent/reconcile/limits.
 const node = { metadata: {}, spec: {} };
 
 function refused(n: number): LimitReport[] {
-  return Array.from({ length: n }, (_, i) => ({ service: `ns/s${String(i).padStart(3, '0')}`, limit: 'svc_map' as const, action: 'refused' as const, capacity: 100, needed: 2, free: 0 }));
+  return Array.from({ length: n }, (_, i) => ({
+    service: `ns/s${String(i).padStart(3, '0')}`,
+    limit: 'svc_map' as const,
+    action: 'refused' as const,
+    capacity: 100,
+    needed: 2,
+    free: 0,
+  }));
 }
 
 describe('/healthz servicesOverLimit', () => {
   test('degraded: named (first 20), counted by limit, and still 200', () => {
-    const reports = [...refused(30), { service: 'zz/big', limit: 'backends_per_frontend' as const, action: 'truncated' as const, capacity: 65535, needed: 70000 }];
+    const reports = [
+      ...refused(30),
+      { service: 'zz/big', limit: 'backends_per_frontend' as const, action: 'truncated' as const, capacity: 65535, needed: 70000 },
+    ];
     const sum = summarizeLimits(reports);
     const state = new ProxyHealthState(60_000);
     const r = healthzResponse(state, node, undefined, () => sum as unknown as Record<string, unknown>);

@@ -20,11 +20,7 @@ const READY_NODE: NodeLike = { metadata: {}, spec: {} };
 const DELETING_NODE: NodeLike = { metadata: { deletionTimestamp: new Date('2024-05-01T09:00:00Z') } };
 const TAINTED_NODE: NodeLike = { spec: { taints: [{ key: 'ToBeDeletedByClusterAutoscaler' }] } };
 
-type Step =
-  | { queued: IPFamily }
-  | { updated: IPFamily }
-  | { wait: number }
-  | { expect: { healthz: number; livez: number; healthy?: boolean } };
+type Step = { queued: IPFamily } | { updated: IPFamily } | { wait: number } | { expect: { healthz: number; livez: number; healthy?: boolean } };
 
 interface Case {
   name: string;
@@ -35,7 +31,11 @@ interface Case {
 const TIMEOUT = 10_000;
 
 const cases: Case[] = [
-  { name: 'nothing ever updated: healthy (a proxy still starting is healthy)', node: READY_NODE, steps: [{ expect: { healthz: 200, livez: 200, healthy: true } }] },
+  {
+    name: 'nothing ever updated: healthy (a proxy still starting is healthy)',
+    node: READY_NODE,
+    steps: [{ expect: { healthz: 200, livez: 200, healthy: true } }],
+  },
   {
     name: 'updated, then 25 s with nothing queued (timeout 10 s): still healthy — the age of the last sync alone never fails',
     node: READY_NODE,
@@ -49,7 +49,14 @@ const cases: Case[] = [
   {
     name: 'update queued and not applied within the timeout: unhealthy (503 on both)',
     node: READY_NODE,
-    steps: [{ updated: 'IPv4' }, { queued: 'IPv4' }, { wait: 9_999 }, { expect: { healthz: 200, livez: 200 } }, { wait: 1 }, { expect: { healthz: 503, livez: 503, healthy: false } }],
+    steps: [
+      { updated: 'IPv4' },
+      { queued: 'IPv4' },
+      { wait: 9_999 },
+      { expect: { healthz: 200, livez: 200 } },
+      { wait: 1 },
+      { expect: { healthz: 503, livez: 503, healthy: false } },
+    ],
   },
   {
     name: 'a later queued update does not reset the clock: the oldest pending one counts',
@@ -59,21 +66,48 @@ const cases: Case[] = [
   {
     name: 'unhealthy, then the sync succeeds: healthy again',
     node: READY_NODE,
-    steps: [{ updated: 'IPv4' }, { queued: 'IPv4' }, { wait: 15_000 }, { expect: { healthz: 503, livez: 503 } }, { updated: 'IPv4' }, { expect: { healthz: 200, livez: 200 } }],
+    steps: [
+      { updated: 'IPv4' },
+      { queued: 'IPv4' },
+      { wait: 15_000 },
+      { expect: { healthz: 503, livez: 503 } },
+      { updated: 'IPv4' },
+      { expect: { healthz: 200, livez: 200 } },
+    ],
   },
   {
     name: 'dual stack: one family stuck makes the proxy unhealthy',
     node: READY_NODE,
-    steps: [{ updated: 'IPv4' }, { updated: 'IPv6' }, { queued: 'IPv4' }, { queued: 'IPv6' }, { wait: 5_000 }, { updated: 'IPv4' }, { wait: 5_000 }, { expect: { healthz: 503, livez: 503, healthy: false } }],
+    steps: [
+      { updated: 'IPv4' },
+      { updated: 'IPv6' },
+      { queued: 'IPv4' },
+      { queued: 'IPv6' },
+      { wait: 5_000 },
+      { updated: 'IPv4' },
+      { wait: 5_000 },
+      { expect: { healthz: 503, livez: 503, healthy: false } },
+    ],
   },
   {
     name: 'a family that never updated is not considered, even with a queued update',
     node: READY_NODE,
     steps: [{ updated: 'IPv4' }, { queued: 'IPv6' }, { wait: 60_000 }, { expect: { healthz: 200, livez: 200 } }],
   },
-  { name: 'node unknown (nil): healthz 503 with "healthy": true, livez 200', steps: [{ updated: 'IPv4' }, { expect: { healthz: 503, livez: 200, healthy: true } }] },
-  { name: 'node being deleted: healthz 503, livez 200', node: DELETING_NODE, steps: [{ updated: 'IPv4' }, { expect: { healthz: 503, livez: 200, healthy: true } }] },
-  { name: 'node tainted ToBeDeletedByClusterAutoscaler: healthz 503, livez 200', node: TAINTED_NODE, steps: [{ updated: 'IPv4' }, { expect: { healthz: 503, livez: 200, healthy: true } }] },
+  {
+    name: 'node unknown (nil): healthz 503 with "healthy": true, livez 200',
+    steps: [{ updated: 'IPv4' }, { expect: { healthz: 503, livez: 200, healthy: true } }],
+  },
+  {
+    name: 'node being deleted: healthz 503, livez 200',
+    node: DELETING_NODE,
+    steps: [{ updated: 'IPv4' }, { expect: { healthz: 503, livez: 200, healthy: true } }],
+  },
+  {
+    name: 'node tainted ToBeDeletedByClusterAutoscaler: healthz 503, livez 200',
+    node: TAINTED_NODE,
+    steps: [{ updated: 'IPv4' }, { expect: { healthz: 503, livez: 200, healthy: true } }],
+  },
   {
     name: 'node ineligible and proxy stuck: both 503',
     node: TAINTED_NODE,

@@ -29,7 +29,12 @@ describe('health server over HTTP', () => {
 
   before(async () => {
     const log = recordingLogger();
-    listener = listenWithRetry(() => buildHealthServer({ state, node: () => node, onServed: (p, c) => served.push(`${p} ${c}`) }), { host: '127.0.0.1', port: 0 }, 'health server', log);
+    listener = listenWithRetry(
+      () => buildHealthServer({ state, node: () => node, onServed: (p, c) => served.push(`${p} ${c}`) }),
+      { host: '127.0.0.1', port: 0 },
+      'health server',
+      log,
+    );
     const address = await listener.listening;
     assert.match(address, /^127\.0\.0\.1:\d+$/);
     assert.deepEqual(log.lines.find((l) => l.msg === 'health server listening')?.fields, { address });
@@ -41,7 +46,10 @@ describe('health server over HTTP', () => {
     state.updated('IPv4');
     for (const path of ['/healthz', '/livez', '/healthz?verbose=1']) {
       for (const method of ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS']) {
-        const r = await fetch(base + path, { method, ...(method === 'GET' || method === 'OPTIONS' ? {} : { body: 'ignored', headers: { 'content-type': 'application/x-whatever' } }) });
+        const r = await fetch(base + path, {
+          method,
+          ...(method === 'GET' || method === 'OPTIONS' ? {} : { body: 'ignored', headers: { 'content-type': 'application/x-whatever' } }),
+        });
         assert.equal(r.status, 200, `${method} ${path}`);
         assert.equal(r.headers.get('content-type'), 'application/json');
         assert.equal(r.headers.get('x-content-type-options'), 'nosniff');
@@ -82,7 +90,10 @@ describe('health server over HTTP', () => {
   });
 
   test('every answer is reported for kubeproxy_proxy_{healthz,livez}_total', () => {
-    assert.ok(served.includes('healthz 200') && served.includes('healthz 503') && served.includes('livez 200') && served.includes('livez 503'), served.join(','));
+    assert.ok(
+      served.includes('healthz 200') && served.includes('healthz 503') && served.includes('livez 200') && served.includes('livez 503'),
+      served.join(','),
+    );
   });
 });
 

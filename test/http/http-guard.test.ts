@@ -111,7 +111,10 @@ test('when every connection is busy the newcomer is refused, and counted', async
     const a = get(port);
     const b = get(port);
     await until('both requests in their handler', () => entered === 2);
-    const c = await get(port).then((d) => d, (e: Error) => `error: ${e.message}`);
+    const c = await get(port).then(
+      (d) => d,
+      (e: Error) => `error: ${e.message}`,
+    );
     assert.equal(c, '', 'refused: closed without an answer');
     assert.equal(app.connectionGuard.refused, 1);
     assert.deepEqual(shed, ['refused']);

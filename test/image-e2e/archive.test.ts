@@ -86,51 +86,108 @@ test('image.json names this build: the version, the commit, both architectures',
 });
 
 test('the multi-architecture archive: one index, one manifest per architecture (what skopeo copy --all pushes)', () => {
-  const raw = JSON.parse(sh('skopeo', ['inspect', '--raw', `oci-archive:${summary.archive}`])) as { mediaType: string; manifests: Array<{ digest: string; platform: { architecture: string; os: string } }> };
+  const raw = JSON.parse(sh('skopeo', ['inspect', '--raw', `oci-archive:${summary.archive}`])) as {
+    mediaType: string;
+    manifests: Array<{ digest: string; platform: { architecture: string; os: string } }>;
+  };
   assert.equal(raw.mediaType, 'application/vnd.oci.image.index.v1+json');
-  assert.deepEqual(raw.manifests.map((m) => `${m.platform.os}/${m.platform.architecture}=${m.digest}`).sort(),
-    Object.entries(summary.arches).map(([a, s]) => `linux/${a}=${s.manifest}`).sort());
+  assert.deepEqual(
+    raw.manifests.map((m) => `${m.platform.os}/${m.platform.architecture}=${m.digest}`).sort(),
+    Object.entries(summary.arches)
+      .map(([a, s]) => `linux/${a}=${s.manifest}`)
+      .sort(),
+  );
 });
 
 for (const [arch, s] of Object.entries(summary.arches)) {
   describe(`the ${arch} image`, () => {
     const rootfs = path.join(work, arch, 'rootfs');
 
-    test('skopeo copies it (every blob\'s digest checked) and its config starts node itself, with this build\'s labels', () => {
+    test("skopeo copies it (every blob's digest checked) and its config starts node itself, with this build's labels", () => {
       const copyDir = path.join(work, arch, 'dir');
       fs.mkdirSync(path.dirname(copyDir), { recursive: true });
       sh('skopeo', ['copy', '--quiet', `oci-archive:${s.archive}`, `dir:${copyDir}`]);
-      const cfg = JSON.parse(sh('skopeo', ['inspect', '--config', `oci-archive:${s.archive}`])) as { architecture: string; os: string; config: { Entrypoint: string[]; Env: string[]; User: string; Labels: Record<string, string> } };
+      const cfg = JSON.parse(sh('skopeo', ['inspect', '--config', `oci-archive:${s.archive}`])) as {
+        architecture: string;
+        os: string;
+        config: { Entrypoint: string[]; Env: string[]; User: string; Labels: Record<string, string> };
+      };
       assert.equal(cfg.architecture, arch);
       assert.equal(cfg.os, 'linux');
       assert.equal(cfg.config.Entrypoint[0], '/usr/local/bin/node', 'the entrypoint is node, not a shell');
       assert.equal(cfg.config.Entrypoint.at(-1), '/opt/kpr/dist/kpr-agent.mjs');
-      assert.ok(cfg.config.Env.some((e) => e.startsWith('PATH=/opt/kpr/bin:')), 'kpr is on PATH for kubectl exec');
+      assert.ok(
+        cfg.config.Env.some((e) => e.startsWith('PATH=/opt/kpr/bin:')),
+        'kpr is on PATH for kubectl exec',
+      );
       assert.equal(cfg.config.Labels['org.opencontainers.image.version'], version);
       assert.equal(cfg.config.Labels['org.opencontainers.image.revision'], summary.revision);
       assert.ok(cfg.config.Labels['org.opencontainers.image.source']);
       const manifest = JSON.parse(fs.readFileSync(path.join(copyDir, 'manifest.json'), 'utf8')) as { layers: Array<{ digest: string }> };
       assert.equal(manifest.layers.length, 1);
       fs.mkdirSync(rootfs, { recursive: true });
-      sh('tar', ['--extract', '--gzip', '--file', path.join(copyDir, manifest.layers[0].digest.replace('sha256:', '')), '--directory', rootfs, '--numeric-owner', '--same-permissions']);
+      sh('tar', [
+        '--extract',
+        '--gzip',
+        '--file',
+        path.join(copyDir, manifest.layers[0].digest.replace('sha256:', '')),
+        '--directory',
+        rootfs,
+        '--numeric-owner',
+        '--same-permissions',
+      ]);
     });
 
     test('it holds what the agent and the CLI run, for its architecture, and nothing of the build', () => {
-      for (const f of ['usr/local/bin/node', 'opt/kpr/dist/kpr-agent.mjs', 'opt/kpr/dist/kpr.mjs', 'opt/kpr/dist/build-info.json', 'opt/kpr/bin/kpr', 'opt/kpr/bin/kpr-agent',
-        'opt/kpr/build/kpr_sock.bpf.o', 'opt/kpr/build/kpr_tc.bpf.o', 'opt/kpr/build/kpr_sock_term.bpf.o', 'opt/kpr/build/libkpr_batch_writer.so',
-        'usr/sbin/iptables-nft-restore', 'usr/sbin/iptables-legacy-restore', 'usr/sbin/nft', 'bin/mount', 'bin/mountpoint', 'usr/bin/stat', 'bin/sh', 'etc/passwd']) {
+      for (const f of [
+        'usr/local/bin/node',
+        'opt/kpr/dist/kpr-agent.mjs',
+        'opt/kpr/dist/kpr.mjs',
+        'opt/kpr/dist/build-info.json',
+        'opt/kpr/bin/kpr',
+        'opt/kpr/bin/kpr-agent',
+        'opt/kpr/build/kpr_sock.bpf.o',
+        'opt/kpr/build/kpr_tc.bpf.o',
+        'opt/kpr/build/kpr_sock_term.bpf.o',
+        'opt/kpr/build/libkpr_batch_writer.so',
+        'usr/sbin/iptables-nft-restore',
+        'usr/sbin/iptables-legacy-restore',
+        'usr/sbin/nft',
+        'bin/mount',
+        'bin/mountpoint',
+        'usr/bin/stat',
+        'bin/sh',
+        'etc/passwd',
+      ]) {
         assert.ok(fs.existsSync(path.join(rootfs, f)), `${f} is in the image`);
       }
       const triplet = arch === 'amd64' ? 'linux_x64' : 'linux_arm64';
       assert.deepEqual(fs.readdirSync(path.join(rootfs, 'opt/kpr/node_modules')), ['koffi']);
       assert.deepEqual(fs.readdirSync(path.join(rootfs, 'opt/kpr/node_modules/koffi/build/koffi')), [triplet]);
-      for (const f of ['usr/local/bin/node', 'opt/kpr/build/libkpr_batch_writer.so', `opt/kpr/node_modules/koffi/build/koffi/${triplet}/koffi.node`, 'usr/sbin/xtables-nft-multi']) {
+      for (const f of [
+        'usr/local/bin/node',
+        'opt/kpr/build/libkpr_batch_writer.so',
+        `opt/kpr/node_modules/koffi/build/koffi/${triplet}/koffi.node`,
+        'usr/sbin/xtables-nft-multi',
+      ]) {
         assert.equal(elfMachine(path.join(rootfs, f)), ELF_MACHINE[arch], `${f} is built for ${arch}`);
       }
-      for (const absent of ['usr/bin/npm', 'usr/local/bin/npm', 'usr/bin/gcc', 'usr/bin/clang', 'usr/bin/apt-get', 'opt/kpr/test', 'opt/kpr/sandbox', 'opt/kpr/bench', 'opt/kpr/agent', 'var/lib/apt/lists/partial']) {
+      for (const absent of [
+        'usr/bin/npm',
+        'usr/local/bin/npm',
+        'usr/bin/gcc',
+        'usr/bin/clang',
+        'usr/bin/apt-get',
+        'opt/kpr/test',
+        'opt/kpr/sandbox',
+        'opt/kpr/bench',
+        'opt/kpr/agent',
+        'var/lib/apt/lists/partial',
+      ]) {
         assert.ok(!fs.existsSync(path.join(rootfs, absent)), `${absent} is not in the image`);
       }
-      for (const empty of ['usr/share/man', 'usr/share/locale', 'var/cache', 'var/lib/apt']) assert.deepEqual(fs.readdirSync(path.join(rootfs, empty)), [], `${empty} is empty`);
+      for (const empty of ['usr/share/man', 'usr/share/locale', 'var/cache', 'var/lib/apt'])
+        assert.deepEqual(fs.readdirSync(path.join(rootfs, empty)), [], `${empty} is empty`);
       assert.match(fs.readFileSync(path.join(rootfs, 'etc/passwd'), 'utf8'), /^root:[x*]:0:0:/);
       assert.equal(fs.readlinkSync(path.join(rootfs, 'etc/alternatives/iptables')), '/usr/sbin/iptables-nft');
     });
@@ -138,21 +195,40 @@ for (const [arch, s] of Object.entries(summary.arches)) {
     test('the SBOM inside is the one beside the archive, and lists exactly its Debian packages, Node and the npm packages', () => {
       const inside = fs.readFileSync(path.join(rootfs, 'opt/kpr/sbom.spdx.json'), 'utf8');
       assert.equal(inside, fs.readFileSync(s.sbom, 'utf8'));
-      const doc = JSON.parse(inside) as { spdxVersion: string; packages: Array<{ name: string; versionInfo: string; externalRefs: Array<{ referenceLocator: string }> }> };
+      const doc = JSON.parse(inside) as {
+        spdxVersion: string;
+        packages: Array<{ name: string; versionInfo: string; externalRefs: Array<{ referenceLocator: string }> }>;
+      };
       assert.equal(doc.spdxVersion, 'SPDX-2.3');
-      const status = fs.readFileSync(path.join(rootfs, 'var/lib/dpkg/status'), 'utf8').trim().split('\n\n').map((p) => debPackage(parseControl(p)));
+      const status = fs
+        .readFileSync(path.join(rootfs, 'var/lib/dpkg/status'), 'utf8')
+        .trim()
+        .split('\n\n')
+        .map((p) => debPackage(parseControl(p)));
       const debs = doc.packages.filter((p) => p.externalRefs[0].referenceLocator.startsWith('pkg:deb/'));
       assert.deepEqual(debs.map((p) => `${p.name}=${p.versionInfo}`).sort(), status.map((p) => `${p.name}=${p.version}`).sort());
       for (const p of status) {
         assert.equal(p.architecture === 'all' || p.architecture === arch, true, `${p.name} is ${p.architecture}`);
-        assert.ok(fs.existsSync(path.join(rootfs, 'usr/share/doc', p.name, 'copyright')) || fs.existsSync(path.join(rootfs, 'usr/share/doc', p.source)), `${p.name}'s copyright file is kept`);
+        assert.ok(
+          fs.existsSync(path.join(rootfs, 'usr/share/doc', p.name, 'copyright')) || fs.existsSync(path.join(rootfs, 'usr/share/doc', p.source)),
+          `${p.name}'s copyright file is kept`,
+        );
       }
-      for (const pkg of ['libbpf1', 'iptables', 'nftables', 'iproute2', 'libc6']) assert.ok(debs.some((p) => p.name === pkg), `${pkg} is listed`);
+      for (const pkg of ['libbpf1', 'iptables', 'nftables', 'iproute2', 'libc6'])
+        assert.ok(
+          debs.some((p) => p.name === pkg),
+          `${pkg} is listed`,
+        );
       const node = doc.packages.find((p) => p.name === 'node');
       assert.equal(node?.versionInfo, nodeEnv.version);
       const npm = doc.packages.filter((p) => p.externalRefs[0].referenceLocator.startsWith('pkg:npm/') && p.name !== 'node');
-      for (const pkg of ['koffi', 'fastify', '@kubernetes/client-node', 'pino', 'prom-client', 'yaml']) assert.ok(npm.some((p) => p.name === pkg), `${pkg} is listed`);
-      for (const dev of ['typescript', 'esbuild', '@aws-cdk/lambda-layer-kubectl-v34']) assert.ok(!npm.some((p) => p.name === dev), `${dev} (a build tool) is not listed`);
+      for (const pkg of ['koffi', 'fastify', '@kubernetes/client-node', 'pino', 'prom-client', 'yaml'])
+        assert.ok(
+          npm.some((p) => p.name === pkg),
+          `${pkg} is listed`,
+        );
+      for (const dev of ['typescript', 'esbuild', '@aws-cdk/lambda-layer-kubectl-v34'])
+        assert.ok(!npm.some((p) => p.name === dev), `${dev} (a build tool) is not listed`);
     });
 
     test(`its own \`kpr version\` runs (${arch === hostArch ? 'chroot' : 'qemu-user'}): the pinned Node, this commit`, () => {
@@ -165,17 +241,27 @@ for (const [arch, s] of Object.entries(summary.arches)) {
     });
 
     if (arch === hostArch) {
-      test('the agent\'s start-up checks run in it and pass on this node (kpr preflight, the image\'s libbpf)', () => {
+      test("the agent's start-up checks run in it and pass on this node (kpr preflight, the image's libbpf)", () => {
         const r = inImage(rootfs, arch, ['kpr', 'preflight', '-o', 'json']);
         assert.equal(r.status, 0, `${r.stdout}\n${r.stderr}`);
         const report = JSON.parse(r.stdout) as { ok: boolean; checks: Array<{ name: string; ok: boolean }> };
         const failed = report.checks.filter((c) => !c.ok).map((c) => c.name);
-        assert.ok(report.checks.some((c) => c.name === 'btf' && c.ok), 'BTF seen from the image');
-        assert.deepEqual(failed.filter((n) => ['kernel', 'btf', 'libbpf', 'bpf-objects'].includes(n)), []);
+        assert.ok(
+          report.checks.some((c) => c.name === 'btf' && c.ok),
+          'BTF seen from the image',
+        );
+        assert.deepEqual(
+          failed.filter((n) => ['kernel', 'btf', 'libbpf', 'bpf-objects'].includes(n)),
+          [],
+        );
       });
     } else {
-      test('the image\'s node loads koffi and the image\'s libbpf under qemu-user', () => {
-        const r = inImage(rootfs, arch, ['/usr/local/bin/node', '-e', "const k=require('/opt/kpr/node_modules/koffi'); const l=k.load('libbpf.so.1'); console.log(typeof l.func('libbpf_major_version', 'uint32', []) === 'function' ? 'libbpf ' + l.func('libbpf_major_version', 'uint32', [])() : 'no')"]);
+      test("the image's node loads koffi and the image's libbpf under qemu-user", () => {
+        const r = inImage(rootfs, arch, [
+          '/usr/local/bin/node',
+          '-e',
+          "const k=require('/opt/kpr/node_modules/koffi'); const l=k.load('libbpf.so.1'); console.log(typeof l.func('libbpf_major_version', 'uint32', []) === 'function' ? 'libbpf ' + l.func('libbpf_major_version', 'uint32', [])() : 'no')",
+        ]);
         assert.equal(r.status, 0, r.stderr);
         assert.match(r.stdout, /^libbpf 1$/m);
       });

@@ -52,14 +52,14 @@ import { readRendering, type Variant } from '../image/renderings.js';
 
 const TEST_DIR = process.env.KPR_IMAGE_TEST_DIR;
 const inGuest = process.env.KPR_IN_VM === '1' && existsSync('/proc/cmdline') && /\bkpr\.out=/.test(readFileSync('/proc/cmdline', 'utf8'));
-const skip = inGuest ? false : 'runs the chart\'s pod as the node\'s own (root cgroup, root network namespace): only inside a QEMU guest, `make test-image`';
+const skip = inGuest ? false : "runs the chart's pod as the node's own (root cgroup, root network namespace): only inside a QEMU guest, `make test-image`";
 
 const NS = 'kube-system';
 const BPFFS = '/sys/fs/bpf';
 const SCRATCH = '/tmp/kpr-image';
 const CGROUP_ROOT = '/sys/fs/cgroup';
 
-describe('the chart\'s pod from the image, run by podman on a node', { skip, timeout: 60 * 60_000 }, () => {
+describe("the chart's pod from the image, run by podman on a node", { skip, timeout: 60 * 60_000 }, () => {
   let node: GuestNode;
   let podman: Podman;
   let kubelet: NodeKubelet;
@@ -111,10 +111,13 @@ describe('the chart\'s pod from the image, run by podman on a node', { skip, tim
 
   function assertUnharmed(reports: Record<string, HoldReport>, what: string): void {
     for (const [where, rep] of Object.entries(reports)) {
-      const kinds = Object.entries(rep.kinds).map(([k, r]) => `${k}=${r.ok}/${r.ok + r.failed}`).join(' ');
+      const kinds = Object.entries(rep.kinds)
+        .map(([k, r]) => `${k}=${r.ok}/${r.ok + r.failed}`)
+        .join(' ');
       console.log(`${what} via=${where} exchanges=${rep.ok + rep.failed} failed=${rep.failed} ${kinds}`);
       assert.equal(rep.failed, 0, `${what}, ${where}: ${JSON.stringify({ errors: rep.errors, examples: rep.examples })}`);
-      for (const kind of ['echo', 'udp', 'udpNew', 'http'] as const) assert.ok((rep.kinds[kind]?.ok ?? 0) > 0, `${what}, ${where}: no ${kind} exchange served: ${JSON.stringify(rep.kinds)}`);
+      for (const kind of ['echo', 'udp', 'udpNew', 'http'] as const)
+        assert.ok((rep.kinds[kind]?.ok ?? 0) > 0, `${what}, ${where}: no ${kind} exchange served: ${JSON.stringify(rep.kinds)}`);
     }
   }
 
@@ -136,7 +139,10 @@ describe('the chart\'s pod from the image, run by podman on a node', { skip, tim
     kubelet.start();
     objs = rendered('kubeadm');
     for (const cm of objs.filter((o) => o.kind === 'ConfigMap')) node.addConfigMap(NS, cm.metadata.name, cm.data ?? {});
-    const config = YAML.parse(String(objs.find((o) => o.kind === 'ConfigMap' && o.metadata.name.endsWith('-config'))?.data['config.yaml'] ?? '{}')) as Record<string, unknown>;
+    const config = YAML.parse(String(objs.find((o) => o.kind === 'ConfigMap' && o.metadata.name.endsWith('-config'))?.data['config.yaml'] ?? '{}')) as Record<
+      string,
+      unknown
+    >;
     kprBpffs = String(config.bpffs);
     assert.ok(kprBpffs.startsWith(`${BPFFS}/`), `the chart's config.bpffs (${kprBpffs}) lies in ${BPFFS}`);
   });
@@ -162,7 +168,7 @@ describe('the chart\'s pod from the image, run by podman on a node', { skip, tim
     assert.equal(hostMount?.fsType, 'bpf', `the host's ${BPFFS}: ${JSON.stringify(hostMount)}`);
   });
 
-  step('2. the agent runs with only the chart\'s capabilities, a read-only root and the chart\'s user; every probe answers as the chart expects', async () => {
+  step("2. the agent runs with only the chart's capabilities, a read-only root and the chart's user; every probe answers as the chart expects", async () => {
     const c = await agent();
     await c.waitReady(readyBudgetMs(c));
     console.log(c.timeline());
@@ -172,19 +178,22 @@ describe('the chart\'s pod from the image, run by podman on a node', { skip, tim
     assertSecurityContext(v, c.plan, 'agent');
     const chartCaps = one(objs, 'DaemonSet', 'kpr').spec.template.spec.containers[0].securityContext.capabilities.add as string[];
     assert.deepEqual(v.capEff, [...chartCaps].sort(), 'exactly the capabilities values.yaml lists');
-    assert.equal(v.hostNetwork, true, 'hostNetwork: the node\'s network namespace');
-    assert.equal(v.hostPID, true, 'hostPID: the node\'s PID namespace');
+    assert.equal(v.hostNetwork, true, "hostNetwork: the node's network namespace");
+    assert.equal(v.hostPID, true, "hostPID: the node's PID namespace");
     assertReadOnlyRoot(pid, 'agent');
     const mounts = mountsOf(pid);
     const bpf = mounts.get(BPFFS);
     assert.equal(bpf?.fsType, 'bpf', `the agent sees the host's bpffs on ${BPFFS}: ${JSON.stringify(bpf)}`);
-    assert.ok(bpf.optional.some((o) => o.startsWith('master:')), `HostToContainer: ${BPFFS} is a slave mount in the agent (${bpf.optional.join(' ') || 'private'})`);
+    assert.ok(
+      bpf.optional.some((o) => o.startsWith('master:')),
+      `HostToContainer: ${BPFFS} is a slave mount in the agent (${bpf.optional.join(' ') || 'private'})`,
+    );
     assert.ok(mounts.get('/etc/kpr')?.options.includes('ro'), 'the ConfigMap volume is read-only');
     assert.ok(mounts.get('/sys/kernel/btf')?.options.includes('ro'), 'the BTF volume is read-only');
-    assert.equal(mounts.get(CGROUP_ROOT)?.fsType, 'cgroup2', 'the host\'s cgroup2 hierarchy');
+    assert.equal(mounts.get(CGROUP_ROOT)?.fsType, 'cgroup2', "the host's cgroup2 hierarchy");
     const environ = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
     assert.ok(environ.includes(`NODE_NAME=${node.nodeName}`), `NODE_NAME from spec.nodeName: ${environ.filter((e) => e.startsWith('NODE_NAME')).join()}`);
-    assert.ok(cgroupSocketPrograms(CGROUP_ROOT).length > 0, 'the agent attached its socket programs to the host\'s root cgroup');
+    assert.ok(cgroupSocketPrograms(CGROUP_ROOT).length > 0, "the agent attached its socket programs to the host's root cgroup");
     // Probes: wait for a liveness answer too (its period comes after the start).
     const end = Date.now() + 120_000;
     while (!c.probes.attempts.some((a) => a.kind === 'liveness') && Date.now() < end) await new Promise((r) => setTimeout(r, 500));
@@ -206,7 +215,11 @@ describe('the chart\'s pod from the image, run by podman on a node', { skip, tim
       const rep = JSON.parse(out);
       assert.equal(rep.failed, 0, `${where}: ${out}`);
       assert.equal(rep.ok, 4, `${where}: ${out}`);
-      for (const pod of Object.keys(rep.byPod)) assert.ok(PODS.some((p) => p.name === pod), `${where}: answered by ${pod}`);
+      for (const pod of Object.keys(rep.byPod))
+        assert.ok(
+          PODS.some((p) => p.name === pod),
+          `${where}: answered by ${pod}`,
+        );
     }
   });
 
@@ -228,8 +241,13 @@ describe('the chart\'s pod from the image, run by podman on a node', { skip, tim
     const reports = await load.stop();
     assertUnharmed(reports, 'kill and restart');
     assert.deepEqual(hostPins(BPFFS, kprBpffs), pinsBefore, 'the new agent adopted the pinned maps (same ids)');
-    assert.equal(next.logs.logs.some((l) => String(l.msg).startsWith('maps migrate to a new set')), false, 'no migration');
-    const attached = next.logs.logs.find((l) => l.msg === 'datapath attached')?.programs as Array<{ program: string; link: number; replaced: boolean }> | undefined;
+    assert.equal(
+      next.logs.logs.some((l) => String(l.msg).startsWith('maps migrate to a new set')),
+      false,
+      'no migration',
+    );
+    const attached = next.logs.logs.find((l) => l.msg === 'datapath attached')?.programs as
+      Array<{ program: string; link: number; replaced: boolean }> | undefined;
     assert.ok(attached?.length, 'the new agent logged its attachments');
     for (const a of attached) {
       assert.equal(a.replaced, true, `${a.program}: the pinned link was reused, its program replaced in place`);
@@ -296,11 +314,14 @@ describe('the chart\'s pod from the image, run by podman on a node', { skip, tim
     assert.doesNotMatch(version.stdout, /agent\s+not reachable/, 'the CLI reaches the agent in the same pod');
   });
 
-  step('7. the uninstall hook (kpr cleanup-nodes, its Job\'s pod) removes everything', async () => {
+  step("7. the uninstall hook (kpr cleanup-nodes, its Job's pod) removes everything", async () => {
     assert.ok(cgroupSocketPrograms(CGROUP_ROOT).length > 0 && Object.keys(tcPrograms()).length > 0, 'the datapath is there before');
     const job = one(objs, 'Job');
     const uid = 'cleanup-job-uid';
-    const plan = planOnNode(job.spec.template, info, { name: 'kpr-cleanup-job', namespace: NS, uid }, path.join(SCRATCH, 'volumes', 'kpr-cleanup-job'), { netns: node.jobNetns, ip: JOB_POD_IP });
+    const plan = planOnNode(job.spec.template, info, { name: 'kpr-cleanup-job', namespace: NS, uid }, path.join(SCRATCH, 'volumes', 'kpr-cleanup-job'), {
+      netns: node.jobNetns,
+      ip: JOB_POD_IP,
+    });
     assert.equal(plan.hostNetwork, false, 'the hook Job runs in a pod network');
     const run = new PodRun(plan, 'kpr-cleanup-job', podman, path.join(SCRATCH, 'run', 'kpr-cleanup-job'));
     run.prepareVolumes();
@@ -313,46 +334,63 @@ describe('the chart\'s pod from the image, run by podman on a node', { skip, tim
     assert.equal(node.api.get('DaemonSet', NS, 'kpr'), undefined, 'the agent DaemonSet is gone');
     assert.equal(node.api.get('DaemonSet', NS, 'kpr-cleanup'), undefined, 'the clean-up DaemonSet is gone');
     const at = (re: RegExp) => kubelet.events.findIndex((e) => re.test(e));
-    assert.ok(at(/^pod kpr-[0-9a-f]+ gone/) >= 0 && at(/^pod kpr-[0-9a-f]+ gone/) < at(/^pod kpr-cleanup-.* created/), `the agent pod stopped before the clean-up pod started: ${kubelet.events.join('; ')}`);
+    assert.ok(
+      at(/^pod kpr-[0-9a-f]+ gone/) >= 0 && at(/^pod kpr-[0-9a-f]+ gone/) < at(/^pod kpr-cleanup-.* created/),
+      `the agent pod stopped before the clean-up pod started: ${kubelet.events.join('; ')}`,
+    );
     assert.equal(existsSync(kprBpffs), false, `${kprBpffs} is gone`);
     assert.deepEqual(cgroupSocketPrograms(CGROUP_ROOT), [], 'nothing on the root cgroup');
     assert.deepEqual(tcPrograms(), {}, 'no tc program on any interface');
-    const after = JSON.parse(execFileSync(process.execPath, [path.join(repoRoot, 'dist', 'sandbox', 'client.js'), 'once', '--target', `${CLUSTER_IP}:80`, '--timeout-ms', '500'], { encoding: 'utf8' }));
+    const after = JSON.parse(
+      execFileSync(process.execPath, [path.join(repoRoot, 'dist', 'sandbox', 'client.js'), 'once', '--target', `${CLUSTER_IP}:80`, '--timeout-ms', '500'], {
+        encoding: 'utf8',
+      }),
+    );
     assert.equal(after.ok, 0, `the ClusterIP is no longer translated: ${JSON.stringify(after)}`);
   });
 
-  step('8. the chart broken on purpose fails the run: without the capabilities that allow bpf() (BPF and SYS_ADMIN) the pod never becomes ready', async () => {
-    await deleteDaemonSet('kpr');
-    const broken = rendered('no-bpf-privilege');
-    createDaemonSet(broken);
-    try {
-      const c = await agent();
-      await assert.rejects(c.waitReady(readyBudgetMs(c)), (err: Error) => {
-        console.log(`not ready, as it must: ${err.message.slice(0, 600)}`);
-        return /exited|probe failed/.test(err.message);
-      });
-      assert.ok(c.logs.logs.some((l) => /EPERM|not permitted|CAP_BPF/i.test(JSON.stringify(l))), `the agent says why: ${JSON.stringify(c.logs.logs.slice(-4))}`);
-    } finally {
+  step(
+    '8. the chart broken on purpose fails the run: without the capabilities that allow bpf() (BPF and SYS_ADMIN) the pod never becomes ready',
+    async () => {
       await deleteDaemonSet('kpr');
-    }
-  }, true);
+      const broken = rendered('no-bpf-privilege');
+      createDaemonSet(broken);
+      try {
+        const c = await agent();
+        await assert.rejects(c.waitReady(readyBudgetMs(c)), (err: Error) => {
+          console.log(`not ready, as it must: ${err.message.slice(0, 600)}`);
+          return /exited|probe failed/.test(err.message);
+        });
+        assert.ok(
+          c.logs.logs.some((l) => /EPERM|not permitted|CAP_BPF/i.test(JSON.stringify(l))),
+          `the agent says why: ${JSON.stringify(c.logs.logs.slice(-4))}`,
+        );
+      } finally {
+        await deleteDaemonSet('kpr');
+      }
+    },
+    true,
+  );
 
-  step('8b. the chart broken on purpose fails the run: without the init container, on a host with no bpffs, the pins do not outlive the container', async () => {
-    await deleteDaemonSet('kpr');
-    if (isBpffsAt(BPFFS)) execFileSync('umount', [BPFFS]);
-    assert.equal(isBpffsAt(BPFFS), false);
-    const broken = rendered('no-mount-bpffs');
-    createDaemonSet(broken);
-    try {
-      const pod = await kubelet.podOf('kpr');
-      await pod.initialized;
-      assert.ok(!pod.plan.initContainers.some((c) => c.name === 'mount-bpffs'), 'no mount-bpffs init container rendered');
-      const c = await agent();
-      await c.waitReady(readyBudgetMs(c)).catch((err) => console.log(`agent not ready: ${(err as Error).message.slice(0, 300)}`));
-      assert.throws(() => hostPins(BPFFS, kprBpffs), /the host has no bpffs/, 'the check of step 4 fails: the pins are only in the container\'s own bpffs');
-    } finally {
+  step(
+    '8b. the chart broken on purpose fails the run: without the init container, on a host with no bpffs, the pins do not outlive the container',
+    async () => {
       await deleteDaemonSet('kpr');
-    }
-  }, true);
+      if (isBpffsAt(BPFFS)) execFileSync('umount', [BPFFS]);
+      assert.equal(isBpffsAt(BPFFS), false);
+      const broken = rendered('no-mount-bpffs');
+      createDaemonSet(broken);
+      try {
+        const pod = await kubelet.podOf('kpr');
+        await pod.initialized;
+        assert.ok(!pod.plan.initContainers.some((c) => c.name === 'mount-bpffs'), 'no mount-bpffs init container rendered');
+        const c = await agent();
+        await c.waitReady(readyBudgetMs(c)).catch((err) => console.log(`agent not ready: ${(err as Error).message.slice(0, 300)}`));
+        assert.throws(() => hostPins(BPFFS, kprBpffs), /the host has no bpffs/, "the check of step 4 fails: the pins are only in the container's own bpffs");
+      } finally {
+        await deleteDaemonSet('kpr');
+      }
+    },
+    true,
+  );
 });
-

@@ -54,7 +54,9 @@ const distSandbox = path.join(repoRoot, 'dist', 'sandbox');
 export function assertInGuest(): void {
   const cmdline = readFileSync('/proc/cmdline', 'utf8');
   if (process.env.KPR_IN_VM !== '1' || !/\bkpr\.out=/.test(cmdline)) {
-    throw new Error('the image test runs the chart\'s pod as the node\'s own (root cgroup, root network namespace): only inside a QEMU guest of test/kernels/vm.sh (make test-image)');
+    throw new Error(
+      "the image test runs the chart's pod as the node's own (root cgroup, root network namespace): only inside a QEMU guest of test/kernels/vm.sh (make test-image)",
+    );
   }
 }
 
@@ -65,10 +67,42 @@ export function prepareGuestMounts(): void {
 
 function makeCertificates(dir: string): void {
   const ssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
-  ssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '2', '-subj', '/CN=kpr-image-test-ca');
+  ssl(
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-nodes',
+    '-keyout',
+    'ca.key',
+    '-out',
+    'ca.crt',
+    '-days',
+    '2',
+    '-subj',
+    '/CN=kpr-image-test-ca',
+  );
   ssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=kube-apiserver');
   writeFileSync(path.join(dir, 'server.ext'), `subjectAltName=IP:${ENDPOINT.ip}\n`);
-  ssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.crt', '-days', '2', '-extfile', 'server.ext');
+  ssl(
+    'x509',
+    '-req',
+    '-in',
+    'server.csr',
+    '-CA',
+    'ca.crt',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-out',
+    'server.crt',
+    '-days',
+    '2',
+    '-extfile',
+    'server.ext',
+  );
 }
 
 export function service(name: string, type: 'ClusterIP' | 'NodePort', clusterIP: string): KubeObject {
@@ -136,7 +170,9 @@ export class GuestNode {
         inNs(ns, 'ip', 'link', 'set', 'eth0', 'up');
         inNs(ns, 'ip', 'route', 'add', '198.18.0.0/15', 'via', BRIDGE_IP, 'dev', 'eth0');
         if (p.name === 'job') continue;
-        const server = sandbox.spawnIn(ns, process.execPath, [path.join(distSandbox, 'pod-server.js'), '--name', p.name], { stdio: ['ignore', 'pipe', 'pipe'] });
+        const server = sandbox.spawnIn(ns, process.execPath, [path.join(distSandbox, 'pod-server.js'), '--name', p.name], {
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
         await waitForLine(server, 'ready', `pod ${p.name}`, 60_000);
       }
       makeCertificates(dir);
@@ -151,7 +187,17 @@ export class GuestNode {
       writeFileSync(path.join(node.serviceAccountDir, 'token'), SA_TOKEN);
       writeFileSync(path.join(node.serviceAccountDir, 'ca.crt'), readFileSync(path.join(dir, 'ca.crt')));
       writeFileSync(path.join(node.serviceAccountDir, 'namespace'), 'kube-system');
-      api.create({ apiVersion: 'v1', kind: 'Node', metadata: { name: node.nodeName, labels: node.labels }, status: { addresses: [{ type: 'InternalIP', address: NODE_IP }, { type: 'Hostname', address: node.nodeName }] } });
+      api.create({
+        apiVersion: 'v1',
+        kind: 'Node',
+        metadata: { name: node.nodeName, labels: node.labels },
+        status: {
+          addresses: [
+            { type: 'InternalIP', address: NODE_IP },
+            { type: 'Hostname', address: node.nodeName },
+          ],
+        },
+      });
       // kubeadm's kube-proxy ConfigMap, as `kubeadm init` creates it (the chart's kubeconfigFromConfigMap reads it).
       const cm = YAML.parse(readFileSync(path.join(repoRoot, 'test', 'fixtures', 'kube-proxy', 'kubeadm-configmap.yaml'), 'utf8')) as KubeObject;
       node.addConfigMap('kube-system', cm.metadata!.name!, cm.data as Record<string, string>);
@@ -196,7 +242,24 @@ export class GuestNode {
   /** A connect loop and long-lived flows through the ClusterIP (from the node) and the NodePort (from outside), until stop(). */
   traffic(durationMs: number): { stop(): Promise<{ clusterIP: HoldReport; nodePort: HoldReport }> } {
     const hold = (start: (a: string[]) => ChildProcess, target: string, ports: { http: number; echo: number; dns: number }) => {
-      const child = start(['hold', '--echo', `${target}:${ports.echo}`, '--udp', `${target}:${ports.dns}`, '--udp-new', '--http', `${target}:${ports.http}`, '--flows', '1', '--interval-ms', '100', '--duration-ms', String(durationMs), '--timeout-ms', '2500']);
+      const child = start([
+        'hold',
+        '--echo',
+        `${target}:${ports.echo}`,
+        '--udp',
+        `${target}:${ports.dns}`,
+        '--udp-new',
+        '--http',
+        `${target}:${ports.http}`,
+        '--flows',
+        '1',
+        '--interval-ms',
+        '100',
+        '--duration-ms',
+        String(durationMs),
+        '--timeout-ms',
+        '2500',
+      ]);
       let out = '';
       let err = '';
       child.stdout!.on('data', (d) => (out += d));
@@ -220,11 +283,12 @@ export class GuestNode {
 
   /** One HTTP request through the ClusterIP from the node, and through the NodePort from outside. */
   async requestBoth(): Promise<{ clusterIP: string; nodePort: string }> {
-    const get = (child: ChildProcess) => new Promise<string>((resolve) => {
-      let out = '';
-      child.stdout!.on('data', (d) => (out += d));
-      child.once('exit', () => resolve(out));
-    });
+    const get = (child: ChildProcess) =>
+      new Promise<string>((resolve) => {
+        let out = '';
+        child.stdout!.on('data', (d) => (out += d));
+        child.once('exit', () => resolve(out));
+      });
     const [clusterIP, nodePort] = await Promise.all([
       get(this.nodeClient(['http', '--target', `${CLUSTER_IP}:80`, '--count', '4', '--timeout-ms', '2500'])),
       get(this.externalClient(['http', '--target', `${NODE_IP}:30080`, '--count', '4', '--timeout-ms', '2500'])),
@@ -235,7 +299,11 @@ export class GuestNode {
   async close(): Promise<void> {
     await this.api.close().catch(() => undefined);
     await this.sandbox.teardown();
-    for (const args of [['link', 'del', 'cni0'], ['link', 'del', 'eth1'], ['addr', 'del', `${ENDPOINT.ip}/32`, 'dev', 'lo']]) {
+    for (const args of [
+      ['link', 'del', 'cni0'],
+      ['link', 'del', 'eth1'],
+      ['addr', 'del', `${ENDPOINT.ip}/32`, 'dev', 'lo'],
+    ]) {
       try {
         ip(...args);
       } catch {

@@ -42,7 +42,13 @@ export interface ManagedPod {
 }
 
 /** The plan of a pod template on this node (the kubelet's view of it). */
-export function planOnNode(template: KubeObject, node: NodeInfo, pod: { name: string; namespace: string; uid: string }, volumeRoot: string, podNetwork?: { netns: string; ip: string }): PodPlan {
+export function planOnNode(
+  template: KubeObject,
+  node: NodeInfo,
+  pod: { name: string; namespace: string; uid: string },
+  volumeRoot: string,
+  podNetwork?: { netns: string; ip: string },
+): PodPlan {
   return planPod(template as Record<string, unknown>, {
     podName: pod.name,
     namespace: pod.namespace,
@@ -190,7 +196,13 @@ export class NodeKubelet {
         this.events.push(`pod ${pod.name}: ${(err as Error).message}`);
         this.updatePodStatus(pod, {
           phase: 'Pending',
-          initContainerStatuses: [{ name: last?.name, state: { waiting: { reason: 'CrashLoopBackOff' } }, lastState: { terminated: { exitCode: last?.code ?? -1, message: (last?.stderr || last?.stdout || '').trim().slice(-500) } } }],
+          initContainerStatuses: [
+            {
+              name: last?.name,
+              state: { waiting: { reason: 'CrashLoopBackOff' } },
+              lastState: { terminated: { exitCode: last?.code ?? -1, message: (last?.stderr || last?.stdout || '').trim().slice(-500) } },
+            },
+          ],
         });
         if (pod.deleting || attempt >= 2) throw err;
         await new Promise((r) => setTimeout(r, 10_000));

@@ -35,7 +35,11 @@ export function prepareImageStore(archive: string, storeDir: string, ref: string
   rmSync(storeDir, { recursive: true, force: true });
   const runroot = `/tmp/kpr-image-test-run-${process.pid}`;
   const podman = (...args: string[]) => {
-    const r = spawnSync('podman', ['--root', path.join(storeDir, 'root'), '--runroot', runroot, '--storage-driver', 'overlay', '--events-backend', 'none', ...args], { encoding: 'utf8' });
+    const r = spawnSync(
+      'podman',
+      ['--root', path.join(storeDir, 'root'), '--runroot', runroot, '--storage-driver', 'overlay', '--events-backend', 'none', ...args],
+      { encoding: 'utf8' },
+    );
     if (r.status !== 0) throw new Error(`podman ${args.join(' ')}: ${r.stderr}`);
     return r.stdout;
   };
@@ -52,13 +56,16 @@ export function prepareImageStore(archive: string, storeDir: string, ref: string
 
 function readJsonl(file: string): TestRecord[] {
   if (!existsSync(file)) return [];
-  return readFileSync(file, 'utf8').split('\n').filter(Boolean).flatMap((l) => {
-    try {
-      return [JSON.parse(l) as TestRecord];
-    } catch {
-      return [];
-    }
-  });
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .flatMap((l) => {
+      try {
+        return [JSON.parse(l) as TestRecord];
+      } catch {
+        return [];
+      }
+    });
 }
 
 /** What `make image` wrote (build/image/image.json): the image's name, its commit, this architecture's archive. */
@@ -91,7 +98,8 @@ function main(): void {
   // The chart points at the image by repository and tag, as an operator's values do.
   const ref = built?.ref ?? `localhost/kpr:${version}`;
   const [repository, tag] = [ref.slice(0, ref.lastIndexOf(':')), ref.slice(ref.lastIndexOf(':') + 1)];
-  for (const v of Object.keys(VARIANTS) as Variant[]) writeFileSync(path.join(out, 'chart', `${v}.yaml`), writeRendering(renderVariant(v, { repository, tag })));
+  for (const v of Object.keys(VARIANTS) as Variant[])
+    writeFileSync(path.join(out, 'chart', `${v}.yaml`), writeRendering(renderVariant(v, { repository, tag })));
   prepareImageStore(archive, path.join(out, 'store'), ref);
   const commit = built?.revision || 'unknown';
   writeFileSync(path.join(out, 'image.json'), JSON.stringify({ ref, version, commit }));
@@ -99,16 +107,19 @@ function main(): void {
   rmSync(guest, { recursive: true, force: true });
   mkdirSync(guest, { recursive: true });
   const rel = (p: string) => path.relative(repoRoot, p);
-  writeFileSync(path.join(guest, 'run.sh'), [
-    'set -u',
-    `uname -r > ${rel(guest)}/release`,
-    // podman writes below /var/cache; the rest of the root is the host's, read-only.
-    'mount -t tmpfs tmpfs /var/cache',
-    `export KPR_IMAGE_TEST_DIR=${out}`,
-    `${process.execPath} --test --test-concurrency=1 ${values.only ? `--test-name-pattern=${JSON.stringify(values.only)} ` : ''}--test-reporter=spec --test-reporter-destination=${rel(guest)}/tests.txt ` +
-      `--test-reporter=./dist/test/kernels/json-reporter.js --test-reporter-destination=${rel(guest)}/tests.jsonl dist/test/image-e2e/chart-pod.test.js`,
-    '',
-  ].join('\n'));
+  writeFileSync(
+    path.join(guest, 'run.sh'),
+    [
+      'set -u',
+      `uname -r > ${rel(guest)}/release`,
+      // podman writes below /var/cache; the rest of the root is the host's, read-only.
+      'mount -t tmpfs tmpfs /var/cache',
+      `export KPR_IMAGE_TEST_DIR=${out}`,
+      `${process.execPath} --test --test-concurrency=1 ${values.only ? `--test-name-pattern=${JSON.stringify(values.only)} ` : ''}--test-reporter=spec --test-reporter-destination=${rel(guest)}/tests.txt ` +
+        `--test-reporter=./dist/test/kernels/json-reporter.js --test-reporter-destination=${rel(guest)}/tests.jsonl dist/test/image-e2e/chart-pod.test.js`,
+      '',
+    ].join('\n'),
+  );
   const prep = (Date.now() - started) / 1000;
   process.stderr.write(`kpr test-image: host preparation ${Math.round(prep)} s; booting the ${values.kernel} guest…\n`);
   const bootAt = Date.now();
@@ -121,8 +132,13 @@ function main(): void {
   const finished = existsSync(path.join(guest, 'rc'));
   const records = readJsonl(path.join(guest, 'tests.jsonl')).filter((t) => !t.suite);
   const release = existsSync(path.join(guest, 'release')) ? readFileSync(path.join(guest, 'release'), 'utf8').trim() : '?';
-  const lines = [`make test-image: kernel ${values.kernel} (${release}), guest wall time ${Math.round(guestSeconds)} s (host preparation ${Math.round(prep)} s)`];
-  for (const t of records) lines.push(`  ${t.status === 'pass' ? 'pass' : t.status === 'skip' ? 'SKIP' : 'FAIL'}  ${(t.ms / 1000).toFixed(1).padStart(6)} s  ${t.name}${t.status === 'fail' && t.error ? `\n          ${t.error.split('\n')[0].slice(0, 400)}` : ''}`);
+  const lines = [
+    `make test-image: kernel ${values.kernel} (${release}), guest wall time ${Math.round(guestSeconds)} s (host preparation ${Math.round(prep)} s)`,
+  ];
+  for (const t of records)
+    lines.push(
+      `  ${t.status === 'pass' ? 'pass' : t.status === 'skip' ? 'SKIP' : 'FAIL'}  ${(t.ms / 1000).toFixed(1).padStart(6)} s  ${t.name}${t.status === 'fail' && t.error ? `\n          ${t.error.split('\n')[0].slice(0, 400)}` : ''}`,
+    );
   const wanted = values.only ? [] : STEPS;
   const missing = wanted.filter((s) => !records.some((t) => t.name.startsWith(`${s} `)));
   for (const s of missing) lines.push(`  MISSING step ${s} (see ${rel(guest)}/tests.txt and console.log)`);

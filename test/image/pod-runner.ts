@@ -194,7 +194,8 @@ export class PodRun {
       const r = await this.podman.run(podmanRunArgs(c, this.runtimeName(c.name), ['--rm']), timeoutMs);
       const result = { name: c.name, ...r };
       this.initResults.push(result);
-      if (r.code !== 0) throw new Error(`init container ${c.name} exited ${r.code}: the pod does not start. stdout: ${r.stdout.trim()} stderr: ${r.stderr.trim()}`);
+      if (r.code !== 0)
+        throw new Error(`init container ${c.name} exited ${r.code}: the pod does not start. stdout: ${r.stdout.trim()} stderr: ${r.stderr.trim()}`);
     }
     return this.initResults;
   }
@@ -209,7 +210,10 @@ export class PodRun {
     const c = new RunningContainer(plan, runtimeName, this.podman, pidFile, child);
     this.containers.set(name, c);
     // The kubelet starts probing once the runtime reports the container started.
-    void c.pid().then(() => c.probes.start(), () => c.probes.notify());
+    void c.pid().then(
+      () => c.probes.start(),
+      () => c.probes.notify(),
+    );
     void c.exited.then(() => c.probes.notify());
     return c;
   }

@@ -43,7 +43,10 @@
 export type Json = Record<string, unknown>;
 
 export class UnsupportedPodField extends Error {
-  constructor(readonly field: string, why: string) {
+  constructor(
+    readonly field: string,
+    why: string,
+  ) {
     super(`${field}: ${why} (the image test's pod runner cannot honour it; teach test/image/pod-to-podman.ts or change the chart)`);
     this.name = 'UnsupportedPodField';
   }
@@ -129,20 +132,57 @@ const POD_IGNORED: Record<string, string> = {
   nodeSelector: `${SCHEDULING} (the runner checks the node fits)`,
   affinity: `${SCHEDULING} (the runner checks the node fits)`,
   tolerations: SCHEDULING,
-  imagePullSecrets: 'registry credentials: the image is already in the node\'s store',
+  imagePullSecrets: "registry credentials: the image is already in the node's store",
 };
 const POD_HANDLED = new Set([
-  'hostNetwork', 'hostPID', 'hostIPC', 'securityContext', 'initContainers', 'containers', 'volumes', 'serviceAccountName',
-  'serviceAccount', 'automountServiceAccountToken', 'dnsPolicy', 'terminationGracePeriodSeconds', 'restartPolicy', 'enableServiceLinks',
+  'hostNetwork',
+  'hostPID',
+  'hostIPC',
+  'securityContext',
+  'initContainers',
+  'containers',
+  'volumes',
+  'serviceAccountName',
+  'serviceAccount',
+  'automountServiceAccountToken',
+  'dnsPolicy',
+  'terminationGracePeriodSeconds',
+  'restartPolicy',
+  'enableServiceLinks',
 ]);
 const CONTAINER_HANDLED = new Set([
-  'name', 'image', 'imagePullPolicy', 'command', 'args', 'env', 'workingDir', 'securityContext', 'resources', 'volumeMounts',
-  'startupProbe', 'livenessProbe', 'readinessProbe', 'ports', 'terminationMessagePath', 'terminationMessagePolicy', 'stdin', 'tty',
+  'name',
+  'image',
+  'imagePullPolicy',
+  'command',
+  'args',
+  'env',
+  'workingDir',
+  'securityContext',
+  'resources',
+  'volumeMounts',
+  'startupProbe',
+  'livenessProbe',
+  'readinessProbe',
+  'ports',
+  'terminationMessagePath',
+  'terminationMessagePolicy',
+  'stdin',
+  'tty',
 ]);
 const SC_POD = new Set(['appArmorProfile', 'runAsUser', 'runAsGroup', 'runAsNonRoot', 'seccompProfile', 'seLinuxOptions', 'supplementalGroups']);
 const SC_CONTAINER = new Set([
-  'privileged', 'allowPrivilegeEscalation', 'capabilities', 'readOnlyRootFilesystem', 'runAsUser', 'runAsGroup', 'runAsNonRoot',
-  'seLinuxOptions', 'seccompProfile', 'appArmorProfile', 'procMount',
+  'privileged',
+  'allowPrivilegeEscalation',
+  'capabilities',
+  'readOnlyRootFilesystem',
+  'runAsUser',
+  'runAsGroup',
+  'runAsNonRoot',
+  'seLinuxOptions',
+  'seccompProfile',
+  'appArmorProfile',
+  'procMount',
 ]);
 const PROBE_KEYS = new Set(['httpGet', 'tcpSocket', 'exec', 'initialDelaySeconds', 'periodSeconds', 'timeoutSeconds', 'successThreshold', 'failureThreshold']);
 const APPARMOR_ANNOTATION = 'container.apparmor.security.beta.kubernetes.io/';
@@ -251,7 +291,8 @@ function containerEnv(c: Json, pod: Json, ctx: PodContext, spec: Json, field: st
       } else if (from.configMapKeyRef !== undefined) {
         const ref = obj(from.configMapKeyRef, `${f}.valueFrom.configMapKeyRef`);
         const value = ctx.configMaps[String(ref.name)]?.[String(ref.key)];
-        if (value === undefined && ref.optional !== true) throw new UnsupportedPodField(`${f}.valueFrom.configMapKeyRef`, `ConfigMap ${String(ref.name)} key ${String(ref.key)} not found`);
+        if (value === undefined && ref.optional !== true)
+          throw new UnsupportedPodField(`${f}.valueFrom.configMapKeyRef`, `ConfigMap ${String(ref.name)} key ${String(ref.key)} not found`);
         if (value !== undefined) env[name] = value;
       } else {
         throw new UnsupportedPodField(`${f}.valueFrom`, `${Object.keys(from).join(',')} not supported`);
@@ -275,7 +316,7 @@ function probe(p: unknown, c: Json, ctx: PodContext, hostNetwork: boolean, field
     if (!named) throw new UnsupportedPodField(f, `named port ${JSON.stringify(v)} is not among the container's ports`);
     return Number(named.containerPort);
   };
-  const defaultHost = hostNetwork ? ctx.hostIP : ctx.podNetwork?.ip ?? '';
+  const defaultHost = hostNetwork ? ctx.hostIP : (ctx.podNetwork?.ip ?? '');
   let action: ProbePlan['action'];
   if (o.httpGet !== undefined) {
     const h = obj(o.httpGet, `${field}.httpGet`);
@@ -284,7 +325,14 @@ function probe(p: unknown, c: Json, ctx: PodContext, hostNetwork: boolean, field
     for (const x of arr(h.httpHeaders, `${field}.httpGet.httpHeaders`)) headers[String(x.name)] = String(x.value);
     const scheme = String(h.scheme ?? 'HTTP');
     if (scheme !== 'HTTP' && scheme !== 'HTTPS') throw new UnsupportedPodField(`${field}.httpGet.scheme`, scheme);
-    action = { kind: 'httpGet', host: String(h.host ?? defaultHost), port: port(h.port, `${field}.httpGet.port`), path: String(h.path ?? '/'), scheme, headers };
+    action = {
+      kind: 'httpGet',
+      host: String(h.host ?? defaultHost),
+      port: port(h.port, `${field}.httpGet.port`),
+      path: String(h.path ?? '/'),
+      scheme,
+      headers,
+    };
   } else if (o.tcpSocket !== undefined) {
     const t = obj(o.tcpSocket, `${field}.tcpSocket`);
     action = { kind: 'tcpSocket', host: String(t.host ?? defaultHost), port: port(t.port, `${field}.tcpSocket.port`) };
@@ -338,11 +386,19 @@ function volumes(spec: Json, pod: Json, ctx: PodContext): { prep: VolumePrep[]; 
       const c = obj(v.configMap, `${f}.configMap`);
       onlyKeys(c, new Set(['name', 'items', 'defaultMode', 'optional']), `${f}.configMap`);
       const data = ctx.configMaps[String(c.name)];
-      if (!data && c.optional !== true) throw new UnsupportedPodField(`${f}.configMap`, `ConfigMap ${String(c.name)} is not in the context (a kubelet would wait for it)`);
+      if (!data && c.optional !== true)
+        throw new UnsupportedPodField(`${f}.configMap`, `ConfigMap ${String(c.name)} is not in the context (a kubelet would wait for it)`);
       const mode = c.defaultMode === undefined ? 0o644 : Number(c.defaultMode);
-      const items = c.items === undefined
-        ? Object.keys(data ?? {}).sort().map((key) => ({ key, path: key, mode }))
-        : arr(c.items, `${f}.configMap.items`).map((it) => ({ key: String(it.key), path: String(it.path), mode: it.mode === undefined ? mode : Number(it.mode) }));
+      const items =
+        c.items === undefined
+          ? Object.keys(data ?? {})
+              .sort()
+              .map((key) => ({ key, path: key, mode }))
+          : arr(c.items, `${f}.configMap.items`).map((it) => ({
+              key: String(it.key),
+              path: String(it.path),
+              mode: it.mode === undefined ? mode : Number(it.mode),
+            }));
       const dir = `${ctx.volumeRoot}/${name}`;
       const files = items.map((it) => {
         const content = data?.[it.key];
@@ -388,11 +444,14 @@ function securityFlags(sc: Json, podSc: Json, annotation: string | undefined, fi
   const pick = (k: string) => (sc[k] !== undefined ? sc[k] : podSc[k]);
   const user = pick('runAsUser');
   const group = pick('runAsGroup');
-  if (group !== undefined && user === undefined) throw new UnsupportedPodField(`${field}.securityContext.runAsGroup`, 'runAsGroup without runAsUser (the image\'s user is unknown to the harness)');
+  if (group !== undefined && user === undefined)
+    throw new UnsupportedPodField(`${field}.securityContext.runAsGroup`, "runAsGroup without runAsUser (the image's user is unknown to the harness)");
   if (user !== undefined) flags.push('--user', group !== undefined ? `${Number(user)}:${Number(group)}` : String(Number(user)));
   if (pick('runAsNonRoot') === true) {
-    if (user === undefined) throw new UnsupportedPodField(`${field}.securityContext.runAsNonRoot`, 'runAsNonRoot without runAsUser (the image\'s user is unknown to the harness)');
-    if (Number(user) === 0) throw new UnsupportedPodField(`${field}.securityContext.runAsNonRoot`, 'runAsNonRoot with runAsUser 0: the kubelet refuses to start the container');
+    if (user === undefined)
+      throw new UnsupportedPodField(`${field}.securityContext.runAsNonRoot`, "runAsNonRoot without runAsUser (the image's user is unknown to the harness)");
+    if (Number(user) === 0)
+      throw new UnsupportedPodField(`${field}.securityContext.runAsNonRoot`, 'runAsNonRoot with runAsUser 0: the kubelet refuses to start the container');
   }
   const se = obj(pick('seLinuxOptions'), `${field}.securityContext.seLinuxOptions`);
   onlyKeys(se, new Set(['user', 'role', 'type', 'level']), `${field}.securityContext.seLinuxOptions`);
@@ -405,7 +464,14 @@ function securityFlags(sc: Json, podSc: Json, annotation: string | undefined, fi
     throw new UnsupportedPodField(`${field}.securityContext.seccompProfile`, `type ${seccompType}`);
   }
   const aa = obj(pick('appArmorProfile'), `${field}.securityContext.appArmorProfile`);
-  const aaType = aa.type !== undefined ? String(aa.type) : annotation === 'unconfined' ? 'Unconfined' : annotation === undefined || annotation === 'runtime/default' ? 'RuntimeDefault' : `annotation ${annotation}`;
+  const aaType =
+    aa.type !== undefined
+      ? String(aa.type)
+      : annotation === 'unconfined'
+        ? 'Unconfined'
+        : annotation === undefined || annotation === 'runtime/default'
+          ? 'RuntimeDefault'
+          : `annotation ${annotation}`;
   if (aaType === 'Unconfined') {
     if (!privileged) flags.push('--security-opt', 'apparmor=unconfined');
   } else if (aaType !== 'RuntimeDefault') {
@@ -432,7 +498,10 @@ function resourceFlags(r: unknown, field: string): string[] {
   const flags: string[] = [];
   const limits = obj(res.limits, `${field}.limits`);
   const requests = obj(res.requests, `${field}.requests`);
-  for (const [k, set] of [['limits', limits], ['requests', requests]] as const) {
+  for (const [k, set] of [
+    ['limits', limits],
+    ['requests', requests],
+  ] as const) {
     for (const name of Object.keys(set)) {
       if (!['cpu', 'memory', 'ephemeral-storage'].includes(name)) throw new UnsupportedPodField(`${field}.${k}.${name}`, 'resource not supported');
     }
@@ -443,7 +512,8 @@ function resourceFlags(r: unknown, field: string): string[] {
   }
   if (limits.cpu !== undefined) flags.push('--cpus', String(parseQuantity(limits.cpu, `${field}.limits.cpu`)));
   const cpuRequest = requests.cpu ?? limits.cpu;
-  if (cpuRequest !== undefined) flags.push('--cpu-shares', String(Math.max(2, Math.floor((parseQuantity(cpuRequest, `${field}.requests.cpu`) * 1000 * 1024) / 1000))));
+  if (cpuRequest !== undefined)
+    flags.push('--cpu-shares', String(Math.max(2, Math.floor((parseQuantity(cpuRequest, `${field}.requests.cpu`) * 1000 * 1024) / 1000))));
   return flags;
 }
 
@@ -451,7 +521,9 @@ function container(c: Json, init: boolean, index: number, pod: Json, spec: Json,
   const field = `spec.${init ? 'initContainers' : 'containers'}[${index}]`;
   onlyKeys(c, CONTAINER_HANDLED, field);
   if (c.stdin === true || c.tty === true) throw new UnsupportedPodField(`${field}.stdin/tty`, 'interactive containers');
-  if (init) for (const p of ['startupProbe', 'livenessProbe', 'readinessProbe']) if (c[p] !== undefined) throw new UnsupportedPodField(`${field}.${p}`, 'probes on an init container (the API server rejects them)');
+  if (init)
+    for (const p of ['startupProbe', 'livenessProbe', 'readinessProbe'])
+      if (c[p] !== undefined) throw new UnsupportedPodField(`${field}.${p}`, 'probes on an init container (the API server rejects them)');
   const name = String(c.name);
   const hostNetwork = spec.hostNetwork === true;
   const flags: string[] = [];
@@ -491,16 +563,30 @@ function container(c: Json, init: boolean, index: number, pod: Json, spec: Json,
     const propagation = String(m.mountPropagation ?? 'None');
     const prop: Record<string, string> = { None: 'rprivate', HostToContainer: 'rslave', Bidirectional: 'rshared' };
     if (!prop[propagation]) throw new UnsupportedPodField(`${f}.mountPropagation`, propagation);
-    if (propagation === 'Bidirectional' && !sec.expect.privileged) throw new UnsupportedPodField(`${f}.mountPropagation`, 'Bidirectional on a container that is not privileged (the API server rejects it)');
+    if (propagation === 'Bidirectional' && !sec.expect.privileged)
+      throw new UnsupportedPodField(`${f}.mountPropagation`, 'Bidirectional on a container that is not privileged (the API server rejects it)');
     const readOnly = m.readOnly === true || src.forceReadOnly;
     const source = sub ? `${src.path}/${sub}` : src.path;
-    flags.push('--mount', [`type=bind`, `source=${mountOption(source, f)}`, `destination=${mountOption(dest, f)}`, ...(readOnly ? ['ro=true'] : []), `bind-propagation=${prop[propagation]}`].join(','));
+    flags.push(
+      '--mount',
+      [
+        `type=bind`,
+        `source=${mountOption(source, f)}`,
+        `destination=${mountOption(dest, f)}`,
+        ...(readOnly ? ['ro=true'] : []),
+        `bind-propagation=${prop[propagation]}`,
+      ].join(','),
+    );
   }
   const automount = spec.automountServiceAccountToken !== false;
   const saPath = '/var/run/secrets/kubernetes.io/serviceaccount';
   if (automount && !mounted.has(saPath)) {
-    if (!ctx.serviceAccountDir) throw new UnsupportedPodField('spec.automountServiceAccountToken', 'the service account volume needs a directory in the context');
-    flags.push('--mount', `type=bind,source=${mountOption(ctx.serviceAccountDir, 'serviceAccountDir')},destination=${saPath},ro=true,bind-propagation=rprivate`);
+    if (!ctx.serviceAccountDir)
+      throw new UnsupportedPodField('spec.automountServiceAccountToken', 'the service account volume needs a directory in the context');
+    flags.push(
+      '--mount',
+      `type=bind,source=${mountOption(ctx.serviceAccountDir, 'serviceAccountDir')},destination=${saPath},ro=true,bind-propagation=rprivate`,
+    );
   }
   const command = c.command === undefined ? undefined : strings(c.command, `${field}.command`).map((s) => expandVars(s, env));
   const args = strings(c.args, `${field}.args`).map((s) => expandVars(s, env));
@@ -534,12 +620,15 @@ export function planPod(template: Json, ctx: PodContext): PodPlan {
   const dns = String(spec.dnsPolicy ?? 'ClusterFirst');
   const hostNetwork = spec.hostNetwork === true;
   // Default (and ClusterFirst with hostNetwork, which falls back to it): the node's resolv.conf, what podman gives.
-  if (!(dns === 'Default' || (dns === 'ClusterFirst' && hostNetwork))) throw new UnsupportedPodField('spec.dnsPolicy', `${dns} needs a cluster DNS the harness does not have`);
-  if (spec.enableServiceLinks !== undefined && typeof spec.enableServiceLinks !== 'boolean') throw new UnsupportedPodField('spec.enableServiceLinks', String(spec.enableServiceLinks));
+  if (!(dns === 'Default' || (dns === 'ClusterFirst' && hostNetwork)))
+    throw new UnsupportedPodField('spec.dnsPolicy', `${dns} needs a cluster DNS the harness does not have`);
+  if (spec.enableServiceLinks !== undefined && typeof spec.enableServiceLinks !== 'boolean')
+    throw new UnsupportedPodField('spec.enableServiceLinks', String(spec.enableServiceLinks));
   const restartPolicy = String(spec.restartPolicy ?? 'Always') as PodPlan['restartPolicy'];
   if (!['Always', 'OnFailure', 'Never'].includes(restartPolicy)) throw new UnsupportedPodField('spec.restartPolicy', restartPolicy);
   const meta = obj(template.metadata, 'metadata');
-  for (const k of Object.keys(meta)) if (!['labels', 'annotations', 'name', 'namespace'].includes(k)) throw new UnsupportedPodField(`metadata.${k}`, 'unknown to the harness');
+  for (const k of Object.keys(meta))
+    if (!['labels', 'annotations', 'name', 'namespace'].includes(k)) throw new UnsupportedPodField(`metadata.${k}`, 'unknown to the harness');
   const { prep, sources } = volumes(spec, template, ctx);
   const initContainers = arr(spec.initContainers, 'spec.initContainers').map((c, i) => container(c, true, i, template, spec, ctx, sources));
   const containers = arr(spec.containers, 'spec.containers').map((c, i) => container(c, false, i, template, spec, ctx, sources));
@@ -558,13 +647,5 @@ export function planPod(template: Json, ctx: PodContext): PodPlan {
 
 /** `podman run` arguments for one container of the plan (after the global flags). */
 export function podmanRunArgs(c: ContainerPlan, containerName: string, extra: string[] = []): string[] {
-  return [
-    'run',
-    '--name', containerName,
-    ...c.flags,
-    ...extra,
-    ...(c.entrypoint ? ['--entrypoint', JSON.stringify(c.entrypoint)] : []),
-    c.image,
-    ...c.args,
-  ];
+  return ['run', '--name', containerName, ...c.flags, ...extra, ...(c.entrypoint ? ['--entrypoint', JSON.stringify(c.entrypoint)] : []), c.image, ...c.args];
 }

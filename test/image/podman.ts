@@ -21,18 +21,24 @@ export class Podman {
   readonly global = ['--cgroup-manager', 'cgroupfs', '--events-backend', 'none', '--log-level', 'error'];
 
   /** `dir`: podman's own state (tmpfs); `imageStore`: the read-only store holding the image. */
-  constructor(readonly dir: string, readonly imageStore: string) {
+  constructor(
+    readonly dir: string,
+    readonly imageStore: string,
+  ) {
     mkdirSync(dir, { recursive: true });
     const conf = path.join(dir, 'storage.conf');
-    writeFileSync(conf, [
-      '[storage]',
-      'driver = "overlay"',
-      `runroot = "${path.join(dir, 'run')}"`,
-      `graphroot = "${path.join(dir, 'root')}"`,
-      '[storage.options]',
-      `additionalimagestores = ["${imageStore}"]`,
-      '',
-    ].join('\n'));
+    writeFileSync(
+      conf,
+      [
+        '[storage]',
+        'driver = "overlay"',
+        `runroot = "${path.join(dir, 'run')}"`,
+        `graphroot = "${path.join(dir, 'root')}"`,
+        '[storage.options]',
+        `additionalimagestores = ["${imageStore}"]`,
+        '',
+      ].join('\n'),
+    );
     this.env = { ...process.env, CONTAINERS_STORAGE_CONF: conf, TMPDIR: path.join(dir, 'tmp') };
     mkdirSync(path.join(dir, 'tmp'), { recursive: true });
   }

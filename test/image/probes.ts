@@ -33,7 +33,15 @@ export async function probeOnce(p: ProbePlan, exec: ExecProbe | undefined): Prom
     return new Promise((resolve) => {
       const mod = a.scheme === 'HTTPS' ? https : http;
       const req = mod.get(
-        { host: a.host, port: a.port, path: a.path, headers: { 'User-Agent': 'kube-probe/1.34', Accept: '*/*', ...a.headers }, timeout: timeoutMs, rejectUnauthorized: false, agent: false },
+        {
+          host: a.host,
+          port: a.port,
+          path: a.path,
+          headers: { 'User-Agent': 'kube-probe/1.34', Accept: '*/*', ...a.headers },
+          timeout: timeoutMs,
+          rejectUnauthorized: false,
+          agent: false,
+        },
         (res) => {
           res.resume();
           const status = res.statusCode ?? 0;

@@ -39,7 +39,10 @@ function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<s
   const out = { ...a };
   for (const [k, v] of Object.entries(b)) {
     const cur = out[k];
-    out[k] = v && typeof v === 'object' && !Array.isArray(v) && cur && typeof cur === 'object' && !Array.isArray(cur) ? merge(cur as Record<string, unknown>, v as Record<string, unknown>) : v;
+    out[k] =
+      v && typeof v === 'object' && !Array.isArray(v) && cur && typeof cur === 'object' && !Array.isArray(cur)
+        ? merge(cur as Record<string, unknown>, v as Record<string, unknown>)
+        : v;
   }
   return out;
 }
@@ -55,5 +58,7 @@ export function writeRendering(objs: K8sObject[]): string {
 }
 
 export function readRendering(file: string): K8sObject[] {
-  return YAML.parseAllDocuments(readFileSync(file, 'utf8')).map((d) => d.toJS()).filter(Boolean) as K8sObject[];
+  return YAML.parseAllDocuments(readFileSync(file, 'utf8'))
+    .map((d) => d.toJS())
+    .filter(Boolean) as K8sObject[];
 }

@@ -81,7 +81,10 @@ const service = {
   status: { loadBalancer: { ingress: [{ ip: '198.18.8.8' }] } },
 };
 
-const node = { metadata: { name: 'node-1', labels: { 'topology.kubernetes.io/zone': 'z1' } }, status: { addresses: [{ type: 'InternalIP', address: '198.18.0.1' }] } };
+const node = {
+  metadata: { name: 'node-1', labels: { 'topology.kubernetes.io/zone': 'z1' } },
+  status: { addresses: [{ type: 'InternalIP', address: '198.18.0.1' }] },
+};
 
 function slices(): object[] {
   return [
@@ -93,11 +96,7 @@ function slices(): object[] {
     slice('web-fqdn', 'FQDN', [{ addresses: ['web.example'], conditions: { ready: true } }]),
     // What the packing cannot hold: kept as endpoint objects, planned alike.
     slice('web-two', 'IPv4', [{ addresses: ['198.18.2.1', '198.18.2.2'], conditions: { ready: true } }]),
-    slice('web-odd', 'IPv4', [
-      { addresses: ['198.18.3.1'], conditions: { ready: 'yes' } },
-      { addresses: ['198.18.3.2 x'] },
-      { addresses: [] },
-    ]),
+    slice('web-odd', 'IPv4', [{ addresses: ['198.18.3.1'], conditions: { ready: 'yes' } }, { addresses: ['198.18.3.2 x'] }, { addresses: [] }]),
     slice('web-empty', 'IPv4', []),
   ];
 }
@@ -120,7 +119,11 @@ describe('compact EndpointSlices in the watch cache', () => {
     for (const [i, f] of full.entries()) {
       const p = pruneEndpointSlice(f);
       assert.equal(p.addressType, f.addressType);
-      assert.deepEqual(p.ports?.map((x) => ({ ...x })), f.ports?.map((x) => ({ ...x })), `ports of ${f.metadata?.name}`);
+      assert.deepEqual(
+        p.ports?.map((x) => ({ ...x })),
+        f.ports?.map((x) => ({ ...x })),
+        `ports of ${f.metadata?.name}`,
+      );
       assert.equal(p.endpoints.length, f.endpoints.length);
       for (const [j, e] of f.endpoints.entries()) {
         const c = p.endpoints[j];
@@ -140,7 +143,10 @@ describe('compact EndpointSlices in the watch cache', () => {
     const p = pruneEndpointSlice(f);
     const json = JSON.parse(JSON.stringify(p));
     assert.deepEqual(Object.keys(json), ['metadata', 'addressType', 'endpoints', 'ports']);
-    assert.deepEqual(json.endpoints, JSON.parse(JSON.stringify(f.endpoints.map((e) => ({ addresses: e.addresses, conditions: e.conditions, nodeName: e.nodeName, hints: e.hints })))));
+    assert.deepEqual(
+      json.endpoints,
+      JSON.parse(JSON.stringify(f.endpoints.map((e) => ({ addresses: e.addresses, conditions: e.conditions, nodeName: e.nodeName, hints: e.hints })))),
+    );
   });
 
   test('the planner sees the same from compact objects as from the full ones: dual-stack, every condition, hints, local nodes, ports, FQDN and odd slices', () => {
@@ -149,7 +155,10 @@ describe('compact EndpointSlices in the watch cache', () => {
     for (const family of ['IPv4', 'IPv6'] as const) {
       const a = endpointsByServicePort('ns/web', full, 'node-1', family);
       const b = endpointsByServicePort('ns/web', pruned, 'node-1', family);
-      assert.ok([...a.byPort.values()].some((l) => l.length > 0), family);
+      assert.ok(
+        [...a.byPort.values()].some((l) => l.length > 0),
+        family,
+      );
       assert.deepEqual(b, a, family);
     }
     const svcFull = typed<V1Service>(service, 'V1Service');
@@ -161,7 +170,11 @@ describe('compact EndpointSlices in the watch cache', () => {
   });
 
   test('a slice of more endpoints than one packing call takes round-trips', () => {
-    const eps = Array.from({ length: 5000 }, (_, i) => ({ addresses: [`198.18.${i >> 8}.${i & 255}`], conditions: { ready: i % 2 === 0 }, nodeName: `node-${i % 3000}` }));
+    const eps = Array.from({ length: 5000 }, (_, i) => ({
+      addresses: [`198.18.${i >> 8}.${i & 255}`],
+      conditions: { ready: i % 2 === 0 },
+      nodeName: `node-${i % 3000}`,
+    }));
     const f = typed<V1EndpointSlice>(slice('big', 'IPv4', eps), 'V1EndpointSlice');
     const p = pruneEndpointSlice(f);
     assert.ok(!(p instanceof CompactEndpointSlice), 'more distinct nodes than a code unit names: endpoint objects');
@@ -169,7 +182,10 @@ describe('compact EndpointSlices in the watch cache', () => {
     const f2 = typed<V1EndpointSlice>(slice('big', 'IPv4', eps2), 'V1EndpointSlice');
     const p2 = pruneEndpointSlice(f2);
     assert.ok(p2 instanceof CompactEndpointSlice);
-    assert.deepEqual(p2.endpoints.map((e) => [e.addresses[0], e.conditions?.ready, e.nodeName]), eps2.map((e) => [e.addresses[0], e.conditions.ready, e.nodeName]));
+    assert.deepEqual(
+      p2.endpoints.map((e) => [e.addresses[0], e.conditions?.ready, e.nodeName]),
+      eps2.map((e) => [e.addresses[0], e.conditions.ready, e.nodeName]),
+    );
     assert.deepEqual(endpointsByServicePort('ns/web', [p2], 'node-1'), endpointsByServicePort('ns/web', [f2], 'node-1'));
   });
 
@@ -185,7 +201,9 @@ describe('compact EndpointSlices in the watch cache', () => {
     });
     const eps = (ready: boolean) => [{ addresses: ['198.18.1.1'], conditions: { ready }, nodeName: 'node-1' }];
     const item = (rv: string, ready: boolean) => {
-      const c = cache.convert(slice('s', 'IPv4', eps(ready), { metadata: { name: 's', namespace: 'ns', resourceVersion: rv, labels: { 'kubernetes.io/service-name': 'web' } } }));
+      const c = cache.convert(
+        slice('s', 'IPv4', eps(ready), { metadata: { name: 's', namespace: 'ns', resourceVersion: rv, labels: { 'kubernetes.io/service-name': 'web' } } }),
+      );
       assert.ok(c.ok);
       return c.obj;
     };

@@ -36,7 +36,7 @@ async function authorization(file: string, serviceHost?: string): Promise<string
   return (opts.headers as { get(name: string): string | null }).get('authorization') ?? undefined;
 }
 
-test('tokenFile: the file\'s token is sent (relative to the kubeconfig), also with the server host overridden', async () => {
+test("tokenFile: the file's token is sent (relative to the kubeconfig), also with the server host overridden", async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'kpr-kubeconfig-'));
   try {
     writeFileSync(path.join(dir, 'token'), 'from-the-file');
@@ -46,7 +46,10 @@ test('tokenFile: the file\'s token is sent (relative to the kubeconfig), also wi
     writeFileSync(path.join(dir, 'none.conf'), kubeconfig({}));
     assert.equal(await authorization(path.join(dir, 'relative.conf')), 'Bearer from-the-file');
     assert.equal(await authorization(path.join(dir, 'absolute.conf'), '198.18.0.3'), 'Bearer from-the-file');
-    assert.equal(loadKubeConfig({ kubeconfig: path.join(dir, 'absolute.conf'), serviceHost: '198.18.0.3' }).getCurrentCluster()?.server, 'https://198.18.0.3:6443');
+    assert.equal(
+      loadKubeConfig({ kubeconfig: path.join(dir, 'absolute.conf'), serviceHost: '198.18.0.3' }).getCurrentCluster()?.server,
+      'https://198.18.0.3:6443',
+    );
     assert.equal(await authorization(path.join(dir, 'inline.conf')), 'Bearer inline');
     assert.equal(await authorization(path.join(dir, 'none.conf')), undefined);
   } finally {

@@ -6,7 +6,9 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { ListError, listPage, listUrl } from '../../agent/k8s/list-page.js';
 
 /** A one-route HTTP server answering `answer(url)`; records the requests it saw. */
-async function server(answer: (url: URL, req: http.IncomingMessage) => { status: number; body: string }): Promise<{ url: string; seen: Array<{ url: URL; auth?: string }>; close(): Promise<void> }> {
+async function server(
+  answer: (url: URL, req: http.IncomingMessage) => { status: number; body: string },
+): Promise<{ url: string; seen: Array<{ url: URL; auth?: string }>; close(): Promise<void> }> {
   const seen: Array<{ url: URL; auth?: string }> = [];
   const srv = http.createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://x');
@@ -33,14 +35,25 @@ function kubeConfig(server: string): KubeConfig {
 
 describe('listPage: one page of a list through the kubeconfig', () => {
   test('selectors, limit and continue go in the query; the token in the header; metadata.continue is exposed as _continue', async () => {
-    const s = await server(() => ({ status: 200, body: JSON.stringify({ kind: 'ServiceList', metadata: { resourceVersion: '42', continue: 'tok2' }, items: [{ metadata: { name: 'a' } }] }) }));
+    const s = await server(() => ({
+      status: 200,
+      body: JSON.stringify({ kind: 'ServiceList', metadata: { resourceVersion: '42', continue: 'tok2' }, items: [{ metadata: { name: 'a' } }] }),
+    }));
     try {
-      const l = await listPage(kubeConfig(s.url), '/api/v1/services', { labelSelector: '!x', fieldSelector: 'spec.clusterIP!=None', limit: 100, continue: 'tok1' });
+      const l = await listPage(kubeConfig(s.url), '/api/v1/services', {
+        labelSelector: '!x',
+        fieldSelector: 'spec.clusterIP!=None',
+        limit: 100,
+        continue: 'tok1',
+      });
       assert.equal(l.items.length, 1);
       assert.equal(l.metadata?.resourceVersion, '42');
       assert.equal((l.metadata as { _continue?: string })._continue, 'tok2');
       const q = s.seen[0].url.searchParams;
-      assert.deepEqual([s.seen[0].url.pathname, q.get('labelSelector'), q.get('fieldSelector'), q.get('limit'), q.get('continue')], ['/api/v1/services', '!x', 'spec.clusterIP!=None', '100', 'tok1']);
+      assert.deepEqual(
+        [s.seen[0].url.pathname, q.get('labelSelector'), q.get('fieldSelector'), q.get('limit'), q.get('continue')],
+        ['/api/v1/services', '!x', 'spec.clusterIP!=None', '100', 'tok1'],
+      );
       assert.equal(s.seen[0].auth, 'Bearer secret-token');
     } finally {
       await s.close();
@@ -48,7 +61,10 @@ describe('listPage: one page of a list through the kubeconfig', () => {
   });
 
   test('a non-200 answer is a ListError with the status as code and the Status message', async () => {
-    const s = await server(() => ({ status: 410, body: JSON.stringify({ kind: 'Status', status: 'Failure', reason: 'Expired', code: 410, message: 'The provided continue parameter is too old' }) }));
+    const s = await server(() => ({
+      status: 410,
+      body: JSON.stringify({ kind: 'Status', status: 'Failure', reason: 'Expired', code: 410, message: 'The provided continue parameter is too old' }),
+    }));
     try {
       await assert.rejects(listPage(kubeConfig(s.url), '/apis/discovery.k8s.io/v1/endpointslices', { limit: 5, continue: 'old' }), (e: unknown) => {
         assert.ok(e instanceof ListError);
@@ -72,6 +88,9 @@ describe('listPage: one page of a list through the kubeconfig', () => {
   });
 
   test('the server URL may carry a path prefix and a trailing slash', () => {
-    assert.equal(listUrl('https://h:6443/prefix/', '/api/v1/nodes', { fieldSelector: 'metadata.name=n' }).toString(), 'https://h:6443/prefix/api/v1/nodes?fieldSelector=metadata.name%3Dn');
+    assert.equal(
+      listUrl('https://h:6443/prefix/', '/api/v1/nodes', { fieldSelector: 'metadata.name=n' }).toString(),
+      'https://h:6443/prefix/api/v1/nodes?fieldSelector=metadata.name%3Dn',
+    );
   });
 });

@@ -28,7 +28,13 @@ const rawSlice = (name: string, ready: boolean, node: string) => ({
   },
   addressType: 'IPv4',
   endpoints: [
-    { addresses: ['198.18.0.10'], conditions: { ready, serving: ready, terminating: false }, nodeName: node, targetRef: { kind: 'Pod', name: 'p' }, zone: 'z1' },
+    {
+      addresses: ['198.18.0.10'],
+      conditions: { ready, serving: ready, terminating: false },
+      nodeName: node,
+      targetRef: { kind: 'Pod', name: 'p' },
+      zone: 'z1',
+    },
     { addresses: ['198.18.0.11'], conditions: { ready: true }, nodeName: node, hints: { forZones: [{ name: 'z1' }] } },
   ],
   ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
@@ -77,11 +83,20 @@ describe('pruned, compact cache objects', () => {
     const a = typedSlice(rawSlice('a', true, 'node-7'));
     const b = typedSlice(rawSlice('b', true, 'node-7'));
     assert.equal(a.endpoints[0].nodeName, 'node-7');
-    assert.deepEqual(a.endpoints.map((e) => e.addresses), [['198.18.0.10'], ['198.18.0.11']]);
-    assert.deepEqual(a.endpoints[1].hints?.forZones?.map((z) => z.name), ['z1']);
+    assert.deepEqual(
+      a.endpoints.map((e) => e.addresses),
+      [['198.18.0.10'], ['198.18.0.11']],
+    );
+    assert.deepEqual(
+      a.endpoints[1].hints?.forZones?.map((z) => z.name),
+      ['z1'],
+    );
     assert.equal(a.endpoints[0].targetRef, undefined);
     assert.equal(a.endpoints[0].zone, undefined);
-    assert.deepEqual(a.ports?.map((p) => [p.name, p.port, p.protocol]), [['http', 8080, 'TCP']]);
+    assert.deepEqual(
+      a.ports?.map((p) => [p.name, p.port, p.protocol]),
+      [['http', 8080, 'TCP']],
+    );
     assert.equal(a.metadata?.managedFields, undefined);
     assert.deepEqual(a.metadata?.labels, { 'kubernetes.io/service-name': 'web' });
     assert.deepEqual(a.metadata?.annotations, { [ANNOTATION_LAST_CHANGE_TRIGGER_TIME]: '2026-12-02T10:00:00Z' });
@@ -94,7 +109,11 @@ describe('pruned, compact cache objects', () => {
     assert.ok(a.endpoints[0] instanceof CachedEndpoint);
     assert.deepEqual(a.endpoints[0].addresses, ['198.18.0.10']);
     assert.equal((a.endpoints[0] as CachedEndpoint).firstAddress, '198.18.0.10', 'what the planner reads, without an array');
-    assert.deepEqual(JSON.parse(JSON.stringify(a.endpoints[0])), { addresses: ['198.18.0.10'], conditions: { ready: true, serving: true, terminating: false }, nodeName: 'node-1' });
+    assert.deepEqual(JSON.parse(JSON.stringify(a.endpoints[0])), {
+      addresses: ['198.18.0.10'],
+      conditions: { ready: true, serving: true, terminating: false },
+      nodeName: 'node-1',
+    });
     const two = typedSlice({ ...rawSlice('t', true, 'node-1'), endpoints: [{ addresses: ['198.18.0.20', '198.18.0.21'], conditions: { ready: true } }] });
     assert.deepEqual(two.endpoints[0].addresses, ['198.18.0.20', '198.18.0.21']);
     assert.ok(!(two.endpoints[0] instanceof CachedEndpoint));
@@ -121,7 +140,10 @@ describe('pruned, compact cache objects', () => {
     const s = typedService({ ...rawService, metadata: { ...rawService.metadata, creationTimestamp: '2020-01-02T03:04:05Z' } });
     assert.equal(creationMs(s), Date.parse('2020-01-02T03:04:05Z'));
     assert.equal(creationMs(typedService(rawService)), undefined);
-    const slice = typedSlice({ ...rawSlice('a', true, 'node-1'), metadata: { ...rawSlice('a', true, 'node-1').metadata, creationTimestamp: '2020-01-02T03:04:05Z' } });
+    const slice = typedSlice({
+      ...rawSlice('a', true, 'node-1'),
+      metadata: { ...rawSlice('a', true, 'node-1').metadata, creationTimestamp: '2020-01-02T03:04:05Z' },
+    });
     assert.equal(slice.metadata?.creationTimestamp, undefined);
   });
 
@@ -154,10 +176,13 @@ const nodeRaw = {
   status: { addresses: [{ type: 'InternalIP', address: '198.18.0.1' }], images: [{ names: ['x'], sizeBytes: 1 }] },
 };
 
-test('a Service keeps its lb-algorithm annotations (kpr\'s and Cilium\'s, rule 40 of docs/semantics.md) and no other', () => {
+test("a Service keeps its lb-algorithm annotations (kpr's and Cilium's, rule 40 of docs/semantics.md) and no other", () => {
   const s = typedService({
     ...rawService,
-    metadata: { ...rawService.metadata, annotations: { 'kpr.dev/lb-algorithm': 'maglev', 'service.cilium.io/lb-algorithm': 'random', 'kubectl.kubernetes.io/last-applied-configuration': '{}' } },
+    metadata: {
+      ...rawService.metadata,
+      annotations: { 'kpr.dev/lb-algorithm': 'maglev', 'service.cilium.io/lb-algorithm': 'random', 'kubectl.kubernetes.io/last-applied-configuration': '{}' },
+    },
   });
   assert.deepEqual(s.metadata?.annotations, { 'kpr.dev/lb-algorithm': 'maglev', 'service.cilium.io/lb-algorithm': 'random' });
 });

@@ -56,7 +56,10 @@ async function harness(
   const dir = await mkdtemp(path.join(tmpdir(), 'kpr-reflector-'));
   seed(api);
   const logs: LogLine[] = [];
-  const line = (level: string) => (msg: string, fields: Record<string, unknown> = {}) => logs.push({ level, msg, fields });
+  const line =
+    (level: string) =>
+    (msg: string, fields: Record<string, unknown> = {}) =>
+      logs.push({ level, msg, fields });
   const relists: Harness['relists'] = [];
   const rejected: Harness['rejected'] = [];
   const cw = new ClusterWatch({
@@ -107,10 +110,25 @@ async function waitForWatches(api: ApiServer, n: number): Promise<void> {
 
 describe('reflector: the API server comes back with another history', () => {
   const cases: Array<{ name: string; base: 'below' | 'above'; close: 'clean' | 'reset'; reason: RelistReason }> = [
-    { name: 'case A, resourceVersions restart below ours, streams closed cleanly: the bookmarks/events go back', base: 'below', close: 'clean', reason: 'rv_backwards' },
+    {
+      name: 'case A, resourceVersions restart below ours, streams closed cleanly: the bookmarks/events go back',
+      base: 'below',
+      close: 'clean',
+      reason: 'rv_backwards',
+    },
     { name: 'case A, resourceVersions restart below ours, streams cut: the broken watch relists', base: 'below', close: 'reset', reason: 'watch_error' },
-    { name: 'case B, resourceVersions past ours without a DELETED, streams closed cleanly: the resumed watch gets 410', base: 'above', close: 'clean', reason: 'expired' },
-    { name: 'case B, resourceVersions past ours without a DELETED, streams cut: the broken watch relists', base: 'above', close: 'reset', reason: 'watch_error' },
+    {
+      name: 'case B, resourceVersions past ours without a DELETED, streams closed cleanly: the resumed watch gets 410',
+      base: 'above',
+      close: 'clean',
+      reason: 'expired',
+    },
+    {
+      name: 'case B, resourceVersions past ours without a DELETED, streams cut: the broken watch relists',
+      base: 'above',
+      close: 'reset',
+      reason: 'watch_error',
+    },
   ];
   for (const c of cases) {
     test(`${c.name} (${c.reason}); the removed endpoint, the new and the deleted Service converge`, async () => {
@@ -136,14 +154,29 @@ describe('reflector: the API server comes back with another history', () => {
           [`EndpointSlice ${c.reason}`, `Service ${c.reason}`],
           'one relist each, for the expected reason',
         );
-        assert.deepEqual(h.relists.find((r) => r.kind === 'Service'), { kind: 'Service', reason: c.reason, added: 1, updated: 0, deleted: 1 });
-        assert.deepEqual(h.relists.find((r) => r.kind === 'EndpointSlice'), { kind: 'EndpointSlice', reason: c.reason, added: 0, updated: 1, deleted: 0 });
+        assert.deepEqual(
+          h.relists.find((r) => r.kind === 'Service'),
+          { kind: 'Service', reason: c.reason, added: 1, updated: 0, deleted: 1 },
+        );
+        assert.deepEqual(
+          h.relists.find((r) => r.kind === 'EndpointSlice'),
+          { kind: 'EndpointSlice', reason: c.reason, added: 0, updated: 1, deleted: 0 },
+        );
         assert.ok(h.has('Service', 'delete', 'default/old'), 'the DELETED that never came is inferred');
         assert.ok(h.has('Service', 'add', 'default/new'));
         assert.ok(h.has('EndpointSlice', 'update', 'default/web-1'));
-        assert.ok(!h.changes.some((c2) => c2.object === 'default/web' && c2.kind === 'Service'), 'an unchanged Service with a new resourceVersion is not an update');
-        assert.deepEqual(h.cw.services().map((s) => s.metadata?.name), ['new', 'web']);
-        assert.deepEqual(h.cw.endpointSlicesFor('default', 'web')[0].endpoints.map((e) => e.addresses[0]), ['10.244.0.1']);
+        assert.ok(
+          !h.changes.some((c2) => c2.object === 'default/web' && c2.kind === 'Service'),
+          'an unchanged Service with a new resourceVersion is not an update',
+        );
+        assert.deepEqual(
+          h.cw.services().map((s) => s.metadata?.name),
+          ['new', 'web'],
+        );
+        assert.deepEqual(
+          h.cw.endpointSlicesFor('default', 'web')[0].endpoints.map((e) => e.addresses[0]),
+          ['10.244.0.1'],
+        );
         const line = h.logs.find((l) => l.msg === 'k8s relist' && l.fields.kind === 'Service');
         assert.ok(line, 'one log line per relist');
         assert.equal(line.level, 'info');
@@ -185,7 +218,10 @@ describe('reflector: relist reasons', () => {
       await until('the EndpointSlice informer relisted too', () => h.relists.some((r) => r.kind === 'EndpointSlice' && r.reason === 'no_progress'));
       assert.ok(h.logs.some((l) => l.msg === 'k8s watch no longer trusted; relisting' && l.fields.reason === 'no_progress'));
       const after = h.cw.cacheStatus().map((s) => s.lastConfirmed!.getTime());
-      assert.ok(after.every((t, i) => t > confirmed[i]), 'each relist confirms the cache');
+      assert.ok(
+        after.every((t, i) => t > confirmed[i]),
+        'each relist confirms the cache',
+      );
     } finally {
       h.api.resumeWatches();
       await h.close();
@@ -198,7 +234,10 @@ describe('reflector: relist reasons', () => {
       const t0 = h.cw.cacheStatus()[0].lastConfirmed!.getTime();
       await sleep(600);
       assert.ok(h.cw.cacheStatus()[0].lastConfirmed!.getTime() > t0);
-      assert.deepEqual(h.relists.map((r) => r.reason), ['initial', 'initial']);
+      assert.deepEqual(
+        h.relists.map((r) => r.reason),
+        ['initial', 'initial'],
+      );
     } finally {
       await h.close();
     }
@@ -228,11 +267,19 @@ describe('reflector: a watch event older than the cached object', () => {
         lists++;
         res.writeHead(200, { 'Content-Type': 'application/json' });
         // A list at resourceVersion 5 whose item is at 10 (no real server does this).
-        res.end(JSON.stringify({ metadata: { resourceVersion: '5' }, items: [{ metadata: { name: 'a', namespace: 'd', resourceVersion: '10' }, spec: { clusterIP: '198.18.0.1' } }] }));
+        res.end(
+          JSON.stringify({
+            metadata: { resourceVersion: '5' },
+            items: [{ metadata: { name: 'a', namespace: 'd', resourceVersion: '10' }, spec: { clusterIP: '198.18.0.1' } }],
+          }),
+        );
         return;
       }
       res.writeHead(200, { 'Content-Type': 'application/json' });
-      res.write(JSON.stringify({ type: 'MODIFIED', object: { metadata: { name: 'a', namespace: 'd', resourceVersion: '7' }, spec: { clusterIP: '198.18.0.2' } } }) + '\n');
+      res.write(
+        JSON.stringify({ type: 'MODIFIED', object: { metadata: { name: 'a', namespace: 'd', resourceVersion: '7' }, spec: { clusterIP: '198.18.0.2' } } }) +
+          '\n',
+      );
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const kc = new KubeConfig();
@@ -290,14 +337,20 @@ describe('reflector: rejected objects are absent and block nothing', () => {
     });
     try {
       assert.equal(h.cw.synced(), true);
-      assert.deepEqual(h.cw.services().map((s) => s.metadata?.name), ['db', 'web']);
+      assert.deepEqual(
+        h.cw.services().map((s) => s.metadata?.name),
+        ['db', 'web'],
+      );
       const warns = () => h.logs.filter((l) => l.msg === 'k8s object rejected; treated as absent');
       assert.equal(warns().length, 1);
       assert.equal(warns()[0].level, 'warn');
       assert.deepEqual([warns()[0].fields.kind, warns()[0].fields.object, warns()[0].fields.field], ['Service', 'default/bad', '?']);
       assert.match(warns()[0].fields.reason, /iterable/);
       assert.equal(warns()[0].fields.resourceVersion, h.api.get('Service', 'default', 'bad')!.metadata!.resourceVersion);
-      assert.deepEqual(h.rejected.map((r) => r.kind), ['Service']);
+      assert.deepEqual(
+        h.rejected.map((r) => r.kind),
+        ['Service'],
+      );
 
       // A cached Service that turns malformed is deleted, exactly as a deletion.
       await waitForWatches(h.api, 2);
@@ -349,7 +402,10 @@ describe('reflector: rejected objects are absent and block nothing', () => {
     );
     try {
       assert.ok(seen.includes('EndpointSlice web-2 raw') && seen.includes('Service web raw'), 'called on the raw JSON');
-      assert.deepEqual(h.cw.endpointSlicesFor('default', 'web').map((s) => s.metadata?.name), ['web-1']);
+      assert.deepEqual(
+        h.cw.endpointSlicesFor('default', 'web').map((s) => s.metadata?.name),
+        ['web-1'],
+      );
       const w = h.logs.filter((l) => l.msg === 'k8s object rejected; treated as absent');
       assert.equal(w.length, 1);
       assert.equal(w[0].fields.field, 'metadata.labels.reject');
@@ -385,7 +441,10 @@ describe("reflector: every list and watch request reaches client-go's rest_clien
       const host = new URL(h.api.url).host;
       await waitForWatches(h.api, 2);
       const lists = requests.filter((r) => r.seconds !== undefined);
-      assert.ok(lists.some((r) => r.code === '503'), 'the failed Service list, with its status');
+      assert.ok(
+        lists.some((r) => r.code === '503'),
+        'the failed Service list, with its status',
+      );
       assert.ok(lists.filter((r) => r.code === '200').length >= 2, 'the Service list retried and the EndpointSlice list');
       for (const r of requests) {
         assert.equal(r.method, 'GET');

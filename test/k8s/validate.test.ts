@@ -36,7 +36,9 @@ function apiService(): Json {
       creationTimestamp: '2024-05-01T10:00:00Z',
       labels: { app: 'web', 'app.kubernetes.io/part-of': 'shop' },
       annotations: { 'kubectl.kubernetes.io/last-applied-configuration': '{"apiVersion":"v1"}\n' },
-      managedFields: [{ manager: 'kubectl', operation: 'Update', apiVersion: 'v1', time: '2024-05-01T10:00:00Z', fieldsType: 'FieldsV1', fieldsV1: { 'f:spec': {} } }],
+      managedFields: [
+        { manager: 'kubectl', operation: 'Update', apiVersion: 'v1', time: '2024-05-01T10:00:00Z', fieldsType: 'FieldsV1', fieldsV1: { 'f:spec': {} } },
+      ],
       finalizers: ['service.kubernetes.io/load-balancer-cleanup'],
     },
     spec: {
@@ -113,7 +115,11 @@ function apiNode(): Json {
       labels: { 'kubernetes.io/hostname': 'node-1', 'topology.kubernetes.io/zone': 'zone-a', 'node-role.kubernetes.io/control-plane': '' },
       annotations: { 'node.alpha.kubernetes.io/ttl': '0' },
     },
-    spec: { podCIDR: '10.244.0.0/24', podCIDRs: ['10.244.0.0/24'], taints: [{ key: 'ToBeDeletedByClusterAutoscaler', value: '1714557600', effect: 'NoSchedule' }] },
+    spec: {
+      podCIDR: '10.244.0.0/24',
+      podCIDRs: ['10.244.0.0/24'],
+      taints: [{ key: 'ToBeDeletedByClusterAutoscaler', value: '1714557600', effect: 'NoSchedule' }],
+    },
     status: {
       addresses: [
         { type: 'InternalIP', address: '192.168.1.10' },
@@ -187,7 +193,12 @@ const hostile: Hostile[] = [
   { kind: 'Service', set: 'metadata.labels', value: { app: long(64) }, field: 'metadata.labels[app]', reason: 'label value' },
   { kind: 'Service', set: 'metadata.labels', value: { 'a b': 'x' }, field: 'metadata.labels[a b]', reason: 'qualified name' },
   { kind: 'Service', set: 'metadata.labels', value: { 'Bad_Prefix/x': 'y' }, field: 'metadata.labels[Bad_Prefix/x]', reason: 'prefix' },
-  { kind: 'Service', set: 'metadata.labels', value: { 'service.kubernetes.io/service-proxy-name': { x: 1 } }, field: 'metadata.labels[service.kubernetes.io/service-proxy-name]' },
+  {
+    kind: 'Service',
+    set: 'metadata.labels',
+    value: { 'service.kubernetes.io/service-proxy-name': { x: 1 } },
+    field: 'metadata.labels[service.kubernetes.io/service-proxy-name]',
+  },
   { kind: 'Service', set: 'metadata.annotations', value: 5 },
   { kind: 'Service', set: 'metadata.annotations', value: { a: 1 }, field: 'metadata.annotations[a]' },
   { kind: 'Service', set: 'metadata.annotations', value: { big: long(256 * 1024) }, reason: 'at most 262144 bytes' },
@@ -295,16 +306,32 @@ const hostile: Hostile[] = [
   { kind: 'EndpointSlice', set: 'metadata.name', value: 'web/1' },
   { kind: 'EndpointSlice', set: 'metadata.name', value: long(254) },
   { kind: 'EndpointSlice', set: 'metadata.namespace', value: undefined, reason: 'required' },
-  { kind: 'EndpointSlice', set: 'metadata.labels', value: { 'kubernetes.io/service-name': 'a/b' }, field: 'metadata.labels[kubernetes.io/service-name]', reason: 'label value' },
+  {
+    kind: 'EndpointSlice',
+    set: 'metadata.labels',
+    value: { 'kubernetes.io/service-name': 'a/b' },
+    field: 'metadata.labels[kubernetes.io/service-name]',
+    reason: 'label value',
+  },
   { kind: 'EndpointSlice', set: 'metadata.labels', value: { 'kubernetes.io/service-name': 5 }, field: 'metadata.labels[kubernetes.io/service-name]' },
-  { kind: 'EndpointSlice', set: 'metadata.annotations', value: { 'endpoints.kubernetes.io/last-change-trigger-time': 5 }, field: 'metadata.annotations[endpoints.kubernetes.io/last-change-trigger-time]' },
+  {
+    kind: 'EndpointSlice',
+    set: 'metadata.annotations',
+    value: { 'endpoints.kubernetes.io/last-change-trigger-time': 5 },
+    field: 'metadata.annotations[endpoints.kubernetes.io/last-change-trigger-time]',
+  },
   { kind: 'EndpointSlice', set: 'metadata.managedFields', value: 5 },
   { kind: 'EndpointSlice', set: 'addressType', value: undefined, reason: 'required' },
   { kind: 'EndpointSlice', set: 'addressType', value: 'IP', reason: 'must be one of IPv4, IPv6, FQDN' },
   { kind: 'EndpointSlice', set: 'addressType', value: 4 },
   { kind: 'EndpointSlice', set: 'endpoints', value: 5, reason: 'must be an array' },
   { kind: 'EndpointSlice', set: 'endpoints', value: { 0: {} } },
-  { kind: 'EndpointSlice', set: 'endpoints', value: many(1001, (i) => ({ addresses: [`10.1.${i >> 8}.${i & 255}`] })), reason: 'at most 1000 entries, not 1001' },
+  {
+    kind: 'EndpointSlice',
+    set: 'endpoints',
+    value: many(1001, (i) => ({ addresses: [`10.1.${i >> 8}.${i & 255}`] })),
+    reason: 'at most 1000 entries, not 1001',
+  },
   { kind: 'EndpointSlice', set: 'endpoints[1]', value: 5, reason: 'must be an object' },
   { kind: 'EndpointSlice', set: 'endpoints[1]', value: null, reason: 'required' },
   { kind: 'EndpointSlice', set: 'endpoints[1].addresses', value: [], reason: 'at least 1 address' },
@@ -329,7 +356,13 @@ const hostile: Hostile[] = [
   { kind: 'EndpointSlice', set: 'endpoints[0].hints', value: 'zone-a' },
   { kind: 'EndpointSlice', set: 'endpoints[0].hints.forZones', value: 'zone-a', reason: 'must be an array' },
   { kind: 'EndpointSlice', set: 'endpoints[0].hints.forZones', value: many(9, (i) => ({ name: `z${i}` })), reason: 'at most 8' },
-  { kind: 'EndpointSlice', set: 'endpoints[0].hints.forZones', value: [{ name: 'a' }, { name: 'a' }], field: 'endpoints[0].hints.forZones[1].name', reason: 'duplicate' },
+  {
+    kind: 'EndpointSlice',
+    set: 'endpoints[0].hints.forZones',
+    value: [{ name: 'a' }, { name: 'a' }],
+    field: 'endpoints[0].hints.forZones[1].name',
+    reason: 'duplicate',
+  },
   { kind: 'EndpointSlice', set: 'endpoints[0].hints.forZones[0].name', value: 'zone a', reason: 'label value' },
   { kind: 'EndpointSlice', set: 'endpoints[0].hints.forZones[0].name', value: 5 },
   { kind: 'EndpointSlice', set: 'endpoints[0].hints.forNodes', value: many(9, (i) => ({ name: `n${i}` })), reason: 'at most 8' },
@@ -349,7 +382,13 @@ const hostile: Hostile[] = [
   { kind: 'Node', set: 'metadata.name', value: 'Node_1', reason: 'DNS-1123 subdomain' },
   { kind: 'Node', set: 'metadata.name', value: undefined, reason: 'required' },
   { kind: 'Node', set: 'metadata.namespace', value: 'default', reason: 'not allowed' },
-  { kind: 'Node', set: 'metadata.labels', value: { 'topology.kubernetes.io/zone': 'zone a' }, field: 'metadata.labels[topology.kubernetes.io/zone]', reason: 'label value' },
+  {
+    kind: 'Node',
+    set: 'metadata.labels',
+    value: { 'topology.kubernetes.io/zone': 'zone a' },
+    field: 'metadata.labels[topology.kubernetes.io/zone]',
+    reason: 'label value',
+  },
   { kind: 'Node', set: 'metadata.labels', value: { 'topology.kubernetes.io/zone': ['a'] }, field: 'metadata.labels[topology.kubernetes.io/zone]' },
   { kind: 'Node', set: 'metadata.deletionTimestamp', value: {} },
   { kind: 'Node', set: 'spec', value: [] },
@@ -382,15 +421,44 @@ describe('validateObject: valid objects pass', () => {
       ['Service', { metadata: { name: 'a', namespace: 'b' }, spec: { ports: [{ port: 80 }] } }], // not yet allocated
       ['Service', { metadata: { name: 'db', namespace: 'b' }, spec: { clusterIP: 'None', clusterIPs: ['None'] } }], // headless, no ports
       ['Service', { metadata: { name: 'ext', namespace: 'b' }, spec: { type: 'ExternalName', externalName: 'db.example.com' } }],
-      ['Service', { metadata: { name: 'v6', namespace: 'b' }, spec: { clusterIP: 'fd00::a', clusterIPs: ['fd00::a'], ipFamilies: ['IPv6'], ports: [{ port: 53, protocol: 'UDP' }] } }],
+      [
+        'Service',
+        {
+          metadata: { name: 'v6', namespace: 'b' },
+          spec: { clusterIP: 'fd00::a', clusterIPs: ['fd00::a'], ipFamilies: ['IPv6'], ports: [{ port: 53, protocol: 'UDP' }] },
+        },
+      ],
       ['Service', { metadata: { name: 'z', namespace: 'b' }, spec: { clusterIP: '010.096.000.010', ports: [{ port: 80, nodePort: 0, targetPort: 0 }] } }], // leading zeros: ParseIPSloppy
-      ['Service', { metadata: { name: 'n', namespace: 'b', labels: null }, spec: { clusterIP: '10.0.0.1', ports: [{ name: 'a', port: 1 }, { name: 'b', port: 65535 }], sessionAffinityConfig: null } }],
+      [
+        'Service',
+        {
+          metadata: { name: 'n', namespace: 'b', labels: null },
+          spec: {
+            clusterIP: '10.0.0.1',
+            ports: [
+              { name: 'a', port: 1 },
+              { name: 'b', port: 65535 },
+            ],
+            sessionAffinityConfig: null,
+          },
+        },
+      ],
       ['EndpointSlice', { metadata: { name: 's', namespace: 'b' }, addressType: 'IPv4' }],
       ['EndpointSlice', { metadata: { name: 's', namespace: 'b' }, addressType: 'IPv6', endpoints: [{ addresses: ['2001:db8::1'] }], ports: [{ port: 80 }] }],
       ['EndpointSlice', { metadata: { name: 's', namespace: 'b' }, addressType: 'FQDN', endpoints: [{ addresses: ['db.example.com'] }] }],
       ['EndpointSlice', { metadata: { name: 's', namespace: 'b' }, addressType: 'IPv4', endpoints: null, ports: null }],
       // The API server does not range-check a slice port; the planner skips it alone (as kube-proxy does port 0).
-      ['EndpointSlice', { metadata: { name: 's', namespace: 'b' }, addressType: 'IPv4', ports: [{ name: 'p', port: 0 }, { name: 'q', port: 70000 }] }],
+      [
+        'EndpointSlice',
+        {
+          metadata: { name: 's', namespace: 'b' },
+          addressType: 'IPv4',
+          ports: [
+            { name: 'p', port: 0 },
+            { name: 'q', port: 70000 },
+          ],
+        },
+      ],
       ['Node', { metadata: { name: 'n' } }],
       ['Node', { metadata: { name: 'n', namespace: '' }, status: { addresses: [{ type: 'InternalIP', address: 'not-an-ip' }] } }],
     ];
@@ -436,7 +504,14 @@ describe('validateObject: hostile objects are rejected at the field', () => {
     assert.equal(p.field, 'metadata.name');
     const quoted = /not (".*")$/.exec(p.reason)?.[1] ?? '';
     assert.ok(quoted.length > 10 && quoted.length <= 64, p.reason);
-    const big = validateObject('Service', withField(apiService(), 'spec.ipFamilies', many(100000, () => 'IPv4')))!;
+    const big = validateObject(
+      'Service',
+      withField(
+        apiService(),
+        'spec.ipFamilies',
+        many(100000, () => 'IPv4'),
+      ),
+    )!;
     assert.ok(big.reason.length < 200, big.reason);
   });
 
@@ -465,6 +540,9 @@ describe('validateObject: hostile objects are rejected at the field', () => {
       for (const a of all[name].getAttributeTypeMap!()) walk(a.type);
     };
     ['V1Service', 'V1EndpointSlice', 'V1Node'].forEach(walk);
-    assert.deepEqual([...reachable].filter((n) => MODELS[n] !== all[n]), []);
+    assert.deepEqual(
+      [...reachable].filter((n) => MODELS[n] !== all[n]),
+      [],
+    );
   });
 });

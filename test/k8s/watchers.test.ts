@@ -10,10 +10,13 @@ import { ClusterWatch, type ClusterChange, type Logger } from '../../agent/k8s/w
 import { slice, sleep, svc } from '../sandbox/apiserver-helpers.js';
 import { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 
-function recorder(): { changes: ClusterChange[]; seen: (c: Partial<ClusterChange>, timeoutMs?: number) => Promise<ClusterChange>; cb: (c: ClusterChange) => void } {
+function recorder(): {
+  changes: ClusterChange[];
+  seen: (c: Partial<ClusterChange>, timeoutMs?: number) => Promise<ClusterChange>;
+  cb: (c: ClusterChange) => void;
+} {
   const changes: ClusterChange[] = [];
-  const matches = (c: ClusterChange, want: Partial<ClusterChange>): boolean =>
-    Object.entries(want).every(([k, v]) => (c as any)[k] === v);
+  const matches = (c: ClusterChange, want: Partial<ClusterChange>): boolean => Object.entries(want).every(([k, v]) => (c as any)[k] === v);
   return {
     changes,
     cb: (c) => changes.push(c),
@@ -86,10 +89,13 @@ describe('ClusterWatch over the sandbox apiserver (client-node through a kubecon
     assert.ok(cw.services()[0] instanceof V1Service);
     assert.ok(cw.endpointSlices()[0] instanceof V1EndpointSlice);
     assert.match(cw.service('default', 'web')?.spec?.clusterIP ?? '', /^198\.19\./);
-    assert.deepEqual(
-      rec.changes.map((c) => `${c.kind} ${c.type} ${c.key}`).sort(),
-      ['EndpointSlice add data/db', 'EndpointSlice add default/web', 'Node add node-a', 'Service add data/db', 'Service add default/web'],
-    );
+    assert.deepEqual(rec.changes.map((c) => `${c.kind} ${c.type} ${c.key}`).sort(), [
+      'EndpointSlice add data/db',
+      'EndpointSlice add default/web',
+      'Node add node-a',
+      'Service add data/db',
+      'Service add default/web',
+    ]);
   });
 
   test('Service create/update/delete arrive as changes keyed by ns/name', async () => {
@@ -130,7 +136,10 @@ describe('ClusterWatch over the sandbox apiserver (client-node through a kubecon
     api.update(s);
     await rec.seen({ kind: 'EndpointSlice', type: 'update', key: 'default/web' });
     const updated = cw.endpointSlicesFor('default', 'web').find((x) => x.metadata?.name === 'web-zzzzz');
-    assert.deepEqual(updated?.endpoints.map((e) => e.addresses[0]), ['10.244.9.1', '10.244.9.2']);
+    assert.deepEqual(
+      updated?.endpoints.map((e) => e.addresses[0]),
+      ['10.244.9.1', '10.244.9.2'],
+    );
 
     api.remove('EndpointSlice', 'default', 'web-zzzzz');
     await rec.seen({ kind: 'EndpointSlice', type: 'delete', key: 'default/web', object: 'default/web-zzzzz' });
@@ -217,7 +226,10 @@ describe('ClusterWatch over the sandbox apiserver (client-node through a kubecon
     api.dropWatches();
     api.create(svc('after-errors'));
     await rec.seen({ kind: 'Service', type: 'add', key: 'default/after-errors' }, 5000);
-    assert.ok(log.warnings.some((w) => w.includes('restarting')), 'the failure was logged');
+    assert.ok(
+      log.warnings.some((w) => w.includes('restarting')),
+      'the failure was logged',
+    );
   });
 });
 
@@ -305,12 +317,23 @@ describe('ClusterWatch: paged lists and slim cached objects', () => {
     ...o,
     metadata: {
       ...o.metadata,
-      annotations: { 'kubectl.kubernetes.io/last-applied-configuration': 'x'.repeat(200), ...(o.kind === 'EndpointSlice' ? { [TRIGGER]: `2024-01-01T00:00:0${i % 10}Z` } : {}) },
+      annotations: {
+        'kubectl.kubernetes.io/last-applied-configuration': 'x'.repeat(200),
+        ...(o.kind === 'EndpointSlice' ? { [TRIGGER]: `2024-01-01T00:00:0${i % 10}Z` } : {}),
+      },
       ownerReferences: [{ apiVersion: 'v1', kind: 'Service', name: o.metadata.name, uid: '00000000-0000-0000-0000-000000000000' }],
       managedFields: [{ manager: 'kubectl', operation: 'Update', apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:spec': {} } }],
     },
     ...(o.kind === 'EndpointSlice'
-      ? { endpoints: o.endpoints.map((e: any) => ({ ...e, nodeName: 'node-a', zone: 'z1', hints: { forZones: [{ name: 'z1' }] }, targetRef: { kind: 'Pod', name: `p${i}`, namespace: 'default' } })) }
+      ? {
+          endpoints: o.endpoints.map((e: any) => ({
+            ...e,
+            nodeName: 'node-a',
+            zone: 'z1',
+            hints: { forZones: [{ name: 'z1' }] },
+            targetRef: { kind: 'Pod', name: `p${i}`, namespace: 'default' },
+          })),
+        }
       : {}),
   });
 
@@ -324,10 +347,20 @@ describe('ClusterWatch: paged lists and slim cached objects', () => {
         api.create(fat(svc(`s${i}`, i % 2 ? 'a' : 'b', { spec: { type: 'LoadBalancer' } }), i));
         api.create(fat(slice(`s${i}-x`, `s${i}`, [`10.0.0.${i}`], i % 2 ? 'a' : 'b'), i));
       }
-      api.create({ apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-a', labels: { zone: 'z1' } }, status: { addresses: [{ type: 'InternalIP', address: '10.1.0.1' }], images: [{ names: ['big'], sizeBytes: 1 }] } });
+      api.create({
+        apiVersion: 'v1',
+        kind: 'Node',
+        metadata: { name: 'node-a', labels: { zone: 'z1' } },
+        status: { addresses: [{ type: 'InternalIP', address: '10.1.0.1' }], images: [{ names: ['big'], sizeBytes: 1 }] },
+      });
       const kubeconfig = await api.writeKubeconfig(path.join(dir, 'kubeconfig'));
       const kc = loadKubeConfig({ kubeconfig });
-      cw = new ClusterWatch({ kubeConfig: kc, nodeName: 'node-a', listPageSize: 3, logger: { ...nullLog, debug: (m, f) => m === 'k8s paged list' && seenQueries.push(`${f?.kind}:${f?.pages}`) } });
+      cw = new ClusterWatch({
+        kubeConfig: kc,
+        nodeName: 'node-a',
+        listPageSize: 3,
+        logger: { ...nullLog, debug: (m, f) => m === 'k8s paged list' && seenQueries.push(`${f?.kind}:${f?.pages}`) },
+      });
       const changes: ClusterChange[] = [];
       cw.onChange((c) => changes.push(c));
       await cw.start();
@@ -338,7 +371,12 @@ describe('ClusterWatch: paged lists and slim cached objects', () => {
 
       const s = cw.service('a', 's1')!;
       // creationTimestamp: the oldest Service wins a same-class claim on a frontend.
-      assert.deepEqual(Object.keys(s.metadata!).filter((k) => (s.metadata as any)[k] !== undefined).sort(), ['creationTimestamp', 'name', 'namespace', 'resourceVersion']);
+      assert.deepEqual(
+        Object.keys(s.metadata!)
+          .filter((k) => (s.metadata as any)[k] !== undefined)
+          .sort(),
+        ['creationTimestamp', 'name', 'namespace', 'resourceVersion'],
+      );
       assert.ok(s.metadata!.creationTimestamp instanceof Date);
       assert.equal(s.spec?.type, 'LoadBalancer');
       const e = cw.endpointSlicesFor('a', 's1')[0];
@@ -351,13 +389,19 @@ describe('ClusterWatch: paged lists and slim cached objects', () => {
       assert.equal(e.endpoints?.[0].hints?.forZones?.[0].name, 'z1');
       assert.equal(e.endpoints?.[0].targetRef, undefined);
       assert.equal(e.ports?.[0].port, 8080);
-      assert.deepEqual(cw.node()?.status?.addresses?.map((a) => `${a.type}=${a.address}`), ['InternalIP=10.1.0.1']);
+      assert.deepEqual(
+        cw.node()?.status?.addresses?.map((a) => `${a.type}=${a.address}`),
+        ['InternalIP=10.1.0.1'],
+      );
       assert.equal(cw.node()?.status?.images, undefined);
 
       // Watch events are slimmed (and typed) the same way; the change carries the annotation.
       changes.length = 0;
       api.apply(fat(slice('s1-x', 's1', ['10.0.0.99'], 'a'), 3));
-      api.apply({ ...fat(svc('s1', 'a', { spec: { type: 'LoadBalancer' } }), 1), status: { loadBalancer: { ingress: [{ ip: '192.0.2.1' }] }, conditions: [] } });
+      api.apply({
+        ...fat(svc('s1', 'a', { spec: { type: 'LoadBalancer' } }), 1),
+        status: { loadBalancer: { ingress: [{ ip: '192.0.2.1' }] }, conditions: [] },
+      });
       const end = Date.now() + 3000;
       while (changes.length < 2 && Date.now() < end) await sleep(10);
       const sc = changes.find((c) => c.kind === 'EndpointSlice')!;
@@ -370,7 +414,10 @@ describe('ClusterWatch: paged lists and slim cached objects', () => {
       const s2 = cw.service('a', 's1')!;
       assert.ok(s2 instanceof V1Service);
       assert.equal(s2.metadata?.annotations, undefined);
-      assert.deepEqual(s2.status?.loadBalancer?.ingress?.map((i) => i.ip), ['192.0.2.1']);
+      assert.deepEqual(
+        s2.status?.loadBalancer?.ingress?.map((i) => i.ip),
+        ['192.0.2.1'],
+      );
       assert.equal((s2.status as any)?.conditions, undefined);
     } finally {
       await cw?.stop();

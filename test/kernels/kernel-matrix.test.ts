@@ -24,7 +24,13 @@ test('all leaves passing on active features is a pass; a fallback the row uses m
   const tests = [rec('e2e/nodeport.test.js', 'a', 'pass'), rec('e2e/nodeport.test.js', 'b', 'pass'), rec('e2e/nodeport.test.js', 'NodePort', 'pass', true, 0)];
   const plain = cellFor(run('6.12', tests, [{ name: 'tcx', state: 'active' }]), 'e2e/nodeport.test.js');
   assert.deepEqual([plain.status, plain.passed, plain.failed], ['pass', 2, 0]);
-  const old = cellFor(run('6.1', tests, [{ name: 'tcx', state: 'fallback', fallback: 'clsact/cls_bpf' }, { name: 'bpf-sock-destroy', state: 'off' }]), 'e2e/nodeport.test.js');
+  const old = cellFor(
+    run('6.1', tests, [
+      { name: 'tcx', state: 'fallback', fallback: 'clsact/cls_bpf' },
+      { name: 'bpf-sock-destroy', state: 'off' },
+    ]),
+    'e2e/nodeport.test.js',
+  );
   assert.equal(old.status, 'degraded');
   assert.equal(cellText(old), 'degraded 2/2 (tcx → clsact/cls_bpf)');
 });
@@ -38,9 +44,14 @@ test('one failing test fails the row; a suite that failed before any test ran co
 });
 
 test('the preflight feature list is read leniently; the table names every kernel and lists failures', () => {
-  assert.deepEqual(featuresOf({ features: [{ feature: 'tcx', state: 'fallback', fallback: 'clsact' }, { bogus: 1 }] }), [{ name: 'tcx', state: 'fallback', fallback: 'clsact', detail: undefined }]);
+  assert.deepEqual(featuresOf({ features: [{ feature: 'tcx', state: 'fallback', fallback: 'clsact' }, { bogus: 1 }] }), [
+    { name: 'tcx', state: 'fallback', fallback: 'clsact', detail: undefined },
+  ]);
   assert.deepEqual(featuresOf({ checks: [] }), []);
-  const text = formatMatrix([run('6.1', [rec('e2e/mesh.test.js', 'hairpin', 'fail')], [{ name: 'tcx', state: 'fallback', fallback: 'clsact' }])], ['e2e/mesh.test.js']);
+  const text = formatMatrix(
+    [run('6.1', [rec('e2e/mesh.test.js', 'hairpin', 'fail')], [{ name: 'tcx', state: 'fallback', fallback: 'clsact' }])],
+    ['e2e/mesh.test.js'],
+  );
   assert.match(text, /\| service-mesh mode e2e \(e2e\/mesh\) \| FAIL 0\/1 \(tcx → clsact\) \|/);
   assert.match(text, /\| tcx \| fallback: clsact \|/);
   assert.match(text, /- 6\.1: e2e\/mesh\.test\.js: hairpin/);
@@ -72,7 +83,13 @@ test('a conformance test skipped as n/a is the same on every kernel: counted apa
   const { default: jsonReporter } = await import('./json-reporter.js');
   const ev = (type: string, name: string, nesting: number, skip?: string) => ({
     type,
-    data: { name, nesting, file: '/r/dist/test/conformance/service.test.js', details: { duration_ms: 1, ...(nesting === 0 ? { type: 'suite' } : {}) }, ...(skip ? { skip } : {}) },
+    data: {
+      name,
+      nesting,
+      file: '/r/dist/test/conformance/service.test.js',
+      details: { duration_ms: 1, ...(nesting === 0 ? { type: 'suite' } : {}) },
+      ...(skip ? { skip } : {}),
+    },
   });
   async function* events() {
     yield ev('test:pass', 'should serve a basic endpoint from pods', 1);

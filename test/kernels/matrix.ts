@@ -66,7 +66,7 @@ export const KERNEL_SUITES = [
 
 /** What a row of the matrix stands for, and the kernel features its tests lean on (names as agent/datapath/kernel-features.ts). */
 export const ROWS: Record<string, { label: string; features: string[] }> = {
-  'bpf/layout.test.js': { label: 'map layouts = the object\'s BTF', features: [] },
+  'bpf/layout.test.js': { label: "map layouts = the object's BTF", features: [] },
   'bpf/tc-datapath.test.js': { label: 'tc programs (BPF_PROG_TEST_RUN)', features: [] },
   'bpf/monitor.test.js': { label: 'kpr monitor events, ring buffer (BPF_PROG_TEST_RUN)', features: [] },
   'datapath/udp-terminator.test.js': { label: 'UDP socket termination', features: ['bpf-sock-destroy'] },
@@ -90,7 +90,7 @@ export const ROWS: Record<string, { label: string; features: string[] }> = {
   'e2e/semantics.test.js': { label: 'Service semantics e2e', features: ['bpf-sock-destroy'] },
   'e2e/nodeport.test.js': { label: 'NodePort/LB/externalIPs e2e', features: ['tcx'] },
   'e2e/mesh.test.js': { label: 'service-mesh mode e2e', features: ['tcx', 'netns-cookie-sockopt'] },
-  'e2e/snat-collision.test.js': { label: 'SNAT ports vs the node\'s own connections e2e', features: [] },
+  'e2e/snat-collision.test.js': { label: "SNAT ports vs the node's own connections e2e", features: [] },
 
   'e2e/masquerade.test.js': { label: 'pod masquerade and hairpin e2e', features: ['netns-cookie-sockopt'] },
   'e2e/observability.test.js': { label: 'observability e2e', features: [] },
@@ -144,7 +144,12 @@ export function featuresOf(report: unknown): FeatureState[] {
   return (r.features as Array<Record<string, unknown>>)
     .map((f): Record<string, unknown> => ({ ...f, name: f.feature ?? f.name }))
     .filter((f) => typeof f.name === 'string' && typeof f.state === 'string')
-    .map((f) => ({ name: String(f.name), state: f.state as FeatureState['state'], fallback: f.fallback ? String(f.fallback) : undefined, detail: f.detail ? String(f.detail) : undefined }));
+    .map((f) => ({
+      name: String(f.name),
+      state: f.state as FeatureState['state'],
+      fallback: f.fallback ? String(f.fallback) : undefined,
+      detail: f.detail ? String(f.detail) : undefined,
+    }));
 }
 
 /** dist/test/e2e/x.test.js (any absolute prefix) → e2e/x.test.js. */
@@ -193,14 +198,22 @@ export function formatMatrix(runs: KernelRun[], suites: string[]): string {
   if (names.length > 0) {
     lines.push('', `| kernel feature | ${runs.map(columnName).join(' | ')} |`, `| --- | ${runs.map(() => '---').join(' | ')} |`);
     for (const n of names) {
-      lines.push(`| ${n} | ${runs.map((r) => {
-        const f = r.features.find((x) => x.name === n);
-        if (!f) return '?';
-        return f.state === 'fallback' ? `fallback: ${f.fallback ?? '?'}` : f.state;
-      }).join(' | ')} |`);
+      lines.push(
+        `| ${n} | ${runs
+          .map((r) => {
+            const f = r.features.find((x) => x.name === n);
+            if (!f) return '?';
+            return f.state === 'fallback' ? `fallback: ${f.fallback ?? '?'}` : f.state;
+          })
+          .join(' | ')} |`,
+      );
     }
   }
-  const failures = runs.flatMap((r) => r.tests.filter((t) => t.status === 'fail' && !t.suite).map((t) => `- ${r.kernel}: ${suiteOf(t.file)}: ${t.name}: ${(t.error ?? '').split('\n')[0].slice(0, 300)}`));
+  const failures = runs.flatMap((r) =>
+    r.tests
+      .filter((t) => t.status === 'fail' && !t.suite)
+      .map((t) => `- ${r.kernel}: ${suiteOf(t.file)}: ${t.name}: ${(t.error ?? '').split('\n')[0].slice(0, 300)}`),
+  );
   const unfinished = runs.filter((r) => !r.finished).map((r) => `- ${r.kernel}: did not finish (${r.note ?? 'see console.log'})`);
   if (failures.length + unfinished.length > 0) lines.push('', 'Failures:', ...unfinished, ...failures);
   return lines.join('\n') + '\n';
@@ -208,13 +221,17 @@ export function formatMatrix(runs: KernelRun[], suites: string[]): string {
 
 function readJsonl(file: string): TestRecord[] {
   if (!fs.existsSync(file)) return [];
-  return fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).flatMap((l) => {
-    try {
-      return [JSON.parse(l) as TestRecord];
-    } catch {
-      return [];
-    }
-  });
+  return fs
+    .readFileSync(file, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .flatMap((l) => {
+      try {
+        return [JSON.parse(l) as TestRecord];
+      } catch {
+        return [];
+      }
+    });
 }
 
 /** The script run on each kernel (on this machine, or as the guest's command). */
@@ -248,9 +265,10 @@ async function runKernel(kernel: string, outRoot: string, files: string[]): Prom
   fs.writeFileSync(script, guestScript(outDir, files));
   const started = Date.now();
   process.stderr.write(`kpr test-kernels: ${kernel}: running ${files.length} suites…\n`);
-  const r = kernel === 'host'
-    ? await runToEnd('bash', [script])
-    : await runToEnd('bash', [path.join(repoRoot, 'test/kernels/vm.sh'), 'run', kernel, outDir, `bash ${path.relative(repoRoot, script)}`]);
+  const r =
+    kernel === 'host'
+      ? await runToEnd('bash', [script])
+      : await runToEnd('bash', [path.join(repoRoot, 'test/kernels/vm.sh'), 'run', kernel, outDir, `bash ${path.relative(repoRoot, script)}`]);
   const seconds = (Date.now() - started) / 1000;
   const finished = kernel === 'host' ? r.status !== null : fs.existsSync(path.join(outDir, 'rc'));
   let features: FeatureState[] = [];
@@ -259,10 +277,16 @@ async function runKernel(kernel: string, outRoot: string, files: string[]): Prom
   } catch {
     /* preflight printed nothing usable: the feature table says "?" */
   }
-  const release = fs.existsSync(path.join(outDir, 'release')) ? fs.readFileSync(path.join(outDir, 'release'), 'utf8').trim() : kernel === 'host' ? os.release() : '?';
+  const release = fs.existsSync(path.join(outDir, 'release'))
+    ? fs.readFileSync(path.join(outDir, 'release'), 'utf8').trim()
+    : kernel === 'host'
+      ? os.release()
+      : '?';
   const run: KernelRun = { kernel, release, finished, seconds, tests: readJsonl(path.join(outDir, 'tests.jsonl')), features };
   if (!finished) run.note = `exit ${r.status ?? r.signal}; ${path.join(outDir, 'console.log')}`;
-  process.stderr.write(`kpr test-kernels: ${kernel} (${release}): ${Math.round(seconds)} s, ${run.tests.filter((t) => !t.suite && t.status === 'pass').length} passed, ${run.tests.filter((t) => !t.suite && t.status === 'fail').length} failed\n`);
+  process.stderr.write(
+    `kpr test-kernels: ${kernel} (${release}): ${Math.round(seconds)} s, ${run.tests.filter((t) => !t.suite && t.status === 'pass').length} passed, ${run.tests.filter((t) => !t.suite && t.status === 'fail').length} failed\n`,
+  );
   return run;
 }
 
@@ -279,7 +303,8 @@ export async function runLegs(kernels: string[], outRoot: string, files: string[
   if (kernels.includes('host')) runs.set('host', await runKernel('host', outRoot, files));
   const guests = kernels.filter((k) => k !== 'host');
   if (parallel) {
-    for (const k of guests) spawnSync('bash', [path.join(repoRoot, 'test/kernels/vm.sh'), 'fetch', k], { cwd: repoRoot, stdio: ['ignore', 'ignore', 'inherit'] });
+    for (const k of guests)
+      spawnSync('bash', [path.join(repoRoot, 'test/kernels/vm.sh'), 'fetch', k], { cwd: repoRoot, stdio: ['ignore', 'ignore', 'inherit'] });
     for (const r of await Promise.all(guests.map((k) => runKernel(k, outRoot, files)))) runs.set(r.kernel, r);
   } else {
     for (const k of guests) runs.set(k, await runKernel(k, outRoot, files));
@@ -296,26 +321,50 @@ async function main(): Promise<void> {
       out: { type: 'string', default: path.join(repoRoot, 'build', 'kernel-matrix') },
     },
   });
-  const kernels = values.kernels!.split(',').map((s) => s.trim()).filter(Boolean);
+  const kernels = values
+    .kernels!.split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   for (const k of kernels) {
     if (!ALL_KERNELS.includes(k)) throw new Error(`unknown kernel "${k}" (one of ${ALL_KERNELS.join(', ')})`);
   }
-  const files = values.files ? values.files.split(',').map((s) => s.trim()).filter(Boolean) : KERNEL_SUITES;
+  const files = values.files
+    ? values.files
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean)
+    : KERNEL_SUITES;
   const outRoot = path.resolve(values.out!);
   fs.mkdirSync(outRoot, { recursive: true });
   const runs = await runLegs(kernels, outRoot, files, values.parallel!);
   const text = formatMatrix(runs, files);
   fs.writeFileSync(path.join(outRoot, 'matrix.md'), text);
-  fs.writeFileSync(path.join(outRoot, 'matrix.json'), JSON.stringify({
-    date: new Date().toISOString(),
-    kernels: runs.map((r) => ({ kernel: r.kernel, release: r.release, finished: r.finished, seconds: Math.round(r.seconds), features: r.features, rows: Object.fromEntries(files.map((f) => [f, cellFor(r, f)])) })),
-  }, null, 2));
+  fs.writeFileSync(
+    path.join(outRoot, 'matrix.json'),
+    JSON.stringify(
+      {
+        date: new Date().toISOString(),
+        kernels: runs.map((r) => ({
+          kernel: r.kernel,
+          release: r.release,
+          finished: r.finished,
+          seconds: Math.round(r.seconds),
+          features: r.features,
+          rows: Object.fromEntries(files.map((f) => [f, cellFor(r, f)])),
+        })),
+      },
+      null,
+      2,
+    ),
+  );
   process.stdout.write('\n' + text);
   const leaves = runs.flatMap((r) => r.tests.filter((t) => !t.suite));
   const failed = leaves.filter((t) => t.status === 'fail').length + runs.filter((r) => !r.finished).length;
   const skipped = leaves.filter((t) => t.status === 'skip' && !t.notApplicable).length;
   const notApplicable = leaves.filter((t) => t.status === 'skip' && t.notApplicable).length;
-  process.stdout.write(`\nkernels: ${leaves.filter((t) => t.status === 'pass').length} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}${notApplicable ? `, ${notApplicable} n/a` : ''}\n`);
+  process.stdout.write(
+    `\nkernels: ${leaves.filter((t) => t.status === 'pass').length} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}${notApplicable ? `, ${notApplicable} n/a` : ''}\n`,
+  );
   const bad = runs.some((r) => !r.finished || files.some((f) => ['FAIL', 'missing'].includes(cellFor(r, f).status)));
   process.exitCode = bad ? 1 : 0;
 }

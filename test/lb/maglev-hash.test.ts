@@ -28,15 +28,15 @@ describe('murmur3 (MurmurHash3_x86_32)', () => {
     assert.equal(murmur3(text('The quick brown fox jumps over the lazy dog'), 0x9747b28c), 0x2fa826cd);
   });
 
-  it('gives the reference implementation\'s values for a backend identity (198.18.0.1:8080) under both seeds', () => {
+  it("gives the reference implementation's values for a backend identity (198.18.0.1:8080) under both seeds", () => {
     const id = new Uint8Array([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 198, 18, 0, 1, 0x1f, 0x90]);
     assert.equal(murmur3(id, MAGLEV_SEED_OFFSET), 0xd93c4d81);
     assert.equal(murmur3(id, MAGLEV_SEED_SKIP), 0xedea8558);
   });
 });
 
-describe('jhash3 (the kernel\'s jhash_3words)', () => {
-  it('gives the kernel\'s values', () => {
+describe("jhash3 (the kernel's jhash_3words)", () => {
+  it("gives the kernel's values", () => {
     assert.equal(jhash3(0, 0, 0, 0), 0x1b68e557);
     assert.equal(jhash3(1, 2, 3, 4), 0x8103143f);
     assert.equal(jhash3(0xdeadbeef, 0xffffffff, 0x80000000, 0x6b707235), 0x35a5c31d);
@@ -44,7 +44,7 @@ describe('jhash3 (the kernel\'s jhash_3words)', () => {
 });
 
 describe('tupleHash and slotOf (what the datapath will compute)', () => {
-  it('gives the C expressions\' values for an IPv4 and an IPv6 flow', () => {
+  it("gives the C expressions' values for an IPv4 and an IPv6 flow", () => {
     const h4 = tupleHash({ saddr: v4('198.18.0.1'), daddr: v4('198.18.1.10'), sport: 40000, dport: 80, proto: 6 });
     assert.equal(h4, 0xe752c6cb);
     assert.deepEqual([slotOf(h4, 16381), slotOf(h4, 1021)], [14801, 922]);

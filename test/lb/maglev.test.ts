@@ -11,7 +11,16 @@ import { describe, it } from 'node:test';
 import { Worker } from 'node:worker_threads';
 import { findRepoRoot } from '../../agent/runtime/paths.js';
 import { tupleHash, type FiveTuple } from '../../agent/lb/maglev-hash.js';
-import { MAGLEV_CILIUM_SIZING, MAGLEV_DEFAULT_SIZING, MaglevTableCache, maglevTable, pickBackend, type MaglevBackendInput, type MaglevSizing, type MaglevTable } from '../../agent/lb/maglev.js';
+import {
+  MAGLEV_CILIUM_SIZING,
+  MAGLEV_DEFAULT_SIZING,
+  MaglevTableCache,
+  maglevTable,
+  pickBackend,
+  type MaglevBackendInput,
+  type MaglevSizing,
+  type MaglevTable,
+} from '../../agent/lb/maglev.js';
 import { autoTableSize, isPrime, MAGLEV_TABLE_SIZES, validateTableSize } from '../../agent/lb/prime.js';
 import { rng } from '../support/rng.js';
 
@@ -76,10 +85,22 @@ describe('maglevTable: determinism', () => {
       assert.deepEqual(Buffer.from(b.entries.buffer), Buffer.from(a.entries.buffer), `n=${n}`);
       assert.equal(b.key, a.key);
     }
-    const spelled = maglevTable([{ address: '::ffff:198.18.0.1', port: 80 }, { address: '2001:DB8:0::1', port: 80 }, { address: '198.018.0.2', port: 80 }]);
-    const plain = maglevTable([{ address: '2001:db8::1', port: 80 }, { address: '198.18.0.2', port: 80 }, { address: '198.18.0.1', port: 80 }]);
+    const spelled = maglevTable([
+      { address: '::ffff:198.18.0.1', port: 80 },
+      { address: '2001:DB8:0::1', port: 80 },
+      { address: '198.018.0.2', port: 80 },
+    ]);
+    const plain = maglevTable([
+      { address: '2001:db8::1', port: 80 },
+      { address: '198.18.0.2', port: 80 },
+      { address: '198.18.0.1', port: 80 },
+    ]);
     assert.deepEqual(spelled.entries, plain.entries);
-    assert.deepEqual(plain.backends.map((b) => b.address), ['198.18.0.1', '198.18.0.2', '2001:db8::1'], 'identity order: the 16-byte form, IPv4-mapped first');
+    assert.deepEqual(
+      plain.backends.map((b) => b.address),
+      ['198.18.0.1', '198.18.0.2', '2001:db8::1'],
+      'identity order: the 16-byte form, IPv4-mapped first',
+    );
   });
 
   it('counts a backend listed twice once, with its largest weight', () => {
@@ -136,7 +157,10 @@ describe('removing one of N backends', () => {
   function disruption(n: number, removed: number, sizing: MaglevSizing) {
     const all = backends(n);
     const before = maglevTable(all, sizing);
-    const after = maglevTable(all.filter((_, i) => i !== removed), sizing);
+    const after = maglevTable(
+      all.filter((_, i) => i !== removed),
+      sizing,
+    );
     assert.equal(after.m, before.m, 'M is the same for N and N - 1 here');
     const gone = `${all[removed].address}/${all[removed].port}`;
     let moved = 0;
@@ -183,7 +207,7 @@ describe('removing one of N backends', () => {
     });
   }
 
-  it('at M = 16381 for every N (Cilium\'s model) moves more of the other flows at N = 100 than auto M does', () => {
+  it("at M = 16381 for every N (Cilium's model) moves more of the other flows at N = 100 than auto M does", () => {
     const fixed = disruption(100, 50, MAGLEV_CILIUM_SIZING);
     const auto = disruption(100, 50, MAGLEV_DEFAULT_SIZING);
     assert.ok(fixed.otherSlots > auto.otherSlots, `${fixed.otherSlots} vs ${auto.otherSlots}`);
@@ -233,7 +257,12 @@ describe('weights', () => {
     ]);
     const c = slotCounts(t);
     const total = 16;
-    for (const [addr, w] of [['198.18.0.1', 1], ['198.18.0.2', 2], ['198.18.0.3', 3], ['198.18.0.4', 10]] as const) {
+    for (const [addr, w] of [
+      ['198.18.0.1', 1],
+      ['198.18.0.2', 2],
+      ['198.18.0.3', 3],
+      ['198.18.0.4', 10],
+    ] as const) {
       const got = c.get(`${addr}/80`)!;
       assert.ok(Math.abs(got - (t.m * w) / total) <= w, `${addr} weight ${w}: ${got} of ${t.m}`);
     }
@@ -251,8 +280,14 @@ describe('weights', () => {
 
   it('divides the weights by their greatest common divisor: 4,4,4 is 1,1,1 and 2,4 is 1,2', () => {
     assert.deepEqual(maglevTable(backends(3).map((b) => ({ ...b, weight: 4 }))).entries, maglevTable(backends(3)).entries);
-    const a = maglevTable([{ address: '198.18.0.1', port: 80, weight: 2 }, { address: '198.18.0.2', port: 80, weight: 4 }]);
-    const b = maglevTable([{ address: '198.18.0.1', port: 80, weight: 1 }, { address: '198.18.0.2', port: 80, weight: 2 }]);
+    const a = maglevTable([
+      { address: '198.18.0.1', port: 80, weight: 2 },
+      { address: '198.18.0.2', port: 80, weight: 4 },
+    ]);
+    const b = maglevTable([
+      { address: '198.18.0.1', port: 80, weight: 1 },
+      { address: '198.18.0.2', port: 80, weight: 2 },
+    ]);
     assert.equal(a.key, b.key);
     assert.deepEqual(a.entries, b.entries);
   });
@@ -284,7 +319,10 @@ describe('the table size M', () => {
 
   it('in auto mode, takes the smallest size of the ladder ≥ max(minM, 300·N, 3·N²) within 64 KiB of entries', () => {
     const at = (n: number) => autoTableSize(n);
-    assert.deepEqual([1, 3, 4, 6, 7, 13, 14, 27, 28, 54, 55, 104, 105, 256, 257, 5000].map(at), [1021, 1021, 2039, 2039, 4093, 4093, 8191, 8191, 16381, 16381, 32749, 32749, 65521, 65521, 32749, 32749]);
+    assert.deepEqual(
+      [1, 3, 4, 6, 7, 13, 14, 27, 28, 54, 55, 104, 105, 256, 257, 5000].map(at),
+      [1021, 1021, 2039, 2039, 4093, 4093, 8191, 8191, 16381, 16381, 32749, 32749, 65521, 65521, 32749, 32749],
+    );
     assert.equal(autoTableSize(10, 251, 16381), 4093);
     assert.equal(autoTableSize(1, 251, 16381), 509, '300·1 > 251');
     assert.equal(autoTableSize(200, 251, 16381), 16381, 'capped at maxM');
@@ -292,7 +330,7 @@ describe('the table size M', () => {
     assert.throws(() => autoTableSize(1, 1000, 16381), /not 1000/);
   });
 
-  it('keeps every table within 64 KiB of entries, and below Cilium\'s 65,524 bytes (16381 × 4)', () => {
+  it("keeps every table within 64 KiB of entries, and below Cilium's 65,524 bytes (16381 × 4)", () => {
     for (const n of [1, 10, 104, 105, 256, 257, 1000, 5000]) {
       const t = maglevTable(backends(n));
       assert.ok(t.bytes <= 65536 && t.bytes < 16381 * 4, `n=${n}: ${t.bytes} bytes`);
@@ -350,9 +388,11 @@ describe('the Maglev modules are pure', () => {
     const root = findRepoRoot();
     for (const f of ['maglev.ts', 'maglev-hash.ts', 'prime.ts']) {
       const text = readFileSync(path.join(root, 'agent', 'lb', f), 'utf8');
-      const specs = [...text.matchAll(/^\s*(?:import|export)\b[^;'"]*?\bfrom\s*['"]([^'"]+)['"]/gm), ...text.matchAll(/\bimport\(\s*['"]([^'"]+)['"]\s*\)/g)].map((m) => m[1]);
+      const specs = [
+        ...text.matchAll(/^\s*(?:import|export)\b[^;'"]*?\bfrom\s*['"]([^'"]+)['"]/gm),
+        ...text.matchAll(/\bimport\(\s*['"]([^'"]+)['"]\s*\)/g),
+      ].map((m) => m[1]);
       for (const s of specs) assert.ok(/^\.\/(maglev|maglev-hash|prime)\.js$/.test(s) || s === '../net/ip.js', `${f} imports ${s}`);
     }
   });
 });
-

@@ -177,7 +177,11 @@ describe('floods that no longer happen', () => {
   it('a changed reason is logged again, a fixed object is forgotten, and a bad setting is one line for every Service', async () => {
     const cluster = new FakeCluster();
     cluster.nodeObject = { metadata: { name: 'node-1' }, status: { addresses: [{ type: 'InternalIP', address: '198.18.0.1' }] } };
-    for (let i = 0; i < 50; i++) cluster.svcs.set(`a/np-${i}`, service(`a/np-${i}`, { clusterIP: `10.96.0.${i + 1}`, type: 'NodePort', ports: [{ port: 80, protocol: 'TCP', nodePort: 30000 + i }] }));
+    for (let i = 0; i < 50; i++)
+      cluster.svcs.set(
+        `a/np-${i}`,
+        service(`a/np-${i}`, { clusterIP: `10.96.0.${i + 1}`, type: 'NodePort', ports: [{ port: 80, protocol: 'TCP', nodePort: 30000 + i }] }),
+      );
     cluster.svcs.set('a/bad', service('a/bad', { clusterIP: '10.96.1.1', ports: [{ port: 80, protocol: 'ICMP' }] }));
     const { lines, log } = recorder();
     const { loop: l, fullSync } = loop(cluster, log, { nodePortAddresses: ['not-a-cidr', '198.18.0.0/15'] });
@@ -216,7 +220,7 @@ describe('floods that no longer happen', () => {
     }
   });
 
-  it('100 Services hijacking 100 ClusterIPs with externalIPs: a bounded first report, then silence; each VIP stays its owner\'s', async () => {
+  it("100 Services hijacking 100 ClusterIPs with externalIPs: a bounded first report, then silence; each VIP stays its owner's", async () => {
     const cluster = new FakeCluster();
     for (let i = 0; i < 100; i++) {
       const owner = service(`default/web-${i}`, { clusterIP: `10.96.2.${i}` });

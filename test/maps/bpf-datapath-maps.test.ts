@@ -49,7 +49,16 @@ class FakeMap {
 }
 
 function maps() {
-  const m = { svc: new FakeMap(), backend: new FakeMap(), vip: new FakeMap(), affinityMatch: new FakeMap(), svcMeta: new FakeMap(), srcRange: new FakeMap(), maglev: new FakeMap(), maglevRef: new FakeMap() };
+  const m = {
+    svc: new FakeMap(),
+    backend: new FakeMap(),
+    vip: new FakeMap(),
+    affinityMatch: new FakeMap(),
+    svcMeta: new FakeMap(),
+    srcRange: new FakeMap(),
+    maglev: new FakeMap(),
+    maglevRef: new FakeMap(),
+  };
   return { m, d: new BpfDatapathMaps(m as unknown as Record<keyof typeof m, BpfMap>) };
 }
 
@@ -61,11 +70,26 @@ const concat = <T>(items: T[], size: number, enc: (x: T, b: Buffer, o: number) =
 
 describe('BpfDatapathMaps', () => {
   const svc: Array<[SvcKey, SvcVal]> = [
-    [{ addr: '10.96.0.1', port: 80, slot: 0, proto: 6, scope: 0 }, { backendId: 10800, count: 2, frontendId: 7, flags: 0x11 }],
-    [{ addr: '10.96.0.1', port: 80, slot: 1, proto: 6, scope: 1 }, { backendId: 3, count: 0, frontendId: 0, flags: 0 }],
-    [{ addr: '255.255.255.255', port: 65535, slot: 65535, proto: 17, scope: 0 }, { backendId: 0xffffffff, count: 0, frontendId: 0, flags: 0 }],
-    [{ addr: 'fd00::10', port: 443, slot: 2, proto: 6, scope: 0 }, { backendId: 4, count: 0, frontendId: 0, flags: 0 }],
-    [{ addr: '0.0.0.0', port: 1, slot: 0, proto: 6, scope: 0 }, { backendId: 0, count: 0, frontendId: 1, flags: 0 }],
+    [
+      { addr: '10.96.0.1', port: 80, slot: 0, proto: 6, scope: 0 },
+      { backendId: 10800, count: 2, frontendId: 7, flags: 0x11 },
+    ],
+    [
+      { addr: '10.96.0.1', port: 80, slot: 1, proto: 6, scope: 1 },
+      { backendId: 3, count: 0, frontendId: 0, flags: 0 },
+    ],
+    [
+      { addr: '255.255.255.255', port: 65535, slot: 65535, proto: 17, scope: 0 },
+      { backendId: 0xffffffff, count: 0, frontendId: 0, flags: 0 },
+    ],
+    [
+      { addr: 'fd00::10', port: 443, slot: 2, proto: 6, scope: 0 },
+      { backendId: 4, count: 0, frontendId: 0, flags: 0 },
+    ],
+    [
+      { addr: '0.0.0.0', port: 1, slot: 0, proto: 6, scope: 0 },
+      { backendId: 0, count: 0, frontendId: 1, flags: 0 },
+    ],
   ];
   const backends: Array<[number, Backend]> = [
     [1, { addr: '10.0.0.1', port: 8080, proto: 6, flags: 1 }],
@@ -76,8 +100,14 @@ describe('BpfDatapathMaps', () => {
   it('service entries: the same bytes as encodeSvcKey/encodeSvcVal (IPv4 and IPv6)', () => {
     const { m, d } = maps();
     d.updateServices(svc);
-    assert.deepEqual(m.svc.updates[0].keys, concat(svc, SVC_KEY.size, ([k], b, o) => encodeSvcKey(k, b, o)));
-    assert.deepEqual(m.svc.updates[0].values, concat(svc, SVC_VAL.size, ([, v], b, o) => encodeSvcVal(v, b, o)));
+    assert.deepEqual(
+      m.svc.updates[0].keys,
+      concat(svc, SVC_KEY.size, ([k], b, o) => encodeSvcKey(k, b, o)),
+    );
+    assert.deepEqual(
+      m.svc.updates[0].values,
+      concat(svc, SVC_VAL.size, ([, v], b, o) => encodeSvcVal(v, b, o)),
+    );
     d.deleteServices(svc.map(([k]) => k));
     assert.deepEqual(m.svc.deletes[0].keys, m.svc.updates[0].keys);
     assert.deepEqual(d.dumpServices(), svc);
@@ -86,33 +116,60 @@ describe('BpfDatapathMaps', () => {
   it('backends: the same bytes as encodeBackend; dumps decode them back', () => {
     const { m, d } = maps();
     d.updateBackends(backends);
-    assert.deepEqual(m.backend.updates[0].keys, concat(backends, BACKEND_ID_SIZE, ([id], b, o) => encodeBackendId(id, b, o)));
-    assert.deepEqual(m.backend.updates[0].values, concat(backends, BACKEND.size, ([, v], b, o) => encodeBackend(v, b, o)));
+    assert.deepEqual(
+      m.backend.updates[0].keys,
+      concat(backends, BACKEND_ID_SIZE, ([id], b, o) => encodeBackendId(id, b, o)),
+    );
+    assert.deepEqual(
+      m.backend.updates[0].values,
+      concat(backends, BACKEND.size, ([, v], b, o) => encodeBackend(v, b, o)),
+    );
     assert.deepEqual(d.dumpBackends(), backends);
   });
 
   it('column writes go in rounds of BATCH_CHUNK from reused buffers: the same bytes as the codecs, no stale byte', () => {
     const { m, d } = maps();
     const n = BATCH_CHUNK * 2 + 1000;
-    const bases = Array.from({ length: n }, (_, i) => ({ addr: `10.96.${i >> 8 & 255}.${i & 255}`, port: 80 + (i % 3), proto: 6 }));
+    const bases = Array.from({ length: n }, (_, i) => ({ addr: `10.96.${(i >> 8) & 255}.${i & 255}`, port: 80 + (i % 3), proto: 6 }));
     const scopeSlots = bases.map((_, i) => (i % 2) * 0x10000 + (i % 11));
     // Masters with every field set, then (below) slots that set only the backend id: a reused buffer must be zeroed.
     const masters: SvcVal[] = bases.map((_, i) => ({ backendId: 60 + i, count: 11, frontendId: (i % 60000) + 1, flags: 0x1f }));
     d.updateServiceColumns(bases, scopeSlots, masters);
-    assert.deepEqual(m.svc.updates.map((u) => u.count), [BATCH_CHUNK, BATCH_CHUNK, 1000]);
+    assert.deepEqual(
+      m.svc.updates.map((u) => u.count),
+      [BATCH_CHUNK, BATCH_CHUNK, 1000],
+    );
     const keyOf = (i: number): SvcKey => ({ ...bases[i], scope: scopeSlots[i] >> 16, slot: scopeSlots[i] & 0xffff });
     const all = Array.from({ length: n }, (_, i) => i);
-    assert.deepEqual(Buffer.concat(m.svc.updates.map((u) => u.keys)), concat(all, SVC_KEY.size, (i, b, o) => encodeSvcKey(keyOf(i), b, o)));
-    assert.deepEqual(Buffer.concat(m.svc.updates.map((u) => u.values)), concat(masters, SVC_VAL.size, (v, b, o) => encodeSvcVal(v, b, o)));
+    assert.deepEqual(
+      Buffer.concat(m.svc.updates.map((u) => u.keys)),
+      concat(all, SVC_KEY.size, (i, b, o) => encodeSvcKey(keyOf(i), b, o)),
+    );
+    assert.deepEqual(
+      Buffer.concat(m.svc.updates.map((u) => u.values)),
+      concat(masters, SVC_VAL.size, (v, b, o) => encodeSvcVal(v, b, o)),
+    );
     m.svc.updates = [];
     const ids = all.map((i) => i + 1);
     d.updateServiceColumns(bases, scopeSlots, ids);
-    assert.deepEqual(Buffer.concat(m.svc.updates.map((u) => u.values)), concat(ids, SVC_VAL.size, (id, b, o) => encodeSvcVal({ backendId: id, count: 0, frontendId: 0, flags: 0 }, b, o)));
-    const recs: Backend[] = all.map((i) => ({ addr: `10.1.${i >> 8 & 255}.${i & 255}`, port: 8080, proto: 17, flags: i % 2 }));
+    assert.deepEqual(
+      Buffer.concat(m.svc.updates.map((u) => u.values)),
+      concat(ids, SVC_VAL.size, (id, b, o) => encodeSvcVal({ backendId: id, count: 0, frontendId: 0, flags: 0 }, b, o)),
+    );
+    const recs: Backend[] = all.map((i) => ({ addr: `10.1.${(i >> 8) & 255}.${i & 255}`, port: 8080, proto: 17, flags: i % 2 }));
     d.updateBackendColumns(ids, backendTable(ids, recs));
-    assert.deepEqual(m.backend.updates.map((u) => u.count), [BATCH_CHUNK, BATCH_CHUNK, 1000]);
-    assert.deepEqual(Buffer.concat(m.backend.updates.map((u) => u.values)), concat(recs, BACKEND.size, (v, b, o) => encodeBackend(v, b, o)));
-    assert.deepEqual(Buffer.concat(m.backend.updates.map((u) => u.keys)), concat(ids, BACKEND_ID_SIZE, (id, b, o) => encodeBackendId(id, b, o)));
+    assert.deepEqual(
+      m.backend.updates.map((u) => u.count),
+      [BATCH_CHUNK, BATCH_CHUNK, 1000],
+    );
+    assert.deepEqual(
+      Buffer.concat(m.backend.updates.map((u) => u.values)),
+      concat(recs, BACKEND.size, (v, b, o) => encodeBackend(v, b, o)),
+    );
+    assert.deepEqual(
+      Buffer.concat(m.backend.updates.map((u) => u.keys)),
+      concat(ids, BACKEND_ID_SIZE, (id, b, o) => encodeBackendId(id, b, o)),
+    );
   });
 
   it('an invalid address throws as the codec does (nothing half-written)', () => {
@@ -126,16 +183,28 @@ describe('BpfDatapathMaps', () => {
 
   it('vip, affinity-match and meta entries use their codecs; dumps round-trip', () => {
     const { m, d } = maps();
-    d.updateVips([['10.96.0.1', 1], ['fd00::10', 1]]);
+    d.updateVips([
+      ['10.96.0.1', 1],
+      ['fd00::10', 1],
+    ]);
     assert.deepEqual(m.vip.updates[0].keys, Buffer.concat([encodeVipKey('10.96.0.1'), encodeVipKey('fd00::10')]));
     assert.deepEqual(m.vip.updates[0].values, Buffer.concat([encodeVipVal(1), encodeVipVal(1)]));
-    assert.deepEqual(d.dumpVips(), [['10.96.0.1', 1], ['fd00::10', 1]]);
+    assert.deepEqual(d.dumpVips(), [
+      ['10.96.0.1', 1],
+      ['fd00::10', 1],
+    ]);
     d.deleteVips(['10.96.0.1']);
     assert.deepEqual(m.vip.deletes[0].keys, encodeVipKey('10.96.0.1'));
 
-    const pairs = [{ backendId: 3, frontendId: 7 }, { backendId: 4, frontendId: 7 }];
+    const pairs = [
+      { backendId: 3, frontendId: 7 },
+      { backendId: 4, frontendId: 7 },
+    ];
     d.updateAffinityMatches(pairs);
-    assert.deepEqual(m.affinityMatch.updates[0].keys, concat(pairs, AFFINITY_MATCH_KEY.size, (k, b, o) => encodeAffinityMatchKey(k, b, o)));
+    assert.deepEqual(
+      m.affinityMatch.updates[0].keys,
+      concat(pairs, AFFINITY_MATCH_KEY.size, (k, b, o) => encodeAffinityMatchKey(k, b, o)),
+    );
     assert.deepEqual(m.affinityMatch.updates[0].values, Buffer.from([1, 1]));
     assert.deepEqual(d.dumpAffinityMatches(), pairs);
 
@@ -151,14 +220,21 @@ describe('BpfDatapathMaps', () => {
   });
 });
 
-describe('the fast packers write the registry codecs\' bytes', () => {
+describe("the fast packers write the registry codecs' bytes", () => {
   const svc = mapCodecs(MAPS.svc);
   const be = mapCodecs(MAPS.backend);
   const meta = mapCodecs(MAPS.svcMeta);
   /** A buffer of `size` bytes, 0xaa everywhere (stale bytes a packer that writes every byte must overwrite) or zeroed. */
   const buf = (size: number, stale: boolean) => Buffer.alloc(size + 3, stale ? 0xaa : 0);
   /** Packer and codec at offset 3 of equal buffers: the same bytes. */
-  const same = <T>(name: string, v: T, size: number, pack: (v: T, b: Buffer, o: number) => void, encode: (v: T, b: Buffer, o: number) => unknown, stale: boolean) => {
+  const same = <T>(
+    name: string,
+    v: T,
+    size: number,
+    pack: (v: T, b: Buffer, o: number) => void,
+    encode: (v: T, b: Buffer, o: number) => unknown,
+    stale: boolean,
+  ) => {
     const a = buf(size, stale);
     const b = buf(size, stale);
     pack(v, a, 3);
@@ -189,14 +265,21 @@ describe('the fast packers write the registry codecs\' bytes', () => {
     for (const k of keys) {
       same('svcKeyColumns', k, svc.key.size, (x, b, o) => packers.svcKeyColumns(x, (x.scope << 16) | x.slot, b, o), svc.key.encode, false);
     }
-    for (const id of [1, 0x12345678, 0xffffffff]) same('slotVal', id, svc.value.size, packers.slotVal, (x, b, o) => svc.value.encode({ backendId: x, count: 0, frontendId: 0, flags: 0 }, b, o), false);
+    for (const id of [1, 0x12345678, 0xffffffff])
+      same('slotVal', id, svc.value.size, packers.slotVal, (x, b, o) => svc.value.encode({ backendId: x, count: 0, frontendId: 0, flags: 0 }, b, o), false);
   });
 
   it('kpr_backend ids and values, from objects and from columns', () => {
     for (const id of [1, 0x12345678, 0xffffffff]) same('id', id, be.key.size, packers.id, be.key.encode, true);
     for (const v of backends) {
       same('backend', v, be.value.size, packers.backend, be.value.encode, true);
-      const row = { ipv4: () => (v.addr.includes(':') ? -1 : v.addr.split('.').reduce((n, x) => n * 256 + Number(x), 0)), addr: () => v.addr, port: () => v.port, proto: () => v.proto, flags: () => v.flags };
+      const row = {
+        ipv4: () => (v.addr.includes(':') ? -1 : v.addr.split('.').reduce((n, x) => n * 256 + Number(x), 0)),
+        addr: () => v.addr,
+        port: () => v.port,
+        proto: () => v.proto,
+        flags: () => v.flags,
+      };
       same('backendRow', v, be.value.size, (x, b, o) => packers.backendRow(row, 1, b, o), be.value.encode, true);
     }
   });
@@ -211,4 +294,3 @@ describe('the fast packers write the registry codecs\' bytes', () => {
     }
   });
 });
-

@@ -86,7 +86,10 @@ test('a large sync writes the same entries through the writer thread as synchron
     for (const [, [f]] of p) want[`${f.address}:80/TCP`] = f.backends.map((b) => `${b.address}:${b.port}`);
     assert.deepEqual(programmed(sb), want, 'every frontend holds exactly its planned backends, in order');
     assert.deepEqual([...sb.services.entries()].sort(), [...sa.services.entries()].sort());
-    assert.deepEqual([...sb.backends.entries()].sort((x, y) => x[0] - y[0]), [...sa.backends.entries()].sort((x, y) => x[0] - y[0]));
+    assert.deepEqual(
+      [...sb.backends.entries()].sort((x, y) => x[0] - y[0]),
+      [...sa.backends.entries()].sort((x, y) => x[0] - y[0]),
+    );
     assert.deepEqual(liveViolations(sb), []);
 
     // A small event sync afterwards is written at once (nothing is queued) and lands too.
@@ -106,7 +109,11 @@ test('a queued batch that fails fails the sync: nothing after it is written, the
   try {
     const d = new BpfDatapathMaps({ ...small, writer });
     // Capacities hidden from the reconciler (it would refuse what does not fit: test/reconcile/map-limits.test.ts), so the kernel's E2BIG is what stops it.
-    const r = new Reconciler(instrumentMapErrors(d, (map, op) => failures.push(`${map} ${op}`)), quiet, { capacities: { svc: Infinity } });
+    const r = new Reconciler(
+      instrumentMapErrors(d, (map, op) => failures.push(`${map} ${op}`)),
+      quiet,
+      { capacities: { svc: Infinity } },
+    );
     r.adopt();
     const res = r.sync(source(p), { full: true });
     assert.equal(res.ok, false);
@@ -140,7 +147,10 @@ test("a frontend's counters restart behind its name in the writer's queue: the n
     const d = new BpfDatapathMaps({ ...set, svcStats: stats, writer });
     // A cold sync's backends, queued on the writer's thread: ~50,000, tens of ms of kernel work, so
     // they are still queued when the names come microseconds later.
-    const backends: Array<[number, Backend]> = Array.from({ length: 48 * QUEUE_MIN_ENTRIES }, (_, i) => [i + 1, { addr: `198.${18 + (i >> 16)}.${(i >> 8) & 0xff}.${i & 0xff}`, port: 8080, proto: 6, flags: 0 }]);
+    const backends: Array<[number, Backend]> = Array.from({ length: 48 * QUEUE_MIN_ENTRIES }, (_, i) => [
+      i + 1,
+      { addr: `198.${18 + (i >> 16)}.${(i >> 8) & 0xff}.${i & 0xff}`, port: 8080, proto: 6, flags: 0 },
+    ]);
     d.updateBackends(backends);
     assert.ok(writer.pending > 0, 'the backends are queued');
     // New names for ids 1 and 2: their counters restart; id 3 keeps its owner's counts.
@@ -157,7 +167,16 @@ test("a frontend's counters restart behind its name in the writer's queue: the n
     assert.deepEqual(stats.lookup(key(3)), counted, 'id 3 not renamed: its counts stay');
     assert.equal(stats.valueStride, cpus * 40, 'one 40-byte kpr_svc_stat per possible CPU');
     assert.equal(d.dumpBackends().length, backends.length, 'the queued backends reached the kernel');
-    assert.deepEqual(d.dumpSvcMeta().map(([id, m]) => [id, m.name]).sort(), [[1, 'ns/a'], [2, 'ns/b']]);
+    assert.deepEqual(
+      d
+        .dumpSvcMeta()
+        .map(([id, m]) => [id, m.name])
+        .sort(),
+      [
+        [1, 'ns/a'],
+        [2, 'ns/b'],
+      ],
+    );
   } finally {
     stats.close();
     closeMapSet(set);

@@ -8,7 +8,18 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { layoutConverter, sameLayout } from '../../agent/maps/layout-convert.js';
-import { codecOf, decodeAddr, decodeSrcRangeKey, encodeAddr, encodeSrcRangeKey, type AffinityKey, type CtVal, type RevNatVal, type SvcVal, type TermKey } from '../../agent/maps/layout.js';
+import {
+  codecOf,
+  decodeAddr,
+  decodeSrcRangeKey,
+  encodeAddr,
+  encodeSrcRangeKey,
+  type AffinityKey,
+  type CtVal,
+  type RevNatVal,
+  type SvcVal,
+  type TermKey,
+} from '../../agent/maps/layout.js';
 import { MAPS, layoutsAt } from '../../agent/maps/registry.js';
 import { structCodec, structLayout, type StructLayout } from '../../agent/maps/struct-codec.js';
 import * as V1 from '../../agent/maps/layouts-v1.js';
@@ -36,7 +47,7 @@ describe('older layouts are read into the current one', () => {
     }
   });
 
-  it('kpr_svc_meta: v1\'s names (96 and 32 bytes) are copied whole into v2\'s 128 and 64', () => {
+  it("kpr_svc_meta: v1's names (96 and 32 bytes) are copied whole into v2's 128 and 64", () => {
     const v = { name: `${'n'.repeat(63)}/${'s'.repeat(31)}`, portName: 'p'.repeat(31), type: 3, proto: 17 };
     const { bytes, decoded } = upgrade(V1.SVC_META_V1, MAPS.svcMeta.value, v);
     assert.deepEqual(decoded, v);
@@ -56,7 +67,16 @@ describe('older layouts are read into the current one', () => {
   });
 
   it('kpr_ct_val: addresses, ports, backend id, deadline and flags where v1 had them; the id widened', () => {
-    const v: CtVal = { natSaddr: '198.18.1.1', natDaddr: '2001:db8::10', natSport: 61001, natDport: 8080, backendId: 7, expiresNs: 123456789012n, frontendId: 4242, flags: 3 };
+    const v: CtVal = {
+      natSaddr: '198.18.1.1',
+      natDaddr: '2001:db8::10',
+      natSport: 61001,
+      natDport: 8080,
+      backendId: 7,
+      expiresNs: 123456789012n,
+      frontendId: 4242,
+      flags: 3,
+    };
     const src = structCodec(V1.CT_VAL_V1, ADDR).encode(v);
     const { bytes, decoded } = upgrade(V1.CT_VAL_V1, MAPS.ct.value, v);
     assert.deepEqual(decoded, v);

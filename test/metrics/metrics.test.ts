@@ -18,7 +18,20 @@ import { parseProm, valueOf } from './prom-text.js';
 const T0 = Date.parse('2024-05-01T10:00:00Z');
 
 function result(over: Partial<SyncResult> = {}): SyncResult {
-  return { ok: true, servicesWritten: 0, servicesDeleted: 0, backendsWritten: 0, backendsDeleted: 0, auxWritten: 0, auxDeleted: 0, frontends: 3, backends: 5, skipped: [], drift: [], ...over };
+  return {
+    ok: true,
+    servicesWritten: 0,
+    servicesDeleted: 0,
+    backendsWritten: 0,
+    backendsDeleted: 0,
+    auxWritten: 0,
+    auxDeleted: 0,
+    frontends: 3,
+    backends: 5,
+    skipped: [],
+    drift: [],
+    ...over,
+  };
 }
 
 function report(over: Partial<SyncReport> = {}, res: Partial<SyncResult> = {}): SyncReport {
@@ -138,13 +151,31 @@ describe('agent metrics', () => {
       backends: 2,
       serviceEntries: 3,
       inconsistencies: 3,
-      details: { slotsWithoutMaster: 0, slotsBeyondCount: 1, missingSlots: 0, danglingSlots: 0, orphanBackends: 2, duplicateBackends: 0, badFrontendIds: 0, orphanAuxEntries: 0 },
+      details: {
+        slotsWithoutMaster: 0,
+        slotsBeyondCount: 1,
+        missingSlots: 0,
+        danglingSlots: 0,
+        orphanBackends: 2,
+        duplicateBackends: 0,
+        badFrontendIds: 0,
+        orphanAuxEntries: 0,
+      },
     });
     m.syncDone(report({ trigger: 'periodic', full: true }));
     // Writes without drift (changes not synced yet) are no repair.
     m.syncDone(report({ trigger: 'periodic', full: true }, { servicesWritten: 2, backendsDeleted: 1 }));
     m.syncDone(
-      report({ trigger: 'periodic', full: true }, { servicesWritten: 2, drift: [{ map: 'kpr_svc', kind: 'missing', entries: 1 }, { map: 'kpr_svc', kind: 'changed', entries: 2 }] }),
+      report(
+        { trigger: 'periodic', full: true },
+        {
+          servicesWritten: 2,
+          drift: [
+            { map: 'kpr_svc', kind: 'missing', entries: 1 },
+            { map: 'kpr_svc', kind: 'changed', entries: 2 },
+          ],
+        },
+      ),
     );
     m.syncDone(report({ trigger: 'periodic', full: true }, { ok: false, drift: [{ map: 'kpr_vip', kind: 'missing', entries: 1 }] }));
     m.syncDone(report({ trigger: 'event' }, { servicesWritten: 5 }));
@@ -183,7 +214,10 @@ describe('agent metrics', () => {
     m.objectRejected('EndpointSlice');
     const confirmed = new Date(T0);
     at(T0 + 4500);
-    m.k8sCaches(() => [{ kind: 'Service', lastConfirmed: confirmed }, { kind: 'Node', lastConfirmed: undefined }]);
+    m.k8sCaches(() => [
+      { kind: 'Service', lastConfirmed: confirmed },
+      { kind: 'Node', lastConfirmed: undefined },
+    ]);
     const s = await read();
     assert.equal(valueOf(s, 'kpr_k8s_relists_total', { kind: 'Service', reason: 'rv_backwards' }), 2);
     assert.equal(valueOf(s, 'kpr_k8s_relists_total', { kind: 'Service', reason: 'initial' }), 1);
@@ -197,7 +231,14 @@ describe('agent metrics', () => {
     // pkg/proxy/metrics: ExponentialBuckets(0.001, 2, 15).
     assert.deepEqual(SYNC_BUCKETS, [0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096, 8.192, 16.384]);
     // MergeBuckets(Linear(0.25,0.25,2), Linear(1,1,59), Linear(60,5,12), Linear(120,30,7)), after MergeBuckets' leading 0.
-    const np = [0, 0.25, 0.5, ...Array.from({ length: 59 }, (_, i) => i + 1), ...Array.from({ length: 12 }, (_, i) => 60 + 5 * i), ...Array.from({ length: 7 }, (_, i) => 120 + 30 * i)];
+    const np = [
+      0,
+      0.25,
+      0.5,
+      ...Array.from({ length: 59 }, (_, i) => i + 1),
+      ...Array.from({ length: 12 }, (_, i) => 60 + 5 * i),
+      ...Array.from({ length: 7 }, (_, i) => 120 + 30 * i),
+    ];
     assert.deepEqual(NETWORK_PROGRAMMING_BUCKETS, np);
     assert.equal(NETWORK_PROGRAMMING_BUCKETS.length, 81);
     assert.equal(NETWORK_PROGRAMMING_BUCKETS.at(-1), 300);
@@ -208,7 +249,11 @@ describe('agent metrics', () => {
     const s = await read();
     const les = (name: string) => s.filter((x) => x.name === `${name}_bucket`).map((x) => x.labels.le);
     const str = (b: number[]) => [...b.map(String), '+Inf'];
-    for (const h of ['kubeproxy_sync_proxy_rules_duration_seconds', 'kubeproxy_sync_full_proxy_rules_duration_seconds', 'kubeproxy_sync_partial_proxy_rules_duration_seconds']) {
+    for (const h of [
+      'kubeproxy_sync_proxy_rules_duration_seconds',
+      'kubeproxy_sync_full_proxy_rules_duration_seconds',
+      'kubeproxy_sync_partial_proxy_rules_duration_seconds',
+    ]) {
       assert.deepEqual(les(h), str(SYNC_BUCKETS), h);
     }
     assert.deepEqual(les('kubeproxy_network_programming_duration_seconds'), str(np));
@@ -246,7 +291,13 @@ describe('agent metrics', () => {
   test("Node's process_* and nodejs_* defaults, as kube-proxy exports Go's process_*", async () => {
     const { read } = metrics();
     const s = await read();
-    for (const name of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'process_start_time_seconds', 'process_open_fds', 'nodejs_heap_size_used_bytes']) {
+    for (const name of [
+      'process_cpu_seconds_total',
+      'process_resident_memory_bytes',
+      'process_start_time_seconds',
+      'process_open_fds',
+      'nodejs_heap_size_used_bytes',
+    ]) {
       assert.ok(valueOf(s, name) !== undefined, name);
     }
     assert.ok(valueOf(s, 'process_resident_memory_bytes')! > 0);
@@ -293,7 +344,10 @@ describe('map operation errors', () => {
     };
     const wrapped = instrumentMapErrors(maps, (map, op) => counted.push(`${map}|${op}`));
     assert.deepEqual(wrapped.dumpServices(), [1, 2]);
-    assert.throws(() => wrapped.updateServices(), (e) => e === err);
+    assert.throws(
+      () => wrapped.updateServices(),
+      (e) => e === err,
+    );
     assert.equal(maps.calls, 1, 'the method ran with its own this');
     assert.deepEqual(counted, ['kpr_svc|map update batch']);
   });

@@ -3,7 +3,14 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import {
-  BPF_ATTACH_TYPE, BpfObject, KprBpfError, cgroupId, detachLinkKeepPin, detachPinnedLink, pinnedLinkInfo, queryCgroupPrograms,
+  BPF_ATTACH_TYPE,
+  BpfObject,
+  KprBpfError,
+  cgroupId,
+  detachLinkKeepPin,
+  detachPinnedLink,
+  pinnedLinkInfo,
+  queryCgroupPrograms,
 } from '../../native/index.js';
 import { bpffsTempDir, cgroup2Mount, objPath, requireBpf, rmrf, unique } from '../support/bpf-fixtures.js';
 

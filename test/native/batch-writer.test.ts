@@ -135,8 +135,14 @@ test('update flags reach the kernel (the batch call accepts only BPF_F_LOCK: any
   try {
     const { keys, values } = batch(0, 3);
     map.queueUpdateBatch(writer, keys, values, 3, BPF_NOEXIST);
-    assert.throws(() => writer.wait(), (err: unknown) => err instanceof KprBpfError && err.code === 'EINVAL' && err.map === 'kpr_wr_flags');
-    assert.throws(() => map.updateBatch(keys, values, 3, BPF_NOEXIST), (err: unknown) => err instanceof KprBpfError && err.code === 'EINVAL');
+    assert.throws(
+      () => writer.wait(),
+      (err: unknown) => err instanceof KprBpfError && err.code === 'EINVAL' && err.map === 'kpr_wr_flags',
+    );
+    assert.throws(
+      () => map.updateBatch(keys, values, 3, BPF_NOEXIST),
+      (err: unknown) => err instanceof KprBpfError && err.code === 'EINVAL',
+    );
     assert.equal(map.lookupBatch().count, 0);
   } finally {
     map.close();

@@ -2,9 +2,7 @@ import { test, before, after } from 'node:test';
 import { scaled } from '../../sandbox/time-scale.js';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import {
-  BPF_MAP_TYPE, BPF_NOEXIST, BpfMap, BpfObject, KprBpfError, possibleCpus, sumPerCpuU64,
-} from '../../native/index.js';
+import { BPF_MAP_TYPE, BPF_NOEXIST, BpfMap, BpfObject, KprBpfError, possibleCpus, sumPerCpuU64 } from '../../native/index.js';
 import { BACKEND, REVNAT_KEY, REVNAT_VAL, SVC_KEY, SVC_VAL } from '../../agent/maps/layout.js';
 
 const KS = SVC_KEY.size;
@@ -35,10 +33,7 @@ test('map info: type names, sizes, max entries', () => {
   ];
   for (const e of expect) {
     const m = obj.map(e.name);
-    assert.deepEqual(
-      { name: m.name, typeName: m.typeName, keySize: m.keySize, valueSize: m.valueSize, maxEntries: m.maxEntries },
-      e,
-    );
+    assert.deepEqual({ name: m.name, typeName: m.typeName, keySize: m.keySize, valueSize: m.valueSize, maxEntries: m.maxEntries }, e);
     assert.ok(m.fd > 0);
     assert.ok(m.id > 0);
     const pinned = BpfMap.openPinned(path.join(dir, e.name));
@@ -80,7 +75,10 @@ test('update / lookup / delete / iterate', () => {
   assert.equal(entries.length, 10);
   for (const [k, v] of entries) assert.deepEqual(v, val(k.readUInt32LE(0)));
 
-  assert.throws(() => m.update(u32(3), val(33), BPF_NOEXIST), (e: unknown) => e instanceof KprBpfError && e.code === 'EEXIST');
+  assert.throws(
+    () => m.update(u32(3), val(33), BPF_NOEXIST),
+    (e: unknown) => e instanceof KprBpfError && e.code === 'EEXIST',
+  );
   m.update(u32(3), val(33));
   assert.deepEqual(m.lookup(u32(3)), val(33));
 
@@ -186,10 +184,17 @@ test('errors: wrong sizes, full map, missing pins', () => {
   const svc = obj.map('kpr_svc');
   assert.throws(
     () => svc.update(Buffer.alloc(3), Buffer.alloc(VS)),
-    (e: unknown) => e instanceof KprBpfError && e.op === 'map update' && e.map === 'kpr_svc' && e.code === 'EINVAL'
-      && new RegExp(`^bpf map update kpr_svc: EINVAL \\(errno 22\\): key is 3 bytes, map needs ${KS}$`).test(e.message),
+    (e: unknown) =>
+      e instanceof KprBpfError &&
+      e.op === 'map update' &&
+      e.map === 'kpr_svc' &&
+      e.code === 'EINVAL' &&
+      new RegExp(`^bpf map update kpr_svc: EINVAL \\(errno 22\\): key is 3 bytes, map needs ${KS}$`).test(e.message),
   );
-  assert.throws(() => svc.update(Buffer.alloc(KS), Buffer.alloc(VS + 1)), new RegExp(`bpf map update kpr_svc: EINVAL \\(errno 22\\): value is ${VS + 1} bytes`));
+  assert.throws(
+    () => svc.update(Buffer.alloc(KS), Buffer.alloc(VS + 1)),
+    new RegExp(`bpf map update kpr_svc: EINVAL \\(errno 22\\): value is ${VS + 1} bytes`),
+  );
   assert.throws(() => svc.lookup(Buffer.alloc(4)), /bpf map lookup kpr_svc: EINVAL/);
   assert.throws(() => svc.delete(Buffer.alloc(4)), /bpf map delete kpr_svc: EINVAL/);
 

@@ -37,7 +37,7 @@ test('open + load with a pin dir pins every map as a file', () => {
   }
 });
 
-test('pins left by a version without kpr monitor\'s maps: the load adopts them and adds those two', () => {
+test("pins left by a version without kpr monitor's maps: the load adopts them and adds those two", () => {
   requireBpf();
   const dir = bpffsTempDir();
   let obj = BpfObject.open(objPath, { pinMapsDir: dir });
@@ -141,8 +141,11 @@ test('an incompatible pinned map fails the load clearly, and libbpf warns', () =
 test('open errors are clear', () => {
   assert.throws(
     () => BpfObject.open('/nonexistent/kpr.bpf.o'),
-    (err: unknown) => err instanceof KprBpfError && err.code === 'ENOENT' && err.op === 'object open'
-      && /^bpf object open \/nonexistent\/kpr.bpf.o: ENOENT \(errno 2\)/.test(err.message),
+    (err: unknown) =>
+      err instanceof KprBpfError &&
+      err.code === 'ENOENT' &&
+      err.op === 'object open' &&
+      /^bpf object open \/nonexistent\/kpr.bpf.o: ENOENT \(errno 2\)/.test(err.message),
   );
   const obj = BpfObject.open(objPath);
   try {
@@ -162,5 +165,8 @@ test('closing the object invalidates its map handles', () => {
   const m = obj.map('kpr_backend');
   obj.close();
   assert.equal(m.closed, true);
-  assert.throws(() => m.lookup(Buffer.alloc(4)), (err: unknown) => err instanceof KprBpfError && err.code === 'EBADF');
+  assert.throws(
+    () => m.lookup(Buffer.alloc(4)),
+    (err: unknown) => err instanceof KprBpfError && err.code === 'EBADF',
+  );
 });

@@ -3,9 +3,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import {
-  BpfObject, ensureBpffs, isBpffs, setLibbpfLogger, unmountBpffs, type LibbpfLogLevel,
-} from '../../native/index.js';
+import { BpfObject, ensureBpffs, isBpffs, setLibbpfLogger, unmountBpffs, type LibbpfLogLevel } from '../../native/index.js';
 import { objPath, requireBpf, rmrf, unique } from '../support/bpf-fixtures.js';
 
 test('BPF is permitted (root, bpf() allowed)', () => {
@@ -65,8 +63,14 @@ test('libbpf log messages reach the logger, formatted', () => {
   const opening = logs.find(([, m]) => m.includes(`loading object from ${objPath}`));
   assert.ok(opening, `no "loading object" message in ${JSON.stringify(logs.slice(0, 5))}`);
   assert.equal(opening[0], 'debug');
-  assert.ok(logs.every(([, m]) => !m.endsWith('\n')), 'trailing newlines are trimmed');
-  assert.ok(logs.some(([, m]) => /found program 'kpr_connect4'/.test(m)), '%s arguments are formatted');
+  assert.ok(
+    logs.every(([, m]) => !m.endsWith('\n')),
+    'trailing newlines are trimmed',
+  );
+  assert.ok(
+    logs.some(([, m]) => /found program 'kpr_connect4'/.test(m)),
+    '%s arguments are formatted',
+  );
 });
 
 test('a throwing logger does not break libbpf calls', () => {

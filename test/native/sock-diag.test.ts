@@ -37,7 +37,12 @@ test('sock_diag: dump finds connected UDP sockets with their cookies, destroy ab
       return fd;
     };
     // Peers that receive, so no ICMP error lands on the survivors.
-    for (const [addr, port] of [[PEER4, 5353], [PEER4, 5354], [PEER6, 5353]] as const) open(() => sockets.bind(addr, port));
+    for (const [addr, port] of [
+      [PEER4, 5353],
+      [PEER4, 5354],
+      [PEER6, 5353],
+    ] as const)
+      open(() => sockets.bind(addr, port));
     // Two sockets to the same peer port (only one will be destroyed), one to another port,
     // an IPv6 one and an IPv4-mapped IPv6 one.
     const victim = open(() => sockets.connect4(PEER4, 5353));
@@ -66,16 +71,38 @@ test('sock_diag: dump finds connected UDP sockets with their cookies, destroy ab
     assert.equal(byCookie.get(cookie(mapped))?.dst, `::ffff:c612:6302`, 'an IPv4-mapped peer, as the URL parser writes it');
 
     const all4 = withSockDiag(nsPath(a), (d) => d.dumpUdp({ family: 4 }));
-    assert.ok(all4.some((s) => s.cookie === cookie(otherPort)), 'without a port filter the socket to 5354 is listed too');
-    assert.deepEqual(withSockDiag(nsPath(b), (d) => d.dumpUdp({ family: 4 })), [], 'another namespace sees none of them');
+    assert.ok(
+      all4.some((s) => s.cookie === cookie(otherPort)),
+      'without a port filter the socket to 5354 is listed too',
+    );
+    assert.deepEqual(
+      withSockDiag(nsPath(b), (d) => d.dumpUdp({ family: 4 })),
+      [],
+      'another namespace sees none of them',
+    );
 
-    assert.equal(withSockDiag(nsPath(a), (d) => d.canDestroy()), true, 'this kernel has CONFIG_INET_DIAG_DESTROY');
-    assert.equal(withSockDiag(nsPath(b), (d) => d.destroyUdp(entry)), false, 'from another namespace the socket cannot be found');
+    assert.equal(
+      withSockDiag(nsPath(a), (d) => d.canDestroy()),
+      true,
+      'this kernel has CONFIG_INET_DIAG_DESTROY',
+    );
+    assert.equal(
+      withSockDiag(nsPath(b), (d) => d.destroyUdp(entry)),
+      false,
+      'from another namespace the socket cannot be found',
+    );
     assert.equal(sockets.send(victim), 0, 'the victim still sends before the destroy');
 
-    assert.equal(withSockDiag(nsPath(a), (d) => d.destroyUdp(entry)), true);
+    assert.equal(
+      withSockDiag(nsPath(a), (d) => d.destroyUdp(entry)),
+      true,
+    );
     assert.equal(sockets.recvErrno(victim), E.ECONNABORTED, 'the owner of the destroyed socket sees ECONNABORTED');
-    assert.equal(withSockDiag(nsPath(a), (d) => d.destroyUdp(entry)), false, 'a second destroy finds nothing');
+    assert.equal(
+      withSockDiag(nsPath(a), (d) => d.destroyUdp(entry)),
+      false,
+      'a second destroy finds nothing',
+    );
 
     const after = withSockDiag(nsPath(a), (d) => [...d.dumpUdp({ family: 4 }), ...d.dumpUdp({ family: 6 })]).map((s) => s.cookie);
     assert.ok(!after.includes(cookie(victim)), 'the destroyed socket is no longer connected');
@@ -89,7 +116,10 @@ test('sock_diag: dump finds connected UDP sockets with their cookies, destroy ab
     const sib = dump4.find((s) => s.cookie === cookie(sibling))!;
     const stale = Buffer.from(sib.sockid);
     stale.writeUInt32LE((stale.readUInt32LE(40) + 1) >>> 0, 40);
-    assert.equal(withSockDiag(nsPath(a), (d) => d.destroyUdp({ family: 4, sockid: stale })), false);
+    assert.equal(
+      withSockDiag(nsPath(a), (d) => d.destroyUdp({ family: 4, sockid: stale })),
+      false,
+    );
     assert.equal(sockets.recvErrno(sibling), E.EAGAIN, 'the sibling survives a destroy naming a different cookie');
   } finally {
     for (const fd of fds) sockets.close(fd);

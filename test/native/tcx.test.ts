@@ -3,7 +3,20 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import {
-  BpfObject, attachTcx, currentNetnsCookie, detachLinkKeepPin, detachPinnedLink, ensureBpffs, ifIndex, listInterfaces, pinnedTcxLinkInfo, queryTcxPrograms, queryTcxProgramsByIndex, tcxSupported, TCX, withNetns,
+  BpfObject,
+  attachTcx,
+  currentNetnsCookie,
+  detachLinkKeepPin,
+  detachPinnedLink,
+  ensureBpffs,
+  ifIndex,
+  listInterfaces,
+  pinnedTcxLinkInfo,
+  queryTcxPrograms,
+  queryTcxProgramsByIndex,
+  tcxSupported,
+  TCX,
+  withNetns,
 } from '../../native/index.js';
 import { kernelMajorMinor } from '../support/kernel.js';
 import { Sandbox, inNs, nsPath } from '../../sandbox/netns.js';
@@ -23,12 +36,18 @@ test('tcx: attach through a pinned link inside a namespace, swap the program on 
     if (major < 6 || (major === 6 && minor < 6)) {
       // Before 6.6 there is no tcx: the probe says so and an attach fails with the kernel's error
       // (the agent attaches clsact filters instead; test/native/tc-classic.test.ts).
-      assert.equal(withNetns(nsPath(ns), () => tcxSupported()), false);
+      assert.equal(
+        withNetns(nsPath(ns), () => tcxSupported()),
+        false,
+      );
       assert.throws(() => withNetns(nsPath(ns), () => attachTcx(obj.program('kpr_tc_ext'), 'kprA', TCX.INGRESS, pin)), /attach tcx/);
       assert.equal(fs.existsSync(pin), false);
       return;
     }
-    assert.equal(withNetns(nsPath(ns), () => tcxSupported()), true);
+    assert.equal(
+      withNetns(nsPath(ns), () => tcxSupported()),
+      true,
+    );
     const first = withNetns(nsPath(ns), () => attachTcx(obj.program('kpr_tc_ext'), 'kprA', TCX.INGRESS, pin));
     assert.equal(first.replaced, false);
     assert.ok(fs.existsSync(pin));
@@ -37,7 +56,11 @@ test('tcx: attach through a pinned link inside a namespace, swap the program on 
     const second = withNetns(nsPath(ns), () => attachTcx(obj.program('kpr_tc_pod'), 'kprA', TCX.INGRESS, pin));
     assert.equal(second.replaced, true, 'the pinned link is reused');
     assert.deepEqual(attached(), [obj.program('kpr_tc_pod').id], 'swapped, not added');
-    assert.throws(() => attachTcx(obj.program('kpr_tc_ext'), 'kprA', TCX.INGRESS, pin + '-root'), /no interface kprA/, 'ifindex resolves in the current namespace only');
+    assert.throws(
+      () => attachTcx(obj.program('kpr_tc_ext'), 'kprA', TCX.INGRESS, pin + '-root'),
+      /no interface kprA/,
+      'ifindex resolves in the current namespace only',
+    );
     // Indexes far apart (as veth churn leaves them) are still listed.
     inNs(ns, 'ip', 'link', 'add', 'kprC', 'index', '60000', 'type', 'veth', 'peer', 'name', 'kprD', 'index', '60001');
     const listed = withNetns(nsPath(ns), () => listInterfaces());
@@ -50,11 +73,17 @@ test('tcx: attach through a pinned link inside a namespace, swap the program on 
     assert.ok(fs.existsSync(pin));
     assert.deepEqual({ ...pinnedTcxLinkInfo(pin)!, progId: 0 }, { id: linkId, progId: 0, ifindex: 0, attachType: TCX.INGRESS });
     const kprA = withNetns(nsPath(ns), () => ifIndex('kprA'));
-    assert.deepEqual(withNetns(nsPath(ns), () => queryTcxProgramsByIndex(kprA, TCX.INGRESS)), []);
+    assert.deepEqual(
+      withNetns(nsPath(ns), () => queryTcxProgramsByIndex(kprA, TCX.INGRESS)),
+      [],
+    );
     const third = withNetns(nsPath(ns), () => attachTcx(obj.program('kpr_tc_pod'), 'kprA', TCX.INGRESS, pin));
     assert.equal(third.replaced, false, 'a new link');
     assert.notEqual(pinnedTcxLinkInfo(pin)!.id, linkId);
-    assert.deepEqual(withNetns(nsPath(ns), () => queryTcxProgramsByIndex(kprA, TCX.INGRESS)), [obj.program('kpr_tc_pod').id]);
+    assert.deepEqual(
+      withNetns(nsPath(ns), () => queryTcxProgramsByIndex(kprA, TCX.INGRESS)),
+      [obj.program('kpr_tc_pod').id],
+    );
     const inner = withNetns(nsPath(ns), () => currentNetnsCookie());
     assert.notEqual(inner, currentNetnsCookie());
     assert.equal(detachPinnedLink(pin), true);

@@ -28,8 +28,33 @@ import { formatAddress, parseBindAddress } from '../../agent/net/listen-address.
 import { rng } from '../support/rng.js';
 import { decodeAddr, decodeSrcRangeKey, encodeAddr, encodeIPv4Num, encodeSrcRangeKey } from '../../agent/maps/layout.js';
 
-const NOT_ADDRESSES: unknown[] = ['', 'x', '1.2.3', '1.2.3.4.5', '1.2.3.256', '1..2.3', '1.2.3.', '.1.2.3', '1234.1.1.1', ' 1.2.3.4', '1.2.3.4 ', '1.2.3.-4', '1.2.3.4/32', ':', ':::', '1::2::3', '2001:db8::g', '12345::', '[::1]', 'fe80::1%eth0', '::ffff:1.2.3.4%0', undefined, null, 5, {}];
-
+const NOT_ADDRESSES: unknown[] = [
+  '',
+  'x',
+  '1.2.3',
+  '1.2.3.4.5',
+  '1.2.3.256',
+  '1..2.3',
+  '1.2.3.',
+  '.1.2.3',
+  '1234.1.1.1',
+  ' 1.2.3.4',
+  '1.2.3.4 ',
+  '1.2.3.-4',
+  '1.2.3.4/32',
+  ':',
+  ':::',
+  '1::2::3',
+  '2001:db8::g',
+  '12345::',
+  '[::1]',
+  'fe80::1%eth0',
+  '::ffff:1.2.3.4%0',
+  undefined,
+  null,
+  5,
+  {},
+];
 
 describe('IPv4', () => {
   it('ipv4Canonical gives the u32 of a canonical dotted quad, and tells leading zeros from garbage', () => {
@@ -43,7 +68,15 @@ describe('IPv4', () => {
   });
 
   it('isCanonicalIPv4 agrees with node:net isIPv4, on fixed and random strings', () => {
-    const fixed = ['0.0.0.0', '1.2.3.4', '255.255.255.255', '010.0.0.1', '256.0.0.1', '1.2.3', ...NOT_ADDRESSES.filter((s): s is string => typeof s === 'string')];
+    const fixed = [
+      '0.0.0.0',
+      '1.2.3.4',
+      '255.255.255.255',
+      '010.0.0.1',
+      '256.0.0.1',
+      '1.2.3',
+      ...NOT_ADDRESSES.filter((s): s is string => typeof s === 'string'),
+    ];
     const r = rng(19);
     // Quads made wrong now and then: a part missing or extra, out of range, with a leading zero, empty, or a stray character.
     const part = () => {
@@ -78,7 +111,8 @@ describe('IPv4', () => {
 
 describe('IPv6', () => {
   it('looksLikeIPv6 takes every IPv6 form, the dotted tail included, and no zone (Go net.ParseIP)', () => {
-    for (const s of ['::', '::1', '2001:db8::1', '2001:DB8:0:0:0:0:0:1', '1:2:3:4:5:6:7:8', '::ffff:198.18.0.1', '::1.2.3.4', 'fe80::1']) assert.equal(looksLikeIPv6(s), true, s);
+    for (const s of ['::', '::1', '2001:db8::1', '2001:DB8:0:0:0:0:0:1', '1:2:3:4:5:6:7:8', '::ffff:198.18.0.1', '::1.2.3.4', 'fe80::1'])
+      assert.equal(looksLikeIPv6(s), true, s);
     for (const s of [...NOT_ADDRESSES, '1.2.3.4', 'fe80::%eth0', 'fe80::1%25eth0']) assert.equal(looksLikeIPv6(s), false, String(s));
   });
 
@@ -160,7 +194,24 @@ describe('CIDRs', () => {
     assert.equal(parseCIDR('0.0.0.0/0')!.prefix, 0);
     assert.deepEqual(parseCIDR('2001:DB8::/32'), { family: 'IPv6', text: '2001:db8::/32', bits: 0x20010db8n << 96n, prefix: 32 });
     assert.equal(parseCIDR('::/128')!.text, '::/128');
-    for (const s of ['10.0.0.0', '10.0.0.0/', '10.0.0.0/33', '::/129', '10.0.0.0/-1', '10.0.0.0/ 8', '10.0.0.0/0x8', '10.0.0.0/1e1', '10.0.0.0/8/8', '10.0.0.0/1234', 'fe80::%eth0/64', '/8', 'x/8', 5, null, undefined]) {
+    for (const s of [
+      '10.0.0.0',
+      '10.0.0.0/',
+      '10.0.0.0/33',
+      '::/129',
+      '10.0.0.0/-1',
+      '10.0.0.0/ 8',
+      '10.0.0.0/0x8',
+      '10.0.0.0/1e1',
+      '10.0.0.0/8/8',
+      '10.0.0.0/1234',
+      'fe80::%eth0/64',
+      '/8',
+      'x/8',
+      5,
+      null,
+      undefined,
+    ]) {
       assert.equal(parseCIDR(s), null, String(s));
     }
   });
@@ -196,7 +247,7 @@ describe('CIDRs', () => {
   });
 });
 
-describe('addresses in map keys (maps/layout.ts, on net\'s parse)', () => {
+describe("addresses in map keys (maps/layout.ts, on net's parse)", () => {
   const bytes = (addr: string) => {
     const b = Buffer.alloc(16);
     encodeAddr(addr, b, 0);
@@ -226,7 +277,8 @@ describe('addresses in map keys (maps/layout.ts, on net\'s parse)', () => {
   });
 
   it('encodeAddr throws RangeError for anything that is not a canonical address (leading zeros and zones included)', () => {
-    for (const a of ['010.0.0.1', '1.2.3', '1.2.3.256', 'x', '', 'fe80::1%eth0', ' 1.2.3.4']) assert.throws(() => encodeAddr(a, Buffer.alloc(16), 0), RangeError, a);
+    for (const a of ['010.0.0.1', '1.2.3', '1.2.3.256', 'x', '', 'fe80::1%eth0', ' 1.2.3.4'])
+      assert.throws(() => encodeAddr(a, Buffer.alloc(16), 0), RangeError, a);
   });
 
   it('source-range keys carry the prefix, IPv4 as /96+n', () => {
@@ -251,15 +303,39 @@ describe('listen addresses (kube-proxy --healthz-bind-address / --metrics-bind-a
   });
 
   it('anything else is an error naming the flag and the value', () => {
-    for (const bad of ['10256', ':10256', 'localhost:10256', '0.0.0.0', '0.0.0.0:', '1.2.3.4:70000', '1.2.3.4:65536', '::1:80', '[::1]', '[::1]:', '[::1]:65536', '[1.2.3.4]:80', '0.0.0.0:port', '010.0.0.1:80', ' 0.0.0.0:80']) {
-      assert.throws(() => parseBindAddress(bad, '--healthz-bind-address'), new RegExp(`invalid --healthz-bind-address "${bad.replace(/[[\]]/g, '\\$&')}"`), bad);
+    for (const bad of [
+      '10256',
+      ':10256',
+      'localhost:10256',
+      '0.0.0.0',
+      '0.0.0.0:',
+      '1.2.3.4:70000',
+      '1.2.3.4:65536',
+      '::1:80',
+      '[::1]',
+      '[::1]:',
+      '[::1]:65536',
+      '[1.2.3.4]:80',
+      '0.0.0.0:port',
+      '010.0.0.1:80',
+      ' 0.0.0.0:80',
+    ]) {
+      assert.throws(
+        () => parseBindAddress(bad, '--healthz-bind-address'),
+        new RegExp(`invalid --healthz-bind-address "${bad.replace(/[[\]]/g, '\\$&')}"`),
+        bad,
+      );
     }
   });
 
   it('formatAddress brackets IPv6 and round-trips through parseBindAddress', () => {
     assert.equal(formatAddress('::1', 80), '[::1]:80');
     assert.equal(formatAddress('0.0.0.0', 10256), '0.0.0.0:10256');
-    for (const [host, port] of [['::1', 10249], ['198.18.0.1', 0], ['2001:db8::1', 65535]] as const) {
+    for (const [host, port] of [
+      ['::1', 10249],
+      ['198.18.0.1', 0],
+      ['2001:db8::1', 65535],
+    ] as const) {
       assert.deepEqual(parseBindAddress(formatAddress(host, port), '--x'), { host, port });
     }
   });

@@ -13,7 +13,18 @@ import type { Endpoint } from '../../agent/plan/endpoint-slices.js';
 import { parseIPv4 } from '../../agent/net/ip.js';
 
 function e(addr: string, o: Partial<Endpoint> = {}): Endpoint {
-  return { address: addr, addressKey: parseIPv4(addr)!.num, port: 80, ready: true, serving: true, terminating: false, isLocal: false, zoneHints: null, nodeHints: null, ...o };
+  return {
+    address: addr,
+    addressKey: parseIPv4(addr)!.num,
+    port: 80,
+    ready: true,
+    serving: true,
+    terminating: false,
+    isLocal: false,
+    zoneHints: null,
+    nodeHints: null,
+    ...o,
+  };
 }
 const names = (l: readonly Endpoint[] | null) => (l === null ? null : l.map((x) => x.address));
 
@@ -70,7 +81,7 @@ const cases: Array<{
   },
   // ---- topology (rule 20 of docs/semantics.md)
   {
-    name: 'zone hints: endpoints hinted for the node\'s zone only',
+    name: "zone hints: endpoints hinted for the node's zone only",
     endpoints: [e('10.1.2.3', zone('zone-a')), e('10.1.2.4', zone('zone-b')), e('10.1.2.5', zone('zone-c')), e('10.1.2.6', zone('zone-a'))],
     cluster: ['10.1.2.3', '10.1.2.6'],
     local: null,
@@ -154,7 +165,12 @@ const cases: Array<{
   {
     name: 'conflicting topology and localness require merging allReachable',
     use: ETP_LOCAL,
-    endpoints: [e('10.0.0.0', zone('zone-a', { isLocal: true })), e('10.0.0.1', zone('zone-b', { isLocal: true })), e('10.0.0.2', zone('zone-a')), e('10.0.0.3', zone('zone-b'))],
+    endpoints: [
+      e('10.0.0.0', zone('zone-a', { isLocal: true })),
+      e('10.0.0.1', zone('zone-b', { isLocal: true })),
+      e('10.0.0.2', zone('zone-a')),
+      e('10.0.0.3', zone('zone-b')),
+    ],
     cluster: ['10.0.0.0', '10.0.0.2'],
     local: ['10.0.0.0', '10.0.0.1'],
     allReachable: ['10.0.0.0', '10.0.0.1', '10.0.0.2'],
@@ -209,7 +225,11 @@ const cases: Array<{
   {
     name: 'eTP: Local, only terminating local endpoints: they are used, cluster falls back too',
     use: ETP_LOCAL,
-    endpoints: [e('10.0.0.0', { isLocal: true, ready: false, terminating: true }), e('10.0.0.1', { ready: false, terminating: true }), e('10.0.0.2', { ready: false, serving: false, terminating: true })],
+    endpoints: [
+      e('10.0.0.0', { isLocal: true, ready: false, terminating: true }),
+      e('10.0.0.1', { ready: false, terminating: true }),
+      e('10.0.0.2', { ready: false, serving: false, terminating: true }),
+    ],
     cluster: ['10.0.0.0', '10.0.0.1'],
     local: ['10.0.0.0'],
     allReachable: ['10.0.0.0', '10.0.0.1'],

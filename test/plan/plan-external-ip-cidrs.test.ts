@@ -20,7 +20,8 @@ function svc(spec: Record<string, unknown>): V1Service {
   } as V1Service;
 }
 
-const frontends = (s: V1Service, cidrs?: string[]) => planService(s, [], { nodeName: 'node-1', externalIPCidrs: cidrs }).frontends.map((f) => `${f.type} ${f.address}`);
+const frontends = (s: V1Service, cidrs?: string[]) =>
+  planService(s, [], { nodeName: 'node-1', externalIPCidrs: cidrs }).frontends.map((f) => `${f.type} ${f.address}`);
 
 describe('--external-ip-cidrs', () => {
   const dual = svc({
@@ -30,7 +31,14 @@ describe('--external-ip-cidrs', () => {
   });
 
   it('unset or empty: every externalIP is programmed, as kube-proxy does', () => {
-    const all = ['ClusterIP 10.96.0.10', 'ExternalIP 203.0.113.7', 'ExternalIP 198.51.100.9', 'ClusterIP fd00::10', 'ExternalIP 2001:db8:1::7', 'ExternalIP 2001:db8:2::7'];
+    const all = [
+      'ClusterIP 10.96.0.10',
+      'ExternalIP 203.0.113.7',
+      'ExternalIP 198.51.100.9',
+      'ClusterIP fd00::10',
+      'ExternalIP 2001:db8:1::7',
+      'ExternalIP 2001:db8:2::7',
+    ];
     assert.deepEqual(frontends(dual), all);
     assert.deepEqual(frontends(dual, []), all);
   });
@@ -50,14 +58,22 @@ describe('--external-ip-cidrs', () => {
   it('a Service whose every externalIP is denied is a plain ClusterIP (eTP=Local has nothing external to apply to); LB IPs are not filtered', () => {
     const s = svc({ externalIPs: ['198.51.100.9'], externalTrafficPolicy: 'Local' });
     const plan = planService(s, [], { nodeName: 'node-1', externalIPCidrs: ['203.0.113.0/24'] });
-    assert.deepEqual(plan.frontends.map((f) => [f.type, f.trafficPolicy]), [['ClusterIP', 'Cluster']]);
-    const lb = { ...svc({ type: 'LoadBalancer', externalIPs: ['198.51.100.9'] }), status: { loadBalancer: { ingress: [{ ip: '198.51.100.20' }] } } } as V1Service;
+    assert.deepEqual(
+      plan.frontends.map((f) => [f.type, f.trafficPolicy]),
+      [['ClusterIP', 'Cluster']],
+    );
+    const lb = {
+      ...svc({ type: 'LoadBalancer', externalIPs: ['198.51.100.9'] }),
+      status: { loadBalancer: { ingress: [{ ip: '198.51.100.20' }] } },
+    } as V1Service;
     assert.deepEqual(frontends(lb, ['203.0.113.0/24']), ['ClusterIP 10.96.0.10', 'LoadBalancer 198.51.100.20']);
   });
 
   it('planDataplane and `kpr plan` pass the setting through', () => {
     assert.deepEqual(
-      planDataplane({ nodeName: 'node-1', services: [dual], endpointSlices: [], externalIPCidrs: ['198.51.100.0/24'] }).frontends.filter((f) => f.type === 'ExternalIP').map((f) => f.address),
+      planDataplane({ nodeName: 'node-1', services: [dual], endpointSlices: [], externalIPCidrs: ['198.51.100.0/24'] })
+        .frontends.filter((f) => f.type === 'ExternalIP')
+        .map((f) => f.address),
       ['198.51.100.9'],
     );
     const dir = mkdtempSync(path.join(os.tmpdir(), 'kpr-plan-'));
@@ -65,7 +81,10 @@ describe('--external-ip-cidrs', () => {
       const file = path.join(dir, 'svc.json');
       writeFileSync(file, JSON.stringify({ apiVersion: 'v1', kind: 'Service', ...dual }));
       const p = planJson({ nodeName: 'node-1', files: [file], externalIPCidrs: ['2001:db8:2::/48'] });
-      assert.deepEqual(p.frontends.filter((f) => f.type === 'ExternalIP').map((f) => f.address), ['2001:db8:2::7']);
+      assert.deepEqual(
+        p.frontends.filter((f) => f.type === 'ExternalIP').map((f) => f.address),
+        ['2001:db8:2::7'],
+      );
       assert.equal(p.skipped.filter((s) => /outside --external-ip-cidrs/.test(s.reason)).length, 3);
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -45,7 +45,8 @@ const remote = (a: string, o = {}) => ep(a, { nodeName: 'node-2', ...o });
 const slices = (...eps: ReturnType<typeof ep>[]) => [slice('default/web-a', { ports: http8080, endpoints: eps })];
 
 function render(frontends: PlanFrontend[]): string[] {
-  const list = (bs: Array<{ address: string; port: number }>) => `[${bs.map((b) => (b.address.includes(':') ? `[${b.address}]:${b.port}` : `${b.address}:${b.port}`)).join(' ')}]`;
+  const list = (bs: Array<{ address: string; port: number }>) =>
+    `[${bs.map((b) => (b.address.includes(':') ? `[${b.address}]:${b.port}` : `${b.address}:${b.port}`)).join(' ')}]`;
   return frontends.map(
     (f) =>
       `${f.type} ${f.address.includes(':') ? `[${f.address}]` : f.address}:${f.port}/${f.protocol} → ${list(f.backends)}` +
@@ -135,7 +136,14 @@ const cases: Case[] = [
   },
   {
     name: 'LoadBalancer: VIP-mode ingress IPs only; ipMode Proxy and hostname-only get nothing (rule 8 of docs/semantics.md)',
-    service: svc({ type: 'LoadBalancer' }, { loadBalancer: { ingress: [{ ip: '198.51.100.1' }, { ip: '198.51.100.2', ipMode: 'Proxy' }, { hostname: 'lb.example' }, { ip: '198.51.100.3', ipMode: 'VIP' }] } }),
+    service: svc(
+      { type: 'LoadBalancer' },
+      {
+        loadBalancer: {
+          ingress: [{ ip: '198.51.100.1' }, { ip: '198.51.100.2', ipMode: 'Proxy' }, { hostname: 'lb.example' }, { ip: '198.51.100.3', ipMode: 'VIP' }],
+        },
+      },
+    ),
     slices: slices(remote('10.0.0.2')),
     ctx: { nodePortAddresses: ['primary'] },
     want: [
@@ -147,7 +155,10 @@ const cases: Case[] = [
   },
   {
     name: 'LoadBalancer with allocateLoadBalancerNodePorts false (no nodePort): no NodePort frontends (rule 10 of docs/semantics.md)',
-    service: svc({ type: 'LoadBalancer', allocateLoadBalancerNodePorts: false, ports: [{ name: 'http', port: 80 }] }, { loadBalancer: { ingress: [{ ip: '198.51.100.1' }] } }),
+    service: svc(
+      { type: 'LoadBalancer', allocateLoadBalancerNodePorts: false, ports: [{ name: 'http', port: 80 }] },
+      { loadBalancer: { ingress: [{ ip: '198.51.100.1' }] } },
+    ),
     slices: slices(remote('10.0.0.2')),
     want: ['ClusterIP 10.96.0.10:80/TCP → [10.0.0.2:8080]', 'LoadBalancer 198.51.100.1:80/TCP → [10.0.0.2:8080]'],
   },
@@ -182,7 +193,13 @@ const cases: Case[] = [
   },
   {
     name: 'SCTP port of a NodePort Service is programmed like the TCP one: ClusterIP and NodePort frontends (rule 39 of docs/semantics.md)',
-    service: svc({ type: 'NodePort', ports: [{ name: 'http', port: 80, nodePort: 30080 }, { name: 's', port: 90, protocol: 'SCTP', nodePort: 30090 }] }),
+    service: svc({
+      type: 'NodePort',
+      ports: [
+        { name: 'http', port: 80, nodePort: 30080 },
+        { name: 's', port: 90, protocol: 'SCTP', nodePort: 30090 },
+      ],
+    }),
     slices: [
       slice('default/web-a', {
         ports: [...http8080, { name: 's', port: 9090, protocol: 'SCTP' }],
@@ -198,7 +215,7 @@ const cases: Case[] = [
     ],
   },
   {
-    name: 'zone hints from the Node\'s zone label apply to the ClusterIP (rule 20 of docs/semantics.md)',
+    name: "zone hints from the Node's zone label apply to the ClusterIP (rule 20 of docs/semantics.md)",
     service: svc({ ports: [{ name: 'http', port: 80 }] }),
     slices: [
       slice('default/web-a', {
@@ -242,7 +259,10 @@ describe('planService: external frontends and policies', () => {
 
   it('ClientIP affinity: default timeout 10800 s on every frontend of the Service (rules 8, 10 of docs/semantics.md)', () => {
     const plan = planService(svc({ type: 'NodePort', sessionAffinity: 'ClientIP' }), slices(remote('10.0.0.2')), { nodeName: NODE, node: dualNode });
-    assert.deepEqual(plan.frontends.map((f) => f.affinityTimeoutSeconds), [10800, 10800, 10800]);
+    assert.deepEqual(
+      plan.frontends.map((f) => f.affinityTimeoutSeconds),
+      [10800, 10800, 10800],
+    );
   });
 
   it('ClientIP affinity: timeoutSeconds is used, capped at 86400 s (reported); None means 0 (rules 8, 10 of docs/semantics.md)', () => {
@@ -256,25 +276,44 @@ describe('planService: external frontends and policies', () => {
   });
 
   it('loadBalancerSourceRanges apply to LB frontends only (trimmed, by family); NodePorts are not subject to them (rule 28 of docs/semantics.md)', () => {
-    const s = svc({ type: 'LoadBalancer', loadBalancerSourceRanges: [' 198.51.100.0/24 ', 'fd00::/64'] }, { loadBalancer: { ingress: [{ ip: '198.51.100.1' }] } });
+    const s = svc(
+      { type: 'LoadBalancer', loadBalancerSourceRanges: [' 198.51.100.0/24 ', 'fd00::/64'] },
+      { loadBalancer: { ingress: [{ ip: '198.51.100.1' }] } },
+    );
     const plan = planService(s, [], { nodeName: NODE, node: dualNode, nodePortAddresses: ['primary'] });
-    assert.deepEqual(plan.frontends.map((f) => [f.type, f.sourceRanges]), [
-      ['ClusterIP', []],
-      ['NodePort', []],
-      ['LoadBalancer', ['198.51.100.0/24']],
-    ]);
+    assert.deepEqual(
+      plan.frontends.map((f) => [f.type, f.sourceRanges]),
+      [
+        ['ClusterIP', []],
+        ['NodePort', []],
+        ['LoadBalancer', ['198.51.100.0/24']],
+      ],
+    );
     const all = planService(s, [], { nodeName: NODE, node: dualNode, nodePortAddresses: ['primary'], sourceRangesForAllExternal: true });
-    assert.deepEqual(all.frontends.map((f) => f.sourceRanges.length), [0, 1, 1]);
+    assert.deepEqual(
+      all.frontends.map((f) => f.sourceRanges.length),
+      [0, 1, 1],
+    );
   });
 
   it('trafficPolicy names the policy whose set each frontend uses', () => {
-    const plan = planService(svc({ type: 'NodePort', internalTrafficPolicy: 'Local', externalTrafficPolicy: 'Cluster' }), [], { nodeName: NODE, node: dualNode, nodePortAddresses: ['primary'] });
-    assert.deepEqual(plan.frontends.map((f) => f.trafficPolicy), ['Local', 'Cluster']);
+    const plan = planService(svc({ type: 'NodePort', internalTrafficPolicy: 'Local', externalTrafficPolicy: 'Cluster' }), [], {
+      nodeName: NODE,
+      node: dualNode,
+      nodePortAddresses: ['primary'],
+    });
+    assert.deepEqual(
+      plan.frontends.map((f) => f.trafficPolicy),
+      ['Local', 'Cluster'],
+    );
   });
 
   it('backends on this node are marked local (backend flag LOCAL)', () => {
     const plan = planService(svc({ ports: [{ name: 'http', port: 80 }] }), slices(local('10.0.0.1'), remote('10.0.0.2')), { nodeName: NODE });
-    assert.deepEqual(plan.frontends[0].backends, [{ address: '10.0.0.1', port: 8080, local: true }, { address: '10.0.0.2', port: 8080 }]);
+    assert.deepEqual(plan.frontends[0].backends, [
+      { address: '10.0.0.1', port: 8080, local: true },
+      { address: '10.0.0.2', port: 8080 },
+    ]);
   });
 
   it('healthCheckNodePort: LoadBalancer with eTP Local; localReadyEndpoints counts distinct ready local IPs over every port (rules 8, 31 of docs/semantics.md)', () => {
@@ -294,13 +333,22 @@ describe('planService: external frontends and policies', () => {
       }),
     ];
     assert.deepEqual(planService(s, sl, { nodeName: NODE, node: dualNode }).healthCheck, { nodePort: 32000, localReadyEndpoints: 1 });
-    assert.equal(planService(svc({ type: 'NodePort', externalTrafficPolicy: 'Local', healthCheckNodePort: 32000 }), sl, { nodeName: NODE }).healthCheck, undefined);
+    assert.equal(
+      planService(svc({ type: 'NodePort', externalTrafficPolicy: 'Local', healthCheckNodePort: 32000 }), sl, { nodeName: NODE }).healthCheck,
+      undefined,
+    );
   });
 
   it('a frontend address shared by two kinds (externalIP = LB IP) is kept once and reported', () => {
-    const s = svc({ type: 'LoadBalancer', externalIPs: ['198.51.100.1'], ports: [{ name: 'http', port: 80 }] }, { loadBalancer: { ingress: [{ ip: '198.51.100.1' }] } });
+    const s = svc(
+      { type: 'LoadBalancer', externalIPs: ['198.51.100.1'], ports: [{ name: 'http', port: 80 }] },
+      { loadBalancer: { ingress: [{ ip: '198.51.100.1' }] } },
+    );
     const plan = planService(s, [], { nodeName: NODE });
-    assert.deepEqual(plan.frontends.map((f) => f.type), ['ClusterIP', 'LoadBalancer']);
+    assert.deepEqual(
+      plan.frontends.map((f) => f.type),
+      ['ClusterIP', 'LoadBalancer'],
+    );
     assert.match(plan.skipped[0].reason, /ExternalIP 198\.51\.100\.1:80\/TCP duplicates/);
   });
 });
@@ -313,7 +361,13 @@ describe("planService: kube-proxy's no-local-endpoints count (kubeproxy_sync_pro
     assert.deepEqual(count(svc(lb), slices(remote('10.244.1.1'))), { internal: 0, external: 1 });
     assert.deepEqual(count(svc({ internalTrafficPolicy: 'Local' }), slices(remote('10.244.1.1'))), { internal: 1, external: 0 });
     assert.deepEqual(count(svc({ ...lb, internalTrafficPolicy: 'Local' }), slices(remote('10.244.1.1'))), { internal: 1, external: 1 });
-    const twoPorts = svc({ ...lb, ports: [{ name: 'http', port: 80, protocol: 'TCP', nodePort: 30080 }, { name: 'dns', port: 53, protocol: 'UDP', nodePort: 30053 }] });
+    const twoPorts = svc({
+      ...lb,
+      ports: [
+        { name: 'http', port: 80, protocol: 'TCP', nodePort: 30080 },
+        { name: 'dns', port: 53, protocol: 'UDP', nodePort: 30053 },
+      ],
+    });
     const both = [slice('default/web-a', { ports: [...http8080, { name: 'dns', port: 5353, protocol: 'UDP' }], endpoints: [remote('10.244.1.1')] })];
     assert.deepEqual(count(twoPorts, both), { internal: 0, external: 2 });
   });

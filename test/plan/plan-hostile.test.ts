@@ -47,7 +47,10 @@ const slices = (...eps: unknown[]) => [slice('default/web-a', { ports: http8080,
 const one = slices(ep('10.0.0.1'));
 
 function render(frontends: PlanFrontend[]): string[] {
-  return frontends.map((f) => `${f.type} ${f.address}:${f.port}/${f.protocol} → [${f.backends.map((b) => `${b.address}:${b.port}`).join(' ')}]${f.sourceRanges.length ? ` from ${f.sourceRanges.join(',')}` : ''}`);
+  return frontends.map(
+    (f) =>
+      `${f.type} ${f.address}:${f.port}/${f.protocol} → [${f.backends.map((b) => `${b.address}:${b.port}`).join(' ')}]${f.sourceRanges.length ? ` from ${f.sourceRanges.join(',')}` : ''}`,
+  );
 }
 
 function plan(service: V1Service, s: V1EndpointSlice[] = one, ctx: Partial<PlanContext> = {}): ServicePlan {
@@ -158,10 +161,22 @@ describe('planner: invalid numbers and enums are reported with their field', () 
 
 describe('planner: one bad endpoint is skipped alone', () => {
   const cip = (s: V1EndpointSlice[], family: 'IPv4' | 'IPv6' = 'IPv4') =>
-    plan({ metadata: { namespace: 'default', name: 'web' }, spec: family === 'IPv4' ? { clusterIP: '10.96.0.10', ports: [{ name: 'http', port: 80 }] } : { clusterIP: 'fd00::a', ipFamilies: ['IPv6'], ports: [{ name: 'http', port: 80 }] } }, s);
+    plan(
+      {
+        metadata: { namespace: 'default', name: 'web' },
+        spec:
+          family === 'IPv4'
+            ? { clusterIP: '10.96.0.10', ports: [{ name: 'http', port: 80 }] }
+            : { clusterIP: 'fd00::a', ipFamilies: ['IPv6'], ports: [{ name: 'http', port: 80 }] },
+      },
+      s,
+    );
 
   it('an IPv6 zone (fe80::1%eth0) among good endpoints: the others are planned, that one reported', () => {
-    const p = cip([slice('default/web-a', { addressType: 'IPv6', ports: http8080, endpoints: [ep('2001:db8::1'), ep('fe80::1%eth0'), ep('2001:db8::2')] })], 'IPv6');
+    const p = cip(
+      [slice('default/web-a', { addressType: 'IPv6', ports: http8080, endpoints: [ep('2001:db8::1'), ep('fe80::1%eth0'), ep('2001:db8::2')] })],
+      'IPv6',
+    );
     assert.deepEqual(render(p.frontends), ['ClusterIP fd00::a:80/TCP → [2001:db8::1:8080 2001:db8::2:8080]']);
     assertSkipped(p, ['endpoints[1]: invalid endpoint address "fe80::1%eth0"; this endpoint is skipped']);
   });
@@ -204,19 +219,27 @@ describe('planner: one bad endpoint is skipped alone', () => {
 describe('planner: ipFamilies and other lists cost one report', () => {
   it('ipFamilies with 1,000 entries: one report, the primary clusterIP planned', () => {
     const families = Array.from({ length: 1000 }, () => 'IPv4');
-    const p = plan({ metadata: { namespace: 'default', name: 'web' }, spec: { clusterIP: '10.96.0.10', clusterIPs: ['10.96.0.10'], ipFamilies: families, ports: [{ name: 'http', port: 80 }] } });
+    const p = plan({
+      metadata: { namespace: 'default', name: 'web' },
+      spec: { clusterIP: '10.96.0.10', clusterIPs: ['10.96.0.10'], ipFamilies: families, ports: [{ name: 'http', port: 80 }] },
+    });
     assert.deepEqual(render(p.frontends), [CLUSTER_IP]);
     assertSkipped(p, ['invalid spec.ipFamilies an array of 1000 ignored']);
   });
 
   it('ipFamilies with an unknown family: one report, the primary clusterIP planned', () => {
-    const p = plan({ metadata: { namespace: 'default', name: 'web' }, spec: { clusterIP: '10.96.0.10', clusterIPs: ['10.96.0.10', 'fd00::a'], ipFamilies: ['IPv4', 'IPv7'], ports: [{ name: 'http', port: 80 }] } });
+    const p = plan({
+      metadata: { namespace: 'default', name: 'web' },
+      spec: { clusterIP: '10.96.0.10', clusterIPs: ['10.96.0.10', 'fd00::a'], ipFamilies: ['IPv4', 'IPv7'], ports: [{ name: 'http', port: 80 }] },
+    });
     assert.deepEqual(render(p.frontends), [CLUSTER_IP]);
     assertSkipped(p, ['invalid spec.ipFamilies']);
   });
 
   it('1,000 invalid externalIPs: one report naming three', () => {
-    const p = plan(noLB({ type: 'ClusterIP', ports: [{ name: 'http', port: 80 }], externalIPs: [...Array.from({ length: 1000 }, (_, i) => `x${i}`), '198.51.100.1'] }));
+    const p = plan(
+      noLB({ type: 'ClusterIP', ports: [{ name: 'http', port: 80 }], externalIPs: [...Array.from({ length: 1000 }, (_, i) => `x${i}`), '198.51.100.1'] }),
+    );
     assert.deepEqual(render(p.frontends), [CLUSTER_IP, EXTERNAL_IP]);
     assertSkipped(p, ['invalid externalIP "x0", "x1", "x2" (and 997 more) ignored']);
   });
@@ -272,7 +295,10 @@ describe('planner: keys cannot collide, duplicates are planned once', () => {
 
   it('duplicate Service ports: the first is used, reported, no duplicate frontend', () => {
     const s = svcOf('default', 'web', '10.96.0.10');
-    s.spec!.ports = [{ name: 'http', port: 80 }, { name: 'http2', port: 80 }];
+    s.spec!.ports = [
+      { name: 'http', port: 80 },
+      { name: 'http2', port: 80 },
+    ];
     const p = planService(s, one, { nodeName: NODE });
     assert.deepEqual(render(p.frontends), [CLUSTER_IP]);
     assertSkipped(p, ['duplicate port 80/TCP']);

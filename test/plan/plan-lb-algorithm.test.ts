@@ -36,7 +36,13 @@ describe('the backend selection algorithm (rule 40 of docs/semantics.md)', () =>
 
   it('--lb-algorithm maglev: every frontend of the Service (ClusterIP, NodePort) is Maglev', () => {
     const p = plan(undefined, 'maglev');
-    assert.deepEqual(p.frontends.map((f) => [f.type, f.lbAlgorithm]), [['ClusterIP', 'maglev'], ['NodePort', 'maglev']]);
+    assert.deepEqual(
+      p.frontends.map((f) => [f.type, f.lbAlgorithm]),
+      [
+        ['ClusterIP', 'maglev'],
+        ['NodePort', 'maglev'],
+      ],
+    );
     assert.deepEqual(p.skipped, []);
   });
 
@@ -55,7 +61,10 @@ describe('the backend selection algorithm (rule 40 of docs/semantics.md)', () =>
     assert.ok(p.frontends.length === 2 && p.frontends.every((f) => f.lbAlgorithm === 'maglev'));
     assert.equal(p.skipped.length, 1);
     assert.equal(p.skipped[0].object, 'Service default/web');
-    assert.match(p.skipped[0].reason, /annotation kpr\.dev\/lb-algorithm: "round-robin" is not an algorithm \(random or maglev\); the node's default maglev is used/);
+    assert.match(
+      p.skipped[0].reason,
+      /annotation kpr\.dev\/lb-algorithm: "round-robin" is not an algorithm \(random or maglev\); the node's default maglev is used/,
+    );
     const q = plan({ [ANNOTATION_CILIUM_LB_ALGORITHM]: 'Maglev' });
     assert.ok(q.frontends.every((f) => f.lbAlgorithm === undefined));
     assert.match(q.skipped[0].reason, /service\.cilium\.io\/lb-algorithm: "Maglev"/);

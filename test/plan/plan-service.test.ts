@@ -80,7 +80,12 @@ const cases: Case[] = [
     slices: [
       slice('default/web-a', {
         ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-        endpoints: [ep('10.0.0.1', { ready: false }), ep('10.0.0.2'), ep('10.0.0.3', { ready: true }), ep('10.0.0.4', { ready: false, serving: true, terminating: true })],
+        endpoints: [
+          ep('10.0.0.1', { ready: false }),
+          ep('10.0.0.2'),
+          ep('10.0.0.3', { ready: true }),
+          ep('10.0.0.4', { ready: false, serving: true, terminating: true }),
+        ],
       }),
     ],
     want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.2:8080', '10.0.0.3:8080'] } },
@@ -88,7 +93,9 @@ const cases: Case[] = [
   {
     name: 'no ready endpoint at all, one serving and terminating: it is used (rule 19 of docs/semantics.md)',
     service: service(web, { ports: [http] }),
-    slices: [slice('default/web-a', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.1', { ready: false, terminating: true })] })],
+    slices: [
+      slice('default/web-a', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.1', { ready: false, terminating: true })] }),
+    ],
     want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.1:8080'] } },
   },
   {
@@ -159,11 +166,17 @@ const cases: Case[] = [
     service: service(web, { ports: [http] }),
     slices: [
       slice('default/web-a', {
-        ports: [{ name: 'http', protocol: 'TCP' }, { name: 'http', port: 0, protocol: 'TCP' }],
+        ports: [
+          { name: 'http', protocol: 'TCP' },
+          { name: 'http', port: 0, protocol: 'TCP' },
+        ],
         endpoints: [ep('10.0.0.1')],
       }),
     ],
-    want: { frontends: { '10.96.0.10:80/TCP http': [] }, skipped: ['EndpointSlice default/web-a: invalid port null', 'EndpointSlice default/web-a: invalid port 0'] },
+    want: {
+      frontends: { '10.96.0.10:80/TCP http': [] },
+      skipped: ['EndpointSlice default/web-a: invalid port null', 'EndpointSlice default/web-a: invalid port 0'],
+    },
   },
   {
     name: 'a slice without ports is skipped and reported; the other slices still count',
@@ -202,7 +215,7 @@ const cases: Case[] = [
     want: { frontends: { '10.96.0.10:80/TCP http': [] } },
   },
   {
-    name: 'a lone slice whose namespace and label join into another key is not the Service\'s (rule 6 of docs/semantics.md)',
+    name: "a lone slice whose namespace and label join into another key is not the Service's (rule 6 of docs/semantics.md)",
     service: service(web, { ports: [http] }),
     slices: [slice('defaul/t-web-a', { serviceName: 't/web', ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.9')] })],
     want: { frontends: { '10.96.0.10:80/TCP http': [] } },
@@ -294,7 +307,10 @@ const cases: Case[] = [
     service: service(web, { ports: [http, { name: 'sctp', port: 9000, protocol: 'SCTP' }] }),
     slices: [
       slice('default/web-a', {
-        ports: [{ name: 'http', port: 8080, protocol: 'TCP' }, { name: 'sctp', port: 9000, protocol: 'SCTP' }],
+        ports: [
+          { name: 'http', port: 8080, protocol: 'TCP' },
+          { name: 'sctp', port: 9000, protocol: 'SCTP' },
+        ],
         endpoints: [ep('10.0.0.1')],
       }),
     ],
@@ -325,7 +341,10 @@ const cases: Case[] = [
     name: 'NodePort Service without a Node object: the clusterIP is programmed, the NodePorts reported (rule 29 of docs/semantics.md)',
     service: service(web, { type: 'NodePort', ports: [{ ...http, nodePort: 30080 }] }),
     slices: [slice('default/web-a', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('10.0.0.1')] })],
-    want: { frontends: { '10.96.0.10:80/TCP http': ['10.0.0.1:8080'] }, skipped: ['Service default/web: NodePorts: node "node-1" has no IPv4 address to listen on (no Node object)'] },
+    want: {
+      frontends: { '10.96.0.10:80/TCP http': ['10.0.0.1:8080'] },
+      skipped: ['Service default/web: NodePorts: node "node-1" has no IPv4 address to listen on (no Node object)'],
+    },
   },
 ];
 
@@ -374,13 +393,25 @@ describe('planService', () => {
   });
 
   it('never throws on malformed objects', () => {
-    const bad: unknown[] = [{}, { metadata: {} }, { metadata: { namespace: 'a', name: 'b' } }, { metadata: { namespace: 'a', name: 'b' }, spec: { clusterIP: 42 as unknown as string } }];
+    const bad: unknown[] = [
+      {},
+      { metadata: {} },
+      { metadata: { namespace: 'a', name: 'b' } },
+      { metadata: { namespace: 'a', name: 'b' }, spec: { clusterIP: 42 as unknown as string } },
+    ];
     for (const svc of bad) {
-      const plan = planService(svc as V1Service, [{ metadata: { namespace: 'a', name: 'b-1', labels: { 'kubernetes.io/service-name': 'b' } } } as unknown as V1EndpointSlice], { nodeName: '' });
+      const plan = planService(
+        svc as V1Service,
+        [{ metadata: { namespace: 'a', name: 'b-1', labels: { 'kubernetes.io/service-name': 'b' } } } as unknown as V1EndpointSlice],
+        { nodeName: '' },
+      );
       assert.equal(plan.frontends.length, 0);
       assert.ok(plan.skipped.length > 0);
     }
-    const odd = slice('default/web-a', { ports: [{ name: 'http', port: 8080 }], endpoints: [{ addresses: [] }, { addresses: undefined as unknown as string[] }] });
+    const odd = slice('default/web-a', {
+      ports: [{ name: 'http', port: 8080 }],
+      endpoints: [{ addresses: [] }, { addresses: undefined as unknown as string[] }],
+    });
     const plan = planService(service(web, { ports: [http] }), [odd], { nodeName: '' });
     assert.deepEqual(plan.frontends[0].backends, []);
     assert.equal(plan.skipped.length, 2);

@@ -26,7 +26,13 @@ const dualNode = node([
 function lb(ranges: string[], ips: string[], spec: Record<string, unknown> = {}): V1Service {
   return {
     metadata: { namespace: 'default', name: 'web' },
-    spec: { type: 'LoadBalancer', clusterIP: '10.96.0.10', ports: [{ name: 'http', port: 80, protocol: 'TCP', nodePort: 30080 }], loadBalancerSourceRanges: ranges, ...spec },
+    spec: {
+      type: 'LoadBalancer',
+      clusterIP: '10.96.0.10',
+      ports: [{ name: 'http', port: 80, protocol: 'TCP', nodePort: 30080 }],
+      loadBalancerSourceRanges: ranges,
+      ...spec,
+    },
     status: { loadBalancer: { ingress: ips.map((ip) => ({ ip })) } },
   } as V1Service;
 }
@@ -56,7 +62,11 @@ describe('the implicit loadBalancerSourceRanges allow (rule 34 of docs/semantics
   });
 
   it('per family: an IPv6 range holding the node IPv6 adds the IPv6 LB IPs only', () => {
-    const s = lb(['fd00:1::/64', '198.51.100.128/25'], ['198.51.100.1', 'fd00:2::1'], { ipFamilies: ['IPv4', 'IPv6'], ipFamilyPolicy: 'RequireDualStack', clusterIPs: ['10.96.0.10', 'fd00:96::10'] });
+    const s = lb(['fd00:1::/64', '198.51.100.128/25'], ['198.51.100.1', 'fd00:2::1'], {
+      ipFamilies: ['IPv4', 'IPv6'],
+      ipFamilyPolicy: 'RequireDualStack',
+      clusterIPs: ['10.96.0.10', 'fd00:96::10'],
+    });
     const lbs = byType(s).filter(([t]) => t === 'LoadBalancer');
     assert.deepEqual(lbs, [
       ['LoadBalancer', '198.51.100.1', ['198.51.100.128/25']],

@@ -41,7 +41,7 @@ test('pure helpers: kernel version, capabilities, mount lookup', () => {
   assert.deepEqual(mountTypeOf('/tmp', mounts), { mountPoint: '/', fsType: 'ext4' });
 });
 
-test('reports this machine\'s facts and passes (-o json)', () => {
+test("reports this machine's facts and passes (-o json)", () => {
   requireRoot();
   const r = preflight('-o', 'json', '--bpf-object', bpfObjectPath);
   const report = JSON.parse(r.out);
@@ -52,10 +52,25 @@ test('reports this machine\'s facts and passes (-o json)', () => {
   assert.equal(report.facts.cgroup2Mount, findCgroup2Mount(readFileSync('/proc/mounts', 'utf8')));
   assert.equal(report.facts.uid, 0);
   assert.ok(report.facts.capabilities.includes('CAP_BPF'));
-  const bpffsMounted = readFileSync('/proc/mounts', 'utf8').split('\n').some((l) => l.split(' ')[1] === '/sys/fs/bpf' && l.split(' ')[2] === 'bpf');
+  const bpffsMounted = readFileSync('/proc/mounts', 'utf8')
+    .split('\n')
+    .some((l) => l.split(' ')[1] === '/sys/fs/bpf' && l.split(' ')[2] === 'bpf');
   assert.equal(report.facts.bpffsMounted, bpffsMounted);
   const names = report.checks.map((c: { name: string }) => c.name);
-  assert.deepEqual(names, ['kernel', 'btf', 'cgroup2', 'capabilities', 'bpffs', 'libbpf', 'bpf-object', 'map-sizes', 'map-layouts', ...KERNEL_FEATURE_NAMES.map((f) => `feature:${f}`), 'batch-writer', 'snat-ports']);
+  assert.deepEqual(names, [
+    'kernel',
+    'btf',
+    'cgroup2',
+    'capabilities',
+    'bpffs',
+    'libbpf',
+    'bpf-object',
+    'map-sizes',
+    'map-layouts',
+    ...KERNEL_FEATURE_NAMES.map((f) => `feature:${f}`),
+    'batch-writer',
+    'snat-ports',
+  ]);
   // Each feature row is the probe's answer, in the agent's words.
   for (const f of report.features) {
     const row = report.checks.find((c: { name: string }) => c.name === `feature:${f.feature}`);
@@ -77,8 +92,13 @@ test('reports this machine\'s facts and passes (-o json)', () => {
     sockopt = false;
   }
   // Without SO_NETNS_COOKIE the fallback is tried for real (and works as root with cgroup v2).
-  assert.deepEqual([feature('netns-cookie-sockopt').state, feature('netns-cookie-sockopt').fallback], sockopt ? ['active', undefined] : ['fallback', 'cgroup sock_create probe']);
-  const degraded = report.checks.filter((c: { ok: boolean; severity: string }) => !c.ok && c.severity === 'advisory').map((c: { name: string }) => c.name.replace(/^feature:/, ''));
+  assert.deepEqual(
+    [feature('netns-cookie-sockopt').state, feature('netns-cookie-sockopt').fallback],
+    sockopt ? ['active', undefined] : ['fallback', 'cgroup sock_create probe'],
+  );
+  const degraded = report.checks
+    .filter((c: { ok: boolean; severity: string }) => !c.ok && c.severity === 'advisory')
+    .map((c: { name: string }) => c.name.replace(/^feature:/, ''));
   const load = report.checks.find((c: { name: string }) => c.name === 'bpf-object');
   assert.match(load.detail, /programs and \d+ maps load/);
   const writer = report.checks.find((c: { name: string }) => c.name === 'batch-writer');
@@ -98,10 +118,16 @@ test('features the kernel lacks are named in the verdict: a fallback in use, or 
   const env = { KPR_DISABLE_KERNEL_FEATURES: 'netns-cookie-sockopt,tcx,bpf-sock-destroy' };
   const r = preflightEnv(env, '--bpf-object', bpfObjectPath);
   assert.equal(r.status, 0, r.out + r.err);
-  assert.match(r.out, /^warn\s+feature:netns-cookie-sockopt netns-cookie-sockopt: fallback \(cgroup sock_create probe\) \[disabled by KPR_DISABLE_KERNEL_FEATURES; kernel 5\.14\+\]/m);
+  assert.match(
+    r.out,
+    /^warn\s+feature:netns-cookie-sockopt netns-cookie-sockopt: fallback \(cgroup sock_create probe\) \[disabled by KPR_DISABLE_KERNEL_FEATURES; kernel 5\.14\+\]/m,
+  );
   // The agent's fallbacks for them: clsact filters for tcx, netlink SOCK_DESTROY for bpf_sock_destroy.
   assert.match(r.out, /^warn\s+feature:tcx\s+tcx: fallback \(clsact\/cls_bpf\) \[disabled by KPR_DISABLE_KERNEL_FEATURES; kernel 6\.6\+/m);
-  assert.match(r.out, /^warn\s+feature:bpf-sock-destroy bpf-sock-destroy: fallback \(netlink SOCK_DESTROY\) \[disabled by KPR_DISABLE_KERNEL_FEATURES; kernel 6\.5\+; sock_diag SOCK_DESTROY works here/m);
+  assert.match(
+    r.out,
+    /^warn\s+feature:bpf-sock-destroy bpf-sock-destroy: fallback \(netlink SOCK_DESTROY\) \[disabled by KPR_DISABLE_KERNEL_FEATURES; kernel 6\.5\+; sock_diag SOCK_DESTROY works here/m,
+  );
   assert.match(r.out, /^preflight: this node can run kpr, degraded: netns-cookie-sockopt, tcx, bpf-sock-destroy/m);
   const json = JSON.parse(preflightEnv(env, '-o', 'json', '--bpf-object', bpfObjectPath).out);
   assert.deepEqual(
@@ -141,21 +167,46 @@ test('map sizes: the trial load uses the configured sizes; pins at another size 
     } finally {
       obj.close();
     }
-    const r = preflight('--bpffs', dir, '--bpf-object', bpfObjectPath, '--map-size-services', '80', '--map-size-backends', '1000', '--map-size-conntrack', '4096');
+    const r = preflight(
+      '--bpffs',
+      dir,
+      '--bpf-object',
+      bpfObjectPath,
+      '--map-size-services',
+      '80',
+      '--map-size-backends',
+      '1000',
+      '--map-size-conntrack',
+      '4096',
+    );
     assert.equal(r.status, 0, r.out + r.err);
     assert.match(r.out, /^ok\s+bpf-object\s+.* maps load at the configured map sizes/m);
-    assert.match(r.out, /^ok\s+map-sizes\s+configured: kpr_svc 80, .*kpr_backend 1000, kpr_aff_match 1000, .*kpr_ct 4\d{3}, .*; pinned: .*kpr_svc 10\/40 \(25\.0%\).*; pinned at another size: kpr_svc 40, not 80, .*: the agent migrates the maps to a new set of the configured sizes at start, live/m);
+    assert.match(
+      r.out,
+      /^ok\s+map-sizes\s+configured: kpr_svc 80, .*kpr_backend 1000, kpr_aff_match 1000, .*kpr_ct 4\d{3}, .*; pinned: .*kpr_svc 10\/40 \(25\.0%\).*; pinned at another size: kpr_svc 40, not 80, .*: the agent migrates the maps to a new set of the configured sizes at start, live/m,
+    );
     assert.match(r.out, /^ok\s+map-layouts\s+\d+ map pins under /m);
-    const json = JSON.parse(preflight('-o', 'json', '--bpffs', dir, '--bpf-object', bpfObjectPath, '--map-size-services', '40', '--conntrack-max-per-core', '0').out);
+    const json = JSON.parse(
+      preflight('-o', 'json', '--bpffs', dir, '--bpf-object', bpfObjectPath, '--map-size-services', '40', '--conntrack-max-per-core', '0').out,
+    );
     // kpr_ct at the compiled size (--conntrack-max-per-core 0) as pinned: every size matches.
-    assert.deepEqual(json.mapSizes.find((m: { map: string }) => m.map === 'kpr_svc'), { map: 'kpr_svc', configured: 40, pinned: 40, entries: 10 });
+    assert.deepEqual(
+      json.mapSizes.find((m: { map: string }) => m.map === 'kpr_svc'),
+      { map: 'kpr_svc', configured: 40, pinned: 40, entries: 10 },
+    );
     const row = json.checks.find((c: { name: string }) => c.name === 'map-sizes');
     assert.equal(row.ok, true, row.detail);
     // A pin of a layout this release does not know yet: the agent would refuse to start.
     fs.renameSync(mapPinPath(dir, 'kpr_ct'), path.join(mapPinDir(dir), `kpr_ct@v${MAPS.ct.version + 1}`));
     const newer = preflight('--bpffs', dir, '--bpf-object', bpfObjectPath);
     assert.equal(newer.status, 1, newer.out);
-    assert.match(newer.out, new RegExp(`^FAIL\\s+map-layouts\\s+.*kpr_ct at layout v${MAPS.ct.version + 1} \\(maps/kpr_ct@v${MAPS.ct.version + 1}\\), newer than this release's v${MAPS.ct.version}: the agent refuses to start`, 'm'));
+    assert.match(
+      newer.out,
+      new RegExp(
+        `^FAIL\\s+map-layouts\\s+.*kpr_ct at layout v${MAPS.ct.version + 1} \\(maps/kpr_ct@v${MAPS.ct.version + 1}\\), newer than this release's v${MAPS.ct.version}: the agent refuses to start`,
+        'm',
+      ),
+    );
     // A bad value is refused before anything runs.
     const bad = preflight('--map-size-conntrack', 'many');
     assert.equal(bad.status, 2, 'a usage error');

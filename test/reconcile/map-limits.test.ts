@@ -38,7 +38,10 @@ test('a full kpr_svc refuses the Service that does not fit, corrupts nothing, an
   try {
     const d = new BpfDatapathMaps(small);
     assert.equal(d.capacities().svc, 10);
-    const r = new Reconciler(instrumentMapErrors(d, (map, op) => failures.push(`${map} ${op}`)), quiet);
+    const r = new Reconciler(
+      instrumentMapErrors(d, (map, op) => failures.push(`${map} ${op}`)),
+      quiet,
+    );
     r.adopt();
     const a = fe('a/x', '198.19.0.1', 5, 1); // 6 entries
     const first = r.sync(new Map([['a/x', [a]]]), { full: true });
@@ -85,13 +88,20 @@ test('the kernel answers E2BIG where admission counted room (capacity told wrong
     const d = new BpfDatapathMaps(small);
     const log = { info() {}, warn() {}, error: (msg: string, f: Record<string, unknown> = {}) => void errors.push({ msg, ...f }) };
     // As if max_entries were not known: admission counts on 1,000 entries.
-    const r = new Reconciler(instrumentMapErrors(d, (map, op) => failures.push(`${map} ${op}`)), log, { capacities: { svc: 1000 } });
+    const r = new Reconciler(
+      instrumentMapErrors(d, (map, op) => failures.push(`${map} ${op}`)),
+      log,
+      { capacities: { svc: 1000 } },
+    );
     r.adopt();
     const plans = new Map([1, 2, 3, 4].map((i) => [`ns/s${i}`, [fe(`ns/s${i}`, `198.19.0.${i}`, 3, i * 10)]] as [string, PlanFrontend[]])); // 4 entries each
     const first = r.sync(plans, { full: true });
     assert.equal(first.ok, false);
     assert.match(first.error ?? '', /E2BIG/);
-    assert.ok(failures.some((f) => f.startsWith('kpr_svc ')), failures.join(', '));
+    assert.ok(
+      failures.some((f) => f.startsWith('kpr_svc ')),
+      failures.join(', '),
+    );
     const learned = errors.find((e) => e.msg === 'datapath map full below its capacity: Services are admitted against what it holds');
     assert.ok(learned, JSON.stringify(errors));
     assert.equal(learned.map, 'kpr_svc');
@@ -102,7 +112,13 @@ test('the kernel answers E2BIG where admission counted room (capacity told wrong
     const state = kernelState(d);
     assert.deepEqual(liveViolations(state), []);
     assert.equal(Object.keys(programmed(state)).length, 2, 'two Services of four entries fit in ten');
-    assert.deepEqual((retry.limits ?? []).map((l) => [l.limit, l.capacity]), [['svc_map', 10], ['svc_map', 10]]);
+    assert.deepEqual(
+      (retry.limits ?? []).map((l) => [l.limit, l.capacity]),
+      [
+        ['svc_map', 10],
+        ['svc_map', 10],
+      ],
+    );
     const failed = failures.length;
     assert.equal(r.sync(plans, { full: true }).ok, true);
     assert.equal(failures.length, failed, 'no write fails again');

@@ -20,7 +20,13 @@ const be = (s: string) => {
   return { address: s.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(s.slice(i + 1).replace('*', '')), ...(local ? { local: true as const } : {}) };
 };
 
-function fe(service: string, address: string, port: number, backends: string[], o: Partial<PlanFrontend> & { internal?: string[]; protocol?: Protocol } = {}): PlanFrontend {
+function fe(
+  service: string,
+  address: string,
+  port: number,
+  backends: string[],
+  o: Partial<PlanFrontend> & { internal?: string[]; protocol?: Protocol } = {},
+): PlanFrontend {
   const { internal, ...rest } = o;
   return {
     service,
@@ -56,7 +62,9 @@ function entrySets(maps: MemoryDatapathMaps): Record<string, { rn: number; flags
     if (k.slot !== 0) continue;
     const backends: string[] = [];
     for (let s = 1; s <= v.count; s++) {
-      const slot = [...maps.services.values()].find(([x]) => x.addr === k.addr && x.port === k.port && x.proto === k.proto && x.scope === k.scope && x.slot === s)!;
+      const slot = [...maps.services.values()].find(
+        ([x]) => x.addr === k.addr && x.port === k.port && x.proto === k.proto && x.scope === k.scope && x.slot === s,
+      )!;
       const b = maps.backends.get(slot[1].backendId)!;
       backends.push(`${b.addr}:${b.port}`);
     }
@@ -76,7 +84,12 @@ describe('Reconciler: scopes (eTP=Local short-circuit, rule 25 of docs/semantics
       // eTP=Local: LOCAL_ONLY tells the tc path to keep the client address (and drop when empty);
       // LOCAL_BACKEND: a backend runs on this node (hairpin possible, rule 36).
       '192.168.1.10:30080/EXTERNAL': { rn: 1, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.LOCAL_ONLY | SVC_FLAG.LOCAL_BACKEND, timeout: 0, backends: ['10.0.0.1:80'] },
-      '192.168.1.10:30080/INTERNAL': { rn: 1, flags: SVC_FLAG.NODE_PORT | SVC_FLAG.LOCAL_ONLY | SVC_FLAG.LOCAL_BACKEND, timeout: 0, backends: ['10.0.0.1:80', '10.0.0.2:80'] },
+      '192.168.1.10:30080/INTERNAL': {
+        rn: 1,
+        flags: SVC_FLAG.NODE_PORT | SVC_FLAG.LOCAL_ONLY | SVC_FLAG.LOCAL_BACKEND,
+        timeout: 0,
+        backends: ['10.0.0.1:80', '10.0.0.2:80'],
+      },
     });
     assertNoOp(maps, r, plans(local()));
   });
@@ -101,7 +114,12 @@ describe('Reconciler: scopes (eTP=Local short-circuit, rule 25 of docs/semantics
     const { maps, r } = setup();
     syncChecked(maps, r, plans(local()), true);
     const from = maps.calls.length;
-    syncChecked(maps, r, plans(fe('a/x', '192.168.1.10', 30080, ['10.0.0.1:80*'], { type: 'NodePort', trafficPolicy: 'Local', internal: ['10.0.0.1:80*', '10.0.0.3:80'] })), true);
+    syncChecked(
+      maps,
+      r,
+      plans(fe('a/x', '192.168.1.10', 30080, ['10.0.0.1:80*'], { type: 'NodePort', trafficPolicy: 'Local', internal: ['10.0.0.1:80*', '10.0.0.3:80'] })),
+      true,
+    );
     assert.deepEqual(methods(maps, from), ['updateBackends(1)', 'updateServices(1)', 'deleteBackends(1)']);
   });
 });
@@ -113,9 +131,27 @@ describe('Reconciler: ClientIP affinity (rule 27 of docs/semantics.md)', () => {
   it('the master carries AFFINITY and the timeout; every (backend, frontendId) pair is in kpr_aff_match, written before the slots', () => {
     const { maps, r } = setup();
     syncChecked(maps, r, plans(sticky(['10.0.0.1:80', '10.0.0.2:80'])), true);
-    assert.deepEqual(entrySets(maps)['10.96.0.1:80/EXTERNAL'], { rn: 1, flags: SVC_FLAG.CLUSTER_IP | SVC_FLAG.AFFINITY, timeout: 10800, backends: ['10.0.0.1:80', '10.0.0.2:80'] });
-    assert.deepEqual([...maps.affinityMatches.values()], [{ backendId: 1, frontendId: 1 }, { backendId: 2, frontendId: 1 }]);
-    assert.deepEqual(methods(maps), ['updateBackends(2)', 'updateAffinityMatches(2)', 'updateServices(2)', 'updateSvcMeta(1)', 'updateServices(1)', 'updateVips(1)']);
+    assert.deepEqual(entrySets(maps)['10.96.0.1:80/EXTERNAL'], {
+      rn: 1,
+      flags: SVC_FLAG.CLUSTER_IP | SVC_FLAG.AFFINITY,
+      timeout: 10800,
+      backends: ['10.0.0.1:80', '10.0.0.2:80'],
+    });
+    assert.deepEqual(
+      [...maps.affinityMatches.values()],
+      [
+        { backendId: 1, frontendId: 1 },
+        { backendId: 2, frontendId: 1 },
+      ],
+    );
+    assert.deepEqual(methods(maps), [
+      'updateBackends(2)',
+      'updateAffinityMatches(2)',
+      'updateServices(2)',
+      'updateSvcMeta(1)',
+      'updateServices(1)',
+      'updateVips(1)',
+    ]);
     assertNoOp(maps, r, plans(sticky(['10.0.0.1:80', '10.0.0.2:80'])));
   });
 
@@ -132,12 +168,17 @@ describe('Reconciler: ClientIP affinity (rule 27 of docs/semantics.md)', () => {
     const { maps, r } = setup();
     syncChecked(maps, r, plans(sticky(['10.0.0.1:80'])), true);
     syncChecked(maps, r, plans(sticky(['10.0.0.9:80'])), false);
-    assert.deepEqual([...maps.affinityMatches.values()].map((k) => maps.backends.get(k.backendId)!.addr), ['10.0.0.9']);
+    assert.deepEqual(
+      [...maps.affinityMatches.values()].map((k) => maps.backends.get(k.backendId)!.addr),
+      ['10.0.0.9'],
+    );
   });
 
   it('pairs cover both scopes when the INTERNAL set differs', () => {
     const { maps, r } = setup();
-    const p = plans(sticky(['10.0.0.1:80*'], { type: 'LoadBalancer', address: '203.0.113.7', trafficPolicy: 'Local', internal: ['10.0.0.1:80*', '10.0.0.2:80'] }));
+    const p = plans(
+      sticky(['10.0.0.1:80*'], { type: 'LoadBalancer', address: '203.0.113.7', trafficPolicy: 'Local', internal: ['10.0.0.1:80*', '10.0.0.2:80'] }),
+    );
     syncChecked(maps, r, p, true);
     assert.equal(maps.affinityMatches.size, 2);
     assertNoOp(maps, r, p);
@@ -219,7 +260,7 @@ describe('Reconciler: kpr_svc_meta, flags, LOCAL backends, IPv6', () => {
     );
   });
 
-  it('a name at Kubernetes\' limits is stored whole; one longer than the field is stored cut and not rewritten by the next sync', () => {
+  it("a name at Kubernetes' limits is stored whole; one longer than the field is stored cut and not rewritten by the next sync", () => {
     const { maps, r } = setup();
     const longest = `${'n'.repeat(63)}/${'s'.repeat(63)}`;
     const tooLong = `${'n'.repeat(100)}/${'s'.repeat(100)}`;
@@ -249,20 +290,32 @@ describe('Reconciler: kpr_svc_meta, flags, LOCAL backends, IPv6', () => {
   it('backends on this node carry LOCAL, and their frontend LOCAL_BACKEND; losing the last local backend rewrites the backend value and the master only', () => {
     const { maps, r } = setup();
     syncChecked(maps, r, plans(fe('a/x', '10.96.0.1', 80, ['10.0.0.1:80*', '10.0.0.2:80'])), true);
-    assert.deepEqual([...maps.backends.values()].map((b) => b.flags), [BE_FLAG.LOCAL, 0]);
+    assert.deepEqual(
+      [...maps.backends.values()].map((b) => b.flags),
+      [BE_FLAG.LOCAL, 0],
+    );
     assert.equal(entrySets(maps)['10.96.0.1:80/EXTERNAL'].flags, SVC_FLAG.CLUSTER_IP | SVC_FLAG.LOCAL_BACKEND);
     const from = maps.calls.length;
     syncChecked(maps, r, plans(fe('a/x', '10.96.0.1', 80, ['10.0.0.1:80', '10.0.0.2:80'])), true);
     assert.deepEqual(methods(maps, from), ['updateBackends(1)', 'updateServices(1)']);
-    assert.deepEqual([...maps.backends.values()].map((b) => b.flags), [0, 0]);
+    assert.deepEqual(
+      [...maps.backends.values()].map((b) => b.flags),
+      [0, 0],
+    );
     assert.equal(entrySets(maps)['10.96.0.1:80/EXTERNAL'].flags, SVC_FLAG.CLUSTER_IP);
   });
 
   it('LOCAL_BACKEND (rule 36 of docs/semantics.md): a local backend in the INTERNAL set alone (eTP=Local, none local) marks the frontend too', () => {
     const { maps, r } = setup();
-    syncChecked(maps, r, plans(fe('a/x', '192.168.1.10', 30080, ['10.0.0.2:80'], { type: 'NodePort', trafficPolicy: 'Local', internal: ['10.0.0.1:80*', '10.0.0.2:80'] })), true);
+    syncChecked(
+      maps,
+      r,
+      plans(fe('a/x', '192.168.1.10', 30080, ['10.0.0.2:80'], { type: 'NodePort', trafficPolicy: 'Local', internal: ['10.0.0.1:80*', '10.0.0.2:80'] })),
+      true,
+    );
     const sets = entrySets(maps);
-    for (const scope of ['EXTERNAL', 'INTERNAL']) assert.equal(sets[`192.168.1.10:30080/${scope}`].flags & SVC_FLAG.LOCAL_BACKEND, SVC_FLAG.LOCAL_BACKEND, scope);
+    for (const scope of ['EXTERNAL', 'INTERNAL'])
+      assert.equal(sets[`192.168.1.10:30080/${scope}`].flags & SVC_FLAG.LOCAL_BACKEND, SVC_FLAG.LOCAL_BACKEND, scope);
     syncChecked(maps, r, plans(fe('a/x', '10.96.0.2', 80, ['10.0.0.2:80'])), true);
     assert.equal(entrySets(maps)['10.96.0.2:80/EXTERNAL'].flags, SVC_FLAG.CLUSTER_IP, 'no local backend, no flag');
   });
@@ -281,7 +334,12 @@ describe('Reconciler: adoption of every map', () => {
   const everything = () =>
     plans(
       fe('a/x', '10.96.0.1', 80, ['10.0.0.1:80*', '10.0.0.2:80'], { affinityTimeoutSeconds: 60 }),
-      fe('a/x', '192.168.1.10', 30080, ['10.0.0.1:80*'], { type: 'NodePort', trafficPolicy: 'Local', affinityTimeoutSeconds: 60, internal: ['10.0.0.1:80*', '10.0.0.2:80'] }),
+      fe('a/x', '192.168.1.10', 30080, ['10.0.0.1:80*'], {
+        type: 'NodePort',
+        trafficPolicy: 'Local',
+        affinityTimeoutSeconds: 60,
+        internal: ['10.0.0.1:80*', '10.0.0.2:80'],
+      }),
       fe('b/y', 'fd00::10', 53, ['[fd00::1]:5353'], { protocol: 'UDP' }),
     );
 
@@ -312,7 +370,10 @@ describe('Reconciler: adoption of every map', () => {
     const r = new Reconciler(maps, quiet);
     assert.equal(r.adopt().details.orphanAuxEntries, 3);
     syncChecked(maps, r, everything(), true);
-    assert.deepEqual([maps.vips.has('10.96.9.9'), maps.svcMeta.has(77), [...maps.affinityMatches.values()].some((k) => k.frontendId === 77)], [false, false, false]);
+    assert.deepEqual(
+      [maps.vips.has('10.96.9.9'), maps.svcMeta.has(77), [...maps.affinityMatches.values()].some((k) => k.frontendId === 77)],
+      [false, false, false],
+    );
   });
 
   it('a missing vip or pair under adopted masters is repaired by the first full sync', () => {
@@ -349,7 +410,18 @@ describe('Reconciler: failures at every call of a sync touching every map', () =
 
   it('the sync under test uses every kind of call', () => {
     const used = new Set(reference.maps.calls.slice(probe).map((c) => c.method));
-    for (const m of ['updateBackends', 'updateAffinityMatches', 'updateServices', 'updateSvcMeta', 'updateVips', 'deleteServices', 'deleteAffinityMatches', 'deleteVips', 'deleteSvcMeta', 'deleteBackends']) {
+    for (const m of [
+      'updateBackends',
+      'updateAffinityMatches',
+      'updateServices',
+      'updateSvcMeta',
+      'updateVips',
+      'deleteServices',
+      'deleteAffinityMatches',
+      'deleteVips',
+      'deleteSvcMeta',
+      'deleteBackends',
+    ]) {
       assert.ok(used.has(m as never), `${m} not exercised: ${[...used]}`);
     }
   });
@@ -394,7 +466,10 @@ describe('Reconciler: loadBalancerSourceRanges (kpr_src_range)', () => {
     const from = maps.ops.length;
     syncChecked(maps, r, plans(lb(['198.18.100.0/24', '198.18.102.0/24'])), true);
     assert.deepEqual(
-      maps.ops.slice(from).filter((o) => o.kind.startsWith('range')).map((o) => `${o.kind} ${(o as { key: { cidr: string } }).key.cidr}`),
+      maps.ops
+        .slice(from)
+        .filter((o) => o.kind.startsWith('range'))
+        .map((o) => `${o.kind} ${(o as { key: { cidr: string } }).key.cidr}`),
       ['range-update 198.18.102.0/24', 'range-delete 198.18.101.0/24'],
     );
     const gone = maps.ops.length;
@@ -411,20 +486,27 @@ describe('Reconciler: loadBalancerSourceRanges (kpr_src_range)', () => {
     const again = new Reconciler(maps, quiet);
     again.adopt();
     syncChecked(maps, again, plans(lb(['198.18.100.0/24'])), true);
-    assert.deepEqual([...maps.srcRanges.values()].map((k) => `${k.frontendId} ${k.cidr}`), ['1 198.18.100.0/24']);
+    assert.deepEqual(
+      [...maps.srcRanges.values()].map((k) => `${k.frontendId} ${k.cidr}`),
+      ['1 198.18.100.0/24'],
+    );
     assertNoOp(maps, again, plans(lb(['198.18.100.0/24'])));
   });
 
   it('an invalid range is reported, the valid ones kept', () => {
     const { maps, r } = setup();
     const res = syncChecked(maps, r, plans(lb(['198.18.100.0/24', 'not-a-cidr', '2001:db8::/32'])), true);
-    assert.deepEqual([...maps.srcRanges.values()].map((k) => k.cidr), ['198.18.100.0/24']);
+    assert.deepEqual(
+      [...maps.srcRanges.values()].map((k) => k.cidr),
+      ['198.18.100.0/24'],
+    );
     assert.equal(res.skipped.filter((s) => /invalid source range/.test(s.reason)).length, 2);
   });
 
   it('an incremental re-plan reaches the maps when any one field changes, and writes nothing when none does', () => {
     const { maps, r } = setup();
-    const base = (o: Partial<PlanFrontend> & { internal?: string[] } = {}, backends = ['10.0.0.1:80*', '10.0.0.2:80']) => plans(fe('a/x', '10.96.0.1', 80, backends, { type: 'NodePort', ...o }));
+    const base = (o: Partial<PlanFrontend> & { internal?: string[] } = {}, backends = ['10.0.0.1:80*', '10.0.0.2:80']) =>
+      plans(fe('a/x', '10.96.0.1', 80, backends, { type: 'NodePort', ...o }));
     syncChecked(maps, r, base(), true);
     const step = (p: Map<string, PlanFrontend[]>) => {
       const from = maps.calls.length;
@@ -435,11 +517,24 @@ describe('Reconciler: loadBalancerSourceRanges (kpr_src_range)', () => {
     // The backend's LOCAL flag, and the master's LOCAL_BACKEND with it (its only local backend left).
     assert.deepEqual(step(base({}, ['10.0.0.1:80', '10.0.0.2:80'])), ['updateBackends(1)', 'updateServices(1)'], 'a LOCAL flag');
     assert.deepEqual(step(base({ portName: 'web' }, ['10.0.0.1:80', '10.0.0.2:80'])), ['updateSvcMeta(1)'], 'the port name');
-    assert.deepEqual(maps.dumpSvcMeta().map(([, m]) => m.portName), ['web']);
+    assert.deepEqual(
+      maps.dumpSvcMeta().map(([, m]) => m.portName),
+      ['web'],
+    );
     assert.ok(step(base({ portName: 'web', affinityTimeoutSeconds: 30 }, ['10.0.0.1:80', '10.0.0.2:80'])).includes('updateAffinityMatches(2)'), 'affinity');
-    assert.ok(step(base({ portName: 'web', affinityTimeoutSeconds: 30, sourceRanges: ['198.18.0.0/16'] }, ['10.0.0.1:80', '10.0.0.2:80'])).includes('updateSrcRanges(1)'), 'source ranges');
-    const internal = step(base({ portName: 'web', affinityTimeoutSeconds: 30, sourceRanges: ['198.18.0.0/16'], internal: ['10.0.0.2:80'] }, ['10.0.0.1:80', '10.0.0.2:80']));
-    assert.ok(internal.some((m) => m.startsWith('updateServices')), 'an INTERNAL set');
+    assert.ok(
+      step(base({ portName: 'web', affinityTimeoutSeconds: 30, sourceRanges: ['198.18.0.0/16'] }, ['10.0.0.1:80', '10.0.0.2:80'])).includes(
+        'updateSrcRanges(1)',
+      ),
+      'source ranges',
+    );
+    const internal = step(
+      base({ portName: 'web', affinityTimeoutSeconds: 30, sourceRanges: ['198.18.0.0/16'], internal: ['10.0.0.2:80'] }, ['10.0.0.1:80', '10.0.0.2:80']),
+    );
+    assert.ok(
+      internal.some((m) => m.startsWith('updateServices')),
+      'an INTERNAL set',
+    );
     assert.equal(entrySets(maps)['10.96.0.1:80/INTERNAL'].backends.length, 1);
   });
 });

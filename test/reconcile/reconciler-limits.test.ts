@@ -24,7 +24,10 @@ interface Line {
 
 function recorder(): ReconcileLogger & { lines: Line[] } {
   const lines: Line[] = [];
-  const at = (level: Line['level']) => (msg: string, fields: Record<string, unknown> = {}) => void lines.push({ level, msg, fields });
+  const at =
+    (level: Line['level']) =>
+    (msg: string, fields: Record<string, unknown> = {}) =>
+      void lines.push({ level, msg, fields });
   return { lines, info: at('info'), warn: at('warn'), error: at('error') };
 }
 
@@ -132,7 +135,11 @@ describe('Reconciler limits: frontendIds', () => {
     assert.deepEqual(portsOf(maps, '10.96.0.2'), []);
     assert.deepEqual(portsOf(maps, '10.96.0.3'), [1, 2]);
     assert.deepEqual(limitsOf(res), ['b/big rev_nat_ids refused 9/8']);
-    assert.deepEqual(res.skipped.map((s) => s.object), ['Service b/big'], 'c/new, refused in the first pass, is not reported: the retry programmed it');
+    assert.deepEqual(
+      res.skipped.map((s) => s.object),
+      ['Service b/big'],
+      'c/new, refused in the first pass, is not reported: the retry programmed it',
+    );
   });
 
   it('the limit report goes when the refused Service is deleted', () => {
@@ -208,7 +215,8 @@ describe('Reconciler limits: map capacities', () => {
   it('a full source-range map refuses the LoadBalancer Service whose ranges do not fit', () => {
     const maps = new MemoryDatapathMaps({ maxSrcRanges: 2 });
     const r = new Reconciler(maps, recorder());
-    const lb = (service: string, address: string, ranges: string[]) => fe(service, address, 80, ['10.0.0.1:80'], { type: 'LoadBalancer', sourceRanges: ranges });
+    const lb = (service: string, address: string, ranges: string[]) =>
+      fe(service, address, 80, ['10.0.0.1:80'], { type: 'LoadBalancer', sourceRanges: ranges });
     const res = syncChecked(
       maps,
       r,
@@ -280,7 +288,11 @@ describe('Reconciler limits: a map the kernel finds full before admission does',
     // Again and again: no failure, no new log line.
     const lines = log.lines.length;
     for (let i = 0; i < 3; i++) assert.equal(syncChecked(maps, r, plans(...all), true).ok, true);
-    assert.equal(log.lines.filter((l) => l.level !== 'info').length, log.lines.slice(0, lines).filter((l) => l.level !== 'info').length, 'no new warning or error');
+    assert.equal(
+      log.lines.filter((l) => l.level !== 'info').length,
+      log.lines.slice(0, lines).filter((l) => l.level !== 'info').length,
+      'no new warning or error',
+    );
 
     // Room made (two Services deleted): two refused Services are programmed in that same sync.
     const fewer = all.filter((f) => f.service !== 'ns/s0' && f.service !== 'ns/s1');

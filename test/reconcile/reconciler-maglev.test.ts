@@ -53,10 +53,15 @@ function pure(backends: string[]): string[] {
 }
 
 describe('reconciler: Maglev tables', () => {
-  it('a Maglev frontend: MAGLEV on its master, a table equal to the pure module\'s, entry by entry; random frontends get none', () => {
+  it("a Maglev frontend: MAGLEV on its master, a table equal to the pure module's, entry by entry; random frontends get none", () => {
     const maps = new MemoryDatapathMaps();
     const r = new Reconciler(maps, quiet);
-    const res = syncChecked(maps, r, plans(maglevFe('ns/web', '198.18.1.1', BACKENDS), fe('ns/other', '198.18.1.2', 30080, BACKENDS, { type: 'NodePort' })), true);
+    const res = syncChecked(
+      maps,
+      r,
+      plans(maglevFe('ns/web', '198.18.1.1', BACKENDS), fe('ns/other', '198.18.1.2', 30080, BACKENDS, { type: 'NodePort' })),
+      true,
+    );
     assert.equal(res.ok, true);
     assert.equal(svcAlgOf(master(maps, '198.18.1.1')!.flags), SVC_ALG.MAGLEV);
     assert.equal(svcAlgOf(master(maps, '198.18.1.2')!.flags), SVC_ALG.RANDOM);
@@ -65,10 +70,15 @@ describe('reconciler: Maglev tables', () => {
     assert.equal(maps.maglev.size, 1, 'M=1021: one chunk');
     // The chunk is written before the reference that names it, both before the master that carries MAGLEV.
     const kinds = maps.ops.map((o) => (o.kind === 'svc-update' && o.key.slot === 0 && svcAlgOf(o.val.flags) === SVC_ALG.MAGLEV ? 'maglev-master' : o.kind));
-    assert.ok(kinds.indexOf('maglev-update') < kinds.indexOf('maglev-ref-update') && kinds.indexOf('maglev-ref-update') < kinds.indexOf('maglev-master'), kinds.join(','));
+    assert.ok(
+      kinds.indexOf('maglev-update') < kinds.indexOf('maglev-ref-update') && kinds.indexOf('maglev-ref-update') < kinds.indexOf('maglev-master'),
+      kinds.join(','),
+    );
 
     const calls = maps.mutationCalls;
-    const again = r.sync(plans(maglevFe('ns/web', '198.18.1.1', BACKENDS), fe('ns/other', '198.18.1.2', 30080, BACKENDS, { type: 'NodePort' })), { full: true });
+    const again = r.sync(plans(maglevFe('ns/web', '198.18.1.1', BACKENDS), fe('ns/other', '198.18.1.2', 30080, BACKENDS, { type: 'NodePort' })), {
+      full: true,
+    });
     assert.equal(again.ok, true);
     assert.equal(maps.mutationCalls, calls, 'a no-op sync writes nothing');
   });
@@ -126,7 +136,7 @@ describe('reconciler: Maglev tables', () => {
     assert.equal(maps.mutationCalls, calls, JSON.stringify(maps.calls.slice(-3)));
   });
 
-  it('drift is found by the read-back and repaired: a chunk changed and a reference deleted behind the agent\'s back', () => {
+  it("drift is found by the read-back and repaired: a chunk changed and a reference deleted behind the agent's back", () => {
     const maps = new MemoryDatapathMaps();
     const r = new Reconciler(maps, quiet);
     const p = plans(maglevFe('ns/web', '198.18.1.1', BACKENDS));

@@ -16,7 +16,8 @@ import { fe as frontend, plans, quiet, syncChecked } from './support/reconcile-h
 import { copyState, programmed } from './support/datapath-state.js';
 
 /** A frontend of `type` (the harness's, with its type). */
-const fe = (service: string, type: FrontendType, address: string, port: number, backends: string[]): PlanFrontend => frontend(service, address, port, backends, { type });
+const fe = (service: string, type: FrontendType, address: string, port: number, backends: string[]): PlanFrontend =>
+  frontend(service, address, port, backends, { type });
 
 /** A logger that keeps its lines. */
 function recorder() {
@@ -45,14 +46,17 @@ const WEB = fe('default/web', 'ClusterIP', '10.96.0.10', 80, ['10.0.0.1:8080']);
 const EVIL = fe('aaa-evil/web', 'ExternalIP', '10.96.0.10', 80, ['10.0.0.66:8080']);
 
 describe('address ownership', () => {
-  it('a ClusterIP beats another Service\'s externalIP on it, whatever the names; the loser is never written, even briefly', () => {
+  it("a ClusterIP beats another Service's externalIP on it, whatever the names; the loser is never written, even briefly", () => {
     const maps = new MemoryDatapathMaps();
     const { lines, log } = recorder();
     const r = new Reconciler(maps, log);
     const res = syncChecked(maps, r, plans(EVIL, WEB), true);
     assert.deepEqual(programmed(copyState(maps)), { '10.96.0.10:80/TCP': ['10.0.0.1:8080'] });
     assert.equal(backendsEverWritten(maps).has('10.0.0.66'), false);
-    assert.deepEqual(res.skipped.map((s) => s.object), ['Service aaa-evil/web']);
+    assert.deepEqual(
+      res.skipped.map((s) => s.object),
+      ['Service aaa-evil/web'],
+    );
     assert.match(res.skipped[0].reason, /ExternalIP frontend 10\.96\.0\.10:80\/TCP .*ClusterIP of Service default\/web/);
     assert.deepEqual(res.conflicts, [{ type: 'ExternalIP', rule: 'cluster-ip-address', frontends: 1 }]);
     const warned = lines.filter((l) => l.msg === 'frontend conflict');
@@ -79,7 +83,10 @@ describe('address ownership', () => {
     maps.clearLog();
     const res = syncChecked(maps, r, plans(EVIL), false);
     assert.equal(maps.calls.length, 0);
-    assert.deepEqual(res.skipped.map((s) => s.object), ['Service aaa-evil/web']);
+    assert.deepEqual(
+      res.skipped.map((s) => s.object),
+      ['Service aaa-evil/web'],
+    );
     // Once default/web is gone the externalIP is nobody's ClusterIP any more.
     const gone = syncChecked(maps, r, new Map([['default/web', []]]), false);
     assert.deepEqual(programmed(copyState(maps)), { '10.96.0.10:80/TCP': ['10.0.0.66:8080'] });
@@ -116,7 +123,10 @@ describe('address ownership', () => {
     const lb = fe('a/lb', 'LoadBalancer', '10.96.0.10', 80, ['10.0.0.5:80']);
     const res = syncChecked(maps, r, plans(lb, WEB), true);
     assert.deepEqual(programmed(copyState(maps)), { '10.96.0.10:80/TCP': ['10.0.0.1:8080'] });
-    assert.deepEqual(res.skipped.map((s) => s.object), ['Service a/lb']);
+    assert.deepEqual(
+      res.skipped.map((s) => s.object),
+      ['Service a/lb'],
+    );
   });
 
   it('NodePort beats LoadBalancer beats ExternalIP on one frontend, whatever the names and ages', () => {
@@ -128,7 +138,10 @@ describe('address ownership', () => {
     const ages = { 'z/np': 3000, 'm/lb': 2000, 'a/ex': 1000 }; // the loser is the oldest
     let res = syncChecked(maps, r, aged(plans(ex, lb, np), ages), true);
     assert.deepEqual(programmed(copyState(maps)), { '198.18.0.1:30080/TCP': ['10.0.0.1:80'] });
-    assert.deepEqual(res.skipped.map((s) => s.object), ['Service a/ex', 'Service m/lb']);
+    assert.deepEqual(
+      res.skipped.map((s) => s.object),
+      ['Service a/ex', 'Service m/lb'],
+    );
     assert.match(res.skipped[1].reason, /LoadBalancer frontend .* claimed by Service z\/np as NodePort, which wins/);
     // Without the NodePort the LoadBalancer IP wins over the externalIP.
     res = syncChecked(maps, r, new Map([['z/np', []]]), false);
@@ -145,7 +158,10 @@ describe('address ownership', () => {
     syncChecked(maps, r, aged(plans(old), ages), true);
     const res = syncChecked(maps, r, aged(plans(young), ages), false);
     assert.deepEqual(programmed(copyState(maps)), { '203.0.113.7:443/TCP': ['10.0.0.1:443'] });
-    assert.deepEqual(res.skipped.map((s) => s.object), ['Service aaa/new']);
+    assert.deepEqual(
+      res.skipped.map((s) => s.object),
+      ['Service aaa/new'],
+    );
     // The same decision from a full sync.
     syncChecked(maps, r, aged(plans(young, old), ages), true);
     assert.deepEqual(programmed(copyState(maps)), { '203.0.113.7:443/TCP': ['10.0.0.1:443'] });
@@ -165,11 +181,19 @@ describe('address ownership', () => {
     const c = fe('c/z', 'ExternalIP', '203.0.113.7', 443, ['10.0.0.3:443']);
     for (let i = 0; i < 20; i++) r.sync(plans(a, b, c), { full: true });
     const conflictLines = () => lines.filter((l) => l.msg.startsWith('frontend conflict'));
-    assert.deepEqual(conflictLines().map((l) => l.fields.service), ['b/y', 'c/z']);
+    assert.deepEqual(
+      conflictLines().map((l) => l.fields.service),
+      ['b/y', 'c/z'],
+    );
     assert.equal(r.conflictCounts()[0].frontends, 2);
     // a/x goes: b/y owns it now, c/z's conflict has a new owner and is logged again; b/y's is gone.
     r.sync(plans(b, c), { full: true });
-    assert.deepEqual(conflictLines().slice(2).map((l) => [l.fields.service, l.fields.owner]), [['c/z', 'b/y']]);
+    assert.deepEqual(
+      conflictLines()
+        .slice(2)
+        .map((l) => [l.fields.service, l.fields.owner]),
+      [['c/z', 'b/y']],
+    );
     // b/y stops conflicting (b alone), then conflicts again: logged again.
     r.sync(plans(b), { full: true });
     assert.deepEqual(r.conflictCounts(), []);

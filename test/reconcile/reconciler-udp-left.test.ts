@@ -15,7 +15,10 @@ const udp = (service: string, address: string, port: number, backends: string[])
 describe('Reconciler: UDP backends that left a frontend', () => {
   it('reports a backend that left (not one still there, not a TCP one), once', () => {
     const { r } = setup();
-    const first = r.sync(plans(udp('a/dns', '198.19.0.53', 53, ['198.18.0.1:5353', '198.18.0.2:5353']), fe('a/web', '198.19.0.80', 80, ['198.18.0.1:80', '198.18.0.2:80'])), { full: true });
+    const first = r.sync(
+      plans(udp('a/dns', '198.19.0.53', 53, ['198.18.0.1:5353', '198.18.0.2:5353']), fe('a/web', '198.19.0.80', 80, ['198.18.0.1:80', '198.18.0.2:80'])),
+      { full: true },
+    );
     assert.equal(first.ok, true);
     assert.equal(first.udpBackendsLeft, undefined, 'nothing left at the first sync');
     const rn = r.frontendIdOf('198.19.0.53', 53, 'UDP')!;

@@ -109,7 +109,10 @@ describe('Reconciler', () => {
     r.sync(plans(fe('default/web', '10.96.0.10', 80, ['10.0.0.1:80', '10.0.0.2:80']), fe('default/web', '10.96.0.10', 443, ['10.0.0.1:443'])), { full: true });
     maps.clearLog();
     const res = syncChecked(maps, r, new Map([['default/web', []]]), false);
-    assert.deepEqual(maps.ops.filter((o) => o.kind === 'svc-delete').map((o) => (o as { key: { slot: number; port: number } }).key.slot), [0, 0, 1, 1, 2]);
+    assert.deepEqual(
+      maps.ops.filter((o) => o.kind === 'svc-delete').map((o) => (o as { key: { slot: number; port: number } }).key.slot),
+      [0, 0, 1, 1, 2],
+    );
     assert.equal(maps.ops.at(-1)!.kind, 'backend-delete');
     assert.deepEqual([maps.services.size, maps.backends.size, res.frontends, res.backends, r.frontendCount, r.backendCount], [0, 0, 0, 0, 0, 0]);
     assert.deepEqual([res.servicesDeleted, res.backendsDeleted], [5, 3]);
@@ -184,7 +187,12 @@ describe('Reconciler', () => {
     // backends → slots → masters before the deletions at the end.
     const big = (gen: number) =>
       Array.from({ length: 1700 }, (_, i) =>
-        fe(`default/s${String(i).padStart(4, '0')}`, `10.96.${i >> 8}.${i & 255}`, 80, Array.from({ length: 10 }, (_, j) => `10.${gen}.${i >> 4}.${(i & 15) * 10 + j}:80`)),
+        fe(
+          `default/s${String(i).padStart(4, '0')}`,
+          `10.96.${i >> 8}.${i & 255}`,
+          80,
+          Array.from({ length: 10 }, (_, j) => `10.${gen}.${i >> 4}.${(i & 15) * 10 + j}:80`),
+        ),
       );
     const { maps, r } = setup();
     const first = syncCheckedPerCall(maps, r, plans(...big(1)), true);
@@ -205,7 +213,10 @@ describe('Reconciler', () => {
   it('a frontend with no backends is a master with count 0 (the datapath refuses)', () => {
     const { maps, r } = setup();
     syncChecked(maps, r, plans(fe('a/x', '10.96.0.1', 80, [])), true);
-    assert.deepEqual([...maps.services.values()].map(([k, v]) => [k.slot, v.count]), [[0, 0]]);
+    assert.deepEqual(
+      [...maps.services.values()].map(([k, v]) => [k.slot, v.count]),
+      [[0, 0]],
+    );
   });
 
   it('frontends the datapath cannot serve are skipped with a reason, the rest programmed (SCTP too: rule 39 of docs/semantics.md)', () => {
@@ -227,7 +238,10 @@ describe('Reconciler', () => {
       const { maps, r } = setup();
       const res = syncChecked(maps, r, plans(fe('b/y', '10.96.0.1', 80, ['10.0.0.2:80']), fe('a/x', '10.96.0.1', 80, ['10.0.0.1:80'])), true);
       assert.deepEqual(programmed(copyState(maps)), { '10.96.0.1:80/TCP': ['10.0.0.1:80'] });
-      assert.deepEqual(res.skipped.map((s) => s.object), ['Service b/y']);
+      assert.deepEqual(
+        res.skipped.map((s) => s.object),
+        ['Service b/y'],
+      );
       assert.match(res.skipped[0].reason, /10\.96\.0\.1:80\/TCP is also claimed by Service a\/x/);
     });
 
@@ -245,7 +259,10 @@ describe('Reconciler', () => {
       const { maps, r } = setup();
       r.sync(plans(fe('b/y', '10.96.0.1', 80, ['10.0.0.2:80'])), { full: true });
       const res = syncChecked(maps, r, plans(fe('a/x', '10.96.0.1', 80, ['10.0.0.1:80'])), false);
-      assert.deepEqual(res.skipped.map((s) => s.object), ['Service b/y']);
+      assert.deepEqual(
+        res.skipped.map((s) => s.object),
+        ['Service b/y'],
+      );
       assert.deepEqual(programmed(copyState(maps)), { '10.96.0.1:80/TCP': ['10.0.0.1:80'] });
     });
   });
@@ -340,10 +357,7 @@ describe('Reconciler', () => {
         orphanAuxEntries: 0,
       });
       assert.equal(a.inconsistencies, 7);
-      const want = plans(
-        fe('a/x', '10.96.0.1', 80, ['10.0.0.1:80', '10.0.0.2:80']),
-        fe('c/z', '10.96.0.3', 80, ['10.0.0.1:80', '10.0.0.3:80']),
-      );
+      const want = plans(fe('a/x', '10.96.0.1', 80, ['10.0.0.1:80', '10.0.0.2:80']), fe('c/z', '10.96.0.3', 80, ['10.0.0.1:80', '10.0.0.3:80']));
       const res = syncChecked(maps, r, want, true);
       assert.equal(res.ok, true);
       assert.deepEqual(programmed(copyState(maps)), {

@@ -24,11 +24,25 @@ const meta = mapCodecs(MAPS.svcMeta);
 /** A record by the codecs: key then value. */
 const record = (key: Buffer, val: Buffer) => Buffer.concat([key, val]);
 
-describe('the mirror\'s records are the registry codecs\' bytes', () => {
-  it('kpr_svc: an entry set\'s master and slots (sparse), IPv4 and IPv6, both scopes', () => {
+describe("the mirror's records are the registry codecs' bytes", () => {
+  it("kpr_svc: an entry set's master and slots (sparse), IPv4 and IPv6, both scopes", () => {
     const sets: EntrySet[] = [
-      { fk: 'a', scope: 0, base: { addr: '198.18.7.9', port: 0x1234, proto: 17 }, master: { backendId: 0x12345678, count: 3, frontendId: 0xdef1, flags: 0x7f }, slots: [0, 7, 0xffffffff, 9], slotCount: 3 },
-      { fk: 'b', scope: 1, base: { addr: '2001:db8::7:9', port: 0xfffe, proto: 6 }, master: { backendId: 0, count: 0xffff, frontendId: 0xffff, flags: 0xffff }, slots: [], slotCount: 0 },
+      {
+        fk: 'a',
+        scope: 0,
+        base: { addr: '198.18.7.9', port: 0x1234, proto: 17 },
+        master: { backendId: 0x12345678, count: 3, frontendId: 0xdef1, flags: 0x7f },
+        slots: [0, 7, 0xffffffff, 9],
+        slotCount: 3,
+      },
+      {
+        fk: 'b',
+        scope: 1,
+        base: { addr: '2001:db8::7:9', port: 0xfffe, proto: 6 },
+        master: { backendId: 0, count: 0xffff, frontendId: 0xffff, flags: 0xffff },
+        slots: [],
+        slotCount: 0,
+      },
       { fk: 'c', scope: 1, base: { addr: '198.19.0.1', port: 53, proto: 17 }, master: null, slots: [], slotCount: 0 },
     ];
     sets[2].slots[0x1ff] = 42; // a slot without master (adopted), numbered above 255
@@ -40,11 +54,15 @@ describe('the mirror\'s records are the registry codecs\' bytes', () => {
       const want: Buffer[] = [];
       if (f.master) want.push(record(svc.key.encode({ ...f.base, slot: 0, scope: f.scope }), svc.value.encode(f.master)));
       f.slots.forEach((id, slot) => {
-        if (slot > 0 && id !== undefined) want.push(record(svc.key.encode({ ...f.base, slot, scope: f.scope }), svc.value.encode({ backendId: id, count: 0, frontendId: 0, flags: 0 })));
+        if (slot > 0 && id !== undefined)
+          want.push(record(svc.key.encode({ ...f.base, slot, scope: f.scope }), svc.value.encode({ backendId: id, count: 0, frontendId: 0, flags: 0 })));
       });
       assert.equal(n, want.length);
       assert.deepEqual(got, want, f.fk);
-      assert.deepEqual(firsts, want.map((_, i) => i === 0));
+      assert.deepEqual(
+        firsts,
+        want.map((_, i) => i === 0),
+      );
       for (const r of got) assert.equal(r.length, SVC_RECORD);
       // The head hashed once per set is the same in every record of it.
       for (const r of got) assert.deepEqual(r.subarray(0, SVC_HEAD), got[0].subarray(0, SVC_HEAD));

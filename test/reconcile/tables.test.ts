@@ -35,8 +35,22 @@ describe('reconciler tables', () => {
   });
 
   it('cover the maps the reconciler owns, read back in the resync order, the limited ones with their capacity', () => {
-    assert.deepEqual(READ_BACK_MAPS, [MAP_NAMES.svc, MAP_NAMES.backend, MAP_NAMES.vip, MAP_NAMES.svcMeta, MAP_NAMES.affinityMatch, MAP_NAMES.srcRange, MAP_NAMES.maglev, MAP_NAMES.maglevRef]);
+    assert.deepEqual(READ_BACK_MAPS, [
+      MAP_NAMES.svc,
+      MAP_NAMES.backend,
+      MAP_NAMES.vip,
+      MAP_NAMES.svcMeta,
+      MAP_NAMES.affinityMatch,
+      MAP_NAMES.srcRange,
+      MAP_NAMES.maglev,
+      MAP_NAMES.maglevRef,
+    ]);
     assert.equal(new Set(TABLES.map((t) => t.map)).size, TABLES.length);
-    assert.deepEqual(Object.fromEntries(CAPACITY_KEYS), { [MAP_NAMES.svc]: 'svc', [MAP_NAMES.backend]: 'backend', [MAP_NAMES.affinityMatch]: 'affinityMatch', [MAP_NAMES.srcRange]: 'srcRange' });
+    assert.deepEqual(Object.fromEntries(CAPACITY_KEYS), {
+      [MAP_NAMES.svc]: 'svc',
+      [MAP_NAMES.backend]: 'backend',
+      [MAP_NAMES.affinityMatch]: 'affinityMatch',
+      [MAP_NAMES.srcRange]: 'srcRange',
+    });
   });
 });

@@ -11,7 +11,10 @@ import { request } from './apiserver-helpers.js';
 
 const SVC = '/api/v1/namespaces/default/services';
 const service = (name: string, spec: Record<string, unknown> = {}) => ({
-  apiVersion: 'v1', kind: 'Service', metadata: { name }, spec: { ports: [{ port: 80 }], selector: { app: name }, ...spec },
+  apiVersion: 'v1',
+  kind: 'Service',
+  metadata: { name },
+  spec: { ports: [{ port: 80 }], selector: { app: name }, ...spec },
 });
 const V4 = /^198\.19\.\d+\.\d+$/;
 const V6 = /^2001:db8:19::[0-9a-f]+$/;
@@ -83,7 +86,10 @@ describe('sandbox apiserver: dual-stack cluster (198.19.0.0/16,2001:db8:19::/112
     assert.equal(up.body.spec.clusterIPs[0], created.spec.clusterIP, 'the primary IP is kept');
     assert.match(up.body.spec.clusterIPs[1], V6);
     assert.deepEqual(up.body.spec.ipFamilies, ['IPv4', 'IPv6']);
-    const drop = await request(api.url, 'PUT', `${SVC}/upgrade`, { ...up.body, spec: { ...up.body.spec, clusterIPs: [up.body.spec.clusterIP], ipFamilies: ['IPv4'] } });
+    const drop = await request(api.url, 'PUT', `${SVC}/upgrade`, {
+      ...up.body,
+      spec: { ...up.body.spec, clusterIPs: [up.body.spec.clusterIP], ipFamilies: ['IPv4'] },
+    });
     assert.equal(drop.status, 422);
     assert.match(drop.body.message, /must be 'SingleStack' to release the secondary cluster IP/);
     const down = await request(api.url, 'PUT', `${SVC}/upgrade`, { ...up.body, spec: { ...up.body.spec, ipFamilyPolicy: 'SingleStack' } });

@@ -80,20 +80,30 @@ describe('sandbox apiserver: CRUD over HTTP', () => {
 
   test('JSON patch (RFC 6902): operations in order; one that cannot apply 422, a patch that is not a list 400', async () => {
     const path = `${SVC}/web`;
-    const p = await request(api.url, 'PATCH', path, [
-      { op: 'test', path: '/metadata/labels/tier', value: 'front' },
-      { op: 'add', path: '/metadata/labels/a~1b', value: 'x' },
-      { op: 'replace', path: '/spec/ports/0/port', value: 82 },
-      { op: 'copy', from: '/metadata/labels/tier', path: '/metadata/annotations' },
-      { op: 'remove', path: '/metadata/annotations' },
-      { op: 'move', from: '/metadata/labels/tier', path: '/metadata/labels/role' },
-    ], 'application/json-patch+json');
+    const p = await request(
+      api.url,
+      'PATCH',
+      path,
+      [
+        { op: 'test', path: '/metadata/labels/tier', value: 'front' },
+        { op: 'add', path: '/metadata/labels/a~1b', value: 'x' },
+        { op: 'replace', path: '/spec/ports/0/port', value: 82 },
+        { op: 'copy', from: '/metadata/labels/tier', path: '/metadata/annotations' },
+        { op: 'remove', path: '/metadata/annotations' },
+        { op: 'move', from: '/metadata/labels/tier', path: '/metadata/labels/role' },
+      ],
+      'application/json-patch+json',
+    );
     assert.equal(p.status, 200, JSON.stringify(p.body));
     assert.deepEqual(p.body.metadata.labels, { 'a/b': 'x', role: 'front' });
     assert.equal(p.body.spec.ports[0].port, 82);
     assert.equal(p.body.metadata.annotations, undefined);
     const before = (await request(api.url, 'GET', path)).body;
-    for (const bad of [[{ op: 'remove', path: '/spec/nope' }], [{ op: 'test', path: '/spec/ports/0/port', value: 1 }], [{ op: 'add', path: '/spec/ports/9', value: {} }]]) {
+    for (const bad of [
+      [{ op: 'remove', path: '/spec/nope' }],
+      [{ op: 'test', path: '/spec/ports/0/port', value: 1 }],
+      [{ op: 'add', path: '/spec/ports/9', value: {} }],
+    ]) {
       const r = await request(api.url, 'PATCH', path, bad, 'application/json-patch+json');
       assert.equal(r.status, 422, JSON.stringify(bad));
       assert.equal(r.body.reason, 'Invalid');
@@ -101,16 +111,42 @@ describe('sandbox apiserver: CRUD over HTTP', () => {
     assert.equal((await request(api.url, 'PATCH', path, { op: 'remove' }, 'application/json-patch+json')).status, 400);
     assert.equal((await request(api.url, 'GET', path)).body.metadata.resourceVersion, before.metadata.resourceVersion, 'a failed patch changes nothing');
     // Back as the next tests expect it.
-    const back = await request(api.url, 'PATCH', path, [{ op: 'replace', path: '/spec/ports/0/port', value: 81 }, { op: 'replace', path: '/metadata/labels', value: { tier: 'front' } }], 'application/json-patch+json');
+    const back = await request(
+      api.url,
+      'PATCH',
+      path,
+      [
+        { op: 'replace', path: '/spec/ports/0/port', value: 81 },
+        { op: 'replace', path: '/metadata/labels', value: { tier: 'front' } },
+      ],
+      'application/json-patch+json',
+    );
     assert.equal(back.status, 200);
   });
 
   test("metadata.resourceVersion on create: 500 with kube-apiserver's storage error, before AlreadyExists; the server's fields are its own", async () => {
-    const ds = { apiVersion: 'apps/v1', kind: 'DaemonSet', metadata: { name: 'copy', resourceVersion: '421', uid: 'u-1', creationTimestamp: '2020-01-01T00:00:00Z', generation: 7 }, spec: {}, status: { numberReady: 3 } };
+    const ds = {
+      apiVersion: 'apps/v1',
+      kind: 'DaemonSet',
+      metadata: { name: 'copy', resourceVersion: '421', uid: 'u-1', creationTimestamp: '2020-01-01T00:00:00Z', generation: 7 },
+      spec: {},
+      status: { numberReady: 3 },
+    };
     const DS = '/apis/apps/v1/namespaces/default/daemonsets';
     const r = await request(api.url, 'POST', DS, ds);
     assert.equal(r.status, 500);
-    assert.deepEqual({ ...r.body, metadata: undefined }, { kind: 'Status', apiVersion: 'v1', metadata: undefined, status: 'Failure', message: 'resourceVersion should not be set on objects to be created', reason: '', code: 500 });
+    assert.deepEqual(
+      { ...r.body, metadata: undefined },
+      {
+        kind: 'Status',
+        apiVersion: 'v1',
+        metadata: undefined,
+        status: 'Failure',
+        message: 'resourceVersion should not be set on objects to be created',
+        reason: '',
+        code: 500,
+      },
+    );
     delete (ds.metadata as { resourceVersion?: string }).resourceVersion;
     const c = await request(api.url, 'POST', DS, ds);
     assert.equal(c.status, 201);
@@ -118,7 +154,11 @@ describe('sandbox apiserver: CRUD over HTTP', () => {
     assert.notEqual(c.body.metadata.creationTimestamp, '2020-01-01T00:00:00Z');
     assert.equal(c.body.metadata.generation, 1);
     assert.equal(c.body.status, undefined, "a DaemonSet's status is not taken from a create");
-    assert.equal((await request(api.url, 'POST', DS, { ...ds, metadata: { ...ds.metadata, resourceVersion: '1' } })).status, 500, 'the resourceVersion is refused first');
+    assert.equal(
+      (await request(api.url, 'POST', DS, { ...ds, metadata: { ...ds.metadata, resourceVersion: '1' } })).status,
+      500,
+      'the resourceVersion is refused first',
+    );
     assert.equal((await request(api.url, 'POST', DS, ds)).status, 409);
     assert.equal((await request(api.url, 'DELETE', `${DS}/copy`)).status, 200);
   });
@@ -131,7 +171,10 @@ describe('sandbox apiserver: CRUD over HTTP', () => {
     // "k8s\0", runtime.Unknown{typeMeta{v1, ConfigMap}, raw: ConfigMap{metadata{name p, namespace kube-system, selfLink ""}, data{k: v}}}.
     const ld = (num: number, bytes: Buffer) => Buffer.concat([Buffer.from([(num << 3) | 2, bytes.length]), bytes]);
     const s = (t: string) => Buffer.from(t);
-    const raw = Buffer.concat([ld(1, Buffer.concat([ld(1, s('p')), ld(3, s('kube-system')), ld(4, s(''))])), ld(2, Buffer.concat([ld(1, s('kubeconfig.conf')), ld(2, s('apiVersion: v1'))]))]);
+    const raw = Buffer.concat([
+      ld(1, Buffer.concat([ld(1, s('p')), ld(3, s('kube-system')), ld(4, s(''))])),
+      ld(2, Buffer.concat([ld(1, s('kubeconfig.conf')), ld(2, s('apiVersion: v1'))])),
+    ]);
     const body = Buffer.concat([s('k8s\0'), ld(1, Buffer.concat([ld(1, s('v1')), ld(2, s('ConfigMap'))])), ld(2, raw)]);
     const res = await fetch(api.url + CM, { method: 'POST', headers: { 'content-type': 'application/vnd.kubernetes.protobuf' }, body });
     assert.equal(res.status, 201);
@@ -140,7 +183,10 @@ describe('sandbox apiserver: CRUD over HTTP', () => {
     assert.equal(p.metadata.selfLink, undefined, 'an empty scalar is unset');
     const other = Buffer.concat([s('k8s\0'), ld(1, Buffer.concat([ld(1, s('v1')), ld(2, s('Secret'))])), ld(2, Buffer.alloc(0))]);
     assert.equal((await fetch(api.url + CM, { method: 'POST', headers: { 'content-type': 'application/vnd.kubernetes.protobuf' }, body: other })).status, 415);
-    assert.deepEqual((await request(api.url, 'GET', CM)).body.items.map((i: { metadata: { name: string } }) => i.metadata.name), ['j', 'p']);
+    assert.deepEqual(
+      (await request(api.url, 'GET', CM)).body.items.map((i: { metadata: { name: string } }) => i.metadata.name),
+      ['j', 'p'],
+    );
     assert.equal((await request(api.url, 'DELETE', `${CM}/j`)).status, 200);
     assert.equal((await request(api.url, 'DELETE', `${CM}/p`)).status, 200);
   });
@@ -177,14 +223,26 @@ describe('sandbox apiserver: CRUD over HTTP', () => {
     assert.equal(e.body.apiVersion, 'discovery.k8s.io/v1');
     const l = await request(api.url, 'GET', '/apis/discovery.k8s.io/v1/endpointslices');
     assert.equal(l.body.kind, 'EndpointSliceList');
-    assert.deepEqual(l.body.items.map((i: any) => i.metadata.name), ['web-1']);
+    assert.deepEqual(
+      l.body.items.map((i: any) => i.metadata.name),
+      ['web-1'],
+    );
     assert.equal((await request(api.url, 'GET', '/api/v1/namespaces/default/secrets')).status, 404);
     // Pods and apps/v1 DaemonSets are stored too (kpr cleanup-nodes' test), apps in the group list.
-    const ds = await request(api.url, 'POST', '/apis/apps/v1/namespaces/default/daemonsets', { apiVersion: 'apps/v1', kind: 'DaemonSet', metadata: { name: 'ds' }, spec: {} });
+    const ds = await request(api.url, 'POST', '/apis/apps/v1/namespaces/default/daemonsets', {
+      apiVersion: 'apps/v1',
+      kind: 'DaemonSet',
+      metadata: { name: 'ds' },
+      spec: {},
+    });
     assert.equal(ds.status, 201);
     assert.equal((await request(api.url, 'DELETE', '/apis/apps/v1/namespaces/default/daemonsets/ds')).status, 200);
     assert.equal((await request(api.url, 'GET', '/api/v1/namespaces/default/pods')).body.kind, 'PodList');
-    assert.deepEqual((await request(api.url, 'GET', '/apis')).body.groups.map((g: { name: string }) => g.name).sort(), ['apps', 'discovery.k8s.io', 'networking.k8s.io']);
+    assert.deepEqual((await request(api.url, 'GET', '/apis')).body.groups.map((g: { name: string }) => g.name).sort(), [
+      'apps',
+      'discovery.k8s.io',
+      'networking.k8s.io',
+    ]);
   });
 });
 
@@ -209,7 +267,10 @@ describe('sandbox apiserver: ServiceCIDR, served or not (a cluster before Kubern
     assert.equal(c.body.metadata.namespace, undefined, 'cluster-scoped');
     const l = await request(api.url, 'GET', PATH);
     assert.equal(l.body.kind, 'ServiceCIDRList');
-    assert.deepEqual(l.body.items.map((i: any) => [i.metadata.name, i.spec.cidrs]), [['kubernetes', ['198.19.0.0/16']]]);
+    assert.deepEqual(
+      l.body.items.map((i: any) => [i.metadata.name, i.spec.cidrs]),
+      [['kubernetes', ['198.19.0.0/16']]],
+    );
     const w = await openWatch(api.url, `${PATH}?watch=1&resourceVersion=${l.body.metadata.resourceVersion}`);
     try {
       api.create(sc('extra', ['198.18.240.0/20']));
@@ -240,23 +301,52 @@ describe('sandbox apiserver: list and selectors', () => {
     assert.equal(l.body.kind, 'ServiceList');
     assert.equal(l.body.apiVersion, 'v1');
     assert.equal(l.body.metadata.resourceVersion, api.resourceVersion());
-    assert.deepEqual(l.body.items.map((i: any) => `${i.metadata.namespace}/${i.metadata.name}`), ['default/a', 'default/foreign', 'default/headless', 'other/b']);
+    assert.deepEqual(
+      l.body.items.map((i: any) => `${i.metadata.namespace}/${i.metadata.name}`),
+      ['default/a', 'default/foreign', 'default/headless', 'other/b'],
+    );
     const ns = await request(api.url, 'GET', '/api/v1/namespaces/other/services');
-    assert.deepEqual(ns.body.items.map((i: any) => i.metadata.name), ['b']);
+    assert.deepEqual(
+      ns.body.items.map((i: any) => i.metadata.name),
+      ['b'],
+    );
   });
 
   test("kube-proxy's selectors filter lists", async () => {
     const q = new URLSearchParams({ labelSelector: '!service.kubernetes.io/service-proxy-name', fieldSelector: 'spec.clusterIP!=None' });
     const l = await request(api.url, 'GET', `/api/v1/services?${q}`);
-    assert.deepEqual(l.body.items.map((i: any) => i.metadata.name), ['a', 'b']);
+    assert.deepEqual(
+      l.body.items.map((i: any) => i.metadata.name),
+      ['a', 'b'],
+    );
     const byName = await request(api.url, 'GET', `/api/v1/services?${new URLSearchParams({ fieldSelector: 'metadata.name=b' })}`);
-    assert.deepEqual(byName.body.items.map((i: any) => i.metadata.name), ['b']);
+    assert.deepEqual(
+      byName.body.items.map((i: any) => i.metadata.name),
+      ['b'],
+    );
     const hasLabel = await request(api.url, 'GET', `/api/v1/services?${new URLSearchParams({ labelSelector: 'service.kubernetes.io/service-proxy-name' })}`);
-    assert.deepEqual(hasLabel.body.items.map((i: any) => i.metadata.name), ['foreign']);
-    const eq = await request(api.url, 'GET', `/api/v1/services?${new URLSearchParams({ labelSelector: 'service.kubernetes.io/service-proxy-name=other-proxy' })}`);
-    assert.deepEqual(eq.body.items.map((i: any) => i.metadata.name), ['foreign']);
-    const neq = await request(api.url, 'GET', `/api/v1/services?${new URLSearchParams({ labelSelector: 'service.kubernetes.io/service-proxy-name!=other-proxy' })}`);
-    assert.deepEqual(neq.body.items.map((i: any) => i.metadata.name), ['a', 'headless', 'b']);
+    assert.deepEqual(
+      hasLabel.body.items.map((i: any) => i.metadata.name),
+      ['foreign'],
+    );
+    const eq = await request(
+      api.url,
+      'GET',
+      `/api/v1/services?${new URLSearchParams({ labelSelector: 'service.kubernetes.io/service-proxy-name=other-proxy' })}`,
+    );
+    assert.deepEqual(
+      eq.body.items.map((i: any) => i.metadata.name),
+      ['foreign'],
+    );
+    const neq = await request(
+      api.url,
+      'GET',
+      `/api/v1/services?${new URLSearchParams({ labelSelector: 'service.kubernetes.io/service-proxy-name!=other-proxy' })}`,
+    );
+    assert.deepEqual(
+      neq.body.items.map((i: any) => i.metadata.name),
+      ['a', 'headless', 'b'],
+    );
     const bad = await request(api.url, 'GET', `/api/v1/services?${new URLSearchParams({ fieldSelector: 'nonsense' })}`);
     assert.equal(bad.status, 400);
   });
@@ -309,7 +399,11 @@ describe('sandbox apiserver: watch protocol', () => {
       ['ADDED x', 'MODIFIED x', 'DELETED x', 'ADDED live'],
     );
     const rvs = evs.map((e) => Number(e.object.metadata.resourceVersion));
-    assert.deepEqual([...rvs].sort((a, b) => a - b), rvs, 'resourceVersions increase');
+    assert.deepEqual(
+      [...rvs].sort((a, b) => a - b),
+      rvs,
+      'resourceVersions increase',
+    );
     assert.ok(rvs[0] > Number(from));
     assert.equal(evs[0].object.kind, 'Service');
     assert.equal(evs[1].object.spec.ports[0].port, 90);
@@ -371,7 +465,10 @@ describe('sandbox apiserver: watch protocol', () => {
       assert.equal(expired.events[0].object.code, 410);
       const recent = await openWatch(small.url, `/api/v1/services?watch=true&resourceVersion=${Number(small.resourceVersion()) - 3}`);
       const evs = await recent.waitForCount(3);
-      assert.deepEqual(evs.map((e) => e.object.metadata.name), ['s3', 's4', 's5']);
+      assert.deepEqual(
+        evs.map((e) => e.object.metadata.name),
+        ['s3', 's4', 's5'],
+      );
       recent.close();
     } finally {
       await small.close();
@@ -402,21 +499,30 @@ describe('sandbox apiserver: watch protocol', () => {
       const reset = await openWatch(srv.url, `/api/v1/services?watch=true&resourceVersion=${oldRv}`);
       const resetEnd = new Promise<string>((r) => void reset.ended.then(() => r('ended')));
       // Below the old resourceVersions, destroying the streams (a crash).
-      srv.replaceHistory({ resourceVersionBase: 5, edit: () => {
-        srv.remove('Service', 'default', 'b');
-        srv.create(svc('d'));
-      } });
+      srv.replaceHistory({
+        resourceVersionBase: 5,
+        edit: () => {
+          srv.remove('Service', 'default', 'b');
+          srv.create(svc('d'));
+        },
+      });
       assert.equal(await resetEnd, 'ended');
       assert.equal(reset.events.length, 0, 'no event for the edits');
       assert.equal(srv.watchCount(), 0);
-      assert.deepEqual(srv.list('Service').map((o) => `${o.metadata!.name}@${o.metadata!.resourceVersion}`), ['a@6', 'c@8', 'd@10']);
+      assert.deepEqual(
+        srv.list('Service').map((o) => `${o.metadata!.name}@${o.metadata!.resourceVersion}`),
+        ['a@6', 'c@8', 'd@10'],
+      );
       assert.equal(srv.resourceVersion(), '10');
       const list = await request(srv.url, 'GET', '/api/v1/services');
       assert.equal(list.body.metadata.resourceVersion, '10');
       // The old history's (higher) resourceVersion is served as if valid: only new events come.
       const stale = await openWatch(srv.url, `/api/v1/services?watch=true&resourceVersion=${oldRv}`);
       srv.create(svc('e'));
-      assert.deepEqual((await stale.waitForCount(1)).map((e) => `${e.type} ${e.object.metadata.name}@${e.object.metadata.resourceVersion}`), ['ADDED e@11']);
+      assert.deepEqual(
+        (await stale.waitForCount(1)).map((e) => `${e.type} ${e.object.metadata.name}@${e.object.metadata.resourceVersion}`),
+        ['ADDED e@11'],
+      );
       stale.close();
       // Above: the old resourceVersions are below the new history's start, 410; clean close.
       const w = await openWatch(srv.url, `/api/v1/services?watch=true&resourceVersion=11`);
@@ -426,11 +532,17 @@ describe('sandbox apiserver: watch protocol', () => {
       const expired = await openWatch(srv.url, `/api/v1/services?watch=true&resourceVersion=11`);
       await expired.ended;
       assert.equal(expired.events[0]?.object.code, 410);
-      assert.deepEqual(srv.list('Service').map((o) => o.metadata!.name), ['a', 'd', 'e']);
+      assert.deepEqual(
+        srv.list('Service').map((o) => o.metadata!.name),
+        ['a', 'd', 'e'],
+      );
       const from = srv.resourceVersion();
       const fresh = await openWatch(srv.url, `/api/v1/services?watch=true&resourceVersion=${from}`);
       srv.remove('Service', 'default', 'e');
-      assert.deepEqual((await fresh.waitForCount(1)).map((e) => e.type), ['DELETED']);
+      assert.deepEqual(
+        (await fresh.waitForCount(1)).map((e) => e.type),
+        ['DELETED'],
+      );
       assert.ok(Number(fresh.events[0].object.metadata.resourceVersion) > 1000);
       fresh.close();
     } finally {
@@ -456,7 +568,10 @@ describe('sandbox apiserver: watch protocol', () => {
       const resumed = await openWatch(srv.url, `/api/v1/services?watch=true&resourceVersion=${rv}`);
       const created = await request(srv.url, 'POST', SVC, svc('after'));
       assert.ok(Number(created.body.metadata.resourceVersion) > Number(rv));
-      assert.deepEqual((await resumed.waitForCount(1)).map((e) => `${e.type} ${e.object.metadata.name}`), ['ADDED after']);
+      assert.deepEqual(
+        (await resumed.waitForCount(1)).map((e) => `${e.type} ${e.object.metadata.name}`),
+        ['ADDED after'],
+      );
       assert.notEqual(created.body.spec.clusterIP, before.spec.clusterIP);
       resumed.close();
     } finally {
@@ -500,7 +615,10 @@ describe('sandbox apiserver: manifests, kubeconfig, CLI', () => {
       const again = await api.loadManifests([path.join(dir, 'web.yaml')]);
       assert.equal(again.objects.length, 2);
       const l = await request(api.url, 'GET', '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices');
-      assert.deepEqual(l.body.items[0].endpoints.map((e: any) => e.addresses[0]), ['10.244.1.5', '10.244.2.7']);
+      assert.deepEqual(
+        l.body.items[0].endpoints.map((e: any) => e.addresses[0]),
+        ['10.244.1.5', '10.244.2.7'],
+      );
     } finally {
       await api.close();
     }
@@ -536,7 +654,10 @@ describe('sandbox apiserver: manifests, kubeconfig, CLI', () => {
     });
     assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
     const l = await request(url, 'GET', '/api/v1/services');
-    assert.deepEqual(l.body.items.map((i: any) => i.metadata.name), ['web']);
+    assert.deepEqual(
+      l.body.items.map((i: any) => i.metadata.name),
+      ['web'],
+    );
     const kc: any = YAML.parse(await readFile(kubeconfig, 'utf8'));
     assert.equal(kc.clusters[0].cluster.server, url);
     const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
@@ -573,7 +694,11 @@ describe('sandbox apiserver: paginated lists (limit/continue)', () => {
     const full = await request(api.url, 'GET', SVCS);
     for (const limit of [1, 2, 3, 9, 100]) {
       const ps = await pages(SVCS, limit);
-      assert.deepEqual(ps.flatMap((p) => p.items.map(key)), full.body.items.map(key), `limit ${limit}`);
+      assert.deepEqual(
+        ps.flatMap((p) => p.items.map(key)),
+        full.body.items.map(key),
+        `limit ${limit}`,
+      );
       for (const p of ps) {
         assert.equal(p.kind, 'ServiceList');
         assert.ok(p.items.length <= limit);
@@ -584,9 +709,15 @@ describe('sandbox apiserver: paginated lists (limit/continue)', () => {
     assert.equal((await pages(SVCS, 3)).length, 3, '9 items in pages of 3');
     // Namespaced and selector-filtered lists page over the matching objects only.
     const ns = await pages('/api/v1/namespaces/default/services', 4);
-    assert.deepEqual(ns.flatMap((p) => p.items.map((i: any) => i.metadata.name)), ['headless', 's0', 's1', 's2', 's3', 's4', 's5', 's6']);
+    assert.deepEqual(
+      ns.flatMap((p) => p.items.map((i: any) => i.metadata.name)),
+      ['headless', 's0', 's1', 's2', 's3', 's4', 's5', 's6'],
+    );
     const sel = await pages(`${SVCS}?${new URLSearchParams({ fieldSelector: 'spec.clusterIP!=None' })}`, 3);
-    assert.deepEqual(sel.flatMap((p) => p.items.map(key)), [...Array.from({ length: 7 }, (_, i) => `default/s${i}`), 'other/x']);
+    assert.deepEqual(
+      sel.flatMap((p) => p.items.map(key)),
+      [...Array.from({ length: 7 }, (_, i) => `default/s${i}`), 'other/x'],
+    );
     assert.ok(sel.every((p) => p.items.length <= 3));
   });
 
@@ -608,12 +739,25 @@ describe('sandbox apiserver: paginated lists (limit/continue)', () => {
       cont = r.body.metadata.continue;
     }
     const all = [...first.body.items, ...rest];
-    assert.deepEqual(all.map(key), ['default/headless', 'default/s0', 'default/s1', 'default/s2', 'default/s3', 'default/s4', 'default/s5', 'default/s6', 'other/x']);
+    assert.deepEqual(all.map(key), [
+      'default/headless',
+      'default/s0',
+      'default/s1',
+      'default/s2',
+      'default/s3',
+      'default/s4',
+      'default/s5',
+      'default/s6',
+      'other/x',
+    ]);
     const oldS5 = all.find((i) => i.metadata.name === 's5');
     assert.equal(oldS5.metadata.resourceVersion, s5.metadata.resourceVersion, 's5 as it was');
     assert.equal(oldS5.metadata.labels?.changed, undefined);
     const now = await pages(SVCS, 4);
-    assert.deepEqual(now.flatMap((p) => p.items.map(key)), ['default/headless', 'default/s1', 'default/s2', 'default/s3', 'default/s4', 'default/s5', 'default/s55', 'other/x']);
+    assert.deepEqual(
+      now.flatMap((p) => p.items.map(key)),
+      ['default/headless', 'default/s1', 'default/s2', 'default/s3', 'default/s4', 'default/s5', 'default/s55', 'other/x'],
+    );
     assert.equal(now.flatMap((p) => p.items).find((i: any) => i.metadata.name === 's5').metadata.labels.changed, 'yes');
   });
 

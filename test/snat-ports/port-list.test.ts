@@ -6,12 +6,22 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { covers, formatPortList, parseLocalPortRange, parsePortList, planRelease, planReserve, PortListError, withoutRange, withRange } from '../../agent/snat-ports/port-list.js';
+import {
+  covers,
+  formatPortList,
+  parseLocalPortRange,
+  parsePortList,
+  planRelease,
+  planReserve,
+  PortListError,
+  withoutRange,
+  withRange,
+} from '../../agent/snat-ports/port-list.js';
 import { snatPortsCheck } from '../../agent/snat-ports/check.js';
 
 const SNAT = { lo: 61000, hi: 65535 };
 
-test('the kernel\'s list syntax: single ports and ranges, sorted and merged on the way back', () => {
+test("the kernel's list syntax: single ports and ranges, sorted and merged on the way back", () => {
   assert.deepEqual(parsePortList(''), []);
   assert.deepEqual(parsePortList('\n'), []);
   assert.deepEqual(parsePortList('5000,61000-65535\n'), [{ lo: 5000, hi: 5000 }, SNAT]);
@@ -36,7 +46,11 @@ test('taking the range out cuts ranges that straddle it and keeps the rest', () 
 
 test('reserve: written when not covered (kpr owns it then); kept as found when covered, owned only if kpr owned it before', () => {
   assert.deepEqual(planReserve(parsePortList('5000'), SNAT, false), { action: 'write', text: '5000,61000-65535', owned: true });
-  assert.deepEqual(planReserve(parsePortList('61000-62000'), SNAT, false), { action: 'write', text: '61000-65535', owned: true }, 'partly reserved: the rest is added');
+  assert.deepEqual(
+    planReserve(parsePortList('61000-62000'), SNAT, false),
+    { action: 'write', text: '61000-65535', owned: true },
+    'partly reserved: the rest is added',
+  );
   assert.deepEqual(planReserve(parsePortList('5000,61000-65535'), SNAT, false), { action: 'keep', owned: false }, 'someone else reserved it');
   assert.deepEqual(planReserve(parsePortList('5000,61000-65535'), SNAT, true), { action: 'keep', owned: true }, 'an earlier agent reserved it');
   assert.ok(covers(parsePortList('60000-65535'), SNAT));
@@ -46,18 +60,18 @@ test('reserve: written when not covered (kpr owns it then); kept as found when c
 test('release: only what kpr owns, leaving every other port; nothing to write when nothing is reserved there', () => {
   assert.equal(planRelease(parsePortList('5000,61000-65535'), SNAT, true), '5000');
   assert.equal(planRelease(parsePortList('61000-65535'), SNAT, true), '');
-  assert.equal(planRelease(parsePortList('5000,61000-65535'), SNAT, false), undefined, 'not kpr\'s');
+  assert.equal(planRelease(parsePortList('5000,61000-65535'), SNAT, false), undefined, "not kpr's");
   assert.equal(planRelease(parsePortList('5000'), SNAT, true), undefined, 'already released');
 });
 
-test('ip_local_port_range\'s text', () => {
+test("ip_local_port_range's text", () => {
   assert.deepEqual(parseLocalPortRange('32768\t60999\n'), { lo: 32768, hi: 60999 });
   assert.throws(() => parseLocalPortRange('32768'), PortListError);
 });
 
 test('preflight snat-ports: a warning exactly when the ephemeral ports reach into the range and it is not reserved', () => {
   const row = (reserved: string, eph: string) => snatPortsCheck({ reserved: parsePortList(reserved), localPortRange: parseLocalPortRange(eph) }, SNAT);
-  assert.equal(row('', '32768 60999').ok, true, 'Linux\'s default range stops below 61000');
+  assert.equal(row('', '32768 60999').ok, true, "Linux's default range stops below 61000");
   assert.equal(row('61000-65535', '1024 65535').ok, true);
   const warn = row('5000', '1024 65535');
   assert.equal(warn.ok, false);

@@ -34,7 +34,9 @@ export function highOrCritical(report: AuditReport): string[] | undefined {
   if (report.message !== undefined || report.error !== undefined || !report.metadata?.vulnerabilities) return undefined;
   const bad = Object.entries(report.vulnerabilities ?? {})
     .filter(([, v]) => v.severity === 'high' || v.severity === 'critical')
-    .map(([name, v]) => `${name} (${v.severity}, ${v.range ?? '?'}): ${v.via.map((x) => (typeof x === 'string' ? `via ${x}` : `${x.title} ${x.url}`)).join('; ')}`);
+    .map(
+      ([name, v]) => `${name} (${v.severity}, ${v.range ?? '?'}): ${v.via.map((x) => (typeof x === 'string' ? `via ${x}` : `${x.title} ${x.url}`)).join('; ')}`,
+    );
   const counted = (report.metadata.vulnerabilities.high ?? 0) + (report.metadata.vulnerabilities.critical ?? 0);
   if (counted > 0 && bad.length === 0) bad.push(`${counted} high/critical counted in metadata`);
   return bad;
@@ -68,8 +70,18 @@ test('npm audit: no high or critical advisory in the runtime dependencies', { ti
 
 test("the audit's verdict: a report with a critical advisory fails, a moderate one passes, an error report is no verdict", () => {
   const report = (severity: string): AuditReport => ({
-    vulnerabilities: { 'form-data': { severity, range: '4.0.0 - 4.0.3', via: [{ title: 'form-data uses unsafe random function for choosing boundary', url: 'https://github.com/advisories/GHSA-fjxv-7rqg-78g4' }] }, '@kubernetes/client-node': { severity, via: ['form-data'] } },
-    metadata: { vulnerabilities: { info: 0, low: 0, moderate: severity === 'moderate' ? 2 : 0, high: 0, critical: severity === 'critical' ? 2 : 0, total: 2 }, dependencies: { prod: 130 } },
+    vulnerabilities: {
+      'form-data': {
+        severity,
+        range: '4.0.0 - 4.0.3',
+        via: [{ title: 'form-data uses unsafe random function for choosing boundary', url: 'https://github.com/advisories/GHSA-fjxv-7rqg-78g4' }],
+      },
+      '@kubernetes/client-node': { severity, via: ['form-data'] },
+    },
+    metadata: {
+      vulnerabilities: { info: 0, low: 0, moderate: severity === 'moderate' ? 2 : 0, high: 0, critical: severity === 'critical' ? 2 : 0, total: 2 },
+      dependencies: { prod: 130 },
+    },
   });
   assert.deepEqual(highOrCritical(report('critical')), [
     'form-data (critical, 4.0.0 - 4.0.3): form-data uses unsafe random function for choosing boundary https://github.com/advisories/GHSA-fjxv-7rqg-78g4',
@@ -82,7 +94,9 @@ test("the audit's verdict: a report with a critical advisory fails, a moderate o
 test('the lockfile holds js-yaml at 4.1.1 or later (CVE-2025-64718), by an override in package.json', () => {
   const pkg = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8'));
   const lock = JSON.parse(readFileSync(path.join(repoRoot, 'package-lock.json'), 'utf8'));
-  const copies = Object.entries(lock.packages as Record<string, { version: string; dev?: boolean }>).filter(([k]) => k === 'node_modules/js-yaml' || k.endsWith('/node_modules/js-yaml'));
+  const copies = Object.entries(lock.packages as Record<string, { version: string; dev?: boolean }>).filter(
+    ([k]) => k === 'node_modules/js-yaml' || k.endsWith('/node_modules/js-yaml'),
+  );
   assert.ok(copies.length > 0, 'js-yaml is in the lockfile (a dependency of @kubernetes/client-node)');
   for (const [where, { version }] of copies) {
     const [major, minor, patch] = version.split('.').map(Number);

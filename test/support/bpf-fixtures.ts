@@ -11,7 +11,19 @@ import { BpfMap, BPF_MAP_TYPE, ensureBpffs, KprBpfError } from '../../native/ind
 import type { BpfDatapathMaps, DatapathMapSet } from '../../agent/maps/bpf-datapath-maps.js';
 import { svcKeyId } from '../../agent/maps/memory-datapath-maps.js';
 import type { MapState } from '../reconcile/support/datapath-state.js';
-import { AFFINITY_MATCH_KEY, BACKEND, SRC_RANGE_KEY, SVC_KEY, SVC_META, SVC_VAL, VIP_KEY, VIP_VAL, decodeSvcKey, encodeSvcKey, encodeSvcVal } from '../../agent/maps/layout.js';
+import {
+  AFFINITY_MATCH_KEY,
+  BACKEND,
+  SRC_RANGE_KEY,
+  SVC_KEY,
+  SVC_META,
+  SVC_VAL,
+  VIP_KEY,
+  VIP_VAL,
+  decodeSvcKey,
+  encodeSvcKey,
+  encodeSvcVal,
+} from '../../agent/maps/layout.js';
 import { MAPS } from '../../agent/maps/registry.js';
 
 /** dist/test/support/bpf-fixtures.js -> repository root. */

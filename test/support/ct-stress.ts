@@ -74,17 +74,26 @@ function runWorker(job: StressJob): Promise<StressReport> {
 }
 
 /** One fill level on a freshly loaded object (a fresh LRU: no state carried from the level before). */
-export async function runFill(opts: { nsPath: string; capacity: number; maxEntries: number; fill: number; cpus: number[]; sweep?: boolean }): Promise<FillResult> {
+export async function runFill(opts: {
+  nsPath: string;
+  capacity: number;
+  maxEntries: number;
+  fill: number;
+  cpus: number[];
+  sweep?: boolean;
+}): Promise<FillResult> {
   const t0 = performance.now();
   const tc = loadTcObject('kpr-ct-stress', { kpr_ct: opts.maxEntries });
   try {
     const { obj } = tc;
     const ct = obj.map('kpr_ct');
     // A closed flow's entries expire at once (closing timeout 0): the sweeper has work all along.
-    obj.map('kpr_config').update(
-      Buffer.alloc(4),
-      encodeConfig({ hostNetnsCookie: 0n, snatV4: NODE, snatV6: '2001:db8:1::1', tcpTimeoutS: 300, tcpClosingTimeoutS: 0, udpTimeoutS: 30, flags: 0 }),
-    );
+    obj
+      .map('kpr_config')
+      .update(
+        Buffer.alloc(4),
+        encodeConfig({ hostNetnsCookie: 0n, snatV4: NODE, snatV6: '2001:db8:1::1', tcpTimeoutS: 300, tcpClosingTimeoutS: 0, udpTimeoutS: 30, flags: 0 }),
+      );
     writeFrontend(tc, { addr: NODE, port: NODE_PORT, proto: IPPROTO.TCP, frontendId: 7, flags: SVC_FLAG.NODE_PORT }, BACKENDS);
     const ncpu = opts.cpus.length;
     // Entries at most: two per live flow and per pool flow.
@@ -92,8 +101,18 @@ export async function runFill(opts: { nsPath: string; capacity: number; maxEntri
     const jobs = opts.cpus.map((cpu, w): StressJob => {
       const flows = Math.floor(total / ncpu) + (w < total % ncpu ? 1 : 0);
       return {
-        cpu, ext: obj.program('kpr_tc_ext').fd, pod: obj.program('kpr_tc_pod').fd, nsPath: opts.nsPath, node: NODE, nodePort: NODE_PORT,
-        client: `198.18.100.${10 + w}`, firstPort: 10000, flows, poolPort: 50000, pool: POOL, churn: flows,
+        cpu,
+        ext: obj.program('kpr_tc_ext').fd,
+        pod: obj.program('kpr_tc_pod').fd,
+        nsPath: opts.nsPath,
+        node: NODE,
+        nodePort: NODE_PORT,
+        client: `198.18.100.${10 + w}`,
+        firstPort: 10000,
+        flows,
+        poolPort: 50000,
+        pool: POOL,
+        churn: flows,
       };
     });
     let sweeping = opts.sweep ?? true;
@@ -116,8 +135,21 @@ export async function runFill(opts: { nsPath: string; capacity: number; maxEntri
       await sweeper;
     }
     const res: FillResult = {
-      fill: opts.fill, capacity: opts.capacity, maxEntries: ct.maxEntries, cpus: ncpu, flows: 0, halfFlows: 0, lostFlows: 0,
-      repliesMissed: 0, notTranslated: 0, ctLost: Number(stat(obj.map('kpr_stats'), STAT.TC_CT_LOST)), replyRestored: Number(stat(obj.map('kpr_stats'), STAT.TC_CT_REPLY_RESTORED)), swept, packets: 0, ms: 0, examples: [],
+      fill: opts.fill,
+      capacity: opts.capacity,
+      maxEntries: ct.maxEntries,
+      cpus: ncpu,
+      flows: 0,
+      halfFlows: 0,
+      lostFlows: 0,
+      repliesMissed: 0,
+      notTranslated: 0,
+      ctLost: Number(stat(obj.map('kpr_stats'), STAT.TC_CT_LOST)),
+      replyRestored: Number(stat(obj.map('kpr_stats'), STAT.TC_CT_REPLY_RESTORED)),
+      swept,
+      packets: 0,
+      ms: 0,
+      examples: [],
     };
     for (const [w, rep] of reports.entries()) {
       const client = jobs[w]!.client;
@@ -127,7 +159,9 @@ export async function runFill(opts: { nsPath: string; capacity: number; maxEntri
       for (const f of rep.flows) {
         res.flows++;
         const orig = ct.lookup(encodeCtKey({ saddr: client, daddr: NODE, sport: f.port, dport: NODE_PORT, proto: IPPROTO.TCP, dir: CT_DIR.ORIGINAL }));
-        const replyVal = ct.lookup(encodeCtKey({ saddr: f.backend, daddr: NODE, sport: f.backendPort, dport: f.snatPort, proto: IPPROTO.TCP, dir: CT_DIR.REPLY }));
+        const replyVal = ct.lookup(
+          encodeCtKey({ saddr: f.backend, daddr: NODE, sport: f.backendPort, dport: f.snatPort, proto: IPPROTO.TCP, dir: CT_DIR.REPLY }),
+        );
         const reply = replyVal ? decodeCtVal(replyVal, 0) : null;
         // The REPLY entry on the flow's tuple counts only while it is this flow's.
         const replyOurs = reply !== null && reply.natDaddr === client && reply.natDport === f.port;
@@ -136,7 +170,9 @@ export async function runFill(opts: { nsPath: string; capacity: number; maxEntri
         else res.lostFlows++;
         if (res.examples.length < 5 && (orig || replyOurs || res.lostFlows <= 2)) {
           const o = orig ? decodeCtVal(orig, 0) : null;
-          res.examples.push(`cpu ${rep.cpu} ${client}:${f.port} -> ${f.backend} snat ${f.snatPort}: ORIGINAL ${o ? `flags ${o.flags} to ${o.natDaddr}:${o.natDport} snat ${o.natSport}` : 'gone'}, REPLY ${reply ? `flags ${reply.flags} for ${reply.natDaddr}:${reply.natDport}` : 'gone'}`);
+          res.examples.push(
+            `cpu ${rep.cpu} ${client}:${f.port} -> ${f.backend} snat ${f.snatPort}: ORIGINAL ${o ? `flags ${o.flags} to ${o.natDaddr}:${o.natDport} snat ${o.natSport}` : 'gone'}, REPLY ${reply ? `flags ${reply.flags} for ${reply.natDaddr}:${reply.natDport}` : 'gone'}`,
+          );
         }
       }
     }

@@ -33,7 +33,14 @@ export interface SlicePort {
 }
 
 /** An IPv4 slice of Service `svc` behind `ports`; an endpoint given as an address alone is ready, on the sandbox's node. `annotations`, when given, are set. */
-export function endpointSlice(namespace: string, name: string, svc: string, endpoints: Array<string | SliceEndpoint>, ports: SlicePort[], annotations?: Record<string, string>): KubeObject {
+export function endpointSlice(
+  namespace: string,
+  name: string,
+  svc: string,
+  endpoints: Array<string | SliceEndpoint>,
+  ports: SlicePort[],
+  annotations?: Record<string, string>,
+): KubeObject {
   return {
     apiVersion: 'discovery.k8s.io/v1',
     kind: 'EndpointSlice',
@@ -47,7 +54,13 @@ export function endpointSlice(namespace: string, name: string, svc: string, endp
 }
 
 /** A slice of Service `svc` behind port "http" 8080/TCP. */
-export function httpSlice(namespace: string, name: string, svc: string, endpoints: Array<string | SliceEndpoint>, annotations?: Record<string, string>): KubeObject {
+export function httpSlice(
+  namespace: string,
+  name: string,
+  svc: string,
+  endpoints: Array<string | SliceEndpoint>,
+  annotations?: Record<string, string>,
+): KubeObject {
   return endpointSlice(namespace, name, svc, endpoints, [{ name: 'http', port: 8080 }], annotations);
 }
 
@@ -69,5 +82,10 @@ export function e2eService(
 
 /** The EndpointSlice of a two-node suite's Service `svc`: ready endpoints at `ips` on node-1, port http 8080. */
 export function e2eSlice(svc: string, ips: string[]): KubeObject {
-  return httpSlice('e2e', `${svc}-1`, svc, ips.map((ip) => ({ ip, node: 'node-1' })));
+  return httpSlice(
+    'e2e',
+    `${svc}-1`,
+    svc,
+    ips.map((ip) => ({ ip, node: 'node-1' })),
+  );
 }

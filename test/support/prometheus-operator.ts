@@ -82,10 +82,17 @@ function toPrometheus(r: OperatorRelabel): Record<string, unknown> {
 }
 
 /** The selector's keep/drop rules over `prefix` (pod or service labels), keys sorted as the operator does. */
-function selectorRelabelings(selector: { matchLabels?: Labels; matchExpressions?: Array<{ key: string; operator: string; values?: string[] }> }, prefix: string): Array<Record<string, unknown>> {
+function selectorRelabelings(
+  selector: { matchLabels?: Labels; matchExpressions?: Array<{ key: string; operator: string; values?: string[] }> },
+  prefix: string,
+): Array<Record<string, unknown>> {
   const out: Array<Record<string, unknown>> = [];
   for (const k of Object.keys(selector.matchLabels ?? {}).sort()) {
-    out.push({ action: 'keep', source_labels: [`${prefix}_label_${sanitizeLabelName(k)}`, `${prefix}_labelpresent_${sanitizeLabelName(k)}`], regex: `(${selector.matchLabels![k]});true` });
+    out.push({
+      action: 'keep',
+      source_labels: [`${prefix}_label_${sanitizeLabelName(k)}`, `${prefix}_labelpresent_${sanitizeLabelName(k)}`],
+      regex: `(${selector.matchLabels![k]});true`,
+    });
   }
   for (const e of selector.matchExpressions ?? []) {
     const label = [`${prefix}_label_${sanitizeLabelName(e.key)}`, `${prefix}_labelpresent_${sanitizeLabelName(e.key)}`];
@@ -142,7 +149,11 @@ export function podTargets(ds: K8sObject, pod: DiscoveredPod): StaticGroup[] {
   const spec = ds.spec.template.spec as { containers: Container[]; initContainers?: Container[] };
   const all = [...spec.containers.map((c) => ({ c, init: false })), ...(spec.initContainers ?? []).map((c) => ({ c, init: true }))];
   for (const { c, init } of all) {
-    const container = { __meta_kubernetes_pod_container_name: c.name, __meta_kubernetes_pod_container_init: String(init), __meta_kubernetes_pod_container_image: 'kpr' };
+    const container = {
+      __meta_kubernetes_pod_container_name: c.name,
+      __meta_kubernetes_pod_container_init: String(init),
+      __meta_kubernetes_pod_container_image: 'kpr',
+    };
     if (!c.ports?.length) {
       out.push({ targets: [pod.ip], labels: { ...base, ...container } });
       continue;
@@ -196,7 +207,12 @@ export function endpointsTargets(service: K8sObject, ds: K8sObject, pods: Discov
       };
       for (const c of containers) {
         const cp = c.ports?.find((p) => p.containerPort === target);
-        if (cp) Object.assign(labels, { __meta_kubernetes_pod_container_name: c.name, __meta_kubernetes_pod_container_port_name: cp.name ?? '', __meta_kubernetes_pod_container_port_number: String(cp.containerPort) });
+        if (cp)
+          Object.assign(labels, {
+            __meta_kubernetes_pod_container_name: c.name,
+            __meta_kubernetes_pod_container_port_name: cp.name ?? '',
+            __meta_kubernetes_pod_container_port_number: String(cp.containerPort),
+          });
       }
       out.push({ targets: [pod.ip.includes(':') ? `[${pod.ip}]:${target}` : `${pod.ip}:${target}`], labels });
     }
@@ -217,7 +233,13 @@ export function podMonitorScrapeConfig(pm: K8sObject, ds: K8sObject, pods: Disco
     { source_labels: ['__meta_kubernetes_pod_name'], target_label: 'pod' },
     { target_label: 'job', replacement: `${pm.metadata.namespace}/${pm.metadata.name}` },
   );
-  if (pm.spec.jobLabel) relabel.push({ source_labels: [`__meta_kubernetes_pod_label_${sanitizeLabelName(pm.spec.jobLabel)}`], target_label: 'job', regex: '(.+)', replacement: '${1}' });
+  if (pm.spec.jobLabel)
+    relabel.push({
+      source_labels: [`__meta_kubernetes_pod_label_${sanitizeLabelName(pm.spec.jobLabel)}`],
+      target_label: 'job',
+      regex: '(.+)',
+      replacement: '${1}',
+    });
   if (ep.port) relabel.push({ target_label: 'endpoint', replacement: ep.port });
   relabel.push(...(ep.relabelings ?? []).map(toPrometheus));
   return {
@@ -248,7 +270,13 @@ export function serviceMonitorScrapeConfig(sm: K8sObject, services: K8sObject[],
     RUNNING_FILTER,
     { source_labels: ['__meta_kubernetes_service_name'], target_label: 'job', replacement: '${1}' },
   );
-  if (sm.spec.jobLabel) relabel.push({ source_labels: [`__meta_kubernetes_service_label_${sanitizeLabelName(sm.spec.jobLabel)}`], target_label: 'job', regex: '(.+)', replacement: '${1}' });
+  if (sm.spec.jobLabel)
+    relabel.push({
+      source_labels: [`__meta_kubernetes_service_label_${sanitizeLabelName(sm.spec.jobLabel)}`],
+      target_label: 'job',
+      regex: '(.+)',
+      replacement: '${1}',
+    });
   if (ep.port) relabel.push({ target_label: 'endpoint', replacement: ep.port });
   relabel.push(...(ep.relabelings ?? []).map(toPrometheus));
   return {

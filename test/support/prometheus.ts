@@ -35,7 +35,18 @@ export interface RuleGroup {
 /** The chart's PrometheusRule, rendered by the real helm with `set` (e.g. metrics.serviceMonitor.job=kube-proxy): its groups. */
 export function renderedRuleGroups(set: string[] = []): RuleGroup[] {
   const chart = path.join(repoRoot, 'charts', 'kpr');
-  const r = helm('template', 'kpr', chart, '--namespace', 'kube-system', '--set', 'prometheusRule.enabled=true', ...set.flatMap((s) => ['--set', s]), '-s', 'templates/prometheusrule.yaml');
+  const r = helm(
+    'template',
+    'kpr',
+    chart,
+    '--namespace',
+    'kube-system',
+    '--set',
+    'prometheusRule.enabled=true',
+    ...set.flatMap((s) => ['--set', s]),
+    '-s',
+    'templates/prometheusrule.yaml',
+  );
   if (r.status !== 0) throw new Error(`helm template failed: ${r.stderr}`);
   const rule = YAML.parse(r.stdout) as { kind: string; spec: { groups: RuleGroup[] } };
   if (rule.kind !== 'PrometheusRule') throw new Error(`rendered ${rule.kind}, not a PrometheusRule`);

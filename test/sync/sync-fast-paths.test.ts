@@ -9,7 +9,17 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { BpfMap } from '../../native/index.js';
 import { BpfDatapathMaps } from '../../agent/maps/bpf-datapath-maps.js';
-import { SVC_META, VIP_KEY, encodeBackend, encodeSvcMeta, encodeVipKey, type Backend, type SvcKey, type SvcMeta, type SvcVal } from '../../agent/maps/layout.js';
+import {
+  SVC_META,
+  VIP_KEY,
+  encodeBackend,
+  encodeSvcMeta,
+  encodeVipKey,
+  type Backend,
+  type SvcKey,
+  type SvcMeta,
+  type SvcVal,
+} from '../../agent/maps/layout.js';
 import { TupleIndex } from '../../agent/reconcile/tuple-index.js';
 import { backendValueKey } from '../../agent/reconcile/desired-frontend.js';
 import { parseIP } from '../../agent/net/ip.js';
@@ -20,7 +30,7 @@ import { backendTable } from '../maps/support/backend-rows.js';
 
 function rng(seed: number) {
   let s = seed >>> 0;
-  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296);
+  return () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296;
 }
 
 describe('TupleIndex', () => {
@@ -177,7 +187,10 @@ describe('BackendTable', () => {
         assert.equal(t.size, rows.size);
         const ids: number[] = [];
         t.forEachId((x) => ids.push(x));
-        assert.deepEqual(ids.sort((a, b) => a - b), [...rows.keys()].sort((a, b) => a - b));
+        assert.deepEqual(
+          ids.sort((a, b) => a - b),
+          [...rows.keys()].sort((a, b) => a - b),
+        );
       }
     }
   });
@@ -229,7 +242,16 @@ class FakeMap {
 }
 
 function maps() {
-  const m = { svc: new FakeMap(), backend: new FakeMap(), vip: new FakeMap(), affinityMatch: new FakeMap(), svcMeta: new FakeMap(), srcRange: new FakeMap(), maglev: new FakeMap(), maglevRef: new FakeMap() };
+  const m = {
+    svc: new FakeMap(),
+    backend: new FakeMap(),
+    vip: new FakeMap(),
+    affinityMatch: new FakeMap(),
+    svcMeta: new FakeMap(),
+    srcRange: new FakeMap(),
+    maglev: new FakeMap(),
+    maglevRef: new FakeMap(),
+  };
   return { m, d: new BpfDatapathMaps(m as unknown as Record<keyof typeof m, BpfMap>) };
 }
 
@@ -319,13 +341,26 @@ describe('endpointsByServicePort merge', () => {
     assert.deepEqual(flat(sorted), [['http/TCP', ['10.0.0.1:80:false', '10.0.0.2:80:false', '10.0.0.10:80:false']]]);
     const messy = endpointsByServicePort(
       'ns/s',
-      [slice('a', [['10.0.0.3'], ['10.0.0.1'], ['10.0.0.3', true], ['10.0.0.2', true], ['10.0.0.2']], [['http', 90], ['http', 80]])] as never,
+      [
+        slice(
+          'a',
+          [['10.0.0.3'], ['10.0.0.1'], ['10.0.0.3', true], ['10.0.0.2', true], ['10.0.0.2']],
+          [
+            ['http', 90],
+            ['http', 80],
+          ],
+        ),
+      ] as never,
       '',
     );
     assert.deepEqual(flat(messy), [
       ['http/TCP', ['10.0.0.1:80:false', '10.0.0.1:90:false', '10.0.0.2:80:false', '10.0.0.2:90:false', '10.0.0.3:80:false', '10.0.0.3:90:false']],
     ]);
-    const two = endpointsByServicePort('ns/s', [slice('b', [['10.0.0.1']], [['http', 80]]), slice('a', [['10.0.0.2'], ['10.0.0.1', true]], [['http', 80]])] as never, '');
+    const two = endpointsByServicePort(
+      'ns/s',
+      [slice('b', [['10.0.0.1']], [['http', 80]]), slice('a', [['10.0.0.2'], ['10.0.0.1', true]], [['http', 80]])] as never,
+      '',
+    );
     assert.deepEqual(flat(two), [['http/TCP', ['10.0.0.1:80:false', '10.0.0.2:80:false']]]);
   });
 });

@@ -13,7 +13,6 @@ import { MemoryDatapathMaps } from '../../agent/maps/memory-datapath-maps.js';
 import type { Logger } from '../../agent/log/log.js';
 import { ep, service, slice } from '../support/k8s-fixtures.js';
 
-
 interface Line {
   level: string;
   msg: string;
@@ -22,7 +21,10 @@ interface Line {
 
 function recorder(): Logger & { lines: Line[] } {
   const lines: Line[] = [];
-  const at = (level: string) => (msg: string, fields: Record<string, unknown> = {}) => void lines.push({ level, msg, fields });
+  const at =
+    (level: string) =>
+    (msg: string, fields: Record<string, unknown> = {}) =>
+      void lines.push({ level, msg, fields });
   const l = { lines, error: at('error'), warn: at('warn'), info: at('info'), debug: at('debug'), trace: at('trace'), child: () => l, enabled: () => true };
   return l as unknown as Logger & { lines: Line[] };
 }
@@ -31,7 +33,10 @@ function add(cluster: FakeCluster, i: number, backends = 1): void {
   const key = `ns/s${i}`;
   cluster.svcs.set(key, service(key, { clusterIP: `198.19.0.${i + 1}`, ports: [{ name: 'http', port: 80, protocol: 'TCP' }] }));
   cluster.slices.set(key, [
-    slice(`${key}-1`, { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: Array.from({ length: backends }, (_, j) => ep(`198.18.${i}.${j + 1}`)) }),
+    slice(`${key}-1`, {
+      ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+      endpoints: Array.from({ length: backends }, (_, j) => ep(`198.18.${i}.${j + 1}`)),
+    }),
   ]);
 }
 
@@ -55,7 +60,12 @@ describe('SyncLoop over capacity', () => {
     const summaries = () => log.lines.filter((l) => l.fields.event === 'ServicesOverLimit');
     assert.equal(summaries().length, 1);
     assert.deepEqual(
-      { services: summaries()[0].fields.services, byLimit: summaries()[0].fields.byLimit, newly: summaries()[0].fields.newlyOverLimit, first: summaries()[0].fields.first },
+      {
+        services: summaries()[0].fields.services,
+        byLimit: summaries()[0].fields.byLimit,
+        newly: summaries()[0].fields.newlyOverLimit,
+        first: summaries()[0].fields.first,
+      },
       { services: 2, byLimit: { svc_map: 2 }, newly: 2, first: ['ns/s4', 'ns/s5'] },
     );
     assert.match(String(summaries()[0].fields.message), /^2 Services over a datapath limit \(svc_map 2\) are not served on this node/);
@@ -69,7 +79,10 @@ describe('SyncLoop over capacity', () => {
     assert.equal(summaries().length, 1);
     assert.equal(log.lines.filter((l) => l.msg === 'Service refused: over a datapath limit').length, 2);
     await new Promise((r) => setTimeout(r, 700)); // past the first retry's delay, had there been one
-    assert.ok(syncs.every((s) => s.ok && s.trigger !== 'retry'), JSON.stringify(syncs));
+    assert.ok(
+      syncs.every((s) => s.ok && s.trigger !== 'retry'),
+      JSON.stringify(syncs),
+    );
 
     // Room made: s4 is programmed in the deletion's sync; one summary says so.
     cluster.svcs.delete('ns/s1');

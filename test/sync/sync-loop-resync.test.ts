@@ -21,7 +21,6 @@ import { World } from '../reconcile/support/readback-world.js';
 import { rng } from '../support/rng.js';
 import { quiet } from '../reconcile/support/reconcile-harness.js';
 
-
 const N = 12;
 const key = (i: number) => `a/s${String(i).padStart(2, '0')}`;
 const vip = (i: number) => `198.19.1.${i + 1}`;
@@ -148,7 +147,7 @@ describe('sliced periodic resync', () => {
     assert.deepEqual(strictViolations(copyState(maps)), []);
   });
 
-  it('drift found by the loop\'s resync (a bogus frontend inserted, a master deleted) is repaired and reported once', async () => {
+  it("drift found by the loop's resync (a bogus frontend inserted, a master deleted) is repaired and reported once", async () => {
     const c = cluster();
     const { maps, loop, reports, until } = setup(c);
     assert.equal(loop.start().result.ok, true);
@@ -158,7 +157,10 @@ describe('sliced periodic resync', () => {
     const someBackend = [...maps.backends.keys()][0];
     const bogus = { addr: '198.19.9.9', port: 80, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL };
     maps.updateServices([
-      [{ ...bogus, slot: 1 }, { backendId: someBackend, count: 0, frontendId: 0, flags: 0 }],
+      [
+        { ...bogus, slot: 1 },
+        { backendId: someBackend, count: 0, frontendId: 0, flags: 0 },
+      ],
       [bogus, { backendId: 0, count: 1, frontendId: 4000, flags: 0 }],
     ]);
     await until('a resync', () => reports.some((r) => r.trigger === 'periodic'));
@@ -272,9 +274,17 @@ describe('sliced resync on the reconciler (in-memory maps)', () => {
     const r2 = new Reconciler(maps, quiet);
     r2.adopt();
     r2.sync(only, { full: false });
-    assert.equal([...maps.services.keys()].some((k) => k.includes('198.18.200.1')), true, 'an incremental sync keeps an adopted frontend');
+    assert.equal(
+      [...maps.services.keys()].some((k) => k.includes('198.18.200.1')),
+      true,
+      'an incremental sync keeps an adopted frontend',
+    );
     slicedResync(maps, r2, only);
-    assert.equal([...maps.services.keys()].some((k) => k.includes('198.18.200.1')), false, 'the sweep removes it');
+    assert.equal(
+      [...maps.services.keys()].some((k) => k.includes('198.18.200.1')),
+      false,
+      'the sweep removes it',
+    );
     assert.deepEqual(strictViolations(copyState(maps)), []);
   });
   it('the sweep walked a batch at a time with event syncs between: an unclaimed frontend goes, one claimed before the last step stays', () => {

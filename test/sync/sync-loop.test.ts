@@ -12,7 +12,6 @@ import { MemoryDatapathMaps } from '../../agent/maps/memory-datapath-maps.js';
 import { silentLogger } from '../../agent/log/log.js';
 import { ep, service, slice } from '../support/k8s-fixtures.js';
 
-
 const DNS_PORTS = [{ name: 'dns', port: 53, protocol: 'UDP' }];
 const dnsSlice = (key: string, ips: string[]) => slice(key, { ports: [{ name: 'dns', port: 5353, protocol: 'UDP' }], endpoints: ips.map((ip) => ep(ip)) });
 
@@ -36,7 +35,7 @@ function setup() {
 }
 
 describe('SyncLoop', () => {
-  it('reports a UDP backend that leaves a frontend, with that frontend\'s id, even when another Service still uses the backend', async () => {
+  it("reports a UDP backend that leaves a frontend, with that frontend's id, even when another Service still uses the backend", async () => {
     const { cluster, reconciler, loop, left, settle } = setup();
     cluster.svcs.set('a/dns', service('a/dns', { clusterIP: '198.19.0.53', ports: DNS_PORTS }));
     cluster.svcs.set('a/other', service('a/other', { clusterIP: '198.19.0.54', ports: DNS_PORTS }));
@@ -70,7 +69,7 @@ describe('SyncLoop', () => {
     maps.failNextCall();
     loop.serviceChanged('a/dns');
     await settle();
-    assert.deepEqual(results.slice(1), [false], 'the change\'s sync failed');
+    assert.deepEqual(results.slice(1), [false], "the change's sync failed");
     assert.deepEqual(left, [], 'nothing is reported for a sync that did not apply');
     // The retry (after its backoff) applies the change and reports the backend that left.
     const deadline = Date.now() + 5000;
@@ -83,7 +82,9 @@ describe('SyncLoop', () => {
   it('does not report TCP backends that leave (TCP clients reconnect on their own)', async () => {
     const { cluster, loop, left, settle } = setup();
     cluster.svcs.set('a/web', service('a/web', { clusterIP: '198.19.0.80', ports: [{ name: 'http', port: 80, protocol: 'TCP' }] }));
-    cluster.slices.set('a/web', [slice('a/web-1', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('198.18.0.1'), ep('198.18.0.2')] })]);
+    cluster.slices.set('a/web', [
+      slice('a/web-1', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('198.18.0.1'), ep('198.18.0.2')] }),
+    ]);
     loop.start();
     cluster.slices.set('a/web', [slice('a/web-1', { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], endpoints: [ep('198.18.0.2')] })]);
     loop.serviceChanged('a/web');
@@ -128,7 +129,10 @@ describe('SyncLoop', () => {
     loop.serviceChanged('a/dns');
     await new Promise((r) => setImmediate(r));
     assert.equal(reports[3].ok, true);
-    assert.ok([...maps.backends.values()].some((b) => b.addr.endsWith('198.18.0.3')), 'the new backend is in the maps');
+    assert.ok(
+      [...maps.backends.values()].some((b) => b.addr.endsWith('198.18.0.3')),
+      'the new backend is in the maps',
+    );
     loop.stop();
   });
 });

@@ -28,7 +28,12 @@ export function show(v: unknown): string {
   if (v !== null && typeof v === 'object') return 'an object';
   if (typeof v === 'string') {
     // Whole code points (no half of a surrogate pair), then quoted; "…" inside the quotes when cut.
-    const head = v.length > MAX_SHOWN ? Array.from(v.slice(0, MAX_SHOWN + 1)).slice(0, MAX_SHOWN).join('') : v;
+    const head =
+      v.length > MAX_SHOWN
+        ? Array.from(v.slice(0, MAX_SHOWN + 1))
+            .slice(0, MAX_SHOWN)
+            .join('')
+        : v;
     const q = JSON.stringify(head);
     return q.length <= MAX_SHOWN && head === v ? q : `${q.slice(0, Math.min(q.length - 1, MAX_SHOWN - 2))}…"`;
   }

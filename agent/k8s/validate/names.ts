@@ -14,7 +14,8 @@ const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 const PORT_NAME = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
 
 export function dnsLabel(s: string, field: string): void {
-  if (s.length > 63 || !DNS1123_LABEL.test(s)) fail(field, `must be a DNS-1123 label (at most 63 of a-z, 0-9, "-", starting and ending alphanumeric), not ${show(s)}`);
+  if (s.length > 63 || !DNS1123_LABEL.test(s))
+    fail(field, `must be a DNS-1123 label (at most 63 of a-z, 0-9, "-", starting and ending alphanumeric), not ${show(s)}`);
 }
 
 export function dns1035Label(s: string, field: string): void {
@@ -37,7 +38,8 @@ export function qualifiedName(s: string, field: string): void {
     const prefix = s.slice(0, slash);
     if (prefix.length === 0 || prefix.length > 253 || !DNS1123_SUBDOMAIN.test(prefix)) fail(field, `must have a DNS-1123 subdomain as prefix, not ${show(s)}`);
   }
-  if (name.length === 0 || name.length > 63 || !QUALIFIED_NAME_PART.test(name)) fail(field, `must be a qualified name (at most 63 of A-Z, a-z, 0-9, "-", "_", "."), not ${show(s)}`);
+  if (name.length === 0 || name.length > 63 || !QUALIFIED_NAME_PART.test(name))
+    fail(field, `must be a qualified name (at most 63 of A-Z, a-z, 0-9, "-", "_", "."), not ${show(s)}`);
 }
 
 export function labelValue(s: string, field: string): void {
@@ -45,5 +47,6 @@ export function labelValue(s: string, field: string): void {
 }
 
 export function portName(s: string, field: string): void {
-  if (s.length > 15 || !PORT_NAME.test(s) || s.includes('--') || !/[a-z]/.test(s)) fail(field, `must be an IANA service name (at most 15 of a-z, 0-9, "-", with a letter), not ${show(s)}`);
+  if (s.length > 15 || !PORT_NAME.test(s) || s.includes('--') || !/[a-z]/.test(s))
+    fail(field, `must be an IANA service name (at most 15 of a-z, 0-9, "-", with a letter), not ${show(s)}`);
 }

@@ -59,8 +59,24 @@ export const affinityMatchesTable: ReconcilerTable = {
   map: MAP,
   capacity: 'affinityMatch',
   phases: [
-    phase(2, MAP, 'write', 'auxWritten', (w) => w.affWrites, (t, q) => t.maps.updateAffinityMatches(q), touch),
-    phase(8, MAP, 'delete', 'auxDeleted', (w) => w.affDeletes, (t, q) => t.maps.deleteAffinityMatches(q), touch),
+    phase(
+      2,
+      MAP,
+      'write',
+      'auxWritten',
+      (w) => w.affWrites,
+      (t, q) => t.maps.updateAffinityMatches(q),
+      touch,
+    ),
+    phase(
+      8,
+      MAP,
+      'delete',
+      'auxDeleted',
+      (w) => w.affDeletes,
+      (t, q) => t.maps.deleteAffinityMatches(q),
+      touch,
+    ),
   ],
   sliced: {
     keySize: KEY_SIZE,

@@ -49,8 +49,24 @@ export const backendsTable: ReconcilerTable = {
   map: MAP,
   capacity: 'backend',
   phases: [
-    phase(1, MAP, 'write', 'backendsWritten', (w) => w.backendWrites, write, (k, q, s) => touchU32(k, q.ids, s, q.length)),
-    phase(11, MAP, 'delete', 'backendsDeleted', (w) => w.backendDeletes, (t, q) => t.maps.deleteBackends(q), touchU32),
+    phase(
+      1,
+      MAP,
+      'write',
+      'backendsWritten',
+      (w) => w.backendWrites,
+      write,
+      (k, q, s) => touchU32(k, q.ids, s, q.length),
+    ),
+    phase(
+      11,
+      MAP,
+      'delete',
+      'backendsDeleted',
+      (w) => w.backendDeletes,
+      (t, q) => t.maps.deleteBackends(q),
+      touchU32,
+    ),
   ],
   sliced: { keySize: KEY_SIZE, valSize: VAL_SIZE, cursor: (m, b) => m.backendsRawCursor(b), hashMirror },
   matches(maps: DatapathMaps, m: KernelMirror): boolean {

@@ -15,7 +15,16 @@ import { svcMetaTable } from './svc-meta.js';
 import type { Phase, ReconcilerTable } from './table.js';
 import { vipsTable } from './vips.js';
 
-export const TABLES: readonly ReconcilerTable[] = [servicesTable, backendsTable, vipsTable, svcMetaTable, affinityMatchesTable, srcRangesTable, maglevTable, maglevRefsTable];
+export const TABLES: readonly ReconcilerTable[] = [
+  servicesTable,
+  backendsTable,
+  vipsTable,
+  svcMetaTable,
+  affinityMatchesTable,
+  srcRangesTable,
+  maglevTable,
+  maglevRefsTable,
+];
 
 /** The maps a sliced resync reads back, one at a time, in this order (Reconciler.readBackMatches). */
 export const READ_BACK_MAPS: readonly string[] = TABLES.map((t) => t.map);

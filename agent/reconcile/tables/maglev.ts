@@ -21,7 +21,17 @@
  * table's key, not its table. After a restart the keys are unknown: the
  * first sync computes every table and writes only the chunks that differ.
  */
-import { MAP_NAMES, encodeMaglevChunk, encodeMaglevKey, encodeMaglevRef, encodeMaglevRefKey, type MaglevChunk, type MaglevKey, type MaglevRef, type MaglevRefKey } from '../../maps/layout.js';
+import {
+  MAP_NAMES,
+  encodeMaglevChunk,
+  encodeMaglevKey,
+  encodeMaglevRef,
+  encodeMaglevRefKey,
+  type MaglevChunk,
+  type MaglevKey,
+  type MaglevRef,
+  type MaglevRefKey,
+} from '../../maps/layout.js';
 import { MAGLEV_CHUNK_ENTRIES, MAPS } from '../../maps/registry.js';
 import type { TouchedKeys } from '../read-back/fingerprint.js';
 import { MAGLEV_MAX_CHUNKS, maglevChunkId, maglevSetId, type KernelMirror } from '../kernel-mirror.js';
@@ -158,8 +168,24 @@ const compareRefs = (mirror: KernelMirror, kernel: ReadonlyArray<[MaglevRefKey, 
 export const maglevTable: ReconcilerTable = {
   map: MAP,
   phases: [
-    phase(3, MAP, 'write', 'auxWritten', (w) => w.maglevWrites, (t, q) => t.maps.updateMaglev(q), touchChunks),
-    phase(8, MAP, 'delete', 'auxDeleted', (w) => w.maglevDeletes, (t, q) => t.maps.deleteMaglev(q), touchChunks),
+    phase(
+      3,
+      MAP,
+      'write',
+      'auxWritten',
+      (w) => w.maglevWrites,
+      (t, q) => t.maps.updateMaglev(q),
+      touchChunks,
+    ),
+    phase(
+      8,
+      MAP,
+      'delete',
+      'auxDeleted',
+      (w) => w.maglevDeletes,
+      (t, q) => t.maps.deleteMaglev(q),
+      touchChunks,
+    ),
   ],
   sliced: {
     keySize: KEY_SIZE,
@@ -174,8 +200,24 @@ export const maglevTable: ReconcilerTable = {
 export const maglevRefsTable: ReconcilerTable = {
   map: REF_MAP,
   phases: [
-    phase(3, REF_MAP, 'write', 'auxWritten', (w) => w.maglevRefWrites, (t, q) => t.maps.updateMaglevRefs(q), touchRefs),
-    phase(7, REF_MAP, 'delete', 'auxDeleted', (w) => w.maglevRefDeletes, (t, q) => t.maps.deleteMaglevRefs(q), touchRefs),
+    phase(
+      3,
+      REF_MAP,
+      'write',
+      'auxWritten',
+      (w) => w.maglevRefWrites,
+      (t, q) => t.maps.updateMaglevRefs(q),
+      touchRefs,
+    ),
+    phase(
+      7,
+      REF_MAP,
+      'delete',
+      'auxDeleted',
+      (w) => w.maglevRefDeletes,
+      (t, q) => t.maps.deleteMaglevRefs(q),
+      touchRefs,
+    ),
   ],
   sliced: {
     keySize: REF_KEY_SIZE,

@@ -59,8 +59,24 @@ export const srcRangesTable: ReconcilerTable = {
   map: MAP,
   capacity: 'srcRange',
   phases: [
-    phase(2, MAP, 'write', 'auxWritten', (w) => w.rangeWrites, (t, q) => t.maps.updateSrcRanges(q), touch),
-    phase(8, MAP, 'delete', 'auxDeleted', (w) => w.rangeDeletes, (t, q) => t.maps.deleteSrcRanges(q), touch),
+    phase(
+      2,
+      MAP,
+      'write',
+      'auxWritten',
+      (w) => w.rangeWrites,
+      (t, q) => t.maps.updateSrcRanges(q),
+      touch,
+    ),
+    phase(
+      8,
+      MAP,
+      'delete',
+      'auxDeleted',
+      (w) => w.rangeDeletes,
+      (t, q) => t.maps.deleteSrcRanges(q),
+      touch,
+    ),
   ],
   sliced: {
     keySize: KEY_SIZE,

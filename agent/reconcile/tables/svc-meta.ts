@@ -36,7 +36,12 @@ const PORT_NAME_MAX = META.sizes.port_name - 1;
 function cut(text: string, max: number): string {
   // A UTF-16 unit is at most 3 bytes of UTF-8, so a short text fits without measuring.
   if (text.length * 3 <= max) return text;
-  return text.length <= max && Buffer.byteLength(text) <= max ? text : Buffer.from(text).subarray(0, max).toString('utf8').replace(/\uFFFD+$/, '');
+  return text.length <= max && Buffer.byteLength(text) <= max
+    ? text
+    : Buffer.from(text)
+        .subarray(0, max)
+        .toString('utf8')
+        .replace(/\uFFFD+$/, '');
 }
 
 /** A frontend's names as the map stores them. */
@@ -74,8 +79,24 @@ const compare = (mirror: KernelMirror, kernel: Iterable<[number, SvcMeta]>, add:
 export const svcMetaTable: ReconcilerTable = {
   map: MAP,
   phases: [
-    phase(4, MAP, 'write', 'auxWritten', (w) => w.metaWrites, (t, q) => t.maps.updateSvcMeta(q), touchU32),
-    phase(10, MAP, 'delete', 'auxDeleted', (w) => w.metaDeletes, (t, q) => t.maps.deleteSvcMeta(q), touchU32),
+    phase(
+      4,
+      MAP,
+      'write',
+      'auxWritten',
+      (w) => w.metaWrites,
+      (t, q) => t.maps.updateSvcMeta(q),
+      touchU32,
+    ),
+    phase(
+      10,
+      MAP,
+      'delete',
+      'auxDeleted',
+      (w) => w.metaDeletes,
+      (t, q) => t.maps.deleteSvcMeta(q),
+      touchU32,
+    ),
   ],
   sliced: {
     keySize: KEY_SIZE,

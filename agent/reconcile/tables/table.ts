@@ -126,7 +126,12 @@ export function hashFromMap<K, V>(entries: (m: KernelMirror) => Map<K, V>, keySi
 }
 
 /** A read-back's hashMirror over a mirror kept as frontendId → a set of members (pairs, ranges). */
-export function hashMembers<T extends number | string>(sets: (m: KernelMirror) => Map<number, Set<T>>, keySize: number, valSize: number, record: (fid: number, member: T) => Buffer) {
+export function hashMembers<T extends number | string>(
+  sets: (m: KernelMirror) => Map<number, Set<T>>,
+  keySize: number,
+  valSize: number,
+  record: (fid: number, member: T) => Buffer,
+) {
   return (mirror: KernelMirror, w: ReadBackWindow, budget: number): boolean => {
     const byFrontendId = (w.iter ??= sets(mirror).entries()) as Iterator<[number, Set<T>]>;
     let work = 0;

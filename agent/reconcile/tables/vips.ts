@@ -29,13 +29,30 @@ function touch(t: TouchedKeys, addrs: ReadonlyArray<string | readonly [string, n
   }
 }
 
-const compare = (mirror: KernelMirror, kernel: Iterable<[string, number]>, add: DriftSink) => compareKeyValues(MAP, mirror.vips, kernel, (a, b) => a === b, add);
+const compare = (mirror: KernelMirror, kernel: Iterable<[string, number]>, add: DriftSink) =>
+  compareKeyValues(MAP, mirror.vips, kernel, (a, b) => a === b, add);
 
 export const vipsTable: ReconcilerTable = {
   map: MAP,
   phases: [
-    phase(6, MAP, 'write', 'auxWritten', (w) => w.vipWrites, (t, q) => t.maps.updateVips(q), touch),
-    phase(9, MAP, 'delete', 'auxDeleted', (w) => w.vipDeletes, (t, q) => t.maps.deleteVips(q), touch),
+    phase(
+      6,
+      MAP,
+      'write',
+      'auxWritten',
+      (w) => w.vipWrites,
+      (t, q) => t.maps.updateVips(q),
+      touch,
+    ),
+    phase(
+      9,
+      MAP,
+      'delete',
+      'auxDeleted',
+      (w) => w.vipDeletes,
+      (t, q) => t.maps.deleteVips(q),
+      touch,
+    ),
   ],
   sliced: {
     keySize: KEY_SIZE,

@@ -82,7 +82,9 @@ describe('sliced read-back with syncs between its batches (in-memory maps)', () 
   }
 
   // (Not 'every kpr_svc_meta entry deleted': it deletes the fillers' names too, keys the event syncs touch.)
-  const untouchedCases = [...DRIFT_CASES, ...SMALL_MAP_DRIFT_CASES].filter((d) => d.name !== 'every kpr_svc_meta entry deleted' && d.drift.every((x) => SLICED.includes(x.map)));
+  const untouchedCases = [...DRIFT_CASES, ...SMALL_MAP_DRIFT_CASES].filter(
+    (d) => d.name !== 'every kpr_svc_meta entry deleted' && d.drift.every((x) => SLICED.includes(x.map)),
+  );
   assert.ok(untouchedCases.filter((d) => d.drift.some((x) => x.map === MAP_NAMES.vip || x.map === MAP_NAMES.svcMeta)).length >= 5);
   assert.equal(untouchedCases.filter((d) => d.drift.some((x) => x.map === MAP_NAMES.affinityMatch)).length, 2);
   assert.equal(untouchedCases.filter((d) => d.drift.some((x) => x.map === MAP_NAMES.srcRange)).length, 2);

@@ -79,7 +79,8 @@ export function auxViolations(m: MapState): string[] {
     frontendIds.add(v.frontendId);
     if (v.flags & SVC_FLAG.CLUSTER_IP) vips.add(k.addr);
     if (v.flags & SVC_FLAG.AFFINITY) {
-      for (let s = 1; s <= v.count; s++) pairs.add(affKeyId({ backendId: m.services.get(svcKeyId({ ...k, slot: s }))![1].backendId, frontendId: v.frontendId }));
+      for (let s = 1; s <= v.count; s++)
+        pairs.add(affKeyId({ backendId: m.services.get(svcKeyId({ ...k, slot: s }))![1].backendId, frontendId: v.frontendId }));
     }
   }
   const sameSet = (what: string, a: Set<unknown>, b: Set<unknown>) => {

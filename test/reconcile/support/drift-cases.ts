@@ -84,7 +84,12 @@ export const DRIFT_CASES: DriftCase[] = [
     name: 'a slot re-pointed at a UDP backend',
     corrupt: (m) => {
       const [k] = masterOf(m, ...WEB);
-      m.updateServices([[{ ...k, slot: 2 }, { backendId: backendIdOf(m, PODS[1], 5353, IPPROTO.UDP), count: 0, frontendId: 0, flags: 0 }]]);
+      m.updateServices([
+        [
+          { ...k, slot: 2 },
+          { backendId: backendIdOf(m, PODS[1], 5353, IPPROTO.UDP), count: 0, frontendId: 0, flags: 0 },
+        ],
+      ]);
     },
     drift: [{ map: 'kpr_svc', kind: 'changed', entries: 1 }],
   },
@@ -109,7 +114,10 @@ export const DRIFT_CASES: DriftCase[] = [
     corrupt: (m) => {
       const key: SvcKey = { addr: '198.19.0.99', port: 80, slot: 0, proto: IPPROTO.TCP, scope: SCOPE.EXTERNAL };
       m.updateServices([
-        [{ ...key, slot: 1 }, { backendId: backendIdOf(m, PODS[0], 8080, IPPROTO.TCP), count: 0, frontendId: 0, flags: 0 }],
+        [
+          { ...key, slot: 1 },
+          { backendId: backendIdOf(m, PODS[0], 8080, IPPROTO.TCP), count: 0, frontendId: 0, flags: 0 },
+        ],
         [key, { backendId: 0, count: 1, frontendId: 999, flags: 0 }],
       ]);
     },
@@ -142,7 +150,13 @@ export const DRIFT_CASES: DriftCase[] = [
   },
   {
     name: 'an affinity pair deleted',
-    corrupt: (m) => m.deleteAffinityMatches(m.dumpAffinityMatches().filter((a) => a.frontendId === masterOf(m, ...LB)[1].frontendId).slice(0, 1)),
+    corrupt: (m) =>
+      m.deleteAffinityMatches(
+        m
+          .dumpAffinityMatches()
+          .filter((a) => a.frontendId === masterOf(m, ...LB)[1].frontendId)
+          .slice(0, 1),
+      ),
     drift: [{ map: 'kpr_aff_match', kind: 'missing', entries: 1 }],
   },
 ];
@@ -175,8 +189,14 @@ export function servedView(m: DatapathMaps): unknown {
       timeout: v.backendId,
       backends: list,
       meta: meta.get(v.frontendId),
-      ranges: ranges.filter((r) => r.frontendId === v.frontendId).map((r) => r.cidr).sort(),
-      affinity: affs.filter((a) => a.frontendId === v.frontendId).map((a) => tuple(a.backendId)).sort(),
+      ranges: ranges
+        .filter((r) => r.frontendId === v.frontendId)
+        .map((r) => r.cidr)
+        .sort(),
+      affinity: affs
+        .filter((a) => a.frontendId === v.frontendId)
+        .map((a) => tuple(a.backendId))
+        .sort(),
     };
   }
   return {

@@ -25,7 +25,7 @@ export const SMALL_MAP_DRIFT_CASES: DriftCase[] = [
     drift: [{ map: MAP_NAMES.vip, kind: 'extra', entries: 1 }],
   },
   {
-    name: "a kpr_svc_meta port name changed",
+    name: 'a kpr_svc_meta port name changed',
     corrupt: (m) => {
       const [id, meta] = m.dumpSvcMeta().find(([, x]) => x.name === 'e2e/web' && x.portName === 'http')!;
       m.updateSvcMeta([[id, { ...meta, portName: 'evil' }]]);
@@ -115,4 +115,3 @@ export function readBack(r: Reconciler, map: string, between: () => void): { ver
     assert.ok(slices < 10_000, 'the read-back ends');
   }
 }
-
