@@ -5,7 +5,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { cellFor, cellText, featuresOf, formatMatrix, suiteOf, type KernelRun } from './matrix.js';
+import { KERNEL_SUITES, SLIM_SKIPS, cellFor, cellText, featuresOf, formatMatrix, legFiles, suiteOf, type KernelRun } from './matrix.js';
 import type { TestRecord } from './json-reporter.js';
 
 function rec(file: string, name: string, status: TestRecord['status'], suite = false, nesting = 1): TestRecord {
@@ -102,4 +102,22 @@ test('a conformance test skipped as n/a is the same on every kernel: counted apa
   assert.equal(cellText(na), 'pass 1/1 (1 n/a)');
   const otherSkip = records.map((r) => (r.notApplicable ? { ...r, notApplicable: undefined } : r));
   assert.equal(cellText(cellFor(run('5.10', otherSkip), 'conformance/service.test.js')), 'degraded 1/2 (1 skipped)');
+});
+
+test('a slim leg runs every suite but the conformance files other than conntrack.go; the other legs run them all', () => {
+  const slim = legFiles('6.1', KERNEL_SUITES, ['6.1']);
+  const whole = legFiles('5.10', KERNEL_SUITES, ['6.1']);
+  assert.deepEqual(whole, KERNEL_SUITES);
+  assert.deepEqual(
+    KERNEL_SUITES.filter((f) => !slim.includes(f)),
+    SLIM_SKIPS,
+  );
+  assert.ok(slim.includes('conformance/conntrack.test.js') && slim.includes('e2e/nodeport.test.js'));
+  assert.ok(
+    SLIM_SKIPS.every((f) => KERNEL_SUITES.includes(f)),
+    'every skipped file is a suite of the legs',
+  );
+  // A skipped file's cell on the slim leg says it did not run there.
+  const run: KernelRun = { kernel: '6.1', release: '6.1.0', finished: true, seconds: 1, tests: [], features: [] };
+  assert.equal(cellText(cellFor(run, 'conformance/service.test.js')), 'not run');
 });
