@@ -188,6 +188,8 @@ export function conntrackMax(perCore: number, min: number, cpus: number): number
 }
 
 export function computeMapSizes(opts: MapSizeOptions, host: HostFacts): MapSizePlan {
+  /** An LRU map's size as the kernel stores it: a multiple of the possible CPUs, within MAP_SIZE_MAX. */
+  const lruRounded = (n: number) => Math.min(roundUpTo(n, host.possibleCpus), roundDownTo(MAP_SIZE_MAX, host.possibleCpus));
   const settings = {} as MapSizePlan['settings'];
   const ratio = opts.dynamicSizeRatio ?? 0;
   const budget = ratio > 0 ? host.totalMemoryBytes * ratio : 0;
@@ -217,18 +219,14 @@ export function computeMapSizes(opts: MapSizeOptions, host: HostFacts): MapSizeP
       }
       entries = Math.min(entries, MAP_SIZE_MAX);
     }
-    if (MAPS[spec.maps[0]!].type === 'lru_hash') entries = Math.min(roundUpTo(entries, host.possibleCpus), roundDownTo(MAP_SIZE_MAX, host.possibleCpus));
+    if (MAPS[spec.maps[0]!].type === 'lru_hash') entries = lruRounded(entries);
     settings[setting] = { entries, source };
   }
   const byMapName: Record<string, number> = {};
   for (const setting of MAP_SIZE_SETTING_NAMES) {
-    for (const id of MAP_SIZE_SETTINGS[setting].maps) byMapName[MAPS[id].name] = settings[setting].entries;
-  }
-  for (const setting of MAP_SIZE_SETTING_NAMES) {
-    const id = MAP_SIZE_SETTINGS[setting].maps[0]!;
-    if (MAPS[id].type !== 'lru_hash') continue;
-    const withHeadroom = settings[setting].entries + lruHeadroom(host.possibleCpus);
-    byMapName[MAPS[id].name] = Math.min(roundUpTo(withHeadroom, host.possibleCpus), roundDownTo(MAP_SIZE_MAX, host.possibleCpus));
+    const entries = settings[setting].entries;
+    for (const id of MAP_SIZE_SETTINGS[setting].maps)
+      byMapName[MAPS[id].name] = MAPS[id].type === 'lru_hash' ? lruRounded(entries + lruHeadroom(host.possibleCpus)) : entries;
   }
   if (opts.serviceCounters === false) byMapName[MAPS.svcStats.name] = 1;
   // One Maglev table reference per entry set: at most two (EXTERNAL, INTERNAL) per frontend id. Allocated on insert.
