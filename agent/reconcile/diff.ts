@@ -220,10 +220,7 @@ export class MirrorDiff {
     if (udpBefore) this.noteUdpLeft(fk, fid, udpBefore, NO_TUPLES);
     for (const scope of SCOPES) this.removeSet(fk, scope, w);
     if (fid > 0) {
-      for (const scope of SCOPES) diffMaglev(this.m, fid, scope, null, w);
-      diffAffinityMatches(this.m, fid, NO_IDS, w);
-      diffSrcRanges(this.m, fid, NO_RANGES, w);
-      if (this.m.svcMeta.delete(fid)) w.metaDeletes.push(fid);
+      this.clearFrontendIdEntries(fid, w);
       this.m.frontendIdOwner.delete(fid);
       w.releaseFrontendId.push(fid);
     }
@@ -273,9 +270,13 @@ export class MirrorDiff {
     clearIfAny(this.m.suspectVips);
   }
 
-  /** Affinity pairs, source ranges and name of `fid` when no frontend owns it. */
+  /** Maglev tables, affinity pairs, source ranges and name of `fid` when no frontend owns it. */
   private dropOrphanFrontendId(fid: number, w: Writes): void {
-    if (this.m.frontendIdOwner.has(fid)) return;
+    if (!this.m.frontendIdOwner.has(fid)) this.clearFrontendIdEntries(fid, w);
+  }
+
+  /** Queues the deletion of everything keyed by frontend id `fid` besides the entry sets: Maglev tables, affinity pairs, source ranges, its name. */
+  private clearFrontendIdEntries(fid: number, w: Writes): void {
     for (const scope of SCOPES) diffMaglev(this.m, fid, scope, null, w);
     diffAffinityMatches(this.m, fid, NO_IDS, w);
     diffSrcRanges(this.m, fid, NO_RANGES, w);
