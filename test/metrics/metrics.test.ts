@@ -12,26 +12,13 @@ import { AgentMetrics } from '../../agent/metrics/metrics.js';
 import { NETWORK_PROGRAMMING_BUCKETS, REST_CLIENT_BUCKETS, SYNC_BUCKETS } from '../../agent/metrics/buckets.js';
 import { silentLogger } from '../../agent/log/log.js';
 import type { SyncReport } from '../../agent/sync/sync-loop.js';
-import type { SyncResult } from '../../agent/reconcile/reconciler.js';
+import { emptySyncResult, type SyncResult } from '../../agent/reconcile/reconciler.js';
 import { parseProm, valueOf } from './prom-text.js';
 
 const T0 = Date.parse('2024-05-01T10:00:00Z');
 
 function result(over: Partial<SyncResult> = {}): SyncResult {
-  return {
-    ok: true,
-    servicesWritten: 0,
-    servicesDeleted: 0,
-    backendsWritten: 0,
-    backendsDeleted: 0,
-    auxWritten: 0,
-    auxDeleted: 0,
-    frontends: 3,
-    backends: 5,
-    skipped: [],
-    drift: [],
-    ...over,
-  };
+  return { ...emptySyncResult(), frontends: 3, backends: 5, ...over };
 }
 
 function report(over: Partial<SyncReport> = {}, res: Partial<SyncResult> = {}): SyncReport {
