@@ -246,6 +246,8 @@ static __always_inline int kpr_tc(struct __sk_buff *skb, __u8 role)
 	ct = kpr_ct_lookup(&k, cfg);
 	if (ct && ct->expires_ns > now) {
 		kpr_ct_touch(ct, &p, cfg, now);
+		if (p.tcp_flags & KPR_TCP_SYN)
+			ct->flags |= KPR_CT_F_ANSWERED;
 		if (kpr_rewrite(skb, &p, ct))
 			return TC_ACT_SHOT;
 		kpr_count(KPR_STAT_TC_REVNAT);
@@ -261,11 +263,18 @@ static __always_inline int kpr_tc(struct __sk_buff *skb, __u8 role)
 	 * flow's reply entry goes first, so the new flow can get the same SNAT
 	 * port (the first candidate hashes the client's address and port)
 	 * instead of another that may collide with a TIME_WAIT connection on
-	 * the backend.
+	 * the backend. A flow its client reset before any answer is not over:
+	 * the SYN retries the same connect, on the same backend and port
+	 * (kpr_ct_unanswered says why).
 	 */
 	if (ct && (ct->flags & KPR_CT_F_CLOSING) && (p.tcp_flags & KPR_TCP_SYN)) {
-		kpr_ct_forget_reply(ct, &p, cfg);
-		ct = NULL;
+		if (kpr_ct_unanswered(ct, &p, cfg)) {
+			ct->flags &= ~KPR_CT_F_CLOSING;
+			kpr_count(KPR_STAT_TC_SYN_RETRY_KEPT);
+		} else {
+			kpr_ct_forget_reply(ct, &p, cfg);
+			ct = NULL;
+		}
 	}
 	if (ct && ct->expires_ns > now && kpr_ct_backend_live(ct)) {
 		int verdict;

@@ -17,6 +17,7 @@
 import {
   BE_FLAG,
   CFG_FLAG,
+  CT_DIR,
   CT_FLAG,
   IPPROTO,
   SCOPE,
@@ -69,6 +70,8 @@ export interface TraceMaps {
   affinityMatch(frontendId: number, backendId: number): boolean;
   /** ORIGINAL-direction conntrack entries from `from` (any source port when absent) to `to`. */
   conntrack(from: { addr: string; port?: number }, to: { addr: string; port: number }, proto: number): Array<{ key: CtKey; val: CtVal }>;
+  /** One conntrack entry by its key. */
+  conntrackEntry(key: CtKey): CtVal | undefined;
   config(): KprConfig | undefined;
   /** kpr_maglev_ref: the Maglev table of an entry set (undefined: none, or no such map on this node). */
   maglevRef(frontendId: number, scope: number): MaglevRef | undefined;
@@ -181,7 +184,7 @@ export function traceFlow(q: TraceQuery, maps: TraceMaps): Trace {
       const f = flows[0];
       if (f && f.val.expiresNs > q.nowNs && backendLive(f)) {
         const backend = hostPort(f.val.natDaddr, f.val.natDport);
-        const closing = f.val.flags & CT_FLAG.CLOSING && q.proto === 'TCP' ? ' (a new SYN from this port is balanced afresh: the flow is closing)' : '';
+        const closing = f.val.flags & CT_FLAG.CLOSING && q.proto === 'TCP' ? closingNote(maps, f, q.from.addr) : '';
         const fe = maps.meta(f.val.frontendId);
         const of = fe
           ? ` (${frontendTypeName(fe.type)} ${fe.name}${fe.portName ? `:${fe.portName}` : ''}, frontend id ${f.val.frontendId})`
@@ -428,4 +431,25 @@ export function formatTrace(t: Trace): string {
   t.steps.forEach((s, i) => lines.push(`${String(i + 1).padStart(2)} ${s.step.padEnd(13)} ${s.result}`));
   lines.push(`=> ${t.verdict.action}: ${t.verdict.summary}`);
   return lines.join('\n') + '\n';
+}
+
+/**
+ * What a SYN from the port of a closing TCP flow does (kpr_tc.bpf.c): a flow
+ * its client reset before the backend answered (its REPLY entry, still this
+ * flow's, saw no SYN-ACK) is retried on the same backend and SNAT port; any
+ * other is balanced afresh.
+ */
+function closingNote(maps: TraceMaps, f: { key: CtKey; val: CtVal }, client: string): string {
+  const reply = maps.conntrackEntry({
+    saddr: f.val.natDaddr,
+    daddr: f.val.natSaddr,
+    sport: f.val.natDport,
+    dport: f.val.natSport,
+    proto: f.key.proto,
+    dir: CT_DIR.REPLY,
+  });
+  const ours = reply !== undefined && reply.natDaddr === client && reply.natDport === f.key.sport;
+  return ours && (reply.flags & CT_FLAG.ANSWERED) === 0
+    ? ' (never answered: a SYN from this port retries the connect on this backend and SNAT port)'
+    : ' (a new SYN from this port is balanced afresh: the flow is closing)';
 }

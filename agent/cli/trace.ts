@@ -105,6 +105,9 @@ class PinnedTraceMaps implements TraceMaps {
       (k) => k.dir === CT_DIR.ORIGINAL && k.proto === proto && k.saddr === from.addr && k.daddr === to.addr && k.dport === to.port,
     ).sort((a, b) => a.key.sport - b.key.sport);
   }
+  conntrackEntry(key: CtKey) {
+    return this.get<CtKey, CtVal>('ct', key);
+  }
   config() {
     return this.get<number, ReturnType<TraceMaps['config']>>('config', 0);
   }

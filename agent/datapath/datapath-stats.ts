@@ -21,6 +21,7 @@ export interface StatMetric {
     | 'sockets_destroyed'
     | 'conntrack_lost_flows'
     | 'conntrack_reply_restored'
+    | 'conntrack_syn_retries_kept'
     | 'snat_port_skips'
     | 'snat_ports_exhausted'
     | 'monitor_events_lost'
@@ -45,6 +46,7 @@ export const STAT_METRICS: Partial<Record<keyof typeof STAT, StatMetric>> = {
   AFFINITY_HIT: { metric: 'affinity_hits' },
   TC_CT_LOST: { metric: 'conntrack_lost_flows' },
   TC_CT_REPLY_RESTORED: { metric: 'conntrack_reply_restored' },
+  TC_SYN_RETRY_KEPT: { metric: 'conntrack_syn_retries_kept' },
   MONITOR_LOST: { metric: 'monitor_events_lost' },
   SOCK_DESTROYED: { metric: 'sockets_destroyed' },
   TC_DNAT: { metric: 'tc_packets', label: { name: 'action', value: 'dnat' } },
@@ -81,6 +83,8 @@ export const STAT_METRIC_HELP: Record<StatMetric['metric'], string> = {
     'TCP packets without SYN to a frontend that kpr_ct holds no flow for (evicted from the full LRU map, or expired while idle): balanced afresh, so the flow may be reset. Rising: raise --map-size-conntrack (or --conntrack-*).',
   conntrack_reply_restored:
     'tc path: REPLY entries of live flows put back from the ORIGINAL entry on a client packet, because kpr_ct had lost them (the LRU map evicts single entries, not flows) or they had expired while only the client sent; without them the replies would reach the node stack and be reset. Rising with conntrack_lost_flows: raise --map-size-conntrack.',
+  conntrack_syn_retries_kept:
+    "tc path: SYNs retrying a connect that its client had reset before the backend answered, kept on the flow's backend and SNAT port instead of balanced afresh. Each is a TIME_WAIT connection on the backend that the SNAT port met (kpr reuses a SNAT port once its flow is closed and swept, the backend keeps TIME_WAIT for 60 s): the retry finds the port free. Rising fast: many short connections from outside to few backends through this node.",
   snat_port_skips:
     "tc path: SNAT port candidates skipped for a new flow, by what held the port towards the backend: node_socket (a socket of the node: a collision with the node's own connection avoided), conntrack (another kpr flow).",
   snat_ports_exhausted:

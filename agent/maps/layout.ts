@@ -127,11 +127,12 @@ export const STAT = {
   TC_DROP_SCTP: 26,
   MAGLEV_FALLBACK: 27,
   MAGLEV_SOCK_UNBOUND: 28,
+  TC_SYN_RETRY_KEPT: 29,
 } as const;
 /** Mirrors enum kpr_ct_dir. */
 export const CT_DIR = { ORIGINAL: 0, REPLY: 1 } as const;
 /** Mirrors enum kpr_ct_flags. */
-export const CT_FLAG = { SNAT: 1 << 0, CLOSING: 1 << 1 } as const;
+export const CT_FLAG = { SNAT: 1 << 0, CLOSING: 1 << 1, ANSWERED: 1 << 2 } as const;
 /** Mirrors enum kpr_config_flags. */
 export const CFG_FLAG = { SOCK_HOST_ONLY: 1 << 0, NO_SVC_STATS: 1 << 1, MIGRATING: 1 << 2, MASQ_POD: 1 << 3, SNAT_PORTS_RESERVED: 1 << 4 } as const;
 export const STAT_MAX = 32;

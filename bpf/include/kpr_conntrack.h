@@ -104,6 +104,30 @@ static __always_inline void kpr_ct_forget_reply(const struct kpr_ct_val *orig, c
 }
 
 /*
+ * True when the closing flow whose ORIGINAL entry is `orig` was never
+ * answered: its REPLY entry, still this flow's, saw no SYN-ACK. A client
+ * that resets a connect before any answer and sends a SYN again retries
+ * that connect, and the retry must leave as the first try did. The case
+ * that matters: the SNAT port met a TIME_WAIT connection on the backend
+ * (kpr_ct forgets a closed flow long before the backend's 60 s TIME_WAIT
+ * ends, and kpr_snat.h cannot see the backend's sockets), which answered
+ * the SYN with the old connection's ACK; the client's reset to that ACK
+ * ended the TIME_WAIT and its kernel retries at once. Balanced afresh, the
+ * retry would take another port, which may meet another TIME_WAIT, until
+ * the client gives up; on the same port it finds the backend free.
+ * netfilter gets there by keeping the client's port as the SNAT port.
+ */
+static __always_inline bool kpr_ct_unanswered(const struct kpr_ct_val *orig, const struct kpr_pkt *p, const struct kpr_config *cfg)
+{
+	struct kpr_ct_key k;
+	struct kpr_ct_val *rev;
+
+	kpr_ct_reply_key_of(&k, orig, p->proto);
+	rev = kpr_ct_lookup(&k, cfg);
+	return rev && kpr_addr_eq(rev->nat_daddr, p->saddr) && rev->nat_dport == p->sport && !(rev->flags & KPR_CT_F_ANSWERED);
+}
+
+/*
  * Puts back the REPLY entry of the live flow whose ORIGINAL entry is `orig`
  * (`p`: a packet of that flow's client) when it is gone. kpr_ct is an LRU
  * map, which evicts one entry at a time, not one flow, and the two entries

@@ -281,6 +281,7 @@ enum kpr_ct_dir {
 enum kpr_ct_flags {
 	KPR_CT_F_SNAT = 1 << 0,    /* the source was rewritten to a node address */
 	KPR_CT_F_CLOSING = 1 << 1, /* FIN or RST seen: short timeout */
+	KPR_CT_F_ANSWERED = 1 << 2, /* REPLY entries: the backend's SYN-ACK passed (kpr_ct_unanswered) */
 };
 
 /*
@@ -436,6 +437,13 @@ enum kpr_stat {
 	 * not yet known (an unbound socket's connect): selected at random.
 	 */
 	KPR_STAT_MAGLEV_SOCK_UNBOUND = 28,
+	/*
+	 * tc path: a SYN retrying a connect its client had reset before the
+	 * backend answered it (kpr_ct_unanswered): kept on the flow's backend and
+	 * SNAT port instead of balanced afresh. Each is a TIME_WAIT connection on
+	 * the backend that the SNAT port met and the client's reset cleared.
+	 */
+	KPR_STAT_TC_SYN_RETRY_KEPT = 29,
 	KPR_STAT_MAX = 32,
 };
 

@@ -36,7 +36,7 @@ import {
   encodeSvcKey,
   encodeSvcVal,
 } from '../../agent/maps/layout.js';
-import { TCP_ACK, TCP_FIN, TCP_SYN, buildPacket, parsePacket } from '../support/packets.js';
+import { TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, buildPacket, parsePacket } from '../support/packets.js';
 import { loadTcObject, writeFrontend, type TcObject } from '../support/tc-object.js';
 import { requireRoot } from '../support/preflight.js';
 import { clientPortHashingTo, firstSnatPort } from '../support/snat-port.js';
@@ -318,9 +318,10 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
     const dnat0 = stat(STAT.TC_DNAT);
     const malformed0 = stat(STAT.TC_PASS_MALFORMED);
     const pkt = (flags: number) => buildPacket({ src: CLIENT, dst: NODE_V4, sport: 46000, dport: 30080, proto: 'TCP', tcpFlags: flags });
-    run('kpr_tc_ext', pkt(TCP_SYN));
+    const first = run('kpr_tc_ext', pkt(TCP_SYN)).parsed!;
     run('kpr_tc_ext', pkt(TCP_SYN)); // a retransmitted SYN of the open flow: same flow
     assert.equal(stat(STAT.TC_DNAT) - dnat0, 1n);
+    run('kpr_tc_pod', buildPacket({ src: '198.18.20.10', dst: NODE_V4, sport: 8080, dport: first.sport, proto: 'TCP', tcpFlags: TCP_SYN | TCP_ACK }));
     run('kpr_tc_ext', pkt(TCP_ACK | TCP_FIN));
     const again = run('kpr_tc_ext', pkt(TCP_SYN)).parsed!;
     assert.equal(again.dst, '198.18.20.10');
@@ -576,6 +577,92 @@ describe('tc datapath (BPF_PROG_TEST_RUN)', () => {
       const synAck = fromBackend(snat, TCP_SYN | TCP_ACK);
       assert.deepEqual([synAck.src, synAck.sport, synAck.dst, synAck.dport], [NODE_V4, 30086, CLIENT, 44100]);
       assert.ok(synAck.ipChecksumOk && synAck.l4ChecksumOk);
+    });
+  });
+
+  describe("a SNAT port that meets a TIME_WAIT connection on the backend (the client resets the old connection's ACK and retries)", () => {
+    const BACKENDS = ['198.18.20.10', '198.18.20.11', '198.18.20.12'];
+    const OTHER = '198.18.100.3';
+    const stat = (i: number) => sumPerCpuU64(obj.map('kpr_stats').lookup(encodeBackendId(i))!);
+    const ctKey = codecOf(CT_KEY);
+    const ctVal = codecOf(CT_VAL);
+    const fromClient = (flags: number) =>
+      run('kpr_tc_ext', buildPacket({ src: CLIENT, dst: NODE_V4, sport: 47000, dport: 30090, proto: 'TCP', tcpFlags: flags })).parsed!;
+    const fromBackend = (backend: string, snatPort: number, flags: number) =>
+      run('kpr_tc_pod', buildPacket({ src: backend, dst: NODE_V4, sport: 8080, dport: snatPort, proto: 'TCP', tcpFlags: flags })).parsed!;
+    const replyKey = (backend: string, snatPort: number) =>
+      ctKey.encode({ saddr: backend, daddr: NODE_V4, sport: 8080, dport: snatPort, proto: IPPROTO.TCP, dir: CT_DIR.REPLY });
+    const flowEntry = (dir: number, backend?: string, snatPort?: number) => {
+      const key =
+        dir === CT_DIR.ORIGINAL
+          ? ctKey.encode({ saddr: CLIENT, daddr: NODE_V4, sport: 47000, dport: 30090, proto: IPPROTO.TCP, dir })
+          : replyKey(backend!, snatPort!);
+      const v = ct.lookup(key);
+      return v ? decodeCtVal(v) : undefined;
+    };
+
+    test('a SYN its client reset before any answer retries the connect on the same backend and SNAT port; once answered, a reset flow is balanced afresh', () => {
+      frontend(
+        NODE_V4,
+        30090,
+        IPPROTO.TCP,
+        15,
+        SVC_FLAG.NODE_PORT,
+        BACKENDS.map((b, i): [number, string, number] => [20 + i, b, 8080]),
+      );
+      // The client's first candidate is another client's live flow towards every backend: the flow's port is a random one,
+      // which a retry balanced afresh would not get again.
+      const hashed = firstSnatPort(CLIENT, 47000);
+      for (const b of BACKENDS)
+        ct.update(
+          replyKey(b, hashed),
+          ctVal.encode({
+            natSaddr: NODE_V4,
+            natDaddr: OTHER,
+            natSport: 30090,
+            natDport: 40000,
+            backendId: 0,
+            expiresNs: 1n << 62n,
+            frontendId: 15,
+            flags: CT_FLAG.SNAT,
+          }),
+        );
+      const dnat0 = stat(STAT.TC_DNAT);
+      const kept0 = stat(STAT.TC_SYN_RETRY_KEPT);
+
+      const first = fromClient(TCP_SYN);
+      const backend = first.dst;
+      const snat = first.sport;
+      assert.ok(BACKENDS.includes(backend));
+      assert.notEqual(snat, hashed);
+      // The backend's TIME_WAIT connection on (backend, node:snat) answers with its old ACK: the client sees it from the NodePort.
+      const oldAck = fromBackend(backend, snat, TCP_ACK);
+      assert.deepEqual([oldAck.src, oldAck.sport, oldAck.dst, oldAck.dport], [NODE_V4, 30090, CLIENT, 47000]);
+      const reset = fromClient(TCP_RST);
+      assert.deepEqual([reset.src, reset.sport, reset.dst, reset.dport], [NODE_V4, snat, backend, 8080], 'the reset reaches the TIME_WAIT connection');
+      assert.ok(flowEntry(CT_DIR.ORIGINAL)!.flags & CT_FLAG.CLOSING);
+
+      for (let retry = 1; retry <= 2; retry++) {
+        const again = fromClient(TCP_SYN);
+        assert.deepEqual([again.src, again.sport, again.dst, again.dport], [NODE_V4, snat, backend, 8080], `retry ${retry}: the same backend and SNAT port`);
+        assert.equal(flowEntry(CT_DIR.ORIGINAL)!.flags & CT_FLAG.CLOSING, 0, 'the flow is open again');
+        assert.equal(stat(STAT.TC_SYN_RETRY_KEPT) - kept0, BigInt(retry));
+        if (retry === 1) fromClient(TCP_RST); // reset once more: still unanswered
+      }
+      assert.equal(stat(STAT.TC_DNAT) - dnat0, 1n, 'one translation: the retries are the same connect');
+
+      const synAck = fromBackend(backend, snat, TCP_SYN | TCP_ACK);
+      assert.deepEqual([synAck.src, synAck.sport, synAck.dst, synAck.dport], [NODE_V4, 30090, CLIENT, 47000]);
+      assert.ok(synAck.ipChecksumOk && synAck.l4ChecksumOk);
+      assert.ok(flowEntry(CT_DIR.REPLY, backend, snat)!.flags & CT_FLAG.ANSWERED, 'the SYN-ACK is recorded on the REPLY entry');
+
+      // The connection was answered; its client resets it and reuses the port: a new connection, balanced afresh.
+      fromClient(TCP_RST);
+      const fresh = fromClient(TCP_SYN);
+      assert.equal(stat(STAT.TC_DNAT) - dnat0, 2n, 'a fresh translation');
+      assert.equal(stat(STAT.TC_SYN_RETRY_KEPT) - kept0, 2n);
+      if (fresh.dst !== backend || fresh.sport !== snat)
+        assert.equal(flowEntry(CT_DIR.REPLY, backend, snat), undefined, "the closed flow's REPLY entry is gone");
     });
   });
 

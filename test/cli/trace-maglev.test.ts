@@ -42,6 +42,7 @@ function maps(withTable: boolean): TraceMaps {
     affinityEntries: () => [],
     affinityMatch: () => false,
     conntrack: () => [],
+    conntrackEntry: () => undefined,
     config: () => undefined,
     maglevRef: (frontendId, scope): MaglevRef | undefined =>
       withTable && frontendId === 9 && scope === SCOPE.EXTERNAL ? { tableId: 5, m: table.m } : undefined,

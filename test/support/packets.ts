@@ -22,6 +22,7 @@ export interface PacketSpec {
 export const TCP_SYN = 0x02;
 export const TCP_ACK = 0x10;
 export const TCP_FIN = 0x01;
+export const TCP_RST = 0x04;
 
 function sum16(buf: Buffer, acc = 0): number {
   for (let i = 0; i + 1 < buf.length; i += 2) acc += buf.readUInt16BE(i);
