@@ -6,6 +6,8 @@ export interface ClientReport {
   failed: number;
   byPod: Record<string, number>;
   errors: Record<string, number>;
+  /** The first failures in detail: when (wall clock, ms), the code, the message and the local port if one was bound. */
+  failures?: Array<{ atMs: number; code: string; message: string; localPort?: number }>;
   /** Peer addresses the application saw (getpeername / recvfrom). */
   peers: Record<string, number>;
   /** Client addresses the backends reported seeing. */
@@ -43,7 +45,14 @@ export function record(rep: ClientReport, body: string, peer: string): void {
   if (seenAs) bump(rep.seenAs, seenAs);
 }
 
+/** Failures kept in detail: enough to tell when and how a loop failed, bounded for long loops. */
+const FAILURE_DETAILS = 20;
+
 export function fail(rep: ClientReport, err: unknown): void {
   rep.failed++;
-  bump(rep.errors, (err as NodeJS.ErrnoException).code ?? String(err));
+  const e = err as NodeJS.ErrnoException & { localPort?: number };
+  const code = e.code ?? String(err);
+  bump(rep.errors, code);
+  rep.failures ??= [];
+  if (rep.failures.length < FAILURE_DETAILS) rep.failures.push({ atMs: Date.now(), code, message: e.message ?? String(err), localPort: e.localPort });
 }

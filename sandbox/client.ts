@@ -33,7 +33,14 @@ function httpOnce(host: string, port: number, timeoutMs: number, path = '/'): Pr
     let body = '';
     let peer = '';
     let localPort: number | undefined;
-    const timer = setTimeout(() => sock.destroy(Object.assign(new Error(localPort ? 'timeout' : 'timeout (not connected)'), { code: 'ETIMEDOUT' })), timeoutMs);
+    const timer = setTimeout(
+      // A socket still connecting has its port already (getsockname): it names the flow in conntrack.
+      () =>
+        sock.destroy(
+          Object.assign(new Error(localPort ? 'timeout' : 'timeout (not connected)'), { code: 'ETIMEDOUT', localPort: localPort ?? sock.localPort }),
+        ),
+      timeoutMs,
+    );
     sock.once('connect', () => {
       localPort = sock.localPort;
       peer = `${sock.remoteAddress}:${sock.remotePort}`;
@@ -43,7 +50,7 @@ function httpOnce(host: string, port: number, timeoutMs: number, path = '/'): Pr
     sock.on('data', (d) => (body += d));
     sock.once('error', (err) => {
       clearTimeout(timer);
-      reject(Object.assign(err, { localPort }));
+      reject(Object.assign(err, { localPort: localPort ?? (err as { localPort?: number }).localPort }));
     });
     sock.once('close', (hadError) => {
       clearTimeout(timer);

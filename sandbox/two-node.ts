@@ -368,6 +368,13 @@ export class TwoNodeCluster {
       EXTERNAL_INTERFACES,
       '--pod-interfaces',
       POD_INTERFACES,
+      // The agent process stays in the host's namespace (--netns is where it programs): its health and metrics
+      // servers would take the host's 10256 and 10249, and the two nodes' agents each other's. Ports of their own
+      // (the log line says which); a test that wants others passes them later, and the last flag wins.
+      '--healthz-bind-address',
+      '127.0.0.1:0',
+      '--metrics-bind-address',
+      '127.0.0.1:0',
     ];
   }
 

@@ -446,9 +446,12 @@ function nodePortSuite(tcCase: TcModeCase): void {
         }
       })();
       await new Promise((r) => setTimeout(r, scaled(800)));
+      const killedAt = Date.now();
       await box.stopAgent('node-1', 'SIGKILL');
       await new Promise((r) => setTimeout(r, scaled(500)));
+      const startedAt = Date.now();
       const restarted = await box.startAgent('node-1', AGENT_ARGS);
+      const readyAt = Date.now();
       watching = false;
       await watcher;
       const rep = await loop;
@@ -465,7 +468,8 @@ function nodePortSuite(tcCase: TcModeCase): void {
       const line = restarted.logs.find((l) => l.msg === 'tc program attached' && l.interface === 'up0');
       assert.equal(line?.replaced, true, 'the existing attachment was replaced, not created');
       assertAgentMode(restarted.logs, tcCase.mode, 'restarted node-1');
-      assert.equal(rep.failed, 0, `failures during the restart: ${JSON.stringify(rep.errors)}`);
+      const timeline = { killedAt, startedAt, readyAt };
+      assert.equal(rep.failed, 0, `failures during the restart: ${JSON.stringify(rep.errors)} ${JSON.stringify({ failures: rep.failures, timeline })}`);
       assert.ok(rep.ok > 20, `only ${rep.ok} connections made`);
     });
   });
