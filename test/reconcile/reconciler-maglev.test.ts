@@ -19,6 +19,7 @@ import { Reconciler } from '../../agent/reconcile/reconciler.js';
 import { maglevTable } from '../../agent/lb/maglev.js';
 import type { MaglevRef } from '../../agent/maps/layout.js';
 import { fe, plans, quiet, syncChecked } from './support/reconcile-harness.js';
+import { rng } from '../support/rng.js';
 
 const BACKENDS = ['198.18.20.10:8080', '198.18.20.11:8080', '198.18.20.12:8080'];
 
@@ -399,5 +400,54 @@ describe('reconciler: Maglev tables shared between entry sets with the same back
     process.stdout.write(
       `# ${fs.length} Maglev entry sets of ${ports} Service ports: ${written} kpr_maglev chunks written (one table per entry set: ${unshared})\n`,
     );
+  });
+
+  it("random changes over many syncs: every table is its frontends' table, one per distinct table, written before it is named and deleted after it is not; restarts write nothing", () => {
+    const SETS = [BACKENDS, BACKENDS.slice(1), OTHERS, [...OTHERS, ...BACKENDS], OTHERS.slice(0, 1)];
+    const r0 = rng(34);
+    const pick = <T>(xs: readonly T[]) => xs[Math.floor(r0() * xs.length)];
+    const maps = new MemoryDatapathMaps();
+    let r = new Reconciler(maps, quiet);
+    // Frontend i: absent, random, or Maglev over one of SETS.
+    const state: Array<{ kind: 'none' | 'random' | 'maglev'; set: number }> = Array.from({ length: 10 }, () => ({ kind: 'none', set: 0 }));
+    for (let round = 0; round < 40; round++) {
+      for (let k = 0; k < 3; k++)
+        state[Math.floor(r0() * state.length)] = { kind: pick(['none', 'random', 'maglev', 'maglev'] as const), set: Math.floor(r0() * SETS.length) };
+      const fs: PlanFrontend[] = [];
+      state.forEach((f, i) => {
+        const address = `198.18.4.${i + 1}`;
+        if (f.kind === 'maglev') fs.push(maglevFe(`ns/s${i % 4}`, address, SETS[f.set]));
+        else if (f.kind === 'random') fs.push(fe(`ns/s${i % 4}`, address, 30080, SETS[f.set], { type: 'NodePort' }));
+      });
+      // The refs and chunks before the sync, then replayed op by op: a reference names only a table whose chunks are all there; a chunk is deleted only once no reference names its table.
+      const chunks = new Set([...maps.maglev.values()].map(([k]) => `${k.tableId}/${k.chunk}`));
+      const refs = new Map([...maps.maglevRefs.values()].map(([k, v]) => [`${k.frontendId}/${k.scope}`, v]));
+      const from = maps.ops.length;
+      assert.equal(syncChecked(maps, r, plans(...fs), true).ok, true);
+      for (const o of maps.ops.slice(from)) {
+        if (o.kind === 'maglev-update') chunks.add(`${o.key.tableId}/${o.key.chunk}`);
+        else if (o.kind === 'maglev-ref-update') {
+          for (let c = 0; c < Math.ceil(o.ref.m / MAGLEV_CHUNK_ENTRIES); c++)
+            assert.ok(chunks.has(`${o.ref.tableId}/${c}`), `round ${round}: a reference to table ${o.ref.tableId} before its chunk ${c}`);
+          refs.set(`${o.key.frontendId}/${o.key.scope}`, o.ref);
+        } else if (o.kind === 'maglev-ref-delete') refs.delete(`${o.key.frontendId}/${o.key.scope}`);
+        else if (o.kind === 'maglev-delete') {
+          assert.ok(![...refs.values()].some((v) => v.tableId === o.key.tableId), `round ${round}: a chunk of table ${o.key.tableId} deleted while named`);
+          chunks.delete(`${o.key.tableId}/${o.key.chunk}`);
+        }
+      }
+      const maglev = state.map((f, i) => ({ ...f, i })).filter((f) => f.kind === 'maglev');
+      for (const f of maglev) assert.deepEqual(tableBackends(maps, `198.18.4.${f.i + 1}`), pure(SETS[f.set]), `round ${round}, frontend ${f.i}`);
+      const named = new Set([...maps.maglevRefs.values()].map(([, v]) => v.tableId));
+      assert.deepEqual(tableIds(maps), named, `round ${round}: chunks of tables no reference names`);
+      assert.equal(named.size, new Set(maglev.map((f) => f.set)).size, `round ${round}: one table per distinct backend set`);
+      if (round % 8 === 7) {
+        r = new Reconciler(maps, quiet);
+        r.adopt();
+        const calls = maps.mutationCalls;
+        assert.equal(r.sync(plans(...fs), { full: true }).ok, true);
+        assert.equal(maps.mutationCalls, calls, `round ${round}: a restart's first sync writes nothing`);
+      }
+    }
   });
 });
