@@ -22,12 +22,14 @@
  *    entries, shared and one per frontend;
  *  - Cilium's layout for the same frontends, computed: 16381 × 4 bytes a
  *    table, one per frontend (no table computed);
- *  - random selection, kpr's only algorithm today: no table (the
+ *  - random selection: no table (the
  *    frontend's backend slots, which Maglev's entries index, exist either way).
  * Times are the main thread's wall time for the whole set (after a
  * warm-up) and the process's CPU time over it (the figure to read on a
  * shared machine), entries are the tables' bytes (what the datapath's map would
- * hold, without the kernel's per-map overhead). One endpoint change: a
+ * hold, without the kernel's per-map overhead), chunks the kpr_maglev
+ * elements the agent's tables take (⌈M/1024⌉ a table, 2-byte slot numbers:
+ * agent/reconcile/tables/maglev.ts, which shares tables as the shared arm does). One endpoint change: a
  * Service port's first endpoint removed or put back (its frontends release
  * their table and acquire the new one; the first acquire computes it),
  * --changes of them, uniform over Service ports, timed each; and the same
@@ -56,6 +58,7 @@ import {
   type MaglevSizing,
   type MaglevTableRef,
 } from '../agent/lb/maglev.js';
+import { MAGLEV_CHUNK_ENTRIES } from '../agent/maps/registry.js';
 import { repoRoot } from '../sandbox/repo.js';
 import { dist, renderGrid, round, type Dist } from './report.js';
 import { rng } from '../test/support/rng.js';
@@ -113,6 +116,8 @@ interface ArmResult {
   frontends: number;
   tables: number;
   entryBytes: number;
+  /** kpr_maglev elements (chunks of MAGLEV_CHUNK_ENTRIES slot numbers) the tables take; NaN for Cilium's layout. */
+  chunks: number;
   bytesPerService: number;
   computeMs: number;
   /** The process's CPU time over the same span (all threads: V8's GC helpers too). */
@@ -131,6 +136,8 @@ const heap = () => {
   return m.heapUsed + m.arrayBuffers;
 };
 
+const chunksOf = (m: number) => Math.ceil(m / MAGLEV_CHUNK_ENTRIES);
+
 function runShared(name: string, ports: Port[], services: number, sizing: MaglevSizing): { res: ArmResult; cache: MaglevTableCache; refs: MaglevTableRef[][] } {
   const before = heap();
   const c0 = process.cpuUsage();
@@ -141,8 +148,21 @@ function runShared(name: string, ports: Port[], services: number, sizing: Maglev
   const cpuMs = cpuSince(c0);
   const heapMiB = (heap() - before) / 1048576;
   const frontends = ports.reduce((a, p) => a + p.frontends, 0);
+  let chunks = 0;
+  for (const r of new Set(refs.flat())) chunks += chunksOf(r.table.m);
   return {
-    res: { arm: name, services, frontends, tables: cache.tables, entryBytes: cache.bytes, bytesPerService: cache.bytes / services, computeMs, cpuMs, heapMiB },
+    res: {
+      arm: name,
+      services,
+      frontends,
+      tables: cache.tables,
+      entryBytes: cache.bytes,
+      chunks,
+      bytesPerService: cache.bytes / services,
+      computeMs,
+      cpuMs,
+      heapMiB,
+    },
     cache,
     refs,
   };
@@ -153,10 +173,12 @@ function runPerFrontend(name: string, ports: Port[], services: number, sizing: M
   const t0 = performance.now();
   let bytes = 0;
   let tables = 0;
+  let chunks = 0;
   for (const p of ports) {
     for (let f = 0; f < p.frontends; f++) {
       const t = maglevTable(p.backends, sizing);
       bytes += t.bytes;
+      chunks += chunksOf(t.m);
       tables += t.m ? 1 : 0;
     }
   }
@@ -168,6 +190,7 @@ function runPerFrontend(name: string, ports: Port[], services: number, sizing: M
     frontends: ports.reduce((a, p) => a + p.frontends, 0),
     tables,
     entryBytes: bytes,
+    chunks,
     bytesPerService: bytes / services,
     computeMs,
     cpuMs,
@@ -232,6 +255,7 @@ async function main(): Promise<void> {
       frontends,
       tables: frontends,
       entryBytes: frontends * 16381 * 4,
+      chunks: NaN,
       bytesPerService: (frontends * 16381 * 4) / services,
       computeMs: NaN,
       cpuMs: NaN,
@@ -243,18 +267,19 @@ async function main(): Promise<void> {
     a.services.toLocaleString('en-US'),
     `${a.tables.toLocaleString('en-US')} / ${a.frontends.toLocaleString('en-US')}`,
     `${MB(a.entryBytes)} MB`,
+    Number.isNaN(a.chunks) ? '' : a.chunks.toLocaleString('en-US'),
     `${KB(a.bytesPerService)} KB`,
     Number.isNaN(a.computeMs) ? '' : `${(a.computeMs / 1000).toFixed(2)} s / ${(a.cpuMs / 1000).toFixed(2)} s`,
     a.heapMiB === undefined ? '' : `${a.heapMiB.toFixed(1)} MiB`,
   ]);
-  for (const s of scales)
-    rows.push(["random selection (today): no table beyond the backends' slots", s.toLocaleString('en-US'), '0', '0 MB', '0 KB', '0 s', '']);
+  for (const s of scales) rows.push(["random selection: no table beyond the backends' slots", s.toLocaleString('en-US'), '0', '0 MB', '0', '0 KB', '0 s', '']);
   for (const s of scales)
     rows.push([
       "Cilium's published figure (not measured)",
       s.toLocaleString('en-US'),
       '',
       `${MB(CILIUM_PUBLISHED.bytesPerService * s)} MB`,
+      '',
       `${KB(CILIUM_PUBLISHED.bytesPerService)} KB`,
       '',
       '',
@@ -262,7 +287,7 @@ async function main(): Promise<void> {
   const out = [
     renderGrid(
       'Maglev tables: entries and computation (all Services)',
-      ['arm', 'Services', 'tables / frontends', 'table entries', 'per Service', 'compute, all: wall / CPU', 'bench heap (tables held)'],
+      ['arm', 'Services', 'tables / frontends', 'table entries', 'kpr_maglev chunks', 'per Service', 'compute, all: wall / CPU', 'bench heap (tables held)'],
       rows,
     ),
     '',

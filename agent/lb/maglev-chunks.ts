@@ -41,9 +41,3 @@ export function maglevChunks(entries: Uint16Array, chunkEntries: number): Uint16
   }
   return out;
 }
-
-/** A key for sharing: the table's own key, plus the slot of each backend when they are not 1..n in table order. */
-export function maglevShareKey(table: MaglevTable, slots: readonly number[]): string {
-  const identity = slots.every((s, i) => s === i + 1);
-  return identity ? table.key : `${table.key} @${slots.join(',')}`;
-}

@@ -4,8 +4,8 @@
  * table of M slots, each naming one of its backends, that every node
  * computes identically from the same backends, and that changes in only
  * ~1/N of its slots when one of N backends comes or goes. Pure: no kernel,
- * no map, no clock; nothing here is wired into the planner or the datapath
- * yet (docs/architecture.md, *Maglev*).
+ * no map, no clock; the reconciler writes the tables it computes
+ * (agent/reconcile/maglev-table.ts; docs/architecture.md, *Maglev*).
  *
  * The table. Each backend i has a permutation of the slots,
  * permutation_i[j] = (offset_i + j·skip_i) mod M, with offset_i = h1 mod M
@@ -40,6 +40,7 @@
 import { ipv4Canonical, ipv6Groups, IPV4_INVALID, mappedIPv4, parseIPv4, formatIPv4, formatIPv6 } from '../net/ip.js';
 import { MAGLEV_SEED_OFFSET, MAGLEV_SEED_SKIP, murmur3, slotOf } from './maglev-hash.js';
 import { autoTableSize, checkPrimeSize, MAGLEV_DEFAULT_M, MAGLEV_DEFAULT_MIN_M, MAGLEV_MAX_M, validateTableSize } from './prime.js';
+import { TableShares } from './table-shares.js';
 
 /** A backend as the caller has it: an address of either family, a port, and an optional weight (default 1). */
 export interface MaglevBackendInput {
@@ -269,20 +270,15 @@ export interface MaglevTableRef {
   readonly table: MaglevTable;
 }
 
-interface Entry {
-  ref: MaglevTableRef;
-  holders: number;
-}
-
 /**
  * Tables shared between frontends: one per distinct key (M, backends,
- * weights), reference-counted, with a small integer id each (a datapath
- * would index its table store by it). acquire() computes a table only when
- * no frontend holds one with its key; release() frees it with its last
- * holder. Not thread-safe, no I/O.
+ * weights), reference-counted (table-shares.ts), with a small integer id
+ * each (a datapath would index its table store by it). acquire() computes a
+ * table only when no frontend holds one with its key; release() frees it
+ * with its last holder. Not thread-safe, no I/O.
  */
 export class MaglevTableCache {
-  private readonly byKey = new Map<string, Entry>();
+  private readonly shares = new TableShares<MaglevTableRef>();
   private readonly freeIds: number[] = [];
   private nextId = 0;
   private totalBytes = 0;
@@ -296,16 +292,17 @@ export class MaglevTableCache {
   /** The shared table of `backends`, computed if no frontend holds it; call release() with the ref when the frontend lets go. */
   acquire(backends: readonly MaglevBackendInput[]): MaglevTableRef {
     const p = prepare(backends, this.sizing);
-    const hit = this.byKey.get(p.key);
-    if (hit) {
-      hit.holders++;
+    const held = this.shares.idOf(p.key);
+    if (held !== undefined) {
+      const ref = this.shares.value(held)!;
+      this.shares.hold(held, ref);
       this.stats.shared++;
-      return hit.ref;
+      return ref;
     }
     const table = build(p);
     const id = this.freeIds.length ? this.freeIds.pop()! : this.nextId++;
     const ref = { id, table };
-    this.byKey.set(p.key, { ref, holders: 1 });
+    this.shares.hold(id, ref, p.key);
     this.totalBytes += table.bytes;
     this.stats.computed++;
     return ref;
@@ -313,17 +310,15 @@ export class MaglevTableCache {
 
   /** Lets go of one hold on `ref`'s table; the table and its id are freed with the last. Throws for a ref not held. */
   release(ref: MaglevTableRef): void {
-    const e = this.byKey.get(ref.table.key);
-    if (!e || e.ref !== ref) throw new Error(`Maglev table ${ref.id} (${ref.table.key.slice(0, 60)}) is not held`);
-    if (--e.holders > 0) return;
-    this.byKey.delete(ref.table.key);
+    if (this.shares.value(ref.id) !== ref) throw new Error(`Maglev table ${ref.id} (${ref.table.key.slice(0, 60)}) is not held`);
+    if (this.shares.release(ref.id) > 0) return;
     this.totalBytes -= ref.table.bytes;
     this.freeIds.push(ref.id);
   }
 
   /** Distinct tables held. */
   get tables(): number {
-    return this.byKey.size;
+    return this.shares.size;
   }
 
   /** The entries' bytes of every distinct table held. */
@@ -333,6 +328,6 @@ export class MaglevTableCache {
 
   /** How many frontends hold the table of `ref`. */
   holders(ref: MaglevTableRef): number {
-    return this.byKey.get(ref.table.key)?.holders ?? 0;
+    return this.shares.value(ref.id) === ref ? this.shares.holders(ref.id) : 0;
   }
 }

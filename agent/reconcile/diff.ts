@@ -17,7 +17,7 @@ import { randomTable } from '../lb/selection.js';
 import { diffAffinityMatches } from './tables/affinity-matches.js';
 import { diffSrcRanges } from './tables/src-ranges.js';
 import { desiredMaglev } from './maglev-table.js';
-import { diffMaglev, maglevFrontendIds } from './tables/maglev.js';
+import { diffMaglev, dropUnheldMaglevTables, maglevFrontendIds } from './tables/maglev.js';
 import { metaOf } from './tables/svc-meta.js';
 import { svcKey, type BackendWrites, type Writes } from './write-batch.js';
 
@@ -243,8 +243,9 @@ export class MirrorDiff {
   }
 
   /**
-   * Affinity pairs and names of frontendIds no frontend owns, service addresses
-   * whose entry disagrees with the frontends, backends no slot names: the
+   * Affinity pairs, Maglev references and names of frontendIds no frontend
+   * owns, Maglev tables no reference names, service addresses whose entry
+   * disagrees with the frontends, backends no slot names: the
    * suspects the last read of the maps found, or (full sync) everything.
    */
   sweepOrphans(w: Writes, touchedVips: Set<string>, full: boolean): void {
@@ -256,8 +257,10 @@ export class MirrorDiff {
       for (const fid of m.affinityMatches.keys()) this.dropOrphanFrontendId(fid, w);
       for (const fid of m.srcRanges.keys()) this.dropOrphanFrontendId(fid, w);
       for (const fid of m.svcMeta.keys()) this.dropOrphanFrontendId(fid, w);
-      if (m.maglevRefs.size > 0 || m.maglevChunks.size > 0) for (const fid of maglevFrontendIds(m)) this.dropOrphanFrontendId(fid, w);
+      if (m.maglevRefs.size > 0) for (const fid of maglevFrontendIds(m)) this.dropOrphanFrontendId(fid, w);
     } else for (const fid of m.suspectFrontendIds) this.dropOrphanFrontendId(fid, w);
+    // Maglev tables no reference names (after the references of orphan frontendIds went, with their tables).
+    if (full ? m.maglevChunks.size > 0 : m.suspectMaglevTables.size > 0) dropUnheldMaglevTables(m, w, full);
     for (const addr of m.suspectVips) touchedVips.add(addr);
     if (full) {
       for (const addr of m.vips.keys()) touchedVips.add(addr);

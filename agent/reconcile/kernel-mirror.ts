@@ -29,6 +29,7 @@ import { BackendTable } from './backend-table.js';
 import { backendValueKey, entrySetId, type FrontendBase } from './desired-frontend.js';
 import { frontendKey } from '../plan/types.js';
 import { IdAllocator } from './id-allocator.js';
+import { TableShares } from '../lb/table-shares.js';
 
 /** Every map the reconciler owns, as read from the kernel. */
 export interface KernelContents {
@@ -58,7 +59,7 @@ export interface AdoptInconsistencies {
   duplicateBackends: number;
   /** Masters whose frontendId is 0 or already used by another frontend. */
   badFrontendIds: number;
-  /** Affinity-pair, service-address or name entries no frontend accounts for. */
+  /** Affinity-pair, source-range, service-address, name or Maglev entries no frontend accounts for (a Maglev chunk: of a table no reference names). */
   orphanAuxEntries: number;
 }
 
@@ -113,8 +114,16 @@ export class KernelMirror {
   readonly maglevChunks = new Map<number, MaglevChunk>();
   /** Maglev table references (tables/maglev.ts): maglevSetId(frontendId, scope) → table id and M. */
   readonly maglevRefs = new Map<number, MaglevRef>();
-  /** What the table of each Maglev entry set was last written from (not read from the kernel: unknown after a load). */
-  readonly maglevTableKeys = new Map<number, string>();
+  /**
+   * Who holds which Maglev table (tables/maglev.ts): table id → the key it was
+   * written from (null after a load: not read from the kernel), its M and the
+   * entry sets whose references name it; one table per key.
+   */
+  readonly maglevTables = new TableShares<number>();
+  /** Maglev table ids in use (in a reference or a chunk); one freed by a sync is reusable only once it is applied. */
+  readonly maglevTableIds = new IdAllocator(MAX_MAGLEV_TABLE_ID);
+  /** Found by the last read of the maps: Maglev tables with chunks that no reference names. */
+  readonly suspectMaglevTables = new Set<number>();
   /** The service addresses (tables/vips.ts): address → flags. */
   readonly vips = new Map<string, number>();
   /** The frontends' names (tables/svc-meta.ts): frontendId → names. */
@@ -199,7 +208,9 @@ export class KernelMirror {
     this.srcRanges.clear();
     this.maglevChunks.clear();
     this.maglevRefs.clear();
-    this.maglevTableKeys.clear();
+    this.maglevTables.clear();
+    this.maglevTableIds.clear();
+    this.suspectMaglevTables.clear();
     this.vips.clear();
     this.svcMeta.clear();
     this.vipRefs.clear();
@@ -306,9 +317,11 @@ export class KernelMirror {
         this.suspectFrontendIds.add(k.frontendId);
       }
     }
-    // Maglev tables: an entry set's table id is its own (tables/maglev.ts), so each chunk and reference names a frontendId.
+    // Maglev tables: a table is shared by the entry sets whose references name it (tables/maglev.ts), its key unknown until one of them is diffed.
     for (const [k, ref] of maglevRefs) {
       this.maglevRefs.set(maglevSetId(k.frontendId, k.scope), ref);
+      this.maglevTableIds.reserve(ref.tableId);
+      this.maglevTables.hold(ref.tableId, ref.m);
       if (!this.frontendIdOwner.has(k.frontendId)) {
         d.orphanAuxEntries++;
         this.suspectFrontendIds.add(k.frontendId);
@@ -316,10 +329,10 @@ export class KernelMirror {
     }
     for (const [k, chunk] of maglev) {
       this.maglevChunks.set(maglevChunkId(k.tableId, k.chunk), chunk);
-      const fid = Math.floor(k.tableId / 2);
-      if (!this.frontendIdOwner.has(fid)) {
+      this.maglevTableIds.reserve(k.tableId);
+      if (this.maglevTables.holders(k.tableId) === 0) {
         d.orphanAuxEntries++;
-        this.suspectFrontendIds.add(fid);
+        this.suspectMaglevTables.add(k.tableId);
       }
     }
     this.affPairs = 0;
@@ -355,10 +368,13 @@ export class KernelMirror {
   }
 }
 
-/** The mirror's key of a Maglev entry set (frontendId, scope); also its table id (tables/maglev.ts). */
+/** The mirror's key of a Maglev entry set (frontendId, scope). */
 export function maglevSetId(frontendId: number, scope: number): number {
   return frontendId * 2 + scope;
 }
+
+/** The largest Maglev table id (a u32 in the table's key). */
+export const MAX_MAGLEV_TABLE_ID = 0xffffffff;
 
 /** Chunks a Maglev table has at most: ⌈65521 / 1024⌉. */
 export const MAGLEV_MAX_CHUNKS = 64;

@@ -354,9 +354,11 @@ export class Reconciler {
     clearIfAny(this.differ.frontendIdHints);
 
     // ---- 5. commit: ids freed by this sync become reusable only now, so no
-    //         entry was ever re-pointed at a different backend or frontend mid-sync.
+    //         entry was ever re-pointed at a different backend, frontend or
+    //         Maglev table mid-sync (a table's chunks are deleted at the end).
     for (const id of w.releaseFrontendId) this.mirror.frontendIds.release(id);
     for (const id of w.releaseBackendIds) this.mirror.backendIds.release(id);
+    for (const id of w.releaseMaglevTableIds) this.mirror.maglevTableIds.release(id);
     clearIfAny(this.dirty);
     if (sweep || scanned) this.admission.forgetGone();
     return this.finish(result);

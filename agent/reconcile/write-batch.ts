@@ -86,6 +86,7 @@ export function newWrites(): Writes {
     backendDeletes: [],
     releaseFrontendId: [],
     releaseBackendIds: [],
+    releaseMaglevTableIds: [],
   };
 }
 
@@ -113,6 +114,7 @@ export interface Writes {
   /** Ids freed by this sync: reusable only once it is applied. */
   releaseFrontendId: number[];
   releaseBackendIds: number[];
+  releaseMaglevTableIds: number[];
 }
 
 /** Empties the upsert queues (after a round of writes), keeping the columns' room. */

@@ -3,10 +3,19 @@
  * Service selects by Maglev (rule 40 of docs/semantics.md): each entry set
  * (frontendId, scope) of such a frontend has a table of M slot numbers
  * (agent/lb/maglev.ts, in chunks: agent/lb/maglev-chunks.ts) and a
- * reference naming it. The table id is the entry set's own
- * (maglevSetId: frontendId·2 + scope), so tables are not shared between
- * entry sets yet (the datapath allows it); a table's chunks are rewritten
- * in place when its backends change, only the chunks that differ.
+ * reference naming it.
+ *
+ * Sharing. Entry sets whose tables are identical (the same M, the same
+ * backends in the same slot order: DesiredMaglev's key) share one table:
+ * it is computed and written once, and every reference names its id. The
+ * mirror keeps who holds which table (maglevTables, agent/lb/table-shares.ts)
+ * and allocates the ids (maglevTableIds). A table held by one entry set only
+ * is rewritten in place when its backends change, only the chunks that
+ * differ; one that others still hold is never rewritten: the entry set
+ * moves to the table of its new key (written first, if no entry set holds
+ * it yet, under a new id), its reference switches, and the old table's
+ * chunks are deleted once its last holder is gone. A freed id is reusable
+ * only after the sync is applied (the chunk deletes run at its end).
  *
  * Order: chunks and references are written at step 3 (with the slots,
  * chunks first), so a reader finds the table once the master carries
@@ -16,10 +25,15 @@
  * (bpf/include/kpr_lb_select.h), so no order can make it use a slot that
  * does not exist.
  *
- * The mirror keeps both maps (maglevChunks, maglevRefs) and what each table
- * was last written from (maglevTableKeys): an unchanged frontend computes its
- * table's key, not its table. After a restart the keys are unknown: the
- * first sync computes every table and writes only the chunks that differ.
+ * Adoption. A load of the maps (a restart, a failed write, drift) holds each
+ * table for the references that name it, its key unknown: the first diff of
+ * an entry set naming it computes its table and, when the chunks match,
+ * claims it under its key (writing nothing); the next entry set with that
+ * key is then recognised without computing. A table whose chunks differ is
+ * repaired in place when the entry set is its only holder, else the entry set
+ * moves to a table of its own key. Chunks of a table no reference names are
+ * deleted by the sweep; identical tables of a previous run that did not
+ * share (one per entry set) merge as their entry sets are diffed.
  */
 import {
   MAP_NAMES,
@@ -84,28 +98,91 @@ function dropChunks(m: KernelMirror, tableId: number, from: number, w: Writes): 
   }
 }
 
+/** One holder less of table `tableId`; with its last, its chunks are deleted and its id freed (once the sync is applied). */
+function releaseTable(m: KernelMirror, tableId: number, w: Writes): void {
+  if (m.maglevTables.release(tableId) > 0) return;
+  dropChunks(m, tableId, 0, w);
+  w.releaseMaglevTableIds.push(tableId);
+}
+
+/** Whether table `tableId`'s chunks in the mirror are exactly `chunks`. */
+function holdsTable(m: KernelMirror, tableId: number, chunks: readonly MaglevChunk[]): boolean {
+  for (let c = 0; c < MAGLEV_MAX_CHUNKS; c++) {
+    const have = m.maglevChunks.get(maglevChunkId(tableId, c));
+    if (c >= chunks.length) {
+      if (have) return false;
+    } else if (!have || !sameChunk(have, chunks[c])) return false;
+  }
+  return true;
+}
+
+/**
+ * Makes entry set `sid`'s reference (`ref`: the mirror's, if any) name table
+ * `tableId` of size `size` (held under `key`: a table no entry set held
+ * before starts under it), holding it and letting go of the one it named.
+ */
+function pointRef(
+  m: KernelMirror,
+  sid: number,
+  frontendId: number,
+  scope: number,
+  ref: MaglevRef | undefined,
+  tableId: number,
+  size: number,
+  key: string,
+  w: Writes,
+): void {
+  if (!ref || ref.tableId !== tableId || ref.m !== size) {
+    const v = { tableId, m: size };
+    w.maglevRefWrites.push([{ frontendId, scope }, v]);
+    m.maglevRefs.set(sid, v);
+  }
+  if (ref && ref.tableId === tableId) return;
+  m.maglevTables.hold(tableId, size, key);
+  if (ref) releaseTable(m, ref.tableId, w);
+}
+
+/** Deletes entry set `sid`'s reference, letting go of its table. */
+function dropRef(m: KernelMirror, sid: number, frontendId: number, scope: number, ref: MaglevRef, w: Writes): void {
+  m.maglevRefs.delete(sid);
+  w.maglevRefDeletes.push({ frontendId, scope });
+  releaseTable(m, ref.tableId, w);
+}
+
 /**
  * The diff of one entry set: makes its table and reference in the mirror
  * what `want` asks (null: none), queueing the writes and deletes. Returns
- * false, changing nothing, when the table's new chunks do not fit in
- * `capacity` chunks (the caller reports it; the frontend is then balanced
- * at random by the datapath).
+ * false when the table's new chunks do not fit in `capacity` chunks (the
+ * kernel's, counting those whose deletes are still queued) or no table id is
+ * free: the entry set's reference is then deleted (the caller reports it;
+ * the datapath balances the frontend at random).
  */
 export function diffMaglev(m: KernelMirror, frontendId: number, scope: number, want: DesiredMaglev | null, w: Writes, capacity = Infinity): boolean {
   const sid = maglevSetId(frontendId, scope);
-  const tableId = sid;
+  const ref = m.maglevRefs.get(sid);
   if (!want) {
-    const hadRef = m.maglevRefs.delete(sid);
-    if (hadRef) w.maglevRefDeletes.push({ frontendId, scope });
-    // Chunks are looked for only where a table was: most entry sets never had one.
-    if (hadRef || m.maglevTableKeys.delete(sid)) dropChunks(m, tableId, 0, w);
+    if (ref) dropRef(m, sid, frontendId, scope, ref, w);
     return true;
   }
-  if (m.maglevTableKeys.get(sid) === want.key && m.maglevRefs.has(sid)) return true;
+  const tables = m.maglevTables;
+  if (ref && tables.keyOf(ref.tableId) === want.key) return true;
+  // Another entry set's table with the same key: shared, nothing computed.
+  const shared = tables.idOf(want.key);
+  if (shared !== undefined) {
+    pointRef(m, sid, frontendId, scope, ref, shared, tables.value(shared)!, want.key, w);
+    return true;
+  }
   const built = want.build();
+  // In place: a table no other entry set holds, or an adopted one that already is this table.
+  const inPlace = ref !== undefined && (tables.holders(ref.tableId) === 1 || (tables.keyOf(ref.tableId) === null && holdsTable(m, ref.tableId, built.chunks)));
+  const tableId = inPlace ? ref.tableId : m.maglevTableIds.allocate();
   let added = 0;
-  for (let c = 0; c < built.chunks.length; c++) if (!m.maglevChunks.has(maglevChunkId(tableId, c))) added++;
-  if (added > 0 && m.maglevChunks.size + added > capacity) return false;
+  if (tableId !== undefined) for (let c = 0; c < built.chunks.length; c++) if (!m.maglevChunks.has(maglevChunkId(tableId, c))) added++;
+  if (tableId === undefined || (added > 0 && m.maglevChunks.size + w.maglevDeletes.length + added > capacity)) {
+    if (tableId !== undefined && !inPlace) m.maglevTableIds.release(tableId); // never written
+    if (ref) dropRef(m, sid, frontendId, scope, ref, w);
+    return false;
+  }
   for (let c = 0; c < built.chunks.length; c++) {
     const id = maglevChunkId(tableId, c);
     const have = m.maglevChunks.get(id);
@@ -113,23 +190,34 @@ export function diffMaglev(m: KernelMirror, frontendId: number, scope: number, w
     w.maglevWrites.push([{ tableId, chunk: c }, built.chunks[c]]);
     m.maglevChunks.set(id, built.chunks[c]);
   }
-  dropChunks(m, tableId, built.chunks.length, w);
-  const ref = m.maglevRefs.get(sid);
-  if (!ref || ref.tableId !== tableId || ref.m !== built.m) {
-    const v = { tableId, m: built.m };
-    w.maglevRefWrites.push([{ frontendId, scope }, v]);
-    m.maglevRefs.set(sid, v);
+  if (inPlace) {
+    dropChunks(m, tableId, built.chunks.length, w);
+    tables.rekey(tableId, want.key, built.m);
   }
-  m.maglevTableKeys.set(sid, want.key);
+  pointRef(m, sid, frontendId, scope, ref, tableId, built.m, want.key, w);
   return true;
 }
 
-/** The frontendIds the mirror's Maglev entries name (the full sweep's orphan candidates). */
+/** The frontendIds the mirror's Maglev references name (the full sweep's orphan candidates). */
 export function maglevFrontendIds(m: KernelMirror): Set<number> {
   const out = new Set<number>();
   for (const id of m.maglevRefs.keys()) out.add(Math.floor(id / 2));
-  for (const id of m.maglevChunks.keys()) out.add(Math.floor(id / MAGLEV_MAX_CHUNKS / 2));
   return out;
+}
+
+/**
+ * Deletes the chunks of tables no reference names: those a load found
+ * (suspectMaglevTables), or (full) every table in the mirror. A correct run
+ * never leaves one (a table goes with its last holder).
+ */
+export function dropUnheldMaglevTables(m: KernelMirror, w: Writes, full: boolean): void {
+  const candidates = full ? new Set(Array.from(m.maglevChunks.keys(), (id) => Math.floor(id / MAGLEV_MAX_CHUNKS))) : m.suspectMaglevTables;
+  for (const tableId of candidates) {
+    if (m.maglevTables.holders(tableId) > 0) continue;
+    dropChunks(m, tableId, 0, w);
+    w.releaseMaglevTableIds.push(tableId);
+  }
+  if (m.suspectMaglevTables.size > 0) m.suspectMaglevTables.clear();
 }
 
 function touchChunks(t: TouchedKeys, keys: ReadonlyArray<MaglevKey | [MaglevKey, unknown]>, k: Buffer): void {
