@@ -10,24 +10,19 @@ import type { Claims } from './claims.js';
 import { clearIfAny } from './collections.js';
 import { MAX_SLOTS } from '../lb/selection.js';
 import type { BackendTuple, DesiredFrontend } from './desired-frontend.js';
-import type { EntrySet, KernelMirror } from './kernel-mirror.js';
+import type { KernelMirror } from './kernel-mirror.js';
 import { UNKNOWN_CAPACITIES, describeLimit, limitFields, type LimitName, type LimitReport, type MapCapacities } from './limits.js';
 import type { MapFill, ReconcileLogger } from './sync-types.js';
+import { affinityPairsHeld, affinityPairsOf } from './tables/affinity-matches.js';
 import { CAPACITY_KEYS } from './tables/index.js';
+import { entrySetOf, missingServiceEntries, serviceEntriesHeld } from './tables/services.js';
+import { srcRangesHeld, srcRangesOf } from './tables/src-ranges.js';
 import type { Writes } from './write-batch.js';
 
 /** The limits a Service is admitted against, in check order, and what it needs of each beyond what the kernel holds. */
 export type RoomLimit = Exclude<LimitName, 'backends_per_frontend'>;
 const ROOM_LIMITS: readonly RoomLimit[] = ['rev_nat_ids', 'svc_map', 'backend_map', 'aff_match_map', 'src_range_map'];
 type Need = Record<RoomLimit, number>;
-
-/** Service-map entries an entry set lacks to hold a master and slots 1..n. */
-function missingEntries(f: EntrySet | undefined, n: number): number {
-  if (!f) return n + 1;
-  let missing = f.master ? 0 : 1;
-  for (let s = 1; s <= n; s++) if (f.slots[s] === undefined) missing++;
-  return missing;
-}
 
 export class Admission {
   /** Services refused whole for want of room (nothing of them is programmed), and Services with a frontend cut to MAX_SLOTS backends. */
@@ -199,8 +194,9 @@ export class Admission {
       }
       const fid = this.mirror.ownedFrontendId(d.fk);
       if (fid === 0) n.rev_nat_ids++;
-      n.svc_map += missingEntries(this.mirror.entrySets.get(d.extSid), ne) + (d.internalTuples ? missingEntries(this.mirror.entrySets.get(d.intSid), ni) : 0);
-      const pairs = d.affinityTimeout > 0 ? ((fid > 0 ? this.mirror.affinityMatches.get(fid) : undefined) ?? new Set<number>()) : null;
+      const m = this.mirror;
+      n.svc_map += missingServiceEntries(entrySetOf(m, d.extSid), ne) + (d.internalTuples ? missingServiceEntries(entrySetOf(m, d.intSid), ni) : 0);
+      const pairs = d.affinityTimeout > 0 ? ((fid > 0 ? affinityPairsOf(m, fid) : undefined) ?? new Set<number>()) : null;
       const seen = pairs && d.internalTuples ? new Set<BackendTuple>() : null;
       const newTuples = (fresh ??= new Set());
       for (const tuples of d.internalTuples ? [d.tuples, d.internalTuples] : [d.tuples]) {
@@ -212,7 +208,7 @@ export class Admission {
           if (id < 0 || !pairs.has(id)) n.aff_match_map++;
         }
       }
-      const ranges = fid > 0 ? this.mirror.srcRanges.get(fid) : undefined;
+      const ranges = fid > 0 ? srcRangesOf(m, fid) : undefined;
       for (const cidr of d.sourceRanges) if (!ranges?.has(cidr)) n.src_range_map++;
     }
     if (fresh) n.backend_map = fresh.size;
@@ -237,13 +233,13 @@ export class Admission {
       case 'rev_nat_ids':
         return this.mirror.maxFrontendId - this.mirror.frontendIds.size;
       case 'svc_map':
-        return this.caps.svc - this.mirror.masters - this.mirror.slotEntries - (w ? w.masterDeletes.length + w.slotDeletes.length : 0);
+        return this.caps.svc - serviceEntriesHeld(this.mirror) - (w ? w.masterDeletes.length + w.slotDeletes.length : 0);
       case 'backend_map':
         return this.caps.backend - this.mirror.backends.size;
       case 'aff_match_map':
-        return this.caps.affinityMatch - this.mirror.affPairs - (w ? w.affDeletes.length : 0);
+        return this.caps.affinityMatch - affinityPairsHeld(this.mirror) - (w ? w.affDeletes.length : 0);
       case 'src_range_map':
-        return this.caps.srcRange - this.mirror.rangeKeys - (w ? w.rangeDeletes.length : 0);
+        return this.caps.srcRange - srcRangesHeld(this.mirror) - (w ? w.rangeDeletes.length : 0);
     }
   }
 
@@ -295,13 +291,13 @@ export class Admission {
   private held(key: keyof MapCapacities): number {
     switch (key) {
       case 'svc':
-        return this.mirror.masters + this.mirror.slotEntries;
+        return serviceEntriesHeld(this.mirror);
       case 'backend':
         return this.mirror.backends.size;
       case 'affinityMatch':
-        return this.mirror.affPairs;
+        return affinityPairsHeld(this.mirror);
       case 'srcRange':
-        return this.mirror.rangeKeys;
+        return srcRangesHeld(this.mirror);
     }
   }
 

@@ -3,23 +3,27 @@
  * queueing in a write batch what the kernel lacks or holds differently and
  * updating the mirror to what the batch, once applied, leaves there; then
  * what nothing accounts for any more (orphan pairs, ranges, names,
- * addresses, backends). It also notes the UDP backends that leave a
+ * addresses, backends). Each map's own diff is its table module's
+ * (tables/: entry sets, names, pairs, ranges, Maglev tables, addresses),
+ * over its part of the mirror; this module sequences them per frontend and
+ * allocates the ids. It also notes the UDP backends that leave a
  * frontend, reported by the next sync that succeeds (udpBackendsLeft).
  */
-import { BE_FLAG, IPPROTO, SCOPE, VIP_FLAG, type SvcMeta, type SvcVal } from '../maps/layout.js';
+import { BE_FLAG, IPPROTO, SCOPE, type SvcVal } from '../maps/layout.js';
 import type { SkippedObject } from '../plan/types.js';
 import type { Admission } from './admission.js';
 import { clearIfAny } from './collections.js';
-import { desiredFrontendLabel, entrySetId, tupleIPv4, tuplePort, type BackendTuple, type DesiredFrontend, type FrontendBase } from './desired-frontend.js';
-import { sameMaster, sameMeta, type EntrySet, type KernelMirror } from './kernel-mirror.js';
+import { desiredFrontendLabel, entrySetId, tupleIPv4, tuplePort, type BackendTuple, type DesiredFrontend } from './desired-frontend.js';
+import type { KernelMirror } from './kernel-mirror.js';
 import type { UdpBackendLeft } from './sync-types.js';
-import { randomTable } from '../lb/selection.js';
 import { diffAffinityMatches } from './tables/affinity-matches.js';
 import { diffSrcRanges } from './tables/src-ranges.js';
 import { desiredMaglev } from './maglev-table.js';
 import { diffMaglev, dropUnheldMaglevTables, maglevFrontendIds } from './tables/maglev.js';
-import { metaOf } from './tables/svc-meta.js';
-import { svcKey, type BackendWrites, type Writes } from './write-batch.js';
+import { diffEntrySet, entrySetOf, removeEntrySet, type EntrySet } from './tables/services.js';
+import { diffSvcMeta, dropSvcMeta, metaOf } from './tables/svc-meta.js';
+import { settleVips, touchSuspectVips, vipCountedFor, vipRef, vipUnref } from './tables/vips.js';
+import type { BackendWrites, Writes } from './write-batch.js';
 
 const SCOPES = [SCOPE.EXTERNAL, SCOPE.INTERNAL] as const;
 const NO_IDS: readonly number[] = [];
@@ -50,8 +54,8 @@ export class MirrorDiff {
   diffFrontend(want: DesiredFrontend, w: Writes, touchedVips: Set<string>, skipped: SkippedObject[]): void {
     const fk = want.fk;
     // Each entry set looked up once for the whole diff.
-    const extSet = this.m.entrySets.get(want.extSid);
-    const intSet = this.m.entrySets.get(want.intSid);
+    const extSet = entrySetOf(this.m, want.extSid);
+    const intSet = entrySetOf(this.m, want.intSid);
     let frontendId = this.m.ownedFrontendId(fk, extSet, intSet);
     const udpBefore = frontendId > 0 ? this.udpSlots(extSet, intSet) : null;
     const udpFrontendId = frontendId;
@@ -74,11 +78,7 @@ export class MirrorDiff {
     }
 
     // Names first (no reader depends on them, the CLI does).
-    const meta: SvcMeta = metaOf(want.service, want.portName, want.feType, want.base.proto);
-    if (!sameMeta(this.m.svcMeta.get(frontendId), meta)) {
-      w.metaWrites.push([frontendId, meta]);
-      this.m.svcMeta.set(frontendId, meta);
-    }
+    diffSvcMeta(this.m, frontendId, metaOf(want.service, want.portName, want.feType, want.base.proto), w);
 
     // Backend ids of both sets, so the affinity pairs can be written before any slot names them.
     const ext = this.backendsFor(want.tuples, want.locals, want.texts, want.base.proto, w);
@@ -90,9 +90,9 @@ export class MirrorDiff {
     if (udpBefore) this.noteUdpLeft(fk, udpFrontendId, udpBefore, new Set(want.internalTuples ? want.tuples.concat(want.internalTuples) : want.tuples));
 
     const master = (n: number): SvcVal => ({ backendId: want.affinityTimeout, count: n, frontendId, flags: want.flags });
-    this.diffSet(extSet, want.extSid, fk, SCOPE.EXTERNAL, want.base, ext, master(ext.length), w);
-    if (int) this.diffSet(intSet, want.intSid, fk, SCOPE.INTERNAL, want.base, int, master(int.length), w);
-    else if (intSet) this.removeSet(fk, SCOPE.INTERNAL, w, want.intSid);
+    diffEntrySet(this.m, extSet, want.extSid, fk, SCOPE.EXTERNAL, want.base, ext, master(ext.length), w);
+    if (int) diffEntrySet(this.m, intSet, want.intSid, fk, SCOPE.INTERNAL, want.base, int, master(int.length), w);
+    else if (intSet) removeEntrySet(this.m, SCOPE.INTERNAL, want.intSid, w);
 
     // Maglev tables of the entry sets (rule 40 of docs/semantics.md; tables/maglev.ts), written with the slots.
     this.maglevOf(want, frontendId, SCOPE.EXTERNAL, want.maglev && ext.length > 0 ? desiredMaglev(want.tuples, want.texts) : null, w, skipped);
@@ -106,9 +106,9 @@ export class MirrorDiff {
     );
 
     // The service address (tables/vips.ts): a ClusterIP address refuses unknown ports while one of its frontends is programmed.
-    const counted = this.m.vipOf.get(fk);
-    if (want.clusterIP && counted === undefined) this.vipRef(fk, want.base.addr, touchedVips);
-    else if (!want.clusterIP && counted !== undefined) this.vipUnref(fk, touchedVips);
+    const counted = vipCountedFor(this.m, fk);
+    if (want.clusterIP && counted === undefined) vipRef(this.m, fk, want.base.addr, touchedVips);
+    else if (!want.clusterIP && counted !== undefined) vipUnref(this.m, fk, touchedVips);
   }
 
   /** One entry set's Maglev table; one that does not fit in kpr_maglev is reported, and its frontend balanced at random by the datapath. */
@@ -152,94 +152,17 @@ export class MirrorDiff {
     return ids;
   }
 
-  /** Makes one entry set (`have`: the mirror's, if any) hold backends `ids` in slots 1..n and `master` in slot 0. */
-  diffSet(have: EntrySet | undefined, sid: string, fk: string, scope: number, base: FrontendBase, ids: readonly number[], master: SvcVal, w: Writes): void {
-    let f = have;
-    // Which backend each slot names (agent/lb/): one slot per backend, in order.
-    const table = randomTable(ids.length);
-    const n = table.size;
-    // Sized up front: an array grown slot by slot reserves 17 entries (≈ 150 bytes) at the first.
-    if (!f) this.m.entrySets.set(sid, (f = { fk, scope, base, master: null, slots: new Array<number>(n + 1), slotCount: 0 }));
-
-    for (let slot = 1; slot <= n; slot++) {
-      const id = ids[table.backendAt(slot)];
-      const old = f.slots[slot];
-      if (old === id) continue;
-      w.slotWrites.push(f.base, scope, slot, id);
-      f.slots[slot] = id;
-      this.m.backends.addRef(id);
-      if (old !== undefined) this.m.unref(old);
-      else {
-        f.slotCount++;
-        this.m.slotEntries++;
-      }
-    }
-
-    if (!f.master || !sameMaster(f.master, master)) {
-      w.masterWrites.push(f.base, scope, 0, master);
-      if (!f.master) this.m.masters++;
-      f.master = master;
-    }
-
-    // Slots beyond the new count go after the master is lowered.
-    if (f.slotCount > n) {
-      for (let s = n + 1; s < f.slots.length; s++) {
-        const id = f.slots[s];
-        if (id === undefined) continue;
-        w.slotDeletes.push(svcKey(f.base, scope, s));
-        this.m.unref(id);
-        f.slotCount--;
-        this.m.slotEntries--;
-      }
-    }
-    if (f.slots.length > n + 1) f.slots.length = n + 1;
-  }
-
-  /** Removes one entry set: master first, then its slots. */
-  removeSet(fk: string, scope: number, w: Writes, sid = entrySetId(fk, scope)): void {
-    const f = this.m.entrySets.get(sid);
-    if (!f) return;
-    if (f.master) {
-      w.masterDeletes.push(svcKey(f.base, scope, 0));
-      this.m.masters--;
-    }
-    for (let s = 1; s < f.slots.length; s++) {
-      const id = f.slots[s];
-      if (id === undefined) continue;
-      w.slotDeletes.push(svcKey(f.base, scope, s));
-      this.m.unref(id);
-    }
-    this.m.slotEntries -= f.slotCount;
-    this.m.entrySets.delete(sid);
-  }
-
   removeFrontend(fk: string, w: Writes, touchedVips: Set<string>): void {
     const fid = this.m.ownedFrontendId(fk);
-    const udpBefore =
-      fid > 0 ? this.udpSlots(this.m.entrySets.get(entrySetId(fk, SCOPE.EXTERNAL)), this.m.entrySets.get(entrySetId(fk, SCOPE.INTERNAL))) : null;
+    const udpBefore = fid > 0 ? this.udpSlots(entrySetOf(this.m, entrySetId(fk, SCOPE.EXTERNAL)), entrySetOf(this.m, entrySetId(fk, SCOPE.INTERNAL))) : null;
     if (udpBefore) this.noteUdpLeft(fk, fid, udpBefore, NO_TUPLES);
-    for (const scope of SCOPES) this.removeSet(fk, scope, w);
+    for (const scope of SCOPES) removeEntrySet(this.m, scope, entrySetId(fk, scope), w);
     if (fid > 0) {
       this.clearFrontendIdEntries(fid, w);
       this.m.frontendIdOwner.delete(fid);
       w.releaseFrontendId.push(fid);
     }
-    if (this.m.vipOf.has(fk)) this.vipUnref(fk, touchedVips);
-  }
-
-  vipRef(fk: string, addr: string, touched: Set<string>): void {
-    this.m.vipOf.set(fk, addr);
-    this.m.vipRefs.set(addr, (this.m.vipRefs.get(addr) ?? 0) + 1);
-    touched.add(addr);
-  }
-
-  vipUnref(fk: string, touched: Set<string>): void {
-    const addr = this.m.vipOf.get(fk)!;
-    this.m.vipOf.delete(fk);
-    const r = (this.m.vipRefs.get(addr) ?? 0) - 1;
-    if (r > 0) this.m.vipRefs.set(addr, r);
-    else this.m.vipRefs.delete(addr);
-    touched.add(addr);
+    vipUnref(this.m, fk, touchedVips);
   }
 
   /**
@@ -254,23 +177,18 @@ export class MirrorDiff {
       // Each map walked in turn (a frontendId's pairs, ranges and name all go at its first visit; Maps
       // iterate safely past deleted entries), not merged into one Set: at 100,000 frontends that was
       // an array and a Set of 100,000 ids.
-      for (const fid of m.affinityMatches.keys()) this.dropOrphanFrontendId(fid, w);
-      for (const fid of m.srcRanges.keys()) this.dropOrphanFrontendId(fid, w);
-      for (const fid of m.svcMeta.keys()) this.dropOrphanFrontendId(fid, w);
-      if (m.maglevRefs.size > 0) for (const fid of maglevFrontendIds(m)) this.dropOrphanFrontendId(fid, w);
+      for (const part of m.byFrontendId) for (const fid of part.frontendIds()) this.dropOrphanFrontendId(fid, w);
+      for (const fid of maglevFrontendIds(m)) this.dropOrphanFrontendId(fid, w);
     } else for (const fid of m.suspectFrontendIds) this.dropOrphanFrontendId(fid, w);
     // Maglev tables no reference names (after the references of orphan frontendIds went, with their tables).
-    if (full ? m.maglevChunks.size > 0 : m.suspectMaglevTables.size > 0) dropUnheldMaglevTables(m, w, full);
-    for (const addr of m.suspectVips) touchedVips.add(addr);
+    dropUnheldMaglevTables(m, w, full);
+    touchSuspectVips(m, touchedVips, full);
     if (full) {
-      for (const addr of m.vips.keys()) touchedVips.add(addr);
-      for (const addr of m.vipRefs.keys()) touchedVips.add(addr);
       m.backends.forEachId((id) => {
         if (m.backends.refs(id) === 0) m.unreferenced.add(id);
       });
     }
     clearIfAny(this.m.suspectFrontendIds);
-    clearIfAny(this.m.suspectVips);
   }
 
   /** Maglev tables, affinity pairs, source ranges and name of `fid` when no frontend owns it. */
@@ -283,7 +201,7 @@ export class MirrorDiff {
     for (const scope of SCOPES) diffMaglev(this.m, fid, scope, null, w);
     diffAffinityMatches(this.m, fid, NO_IDS, w);
     diffSrcRanges(this.m, fid, NO_RANGES, w);
-    if (this.m.svcMeta.delete(fid)) w.metaDeletes.push(fid);
+    dropSvcMeta(this.m, fid, w);
   }
 
   /**
@@ -315,17 +233,7 @@ export class MirrorDiff {
 
   /** Service-address entries (tables/vips.ts) of the addresses touched: present while a ClusterIP frontend is programmed there, absent otherwise. */
   settleVips(touchedVips: Set<string>, w: Writes): void {
-    for (const addr of touchedVips) {
-      const wanted = (this.m.vipRefs.get(addr) ?? 0) > 0;
-      const have = this.m.vips.get(addr);
-      if (wanted && have !== VIP_FLAG.REFUSE_UNKNOWN_PORT) {
-        w.vipWrites.push([addr, VIP_FLAG.REFUSE_UNKNOWN_PORT]);
-        this.m.vips.set(addr, VIP_FLAG.REFUSE_UNKNOWN_PORT);
-      } else if (!wanted && have !== undefined) {
-        w.vipDeletes.push(addr);
-        this.m.vips.delete(addr);
-      }
-    }
+    settleVips(this.m, touchedVips, w);
   }
 
   /** Backends no slot names any more: deleted, their ids released once the batch is applied. */
@@ -388,7 +296,7 @@ export class MirrorDiff {
 
   /** Whether a slot of frontend `fk` (either scope) names backend `id`. */
   private names(fk: string, id: number): boolean {
-    for (const scope of SCOPES) if (this.m.entrySets.get(entrySetId(fk, scope))?.slots.includes(id)) return true;
+    for (const scope of SCOPES) if (entrySetOf(this.m, entrySetId(fk, scope))?.slots.includes(id)) return true;
     return false;
   }
 }

@@ -3,15 +3,17 @@
  * writing only the difference, in an order that is safe while the BPF
  * programs read the maps. It orchestrates, over one module each:
  *
- *   kernel-mirror.ts  what the kernel holds (the mirror), rebuilt from the
- *                     pinned maps at start (adopt) and after a failed write;
+ *   kernel-mirror.ts  what the kernel holds (the mirror: each map's part
+ *                     owned by its table module), rebuilt from the pinned
+ *                     maps at start (adopt) and after a failed write;
  *   claims.ts         the desired state: which Service claims which
  *                     frontend, and which claim wins;
  *   admission.ts      whether a Service fits the datapath's limits;
  *   diff.ts           desired against the mirror → the write batch
  *                     (which backend each slot names: agent/lb/);
  *   write-batch.ts    the batch's queues;
- *   tables/           one module per map: its steps in the apply order
+ *   tables/           one module per map: its part of the mirror, its
+ *                     diff, its steps in the apply order
  *                     (APPLY_ORDER, tables/index.ts), its read-back, its
  *                     drift compare, its capacity;
  *   read-back/        whether the kernel still holds what the mirror says
@@ -356,9 +358,7 @@ export class Reconciler {
     // ---- 5. commit: ids freed by this sync become reusable only now, so no
     //         entry was ever re-pointed at a different backend, frontend or
     //         Maglev table mid-sync (a table's chunks are deleted at the end).
-    for (const id of w.releaseFrontendId) this.mirror.frontendIds.release(id);
-    for (const id of w.releaseBackendIds) this.mirror.backendIds.release(id);
-    for (const id of w.releaseMaglevTableIds) this.mirror.maglevTableIds.release(id);
+    this.mirror.releaseIds(w);
     clearIfAny(this.dirty);
     if (sweep || scanned) this.admission.forgetGone();
     return this.finish(result);

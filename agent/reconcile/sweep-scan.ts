@@ -19,9 +19,11 @@
  * last sync runs is decided again there (a frontend claimed meanwhile is
  * diffed, not removed; a suspect that is owned again is left alone).
  */
-import { VIP_FLAG } from '../maps/layout.js';
 import type { Claims } from './claims.js';
 import type { KernelMirror } from './kernel-mirror.js';
+import { entrySetsOf } from './tables/services.js';
+import type { ByFrontendId } from './tables/table.js';
+import { scanVips, vipScanIterator } from './tables/vips.js';
 
 /** Mirror entries looked at per call of step(). */
 export const SWEEP_SCAN_BATCH = 2048;
@@ -34,8 +36,8 @@ export class SweepScan {
   readonly unclaimed = new Set<string>();
   private part = 0;
   private iter: Iterator<unknown> | null = null;
-  /** The frontendId maps of the 'frontendIds' part still to walk (the affinity pairs', the source ranges', the names'). */
-  private frontendIdMaps: Array<Map<number, unknown>> = [];
+  /** The parts of the mirror kept by frontendId the 'frontendIds' part still walks (the affinity pairs, the source ranges, the names). */
+  private frontendIdMaps: ByFrontendId[] = [];
   private nextId = 0;
   private farDone = false;
   private generation = -1;
@@ -60,7 +62,7 @@ export class SweepScan {
       this.unclaimed.clear();
       this.part = 0;
       this.iter = null;
-      this.frontendIdMaps = [m.affinityMatches, m.srcRanges, m.svcMeta];
+      this.frontendIdMaps = [...m.byFrontendId];
       this.nextId = 0;
       this.farDone = false;
     }
@@ -80,7 +82,7 @@ export class SweepScan {
     const m = this.mirror;
     switch (part) {
       case 'frontends': {
-        const sets = (this.iter ??= m.entrySets.values()) as Iterator<{ fk: string }>;
+        const sets = (this.iter ??= entrySetsOf(m)) as Iterator<{ fk: string }>;
         const claimants = this.claims.claimants;
         for (; budget > 0; budget--) {
           const n = sets.next();
@@ -91,7 +93,7 @@ export class SweepScan {
       }
       case 'frontendIds': {
         while (this.frontendIdMaps.length > 0) {
-          const ids = (this.iter ??= this.frontendIdMaps[0].keys()) as Iterator<number>;
+          const ids = (this.iter ??= this.frontendIdMaps[0].frontendIds()) as Iterator<number>;
           for (; budget > 0; budget--) {
             const n = ids.next();
             if (n.done) break;
@@ -103,27 +105,12 @@ export class SweepScan {
         }
         return budget;
       }
-      case 'vips': {
+      case 'vips':
         // An address with an entry: it must have a ClusterIP frontend, and the flags the agent writes.
-        const vips = (this.iter ??= m.vips.entries()) as Iterator<[string, number]>;
-        for (; budget > 0; budget--) {
-          const n = vips.next();
-          if (n.done) return budget;
-          const [addr, flags] = n.value;
-          if (flags !== VIP_FLAG.REFUSE_UNKNOWN_PORT || !((m.vipRefs.get(addr) ?? 0) > 0)) m.suspectVips.add(addr);
-        }
-        return 0;
-      }
-      case 'vipRefs': {
+        return scanVips(m, (this.iter ??= vipScanIterator(m, 'entries')) as Iterator<string>, 'entries', budget);
+      case 'vipRefs':
         // An address with a ClusterIP frontend: it must have its entry.
-        const refs = (this.iter ??= m.vipRefs.keys()) as Iterator<string>;
-        for (; budget > 0; budget--) {
-          const n = refs.next();
-          if (n.done) return budget;
-          if (m.vips.get(n.value) !== VIP_FLAG.REFUSE_UNKNOWN_PORT) m.suspectVips.add(n.value);
-        }
-        return 0;
-      }
+        return scanVips(m, (this.iter ??= vipScanIterator(m, 'refs')) as Iterator<string>, 'refs', budget);
       case 'backends': {
         const rows = m.backends;
         const mark = (id: number) => {

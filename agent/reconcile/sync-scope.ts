@@ -9,6 +9,7 @@
  */
 import type { Claims } from './claims.js';
 import type { KernelMirror } from './kernel-mirror.js';
+import { entrySetsOf } from './tables/services.js';
 import type { SweepScan } from './sweep-scan.js';
 import type { SyncOptions } from './sync-types.js';
 
@@ -35,7 +36,7 @@ export class SyncScope {
     this.claims.clear();
     this.claims.haveFullDesired = false;
     this.claims.adoptedUnclaimed.clear();
-    for (const s of this.mirror.entrySets.values()) this.claims.adoptedUnclaimed.add(s.fk);
+    for (const s of entrySetsOf(this.mirror)) this.claims.adoptedUnclaimed.add(s.fk);
   }
 
   /**
@@ -47,7 +48,7 @@ export class SyncScope {
     const affected = new Set<string>(dirty);
     const claims = this.claims;
     if (opts.full) {
-      for (const s of this.mirror.entrySets.values()) affected.add(s.fk);
+      for (const s of entrySetsOf(this.mirror)) affected.add(s.fk);
       for (const fk of claims.claimants.keys()) affected.add(fk);
       claims.clear();
       claims.adoptedUnclaimed.clear();
@@ -55,7 +56,7 @@ export class SyncScope {
     } else if (kind.sweep) {
       // The desired state stays: only what no Service claims goes, and after
       // a repaired drift (the mirror rebuilt from the kernel) everything is re-diffed.
-      for (const s of this.mirror.entrySets.values()) if (driftRepaired || !claims.claimants.has(s.fk)) affected.add(s.fk);
+      for (const s of entrySetsOf(this.mirror)) if (driftRepaired || !claims.claimants.has(s.fk)) affected.add(s.fk);
       if (driftRepaired) for (const fk of claims.claimants.keys()) affected.add(fk);
       claims.adoptedUnclaimed.clear();
       claims.haveFullDesired = true;
@@ -76,7 +77,7 @@ export class SyncScope {
    */
   widenAfterReload(affected: Set<string>, opts: SyncOptions, kind: SyncKind, dirty: ReadonlySet<string>): void {
     for (const fk of dirty) affected.add(fk);
-    if (opts.full) for (const s of this.mirror.entrySets.values()) affected.add(s.fk);
-    else if (kind.sweep) for (const s of this.mirror.entrySets.values()) if (!this.claims.claimants.has(s.fk)) affected.add(s.fk);
+    if (opts.full) for (const s of entrySetsOf(this.mirror)) affected.add(s.fk);
+    else if (kind.sweep) for (const s of entrySetsOf(this.mirror)) if (!this.claims.claimants.has(s.fk)) affected.add(s.fk);
   }
 }

@@ -9,7 +9,7 @@ import { mapCodecs } from '../../agent/maps/layout.js';
 import { MAPS } from '../../agent/maps/registry.js';
 import { BackendTable } from '../../agent/reconcile/backend-table.js';
 import { backendTupleKey } from '../../agent/reconcile/desired-frontend.js';
-import type { EntrySet } from '../../agent/reconcile/kernel-mirror.js';
+import type { EntrySet } from '../../agent/reconcile/tables/services.js';
 import { BACKEND_RECORD, backendRecord } from '../../agent/reconcile/tables/backends.js';
 import { SVC_HEAD, SVC_RECORD, svcRecords } from '../../agent/reconcile/tables/services.js';
 import { svcMetaRecord } from '../../agent/reconcile/tables/svc-meta.js';

@@ -55,7 +55,7 @@ export class SlicedReadBack {
    * next mirror entries, about `batch` records; once both sides are
    * complete, their fingerprints without the touched keys.
    */
-  private slice(map: string, how: SlicedMap): ReadBackVerdict {
+  private slice(map: string, how: SlicedMap<KernelMirror>): ReadBackVerdict {
     const m = this.maps;
     const batch = Math.max(1, this.batch);
     let w = this.window;

@@ -2,6 +2,8 @@
  * kpr_backend, backend id → address: written by column at step 1 (before
  * any slot names them), deleted at step 11 (once no slot names them); read
  * back by fingerprint of the raw records, the mirror's rows walked by dense id.
+ * Its part of the mirror is a BackendTable (backend-table.ts: the rows by id,
+ * their references, the canonical id per tuple), shared with the write path.
  */
 import type { DatapathMaps } from '../../maps/datapath-maps.js';
 import { packBackendRow, packId } from '../../maps/fast-pack.js';
@@ -9,7 +11,6 @@ import { MAP_NAMES } from '../../maps/layout.js';
 import { MAPS } from '../../maps/registry.js';
 import type { BackendTable } from '../backend-table.js';
 import { EMPTY_STATE, Fingerprint } from '../read-back/fingerprint.js';
-import type { KernelMirror } from '../kernel-mirror.js';
 import type { ApplyTarget, BackendWrites } from '../write-batch.js';
 import { phase, touchU32, type ReadBackWindow, type ReconcilerTable } from './table.js';
 
@@ -20,6 +21,11 @@ const VAL_SIZE = MAPS.backend.value.size;
 /** A record: the u32 id, then the value. */
 export const BACKEND_RECORD = KEY_SIZE + VAL_SIZE;
 const rec = Buffer.alloc(BACKEND_RECORD);
+
+/** The part of the mirror this table reads. */
+interface Mirror {
+  readonly backends: BackendTable;
+}
 
 /** Backend `id`'s record (BACKEND_RECORD bytes of a reused buffer). */
 export function backendRecord(rows: BackendTable, id: number): Buffer {
@@ -33,7 +39,7 @@ function write(t: ApplyTarget, bw: BackendWrites): void {
 }
 
 /** Hashes the mirror's rows into w.mirror, by id, about `budget` ids of them; whether all are. */
-function hashMirror(mirror: KernelMirror, w: ReadBackWindow, budget: number): boolean {
+function hashMirror(mirror: Mirror, w: ReadBackWindow, budget: number): boolean {
   const rows = mirror.backends;
   const add = (id: number) => w.mirror.addFrom(EMPTY_STATE, backendRecord(rows, id), 0, KEY_SIZE, VAL_SIZE);
   // Dense ids by range (a row added meanwhile has a touched key, so where the range ends does not matter), then the few far ones at once.
@@ -45,7 +51,7 @@ function hashMirror(mirror: KernelMirror, w: ReadBackWindow, budget: number): bo
   return true;
 }
 
-export const backendsTable: ReconcilerTable = {
+export const backendsTable: ReconcilerTable<Mirror> = {
   map: MAP,
   capacity: 'backend',
   phases: [
@@ -69,7 +75,7 @@ export const backendsTable: ReconcilerTable = {
     ),
   ],
   sliced: { keySize: KEY_SIZE, valSize: VAL_SIZE, cursor: (m, b) => m.backendsRawCursor(b), hashMirror },
-  matches(maps: DatapathMaps, m: KernelMirror): boolean {
+  matches(maps: DatapathMaps, m: Mirror): boolean {
     const be = maps.dumpBackendsRaw();
     const kernel = new Fingerprint();
     kernel.addBatch(be.count, be.keys, KEY_SIZE, be.values, VAL_SIZE, be.valueStride);

@@ -4,6 +4,7 @@
  * the drift compare iterate it. Adding a map: a table module and its line
  * here (docs/contributing.md, *Adding a map the reconciler writes*).
  */
+import type { KernelMirror } from '../kernel-mirror.js';
 import type { MapCapacities } from '../limits.js';
 import type { ApplyTarget, Writes } from '../write-batch.js';
 import { affinityMatchesTable } from './affinity-matches.js';
@@ -15,7 +16,8 @@ import { svcMetaTable } from './svc-meta.js';
 import type { Phase, ReconcilerTable } from './table.js';
 import { vipsTable } from './vips.js';
 
-export const TABLES: readonly ReconcilerTable[] = [
+/** Each table reads its part of the mirror: KernelMirror composes them all. */
+export const TABLES: readonly ReconcilerTable<KernelMirror>[] = [
   servicesTable,
   backendsTable,
   vipsTable,
@@ -30,7 +32,7 @@ export const TABLES: readonly ReconcilerTable[] = [
 export const READ_BACK_MAPS: readonly string[] = TABLES.map((t) => t.map);
 
 /** The table of map `map`, if the reconciler owns it. */
-export function tableOf(map: string): ReconcilerTable | undefined {
+export function tableOf(map: string): ReconcilerTable<KernelMirror> | undefined {
   return TABLES.find((t) => t.map === map);
 }
 

@@ -7,9 +7,9 @@
  *
  * Sharing. Entry sets whose tables are identical (the same M, the same
  * backends in the same slot order: DesiredMaglev's key) share one table:
- * it is computed and written once, and every reference names its id. The
- * mirror keeps who holds which table (maglevTables, agent/lb/table-shares.ts)
- * and allocates the ids (maglevTableIds). A table held by one entry set only
+ * it is computed and written once, and every reference names its id. Its
+ * part of the mirror (MaglevMirror) keeps who holds which table (`tables`,
+ * agent/lb/table-shares.ts) and allocates the ids (`tableIds`). A table held by one entry set only
  * is rewritten in place when its backends change, only the chunks that
  * differ; one that others still hold is never rewritten: the entry set
  * moves to the table of its new key (written first, if no entry set holds
@@ -31,8 +31,8 @@
  * claims it under its key (writing nothing); the next entry set with that
  * key is then recognised without computing. A table whose chunks differ is
  * repaired in place when the entry set is its only holder, else the entry set
- * moves to a table of its own key. Chunks of a table no reference names are
- * deleted by the sweep; identical tables of a previous run that did not
+ * moves to a table of its own key. Chunks of a table no reference names
+ * (MaglevMirror's `suspects`) are deleted by the sweep; identical tables of a previous run that did not
  * share (one per entry set) merge as their entry sets are diffed.
  */
 import {
@@ -47,8 +47,9 @@ import {
   type MaglevRefKey,
 } from '../../maps/layout.js';
 import { MAGLEV_CHUNK_ENTRIES, MAPS } from '../../maps/registry.js';
+import { TableShares } from '../../lb/table-shares.js';
+import { IdAllocator } from '../id-allocator.js';
 import type { TouchedKeys } from '../read-back/fingerprint.js';
-import { MAGLEV_MAX_CHUNKS, maglevChunkId, maglevSetId, type KernelMirror } from '../kernel-mirror.js';
 import type { Writes } from '../write-batch.js';
 import { compareKeyValues, hashFromMap, noDrift, phase, type DriftSink, type ReconcilerTable } from './table.js';
 
@@ -65,6 +66,91 @@ const refRec = Buffer.alloc(REF_KEY_SIZE + REF_VAL_SIZE);
 export interface DesiredMaglev {
   key: string;
   build(): { m: number; chunks: readonly MaglevChunk[] };
+}
+
+/** The mirror's key of a Maglev entry set (frontendId, scope). */
+export function maglevSetId(frontendId: number, scope: number): number {
+  return frontendId * 2 + scope;
+}
+
+/** The largest Maglev table id (a u32 in the table's key). */
+export const MAX_MAGLEV_TABLE_ID = 0xffffffff;
+
+/** Chunks a Maglev table has at most: ⌈65521 / 1024⌉. */
+export const MAGLEV_MAX_CHUNKS = 64;
+
+/** The mirror's key of a Maglev table chunk. */
+export function maglevChunkId(tableId: number, chunk: number): number {
+  return tableId * MAGLEV_MAX_CHUNKS + chunk;
+}
+
+/** What kpr_maglev and kpr_maglev_ref hold, as last written or read, with who holds which table and the ids in use. */
+export class MaglevMirror {
+  /** The chunks: maglevChunkId(tableId, chunk) → slot numbers. */
+  readonly chunks = new Map<number, MaglevChunk>();
+  /** The references: maglevSetId(frontendId, scope) → table id and M. */
+  readonly refs = new Map<number, MaglevRef>();
+  /**
+   * Who holds which table: table id → the key it was written from (null
+   * after a load: not read from the kernel), its M and the entry sets whose
+   * references name it; one table per key.
+   */
+  readonly tables = new TableShares<number>();
+  /** Table ids in use (in a reference or a chunk); one freed by a sync is reusable only once it is applied. */
+  readonly tableIds = new IdAllocator(MAX_MAGLEV_TABLE_ID);
+  /** Found by the last read of the maps: tables with chunks that no reference names. */
+  readonly suspects = new Set<number>();
+
+  clear(): void {
+    this.chunks.clear();
+    this.refs.clear();
+    this.tables.clear();
+    this.tableIds.clear();
+    this.suspects.clear();
+  }
+
+  /**
+   * Adds what a dump of both maps holds: each table held for the references
+   * that name it, its key unknown until one of them is diffed; a reference
+   * of a frontendId no frontend owns (`owners`) is noted in `suspectIds`, a
+   * table no reference names in `suspects`. Returns the entries of either.
+   */
+  load(
+    refs: ReadonlyArray<[MaglevRefKey, MaglevRef]>,
+    chunks: ReadonlyArray<[MaglevKey, MaglevChunk]>,
+    owners: ReadonlyMap<number, string>,
+    suspectIds: Set<number>,
+  ): number {
+    let orphans = 0;
+    for (const [k, ref] of refs) {
+      this.refs.set(maglevSetId(k.frontendId, k.scope), ref);
+      this.tableIds.reserve(ref.tableId);
+      this.tables.hold(ref.tableId, ref.m);
+      if (!owners.has(k.frontendId)) {
+        orphans++;
+        suspectIds.add(k.frontendId);
+      }
+    }
+    for (const [k, chunk] of chunks) {
+      this.chunks.set(maglevChunkId(k.tableId, k.chunk), chunk);
+      this.tableIds.reserve(k.tableId);
+      if (this.tables.holders(k.tableId) === 0) {
+        orphans++;
+        this.suspects.add(k.tableId);
+      }
+    }
+    return orphans;
+  }
+}
+
+/** The part of the mirror this table reads. */
+interface Mirror {
+  readonly maglev: MaglevMirror;
+}
+
+/** Table ids a sync freed, reusable once it is applied. */
+export function releaseMaglevTableIds(m: Mirror, ids: readonly number[]): void {
+  for (const id of ids) m.maglev.tableIds.release(id);
 }
 
 const chunkKeyOf = (id: number): MaglevKey => ({ tableId: Math.floor(id / MAGLEV_MAX_CHUNKS), chunk: id % MAGLEV_MAX_CHUNKS });
@@ -91,24 +177,24 @@ function sameChunk(a: MaglevChunk, b: MaglevChunk): boolean {
 }
 
 /** Chunks of table `tableId` in the mirror from chunk `from` on: queued for deletion and dropped. */
-function dropChunks(m: KernelMirror, tableId: number, from: number, w: Writes): void {
+function dropChunks(m: MaglevMirror, tableId: number, from: number, w: Writes): void {
   for (let c = from; c < MAGLEV_MAX_CHUNKS; c++) {
     const id = maglevChunkId(tableId, c);
-    if (m.maglevChunks.delete(id)) w.maglevDeletes.push({ tableId, chunk: c });
+    if (m.chunks.delete(id)) w.maglevDeletes.push({ tableId, chunk: c });
   }
 }
 
 /** One holder less of table `tableId`; with its last, its chunks are deleted and its id freed (once the sync is applied). */
-function releaseTable(m: KernelMirror, tableId: number, w: Writes): void {
-  if (m.maglevTables.release(tableId) > 0) return;
+function releaseTable(m: MaglevMirror, tableId: number, w: Writes): void {
+  if (m.tables.release(tableId) > 0) return;
   dropChunks(m, tableId, 0, w);
   w.releaseMaglevTableIds.push(tableId);
 }
 
 /** Whether table `tableId`'s chunks in the mirror are exactly `chunks`. */
-function holdsTable(m: KernelMirror, tableId: number, chunks: readonly MaglevChunk[]): boolean {
+function holdsTable(m: MaglevMirror, tableId: number, chunks: readonly MaglevChunk[]): boolean {
   for (let c = 0; c < MAGLEV_MAX_CHUNKS; c++) {
-    const have = m.maglevChunks.get(maglevChunkId(tableId, c));
+    const have = m.chunks.get(maglevChunkId(tableId, c));
     if (c >= chunks.length) {
       if (have) return false;
     } else if (!have || !sameChunk(have, chunks[c])) return false;
@@ -122,7 +208,7 @@ function holdsTable(m: KernelMirror, tableId: number, chunks: readonly MaglevChu
  * before starts under it), holding it and letting go of the one it named.
  */
 function pointRef(
-  m: KernelMirror,
+  m: MaglevMirror,
   sid: number,
   frontendId: number,
   scope: number,
@@ -135,16 +221,16 @@ function pointRef(
   if (!ref || ref.tableId !== tableId || ref.m !== size) {
     const v = { tableId, m: size };
     w.maglevRefWrites.push([{ frontendId, scope }, v]);
-    m.maglevRefs.set(sid, v);
+    m.refs.set(sid, v);
   }
   if (ref && ref.tableId === tableId) return;
-  m.maglevTables.hold(tableId, size, key);
+  m.tables.hold(tableId, size, key);
   if (ref) releaseTable(m, ref.tableId, w);
 }
 
 /** Deletes entry set `sid`'s reference, letting go of its table. */
-function dropRef(m: KernelMirror, sid: number, frontendId: number, scope: number, ref: MaglevRef, w: Writes): void {
-  m.maglevRefs.delete(sid);
+function dropRef(m: MaglevMirror, sid: number, frontendId: number, scope: number, ref: MaglevRef, w: Writes): void {
+  m.refs.delete(sid);
   w.maglevRefDeletes.push({ frontendId, scope });
   releaseTable(m, ref.tableId, w);
 }
@@ -157,14 +243,15 @@ function dropRef(m: KernelMirror, sid: number, frontendId: number, scope: number
  * free: the entry set's reference is then deleted (the caller reports it;
  * the datapath balances the frontend at random).
  */
-export function diffMaglev(m: KernelMirror, frontendId: number, scope: number, want: DesiredMaglev | null, w: Writes, capacity = Infinity): boolean {
+export function diffMaglev(mirror: Mirror, frontendId: number, scope: number, want: DesiredMaglev | null, w: Writes, capacity = Infinity): boolean {
+  const m = mirror.maglev;
   const sid = maglevSetId(frontendId, scope);
-  const ref = m.maglevRefs.get(sid);
+  const ref = m.refs.get(sid);
   if (!want) {
     if (ref) dropRef(m, sid, frontendId, scope, ref, w);
     return true;
   }
-  const tables = m.maglevTables;
+  const tables = m.tables;
   if (ref && tables.keyOf(ref.tableId) === want.key) return true;
   // Another entry set's table with the same key: shared, nothing computed.
   const shared = tables.idOf(want.key);
@@ -175,20 +262,20 @@ export function diffMaglev(m: KernelMirror, frontendId: number, scope: number, w
   const built = want.build();
   // In place: a table no other entry set holds, or an adopted one that already is this table.
   const inPlace = ref !== undefined && (tables.holders(ref.tableId) === 1 || (tables.keyOf(ref.tableId) === null && holdsTable(m, ref.tableId, built.chunks)));
-  const tableId = inPlace ? ref.tableId : m.maglevTableIds.allocate();
+  const tableId = inPlace ? ref.tableId : m.tableIds.allocate();
   let added = 0;
-  if (tableId !== undefined) for (let c = 0; c < built.chunks.length; c++) if (!m.maglevChunks.has(maglevChunkId(tableId, c))) added++;
-  if (tableId === undefined || (added > 0 && m.maglevChunks.size + w.maglevDeletes.length + added > capacity)) {
-    if (tableId !== undefined && !inPlace) m.maglevTableIds.release(tableId); // never written
+  if (tableId !== undefined) for (let c = 0; c < built.chunks.length; c++) if (!m.chunks.has(maglevChunkId(tableId, c))) added++;
+  if (tableId === undefined || (added > 0 && m.chunks.size + w.maglevDeletes.length + added > capacity)) {
+    if (tableId !== undefined && !inPlace) m.tableIds.release(tableId); // never written
     if (ref) dropRef(m, sid, frontendId, scope, ref, w);
     return false;
   }
   for (let c = 0; c < built.chunks.length; c++) {
     const id = maglevChunkId(tableId, c);
-    const have = m.maglevChunks.get(id);
+    const have = m.chunks.get(id);
     if (have && sameChunk(have, built.chunks[c])) continue;
     w.maglevWrites.push([{ tableId, chunk: c }, built.chunks[c]]);
-    m.maglevChunks.set(id, built.chunks[c]);
+    m.chunks.set(id, built.chunks[c]);
   }
   if (inPlace) {
     dropChunks(m, tableId, built.chunks.length, w);
@@ -198,26 +285,32 @@ export function diffMaglev(m: KernelMirror, frontendId: number, scope: number, w
   return true;
 }
 
+const NO_IDS: ReadonlySet<number> = new Set();
+
 /** The frontendIds the mirror's Maglev references name (the full sweep's orphan candidates). */
-export function maglevFrontendIds(m: KernelMirror): Set<number> {
+export function maglevFrontendIds(mirror: Mirror): ReadonlySet<number> {
+  const refs = mirror.maglev.refs;
+  if (refs.size === 0) return NO_IDS;
   const out = new Set<number>();
-  for (const id of m.maglevRefs.keys()) out.add(Math.floor(id / 2));
+  for (const id of refs.keys()) out.add(Math.floor(id / 2));
   return out;
 }
 
 /**
  * Deletes the chunks of tables no reference names: those a load found
- * (suspectMaglevTables), or (full) every table in the mirror. A correct run
- * never leaves one (a table goes with its last holder).
+ * (MaglevMirror's `suspects`), or (full) every table in the mirror. A
+ * correct run never leaves one (a table goes with its last holder).
  */
-export function dropUnheldMaglevTables(m: KernelMirror, w: Writes, full: boolean): void {
-  const candidates = full ? new Set(Array.from(m.maglevChunks.keys(), (id) => Math.floor(id / MAGLEV_MAX_CHUNKS))) : m.suspectMaglevTables;
+export function dropUnheldMaglevTables(mirror: Mirror, w: Writes, full: boolean): void {
+  const m = mirror.maglev;
+  if (full ? m.chunks.size === 0 : m.suspects.size === 0) return;
+  const candidates = full ? new Set(Array.from(m.chunks.keys(), (id) => Math.floor(id / MAGLEV_MAX_CHUNKS))) : m.suspects;
   for (const tableId of candidates) {
-    if (m.maglevTables.holders(tableId) > 0) continue;
+    if (m.tables.holders(tableId) > 0) continue;
     dropChunks(m, tableId, 0, w);
     w.releaseMaglevTableIds.push(tableId);
   }
-  if (m.suspectMaglevTables.size > 0) m.suspectMaglevTables.clear();
+  if (m.suspects.size > 0) m.suspects.clear();
 }
 
 function touchChunks(t: TouchedKeys, keys: ReadonlyArray<MaglevKey | [MaglevKey, unknown]>, k: Buffer): void {
@@ -235,25 +328,25 @@ function touchRefs(t: TouchedKeys, keys: ReadonlyArray<MaglevRefKey | [MaglevRef
   }
 }
 
-const compareChunks = (mirror: KernelMirror, kernel: ReadonlyArray<[MaglevKey, MaglevChunk]>, add: DriftSink) =>
+const compareChunks = (mirror: Mirror, kernel: ReadonlyArray<[MaglevKey, MaglevChunk]>, add: DriftSink) =>
   compareKeyValues(
     MAP,
-    mirror.maglevChunks,
+    mirror.maglev.chunks,
     kernel.map(([k, v]): [number, MaglevChunk] => [maglevChunkId(k.tableId, k.chunk), v]),
     sameChunk,
     add,
   );
 
-const compareRefs = (mirror: KernelMirror, kernel: ReadonlyArray<[MaglevRefKey, MaglevRef]>, add: DriftSink) =>
+const compareRefs = (mirror: Mirror, kernel: ReadonlyArray<[MaglevRefKey, MaglevRef]>, add: DriftSink) =>
   compareKeyValues(
     REF_MAP,
-    mirror.maglevRefs,
+    mirror.maglev.refs,
     kernel.map(([k, v]): [number, MaglevRef] => [maglevSetId(k.frontendId, k.scope), v]),
     (a, b) => a.tableId === b.tableId && a.m === b.m,
     add,
   );
 
-export const maglevTable: ReconcilerTable = {
+export const maglevTable: ReconcilerTable<Mirror> = {
   map: MAP,
   phases: [
     phase(
@@ -279,13 +372,13 @@ export const maglevTable: ReconcilerTable = {
     keySize: KEY_SIZE,
     valSize: VAL_SIZE,
     cursor: (m, b) => m.maglevRawCursor(b),
-    hashMirror: hashFromMap((m) => m.maglevChunks, KEY_SIZE, VAL_SIZE, maglevRecord),
+    hashMirror: hashFromMap((m: Mirror) => m.maglev.chunks, KEY_SIZE, VAL_SIZE, maglevRecord),
   },
   matches: (maps, mirror) => noDrift((add) => compareChunks(mirror, maps.dumpMaglev(), add)),
   compare: (mirror, k, add) => compareChunks(mirror, k.maglev, add),
 };
 
-export const maglevRefsTable: ReconcilerTable = {
+export const maglevRefsTable: ReconcilerTable<Mirror> = {
   map: REF_MAP,
   phases: [
     phase(
@@ -311,7 +404,7 @@ export const maglevRefsTable: ReconcilerTable = {
     keySize: REF_KEY_SIZE,
     valSize: REF_VAL_SIZE,
     cursor: (m, b) => m.maglevRefsRawCursor(b),
-    hashMirror: hashFromMap((m) => m.maglevRefs, REF_KEY_SIZE, REF_VAL_SIZE, maglevRefRecord),
+    hashMirror: hashFromMap((m: Mirror) => m.maglev.refs, REF_KEY_SIZE, REF_VAL_SIZE, maglevRefRecord),
   },
   matches: (maps, mirror) => noDrift((add) => compareRefs(mirror, maps.dumpMaglevRefs(), add)),
   compare: (mirror, k, add) => compareRefs(mirror, k.maglevRefs, add),

@@ -2,14 +2,15 @@
  * kpr_svc_meta, frontendId → the frontend's names (read by the CLI only):
  * written at step 4 (names of new frontendIds, before a master carries them),
  * deleted at step 10 (names of released frontendIds). Its text fields are
- * fixed-size: metaOf cuts the names as the map stores them.
+ * fixed-size: metaOf cuts the names as the map stores them. Its part of
+ * the mirror is a SvcMetaMirror (frontendId → names).
  */
 import type { RawDump } from '../../maps/datapath-maps.js';
 import { packId } from '../../maps/fast-pack.js';
 import { MAP_NAMES, encodeSvcMeta, type SvcMeta } from '../../maps/layout.js';
 import { MAPS } from '../../maps/registry.js';
-import { sameMeta, type KernelMirror } from '../kernel-mirror.js';
-import { compareKeyValues, hashFromMap, noDrift, phase, touchU32, type DriftSink, type ReconcilerTable } from './table.js';
+import type { Writes } from '../write-batch.js';
+import { compareKeyValues, hashFromMap, noDrift, phase, touchU32, type ByFrontendId, type DriftSink, type ReconcilerTable } from './table.js';
 
 const MAP = MAP_NAMES.svcMeta;
 const KEY_SIZE = MAPS.svcMeta.key.size;
@@ -74,9 +75,61 @@ function zeroAfterNul(b: Buffer, off: number, size: number): void {
   }
 }
 
-const compare = (mirror: KernelMirror, kernel: Iterable<[number, SvcMeta]>, add: DriftSink) => compareKeyValues(MAP, mirror.svcMeta, kernel, sameMeta, add);
+export function sameMeta(a: SvcMeta | undefined, b: SvcMeta): boolean {
+  return a !== undefined && a.name === b.name && a.portName === b.portName && a.type === b.type && a.proto === b.proto;
+}
 
-export const svcMetaTable: ReconcilerTable = {
+/** What the kernel's map holds, as last written or read: frontendId → the frontend's names. */
+export class SvcMetaMirror implements ByFrontendId {
+  readonly byFrontendId = new Map<number, SvcMeta>();
+
+  clear(): void {
+    this.byFrontendId.clear();
+  }
+
+  /**
+   * Adds what a dump of the map holds; a frontendId no frontend owns
+   * (`owners`) is noted in `suspects`. Returns the entries of such frontendIds.
+   */
+  load(metas: ReadonlyArray<[number, SvcMeta]>, owners: ReadonlyMap<number, string>, suspects: Set<number>): number {
+    let orphans = 0;
+    for (const [fid, m] of metas) {
+      this.byFrontendId.set(fid, m);
+      if (!owners.has(fid)) {
+        orphans++;
+        suspects.add(fid);
+      }
+    }
+    return orphans;
+  }
+
+  frontendIds(): IterableIterator<number> {
+    return this.byFrontendId.keys();
+  }
+}
+
+/** The part of the mirror this table reads. */
+interface Mirror {
+  readonly svcMeta: SvcMetaMirror;
+}
+
+/** The diff: makes the names of `frontendId` `meta` in the mirror, queueing the write when they differ. */
+export function diffSvcMeta(m: Mirror, frontendId: number, meta: SvcMeta, w: Writes): void {
+  const names = m.svcMeta.byFrontendId;
+  if (sameMeta(names.get(frontendId), meta)) return;
+  w.metaWrites.push([frontendId, meta]);
+  names.set(frontendId, meta);
+}
+
+/** Drops the names of `frontendId` from the mirror, queueing their delete (nothing when it has none). */
+export function dropSvcMeta(m: Mirror, frontendId: number, w: Writes): void {
+  if (m.svcMeta.byFrontendId.delete(frontendId)) w.metaDeletes.push(frontendId);
+}
+
+const compare = (mirror: Mirror, kernel: Iterable<[number, SvcMeta]>, add: DriftSink) =>
+  compareKeyValues(MAP, mirror.svcMeta.byFrontendId, kernel, sameMeta, add);
+
+export const svcMetaTable: ReconcilerTable<Mirror> = {
   map: MAP,
   phases: [
     phase(
@@ -103,7 +156,7 @@ export const svcMetaTable: ReconcilerTable = {
     valSize: VAL_SIZE,
     cursor: (m, b) => m.svcMetaRawCursor(b),
     normalise,
-    hashMirror: hashFromMap((m) => m.svcMeta, KEY_SIZE, VAL_SIZE, svcMetaRecord),
+    hashMirror: hashFromMap((m: Mirror) => m.svcMeta.byFrontendId, KEY_SIZE, VAL_SIZE, svcMetaRecord),
   },
   matches: (maps, mirror) => noDrift((add) => compare(mirror, maps.dumpSvcMeta(), add)),
   compare: (mirror, k, add) => compare(mirror, k.metas, add),

@@ -6,15 +6,19 @@
  * with: maps/fast-pack.ts), how its sliced read-back reads the kernel's
  * side, how its decoded compare counts drift, and which capacity limits
  * it. The phases of a sync iterate the table list (tables/index.ts); none of
- * them names a map. What a new map needs: docs/contributing.md, *Adding a
- * map the reconciler writes*.
+ * them names a map. Each table module also owns its part of the mirror
+ * (a state class, e.g. SrcRangesMirror) and the queries the other phases
+ * ask of it; KernelMirror (kernel-mirror.ts) composes them. A table is typed
+ * by the part of the mirror it reads (`M`: e.g. `{ srcRanges:
+ * SrcRangesMirror }`), so no table module imports kernel-mirror.ts. What a
+ * new map needs: docs/contributing.md, *Adding a map the reconciler writes*.
  */
 import type { DatapathMaps, RawCursor, RawDump } from '../../maps/datapath-maps.js';
 import { encodeBackendId } from '../../maps/layout.js';
 import { U32 } from '../../maps/registry.js';
 import type { MapCapacities } from '../limits.js';
 import { EMPTY_STATE, type RecordHashes, type TouchedKeys, type UntouchedSum } from '../read-back/fingerprint.js';
-import type { KernelContents, KernelMirror } from '../kernel-mirror.js';
+import type { KernelContents } from '../kernel-contents.js';
 import type { SyncResult } from '../sync-types.js';
 import type { ApplyTarget, Writes } from '../write-batch.js';
 
@@ -83,12 +87,12 @@ export interface ReadBackWindow {
  * How a map is read back in slices: its record sizes, its kernel cursor,
  * and how the mirror's side is hashed, resumably.
  */
-export interface SlicedMap {
+export interface SlicedMap<M> {
   keySize: number;
   valSize: number;
   cursor(m: DatapathMaps, batch: number): RawCursor;
   /** Hashes about `budget` more of the mirror's records into w.mirror (at least one); whether all are. */
-  hashMirror(mirror: KernelMirror, w: ReadBackWindow, budget: number): boolean;
+  hashMirror(mirror: M, w: ReadBackWindow, budget: number): boolean;
   /** Bytes the decoded compare ignores, zeroed in a kernel batch before it is hashed (so raw and decoded agree). */
   normalise?(d: RawDump): void;
 }
@@ -96,24 +100,30 @@ export interface SlicedMap {
 /** Adds one drift count of a map (nothing when all are 0). */
 export type DriftSink = (map: string, missing: number, changed: number, extra: number) => void;
 
-export interface ReconcilerTable {
+export interface ReconcilerTable<M> {
   /** The pinned map's name (the registry's). */
   map: string;
   /** Its writes and deletes, each at its step of the apply order. */
   phases: readonly Phase[];
   /** Its sliced read-back. */
-  sliced: SlicedMap;
+  sliced: SlicedMap<M>;
   /** A full sync's read-back: whether the map holds exactly the mirror's entries (a dump; throws if it fails). */
-  matches(maps: DatapathMaps, mirror: KernelMirror): boolean;
+  matches(maps: DatapathMaps, mirror: M): boolean;
   /** The decoded compare: what `k` (a dump) holds of this map differently from the mirror. */
-  compare(mirror: KernelMirror, k: KernelContents, add: DriftSink): void;
+  compare(mirror: M, k: KernelContents, add: DriftSink): void;
   /** The capacity (max_entries) that limits its entries, for those a Service can fill. */
   capacity?: keyof MapCapacities;
 }
 
+/** A mirror kept by frontendId (pairs, ranges, names): the sweep looks for frontendIds no frontend owns among its keys. */
+export interface ByFrontendId {
+  /** Its frontendIds (a live iterator over the mirror's keys). */
+  frontendIds(): IterableIterator<number>;
+}
+
 /** A read-back's hashMirror over a mirror Map, `record` giving each entry's bytes (key then value). */
-export function hashFromMap<K, V>(entries: (m: KernelMirror) => Map<K, V>, keySize: number, valSize: number, record: (k: K, v: V) => Buffer) {
-  return (mirror: KernelMirror, w: ReadBackWindow, budget: number): boolean => {
+export function hashFromMap<M, K, V>(entries: (m: M) => ReadonlyMap<K, V>, keySize: number, valSize: number, record: (k: K, v: V) => Buffer) {
+  return (mirror: M, w: ReadBackWindow, budget: number): boolean => {
     const it = (w.iter ??= entries(mirror).entries()) as Iterator<[K, V]>;
     let work = 0;
     do {
@@ -126,14 +136,14 @@ export function hashFromMap<K, V>(entries: (m: KernelMirror) => Map<K, V>, keySi
 }
 
 /** A read-back's hashMirror over a mirror kept as frontendId → a set of members (pairs, ranges). */
-export function hashMembers<T extends number | string>(
-  sets: (m: KernelMirror) => Map<number, Set<T>>,
+export function hashMembers<M, T extends number | string>(
+  sets: (m: M) => ReadonlyMap<number, ReadonlySet<T>>,
   keySize: number,
   valSize: number,
   record: (fid: number, member: T) => Buffer,
 ) {
-  return (mirror: KernelMirror, w: ReadBackWindow, budget: number): boolean => {
-    const byFrontendId = (w.iter ??= sets(mirror).entries()) as Iterator<[number, Set<T>]>;
+  return (mirror: M, w: ReadBackWindow, budget: number): boolean => {
+    const byFrontendId = (w.iter ??= sets(mirror).entries()) as Iterator<[number, ReadonlySet<T>]>;
     let work = 0;
     for (;;) {
       if (!w.members) {
@@ -153,7 +163,7 @@ export function hashMembers<T extends number | string>(
 }
 
 /** The decoded compare of a key → value map: entries missing, changed (per `same`) and extra. */
-export function compareKeyValues<K, V>(map: string, mirror: Map<K, V>, kernel: Iterable<[K, V]>, same: (a: V, b: V) => boolean, add: DriftSink): void {
+export function compareKeyValues<K, V>(map: string, mirror: ReadonlyMap<K, V>, kernel: Iterable<[K, V]>, same: (a: V, b: V) => boolean, add: DriftSink): void {
   let present = 0;
   let changed = 0;
   let extra = 0;
@@ -169,7 +179,7 @@ export function compareKeyValues<K, V>(map: string, mirror: Map<K, V>, kernel: I
 }
 
 /** The decoded compare of a map of key sets per frontendId: members missing and extra. */
-export function compareKeySets<T>(map: string, mirror: Map<number, Set<T>>, kernel: Iterable<[number, T]>, add: DriftSink): void {
+export function compareKeySets<T>(map: string, mirror: ReadonlyMap<number, ReadonlySet<T>>, kernel: Iterable<[number, T]>, add: DriftSink): void {
   let total = 0;
   for (const s of mirror.values()) total += s.size;
   let found = 0;
