@@ -5,8 +5,13 @@
  * limits' wording). A map is named by its pinned name (`kpr_aff_match`) or
  * its registry id (`MAPS.affinityMatch`, `MAP_NAMES.affinityMatch`),
  * comments included: a comment that names a map outside its table is where
- * the next change to the map would have to look. And agent/lb/ (selection
- * tables, pure) imports nothing that touches the kernel.
+ * the next change to the map would have to look. The same holds for a
+ * map's part of the mirror: each table module owns its state (a class such
+ * as SrcRangesMirror) that KernelMirror composes as a field, and no such
+ * field (`.srcRanges`) is reached in more than MAX_FILES files (the module,
+ * kernel-mirror.ts, one more): the other phases call the module's functions.
+ * And agent/lb/ (selection tables, pure) imports nothing that touches the
+ * kernel.
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -34,6 +39,16 @@ function sourceFiles(dir: string): string[] {
 
 const reconcileFiles = sourceFiles(path.join(root, 'agent', 'reconcile')).map((f) => ({ file: path.relative(root, f), text: readFileSync(f, 'utf8') }));
 
+/** KernelMirror's fields that hold a table module's state: `readonly <field> = new <Name>Mirror(`. */
+const mirrorText = readFileSync(path.join(root, 'agent', 'reconcile', 'kernel-mirror.ts'), 'utf8');
+const MIRROR_FIELDS = [...mirrorText.matchAll(/^\s*readonly (\w+) = new (\w+Mirror)\(/gm)].map((m) => m[1]);
+
+/** Files of agent/reconcile/ that reach a mirror field (`.field`, a registry id `MAPS.field` aside). */
+function reaching(field: string): string[] {
+  const reached = new RegExp(`(?<!\\bMAPS|\\bMAP_NAMES)\\.${field}\\b`);
+  return reconcileFiles.filter((f) => reached.test(f.text)).map((f) => f.file);
+}
+
 describe('map ownership in agent/reconcile/', () => {
   it(`names no map in more than ${MAX_FILES} files`, () => {
     const offenders: string[] = [];
@@ -55,6 +70,21 @@ describe('map ownership in agent/reconcile/', () => {
     const named = /\bkpr_aff_match\b|\bMAPS\.affinityMatch\b|\bMAP_NAMES\.affinityMatch\b/;
     const files = reconcileFiles.filter((f) => named.test(f.text)).map((f) => f.file);
     assert.ok(files.includes('agent/reconcile/tables/affinity-matches.ts'), files.join(', '));
+  });
+
+  it(`reaches no table's part of the mirror in more than ${MAX_FILES} files`, () => {
+    assert.ok(MIRROR_FIELDS.length >= 6, `KernelMirror's table states found: ${MIRROR_FIELDS.join(', ')}`);
+    const offenders = MIRROR_FIELDS.flatMap((field) => {
+      const files = reaching(field);
+      return files.length > MAX_FILES ? [`${field}: reached in ${files.length} files: ${files.join(', ')}`] : [];
+    });
+    assert.deepEqual(offenders, [], `a map's mirror state is its table module's (agent/reconcile/tables/):\n${offenders.join('\n')}`);
+  });
+
+  it('finds a mirror field reached outside its table (the check can fail)', () => {
+    assert.ok(MIRROR_FIELDS.includes('srcRanges'), MIRROR_FIELDS.join(', '));
+    const files = reaching('srcRanges');
+    assert.ok(files.includes('agent/reconcile/tables/src-ranges.ts') && files.includes('agent/reconcile/kernel-mirror.ts'), files.join(', '));
   });
 
   it('agent/lb/ imports nothing that touches the kernel (maps, native, datapath)', () => {
