@@ -151,7 +151,7 @@ test: build
 # The kernel matrix: the kernel-facing suites on this machine and inside QEMU
 # guests booting Debian's 5.10, 6.1 and 6.12 kernels (test/kernels/vm.sh
 # installs QEMU and fetches the kernels). KERNELS=5.10,6.1 picks a subset;
-# KERNELS_SLIM=6.1 runs those legs without the conformance files but conntrack.go.
+# KERNELS_SLIM=6.1 runs those legs without the conformance files but conntrack.go, and without e2e/upgrade.
 KERNELS ?= host,5.10,6.1,6.12
 KERNELS_SLIM ?=
 test-kernels: build

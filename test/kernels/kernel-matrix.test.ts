@@ -104,7 +104,7 @@ test('a conformance test skipped as n/a is the same on every kernel: counted apa
   assert.equal(cellText(cellFor(run('5.10', otherSkip), 'conformance/service.test.js')), 'degraded 1/2 (1 skipped)');
 });
 
-test('a slim leg runs every suite but the conformance files other than conntrack.go; the other legs run them all', () => {
+test('a slim leg runs every suite but the conformance files other than conntrack.go and the live-migration suite; the other legs run them all', () => {
   const slim = legFiles('6.1', KERNEL_SUITES, ['6.1']);
   const whole = legFiles('5.10', KERNEL_SUITES, ['6.1']);
   assert.deepEqual(whole, KERNEL_SUITES);

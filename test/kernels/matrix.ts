@@ -26,6 +26,7 @@ export const KERNEL_SUITES = [
   'bpf/layout.test.js',
   'bpf/tc-datapath.test.js',
   'bpf/maglev.test.js',
+  'bpf/ct-half-flows.test.js',
   'bpf/monitor.test.js',
   'datapath/udp-terminator.test.js',
   'native/attach.test.js',
@@ -67,13 +68,15 @@ export const KERNEL_SUITES = [
 
 /**
  * What a slim leg (`--slim 6.1`, or KERNELS_SLIM) leaves out: the conformance
- * files but conntrack.go. CI's budget (.ci/run, 90 minutes on two cores, TCG
- * guests) holds the whole conformance suite in one guest leg, not two: CI
- * runs it in the 5.10 leg (the oldest kernel, with the most fallbacks) and
+ * files but conntrack.go, and the live-migration suite. CI's budget
+ * (.ci/run, 90 minutes on two cores, TCG guests) holds them in one guest
+ * leg, not two: CI runs them in the 5.10 leg (the oldest kernel, with the
+ * most fallbacks; 6.1 has the same tc and socket-termination fallbacks) and
  * the 6.1 leg slim. `make test-kernels` without KERNELS_SLIM runs every
  * suite on every kernel it names.
  */
 export const SLIM_SKIPS = [
+  'e2e/upgrade.test.js',
   'conformance/service.test.js',
   'conformance/networking.test.js',
   'conformance/kube-proxy.test.js',
@@ -92,6 +95,7 @@ export const ROWS: Record<string, { label: string; features: string[] }> = {
   'bpf/layout.test.js': { label: "map layouts = the object's BTF", features: [] },
   'bpf/tc-datapath.test.js': { label: 'tc programs (BPF_PROG_TEST_RUN)', features: [] },
   'bpf/maglev.test.js': { label: 'Maglev selection on the tc path (BPF_PROG_TEST_RUN)', features: [] },
+  'bpf/ct-half-flows.test.js': { label: 'conntrack under load: no half-flow below capacity (BPF_PROG_TEST_RUN, a worker per CPU)', features: ['lru-hash'] },
   'bpf/monitor.test.js': { label: 'kpr monitor events, ring buffer (BPF_PROG_TEST_RUN)', features: [] },
   'datapath/udp-terminator.test.js': { label: 'UDP socket termination', features: ['bpf-sock-destroy'] },
   'native/attach.test.js': { label: 'cgroup links (pinned, swapped in place)', features: [] },
